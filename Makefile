@@ -1,0 +1,53 @@
+# zoflash developer entry points. `make demo` and `make test` do all the set-up they need.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+ZOFLASH := $(VENV)/bin/zoflash
+APT_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm make gcc binutils
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PYTEST_ARGS ?=
+
+.PHONY: setup system-packages test test-fast demo bench fixtures clean
+
+setup: system-packages $(VENV)/.installed
+
+# Debian packages the test tiers need (cross compiler, emulator); installed only when missing.
+system-packages:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+# Every tier; ZOFLASH_REQUIRE_ALL turns a skipped tier (missing tool) into a failure.
+test: setup
+	ZOFLASH_REQUIRE_ALL=1 $(PY) -m pytest -q $(PYTEST_ARGS)
+
+# Unit tier only (no compilers): seconds.
+test-fast: setup
+	$(PY) -m pytest -q -m "not cc and not cross and not qemu and not tflm and not slow" $(PYTEST_ARGS)
+
+# The main job: compile the example digits CNN for the host and check it bit for bit against TFLM.
+demo: setup
+	$(ZOFLASH) inspect examples/digits_cnn.tflite | tail -n 3
+	$(ZOFLASH) build --board host --model examples/digits_cnn.tflite --out generated/digits_cnn-host
+	$(ZOFLASH) infer --model examples/digits_cnn.tflite --inputs examples/digits_test_x.npy --out generated/digits_test_y.npy
+	$(PY) examples/accuracy.py generated/digits_test_y.npy examples/digits_test_y.npy
+	$(ZOFLASH) validate --model examples/digits_cnn.tflite --inputs examples/digits_test_x.npy
+
+# Benchmarks (commands, not tests): results go to docs/benchmarks.md.
+bench: setup
+	$(PY) benchmarks/bench_inference.py --write docs/benchmarks.md
+
+# Regenerate the checked-in fixture models (needs TensorFlow: pip install '.[fixtures]').
+fixtures: setup
+	$(PY) -m pip install -q -e '.[fixtures]'
+	$(PY) tests/fixtures/make_fixtures.py
+
+clean:
+	rm -rf generated/*/ .pytest_cache

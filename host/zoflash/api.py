@@ -1,0 +1,168 @@
+"""The library API: load, compile, generate, build, infer, validate, inspect.
+
+The CLI is a thin layer over these functions; everything here is usable from Python.
+"""
+from __future__ import annotations
+
+import logging
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import boards as boards_mod
+from .build import BuildResult, build_host
+from .bundle import Bundle, generate_bundle
+from .codegen import c_identifier
+from .compiler import CompiledModel, collect_buffers, compile_graph
+from .errors import UnsupportedModelError, ZoflashError
+from .ir import Graph
+from .lowering import lower_graph
+from .runner import HostModel, as_samples
+from .tflite_import import load_tflite, model_sha256
+
+log = logging.getLogger("zoflash")
+
+
+@dataclass
+class LoadedModel:
+    path: Path
+    graph: Graph
+    raw: bytes
+
+    @property
+    def sha256(self) -> str:
+        return model_sha256(self.raw)
+
+
+def load_model(path: str | Path) -> LoadedModel:
+    graph, raw = load_tflite(path)
+    return LoadedModel(Path(path), graph, raw)
+
+
+def compile_model(model: LoadedModel) -> CompiledModel:
+    return compile_graph(model.graph)
+
+
+def default_bundle_dir(model_path: Path, board_id: str) -> Path:
+    return Path("generated") / f"{c_identifier(model_path.stem)}-{board_id}"
+
+
+def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
+             prefix: str | None = None) -> Bundle:
+    """Compile a model and write its bundle for a board (no compiler run)."""
+    model = load_model(model_path)
+    board = boards_mod.load_board(board_id)
+    compiled = compile_model(model)
+    out = Path(out_dir) if out_dir is not None else default_bundle_dir(model.path, board.id)
+    bundle = generate_bundle(compiled, board, out, model.path.name, model.sha256, prefix=prefix)
+    log.info("wrote bundle %s (%d files)", out, len(bundle.manifest["files"]))
+    return bundle
+
+
+def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
+          prefix: str | None = None) -> BuildResult:
+    bundle = generate(model_path, board_id, out_dir, prefix)
+    if bundle.manifest["port"] != "host":
+        raise ZoflashError(f"board '{board_id}' cannot be built by this zoflash yet")
+    return build_host(bundle)
+
+
+@contextmanager
+def host_model(model_path: str | Path, bundle_dir: str | Path | None = None):
+    """Generate and build the model for the host in a scratch directory, yield it loaded."""
+    with tempfile.TemporaryDirectory(prefix="zoflash-") as tmp:
+        result = build(model_path, "host", Path(bundle_dir) if bundle_dir else Path(tmp) / "bundle")
+        yield HostModel(result.bundle)
+
+
+def infer(model_path: str | Path, x: np.ndarray) -> np.ndarray:
+    """Run the generated C on every sample of x ([N, *input shape], leading batch 1 optional)."""
+    with host_model(model_path) as m:
+        return m.run(x)
+
+
+@dataclass
+class OutputComparison:
+    name: str
+    max_abs_diff: float
+    mismatches: int
+    elements: int
+
+
+@dataclass
+class ValidationReport:
+    samples: int
+    outputs: list[OutputComparison]
+
+    @property
+    def ok(self) -> bool:
+        return all(o.mismatches == 0 for o in self.outputs)
+
+
+def random_inputs(model: LoadedModel, n: int, seed: int = 0) -> np.ndarray:
+    t = model.graph.tensors[model.graph.inputs[0]]
+    rng = np.random.default_rng(seed)
+    return rng.integers(-128, 128, size=(n,) + t.shape, dtype=np.int8)
+
+
+def validate(model_path: str | Path, x: np.ndarray) -> ValidationReport:
+    """Run the generated C and the tflite-micro interpreter on the same inputs and compare."""
+    from .tflm import TflmInterpreter  # optional dependency, loaded only here
+
+    model = load_model(model_path)
+    t_in = model.graph.tensors[model.graph.inputs[0]]
+    q = t_in.quant
+    x = as_samples(x, t_in.shape, q.scale if q else None, q.zero_point if q else None)
+    with host_model(model_path) as m:
+        ours = m.run(x)
+    golden = TflmInterpreter(model.raw).run_batch(x)
+    golden = golden.reshape(ours.shape)
+    diff = np.abs(ours.astype(np.float64) - golden.astype(np.float64))
+    name = model.graph.tensors[model.graph.outputs[0]].name
+    mismatches = int(np.count_nonzero(ours != golden)) if ours.dtype.kind != "f" else \
+        int(np.count_nonzero(ours.view(np.uint32) != golden.astype(ours.dtype).view(np.uint32)))
+    return ValidationReport(samples=x.shape[0], outputs=[
+        OutputComparison(name=name, max_abs_diff=float(diff.max()) if diff.size else 0.0,
+                         mismatches=mismatches, elements=int(ours.size))])
+
+
+def inspect(model_path: str | Path) -> str:
+    """A readable report: ops, tensors, quantization, the memory plan and the legality report."""
+    model = load_model(model_path)
+    g = model.graph
+    lines = [f"model {model.path.name}  sha256 {model.sha256[:16]}...  {len(g.ops)} ops, {len(g.tensors)} tensors",
+             f"inputs:  " + "; ".join(g.tensors[i].describe() for i in g.inputs),
+             f"outputs: " + "; ".join(g.tensors[i].describe() for i in g.outputs), "", "ops:"]
+    for op in g.ops:
+        ins = ", ".join(f"{g.tensors[i].name}{list(g.tensors[i].shape)}" for i in op.inputs
+                        if i >= 0 and not g.tensors[i].is_constant)
+        outs = ", ".join(f"{g.tensors[i].name}{list(g.tensors[i].shape)}" for i in op.outputs)
+        opts = ", ".join(f"{k}={v}" for k, v in sorted(op.options.items()))
+        lines.append(f"  {op.index:3d} {op.type:<18} {ins} -> {outs}" + (f"  [{opts}]" if opts else ""))
+    lines += ["", "tensors:"]
+    for t in g.tensors:
+        kind = f"const {t.nbytes} B" if t.is_constant else "activation"
+        lines.append(f"  {t.index:3d} {kind:<14} {t.describe()}")
+    lines.append("")
+    try:
+        compiled = compile_graph(g)
+    except UnsupportedModelError as err:
+        lines += ["legality: NOT SUPPORTED", *[f"  - {p}" for p in err.problems]]
+        return "\n".join(lines)
+    buffers = collect_buffers(compiled.program, compiled.root)
+    lines.append(f"memory plan ({compiled.plan.strategy}): arena {compiled.arena_size} bytes "
+                 f"(includes {compiled.io_bytes} bytes of inputs/outputs), constants {compiled.weights_bytes} bytes")
+    for b in sorted(buffers, key=lambda b: compiled.plan.offsets[b.name]):
+        t = g.tensors[int(b.name)]
+        lines.append(f"  [{compiled.plan.offsets[b.name]:7d}, {compiled.plan.offsets[b.name] + b.size:7d})  "
+                     f"steps {b.first:3d}..{b.last:3d}  '{t.name}'")
+    lines.append(f"legality: supported ({len(compiled.program.steps)} kernel calls, "
+                 f"{len(compiled.program.aliases)} reshapes without code)")
+    return "\n".join(lines)
+
+
+__all__ = ["load_model", "compile_model", "generate", "build", "infer", "validate", "inspect", "random_inputs",
+           "host_model", "lower_graph"]

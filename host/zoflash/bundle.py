@@ -1,0 +1,144 @@
+"""The bundle: a directory with every source needed to build the model for one board, plus
+`manifest.json`. It is the only hand-off from "compile" to "build", "run" and later verbs.
+
+Output is deterministic: the same model, board and options give byte-identical files.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from . import __version__
+from .boards import Board
+from .codegen import c_identifier, render_model, runtime_sources, template_env
+from .compiler import CompiledModel
+from .errors import ZoflashError
+
+MANIFEST_VERSION = 1
+
+
+@dataclass
+class Bundle:
+    path: Path
+    manifest: dict
+
+    @property
+    def prefix(self) -> str:
+        return self.manifest["prefix"]
+
+    @property
+    def board(self) -> str:
+        return self.manifest["board"]
+
+
+def _port_files(board: Board) -> tuple[dict[str, bytes], dict[str, str]]:
+    """Static files of the board's port (copied) and its templates (rendered later)."""
+    root = resources.files("zoflash.firmware_templates") / "ports" / board.port
+    if not root.is_dir():
+        raise ZoflashError(f"board '{board.id}' uses port '{board.port}', which this zoflash does not have")
+    static, templates = {}, {}
+    for p in sorted(root.iterdir(), key=lambda p: p.name):
+        if p.name.endswith(".j2"):
+            templates[p.name[:-3]] = f"ports/{board.port}/{p.name}"
+        elif p.is_file():
+            static[p.name] = p.read_bytes()
+    return static, templates
+
+
+def _io_manifest(model: CompiledModel, indices) -> list[dict]:
+    out = []
+    for i in indices:
+        t = model.graph.tensors[i]
+        q = t.quant
+        if q is None and t.dtype == "float32":
+            q = model.graph.tensors[model.graph.producer()[i].inputs[0]].quant
+        out.append(dict(name=t.name, dtype=t.dtype, shape=list(t.shape), bytes=t.nbytes,
+                        scale=q.scale if q is not None else None,
+                        zero_point=q.zero_point if q is not None else None,
+                        arena_offset=model.arena_offset[model.root[i]]))
+    return out
+
+
+def make_manifest(model: CompiledModel, board: Board, prefix: str, source_name: str, source_sha256: str,
+                  files: dict[str, bytes]) -> dict:
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "generator": f"zoflash {__version__}",
+        "model": {"file": source_name, "sha256": source_sha256},
+        "board": board.id,
+        "port": board.port,
+        "toolchain": {"cc": board.toolchain.cc},
+        "prefix": prefix,
+        "inputs": _io_manifest(model, model.graph.inputs),
+        "outputs": _io_manifest(model, model.graph.outputs),
+        "memory": {
+            "arena_bytes": model.arena_size,
+            "io_bytes_in_arena": model.io_bytes,
+            "weights_bytes": model.weights_bytes,
+            "plan_strategy": model.plan.strategy,
+        },
+        "ops": [{"index": s.op.index, "type": s.op.type, "kernel": s.kernel} for s in model.program.steps],
+        "aliases": [{"index": a.op.index, "type": a.op.type} for a in model.program.aliases],
+        "files": {name: hashlib.sha256(data).hexdigest() for name, data in sorted(files.items())},
+    }
+
+
+def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_name: str, source_sha256: str,
+                    prefix: str | None = None) -> Bundle:
+    prefix = prefix or c_identifier(Path(source_name).stem)
+    files: dict[str, bytes] = {}
+    for name, text in render_model(model, prefix, source_name, source_sha256).items():
+        files[name] = text.encode()
+    files.update(runtime_sources())
+    static, templates = _port_files(board)
+    files.update(static)
+    env = template_env()
+    sources = sorted(n for n in files if n.endswith(".c") and n not in static)
+    headers = sorted(n for n in files if n.endswith(".h")) + ["zo_bundle.h"]
+    ctx = dict(version=__version__, prefix=prefix, guard=prefix.upper(), board_id=board.id,
+               cc=board.toolchain.cc, cflags=" ".join(board.toolchain.cflags),
+               ldflags=" ".join(board.toolchain.ldflags), sources=" ".join(sources), headers=" ".join(headers))
+    files["zo_bundle.h"] = env.get_template("zo_bundle.h.j2").render(**ctx).encode()
+    for out_name, tpl in templates.items():
+        files[out_name] = env.get_template(tpl).render(**ctx).encode()
+    manifest = make_manifest(model, board, prefix, source_name, source_sha256, files)
+    _write(out_dir, files, manifest)
+    return Bundle(path=out_dir, manifest=manifest)
+
+
+def _write(out_dir: Path, files: dict[str, bytes], manifest: dict) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    old = out_dir / "manifest.json"
+    if old.exists():  # remove files of an earlier generation that this one no longer has
+        try:
+            stale = set(json.loads(old.read_text()).get("files", {})) - set(files)
+        except (ValueError, AttributeError):
+            stale = set()
+        for name in stale:
+            (out_dir / name).unlink(missing_ok=True)
+    elif any(out_dir.iterdir()):
+        raise ZoflashError(f"output directory '{out_dir}' is not empty and is not a zoflash bundle; "
+                           "choose another --out")
+    for name, data in sorted(files.items()):
+        target = out_dir / name
+        if not target.exists() or target.read_bytes() != data:  # keep mtimes: make rebuilds only what changed
+            target.write_bytes(data)
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+def load_bundle(path: str | Path) -> Bundle:
+    path = Path(path)
+    try:
+        manifest = json.loads((path / "manifest.json").read_text())
+    except FileNotFoundError:
+        raise ZoflashError(f"'{path}' is not a zoflash bundle (no manifest.json); create one with `zoflash build`") from None
+    except ValueError as exc:
+        raise ZoflashError(f"'{path}/manifest.json' is not valid JSON ({exc})") from None
+    if manifest.get("manifest_version") != MANIFEST_VERSION:
+        raise ZoflashError(f"'{path}' was made by another zoflash version "
+                           f"(manifest version {manifest.get('manifest_version')}, expected {MANIFEST_VERSION}); "
+                           "regenerate it with `zoflash build`")
+    return Bundle(path=path, manifest=manifest)

@@ -1,0 +1,251 @@
+"""Render a CompiledModel into C sources through Jinja2 templates.
+
+Python makes C *tokens* here (identifiers, literals, address expressions, array bodies) and
+the `.j2` templates make C *structure*. Every name that comes from the model file reaches C
+only through `c_comment` or `c_string`, so no tensor name can inject code.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+
+import jinja2
+import numpy as np
+
+from . import __version__, kernels
+from .compiler import CompiledModel
+
+_C_TYPES = {"int8": "int8_t", "int32": "int32_t", "float32": "float", "int16": "int16_t", "uint8": "uint8_t"}
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+# ---- token makers (used as Jinja filters) -------------------------------------------------
+
+def c_identifier(text: str) -> str:
+    """A safe C identifier from arbitrary text: [A-Za-z0-9_], not starting with a digit."""
+    ident = re.sub(r"[^A-Za-z0-9_]", "_", text).strip("_") or "model"
+    if ident[0].isdigit():
+        ident = "m_" + ident
+    return ident[:48].lower()
+
+
+def c_comment(text: str) -> str:
+    """Text safe inside /* */: printable ASCII only, no comment terminator, one line."""
+    clean = "".join(ch if 32 <= ord(ch) < 127 else "?" for ch in str(text))
+    return clean.replace("*/", "* /").replace("/*", "/ *")
+
+
+def c_string(text: str) -> str:
+    """A C string literal; everything outside [A-Za-z0-9 _.:/-] is an octal escape (also defeats trigraphs)."""
+    out = []
+    for byte in str(text).encode("utf-8"):
+        ch = chr(byte)
+        out.append(ch if re.match(r"[A-Za-z0-9 _.:/-]", ch) else f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def c_int(value: int) -> str:
+    value = int(value)
+    if value == -2**31:
+        return "(-2147483647 - 1)"
+    return str(value)
+
+
+def c_float(value: float) -> str:
+    """A float literal that round-trips the float32 value exactly."""
+    v = float(np.float32(value))
+    text = f"{v:.9g}"
+    if "e" not in text and "." not in text and "inf" not in text and "nan" not in text:
+        text += ".0"
+    return text + "f"
+
+
+def c_array(values, per_line: int = 16, indent: str = "    ") -> str:
+    """The body of an array initializer, `per_line` values per line."""
+    flat = np.asarray(values).reshape(-1)
+    if flat.dtype.kind == "f":
+        items = [c_float(v) for v in flat]
+    else:
+        items = [c_int(v) for v in flat]
+    lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
+    return (",\n" + indent).join(lines)
+
+
+# ---- render context -------------------------------------------------------------------------
+
+@dataclass
+class CArray:
+    ctype: str
+    name: str
+    values: np.ndarray
+    comment: str = ""
+
+    @property
+    def length(self) -> int:
+        return int(np.asarray(self.values).size)
+
+
+@dataclass
+class CField:
+    name: str
+    value: str
+
+
+@dataclass
+class CCall:
+    comment: str
+    function: str
+    struct: str
+    params_name: str
+    fields: list[CField]
+    arrays: list[CArray]
+    args: list[str]
+    pointer_lists: list[CArray] = field(default_factory=list)
+
+
+def _ctype(dtype: str) -> str:
+    if dtype not in _C_TYPES:
+        raise ValueError(f"no C type for {dtype}")
+    return _C_TYPES[dtype]
+
+
+class _Names:
+    """C names for one model, all under the model prefix."""
+
+    def __init__(self, prefix: str):
+        if not _IDENT.match(prefix):
+            raise ValueError(f"invalid C prefix {prefix!r}")
+        self.prefix = prefix
+        self.arena = f"{prefix}_arena"
+
+    def constant(self, index: int) -> str:
+        return f"{self.prefix}_t{index}"
+
+    def params(self, step_no: int) -> str:
+        return f"op{step_no}"
+
+
+def _address(model: CompiledModel, names: _Names, tensor: int | None, const: bool) -> str:
+    """A C expression for the data of a tensor, typed for a kernel argument."""
+    if tensor is None:
+        return "NULL"
+    root = model.root[tensor]
+    t = model.graph.tensors[root]
+    ctype = _ctype(model.graph.tensors[tensor].dtype)
+    qual = "const " if const else ""
+    if t.is_constant:
+        return names.constant(root)
+    offset = model.arena_offset[root]
+    if ctype == "int8_t":
+        return f"&{names.arena}[{offset}]"
+    return f"({qual}{ctype} *)(void *)&{names.arena}[{offset}]"
+
+
+def _step_call(model: CompiledModel, names: _Names, n: int, step) -> CCall:
+    info = kernels.KERNELS[step.kernel]
+    pname = names.params(n)
+    fields, arrays = [], []
+    for key, value in step.params.items():
+        if isinstance(value, np.ndarray):
+            aname = f"{pname}_{key}"
+            arrays.append(CArray(_ctype(str(value.dtype)), aname, value))
+            fields.append(CField(key, aname))
+        elif isinstance(value, float):
+            fields.append(CField(key, c_float(value)))
+        else:
+            fields.append(CField(key, c_int(value)))
+    args, pointer_lists = [], []
+    n_args = len(step.args)
+    for k, arg in enumerate(step.args):
+        is_output = k == n_args - 1  # by convention the output comes last
+        if isinstance(arg, tuple):
+            lname = f"{pname}_inputs"
+            pointer_lists.append(CArray("int8_t *const", lname, [_address(model, names, t, True) for t in arg]))
+            args.append(lname)
+        else:
+            args.append(_address(model, names, arg, not is_output))
+    g = model.graph
+    op = step.op
+    ins = ", ".join(f"'{g.tensors[i].name}'" for i in op.inputs if i >= 0 and not g.tensors[i].is_constant)
+    outs = ", ".join(f"'{g.tensors[i].name}'" for i in op.outputs)
+    comment = c_comment(f"op {op.index} {op.type}: {ins} -> {outs}")
+    return CCall(comment=comment, function=info.function, struct=info.struct, params_name=pname,
+                 fields=fields, arrays=arrays, args=args, pointer_lists=pointer_lists)
+
+
+def _io(model: CompiledModel, names: _Names, indices) -> list[dict]:
+    out = []
+    for i in indices:
+        t = model.graph.tensors[i]
+        scale, zp = (t.quant.scale, t.quant.zero_point) if t.quant is not None and not t.quant.per_channel \
+            else (0.0, 0)
+        if t.dtype == "float32" and t.quant is None:  # a DEQUANTIZE output: report its input's quantization
+            src = model.graph.tensors[model.graph.producer()[i].inputs[0]]
+            scale, zp = src.quant.scale, src.quant.zero_point
+        out.append(dict(name=c_string(t.name), comment=c_comment(t.name),
+                        dtype="ZO_FLOAT32" if t.dtype == "float32" else "ZO_INT8",
+                        ctype=_ctype(t.dtype), rank=len(t.shape), shape=", ".join(str(d) for d in t.shape) or "0",
+                        bytes=t.nbytes, scale=c_float(scale), zero_point=zp,
+                        offset=model.arena_offset[model.root[i]]))
+    return out
+
+
+def render_context(model: CompiledModel, prefix: str, source_name: str, source_sha256: str) -> dict:
+    names = _Names(prefix)
+    g = model.graph
+    constants = []
+    for r in model.constants:
+        t = g.tensors[r]
+        q = ""
+        if t.quant is not None:
+            q = f", {len(t.quant.scales)} scale(s), axis {t.quant.axis}" if t.quant.per_channel \
+                else f", scale {t.quant.scale:.9g}, zero point {t.quant.zero_point}"
+        constants.append(CArray(_ctype(t.dtype), names.constant(r), t.data,
+                                c_comment(f"'{t.name}' {t.dtype}{list(t.shape)}{q}")))
+    return dict(
+        prefix=prefix,
+        guard=prefix.upper(),
+        version=__version__,
+        source=c_comment(source_name),
+        source_sha256=source_sha256,
+        arena_size=max(model.arena_size, 16),
+        arena_name=names.arena,
+        plan_strategy=model.plan.strategy,
+        weights_bytes=model.weights_bytes,
+        constants=constants,
+        calls=[_step_call(model, names, n, s) for n, s in enumerate(model.program.steps)],
+        inputs=_io(model, names, g.inputs),
+        outputs=_io(model, names, g.outputs),
+    )
+
+
+# ---- templates ------------------------------------------------------------------------------
+
+def template_env() -> jinja2.Environment:
+    loader = jinja2.FileSystemLoader(str(resources.files("zoflash.firmware_templates")))
+    env = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env.filters.update(c_array=c_array, c_comment=c_comment, c_string=c_string, c_int=c_int, c_float=c_float)
+    return env
+
+
+MODEL_TEMPLATES = {  # template -> output file name pattern
+    "model.h.j2": "{prefix}.h",
+    "model.c.j2": "{prefix}.c",
+    "model_weights.c.j2": "{prefix}_weights.c",
+}
+
+
+def render_model(model: CompiledModel, prefix: str, source_name: str, source_sha256: str) -> dict[str, str]:
+    """File name -> text for the generated model sources."""
+    env = template_env()
+    ctx = render_context(model, prefix, source_name, source_sha256)
+    return {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in MODEL_TEMPLATES.items()}
+
+
+def runtime_sources() -> dict[str, bytes]:
+    """The static C runtime (kernels and shared headers), copied verbatim into bundles."""
+    root = resources.files("zoflash.firmware_templates") / "runtime"
+    return {p.name: p.read_bytes() for p in sorted(root.iterdir(), key=lambda p: p.name)
+            if p.name.endswith((".c", ".h"))}

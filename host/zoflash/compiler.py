@@ -1,0 +1,95 @@
+"""The compile pipeline: IR -> legality/lowering -> buffers -> memory plan -> CompiledModel.
+
+`compile_graph` reads like the table of contents of the compiler; each stage lives in its own
+module. Nothing here writes C: codegen.py renders a CompiledModel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ir import Graph, Tensor
+from .lowering import Program, lower_graph
+from .planner import Buffer, MemoryPlan, plan_memory
+
+
+@dataclass
+class CompiledModel:
+    graph: Graph
+    program: Program
+    plan: MemoryPlan
+    root: dict  # tensor index -> the tensor index whose storage it uses (aliases resolved)
+    arena_offset: dict  # root tensor index -> arena offset (activations only)
+    constants: list  # root tensor indices of constant tensors the steps read, in first-use order
+
+    @property
+    def arena_size(self) -> int:
+        return self.plan.arena_size
+
+    def tensor(self, index: int) -> Tensor:
+        return self.graph.tensors[index]
+
+    def storage(self, index: int) -> Tensor:
+        return self.graph.tensors[self.root[index]]
+
+    @property
+    def weights_bytes(self) -> int:
+        return sum(self.graph.tensors[i].nbytes for i in self.constants)
+
+    @property
+    def io_bytes(self) -> int:
+        return sum(self.storage(i).nbytes for i in self.graph.inputs + self.graph.outputs)
+
+
+def _resolve_aliases(program: Program) -> dict:
+    root = {t.index: t.index for t in program.graph.tensors}
+    for alias in program.aliases:  # in op order, so a source is already resolved
+        root[alias.target] = root[alias.source]
+    return root
+
+
+def _step_tensors(step) -> list[int]:
+    out = []
+    for arg in step.args:
+        if isinstance(arg, tuple):
+            out.extend(arg)
+        elif arg is not None:
+            out.append(arg)
+    return out
+
+
+def collect_buffers(program: Program, root: dict) -> list[Buffer]:
+    """One buffer per activation storage, alive from its first write to its last read."""
+    graph = program.graph
+    end = len(program.steps)
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for i in graph.inputs:  # written by the caller before step 0
+        first[root[i]] = -1
+        last[root[i]] = max(last.get(root[i], -1), -1)
+    for s, step in enumerate(program.steps):
+        for t in _step_tensors(step):
+            r = root[t]
+            if graph.tensors[r].is_constant:
+                continue
+            first.setdefault(r, s)
+            last[r] = max(last.get(r, s), s)
+    for o in graph.outputs:  # read by the caller after the last step
+        last[root[o]] = end
+        first.setdefault(root[o], end)
+    return [Buffer(name=str(r), size=graph.tensors[r].nbytes, first=first[r], last=last[r])
+            for r in sorted(first)]
+
+
+def compile_graph(graph: Graph, strategies: tuple[str, ...] | None = None) -> CompiledModel:
+    program = lower_graph(graph)  # raises UnsupportedModelError with every problem
+    root = _resolve_aliases(program)
+    buffers = collect_buffers(program, root)
+    plan = plan_memory(buffers, strategies)
+    constants: list[int] = []
+    for step in program.steps:
+        for t in _step_tensors(step):
+            r = root[t]
+            if graph.tensors[r].is_constant and r not in constants:
+                constants.append(r)
+    return CompiledModel(graph=graph, program=program, plan=plan, root=root,
+                         arena_offset={int(k): v for k, v in plan.offsets.items()}, constants=constants)

@@ -1,0 +1,52 @@
+"""The errors a user can see. Each carries text that says what is wrong and what to do.
+
+The CLI prints `str(err)` as one paragraph and exits with `err.exit_code`; no traceback.
+"""
+from __future__ import annotations
+
+
+class ZoflashError(Exception):
+    """Base class: a problem the user can act on."""
+
+    exit_code = 2
+
+
+class ModelFormatError(ZoflashError):
+    """The file is not a readable TFLite flatbuffer."""
+
+
+class UnsupportedModelError(ZoflashError):
+    """The model is readable but zoflash cannot compile it; lists every problem found."""
+
+    def __init__(self, model: str, problems: list):
+        self.model = model
+        self.problems = list(problems)
+        lines = [f"{model}: {len(self.problems)} problem(s) prevent compiling this model:"]
+        lines += [f"  - {p}" for p in self.problems]
+        super().__init__("\n".join(lines))
+
+
+class BoardError(ZoflashError):
+    """A board file is missing or invalid."""
+
+
+class ToolMissingError(ZoflashError):
+    """An external program or optional package is not installed."""
+
+    def __init__(self, tool: str, how_to_install: str):
+        self.tool = tool
+        super().__init__(f"'{tool}' is not available: {how_to_install}")
+
+
+class BuildError(ZoflashError):
+    """Compiling a bundle failed."""
+
+
+class DataError(ZoflashError):
+    """Input data (arrays, files) has the wrong shape, type or content."""
+
+
+class MismatchError(ZoflashError):
+    """Validation found outputs that differ from the reference."""
+
+    exit_code = 1

@@ -1,0 +1,115 @@
+"""The intermediate representation: a single-subgraph dataflow graph of tensors and ops.
+
+The importer builds it from a .tflite file; passes read it; nothing in it knows about C.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# Bytes per element of the tensor types zoflash understands.
+DTYPE_SIZES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "float32": 4, "float16": 2,
+               "bool": 1}
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """Affine quantization: real = scale * (q - zero_point), per tensor or per channel along `axis`."""
+
+    scales: tuple[float, ...]
+    zero_points: tuple[int, ...]
+    axis: int = 0
+
+    @property
+    def per_channel(self) -> bool:
+        return len(self.scales) > 1
+
+    @property
+    def scale(self) -> float:
+        """The single scale of a per-tensor quantization."""
+        if self.per_channel:
+            raise ValueError("per-channel quantization has no single scale")
+        return self.scales[0]
+
+    @property
+    def zero_point(self) -> int:
+        return self.zero_points[0]
+
+
+@dataclass
+class Tensor:
+    index: int
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    quant: Quantization | None = None
+    data: np.ndarray | None = None  # constant contents, already shaped
+    shape_signature: tuple[int, ...] | None = None  # -1 marks a dynamic dimension
+    is_variable: bool = False
+    sparse: bool = False
+
+    @property
+    def is_constant(self) -> bool:
+        return self.data is not None
+
+    @property
+    def num_elements(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+    @property
+    def nbytes(self) -> int:
+        return self.num_elements * DTYPE_SIZES.get(self.dtype, 0)
+
+    def describe(self) -> str:
+        q = ""
+        if self.quant is not None:
+            if self.quant.per_channel:
+                q = f" per-channel[{len(self.quant.scales)}] axis {self.quant.axis}"
+            else:
+                q = f" scale {self.quant.scale:.6g} zp {self.quant.zero_point}"
+        return f"'{self.name}' {self.dtype}{list(self.shape)}{q}"
+
+
+@dataclass
+class Op:
+    index: int
+    type: str  # TFLite builtin name, e.g. "CONV_2D"; "CUSTOM:<code>" for custom ops
+    inputs: tuple[int, ...]  # tensor indices, -1 for an omitted optional input
+    outputs: tuple[int, ...]
+    options: dict[str, Any] = field(default_factory=dict)
+    version: int = 1
+
+    def where(self, graph: "Graph") -> str:
+        """How an error message names this op: index, type and its tensors."""
+        ins = ", ".join(graph.tensors[i].name for i in self.inputs if i >= 0)
+        outs = ", ".join(graph.tensors[i].name for i in self.outputs)
+        return f"op {self.index} {self.type} (inputs: {ins}; outputs: {outs})"
+
+
+@dataclass
+class Graph:
+    name: str
+    tensors: list[Tensor]
+    ops: list[Op]
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    description: str = ""
+    num_subgraphs: int = 1
+
+    def producer(self) -> dict[int, Op]:
+        """Tensor index -> the op writing it."""
+        return {t: op for op in self.ops for t in op.outputs}
+
+    def consumers(self) -> dict[int, list[Op]]:
+        """Tensor index -> the ops reading it, in execution order."""
+        users: dict[int, list[Op]] = {}
+        for op in self.ops:
+            for t in op.inputs:
+                if t >= 0:
+                    users.setdefault(t, []).append(op)
+        return users
+
+    def op_types(self) -> list[str]:
+        return sorted({op.type for op in self.ops})

@@ -1,0 +1,83 @@
+"""Run a host-built bundle in-process through ctypes."""
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+
+from .bundle import Bundle
+from .errors import DataError, ZoflashError
+
+_NP_TYPES = {"int8": np.int8, "float32": np.float32}
+
+
+def as_samples(x: np.ndarray, shape: tuple[int, ...], scale: float | None, zero_point: int | None,
+               what: str = "inputs") -> np.ndarray:
+    """Bring user data to int8 [N, *shape]: the model's leading batch dim of 1 is optional; float
+    data is quantized with the input's scale and zero point (round half away from zero, as TFLite)."""
+    x = np.asarray(x)
+    shape = tuple(shape)
+    if x.shape[1:] == shape:
+        pass
+    elif shape and shape[0] == 1 and x.shape[1:] == shape[1:]:
+        x = x.reshape((x.shape[0],) + shape)
+    elif x.shape == shape or (shape and shape[0] == 1 and x.shape == shape[1:]):
+        x = x.reshape((1,) + shape)
+    else:
+        raise DataError(f"{what} have shape {list(x.shape)}; expected [N, {', '.join(map(str, shape))}]"
+                        + (f" or [N, {', '.join(map(str, shape[1:]))}]" if shape and shape[0] == 1 else ""))
+    if x.dtype == np.int8:
+        return np.ascontiguousarray(x)
+    if x.dtype.kind == "f":
+        if scale is None:
+            raise DataError(f"{what} are float but the model input has no quantization")
+        q = np.asarray(x, np.float64) / scale
+        q = np.sign(q) * np.floor(np.abs(q) + 0.5) + zero_point
+        return np.clip(q, -128, 127).astype(np.int8)
+    raise DataError(f"{what} are {x.dtype}; give int8 data (or float32 in the model's real units)")
+
+
+class HostModel:
+    """The generated C model of a host bundle, loaded as a shared library."""
+
+    def __init__(self, bundle: Bundle):
+        self.bundle = bundle
+        lib_path = Path(bundle.path) / "build" / f"lib{bundle.prefix}.so"
+        if not lib_path.exists():
+            raise ZoflashError(f"{lib_path} does not exist: build the bundle first (`zoflash build`)")
+        self.lib = ctypes.CDLL(str(lib_path.resolve()))
+        p = bundle.prefix
+        self._init = getattr(self.lib, f"{p}_init")
+        self._invoke = getattr(self.lib, f"{p}_invoke")
+        self._input = getattr(self.lib, f"{p}_input")
+        self._output = getattr(self.lib, f"{p}_output")
+        self._input.restype = ctypes.c_void_p
+        self._output.restype = ctypes.c_void_p
+        self._input.argtypes = [ctypes.c_int32]
+        self._output.argtypes = [ctypes.c_int32]
+        self._init()
+        self.inputs = bundle.manifest["inputs"]
+        self.outputs = bundle.manifest["outputs"]
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        """Run input 0 for each of N samples; returns output 0 as [N, *output shape]."""
+        spec_in, spec_out = self.inputs[0], self.outputs[0]
+        x = as_samples(x, spec_in["shape"], spec_in["scale"], spec_in["zero_point"])
+        dtype = _NP_TYPES[spec_out["dtype"]]
+        y = np.empty((x.shape[0],) + tuple(spec_out["shape"]), dtype=dtype)
+        in_ptr, out_ptr = self._input(0), self._output(0)
+        n_in, n_out = spec_in["bytes"], spec_out["bytes"]
+        for i in range(x.shape[0]):
+            ctypes.memmove(in_ptr, x[i].ctypes.data, n_in)
+            self._invoke()
+            ctypes.memmove(y[i].ctypes.data, out_ptr, n_out)
+        return y
+
+    def time_invoke(self, repeats: int) -> float:
+        """Seconds per invoke, called from Python (for benchmarks against the TFLM interpreter)."""
+        import time
+        start = time.perf_counter()
+        for _ in range(repeats):
+            self._invoke()
+        return (time.perf_counter() - start) / repeats
