@@ -61,7 +61,7 @@ def _check(table: dict, schema: dict, where: str) -> None:
 
 
 def _board_files() -> dict:
-    root = resources.files("zoflash.boards")
+    root = resources.files("zoflash.board_files")
     return {p.name[:-5]: p for p in root.iterdir() if p.name.endswith(".toml")}
 
 

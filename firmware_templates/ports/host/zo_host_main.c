@@ -2,11 +2,14 @@
  *
  *   model_run INPUTS.bin OUTPUTS.bin    reads N samples of input 0 back to back, writes N outputs
  *   model_run --info                    prints the input and output descriptors
+ *   model_run --bench N                 times N invokes in a native loop, prints ns per invoke
  *
  * Static file, copied into host bundles; the model is reached through zo_bundle.h. */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime under -std=c11 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "zo_bundle.h"
 
@@ -27,8 +30,22 @@ int main(int argc, char **argv)
         for (int32_t i = 0; i < ZO_MODEL_NUM_OUTPUTS; i++) print_desc("output", &ZO_MODEL_OUTPUTS[i]);
         return 0;
     }
+    if (argc == 3 && strcmp(argv[1], "--bench") == 0) {
+        const long n = strtol(argv[2], NULL, 10);
+        struct timespec t0, t1;
+        ZO_MODEL_INIT();
+        ZO_MODEL_INVOKE(); /* warm caches */
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (long i = 0; i < n; i++) {
+            ZO_MODEL_INVOKE();
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+        printf("%.1f\n", n > 0 ? ns / (double)n : 0.0);
+        return 0;
+    }
     if (argc != 3) {
-        fprintf(stderr, "usage: %s INPUTS.bin OUTPUTS.bin | --info\n", argv[0]);
+        fprintf(stderr, "usage: %s INPUTS.bin OUTPUTS.bin | --info | --bench N\n", argv[0]);
         return 2;
     }
     FILE *in = fopen(argv[1], "rb");

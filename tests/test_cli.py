@@ -1,0 +1,67 @@
+"""The command line: exact commands from the README, exit codes, outputs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES
+from zoflash import __version__
+from zoflash.cli import main
+
+
+def test_version_and_help(capsys):
+    assert main(["--version"]) == 0
+    assert __version__ in capsys.readouterr().out
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for cmd in ("build", "infer", "validate", "inspect", "boards"):
+        assert cmd in out
+
+
+def test_boards(capsys):
+    assert main(["boards"]) == 0
+    assert "host" in capsys.readouterr().out
+
+
+def test_unknown_board(capsys):
+    assert main(["build", "--board", "nope", "--model", str(FIXTURES / "mlp.tflite")]) == 2
+    assert "unknown board 'nope'" in capsys.readouterr().err
+
+
+def test_inspect(capsys):
+    assert main(["inspect", str(FIXTURES / "mbv2_block.tflite")]) == 0
+    out = capsys.readouterr().out
+    assert "DEPTHWISE_CONV_2D" in out and "memory plan" in out and "legality: supported" in out
+
+
+@pytest.mark.cc
+def test_build_infer(tmp_path, capsys):
+    out_dir = tmp_path / "bundle"
+    assert main(["build", "--board", "host", "--model", str(FIXTURES / "mlp.tflite"), "--out", str(out_dir)]) == 0
+    text = capsys.readouterr().out
+    assert "arena" in text and "constant weights" in text and "code" in text
+    assert (out_dir / "manifest.json").exists() and (out_dir / "build" / "libmlp.so").exists()
+    x = np.random.default_rng(0).integers(-128, 128, size=(7, 64), dtype=np.int8)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["infer", "--model", str(FIXTURES / "mlp.tflite"), "--inputs", str(tmp_path / "x.npy"),
+                 "--out", str(tmp_path / "y.npy")]) == 0
+    y = np.load(tmp_path / "y.npy")
+    assert y.dtype == np.int8 and y.shape[0] == 7
+
+
+@pytest.mark.cc
+@pytest.mark.tflm
+def test_validate_random(capsys):
+    assert main(["validate", "--model", str(FIXTURES / "digits_cnn.tflite"), "--random", "20"]) == 0
+    assert "OK" in capsys.readouterr().out
+
+
+def test_validate_needs_exactly_one_source(capsys):
+    assert main(["validate", "--model", str(FIXTURES / "mlp.tflite")]) == 2
+
+
+def test_bad_inputs_file(tmp_path, capsys):
+    (tmp_path / "x.npy").write_bytes(b"not numpy")
+    assert main(["infer", "--model", str(FIXTURES / "mlp.tflite"), "--inputs", str(tmp_path / "x.npy"),
+                 "--out", str(tmp_path / "y.npy")]) == 2
+    assert "cannot read" in capsys.readouterr().err

@@ -1,0 +1,137 @@
+"""End-to-end compiler tests on the fixture models: bit-exact against the tflite-micro
+interpreter, deterministic bundles, warning-free builds (host, sanitizers, Cortex-M55)."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES, positive_fixtures
+from zoflash import api
+from zoflash.bundle import load_bundle
+from zoflash.runner import HostModel
+
+FIXTURE_MODELS = positive_fixtures()
+M55_FLAGS = ["-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-d16", "-std=c11", "-O2",
+             "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", "-ffreestanding"]
+
+
+def sample_inputs(model_file: str, n: int, seed: int = 0) -> np.ndarray:
+    """Random int8 inputs plus structured ones (constant extremes, ramps) that reach saturation paths."""
+    m = api.load_model(FIXTURES / model_file)
+    x = api.random_inputs(m, n, seed)
+    x[0] = -128
+    x[1] = 127
+    x[2] = 0
+    x[3] = np.arange(x[3].size).reshape(x[3].shape) % 256 - 128
+    return x
+
+
+@pytest.fixture(scope="module")
+def host_bundles(tmp_path_factory):
+    """Each fixture compiled and built once for the host."""
+    root = tmp_path_factory.mktemp("bundles")
+    return {f: api.build(FIXTURES / f, "host", root / Path(f).stem).bundle for f in FIXTURE_MODELS}
+
+
+@pytest.mark.cc
+@pytest.mark.tflm
+@pytest.mark.parametrize("model_file", FIXTURE_MODELS)
+def test_bit_exact_against_tflm(model_file, host_bundles):
+    from zoflash.tflm import TflmInterpreter
+
+    x = sample_inputs(model_file, 160)
+    ours = HostModel(host_bundles[model_file]).run(x)
+    golden = TflmInterpreter((FIXTURES / model_file).read_bytes()).run_batch(x).reshape(ours.shape)
+    assert ours.dtype == golden.dtype
+    mismatch = np.argwhere(ours != golden)
+    assert mismatch.size == 0, f"{len(mismatch)} elements differ, first at {mismatch[:5].tolist()}"
+
+
+@pytest.mark.cc
+@pytest.mark.tflm
+@pytest.mark.parametrize("model_file", FIXTURE_MODELS)
+def test_arena_not_larger_than_tflm(model_file, host_bundles):
+    from zoflash.tflm import TflmInterpreter
+
+    ours = host_bundles[model_file].manifest["memory"]["arena_bytes"]
+    tflm = TflmInterpreter((FIXTURES / model_file).read_bytes()).arena_usage()
+    assert ours <= tflm["head"], f"our arena {ours} B > TFLM's non-persistent arena {tflm['head']} B"
+
+
+@pytest.mark.parametrize("model_file", FIXTURE_MODELS)
+def test_generation_is_deterministic(model_file, tmp_path):
+    a = api.generate(FIXTURES / model_file, "host", tmp_path / "a")
+    b = api.generate(FIXTURES / model_file, "host", tmp_path / "b")
+    files = sorted(a.manifest["files"])
+    assert files == sorted(b.manifest["files"])
+    for name in files + ["manifest.json"]:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_regeneration_removes_stale_files_and_refuses_foreign_dirs(tmp_path):
+    out = tmp_path / "bundle"
+    api.generate(FIXTURES / "mlp.tflite", "host", out, prefix="first")
+    assert (out / "first.c").exists()
+    api.generate(FIXTURES / "mlp.tflite", "host", out, prefix="second")
+    assert not (out / "first.c").exists() and (out / "second.c").exists()
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(Exception, match="not a zoflash bundle"):
+        api.generate(FIXTURES / "mlp.tflite", "host", foreign)
+    assert (foreign / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("model_file", ["mbv2_block.tflite", "branchy.tflite", "logistic_mul.tflite"])
+def test_sanitizer_build_matches(model_file, host_bundles, tmp_path):
+    """AddressSanitizer + UBSan runner gives the same outputs as the optimised library."""
+    bundle = host_bundles[model_file]
+    subprocess.run(["make", "-s", "-C", str(bundle.path), "sanitize"], check=True, capture_output=True)
+    x = sample_inputs(model_file, 12, seed=3)
+    (tmp_path / "in.bin").write_bytes(x.tobytes())
+    exe = bundle.path / "build" / f"{bundle.prefix}_run_asan"
+    proc = subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], capture_output=True,
+                          text=True, env={**os.environ, "UBSAN_OPTIONS": "halt_on_error=1",
+                                          "ASAN_OPTIONS": "detect_leaks=1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    expected = HostModel(bundle).run(x)
+    got = np.frombuffer((tmp_path / "out.bin").read_bytes(), dtype=expected.dtype).reshape(expected.shape)
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.cross
+@pytest.mark.parametrize("model_file", FIXTURE_MODELS)
+def test_cortex_m55_compile_is_warning_free(model_file, tmp_path):
+    bundle = api.generate(FIXTURES / model_file, "host", tmp_path / "b")
+    sources = [p for p in sorted(bundle.path.glob("*.c")) if p.name != "zo_host_main.c"]
+    for src in sources:
+        proc = subprocess.run(["arm-none-eabi-gcc", *M55_FLAGS, "-c", "-o", str(tmp_path / (src.stem + ".o")),
+                               str(src)], capture_output=True, text=True)
+        assert proc.returncode == 0, f"{src.name}:\n{proc.stderr}"
+
+
+@pytest.mark.cc
+def test_runner_accepts_inputs_with_or_without_batch_dim(host_bundles):
+    bundle = host_bundles["digits_cnn.tflite"]
+    model = HostModel(bundle)
+    shape = tuple(bundle.manifest["inputs"][0]["shape"])
+    x = sample_inputs("digits_cnn.tflite", 5)
+    with_batch = model.run(x)
+    without = model.run(x.reshape((5,) + shape[1:]))
+    np.testing.assert_array_equal(with_batch, without)
+    assert with_batch.shape == (5,) + tuple(bundle.manifest["outputs"][0]["shape"])
+    with pytest.raises(Exception, match="expected"):
+        model.run(np.zeros((5, 3), np.int8))
+
+
+def test_bundle_manifest_round_trip(tmp_path):
+    b = api.generate(FIXTURES / "mlp.tflite", "host", tmp_path / "m")
+    loaded = load_bundle(tmp_path / "m")
+    assert loaded.manifest == b.manifest
+    assert loaded.manifest["memory"]["arena_bytes"] > 0
+    assert loaded.manifest["model"]["sha256"] == api.load_model(FIXTURES / "mlp.tflite").sha256
