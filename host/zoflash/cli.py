@@ -35,13 +35,10 @@ def cli(verbose: int, quiet: bool) -> None:
     logging.basicConfig(level=level, format="%(levelname)s: %(message)s")
 
 
-def _echo(ctx_quiet: bool, text: str) -> None:
-    if not ctx_quiet:
+def _say(text: str) -> None:
+    """Normal output, silenced by -q."""
+    if logging.getLogger().level < logging.ERROR:
         click.echo(text)
-
-
-def _quiet() -> bool:
-    return logging.getLogger().level >= logging.ERROR
 
 
 @cli.command()
@@ -70,12 +67,12 @@ def build(board: str, model_path: str, out_dir: str | None, prefix: str | None, 
         result = api.build(model_path, board, out_dir, prefix)
         bundle, code = result.bundle, result.code_bytes
     mem = bundle.manifest["memory"]
-    _echo(_quiet(), f"bundle  {bundle.path}  (board {bundle.board}, prefix {bundle.prefix})")
-    _echo(_quiet(), f"RAM     arena {mem['arena_bytes']} bytes (activations, inputs and outputs; plan {mem['plan_strategy']})")
+    _say(f"bundle  {bundle.path}  (board {bundle.board}, prefix {bundle.prefix})")
+    _say(f"RAM     arena {mem['arena_bytes']} bytes (activations, inputs and outputs; plan {mem['plan_strategy']})")
     flash = f"flash   constant weights {mem['weights_bytes']} bytes"
     if code is not None:
         flash += f", code {code} bytes (host compiler, -O2)"
-    _echo(_quiet(), flash)
+    _say(flash)
 
 
 def _load_array(path: str) -> np.ndarray:
@@ -96,7 +93,7 @@ def infer(model_path: str, inputs_path: str, out_path: str) -> None:
 
     y = api.infer(model_path, _load_array(inputs_path))
     np.save(out_path, y)
-    _echo(_quiet(), f"wrote {out_path}: {y.dtype} {list(y.shape)}")
+    _say(f"wrote {out_path}: {y.dtype} {list(y.shape)}")
 
 
 @cli.command()
@@ -132,7 +129,7 @@ def inspect(model_path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (testable without a subprocess)."""
     try:
-        cli.main(args=argv, prog_name="zoflash", standalone_mode=False)
+        rv = cli.main(args=argv, prog_name="zoflash", standalone_mode=False)
     except click.exceptions.Exit as e:
         return e.exit_code
     except click.ClickException as e:
@@ -143,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except SystemExit as e:
         return int(e.code or 0)
-    return 0
+    return rv if isinstance(rv, int) else 0  # click returns ctx.exit() codes in this mode
 
 
 if __name__ == "__main__":

@@ -132,8 +132,9 @@ def _build(graph: Graph, op: Op, kernel: str, **kw) -> dict:
         raise Problem(f"{op.where(graph)}: {exc}") from None
 
 
-def _same_quant(graph: Graph, op: Op, a: Tensor, b: Tensor) -> None:
-    if abs(a.quant.scale - b.quant.scale) > 1e-6 or a.quant.zero_point != b.quant.zero_point:
+def _same_quant(graph: Graph, op: Op, a: Tensor, b: Tensor, tolerance: float = 0.0) -> None:
+    """TFLM's checks: pooling allows |scale difference| <= 1e-6, concatenation wants equality."""
+    if abs(a.quant.scale - b.quant.scale) > tolerance or a.quant.zero_point != b.quant.zero_point:
         raise Problem(f"{op.where(graph)}: {a.describe()} and {b.describe()} must share scale and zero point")
 
 
@@ -177,6 +178,11 @@ def lower_fully_connected(graph: Graph, op: Op) -> Step:
         raise Problem(f"{op.where(graph)}: input has {x.num_elements} elements, not a multiple of depth {depth}")
     scales = _weights(graph, op, w, 0, units)
     b = _bias(graph, op, 2, units)
+    if b is not None and len(scales) == 1 and b.quant is not None and not b.quant.per_channel:
+        # TFLM's prepare rejects a per-tensor bias whose scale is far from input x weights scale
+        if abs(x.quant.scale * scales[0] - b.quant.scale) / y.quant.scale > 0.02:
+            raise Problem(f"{op.where(graph)}: bias scale {b.quant.scale:.6g} does not match input x weights "
+                          f"scale {x.quant.scale * scales[0]:.6g}")
     params = _build(graph, op, "fully_connected", input_elements=x.num_elements, weights_shape=(units, depth),
                     input_scale=x.quant.scale, input_zp=x.quant.zero_point, filter_scales=scales,
                     output_scale=y.quant.scale, output_zp=y.quant.zero_point, activation=_activation(graph, op))
@@ -187,7 +193,7 @@ def lower_fully_connected(graph: Graph, op: Op) -> Step:
 def lower_pool(graph: Graph, op: Op) -> Step:
     x = _activation_tensor(graph, op, _t(graph, op, 0, "input"), "input")
     y = _activation_tensor(graph, op, _out(graph, op), "output")
-    _same_quant(graph, op, x, y)
+    _same_quant(graph, op, x, y, tolerance=1e-6)
     o = op.options
     kernel = "avg_pool" if op.type == "AVERAGE_POOL_2D" else "max_pool"
     params = _build(graph, op, kernel, input_hwc=_hwc(graph, op, x, "input"), output_hwc=_hwc(graph, op, y, "output"),
@@ -219,11 +225,13 @@ def lower_pad(graph: Graph, op: Op) -> Step:
     y = _activation_tensor(graph, op, _out(graph, op), "output")
     if not pads.is_constant or pads.dtype not in ("int32", "int64"):
         raise Problem(f"{op.where(graph)}: paddings '{pads.name}' must be a constant int32 tensor")
-    _same_quant(graph, op, x, y)
-    pad_value = y.quant.zero_point
+    pad_value = y.quant.zero_point  # TFLM copies bytes: no input/output quantization check
     value = _t(graph, op, 2, "constant value", optional=True)
     if value is not None:
         _const(graph, op, value, "constant value", "int8")
+        if value.quant is None or value.quant.per_channel:
+            raise Problem(f"{op.where(graph)}: constant value '{value.name}' has no per-tensor quantization")
+        _same_quant(graph, op, value, y)
         pad_value = int(value.data.reshape(-1)[0])
     paddings = tuple((int(p[0]), int(p[1])) for p in np.asarray(pads.data).reshape(-1, 2))
     params = _build(graph, op, "pad", input_shape=x.shape, paddings=paddings, pad_value=pad_value)

@@ -1,0 +1,171 @@
+/* zo_kernels.h - static int8 kernels, bit-exact with the TFLite Micro reference kernels.
+ *
+ * Every kernel NAME has a parameter struct zo_NAME_params_t, filled at compile time by the
+ * code generator from host/zoflash/kernels.py (NAME_params), and a function zo_NAME_s8.
+ * All tensors are batch 1, NHWC, int8 unless stated.  Multipliers/shifts follow TFLM:
+ * value * multiplier / 2^31 * 2^shift (shift > 0 is a left shift).
+ *
+ * No heap, no libm, no VLAs: scratch space is small fixed-size stack arrays.
+ */
+#ifndef ZO_KERNELS_H
+#define ZO_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- CONV_2D: filter OHWI [output_c][filter_h][filter_w][filter_c]; bias int32 [output_c] or NULL.
+ * filter_c == input_c, or input_c / groups for a grouped convolution. */
+typedef struct {
+    int32_t input_h, input_w, input_c;
+    int32_t output_h, output_w, output_c;
+    int32_t filter_h, filter_w, filter_c;
+    int32_t stride_h, stride_w;
+    int32_t dilation_h, dilation_w;
+    int32_t pad_h, pad_w;          /* padding before (top, left), as TFLM computes it */
+    int32_t input_zp, output_zp;
+    int32_t act_min, act_max;
+    const int32_t *multiplier;     /* [output_c] */
+    const int32_t *shift;          /* [output_c] */
+} zo_conv2d_params_t;
+
+/* ---- DEPTHWISE_CONV_2D: filter [1][filter_h][filter_w][output_c], output channel
+ * oc = ic * depth_multiplier + m; bias int32 [output_c] or NULL. */
+typedef struct {
+    int32_t input_h, input_w, input_c;
+    int32_t output_h, output_w, output_c;
+    int32_t filter_h, filter_w;
+    int32_t depth_multiplier;
+    int32_t stride_h, stride_w;
+    int32_t dilation_h, dilation_w;
+    int32_t pad_h, pad_w;
+    int32_t input_zp, output_zp;
+    int32_t act_min, act_max;
+    const int32_t *multiplier;     /* [output_c] */
+    const int32_t *shift;          /* [output_c] */
+} zo_depthwise_conv2d_params_t;
+
+/* ---- FULLY_CONNECTED: weights [units][depth]; input is rows x depth; output rows x units. */
+typedef struct {
+    int32_t rows, depth, units;
+    int32_t input_zp, output_zp;
+    int32_t act_min, act_max;
+    const int32_t *multiplier;     /* [units] (a per-tensor scale is repeated) */
+    const int32_t *shift;          /* [units] */
+} zo_fully_connected_params_t;
+
+/* ---- AVERAGE_POOL_2D / MAX_POOL_2D (input and output share scale and zero point). */
+typedef struct {
+    int32_t input_h, input_w, channels;
+    int32_t output_h, output_w;
+    int32_t filter_h, filter_w;
+    int32_t stride_h, stride_w;
+    int32_t pad_h, pad_w;
+    int32_t act_min, act_max;
+} zo_pool_params_t;
+
+/* ---- ADD with broadcasting.  The output is walked as a 4-D box out_d0..out_d3 (the builder
+ * merges dimensions); inN_sK is input N's element stride along output dimension K (0 when
+ * broadcast).  broadcast == 0 means all three are the same flat size out_d0*..*out_d3. */
+typedef struct {
+    int32_t out_d0, out_d1, out_d2, out_d3;
+    int32_t in1_s0, in1_s1, in1_s2, in1_s3;
+    int32_t in2_s0, in2_s1, in2_s2, in2_s3;
+    int32_t broadcast;
+    int32_t input1_zp, input2_zp, output_zp;
+    int32_t left_shift;
+    int32_t input1_multiplier, input1_shift;
+    int32_t input2_multiplier, input2_shift;
+    int32_t output_multiplier, output_shift;
+    int32_t act_min, act_max;
+} zo_add_params_t;
+
+/* ---- MUL with broadcasting (same shape fields as ADD). */
+typedef struct {
+    int32_t out_d0, out_d1, out_d2, out_d3;
+    int32_t in1_s0, in1_s1, in1_s2, in1_s3;
+    int32_t in2_s0, in2_s1, in2_s2, in2_s3;
+    int32_t broadcast;
+    int32_t input1_zp, input2_zp, output_zp;
+    int32_t output_multiplier, output_shift;
+    int32_t act_min, act_max;
+} zo_mul_params_t;
+
+/* ---- PAD / PADV2: input shape right-aligned to 5-D (leading 1s), paddings per dimension. */
+typedef struct {
+    int32_t in_d0, in_d1, in_d2, in_d3, in_d4;
+    int32_t before0, before1, before2, before3, before4;
+    int32_t after0, after1, after2, after3, after4;
+    int32_t pad_value;
+} zo_pad_params_t;
+
+/* ---- CONCATENATION: output = for each of `outer` blocks, input 0's chunk, input 1's chunk, ...
+ * chunk[i] = input i's size along the axis * product of the dimensions after the axis. */
+typedef struct {
+    int32_t num_inputs;
+    int32_t outer;
+    const int32_t *chunk;          /* [num_inputs] */
+} zo_concat_params_t;
+
+/* ---- MEAN over a contiguous run of axes: input viewed as [outer][reduce][inner]. The
+ * multiplier/shift already include TFLM's 1/reduce folding. */
+typedef struct {
+    int32_t outer, reduce, inner;
+    int32_t input_zp, output_zp;
+    int32_t multiplier, shift;
+} zo_mean_params_t;
+
+/* ---- SOFTMAX over the last dimension (output scale 1/256, zero point -128). */
+typedef struct {
+    int32_t outer, depth;
+    int32_t input_multiplier, input_left_shift;
+    int32_t diff_min;
+} zo_softmax_params_t;
+
+/* ---- LOGISTIC (output zero point -128; TFLM assumes scale 1/256). */
+typedef struct {
+    int32_t size;
+    int32_t input_zp;
+    int32_t input_range_radius;
+    int32_t input_multiplier, input_left_shift;
+} zo_logistic_params_t;
+
+/* ---- QUANTIZE int8 -> int8 (rescale). */
+typedef struct {
+    int32_t size;
+    int32_t input_zp, output_zp;
+    int32_t multiplier, shift;
+} zo_requantize_params_t;
+
+/* ---- DEQUANTIZE int8 -> float32: out = scale * (q - zero_point). */
+typedef struct {
+    int32_t size;
+    int32_t zero_point;
+    float scale;
+} zo_dequantize_params_t;
+
+void zo_conv2d_s8(const zo_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
+                  const int32_t *bias, int8_t *output);
+void zo_depthwise_conv2d_s8(const zo_depthwise_conv2d_params_t *p, const int8_t *input,
+                            const int8_t *filter, const int32_t *bias, int8_t *output);
+void zo_fully_connected_s8(const zo_fully_connected_params_t *p, const int8_t *input,
+                           const int8_t *weights, const int32_t *bias, int8_t *output);
+void zo_avg_pool_s8(const zo_pool_params_t *p, const int8_t *input, int8_t *output);
+void zo_max_pool_s8(const zo_pool_params_t *p, const int8_t *input, int8_t *output);
+void zo_add_s8(const zo_add_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output);
+void zo_mul_s8(const zo_mul_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output);
+void zo_pad_s8(const zo_pad_params_t *p, const int8_t *input, int8_t *output);
+void zo_concat_s8(const zo_concat_params_t *p, const int8_t *const *inputs, int8_t *output);
+void zo_mean_s8(const zo_mean_params_t *p, const int8_t *input, int8_t *output);
+void zo_softmax_s8(const zo_softmax_params_t *p, const int8_t *input, int8_t *output);
+void zo_logistic_s8(const zo_logistic_params_t *p, const int8_t *input, int8_t *output);
+void zo_requantize_s8(const zo_requantize_params_t *p, const int8_t *input, int8_t *output);
+void zo_dequantize_s8(const zo_dequantize_params_t *p, const int8_t *input, float *output);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ZO_KERNELS_H */

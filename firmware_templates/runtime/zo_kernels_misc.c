@@ -1,0 +1,247 @@
+/* zo_kernels_misc.c - AVERAGE_POOL_2D, MAX_POOL_2D, PAD, CONCATENATION, MEAN and SOFTMAX, int8,
+ * bit-exact with the TFLite Micro reference kernels. */
+#include "zo_kernels.h"
+#include "zo_fixedpoint.h"
+
+#include <stddef.h>
+
+/* Channels (or inner elements) whose running sums are kept on the stack. */
+#define ZO_CH_BLOCK 64
+
+/* ------------------------------------------------------------------------------------ pooling */
+
+/* Window of output (oy, ox) clipped to the image, as [ky0, ky1) x [kx0, kx1) filter offsets. */
+static void zo_pool_window(const zo_pool_params_t *p, int32_t oy, int32_t ox, int32_t *iy0, int32_t *ix0,
+                           int32_t *ky0, int32_t *ky1, int32_t *kx0, int32_t *kx1)
+{
+    *iy0 = oy * p->stride_h - p->pad_h;
+    *ix0 = ox * p->stride_w - p->pad_w;
+    *ky0 = zo_max32(0, -*iy0);
+    *ky1 = zo_min32(p->filter_h, p->input_h - *iy0);
+    *kx0 = zo_max32(0, -*ix0);
+    *kx1 = zo_min32(p->filter_w, p->input_w - *ix0);
+}
+
+void zo_avg_pool_s8(const zo_pool_params_t *p, const int8_t *input, int8_t *output)
+{
+    const int32_t ch = p->channels;
+    int32_t acc[ZO_CH_BLOCK];
+    int8_t *out = output;
+    for (int32_t oy = 0; oy < p->output_h; ++oy) {
+        for (int32_t ox = 0; ox < p->output_w; ++ox) {
+            int32_t iy0, ix0, ky0, ky1, kx0, kx1;
+            zo_pool_window(p, oy, ox, &iy0, &ix0, &ky0, &ky1, &kx0, &kx1);
+            const int32_t count = (ky1 - ky0) * (kx1 - kx0);
+            for (int32_t c0 = 0; c0 < ch; c0 += ZO_CH_BLOCK) {
+                const int32_t n = zo_min32(ZO_CH_BLOCK, ch - c0);
+                for (int32_t j = 0; j < n; ++j) {
+                    acc[j] = 0;
+                }
+                for (int32_t ky = ky0; ky < ky1; ++ky) {
+                    for (int32_t kx = kx0; kx < kx1; ++kx) {
+                        const int8_t *x = input + ((size_t)(iy0 + ky) * (size_t)p->input_w + (size_t)(ix0 + kx)) * (size_t)ch + (size_t)c0;
+                        for (int32_t j = 0; j < n; ++j) {
+                            acc[j] += x[j];
+                        }
+                    }
+                }
+                for (int32_t j = 0; j < n; ++j) {
+                    int32_t v = 0;
+                    if (count > 0) {
+                        /* TFLM rounds half away from zero with truncating division. */
+                        v = acc[j] > 0 ? (acc[j] + count / 2) / count : (acc[j] - count / 2) / count;
+                    }
+                    out[c0 + j] = (int8_t)zo_clamp32(v, p->act_min, p->act_max);
+                }
+            }
+            out += ch;
+        }
+    }
+}
+
+void zo_max_pool_s8(const zo_pool_params_t *p, const int8_t *input, int8_t *output)
+{
+    const int32_t ch = p->channels;
+    int8_t mx[ZO_CH_BLOCK];
+    int8_t *out = output;
+    for (int32_t oy = 0; oy < p->output_h; ++oy) {
+        for (int32_t ox = 0; ox < p->output_w; ++ox) {
+            int32_t iy0, ix0, ky0, ky1, kx0, kx1;
+            zo_pool_window(p, oy, ox, &iy0, &ix0, &ky0, &ky1, &kx0, &kx1);
+            for (int32_t c0 = 0; c0 < ch; c0 += ZO_CH_BLOCK) {
+                const int32_t n = zo_min32(ZO_CH_BLOCK, ch - c0);
+                for (int32_t j = 0; j < n; ++j) {
+                    mx[j] = -128;
+                }
+                for (int32_t ky = ky0; ky < ky1; ++ky) {
+                    for (int32_t kx = kx0; kx < kx1; ++kx) {
+                        const int8_t *x = input + ((size_t)(iy0 + ky) * (size_t)p->input_w + (size_t)(ix0 + kx)) * (size_t)ch + (size_t)c0;
+                        for (int32_t j = 0; j < n; ++j) {
+                            mx[j] = x[j] > mx[j] ? x[j] : mx[j];
+                        }
+                    }
+                }
+                for (int32_t j = 0; j < n; ++j) {
+                    out[c0 + j] = (int8_t)zo_clamp32(mx[j], p->act_min, p->act_max);
+                }
+            }
+            out += ch;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- pad */
+
+static inline void zo_fill(int8_t *dst, int8_t v, int32_t n)
+{
+    for (int32_t i = 0; i < n; ++i) {
+        dst[i] = v;
+    }
+}
+
+void zo_pad_s8(const zo_pad_params_t *p, const int8_t *input, int8_t *output)
+{
+    const int32_t in_d[5] = {p->in_d0, p->in_d1, p->in_d2, p->in_d3, p->in_d4};
+    const int32_t before[5] = {p->before0, p->before1, p->before2, p->before3, p->before4};
+    const int32_t after[5] = {p->after0, p->after1, p->after2, p->after3, p->after4};
+    int32_t out_d[5];
+    for (int k = 0; k < 5; ++k) {
+        out_d[k] = in_d[k] + before[k] + after[k];
+    }
+    const int8_t v = (int8_t)p->pad_value;
+    const int32_t row = out_d[4];
+    const int8_t *in = input;
+    int8_t *out = output;
+    /* Walk output rows along the last dimension; a row is either all padding or
+     * [before4 pad | one input row | after4 pad]. */
+    for (int32_t o0 = 0; o0 < out_d[0]; ++o0) {
+        const int pad0 = o0 < before[0] || o0 >= before[0] + in_d[0];
+        for (int32_t o1 = 0; o1 < out_d[1]; ++o1) {
+            const int pad1 = pad0 || o1 < before[1] || o1 >= before[1] + in_d[1];
+            for (int32_t o2 = 0; o2 < out_d[2]; ++o2) {
+                const int pad2 = pad1 || o2 < before[2] || o2 >= before[2] + in_d[2];
+                for (int32_t o3 = 0; o3 < out_d[3]; ++o3) {
+                    const int pad3 = pad2 || o3 < before[3] || o3 >= before[3] + in_d[3];
+                    if (pad3) {
+                        zo_fill(out, v, row);
+                    } else {
+                        zo_fill(out, v, before[4]);
+                        for (int32_t i = 0; i < in_d[4]; ++i) {
+                            out[before[4] + i] = in[i];
+                        }
+                        zo_fill(out + before[4] + in_d[4], v, after[4]);
+                        in += in_d[4];
+                    }
+                    out += row;
+                }
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------ concatenation */
+
+void zo_concat_s8(const zo_concat_params_t *p, const int8_t *const *inputs, int8_t *output)
+{
+    int8_t *out = output;
+    for (int32_t o = 0; o < p->outer; ++o) {
+        for (int32_t i = 0; i < p->num_inputs; ++i) {
+            const int32_t n = p->chunk[i];
+            const int8_t *src = inputs[i] + (size_t)o * (size_t)n;
+            for (int32_t k = 0; k < n; ++k) {
+                out[k] = src[k];
+            }
+            out += n;
+        }
+    }
+}
+
+/* --------------------------------------------------------------------------------------- mean */
+
+void zo_mean_s8(const zo_mean_params_t *p, const int8_t *input, int8_t *output)
+{
+    int32_t acc[ZO_CH_BLOCK];
+    const size_t inner = (size_t)p->inner;
+    /* TFLM subtracts zp * count from the int32 sum (wrapping). */
+    const int32_t zp_times_n = zo_wrap_mul(p->input_zp, p->reduce);
+    for (int32_t o = 0; o < p->outer; ++o) {
+        const int8_t *base = input + (size_t)o * (size_t)p->reduce * inner;
+        for (int32_t i0 = 0; i0 < p->inner; i0 += ZO_CH_BLOCK) {
+            const int32_t n = zo_min32(ZO_CH_BLOCK, p->inner - i0);
+            for (int32_t j = 0; j < n; ++j) {
+                acc[j] = 0;
+            }
+            for (int32_t r = 0; r < p->reduce; ++r) {
+                const int8_t *x = base + (size_t)r * inner + (size_t)i0;
+                for (int32_t j = 0; j < n; ++j) {
+                    acc[j] = zo_wrap_add(acc[j], x[j]);
+                }
+            }
+            for (int32_t j = 0; j < n; ++j) {
+                const int32_t v = zo_mbqm(zo_wrap_sub(acc[j], zp_times_n), p->multiplier, p->shift) + p->output_zp;
+                output[(size_t)o * inner + (size_t)i0 + (size_t)j] = (int8_t)zo_clamp32(v, -128, 127);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------ softmax */
+
+static int32_t zo_clz32(uint32_t x)
+{
+    if (x == 0) {
+        return 32;
+    }
+#if defined(__GNUC__)
+    return (int32_t)__builtin_clz(x);
+#else
+    int32_t n = 0;
+    while (!(x & 0x80000000u)) {
+        x <<= 1;
+        ++n;
+    }
+    return n;
+#endif
+}
+
+/* TFLM int8 softmax: exp of the beta-scaled difference to the row maximum in Q5.26, summed in
+ * Q12.19, reciprocal by Newton-Raphson, output = exp * (1 / sum) in 1/256 units - 128. */
+void zo_softmax_s8(const zo_softmax_params_t *p, const int8_t *input, int8_t *output)
+{
+    const int32_t depth = p->depth;
+    for (int32_t r = 0; r < p->outer; ++r) {
+        const int8_t *x = input + (size_t)r * (size_t)depth;
+        int8_t *y = output + (size_t)r * (size_t)depth;
+        int32_t max_in_row = -128;
+        for (int32_t c = 0; c < depth; ++c) {
+            max_in_row = x[c] > max_in_row ? x[c] : max_in_row;
+        }
+        int32_t sum_of_exps = 0;
+        for (int32_t c = 0; c < depth; ++c) {
+            const int32_t diff = (int32_t)x[c] - max_in_row;
+            if (diff >= p->diff_min) {
+                const int32_t scaled = zo_mbqm(diff, p->input_multiplier, p->input_left_shift);
+                sum_of_exps = zo_wrap_add(sum_of_exps, zo_rdbpot(zo_exp_on_negative_values(scaled, 5), 12));
+            }
+        }
+        /* 1 / sum: normalise sum to [1, 2) and take 1 / (1 + frac). */
+        const int32_t headroom_plus_one = zo_clz32((uint32_t)sum_of_exps);
+        const int32_t num_bits_over_unit = 12 - headroom_plus_one;
+        const int32_t shifted_sum_minus_one =
+            (int32_t)(((uint32_t)sum_of_exps << headroom_plus_one) - 0x80000000u);
+        const int32_t shifted_scale = zo_one_over_one_plus_x_q0(shifted_sum_minus_one);
+        /* TFLM CHECKs 0 <= exponent <= 31 (sums of exps stay below 2^28); clamp to stay defined. */
+        const int32_t exponent = zo_clamp32(num_bits_over_unit + 31 - 8, 0, 31);
+        for (int32_t c = 0; c < depth; ++c) {
+            const int32_t diff = (int32_t)x[c] - max_in_row;
+            if (diff >= p->diff_min) {
+                const int32_t scaled = zo_mbqm(diff, p->input_multiplier, p->input_left_shift);
+                const int32_t e = zo_exp_on_negative_values(scaled, 5);
+                const int32_t unsat = zo_rdbpot(zo_srdhm(shifted_scale, e), exponent);
+                y[c] = (int8_t)zo_clamp32(unsat - 128, -128, 127);
+            } else {
+                y[c] = -128;
+            }
+        }
+    }
+}

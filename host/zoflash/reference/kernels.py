@@ -1,0 +1,308 @@
+"""NumPy reference implementations of the int8 kernels (an independent oracle for the C code).
+
+Each function takes the params dict built by zoflash.kernels and numpy arrays, and computes the
+TFLite Micro reference arithmetic directly from its definition: int32 accumulation of
+filter * (input - zero point), skipping taps outside the image, then
+MultiplyByQuantizedMultiplier (saturating rounding doubling high multiply, then rounding
+divide by a power of two).  Nothing here is shared with the C kernels except the params dict;
+clarity wins over speed, but everything is vectorised over the output.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_I32_MIN = -(1 << 31)
+_I32_MAX = (1 << 31) - 1
+
+
+# ------------------------------------------------------------------------ fixed-point arithmetic
+
+def wrap_int32(x) -> np.ndarray:
+    """Two's-complement wrap of int64 values to int32 (C int32 arithmetic)."""
+    x = np.asarray(x, dtype=np.int64)
+    return (((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)).astype(np.int64)
+
+
+def srdhm(a, b) -> np.ndarray:
+    """Saturating rounding doubling high multiply of int32 values (round half away, truncation)."""
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    ab = a * b
+    num = ab + np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
+    q = np.where(num >= 0, num >> 31, -((-num) >> 31))  # divide by 2^31 toward zero
+    return np.where((a == _I32_MIN) & (b == _I32_MIN), _I32_MAX, q).astype(np.int64)
+
+
+def rounding_divide_by_pot(x, exponent) -> np.ndarray:
+    """x / 2^exponent rounded to nearest, ties away from zero."""
+    x = np.asarray(x, dtype=np.int64)
+    e = np.asarray(exponent, dtype=np.int64)
+    mask = (np.int64(1) << e) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> e) + (remainder > threshold)
+
+
+def mbqm(x, multiplier, shift) -> np.ndarray:
+    """MultiplyByQuantizedMultiplier for int32 x (wrapping left shift, as compiled C++ does)."""
+    x = np.asarray(x, dtype=np.int64)
+    shift = np.asarray(shift, dtype=np.int64)
+    left = np.maximum(shift, 0)
+    right = np.maximum(-shift, 0)
+    return rounding_divide_by_pot(srdhm(wrap_int32(x << left), multiplier), right)
+
+
+def _requant(acc, p, mult, shift):
+    out = mbqm(acc, mult, shift) + p["output_zp"]
+    return np.clip(out, p["act_min"], p["act_max"]).astype(np.int8)
+
+
+def _sat_shl(x, e: int) -> np.ndarray:
+    """gemmlowp SaturatingRoundingMultiplyByPOT with a positive exponent."""
+    x = np.asarray(x, dtype=np.int64)
+    threshold = (1 << (31 - e)) - 1
+    return np.where(x > threshold, _I32_MAX, np.where(x < -threshold, _I32_MIN, x << e))
+
+
+def _exp_on_interval_between_negative_one_quarter_and_0_excl(a):
+    a = np.asarray(a, dtype=np.int64)
+    constant_term = 1895147668   # exp(-1/8) in Q0.31
+    constant_1_over_3 = 715827883
+    x = wrap_int32(a + (1 << 28))
+    x2 = srdhm(x, x)
+    x3 = srdhm(x2, x)
+    x4 = srdhm(x2, x2)
+    x4_over_4 = rounding_divide_by_pot(x4, 2)
+    inner = wrap_int32(srdhm(wrap_int32(x4_over_4 + x3), constant_1_over_3) + x2)
+    x4_over_24_plus_x3_over_6_plus_x2_over_2 = rounding_divide_by_pot(inner, 1)
+    return wrap_int32(constant_term + srdhm(constant_term, wrap_int32(x + x4_over_24_plus_x3_over_6_plus_x2_over_2)))
+
+
+def exp_on_negative_values(a, integer_bits: int) -> np.ndarray:
+    """gemmlowp exp_on_negative_values for FixedPoint<int32, integer_bits>; result Q0.31."""
+    a = np.asarray(a, dtype=np.int64)
+    frac = 31 - integer_bits
+    one_quarter = 1 << (frac - 2)
+    a_mod = wrap_int32((a & (one_quarter - 1)) - one_quarter)
+    result = _exp_on_interval_between_negative_one_quarter_and_0_excl(_sat_shl(a_mod, integer_bits))
+    remainder = wrap_int32(a_mod - a)
+    for exponent, multiplier in ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308),
+                                 (2, 39332535), (3, 720401), (4, 242)):
+        if integer_bits > exponent:
+            bit = 1 << (frac + exponent)
+            result = np.where((remainder & bit) != 0, srdhm(result, multiplier), result)
+    if integer_bits > 5:
+        clamp = -(1 << (36 - integer_bits))
+        result = np.where(a < clamp, 0, result)
+    return np.where(a == 0, _I32_MAX, result)
+
+
+def one_over_one_plus_x_for_x_in_0_1(a) -> np.ndarray:
+    """gemmlowp Newton-Raphson 1/(1+x) for Q0.31 x in [0, 1); result Q0.31."""
+    a = np.asarray(a, dtype=np.int64)
+    s = a + _I32_MAX
+    half_denominator = np.where(s >= 0, (s + 1) // 2, -((-(s - 1)) // 2))  # round half away
+    x = wrap_int32(1515870810 + srdhm(half_denominator, -1010580540))  # 48/17 - 32/17 * d, Q2.29
+    for _ in range(3):
+        one_minus = wrap_int32((1 << 29) - srdhm(half_denominator, x))
+        x = wrap_int32(x + _sat_shl(srdhm(x, one_minus), 2))
+    return _sat_shl(x, 1)
+
+
+def logistic_q4(a) -> np.ndarray:
+    """gemmlowp logistic() of a Q4.27 value; result Q0.31."""
+    a = np.asarray(a, dtype=np.int64)
+    abs_a = np.where(a > 0, a, -a)
+    pos = one_over_one_plus_x_for_x_in_0_1(exp_on_negative_values(-abs_a, 4))
+    neg = wrap_int32(_I32_MAX - pos)
+    return np.where(a == 0, 1 << 30, np.where(a > 0, pos, neg))
+
+
+# ------------------------------------------------------------------------------- convolutions
+
+def _shifted_taps(xs, p, kh, kw):
+    """Yield (ky, kx, view) where view[oy, ox, :] = xs[iy, ix, :] for that filter tap, or 0
+    where the tap falls outside the image.  xs is already offset by the zero point."""
+    h, w = p["input_h"], p["input_w"]
+    oh, ow = p["output_h"], p["output_w"]
+    sh, sw, dh, dw = p["stride_h"], p["stride_w"], p["dilation_h"], p["dilation_w"]
+    oy = np.arange(oh)[:, None]
+    ox = np.arange(ow)[None, :]
+    for ky in range(kh):
+        iy = oy * sh - p["pad_h"] + ky * dh
+        for kx in range(kw):
+            ix = ox * sw - p["pad_w"] + kx * dw
+            inside = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
+            view = xs[np.clip(iy, 0, h - 1), np.clip(ix, 0, w - 1), :]
+            yield ky, kx, np.where(inside[..., None], view, 0)
+
+
+def conv2d_s8(p, x, w, b=None) -> np.ndarray:
+    """x: (H, W, C) int8; w: (OC, KH, KW, FC) int8; b: (OC,) int32 or None -> (OH, OW, OC) int8."""
+    x = np.asarray(x).reshape(p["input_h"], p["input_w"], p["input_c"])
+    w = np.asarray(w).reshape(p["output_c"], p["filter_h"], p["filter_w"], p["filter_c"]).astype(np.int64)
+    fc = p["filter_c"]
+    groups = p["input_c"] // fc
+    ocg = p["output_c"] // groups
+    xs = x.astype(np.int64) - p["input_zp"]
+    acc = np.zeros((p["output_h"], p["output_w"], p["output_c"]), dtype=np.int64)
+    for ky, kx, view in _shifted_taps(xs, p, p["filter_h"], p["filter_w"]):
+        for g in range(groups):
+            acc[..., g * ocg:(g + 1) * ocg] += view[..., g * fc:(g + 1) * fc] @ w[g * ocg:(g + 1) * ocg, ky, kx, :].T
+    acc = wrap_int32(acc)
+    if b is not None:
+        acc = wrap_int32(acc + np.asarray(b, dtype=np.int64))
+    return _requant(acc, p, np.asarray(p["multiplier"], np.int64), np.asarray(p["shift"], np.int64))
+
+
+def depthwise_conv2d_s8(p, x, w, b=None) -> np.ndarray:
+    """x: (H, W, C); w: (1, KH, KW, C * dm); b: (C * dm,) or None -> (OH, OW, C * dm)."""
+    x = np.asarray(x).reshape(p["input_h"], p["input_w"], p["input_c"])
+    w = np.asarray(w).reshape(p["filter_h"], p["filter_w"], p["output_c"]).astype(np.int64)
+    dm = p["depth_multiplier"]
+    xs = x.astype(np.int64) - p["input_zp"]
+    acc = np.zeros((p["output_h"], p["output_w"], p["output_c"]), dtype=np.int64)
+    for ky, kx, view in _shifted_taps(xs, p, p["filter_h"], p["filter_w"]):
+        acc += np.repeat(view, dm, axis=-1) * w[ky, kx, :]
+    acc = wrap_int32(acc)
+    if b is not None:
+        acc = wrap_int32(acc + np.asarray(b, dtype=np.int64))
+    return _requant(acc, p, np.asarray(p["multiplier"], np.int64), np.asarray(p["shift"], np.int64))
+
+
+def fully_connected_s8(p, x, w, b=None) -> np.ndarray:
+    """x: rows * depth int8; w: (units, depth) -> (rows, units) int8."""
+    x = np.asarray(x).reshape(p["rows"], p["depth"]).astype(np.int64) - p["input_zp"]
+    w = np.asarray(w).reshape(p["units"], p["depth"]).astype(np.int64)
+    acc = wrap_int32(x @ w.T)
+    if b is not None:
+        acc = wrap_int32(acc + np.asarray(b, dtype=np.int64))
+    return _requant(acc, p, np.asarray(p["multiplier"], np.int64), np.asarray(p["shift"], np.int64))
+
+
+# ---------------------------------------------------------------------------------- pooling
+
+def _pool_taps(p, x, fill):
+    q = dict(p, dilation_h=1, dilation_w=1, input_c=p["channels"])
+    h, w = p["input_h"], p["input_w"]
+    oy = np.arange(p["output_h"])[:, None]
+    ox = np.arange(p["output_w"])[None, :]
+    for ky in range(p["filter_h"]):
+        iy = oy * q["stride_h"] - q["pad_h"] + ky
+        for kx in range(p["filter_w"]):
+            ix = ox * q["stride_w"] - q["pad_w"] + kx
+            inside = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
+            view = x[np.clip(iy, 0, h - 1), np.clip(ix, 0, w - 1), :]
+            yield inside, np.where(inside[..., None], view, fill)
+
+
+def avg_pool_s8(p, x) -> np.ndarray:
+    x = np.asarray(x).reshape(p["input_h"], p["input_w"], p["channels"]).astype(np.int64)
+    total = np.zeros((p["output_h"], p["output_w"], p["channels"]), dtype=np.int64)
+    count = np.zeros((p["output_h"], p["output_w"], 1), dtype=np.int64)
+    for inside, view in _pool_taps(p, x, 0):
+        total += view
+        count += inside[..., None]
+    half = count // 2
+    # C division truncates toward zero.
+    pos = (total + half) // count
+    neg = -((-(total - half)) // count)
+    avg = np.where(total > 0, pos, neg)
+    return np.clip(avg, p["act_min"], p["act_max"]).astype(np.int8)
+
+
+def max_pool_s8(p, x) -> np.ndarray:
+    x = np.asarray(x).reshape(p["input_h"], p["input_w"], p["channels"]).astype(np.int64)
+    best = np.full((p["output_h"], p["output_w"], p["channels"]), -128, dtype=np.int64)
+    for _, view in _pool_taps(p, x, -128):
+        best = np.maximum(best, view)
+    return np.clip(best, p["act_min"], p["act_max"]).astype(np.int8)
+
+
+# ----------------------------------------------------------------------------- elementwise
+
+def add_s8(p, a, b) -> np.ndarray:
+    """a, b: int8 arrays with their own (broadcastable) shapes; result has the broadcast shape."""
+    a = np.asarray(a).astype(np.int64) - p["input1_zp"]
+    b = np.asarray(b).astype(np.int64) - p["input2_zp"]
+    a, b = np.broadcast_arrays(a, b)
+    sa = a * (1 << p["left_shift"])
+    sb = b * (1 << p["left_shift"])
+    ra = mbqm(sa, p["input1_multiplier"], p["input1_shift"])
+    rb = mbqm(sb, p["input2_multiplier"], p["input2_shift"])
+    out = mbqm(wrap_int32(ra + rb), p["output_multiplier"], p["output_shift"]) + p["output_zp"]
+    return np.clip(out, p["act_min"], p["act_max"]).astype(np.int8)
+
+
+def mul_s8(p, a, b) -> np.ndarray:
+    a = np.asarray(a).astype(np.int64) - p["input1_zp"]
+    b = np.asarray(b).astype(np.int64) - p["input2_zp"]
+    out = mbqm(a * b, p["output_multiplier"], p["output_shift"]) + p["output_zp"]
+    return np.clip(out, p["act_min"], p["act_max"]).astype(np.int8)
+
+
+def requantize_s8(p, x) -> np.ndarray:
+    x = np.asarray(x).astype(np.int64) - p["input_zp"]
+    out = mbqm(x, p["multiplier"], p["shift"]) + p["output_zp"]
+    return np.clip(out, -128, 127).astype(np.int8)
+
+
+def dequantize_s8(p, x) -> np.ndarray:
+    """TFLM's formula literally: (float)((double)scale * (q - zp))."""
+    x = np.asarray(x).astype(np.int64) - p["zero_point"]
+    return (np.float64(p["scale"]) * x.astype(np.float64)).astype(np.float32)
+
+
+def logistic_s8(p, x) -> np.ndarray:
+    v = np.asarray(x).astype(np.int64) - p["input_zp"]
+    radius = p["input_range_radius"]
+    inside = (v > -radius) & (v < radius)
+    q4 = mbqm(np.where(inside, v, 0), p["input_multiplier"], p["input_left_shift"])
+    y = rounding_divide_by_pot(logistic_q4(q4), 23) - 128
+    y = np.clip(y, -128, 127)
+    y = np.where(v <= -radius, -128, np.where(v >= radius, 127, y))
+    return y.astype(np.int8)
+
+
+def softmax_s8(p, x) -> np.ndarray:
+    x = np.asarray(x).reshape(p["outer"], p["depth"]).astype(np.int64)
+    diff = x - x.max(axis=1, keepdims=True)
+    used = diff >= p["diff_min"]
+    scaled = mbqm(np.where(used, diff, 0), p["input_multiplier"], p["input_left_shift"])
+    e = exp_on_negative_values(scaled, 5)
+    sum_of_exps = wrap_int32(np.where(used, rounding_divide_by_pot(e, 12), 0).sum(axis=1, keepdims=True))
+    out = np.empty_like(x)
+    for r in range(x.shape[0]):
+        s = int(sum_of_exps[r, 0]) & 0xFFFFFFFF
+        clz = 32 - s.bit_length()
+        num_bits_over_unit = 12 - clz
+        shifted_sum_minus_one = int(wrap_int32(((s << clz) & 0xFFFFFFFF) - (1 << 31)))
+        scale = one_over_one_plus_x_for_x_in_0_1(shifted_sum_minus_one)
+        exponent = num_bits_over_unit + 31 - 8
+        y = rounding_divide_by_pot(srdhm(scale, e[r]), exponent) - 128
+        out[r] = np.where(used[r], np.clip(y, -128, 127), -128)
+    return out.astype(np.int8)
+
+
+# ---------------------------------------------------------------------------- data movement
+
+def pad_s8(p, x) -> np.ndarray:
+    shape = tuple(p[f"in_d{k}"] for k in range(5))
+    pads = [(p[f"before{k}"], p[f"after{k}"]) for k in range(5)]
+    return np.pad(np.asarray(x).reshape(shape), pads, constant_values=p["pad_value"]).astype(np.int8)
+
+
+def concat_s8(p, inputs, axis: int) -> np.ndarray:
+    """inputs: int8 arrays with their real shapes, joined along axis."""
+    assert len(inputs) == p["num_inputs"]
+    return np.concatenate([np.asarray(a) for a in inputs], axis=axis).astype(np.int8)
+
+
+def mean_s8(p, x, axes) -> np.ndarray:
+    """x: int8 array with its real shape; axes: the reduced axes (kept dims dropped)."""
+    x = np.asarray(x).astype(np.int64)
+    total = wrap_int32(x.sum(axis=tuple(axes)))
+    count = int(np.prod([x.shape[a] for a in axes]))
+    shifted = wrap_int32(total - p["input_zp"] * count)
+    out = mbqm(shifted, p["multiplier"], p["shift"]) + p["output_zp"]
+    return np.clip(out, -128, 127).astype(np.int8)

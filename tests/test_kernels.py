@@ -1,0 +1,612 @@
+"""The static C int8 kernels against the NumPy reference, bit for bit, on many random cases.
+
+Every C kernel is compiled with the host compiler (-O2 -Wall -Wextra -Werror) into a shared
+library and called through ctypes with params from zoflash.kernels; the result must equal
+zoflash.reference.kernels exactly.  Also: builders emit exactly the C struct fields, reject
+what TFLM would not run, and the sources cross-compile for the Cortex-M55.
+"""
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import cbuild  # noqa: E402
+from zoflash import kernels as kb  # noqa: E402
+from zoflash import quant  # noqa: E402
+from zoflash.reference import kernels as ref  # noqa: E402
+
+ACTS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
+
+
+@pytest.fixture(scope="module")
+def K():
+    return cbuild.Kernels()
+
+
+def f32(x):
+    return float(np.float32(x))
+
+
+def rand_i8(rng, shape):
+    return rng.integers(-128, 128, size=shape, dtype=np.int64).astype(np.int8)
+
+
+def rand_zp(rng):
+    return int(rng.choice([-128, 127, 0, int(rng.integers(-128, 128))]))
+
+
+def run(K, name, params, *arrays):
+    info = kb.KERNELS[name]
+    K.call(info.function, info.struct, params, *arrays)
+
+
+def assert_same(got, want, what):
+    got = np.asarray(got)
+    want = np.asarray(want).reshape(got.shape)
+    if not np.array_equal(got, want):
+        bad = np.flatnonzero(got.reshape(-1) != want.reshape(-1))
+        i = bad[0]
+        raise AssertionError(f"{what}: {bad.size} of {got.size} differ; first at {i}: "
+                             f"C {got.reshape(-1)[i]} vs reference {want.reshape(-1)[i]}")
+
+
+# --------------------------------------------------------------------------- struct contract
+
+SAMPLE_ARGS = {
+    "conv2d": dict(input_hwc=(5, 5, 4), output_hwc=(3, 3, 6), filter_ohwi=(6, 3, 3, 4), stride_hw=(2, 2),
+                   dilation_hw=(1, 1), padding="SAME", input_scale=0.05, input_zp=-3, filter_scales=[0.01],
+                   output_scale=0.1, output_zp=2, activation="RELU"),
+    "depthwise_conv2d": dict(input_hwc=(5, 5, 4), output_hwc=(5, 5, 8), filter_1hwo=(1, 3, 3, 8), stride_hw=(1, 1),
+                             dilation_hw=(1, 1), padding="SAME", depth_multiplier=2, input_scale=0.05, input_zp=0,
+                             filter_scales=[0.01] * 8, output_scale=0.1, output_zp=0, activation="RELU6"),
+    "fully_connected": dict(input_elements=16, weights_shape=(3, 16), input_scale=0.05, input_zp=1,
+                            filter_scales=[0.01], output_scale=0.1, output_zp=-1, activation="NONE"),
+    "avg_pool": dict(input_hwc=(4, 4, 2), output_hwc=(2, 2, 2), filter_hw=(2, 2), stride_hw=(2, 2),
+                     padding="VALID", output_scale=0.1, output_zp=0, activation="NONE"),
+    "max_pool": dict(input_hwc=(4, 4, 2), output_hwc=(2, 2, 2), filter_hw=(2, 2), stride_hw=(2, 2),
+                     padding="VALID", output_scale=0.1, output_zp=0, activation="NONE"),
+    "add": dict(input1_shape=(1, 2, 3), input2_shape=(3,), output_shape=(1, 2, 3), input1_scale=0.1, input1_zp=0,
+                input2_scale=0.2, input2_zp=1, output_scale=0.3, output_zp=-2, activation="NONE"),
+    "mul": dict(input1_shape=(1, 2, 3), input2_shape=(3,), output_shape=(1, 2, 3), input1_scale=0.1, input1_zp=0,
+                input2_scale=0.2, input2_zp=1, output_scale=0.3, output_zp=-2, activation="NONE"),
+    "pad": dict(input_shape=(1, 2, 3, 4), paddings=((0, 0), (1, 1), (2, 0), (0, 0)), pad_value=-5),
+    "concat": dict(input_shapes=[(1, 2, 3), (1, 2, 5)], axis=2),
+    "mean": dict(input_shape=(1, 4, 4, 8), axes=(1, 2), input_scale=0.1, input_zp=3, output_scale=0.05, output_zp=-4),
+    "softmax": dict(outer=2, depth=10, beta=1.0, input_scale=0.1, input_zp=0, output_scale=1 / 256, output_zp=-128),
+    "logistic": dict(size=10, input_scale=0.1, input_zp=0, output_scale=1 / 256, output_zp=-128),
+    "requantize": dict(size=10, input_scale=0.1, input_zp=0, output_scale=0.2, output_zp=5),
+    "dequantize": dict(size=10, scale=0.1, zp=3),
+}
+
+
+def test_every_kernel_has_a_sample():
+    assert set(SAMPLE_ARGS) == set(kb.KERNELS)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLE_ARGS))
+def test_builder_keys_are_exactly_the_struct_fields(name):
+    info = kb.KERNELS[name]
+    structs = cbuild.parse_structs()
+    assert info.struct in structs
+    header = cbuild.KERNEL_HEADER.read_text()
+    assert f"void {info.function}(const {info.struct} *p" in header
+    params = info.build(**SAMPLE_ARGS[name])
+    fields = dict(structs[info.struct])
+    assert list(params) == list(fields), "dict keys must be the struct fields, in order"
+    for key, value in params.items():
+        if fields[key] == "int32_t*":
+            assert isinstance(value, np.ndarray) and value.dtype == np.int32, key
+        elif fields[key] == "float":
+            assert isinstance(value, float) and value == f32(value), key
+        else:
+            assert isinstance(value, int) and not isinstance(value, bool), key
+            assert -(1 << 31) <= value < (1 << 31), key
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLE_ARGS))
+def test_builders_are_keyword_only(name):
+    with pytest.raises(TypeError):
+        kb.KERNELS[name].build(*SAMPLE_ARGS[name].values())
+
+
+def test_builders_reject_what_tflm_cannot_run():
+    bad = [
+        ("conv2d", dict(output_hwc=(2, 2, 6))),                 # wrong output size for SAME / stride 2
+        ("conv2d", dict(filter_scales=[0.01, 0.02])),           # 2 scales for 6 channels
+        ("conv2d", dict(padding="FULL")),
+        ("conv2d", dict(activation="TANH")),
+        ("conv2d", dict(input_zp=200)),
+        ("depthwise_conv2d", dict(depth_multiplier=3)),
+        ("fully_connected", dict(input_elements=17)),
+        ("add", dict(output_scale=1e-9)),                       # TFLM's output multiplier must be < 1
+        ("add", dict(input2_shape=(4,))),
+        ("mean", dict(input_shape=(2, 4, 3, 8), axes=(0, 2))),  # not contiguous
+        ("softmax", dict(output_scale=1 / 255)),
+        ("softmax", dict(output_zp=0)),
+        ("logistic", dict(output_zp=0)),
+        ("pad", dict(input_shape=(1, 1, 2, 3, 4, 1), paddings=((0, 0),) * 6)),
+        ("concat", dict(input_shapes=[(1, 2, 3), (1, 3, 5)])),
+        ("requantize", dict(output_scale=1e-12)),               # left shift > 30
+    ]
+    for name, change in bad:
+        with pytest.raises(ValueError):
+            kb.KERNELS[name].build(**{**SAMPLE_ARGS[name], **change})
+
+
+def test_geometry_matches_tflm_padding():
+    p = kb.conv2d_params(**SAMPLE_ARGS["conv2d"])   # 5x5, k3, s2, SAME: total pad 2 -> 1 before
+    assert (p["pad_h"], p["pad_w"]) == (1, 1)
+    p = kb.pool_params(input_hwc=(4, 4, 1), output_hwc=(2, 2, 1), filter_hw=(3, 3), stride_hw=(2, 2),
+                       padding="SAME", output_scale=0.1, output_zp=0, activation="NONE")
+    assert (p["pad_h"], p["pad_w"]) == (0, 0)       # total pad 1: 0 before, 1 after
+
+
+def test_fully_connected_per_tensor_rounds_the_scale_product_to_float32():
+    # TFLM's per-tensor FC multiplier is (double)(float)(s_in * s_w) / s_out; per-channel uses doubles.
+    rng = np.random.default_rng(7)
+    differs = 0
+    for _ in range(2000):
+        si, sw, so = (f32(v) for v in rng.uniform(1e-3, 1e-1, 3))
+        p = kb.fully_connected_params(input_elements=4, weights_shape=(1, 4), input_scale=si, input_zp=0,
+                                      filter_scales=[sw], output_scale=so, output_zp=0, activation="NONE")
+        want = quant.quantize_multiplier(float(np.float32(si) * np.float32(sw)) / so)
+        assert (int(p["multiplier"][0]), int(p["shift"][0])) == want
+        differs += want != quant.quantize_multiplier(si * sw / so)
+    assert differs > 0  # the two formulas really differ sometimes, so the test means something
+
+
+# ------------------------------------------------------------------------------- convolutions
+
+def conv_scales(rng, k, per_channel, oc):
+    in_s = f32(rng.uniform(0.005, 0.1))
+    fs = [f32(v) for v in rng.uniform(0.002, 0.05, oc if per_channel else 1)]
+    # Aim the output scale at the accumulator's spread so outputs cover the int8 range and clip.
+    typical = in_s * float(np.mean(fs)) * 64.0 * math.sqrt(k) * 64.0
+    out_s = f32(typical / 128.0 * rng.uniform(0.3, 3.0))
+    if rng.random() < 0.1:
+        # Output scale below input * filter scale: multipliers > 1, i.e. left shifts in the requant.
+        out_s = f32(in_s * float(np.min(fs)) * rng.uniform(0.05, 0.9))
+    return in_s, fs, out_s
+
+
+def random_conv_case(rng, pointwise=False, big=False):
+    for _ in range(100):
+        if big:
+            h, w, c = int(rng.integers(2, 5)), int(rng.integers(2, 5)), int(rng.choice([240, 256]))
+            kh = kw = 3
+        else:
+            h, w = int(rng.integers(1, 13)), int(rng.integers(1, 13))
+            c = int(rng.choice([1, 2, 3, 4, 8, 16, int(rng.integers(1, 40))]))
+            kh, kw = (1, 1) if pointwise else (int(rng.integers(1, 6)), int(rng.integers(1, 6)))
+        groups = 1
+        if not big and not pointwise and rng.random() < 0.15:
+            for g in (2, 3, 4):
+                if c % g == 0 and c > g:
+                    groups = g
+                    break
+        fc = c // groups
+        oc = groups * int(rng.choice([1, 3, 4, 8, int(rng.integers(1, 24)), 70 // groups]))
+        sh, sw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        dh, dw = (1, 1) if pointwise or rng.random() < 0.6 else (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        padding = str(rng.choice(["SAME", "VALID"]))
+        (oh, ow), _ = quant.compute_padding_hw((sh, sw), (dh, dw), (h, w), (kh, kw), padding)
+        if oh >= 1 and ow >= 1:
+            return dict(h=h, w=w, c=c, fc=fc, oc=oc, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw,
+                        padding=padding, oh=oh, ow=ow)
+    raise AssertionError("no valid case")
+
+
+def check_conv(K, rng, case, per_channel, act, with_bias):
+    c = case
+    k = c["kh"] * c["kw"] * c["fc"]
+    in_s, fs, out_s = conv_scales(rng, k, per_channel, c["oc"])
+    params = kb.conv2d_params(input_hwc=(c["h"], c["w"], c["c"]), output_hwc=(c["oh"], c["ow"], c["oc"]),
+                              filter_ohwi=(c["oc"], c["kh"], c["kw"], c["fc"]), stride_hw=(c["sh"], c["sw"]),
+                              dilation_hw=(c["dh"], c["dw"]), padding=c["padding"], input_scale=in_s,
+                              input_zp=rand_zp(rng), filter_scales=fs, output_scale=out_s,
+                              output_zp=rand_zp(rng), activation=act)
+    x = rand_i8(rng, (c["h"], c["w"], c["c"]))
+    wt = rand_i8(rng, (c["oc"], c["kh"], c["kw"], c["fc"]))
+    b = rng.integers(-30000, 30000, c["oc"]).astype(np.int32) if with_bias else None
+    out = np.zeros((c["oh"], c["ow"], c["oc"]), np.int8)
+    run(K, "conv2d", params, x, wt, b, out)
+    assert_same(out, ref.conv2d_s8(params, x, wt, b), f"conv2d {case}")
+    return out
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("seed", range(24))
+def test_conv2d_random(K, seed):
+    rng = np.random.default_rng(1000 + seed)
+    for i in range(8):
+        case = random_conv_case(rng, pointwise=(i % 4 == 0))
+        check_conv(K, rng, case, per_channel=bool(i % 2), act=ACTS[(seed + i) % 4], with_bias=(i % 3 != 2))
+
+
+@pytest.mark.cc
+def test_conv2d_large_patch_uses_direct_path(K):
+    rng = np.random.default_rng(5)
+    for i in range(3):  # 3x3x240/256 patches exceed ZO_CONV_PATCH_MAX (2048)
+        case = random_conv_case(rng, big=True)
+        check_conv(K, rng, case, per_channel=True, act="NONE", with_bias=True)
+
+
+@pytest.mark.cc
+def test_conv2d_typical_layer_and_spread(K):
+    """A 32x32x16 -> 32 3x3 SAME layer: exercises every border case and produces a real spread."""
+    rng = np.random.default_rng(11)
+    case = dict(h=32, w=32, c=16, fc=16, oc=32, kh=3, kw=3, sh=1, sw=1, dh=1, dw=1, padding="SAME", oh=32, ow=32)
+    out = check_conv(K, rng, case, per_channel=True, act="NONE", with_bias=True)
+    assert len(np.unique(out)) > 100
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("seed", range(20))
+def test_depthwise_conv2d_random(K, seed):
+    rng = np.random.default_rng(2000 + seed)
+    for i in range(8):
+        while True:
+            h, w = int(rng.integers(1, 14)), int(rng.integers(1, 14))
+            c = int(rng.choice([1, 3, 8, 16, 24, int(rng.integers(1, 80))]))
+            dm = int(rng.choice([1, 1, 1, 2, 3]))
+            kh, kw = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+            sh, sw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+            dh, dw = (1, 1) if rng.random() < 0.6 else (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+            padding = str(rng.choice(["SAME", "VALID"]))
+            (oh, ow), _ = quant.compute_padding_hw((sh, sw), (dh, dw), (h, w), (kh, kw), padding)
+            if oh >= 1 and ow >= 1:
+                break
+        oc = c * dm
+        in_s, fs, out_s = conv_scales(rng, kh * kw, bool(i % 2), oc)
+        params = kb.depthwise_conv2d_params(
+            input_hwc=(h, w, c), output_hwc=(oh, ow, oc), filter_1hwo=(1, kh, kw, oc), stride_hw=(sh, sw),
+            dilation_hw=(dh, dw), padding=padding, depth_multiplier=dm, input_scale=in_s, input_zp=rand_zp(rng),
+            filter_scales=fs, output_scale=out_s, output_zp=rand_zp(rng), activation=ACTS[(seed + i) % 4])
+        x = rand_i8(rng, (h, w, c))
+        wt = rand_i8(rng, (1, kh, kw, oc))
+        b = rng.integers(-20000, 20000, oc).astype(np.int32) if i % 3 else None
+        out = np.zeros((oh, ow, oc), np.int8)
+        run(K, "depthwise_conv2d", params, x, wt, b, out)
+        assert_same(out, ref.depthwise_conv2d_s8(params, x, wt, b), f"depthwise seed {seed} case {i}")
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("seed", range(10))
+def test_fully_connected_random(K, seed):
+    rng = np.random.default_rng(3000 + seed)
+    for i in range(8):
+        rows = int(rng.choice([1, 1, 2, 5]))
+        depth = int(rng.choice([1, 7, 16, 64, 250, int(rng.integers(1, 400))]))
+        units = int(rng.choice([1, 4, 10, 65, 130, int(rng.integers(1, 100))]))
+        per_channel = bool(i % 2) and units > 1
+        in_s, fs, out_s = conv_scales(rng, depth, per_channel, units)
+        params = kb.fully_connected_params(input_elements=rows * depth, weights_shape=(units, depth),
+                                           input_scale=in_s, input_zp=rand_zp(rng), filter_scales=fs,
+                                           output_scale=out_s, output_zp=rand_zp(rng), activation=ACTS[i % 4])
+        x = rand_i8(rng, rows * depth)
+        wt = rand_i8(rng, (units, depth))
+        b = rng.integers(-50000, 50000, units).astype(np.int32) if i % 3 else None
+        out = np.zeros((rows, units), np.int8)
+        run(K, "fully_connected", params, x, wt, b, out)
+        assert_same(out, ref.fully_connected_s8(params, x, wt, b), f"fully_connected seed {seed} case {i}")
+
+
+# ------------------------------------------------------------------------------------ pooling
+
+@pytest.mark.cc
+@pytest.mark.parametrize("kind", ["avg_pool", "max_pool"])
+@pytest.mark.parametrize("seed", range(4))
+def test_pool_random(K, kind, seed):
+    rng = np.random.default_rng(4000 + seed + (100 if kind == "max_pool" else 0))
+    for i in range(10):
+        while True:
+            h, w = int(rng.integers(1, 16)), int(rng.integers(1, 16))
+            c = int(rng.choice([1, 3, 16, 70, int(rng.integers(1, 40))]))
+            fh, fw = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+            sh, sw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+            padding = str(rng.choice(["SAME", "VALID"]))
+            (oh, ow), _ = quant.compute_padding_hw((sh, sw), (1, 1), (h, w), (fh, fw), padding)
+            if oh >= 1 and ow >= 1:
+                break
+        params = kb.pool_params(input_hwc=(h, w, c), output_hwc=(oh, ow, c), filter_hw=(fh, fw), stride_hw=(sh, sw),
+                                padding=padding, output_scale=f32(rng.uniform(0.01, 0.1)), output_zp=rand_zp(rng),
+                                activation=ACTS[(seed + i) % 4])
+        x = rand_i8(rng, (h, w, c))
+        out = np.zeros((oh, ow, c), np.int8)
+        run(K, kind, params, x, out)
+        want = (ref.avg_pool_s8 if kind == "avg_pool" else ref.max_pool_s8)(params, x)
+        assert_same(out, want, f"{kind} seed {seed} case {i}")
+
+
+@pytest.mark.cc
+def test_avg_pool_rounds_half_away_from_zero(K):
+    params = kb.pool_params(input_hwc=(1, 2, 4), output_hwc=(1, 1, 4), filter_hw=(1, 2), stride_hw=(1, 1),
+                            padding="VALID", output_scale=0.1, output_zp=0, activation="NONE")
+    x = np.array([[[1, -1, 3, -128], [0, 0, 0, -127]]], np.int8)  # sums 1, -1, 3, -255 over 2
+    out = np.zeros((1, 1, 4), np.int8)
+    run(K, "avg_pool", params, x, out)
+    assert out.reshape(-1).tolist() == [1, -1, 2, -128]
+
+
+# -------------------------------------------------------------------------------- elementwise
+
+def random_broadcast_shapes(rng):
+    rank = int(rng.integers(0, 5))
+    out = tuple(int(rng.choice([1, 2, 3, 5, 8])) for _ in range(rank))
+    if rank and rng.random() < 0.3:
+        out = out[:-1] + (int(rng.integers(1, 40)),)
+
+    def operand():
+        r = int(rng.integers(0, rank + 1))
+        dims = out[rank - r:] if r else ()
+        return tuple(d if rng.random() < 0.6 else 1 for d in dims)
+
+    a, b = operand(), operand()
+    if rng.random() < 0.3:
+        a = out
+    full = tuple(np.broadcast_shapes(a, b))
+    return a, b, full
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("kind", ["add", "mul"])
+@pytest.mark.parametrize("seed", range(10))
+def test_binary_broadcast_random(K, kind, seed):
+    rng = np.random.default_rng(5000 + seed + (100 if kind == "mul" else 0))
+    for i in range(12):
+        s1, s2, so = random_broadcast_shapes(rng)
+        if math.prod(so) == 0:
+            continue
+        a_s, b_s = f32(rng.uniform(0.01, 0.2)), f32(rng.uniform(0.01, 0.2) * (10 if i % 4 == 0 else 1))
+        if kind == "add":
+            o_s = f32(max(a_s, b_s) * rng.uniform(0.5, 3.0))
+        else:
+            o_s = f32(a_s * b_s * 128 * rng.uniform(0.05, 2.0) * (0.002 if i % 5 == 0 else 1.0))
+        params = kb.KERNELS[kind].build(input1_shape=s1, input2_shape=s2, output_shape=so, input1_scale=a_s,
+                                        input1_zp=rand_zp(rng), input2_scale=b_s, input2_zp=rand_zp(rng),
+                                        output_scale=o_s, output_zp=rand_zp(rng), activation=ACTS[(seed + i) % 4])
+        a, b = rand_i8(rng, s1), rand_i8(rng, s2)
+        out = np.zeros(so, np.int8)
+        run(K, kind, params, np.ascontiguousarray(a), np.ascontiguousarray(b), out)
+        want = (ref.add_s8 if kind == "add" else ref.mul_s8)(params, a, b)
+        assert_same(out, want, f"{kind} {s1} x {s2} -> {so}")
+
+
+@pytest.mark.cc
+def test_add_mobilenet_residual_same_shape(K):
+    rng = np.random.default_rng(77)
+    shape = (1, 8, 8, 24)
+    params = kb.add_params(input1_shape=shape, input2_shape=shape, output_shape=shape, input1_scale=0.11,
+                           input1_zp=-7, input2_scale=0.042, input2_zp=12, output_scale=0.13, output_zp=-3,
+                           activation="NONE")
+    assert params["broadcast"] == 0
+    a, b = rand_i8(rng, shape), rand_i8(rng, shape)
+    out = np.zeros(shape, np.int8)
+    run(K, "add", params, a, b, out)
+    assert_same(out, ref.add_s8(params, a, b), "residual add")
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("seed", range(4))
+def test_requantize_all_inputs(K, seed):
+    rng = np.random.default_rng(6000 + seed)
+    x = np.arange(-128, 128, dtype=np.int8)
+    for i in range(10):
+        ratio = float(np.exp(rng.uniform(-6, 6)))
+        in_s = f32(rng.uniform(0.01, 0.1))
+        params = kb.requantize_params(size=256, input_scale=in_s, input_zp=rand_zp(rng),
+                                      output_scale=f32(in_s / ratio), output_zp=rand_zp(rng))
+        out = np.zeros(256, np.int8)
+        run(K, "requantize", params, x, out)
+        assert_same(out, ref.requantize_s8(params, x), f"requantize ratio {ratio}")
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("seed", range(3))
+def test_dequantize_all_inputs_bit_exact_float(K, seed):
+    rng = np.random.default_rng(7000 + seed)
+    x = np.arange(-128, 128, dtype=np.int8)
+    scales = [f32(v) for v in np.exp(rng.uniform(-20, 5, 30))] + [f32(1 / 3), f32(0.1), 2.0 ** -7]
+    for s in scales:
+        params = kb.dequantize_params(size=256, scale=s, zp=rand_zp(rng))
+        out = np.zeros(256, np.float32)
+        run(K, "dequantize", params, x, out)
+        want = ref.dequantize_s8(params, x)
+        assert_same(out.view(np.uint32), want.view(np.uint32), f"dequantize scale {s!r}")
+        assert repr(float(np.float32(float(f"{params['scale']:.9g}")))) == repr(params["scale"])
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("seed", range(4))
+def test_logistic_all_inputs(K, seed):
+    rng = np.random.default_rng(8000 + seed)
+    x = np.arange(-128, 128, dtype=np.int8)
+    scales = [f32(v) for v in np.exp(rng.uniform(-7, 1, 12))] + [1 / 16, 0.1, 1 / 256, 0.5]
+    for s in scales:
+        params = kb.logistic_params(size=256, input_scale=s, input_zp=rand_zp(rng), output_scale=1 / 256,
+                                    output_zp=-128)
+        out = np.zeros(256, np.int8)
+        run(K, "logistic", params, x, out)
+        assert_same(out, ref.logistic_s8(params, x), f"logistic scale {s}")
+
+
+def test_logistic_reference_tracks_the_float_sigmoid():
+    """Guards the reference itself: within 1 LSB of the real sigmoid everywhere."""
+    x = np.arange(-128, 128)
+    for s, zp in ((0.1, 0), (1 / 16, 10), (0.03, -128), (0.5, 127)):
+        p = kb.logistic_params(size=256, input_scale=s, input_zp=zp, output_scale=1 / 256, output_zp=-128)
+        got = ref.logistic_s8(p, x.astype(np.int8)).astype(int)
+        real = np.clip(np.round(256 / (1 + np.exp(-(x - zp) * f32(s)))) - 128, -128, 127)
+        assert np.max(np.abs(got - real)) <= 1
+
+
+# ---------------------------------------------------------------------------------- softmax
+
+@pytest.mark.cc
+@pytest.mark.parametrize("seed", range(6))
+def test_softmax_random(K, seed):
+    rng = np.random.default_rng(9000 + seed)
+    for i in range(8):
+        outer = int(rng.choice([1, 1, 3, 7]))
+        depth = int(rng.choice([1, 2, 10, 12, 35, 100, int(rng.integers(1, 400))]))
+        in_s = f32(np.exp(rng.uniform(-6, 1)))
+        beta = f32(rng.choice([1.0, 1.0, 0.5, 2.0, float(rng.uniform(0.1, 3))]))
+        params = kb.softmax_params(outer=outer, depth=depth, beta=beta, input_scale=in_s, input_zp=rand_zp(rng),
+                                   output_scale=1 / 256, output_zp=-128)
+        spread = int(rng.choice([3, 30, 256]))
+        x = np.clip(rng.integers(-128, -128 + spread, (outer, depth)) + int(rng.integers(0, 256 - spread + 1)),
+                    -128, 127).astype(np.int8)
+        out = np.zeros((outer, depth), np.int8)
+        run(K, "softmax", params, x, out)
+        assert_same(out, ref.softmax_s8(params, x), f"softmax depth {depth} scale {in_s} beta {beta}")
+
+
+def test_softmax_reference_tracks_the_float_softmax():
+    rng = np.random.default_rng(3)
+    for in_s in (0.05, 0.1, 0.25):
+        p = kb.softmax_params(outer=4, depth=10, beta=1.0, input_scale=in_s, input_zp=0, output_scale=1 / 256,
+                              output_zp=-128)
+        x = rng.integers(-128, 128, (4, 10)).astype(np.int8)
+        got = ref.softmax_s8(p, x).astype(int) + 128
+        xi = x.astype(np.int64)
+        e = np.exp((xi - xi.max(axis=1, keepdims=True)) * f32(in_s))
+        real = e / e.sum(axis=1, keepdims=True) * 256
+        assert np.max(np.abs(got - np.minimum(real, 255))) <= 1.5
+
+
+# ------------------------------------------------------------------------------ data movement
+
+@pytest.mark.cc
+@pytest.mark.parametrize("seed", range(4))
+def test_pad_random(K, seed):
+    rng = np.random.default_rng(10000 + seed)
+    for i in range(10):
+        rank = int(rng.integers(1, 6))
+        shape = tuple(int(rng.integers(1, 6)) for _ in range(rank))
+        pads = tuple((int(rng.integers(0, 3)), int(rng.integers(0, 3))) for _ in range(rank))
+        params = kb.pad_params(input_shape=shape, paddings=pads, pad_value=rand_zp(rng))
+        x = rand_i8(rng, shape)
+        out = np.zeros(tuple(d + a + b for d, (a, b) in zip(shape, pads)), np.int8)
+        run(K, "pad", params, x, out)
+        assert_same(out, ref.pad_s8(params, x), f"pad {shape} {pads}")
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("seed", range(4))
+def test_concat_random(K, seed):
+    rng = np.random.default_rng(11000 + seed)
+    for i in range(10):
+        rank = int(rng.integers(1, 6))
+        base = [int(rng.integers(1, 5)) for _ in range(rank)]
+        axis = int(rng.integers(-rank, rank))
+        n = int(rng.integers(1, 6))
+        shapes = []
+        for _ in range(n):
+            s = list(base)
+            s[axis] = int(rng.integers(0 if n > 1 else 1, 5))
+            shapes.append(tuple(s))
+        params = kb.concat_params(input_shapes=shapes, axis=axis)
+        xs = [rand_i8(rng, s) for s in shapes]
+        want = ref.concat_s8(params, xs, axis)
+        out = np.zeros(want.shape, np.int8)
+        run(K, "concat", params, xs, out)
+        assert_same(out, want, f"concat {shapes} axis {axis}")
+
+
+# ------------------------------------------------------------------------------------- mean
+
+MEAN_CASES = [
+    ((1, 7, 7, 32), (1, 2)),        # global average pool, NHWC
+    ((1, 32, 32, 8), (1, 2)),       # 1024 elements per mean
+    ((1, 5, 3, 70), (1, 2)),
+    ((1, 49, 64), (1,)),            # 3-D, axis 1
+    ((1, 12, 5), (-2,)),
+    ((4, 6), (1,)),
+    ((1, 3, 4, 5), (3,)),
+    ((1, 3, 4, 5), (2, 3)),
+    ((2, 3, 4), (0, 1)),
+    ((1, 1, 10, 1), (0, 1, 2)),     # size-1 dimensions are ignored for contiguity
+    ((1, 8, 1, 6), (1, 2)),
+    ((3, 2, 5), (0, 1, 2)),
+]
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("shape,axes", MEAN_CASES)
+def test_mean(K, shape, axes):
+    rng = np.random.default_rng(abs(hash((shape, axes))) % 2**32)
+    for i in range(6):
+        in_s = f32(rng.uniform(0.01, 0.2))
+        out_s = f32(in_s * float(np.exp(rng.uniform(-3, 3))))
+        params = kb.mean_params(input_shape=shape, axes=axes, input_scale=in_s, input_zp=rand_zp(rng),
+                                output_scale=out_s, output_zp=rand_zp(rng))
+        x = rand_i8(rng, shape)
+        if i == 0:
+            x = np.clip(x.astype(int) + 100, -128, 127).astype(np.int8)  # biased mean
+        want = ref.mean_s8(params, x, tuple(a % len(shape) for a in axes))
+        out = np.zeros(want.shape, np.int8)
+        run(K, "mean", params, x, out)
+        assert_same(out, want, f"mean {shape} axes {axes}")
+
+
+def test_mean_multiplier_folds_the_count_like_tflm():
+    p = kb.mean_params(input_shape=(1, 7, 7, 4), axes=(1, 2), input_scale=0.1, input_zp=0, output_scale=0.1,
+                       output_zp=0)
+    m, s = quant.quantize_multiplier(f32(0.1) / f32(0.1))
+    assert (m, s) == (1 << 30, 1)
+    assert p["reduce"] == 49 and p["multiplier"] == (m << 5) // 49 and p["shift"] == s - 5
+
+
+# ------------------------------------------------------------------------------ speed sanity
+
+@pytest.mark.cc
+def test_pointwise_conv_is_fast(K):
+    """A 32x32x64 -> 64 1x1 conv (4M MACs) takes about 0.5 ms at -O2; 20 ms leaves room for slow CI."""
+    rng = np.random.default_rng(1)
+    params = kb.conv2d_params(input_hwc=(32, 32, 64), output_hwc=(32, 32, 64), filter_ohwi=(64, 1, 1, 64),
+                              stride_hw=(1, 1), dilation_hw=(1, 1), padding="SAME", input_scale=0.05, input_zp=3,
+                              filter_scales=[0.01] * 64, output_scale=0.2, output_zp=-1, activation="RELU6")
+    x, w = rand_i8(rng, (32, 32, 64)), rand_i8(rng, (64, 1, 1, 64))
+    b = rng.integers(-1000, 1000, 64).astype(np.int32)
+    out = np.zeros((32, 32, 64), np.int8)
+    best = min(_timed(lambda: run(K, "conv2d", params, x, w, b, out)) for _ in range(5))
+    assert best < 0.02, f"{best * 1e3:.1f} ms"
+    assert_same(out, ref.conv2d_s8(params, x, w, b), "pointwise")
+
+
+def _timed(fn):
+    import time
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+# ----------------------------------------------------------------------------- cross compile
+
+@pytest.mark.cross
+def test_kernels_cross_compile_for_cortex_m55(tmp_path):
+    cc = shutil.which("arm-none-eabi-gcc")
+    if cc is None:
+        pytest.skip("arm-none-eabi-gcc is not installed (apt-get install gcc-arm-none-eabi)")
+    for src in cbuild.KERNEL_SOURCES:
+        obj = tmp_path / (src.stem + ".o")
+        res = subprocess.run([cc, *cbuild.CROSS_FLAGS, "-c", str(src), "-o", str(obj)], capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        assert obj.stat().st_size > 0
+
+
+@pytest.mark.cc
+def test_kernels_compile_clean_with_pedantic_flags(tmp_path):
+    cc = cbuild.host_cc()
+    for src in cbuild.KERNEL_SOURCES:
+        res = subprocess.run([cc, *cbuild.HOST_FLAGS, "-Wpedantic", "-Wshadow", "-Wstrict-prototypes",
+                              "-c", str(src), "-o", str(tmp_path / "x.o")], capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
