@@ -215,7 +215,9 @@ def test_import_does_not_need_tflite_micro():
         import zoflash.tflm as mod
         mod = importlib.reload(mod)
         assert mod.available() is False
-        with pytest.raises(RuntimeError, match="pip install tflite-micro"):
+        from zoflash.errors import ToolMissingError
+
+        with pytest.raises(ToolMissingError, match="pip install tflite-micro"):
             mod.TflmInterpreter(_load("mlp.tflite"))
     finally:
         del sys.modules["tflite_micro"]

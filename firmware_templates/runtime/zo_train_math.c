@@ -1,0 +1,489 @@
+/* zo_train_math.c - perturbation, update, loss of a ZO training step (see zo_train_math.h).
+ *
+ * Every float operation below is a single IEEE-754 binary32 operation written out in source
+ * order; build with -ffp-contract=off so none is fused.  The NumPy mirror performs the same
+ * operations in the same order. */
+#include "zo_train_math.h"
+
+#include <string.h>
+
+/* 4-byte copies for unaligned word access; the builtin is inlined even under -ffreestanding. */
+#if defined(__GNUC__)
+#define ZO_MEMCPY __builtin_memcpy
+#else
+#define ZO_MEMCPY memcpy
+#endif
+
+/* Helium (MVE) versions of the hot loops (the perturbation, the accumulation of u, the rounding
+ * of full blocks), used when the target has MVE (-mcpu=cortex-m55) unless ZO_NO_MVE is
+ * defined.  They compute exactly the same values as the portable loops (the QEMU test runs
+ * both builds against the NumPy mirror). */
+#if defined(__ARM_FEATURE_MVE) && !defined(ZO_NO_MVE)
+#include <arm_mve.h>
+#define ZO_MVE_INT 1
+#if (__ARM_FEATURE_MVE & 2)
+#define ZO_MVE_FLOAT 1
+#endif
+#endif
+
+#define ZO_BLOCK 32
+#define ZO_CACHED_KEYS 64 /* direction keys precomputed by the update (q above this recomputes) */
+#define ZO_ROUND_LIMIT 1073741824.0f /* 2^30 */
+
+typedef union {
+    float f;
+    uint32_t u;
+} zo_f32_bits_t;
+
+static inline float zo_f32_from_bits(uint32_t u)
+{
+    zo_f32_bits_t v;
+    v.u = u;
+    return v.f;
+}
+
+static inline uint32_t zo_bits_from_f32(float f)
+{
+    zo_f32_bits_t v;
+    v.f = f;
+    return v.u;
+}
+
+static inline int32_t zo_clamp_i32(int32_t v, int32_t lo, int32_t hi)
+{
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+
+/* floor(x / 256) for any int32 x without relying on signed shifts. */
+static inline int32_t zo_floor_div256(int32_t x)
+{
+    return (int32_t)(((uint32_t)x + 0x80000000u) >> 8) - 0x800000;
+}
+
+/* ---------------------------------------------------------------- rounding */
+
+/* The common case (|x| < 2^30) takes one range test; NaN and huge values take the slow path. */
+static inline int32_t zo_round_inl(float x)
+{
+    if (!(x > -ZO_ROUND_LIMIT && x < ZO_ROUND_LIMIT)) {
+        if (x != x) {
+            return 0;
+        }
+        return x > 0.0f ? 1073741824 : -1073741824;
+    }
+    int32_t t = (int32_t)x;        /* truncation toward zero */
+    float f = x - (float)t;        /* exact: the fractional part of x */
+    return t + (int32_t)(f >= 0.5f) - (int32_t)(f <= -0.5f);
+}
+
+static inline int32_t zo_floor_inl(float x)
+{
+    if (!(x > -ZO_ROUND_LIMIT && x < ZO_ROUND_LIMIT)) {
+        if (x != x) {
+            return 0;
+        }
+        return x > 0.0f ? 1073741824 : -1073741824;
+    }
+    int32_t t = (int32_t)x;
+    return t - (int32_t)((float)t > x);
+}
+
+int32_t zo_round_f32(float x)
+{
+    return zo_round_inl(x);
+}
+
+int32_t zo_floor_f32(float x)
+{
+    return zo_floor_inl(x);
+}
+
+/* ---------------------------------------------------------------- perturbation */
+
+/* p[l] += sign * z_l for one block: sign bits s (set = -1), nonzero bits nz. */
+static inline void zo_perturb_block_s8(int8_t *p, int32_t len, uint32_t s, uint32_t nz, uint32_t sign)
+{
+    for (int32_t l = 0; l < len; ++l) {
+        uint32_t sb = (s >> l) & 1u;
+        uint32_t nb = (nz >> l) & 1u;
+        uint32_t delta = ((sign ^ (0u - sb)) + sb) & (0u - nb); /* +-sign or 0 */
+        p[l] = (int8_t)(uint8_t)((uint32_t)(uint8_t)p[l] + delta);
+    }
+}
+
+#ifndef ZO_MVE_INT
+/* Nibble -> 4 bytes, byte j = 0xFF if bit j is set. */
+static const uint32_t zo_byte_mask[16] = {
+    0x00000000u, 0x000000FFu, 0x0000FF00u, 0x0000FFFFu, 0x00FF0000u, 0x00FF00FFu, 0x00FFFF00u, 0x00FFFFFFu,
+    0xFF000000u, 0xFF0000FFu, 0xFF00FF00u, 0xFF00FFFFu, 0xFFFF0000u, 0xFFFF00FFu, 0xFFFFFF00u, 0xFFFFFFFFu,
+};
+
+/* A full block, four bytes per 32-bit word (bytewise add without carries between bytes);
+ * the same result as zo_perturb_block_s8 on any byte order. */
+static inline void zo_perturb_block32_swar(int8_t *p, uint32_t s, uint32_t nz, uint32_t sign)
+{
+    const uint32_t pos = (sign & 0xFFu) * 0x01010101u;
+    const uint32_t neg = ((0u - sign) & 0xFFu) * 0x01010101u;
+    for (int32_t g = 0; g < ZO_BLOCK; g += 4) {
+        uint32_t v;
+        ZO_MEMCPY(&v, p + g, 4);
+        uint32_t sm = zo_byte_mask[s & 15u];
+        uint32_t delta = ((pos & ~sm) | (neg & sm)) & zo_byte_mask[nz & 15u];
+        v = ((v & 0x7F7F7F7Fu) + (delta & 0x7F7F7F7Fu)) ^ ((v ^ delta) & 0x80808080u);
+        ZO_MEMCPY(p + g, &v, 4);
+        s >>= 4;
+        nz >>= 4;
+    }
+}
+#endif
+
+void zo_perturb_s8(int8_t *w, int32_t n, int32_t sign, const zo_dir_t *d)
+{
+    const uint32_t key = zo_hash_key(d->seed, d->step, d->direction, d->stream);
+    const uint32_t dl2 = d->density_log2;
+    const uint32_t us = (uint32_t)sign;
+#ifdef ZO_MVE_INT
+    const int8x16_t pos = vdupq_n_s8((int8_t)(uint8_t)us);
+    const int8x16_t neg = vdupq_n_s8((int8_t)(uint8_t)(0u - us));
+#endif
+    for (int32_t base = 0; base < n; base += ZO_BLOCK) {
+        uint32_t nz;
+        uint32_t s = zo_dir_block(key, (uint32_t)base >> 5, dl2, &nz);
+        int8_t *p = w + base;
+        if (n - base >= ZO_BLOCK) {
+#ifdef ZO_MVE_INT
+            /* one predicate bit per byte lane: select -sign where the sign bit is set, add where
+             * the nonzero bit is set */
+            for (int32_t h = 0; h < 2; ++h) {
+                int8x16_t v = vld1q_s8(p);
+                int8x16_t delta = vpselq_s8(neg, pos, (mve_pred16_t)(s & 0xFFFFu));
+                v = vaddq_m_s8(v, v, delta, (mve_pred16_t)(nz & 0xFFFFu));
+                vst1q_s8(p, v);
+                p += 16;
+                s >>= 16;
+                nz >>= 16;
+            }
+#else
+            zo_perturb_block32_swar(p, s, nz, us);
+#endif
+        } else {
+            zo_perturb_block_s8(p, n - base, s, nz, us);
+        }
+    }
+}
+
+void zo_perturb_s32(int32_t *b, int32_t n, int32_t sign, const int32_t *eps_b, const zo_dir_t *d)
+{
+    const uint32_t key = zo_hash_key(d->seed, d->step, d->direction, d->stream);
+    const uint32_t dl2 = d->density_log2;
+    for (int32_t base = 0; base < n; base += ZO_BLOCK) {
+        uint32_t nonzero;
+        uint32_t s = zo_dir_block(key, (uint32_t)base >> 5, dl2, &nonzero);
+        int32_t len = n - base < ZO_BLOCK ? n - base : ZO_BLOCK;
+        for (int32_t l = 0; l < len; ++l) {
+            if ((nonzero >> l) & 1u) {
+                uint32_t delta = (uint32_t)sign * (uint32_t)eps_b[base + l];
+                if ((s >> l) & 1u) {
+                    delta = 0u - delta;
+                }
+                b[base + l] = (int32_t)((uint32_t)b[base + l] + delta);
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- update */
+
+#ifdef ZO_MVE_FLOAT
+/* Nibble -> 16-bit predicate with each bit repeated for the 4 bytes of a 32-bit lane. */
+static const uint16_t zo_pred_nibble[16] = {
+    0x0000u, 0x000Fu, 0x00F0u, 0x00FFu, 0x0F00u, 0x0F0Fu, 0x0FF0u, 0x0FFFu,
+    0xF000u, 0xF00Fu, 0xF0F0u, 0xF0FFu, 0xFF00u, 0xFF0Fu, 0xFFF0u, 0xFFFFu,
+};
+#endif
+
+/* u[0..len-1] = sum_i c[i] z_i over the block starting at coordinate `base`.
+ * A zero z adds +0.0f instead of being skipped: u starts at +0.0f and a round-to-nearest sum
+ * is -0.0f only if both operands are -0.0f, so u is never -0.0f and u + (+0.0f) == u
+ * bit for bit (also for inf and NaN).  -c is c with its sign bit flipped, as in IEEE negation. */
+static void zo_accumulate_block(float *u, int32_t base, int32_t len, const float *c, int32_t q,
+                                const uint32_t *keys, const zo_dir_t *d0)
+{
+    const uint32_t dl2 = d0->density_log2;
+    const uint32_t block = (uint32_t)base >> 5;
+#ifdef ZO_MVE_FLOAT
+    for (int32_t g = 0; g < ZO_BLOCK; g += 4) {
+        vst1q_f32(u + g, vdupq_n_f32(0.0f));
+    }
+#else
+    for (int32_t l = 0; l < ZO_BLOCK; ++l) {
+        u[l] = 0.0f;
+    }
+#endif
+    for (int32_t i = 0; i < q; ++i) {
+        uint32_t key = i < ZO_CACHED_KEYS
+                           ? keys[i]
+                           : zo_hash_key(d0->seed, d0->step, (uint32_t)i, d0->stream);
+        uint32_t nz;
+        uint32_t s = zo_dir_block(key, block, dl2, &nz);
+#ifdef ZO_MVE_FLOAT
+        (void)len; /* the whole 32-lane buffer is computed; lanes >= len are ignored */
+        const float32x4_t cp = vdupq_n_f32(c[i]);
+        const float32x4_t cn = vnegq_f32(cp);
+        for (int32_t g = 0; g < ZO_BLOCK; g += 4) {
+            float32x4_t t = vpselq_f32(cn, cp, (mve_pred16_t)zo_pred_nibble[s & 15u]);
+            float32x4_t uv = vld1q_f32(u + g);
+            uv = vaddq_m_f32(uv, uv, t, (mve_pred16_t)zo_pred_nibble[nz & 15u]);
+            vst1q_f32(u + g, uv);
+            s >>= 4;
+            nz >>= 4;
+        }
+#else
+        const uint32_t cb = zo_bits_from_f32(c[i]);
+        if (len == ZO_BLOCK) {
+            for (int32_t l = 0; l < ZO_BLOCK; ++l) {
+                uint32_t tb = (cb ^ (((s >> l) & 1u) << 31)) & (0u - ((nz >> l) & 1u));
+                u[l] = u[l] + zo_f32_from_bits(tb);
+            }
+        } else {
+            for (int32_t l = 0; l < len; ++l) {
+                uint32_t tb = (cb ^ (((s >> l) & 1u) << 31)) & (0u - ((nz >> l) & 1u));
+                u[l] = u[l] + zo_f32_from_bits(tb);
+            }
+        }
+#endif
+    }
+}
+
+static int32_t zo_prepare_keys(uint32_t *keys, int32_t q, const zo_dir_t *d0)
+{
+    int32_t nk = q < ZO_CACHED_KEYS ? q : ZO_CACHED_KEYS;
+    for (int32_t i = 0; i < nk; ++i) {
+        keys[i] = zo_hash_key(d0->seed, d0->step, (uint32_t)i, d0->stream);
+    }
+    return nk;
+}
+
+#ifdef ZO_MVE_FLOAT
+/* The rounding step of a full block, four lanes at a time.  VCVTA (nearest, ties away) and
+ * VCVTM (floor) saturate out-of-range values and turn NaN into 0, so clamping their result to
+ * [-2^30, 2^30] gives exactly zo_round_inl / zo_floor_inl. */
+static inline int32x4_t zo_clamp_s32x4(int32x4_t v, int32_t lo, int32_t hi)
+{
+    return vminq_s32(vmaxq_s32(v, vdupq_n_s32(lo)), vdupq_n_s32(hi));
+}
+
+static inline uint32x4_t zo_mix32x4(uint32x4_t x)
+{
+    x = veorq_u32(x, vshrq_n_u32(x, 16));
+    x = vmulq_n_u32(x, 0x7FEB352Du);
+    x = veorq_u32(x, vshrq_n_u32(x, 15));
+    x = vmulq_n_u32(x, 0x846CA68Bu);
+    return veorq_u32(x, vshrq_n_u32(x, 16));
+}
+
+static void zo_round_block_mve(int8_t *wb, int8_t *rb, const float *u, zo_rounding_t mode,
+                               uint32_t round_key, uint32_t base)
+{
+    const uint32x4_t lane = vidupq_n_u32(0u, 1);
+    for (int32_t g = 0; g < ZO_BLOCK; g += 4) {
+        float32x4_t uv = vld1q_f32(u + g);
+        int32x4_t wv = vldrbq_s32(wb + g);
+        if (mode == ZO_ROUND_SPLIT16) {
+            int32x4_t rr = zo_clamp_s32x4(vcvtaq_s32_f32(vmulq_n_f32(uv, 256.0f)), -1073741824, 1073741824);
+            int32x4_t m = vsubq_s32(vaddq_s32(vshlq_n_s32(wv, 8), vldrbq_s32(rb + g)), rr);
+            int32x4_t wn = zo_clamp_s32x4(vshrq_n_s32(vaddq_n_s32(m, 128), 8), ZO_W_MIN, ZO_W_MAX);
+            int32x4_t rn = zo_clamp_s32x4(vsubq_s32(m, vshlq_n_s32(wn, 8)), -128, 127);
+            vstrbq_s32(rb + g, rn);
+            wv = wn;
+        } else if (mode == ZO_ROUND_STOCHASTIC) {
+            uint32x4_t ctr = vaddq_n_u32(lane, base + (uint32_t)g);
+            uint32x4_t h = zo_mix32x4(veorq_u32(vdupq_n_u32(round_key), ctr));
+            h = zo_mix32x4(veorq_u32(h, vdupq_n_u32(round_key)));
+            float32x4_t xi = vmulq_n_f32(vcvtq_f32_u32(vshrq_n_u32(h, 8)), 1.0f / 16777216.0f);
+            int32x4_t f = zo_clamp_s32x4(vcvtmq_s32_f32(vaddq_f32(uv, xi)), -1073741824, 1073741824);
+            wv = zo_clamp_s32x4(vsubq_s32(wv, f), ZO_W_MIN, ZO_W_MAX);
+        } else {
+            int32x4_t rr = zo_clamp_s32x4(vcvtaq_s32_f32(uv), -1073741824, 1073741824);
+            wv = zo_clamp_s32x4(vsubq_s32(wv, rr), ZO_W_MIN, ZO_W_MAX);
+        }
+        vstrbq_s32(wb + g, wv);
+    }
+}
+#endif
+
+void zo_update_s8(int8_t *w, int8_t *residual, int32_t n, const float *c, int32_t q,
+                  const zo_dir_t *d0, zo_rounding_t mode)
+{
+    uint32_t keys[ZO_CACHED_KEYS];
+    float u[ZO_BLOCK];
+    zo_prepare_keys(keys, q, d0);
+    const uint32_t round_key =
+        zo_hash_key(d0->seed, d0->step, 0u, d0->stream | ZO_STREAM_ROUNDING);
+    for (int32_t base = 0; base < n; base += ZO_BLOCK) {
+        int32_t len = n - base < ZO_BLOCK ? n - base : ZO_BLOCK;
+        zo_accumulate_block(u, base, len, c, q, keys, d0);
+        int8_t *wb = w + base;
+#ifdef ZO_MVE_FLOAT
+        if (len == ZO_BLOCK) {
+            zo_round_block_mve(wb, mode == ZO_ROUND_SPLIT16 ? residual + base : (int8_t *)0, u, mode,
+                               round_key, (uint32_t)base);
+            continue;
+        }
+#endif
+        if (mode == ZO_ROUND_SPLIT16) {
+            int8_t *rb = residual + base;
+            for (int32_t l = 0; l < len; ++l) {
+                int32_t m = 256 * (int32_t)wb[l] + (int32_t)rb[l] - zo_round_inl(256.0f * u[l]);
+                int32_t wn = zo_clamp_i32(zo_floor_div256(m + 128), ZO_W_MIN, ZO_W_MAX);
+                rb[l] = (int8_t)zo_clamp_i32(m - 256 * wn, -128, 127);
+                wb[l] = (int8_t)wn;
+            }
+        } else if (mode == ZO_ROUND_STOCHASTIC) {
+            for (int32_t l = 0; l < len; ++l) {
+                float xi = zo_u01_from_hash(zo_hash_ctr(round_key, (uint32_t)(base + l)));
+                int32_t wn = (int32_t)wb[l] - zo_floor_inl(u[l] + xi);
+                wb[l] = (int8_t)zo_clamp_i32(wn, ZO_W_MIN, ZO_W_MAX);
+            }
+        } else {
+            for (int32_t l = 0; l < len; ++l) {
+                int32_t wn = (int32_t)wb[l] - zo_round_inl(u[l]);
+                wb[l] = (int8_t)zo_clamp_i32(wn, ZO_W_MIN, ZO_W_MAX);
+            }
+        }
+    }
+}
+
+void zo_update_s32(int32_t *b, int32_t n, const float *c, int32_t q, const int32_t *eps_b,
+                   int32_t max_step, const zo_dir_t *d0)
+{
+    uint32_t keys[ZO_CACHED_KEYS];
+    float u[ZO_BLOCK];
+    zo_prepare_keys(keys, q, d0);
+    for (int32_t base = 0; base < n; base += ZO_BLOCK) {
+        int32_t len = n - base < ZO_BLOCK ? n - base : ZO_BLOCK;
+        zo_accumulate_block(u, base, len, c, q, keys, d0);
+        for (int32_t l = 0; l < len; ++l) {
+            int32_t k = base + l;
+            int32_t st = zo_round_inl((float)eps_b[k] * u[l]);
+            st = zo_clamp_i32(st, -max_step, max_step);
+            int64_t nb = (int64_t)b[k] - (int64_t)st;
+            if (nb > (int64_t)INT32_MAX) {
+                nb = INT32_MAX;
+            } else if (nb < (int64_t)INT32_MIN) {
+                nb = INT32_MIN;
+            }
+            b[k] = (int32_t)nb;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- exp, log, loss */
+
+/* exp: x = n ln2 + r, n = round(x log2 e) (ties away), |r| <= ln2/2 (+ rounding), with
+ * ln2 = ZO_LN2_HI + ZO_LN2_LO (HI has 9 significant bits so n * HI is exact for |n| <= 127),
+ * e^r = 1 + r + r^2 P(r), P of degree 5 (Cephes expf coefficients), times 2^n built from
+ * the exponent bits (n in [-126, 127] after the clamp, so 2^n is normal). */
+#define ZO_EXP_LO (-87.0f)
+#define ZO_EXP_HI 88.0f
+#define ZO_LOG2E 0x1.715476p+0f       /* 1.44269504 */
+#define ZO_LN2_HI 0x1.63p-1f         /* 0.693359375 = 355/512 */
+#define ZO_LN2_LO (-0x1.bd0106p-13f) /* -2.12194440e-4 */
+
+float zo_expf(float x)
+{
+    if (!(x >= ZO_EXP_LO)) { /* also NaN */
+        x = ZO_EXP_LO;
+    } else if (x > ZO_EXP_HI) {
+        x = ZO_EXP_HI;
+    }
+    int32_t n = zo_round_inl(x * ZO_LOG2E);
+    float fn = (float)n;
+    float r = x - fn * ZO_LN2_HI;
+    r = r - fn * ZO_LN2_LO;
+    float r2 = r * r;
+    float p = 0x1.a0d2cep-13f; /* 1.9875691500e-4 */
+    p = p * r + 0x1.6e879cp-10f; /* 1.3981999507e-3 */
+    p = p * r + 0x1.11121p-7f;   /* 8.3334519073e-3 */
+    p = p * r + 0x1.555382p-5f;  /* 4.1665795894e-2 */
+    p = p * r + 0x1.555554p-3f;  /* 1.6666665459e-1 */
+    p = p * r + 0x1p-1f;         /* 5.0000001201e-1 rounds to 0.5 */
+    p = p * r2 + r;
+    p = p + 1.0f;
+    return p * zo_f32_from_bits((uint32_t)(n + 127) << 23);
+}
+
+/* log: x = 2^e * f with f in [sqrt(1/2), sqrt(2)) from the exponent/mantissa bits, g = f - 1,
+ * log(f) = g - g^2/2 + g^3 P(g), P of degree 8 (Cephes logf coefficients),
+ * plus e * (ZO_LN2_LO + ZO_LN2_HI) added low part first. */
+#define ZO_FLT_MIN_BITS 0x00800000u
+#define ZO_FLT_MAX_BITS 0x7F7FFFFFu
+#define ZO_SQRTHF 0x1.6a09e6p-1f /* sqrt(1/2) */
+
+float zo_logf(float x)
+{
+    if (!(x >= zo_f32_from_bits(ZO_FLT_MIN_BITS))) { /* also NaN, zero, negatives */
+        x = zo_f32_from_bits(ZO_FLT_MIN_BITS);
+    } else if (x > zo_f32_from_bits(ZO_FLT_MAX_BITS)) {
+        x = zo_f32_from_bits(ZO_FLT_MAX_BITS);
+    }
+    uint32_t bits = zo_bits_from_f32(x);
+    int32_t e = (int32_t)(bits >> 23) - 126;
+    float f = zo_f32_from_bits((bits & 0x007FFFFFu) | 0x3F000000u); /* [0.5, 1) */
+    float g;
+    if (f < ZO_SQRTHF) {
+        e -= 1;
+        g = f + f;
+        g = g - 1.0f;
+    } else {
+        g = f - 1.0f;
+    }
+    float z = g * g;
+    float y = 0x1.204376p-4f;    /* 7.0376836292e-2 */
+    y = y * g + -0x1.d7a37p-4f;  /* -1.1514610310e-1 */
+    y = y * g + 0x1.de4a34p-4f;  /* 1.1676998740e-1 */
+    y = y * g + -0x1.fcba9ep-4f; /* -1.2420140846e-1 */
+    y = y * g + 0x1.23d37ep-3f;  /* 1.4249322787e-1 */
+    y = y * g + -0x1.555cap-3f;  /* -1.6668057665e-1 */
+    y = y * g + 0x1.999d58p-3f;  /* 2.0000714765e-1 */
+    y = y * g + -0x1.fffff8p-3f; /* -2.4999993993e-1 */
+    y = y * g + 0x1.555554p-2f;  /* 3.3333331174e-1 */
+    y = y * g;
+    y = y * z;
+    float fe = (float)e;
+    y = y + fe * ZO_LN2_LO;
+    y = y + -0.5f * z;
+    float r = g + y;
+    r = r + fe * ZO_LN2_HI;
+    return r;
+}
+
+float zo_cross_entropy_s8(const int8_t *logits, int32_t classes, float scale, int32_t zero_point,
+                          int32_t label)
+{
+    float m = scale * (float)((int32_t)logits[0] - zero_point);
+    for (int32_t j = 1; j < classes; ++j) {
+        float x = scale * (float)((int32_t)logits[j] - zero_point);
+        if (x > m) {
+            m = x;
+        }
+    }
+    float s = 0.0f;
+    for (int32_t j = 0; j < classes; ++j) {
+        float x = scale * (float)((int32_t)logits[j] - zero_point);
+        s = s + zo_expf(x - m);
+    }
+    float xl = scale * (float)((int32_t)logits[label] - zero_point);
+    return zo_logf(s) - (xl - m);
+}
+
+int32_t zo_argmax_s8(const int8_t *x, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t j = 1; j < n; ++j) {
+        if (x[j] > x[best]) {
+            best = j;
+        }
+    }
+    return best;
+}

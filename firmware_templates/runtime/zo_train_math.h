@@ -1,0 +1,76 @@
+/* zo_train_math.h - the static maths of one zeroth-order (ZO) training step.
+ *
+ * Static file, copied verbatim into each bundle.  Perturbation, update and loss are plain C11
+ * with float32 arithmetic only (no libm, no malloc, no state) and are bit-identical to the
+ * NumPy mirror host/zoflash/reference/zo_math.py on any IEEE-754 binary32 target, provided:
+ *   - the code is compiled with -ffp-contract=off (or as ISO -std=c11), never -ffast-math;
+ *   - float expressions are evaluated in float (FLT_EVAL_METHOD 0: x86-64/SSE, Arm VFP/MVE;
+ *     not 32-bit x87);
+ *   - signed right shifts are not relied upon (none are used here).
+ * Rules and proofs: docs/zo-math.md.
+ */
+#ifndef ZO_TRAIN_MATH_H
+#define ZO_TRAIN_MATH_H
+
+#include <stdint.h>
+#include "zo_rng.h"
+
+/* Trainable int8 weights live in [ZO_W_MIN, ZO_W_MAX] so that +-1 LSB perturbations never
+ * saturate and the restore pass is exact. */
+#define ZO_W_MIN (-126)
+#define ZO_W_MAX 126
+
+typedef enum {
+    ZO_ROUND_SPLIT16 = 0,    /* int8 weight + int8 residual master (default) */
+    ZO_ROUND_NEAREST = 1,    /* w -= round(u) */
+    ZO_ROUND_STOCHASTIC = 2  /* w -= floor(u + xi), xi uniform in [0, 1) */
+} zo_rounding_t;
+
+/* float32 -> int32, nearest with ties away from zero.  NaN -> 0; the argument is first
+ * clamped to [-2^30, 2^30] (so infinities and huge values saturate there). */
+int32_t zo_round_f32(float x);
+/* float32 -> int32, floor.  NaN -> 0; the argument is first clamped to [-2^30, 2^30]. */
+int32_t zo_floor_f32(float x);
+
+/* w[k] += sign * z_k for k < n (sign = +1, -2, +1 for the +eps, -2eps and restore passes;
+ * eps = 1 LSB).  The int8 store wraps; with w in [-126, 126] and |sign| <= 2 it never does. */
+void zo_perturb_s8(int8_t *w, int32_t n, int32_t sign, const zo_dir_t *d);
+
+/* b[k] += sign * eps_b[k] * z_k in wrapping (mod 2^32) arithmetic, so restore is always exact. */
+void zo_perturb_s32(int32_t *b, int32_t n, int32_t sign, const int32_t *eps_b, const zo_dir_t *d);
+
+/* Update after q directions, c[i] = lr * delta_i / q (i = 0..q-1).
+ * u_k = sum_i c[i] * z_ik in float32, starting from 0.0f, in increasing i, terms with
+ * z_ik = 0 skipped; z_ik regenerated from the hash with d0's seed/step/stream/density and
+ * direction = i (d0->direction is ignored).  Then per mode (R = zo_round_f32, F = zo_floor_f32):
+ *   SPLIT16:    m = 256*w + r - R(256*u); w' = clamp(floor((m + 128) / 256), -126, 126);
+ *               r' = clamp(m - 256*w', -128, 127)  (the clamp only acts when w' was clamped)
+ *               (residual must not be NULL in this mode)
+ *   NEAREST:    w' = clamp(w - R(u), -126, 126); residual untouched (may be NULL)
+ *   STOCHASTIC: w' = clamp(w - F(u + xi_k), -126, 126); xi_k = zo_u01_from_hash(
+ *               zo_hash(seed, step, 0, stream | ZO_STREAM_ROUNDING, k)); residual untouched. */
+void zo_update_s8(int8_t *w, int8_t *residual, int32_t n, const float *c, int32_t q,
+                  const zo_dir_t *d0, zo_rounding_t mode);
+
+/* Bias update: b[k] = sat32(b[k] - clamp(R((float)eps_b[k] * u_k), -max_step, max_step)),
+ * with u_k as in zo_update_s8.  max_step >= 0 (INT32_MAX for no bound). */
+void zo_update_s32(int32_t *b, int32_t n, const float *c, int32_t q, const int32_t *eps_b,
+                   int32_t max_step, const zo_dir_t *d0);
+
+/* exp(x) for float32, argument clamped to [-87, 88] (NaN -> -87): the result is always a
+ * normal finite float.  zo_expf(0) == 1 exactly. */
+float zo_expf(float x);
+/* log(x) for float32, argument clamped to [FLT_MIN, FLT_MAX] (NaN -> FLT_MIN).
+ * zo_logf(1) == 0 exactly. */
+float zo_logf(float x);
+
+/* Cross-entropy of dequantized logits x_j = scale * (float)(logits[j] - zero_point):
+ * m = max_j x_j; s = sum_j zo_expf(x_j - m) (increasing j, from 0.0f);
+ * loss = zo_logf(s) - (x_label - m). */
+float zo_cross_entropy_s8(const int8_t *logits, int32_t classes, float scale, int32_t zero_point,
+                          int32_t label);
+
+/* Index of the first maximum of x[0..n-1]. */
+int32_t zo_argmax_s8(const int8_t *x, int32_t n);
+
+#endif /* ZO_TRAIN_MATH_H */
