@@ -135,3 +135,40 @@ def test_bundle_manifest_round_trip(tmp_path):
     assert loaded.manifest == b.manifest
     assert loaded.manifest["memory"]["arena_bytes"] > 0
     assert loaded.manifest["model"]["sha256"] == api.load_model(FIXTURES / "mlp.tflite").sha256
+
+
+@pytest.mark.cc
+@pytest.mark.tflm
+def test_expand_dims_and_squeeze_alias_like_reshape(tmp_path):
+    """The converter lowers Conv1D's EXPAND_DIMS/SQUEEZE to RESHAPE, so no fixture has them: relabel
+    the RESHAPEs of the Conv1D fixture (shapes unchanged) and check the result against TFLM on the
+    original model, whose semantics are the same bytes."""
+    from zoflash.boards import load_board
+    from zoflash.bundle import generate_bundle
+    from zoflash.build import build_host
+    from zoflash.compiler import compile_graph
+    from zoflash.tflm import TflmInterpreter
+
+    model = api.load_model(FIXTURES / "conv1d_ts.tflite")
+    reshapes = [op for op in model.graph.ops if op.type == "RESHAPE"]
+    assert len(reshapes) == 2
+    reshapes[0].type, reshapes[1].type = "EXPAND_DIMS", "SQUEEZE"
+    compiled = compile_graph(model.graph)
+    assert {a.op.type for a in compiled.program.aliases} == {"EXPAND_DIMS", "SQUEEZE"}
+    bundle = generate_bundle(compiled, load_board("host"), tmp_path / "b", "conv1d_ts.tflite", model.sha256)
+    build_host(bundle)
+    x = sample_inputs("conv1d_ts.tflite", 100)
+    ours = HostModel(bundle).run(x)
+    golden = TflmInterpreter(model.raw).run_batch(x).reshape(ours.shape)
+    np.testing.assert_array_equal(ours, golden)
+
+
+def test_build_path_does_not_import_tensorflow(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; from zoflash import api; "
+            f"api.generate({str(FIXTURES / 'mbv2_block.tflite')!r}, 'host', {str(tmp_path / 'b')!r}); "
+            "bad = [m for m in ('tensorflow', 'tflite_micro', 'keras') if m in sys.modules]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
