@@ -10,7 +10,7 @@ from conftest import ROOT
 
 @pytest.mark.slow
 def test_wheel_contains_package_data(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
                            "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     wheel = next(tmp_path.glob("zoflash-*.whl"))
