@@ -51,11 +51,11 @@ def bench_model(model_file: str, workdir: Path, rounds: int) -> dict:
     tflm.invoke([x[0]])
     interp = tflm._it  # the raw runtime object: no wrapper overhead in the timed loop
     # calibrate the number of calls to ~0.2 s per round for the slower one
-    probe = max(_per_call(ours._invoke, 20), _per_call(interp.invoke, 20))
+    probe = max(_per_call(ours.invoke, 20), _per_call(interp.invoke, 20))
     calls = max(20, int(0.2 / max(probe, 1e-7)))
     t_ours, t_tflm = [], []
     for _ in range(rounds):
-        t_ours.append(_per_call(ours._invoke, calls))
+        t_ours.append(_per_call(ours.invoke, calls))
         t_tflm.append(_per_call(interp.invoke, calls))
     exe = result.bundle.path / "build" / f"{result.bundle.prefix}_run"
     native_calls = max(100, int(0.3 / max(min(t_ours), 1e-7)))

@@ -19,7 +19,6 @@ from .codegen import c_identifier
 from .compiler import CompiledModel, collect_buffers, compile_graph
 from .errors import UnsupportedModelError, ZoflashError
 from .ir import Graph
-from .lowering import lower_graph
 from .runner import HostModel, as_samples
 from .tflite_import import load_tflite, model_sha256
 
@@ -165,4 +164,4 @@ def inspect(model_path: str | Path) -> str:
 
 
 __all__ = ["load_model", "compile_model", "generate", "build", "infer", "validate", "inspect", "random_inputs",
-           "host_model", "lower_graph"]
+           "host_model"]

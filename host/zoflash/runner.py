@@ -74,10 +74,6 @@ class HostModel:
             ctypes.memmove(y[i].ctypes.data, out_ptr, n_out)
         return y
 
-    def time_invoke(self, repeats: int) -> float:
-        """Seconds per invoke, called from Python (for benchmarks against the TFLM interpreter)."""
-        import time
-        start = time.perf_counter()
-        for _ in range(repeats):
-            self._invoke()
-        return (time.perf_counter() - start) / repeats
+    def invoke(self) -> None:
+        """Run once on the data already at input 0 (for benchmarks)."""
+        self._invoke()
