@@ -335,7 +335,9 @@ def graph_problems(graph: Graph) -> list[str]:
             float_out = role == "output" and t.dtype == "float32" and producer.get(i) is not None \
                 and producer[i].type == "DEQUANTIZE"
             if t.dtype != "int8" and not float_out:
-                hint = (" (a float model, or float I/O: convert with full-integer quantization and "
+                hint = (" (int16 activations, 16x8 quantization, are not supported: convert with int8 activations)"
+                        if t.dtype == "int16" else
+                        " (a float model, or float I/O: convert with full-integer quantization and "
                         "inference_input_type = inference_output_type = tf.int8)")
                 problems.append(f"model {role} {t.describe()} is {t.dtype}, not int8{hint}")
             if t.shape and t.shape[0] != 1 and role == "input":
