@@ -133,8 +133,8 @@ def inspect(model_path: str | Path) -> str:
     model = load_model(model_path)
     g = model.graph
     lines = [f"model {model.path.name}  sha256 {model.sha256[:16]}...  {len(g.ops)} ops, {len(g.tensors)} tensors",
-             f"inputs:  " + "; ".join(g.tensors[i].describe() for i in g.inputs),
-             f"outputs: " + "; ".join(g.tensors[i].describe() for i in g.outputs), "", "ops:"]
+             "inputs:  " + "; ".join(g.tensors[i].describe() for i in g.inputs),
+             "outputs: " + "; ".join(g.tensors[i].describe() for i in g.outputs), "", "ops:"]
     for op in g.ops:
         ins = ", ".join(f"{g.tensors[i].name}{list(g.tensors[i].shape)}" for i in op.inputs
                         if i >= 0 and not g.tensors[i].is_constant)
