@@ -1,0 +1,212 @@
+"""Run a CompiledModel's program with the NumPy reference kernels on a batch of samples.
+
+This is the Python reference trainer's model: it executes `program.steps` (the same kernel calls,
+with the same params, as the generated C) on B samples at once.  Every activation value is kept
+flat as [B, elements] under its root storage index (`CompiledModel.root`), so reshapes cost
+nothing.  Constants come from the model unless `weights` overrides them, which lets a trainer
+perturb tensors without rebuilding anything.
+
+Batching never changes the arithmetic: each adapter either folds the batch into a dimension the
+reference kernel already treats independently (FC rows, softmax rows, pooling / depthwise
+channels, ...) or loops over the samples (CONV_2D).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..compiler import CompiledModel
+from ..runner import as_samples
+from . import kernels as ref
+
+# Steps walked back from output 0 to reach the logits (docs/training.md, "Model split").
+_AFTER_LOGITS = ("softmax", "dequantize")
+# Args that are parameters (weights, bias), passed to the kernel as stored; the other constant
+# args are data with a leading axis of 1 that broadcasts over the batch.
+_PARAM_ARGS = {"conv2d": (1, 2), "depthwise_conv2d": (1, 2), "fully_connected": (1, 2)}
+
+
+# ------------------------------------------------------------------------------ the adapters
+# Each takes (params, batch size, *inputs in C argument order) and returns [B, elements].
+
+def _fully_connected(p, n, x, w, b):
+    return ref.fully_connected_s8(dict(p, rows=p["rows"] * n), x, w, b).reshape(n, -1)
+
+
+def _softmax(p, n, x):
+    return ref.softmax_s8(dict(p, outer=p["outer"] * n), x).reshape(n, -1)
+
+
+def _elementwise(kernel):
+    return lambda p, n, x: kernel(p, x)
+
+
+def _conv2d(p, n, x, w, b):
+    # Taps would cross sample borders if the batch were folded into H or W: one call per sample.
+    return np.stack([ref.conv2d_s8(p, x[i], w, b).reshape(-1) for i in range(n)])
+
+
+def _channels_last(p, n, x):
+    """[B, H*W*C] -> (H, W, B*C): the batch becomes extra channels of one image."""
+    return x.reshape(n, p["input_h"], p["input_w"], -1).transpose(1, 2, 0, 3).reshape(p["input_h"], p["input_w"], -1)
+
+
+def _batch_first(y, n):
+    """(OH, OW, B*C) -> [B, OH*OW*C]."""
+    return y.reshape(y.shape[0], y.shape[1], n, -1).transpose(2, 0, 1, 3).reshape(n, -1)
+
+
+def _depthwise_conv2d(p, n, x, w, b):
+    # Channels are independent: fold the batch into them, tiling the per-channel tensors.
+    q = dict(p, input_c=p["input_c"] * n, output_c=p["output_c"] * n,
+             multiplier=np.tile(p["multiplier"], n), shift=np.tile(p["shift"], n))
+    w = np.tile(np.asarray(w).reshape(p["filter_h"], p["filter_w"], p["output_c"]), n)
+    b = None if b is None else np.tile(np.asarray(b).reshape(-1), n)
+    return _batch_first(ref.depthwise_conv2d_s8(q, _channels_last(p, n, x), w, b), n)
+
+
+def _pool(kernel):
+    def run(p, n, x):
+        y = kernel(dict(p, channels=p["channels"] * n), _channels_last(p, n, x))
+        return _batch_first(y, n)
+    return run
+
+
+def _binary(kernel):
+    """ADD / MUL: the params' 4-D walk gives each input's shape, 1 where it broadcasts."""
+    def run(p, n, a, b):
+        out = tuple(p[f"out_d{k}"] for k in range(4))
+        shape1 = tuple(d if p[f"in1_s{k}"] else 1 for k, d in enumerate(out))
+        shape2 = tuple(d if p[f"in2_s{k}"] else 1 for k, d in enumerate(out))
+        y = kernel(p, a.reshape(len(a), *shape1), b.reshape(len(b), *shape2))
+        return np.broadcast_to(y, (n,) + out).reshape(n, -1)
+    return run
+
+
+def _pad(p, n, x):
+    if p["before0"] == p["after0"] == 0:  # the batch joins dimension 0, which is not padded
+        return ref.pad_s8(dict(p, in_d0=p["in_d0"] * n), x).reshape(n, -1)
+    return np.stack([ref.pad_s8(p, x[i]).reshape(-1) for i in range(n)])
+
+
+def _concat(p, n, *xs):
+    # As the C does: each input is [outer, chunk]; join the chunks.
+    parts = [np.broadcast_to(x, (n, x.shape[1])).reshape(n, p["outer"], -1) for x in xs]
+    return ref.concat_s8(p, parts, axis=2).reshape(n, -1)
+
+
+def _mean(p, n, x):
+    x = x.reshape(n, p["outer"], p["reduce"], p["inner"])
+    return ref.mean_s8(p, x, axes=(2,)).reshape(n, -1)
+
+
+DISPATCH = {
+    "conv2d": _conv2d,
+    "depthwise_conv2d": _depthwise_conv2d,
+    "fully_connected": _fully_connected,
+    "avg_pool": _pool(ref.avg_pool_s8),
+    "max_pool": _pool(ref.max_pool_s8),
+    "add": _binary(ref.add_s8),
+    "mul": _binary(ref.mul_s8),
+    "pad": _pad,
+    "concat": _concat,
+    "mean": _mean,
+    "softmax": _softmax,
+    "logistic": _elementwise(ref.logistic_s8),
+    "requantize": _elementwise(ref.requantize_s8),
+    "dequantize": _elementwise(ref.dequantize_s8),
+}
+
+
+# ------------------------------------------------------------------------------- the executor
+
+class ReferenceForward:
+    """Executes a CompiledModel's steps on batches; values are [B, elements] by root index."""
+
+    def __init__(self, model: CompiledModel):
+        self.model = model
+        self.graph = model.graph
+        self.root = model.root
+        self.steps = model.program.steps
+        tensors = self.graph.tensors
+        # Per step: the adapter, its params, each input as (root index, is a constant, is a
+        # parameter) or None, and the output's root index.
+        self._plan = []
+        for step in self.steps:
+            params = _PARAM_ARGS.get(step.kernel, ())
+
+            ins = []
+            for pos, a in enumerate(step.args[:-1]):
+                for t in a if isinstance(a, tuple) else (a,):  # a tuple (concat) becomes *inputs
+                    ins.append(None if t is None else (self.root[t], tensors[self.root[t]].is_constant,
+                                                       pos in params))
+            self._plan.append((DISPATCH[step.kernel], step.params, ins, self.root[step.args[-1]]))
+        self.logits_index, self.logits_end = self._find_logits()
+
+    def _find_logits(self) -> tuple[int, int]:
+        """The int8 logits (output 0 before SOFTMAX / DEQUANTIZE) and one past its step."""
+        producer = {self.root[s.args[-1]]: k for k, s in enumerate(self.steps)}
+        t = self.root[self.graph.outputs[0]]
+        while t in producer and self.steps[producer[t]].kernel in _AFTER_LOGITS:
+            t = self.root[self.steps[producer[t]].args[0]]
+        return t, producer[t] + 1 if t in producer else 0
+
+    def constants(self, weights: dict | None = None) -> dict[int, np.ndarray]:
+        """Root index -> constant data, with `weights` (same shape and dtype) taking precedence."""
+        out = {}
+        for t, w in (weights or {}).items():
+            r, w = self.root[t], np.asarray(w)
+            data = self.graph.tensors[r].data
+            if data is None or w.shape != data.shape or w.dtype != data.dtype:
+                raise ValueError(f"weights[{t}]: {w.dtype}{list(w.shape)} does not replace tensor "
+                                 f"{self.graph.tensors[r].describe()}")
+            out[r] = w
+        return out
+
+    def run(self, inputs: dict[int, np.ndarray], first: int = 0, end: int | None = None,
+            env: dict | None = None, weights: dict[int, np.ndarray] | None = None) -> dict[int, np.ndarray]:
+        """Execute steps [first, end).  inputs/env: tensor index -> [B, ...] arrays (inputs are int8;
+        env holds earlier results by root index).  Returns a new env with every value computed."""
+        env = dict(env or {})
+        for t, x in inputs.items():
+            x = np.asarray(x)
+            env[self.root[t]] = x.reshape(len(x), -1)
+        if not env:
+            raise ValueError("no inputs and no env: nothing to run on")
+        n = len(next(iter(env.values())))
+        over = self.constants(weights)
+        tensors = self.graph.tensors
+
+        def value(slot):
+            if slot is None:
+                return None
+            r, const, param = slot
+            if not const:
+                try:
+                    return env[r]
+                except KeyError:
+                    raise KeyError(f"tensor {tensors[r].describe()} has no value: run the step producing "
+                                   "it or pass it in env") from None
+            data = over.get(r, tensors[r].data)
+            return data if param else data.reshape(1, -1)  # a batch of one broadcasts
+
+        for fn, p, ins, out in self._plan[first:end]:
+            env[out] = fn(p, n, *[value(s) for s in ins])
+        return env
+
+    def output(self, env: dict, k: int = 0) -> np.ndarray:
+        """Model output k from an env, as [B, *output shape]."""
+        t = self.graph.outputs[k]
+        y = env[self.root[t]]
+        return y.reshape((len(y),) + tuple(self.graph.tensors[t].shape))
+
+    def logits(self, env: dict, first: int = 0, weights: dict | None = None) -> np.ndarray:
+        """Run [first, logits_end) from env (e.g. cached boundary features) -> int8 logits [B, classes]."""
+        return self.run({}, first, self.logits_end, env, weights)[self.logits_index]
+
+    def forward(self, x: np.ndarray, weights: dict | None = None) -> np.ndarray:
+        """The whole model on input 0 (int8, or float in real units quantized as zoflash.api.infer
+        does) -> output 0 as [B, *output shape]."""
+        t = self.graph.tensors[self.graph.inputs[0]]
+        q = t.quant
+        x = as_samples(x, t.shape, q.scale if q else None, q.zero_point if q else None)
+        return self.output(self.run({t.index: x}, weights=weights))
