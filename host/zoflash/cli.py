@@ -125,6 +125,25 @@ def inspect(model_path: str) -> None:
     click.echo(api.inspect(model_path))
 
 
+@cli.command()
+@click.option("--model", "model_path", required=True, type=click.Path(dir_okay=False),
+              help="The .tflite the weights were trained from.")
+@click.option("--weights", "weights_path", required=True, type=click.Path(dir_okay=False),
+              help="Trained weights file (<log>.weights.npz).")
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help="Trained .tflite to write.")
+@click.option("--allow-other-model", is_flag=True,
+              help="Accept weights recorded for a model file with another SHA-256 (tensors must still match).")
+def export(model_path: str, weights_path: str, out_path: str, allow_other_model: bool) -> None:
+    """Write trained weights into a copy of the model."""
+    from .export import export_weights
+
+    report = export_weights(model_path, weights_path, out_path, allow_other_model=allow_other_model)
+    for p in report.tensors:
+        _say(f"tensor {p.index:3d} '{p.name}' {p.dtype}{list(p.shape)}: {p.changed} of {p.count} values changed")
+    note = " (weights recorded for another model file)" if report.other_model else ""
+    _say(f"wrote {report.out_path}: {len(report.tensors)} tensor(s), {report.values_changed} value(s) changed{note}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (testable without a subprocess)."""
     try:

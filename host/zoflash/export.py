@@ -1,0 +1,237 @@
+"""Write trained weights into a copy of the .tflite model.
+
+Each trained tensor's bytes are overwritten in place in its buffer, so the copy has the same
+size and every byte outside those buffers is identical to the model. Buffer data lives either
+inside the flatbuffer (the `Buffer.data` vector) or, in the layout for models over 2 GB, after
+it (`Buffer.offset` from the start of the file, `Buffer.size` bytes); both are supported.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import tflite
+
+from .errors import DataError, ModelFormatError, ZoflashError
+from .ir import Graph
+from .tflite_import import load_tflite, model_sha256, parse_tflite
+from .weights import TrainedWeights, atomic_write, load_weights
+
+log = logging.getLogger("zoflash")
+
+
+@dataclass
+class PatchedTensor:
+    index: int
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    buffer: int  # model buffer index
+    offset: int  # byte offset of the tensor's data in the file
+    nbytes: int
+    count: int  # values in the tensor
+    changed: int  # values that differ from the model's
+    external: bool = False  # data stored after the flatbuffer (models > 2 GB layout)
+    shared_with: tuple[int, ...] = ()  # other tensors using the same buffer (all trained identically)
+
+
+@dataclass
+class ExportReport:
+    model_path: Path
+    weights_path: Path
+    out_path: Path
+    model_sha256: str
+    weights_model_sha256: str  # the model the weights were trained from
+    out_sha256: str
+    tensors: list[PatchedTensor]
+
+    @property
+    def values_changed(self) -> int:
+        return sum(p.changed for p in self.tensors)
+
+    @property
+    def other_model(self) -> bool:
+        """True when the weights were recorded for a different model file (allow_other_model)."""
+        return self.model_sha256 != self.weights_model_sha256
+
+
+def buffer_span(model, file_size: int, index: int) -> tuple[int, int, bool] | None:
+    """(file offset, size, external) of buffer `index`'s data, or None when it has no data."""
+    buf = model.Buffers(index)
+    offset, size = buf.Offset(), buf.Size()
+    if offset > 1:  # stored after the flatbuffer; offset counts from the start of the file
+        start, n, external = offset, size, True
+    else:
+        field = buf._tab.Offset(4)  # vtable slot of `data`
+        if field == 0:
+            return None
+        start, n, external = buf._tab.Vector(field), buf._tab.VectorLen(field), False
+    if n == 0:
+        return None
+    if start + n > file_size:
+        raise ModelFormatError(f"buffer {index} spans bytes [{start}, {start + n}) but the file has only "
+                               f"{file_size}; the model is truncated or damaged")
+    return start, n, external
+
+
+def _buffer_users(model) -> dict[int, list[str | tuple[int, int]]]:
+    """Buffer index -> its users: (subgraph, tensor) pairs, and 'metadata <name>' strings."""
+    users: dict[int, list] = {}
+    for s in range(model.SubgraphsLength()):
+        sub = model.Subgraphs(s)
+        for t in range(sub.TensorsLength()):
+            users.setdefault(sub.Tensors(t).Buffer(), []).append((s, t))
+    for m in range(model.MetadataLength()):
+        md = model.Metadata(m)
+        users.setdefault(md.Buffer(), []).append(f"metadata '{(md.Name() or b'').decode('utf-8', 'replace')}'")
+    return users
+
+
+def _sharing_problem(index: int, users: list, graph: Graph, weights: TrainedWeights) -> str | None:
+    """Why tensor `index` cannot be patched because of the other users of its buffer, or None."""
+    reasons = []
+    values = weights.tensors[index]
+    for u in users:
+        if u == (0, index):
+            continue
+        if isinstance(u, str):
+            reasons.append(f"{u}")
+        elif u[0] != 0:
+            reasons.append(f"tensor {u[1]} of subgraph {u[0]}, which zoflash does not train")
+        elif u[1] not in weights.tensors:
+            reasons.append(f"tensor {u[1]} '{graph.tensors[u[1]].name}', which is not in the weights file")
+        elif not np.array_equal(weights.tensors[u[1]], values) or weights.tensors[u[1]].dtype != values.dtype:
+            reasons.append(f"tensor {u[1]} '{graph.tensors[u[1]].name}', which was trained to different values")
+    if not reasons:
+        return None
+    return (f"tensor {index} '{graph.tensors[index].name}' shares its buffer with " + "; ".join(reasons)
+            + ": patching the buffer would change those too. Train all tensors of a shared buffer together, "
+              "or re-convert the model without constant deduplication")
+
+
+def plan_patches(graph: Graph, raw: bytes, weights: TrainedWeights) -> list[tuple[PatchedTensor, bytes]]:
+    """Check every trained tensor against the model; return where and what to write.
+
+    Raises DataError listing every problem found (unknown index, not constant, dtype/shape,
+    name, shared buffers).
+    """
+    try:
+        model = tflite.Model.GetRootAs(raw, 0)
+        sub = model.Subgraphs(0)
+        users = _buffer_users(model)
+        buffer_of = {i: sub.Tensors(i).Buffer() for i in range(sub.TensorsLength())}
+    except Exception as exc:  # load_tflite has read these already; a failure here is a damaged file
+        raise ModelFormatError(f"{graph.name}: the flatbuffer is damaged ({type(exc).__name__}: {exc})") from None
+    problems: list[str] = []
+    patches: list[tuple[PatchedTensor, bytes]] = []
+    for index, values in weights.tensors.items():
+        name = weights.names.get(index, "")
+        if index >= len(graph.tensors):
+            problems.append(f"tensor {index} '{name}' does not exist: {graph.name} has {len(graph.tensors)} "
+                            f"tensors (0..{len(graph.tensors) - 1})")
+            continue
+        t = graph.tensors[index]
+        want = f"{t.dtype}{list(t.shape)}"
+        got = f"{values.dtype}{list(values.shape)}"
+        if t.name != name:
+            problems.append(f"tensor {index} is '{t.name}' in the model but '{name}' in the weights file")
+        elif not t.is_constant:
+            problems.append(f"tensor {index} '{t.name}' is not a constant tensor (its values are computed at run "
+                            "time), so it has no stored weights to replace")
+        elif t.sparse:
+            problems.append(f"tensor {index} '{t.name}' is stored sparse; zoflash only writes dense tensors")
+        elif want != got:
+            problems.append(f"tensor {index} '{t.name}' is {want} in the model but {got} in the weights file")
+        else:
+            buffer = buffer_of[index]
+            span = buffer_span(model, len(raw), buffer)
+            if span is None or span[1] != values.nbytes:
+                problems.append(f"tensor {index} '{t.name}': buffer {buffer} holds {span[1] if span else 0} bytes, "
+                                f"not the {values.nbytes} of {want}")
+                continue
+            shared = _sharing_problem(index, users.get(buffer, []), graph, weights)
+            if shared:
+                problems.append(shared)
+                continue
+            data = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<")).tobytes()
+            others = tuple(u[1] for u in users.get(buffer, []) if u != (0, index))
+            patches.append((PatchedTensor(index=index, name=t.name, dtype=t.dtype, shape=t.shape, buffer=buffer,
+                                          offset=span[0], nbytes=span[1], count=int(values.size),
+                                          changed=int(np.count_nonzero(t.data != values)), external=span[2],
+                                          shared_with=others), data))
+    if problems:
+        raise DataError(f"cannot write the weights into {graph.name}: {len(problems)} problem(s):\n"
+                        + "\n".join(f"  - {p}" for p in problems))
+    spans = sorted({(p.offset, p.nbytes, p.buffer) for p, _ in patches})
+    for (a, n, ba), (b, _, bb) in zip(spans, spans[1:]):
+        if a + n > b:
+            raise ModelFormatError(f"{graph.name}: buffers {ba} and {bb} overlap in the file; the model is damaged")
+    return patches
+
+
+def _verify(graph: Graph, out: bytes, patches: list[tuple[PatchedTensor, bytes]], weights: TrainedWeights) -> None:
+    """The patched bytes must parse, hold the new values, and leave every other constant as it was."""
+    new = parse_tflite(out, name=graph.name)
+    patched = {p.index for p, _ in patches}
+    for t, u in zip(graph.tensors, new.tensors):
+        expect = weights.tensors[t.index] if t.index in patched else t.data
+        same = (u.data is None) if expect is None else (u.data is not None and u.data.dtype == expect.dtype
+                                                       and np.array_equal(u.data, expect))
+        if not same:
+            raise ZoflashError(f"internal error: tensor {t.index} '{t.name}' does not read back as expected from "
+                               "the exported model; nothing was written. Please report this with the model.")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def export_weights(model_path: str | Path, weights_path: str | Path, out_path: str | Path,
+                   allow_other_model: bool = False) -> ExportReport:
+    """Write a copy of the model with the trained tensors' values replaced in place.
+
+    The weights must have been recorded for this model file (same SHA-256) unless
+    `allow_other_model`. The input model is never modified; `out_path` is written atomically
+    and only after the patched model parsed back with the new values.
+    """
+    model_path, weights_path, out_path = Path(model_path), Path(weights_path), Path(out_path)
+    for other in (model_path, weights_path):
+        if _same_file(other, out_path):
+            raise ZoflashError(f"the output '{out_path}' is the input file '{other}'; export writes a new file, "
+                               "choose another --out")
+    if out_path.is_dir():
+        raise ZoflashError(f"the output '{out_path}' is a directory; give a file name such as trained.tflite")
+    weights = load_weights(weights_path)
+    graph, raw = load_tflite(model_path)
+    sha = model_sha256(raw)
+    if weights.model_sha256 != sha:
+        if not allow_other_model:
+            raise DataError(
+                f"{weights_path} was trained from the model with SHA-256 {weights.model_sha256[:16]}..., but "
+                f"'{model_path}' has SHA-256 {sha[:16]}...: export into the model the weights were trained from, "
+                "or, if this model is a re-conversion with the same tensors, pass --allow-other-model "
+                "(allow_other_model=True)")
+        log.warning("%s was trained from another model file (SHA-256 %s..., this one %s...); writing anyway",
+                    weights_path, weights.model_sha256[:16], sha[:16])
+    patches = plan_patches(graph, raw, weights)
+    out = bytearray(raw)
+    for p, data in patches:
+        out[p.offset: p.offset + p.nbytes] = data
+    out = bytes(out)
+    _verify(graph, out, patches, weights)
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(out_path, lambda f: f.write(out))
+    except OSError as exc:
+        raise ZoflashError(f"cannot write '{out_path}': {exc.strerror or exc}") from None
+    report = ExportReport(model_path=model_path, weights_path=weights_path, out_path=out_path, model_sha256=sha,
+                          weights_model_sha256=weights.model_sha256, out_sha256=model_sha256(out),
+                          tensors=[p for p, _ in patches])
+    log.info("wrote %s: %d tensor(s), %d value(s) changed", out_path, len(report.tensors), report.values_changed)
+    return report

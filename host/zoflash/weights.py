@@ -1,0 +1,211 @@
+"""The trained weights file (`<log>.weights.npz`): write it, and read it back strictly.
+
+Format (docs/training.md, "Trained weights file"): a NumPy npz without pickles holding, for each
+trained tensor, `t<index>` (its values, int8 or int32, model shape), for int8 tensors optionally
+`r<index>` (the split-16 residuals, int8, same shape), and `meta`, a 0-d string array with JSON
+`{"format": "zoflash-weights", "version": 1, "model_sha256": ..., "tensors": [{"index", "name",
+"dtype", "shape"}]}`. Every problem found while reading becomes a DataError naming the file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from .errors import DataError
+
+FORMAT = "zoflash-weights"
+VERSION = 1
+DTYPES = {"int8": np.dtype(np.int8), "int32": np.dtype(np.int32)}
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_RETAKE = "take the weights from the training log again (zoflash writes this file; it is not edited by hand)"
+
+
+@dataclass
+class TrainedWeights:
+    """The contents of a weights file; dicts are keyed by model tensor index, in file order."""
+
+    model_sha256: str
+    tensors: dict[int, np.ndarray]
+    residuals: dict[int, np.ndarray] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)
+    path: Path | None = None
+
+
+def atomic_write(path: str | Path, write) -> None:
+    """Call write(file) on a temporary file next to `path`, then rename it over `path`.
+
+    Readers never see a half-written file, and on any error `path` is left untouched.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the result is an ordinary file
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _check_sha256(value, where: str) -> str:
+    if not isinstance(value, str) or not _SHA256.fullmatch(value):
+        raise DataError(f"{where}: model_sha256 must be 64 lowercase hex digits (the model file's SHA-256), "
+                        f"got {value!r}")
+    return value
+
+
+def save_weights(path: str | Path, model_sha256: str,
+                 tensors: Iterable[tuple[int, str, np.ndarray, np.ndarray | None]]) -> Path:
+    """Write a weights file. `tensors`: (model tensor index, name, values, residuals or None).
+
+    Values must be int8 or int32; residuals only go with int8 values and have their shape.
+    The file is written atomically (temporary file, then rename). Returns the path.
+    """
+    path = Path(path)
+    _check_sha256(model_sha256, str(path))
+    arrays: dict[str, np.ndarray] = {}
+    entries = []
+    for item in tensors:
+        index, name, values, residual = item
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0:
+            raise DataError(f"{path}: tensor index must be a non-negative integer, got {index!r}")
+        index = int(index)
+        if f"t{index}" in arrays:
+            raise DataError(f"{path}: tensor {index} is listed twice; give each trained tensor once")
+        values = np.asarray(values)
+        dtype = next((k for k, v in DTYPES.items() if values.dtype == v), None)
+        if dtype is None:
+            raise DataError(f"{path}: tensor {index} '{name}' has dtype {values.dtype}; trained tensors are "
+                            "int8 weights or int32 biases")
+        arrays[f"t{index}"] = np.ascontiguousarray(values, dtype=DTYPES[dtype])
+        if residual is not None:
+            residual = np.asarray(residual)
+            if dtype != "int8":
+                raise DataError(f"{path}: tensor {index} '{name}' is {dtype}; only int8 tensors have residuals")
+            if residual.dtype != np.int8 or residual.shape != values.shape:
+                raise DataError(f"{path}: the residuals of tensor {index} '{name}' are {residual.dtype}"
+                                f"{list(residual.shape)}; they must be int8{list(values.shape)} like the values")
+            arrays[f"r{index}"] = np.ascontiguousarray(residual, dtype=np.int8)
+        entries.append({"index": index, "name": str(name), "dtype": dtype, "shape": list(values.shape)})
+    meta = {"format": FORMAT, "version": VERSION, "model_sha256": model_sha256, "tensors": entries}
+    arrays["meta"] = np.array(json.dumps(meta))
+    atomic_write(path, lambda f: np.savez(f, **arrays))
+    return path
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _parse_meta(text: str, where: str) -> dict:
+    try:
+        meta = json.loads(text)
+    except ValueError as exc:
+        raise DataError(f"{where}: 'meta' is not valid JSON ({exc}); {_RETAKE}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise DataError(f"{where}: not a zoflash weights file (meta format is {found!r}, expected {FORMAT!r})")
+    version = meta.get("version")
+    if not _is_int(version) or version != VERSION:
+        hint = ("it was written by a newer zoflash; upgrade zoflash" if _is_int(version) and version > VERSION
+                else _RETAKE)
+        raise DataError(f"{where}: weights file version {version!r} is not supported (this zoflash reads "
+                        f"version {VERSION}); {hint}")
+    _check_sha256(meta.get("model_sha256"), where)
+    entries = meta.get("tensors")
+    if not isinstance(entries, list) or not entries:
+        raise DataError(f"{where}: meta lists no tensors ('tensors' must be a non-empty list); {_RETAKE}")
+    seen = set()
+    for k, e in enumerate(entries):
+        ok = (isinstance(e, dict) and _is_int(e.get("index")) and e["index"] >= 0
+              and isinstance(e.get("name"), str) and e.get("dtype") in DTYPES
+              and isinstance(e.get("shape"), list) and all(_is_int(d) and d >= 0 for d in e["shape"]))
+        if not ok:
+            raise DataError(f"{where}: meta tensor entry {k} is malformed ({json.dumps(e)[:200]}); it needs "
+                            "an integer 'index', a string 'name', 'dtype' int8 or int32 and a list 'shape'")
+        if e["index"] in seen:
+            raise DataError(f"{where}: meta lists tensor {e['index']} twice; {_RETAKE}")
+        seen.add(e["index"])
+    return meta
+
+
+def load_weights(path: str | Path) -> TrainedWeights:
+    """Read and validate a weights file (no pickles). Raises DataError saying what is wrong."""
+    path = Path(path)
+    where = str(path)
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except FileNotFoundError:
+        raise DataError(f"weights file '{path}' does not exist") from None
+    except OSError as exc:
+        raise DataError(f"cannot read weights file '{path}': {exc.strerror or exc}") from None
+    if magic != b"PK\x03\x04":  # np.load would otherwise try .npy, then pickle
+        kind = "a single .npy array" if magic == b"\x93NUM" else f"not a zip archive (it starts with {magic!r})"
+        raise DataError(f"{where}: is {kind}; a weights file is a .npz archive; {_RETAKE}")
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise DataError(f"{where}: not a readable .npz archive ({exc}); {_RETAKE}") from None
+    with archive:
+        members = set(archive.files)
+
+        def member(name: str) -> np.ndarray:
+            try:
+                return archive[name]
+            except ValueError as exc:
+                if "allow_pickle" in str(exc):
+                    raise DataError(f"{where}: '{name}' holds pickled Python objects, which zoflash never "
+                                    f"loads (they can run code); {_RETAKE}") from None
+                raise DataError(f"{where}: '{name}' cannot be read ({exc}); {_RETAKE}") from None
+            except Exception as exc:  # damaged zip members fail in many ways (CRC, EOF, zlib)
+                raise DataError(f"{where}: '{name}' is damaged ({type(exc).__name__}: {exc}); {_RETAKE}") from None
+
+        if "meta" not in members:
+            raise DataError(f"{where}: has no 'meta' entry, so it is not a zoflash weights file; {_RETAKE}")
+        meta_arr = member("meta")
+        if meta_arr.shape != () or meta_arr.dtype.kind not in "US":
+            raise DataError(f"{where}: 'meta' must be a 0-d string array, found {meta_arr.dtype}"
+                            f"{list(meta_arr.shape)}; {_RETAKE}")
+        meta = _parse_meta(str(meta_arr[()] if meta_arr.dtype.kind == "U" else meta_arr[()].decode()), where)
+        expected = {"meta"}
+        weights = TrainedWeights(model_sha256=meta["model_sha256"], tensors={}, path=path)
+        for e in meta["tensors"]:
+            index, dtype, shape = e["index"], e["dtype"], tuple(e["shape"])
+            desc = f"{dtype}{list(shape)}"
+            key, rkey = f"t{index}", f"r{index}"
+            expected |= {key, rkey}
+            if key not in members:
+                raise DataError(f"{where}: meta lists tensor {index} '{e['name']}' but the file has no '{key}' "
+                                f"array; {_RETAKE}")
+            values = member(key)
+            if values.dtype != DTYPES[dtype] or values.shape != shape:
+                raise DataError(f"{where}: '{key}' is {values.dtype}{list(values.shape)} but meta says {desc}; "
+                                f"{_RETAKE}")
+            weights.tensors[index] = values
+            weights.names[index] = e["name"]
+            if rkey in members:
+                residual = member(rkey)
+                if dtype != "int8" or residual.dtype != np.int8 or residual.shape != shape:
+                    raise DataError(f"{where}: '{rkey}' is {residual.dtype}{list(residual.shape)}; residuals "
+                                    f"belong to int8 tensors and must be int8{list(shape)}; {_RETAKE}")
+                weights.residuals[index] = residual
+        extra = sorted(members - expected)
+        if extra:
+            raise DataError(f"{where}: unexpected entries {extra} (meta lists tensors "
+                            f"{[e['index'] for e in meta['tensors']]}); {_RETAKE}")
+    return weights
