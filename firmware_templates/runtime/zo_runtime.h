@@ -13,6 +13,10 @@
 #ifndef ZO_CONST_ATTR
 #define ZO_CONST_ATTR __attribute__((aligned(16)))
 #endif
+/* Trainable weights: written by the training loop, so in RAM. */
+#ifndef ZO_TRAIN_ATTR
+#define ZO_TRAIN_ATTR __attribute__((aligned(16)))
+#endif
 
 typedef enum { ZO_INT8 = 0, ZO_FLOAT32 = 1 } zo_dtype_t;
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import __version__
 from .boards import Board
-from .codegen import c_identifier, render_model, runtime_sources, template_env
+from .codegen import TRAINING_RUNTIME, c_identifier, render_model, runtime_sources, template_env
 from .compiler import CompiledModel
 from .errors import ZoflashError
 
@@ -34,8 +34,9 @@ class Bundle:
         return self.manifest["board"]
 
 
-def _port_files(board: Board) -> tuple[dict[str, bytes], dict[str, str]]:
-    """Static files of the board's port (copied) and its templates (rendered later)."""
+def _port_files(board: Board, training: bool = False) -> tuple[dict[str, bytes], dict[str, str]]:
+    """Static files of the board's port (copied) and its templates (rendered later). A port's
+    zo_port_*.c files implement the training port contract (zo_port.h): training bundles only."""
     root = resources.files("zoflash.firmware_templates") / "ports" / board.port
     if not root.is_dir():
         raise ZoflashError(f"board '{board.id}' uses port '{board.port}', which this zoflash does not have")
@@ -43,7 +44,7 @@ def _port_files(board: Board) -> tuple[dict[str, bytes], dict[str, str]]:
     for p in sorted(root.iterdir(), key=lambda p: p.name):
         if p.name.endswith(".j2"):
             templates[p.name[:-3]] = f"ports/{board.port}/{p.name}"
-        elif p.is_file():
+        elif p.is_file() and (training or not p.name.startswith("zo_port_")):
             static[p.name] = p.read_bytes()
     return static, templates
 
@@ -62,8 +63,30 @@ def _io_manifest(model: CompiledModel, indices) -> list[dict]:
     return out
 
 
+def _training_manifest(training) -> dict:
+    plan, opts = training.plan, training.options
+    return {
+        "options": {k: v for k, v in sorted(vars(opts).items())},
+        "tensors": [{"index": t.index, "name": t.name, "op": t.op_index, "kind": "bias" if t.is_bias else "weights",
+                     "dtype": str(t.values.dtype), "shape": list(t.values.shape), "stream": t.stream}
+                    for t in plan.tensors],
+        "trainable_params": plan.params,
+        "layers": plan.layers,
+        "dropped_layers": plan.dropped_layers,
+        "split_step": plan.split,
+        "logits_end_step": plan.logits_end,
+        "classes": plan.classes,
+        "boundary_bytes": plan.boundary_bytes,
+        "clamped_weights": plan.clamped,
+        "memory": plan.memory(),
+        "memory_beyond_inference_bytes": plan.training_ram_bytes(),
+        "data": {"source": training.data.source, "n_train": int(len(training.data.y_train)),
+                 "n_test": int(len(training.data.y_test)), "bytes": training.data.nbytes},
+    }
+
+
 def make_manifest(model: CompiledModel, board: Board, prefix: str, source_name: str, source_sha256: str,
-                  files: dict[str, bytes]) -> dict:
+                  files: dict[str, bytes], training=None) -> dict:
     return {
         "manifest_version": MANIFEST_VERSION,
         "generator": f"zoflash {__version__}",
@@ -83,28 +106,40 @@ def make_manifest(model: CompiledModel, board: Board, prefix: str, source_name: 
         "ops": [{"index": s.op.index, "type": s.op.type, "kernel": s.kernel} for s in model.program.steps],
         "aliases": [{"index": a.op.index, "type": a.op.type} for a in model.program.aliases],
         "files": {name: hashlib.sha256(data).hexdigest() for name, data in sorted(files.items())},
+        "training": _training_manifest(training) if training is not None else None,
     }
 
 
 def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_name: str, source_sha256: str,
-                    prefix: str | None = None) -> Bundle:
+                    prefix: str | None = None, training=None) -> Bundle:
+    """`training` (traingen.Training) adds the training loop, its wiring and the data."""
+    from .traingen import render_training
+
     prefix = prefix or c_identifier(Path(source_name).stem)
     files: dict[str, bytes] = {}
-    for name, text in render_model(model, prefix, source_name, source_sha256).items():
+    trainable = training.trainable if training is not None else None
+    for name, text in render_model(model, prefix, source_name, source_sha256, trainable).items():
         files[name] = text.encode()
-    files.update(runtime_sources())
-    static, templates = _port_files(board)
+    train_files: list[str] = []
+    if training is not None:
+        for name, text in render_training(model, training, prefix, source_name, source_sha256).items():
+            files[name] = text.encode()
+            train_files.append(name)
+    files.update(runtime_sources(training is not None))
+    static, templates = _port_files(board, training is not None)
     files.update(static)
     env = template_env()
-    sources = sorted(n for n in files if n.endswith(".c") and n not in static)
+    train_sources = sorted(n for n in files if n.endswith(".c") and (n in TRAINING_RUNTIME or n in train_files))
+    sources = sorted(n for n in files if n.endswith(".c") and n not in static and n not in train_sources)
     headers = sorted(n for n in files if n.endswith(".h")) + ["zo_bundle.h"]
     ctx = dict(version=__version__, prefix=prefix, guard=prefix.upper(), board_id=board.id,
                cc=board.toolchain.cc, cflags=" ".join(board.toolchain.cflags),
-               ldflags=" ".join(board.toolchain.ldflags), sources=" ".join(sources), headers=" ".join(headers))
+               ldflags=" ".join(board.toolchain.ldflags), sources=" ".join(sources), headers=" ".join(headers),
+               train_sources=" ".join(train_sources))
     files["zo_bundle.h"] = env.get_template("zo_bundle.h.j2").render(**ctx).encode()
     for out_name, tpl in templates.items():
         files[out_name] = env.get_template(tpl).render(**ctx).encode()
-    manifest = make_manifest(model, board, prefix, source_name, source_sha256, files)
+    manifest = make_manifest(model, board, prefix, source_name, source_sha256, files, training)
     _write(out_dir, files, manifest)
     return Bundle(path=out_dir, manifest=manifest)
 

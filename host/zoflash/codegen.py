@@ -80,6 +80,8 @@ class CArray:
     name: str
     values: np.ndarray
     comment: str = ""
+    qualifier: str = "const "  # "" for trainable tensors (in RAM)
+    attribute: str = "ZO_CONST_ATTR"
 
     @property
     def length(self) -> int:
@@ -191,9 +193,12 @@ def _io(model: CompiledModel, names: _Names, indices) -> list[dict]:
     return out
 
 
-def render_context(model: CompiledModel, prefix: str, source_name: str, source_sha256: str) -> dict:
+def render_context(model: CompiledModel, prefix: str, source_name: str, source_sha256: str,
+                   trainable: dict[int, np.ndarray] | None = None) -> dict:
+    """`trainable`: root tensor index -> initial values of the tensors that train (in RAM)."""
     names = _Names(prefix)
     g = model.graph
+    trainable = trainable or {}
     constants = []
     for r in model.constants:
         t = g.tensors[r]
@@ -201,8 +206,13 @@ def render_context(model: CompiledModel, prefix: str, source_name: str, source_s
         if t.quant is not None:
             q = f", {len(t.quant.scales)} scale(s), axis {t.quant.axis}" if t.quant.per_channel \
                 else f", scale {t.quant.scale:.9g}, zero point {t.quant.zero_point}"
-        constants.append(CArray(_ctype(t.dtype), names.constant(r), t.data,
-                                c_comment(f"'{t.name}' {t.dtype}{list(t.shape)}{q}")))
+        if r in trainable:
+            constants.append(CArray(_ctype(t.dtype), names.constant(r), trainable[r],
+                                    c_comment(f"'{t.name}' {t.dtype}{list(t.shape)}{q}, trainable"),
+                                    qualifier="", attribute="ZO_TRAIN_ATTR"))
+        else:
+            constants.append(CArray(_ctype(t.dtype), names.constant(r), t.data,
+                                    c_comment(f"'{t.name}' {t.dtype}{list(t.shape)}{q}")))
     return dict(
         prefix=prefix,
         guard=prefix.upper(),
@@ -211,6 +221,7 @@ def render_context(model: CompiledModel, prefix: str, source_name: str, source_s
         source_sha256=source_sha256,
         arena_size=max(model.arena_size, 16),
         arena_name=names.arena,
+        arena_linkage="" if trainable else "static ",
         plan_strategy=model.plan.strategy,
         weights_bytes=model.weights_bytes,
         constants=constants,
@@ -237,15 +248,22 @@ MODEL_TEMPLATES = {  # template -> output file name pattern
 }
 
 
-def render_model(model: CompiledModel, prefix: str, source_name: str, source_sha256: str) -> dict[str, str]:
+def render_model(model: CompiledModel, prefix: str, source_name: str, source_sha256: str,
+                 trainable: dict[int, np.ndarray] | None = None) -> dict[str, str]:
     """File name -> text for the generated model sources."""
     env = template_env()
-    ctx = render_context(model, prefix, source_name, source_sha256)
+    ctx = render_context(model, prefix, source_name, source_sha256, trainable)
     return {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in MODEL_TEMPLATES.items()}
 
 
-def runtime_sources() -> dict[str, bytes]:
-    """The static C runtime (kernels and shared headers), copied verbatim into bundles."""
+# The static runtime files only a training bundle needs (and builds into the training program).
+TRAINING_RUNTIME = ("zo_trainer.c", "zo_trainer.h", "zo_sched.c", "zo_sched.h", "zo_telemetry.c",
+                    "zo_telemetry.h", "zo_port.h", "zo_train_main.c")
+
+
+def runtime_sources(training: bool = False) -> dict[str, bytes]:
+    """The static C runtime (kernels and shared headers, plus the training loop if asked),
+    copied verbatim into bundles."""
     root = resources.files("zoflash.firmware_templates") / "runtime"
     return {p.name: p.read_bytes() for p in sorted(root.iterdir(), key=lambda p: p.name)
-            if p.name.endswith((".c", ".h"))}
+            if p.name.endswith((".c", ".h")) and (training or p.name not in TRAINING_RUNTIME)}

@@ -10,7 +10,7 @@
 /* All activations, inputs and outputs live here; offsets from the memory plan (greedy_by_size). */
 static int8_t mlp_arena[96] ZO_ARENA_ATTR;
 
-/* Constant tensors, defined in mlp_weights.c. */
+/* Weights and other constant tensors, defined in mlp_weights.c. */
 extern const int8_t mlp_t6[2048];
 extern const int32_t mlp_t5[32];
 extern const int8_t mlp_t4[512];
@@ -119,6 +119,29 @@ void mlp_invoke(void)
     zo_fully_connected_s8(&op1, &mlp_arena[64], mlp_t4, mlp_t3, &mlp_arena[0]);
     zo_fully_connected_s8(&op2, &mlp_arena[0], mlp_t2, mlp_t1, &mlp_arena[16]);
     zo_softmax_s8(&op3, &mlp_arena[16], &mlp_arena[0]);
+}
+
+/* Runs kernel calls [first, end) (the training loop runs the prefix and suffix separately). */
+void mlp_run_steps(int32_t first, int32_t end)
+{
+    for (int32_t s = first; s < end; ++s) {
+        switch (s) {
+        case 0:
+            zo_fully_connected_s8(&op0, &mlp_arena[0], mlp_t6, mlp_t5, &mlp_arena[64]);
+            break;
+        case 1:
+            zo_fully_connected_s8(&op1, &mlp_arena[64], mlp_t4, mlp_t3, &mlp_arena[0]);
+            break;
+        case 2:
+            zo_fully_connected_s8(&op2, &mlp_arena[0], mlp_t2, mlp_t1, &mlp_arena[16]);
+            break;
+        case 3:
+            zo_softmax_s8(&op3, &mlp_arena[16], &mlp_arena[0]);
+            break;
+        default:
+            break;
+        }
+    }
 }
 
 void mlp_forward(const int8_t *input, void *output)

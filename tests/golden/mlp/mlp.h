@@ -29,6 +29,9 @@ void *mlp_output(int32_t i);
 /* Runs the model on the data at mlp_input(). */
 void mlp_invoke(void);
 
+/* Runs kernel calls [first, end) of the 4 (prefix and suffix of training). */
+void mlp_run_steps(int32_t first, int32_t end);
+
 /* Copies `input` in, runs, copies output 0 to `output` (bytes as in mlp_outputs[0]). */
 void mlp_forward(const int8_t *input, void *output);
 

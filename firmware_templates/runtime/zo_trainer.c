@@ -1,0 +1,415 @@
+/* zo_trainer.c - the zeroth-order training loop.  Rules: docs/training.md. */
+#include "zo_trainer.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "zo_port.h"
+#include "zo_telemetry.h"
+
+#define SAT_LO (-128)
+#define SAT_HI 127
+
+typedef struct {
+    const zo_train_model_t *m;
+    const zo_train_config_t *cfg;
+    zo_sched_t sched;
+    float lr1;
+    uint64_t prefix_passes, suffix_passes, eval_passes;
+    uint32_t sat_run, zero_run;
+    uint32_t snapshot_step;
+    uint64_t t0;
+} trainer_t;
+
+float zo_lr_at_q(float lr1, uint32_t q, zo_lr_scaling_t scaling)
+{
+    if (scaling == ZO_LR_FIXED) {
+        return lr1;
+    }
+    if (scaling == ZO_LR_LINEAR) {
+        return lr1 * (float)q;
+    }
+    uint32_t k = 0;
+    while ((1u << k) < q) {
+        ++k;
+    }
+    float g = (float)(1u << (k / 2u)); /* 2^(k/2) for even k, exact */
+    if (k % 2u) {
+        g = g * 1.41421354f;
+    }
+    return lr1 * g;
+}
+
+static uint64_t now_us(const trainer_t *tr)
+{
+    return zo_port_time_us() - tr->t0;
+}
+
+/* ---- perturbation of every trainable tensor along direction (t, i) ---------------------- */
+
+static void perturb_all(const trainer_t *tr, int32_t sign, uint32_t t, uint32_t i)
+{
+    const zo_train_model_t *m = tr->m;
+    for (int32_t k = 0; k < m->n_tensors; ++k) {
+        const zo_trainable_t *tt = &m->tensors[k];
+        zo_dir_t d = { tr->cfg->seed, t, i, tt->stream, tr->cfg->density_log2 };
+        if (tt->eps_b != NULL) {
+            zo_perturb_s32((int32_t *)tt->values, tt->count, sign, tt->eps_b, &d);
+        } else {
+            zo_perturb_s8((int8_t *)tt->values, tt->count, sign, &d);
+        }
+    }
+}
+
+/* ---- forward passes ----------------------------------------------------------------------- */
+
+static void save_boundary(const zo_train_model_t *m, uint32_t j)
+{
+    int8_t *dst = m->feature_cache + (size_t)j * (size_t)m->boundary_bytes;
+    for (int32_t k = 0; k < m->n_boundary; ++k) {
+        memcpy(dst, m->boundary[k].data, (size_t)m->boundary[k].bytes);
+        dst += m->boundary[k].bytes;
+    }
+}
+
+static void load_boundary(const zo_train_model_t *m, uint32_t j)
+{
+    const int8_t *src = m->feature_cache + (size_t)j * (size_t)m->boundary_bytes;
+    for (int32_t k = 0; k < m->n_boundary; ++k) {
+        memcpy(m->boundary[k].data, src, (size_t)m->boundary[k].bytes);
+        src += m->boundary[k].bytes;
+    }
+}
+
+static uint32_t count_saturated(const zo_train_model_t *m)
+{
+    uint32_t n = 0;
+    for (int32_t k = 0; k < m->classes; ++k) {
+        n += (m->logits[k] == SAT_LO || m->logits[k] == SAT_HI) ? 1u : 0u;
+    }
+    return n;
+}
+
+/* The suffix on every cached sample of the minibatch: per-sample losses into out[]. */
+static uint32_t suffix_losses(trainer_t *tr, float *out)
+{
+    const zo_train_model_t *m = tr->m;
+    uint32_t saturated = 0;
+    for (uint32_t j = 0; j < tr->cfg->batch; ++j) {
+        load_boundary(m, j);
+        m->run_steps(m->split, m->logits_end);
+        out[j] = zo_cross_entropy_s8(m->logits, m->classes, m->logits_scale, m->logits_zp, m->labels[j]);
+        saturated += count_saturated(m);
+    }
+    tr->suffix_passes += tr->cfg->batch;
+    return saturated;
+}
+
+static void load_minibatch(trainer_t *tr, uint32_t t)
+{
+    const zo_train_model_t *m = tr->m;
+    for (uint32_t j = 0; j < tr->cfg->batch; ++j) {
+        uint32_t idx = zo_sample_index(tr->cfg->seed, t, j, m->n_train);
+        m->labels[j] = m->y_train[idx];
+        memcpy(m->input, m->x_train + (size_t)idx * (size_t)m->input_bytes, (size_t)m->input_bytes);
+        m->run_steps(0, m->split);
+        save_boundary(m, j);
+    }
+    if (m->split > 0) {
+        tr->prefix_passes += tr->cfg->batch;
+    }
+}
+
+/* ---- snapshot / rollback of the trainable bytes ------------------------------------------ */
+
+static void snapshot_copy(const zo_train_model_t *m, int restore)
+{
+    uint8_t *s = m->snapshot;
+    for (int32_t k = 0; k < m->n_tensors; ++k) {
+        const zo_trainable_t *tt = &m->tensors[k];
+        size_t bytes = (size_t)tt->count * (tt->eps_b != NULL ? sizeof(int32_t) : sizeof(int8_t));
+        if (restore) {
+            memcpy(tt->values, s, bytes);
+        } else {
+            memcpy(s, tt->values, bytes);
+        }
+        s += bytes;
+        if (tt->residual != NULL) {
+            if (restore) {
+                memcpy(tt->residual, s, (size_t)tt->count);
+            } else {
+                memcpy(s, tt->residual, (size_t)tt->count);
+            }
+            s += tt->count;
+        }
+    }
+}
+
+/* ---- telemetry helpers -------------------------------------------------------------------- */
+
+static void send_event(const trainer_t *tr, uint32_t step, uint8_t kind, uint8_t code, uint8_t from,
+                       uint8_t to, uint32_t q_from, uint32_t q_to, float value, uint32_t aux)
+{
+    zo_tm_event_t ev = { step, kind, code, from, to, (uint16_t)q_from, (uint16_t)q_to, value, aux };
+    (void)tr;
+    zo_tm_event(&ev);
+}
+
+/* ---- evaluation on the test set ----------------------------------------------------------- */
+
+static void evaluate(trainer_t *tr, uint32_t steps_done)
+{
+    const zo_train_model_t *m = tr->m;
+    float loss_sum = 0.0f;
+    uint32_t correct = 0;
+    for (uint32_t n = 0; n < m->n_test; ++n) {
+        memcpy(m->input, m->x_test + (size_t)n * (size_t)m->input_bytes, (size_t)m->input_bytes);
+        m->run_steps(0, m->logits_end);
+        loss_sum += zo_cross_entropy_s8(m->logits, m->classes, m->logits_scale, m->logits_zp, m->y_test[n]);
+        correct += (zo_argmax_s8(m->logits, m->classes) == (int32_t)m->y_test[n]) ? 1u : 0u;
+    }
+    tr->eval_passes += m->n_test;
+    zo_tm_eval_t e = { steps_done, correct, m->n_test, (float)correct / (float)m->n_test,
+                       loss_sum / (float)m->n_test, tr->prefix_passes, tr->suffix_passes, tr->eval_passes,
+                       now_us(tr) };
+    zo_tm_eval(&e);
+}
+
+/* ---- one step ------------------------------------------------------------------------------ */
+
+typedef struct {
+    float loss, m2, v, zero_frac, sat_frac, kappa;
+    int has_kappa;
+} step_stats_t;
+
+static step_stats_t run_step(trainer_t *tr, uint32_t t, uint32_t q, int centre)
+{
+    const zo_train_model_t *m = tr->m;
+    const uint32_t b = tr->cfg->batch;
+    step_stats_t st = { 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, centre };
+    float loss_sum = 0.0f, m2_sum = 0.0f, v_sum = 0.0f, k_sum = 0.0f;
+    uint32_t zeros = 0, saturated = 0;
+
+    load_minibatch(tr, t);
+    if (centre) {
+        saturated += suffix_losses(tr, m->l0);
+    }
+    for (uint32_t i = 0; i < q; ++i) {
+        perturb_all(tr, +1, t, i);
+        saturated += suffix_losses(tr, m->lp);
+        perturb_all(tr, -2, t, i);
+        saturated += suffix_losses(tr, m->lm);
+        perturb_all(tr, +1, t, i);
+
+        float dsum = 0.0f;
+        for (uint32_t j = 0; j < b; ++j) {
+            dsum += (m->lp[j] - m->lm[j]) * 0.5f;
+        }
+        float delta = dsum / (float)b;
+        float ssum = 0.0f;
+        for (uint32_t j = 0; j < b; ++j) {
+            float e = (m->lp[j] - m->lm[j]) * 0.5f - delta;
+            ssum += e * e;
+        }
+        float vi = (b > 1u) ? (ssum / (float)(b - 1u)) / (float)b : 0.0f;
+        for (uint32_t j = 0; j < b; ++j) {
+            zeros += (m->lp[j] == m->lm[j]) ? 1u : 0u;
+            loss_sum += m->lp[j];
+            loss_sum += m->lm[j];
+            if (centre) {
+                k_sum += (m->lp[j] + m->lm[j]) - (2.0f * m->l0[j]);
+            }
+        }
+        m->delta[i] = delta;
+        m2_sum += delta * delta;
+        v_sum += vi;
+    }
+    st.m2 = m2_sum / (float)q;
+    st.v = v_sum / (float)q;
+    st.loss = loss_sum / (float)(2u * q * b);
+    st.zero_frac = (float)zeros / (float)(q * b);
+    uint32_t passes = (2u * q + (centre ? 1u : 0u)) * b;
+    st.sat_frac = (float)saturated / ((float)passes * (float)m->classes);
+    st.kappa = centre ? k_sum / (float)(q * b) : 0.0f;
+    return st;
+}
+
+static void update_all(const trainer_t *tr, uint32_t t, uint32_t q, float lr)
+{
+    const zo_train_model_t *m = tr->m;
+    for (uint32_t i = 0; i < q; ++i) {
+        m->c[i] = (lr * m->delta[i]) / (float)q;
+    }
+    for (int32_t k = 0; k < m->n_tensors; ++k) {
+        const zo_trainable_t *tt = &m->tensors[k];
+        zo_dir_t d = { tr->cfg->seed, t, 0, tt->stream, tr->cfg->density_log2 };
+        if (tt->eps_b != NULL) {
+            zo_update_s32((int32_t *)tt->values, tt->count, m->c, (int32_t)q, tt->eps_b, tt->max_step, &d);
+        } else {
+            zo_update_s8((int8_t *)tt->values, tt->residual, tt->count, m->c, (int32_t)q, &d, tr->cfg->rounding);
+        }
+    }
+}
+
+/* ---- the run -------------------------------------------------------------------------------- */
+
+static void send_hello(const trainer_t *tr)
+{
+    const zo_train_model_t *m = tr->m;
+    const zo_train_config_t *cfg = tr->cfg;
+    zo_tm_hello_t h;
+    memset(&h, 0, sizeof h);
+    h.seed = cfg->seed;
+    h.batch = (uint16_t)cfg->batch;
+    h.classes = (uint16_t)m->classes;
+    h.n_train = m->n_train;
+    h.n_test = m->n_test;
+    h.trainable_params = m->trainable_params;
+    h.scheduler = (uint8_t)cfg->sched.kind;
+    h.rounding = (uint8_t)cfg->rounding;
+    h.density_log2 = (uint8_t)cfg->density_log2;
+    h.lr_auto = (uint8_t)(cfg->lr_auto ? 1 : 0);
+    h.lr = cfg->lr_auto ? 0.0f : cfg->lr;
+    h.max_steps = cfg->max_steps;
+    h.budget = cfg->budget;
+    h.q_max = (uint16_t)cfg->sched.q_max;
+    h.n_tensors = (uint16_t)m->n_tensors;
+    memcpy(h.model_sha256, m->model_sha256, sizeof h.model_sha256);
+    zo_tm_hello(&h);
+}
+
+static void dump_weights(const zo_train_model_t *m)
+{
+    for (int32_t k = 0; k < m->n_tensors; ++k) {
+        const zo_trainable_t *tt = &m->tensors[k];
+        uint32_t bytes = (uint32_t)tt->count * (tt->eps_b != NULL ? 4u : 1u);
+        zo_tm_weights(tt->tensor_index, 0, tt->values, bytes);
+        if (tt->residual != NULL) {
+            zo_tm_weights(tt->tensor_index, 1, tt->residual, (uint32_t)tt->count);
+        }
+    }
+}
+
+static const char *check_config(const zo_train_model_t *m, const zo_train_config_t *cfg)
+{
+    if (cfg->batch < 1u || m->n_train < 1u || m->n_test < 1u) {
+        return "batch and both data splits must be non-empty";
+    }
+    if (cfg->calib_q > m->q_buffer || cfg->sched.q_max > m->q_buffer) {
+        return "q exceeds the statistics buffers";
+    }
+    if (cfg->max_steps == 0u && cfg->budget == 0u) {
+        return "neither a step limit nor a budget";
+    }
+    return zo_sched_check(&cfg->sched);
+}
+
+int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
+{
+    trainer_t tr;
+    memset(&tr, 0, sizeof tr);
+    tr.m = m;
+    tr.cfg = cfg;
+    tr.t0 = zo_port_time_us();
+    const char *problem = check_config(m, cfg);
+    if (problem != NULL) {
+        zo_tm_log(problem);
+        return 1;
+    }
+    send_hello(&tr);
+    zo_sched_init(&tr.sched, &cfg->sched);
+    tr.lr1 = cfg->lr;
+    evaluate(&tr, 0);
+    snapshot_copy(m, 0);
+
+    const uint32_t calib = cfg->lr_auto ? cfg->calib_steps : 0u;
+    float m2_calib = 0.0f;
+    uint32_t t = 0;
+    int last_eval = 1;
+    zo_done_reason_t reason = ZO_DONE_STEPS;
+    for (;;) {
+        const int calibrating = t < calib;
+        const uint32_t q = calibrating ? cfg->calib_q : zo_sched_q(&tr.sched);
+        const int centre = !calibrating && zo_sched_wants_centre(&tr.sched);
+        const float lr = calibrating ? 0.0f : zo_lr_at_q(tr.lr1, q, cfg->lr_scaling);
+        const uint8_t state = (uint8_t)zo_sched_state(&tr.sched);
+        step_stats_t st = run_step(&tr, t, q, centre);
+        if (!calibrating) {
+            update_all(&tr, t, q, lr);
+        }
+        /* guard: a collapsed head (saturated logits, no loss differences) rolls back */
+        int diverged = 0;
+        if (!calibrating) {
+            tr.sat_run = (st.sat_frac >= cfg->guard_sat) ? tr.sat_run + 1u : 0u;
+            tr.zero_run = (st.zero_frac >= cfg->guard_zero) ? tr.zero_run + 1u : 0u;
+            if (tr.sat_run >= cfg->guard_steps || tr.zero_run >= cfg->guard_steps) {
+                diverged = 1;
+                snapshot_copy(m, 1);
+                tr.lr1 = tr.lr1 * 0.5f;
+                tr.sat_run = 0;
+                tr.zero_run = 0;
+            }
+        }
+        zo_tm_step_t rec = { t, (uint16_t)q, state,
+                             (uint8_t)((calibrating ? 1u : 0u) | (centre ? 2u : 0u) | (diverged ? 4u : 0u)),
+                             lr, st.loss, st.m2, st.v, st.zero_frac, st.sat_frac,
+                             tr.prefix_passes, tr.suffix_passes, now_us(&tr) };
+        zo_tm_step(&rec);
+        if (diverged) {
+            send_event(&tr, t, 3, 0, state, state, q, q, tr.lr1, tr.snapshot_step);
+        }
+        if (calibrating) {
+            m2_calib += st.m2;
+            if (t + 1u == calib) {
+                m2_calib = m2_calib / (float)calib;
+                if (!(m2_calib > 0.0f)) {
+                    reason = ZO_DONE_DEAD_ZONE;
+                    ++t;
+                    last_eval = 0;
+                    break;
+                }
+                float p = 1.0f / (float)(1u << cfg->density_log2);
+                tr.lr1 = cfg->rho * sqrtf(p / m2_calib);
+                send_event(&tr, t, 2, 0, state, state, q, q, tr.lr1, calib);
+                snapshot_copy(m, 0);
+                tr.snapshot_step = t + 1u;
+            }
+        } else {
+            zo_sched_obs_t obs = { t, q, (2u * q + (centre ? 1u : 0u)) * cfg->batch, st.loss, st.m2, st.v,
+                                   st.has_kappa, st.kappa, diverged, lr };
+            zo_sched_event_t ev;
+            if (zo_sched_observe(&tr.sched, &obs, &ev)) {
+                send_event(&tr, t, 1, ev.code, ev.state_from, ev.state_to, ev.q_from, ev.q_to, 0.0f, 0u);
+            }
+        }
+        ++t;
+        last_eval = 0;
+        if (t % cfg->eval_every == 0u) {
+            evaluate(&tr, t);
+            last_eval = 1;
+            if (!calibrating && tr.sat_run == 0u && tr.zero_run == 0u) {
+                snapshot_copy(m, 0);
+                tr.snapshot_step = t;
+            }
+        }
+        if (cfg->max_steps != 0u && t >= cfg->max_steps) {
+            reason = ZO_DONE_STEPS;
+            break;
+        }
+        if (cfg->budget != 0u && tr.prefix_passes + tr.suffix_passes >= cfg->budget) {
+            reason = ZO_DONE_BUDGET;
+            break;
+        }
+        if (!calibrating && zo_sched_should_stop(&tr.sched)) {
+            reason = ZO_DONE_SCHEDULER;
+            break;
+        }
+    }
+    if (!last_eval) {
+        evaluate(&tr, t);
+    }
+    dump_weights(m);
+    zo_tm_done_t done = { t, (uint8_t)reason, tr.prefix_passes, tr.suffix_passes, now_us(&tr) };
+    zo_tm_done(&done);
+    return 0;
+}

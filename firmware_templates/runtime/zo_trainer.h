@@ -1,0 +1,101 @@
+/* zo_trainer.h - the zeroth-order training loop (static C, copied verbatim into bundles).
+ *
+ * The generated <prefix>_train.c only wires a model to it: it fills a zo_train_model_t (the
+ * model's step runner, where the boundary and the logits live, the trainable tensors, the
+ * embedded data and the work buffers) and a zo_train_config_t (the options). Every rule is in
+ * docs/training.md and mirrored by host/zoflash/reference/trainer.py bit for bit.
+ */
+#ifndef ZO_TRAINER_H
+#define ZO_TRAINER_H
+
+#include <stdint.h>
+
+#include "zo_sched.h"
+#include "zo_train_math.h"
+
+/* One trainable tensor, in RAM. */
+typedef struct {
+    void *values;           /* int8_t weights or int32_t biases */
+    int8_t *residual;       /* split-16 residuals of int8 weights (NULL for biases) */
+    const int32_t *eps_b;   /* bias perturbation per element (NULL for int8 weights) */
+    int32_t count;          /* elements */
+    int32_t max_step;       /* bias: bound of one step's change; unused for weights */
+    uint32_t stream;        /* hash stream id */
+    uint32_t tensor_index;  /* the model's tensor index (weight dumps) */
+} zo_trainable_t;
+
+/* A range of arena bytes (a boundary activation). */
+typedef struct {
+    int8_t *data;
+    int32_t bytes;
+} zo_span_t;
+
+typedef struct {
+    /* the model */
+    void (*run_steps)(int32_t first, int32_t end); /* runs kernel calls [first, end) */
+    int8_t *input;                                 /* model input 0 in the arena */
+    int32_t input_bytes;
+    int32_t split;                                 /* [0, split) prefix */
+    int32_t logits_end;                            /* [split, logits_end) suffix */
+    const zo_span_t *boundary;
+    int32_t n_boundary;
+    int32_t boundary_bytes;
+    const int8_t *logits;
+    int32_t classes;
+    float logits_scale;
+    int32_t logits_zp;
+    const zo_trainable_t *tensors;
+    int32_t n_tensors;
+    uint32_t trainable_params;
+    uint8_t model_sha256[8];
+    /* the data */
+    const int8_t *x_train;
+    const uint16_t *y_train;
+    uint32_t n_train;
+    const int8_t *x_test;
+    const uint16_t *y_test;
+    uint32_t n_test;
+    /* work memory (sizes in docs/training.md; the generator allocates them) */
+    int8_t *feature_cache;  /* batch * boundary_bytes */
+    uint8_t *snapshot;      /* sum of trainable bytes + residual bytes */
+    float *lp, *lm, *l0;    /* batch each */
+    uint16_t *labels;       /* batch */
+    float *delta, *c;       /* q_buffer each */
+    uint32_t q_buffer;
+} zo_train_model_t;
+
+typedef enum { ZO_LR_SQRT = 0, ZO_LR_LINEAR = 1, ZO_LR_FIXED = 2 } zo_lr_scaling_t;
+
+typedef struct {
+    uint32_t seed;
+    uint32_t batch;
+    zo_rounding_t rounding;
+    uint32_t density_log2;
+    int32_t lr_auto;          /* 1: calibrate lr_1 from calib_steps steps at calib_q */
+    float lr;                 /* lr_1 when not auto */
+    float rho;
+    zo_lr_scaling_t lr_scaling;
+    uint32_t calib_steps;
+    uint32_t calib_q;
+    uint32_t max_steps;       /* 0: no limit */
+    uint64_t budget;          /* forward passes; 0: no limit */
+    uint32_t eval_every;
+    float guard_sat;
+    float guard_zero;
+    uint32_t guard_steps;
+    zo_sched_config_t sched;
+} zo_train_config_t;
+
+/* Why a run ended (telemetry "done" reason). */
+typedef enum {
+    ZO_DONE_STEPS = 0, ZO_DONE_BUDGET = 1, ZO_DONE_SCHEDULER = 2, ZO_DONE_COMMAND = 3, ZO_DONE_DEAD_ZONE = 4
+} zo_done_reason_t;
+
+/* Runs the whole training with telemetry through the port; returns 0, or 1 if the
+ * configuration is invalid (reported as a log frame). */
+int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg);
+
+/* lr at q for the scaling rule (docs/training.md "Learning rate"). */
+float zo_lr_at_q(float lr1, uint32_t q, zo_lr_scaling_t scaling);
+
+#endif /* ZO_TRAINER_H */

@@ -1,0 +1,248 @@
+"""Training options: one dataclass, filled from defaults, an optional `zoflash.toml` `[train]`
+table and command-line flags (in that order), then validated as a whole before anything is
+generated. The same keys are used everywhere (flags use dashes, TOML uses underscores).
+"""
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from .errors import ZoflashError
+
+ROUNDINGS = ("split16", "nearest", "stochastic")
+LR_SCALINGS = ("sqrt", "linear", "fixed")
+SCHEDULERS = ("fixed", "plateau", "critical", "adazeta")
+ROUNDING_IDS = {name: i for i, name in enumerate(ROUNDINGS)}
+LR_SCALING_IDS = {name: i for i, name in enumerate(LR_SCALINGS)}
+SCHEDULER_IDS = {name: i for i, name in enumerate(SCHEDULERS)}
+Q_LIMIT = 64
+DENSITY_LOG2_MAX = 4
+
+_TRAIN_SPEC = re.compile(r"^(last(:\d+)?|all|layers:.+)$")
+
+
+class OptionsError(ZoflashError):
+    """Invalid training options (reported before anything is generated)."""
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    train: str = "last:1"          # last[:N] | all | layers:NAME[,NAME...]
+    biases_only: bool = False      # train only the biases of the selected layers
+    max_params: int | None = None  # cap: drop the earliest selected layers until it fits
+    batch: int = 16
+    density: float = 1.0           # sparse ternary directions: p = 2^-L
+    rounding: str = "split16"
+    lr: float | None = None        # None = auto-calibrated
+    rho: float = 4.0               # auto lr: RMS update in LSB per step at q = 1
+    lr_scaling: str = "sqrt"
+    calib_steps: int = 8
+    calib_q: int = 8
+    seed: int = 1
+    steps: int | None = None
+    budget: int | None = None      # forward passes (prefix + suffix sample-passes)
+    eval_every: int = 50
+    scheduler: str = "plateau"
+    q: int = 1                     # fixed q, or the starting q of plateau
+    q_min: int = 1
+    q_max: int = Q_LIMIT
+    sched: dict = field(default_factory=dict)  # scheduler-specific parameters
+    bias_bound: int = 8            # per-step bias change bound, in units of eps_b
+    guard_sat: float = 0.9
+    guard_zero: float = 0.98
+    guard_steps: int = 8
+
+    DEFAULT_STEPS = 500
+
+    @property
+    def density_log2(self) -> int:
+        return int(round(-math.log2(self.density)))
+
+    @property
+    def lr_auto(self) -> bool:
+        return self.lr is None
+
+    @property
+    def max_steps(self) -> int:
+        """0 = no step limit (budget only)."""
+        if self.steps is not None:
+            return self.steps
+        return 0 if self.budget is not None else self.DEFAULT_STEPS
+
+    def sched_params(self) -> dict:
+        """The scheduler's parameters with defaults filled in (validated)."""
+        from .reference import schedulers
+
+        params = dict(schedulers.DEFAULTS[self.scheduler])
+        params.update(self.sched)
+        params.update(q0=self.q, q_min=self.q_min, q_max=self.q_max)
+        return params
+
+    def describe(self) -> str:
+        lr = "auto" if self.lr_auto else f"{self.lr:g}"
+        length = f"{self.steps} steps" if self.steps is not None else \
+            (f"budget {self.budget} passes" if self.budget is not None else f"{self.max_steps} steps")
+        return (f"train {self.train}{' (biases only)' if self.biases_only else ''}, batch {self.batch}, "
+                f"scheduler {self.scheduler}, lr {lr}, rounding {self.rounding}, density {self.density:g}, "
+                f"seed {self.seed}, {length}")
+
+
+OPTION_NAMES = tuple(f.name for f in fields(TrainOptions))
+
+
+def _is_pow2(n: int) -> bool:
+    return n >= 1 and (n & (n - 1)) == 0
+
+
+def validate(opts: TrainOptions) -> TrainOptions:
+    """Every problem with the combination at once, as one OptionsError."""
+    problems: list[str] = []
+
+    def need(cond: bool, text: str) -> None:
+        if not cond:
+            problems.append(text)
+
+    need(bool(_TRAIN_SPEC.match(opts.train)), f"--train '{opts.train}': use last, last:N, all or layers:NAME[,NAME]")
+    m = re.match(r"^last:(\d+)$", opts.train)
+    need(m is None or int(m.group(1)) >= 1, "--train last:N needs N >= 1")
+    need(opts.max_params is None or opts.max_params >= 1, "--max-params must be >= 1")
+    need(1 <= opts.batch <= 1024, f"--batch {opts.batch}: must be in 1..1024")
+    if opts.density <= 0 or opts.density > 1:
+        problems.append(f"--density {opts.density:g}: must be in (0, 1]")
+    else:
+        log2 = -math.log2(opts.density)
+        need(abs(log2 - round(log2)) < 1e-9 and round(log2) <= DENSITY_LOG2_MAX,
+             f"--density {opts.density:g}: must be 1, 1/2, 1/4, 1/8 or 1/16")
+    need(opts.rounding in ROUNDINGS, f"--rounding {opts.rounding}: use one of {', '.join(ROUNDINGS)}")
+    need(opts.lr_scaling in LR_SCALINGS, f"--lr-scaling {opts.lr_scaling}: use one of {', '.join(LR_SCALINGS)}")
+    need(opts.lr is None or (math.isfinite(opts.lr) and opts.lr >= 0), "--lr must be a number >= 0 or 'auto'")
+    need(math.isfinite(opts.rho) and opts.rho > 0, "--rho must be > 0")
+    need(opts.calib_steps >= 1, "--calib-steps must be >= 1")
+    need(_is_pow2(opts.calib_q) and opts.calib_q <= Q_LIMIT, f"--calib-q must be a power of two <= {Q_LIMIT}")
+    need(0 <= opts.seed < 2**32, "--seed must be in 0..2^32-1")
+    need(not (opts.steps is not None and opts.budget is not None), "give --steps or --budget, not both")
+    need(opts.steps is None or opts.steps >= 1, "--steps must be >= 1")
+    need(opts.budget is None or opts.budget >= 1, "--budget must be >= 1")
+    need(opts.eval_every >= 1, "--eval-every must be >= 1")
+    need(opts.scheduler in SCHEDULERS, f"--scheduler {opts.scheduler}: use one of {', '.join(SCHEDULERS)}")
+    for name in ("q", "q_min", "q_max"):
+        v = getattr(opts, name)
+        need(_is_pow2(v) and v <= Q_LIMIT, f"--{name.replace('_', '-')} {v}: must be a power of two in 1..{Q_LIMIT}")
+    need(opts.q_min <= opts.q <= opts.q_max, f"need --q-min <= --q <= --q-max (got {opts.q_min}, {opts.q}, {opts.q_max})")
+    need(opts.bias_bound >= 1, "--bias-bound must be >= 1")
+    need(0 < opts.guard_sat <= 1 and 0 < opts.guard_zero <= 1, "guard thresholds must be in (0, 1]")
+    need(opts.guard_steps >= 1, "--guard-steps must be >= 1")
+    if opts.scheduler in SCHEDULERS and not problems:
+        from .reference import schedulers
+
+        unknown = sorted(set(opts.sched) - set(schedulers.DEFAULTS[opts.scheduler]) - {"q0", "q_min", "q_max"})
+        if unknown:
+            allowed = ", ".join(sorted(k for k in schedulers.DEFAULTS[opts.scheduler] if k not in ("q0", "q_min", "q_max")))
+            problems.append(f"scheduler '{opts.scheduler}' has no parameter {', '.join(unknown)} "
+                            f"(it takes: {allowed or 'none'})")
+        else:
+            problems += schedulers.validate_params(opts.scheduler, opts.sched_params())
+    if problems:
+        raise OptionsError("invalid training options:\n" + "\n".join(f"  - {p}" for p in problems))
+    return opts
+
+
+def _coerce(name: str, value, where: str):
+    """A TOML or command-line value to the field's type."""
+    if name == "sched":
+        if not isinstance(value, dict):
+            raise OptionsError(f"{where}: 'sched' must be a table of scheduler parameters")
+        return {str(k): _number(v, f"{where}: sched.{k}") for k, v in value.items()}
+    if name == "lr":
+        if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+            return None
+        return float(_number(value, f"{where}: lr"))
+    kind = {f.name: f.type for f in fields(TrainOptions)}[name]
+    try:
+        if "bool" in kind:
+            if isinstance(value, bool):
+                return value
+            raise ValueError
+        if kind.startswith("int"):
+            if isinstance(value, bool):
+                raise ValueError
+            return int(value) if not isinstance(value, float) or value.is_integer() else _bad()
+        if kind.startswith("float"):
+            return float(_number(value, name))
+        if kind.startswith("str"):
+            return str(value)
+    except (TypeError, ValueError):
+        pass
+    raise OptionsError(f"{where}: '{name}' has an invalid value {value!r}")
+
+
+def _bad():
+    raise ValueError
+
+
+def _number(v, where: str):
+    if isinstance(v, bool):
+        raise OptionsError(f"{where}: expected a number, got {v!r}")
+    if isinstance(v, (int, float)):
+        return v
+    try:
+        f = float(str(v))
+    except ValueError:
+        raise OptionsError(f"{where}: expected a number, got {v!r}") from None
+    return int(f) if f.is_integer() and re.fullmatch(r"[+-]?\d+", str(v).strip()) else f
+
+
+def parse_sched_params(items: tuple[str, ...]) -> dict:
+    """`--sched-param key=value` items to a dict."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise OptionsError(f"--sched-param '{item}': use NAME=VALUE")
+        out[key.strip().replace("-", "_")] = _number(value.strip(), f"--sched-param {key}")
+    return out
+
+
+def load_project_file(path: str | Path) -> dict:
+    """The `[train]` table of a zoflash.toml project file (unknown keys are errors)."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise OptionsError(f"project file '{path}' does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise OptionsError(f"'{path}' is not valid TOML: {exc}") from None
+    table = data.get("train", {})
+    if not isinstance(table, dict):
+        raise OptionsError(f"'{path}': [train] must be a table")
+    unknown = sorted(set(table) - set(OPTION_NAMES))
+    if unknown:
+        raise OptionsError(f"'{path}' [train]: unknown key(s) {', '.join(unknown)}; "
+                           f"known: {', '.join(OPTION_NAMES)}")
+    return {k: _coerce(k, v, f"'{path}' [train]") for k, v in table.items()}
+
+
+def make_options(project_file: str | Path | None = None, **overrides) -> TrainOptions:
+    """Defaults < project file < overrides (None values in overrides mean "not given")."""
+    values: dict = {}
+    if project_file is not None:
+        values.update(load_project_file(project_file))
+    elif Path("zoflash.toml").is_file():
+        values.update(load_project_file("zoflash.toml"))
+    for key, value in overrides.items():
+        if key not in OPTION_NAMES:
+            raise OptionsError(f"unknown training option '{key}'")
+        if value is None or (key == "sched" and not value):
+            continue
+        if key == "sched":
+            value = {**values.get("sched", {}), **value}
+        values[key] = _coerce(key, value, "command line")
+    # a length given on the command line replaces the project file's (steps and budget exclude each other)
+    if overrides.get("steps") is not None and overrides.get("budget") is None:
+        values.pop("budget", None)
+    if overrides.get("budget") is not None and overrides.get("steps") is None:
+        values.pop("steps", None)
+    return validate(replace(TrainOptions(), **values))

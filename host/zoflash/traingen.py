@@ -1,0 +1,112 @@
+"""Render the training wiring (<prefix>_train.c) and the embedded data (<prefix>_data.c).
+
+Like codegen.py: Python makes C tokens, the templates make structure; the training maths
+itself is static C (zo_trainer.c, zo_sched.c, zo_telemetry.c).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import __version__
+from .codegen import CArray, CField, c_comment, c_float, c_int, template_env
+from .compiler import CompiledModel
+from .dataset import Dataset
+from .train_options import LR_SCALING_IDS, ROUNDING_IDS, SCHEDULER_IDS, TrainOptions
+from .trainplan import TrainPlan
+
+TRAIN_TEMPLATES = {"model_train.c.j2": "{prefix}_train.c", "model_data.c.j2": "{prefix}_data.c"}
+_ROUNDING_C = ("ZO_ROUND_SPLIT16", "ZO_ROUND_NEAREST", "ZO_ROUND_STOCHASTIC")
+_SCALING_C = {"sqrt": "ZO_LR_SQRT", "linear": "ZO_LR_LINEAR", "fixed": "ZO_LR_FIXED"}
+
+
+@dataclass
+class Training:
+    """Everything a training bundle needs besides the compiled model."""
+
+    plan: TrainPlan
+    options: TrainOptions
+    data: Dataset
+
+    @property
+    def trainable(self) -> dict[int, np.ndarray]:
+        return {t.index: t.values for t in self.plan.tensors}
+
+
+def _value(v) -> str:
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, float):
+        return c_float(v)
+    return c_int(v) + ("u" if v >= 0 else "")
+
+
+def sched_config(opts: TrainOptions, data: Dataset) -> dict:
+    """The scheduler's C config fields (values), all parameters filled in."""
+    params = opts.sched_params()
+    out = {"kind": SCHEDULER_IDS[opts.scheduler]}
+    out.update(params)
+    out["p"] = float(np.float32(1.0) / np.float32(1 << opts.density_log2))
+    out["steps_per_epoch"] = max(1, math.ceil(len(data.y_train) / opts.batch))
+    return out
+
+
+def train_config(opts: TrainOptions) -> dict:
+    return dict(seed=opts.seed, batch=opts.batch, rounding=ROUNDING_IDS[opts.rounding],
+                density_log2=opts.density_log2, lr_auto=opts.lr_auto, lr=float(opts.lr or 0.0), rho=float(opts.rho),
+                lr_scaling=LR_SCALING_IDS[opts.lr_scaling], calib_steps=opts.calib_steps, calib_q=opts.calib_q,
+                max_steps=opts.max_steps, budget=opts.budget or 0, eval_every=opts.eval_every,
+                guard_sat=float(opts.guard_sat), guard_zero=float(opts.guard_zero), guard_steps=opts.guard_steps)
+
+
+def q_buffer(opts: TrainOptions) -> int:
+    params = opts.sched_params()
+    return max(opts.q_max, opts.calib_q if opts.lr_auto else 1, int(params.get("calib_q", 1)))
+
+
+def render_training(model: CompiledModel, training: Training, prefix: str, source_name: str,
+                    source_sha256: str) -> dict[str, str]:
+    plan, opts, data = training.plan, training.options, training.data
+    g = model.graph
+    tensors = []
+    for t in plan.tensors:
+        name = f"{prefix}_t{t.index}"
+        tensors.append(dict(
+            name=name, ctype="int32_t" if t.is_bias else "int8_t", count=t.count, index=t.index, stream=t.stream,
+            residual=None if t.is_bias else f"{prefix}_r{t.index}",
+            eps=CArray("int32_t", f"{prefix}_eps{t.index}", t.eps_b) if t.is_bias else None,
+            max_step=t.max_step if t.is_bias else 0,
+            comment=c_comment(f"'{t.name}' of op {t.op_index}, {'bias' if t.is_bias else 'weights'}")))
+    data_arrays = [
+        CArray("int8_t", f"{prefix}_x_train", data.x_train, c_comment(f"x_train {list(data.x_train.shape)}")),
+        CArray("uint16_t", f"{prefix}_y_train", data.y_train, c_comment(f"y_train [{len(data.y_train)}]")),
+        CArray("int8_t", f"{prefix}_x_test", data.x_test, c_comment(f"x_test {list(data.x_test.shape)}")),
+        CArray("uint16_t", f"{prefix}_y_test", data.y_test, c_comment(f"y_test [{len(data.y_test)}]")),
+    ]
+    mem = plan.memory()
+    in_root = model.root[g.inputs[0]]
+    cfg = train_config(opts)
+    cfg["rounding"] = _ROUNDING_C[cfg["rounding"]]
+    cfg["lr_scaling"] = _SCALING_C[opts.lr_scaling]
+    config_fields = [CField(k, v if isinstance(v, str) else _value(v)) for k, v in cfg.items()]
+    sched_fields = [CField(k, _value(v)) for k, v in sched_config(opts, data).items()]
+    ctx = dict(
+        version=__version__, source=c_comment(source_name), source_sha256=source_sha256, prefix=prefix,
+        data_source=c_comment(data.source), data_bytes=data.nbytes, data_arrays=data_arrays,
+        options_comment=c_comment(opts.describe()),
+        arena_name=f"{prefix}_arena", arena_size=max(model.arena_size, 16), tensors=tensors,
+        trainable_params=plan.params,
+        boundary=[dict(offset=b.offset, nbytes=b.nbytes, comment=c_comment(f"'{g.tensors[b.index].name}'"))
+                  for b in plan.boundary],
+        boundary_bytes=plan.boundary_bytes, feature_cache_bytes=max(1, mem["feature_cache_bytes"]),
+        snapshot_bytes=mem["snapshot_bytes"], batch=opts.batch, q_buffer=q_buffer(opts),
+        input_offset=model.arena_offset[in_root], input_bytes=g.tensors[in_root].nbytes,
+        split=plan.split, logits_end=plan.logits_end, logits_offset=model.arena_offset[plan.logits],
+        classes=plan.classes, logits_scale=c_float(plan.logits_scale), logits_zp=plan.logits_zp,
+        sha_bytes=", ".join(f"0x{source_sha256[2 * i:2 * i + 2]}" for i in range(8)),
+        n_train=len(data.y_train), n_test=len(data.y_test),
+        config_fields=config_fields, sched_fields=sched_fields)
+    env = template_env()
+    return {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in TRAIN_TEMPLATES.items()}

@@ -1,0 +1,248 @@
+"""The training plan: which tensors train, where the graph splits, what the suffix computes, and
+the memory training needs beyond inference. A pass over a CompiledModel; writes no C.
+
+Rules (docs/training.md): the prefix is every step before the first one that reads a trainable
+tensor; the suffix runs up to the step producing the logits (the int8 tensor feeding a final
+SOFTMAX/DEQUANTIZE); the boundary is every activation the prefix (or the caller) writes and the
+suffix reads.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .compiler import CompiledModel
+from .errors import UnsupportedModelError
+from .train_options import TrainOptions, OptionsError
+
+WEIGHTED_KERNELS = ("conv2d", "depthwise_conv2d", "fully_connected")
+W_MIN, W_MAX = -126, 126
+HEAD_KERNELS = ("softmax", "dequantize")  # walked back through to find the logits
+
+
+@dataclass
+class TrainableTensor:
+    index: int            # root (storage) tensor index of the constant
+    name: str
+    op_index: int         # the model op that reads it (first one)
+    is_bias: bool
+    values: np.ndarray    # initial values (int8 clamped to [-126, 126], or int32)
+    stream: int
+    eps_b: np.ndarray | None = None  # int32 per element (biases)
+    max_step: int = 0
+
+    @property
+    def count(self) -> int:
+        return int(self.values.size)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.values.nbytes)
+
+
+@dataclass
+class BoundarySpan:
+    index: int   # root tensor index
+    offset: int  # arena offset
+    nbytes: int
+
+
+@dataclass
+class TrainPlan:
+    tensors: list[TrainableTensor]
+    split: int            # steps [0, split) = frozen prefix
+    logits_end: int       # steps [split, logits_end) = trainable suffix
+    logits: int           # root tensor index of the int8 logits
+    classes: int
+    logits_scale: float
+    logits_zp: int
+    boundary: list[BoundarySpan]
+    clamped: int          # int8 weights moved from -127/-128/127 to the trainable range
+    batch: int
+    q_max: int
+    layers: list[int] = field(default_factory=list)  # op indices of the trained layers
+    dropped_layers: list[int] = field(default_factory=list)  # removed by --max-params
+
+    @property
+    def params(self) -> int:
+        return sum(t.count for t in self.tensors)
+
+    @property
+    def boundary_bytes(self) -> int:
+        return sum(b.nbytes for b in self.boundary)
+
+    def memory(self) -> dict:
+        """Bytes of RAM training needs beyond inference."""
+        residual = sum(t.count for t in self.tensors if not t.is_bias)
+        snapshot = sum(t.nbytes for t in self.tensors) + residual
+        return {
+            "trainable_bytes_in_ram": sum(t.nbytes for t in self.tensors),
+            "residual_bytes": residual,
+            "feature_cache_bytes": self.batch * self.boundary_bytes,
+            "statistics_bytes": 3 * 4 * self.batch + 2 * 4 * self.q_max + 2 * self.batch,
+            "snapshot_bytes": snapshot,
+            "eps_bytes": sum(4 * t.count for t in self.tensors if t.is_bias),
+        }
+
+    def training_ram_bytes(self) -> int:
+        m = self.memory()
+        return sum(v for k, v in m.items() if k != "trainable_bytes_in_ram")
+
+
+def _round_half_away(x: float) -> int:
+    return int(math.copysign(math.floor(abs(x) + 0.5), x))
+
+
+def _weighted_steps(model: CompiledModel) -> list[int]:
+    out = []
+    for s, step in enumerate(model.program.steps):
+        if step.kernel in WEIGHTED_KERNELS:
+            w = step.args[1]
+            if model.storage(w).is_constant and model.storage(w).dtype == "int8":
+                out.append(s)
+    return out
+
+
+def _select_layers(model: CompiledModel, opts: TrainOptions, weighted: list[int]) -> list[int]:
+    if not weighted:
+        raise UnsupportedModelError(model.graph.name or "model",
+                                    ["no layer with constant int8 weights (CONV_2D, DEPTHWISE_CONV_2D, "
+                                     "FULLY_CONNECTED) to train"])
+    g = model.graph
+    if opts.train == "all":
+        return list(weighted)
+    m = re.match(r"^last(?::(\d+))?$", opts.train)
+    if m:
+        n = int(m.group(1) or 1)
+        if n > len(weighted):
+            raise OptionsError(f"--train last:{n}: the model has only {len(weighted)} layer(s) with weights")
+        return weighted[-n:]
+    names = [n.strip() for n in opts.train.split(":", 1)[1].split(",") if n.strip()]
+    chosen = []
+    for name in names:
+        hits = [s for s in weighted
+                if name in (g.tensors[model.program.steps[s].op.outputs[0]].name,
+                            g.tensors[model.program.steps[s].args[1]].name)]
+        if not hits:
+            known = ", ".join(f"'{g.tensors[model.program.steps[s].op.outputs[0]].name}'" for s in weighted)
+            raise OptionsError(f"--train layers: no layer named '{name}' (give a weighted layer's output or "
+                               f"weight tensor name; layers with weights: {known})")
+        chosen += [s for s in hits if s not in chosen]
+    return sorted(chosen)
+
+
+def _bias_eps(model: CompiledModel, step) -> np.ndarray:
+    """eps_b[k] = max(1, round(0.5 * s_out / (s_in * s_w[k])))."""
+    g = model.graph
+    x, w, _, y = step.args[0], step.args[1], step.args[2], step.args[-1]
+    s_in = g.tensors[x].quant.scale
+    s_out = g.tensors[y].quant.scale
+    wq = g.tensors[w].quant
+    units = g.tensors[step.args[2]].num_elements
+    s_w = np.broadcast_to(np.asarray(wq.scales, dtype=np.float64), (units,))
+    return np.array([max(1, _round_half_away(0.5 * s_out / (s_in * sw))) for sw in s_w], dtype=np.int32)
+
+
+def _logits(model: CompiledModel) -> tuple[int, int]:
+    """(root index of the logits tensor, index of the step producing it)."""
+    producer = {model.root[o]: s for s, step in enumerate(model.program.steps) for o in step.outputs}
+    t = model.root[model.graph.outputs[0]]
+    while True:
+        s = producer.get(t)
+        if s is None:
+            raise UnsupportedModelError(model.graph.name or "model", ["output 0 is not computed by any op"])
+        step = model.program.steps[s]
+        if step.kernel in HEAD_KERNELS:
+            t = model.root[step.args[0]]
+            continue
+        tensor = model.storage(t)
+        if tensor.dtype != "int8" or tensor.quant is None or tensor.quant.per_channel:
+            raise UnsupportedModelError(model.graph.name or "model",
+                                        [f"the logits tensor '{tensor.name}' is not per-tensor int8"])
+        return t, s
+
+
+def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
+    g = model.graph
+    weighted = _weighted_steps(model)
+    layers = _select_layers(model, opts, weighted)
+    dropped: list[int] = []
+
+    def layer_params(s: int) -> int:
+        step = model.program.steps[s]
+        bias = step.args[2]
+        n = 0 if opts.biases_only else model.storage(step.args[1]).num_elements
+        return n + (model.storage(bias).num_elements if bias is not None else 0)
+
+    if opts.max_params is not None:
+        while layers and sum(layer_params(s) for s in layers) > opts.max_params:
+            dropped.append(layers.pop(0))
+        if not layers:
+            raise OptionsError(f"--max-params {opts.max_params}: even the last selected layer alone has "
+                               f"{layer_params(dropped[-1])} trainable parameters")
+    logits, logits_step = _logits(model)
+    tensors: list[TrainableTensor] = []
+    clamped = 0
+    seen: set[int] = set()
+    for s in layers:
+        step = model.program.steps[s]
+        if s > logits_step:
+            raise OptionsError(f"layer {step.op.where(g)} comes after the logits; it cannot be trained")
+        w, b = model.root[step.args[1]], step.args[2]
+        if not opts.biases_only and w not in seen:
+            data = model.storage(w).data
+            values = np.clip(data, W_MIN, W_MAX).astype(np.int8)
+            clamped += int(np.count_nonzero(values != data))
+            tensors.append(TrainableTensor(w, g.tensors[w].name, step.op.index, False, values, stream=0))
+            seen.add(w)
+        if b is not None and model.root[b] not in seen:
+            rb = model.root[b]
+            if model.storage(rb).dtype != "int32":
+                raise OptionsError(f"{step.op.where(g)}: bias is {model.storage(rb).dtype}; only int32 biases train")
+            eps = _bias_eps(model, step)
+            tensors.append(TrainableTensor(rb, g.tensors[rb].name, step.op.index, True,
+                                           model.storage(rb).data.astype(np.int32).reshape(-1).reshape(
+                                               model.storage(rb).data.shape),
+                                           stream=0, eps_b=eps, max_step=int(opts.bias_bound * int(eps.max()))))
+            seen.add(rb)
+    if not tensors:
+        raise OptionsError("the selected layers have nothing to train (biases only, but they have no bias)")
+    for k, t in enumerate(tensors):
+        t.stream = k
+    trainable_roots = {t.index for t in tensors}
+    split = min(s for s, step in enumerate(model.program.steps)
+                if any(a is not None and not isinstance(a, tuple) and model.root[a] in trainable_roots
+                       for a in step.args))
+    boundary = _boundary(model, split, logits_step + 1)
+    return TrainPlan(tensors=tensors, split=split, logits_end=logits_step + 1, logits=logits,
+                     classes=model.storage(logits).num_elements, logits_scale=model.storage(logits).quant.scale,
+                     logits_zp=model.storage(logits).quant.zero_point, boundary=boundary, clamped=clamped,
+                     batch=opts.batch, q_max=opts.q_max if opts.lr is not None else max(opts.q_max, opts.calib_q),
+                     layers=[model.program.steps[s].op.index for s in layers],
+                     dropped_layers=[model.program.steps[s].op.index for s in dropped])
+
+
+def _step_reads(step) -> list[int]:
+    out = []
+    for a in step.args[:-1]:
+        if isinstance(a, tuple):
+            out.extend(a)
+        elif a is not None:
+            out.append(a)
+    return out
+
+
+def _boundary(model: CompiledModel, split: int, end: int) -> list[BoundarySpan]:
+    written = {model.root[i] for i in model.graph.inputs}
+    for step in model.program.steps[:split]:
+        written.update(model.root[o] for o in step.outputs)
+    spans: dict[int, BoundarySpan] = {}
+    for step in model.program.steps[split:end]:
+        for a in _step_reads(step):
+            r = model.root[a]
+            if r in written and not model.storage(r).is_constant and r not in spans:
+                spans[r] = BoundarySpan(r, model.arena_offset[r], model.storage(r).nbytes)
+    return sorted(spans.values(), key=lambda b: b.offset)
