@@ -7,6 +7,7 @@ it (`Buffer.offset` from the start of the file, `Buffer.size` bytes); both are s
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from dataclasses import dataclass
@@ -164,9 +165,10 @@ def plan_patches(graph: Graph, raw: bytes, weights: TrainedWeights) -> list[tupl
                                           shared_with=others), data))
     if problems:
         raise DataError(f"cannot write the weights into {graph.name}: {len(problems)} problem(s):\n"
-                        + "\n".join(f"  - {p}" for p in problems))
+                        + "\n".join(f"  - {p}" for p in problems)
+                        + "\nCheck that the model is the one these weights were trained from.")
     spans = sorted({(p.offset, p.nbytes, p.buffer) for p, _ in patches})
-    for (a, n, ba), (b, _, bb) in zip(spans, spans[1:]):
+    for (a, n, ba), (b, _, bb) in itertools.pairwise(spans):
         if a + n > b:
             raise ModelFormatError(f"{graph.name}: buffers {ba} and {bb} overlap in the file; the model is damaged")
     return patches

@@ -13,9 +13,9 @@ import os
 import re
 import tempfile
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 
@@ -25,7 +25,7 @@ FORMAT = "zoflash-weights"
 VERSION = 1
 DTYPES = {"int8": np.dtype(np.int8), "int32": np.dtype(np.int32)}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_RETAKE = "take the weights from the training log again (zoflash writes this file; it is not edited by hand)"
+_RETAKE = "write it again from the training log (zoflash writes this file; it is not meant to be edited)"
 
 
 @dataclass
