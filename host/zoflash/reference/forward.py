@@ -7,8 +7,8 @@ nothing.  Constants come from the model unless `weights` overrides them, which l
 perturb tensors without rebuilding anything.
 
 Batching never changes the arithmetic: each adapter either folds the batch into a dimension the
-reference kernel already treats independently (FC rows, softmax rows, pooling / depthwise
-channels, ...) or loops over the samples (CONV_2D).
+reference kernel already treats independently (FC and softmax rows, pooling channels, ...) or
+loops over the samples (convolutions).
 """
 from __future__ import annotations
 
@@ -40,34 +40,19 @@ def _elementwise(kernel):
     return lambda p, n, x: kernel(p, x)
 
 
-def _conv2d(p, n, x, w, b):
-    # Taps would cross sample borders if the batch were folded into H or W: one call per sample.
-    return np.stack([ref.conv2d_s8(p, x[i], w, b).reshape(-1) for i in range(n)])
-
-
-def _channels_last(p, n, x):
-    """[B, H*W*C] -> (H, W, B*C): the batch becomes extra channels of one image."""
-    return x.reshape(n, p["input_h"], p["input_w"], -1).transpose(1, 2, 0, 3).reshape(p["input_h"], p["input_w"], -1)
-
-
-def _batch_first(y, n):
-    """(OH, OW, B*C) -> [B, OH*OW*C]."""
-    return y.reshape(y.shape[0], y.shape[1], n, -1).transpose(2, 0, 1, 3).reshape(n, -1)
-
-
-def _depthwise_conv2d(p, n, x, w, b):
-    # Channels are independent: fold the batch into them, tiling the per-channel tensors.
-    q = dict(p, input_c=p["input_c"] * n, output_c=p["output_c"] * n,
-             multiplier=np.tile(p["multiplier"], n), shift=np.tile(p["shift"], n))
-    w = np.tile(np.asarray(w).reshape(p["filter_h"], p["filter_w"], p["output_c"]), n)
-    b = None if b is None else np.tile(np.asarray(b).reshape(-1), n)
-    return _batch_first(ref.depthwise_conv2d_s8(q, _channels_last(p, n, x), w, b), n)
+def _per_sample(kernel):
+    """One call per sample.  CONV_2D taps would cross sample borders if the batch were folded into
+    H or W; DEPTHWISE_CONV_2D could fold it into the channels but runs slower so (cache misses)."""
+    return lambda p, n, x, *rest: np.stack([kernel(p, x[i], *rest).reshape(-1) for i in range(n)])
 
 
 def _pool(kernel):
     def run(p, n, x):
-        y = kernel(dict(p, channels=p["channels"] * n), _channels_last(p, n, x))
-        return _batch_first(y, n)
+        # Channels are independent: the batch becomes extra channels of one (H, W, B*C) image.
+        h, w = p["input_h"], p["input_w"]
+        x = x.reshape(n, h, w, -1).transpose(1, 2, 0, 3).reshape(h, w, -1)
+        y = kernel(dict(p, channels=p["channels"] * n), x)
+        return y.reshape(p["output_h"], p["output_w"], n, -1).transpose(2, 0, 1, 3).reshape(n, -1)
     return run
 
 
@@ -85,7 +70,7 @@ def _binary(kernel):
 def _pad(p, n, x):
     if p["before0"] == p["after0"] == 0:  # the batch joins dimension 0, which is not padded
         return ref.pad_s8(dict(p, in_d0=p["in_d0"] * n), x).reshape(n, -1)
-    return np.stack([ref.pad_s8(p, x[i]).reshape(-1) for i in range(n)])
+    return _per_sample(ref.pad_s8)(p, n, x)
 
 
 def _concat(p, n, *xs):
@@ -100,8 +85,8 @@ def _mean(p, n, x):
 
 
 DISPATCH = {
-    "conv2d": _conv2d,
-    "depthwise_conv2d": _depthwise_conv2d,
+    "conv2d": _per_sample(ref.conv2d_s8),
+    "depthwise_conv2d": _per_sample(ref.depthwise_conv2d_s8),
     "fully_connected": _fully_connected,
     "avg_pool": _pool(ref.avg_pool_s8),
     "max_pool": _pool(ref.max_pool_s8),
@@ -119,6 +104,11 @@ DISPATCH = {
 
 # ------------------------------------------------------------------------------- the executor
 
+def _flat(x) -> np.ndarray:
+    x = np.asarray(x)
+    return x.reshape(len(x), -1)
+
+
 class ReferenceForward:
     """Executes a CompiledModel's steps on batches; values are [B, elements] by root index."""
 
@@ -133,7 +123,6 @@ class ReferenceForward:
         self._plan = []
         for step in self.steps:
             params = _PARAM_ARGS.get(step.kernel, ())
-
             ins = []
             for pos, a in enumerate(step.args[:-1]):
                 for t in a if isinstance(a, tuple) else (a,):  # a tuple (concat) becomes *inputs
@@ -150,8 +139,8 @@ class ReferenceForward:
             t = self.root[self.steps[producer[t]].args[0]]
         return t, producer[t] + 1 if t in producer else 0
 
-    def constants(self, weights: dict | None = None) -> dict[int, np.ndarray]:
-        """Root index -> constant data, with `weights` (same shape and dtype) taking precedence."""
+    def _overrides(self, weights: dict | None) -> dict[int, np.ndarray]:
+        """`weights` by root index, each checked to have its constant's shape and dtype."""
         out = {}
         for t, w in (weights or {}).items():
             r, w = self.root[t], np.asarray(w)
@@ -164,16 +153,15 @@ class ReferenceForward:
 
     def run(self, inputs: dict[int, np.ndarray], first: int = 0, end: int | None = None,
             env: dict | None = None, weights: dict[int, np.ndarray] | None = None) -> dict[int, np.ndarray]:
-        """Execute steps [first, end).  inputs/env: tensor index -> [B, ...] arrays (inputs are int8;
-        env holds earlier results by root index).  Returns a new env with every value computed."""
-        env = dict(env or {})
-        for t, x in inputs.items():
-            x = np.asarray(x)
-            env[self.root[t]] = x.reshape(len(x), -1)
+        """Execute steps [first, end) on a batch.  inputs: tensor index -> int8 [B, ...]; env: earlier
+        values by root index (e.g. cached boundary features); weights: constant overrides.
+        Returns a new env (the given one is not modified) holding every value as [B, elements]."""
+        env = {r: _flat(v) for r, v in (env or {}).items()}
+        env.update((self.root[t], _flat(x)) for t, x in inputs.items())
         if not env:
             raise ValueError("no inputs and no env: nothing to run on")
         n = len(next(iter(env.values())))
-        over = self.constants(weights)
+        over = self._overrides(weights)
         tensors = self.graph.tensors
 
         def value(slot):
