@@ -1,0 +1,33 @@
+/* zo_port.h - what the training firmware needs from its board (the port contract).
+ *
+ * Static file, copied verbatim into each bundle.  Each port (the host simulation, a UART board,
+ * semihosting under QEMU, ...) implements these five functions; the trainer and the telemetry
+ * encoder (zo_telemetry.c) use nothing else of the platform.  Single-threaded: none of them is
+ * called from an interrupt by the runtime.
+ */
+#ifndef ZO_PORT_H
+#define ZO_PORT_H
+
+#include <stdint.h>
+
+/* Bring up the output channel (clock, UART, ...) and the timer.  Called once, before any
+ * other zo_port_* function. */
+void zo_port_init(void);
+
+/* Send n bytes to the host.  Blocks until every byte is accepted: the telemetry stream has no
+ * retransmission, so a short write would corrupt a frame.  n may be 0. */
+void zo_port_write(const uint8_t *data, uint32_t n);
+
+/* Microseconds since an arbitrary origin (typically zo_port_init); monotonic, never wraps in
+ * practice (64 bits).  Only differences are meaningful. */
+uint64_t zo_port_time_us(void);
+
+/* Non-blocking read of one byte from the host (reserved for a command channel).
+ * Returns 1 and stores the byte if one was available, 0 otherwise. */
+int zo_port_read_byte(uint8_t *byte);
+
+/* End the program with an exit code (0 = success).  On a board without a process model this
+ * may halt or reset; it never returns. */
+_Noreturn void zo_port_exit(int code);
+
+#endif /* ZO_PORT_H */

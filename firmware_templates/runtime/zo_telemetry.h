@@ -1,0 +1,143 @@
+/* zo_telemetry.h - binary telemetry frames from the training firmware to the host.
+ *
+ * Static file, copied verbatim into each bundle.  The wire format is specified in
+ * docs/training.md, "Telemetry (protocol version 1)"; the host decoder and a byte-identical
+ * Python encoder are in host/zoflash/telemetry.py (tests/test_telemetry.py checks both).
+ *
+ *     0xA5 0x5A | version u8 | type u8 | seq u16 | len u16 | payload[len] | crc32 u32
+ *
+ * Every field is packed little-endian byte by byte (no struct images), so the stream is the
+ * same on any target.  Each zo_tm_* call writes whole frames through zo_port_write and bumps
+ * the sequence number once per frame.  Not reentrant (one static sequence counter).
+ */
+#ifndef ZO_TELEMETRY_H
+#define ZO_TELEMETRY_H
+
+#include <stdint.h>
+
+#define ZO_TM_VERSION       1u
+#define ZO_TM_SYNC0         0xA5u
+#define ZO_TM_SYNC1         0x5Au
+#define ZO_TM_MAX_PAYLOAD   1024u /* bytes; longer log text is truncated */
+#define ZO_TM_WEIGHTS_CHUNK 512u  /* data bytes per weights frame, at most */
+
+/* Frame types. */
+#define ZO_TM_HELLO   1u
+#define ZO_TM_STEP    2u
+#define ZO_TM_EVAL    3u
+#define ZO_TM_EVENT   4u
+#define ZO_TM_DONE    5u
+#define ZO_TM_WEIGHTS 6u
+#define ZO_TM_LOG     7u
+
+/* zo_tm_step_t.flags bits. */
+#define ZO_TM_FLAG_CALIBRATING 0x01u
+#define ZO_TM_FLAG_CENTRE      0x02u
+#define ZO_TM_FLAG_DIVERGED    0x04u
+
+/* zo_tm_event_t.kind. */
+#define ZO_TM_EV_SCHEDULER 1u
+#define ZO_TM_EV_LR        2u
+#define ZO_TM_EV_ROLLBACK  3u
+#define ZO_TM_EV_STOP      4u
+
+/* zo_tm_done_t.reason. */
+#define ZO_TM_DONE_STEPS     0u
+#define ZO_TM_DONE_BUDGET    1u
+#define ZO_TM_DONE_SCHEDULER 2u
+#define ZO_TM_DONE_COMMAND   3u
+#define ZO_TM_DONE_DEAD_ZONE 4u
+
+/* zo_tm_weights part. */
+#define ZO_TM_PART_VALUES   0u
+#define ZO_TM_PART_RESIDUAL 1u
+
+/* Payload structs: fields in wire order (the struct layout itself is never sent).
+ * Times are zo_port_time_us() values filled in by the caller. */
+typedef struct {
+    uint32_t seed;
+    uint16_t batch;
+    uint16_t classes;
+    uint32_t n_train;
+    uint32_t n_test;
+    uint32_t trainable_params;
+    uint8_t scheduler;     /* 0 fixed, 1 plateau, 2 critical, 3 adazeta */
+    uint8_t rounding;      /* zo_rounding_t: 0 split16, 1 nearest, 2 stochastic */
+    uint8_t density_log2;
+    uint8_t lr_auto;       /* 1: lr = auto (calibrated on the device) */
+    float lr;
+    uint32_t max_steps;
+    uint64_t budget;       /* prefix + suffix sample-passes */
+    uint16_t q_max;
+    uint16_t n_tensors;    /* trainable tensors */
+    uint8_t model_sha256[8]; /* first 8 bytes of the model file's SHA-256 */
+} zo_tm_hello_t;
+
+typedef struct {
+    uint32_t step;
+    uint16_t q;
+    uint8_t state;         /* scheduler state id (docs/training.md, Schedulers) */
+    uint8_t flags;         /* ZO_TM_FLAG_* */
+    float lr;
+    float loss;
+    float m2;
+    float v;
+    float zero_frac;
+    float sat_frac;
+    uint64_t prefix_passes;
+    uint64_t suffix_passes;
+    uint64_t time_us;
+} zo_tm_step_t;
+
+typedef struct {
+    uint32_t step;
+    uint32_t correct;
+    uint32_t count;
+    float accuracy;
+    float loss;
+    uint64_t prefix_passes;
+    uint64_t suffix_passes;
+    uint64_t eval_passes;
+    uint64_t time_us;
+} zo_tm_eval_t;
+
+typedef struct {
+    uint32_t step;
+    uint8_t kind;          /* ZO_TM_EV_* */
+    uint8_t code;          /* scheduler event code */
+    uint8_t state_from;
+    uint8_t state_to;
+    uint16_t q_from;
+    uint16_t q_to;
+    float value;
+    uint32_t aux;
+} zo_tm_event_t;
+
+typedef struct {
+    uint32_t steps;
+    uint8_t reason;        /* ZO_TM_DONE_* */
+    uint64_t prefix_passes;
+    uint64_t suffix_passes;
+    uint64_t time_us;
+} zo_tm_done_t;
+
+/* Restart the sequence counter at 0 (it starts there; call again only for a new stream). */
+void zo_tm_reset(void);
+
+/* zlib-compatible CRC-32: zo_tm_crc32(0, p, n) == zlib.crc32(p); chainable like zlib's. */
+uint32_t zo_tm_crc32(uint32_t crc, const uint8_t *p, uint32_t n);
+
+void zo_tm_hello(const zo_tm_hello_t *m);
+void zo_tm_step(const zo_tm_step_t *m);
+void zo_tm_eval(const zo_tm_eval_t *m);
+void zo_tm_event(const zo_tm_event_t *m);
+void zo_tm_done(const zo_tm_done_t *m);
+
+/* The `total` bytes at `data` (as stored in memory) as frames of at most ZO_TM_WEIGHTS_CHUNK
+ * data bytes, in offset order; total == 0 still sends one (empty) frame. */
+void zo_tm_weights(uint32_t tensor, uint8_t part, const void *data, uint32_t total);
+
+/* NUL-terminated UTF-8 text, truncated to ZO_TM_MAX_PAYLOAD bytes. */
+void zo_tm_log(const char *text);
+
+#endif /* ZO_TELEMETRY_H */
