@@ -10,6 +10,8 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+import numpy as np
+
 from .errors import ZoflashError
 
 ROUNDINGS = ("split16", "nearest", "stochastic")
@@ -76,10 +78,28 @@ class TrainOptions:
         """The scheduler's parameters with defaults filled in (validated)."""
         from .reference import schedulers
 
-        params = dict(schedulers.DEFAULTS[self.scheduler])
+        defaults = schedulers.DEFAULTS[self.scheduler]
+        params = dict(defaults)
         params.update(self.sched)
-        params.update(q0=self.q, q_min=self.q_min, q_max=self.q_max)
+        params.update({k: v for k, v in (("q0", self.q), ("q_min", self.q_min), ("q_max", self.q_max))
+                       if k in defaults})
         return params
+
+    def sched_run_params(self, n_train: int) -> dict:
+        """The scheduler's parameters for a run, including those the trainer sets: the density p
+        (critical) and the epoch length (adazeta)."""
+        params = self.sched_params()
+        if self.scheduler == "critical":
+            params["p"] = float(np.float32(1.0) / np.float32(1 << self.density_log2))
+        if self.scheduler == "adazeta":
+            params["steps_per_epoch"] = max(1, math.ceil(n_train / self.batch))
+        return params
+
+    def sched_config(self, n_train: int) -> dict:
+        """Every zo_sched_config_t field, resolved by the scheduler model."""
+        from .reference import schedulers
+
+        return schedulers.resolve(self.scheduler, **self.sched_run_params(n_train))
 
     def describe(self) -> str:
         lr = "auto" if self.lr_auto else f"{self.lr:g}"

@@ -5,7 +5,6 @@ itself is static C (zo_trainer.c, zo_sched.c, zo_telemetry.c).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,7 +13,7 @@ from . import __version__
 from .codegen import CArray, CField, c_comment, c_float, c_int, template_env
 from .compiler import CompiledModel
 from .dataset import Dataset
-from .train_options import LR_SCALING_IDS, ROUNDING_IDS, SCHEDULER_IDS, TrainOptions
+from .train_options import LR_SCALING_IDS, ROUNDING_IDS, TrainOptions
 from .trainplan import TrainPlan
 
 TRAIN_TEMPLATES = {"model_train.c.j2": "{prefix}_train.c", "model_data.c.j2": "{prefix}_data.c"}
@@ -41,16 +40,6 @@ def _value(v) -> str:
     if isinstance(v, float):
         return c_float(v)
     return c_int(v) + ("u" if v >= 0 else "")
-
-
-def sched_config(opts: TrainOptions, data: Dataset) -> dict:
-    """The scheduler's C config fields (values), all parameters filled in."""
-    params = opts.sched_params()
-    out = {"kind": SCHEDULER_IDS[opts.scheduler]}
-    out.update(params)
-    out["p"] = float(np.float32(1.0) / np.float32(1 << opts.density_log2))
-    out["steps_per_epoch"] = max(1, math.ceil(len(data.y_train) / opts.batch))
-    return out
 
 
 def train_config(opts: TrainOptions) -> dict:
@@ -91,7 +80,8 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
     cfg["rounding"] = _ROUNDING_C[cfg["rounding"]]
     cfg["lr_scaling"] = _SCALING_C[opts.lr_scaling]
     config_fields = [CField(k, v if isinstance(v, str) else _value(v)) for k, v in cfg.items()]
-    sched_fields = [CField(k, _value(v)) for k, v in sched_config(opts, data).items()]
+    sched_fields = [CField(k, c_float(v) if isinstance(v, np.floating) else _value(int(v)))
+                    for k, v in opts.sched_config(len(data.y_train)).items()]
     ctx = dict(
         version=__version__, source=c_comment(source_name), source_sha256=source_sha256, prefix=prefix,
         data_source=c_comment(data.source), data_bytes=data.nbytes, data_arrays=data_arrays,

@@ -1,0 +1,259 @@
+"""The Python reference of the training loop: docs/training.md in NumPy, written independently of
+the C (zo_trainer.c). It emits the same telemetry frames as the firmware, so both engines go
+through the same decoder and their logs can be compared field by field.
+
+Float32 discipline: every float is an np.float32 scalar or array and every sum is a sequential
+Python loop in the order the spec gives (NumPy's pairwise `sum` would round differently).
+The forward pass is the NumPy reference kernels (reference/forward.py), run on whole
+minibatches; the frozen prefix is computed once per training sample, since it cannot change.
+"""
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import numpy as np
+
+from .. import telemetry
+from ..compiler import CompiledModel
+from ..dataset import Dataset
+from ..train_options import LR_SCALING_IDS, ROUNDING_IDS, SCHEDULER_IDS, TrainOptions
+from ..trainplan import TrainPlan
+from . import zo_math as zm
+from .forward import ReferenceForward
+from .schedulers import Scheduler
+
+F32 = np.float32
+SQRT2 = F32(1.41421354)
+DONE_STEPS, DONE_BUDGET, DONE_SCHEDULER, DONE_DEAD_ZONE = 0, 1, 2, 4
+EVENT_SCHEDULER, EVENT_LR, EVENT_ROLLBACK = 1, 2, 3
+
+
+def lr_at_q(lr1: np.float32, q: int, scaling: str) -> np.float32:
+    if scaling == "fixed":
+        return F32(lr1)
+    if scaling == "linear":
+        return F32(F32(lr1) * F32(q))
+    k = int(q).bit_length() - 1
+    g = F32(2.0 ** (k // 2))
+    if k % 2:
+        g = F32(g * SQRT2)
+    return F32(F32(lr1) * g)
+
+
+class ReferenceTrainer:
+    def __init__(self, model: CompiledModel, plan: TrainPlan, opts: TrainOptions, data: Dataset,
+                 model_sha256: str):
+        self.model, self.plan, self.opts, self.data = model, plan, opts, data
+        self.sha = bytes.fromhex(model_sha256[:16])
+        self.fwd = ReferenceForward(model)
+        self.tm = telemetry.Encoder()
+        g = model.graph
+        self.input_root = model.root[g.inputs[0]]
+        # trainable state: flat arrays in plan order
+        self.values = [t.values.reshape(-1).copy() for t in plan.tensors]
+        self.residual = [None if t.is_bias else np.zeros(t.count, np.int8) for t in plan.tensors]
+        self.shapes = [model.storage(t.index).data.shape for t in plan.tensors]
+        self.sched = Scheduler(opts.scheduler, **opts.sched_run_params(len(data.y_train)))
+        # the frozen prefix, once per training sample: boundary root index -> [N, bytes]
+        env = self.fwd.run({g.inputs[0]: data.x_train}, 0, plan.split)
+        self.features = {b.index: env[b.index] for b in plan.boundary}
+        self.prefix_passes = self.suffix_passes = self.eval_passes = 0
+        self.t0 = time.monotonic()
+
+    # ---- helpers ---------------------------------------------------------------------------
+
+    def _time_us(self) -> int:
+        return int((time.monotonic() - self.t0) * 1e6)
+
+    def _weights(self) -> dict[int, np.ndarray]:
+        return {t.index: v.reshape(s) for t, v, s in zip(self.plan.tensors, self.values, self.shapes)}
+
+    def _perturb(self, sign: int, t: int, i: int) -> None:
+        o = self.opts
+        for k, tt in enumerate(self.plan.tensors):
+            if tt.is_bias:
+                self.values[k] = zm.perturb_s32(self.values[k], sign, tt.eps_b.reshape(-1), o.seed, t, i,
+                                                tt.stream, o.density_log2)
+            else:
+                self.values[k] = zm.perturb_s8(self.values[k], sign, o.seed, t, i, tt.stream, o.density_log2)
+
+    def _losses(self, env: dict, labels: np.ndarray) -> tuple[np.ndarray, int]:
+        """Suffix on the minibatch: per-sample float32 losses and the saturated logit count."""
+        logits = self.fwd.logits(env, self.plan.split, self._weights())
+        self.suffix_passes += len(labels)
+        loss = zm.cross_entropy(logits, F32(self.plan.logits_scale), self.plan.logits_zp, labels)
+        sat = int(np.count_nonzero((logits == -128) | (logits == 127)))
+        return np.asarray(loss, F32).reshape(-1), sat
+
+    def _frame(self, frame_type: str, **fields) -> bytes:
+        return self.tm.frame(frame_type, fields)
+
+    def _event(self, step, kind, code, s_from, s_to, q_from, q_to, value, aux) -> bytes:
+        return self._frame("event", step=step, kind=kind, code=code, state_from=s_from, state_to=s_to,
+                           q_from=q_from, q_to=q_to, value=value, aux=aux)
+
+    def _evaluate(self, steps_done: int) -> bytes:
+        x, y = self.data.x_test, self.data.y_test
+        env = self.fwd.run({self.model.graph.inputs[0]: x}, 0, self.plan.logits_end, weights=self._weights())
+        logits = env[self.plan.logits]
+        losses = np.asarray(zm.cross_entropy(logits, F32(self.plan.logits_scale), self.plan.logits_zp, y), F32)
+        total = F32(0.0)
+        for v in losses.reshape(-1):
+            total = F32(total + v)
+        correct = int(np.count_nonzero(zm.argmax(logits) == y))
+        n = len(y)
+        self.eval_passes += n
+        return self._frame("eval", step=steps_done, correct=correct, count=n, accuracy=F32(correct) / F32(n),
+                           loss=F32(total / F32(n)), prefix_passes=self.prefix_passes,
+                           suffix_passes=self.suffix_passes, eval_passes=self.eval_passes, time_us=self._time_us())
+
+    # ---- one step ----------------------------------------------------------------------------
+
+    def _step(self, t: int, q: int, centre: bool) -> dict:
+        o, b = self.opts, self.opts.batch
+        idx = np.asarray(zm.sample_index(o.seed, t, np.arange(b, dtype=np.uint32), len(self.data.y_train)))
+        labels = self.data.y_train[idx]
+        env = {r: f[idx] for r, f in self.features.items()}
+        if self.plan.split > 0:
+            self.prefix_passes += b
+        saturated = 0
+        l0 = None
+        if centre:
+            l0, s = self._losses(env, labels)
+            saturated += s
+        loss_sum, m2_sum, v_sum, k_sum = F32(0), F32(0), F32(0), F32(0)
+        zeros = 0
+        self.delta = []
+        for i in range(q):
+            self._perturb(+1, t, i)
+            lp, s1 = self._losses(env, labels)
+            self._perturb(-2, t, i)
+            lm, s2 = self._losses(env, labels)
+            self._perturb(+1, t, i)
+            saturated += s1 + s2
+            dsum = F32(0)
+            for j in range(b):
+                dsum = F32(dsum + F32(F32(lp[j] - lm[j]) * F32(0.5)))
+            delta = F32(dsum / F32(b))
+            ssum = F32(0)
+            for j in range(b):
+                e = F32(F32(F32(lp[j] - lm[j]) * F32(0.5)) - delta)
+                ssum = F32(ssum + F32(e * e))
+            vi = F32(F32(ssum / F32(b - 1)) / F32(b)) if b > 1 else F32(0)
+            for j in range(b):
+                zeros += int(lp[j] == lm[j])
+                loss_sum = F32(loss_sum + lp[j])
+                loss_sum = F32(loss_sum + lm[j])
+                if centre:
+                    k_sum = F32(k_sum + F32(F32(lp[j] + lm[j]) - F32(F32(2.0) * l0[j])))
+            self.delta.append(delta)
+            m2_sum = F32(m2_sum + F32(delta * delta))
+            v_sum = F32(v_sum + vi)
+        passes = (2 * q + int(centre)) * b
+        return dict(loss=F32(loss_sum / F32(2 * q * b)), m2=F32(m2_sum / F32(q)), v=F32(v_sum / F32(q)),
+                    zero_frac=F32(F32(zeros) / F32(q * b)),
+                    sat_frac=F32(F32(saturated) / F32(F32(passes) * F32(self.plan.classes))),
+                    kappa=F32(k_sum / F32(q * b)) if centre else F32(0), passes=passes)
+
+    def _update(self, t: int, q: int, lr: np.float32) -> None:
+        o = self.opts
+        c = np.array([F32(F32(lr * d) / F32(q)) for d in self.delta], dtype=F32)
+        for k, tt in enumerate(self.plan.tensors):
+            if tt.is_bias:
+                self.values[k] = zm.update_s32(self.values[k], c, tt.eps_b.reshape(-1), tt.max_step, o.seed, t,
+                                               tt.stream, o.density_log2)
+            else:
+                self.values[k], self.residual[k] = zm.update_s8(self.values[k], self.residual[k], c, o.seed, t,
+                                                                tt.stream, o.density_log2, o.rounding)
+
+    def _snapshot(self) -> tuple:
+        return [v.copy() for v in self.values], [None if r is None else r.copy() for r in self.residual]
+
+    # ---- the run -------------------------------------------------------------------------------
+
+    def frames(self) -> Iterator[bytes]:
+        """The whole run as telemetry frames (the bytes the firmware would write)."""
+        o, plan = self.opts, self.plan
+        yield self._frame("hello", seed=o.seed, batch=o.batch, classes=plan.classes, n_train=len(self.data.y_train),
+                          n_test=len(self.data.y_test), trainable_params=plan.params,
+                          scheduler=SCHEDULER_IDS[o.scheduler], rounding=ROUNDING_IDS[o.rounding],
+                          density_log2=o.density_log2, lr_auto=int(o.lr_auto),
+                          lr=F32(0.0) if o.lr_auto else F32(o.lr), max_steps=o.max_steps, budget=o.budget or 0,
+                          q_max=o.q_max, n_tensors=len(plan.tensors), model_sha256=self.sha)
+        lr1 = F32(o.lr or 0.0)
+        yield self._evaluate(0)
+        snapshot, snapshot_step = self._snapshot(), 0
+        calib = o.calib_steps if o.lr_auto else 0
+        m2_calib = F32(0)
+        sat_run = zero_run = 0
+        t, last_eval, reason = 0, True, DONE_STEPS
+        while True:
+            calibrating = t < calib
+            q = o.calib_q if calibrating else self.sched.q
+            centre = (not calibrating) and self.sched.wants_centre()
+            lr = F32(0) if calibrating else lr_at_q(lr1, q, o.lr_scaling)
+            state = self.sched.state
+            st = self._step(t, q, centre)
+            if not calibrating:
+                self._update(t, q, lr)
+            diverged = False
+            if not calibrating:
+                sat_run = sat_run + 1 if st["sat_frac"] >= F32(o.guard_sat) else 0
+                zero_run = zero_run + 1 if st["zero_frac"] >= F32(o.guard_zero) else 0
+                if sat_run >= o.guard_steps or zero_run >= o.guard_steps:
+                    diverged = True
+                    self.values = [v.copy() for v in snapshot[0]]
+                    self.residual = [None if r is None else r.copy() for r in snapshot[1]]
+                    lr1 = F32(lr1 * F32(0.5))
+                    sat_run = zero_run = 0
+            flags = int(calibrating) | (2 if centre else 0) | (4 if diverged else 0)
+            yield self._frame("step", step=t, q=q, state=state, flags=flags, lr=lr, loss=st["loss"], m2=st["m2"],
+                              v=st["v"], zero_frac=st["zero_frac"], sat_frac=st["sat_frac"],
+                              prefix_passes=self.prefix_passes, suffix_passes=self.suffix_passes,
+                              time_us=self._time_us())
+            if diverged:
+                yield self._event(t, EVENT_ROLLBACK, 0, state, state, q, q, lr1, snapshot_step)
+            if calibrating:
+                m2_calib = F32(m2_calib + st["m2"])
+                if t + 1 == calib:
+                    m2_calib = F32(m2_calib / F32(calib))
+                    if not m2_calib > 0:
+                        reason, last_eval = DONE_DEAD_ZONE, False
+                        t += 1
+                        break
+                    p = F32(F32(1.0) / F32(1 << o.density_log2))
+                    lr1 = F32(F32(o.rho) * np.sqrt(F32(p / m2_calib)))
+                    yield self._event(t, EVENT_LR, 0, state, state, q, q, lr1, calib)
+                    snapshot, snapshot_step = self._snapshot(), t + 1
+            else:
+                obs = dict(step=t, q=q, passes=st["passes"], loss=st["loss"], m2=st["m2"], v=st["v"],
+                           has_kappa=centre, kappa=st["kappa"], diverged=diverged, lr=lr)
+                _, ev = self.sched.observe(obs)
+                if ev is not None:
+                    yield self._event(t, EVENT_SCHEDULER, ev.code, ev.state_from, ev.state_to, ev.q_from, ev.q_to,
+                                      F32(0), 0)
+            t += 1
+            last_eval = False
+            if t % o.eval_every == 0:
+                yield self._evaluate(t)
+                last_eval = True
+                if not calibrating and sat_run == 0 and zero_run == 0:
+                    snapshot, snapshot_step = self._snapshot(), t
+            if o.max_steps and t >= o.max_steps:
+                reason = DONE_STEPS
+                break
+            if o.budget and self.prefix_passes + self.suffix_passes >= o.budget:
+                reason = DONE_BUDGET
+                break
+            if not calibrating and self.sched.should_stop():
+                reason = DONE_SCHEDULER
+                break
+        if not last_eval:
+            yield self._evaluate(t)
+        for tt, v, r in zip(plan.tensors, self.values, self.residual):
+            yield self.tm.weights(tt.index, 0, v.astype("<i4" if tt.is_bias else np.int8).tobytes())
+            if r is not None:
+                yield self.tm.weights(tt.index, 1, r.tobytes())
+        yield self._frame("done", steps=t, reason=reason, prefix_passes=self.prefix_passes,
+                          suffix_passes=self.suffix_passes, time_us=self._time_us())
