@@ -50,10 +50,20 @@ def default_bundle_dir(model_path: Path, board_id: str) -> Path:
 
 
 def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
-             prefix: str | None = None) -> Bundle:
-    """Compile a model and write its bundle for a board (no compiler run)."""
-    model = load_model(model_path)
+             prefix: str | None = None, data_path: str | Path | None = None, options=None) -> Bundle:
+    """Compile a model and write its bundle for a board (no compiler run). With `data_path`,
+    the bundle also trains (options: train_options.TrainOptions, defaults if None)."""
     board = boards_mod.load_board(board_id)
+    if data_path is not None:
+        from .simulate import prepare, training_bundle
+        from .train_options import make_options
+
+        prep = prepare(model_path, data_path, options or make_options())
+        out = Path(out_dir) if out_dir is not None else default_bundle_dir(prep.path, board.id)
+        bundle = training_bundle(prep, board.id, out, prefix)
+        log.info("wrote training bundle %s (%d files)", out, len(bundle.manifest["files"]))
+        return bundle
+    model = load_model(model_path)
     compiled = compile_model(model)
     out = Path(out_dir) if out_dir is not None else default_bundle_dir(model.path, board.id)
     bundle = generate_bundle(compiled, board, out, model.path.name, model.sha256, prefix=prefix)
@@ -62,8 +72,8 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
 
 
 def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
-          prefix: str | None = None) -> BuildResult:
-    bundle = generate(model_path, board_id, out_dir, prefix)
+          prefix: str | None = None, data_path: str | Path | None = None, options=None) -> BuildResult:
+    bundle = generate(model_path, board_id, out_dir, prefix, data_path, options)
     if bundle.manifest["port"] != "host":
         raise ZoflashError(f"board '{board_id}' cannot be built by this zoflash yet")
     return build_host(bundle)

@@ -49,21 +49,94 @@ def boards() -> None:
         click.echo(f"{b.id:<20} {b.name}")
 
 
+def training_options(f):
+    """The training flags (docs/training.md); the same keys work in zoflash.toml [train]."""
+    opts = [
+        click.option("--config", "project_file", type=click.Path(dir_okay=False),
+                     help="Project file with a [train] table [./zoflash.toml if present]."),
+        click.option("--train", help="Trainable layers: last, last:N, all, layers:NAME[,NAME] [last:1]."),
+        click.option("--biases-only", is_flag=True, default=None, help="Train only the biases of those layers."),
+        click.option("--max-params", type=int, help="Cap on trainable parameters (drops the earliest layers)."),
+        click.option("--batch", type=int, help="Minibatch size b [16]."),
+        click.option("--density", type=float, help="Sparse directions: nonzero fraction 1, 1/2, ..., 1/16 [1]."),
+        click.option("--rounding", type=click.Choice(["split16", "nearest", "stochastic"]),
+                     help="int8 update rounding [split16]."),
+        click.option("--lr", help="Learning rate lr_1, or 'auto' (calibrated on the device) [auto]."),
+        click.option("--rho", type=float, help="auto lr: RMS update per step at q = 1, in LSB [4]."),
+        click.option("--lr-scaling", type=click.Choice(["sqrt", "linear", "fixed"]), help="lr at q vs q = 1 [sqrt]."),
+        click.option("--calib-steps", type=int, help="auto lr: calibration steps [8]."),
+        click.option("--calib-q", type=int, help="auto lr: q during calibration [8]."),
+        click.option("--seed", type=int, help="Run seed [1]."),
+        click.option("--steps", type=int, help="Training steps [500 unless --budget]."),
+        click.option("--budget", type=int, help="Forward-pass budget (prefix + suffix sample-passes)."),
+        click.option("--eval-every", type=int, help="Evaluate on the test set every N steps [50]."),
+        click.option("--scheduler", type=click.Choice(["fixed", "plateau", "critical", "adazeta"]),
+                     help="q scheduler [plateau]."),
+        click.option("--q", type=int, help="q of the fixed scheduler, starting q of plateau/adazeta [1]."),
+        click.option("--q-min", type=int, help="Smallest q [1]."),
+        click.option("--q-max", type=int, help="Largest q [64]."),
+        click.option("--sched-param", "sched_param", multiple=True, metavar="NAME=VALUE",
+                     help="Scheduler parameter (repeatable), e.g. tau=0.02, patience=3, alpha=2."),
+        click.option("--bias-bound", type=int, help="Bound of a step's bias change, in units of eps_b [8]."),
+        click.option("--guard-sat", type=float, help="Guard: saturated-logit fraction [0.9]."),
+        click.option("--guard-zero", type=float, help="Guard: zero-loss-difference fraction [0.98]."),
+        click.option("--guard-steps", type=int, help="Guard: consecutive steps before a rollback [8]."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+_TRAIN_KEYS = ("train", "biases_only", "max_params", "batch", "density", "rounding", "lr", "rho", "lr_scaling",
+               "calib_steps", "calib_q", "seed", "steps", "budget", "eval_every", "scheduler", "q", "q_min",
+               "q_max", "bias_bound", "guard_sat", "guard_zero", "guard_steps")
+
+
+def _options_from(kwargs: dict):
+    """Pop the training flags from a command's kwargs into TrainOptions."""
+    from .train_options import make_options, parse_sched_params
+
+    project = kwargs.pop("project_file", None)
+    sched = parse_sched_params(kwargs.pop("sched_param", ()) or ())
+    overrides = {k: kwargs.pop(k, None) for k in _TRAIN_KEYS}
+    return make_options(project, sched=sched, **overrides)
+
+
+def _say_training_memory(training: dict) -> None:
+    mem = training["memory"]
+    _say(f"train   {training['trainable_params']} parameters in {len(training['tensors'])} tensor(s) "
+         f"(layers {', '.join(map(str, training['layers']))}), suffix from kernel call {training['split_step']}; "
+         f"{training['clamped_weights']} weight(s) clamped to [-126, 126]")
+    _say(f"RAM     training beyond inference {training['memory_beyond_inference_bytes']} bytes: residuals "
+         f"{mem['residual_bytes']}, feature cache {mem['feature_cache_bytes']}, statistics {mem['statistics_bytes']}, "
+         f"snapshot {mem['snapshot_bytes']}, bias eps {mem['eps_bytes']}; trainable weights moved to RAM "
+         f"{mem['trainable_bytes_in_ram']}")
+    data = training["data"]
+    _say(f"flash   data {data['bytes']} bytes ({data['n_train']} training, {data['n_test']} test samples)")
+
+
 @cli.command()
 @click.option("--board", default="host", show_default=True, help="Board id (see `zoflash boards`).")
 @click.option("--model", "model_path", required=True, type=click.Path(dir_okay=False), help="INT8 .tflite model.")
+@click.option("--data", "data_path", type=click.Path(dir_okay=False),
+              help="Training data .npz (x_train, y_train, x_test, y_test): adds on-device training.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Bundle directory [generated/<model>-<board>].")
 @click.option("--prefix", help="C name prefix for the model's functions [from the model file name].")
 @click.option("--no-compile", is_flag=True, help="Only generate the bundle; do not run the compiler.")
-def build(board: str, model_path: str, out_dir: str | None, prefix: str | None, no_compile: bool) -> None:
-    """Generate the C bundle for a board and compile it."""
+@training_options
+def build(board: str, model_path: str, data_path: str | None, out_dir: str | None, prefix: str | None,
+          no_compile: bool, **kwargs) -> None:
+    """Generate the C bundle for a board (with the training loop if --data) and compile it."""
     from . import api
 
+    opts = _options_from(kwargs) if data_path else None
+    if opts is None and any(v not in (None, (), False) for v in kwargs.values()):
+        raise click.UsageError("training options need --data")
     if no_compile:
-        bundle = api.generate(model_path, board, out_dir, prefix)
+        bundle = api.generate(model_path, board, out_dir, prefix, data_path=data_path, options=opts)
         code = None
     else:
-        result = api.build(model_path, board, out_dir, prefix)
+        result = api.build(model_path, board, out_dir, prefix, data_path=data_path, options=opts)
         bundle, code = result.bundle, result.code_bytes
     mem = bundle.manifest["memory"]
     _say(f"bundle  {bundle.path}  (board {bundle.board}, prefix {bundle.prefix})")
@@ -72,6 +145,46 @@ def build(board: str, model_path: str, out_dir: str | None, prefix: str | None, 
     if code is not None:
         flash += f", code {code} bytes (host compiler, -O2)"
     _say(flash)
+    if bundle.manifest.get("training"):
+        _say_training_memory(bundle.manifest["training"])
+
+
+@cli.command()
+@click.option("--model", "model_path", required=True, type=click.Path(dir_okay=False), help="INT8 .tflite model.")
+@click.option("--data", "data_path", required=True, type=click.Path(dir_okay=False),
+              help="Training data .npz (x_train, y_train, x_test, y_test).")
+@click.option("--log", "log_path", default="run.jsonl", show_default=True, type=click.Path(dir_okay=False),
+              help="JSONL log; the weights (<log>.weights.npz) and the plot (<log>.png) go next to it.")
+@click.option("--engine", type=click.Choice(["c", "reference"]), default="c", show_default=True,
+              help="c: the generated firmware C on the host; reference: the independent Python reference.")
+@click.option("--bundle", "bundle_dir", type=click.Path(file_okay=False), help="Keep the generated C here.")
+@click.option("--no-plot", is_flag=True, help="Do not write the PNG.")
+@training_options
+def simulate(model_path: str, data_path: str, log_path: str, engine: str, bundle_dir: str | None,
+             no_plot: bool, **kwargs) -> None:
+    """Train on the host: the generated training C (or the Python reference), live."""
+    from .session import LiveView
+    from .simulate import simulate as run_simulation
+
+    opts = _options_from(kwargs)
+    quiet = logging.getLogger().level >= logging.ERROR
+    _say(f"simulate {model_path} on {data_path} ({engine}): {opts.describe()}")
+    result = run_simulation(model_path, data_path, opts, log_path, engine=engine, bundle_dir=bundle_dir,
+                            view=LiveView(enabled=not quiet), plot=not no_plot)
+    first, last = result.evals[0], result.evals[-1]
+    _say(f"accuracy {first['accuracy'] * 100:.1f}% -> {last['accuracy'] * 100:.1f}% "
+         f"({(last['accuracy'] - first['accuracy']) * 100:+.1f} points), test loss {first['loss']:.4f} -> "
+         f"{last['loss']:.4f}")
+    _say(f"log     {result.log_path}")
+    _say(f"weights {result.weights_path}  (zoflash export --model {model_path} --weights {result.weights_path} "
+         "--out trained.tflite)")
+    if result.plot_path is not None:
+        _say(f"plot    {result.plot_path}")
+    elif not no_plot:
+        _say("plot    skipped: matplotlib is not installed (pip install 'zoflash[plot]')")
+    bad = {k: v for k, v in result.stats.items() if k in ("crc_errors", "dropped_bytes", "truncated", "malformed") and v}
+    if bad:
+        _say(f"warning: telemetry problems {bad}")
 
 
 def _load_array(path: str) -> np.ndarray:

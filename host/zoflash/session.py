@@ -98,8 +98,11 @@ class LiveView:
                        f"passes {rec['prefix_passes']} prefix + {rec['suffix_passes']} suffix")
         elif kind == "event":
             if rec["kind"] == "scheduler":
+                from .reference.schedulers import EVENT_NAMES
+
+                why = EVENT_NAMES.get(rec["code"], f"event {rec['code']}")
                 self._line(f"step {rec['step']}: scheduler {rec['state_from']} -> {rec['state_to']}, "
-                           f"q {rec['q_from']} -> {rec['q_to']} (event {rec['code']})")
+                           f"q {rec['q_from']} -> {rec['q_to']} ({why.lower().replace('_', ' ')})")
             elif rec["kind"] == "lr":
                 self._line(f"step {rec['step']}: learning rate calibrated: lr_1 = {rec['value']:.6g}")
             elif rec["kind"] == "rollback":
