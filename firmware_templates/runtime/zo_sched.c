@@ -219,6 +219,7 @@ typedef struct {
     float mean, se2;     /* its loss mean and squared standard error */
     uint32_t pending;    /* critical: target to store (ZO_ACT_TARGET) */
     uint32_t count;
+    float q_star;
 } zo_meas_t;
 
 /* Window statistics and EMAs of a kept (not rolled back) step. */
@@ -253,23 +254,26 @@ static void measure(zo_sched_t *s, const zo_sched_obs_t *o, zo_meas_t *m)
             var = 0.0f;
         }
         m->se2 = var / n;
+        s->w_mean = m->mean;
+        s->w_se2 = m->se2;
         window_reset(s);
     }
 }
 
-/* Rounded target q* of a critical window (docs: "At each window close in TRACK"). */
-static uint32_t critical_target(const zo_sched_t *s, float lr)
+/* Rounded target of a critical window (docs: "At each window close in TRACK"); *qs = q*. */
+static uint32_t critical_target(const zo_sched_t *s, float lr, float *qs)
 {
     const zo_sched_config_t *c = &s->cfg;
+    *qs = 0.0f;
     if (!s->has_kappa || s->e_m2 <= 0.0f || s->e_kappa <= 0.0f) {
         return s->q;
     }
     const float d1 = s->e_m2 - s->e_v;
     const float d2 = c->floor * s->e_m2;
     const float den = (d1 > d2) ? d1 : d2;
-    const float qs = ((c->c * lr) * s->e_kappa) * s->e_m2 / (c->p * den);
+    *qs = ((c->c * lr) * s->e_kappa) * s->e_m2 / (c->p * den);
     uint32_t t = c->q_min;
-    while (t < c->q_max && qs >= (float)t * SQRT2_F) {
+    while (t < c->q_max && *qs >= (float)t * SQRT2_F) {
         t *= 2u;
     }
     return t;
@@ -304,7 +308,7 @@ static uint8_t plateau_judge(const zo_sched_t *s, const zo_meas_t *m)
 
 static uint8_t critical_judge(const zo_sched_t *s, float lr, zo_meas_t *m)
 {
-    const uint32_t target = critical_target(s, lr);
+    const uint32_t target = critical_target(s, lr, &m->q_star);
     m->pending = target;
     m->count = (target == s->pending) ? s->count + 1u : 1u;
     if (target == s->q) {
@@ -358,6 +362,7 @@ static void apply(zo_sched_t *s, uint16_t act, const zo_meas_t *m)
     if (act & ZO_ACT_TARGET) {
         s->pending = m->pending;
         s->count = m->count;
+        s->q_star = m->q_star;
     }
     if (act & ZO_ACT_COUNT_CLEAR) {
         s->count = 0u;
@@ -398,7 +403,7 @@ int32_t zo_sched_observe(zo_sched_t *s, const zo_sched_obs_t *obs, zo_sched_even
     const zo_sched_kind_def_t *k = &KINDS[s->cfg.kind];
     const uint32_t q_from = s->q;
     const int32_t state_from = s->state;
-    zo_meas_t m = { 0, 0.0f, 0.0f, 0u, 0u };
+    zo_meas_t m = { 0, 0.0f, 0.0f, 0u, 0u, 0.0f };
     uint8_t event;
 
     s->n_obs += 1u;

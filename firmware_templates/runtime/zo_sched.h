@@ -72,7 +72,7 @@ typedef enum {
 
 /* Actions of a rule (bit set), applied in this bit order. */
 enum {
-    ZO_ACT_TARGET = 1u << 0,        /* critical: store the new pending target and its count */
+    ZO_ACT_TARGET = 1u << 0,        /* critical: store q*, the new pending target and its count */
     ZO_ACT_COUNT_CLEAR = 1u << 1,   /* critical: count = 0 */
     ZO_ACT_PENDING_CLEAR = 1u << 2, /* critical: pending = none, count = 0 */
     ZO_ACT_BEST_SET = 1u << 3,      /* plateau: best = window mean */
@@ -143,6 +143,7 @@ typedef struct {
     uint64_t w_passes;
     uint32_t w_steps;
     float w_sum, w_sq;
+    float w_mean, w_se2;   /* of the last closed window (for logs) */
     /* plateau */
     int32_t has_best;
     float best;
@@ -151,6 +152,7 @@ typedef struct {
     float one_minus_a;     /* 1 - ema, rounded once */
     int32_t has_ema, has_kappa;
     float e_m2, e_v, e_kappa;
+    float q_star;          /* last unrounded target (0 while kappa, m2 unknown or <= 0) */
     uint32_t pending;      /* target being confirmed (0: none) */
     uint32_t count;        /* consecutive windows that gave `pending` */
 } zo_sched_t;

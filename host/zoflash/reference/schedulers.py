@@ -1,0 +1,505 @@
+"""The q schedulers (fixed, plateau, critical, adazeta): the independent NumPy float32 model of
+firmware_templates/runtime/zo_sched.c, bit for bit.  Rules: docs/training.md, "Schedulers".
+
+Each scheduler is a state machine driven by a transition table (Python data below, the same
+numeric state and event ids as the C).  One observation is first measured (window statistics,
+EMAs), then turned into one event, then (state, event) is looked up: the row gives the actions
+and the next state (or the alternative one when q ends at q_max).
+
+Every float operation is one np.float32 operation, in the C's order.
+
+    s = make_scheduler("plateau", q0=1, tau=0.01)
+    q, centre = s.q, s.wants_centre()
+    q_next, event = s.observe(Obs(step=t, q=q, passes=..., loss=..., m2=..., v=...))
+    if s.should_stop(): ...
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import IntEnum, IntFlag
+from typing import NamedTuple
+
+import numpy as np
+
+from . import zo_math
+
+F32 = np.float32
+Q_LIMIT = 64
+SQRT2 = F32(1.41421354)
+
+KIND_NAMES = {0: "fixed", 1: "plateau", 2: "critical", 3: "adazeta"}
+KIND_IDS = {name: i for i, name in KIND_NAMES.items()}
+FIXED_KIND, PLATEAU_KIND, CRITICAL_KIND, ADAZETA_KIND = range(4)
+
+STATE_NAMES = {0: "FIXED", 1: "WARMUP", 2: "MONITOR", 3: "COOLDOWN", 4: "CAPPED", 5: "DIVERGE",
+               6: "CALIBRATE", 7: "TRACK", 8: "RAMP"}
+FIXED, WARMUP, MONITOR, COOLDOWN, CAPPED, DIVERGE, CALIBRATE, TRACK, RAMP = range(9)
+
+
+
+class EV(IntEnum):
+    """Scheduler events (ZO_EV_* in zo_sched.h; the code of telemetry scheduler events)."""
+    NONE = 0            # no observation yet
+    STEP = 1            # nothing closed or due
+    DIVERGED = 2        # the trainer rolled the step back (plateau, critical)
+    WINDOW_FIRST = 3    # plateau: first window closed
+    IMPROVED = 4        # plateau: mean beat best by > max(tau*best, z*se)
+    STALE = 5           # plateau: no improvement, patience left
+    PATIENCE = 6        # plateau: no improvement for `patience` windows
+    RISE = 7            # plateau: mean > best * (1 + rise)
+    COOLED = 8          # plateau, critical: the window after a change closed
+    CALIBRATED = 9      # critical: calib_steps observations done
+    TARGET_HOLD = 10    # critical: target == q
+    TARGET_PENDING = 11  # critical: target != q, not confirmed yet
+    TARGET_UP = 12
+    TARGET_DOWN = 13
+    EPOCH_HOLD = 14     # adazeta: new epoch, target == q
+    EPOCH_UP = 15
+    EPOCH_DOWN = 16
+
+
+EVENT_NAMES = {int(e): e.name for e in EV}
+
+
+class Act(IntFlag):
+    """Actions of a table row (same bits as ZO_ACT_* in zo_sched.h, applied in bit order)."""
+    TARGET = 1 << 0         # critical: store q*, the judged pending target and its count
+    COUNT_CLEAR = 1 << 1    # critical: count = 0
+    PENDING_CLEAR = 1 << 2  # critical: pending = none, count = 0
+    BEST_SET = 1 << 3       # plateau: best = window mean
+    BEST_MIN = 1 << 4       # plateau: best = min(best, mean)
+    STALE_INC = 1 << 5
+    STALE_CLEAR = 1 << 6
+    STOP = 1 << 7           # plateau: stop if stop_when_capped
+    DOUBLE = 1 << 8         # q = min(2q, q_max)
+    HALVE = 1 << 9          # q = max(q/2, q_min)
+    WINDOW_RESET = 1 << 10
+
+
+_DIV = Act.DOUBLE | Act.WINDOW_RESET
+NONE = Act(0)
+
+# (state, event) -> (next state, next state if q == q_max afterwards, actions)
+TABLES: dict[int, dict[tuple[int, int], tuple[int, int, Act]]] = {
+    FIXED_KIND: {
+        (FIXED, EV.STEP): (FIXED, FIXED, NONE),
+    },
+    PLATEAU_KIND: {
+        (WARMUP, EV.STEP): (WARMUP, WARMUP, NONE),
+        (WARMUP, EV.DIVERGED): (DIVERGE, DIVERGE, _DIV | Act.STALE_CLEAR),
+        (WARMUP, EV.WINDOW_FIRST): (MONITOR, CAPPED, Act.BEST_SET),
+        (MONITOR, EV.STEP): (MONITOR, CAPPED, NONE),
+        (MONITOR, EV.DIVERGED): (DIVERGE, DIVERGE, _DIV | Act.STALE_CLEAR),
+        (MONITOR, EV.IMPROVED): (MONITOR, CAPPED, Act.BEST_SET | Act.STALE_CLEAR),
+        (MONITOR, EV.STALE): (MONITOR, CAPPED, Act.BEST_MIN | Act.STALE_INC),
+        (MONITOR, EV.PATIENCE): (COOLDOWN, CAPPED, Act.BEST_MIN | Act.STALE_CLEAR | Act.DOUBLE),
+        (MONITOR, EV.RISE): (COOLDOWN, CAPPED, Act.DOUBLE),
+        (COOLDOWN, EV.STEP): (COOLDOWN, COOLDOWN, NONE),
+        (COOLDOWN, EV.DIVERGED): (DIVERGE, DIVERGE, _DIV | Act.STALE_CLEAR),
+        (COOLDOWN, EV.COOLED): (MONITOR, CAPPED, Act.BEST_MIN | Act.STALE_CLEAR),
+        (CAPPED, EV.STEP): (CAPPED, CAPPED, NONE),
+        (CAPPED, EV.DIVERGED): (DIVERGE, DIVERGE, _DIV | Act.STALE_CLEAR),
+        (CAPPED, EV.IMPROVED): (CAPPED, CAPPED, Act.BEST_SET | Act.STALE_CLEAR),
+        (CAPPED, EV.STALE): (CAPPED, CAPPED, Act.BEST_MIN | Act.STALE_INC),
+        (CAPPED, EV.PATIENCE): (CAPPED, CAPPED, Act.BEST_MIN | Act.STALE_CLEAR | Act.STOP),
+        (CAPPED, EV.RISE): (CAPPED, CAPPED, NONE),
+        (DIVERGE, EV.STEP): (DIVERGE, DIVERGE, NONE),
+        (DIVERGE, EV.DIVERGED): (DIVERGE, DIVERGE, _DIV | Act.STALE_CLEAR),
+        (DIVERGE, EV.COOLED): (MONITOR, CAPPED, Act.BEST_SET | Act.STALE_CLEAR),
+    },
+    CRITICAL_KIND: {
+        (CALIBRATE, EV.STEP): (CALIBRATE, CALIBRATE, NONE),
+        (CALIBRATE, EV.CALIBRATED): (TRACK, TRACK, Act.WINDOW_RESET),
+        (CALIBRATE, EV.DIVERGED): (DIVERGE, DIVERGE, _DIV | Act.PENDING_CLEAR),
+        (TRACK, EV.STEP): (TRACK, TRACK, NONE),
+        (TRACK, EV.DIVERGED): (DIVERGE, DIVERGE, _DIV | Act.PENDING_CLEAR),
+        (TRACK, EV.TARGET_HOLD): (TRACK, TRACK, Act.TARGET),
+        (TRACK, EV.TARGET_PENDING): (TRACK, TRACK, Act.TARGET),
+        (TRACK, EV.TARGET_UP): (TRACK, TRACK, Act.TARGET | Act.COUNT_CLEAR | Act.DOUBLE),
+        (TRACK, EV.TARGET_DOWN): (TRACK, TRACK, Act.TARGET | Act.COUNT_CLEAR | Act.HALVE),
+        (DIVERGE, EV.STEP): (DIVERGE, DIVERGE, NONE),
+        (DIVERGE, EV.DIVERGED): (DIVERGE, DIVERGE, _DIV | Act.PENDING_CLEAR),
+        (DIVERGE, EV.COOLED): (TRACK, TRACK, NONE),
+    },
+    ADAZETA_KIND: {
+        (RAMP, EV.STEP): (RAMP, CAPPED, NONE),
+        (RAMP, EV.EPOCH_HOLD): (RAMP, CAPPED, NONE),
+        (RAMP, EV.EPOCH_UP): (RAMP, CAPPED, Act.DOUBLE),
+        (RAMP, EV.EPOCH_DOWN): (RAMP, CAPPED, Act.HALVE),
+        (CAPPED, EV.STEP): (CAPPED, CAPPED, NONE),
+        (CAPPED, EV.EPOCH_HOLD): (CAPPED, CAPPED, NONE),
+        (CAPPED, EV.EPOCH_DOWN): (RAMP, CAPPED, Act.HALVE),
+    },
+}
+# first state, and the first state when q starts at q_max
+INITIAL = {FIXED_KIND: (FIXED, FIXED), PLATEAU_KIND: (WARMUP, WARMUP),
+           CRITICAL_KIND: (CALIBRATE, CALIBRATE), ADAZETA_KIND: (RAMP, CAPPED)}
+
+# User-facing parameters per kind (q0/q_min/q_max come from the training options).  `None`:
+# filled later: plateau rise = 5 * tau (float32); adazeta steps_per_epoch = ceil(n_train / b),
+# which the trainer passes.  The trainer also passes critical's `p` (density 2^-L).
+_Q = {"q0": 1, "q_min": 1, "q_max": Q_LIMIT}
+DEFAULTS: dict[str, dict] = {
+    "fixed": dict(_Q),
+    "plateau": {**_Q, "tau": 0.01, "z": 1.0, "patience": 2, "rise": None, "window_passes": 4096,
+                "window_min_steps": 8, "stop_when_capped": False},
+    "critical": {"q_min": 1, "q_max": Q_LIMIT, "c": 1.0, "ema": 0.9, "floor": 0.05, "centre_every": 8,
+                 "calib_steps": 8, "calib_q": 8, "confirm": 3, "window_passes": 1024, "window_min_steps": 8},
+    "adazeta": {**_Q, "alpha": 1.0, "beta": 1.0, "steps_per_epoch": None},
+}
+TRAINER_PARAMS = {"critical": {"p": 1.0}}   # set by the trainer, not by users
+_FLOATS = {"tau", "z", "rise", "c", "ema", "floor", "p", "alpha", "beta"}
+
+# zo_sched_config_t, in field order (unused fields are 0).
+CONFIG_FIELDS = ("kind", "q0", "q_min", "q_max", "window_passes", "window_min_steps", "tau", "z", "rise",
+                 "patience", "stop_when_capped", "c", "ema", "floor", "p", "centre_every", "calib_steps",
+                 "calib_q", "confirm", "alpha", "beta", "steps_per_epoch")
+
+
+def kind_name(kind: int | str) -> str:
+    """'plateau' for 'plateau' or 1; ValueError for anything else."""
+    if isinstance(kind, str) and kind in KIND_IDS:
+        return kind
+    if isinstance(kind, (int, np.integer)) and not isinstance(kind, bool) and int(kind) in KIND_NAMES:
+        return KIND_NAMES[int(kind)]
+    raise ValueError(f"unknown scheduler kind {kind!r} (use one of {', '.join(KIND_IDS)})")
+
+
+# ---------------------------------------------------------------------------- validation
+
+
+def _pow2(v) -> bool:
+    return v >= 1 and (v & (v - 1)) == 0
+
+
+def _as_int(v):
+    if isinstance(v, (bool, np.bool_)):
+        return int(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer():
+        return int(v)
+    return None
+
+
+def validate_params(kind, params: Mapping) -> list[str]:
+    """Every problem with a scheduler's parameters (defaults fill what `params` lacks), as
+    readable messages; [] when they are valid.  Float limits apply to the float32 values."""
+    try:
+        name = kind_name(kind)
+    except ValueError as exc:
+        return [str(exc)]
+    known = set(DEFAULTS[name]) | {"q0", "q_min", "q_max"} | set(TRAINER_PARAMS.get(name, {}))
+    unknown = [f"scheduler '{name}' has no parameter '{k}'" for k in sorted(set(params) - known)]
+    problems: list[str] = []
+    p = {**DEFAULTS[name], **TRAINER_PARAMS.get(name, {}), **{k: v for k, v in params.items() if k in known}}
+    vals: dict = {}
+    for k, v in p.items():
+        if v is None:
+            vals[k] = None
+        elif k in _FLOATS:
+            try:
+                with np.errstate(all="ignore"):
+                    vals[k] = float(F32(v))
+            except (TypeError, ValueError):
+                problems.append(f"{name}: {k} = {v!r} is not a number")
+        elif k == "stop_when_capped":
+            if _as_int(v) not in (0, 1):
+                problems.append(f"{name}: stop_when_capped = {v!r} must be 0/1 (false/true)")
+            vals[k] = _as_int(v)
+        else:
+            iv = _as_int(v)
+            if iv is None or not 0 <= iv < 2**32:
+                problems.append(f"{name}: {k} = {v!r} must be an integer in 0..2^32-1")
+            vals[k] = iv
+    if problems:
+        return unknown + problems
+
+    def need(ok: bool, text: str) -> None:
+        if not ok:
+            problems.append(f"{name}: {text}")
+
+    q_min, q_max = vals["q_min"], vals["q_max"]
+    need(_pow2(q_min) and _pow2(q_max) and q_min <= q_max <= Q_LIMIT,
+         f"q_min {q_min} and q_max {q_max} must be powers of two with 1 <= q_min <= q_max <= {Q_LIMIT}")
+    if name != "critical":
+        need(_pow2(vals["q0"]) and q_min <= vals["q0"] <= q_max,
+             f"q0 {vals['q0']} must be a power of two in [q_min, q_max] = [{q_min}, {q_max}]")
+    if name in ("plateau", "critical"):
+        for k in ("window_passes", "window_min_steps"):
+            need(vals[k] >= 1, f"{k} must be >= 1 (got {vals[k]})")
+    if name == "plateau":
+        for k in ("tau", "z", "rise"):
+            need(vals[k] is None or (math.isfinite(vals[k]) and vals[k] >= 0), f"{k} must be finite and >= 0 (got {vals[k]})")
+        need(vals["patience"] >= 1, f"patience must be >= 1 (got {vals['patience']})")
+    if name == "critical":
+        need(math.isfinite(vals["c"]) and vals["c"] > 0, f"c must be finite and > 0 (got {vals['c']})")
+        need(0 <= vals["ema"] < 1, f"ema must be in [0, 1) (got {vals['ema']})")
+        need(0 < vals["floor"] <= 1, f"floor must be in (0, 1] (got {vals['floor']})")
+        need(0 < vals["p"] <= 1, f"p (density) must be in (0, 1] (got {vals['p']})")
+        for k in ("centre_every", "calib_steps", "confirm"):
+            need(vals[k] >= 1, f"{k} must be >= 1 (got {vals[k]})")
+        need(_pow2(vals["calib_q"]) and q_min <= vals["calib_q"] <= q_max,
+             f"calib_q {vals['calib_q']} must be a power of two in [q_min, q_max] = [{q_min}, {q_max}]")
+    if name == "adazeta":
+        need(math.isfinite(vals["alpha"]) and vals["alpha"] > 0, f"alpha must be finite and > 0 (got {vals['alpha']})")
+        need(math.isfinite(vals["beta"]), f"beta must be finite (got {vals['beta']})")
+        spe = vals["steps_per_epoch"]
+        need(spe is None or spe >= 1, f"steps_per_epoch must be >= 1 (got {spe})")
+    return unknown + problems
+
+
+def resolve(kind, **params) -> dict:
+    """All zo_sched_config_t fields (CONFIG_FIELDS) for `kind`: defaults filled, floats as
+    np.float32, ints as int.  Raises ValueError listing the problems."""
+    name = kind_name(kind)
+    problems = validate_params(name, params)
+    p = {**DEFAULTS[name], **TRAINER_PARAMS.get(name, {}), **params}
+    if name == "adazeta" and p["steps_per_epoch"] is None:
+        problems.append("adazeta: steps_per_epoch must be given (ceil(n_train / batch))")
+    if problems:
+        raise ValueError("; ".join(problems))
+    if name == "plateau" and p["rise"] is None:
+        p["rise"] = F32(5) * F32(p["tau"])
+    out = {}
+    for f in CONFIG_FIELDS:
+        v = KIND_IDS[name] if f == "kind" else p.get(f, 0)
+        out[f] = F32(v) if f in _FLOATS else _as_int(v)
+    return out
+
+
+def c_initializer(kind, **params) -> str:
+    """A C initializer of zo_sched_config_t (floats as exact hex literals)."""
+    cfg = resolve(kind, **params)
+    parts = [f".{f} = {float(v).hex()}f" if f in _FLOATS else f".{f} = {v}" for f, v in cfg.items()]
+    return "{ " + ", ".join(parts) + " }"
+
+
+# ---------------------------------------------------------------------------- the model
+
+
+@dataclass
+class Obs:
+    """One step as the trainer saw it (zo_sched_obs_t)."""
+    step: int = 0
+    q: int = 0
+    passes: int = 0
+    loss: float = 0.0
+    m2: float = 0.0
+    v: float = 0.0
+    has_kappa: bool = False
+    kappa: float = 0.0
+    diverged: bool = False
+    lr: float = 0.0
+
+
+class Event(NamedTuple):
+    """A change of state or q (zo_sched_event_t)."""
+    step: int
+    code: int
+    state_from: int
+    state_to: int
+    q_from: int
+    q_to: int
+
+
+class Scheduler:
+    """One scheduler; see the module docstring.  Attributes mirror zo_sched_t."""
+
+    def __init__(self, kind, **params):
+        self.cfg = resolve(kind, **params)
+        self.kind = self.cfg["kind"]
+        self.table = TABLES[self.kind]
+        c = self.cfg
+        self.q = c["calib_q"] if self.kind == CRITICAL_KIND else c["q0"]
+        self.state = INITIAL[self.kind][1 if self.q == c["q_max"] else 0]
+        self.stop = False
+        self.n_obs = 0
+        self.last_event = EV.NONE
+        self._window_reset()
+        self.has_best, self.best, self.stale = False, F32(0), 0
+        self.one_minus_a = F32(1) - c["ema"]
+        self.has_ema, self.has_kappa = False, False
+        self.e_m2, self.e_v, self.e_kappa = F32(0), F32(0), F32(0)
+        self.pending, self.count, self.q_star = 0, 0, F32(0)
+        self.w_mean, self.w_se2 = F32(0), F32(0)
+        self.last_window = None   # (passes, steps, mean, se2) of the last closed window
+
+    # -- queries
+    def wants_centre(self) -> bool:
+        return self.kind == CRITICAL_KIND and self.n_obs % self.cfg["centre_every"] == 0
+
+    def should_stop(self) -> bool:
+        return self.stop
+
+    def internal_state(self) -> dict:
+        """Everything zo_sched_t holds besides the config (the tests compare it with the C)."""
+        names = ("q", "state", "stop", "n_obs", "last_event", "w_passes", "w_steps", "w_sum", "w_sq",
+                 "w_mean", "w_se2", "has_best", "best", "stale", "one_minus_a", "has_ema", "has_kappa", "e_m2",
+                 "e_v", "e_kappa", "q_star", "pending", "count")
+        return {n: (getattr(self, n) if isinstance(getattr(self, n), np.floating) else int(getattr(self, n)))
+                for n in names}
+
+    # -- one observation
+    def observe(self, obs: Obs | Mapping) -> tuple[int, Event | None]:
+        if isinstance(obs, Mapping):
+            obs = Obs(**obs)
+        before = (self.state, self.q)
+        self.n_obs = (self.n_obs + 1) & 0xFFFFFFFF
+        judged: dict = {}
+        with np.errstate(all="ignore"):
+            if self.kind in (PLATEAU_KIND, CRITICAL_KIND) and obs.diverged:
+                event = EV.DIVERGED
+            else:
+                event = self._event(obs, judged)
+        self.last_event = int(event)
+        row = self.table.get((self.state, event))
+        if row is not None:
+            nxt, nxt_cap, acts = row
+            self._apply(acts, judged)
+            self.state = nxt_cap if self.q == self.cfg["q_max"] else nxt
+        if (self.state, self.q) == before:
+            return self.q, None
+        return self.q, Event(int(obs.step), int(event), before[0], self.state, before[1], self.q)
+
+    # -- measurement and events
+    def _window_reset(self):
+        self.w_passes, self.w_steps, self.w_sum, self.w_sq = 0, 0, F32(0), F32(0)
+
+    def _window_add(self, obs: Obs):
+        """Adds a kept step; returns (mean, se2) if the window closed with it, else None."""
+        c = self.cfg
+        loss = F32(obs.loss)
+        self.w_passes += int(obs.passes)
+        self.w_steps += 1
+        self.w_sum = self.w_sum + loss
+        self.w_sq = self.w_sq + loss * loss
+        if self.w_passes < c["window_passes"] or self.w_steps < c["window_min_steps"]:
+            return None
+        n = F32(self.w_steps)
+        mean = self.w_sum / n
+        var = self.w_sq / n - mean * mean
+        var = max(var, F32(0))
+        se2 = var / n
+        self.w_mean, self.w_se2 = mean, se2
+        self.last_window = (self.w_passes, self.w_steps, mean, se2)
+        self._window_reset()
+        return mean, se2
+
+    def _ema(self, e, x):
+        return F32(self.cfg["ema"]) * e + self.one_minus_a * F32(x)
+
+    def _event(self, obs: Obs, judged: dict) -> int:
+        if self.kind == FIXED_KIND:
+            return EV.STEP
+        if self.kind == ADAZETA_KIND:
+            return self._epoch_event()
+        if self.kind == CRITICAL_KIND:
+            if self.has_ema:
+                self.e_m2, self.e_v = self._ema(self.e_m2, obs.m2), self._ema(self.e_v, obs.v)
+            else:
+                self.e_m2, self.e_v, self.has_ema = F32(obs.m2), F32(obs.v), True
+            if obs.has_kappa:
+                self.e_kappa = self._ema(self.e_kappa, obs.kappa) if self.has_kappa else F32(obs.kappa)
+                self.has_kappa = True
+        closed = self._window_add(obs)
+        if self.kind == CRITICAL_KIND:
+            if self.state == CALIBRATE:
+                return EV.CALIBRATED if self.n_obs >= self.cfg["calib_steps"] else EV.STEP
+            if closed is None:
+                return EV.STEP
+            return EV.COOLED if self.state == DIVERGE else self._target_event(F32(obs.lr), judged)
+        if closed is None:
+            return EV.STEP
+        judged["mean"] = closed[0]
+        if self.state == WARMUP:
+            return EV.WINDOW_FIRST
+        if self.state in (COOLDOWN, DIVERGE):
+            return EV.COOLED
+        return self._plateau_event(*closed)
+
+    def _plateau_event(self, mean, se2) -> int:
+        c = self.cfg
+        gain = self.best - mean
+        if gain > c["tau"] * self.best and gain * gain > (c["z"] * c["z"]) * se2:
+            return EV.IMPROVED
+        if mean > self.best * (F32(1) + c["rise"]):
+            return EV.RISE
+        return EV.PATIENCE if self.stale + 1 >= c["patience"] else EV.STALE
+
+    def target(self, lr) -> tuple[int, np.float32]:
+        """critical: (rounded target, q*) from the current EMAs and lr (q* = 0: unknown)."""
+        c = self.cfg
+        if not self.has_kappa or self.e_m2 <= F32(0) or self.e_kappa <= F32(0):
+            return self.q, F32(0)
+        with np.errstate(all="ignore"):
+            d1 = self.e_m2 - self.e_v
+            d2 = c["floor"] * self.e_m2
+            den = max(d2, d1)
+            q_star = ((c["c"] * F32(lr)) * self.e_kappa) * self.e_m2 / (c["p"] * den)
+            t = c["q_min"]
+            while t < c["q_max"] and q_star >= F32(t) * SQRT2:
+                t *= 2
+        return t, q_star
+
+    def _target_event(self, lr, judged: dict) -> int:
+        t, judged["q_star"] = self.target(lr)
+        count = self.count + 1 if t == self.pending else 1
+        judged["pending"], judged["count"] = t, count
+        if t == self.q:
+            return EV.TARGET_HOLD
+        if count < self.cfg["confirm"]:
+            return EV.TARGET_PENDING
+        return EV.TARGET_UP if t > self.q else EV.TARGET_DOWN
+
+    def epoch_target(self, epoch: int) -> int:
+        """adazeta: the target of epoch `epoch` (1-based)."""
+        c = self.cfg
+        with np.errstate(all="ignore"):
+            lg = zo_math.logf(F32(epoch))[0]
+            g = c["alpha"] * zo_math.expf(c["beta"] * lg)[0]
+        qe = max(int(zo_math.floor_f32(g)[0]), 1)
+        t = c["q_min"]
+        while t < c["q_max"] and 2 * t <= qe:
+            t *= 2
+        return t
+
+    def _epoch_event(self) -> int:
+        spe = self.cfg["steps_per_epoch"]
+        if self.n_obs % spe:
+            return EV.STEP
+        t = self.epoch_target(self.n_obs // spe + 1)
+        return EV.EPOCH_UP if t > self.q else EV.EPOCH_DOWN if t < self.q else EV.EPOCH_HOLD
+
+    def _apply(self, acts: Act, judged: dict):
+        c = self.cfg
+        if Act.TARGET in acts:
+            self.pending, self.count, self.q_star = judged["pending"], judged["count"], judged["q_star"]
+        if Act.COUNT_CLEAR in acts:
+            self.count = 0
+        if Act.PENDING_CLEAR in acts:
+            self.pending, self.count = 0, 0
+        if Act.BEST_SET in acts:
+            self.best, self.has_best = judged["mean"], True
+        if Act.BEST_MIN in acts:
+            self.best = min(self.best, judged["mean"])
+        if Act.STALE_INC in acts:
+            self.stale += 1
+        if Act.STALE_CLEAR in acts:
+            self.stale = 0
+        if Act.STOP in acts and c["stop_when_capped"]:
+            self.stop = True
+        if Act.DOUBLE in acts:
+            self.q = min(2 * self.q, c["q_max"])
+        if Act.HALVE in acts:
+            self.q = max(self.q // 2, c["q_min"])
+        if Act.WINDOW_RESET in acts:
+            self._window_reset()
+
+
+def make_scheduler(kind, **params) -> Scheduler:
+    """A scheduler of `kind` ('fixed', 'plateau', 'critical', 'adazeta' or its id); params
+    override DEFAULTS[kind] (plus critical's p, the direction density from the trainer)."""
+    return Scheduler(kind, **params)
