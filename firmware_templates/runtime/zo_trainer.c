@@ -157,7 +157,7 @@ static void send_event(const trainer_t *tr, uint32_t step, uint8_t kind, uint8_t
 
 /* ---- evaluation on the test set ----------------------------------------------------------- */
 
-static void evaluate(trainer_t *tr, uint32_t steps_done)
+static float evaluate(trainer_t *tr, uint32_t steps_done)
 {
     const zo_train_model_t *m = tr->m;
     float loss_sum = 0.0f;
@@ -173,6 +173,7 @@ static void evaluate(trainer_t *tr, uint32_t steps_done)
                        loss_sum / (float)m->n_test, tr->prefix_passes, tr->suffix_passes, tr->eval_passes,
                        now_us(tr) };
     zo_tm_eval(&e);
+    return e.loss;
 }
 
 /* ---- one step ------------------------------------------------------------------------------ */
@@ -319,7 +320,7 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
     send_hello(&tr);
     zo_sched_init(&tr.sched, &cfg->sched);
     tr.lr1 = cfg->lr;
-    evaluate(&tr, 0);
+    float best_loss = evaluate(&tr, 0);
     snapshot_copy(m, 0);
 
     const uint32_t calib = cfg->lr_auto ? cfg->calib_steps : 0u;
@@ -371,8 +372,6 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
                 float p = 1.0f / (float)(1u << cfg->density_log2);
                 tr.lr1 = cfg->rho * sqrtf(p / m2_calib);
                 send_event(&tr, t, 2, 0, state, state, q, q, tr.lr1, calib);
-                snapshot_copy(m, 0);
-                tr.snapshot_step = t + 1u;
             }
         } else {
             zo_sched_obs_t obs = { t, q, (2u * q + (centre ? 1u : 0u)) * cfg->batch, st.loss, st.m2, st.v,
@@ -385,9 +384,11 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
         ++t;
         last_eval = 0;
         if (t % cfg->eval_every == 0u) {
-            evaluate(&tr, t);
+            float loss = evaluate(&tr, t);
             last_eval = 1;
-            if (!calibrating && tr.sat_run == 0u && tr.zero_run == 0u) {
+            /* the last good state: the lowest test loss so far, with no guard run active */
+            if (loss < best_loss && tr.sat_run == 0u && tr.zero_run == 0u) {
+                best_loss = loss;
                 snapshot_copy(m, 0);
                 tr.snapshot_step = t;
             }

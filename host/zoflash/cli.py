@@ -78,7 +78,7 @@ def training_options(f):
         click.option("--sched-param", "sched_param", multiple=True, metavar="NAME=VALUE",
                      help="Scheduler parameter (repeatable), e.g. tau=0.02, patience=3, alpha=2."),
         click.option("--bias-bound", type=int, help="Bound of a step's bias change, in units of eps_b [8]."),
-        click.option("--guard-sat", type=float, help="Guard: saturated-logit fraction [0.9]."),
+        click.option("--guard-sat", type=float, help="Guard: saturated-logit fraction [0.25]."),
         click.option("--guard-zero", type=float, help="Guard: zero-loss-difference fraction [0.98]."),
         click.option("--guard-steps", type=int, help="Guard: consecutive steps before a rollback [8]."),
     ]

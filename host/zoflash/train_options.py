@@ -53,7 +53,7 @@ class TrainOptions:
     q_max: int = Q_LIMIT
     sched: dict = field(default_factory=dict)  # scheduler-specific parameters
     bias_bound: int = 8            # per-step bias change bound, in units of eps_b
-    guard_sat: float = 0.9
+    guard_sat: float = 0.25
     guard_zero: float = 0.98
     guard_steps: int = 8
 

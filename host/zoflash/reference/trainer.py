@@ -93,7 +93,7 @@ class ReferenceTrainer:
         return self._frame("event", step=step, kind=kind, code=code, state_from=s_from, state_to=s_to,
                            q_from=q_from, q_to=q_to, value=value, aux=aux)
 
-    def _evaluate(self, steps_done: int) -> bytes:
+    def _evaluate(self, steps_done: int) -> tuple[bytes, np.float32]:
         x, y = self.data.x_test, self.data.y_test
         env = self.fwd.run({self.model.graph.inputs[0]: x}, 0, self.plan.logits_end, weights=self._weights())
         logits = env[self.plan.logits]
@@ -104,9 +104,10 @@ class ReferenceTrainer:
         correct = int(np.count_nonzero(zm.argmax(logits) == y))
         n = len(y)
         self.eval_passes += n
+        loss = F32(total / F32(n))
         return self._frame("eval", step=steps_done, correct=correct, count=n, accuracy=F32(correct) / F32(n),
-                           loss=F32(total / F32(n)), prefix_passes=self.prefix_passes,
-                           suffix_passes=self.suffix_passes, eval_passes=self.eval_passes, time_us=self._time_us())
+                           loss=loss, prefix_passes=self.prefix_passes, suffix_passes=self.suffix_passes,
+                           eval_passes=self.eval_passes, time_us=self._time_us()), loss
 
     # ---- one step ----------------------------------------------------------------------------
 
@@ -182,7 +183,8 @@ class ReferenceTrainer:
                           lr=F32(0.0) if o.lr_auto else F32(o.lr), max_steps=o.max_steps, budget=o.budget or 0,
                           q_max=o.q_max, n_tensors=len(plan.tensors), model_sha256=self.sha)
         lr1 = F32(o.lr or 0.0)
-        yield self._evaluate(0)
+        frame, best_loss = self._evaluate(0)
+        yield frame
         snapshot, snapshot_step = self._snapshot(), 0
         calib = o.calib_steps if o.lr_auto else 0
         m2_calib = F32(0)
@@ -225,7 +227,6 @@ class ReferenceTrainer:
                     p = F32(F32(1.0) / F32(1 << o.density_log2))
                     lr1 = F32(F32(o.rho) * np.sqrt(F32(p / m2_calib)))
                     yield self._event(t, EVENT_LR, 0, state, state, q, q, lr1, calib)
-                    snapshot, snapshot_step = self._snapshot(), t + 1
             else:
                 obs = dict(step=t, q=q, passes=st["passes"], loss=st["loss"], m2=st["m2"], v=st["v"],
                            has_kappa=centre, kappa=st["kappa"], diverged=diverged, lr=lr)
@@ -236,9 +237,11 @@ class ReferenceTrainer:
             t += 1
             last_eval = False
             if t % o.eval_every == 0:
-                yield self._evaluate(t)
+                frame, loss = self._evaluate(t)
+                yield frame
                 last_eval = True
-                if not calibrating and sat_run == 0 and zero_run == 0:
+                if loss < best_loss and sat_run == 0 and zero_run == 0:  # the last good state
+                    best_loss = loss
                     snapshot, snapshot_step = self._snapshot(), t
             if o.max_steps and t >= o.max_steps:
                 reason = DONE_STEPS
@@ -250,7 +253,7 @@ class ReferenceTrainer:
                 reason = DONE_SCHEDULER
                 break
         if not last_eval:
-            yield self._evaluate(t)
+            yield self._evaluate(t)[0]
         for tt, v, r in zip(plan.tensors, self.values, self.residual):
             yield self.tm.weights(tt.index, 0, v.astype("<i4" if tt.is_bias else np.int8).tobytes())
             if r is not None:

@@ -1,0 +1,164 @@
+"""End to end: the generated training C (host simulation) against the independent Python
+reference, record for record and weight for weight; training really adapts the digits model to
+the shifted domain; the trained weights exported into a .tflite run identically in tflite-micro.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES
+from zoflash.reference import zo_math as zm
+from zoflash.reference.forward import ReferenceForward
+from zoflash.session import comparable, read_log
+from zoflash.simulate import prepare, simulate
+from zoflash.train_options import make_options
+from zoflash.weights import load_weights
+
+pytestmark = pytest.mark.cc
+
+DIGITS = FIXTURES / "digits_cnn.tflite"
+MLP = FIXTURES / "mlp.tflite"
+SHIFT = FIXTURES / "digits_shift.npz"
+
+
+@pytest.fixture(scope="module")
+def mlp_data(tmp_path_factory):
+    """The shifted digits, flattened for the MLP (64 inputs)."""
+    d = np.load(SHIFT)
+    path = tmp_path_factory.mktemp("data") / "digits_flat.npz"
+    np.savez(path, x_train=d["x_train"].reshape(len(d["x_train"]), -1), y_train=d["y_train"],
+             x_test=d["x_test"].reshape(len(d["x_test"]), -1)[:200], y_test=d["y_test"][:200])
+    return path
+
+
+def run_both(tmp_path, model, data, **options):
+    opts = make_options(**options)
+    out = {}
+    for engine in ("c", "reference"):
+        log = tmp_path / f"{engine}.jsonl"
+        out[engine] = simulate(model, data, opts, log, engine=engine, plot=False)
+    return out
+
+
+def assert_identical(runs):
+    c, ref = (comparable(read_log(runs[e].log_path)) for e in ("c", "reference"))
+    assert len(c) == len(ref)
+    for k, (a, b) in enumerate(zip(c, ref)):
+        assert a == b, f"record {k} differs:\nC         {a}\nreference {b}"
+    wc, wr = load_weights(runs["c"].weights_path), load_weights(runs["reference"].weights_path)
+    assert wc.tensors.keys() == wr.tensors.keys()
+    for i in wc.tensors:
+        np.testing.assert_array_equal(wc.tensors[i], wr.tensors[i])
+        if i in wc.residuals or i in wr.residuals:
+            np.testing.assert_array_equal(wc.residuals[i], wr.residuals[i])
+
+
+# ---- C == reference, for every scheduler, on a CNN and an MLP ----------------------------------
+
+@pytest.mark.parametrize("scheduler", ["fixed", "plateau", "critical", "adazeta"])
+def test_cnn_identical_to_reference(tmp_path, scheduler):
+    steps = 500 if scheduler == "plateau" else 160
+    runs = run_both(tmp_path, DIGITS, SHIFT, scheduler=scheduler, steps=steps, eval_every=40,
+                    q=2 if scheduler == "fixed" else 1)
+    assert_identical(runs)
+    steps_seen = runs["c"].steps
+    assert len(steps_seen) == steps
+    if scheduler != "fixed":  # the scheduler really acted within the run
+        assert any(r["type"] == "event" and r["kind"] == "scheduler" for r in runs["c"].records)
+
+
+@pytest.mark.parametrize("scheduler", ["fixed", "plateau", "critical", "adazeta"])
+def test_mlp_identical_to_reference(tmp_path, mlp_data, scheduler):
+    """All three layers train: the split is at step 0 and the boundary is the model input."""
+    runs = run_both(tmp_path, MLP, mlp_data, scheduler=scheduler, train="all", steps=120, eval_every=30,
+                    batch=8, seed=7)
+    assert_identical(runs)
+    assert runs["c"].steps[-1]["prefix_passes"] == 0  # nothing frozen before the first layer
+
+
+@pytest.mark.parametrize("variant", [
+    dict(rounding="nearest", density=0.25, lr=20.0),
+    dict(rounding="stochastic", lr_scaling="linear", batch=5, budget=20000, steps=None),
+    dict(train="last:2", biases_only=True, lr=50.0, q=4, scheduler="fixed"),
+])
+def test_variants_identical_to_reference(tmp_path, mlp_data, variant):
+    runs = run_both(tmp_path, MLP, mlp_data, **{"steps": 80, "eval_every": 25, **variant})
+    assert_identical(runs)
+
+
+def test_guard_rolls_back_identically(tmp_path):
+    """A far too large lr saturates the logits; the guard restores the snapshot and halves lr."""
+    runs = run_both(tmp_path, DIGITS, SHIFT, scheduler="fixed", q=1, lr=20000.0, steps=120, eval_every=20,
+                    guard_steps=4)
+    assert_identical(runs)
+    rollbacks = [r for r in runs["c"].records if r["type"] == "event" and r["kind"] == "rollback"]
+    assert rollbacks, "the guard never tripped"
+    assert rollbacks[0]["value"] == 10000.0  # lr_1 halved
+    steps = {r["step"]: r for r in runs["c"].steps}
+    assert steps[rollbacks[0]["step"]]["diverged"]
+
+
+# ---- training works ------------------------------------------------------------------------------
+
+def test_adapts_to_the_shifted_domain(tmp_path):
+    """The README's headline: the pretrained digits CNN adapted on the device to rotated digits."""
+    opts = make_options(budget=400_000, eval_every=100)  # defaults: plateau, lr auto (rho 4), split16
+    run = simulate(DIGITS, SHIFT, opts, tmp_path / "run.jsonl", engine="c", plot=False)
+    first, last = run.evals[0], run.evals[-1]
+    assert first["step"] == 0 and first["accuracy"] < 0.55
+    assert last["accuracy"] - first["accuracy"] >= 0.10, (first, last)
+    assert last["loss"] < first["loss"]
+
+
+# ---- export: the trained C model, in tflite-micro ------------------------------------------------
+
+@pytest.mark.tflm
+def test_exported_model_reproduces_the_trained_c(tmp_path):
+    from zoflash import api
+    from zoflash.export import export_weights
+    from zoflash.tflm import TflmInterpreter
+
+    opts = make_options(scheduler="fixed", q=4, rho=1.0, steps=150, eval_every=150)
+    run = simulate(DIGITS, SHIFT, opts, tmp_path / "run.jsonl", engine="c", plot=False)
+    out = tmp_path / "trained.tflite"
+    export_weights(DIGITS, run.weights_path, out)
+    prep = prepare(DIGITS, SHIFT, opts)
+    x = prep.training.data.x_test
+    golden = TflmInterpreter(out.read_bytes()).run_batch(x)
+    # the generated C of the exported model (inference) equals tflite-micro, bit for bit
+    np.testing.assert_array_equal(api.infer(out, x).reshape(golden.shape), golden)
+    # the trained weights in the reference forward pass give tflite-micro's outputs too ...
+    trained = load_weights(run.weights_path).tensors
+    fwd = ReferenceForward(prep.model)
+    np.testing.assert_array_equal(fwd.forward(x, weights=trained).reshape(golden.shape), golden)
+    # ... and, through the logits, exactly the training program's final evaluation
+    logits = fwd.run({prep.model.graph.inputs[0]: x}, 0, fwd.logits_end, weights=trained)[fwd.logits_index]
+    plan = prep.training.plan
+    losses = zm.cross_entropy(logits, np.float32(plan.logits_scale), plan.logits_zp, prep.training.data.y_test)
+    total = np.float32(0)
+    for v in np.asarray(losses, np.float32):
+        total = np.float32(total + v)
+    final = run.evals[-1]
+    assert final["correct"] == int(np.count_nonzero(zm.argmax(logits) == prep.training.data.y_test))
+    assert final["loss"] == float(np.float32(total / np.float32(len(x))))
+
+
+# ---- the training program under the sanitizers ----------------------------------------------------
+
+def test_training_program_is_clean_under_sanitizers(tmp_path):
+    import subprocess
+
+    from zoflash.build import run_make
+    from zoflash.simulate import training_bundle
+    from zoflash.telemetry import Decoder
+
+    opts = make_options(scheduler="critical", steps=40, eval_every=20, batch=4)
+    bundle = training_bundle(prepare(DIGITS, SHIFT, opts), "host", tmp_path / "bundle")
+    run_make(bundle, f"build/{bundle.prefix}_train_asan")
+    proc = subprocess.run([str(bundle.path / "build" / f"{bundle.prefix}_train_asan")], capture_output=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    dec = Decoder()
+    recs = dec.records(dec.feed(proc.stdout) + dec.flush())
+    assert recs[-1]["type"] == "done" and dec.crc_errors == 0 and dec.dropped_bytes == 0
