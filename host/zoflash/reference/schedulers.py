@@ -437,7 +437,7 @@ class Scheduler:
         with np.errstate(all="ignore"):
             d1 = self.e_m2 - self.e_v
             d2 = c["floor"] * self.e_m2
-            den = max(d2, d1)
+            den = max(d2, d1)  # d2 unless d1 > d2: the C's d1 > d2 ? d1 : d2 (NaN too)
             q_star = ((c["c"] * F32(lr)) * self.e_kappa) * self.e_m2 / (c["p"] * den)
             t = c["q_min"]
             while t < c["q_max"] and q_star >= F32(t) * SQRT2:
@@ -484,7 +484,7 @@ class Scheduler:
         if Act.BEST_SET in acts:
             self.best, self.has_best = judged["mean"], True
         if Act.BEST_MIN in acts:
-            self.best = min(self.best, judged["mean"])
+            self.best = min(self.best, judged["mean"])  # best unless mean < best, as in the C
         if Act.STALE_INC in acts:
             self.stale += 1
         if Act.STALE_CLEAR in acts:
