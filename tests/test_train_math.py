@@ -52,6 +52,13 @@ class ZoDir(ctypes.Structure):
     _fields_ = [(f, ctypes.c_uint32) for f in ("seed", "step", "direction", "stream", "density_log2")]
 
 
+# zo_update_s8(w, residual, n, c, q, d0, mode, w_max)
+UPDATE_S8_ARGTYPES = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32,
+                      ctypes.POINTER(ZoDir), ctypes.c_int, ctypes.c_int32]
+# Weight bounds w_max = 127 - eps exercised against the mirror (eps = 1, 2, 7, 63, 126).
+W_MAX_CASES = [126, 125, 120, 64, 1]
+
+
 def _p(a: np.ndarray):
     return a.ctypes.data_as(ctypes.c_void_p)
 
@@ -67,8 +74,7 @@ def lib(tmp_path_factory):
     lib.zo_perturb_s8.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ZoDir)]
     lib.zo_perturb_s32.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p,
                                    ctypes.POINTER(ZoDir)]
-    lib.zo_update_s8.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p,
-                                 ctypes.c_int32, ctypes.POINTER(ZoDir), ctypes.c_int]
+    lib.zo_update_s8.argtypes = UPDATE_S8_ARGTYPES
     lib.zo_update_s32.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32,
                                   ctypes.c_void_p, ctypes.c_int32, ctypes.POINTER(ZoDir)]
     lib.zo_argmax_s8.restype = ctypes.c_int32
@@ -337,7 +343,8 @@ def _c_values(rng, q: int, kind: int | None = None) -> np.ndarray:
     if kind >= 6:  # exact ties: 256*u (split16) or u (nearest) lands on k + 1/2
         c = (rng.integers(-8, 9, q) * (2.0**-9 if kind == 6 else 0.5)).astype(F32)
     else:
-        c = (rng.standard_normal(q) * [1e-30, 1e-3, 0.3, 4.0, 1e3, 1e38][kind]).astype(F32)
+        with np.errstate(over="ignore"):  # 1e38 scale: some values overflow to inf on purpose
+            c = (rng.standard_normal(q) * [1e-30, 1e-3, 0.3, 4.0, 1e3, 1e38][kind]).astype(F32)
     c[rng.random(q) < 0.1] = 0.0
     c[rng.random(q) < 0.05] = -0.0
     if q > 2:
@@ -349,27 +356,81 @@ def _c_values(rng, q: int, kind: int | None = None) -> np.ndarray:
 
 
 @pytest.mark.cc
+@pytest.mark.parametrize("w_max", W_MAX_CASES + ["random"])
 @pytest.mark.parametrize("mode", ["split16", "nearest", "stochastic"])
-def test_update_s8_bit_identical(lib, mode):
-    rng = np.random.default_rng({"split16": 30, "nearest": 31, "stochastic": 32}[mode])
+def test_update_s8_bit_identical(lib, mode, w_max):
+    """C == mirror for every rounding mode and weight bound ("random": a fresh w_max in [1, 126]
+    per case).  Input weights span [-126, 126], so a smaller bound also clamps weights in."""
+    rng = np.random.default_rng([{"split16": 30, "nearest": 31, "stochastic": 32}[mode],
+                                 0 if w_max == "random" else w_max])
     cases = [(q, dl2) for q in (1, 2, 3, 8, 16, 64, 100) for dl2 in (0, 1, 4)]
     for q, dl2 in cases:
+        wm = int(rng.integers(1, 127)) if w_max == "random" else w_max
         n = int(rng.integers(1, 600))
         w0 = rng.integers(-126, 127, n).astype(np.int8)
-        w0[:2] = [126, -126]
+        w0[:4] = [126, -126, wm, -wm][:min(n, 4)]
         r0 = rng.integers(-128, 128, n).astype(np.int8)
         c = _c_values(rng, q)
         seed, step = (int(v) for v in rand_u32(rng, 2))
         stream = int(rng.integers(0, 1000))
         d = ZoDir(seed, step, 12345, stream, dl2)  # direction is ignored by the update
         w, r = w0.copy(), r0.copy()
-        lib.zo_update_s8(_p(w), _p(r), n, _p(c), q, ctypes.byref(d), zm._MODES[mode])
-        ww, rr = zm.update_s8(w0, r0, c, seed, step, stream, dl2, mode)
-        assert np.array_equal(w, ww), (q, dl2, n)
-        assert np.array_equal(r, rr), (q, dl2, n)
-        assert np.all(np.abs(w.astype(int)) <= 126)
+        lib.zo_update_s8(_p(w), _p(r), n, _p(c), q, ctypes.byref(d), zm._MODES[mode], wm)
+        ww, rr = zm.update_s8(w0, r0, c, seed, step, stream, dl2, mode, w_max=wm)
+        assert np.array_equal(w, ww), (q, dl2, n, wm)
+        assert np.array_equal(r, rr), (q, dl2, n, wm)
+        assert np.all(np.abs(w.astype(int)) <= wm)
         if mode != "split16":
             assert np.array_equal(r, r0)
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("mode", ["split16", "nearest", "stochastic"])
+def test_update_s8_stays_in_bound(lib, mode):
+    """Property: whatever the input (any int8 weight and residual, updates up to overflow), the
+    updated weights lie in [-w_max, w_max], so the +eps, -2eps, +eps perturbations with
+    eps = 127 - w_max never wrap and restore exactly; split16 keeps the master value 256w + r
+    wherever w' was not clamped."""
+    rng = np.random.default_rng([33, zm._MODES[mode]])
+    for trial in range(60):
+        eps = int(rng.choice([1, 2, 7, 63, 126])) if trial % 2 else int(rng.integers(1, 127))
+        w_max = 127 - eps
+        n = int(rng.integers(1, 300))
+        q = int(rng.choice([1, 4, 16]))
+        w0 = rng.integers(-128, 128, n).astype(np.int8)
+        r0 = rng.integers(-128, 128, n).astype(np.int8)
+        c = _c_values(rng, q)
+        seed, step = (int(v) for v in rand_u32(rng, 2))
+        d = ZoDir(seed, step, 0, 5, trial % 3)
+        w, r = w0.copy(), r0.copy()
+        lib.zo_update_s8(_p(w), _p(r), n, _p(c), q, ctypes.byref(d), zm._MODES[mode], w_max)
+        ww, rr = zm.update_s8(w0, r0, c, seed, step, 5, trial % 3, mode, w_max=w_max)
+        assert np.array_equal(w, ww) and np.array_equal(r, rr), (trial, w_max)
+        assert -w_max <= int(w.min()) and int(w.max()) <= w_max, (trial, w_max)
+        if mode == "split16":
+            u = zm.accumulate_u(n, c, seed, step, 5, trial % 3)
+            with np.errstate(over="ignore"):
+                m = 256 * w0.astype(np.int64) + r0 - zm.round_f32(F32(256) * u)
+            free = np.abs((m + 128) // 256) <= w_max
+            assert np.all(256 * w[free].astype(np.int64) + r[free] == m[free]), (trial, w_max)
+        z = zm.directions(seed, step, 1, 5, n, trial % 3).astype(np.int64)
+        wp = w.copy()
+        pd = ZoDir(seed, step, 1, 5, trial % 3)
+        for total, sign in ((eps, eps), (-eps, -2 * eps), (0, eps)):
+            lib.zo_perturb_s8(_p(wp), n, sign, ctypes.byref(pd))
+            assert np.array_equal(wp.astype(np.int64), w.astype(np.int64) + total * z), (trial, sign)
+        assert np.array_equal(wp, w)
+
+
+def test_update_s8_rejects_bad_bound():
+    for w_max in (0, -1, 127, 128):
+        with pytest.raises(ValueError):
+            zm.update_s8(np.zeros(4, np.int8), None, F32([0.1]), 1, 2, 3, w_max=w_max)
+    # the default is the eps = 1 bound
+    w = np.full(40, 126, np.int8)
+    w2, _ = zm.update_s8(w, None, F32([-5.0]), 1, 2, 3, mode="nearest")
+    assert np.array_equal(w2, zm.update_s8(w, None, F32([-5.0]), 1, 2, 3, mode="nearest", w_max=126)[0])
+    assert w2.max() == 126
 
 
 @pytest.mark.cc
@@ -379,7 +440,7 @@ def test_update_s8_moves_against_u(lib):
     w = np.zeros(n, np.int8)
     r = np.zeros(n, np.int8)
     d = ZoDir(1, 2, 0, 3, 0)
-    lib.zo_update_s8(_p(w), _p(r), n, _p(F32([1.0])), 1, ctypes.byref(d), 0)
+    lib.zo_update_s8(_p(w), _p(r), n, _p(F32([1.0])), 1, ctypes.byref(d), 0, zm.W_MAX)
     assert np.array_equal(w, -zm.directions(1, 2, 0, 3, n))
     assert not r.any()
 
@@ -451,8 +512,7 @@ def test_other_optimisation_levels_bit_identical(tmp_path_factory, opt):
     flags = [f for f in STRICT_FLAGS if f != "-O2"] + opt
     other = build_shared(SOURCES, tmp_path_factory.mktemp("zo_math_opt"), "zo_math_opt", {"shim.c": SHIM},
                          flags=flags)
-    other.zo_update_s8.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p,
-                                   ctypes.c_int32, ctypes.POINTER(ZoDir), ctypes.c_int]
+    other.zo_update_s8.argtypes = UPDATE_S8_ARGTYPES
     rng = np.random.default_rng(60)
     x = rng.uniform(-90, 90, 20000).astype(F32)
     assert np.array_equal(bits(c_apply(other, "t_expf", x, F32)), bits(zm.expf(x)))
@@ -461,15 +521,15 @@ def test_other_optimisation_levels_bit_identical(tmp_path_factory, opt):
     out, amax = np.zeros(2000, F32), np.zeros(2000, np.int32)
     other.t_ce(_p(lg), 2000, 10, _p(scale), _p(zp), _p(label), _p(out), _p(amax))
     assert np.array_equal(bits(out), bits(zm.cross_entropy(lg, scale, zp, label)))
-    for mode in ("split16", "stochastic"):
+    for mode, w_max in (("split16", 126), ("stochastic", 126), ("split16", 100), ("nearest", 120)):
         n, q = 1000, 16
         w0 = rng.integers(-126, 127, n).astype(np.int8)
         r0 = rng.integers(-128, 128, n).astype(np.int8)
         c = _c_values(rng, q)
         w, r = w0.copy(), r0.copy()
-        other.zo_update_s8(_p(w), _p(r), n, _p(c), q, ctypes.byref(ZoDir(3, 4, 0, 5, 1)), zm._MODES[mode])
-        ww, rr = zm.update_s8(w0, r0, c, 3, 4, 5, 1, mode)
-        assert np.array_equal(w, ww) and np.array_equal(r, rr)
+        other.zo_update_s8(_p(w), _p(r), n, _p(c), q, ctypes.byref(ZoDir(3, 4, 0, 5, 1)), zm._MODES[mode], w_max)
+        ww, rr = zm.update_s8(w0, r0, c, 3, 4, 5, 1, mode, w_max=w_max)
+        assert np.array_equal(w, ww) and np.array_equal(r, rr), (mode, w_max)
 
 
 # ------------------------------------------------------------------------------ cross / qemu
@@ -550,8 +610,10 @@ def _m55_inputs():
         stream = k
         max_step = [2**31 - 1, 100, 1][k % 3]
         kind = 5 if k in (3, 5, 15) else 6 if k in (0, 6, 12) else 7 if k in (1, 7, 13) else None
+        # every mode meets every bound (k // 3 runs over 0..5 for each mode)
+        w_max = (W_MAX_CASES + [int(rng.integers(1, 127))])[(k // 3 + 2 * mode) % 6]
         c = _c_values(rng, q, kind)
-        cfgs.append([seed, step, stream, dl2, mode, q, n, max_step])
+        cfgs.append([seed, step, stream, dl2, mode, q, n, max_step, w_max])
         cvals.append(np.pad(bits(c), (0, 64 - q)))
         direction = q - 1
         w, b = w0[:n], b0[:n]
@@ -559,7 +621,7 @@ def _m55_inputs():
             w = zm.perturb_s8(w, sign, seed, step, direction, stream, dl2)
             b = zm.perturb_s32(b, sign, eps[:n], seed, step, direction, stream, dl2)
             hp.append(np.stack([w.astype(np.int64), b.astype(np.int64)], axis=1).ravel())
-        w2, r2 = zm.update_s8(w0[:n], r0[:n], c, seed, step, stream, dl2, mode)
+        w2, r2 = zm.update_s8(w0[:n], r0[:n], c, seed, step, stream, dl2, mode, w_max=w_max)
         b2 = zm.update_s32(b0[:n], c, eps[:n], max_step, seed, step, stream, dl2)
         hu.append(np.stack([w2.astype(np.int64), r2.astype(np.int64), b2.astype(np.int64)], axis=1).ravel())
     expected["perturb"] = _fnv(np.concatenate(hp))
@@ -585,7 +647,7 @@ def _m55_inputs():
     src += _c_array("int8_t", "upd_r0", r0)
     src += _c_array("int32_t", "upd_b0", b0)
     src += _c_array("int32_t", "upd_eps", eps)
-    src += "static const int32_t upd_cfg[][8] = {\n" + ",\n".join(
+    src += "static const int32_t upd_cfg[][9] = {\n" + ",\n".join(
         "  {" + ", ".join(str(v) for v in cf) + "}" for cf in cfgs) + "\n};\n"
     src += "static const uint32_t upd_c[][64] = {\n" + ",\n".join(
         "  {" + ", ".join(f"{int(v)}u" for v in cv) + "}" for cv in cvals) + "\n};\n"

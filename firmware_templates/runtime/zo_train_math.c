@@ -283,7 +283,7 @@ static inline uint32x4_t zo_mix32x4(uint32x4_t x)
 }
 
 static void zo_round_block_mve(int8_t *wb, int8_t *rb, const float *u, zo_rounding_t mode,
-                               uint32_t round_key, uint32_t base)
+                               uint32_t round_key, uint32_t base, int32_t w_max)
 {
     const uint32x4_t lane = vidupq_n_u32(0u, 1);
     for (int32_t g = 0; g < ZO_BLOCK; g += 4) {
@@ -292,7 +292,7 @@ static void zo_round_block_mve(int8_t *wb, int8_t *rb, const float *u, zo_roundi
         if (mode == ZO_ROUND_SPLIT16) {
             int32x4_t rr = zo_clamp_s32x4(vcvtaq_s32_f32(vmulq_n_f32(uv, 256.0f)), -1073741824, 1073741824);
             int32x4_t m = vsubq_s32(vaddq_s32(vshlq_n_s32(wv, 8), vldrbq_s32(rb + g)), rr);
-            int32x4_t wn = zo_clamp_s32x4(vshrq_n_s32(vaddq_n_s32(m, 128), 8), ZO_W_MIN, ZO_W_MAX);
+            int32x4_t wn = zo_clamp_s32x4(vshrq_n_s32(vaddq_n_s32(m, 128), 8), -w_max, w_max);
             int32x4_t rn = zo_clamp_s32x4(vsubq_s32(m, vshlq_n_s32(wn, 8)), -128, 127);
             vstrbq_s32(rb + g, rn);
             wv = wn;
@@ -302,10 +302,10 @@ static void zo_round_block_mve(int8_t *wb, int8_t *rb, const float *u, zo_roundi
             h = zo_mix32x4(veorq_u32(h, vdupq_n_u32(round_key)));
             float32x4_t xi = vmulq_n_f32(vcvtq_f32_u32(vshrq_n_u32(h, 8)), 1.0f / 16777216.0f);
             int32x4_t f = zo_clamp_s32x4(vcvtmq_s32_f32(vaddq_f32(uv, xi)), -1073741824, 1073741824);
-            wv = zo_clamp_s32x4(vsubq_s32(wv, f), ZO_W_MIN, ZO_W_MAX);
+            wv = zo_clamp_s32x4(vsubq_s32(wv, f), -w_max, w_max);
         } else {
             int32x4_t rr = zo_clamp_s32x4(vcvtaq_s32_f32(uv), -1073741824, 1073741824);
-            wv = zo_clamp_s32x4(vsubq_s32(wv, rr), ZO_W_MIN, ZO_W_MAX);
+            wv = zo_clamp_s32x4(vsubq_s32(wv, rr), -w_max, w_max);
         }
         vstrbq_s32(wb + g, wv);
     }
@@ -313,7 +313,7 @@ static void zo_round_block_mve(int8_t *wb, int8_t *rb, const float *u, zo_roundi
 #endif
 
 void zo_update_s8(int8_t *w, int8_t *residual, int32_t n, const float *c, int32_t q,
-                  const zo_dir_t *d0, zo_rounding_t mode)
+                  const zo_dir_t *d0, zo_rounding_t mode, int32_t w_max)
 {
     uint32_t keys[ZO_CACHED_KEYS];
     float u[ZO_BLOCK];
@@ -327,7 +327,7 @@ void zo_update_s8(int8_t *w, int8_t *residual, int32_t n, const float *c, int32_
 #ifdef ZO_MVE_FLOAT
         if (len == ZO_BLOCK) {
             zo_round_block_mve(wb, mode == ZO_ROUND_SPLIT16 ? residual + base : (int8_t *)0, u, mode,
-                               round_key, (uint32_t)base);
+                               round_key, (uint32_t)base, w_max);
             continue;
         }
 #endif
@@ -335,7 +335,7 @@ void zo_update_s8(int8_t *w, int8_t *residual, int32_t n, const float *c, int32_
             int8_t *rb = residual + base;
             for (int32_t l = 0; l < len; ++l) {
                 int32_t m = 256 * (int32_t)wb[l] + (int32_t)rb[l] - zo_round_inl(256.0f * u[l]);
-                int32_t wn = zo_clamp_i32(zo_floor_div256(m + 128), ZO_W_MIN, ZO_W_MAX);
+                int32_t wn = zo_clamp_i32(zo_floor_div256(m + 128), -w_max, w_max);
                 rb[l] = (int8_t)zo_clamp_i32(m - 256 * wn, -128, 127);
                 wb[l] = (int8_t)wn;
             }
@@ -343,12 +343,12 @@ void zo_update_s8(int8_t *w, int8_t *residual, int32_t n, const float *c, int32_
             for (int32_t l = 0; l < len; ++l) {
                 float xi = zo_u01_from_hash(zo_hash_ctr(round_key, (uint32_t)(base + l)));
                 int32_t wn = (int32_t)wb[l] - zo_floor_inl(u[l] + xi);
-                wb[l] = (int8_t)zo_clamp_i32(wn, ZO_W_MIN, ZO_W_MAX);
+                wb[l] = (int8_t)zo_clamp_i32(wn, -w_max, w_max);
             }
         } else {
             for (int32_t l = 0; l < len; ++l) {
                 int32_t wn = (int32_t)wb[l] - zo_round_inl(u[l]);
-                wb[l] = (int8_t)zo_clamp_i32(wn, ZO_W_MIN, ZO_W_MAX);
+                wb[l] = (int8_t)zo_clamp_i32(wn, -w_max, w_max);
             }
         }
     }

@@ -15,8 +15,10 @@
 #include <stdint.h>
 #include "zo_rng.h"
 
-/* Trainable int8 weights live in [ZO_W_MIN, ZO_W_MAX] so that +-1 LSB perturbations never
- * saturate and the restore pass is exact. */
+/* Trainable int8 weights live in [-w_max, w_max] with w_max = 127 - eps (eps = the perturbation
+ * size in LSB, 1..126), so that the +eps, -2eps, +eps perturbations never wrap and the restore
+ * pass is exact.  The update takes w_max as an argument; ZO_W_MIN/ZO_W_MAX are the bound for
+ * the default eps = 1. */
 #define ZO_W_MIN (-126)
 #define ZO_W_MAX 126
 
@@ -32,8 +34,8 @@ int32_t zo_round_f32(float x);
 /* float32 -> int32, floor.  NaN -> 0; the argument is first clamped to [-2^30, 2^30]. */
 int32_t zo_floor_f32(float x);
 
-/* w[k] += sign * z_k for k < n (sign = +1, -2, +1 for the +eps, -2eps and restore passes;
- * eps = 1 LSB).  The int8 store wraps; with w in [-126, 126] and |sign| <= 2 it never does. */
+/* w[k] += sign * z_k for k < n (sign = +eps, -2eps, +eps for the +eps, -2eps and restore
+ * passes).  The int8 store wraps; with w in [-(127 - eps), 127 - eps] it never does. */
 void zo_perturb_s8(int8_t *w, int32_t n, int32_t sign, const zo_dir_t *d);
 
 /* b[k] += sign * eps_b[k] * z_k in wrapping (mod 2^32) arithmetic, so restore is always exact. */
@@ -43,14 +45,16 @@ void zo_perturb_s32(int32_t *b, int32_t n, int32_t sign, const int32_t *eps_b, c
  * u_k = sum_i c[i] * z_ik in float32, starting from 0.0f, in increasing i, terms with
  * z_ik = 0 skipped; z_ik regenerated from the hash with d0's seed/step/stream/density and
  * direction = i (d0->direction is ignored).  Then per mode (R = zo_round_f32, F = zo_floor_f32):
- *   SPLIT16:    m = 256*w + r - R(256*u); w' = clamp(floor((m + 128) / 256), -126, 126);
+ *   SPLIT16:    m = 256*w + r - R(256*u); w' = clamp(floor((m + 128) / 256), -w_max, w_max);
  *               r' = clamp(m - 256*w', -128, 127)  (the clamp only acts when w' was clamped)
  *               (residual must not be NULL in this mode)
- *   NEAREST:    w' = clamp(w - R(u), -126, 126); residual untouched (may be NULL)
- *   STOCHASTIC: w' = clamp(w - F(u + xi_k), -126, 126); xi_k = zo_u01_from_hash(
- *               zo_hash(seed, step, 0, stream | ZO_STREAM_ROUNDING, k)); residual untouched. */
+ *   NEAREST:    w' = clamp(w - R(u), -w_max, w_max); residual untouched (may be NULL)
+ *   STOCHASTIC: w' = clamp(w - F(u + xi_k), -w_max, w_max); xi_k = zo_u01_from_hash(
+ *               zo_hash(seed, step, 0, stream | ZO_STREAM_ROUNDING, k)); residual untouched.
+ * w_max = 127 - eps must be in [1, 126] (not checked; ZO_W_MAX for eps = 1).  Input weights
+ * outside [-w_max, w_max] are accepted and come out clamped into it. */
 void zo_update_s8(int8_t *w, int8_t *residual, int32_t n, const float *c, int32_t q,
-                  const zo_dir_t *d0, zo_rounding_t mode);
+                  const zo_dir_t *d0, zo_rounding_t mode, int32_t w_max);
 
 /* Bias update: b[k] = sat32(b[k] - clamp(R((float)eps_b[k] * u_k), -max_step, max_step)),
  * with u_k as in zo_update_s8.  max_step >= 0 (INT32_MAX for no bound). */

@@ -95,7 +95,7 @@ int main(void)
     uint32_t hb = 2166136261u;
     int restored = 1;
     for (int32_t k = 0; k < UPD_CFG; ++k) {
-        const int32_t *cf = upd_cfg[k]; /* seed, step, stream, density, mode, q, n, max_step */
+        const int32_t *cf = upd_cfg[k]; /* seed, step, stream, density, mode, q, n, max_step, w_max */
         zo_dir_t d = {(uint32_t)cf[0], (uint32_t)cf[1], 0u, (uint32_t)cf[2], (uint32_t)cf[3]};
         int32_t n = cf[6];
         for (int32_t i = 0; i < n; ++i) {
@@ -124,7 +124,7 @@ int main(void)
         for (int32_t i = 0; i < n; ++i) {
             restored &= (w[i] == upd_w0[i]) & (b[i] == upd_b0[i]);
         }
-        zo_update_s8(w, r, n, c, cf[5], &d, (zo_rounding_t)cf[4]);
+        zo_update_s8(w, r, n, c, cf[5], &d, (zo_rounding_t)cf[4], cf[8]);
         zo_update_s32(b, n, c, cf[5], upd_eps, cf[7], &d);
         for (int32_t i = 0; i < n; ++i) {
             hb = fnv(hb, (uint32_t)w[i]);

@@ -21,6 +21,7 @@ LANE_SHIFT = 28
 DENSITY_LOG2_MAX = 15
 BLOCK = 32
 
+# Default bound of trainable int8 weights, for eps = 1 LSB; in general w_max = 127 - eps.
 W_MIN = -126
 W_MAX = 126
 
@@ -184,9 +185,13 @@ def accumulate_u(n: int, c, seed, step, stream, density_log2: int = 0) -> np.nda
     return u
 
 
-def update_s8(w, residual, c, seed, step, stream, density_log2: int = 0, mode="split16"):
+def update_s8(w, residual, c, seed, step, stream, density_log2: int = 0, mode="split16",
+              w_max: int = W_MAX):
     """One update of an int8 tensor; returns (w', residual') (residual' is the input copy unless
-    mode is split16)."""
+    mode is split16).  w' is clamped to [-w_max, w_max], w_max = 127 - eps in [1, 126]."""
+    w_max = int(w_max)
+    if not 1 <= w_max <= W_MAX:
+        raise ValueError(f"w_max must be in 1..{W_MAX}")
     mode = _MODES.get(mode, mode)
     w = np.asarray(w, dtype=np.int8)
     n = w.size
@@ -194,21 +199,21 @@ def update_s8(w, residual, c, seed, step, stream, density_log2: int = 0, mode="s
     u = accumulate_u(n, c, seed, step, stream, density_log2)
     wi = w.astype(np.int64)
     with np.errstate(over="ignore", invalid="ignore"):
-        return _round_s8(wi, r, u, n, seed, step, stream, mode)
+        return _round_s8(wi, r, u, n, seed, step, stream, mode, w_max)
 
 
-def _round_s8(wi, r, u, n, seed, step, stream, mode):
+def _round_s8(wi, r, u, n, seed, step, stream, mode, w_max):
     if mode == ROUND_SPLIT16:
         m = 256 * wi + r.astype(np.int64) - round_f32(F32(256.0) * u).astype(np.int64)
-        wn = np.clip((m + 128) // 256, W_MIN, W_MAX)
+        wn = np.clip((m + 128) // 256, -w_max, w_max)
         rn = np.clip(m - 256 * wn, -128, 127).astype(np.int8)
     elif mode == ROUND_NEAREST:
-        wn = np.clip(wi - round_f32(u), W_MIN, W_MAX)
+        wn = np.clip(wi - round_f32(u), -w_max, w_max)
         rn = r.copy()
     elif mode == ROUND_STOCHASTIC:
         h = zo_hash(seed, step, 0, int(stream) | STREAM_ROUNDING, np.arange(n, dtype=U32))
         xi = u01_from_hash(np.asarray(h).reshape(n))
-        wn = np.clip(wi - floor_f32(u + xi), W_MIN, W_MAX)
+        wn = np.clip(wi - floor_f32(u + xi), -w_max, w_max)
         rn = r.copy()
     else:
         raise ValueError(f"unknown rounding mode {mode!r}")
