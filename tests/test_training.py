@@ -81,6 +81,7 @@ def test_mlp_identical_to_reference(tmp_path, mlp_data, scheduler):
     dict(rounding="nearest", density=0.25, lr=20.0),
     dict(rounding="stochastic", lr_scaling="linear", batch=5, budget=20000, steps=None),
     dict(train="last:2", biases_only=True, lr=50.0, q=4, scheduler="fixed"),
+    dict(eps=3, lr=10.0, scheduler="critical"),
 ])
 def test_variants_identical_to_reference(tmp_path, mlp_data, variant):
     runs = run_both(tmp_path, MLP, mlp_data, **{"steps": 80, "eval_every": 25, **variant})

@@ -50,6 +50,7 @@ static uint64_t now_us(const trainer_t *tr)
 static void perturb_all(const trainer_t *tr, int32_t sign, uint32_t t, uint32_t i)
 {
     const zo_train_model_t *m = tr->m;
+    sign *= (int32_t)tr->cfg->eps;
     for (int32_t k = 0; k < m->n_tensors; ++k) {
         const zo_trainable_t *tt = &m->tensors[k];
         zo_dir_t d = { tr->cfg->seed, t, i, tt->stream, tr->cfg->density_log2 };
@@ -188,6 +189,7 @@ static step_stats_t run_step(trainer_t *tr, uint32_t t, uint32_t q, int centre)
     const zo_train_model_t *m = tr->m;
     const uint32_t b = tr->cfg->batch;
     step_stats_t st = { 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, centre };
+    const float half_per_eps = 0.5f / (float)tr->cfg->eps; /* differences per unit (1 LSB) perturbation */
     float loss_sum = 0.0f, m2_sum = 0.0f, v_sum = 0.0f, k_sum = 0.0f;
     uint32_t zeros = 0, saturated = 0;
 
@@ -204,12 +206,12 @@ static step_stats_t run_step(trainer_t *tr, uint32_t t, uint32_t q, int centre)
 
         float dsum = 0.0f;
         for (uint32_t j = 0; j < b; ++j) {
-            dsum += (m->lp[j] - m->lm[j]) * 0.5f;
+            dsum += (m->lp[j] - m->lm[j]) * half_per_eps;
         }
         float delta = dsum / (float)b;
         float ssum = 0.0f;
         for (uint32_t j = 0; j < b; ++j) {
-            float e = (m->lp[j] - m->lm[j]) * 0.5f - delta;
+            float e = (m->lp[j] - m->lm[j]) * half_per_eps - delta;
             ssum += e * e;
         }
         float vi = (b > 1u) ? (ssum / (float)(b - 1u)) / (float)b : 0.0f;
@@ -247,7 +249,8 @@ static void update_all(const trainer_t *tr, uint32_t t, uint32_t q, float lr)
         if (tt->eps_b != NULL) {
             zo_update_s32((int32_t *)tt->values, tt->count, m->c, (int32_t)q, tt->eps_b, tt->max_step, &d);
         } else {
-            zo_update_s8((int8_t *)tt->values, tt->residual, tt->count, m->c, (int32_t)q, &d, tr->cfg->rounding);
+            zo_update_s8((int8_t *)tt->values, tt->residual, tt->count, m->c, (int32_t)q, &d, tr->cfg->rounding,
+                         127 - (int32_t)tr->cfg->eps);
         }
     }
 }
@@ -298,6 +301,9 @@ static const char *check_config(const zo_train_model_t *m, const zo_train_config
     }
     if (cfg->calib_q > m->q_buffer || cfg->sched.q_max > m->q_buffer) {
         return "q exceeds the statistics buffers";
+    }
+    if (cfg->eps < 1u || cfg->eps > 8u) {
+        return "eps must be 1..8 LSB";
     }
     if (cfg->max_steps == 0u && cfg->budget == 0u) {
         return "neither a step limit nor a budget";

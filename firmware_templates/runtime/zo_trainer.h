@@ -71,6 +71,7 @@ typedef struct {
     uint32_t batch;
     zo_rounding_t rounding;
     uint32_t density_log2;
+    uint32_t eps;             /* perturbation size in LSB (weights: eps, biases: eps * eps_b); 1..8 */
     int32_t lr_auto;          /* 1: calibrate lr_1 from calib_steps steps at calib_q */
     float lr;                 /* lr_1 when not auto */
     float rho;

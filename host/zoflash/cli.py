@@ -58,6 +58,7 @@ def training_options(f):
         click.option("--biases-only", is_flag=True, default=None, help="Train only the biases of those layers."),
         click.option("--max-params", type=int, help="Cap on trainable parameters (drops the earliest layers)."),
         click.option("--batch", type=int, help="Minibatch size b [16]."),
+        click.option("--eps", type=int, help="Perturbation size in LSB (biases: eps * their eps_b) [1]."),
         click.option("--density", type=float, help="Sparse directions: nonzero fraction 1, 1/2, ..., 1/16 [1]."),
         click.option("--rounding", type=click.Choice(["split16", "nearest", "stochastic"]),
                      help="int8 update rounding [split16]."),
@@ -87,7 +88,7 @@ def training_options(f):
     return f
 
 
-_TRAIN_KEYS = ("train", "biases_only", "max_params", "batch", "density", "rounding", "lr", "rho", "lr_scaling",
+_TRAIN_KEYS = ("train", "biases_only", "max_params", "batch", "eps", "density", "rounding", "lr", "rho", "lr_scaling",
                "calib_steps", "calib_q", "seed", "steps", "budget", "eval_every", "scheduler", "q", "q_min",
                "q_max", "bias_bound", "guard_sat", "guard_zero", "guard_steps")
 
@@ -106,7 +107,7 @@ def _say_training_memory(training: dict) -> None:
     mem = training["memory"]
     _say(f"train   {training['trainable_params']} parameters in {len(training['tensors'])} tensor(s) "
          f"(layers {', '.join(map(str, training['layers']))}), suffix from kernel call {training['split_step']}; "
-         f"{training['clamped_weights']} weight(s) clamped to [-126, 126]")
+         f"{training['clamped_weights']} weight(s) clamped to +-(127 - eps)")
     _say(f"RAM     training beyond inference {training['memory_beyond_inference_bytes']} bytes: residuals "
          f"{mem['residual_bytes']}, feature cache {mem['feature_cache_bytes']}, statistics {mem['statistics_bytes']}, "
          f"snapshot {mem['snapshot_bytes']}, bias eps {mem['eps_bytes']}; trainable weights moved to RAM "

@@ -36,6 +36,7 @@ class TrainOptions:
     biases_only: bool = False      # train only the biases of the selected layers
     max_params: int | None = None  # cap: drop the earliest selected layers until it fits
     batch: int = 16
+    eps: int = 1                   # perturbation size in LSB (biases: eps * eps_b)
     density: float = 1.0           # sparse ternary directions: p = 2^-L
     rounding: str = "split16"
     lr: float | None = None        # None = auto-calibrated
@@ -106,6 +107,7 @@ class TrainOptions:
         length = f"{self.steps} steps" if self.steps is not None else \
             (f"budget {self.budget} passes" if self.budget is not None else f"{self.max_steps} steps")
         return (f"train {self.train}{' (biases only)' if self.biases_only else ''}, batch {self.batch}, "
+                + (f"eps {self.eps}, " if self.eps != 1 else "") +
                 f"scheduler {self.scheduler}, lr {lr}, rounding {self.rounding}, density {self.density:g}, "
                 f"seed {self.seed}, {length}")
 
@@ -130,6 +132,8 @@ def validate(opts: TrainOptions) -> TrainOptions:
     need(m is None or int(m.group(1)) >= 1, "--train last:N needs N >= 1")
     need(opts.max_params is None or opts.max_params >= 1, "--max-params must be >= 1")
     need(1 <= opts.batch <= 1024, f"--batch {opts.batch}: must be in 1..1024")
+    need(1 <= opts.eps <= 8, f"--eps {opts.eps}: must be 1..8 LSB (trainable weights then stay in "
+                             "[-(127 - eps), 127 - eps])")
     if opts.density <= 0 or opts.density > 1:
         problems.append(f"--density {opts.density:g}: must be in (0, 1]")
     else:
@@ -148,23 +152,33 @@ def validate(opts: TrainOptions) -> TrainOptions:
     need(opts.budget is None or opts.budget >= 1, "--budget must be >= 1")
     need(opts.eval_every >= 1, "--eval-every must be >= 1")
     need(opts.scheduler in SCHEDULERS, f"--scheduler {opts.scheduler}: use one of {', '.join(SCHEDULERS)}")
+    n_before_q = len(problems)
     for name in ("q", "q_min", "q_max"):
         v = getattr(opts, name)
         need(_is_pow2(v) and v <= Q_LIMIT, f"--{name.replace('_', '-')} {v}: must be a power of two in 1..{Q_LIMIT}")
     need(opts.q_min <= opts.q <= opts.q_max, f"need --q-min <= --q <= --q-max (got {opts.q_min}, {opts.q}, {opts.q_max})")
+    q_ok = len(problems) == n_before_q
     need(opts.bias_bound >= 1, "--bias-bound must be >= 1")
     need(0 < opts.guard_sat <= 1 and 0 < opts.guard_zero <= 1, "guard thresholds must be in (0, 1]")
     need(opts.guard_steps >= 1, "--guard-steps must be >= 1")
-    if opts.scheduler in SCHEDULERS and not problems:
+    if opts.scheduler in SCHEDULERS:  # also when other options have problems: one error lists all
         from .reference import schedulers
 
-        unknown = sorted(set(opts.sched) - set(schedulers.DEFAULTS[opts.scheduler]) - {"q0", "q_min", "q_max"})
+        q_keys = ("q0", "q_min", "q_max")
+        given_q = sorted(set(opts.sched) & set(q_keys))
+        if given_q:  # sched_params() takes them from --q/--q-min/--q-max: never drop them silently
+            problems.append(f"scheduler parameter {', '.join(given_q)}: set q with --q, --q-min, --q-max "
+                            "(q, q_min, q_max in [train])")
+        unknown = sorted(set(opts.sched) - set(schedulers.DEFAULTS[opts.scheduler]) - set(q_keys))
         if unknown:
-            allowed = ", ".join(sorted(k for k in schedulers.DEFAULTS[opts.scheduler] if k not in ("q0", "q_min", "q_max")))
+            allowed = ", ".join(sorted(k for k in schedulers.DEFAULTS[opts.scheduler] if k not in q_keys))
             problems.append(f"scheduler '{opts.scheduler}' has no parameter {', '.join(unknown)} "
                             f"(it takes: {allowed or 'none'})")
         else:
-            problems += schedulers.validate_params(opts.scheduler, opts.sched_params())
+            params = opts.sched_params()
+            if not q_ok:  # already reported: check the scheduler's own parameters on the default q range
+                params.update({k: v for k, v in schedulers.DEFAULTS[opts.scheduler].items() if k in q_keys})
+            problems += schedulers.validate_params(opts.scheduler, params)
     if problems:
         raise OptionsError("invalid training options:\n" + "\n".join(f"  - {p}" for p in problems))
     return opts

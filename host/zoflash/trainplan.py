@@ -19,7 +19,6 @@ from .errors import UnsupportedModelError
 from .train_options import TrainOptions, OptionsError
 
 WEIGHTED_KERNELS = ("conv2d", "depthwise_conv2d", "fully_connected")
-W_MIN, W_MAX = -126, 126
 HEAD_KERNELS = ("softmax", "dequantize")  # walked back through to find the logits
 
 
@@ -194,7 +193,8 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
         w, b = model.root[step.args[1]], step.args[2]
         if not opts.biases_only and w not in seen:
             data = model.storage(w).data
-            values = np.clip(data, W_MIN, W_MAX).astype(np.int8)
+            w_max = 127 - opts.eps  # +-eps perturbations must never wrap
+            values = np.clip(data, -w_max, w_max).astype(np.int8)
             clamped += int(np.count_nonzero(values != data))
             tensors.append(TrainableTensor(w, g.tensors[w].name, step.op.index, False, values, stream=0))
             seen.add(w)

@@ -71,6 +71,7 @@ class ReferenceTrainer:
 
     def _perturb(self, sign: int, t: int, i: int) -> None:
         o = self.opts
+        sign = sign * o.eps
         for k, tt in enumerate(self.plan.tensors):
             if tt.is_bias:
                 self.values[k] = zm.perturb_s32(self.values[k], sign, tt.eps_b.reshape(-1), o.seed, t, i,
@@ -123,6 +124,7 @@ class ReferenceTrainer:
         if centre:
             l0, s = self._losses(env, labels)
             saturated += s
+        half = F32(F32(0.5) / F32(o.eps))
         loss_sum, m2_sum, v_sum, k_sum = F32(0), F32(0), F32(0), F32(0)
         zeros = 0
         self.delta = []
@@ -135,11 +137,11 @@ class ReferenceTrainer:
             saturated += s1 + s2
             dsum = F32(0)
             for j in range(b):
-                dsum = F32(dsum + F32(F32(lp[j] - lm[j]) * F32(0.5)))
+                dsum = F32(dsum + F32(F32(lp[j] - lm[j]) * half))
             delta = F32(dsum / F32(b))
             ssum = F32(0)
             for j in range(b):
-                e = F32(F32(F32(lp[j] - lm[j]) * F32(0.5)) - delta)
+                e = F32(F32(F32(lp[j] - lm[j]) * half) - delta)
                 ssum = F32(ssum + F32(e * e))
             vi = F32(F32(ssum / F32(b - 1)) / F32(b)) if b > 1 else F32(0)
             for j in range(b):
@@ -166,7 +168,8 @@ class ReferenceTrainer:
                                                tt.stream, o.density_log2)
             else:
                 self.values[k], self.residual[k] = zm.update_s8(self.values[k], self.residual[k], c, o.seed, t,
-                                                                tt.stream, o.density_log2, o.rounding)
+                                                                tt.stream, o.density_log2, o.rounding,
+                                                                w_max=127 - o.eps)
 
     def _snapshot(self) -> tuple:
         return [v.copy() for v in self.values], [None if r is None else r.copy() for r in self.residual]
