@@ -51,12 +51,21 @@ def _labels(y: np.ndarray, name: str, n: int, classes: int) -> np.ndarray:
 def load_dataset(path: str | Path, input_shape: tuple[int, ...], scale: float | None, zero_point: int | None,
                  classes: int) -> Dataset:
     path = Path(path)
+    if path.is_file() and not zipfile.is_zipfile(path):  # np.load would return a .npy array or try pickle
+        with open(path, "rb") as f:
+            kind = "a single .npy array" if f.read(6) == b"\x93NUMPY" else "not a zip archive"
+        raise DataError(f"'{path}' is {kind}; a dataset is an .npz (numpy.savez) holding {', '.join(KEYS)}")
     try:
         with np.load(path, allow_pickle=False) as npz:
             missing = [k for k in KEYS if k not in npz.files]
             if missing:
                 raise DataError(f"'{path}' lacks {', '.join(missing)}; a dataset .npz needs {', '.join(KEYS)}")
-            arrays = {k: npz[k] for k in KEYS}
+            arrays = {}
+            for k in KEYS:
+                try:
+                    arrays[k] = npz[k]
+                except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:  # pickled objects, damage
+                    raise DataError(f"{k} in '{path}' cannot be read ({exc}); store numeric arrays") from None
     except FileNotFoundError:
         raise DataError(f"dataset '{path}' does not exist") from None
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
