@@ -173,7 +173,7 @@ def check_plan(m, plan, steps, o):
         "eps_bytes": 4 * n_b,
     }
     assert plan.training_ram_bytes() == (mem["residual_bytes"] + mem["feature_cache_bytes"] + mem["statistics_bytes"]
-                                         + mem["snapshot_bytes"] + mem["eps_bytes"])
+                                         + mem["snapshot_bytes"] + mem["trainable_bytes_in_ram"])
     assert plan.params == n_w + n_b
 
 

@@ -108,12 +108,12 @@ def _say_training_memory(training: dict) -> None:
     _say(f"train   {training['trainable_params']} parameters in {len(training['tensors'])} tensor(s) "
          f"(layers {', '.join(map(str, training['layers']))}), suffix from kernel call {training['split_step']}; "
          f"{training['clamped_weights']} weight(s) clamped to +-(127 - eps)")
-    _say(f"RAM     training beyond inference {training['memory_beyond_inference_bytes']} bytes: residuals "
-         f"{mem['residual_bytes']}, feature cache {mem['feature_cache_bytes']}, statistics {mem['statistics_bytes']}, "
-         f"snapshot {mem['snapshot_bytes']}, bias eps {mem['eps_bytes']}; trainable weights moved to RAM "
-         f"{mem['trainable_bytes_in_ram']}")
+    _say(f"RAM     training beyond inference {training['memory_beyond_inference_bytes']} bytes: trainable tensors "
+         f"moved from flash {mem['trainable_bytes_in_ram']}, residuals {mem['residual_bytes']}, feature cache "
+         f"{mem['feature_cache_bytes']}, statistics {mem['statistics_bytes']}, snapshot {mem['snapshot_bytes']}")
     data = training["data"]
-    _say(f"flash   data {data['bytes']} bytes ({data['n_train']} training, {data['n_test']} test samples)")
+    _say(f"flash   data {data['bytes']} bytes ({data['n_train']} training, {data['n_test']} test samples), "
+         f"bias eps tables {mem['eps_bytes']} bytes")
 
 
 @cli.command()

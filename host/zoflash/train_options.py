@@ -23,7 +23,7 @@ SCHEDULER_IDS = {name: i for i, name in enumerate(SCHEDULERS)}
 Q_LIMIT = 64
 DENSITY_LOG2_MAX = 4
 
-_TRAIN_SPEC = re.compile(r"^(last(:\d+)?|all|layers:.+)$")
+_TRAIN_SPEC = re.compile(r"^(last(:\d+)?|all|layers:(?=.*[^,\s]).+)$")
 
 
 class OptionsError(ZoflashError):

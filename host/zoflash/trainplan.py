@@ -86,9 +86,12 @@ class TrainPlan:
             "eps_bytes": sum(4 * t.count for t in self.tensors if t.is_bias),
         }
 
+    FLASH_KEYS = ("eps_bytes",)  # constant tables (flash on a board)
+
     def training_ram_bytes(self) -> int:
-        m = self.memory()
-        return sum(v for k, v in m.items() if k != "trainable_bytes_in_ram")
+        """RAM beyond inference: the trainable tensors (in flash for inference), residuals,
+        feature cache, statistics and snapshot; the eps tables are constant (flash)."""
+        return sum(v for k, v in self.memory().items() if k not in self.FLASH_KEYS)
 
 
 def _round_half_away(x: float) -> int:
