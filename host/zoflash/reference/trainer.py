@@ -17,7 +17,7 @@ import numpy as np
 from .. import telemetry
 from ..compiler import CompiledModel
 from ..dataset import Dataset
-from ..train_options import LR_SCALING_IDS, ROUNDING_IDS, SCHEDULER_IDS, TrainOptions
+from ..train_options import ROUNDING_IDS, SCHEDULER_IDS, TrainOptions
 from ..trainplan import TrainPlan
 from . import zo_math as zm
 from .forward import ReferenceForward
