@@ -49,6 +49,7 @@ demo: setup
 # Benchmarks (commands, not tests): results go to docs/benchmarks.md.
 bench: setup
 	$(PY) benchmarks/bench_inference.py --write docs/benchmarks.md
+	$(PY) benchmarks/bench_training.py --write docs/benchmarks.md
 
 # Regenerate the checked-in fixture models (needs TensorFlow: pip install '.[fixtures]').
 fixtures: setup

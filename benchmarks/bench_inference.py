@@ -78,10 +78,24 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
+def write_section(path: Path, name: str, body: str) -> None:
+    """Replace the section `name` of the markdown file `path` (between its begin/end markers),
+    keeping every other section; a missing section is appended, a missing file created."""
+    begin, end = f"<!-- bench:{name}:begin -->", f"<!-- bench:{name}:end -->"
+    block = f"{begin}\n{body.strip()}\n{end}\n"
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        after = rest.split(end, 1)[1].lstrip("\n")
+        text = head + block + ("\n" + after if after else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
 def to_markdown(rows: list[dict], command: str) -> str:
     lines = [
-        "# Benchmarks",
-        "",
         "## Inference: generated C vs the tflite-micro interpreter (host)",
         "",
         f"Command: `{command}` (also `make bench`). Machine: {cpu_name()}, {os.cpu_count()} cores, "
@@ -125,8 +139,7 @@ def main(argv=None) -> int:
     command = "python benchmarks/bench_inference.py --write docs/benchmarks.md"
     report = to_markdown(rows, command)
     if args.write:
-        args.write.parent.mkdir(parents=True, exist_ok=True)
-        args.write.write_text(report)
+        write_section(args.write, "inference", report)
         print(f"wrote {args.write}")
     return 0
 
