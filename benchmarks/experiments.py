@@ -1,0 +1,550 @@
+"""Experiments: fixed q (tuned and untuned) against the adaptive q schedulers at equal forward-pass
+budgets, on the digits adaptation task (zo-training.md, "What the project must show").
+
+Task: tests/fixtures/digits_cnn.tflite (int8 CNN, pretrained on upright digits) adapted to
+tests/fixtures/digits_shift.npz (rotated digits) by training the last FULLY_CONNECTED layer with
+the host simulation (the generated training C, built and run on the host). Every run has the same
+forward-pass budget (prefix + suffix sample-passes, evaluation excluded) and every method is run
+on the same seeds (the run seed: minibatch order and perturbation directions), so results are
+paired.
+
+Methods:
+  * fixed q in QS, each with its own tuned learning rate: a grid of explicit lr_1 = L0 * 2^k
+    (lr_scaling sqrt, so the lr used at q is lr_1 * sqrt(q)), L0 = the geometric mean over the
+    seeds of the auto-calibrated lr_1 (rho 4). The grid is extended by one factor of 2 while the
+    best mean final accuracy sits at an edge (at most EXTEND times per side). The passes of every
+    grid run are counted as the search cost;
+  * fixed q with one common lr: the auto lr (rho 4) with lr_scaling fixed, i.e. the same lr at
+    every q;
+  * adazeta, plateau, critical with their defaults (lr auto, rho 4, lr_scaling sqrt);
+  * an lr sweep over a 16x range (lr_1 = L0 * 2^k, k = -2..2) for fixed q = 1, fixed q = 16 (taken
+    from the grid), plateau, critical and adazeta;
+  * no adaptation: the step-0 evaluation (the pretrained model).
+Not included: q = 1 with lr decay (zoflash has no lr-decay option).
+
+Usage: python benchmarks/experiments.py [--quick] [--write docs/experiments.md] [--workers 2]
+       [--reuse]   (redo tables and plots from the cached results of the last run)
+Results are cached in build/experiments/; the plots go next to the --write file (else the cache).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from multiprocessing import Pool
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_inference import cpu_name  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = ROOT / "tests" / "fixtures" / "digits_cnn.tflite"
+DATA = ROOT / "tests" / "fixtures" / "digits_shift.npz"
+CACHE = ROOT / "build" / "experiments"
+ADAPTIVE = ("adazeta", "plateau", "critical")
+SWEEP_SCHEDULERS = ("plateau", "critical", "adazeta")
+SWEEP_FIXED_Q = (1, 16)
+EXTEND = 2            # grid extensions per side at most
+ADAPTIVE_EVAL_EVERY = 8  # steps between evaluations for the adaptive schedulers
+BEGIN, END = "<!-- experiments:results:begin -->", "<!-- experiments:results:end -->"
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    seeds: tuple[int, ...]
+    budget: int
+    qs: tuple[int, ...]
+    grid: tuple[int, ...]       # lr factors 2^k of the tuning grid
+    sweep: tuple[int, ...]      # lr factors 2^k of the lr sweep (16x: -2..2)
+    eval_passes: int            # target training passes between evaluations at fixed q
+
+
+FULL = Config("full", (1, 2, 3, 4, 5), 400_000, (1, 2, 4, 8, 16, 32, 64), (-3, -2, -1, 0, 1, 2, 3),
+              (-2, -1, 0, 1, 2), 4000)
+QUICK = Config("quick", (1, 2), 100_000, (1, 4, 16, 64), (-1, 0, 1), (-2, 0, 2), 2000)
+
+
+# ----------------------------------------------------------------------------------- one run
+
+def run_key(sched: str, q: int, lr: str, seed: int) -> str:
+    """lr: 'auto' (lr_scaling sqrt), 'common' (auto, lr_scaling fixed) or 'k<n>' (lr_1 = L0 * 2^n)."""
+    return f"{sched}|q{q}|{lr}|s{seed}"
+
+
+def passes_per_step(q: int, batch: int = 16) -> int:
+    return batch + 2 * q * batch
+
+
+def run_one(spec: dict) -> dict:
+    """Build and run one training program; keep what the tables and plots need."""
+    from zoflash.simulate import simulate
+    from zoflash.train_options import make_options
+
+    opts = make_options(scheduler=spec["sched"], q=spec["q"], lr=spec["lr"], lr_scaling=spec["lr_scaling"],
+                        seed=spec["seed"], budget=spec["budget"], eval_every=spec["eval_every"])
+    t0 = time.perf_counter()
+    res = simulate(MODEL, DATA, opts, log_path=None, engine="c", plot=False)
+    wall = time.perf_counter() - t0
+    evals = [r for r in res.records if r["type"] == "eval"]
+    steps = [r for r in res.records if r["type"] == "step"]
+    events = [r for r in res.records if r["type"] == "event"]
+    q_changes: list[list[int]] = []  # [passes before the step, q of the step]
+    prev = 0
+    for s in steps:
+        if not q_changes or q_changes[-1][1] != s["q"]:
+            q_changes.append([prev, s["q"]])
+        prev = s["prefix_passes"] + s["suffix_passes"]
+    lr_set = [e["value"] for e in events if e["kind"] == "lr"]
+    return dict(
+        key=spec["key"], seed=spec["seed"],
+        eval_passes=[e["prefix_passes"] + e["suffix_passes"] for e in evals],
+        eval_acc=[e["accuracy"] for e in evals], eval_prefix=[e["prefix_passes"] for e in evals],
+        final_acc=evals[-1]["accuracy"], prefix=res.done["prefix_passes"], suffix=res.done["suffix_passes"],
+        steps=res.done["steps"], reason=res.done["reason"], q_changes=q_changes, final_q=steps[-1]["q"],
+        rollbacks=sum(1 for e in events if e["kind"] == "rollback"),
+        lr1=lr_set[0] if lr_set else spec["lr"], final_lr=steps[-1]["lr"], wall_s=wall)
+
+
+def make_spec(cfg: Config, sched: str, q: int, lr: str, seed: int, l0: float | None = None) -> dict:
+    if lr == "auto":
+        value, scaling = None, "sqrt"
+    elif lr == "common":
+        value, scaling = None, "fixed"
+    else:
+        value, scaling = float(np.float32(l0 * 2.0 ** int(lr[1:]))), "sqrt"
+    if sched == "fixed":
+        every = max(1, round(cfg.eval_passes / passes_per_step(q)))
+    else:
+        every = ADAPTIVE_EVAL_EVERY
+    return dict(key=run_key(sched, q, lr, seed), sched=sched, q=q, lr=value, lr_scaling=scaling, seed=seed,
+                budget=cfg.budget, eval_every=every)
+
+
+def run_all(specs: list[dict], results: dict, workers: int, t_start: float) -> None:
+    todo = list({s["key"]: s for s in specs if s["key"] not in results}.values())
+    if not todo:
+        return
+    done = 0
+    with Pool(workers) as pool:
+        for r in pool.imap_unordered(run_one, todo):
+            results[r["key"]] = r
+            done += 1
+            if done % 10 == 0 or done == len(todo):
+                print(f"  {done}/{len(todo)} runs ({time.perf_counter() - t_start:.0f} s)", flush=True)
+
+
+def run_experiments(cfg: Config, workers: int) -> dict:
+    t_start = time.perf_counter()
+    results: dict = {}
+    # phase 1: everything with the auto lr (this also measures the calibrated lr_1 per seed)
+    specs = [make_spec(cfg, s, 1, "auto", seed) for s in ADAPTIVE for seed in cfg.seeds]
+    specs += [make_spec(cfg, "fixed", q, "common", seed) for q in cfg.qs for seed in cfg.seeds]
+    print(f"phase 1: {len(specs)} runs with the auto lr", flush=True)
+    run_all(specs, results, workers, t_start)
+    lr1 = [results[run_key("plateau", 1, "auto", seed)]["lr1"] for seed in cfg.seeds]
+    l0 = float(f"{math.exp(np.mean(np.log(lr1))):.3g}")
+    # phase 2: the tuning grid of every fixed q and the lr sweep of the adaptive schedulers
+    specs = [make_spec(cfg, "fixed", q, f"k{k}", seed, l0) for q in cfg.qs for k in cfg.grid for seed in cfg.seeds]
+    specs += [make_spec(cfg, s, 1, f"k{k}", seed, l0) for s in SWEEP_SCHEDULERS for k in cfg.sweep
+              for seed in cfg.seeds]
+    specs += [make_spec(cfg, "fixed", q, f"k{k}", seed, l0) for q in SWEEP_FIXED_Q if q in cfg.qs
+              for k in cfg.sweep for seed in cfg.seeds]
+    print(f"phase 2: {len(specs)} runs at explicit lr (L0 = {l0:g})", flush=True)
+    run_all(specs, results, workers, t_start)
+    # phase 3: extend the grid of a q while its best lr sits at an edge
+    grids = {q: sorted({k for k in cfg.grid}) for q in cfg.qs}
+    for _ in range(EXTEND):
+        specs = []
+        for q in cfg.qs:
+            ks = grids[q]
+            best = max(ks, key=lambda k: mean_final(results, "fixed", q, f"k{k}", cfg.seeds))
+            if best in (ks[0], ks[-1]):
+                new = best - 1 if best == ks[0] else best + 1
+                ks.append(new)
+                ks.sort()
+                specs += [make_spec(cfg, "fixed", q, f"k{new}", seed, l0) for seed in cfg.seeds]
+        if not specs:
+            break
+        print(f"phase 3: {len(specs)} runs extending the grid", flush=True)
+        run_all(specs, results, workers, t_start)
+    return dict(config=cfg.__dict__, l0=l0, lr1_per_seed=lr1, grids={str(q): ks for q, ks in grids.items()},
+                wall_s=time.perf_counter() - t_start, workers=workers, date=time.strftime("%Y-%m-%d"),
+                machine=f"{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+                results=results)
+
+
+# ----------------------------------------------------------------------------------- analysis
+
+def mean_final(results: dict, sched: str, q: int, lr: str, seeds) -> float:
+    return float(np.mean([results[run_key(sched, q, lr, s)]["final_acc"] for s in seeds]))
+
+
+def finals(results: dict, sched: str, q: int, lr: str, seeds) -> np.ndarray:
+    return np.array([results[run_key(sched, q, lr, s)]["final_acc"] for s in seeds])
+
+
+def curve(run: dict, grid: np.ndarray) -> np.ndarray:
+    return np.interp(grid, run["eval_passes"], run["eval_acc"])
+
+
+def q_curve(run: dict, grid: np.ndarray) -> np.ndarray:
+    starts = np.array([c[0] for c in run["q_changes"]])
+    qs = np.array([c[1] for c in run["q_changes"]])
+    return qs[np.clip(np.searchsorted(starts, grid, side="right") - 1, 0, len(qs) - 1)]
+
+
+def first_reach(x: np.ndarray, y: np.ndarray, target: float) -> float | None:
+    hit = np.nonzero(y >= target)[0]
+    return float(x[hit[0]]) if len(hit) else None
+
+
+@dataclass
+class Row:
+    label: str
+    lr: str
+    keys: list[str]          # one run per seed
+    search: float = 0.0      # passes of the lr search, one run per grid point
+    group: str = ""
+
+
+def analyse(data: dict) -> dict:
+    cfg = Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in data["config"].items()})
+    res, seeds, l0 = data["results"], cfg.seeds, data["l0"]
+    grids = {int(q): ks for q, ks in data["grids"].items()}
+    xs = np.linspace(0, cfg.budget, 401)
+
+    def passes(key: str) -> int:
+        return res[key]["prefix"] + res[key]["suffix"]
+
+    tuned: dict[int, int] = {}
+    rows: list[Row] = []
+    for q in cfg.qs:
+        best = max(grids[q], key=lambda k: mean_final(res, "fixed", q, f"k{k}", seeds))
+        tuned[q] = best
+        search = sum(np.mean([passes(run_key("fixed", q, f"k{k}", s)) for s in seeds]) for k in grids[q])
+        rows.append(Row(f"fixed q={q}, tuned lr", f"L0·2^{best} ({l0 * 2.0 ** best:.3g})",
+                        [run_key("fixed", q, f"k{best}", s) for s in seeds], search, "tuned"))
+    best_q = max(cfg.qs, key=lambda q: mean_final(res, "fixed", q, f"k{tuned[q]}", seeds))
+    for q in cfg.qs:
+        rows.append(Row(f"fixed q={q}, common lr", "auto, lr_scaling fixed",
+                        [run_key("fixed", q, "common", s) for s in seeds], group="common"))
+    for s_name in ADAPTIVE:
+        rows.append(Row(s_name, "auto (rho 4, sqrt)", [run_key(s_name, 1, "auto", s) for s in seeds], group="adaptive"))
+    best_row = next(r for r in rows if r.label == f"fixed q={best_q}, tuned lr")
+    best_finals = np.array([res[k]["final_acc"] for k in best_row.keys])
+    floor = res[rows[0].keys[0]]["eval_acc"][0]
+    target = 0.95 * float(best_finals.mean())
+    total_search = sum(r.search for r in rows if r.group == "tuned")
+    table = []
+    curves = {}
+    for r in rows:
+        runs = [res[k] for k in r.keys]
+        f = np.array([x["final_acc"] for x in runs])
+        c = np.array([curve(x, xs) for x in runs])
+        curves[r.label] = c.mean(axis=0)
+        reach = first_reach(xs, c.mean(axis=0), target)
+        reach90 = first_reach(xs, c.mean(axis=0), target * 0.90 / 0.95)
+        per_seed = [first_reach(np.array(x["eval_passes"], float), np.array(x["eval_acc"]), target) for x in runs]
+        diff = f - best_finals
+        table.append(dict(
+            label=r.label, lr=r.lr, group=r.group, mean=f.mean(), std=f.std(ddof=1) if len(f) > 1 else 0.0,
+            diff_mean=diff.mean(), diff_std=diff.std(ddof=1) if len(f) > 1 else 0.0,
+            wins=int(np.sum(diff >= 0)), reach=reach, reach90=reach90, n_reach=sum(p is not None for p in per_seed),
+            search=r.search, search_all=total_search,
+            prefix=np.mean([x["prefix"] for x in runs]), suffix=np.mean([x["suffix"] for x in runs]),
+            rollbacks=np.mean([x["rollbacks"] for x in runs]),
+            final_q=sorted(x["final_q"] for x in runs)[len(runs) // 2],
+            q_curves=np.array([q_curve(x, xs) for x in runs]),
+            prefix_curve=np.mean([np.interp(xs, x["eval_passes"], x["eval_prefix"]) for x in runs], axis=0)))
+    grid_table = {q: {k: finals(res, "fixed", q, f"k{k}", seeds) for k in grids[q]} for q in cfg.qs}
+    sweep = {}
+    for q in SWEEP_FIXED_Q:
+        if q in cfg.qs:
+            sweep[f"fixed q={q}"] = {k: finals(res, "fixed", q, f"k{k}", seeds) for k in cfg.sweep}
+    for s_name in SWEEP_SCHEDULERS:
+        sweep[s_name] = {k: finals(res, s_name, 1, f"k{k}", seeds) for k in cfg.sweep}
+    sweep_rollbacks = {name: {k: np.mean([res[run_key(*_sweep_run(name), f"k{k}", s)]["rollbacks"] for s in seeds])
+                              for k in cfg.sweep} for name in sweep}
+    return dict(cfg=cfg, l0=l0, xs=xs, rows=table, curves=curves, best_q=best_q, tuned=tuned, floor=floor,
+                best_mean=float(best_finals.mean()),
+                target=target, grid_table=grid_table, sweep=sweep, sweep_rollbacks=sweep_rollbacks,
+                total_search=total_search, n_runs=len(res),
+                total_passes=sum(passes(k) for k in res))
+
+
+def _sweep_run(name: str) -> tuple[str, int]:
+    if name.startswith("fixed q="):
+        return "fixed", int(name.split("=")[1])
+    return name, 1
+
+
+# ----------------------------------------------------------------------------------- output
+
+def kpasses(v: float | None) -> str:
+    if v is None:
+        return "not reached"
+    return f"{v / 1e6:.2f}M" if v >= 1e6 else f"{v / 1e3:.0f}k"
+
+
+def pct(v: float) -> str:
+    return f"{100 * v:.1f}"
+
+
+def plot_accuracy(a: dict, out: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cfg, xs = a["cfg"], a["xs"] / 1e3
+    fig, axes = plt.subplots(2, 2, figsize=(13, 8), sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
+    cmap = plt.get_cmap("viridis")
+    colors = {q: cmap(i / max(1, len(cfg.qs) - 1)) for i, q in enumerate(cfg.qs)}
+    styles = {"adazeta": ("tab:orange", "-."), "plateau": ("tab:red", "-"), "critical": ("black", "--")}
+    rows = {r["label"]: r for r in a["rows"]}
+    for col, group, title in ((0, "tuned", "fixed q, each with its tuned lr"),
+                              (1, "common", "fixed q, one common lr (auto lr_1, lr_scaling fixed)")):
+        ax = axes[0, col]
+        for q in cfg.qs:
+            label = f"fixed q={q}, {'tuned' if group == 'tuned' else 'common'} lr"
+            lw = 2.2 if (group == "tuned" and q == a["best_q"]) else 1.0
+            ax.plot(xs, a["curves"][label], color=colors[q], lw=lw, label=f"q={q}")
+        for name, (color, ls) in styles.items():
+            ax.plot(xs, a["curves"][name], color=color, ls=ls, lw=2.0, label=name)
+        ax.axhline(a["floor"], color="gray", ls=":", lw=1, label="no adaptation")
+        ax.axhline(a["target"], color="gray", ls="--", lw=0.8, label=f"95% of best tuned (q={a['best_q']})")
+        ax.set_title(title, fontsize=10)
+        ax.set_ylabel(f"test accuracy (mean of {len(cfg.seeds)} seeds)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncol=2, loc="lower right")
+    lo = min(a["floor"], min(float(c.min()) for c in a["curves"].values())) - 0.02
+    for ax in axes[0]:
+        ax.set_ylim(lo, 1.0)
+    ax = axes[1, 0]
+    for name, (color, ls) in styles.items():
+        qc = rows[name]["q_curves"]
+        for one in qc:
+            ax.step(xs, one, where="post", color=color, lw=0.5, alpha=0.35)
+        ax.step(xs, np.exp(np.mean(np.log(qc), axis=0)), where="post", color=color, ls=ls, lw=1.8, label=name)
+    ax.set_yscale("log", base=2)
+    ax.set_yticks([1, 2, 4, 8, 16, 32, 64])
+    ax.set_yticklabels(["1", "2", "4", "8", "16", "32", "64"])
+    ax.set_ylabel("q (geo. mean; thin: seeds)")
+    ax = axes[1, 1]  # the prefix share of the passes (the suffix is the rest)
+    for q in cfg.qs:
+        ax.plot(xs, rows[f"fixed q={q}, tuned lr"]["prefix_curve"] / 1e3, color=colors[q], lw=1.0, label=f"q={q}")
+    for name, (color, ls) in styles.items():
+        ax.plot(xs, rows[name]["prefix_curve"] / 1e3, color=color, ls=ls, lw=1.8, label=name)
+    ax.set_ylabel("prefix passes (thousands)")
+    for ax in axes[1]:
+        ax.set_xlabel("cumulative training forward passes, prefix + suffix (thousands)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", ncol=2)
+    fig.suptitle(f"digits_cnn on rotated digits: ZO training of the last FC layer, budget {cfg.budget:,} "
+                 f"passes, seeds {', '.join(map(str, cfg.seeds))}", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def plot_sweep(a: dict, out: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cfg = a["cfg"]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    cmap = plt.get_cmap("viridis")
+    for i, q in enumerate(cfg.qs):  # the whole tuning grid, faint
+        ks = sorted(a["grid_table"][q])
+        ax.plot(ks, [a["grid_table"][q][k].mean() for k in ks], color=cmap(i / max(1, len(cfg.qs) - 1)),
+                lw=0.8, alpha=0.35, marker=".", label=f"fixed q={q} (grid)")
+    styles = {"fixed q=1": ("tab:blue", "o"), "fixed q=16": ("tab:green", "s"), "plateau": ("tab:red", "^"),
+              "critical": ("black", "v"), "adazeta": ("tab:orange", "D")}
+    for name, by_k in a["sweep"].items():
+        ks = sorted(by_k)
+        m = np.array([by_k[k].mean() for k in ks])
+        s = np.array([by_k[k].std(ddof=1) if len(by_k[k]) > 1 else 0 for k in ks])
+        color, marker = styles[name]
+        ax.errorbar(ks, m, yerr=s, color=color, marker=marker, lw=2, capsize=3, label=name)
+    ax.axhline(a["floor"], color="gray", ls=":", lw=1, label="no adaptation")
+    ax.axvspan(min(cfg.sweep), max(cfg.sweep), color="gray", alpha=0.08)
+    ax.set_xlabel(f"log2(lr_1 / L0), L0 = {a['l0']:g} (the auto lr, rho 4); lr at q = lr_1·sqrt(q)")
+    ax.set_ylabel(f"final test accuracy at {cfg.budget:,} passes (mean ± std)")
+    ax.set_title("lr sweep (shaded: the 16x range)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str) -> str:
+    cfg = a["cfg"]
+    n = len(cfg.seeds)
+    lines = [
+        (f"Command: `{command}`. Date: {data['date']}. Machine: {data['machine']}; {data['workers']} worker "
+        f"processes, {a['n_runs']} runs, {data['wall_s'] / 60:.1f} min wall time."),
+        "",
+        (f"Setup: `digits_cnn.tflite` (int8, pretrained on upright digits) adapted to `digits_shift.npz` "
+        f"(rotated digits, 1000 train / 497 test) by training its last FULLY_CONNECTED layer and bias "
+        f"(defaults: b = 16, eps = 1 LSB, split-16 rounding, dense Rademacher directions, guards on). "
+        f"Every run stops at the first step reaching {cfg.budget:,} training forward passes (prefix + suffix "
+        f"sample-passes; evaluation passes are not counted). Seeds {', '.join(map(str, cfg.seeds))} (the run "
+        f"seed) for every method, so every comparison is paired. Accuracy is on the 497 test samples; "
+        f"curves are linear interpolations between evaluations (every ~{cfg.eval_passes} passes at fixed q, "
+        f"every {ADAPTIVE_EVAL_EVERY} steps for the adaptive schedulers), averaged over seeds."),
+        "",
+        (f"Learning rates: the auto lr calibrates lr_1 = rho·sqrt(p/m2) with rho = 4 over 8 steps at q = 8 "
+        f"(2176 passes, inside the budget); per seed lr_1 = "
+        f"{', '.join(f'{v:.3g}' for v in data['lr1_per_seed'])}, geometric mean L0 = {a['l0']:g}. "
+        f"Explicit rates are lr_1 = L0·2^k with lr_scaling sqrt (the lr used at q is lr_1·sqrt(q)), so "
+        f"k = 0 is the auto rule at every q. Tuned fixed q: grid k = {min(cfg.grid)}..{max(cfg.grid)} "
+        f"({2 ** (max(cfg.grid) - min(cfg.grid))}x), extended by one step while the best mean final "
+        f"accuracy sat at an edge (at most {EXTEND} per side), the best mean final accuracy picked per q. "
+        f"Common lr: the auto lr_1 with lr_scaling fixed, the same lr at every q. adazeta, plateau, "
+        f"critical: defaults (lr auto, rho 4, sqrt scaling). Not included: q = 1 with lr decay "
+        f"(zoflash has no lr-decay option)."),
+        "",
+        (f"Floor (no adaptation, the step-0 evaluation): **{pct(a['floor'])}%**. Best tuned fixed q: "
+        f"**q = {a['best_q']}**; target for \"passes to 95%\" = 0.95 × its mean final accuracy = "
+        f"{pct(a['target'])}%."),
+        "",
+        "### Headline",
+        "",
+        (f"Final accuracy: mean ± std over {n} seeds (%). Δ: paired difference to the best tuned fixed q "
+        f"(q = {a['best_q']}), mean ± std, and the number of seeds where the method is at least as good. "
+        "Passes to 95%: first point where the seed-mean curve reaches the target (seeds: how many "
+        "individual runs reach it); to 90%: the same for 90% of the best tuned fixed q. lr search: passes of the lr grid of that q at one seed per grid "
+        "point (the least a search costs; here each point was run on every seed); search + to 95%: the "
+        "search-inclusive cost. Prefix / suffix: mean training passes of the run, split. Rollbacks: "
+        "guard rollbacks per run (mean). q end: median final q."),
+        "",
+        ("| method | lr | final acc | Δ vs best tuned | passes to 95% | seeds | to 90% | lr search "
+        "| search + to 95% | prefix / suffix | rollbacks | q end |"),
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        (f"| no adaptation | – | {pct(a['floor'])} | {100 * (a['floor'] - a['best_mean']):+.1f} "
+        "| – | – | – | – | – | – | – | – |"),
+    ]
+    for r in a["rows"]:
+        reach = kpasses(r["reach"])
+        if r["group"] == "tuned":
+            search, incl = kpasses(r["search"]), (kpasses(r["search"] + r["reach"]) if r["reach"] is not None else "–")
+        else:
+            search, incl = "–", reach if r["group"] == "adaptive" else "–"
+        bold = "**" if r["label"] == f"fixed q={a['best_q']}, tuned lr" or r["group"] == "adaptive" else ""
+        lines.append(
+            f"| {bold}{r['label']}{bold} | {r['lr']} | {pct(r['mean'])} ± {pct(r['std'])} | "
+            f"{100 * r['diff_mean']:+.1f} ± {pct(r['diff_std'])} ({r['wins']}/{n}) | {reach} | {r['n_reach']}/{n} | {kpasses(r['reach90'])} | "
+            f"{search} | {incl} | {kpasses(r['prefix'])} / {kpasses(r['suffix'])} | {r['rollbacks']:.1f} | "
+            f"{r['final_q']} |")
+    lines += [
+        "",
+        (f"Searching q as well as the lr (every q's grid, one seed per point) costs "
+        f"{kpasses(a['total_search'])} passes, {a['total_search'] / cfg.budget:.0f} budgets; the search "
+        f"as run here (every point on {n} seeds) cost {kpasses(a['total_search'] * n)}. The adaptive "
+        "schedulers' costs include their lr calibration and no search."),
+        "",
+        f"![accuracy vs passes]({acc_png})",
+        "",
+        ("Top: test accuracy against cumulative training passes (mean over seeds); left the tuned fixed q "
+        f"(bold: the best, q = {a['best_q']}), right the fixed q at one common lr; the adaptive schedulers "
+        "are on both. Bottom left: their q (geometric mean over seeds, thin lines: each seed; the first 8 "
+        "steps are the lr calibration at q = 8). Bottom right: the prefix passes within the total (the "
+        "suffix passes are the rest; b prefix and 2qb suffix passes per step)."),
+        "",
+        "### Fixed q: lr grid (final accuracy %, mean ± std; * = the tuned lr)",
+        "",
+    ]
+    all_k = sorted({k for q in cfg.qs for k in a["grid_table"][q]})
+    lines.append("| q | " + " | ".join(f"k={k}" for k in all_k) + " |")
+    lines.append("|---:|" + "---:|" * len(all_k))
+    for q in cfg.qs:
+        cells = []
+        for k in all_k:
+            v = a["grid_table"][q].get(k)
+            if v is None:
+                cells.append("")
+            else:
+                star = "*" if k == a["tuned"][q] else ""
+                cells.append(f"{pct(v.mean())} ± {pct(v.std(ddof=1) if len(v) > 1 else 0)}{star}")
+        lines.append(f"| {q} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"lr_1 = L0·2^k, L0 = {a['l0']:g}; the lr used at q is lr_1·sqrt(q).",
+        "",
+        f"### lr sweep over 16x (k = {min(cfg.sweep)}..{max(cfg.sweep)})",
+        "",
+        ("Final accuracy (%), mean ± std, with the mean number of guard rollbacks per run in brackets; "
+        "range = best minus worst mean over the sweep."),
+        "",
+        "| method | " + " | ".join(f"k={k}" for k in cfg.sweep) + " | range |",
+        "|---|" + "---:|" * (len(cfg.sweep) + 1),
+    ]
+    for name, by_k in a["sweep"].items():
+        means = [by_k[k].mean() for k in cfg.sweep]
+        cells = [f"{pct(by_k[k].mean())} ± {pct(by_k[k].std(ddof=1) if len(by_k[k]) > 1 else 0)} "
+                 f"({a['sweep_rollbacks'][name][k]:.1f})" for k in cfg.sweep]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {100 * (max(means) - min(means)):.1f} |")
+    lines += [
+        "",
+        f"![lr sweep]({sweep_png})",
+        "",
+        "Final accuracy against the lr (bold: the sweep; faint: every fixed q's tuning grid).",
+    ]
+    return "\n".join(lines)
+
+
+def write_doc(path: Path, body: str) -> None:
+    """Replace the generated block of `path`, keeping the text around it (the reading)."""
+    block = f"{BEGIN}\n{body.strip()}\n{END}"
+    if path.exists() and BEGIN in (text := path.read_text()) and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        text = "# Experiments: fixed q against adaptive q\n\n" + block + "\n"
+    path.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="2 seeds, 4 values of q, 100k passes")
+    ap.add_argument("--write", type=Path, help="write the results into this markdown file (and its PNGs next to it)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--reuse", action="store_true", help="tables and plots from the cached results")
+    args = ap.parse_args(argv)
+    cfg = QUICK if args.quick else FULL
+    CACHE.mkdir(parents=True, exist_ok=True)
+    cache = CACHE / f"results-{cfg.name}.json"
+    if args.reuse:
+        data = json.loads(cache.read_text())
+    else:
+        data = run_experiments(cfg, args.workers)
+        cache.write_text(json.dumps(data))
+    a = analyse(data)
+    out_dir = args.write.parent if args.write else CACHE
+    stem = args.write.stem if args.write else "experiments"
+    acc_png, sweep_png = out_dir / f"{stem}_accuracy.png", out_dir / f"{stem}_lr_sweep.png"
+    plot_accuracy(a, acc_png)
+    plot_sweep(a, sweep_png)
+    command = "python benchmarks/experiments.py" + (" --quick" if args.quick else "") + \
+        (f" --write {args.write}" if args.write else "")
+    body = to_markdown(a, data, command, acc_png.name, sweep_png.name)
+    if args.write:
+        write_doc(args.write, body)
+        print(f"wrote {args.write}, {acc_png}, {sweep_png}")
+    else:
+        print(body)
+        print(f"\nplots: {acc_png}, {sweep_png}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
