@@ -363,7 +363,7 @@ def test_update_s8_bit_identical(lib, mode, w_max):
     per case).  Input weights span [-126, 126], so a smaller bound also clamps weights in."""
     rng = np.random.default_rng([{"split16": 30, "nearest": 31, "stochastic": 32}[mode],
                                  0 if w_max == "random" else w_max])
-    cases = [(q, dl2) for q in (1, 2, 3, 8, 16, 64, 100) for dl2 in (0, 1, 4)]
+    cases = [(q, dl2) for q in (1, 2, 3, 6, 7, 8, 16, 64, 100) for dl2 in (0, 1, 4)]  # q <= 6 dense: table path
     for q, dl2 in cases:
         wm = int(rng.integers(1, 127)) if w_max == "random" else w_max
         n = int(rng.integers(1, 600))

@@ -312,9 +312,85 @@ static void zo_round_block_mve(int8_t *wb, int8_t *rb, const float *u, zo_roundi
 }
 #endif
 
+#ifndef ZO_MVE_FLOAT
+/* Dense directions, small q, deterministic rounding: u_k takes one of 2^q values, fixed by the
+ * signs of z_0k..z_(q-1)k.  Each value is summed once (in the same order, from the same +0.0f,
+ * as zo_accumulate_block) and rounded into a table, so the per-weight work is integer only. */
+#define ZO_LUT_Q_MAX 6
+
+static void zo_update_s8_lut(int8_t *w, int8_t *residual, int32_t n, const float *c, int32_t q,
+                             const zo_dir_t *d0, zo_rounding_t mode, int32_t w_max)
+{
+    int32_t step_of[1 << ZO_LUT_Q_MAX];
+    uint32_t keys[ZO_LUT_Q_MAX];
+    uint32_t sign[ZO_LUT_Q_MAX];
+    const int32_t split16 = mode == ZO_ROUND_SPLIT16;
+    for (uint32_t pat = 0; pat < (1u << q); ++pat) {
+        float u = 0.0f;
+        for (int32_t i = 0; i < q; ++i) {
+            u = u + (((pat >> i) & 1u) ? -c[i] : c[i]);
+        }
+        step_of[pat] = zo_round_inl(split16 ? 256.0f * u : u);
+    }
+    zo_prepare_keys(keys, q, d0);
+    for (int32_t base = 0; base < n; base += ZO_BLOCK) {
+        const int32_t len = n - base < ZO_BLOCK ? n - base : ZO_BLOCK;
+        for (int32_t i = 0; i < q; ++i) {
+            sign[i] = zo_hash_ctr(keys[i], (uint32_t)base >> 5);
+        }
+        int8_t *restrict wb = w + base;
+        if (q == 1 && split16 && len == ZO_BLOCK) {
+            /* the common q = 1 full block: two possible steps, a straight loop that vectorizes */
+            const int32_t up = step_of[0], down = step_of[1];
+            int8_t *restrict rb = residual + base;
+            for (int32_t l = 0; l < ZO_BLOCK; ++l) {
+                int32_t m = 256 * (int32_t)wb[l] + (int32_t)rb[l] - ((sign[0] & (1u << l)) ? down : up);
+                int32_t wn = zo_floor_div256(m + 128);
+                wn = wn < -w_max ? -w_max : wn;
+                wn = wn > w_max ? w_max : wn;
+                int32_t rn = m - 256 * wn;
+                rn = rn < -128 ? -128 : rn;
+                rn = rn > 127 ? 127 : rn;
+                rb[l] = (int8_t)rn;
+                wb[l] = (int8_t)wn;
+            }
+            continue;
+        }
+        uint8_t pat[ZO_BLOCK];
+        for (int32_t l = 0; l < ZO_BLOCK; ++l) {
+            const uint32_t bit = 1u << l;
+            uint32_t p = 0;
+            for (int32_t i = 0; i < q; ++i) {
+                p |= (sign[i] & bit) ? (1u << i) : 0u;
+            }
+            pat[l] = (uint8_t)p;
+        }
+        if (split16) {
+            int8_t *restrict rb = residual + base;
+            for (int32_t l = 0; l < len; ++l) {
+                int32_t m = 256 * (int32_t)wb[l] + (int32_t)rb[l] - step_of[pat[l]];
+                int32_t wn = zo_clamp_i32(zo_floor_div256(m + 128), -w_max, w_max);
+                rb[l] = (int8_t)zo_clamp_i32(m - 256 * wn, -128, 127);
+                wb[l] = (int8_t)wn;
+            }
+        } else {
+            for (int32_t l = 0; l < len; ++l) {
+                wb[l] = (int8_t)zo_clamp_i32((int32_t)wb[l] - step_of[pat[l]], -w_max, w_max);
+            }
+        }
+    }
+}
+#endif
+
 void zo_update_s8(int8_t *w, int8_t *residual, int32_t n, const float *c, int32_t q,
                   const zo_dir_t *d0, zo_rounding_t mode, int32_t w_max)
 {
+#ifndef ZO_MVE_FLOAT
+    if (d0->density_log2 == 0u && q >= 1 && q <= ZO_LUT_Q_MAX && mode != ZO_ROUND_STOCHASTIC) {
+        zo_update_s8_lut(w, residual, n, c, q, d0, mode, w_max);
+        return;
+    }
+#endif
     uint32_t keys[ZO_CACHED_KEYS];
     float u[ZO_BLOCK];
     zo_prepare_keys(keys, q, d0);
