@@ -17,7 +17,7 @@ from .build import BuildResult, build_host
 from .bundle import Bundle, generate_bundle
 from .codegen import c_identifier
 from .compiler import CompiledModel, collect_buffers, compile_graph
-from .errors import UnsupportedModelError, ZoflashError
+from .errors import UnsupportedModelError
 from .ir import Graph
 from .runner import HostModel, as_samples
 from .tflite_import import load_tflite, model_sha256
@@ -52,30 +52,50 @@ def default_bundle_dir(model_path: Path, board_id: str) -> Path:
 def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
              prefix: str | None = None, data_path: str | Path | None = None, options=None) -> Bundle:
     """Compile a model and write its bundle for a board (no compiler run). With `data_path`,
-    the bundle also trains (options: train_options.TrainOptions, defaults if None)."""
-    board = boards_mod.load_board(board_id)
+    the bundle also trains (options: train_options.TrainOptions, defaults if None). `board_id`
+    may be a family name (its reference board). For a board with memory regions, a plan that
+    does not fit them fails here, before any file is written (firmware.BudgetError)."""
+    board, note = boards_mod.resolve_board(board_id)
+    if note:
+        log.info("board %s", note)
     if data_path is not None:
         from .simulate import prepare, training_bundle
         from .train_options import make_options
 
         prep = prepare(model_path, data_path, options or make_options())
+        _check_fit(board, prep.model, prep.training)
         out = Path(out_dir) if out_dir is not None else default_bundle_dir(prep.path, board.id)
         bundle = training_bundle(prep, board.id, out, prefix)
         log.info("wrote training bundle %s (%d files)", out, len(bundle.manifest["files"]))
         return bundle
     model = load_model(model_path)
     compiled = compile_model(model)
+    _check_fit(board, compiled, None)
     out = Path(out_dir) if out_dir is not None else default_bundle_dir(model.path, board.id)
     bundle = generate_bundle(compiled, board, out, model.path.name, model.sha256, prefix=prefix)
     log.info("wrote bundle %s (%d files)", out, len(bundle.manifest["files"]))
     return bundle
 
 
+def _check_fit(board, compiled: CompiledModel, training) -> None:
+    if board.is_firmware:
+        from .firmware import check_fit, plan_memory
+
+        check_fit(board, plan_memory(board, compiled, training),
+                  "the model with its training state and data" if training is not None else "the model")
+
+
 def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
           prefix: str | None = None, data_path: str | Path | None = None, options=None) -> BuildResult:
+    """generate() and compile: for the host a shared library and programs, for a firmware
+    board the training firmware (ELF, BIN, HEX; with data) or the model as a static library,
+    with the memory used per region (BuildResult.regions)."""
     bundle = generate(model_path, board_id, out_dir, prefix, data_path, options)
-    if bundle.manifest["port"] != "host":
-        raise ZoflashError(f"board '{board_id}' cannot be built by this zoflash yet")
+    board = boards_mod.load_board(bundle.board)
+    if board.is_firmware:
+        from .firmware import build_firmware
+
+        return build_firmware(bundle, board)
     return build_host(bundle)
 
 

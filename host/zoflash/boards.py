@@ -1,43 +1,150 @@
-"""Boards are data: one TOML file per board in `boards/`, id == file stem, strictly validated."""
+"""Boards are data: one TOML file per board in `boards/`, id == file stem, strictly validated.
+
+A board names its port (`firmware_templates/ports/<port>/`, described by the port's `port.toml`).
+The port's kind decides which tables the board must have: a `host` port needs only the
+toolchain; a `firmware` port also needs the CPU, the memory regions and what is placed in them,
+the console UART, the boot modes and the flash methods. Every unknown or missing key is an
+error naming the file and the key. Adding a board for an existing port is a new TOML file only.
+
+Users may type a family name (`stm32n6`): it selects the family's board marked
+`reference = true` (see resolve_board).
+"""
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 
 from .errors import BoardError
 
-# key -> (type, required); nested tables have their own schema. Unknown keys are errors.
+
+class Enum(tuple):
+    """A string key whose value must be one of these."""
+
+
+LIST = "list of strings"
+
+# Schemas: key -> (kind, required). kind: a Python type, LIST, Enum, a nested schema (dict:
+# a table) or [schema] (an array of tables). Unknown keys are errors.
+_TOOLCHAIN = {
+    "cc": (str, True),
+    "cflags": (LIST, True),
+    "ldflags": (LIST, False),
+    "objcopy": (str, False),
+    "size": (str, False),
+    "install": (str, False),  # how to get the toolchain, shown when a tool is missing
+}
+_CPU = {
+    "core": (str, True),
+    "clock_hz": (int, True),  # the clock SysTick counts at while the firmware runs
+}
+_REGION = {
+    "name": (str, True),
+    "origin": (int, True),
+    "size": (int, True),
+    "kind": (Enum(("ram", "flash")), True),
+    "description": (str, False),
+}
+PLACEMENT_KEYS = ("code", "rodata", "weights", "train_data", "data", "bss", "arena", "stack")
+WRITABLE_PLACEMENTS = ("data", "bss", "arena", "stack")
+_PLACEMENT = {**{k: (str, True) for k in PLACEMENT_KEYS}, "stack_bytes": (int, True)}
+_CONSOLE = {
+    "uart": (str, True),
+    "baud": (int, True),
+    "clock_hz": (int, True),  # the UART's kernel clock: the baud divisor is computed from it
+    "tx": (str, False),
+    "rx": (str, False),
+    "usb": (LIST, False),  # "VVVV:PPPP" of the USB serial adapter, to find the port
+    "description": (str, False),
+}
+FLASH_METHODS = ("qemu", "stm32cubeprogrammer", "pyocd", "openocd")
+_FLASH_COMMON = {
+    "name": (str, True),
+    "method": (Enum(FLASH_METHODS), True),
+    "description": (str, False),
+    "boot": (str, False),      # boot mode (a key of [boot]) while loading
+    "run_boot": (str, False),  # boot mode to run the loaded firmware, if different
+}
+_FLASH_METHOD = {
+    "qemu": {"program": (str, True), "machine": (str, True), "args": (LIST, False)},
+    "stm32cubeprogrammer": {
+        "mode": (Enum(("ram", "flash")), True),
+        "gdbserver_port": (int, False),  # ram: ST-LINK_gdbserver, then gdb `load` and `continue`
+        "gdbserver_args": (LIST, False),
+        "connect": (LIST, False),  # flash: STM32_Programmer_CLI --connect ...
+        "external_loader": (str, False),
+        "address": (int, False),
+        "sign": (LIST, False),
+    },
+    "pyocd": {"target": (str, True), "pack": (str, True), "frequency": (int, False)},
+    "openocd": {"config": (LIST, True), "commands": (LIST, False)},
+}
+# every method key is optional at first; _check_firmware checks them per method
+_FLASH_ANY = {k: (kind, False) for m in _FLASH_METHOD.values() for k, (kind, _) in m.items()}
 _SCHEMA = {
     "id": (str, True),
     "name": (str, True),
     "family": (str, True),
     "port": (str, True),
     "description": (str, False),
-    "toolchain": ({
-        "cc": (str, True),
-        "cflags": (list, True),
-        "ldflags": (list, False),
-    }, True),
+    "reference": (bool, False),
+    "emulated": (bool, False),
+    "toolchain": (_TOOLCHAIN, True),
+    "cpu": (_CPU, False),
+    "memory": ([_REGION], False),
+    "placement": (_PLACEMENT, False),
+    "console": (_CONSOLE, False),
+    "boot": (dict, False),  # boot mode name -> switch positions (free keys, string values)
+    "flash": ([{**_FLASH_COMMON, **_FLASH_ANY}], False),
 }
+FIRMWARE_TABLES = ("cpu", "memory", "placement", "console", "flash")
+_PORT_SCHEMA = {
+    "kind": (Enum(("host", "firmware")), True),
+    "description": (str, False),
+    "base": (str, False),       # shared files (static C, Makefile and linker templates) from ports/<base>/
+    "consoles": (LIST, False),  # the console UARTs the port drives
+    "code_bytes": (int, False),            # pre-compile estimate: machine code + small constants,
+    "code_bytes_inference": (int, False),  # of the training firmware and of the inference library
+}
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_USB = re.compile(r"^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{4}$")
 
 
-@dataclass(frozen=True)
-class Toolchain:
-    cc: str
-    cflags: tuple[str, ...]
-    ldflags: tuple[str, ...] = ()
+def _type_name(kind) -> str:
+    if isinstance(kind, Enum):
+        return "one of " + ", ".join(f"'{v}'" for v in kind)
+    if isinstance(kind, dict):
+        return "a table"
+    if isinstance(kind, list):
+        return "an array of tables ([[...]])"
+    return kind if isinstance(kind, str) else {int: "an integer", str: "a string", bool: "true or false"}.get(
+        kind, kind.__name__)
 
 
-@dataclass(frozen=True)
-class Board:
-    id: str
-    name: str
-    family: str
-    port: str
-    toolchain: Toolchain
-    description: str = ""
-    raw: dict = field(default_factory=dict, compare=False, repr=False)
+def _check_value(value, kind, where: str, key: str) -> None:
+    bad = False
+    if isinstance(kind, Enum):
+        bad = value not in kind
+    elif isinstance(kind, dict):
+        if not isinstance(value, dict):
+            bad = True
+        else:
+            _check(value, kind, f"{where} [{key}]")
+    elif isinstance(kind, list):
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            bad = True
+        else:
+            for i, item in enumerate(value):
+                _check(item, kind[0], f"{where} [[{key}]] #{i + 1}")
+    elif kind == LIST:
+        bad = not isinstance(value, list) or not all(isinstance(v, str) for v in value)
+    elif kind is int:
+        bad = isinstance(value, bool) or not isinstance(value, int)
+    else:
+        bad = not isinstance(value, kind)
+    if bad:
+        raise BoardError(f"{where}: '{key}' must be {_type_name(kind)}, got {value!r}")
 
 
 def _check(table: dict, schema: dict, where: str) -> None:
@@ -49,20 +156,186 @@ def _check(table: dict, schema: dict, where: str) -> None:
             if required:
                 raise BoardError(f"{where}: missing required key '{key}'")
             continue
-        value = table[key]
-        if isinstance(kind, dict):
-            if not isinstance(value, dict):
-                raise BoardError(f"{where}: '{key}' must be a table")
-            _check(value, kind, f"{where} [{key}]")
-        elif kind is int and isinstance(value, bool) or not isinstance(value, kind):
-            raise BoardError(f"{where}: '{key}' must be {kind.__name__}, got {type(value).__name__}")
-        elif kind is list and not all(isinstance(v, str) for v in value):
-            raise BoardError(f"{where}: '{key}' must be a list of strings")
+        _check_value(table[key], kind, where, key)
 
 
-def _board_files() -> dict:
-    root = resources.files("zoflash.board_files")
-    return {p.name[:-5]: p for p in root.iterdir() if p.name.endswith(".toml")}
+@dataclass(frozen=True)
+class Toolchain:
+    cc: str
+    cflags: tuple[str, ...]
+    ldflags: tuple[str, ...] = ()
+    objcopy: str = ""
+    size: str = ""
+    install: str = ""
+
+
+@dataclass(frozen=True)
+class Region:
+    name: str
+    origin: int
+    size: int
+    kind: str
+    description: str = ""
+
+    @property
+    def end(self) -> int:
+        return self.origin + self.size
+
+
+@dataclass(frozen=True)
+class Port:
+    name: str
+    kind: str
+    base: str = ""
+    consoles: tuple[str, ...] = ()
+    code_bytes: int = 0
+    code_bytes_inference: int = 0
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Board:
+    id: str
+    name: str
+    family: str
+    port: str
+    toolchain: Toolchain
+    port_kind: str = "host"
+    description: str = ""
+    reference: bool = False
+    emulated: bool = False
+    cpu: dict = field(default_factory=dict)
+    memory: tuple[Region, ...] = ()
+    placement: dict = field(default_factory=dict)
+    console: dict = field(default_factory=dict)
+    boot: dict = field(default_factory=dict)
+    flash: tuple[dict, ...] = ()
+    raw: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def is_firmware(self) -> bool:
+        return self.port_kind == "firmware"
+
+    def region(self, name: str) -> Region:
+        return next(r for r in self.memory if r.name == name)
+
+    def region_of(self, what: str) -> Region:
+        """The region a placement key (code, weights, arena, ...) puts its bytes in."""
+        return self.region(self.placement[what])
+
+    @property
+    def usb_ids(self) -> list[tuple[int, int]]:
+        return [tuple(int(p, 16) for p in s.split(":")) for s in self.console.get("usb", ())]
+
+
+# ------------------------------------------------------------------------------------ ports
+
+
+def _ports_root():
+    return resources.files("zoflash.firmware_templates") / "ports"
+
+
+def load_port(name: str, board_where: str = "") -> Port:
+    root = _ports_root() / name
+    where = f"port file ports/{name}/port.toml"
+    if not root.is_dir() or not (root / "port.toml").is_file():
+        known = ", ".join(sorted(p.name for p in _ports_root().iterdir() if (p / "port.toml").is_file()))
+        raise BoardError(f"{board_where + ': ' if board_where else ''}port '{name}' does not exist in this zoflash "
+                         f"(ports: {known})")
+    try:
+        data = tomllib.loads((root / "port.toml").read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise BoardError(f"{where}: not valid TOML ({exc})") from None
+    _check(data, _PORT_SCHEMA, where)
+    if data.get("base") and not (_ports_root() / data["base"]).is_dir():
+        raise BoardError(f"{where}: base '{data['base']}' is not a directory under ports/")
+    return Port(name=name, kind=data["kind"], base=data.get("base", ""), consoles=tuple(data.get("consoles", ())),
+                code_bytes=data.get("code_bytes", 0), code_bytes_inference=data.get("code_bytes_inference", 0),
+                description=data.get("description", ""))
+
+
+# ------------------------------------------------------------------------------- semantics
+
+
+def _check_memory(data: dict, where: str) -> tuple[Region, ...]:
+    regions = []
+    for i, r in enumerate(data["memory"]):
+        w = f"{where} [[memory]] #{i + 1} ('{r['name']}')"
+        if not _NAME.match(r["name"]):
+            raise BoardError(f"{w}: 'name' must be a C-style identifier (letters, digits, _), got '{r['name']}'")
+        if r["size"] <= 0 or r["origin"] < 0 or r["origin"] + r["size"] > 1 << 32:
+            raise BoardError(f"{w}: origin 0x{r['origin']:X} and size {r['size']} must lie inside the 32-bit "
+                             "address space, with size > 0")
+        regions.append(Region(r["name"], r["origin"], r["size"], r["kind"], r.get("description", "")))
+    names = [r.name for r in regions]
+    for n in names:
+        if names.count(n) > 1:
+            raise BoardError(f"{where}: [[memory]] name '{n}' is defined {names.count(n)} times")
+    spans = sorted(regions, key=lambda r: r.origin)
+    for a, b in zip(spans, spans[1:]):
+        if b.origin < a.end:
+            raise BoardError(f"{where}: [[memory]] regions '{a.name}' [0x{a.origin:08X}, 0x{a.end:08X}) and "
+                             f"'{b.name}' [0x{b.origin:08X}, 0x{b.end:08X}) overlap")
+    place = data["placement"]
+    for key in PLACEMENT_KEYS:
+        if place[key] not in names:
+            raise BoardError(f"{where}: [placement] '{key}' names region '{place[key]}', which [[memory]] does not "
+                             f"define (regions: {', '.join(names)})")
+        if key in WRITABLE_PLACEMENTS and regions[names.index(place[key])].kind != "ram":
+            raise BoardError(f"{where}: [placement] '{key}' must be in a region of kind 'ram', but "
+                             f"'{place[key]}' is '{regions[names.index(place[key])].kind}'")
+    if place["stack_bytes"] < 256 or place["stack_bytes"] % 8:
+        raise BoardError(f"{where}: [placement] 'stack_bytes' must be a multiple of 8 and at least 256, "
+                         f"got {place['stack_bytes']}")
+    return tuple(regions)
+
+
+def _check_firmware(data: dict, port: Port, where: str) -> None:
+    for table in FIRMWARE_TABLES:
+        if table not in data:
+            raise BoardError(f"{where}: missing required key '{table}' (boards of the '{port.name}' port are "
+                             "firmware targets)")
+    tc = data["toolchain"]
+    for key in ("objcopy", "size"):
+        if key not in tc:
+            raise BoardError(f"{where} [toolchain]: missing required key '{key}' (needed for firmware)")
+    if data["cpu"]["clock_hz"] <= 0:
+        raise BoardError(f"{where} [cpu]: 'clock_hz' must be positive")
+    con = data["console"]
+    if port.consoles and con["uart"] not in port.consoles:
+        raise BoardError(f"{where} [console]: 'uart' is '{con['uart']}' but port '{port.name}' drives only "
+                         f"{', '.join(port.consoles)}")
+    if con["baud"] <= 0 or con["clock_hz"] < 16 * con["baud"]:
+        raise BoardError(f"{where} [console]: 'baud' must be positive and 'clock_hz' at least 16 x baud")
+    for usb in con.get("usb", ()):
+        if not _USB.match(usb):
+            raise BoardError(f"{where} [console]: 'usb' entries are 'VVVV:PPPP' in hexadecimal, got '{usb}'")
+    boot = data.get("boot", {})
+    for mode, text in boot.items():
+        if not isinstance(text, str):
+            raise BoardError(f"{where} [boot]: '{mode}' must be a string (the switch positions), got {text!r}")
+    if not data["flash"]:
+        raise BoardError(f"{where}: [[flash]] must list at least one method")
+    seen = set()
+    for i, f in enumerate(data["flash"]):
+        w = f"{where} [[flash]] #{i + 1} ('{f['name']}')"
+        if f["name"] in seen:
+            raise BoardError(f"{w}: name '{f['name']}' is used twice")
+        seen.add(f["name"])
+        _check({k: v for k, v in f.items() if k not in _FLASH_COMMON}, _FLASH_METHOD[f["method"]],
+               f"{w} (method {f['method']})")
+        for key in ("boot", "run_boot"):
+            if key in f and f[key] not in boot:
+                raise BoardError(f"{w}: '{key}' names boot mode '{f[key]}', which [boot] does not define "
+                                 f"(boot modes: {', '.join(boot) or 'none'})")
+        if f["method"] != "qemu" and "boot" not in f:
+            raise BoardError(f"{w}: missing required key 'boot' (the boot mode while loading)")
+        if f["method"] == "stm32cubeprogrammer":
+            needs = ("connect", "external_loader", "address", "sign") if f["mode"] == "flash" else (
+                "gdbserver_port", "gdbserver_args")
+            for key in needs:
+                if key not in f:
+                    raise BoardError(f"{w}: missing required key '{key}' ({f['mode']} mode)")
 
 
 def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
@@ -73,15 +346,47 @@ def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
     _check(data, _SCHEMA, where)
     if expected_id is not None and data["id"] != expected_id:
         raise BoardError(f"{where}: id '{data['id']}' must equal the file name '{expected_id}'")
+    port = load_port(data["port"], where)
+    memory: tuple[Region, ...] = ()
+    if port.kind == "firmware":
+        _check_firmware(data, port, where)
+        memory = _check_memory(data, where)
+    else:
+        for table in (*FIRMWARE_TABLES, "boot"):
+            if table in data:
+                raise BoardError(f"{where}: key '{table}' is not used by boards of the '{port.name}' port "
+                                 f"(kind {port.kind})")
     tc = data["toolchain"]
-    return Board(id=data["id"], name=data["name"], family=data["family"], port=data["port"],
-                 description=data.get("description", ""),
-                 toolchain=Toolchain(cc=tc["cc"], cflags=tuple(tc["cflags"]), ldflags=tuple(tc.get("ldflags", ()))),
-                 raw=data)
+    return Board(id=data["id"], name=data["name"], family=data["family"], port=data["port"], port_kind=port.kind,
+                 description=data.get("description", ""), reference=data.get("reference", False),
+                 emulated=data.get("emulated", False),
+                 toolchain=Toolchain(cc=tc["cc"], cflags=tuple(tc["cflags"]), ldflags=tuple(tc.get("ldflags", ())),
+                                     objcopy=tc.get("objcopy", ""), size=tc.get("size", ""),
+                                     install=tc.get("install", "")),
+                 cpu=dict(data.get("cpu", {})), memory=memory, placement=dict(data.get("placement", {})),
+                 console=dict(data.get("console", {})), boot=dict(data.get("boot", {})),
+                 flash=tuple(dict(f) for f in data.get("flash", ())), raw=data)
+
+
+# ---------------------------------------------------------------------------- finding boards
+
+
+def _board_files() -> dict:
+    root = resources.files("zoflash.board_files")
+    return {p.name[:-5]: p for p in root.iterdir() if p.name.endswith(".toml")}
 
 
 def list_boards() -> list[Board]:
-    return [load_board(b) for b in sorted(_board_files())]
+    boards = [load_board(b) for b in sorted(_board_files())]
+    refs: dict[str, list[str]] = {}
+    for b in boards:
+        if b.reference:
+            refs.setdefault(b.family, []).append(b.id)
+    for family, ids in refs.items():
+        if len(ids) > 1:
+            raise BoardError(f"family '{family}' has several reference boards ({', '.join(ids)}); "
+                             "mark exactly one with reference = true")
+    return boards
 
 
 def load_board(board_id: str) -> Board:
@@ -90,3 +395,88 @@ def load_board(board_id: str) -> Board:
         known = ", ".join(sorted(files)) or "none"
         raise BoardError(f"unknown board '{board_id}' (known boards: {known}; see `zoflash boards`)")
     return parse_board(files[board_id].read_text(), f"board file {board_id}.toml", expected_id=board_id)
+
+
+def resolve_board(name: str) -> tuple[Board, str | None]:
+    """A board id, or a family name standing for the family's reference board. Returns the board
+    and, for a family name, the sentence saying which board it chose."""
+    if name in _board_files():
+        return load_board(name), None
+    boards = list_boards()
+    members = [b for b in boards if b.family == name]
+    if not members:
+        families = sorted({b.family for b in boards})
+        raise BoardError(f"unknown board '{name}' (known boards: {', '.join(b.id for b in boards)}; families: "
+                         f"{', '.join(families)}; see `zoflash boards`)")
+    refs = [b for b in members if b.reference]
+    if refs:
+        chosen = refs[0]
+    elif len(members) == 1:
+        chosen = members[0]
+    else:
+        raise BoardError(f"'{name}' is a family with several boards ({', '.join(b.id for b in members)}) and none "
+                         "is marked reference = true; name the board")
+    return chosen, f"{name} -> {chosen.id} (the {name} family's reference board: {chosen.name})"
+
+
+# ---------------------------------------------------------------------------- describing
+
+
+def _size(n: int) -> str:
+    if n % (1 << 20) == 0:
+        return f"{n >> 20} MiB"
+    if n % 1024 == 0:
+        return f"{n >> 10} KiB"
+    return f"{n} B"
+
+
+def describe(board: Board) -> str:
+    """Everything a board file says, for `zoflash boards show ID`."""
+    tc = board.toolchain
+    lines = [f"{board.id}: {board.name}",
+             f"  family     {board.family}{' (reference board)' if board.reference else ''}",
+             f"  port       {board.port}{'  [emulated]' if board.emulated else ''}"]
+    if board.description:
+        lines.append(f"  about      {board.description}")
+    lines += [f"  compiler   {tc.cc} {' '.join(tc.cflags)}"]
+    if tc.ldflags:
+        lines.append(f"  ldflags    {' '.join(tc.ldflags)}")
+    if tc.install:
+        lines.append(f"  install    {tc.install}")
+    if board.cpu:
+        lines.append(f"  cpu        {board.cpu['core']}, SysTick clock {board.cpu['clock_hz'] / 1e6:g} MHz")
+    if board.memory:
+        lines.append("  memory")
+        for r in board.memory:
+            used = [k for k in PLACEMENT_KEYS if board.placement[k] == r.name]
+            lines.append(f"    {r.name:<12} {r.kind:<5} 0x{r.origin:08X}-0x{r.end - 1:08X} {_size(r.size):>8}  "
+                         f"{', '.join(used) or '-'}" + (f"  ({r.description})" if r.description else ""))
+        lines.append(f"  stack      {board.placement['stack_bytes']} bytes in {board.placement['stack']}")
+    if board.console:
+        c = board.console
+        pins = f" (TX {c['tx']}, RX {c['rx']})" if "tx" in c and "rx" in c else ""
+        lines.append(f"  console    {c['uart']}{pins} {c['baud']} baud, 8N1, kernel clock {c['clock_hz'] / 1e6:g} MHz")
+        if c.get("usb"):
+            lines.append(f"  usb serial {', '.join(c['usb'])}" + (f"  ({c['description']})" if "description" in c
+                                                                  else ""))
+    if board.boot:
+        lines.append("  boot modes")
+        for mode, text in board.boot.items():
+            lines.append(f"    {mode:<12} {text}")
+    if board.flash:
+        lines.append("  flash methods")
+        for f in board.flash:
+            head = f"    {f['name']:<12} {f['method']}"
+            if "boot" in f:
+                head += f"; load in boot mode '{f['boot']}'"
+                if f.get("run_boot"):
+                    head += f", run in '{f['run_boot']}'"
+            lines.append(head)
+            if f.get("description"):
+                lines.append(f"                 {f['description']}")
+            for k, v in f.items():
+                if k in _FLASH_COMMON:
+                    continue
+                shown = " ".join(v) if isinstance(v, list) else (f"0x{v:08X}" if k == "address" else v)
+                lines.append(f"                 {k} = {shown}")
+    return "\n".join(lines)

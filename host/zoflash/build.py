@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .bundle import Bundle
@@ -13,13 +13,18 @@ INSTALL_HINTS = {
     "make": "install it with your package manager (Debian/Ubuntu: apt-get install make)",
     "cc": "install a C compiler (Debian/Ubuntu: apt-get install gcc)",
     "size": "install binutils (Debian/Ubuntu: apt-get install binutils)",
+    "arm-none-eabi-gcc": "install it (Debian/Ubuntu: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi)",
+    "arm-none-eabi-objcopy": "install it (Debian/Ubuntu: apt-get install binutils-arm-none-eabi)",
+    "arm-none-eabi-size": "install it (Debian/Ubuntu: apt-get install binutils-arm-none-eabi)",
 }
 
 
-def require(program: str) -> str:
+def require(program: str, hint: str = "") -> str:
+    """The program's path, or a one-line ToolMissingError saying how to install it (`hint`,
+    e.g. from the board file's toolchain.install, wins over the built-in hints)."""
     path = shutil.which(program)
     if path is None:
-        raise ToolMissingError(program, INSTALL_HINTS.get(program, "install it and make sure it is on PATH"))
+        raise ToolMissingError(program, hint or INSTALL_HINTS.get(program, "install it and make sure it is on PATH"))
     return path
 
 
@@ -28,11 +33,13 @@ class BuildResult:
     bundle: Bundle
     outputs: list[Path]
     code_bytes: int  # machine code of the model and kernels (text of the object files)
+    regions: list = field(default_factory=list)  # firmware: firmware.RegionUse per memory region
 
 
 def run_make(bundle: Bundle, *targets: str, extra_cflags: str = "") -> None:
     require("make")
-    require(bundle.manifest["toolchain"]["cc"])
+    tc = bundle.manifest["toolchain"]
+    require(tc["cc"], f"install it (Debian/Ubuntu: {tc['install']})" if tc.get("install") else "")
     cmd = ["make", "-s", "-C", str(bundle.path), *targets]
     if extra_cflags:
         cmd.append(f"EXTRA_CFLAGS={extra_cflags}")

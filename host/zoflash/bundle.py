@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 from . import __version__
-from .boards import Board
+from .boards import Board, load_port
 from .codegen import TRAINING_RUNTIME, c_identifier, render_model, runtime_sources, template_env
 from .compiler import CompiledModel
 from .errors import ZoflashError
@@ -35,17 +35,23 @@ class Bundle:
 
 
 def _port_files(board: Board, training: bool = False) -> tuple[dict[str, bytes], dict[str, str]]:
-    """Static files of the board's port (copied) and its templates (rendered later). A port's
-    zo_port_*.c files implement the training port contract (zo_port.h): training bundles only."""
-    root = resources.files("zoflash.firmware_templates") / "ports" / board.port
-    if not root.is_dir():
-        raise ZoflashError(f"board '{board.id}' uses port '{board.port}', which this zoflash does not have")
+    """Static files of the board's port (copied) and its templates (rendered later). A port may
+    build on a base (port.toml `base`): the base's static files come first, the port's own
+    override them, and the port's templates may extend the base's. A port's zo_port_*.c/.h files
+    implement the training port contract (zo_port.h) and the firmware around it: training
+    bundles only."""
+    port = load_port(board.port)
+    root = resources.files("zoflash.firmware_templates") / "ports"
     static, templates = {}, {}
-    for p in sorted(root.iterdir(), key=lambda p: p.name):
-        if p.name.endswith(".j2"):
-            templates[p.name[:-3]] = f"ports/{board.port}/{p.name}"
-        elif p.is_file() and (training or not p.name.startswith("zo_port_")):
-            static[p.name] = p.read_bytes()
+    for layer in ([port.base] if port.base else []) + [board.port]:
+        for p in sorted((root / layer).iterdir(), key=lambda p: p.name):
+            if p.name == "port.toml" or not p.is_file():
+                continue
+            if p.name.endswith(".j2"):
+                if layer == board.port:
+                    templates[p.name[:-3]] = f"ports/{layer}/{p.name}"
+            elif training or not p.name.startswith("zo_port_"):
+                static[p.name] = p.read_bytes()
     return static, templates
 
 
@@ -93,7 +99,9 @@ def make_manifest(model: CompiledModel, board: Board, prefix: str, source_name: 
         "model": {"file": source_name, "sha256": source_sha256},
         "board": board.id,
         "port": board.port,
-        "toolchain": {"cc": board.toolchain.cc},
+        "port_kind": board.port_kind,
+        "toolchain": {"cc": board.toolchain.cc, "objcopy": board.toolchain.objcopy, "size": board.toolchain.size,
+                      "install": board.toolchain.install},
         "prefix": prefix,
         "inputs": _io_manifest(model, model.graph.inputs),
         "outputs": _io_manifest(model, model.graph.outputs),
@@ -135,7 +143,9 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
     ctx = dict(version=__version__, prefix=prefix, guard=prefix.upper(), board_id=board.id,
                cc=board.toolchain.cc, cflags=" ".join(board.toolchain.cflags),
                ldflags=" ".join(board.toolchain.ldflags), sources=" ".join(sources), headers=" ".join(headers),
-               train_sources=" ".join(train_sources))
+               train_sources=" ".join(train_sources),
+               port_sources=" ".join(sorted(n for n in static if n.endswith(".c"))),
+               board=board, place=board.placement)
     files["zo_bundle.h"] = env.get_template("zo_bundle.h.j2").render(**ctx).encode()
     for out_name, tpl in templates.items():
         files[out_name] = env.get_template(tpl).render(**ctx).encode()

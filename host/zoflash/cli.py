@@ -40,13 +40,32 @@ def _say(text: str) -> None:
         click.echo(text)
 
 
-@cli.command()
-def boards() -> None:
-    """List the boards zoflash can build for."""
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def boards(ctx) -> None:
+    """List the boards zoflash can build for (`boards show ID` for one in full)."""
+    if ctx.invoked_subcommand is not None:
+        return
     from .boards import list_boards
 
+    click.echo(f"{'id':<18} {'family':<14} name")
     for b in list_boards():
-        click.echo(f"{b.id:<20} {b.name}")
+        marks = [m for m, on in (("family reference", b.reference and b.family != b.id), ("emulated", b.emulated))
+                 if on]
+        click.echo(f"{b.id:<18} {b.family:<14} {b.name}" + (f"  [{', '.join(marks)}]" if marks else ""))
+    click.echo("(--board also takes a family name: its reference board)")
+
+
+@boards.command("show")
+@click.argument("board_id")
+def boards_show(board_id: str) -> None:
+    """Everything a board file says: CPU, flags, memory and placement, console, boot, flash."""
+    from .boards import describe, resolve_board
+
+    board, note = resolve_board(board_id)
+    if note:
+        click.echo(f"({note})")
+    click.echo(describe(board))
 
 
 def training_options(f):
@@ -117,7 +136,8 @@ def _say_training_memory(training: dict) -> None:
 
 
 @cli.command()
-@click.option("--board", default="host", show_default=True, help="Board id (see `zoflash boards`).")
+@click.option("--board", default="host", show_default=True,
+              help="Board id or family name (see `zoflash boards`).")
 @click.option("--model", "model_path", required=True, type=click.Path(dir_okay=False), help="INT8 .tflite model.")
 @click.option("--data", "data_path", type=click.Path(dir_okay=False),
               help="Training data .npz (x_train, y_train, x_test, y_test): adds on-device training.")
@@ -129,25 +149,39 @@ def build(board: str, model_path: str, data_path: str | None, out_dir: str | Non
           no_compile: bool, **kwargs) -> None:
     """Generate the C bundle for a board (with the training loop if --data) and compile it."""
     from . import api
+    from .boards import resolve_board
 
     opts = _options_from(kwargs) if data_path else None
     if opts is None and any(v not in (None, (), False) for v in kwargs.values()):
         raise click.UsageError("training options need --data")
+    board_obj, note = resolve_board(board)
+    if note:
+        _say(f"board   {note}")
+    result = None
     if no_compile:
-        bundle = api.generate(model_path, board, out_dir, prefix, data_path=data_path, options=opts)
-        code = None
+        bundle = api.generate(model_path, board_obj.id, out_dir, prefix, data_path=data_path, options=opts)
     else:
-        result = api.build(model_path, board, out_dir, prefix, data_path=data_path, options=opts)
-        bundle, code = result.bundle, result.code_bytes
+        result = api.build(model_path, board_obj.id, out_dir, prefix, data_path=data_path, options=opts)
+        bundle = result.bundle
     mem = bundle.manifest["memory"]
     _say(f"bundle  {bundle.path}  (board {bundle.board}, prefix {bundle.prefix})")
     _say(f"RAM     arena {mem['arena_bytes']} bytes (activations, inputs and outputs; plan {mem['plan_strategy']})")
     flash = f"flash   constant weights {mem['weights_bytes']} bytes"
-    if code is not None:
-        flash += f", code {code} bytes (host compiler, -O2)"
+    if result is not None and not board_obj.is_firmware:
+        flash += f", code {result.code_bytes} bytes (host compiler, -O2)"
     _say(flash)
     if bundle.manifest.get("training"):
         _say_training_memory(bundle.manifest["training"])
+    if result is not None and board_obj.is_firmware:
+        _say_firmware(result, board_obj)
+
+
+def _say_firmware(result, board) -> None:
+    outs = [str(p.relative_to(result.bundle.path)) for p in result.outputs]
+    kind = "firmware" if result.bundle.manifest.get("training") else "library"
+    _say(f"{kind:<7} {', '.join(outs)}  ({board.toolchain.cc}, code {result.code_bytes} bytes)")
+    for use in result.regions:
+        _say(f"region  {use.describe()}")
 
 
 @cli.command()

@@ -1,0 +1,193 @@
+/* zo_port_cortex_m.c - vector table, reset handler, memory initialisation, fault reports and the
+ * SysTick microsecond clock shared by the Cortex-M55 ports.  Static file of the cortex-m port
+ * base.  The linker script (link.ld, rendered from the board file) defines the __zo_* symbols.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zo_port.h"
+#include "zo_port_cortex_m.h"
+
+extern uint32_t __zo_stack_top[], __zo_stack_limit[];
+extern uint32_t __zo_data_start[], __zo_data_end[], __zo_data_load[];
+extern uint32_t __zo_bss_start[], __zo_bss_end[], __zo_arena_start[], __zo_arena_end[];
+
+int main(void);
+void zo_reset_handler(void);
+void zo_cm_start(void);
+void zo_cm_fault(const uint32_t *frame, uint32_t exc_return);
+static void fault_entry(void);
+static void systick_handler(void);
+
+/* ---- vector table -------------------------------------------------------------------------- */
+
+typedef void (*zo_vector_t)(void);
+
+/* The 16 system exceptions; the firmware enables no device interrupt (the console is polled). */
+__attribute__((section(".zo_vectors"), used, aligned(128))) static const zo_vector_t zo_vectors[16] = {
+    (zo_vector_t)(uintptr_t)__zo_stack_top,
+    zo_reset_handler,
+    fault_entry, /* NMI */
+    fault_entry, /* HardFault */
+    fault_entry, /* MemManage */
+    fault_entry, /* BusFault */
+    fault_entry, /* UsageFault */
+    fault_entry, /* SecureFault */
+    NULL,
+    NULL,
+    NULL,
+    fault_entry, /* SVCall */
+    fault_entry, /* DebugMonitor */
+    NULL,
+    fault_entry, /* PendSV */
+    systick_handler,
+};
+
+/* ---- start-up ---------------------------------------------------------------------------- */
+
+/* Entered from the reset vector, or directly at the ELF entry point when a debugger loads the
+ * image into RAM (STM32N6 development mode leaves SP and VTOR pointing at the boot ROM's):
+ * set the stack and its limit (a stack overflow then faults instead of corrupting .bss). */
+__attribute__((naked, noreturn)) void zo_reset_handler(void)
+{
+    __asm volatile(
+        "ldr r0, =__zo_stack_limit\n\t"
+        "msr msplim, r0\n\t"
+        "ldr r0, =__zo_stack_top\n\t"
+        "msr msp, r0\n\t"
+        "b zo_cm_start\n\t"
+        ".ltorg\n\t");
+}
+
+static void zero_words(uint32_t *p, const uint32_t *end)
+{
+    while (p < end) {
+        *p++ = 0u;
+    }
+}
+
+/* Runs after the FPU is on: the compiler may use floating-point or Helium registers here. */
+__attribute__((noinline, noreturn)) static void init_memory_and_run(void)
+{
+    const uint32_t *src = __zo_data_load;
+    for (uint32_t *dst = __zo_data_start; dst < __zo_data_end;) {
+        *dst++ = *src++;
+    }
+    zero_words(__zo_bss_start, __zo_bss_end);
+    zero_words(__zo_arena_start, __zo_arena_end);
+    zo_port_exit(main());
+}
+
+/* No floating-point or Helium instruction may run before CPACR grants CP10/CP11: this function
+ * only writes system registers (volatile stores the compiler cannot vectorise). */
+__attribute__((noreturn)) void zo_cm_start(void)
+{
+    ZO_SCB_VTOR = (uint32_t)(uintptr_t)zo_vectors;
+    ZO_SCB_CPACR |= ZO_CPACR_CP10_CP11;
+    ZO_SCB_SHCSR |= ZO_SHCSR_ENABLES;
+    __asm volatile("dsb\n\tisb" ::: "memory");
+    init_memory_and_run();
+}
+
+/* ---- faults ------------------------------------------------------------------------------ */
+
+void zo_cm_hex32(char *out, uint32_t v)
+{
+    for (int s = 28, i = 0; s >= 0; s -= 4, ++i) {
+        out[i] = "0123456789abcdef"[(v >> s) & 0xFu];
+    }
+}
+
+void zo_cm_puts(const char *s)
+{
+    uint32_t n = 0;
+    while (s[n] != '\0') {
+        ++n;
+    }
+    zo_port_write((const uint8_t *)s, n);
+}
+
+/* Selects the stack the exception frame was pushed on and hands it to zo_cm_fault. */
+__attribute__((naked)) static void fault_entry(void)
+{
+    __asm volatile(
+        "tst lr, #4\n\t"
+        "ite eq\n\t"
+        "mrseq r0, msp\n\t"
+        "mrsne r0, psp\n\t"
+        "mov r1, lr\n\t"
+        "b zo_cm_fault\n\t");
+}
+
+/* One text line, e.g. "zoflash: fault 3 (HardFault) pc=... lr=... cfsr=... hfsr=... bfar=...
+ * sfsr=...", then exit code 3. */
+__attribute__((noreturn)) void zo_cm_fault(const uint32_t *frame, uint32_t exc_return)
+{
+    static const char *const names[] = {"?", "?", "NMI", "HardFault", "MemManage", "BusFault", "UsageFault",
+                                        "SecureFault", "?", "?", "?", "SVCall", "DebugMonitor", "?", "PendSV",
+                                        "SysTick"};
+    uint32_t ipsr;
+    __asm volatile("mrs %0, ipsr" : "=r"(ipsr));
+    const uint32_t exc = ipsr & 0x1FFu;
+    const struct {
+        const char *label;
+        uint32_t value;
+    } fields[] = {
+        {" pc=", frame[6]}, {" lr=", frame[5]}, {" exc_return=", exc_return}, {" cfsr=", ZO_SCB_CFSR},
+        {" hfsr=", ZO_SCB_HFSR}, {" mmfar=", ZO_SCB_MMFAR}, {" bfar=", ZO_SCB_BFAR}, {" sfsr=", ZO_SAU_SFSR},
+    };
+    char num[9] = {0};
+    zo_cm_puts("\nzoflash: fault ");
+    zo_cm_hex32(num, exc);
+    zo_cm_puts(num + 6);
+    zo_cm_puts(" (");
+    zo_cm_puts(exc < 16u ? names[exc] : "interrupt");
+    zo_cm_puts(")");
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); ++i) {
+        zo_cm_puts(fields[i].label);
+        zo_cm_hex32(num, fields[i].value);
+        zo_cm_puts(num);
+    }
+    zo_cm_puts("\n");
+    zo_port_exit(3);
+}
+
+/* ---- SysTick microseconds ---------------------------------------------------------------- */
+
+static volatile uint64_t g_ticks_hi; /* ticks of completed SysTick periods */
+static volatile int g_timer_started;
+
+static void systick_handler(void)
+{
+    g_ticks_hi += (uint64_t)ZO_SYST_RELOAD + 1u;
+}
+
+void zo_cm_timer_start(void)
+{
+    ZO_SYST_CSR = 0u;
+    ZO_SYST_RVR = ZO_SYST_RELOAD;
+    ZO_SYST_CVR = 0u; /* any write clears the counter; it reloads on the next tick */
+    g_ticks_hi = 0u;
+    ZO_SYST_CSR = ZO_SYST_CLKSOURCE | ZO_SYST_TICKINT | ZO_SYST_ENABLE;
+    g_timer_started = 1;
+}
+
+uint64_t zo_port_time_us(void)
+{
+    if (!g_timer_started) {
+        return 0u;
+    }
+    uint64_t hi;
+    uint32_t cur, pending;
+    do { /* a SysTick interrupt between the reads changes g_ticks_hi: read again */
+        hi = g_ticks_hi;
+        cur = ZO_SYST_CVR;
+        pending = ZO_SCB_ICSR & ZO_ICSR_PENDSTSET;
+    } while (hi != g_ticks_hi);
+    if (pending && cur > ZO_SYST_RELOAD / 2u) { /* wrapped, interrupt not taken yet */
+        hi += (uint64_t)ZO_SYST_RELOAD + 1u;
+    }
+    const uint64_t ticks = hi + (uint64_t)(ZO_SYST_RELOAD - cur);
+    const uint64_t hz = (uint64_t)ZO_CPU_CLOCK_HZ;
+    return ticks / hz * 1000000u + ticks % hz * 1000000u / hz;
+}

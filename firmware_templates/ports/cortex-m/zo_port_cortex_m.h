@@ -1,0 +1,57 @@
+/* zo_port_cortex_m.h - what every Cortex-M55 port shares: the core's system registers (from the
+ * Armv8-M architecture reference manual and the Cortex-M55 TRM), the start-up sequence and a
+ * SysTick-based microsecond clock.  Static file of the cortex-m port base; a port adds its
+ * console UART and its exit (zo_port_<port>.c), both behind zo_port.h.
+ *
+ * Start-up (zo_port_cortex_m.c): zo_reset_handler sets MSP and MSPLIM from the linker script,
+ * points VTOR at our vector table, enables CP10/CP11 (FPU and MVE) in CPACR, and only then runs
+ * C code that may use floating-point or Helium instructions: copy .data, zero .bss and the
+ * arena, call main().  Every fault prints one text line on the console and exits with code 3.
+ */
+#ifndef ZO_PORT_CORTEX_M_H
+#define ZO_PORT_CORTEX_M_H
+
+#include <stdint.h>
+
+#define ZO_REG32(addr) (*(volatile uint32_t *)(uintptr_t)(addr))
+
+/* System control space (architecture-defined addresses). */
+#define ZO_SCB_ICSR   ZO_REG32(0xE000ED04u) /* interrupt control and state */
+#define ZO_SCB_VTOR   ZO_REG32(0xE000ED08u) /* vector table offset */
+#define ZO_SCB_AIRCR  ZO_REG32(0xE000ED0Cu)
+#define ZO_SCB_SHCSR  ZO_REG32(0xE000ED24u) /* system handler control and state */
+#define ZO_SCB_CFSR   ZO_REG32(0xE000ED28u) /* configurable fault status */
+#define ZO_SCB_HFSR   ZO_REG32(0xE000ED2Cu) /* hard fault status */
+#define ZO_SCB_MMFAR  ZO_REG32(0xE000ED34u)
+#define ZO_SCB_BFAR   ZO_REG32(0xE000ED38u)
+#define ZO_SCB_CPACR  ZO_REG32(0xE000ED88u) /* coprocessor access control */
+#define ZO_SAU_SFSR   ZO_REG32(0xE000EDE4u) /* secure fault status */
+#define ZO_SYST_CSR   ZO_REG32(0xE000E010u) /* SysTick control and status */
+#define ZO_SYST_RVR   ZO_REG32(0xE000E014u) /* SysTick reload value */
+#define ZO_SYST_CVR   ZO_REG32(0xE000E018u) /* SysTick current value */
+
+#define ZO_ICSR_PENDSTSET   (1u << 26)
+#define ZO_AIRCR_VECTKEY    (0x05FAu << 16)
+#define ZO_AIRCR_SYSRESETREQ (1u << 2)
+#define ZO_SHCSR_ENABLES    ((1u << 16) | (1u << 17) | (1u << 18) | (1u << 19)) /* Mem, Bus, Usage, Secure */
+#define ZO_CPACR_CP10_CP11  (0xFu << 20)                                       /* full access */
+#define ZO_SYST_ENABLE      (1u << 0)
+#define ZO_SYST_TICKINT     (1u << 1)
+#define ZO_SYST_CLKSOURCE   (1u << 2) /* 1: the processor clock */
+#define ZO_SYST_RELOAD      0x00FFFFFFu
+
+/* The core clock SysTick counts (board file: [cpu] clock_hz, passed by the bundle's Makefile). */
+#ifndef ZO_CPU_CLOCK_HZ
+#error "ZO_CPU_CLOCK_HZ must be defined (the bundle's Makefile does)"
+#endif
+
+/* Start the SysTick time base (called from zo_port_init).  zo_port_time_us counts from here. */
+void zo_cm_timer_start(void);
+
+/* Write a NUL-terminated string through zo_port_write (fault reports, start-up text). */
+void zo_cm_puts(const char *s);
+
+/* Format v as 8 hex digits into out[0..7] (no terminator). */
+void zo_cm_hex32(char *out, uint32_t v);
+
+#endif /* ZO_PORT_CORTEX_M_H */

@@ -1,0 +1,80 @@
+/* zo_port_mps3_an547.c - the port contract (zo_port.h) on the Arm MPS3 AN547 (Corstone-300,
+ * Cortex-M55) as QEMU 7.2 emulates it (`qemu-system-arm -M mps3-an547`).  Static file of the
+ * mps3-an547 port; start-up, faults and the SysTick clock are in zo_port_cortex_m.c.
+ *
+ * Console: CMSDK APB UART0.  The core runs in the Secure state, so we use the Secure alias
+ * 0x59303000 of 0x49303000.  Registers (Arm CoreLink CMSDK technical reference, APB UART):
+ * DATA 0x00, STATE 0x04 (bit 0 TX buffer full, bit 1 RX buffer full, bit 2 TX overrun, bit 3 RX
+ * overrun; write 1 to clear an overrun), CTRL 0x08 (bit 0 TX enable, bit 1 RX enable), BAUDDIV
+ * 0x10 (at least 16).  QEMU accepts a byte only when its character back end (stdout, a TCP
+ * socket, a pty) can take it and keeps TX full until then, so polling STATE is flow control.
+ *
+ * Time: SysTick on the 32 MHz system clock; with `-icount shift=0` QEMU advances virtual time by
+ * 1 ns per instruction, so the microseconds are deterministic (and unrelated to wall time).
+ * Exit: semihosting SYS_EXIT_EXTENDED, so QEMU's exit status is the firmware's exit code; QEMU
+ * must run with `-semihosting` (without it the BKPT halts the core: always use a timeout).
+ */
+#include <stdint.h>
+
+#include "zo_port.h"
+#include "zo_port_cortex_m.h"
+
+#ifndef ZO_CONSOLE_BAUD
+#error "ZO_CONSOLE_BAUD and ZO_CONSOLE_CLOCK_HZ come from the board file through the Makefile"
+#endif
+
+#define UART0_BASE     0x59303000u
+#define UART_DATA      ZO_REG32(UART0_BASE + 0x00u)
+#define UART_STATE     ZO_REG32(UART0_BASE + 0x04u)
+#define UART_CTRL      ZO_REG32(UART0_BASE + 0x08u)
+#define UART_BAUDDIV   ZO_REG32(UART0_BASE + 0x10u)
+#define STATE_TX_FULL  (1u << 0)
+#define STATE_RX_FULL  (1u << 1)
+#define STATE_RX_OVR   (1u << 3)
+#define CTRL_TX_EN     (1u << 0)
+#define CTRL_RX_EN     (1u << 1)
+
+#define SYS_EXIT_EXTENDED 0x20u
+#define ADP_STOPPED_APPLICATION_EXIT 0x20026u
+
+void zo_port_init(void)
+{
+    UART_CTRL = 0u;
+    UART_BAUDDIV = (uint32_t)ZO_CONSOLE_CLOCK_HZ / (uint32_t)ZO_CONSOLE_BAUD;
+    UART_CTRL = CTRL_TX_EN | CTRL_RX_EN;
+    zo_cm_timer_start();
+}
+
+void zo_port_write(const uint8_t *data, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; ++i) {
+        while (UART_STATE & STATE_TX_FULL) {
+        }
+        UART_DATA = data[i];
+    }
+}
+
+int zo_port_read_byte(uint8_t *byte)
+{
+    const uint32_t state = UART_STATE;
+    if (state & STATE_RX_OVR) {
+        UART_STATE = STATE_RX_OVR; /* a byte was lost; the command parser resynchronises */
+    }
+    if (!(state & STATE_RX_FULL)) {
+        return 0;
+    }
+    *byte = (uint8_t)UART_DATA;
+    return 1;
+}
+
+_Noreturn void zo_port_exit(int code)
+{
+    while (UART_STATE & STATE_TX_FULL) { /* the last byte is handed to QEMU before it exits */
+    }
+    volatile uint32_t block[2] = {ADP_STOPPED_APPLICATION_EXIT, (uint32_t)code};
+    register uint32_t r0 __asm__("r0") = SYS_EXIT_EXTENDED;
+    register volatile uint32_t *r1 __asm__("r1") = block;
+    __asm volatile("bkpt 0xab" : "+r"(r0) : "r"(r1) : "memory");
+    for (;;) {
+    }
+}

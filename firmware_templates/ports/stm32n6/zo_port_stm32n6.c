@@ -1,0 +1,136 @@
+/* zo_port_stm32n6.c - the port contract (zo_port.h) on the STM32N657 (STM32N6570-DK,
+ * NUCLEO-N657X0-Q).  Static file of the stm32n6 port; start-up, faults and the SysTick clock are
+ * in zo_port_cortex_m.c.
+ *
+ * NOT VERIFIED ON HARDWARE: no STM32N6 board was available.  The register addresses and bits
+ * below were written for this project from the reference manual's facts (RM0486) as quoted in
+ * public documentation and device headers; each is marked with what it is.  Check them against
+ * RM0486 before relying on them; report corrections in boards/ or here.
+ *
+ * Console: USART1, TX on PE5 and RX on PE6 (alternate function 7), the ST-LINK V3 virtual COM
+ * port on both boards, 8N1 at the board file's baud rate.  The core runs in the Secure state and
+ * uses the Secure aliases of the peripherals.  The firmware does not touch the PLLs: it runs on
+ * the clock it finds (HSI, 64 MHz after reset; development mode leaves it so).  So that the baud
+ * rate does not depend on the bus clocks, USART1's kernel clock is switched to the HSI.
+ *
+ * Exit: the boards have no process to return to: wait until the last byte has left the UART,
+ * stop SysTick and stay in an idle loop (the debugger, or the reset button, takes over).
+ */
+#include <stdint.h>
+
+#include "zo_port.h"
+#include "zo_port_cortex_m.h"
+
+#ifndef ZO_CONSOLE_BAUD
+#error "ZO_CONSOLE_BAUD and ZO_CONSOLE_CLOCK_HZ come from the board file through the Makefile"
+#endif
+
+/* RCC, Secure alias 0x56028000 (non-secure 0x46028000).  Each enable register xxxENR has an
+ * atomic set register xxxENSR at +0x800. */
+#define RCC_BASE        0x56028000u
+#define RCC_CCIPR13     ZO_REG32(RCC_BASE + 0x174u) /* bits 2:0 USART1SEL: 0 PCLK2 ... 6 HSI */
+#define RCC_AHB4ENR     ZO_REG32(RCC_BASE + 0x25Cu) /* bit 4 GPIOEEN */
+#define RCC_APB2ENR     ZO_REG32(RCC_BASE + 0x26Cu) /* bit 4 USART1EN */
+#define RCC_AHB4ENSR    ZO_REG32(RCC_BASE + 0xA5Cu)
+#define RCC_APB2ENSR    ZO_REG32(RCC_BASE + 0xA6Cu)
+#define RCC_GPIOE_EN    (1u << 4)
+#define RCC_USART1_EN   (1u << 4)
+#define USART1SEL_MASK  0x7u
+#define USART1SEL_HSI   0x6u
+
+/* GPIO port E, Secure alias: GPIOA at 0x56020000, one port every 0x400. */
+#define GPIOE_BASE      0x56021000u
+#define GPIOE_MODER     ZO_REG32(GPIOE_BASE + 0x00u) /* 2 bits per pin: 0b10 alternate function */
+#define GPIOE_OSPEEDR   ZO_REG32(GPIOE_BASE + 0x08u) /* 2 bits per pin */
+#define GPIOE_PUPDR     ZO_REG32(GPIOE_BASE + 0x0Cu) /* 2 bits per pin: 0b01 pull-up */
+#define GPIOE_AFRL      ZO_REG32(GPIOE_BASE + 0x20u) /* 4 bits per pin 0..7 */
+#define PIN_TX          5u
+#define PIN_RX          6u
+#define AF_USART1       7u
+
+/* USART1, Secure alias 0x52001000 (non-secure 0x42001000); the STM32 USART register layout. */
+#define USART1_BASE     0x52001000u
+#define USART_CR1       ZO_REG32(USART1_BASE + 0x00u)
+#define USART_CR2       ZO_REG32(USART1_BASE + 0x04u)
+#define USART_CR3       ZO_REG32(USART1_BASE + 0x08u)
+#define USART_BRR       ZO_REG32(USART1_BASE + 0x0Cu)
+#define USART_ISR       ZO_REG32(USART1_BASE + 0x1Cu)
+#define USART_ICR       ZO_REG32(USART1_BASE + 0x20u)
+#define USART_RDR       ZO_REG32(USART1_BASE + 0x24u)
+#define USART_TDR       ZO_REG32(USART1_BASE + 0x28u)
+#define USART_PRESC     ZO_REG32(USART1_BASE + 0x2Cu)
+#define CR1_UE          (1u << 0)
+#define CR1_RE          (1u << 2)
+#define CR1_TE          (1u << 3)
+#define CR1_FIFOEN      (1u << 29) /* 8-byte FIFOs: a short burst of commands is not lost */
+#define ISR_ORE         (1u << 3)
+#define ISR_RXFNE       (1u << 5)
+#define ISR_TC          (1u << 6)
+#define ISR_TXFNF       (1u << 7)
+#define ISR_TEACK       (1u << 21)
+#define ISR_REACK       (1u << 22)
+#define ICR_ORECF       (1u << 3)
+
+static void set_field(volatile uint32_t *reg, uint32_t shift, uint32_t width, uint32_t value)
+{
+    const uint32_t mask = ((1u << width) - 1u) << shift;
+    *reg = (*reg & ~mask) | ((value << shift) & mask);
+}
+
+void zo_port_init(void)
+{
+    RCC_AHB4ENSR = RCC_GPIOE_EN;
+    RCC_APB2ENSR = RCC_USART1_EN;
+    (void)RCC_AHB4ENR; /* read back: the clocks are on before the first access */
+    (void)RCC_APB2ENR;
+    set_field(&RCC_CCIPR13, 0u, 3u, USART1SEL_HSI);
+
+    set_field(&GPIOE_AFRL, 4u * PIN_TX, 4u, AF_USART1);
+    set_field(&GPIOE_AFRL, 4u * PIN_RX, 4u, AF_USART1);
+    set_field(&GPIOE_OSPEEDR, 2u * PIN_TX, 2u, 1u); /* medium speed is plenty for 115200 baud */
+    set_field(&GPIOE_PUPDR, 2u * PIN_RX, 2u, 1u);   /* idle-high RX if the ST-LINK is absent */
+    set_field(&GPIOE_MODER, 2u * PIN_TX, 2u, 2u);
+    set_field(&GPIOE_MODER, 2u * PIN_RX, 2u, 2u);
+
+    USART_CR1 = 0u; /* UE = 0: configurable */
+    USART_CR2 = 0u; /* 1 stop bit */
+    USART_CR3 = 0u;
+    USART_PRESC = 0u; /* kernel clock / 1 */
+    USART_BRR = ((uint32_t)ZO_CONSOLE_CLOCK_HZ + (uint32_t)ZO_CONSOLE_BAUD / 2u) / (uint32_t)ZO_CONSOLE_BAUD;
+    USART_CR1 = CR1_FIFOEN | CR1_TE | CR1_RE | CR1_UE; /* 8 data bits, no parity, oversampling 16 */
+    while ((USART_ISR & (ISR_TEACK | ISR_REACK)) != (ISR_TEACK | ISR_REACK)) {
+    }
+    zo_cm_timer_start();
+}
+
+void zo_port_write(const uint8_t *data, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; ++i) {
+        while (!(USART_ISR & ISR_TXFNF)) {
+        }
+        USART_TDR = data[i];
+    }
+}
+
+int zo_port_read_byte(uint8_t *byte)
+{
+    const uint32_t isr = USART_ISR;
+    if (isr & ISR_ORE) {
+        USART_ICR = ICR_ORECF; /* bytes were lost; the command parser resynchronises */
+    }
+    if (!(isr & ISR_RXFNE)) {
+        return 0;
+    }
+    *byte = (uint8_t)USART_RDR;
+    return 1;
+}
+
+_Noreturn void zo_port_exit(int code)
+{
+    (void)code; /* the host learns the outcome from the telemetry (the done record) */
+    while (!(USART_ISR & ISR_TC)) {
+    }
+    ZO_SYST_CSR = 0u;
+    for (;;) {
+    }
+}

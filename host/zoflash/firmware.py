@@ -1,0 +1,224 @@
+"""Firmware for boards with memory regions (port kind "firmware"): what goes in which region,
+the check that a plan fits before anything is compiled, the cross build and the size report.
+
+Placement comes from the board file's [placement] table (code, rodata, weights, train_data,
+data, bss, arena, stack); the bundle's link.ld is rendered from the same table, so the report
+after linking groups the ELF's sections exactly as the estimate before compiling did.
+"""
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .boards import Board, Region, load_port
+from .bundle import Bundle
+from .errors import BuildError, ToolMissingError, ZoflashError
+from .build import BuildResult, require, run_make
+
+
+class BudgetError(ZoflashError):
+    """The model, its training state or its data do not fit the board's memory."""
+
+
+@dataclass
+class Use:
+    label: str
+    bytes: int
+
+
+@dataclass
+class RegionUse:
+    region: Region
+    items: list[Use] = field(default_factory=list)
+
+    @property
+    def used(self) -> int:
+        return sum(u.bytes for u in self.items)
+
+    @property
+    def over(self) -> int:
+        return self.used - self.region.size
+
+    def describe(self, verb: str = "used") -> str:
+        r = self.region
+        parts = ", ".join(f"{u.label} {u.bytes}" for u in self.items if u.bytes)
+        return (f"{r.name} ({r.kind}, {r.size} bytes at 0x{r.origin:08X}): {self.used} {verb} "
+                f"({100.0 * self.used / r.size:.1f}%)" + (f": {parts}" if parts else ""))
+
+    def as_dict(self) -> dict:
+        return {"region": self.region.name, "kind": self.region.kind, "origin": self.region.origin,
+                "size": self.region.size, "used": self.used, "items": {u.label: u.bytes for u in self.items}}
+
+
+def _by_region(board: Board, items: list[tuple[str, str, int]]) -> list[RegionUse]:
+    """(placement key or region name, label, bytes) -> per-region uses, in board order."""
+    uses = {r.name: RegionUse(r) for r in board.memory}
+    for where, label, n in items:
+        name = board.placement.get(where, where)
+        uses[name].items.append(Use(label, n))
+    return [u for u in uses.values() if u.items]
+
+
+# ------------------------------------------------------------------------- before compiling
+
+
+def plan_memory(board: Board, model, training=None) -> list[RegionUse]:
+    """Estimated bytes per region: exact for data, weights, arena, training state and stack;
+    the machine code is the port's estimate (port.toml code_bytes)."""
+    port = load_port(board.port)
+    items: list[tuple[str, str, int]] = []
+    if training is None:  # the model as a library: the application brings its own code and stack
+        items += [("code", "code (estimate)", port.code_bytes_inference),
+                  ("weights", "constant weights", model.weights_bytes),
+                  ("arena", "arena", model.arena_size)]
+        return _by_region(board, items)
+    mem = training.plan.memory()
+    trainable = mem["trainable_bytes_in_ram"]
+    work = mem["residual_bytes"] + mem["feature_cache_bytes"] + mem["statistics_bytes"] + mem["snapshot_bytes"]
+    items += [("code", "code (estimate)", port.code_bytes),
+              ("code", "RAM data initial values", trainable),
+              ("weights", "constant weights", model.weights_bytes - trainable),
+              ("train_data", "training data", training.data.nbytes),
+              ("rodata", "bias perturbation sizes", mem["eps_bytes"]),
+              ("data", "trainable weights", trainable),
+              ("arena", "arena", model.arena_size),
+              ("bss", f"training state (residuals {mem['residual_bytes']}, feature cache "
+                      f"{mem['feature_cache_bytes']}, snapshot {mem['snapshot_bytes']}, statistics "
+                      f"{mem['statistics_bytes']})", work),
+              ("stack", "stack", board.placement["stack_bytes"])]
+    return _by_region(board, items)
+
+
+def check_fit(board: Board, usage: list[RegionUse], what: str = "this plan") -> None:
+    over = [u for u in usage if u.over > 0]
+    if not over:
+        return
+    lines = [f"{what} does not fit board '{board.id}' (sizes computed before compiling, in bytes):"]
+    for u in over:
+        lines.append(f"  - region {u.describe('needed')}; {u.over} bytes more than its {u.region.size}")
+    for u in usage:
+        if u.over <= 0:
+            lines.append(f"  - fits: region {u.describe()}")
+    lines.append(f"Use less data or fewer trainable parameters (--max-params, --train), or place the data in "
+                 f"a larger region ([placement] in boards/{board.id}.toml).")
+    raise BudgetError("\n".join(lines))
+
+
+# --------------------------------------------------------------------------- after linking
+
+# output section (link.ld) -> (placement key, label); .data also occupies its load image.
+SECTIONS = {
+    ".text": ("code", "code"),
+    ".ARM.extab": ("code", "code"),
+    ".ARM.exidx": ("code", "code"),
+    ".weights": ("weights", "constant weights"),
+    ".train_data": ("train_data", "training data"),
+    ".rodata": ("rodata", "read-only data"),
+    ".data": ("data", "RAM data (incl. trainable weights)"),
+    ".arena": ("arena", "arena"),
+    ".bss": ("bss", "zero-initialised RAM (training state)"),
+    ".stack": ("stack", "stack"),
+}
+DATA_IMAGE = "RAM data initial values"
+_NOT_LOADED = (".debug", ".comment", ".ARM.attributes", ".stab", ".gnu.attributes", ".note.gnu.build-id")
+
+
+def section_sizes(size_tool: str, elf: Path) -> list[tuple[str, int, int]]:
+    """(name, size, address) of every section, from `size -A`."""
+    proc = subprocess.run([size_tool, "-A", str(elf)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"{size_tool} -A {elf} failed: {proc.stderr.strip()}")
+    out = []
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0].startswith(".") and parts[1].isdigit() and parts[2].isdigit():
+            out.append((parts[0], int(parts[1]), int(parts[2])))
+    return out
+
+
+def size_report(board: Board, sections: list[tuple[str, int, int]]) -> list[RegionUse]:
+    items: list[tuple[str, str, int]] = []
+    sums: dict[tuple[str, str], int] = {}
+    for name, size, addr in sections:
+        if name in SECTIONS:
+            key = SECTIONS[name]
+        elif name.startswith(_NOT_LOADED) or size == 0:
+            continue
+        else:  # a section link.ld does not name (should not happen): count it where it landed
+            region = next((r for r in board.memory if r.origin <= addr < r.end), None)
+            if region is None:
+                raise BuildError(f"section {name} ({size} bytes at 0x{addr:08X}) is outside every memory region")
+            key = (region.name, name)
+        sums[key] = sums.get(key, 0) + size
+        if name == ".data":
+            sums[("code", DATA_IMAGE)] = sums.get(("code", DATA_IMAGE), 0) + size
+    items = [(where, label, n) for (where, label), n in sums.items()]
+    order = [label for _, label in SECTIONS.values()] + [DATA_IMAGE]
+    items.sort(key=lambda it: order.index(it[1]) if it[1] in order else len(order))
+    return _by_region(board, items)
+
+
+def library_sizes(size_tool: str, lib: Path, prefix: str, board: Board) -> list[RegionUse]:
+    """The inference library: sections of each object file, grouped as link.ld would place them."""
+    proc = subprocess.run([size_tool, "-A", str(lib)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"{size_tool} -A {lib} failed: {proc.stderr.strip()}")
+    sums: dict[tuple[str, str], int] = {}
+    obj = ""
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if line and not line[0].isspace() and ":" in line and not line.startswith("."):
+            obj = line.split()[0]
+            continue
+        if len(parts) != 3 or not parts[1].isdigit():
+            continue
+        name, size = parts[0], int(parts[1])
+        if name.startswith(".text") or name.startswith(".ARM.ex"):
+            key = ("code", "code")
+        elif name.startswith(".rodata"):
+            key = ("weights", "constant weights") if obj == f"{prefix}_weights.o" else ("rodata", "read-only data")
+        elif name.startswith(".data"):
+            key = ("data", "RAM data")
+        elif name.startswith(".bss") or name == "COMMON":
+            key = ("arena", "arena") if obj == f"{prefix}.o" else ("bss", "zero-initialised RAM")
+        else:
+            continue
+        if size:
+            sums[key] = sums.get(key, 0) + size
+    return _by_region(board, [(w, label, n) for (w, label), n in sums.items()])
+
+
+# ----------------------------------------------------------------------------------- build
+
+FIRMWARE_SUFFIXES = (".elf", ".bin", ".hex")
+
+
+def _require_newlib(cc: str, hint: str) -> None:
+    proc = subprocess.run([cc, "-print-file-name=libc.a"], capture_output=True, text=True)
+    if proc.returncode != 0 or "/" not in proc.stdout.strip():
+        raise ToolMissingError(f"the C library for {cc} (newlib)", hint or "install newlib for the cross compiler")
+
+
+def build_firmware(bundle: Bundle, board: Board) -> BuildResult:
+    """Cross-compile the bundle: the training firmware (ELF, BIN, HEX) when it trains, else the
+    model as a static library; then measure every region."""
+    tc = bundle.manifest["toolchain"]
+    hint = f"install it (Debian/Ubuntu: {tc['install']})" if tc.get("install") else ""
+    for tool in (tc["cc"], tc["objcopy"], tc["size"]):
+        require(tool, hint)
+    _require_newlib(tc["cc"], hint)
+    run_make(bundle, "all")
+    prefix, build_dir = bundle.prefix, bundle.path / "build"
+    if bundle.manifest.get("training"):
+        outputs = [build_dir / f"{prefix}{s}" for s in FIRMWARE_SUFFIXES]
+        usage = size_report(board, section_sizes(tc["size"], outputs[0]))
+    else:
+        outputs = [build_dir / f"lib{prefix}.a"]
+        usage = library_sizes(tc["size"], outputs[0], prefix, board)
+    code = sum(u.bytes for r in usage for u in r.items if u.label == "code")
+    result = BuildResult(bundle=bundle, outputs=outputs, code_bytes=code, regions=usage)
+    over = [u for u in usage if u.over > 0]
+    if over:  # cannot happen for a linked ELF (the linker checks); possible for the library
+        check_fit(board, usage, "the compiled model")
+    return result

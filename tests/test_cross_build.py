@@ -1,0 +1,202 @@
+"""Cross builds for the ARM boards: the digits training firmware compiles with -Werror for every
+board into ELF, BIN and HEX; the size report is what arm-none-eabi-size says; plans that do not
+fit fail before compiling, with the sizes; a missing cross compiler is a one-line error. And the
+key result: the mps3-an547 firmware under QEMU (Cortex-M55) trains bit for bit like the host
+simulation.
+"""
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES
+from zoflash import api, boards, build as build_mod
+from zoflash.cli import main
+from zoflash.errors import ToolMissingError
+from zoflash.firmware import BudgetError, section_sizes, size_report
+from zoflash.session import comparable
+from zoflash.simulate import simulate
+from zoflash.telemetry import Decoder
+from zoflash.train_options import make_options
+
+DIGITS = FIXTURES / "digits_cnn.tflite"
+SHIFT = FIXTURES / "digits_shift.npz"
+ARM_BOARDS = ("mps3-an547", "stm32n6570-dk", "nucleo-n657x0-q")
+OPTIONS = dict(steps=20)  # lr auto: 8 calibration steps at q = 8, then plateau; evaluations at 0 and 20
+QEMU = ["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-icount", "shift=0", "-kernel"]
+
+
+@pytest.fixture(scope="module")
+def firmware(tmp_path_factory):
+    """The digits training firmware for every ARM board, built once through the CLI."""
+    out = {}
+    for board in ARM_BOARDS:
+        path = tmp_path_factory.mktemp(board) / "bundle"
+        code = main(["build", "--board", board, "--model", str(DIGITS), "--data", str(SHIFT), "--steps", "20",
+                     "--out", str(path)])
+        assert code == 0
+        out[board] = path
+    return out
+
+
+def _sections(elf) -> list[tuple[str, int, int]]:
+    text = subprocess.run(["arm-none-eabi-size", "-A", str(elf)], capture_output=True, text=True, check=True).stdout
+    rows = [line.split() for line in text.splitlines()]
+    return [(r[0], int(r[1]), int(r[2])) for r in rows if len(r) == 3 and r[1].isdigit() and r[2].isdigit()]
+
+
+@pytest.mark.cross
+@pytest.mark.parametrize("board_id", ARM_BOARDS)
+def test_training_firmware_builds_with_werror(firmware, board_id):
+    path = firmware[board_id]
+    make = (path / "Makefile").read_text()
+    assert "-Wall -Wextra -Werror" in make and "-std=c11 -ffp-contract=off" in make
+    assert "-mcpu=cortex-m55 -mthumb -mfloat-abi=hard -mfpu=fpv5-d16 -O2" in make
+    for suffix in (".elf", ".bin", ".hex"):
+        assert (path / "build" / f"digits_cnn{suffix}").stat().st_size > 0
+    assert (path / "build" / "digits_cnn.hex").read_text().startswith(":")
+    board = boards.load_board(board_id)
+    elf = (path / "build" / "digits_cnn.elf").read_bytes()
+    assert elf[:4] == b"\x7fELF" and int.from_bytes(elf[18:20], "little") == 40  # EM_ARM
+    link = (path / "link.ld").read_text()
+    for r in board.memory:
+        assert f"{r.name} (" in link and f"0x{r.origin:08X}" in link
+
+
+@pytest.mark.cross
+@pytest.mark.parametrize("board_id", ARM_BOARDS)
+def test_size_report_agrees_with_arm_none_eabi_size(firmware, board_id):
+    board = boards.load_board(board_id)
+    path = firmware[board_id]
+    elf = path / "build" / "digits_cnn.elf"
+    report = {u.region.name: u for u in size_report(board, section_sizes("arm-none-eabi-size", elf))}
+    # independently: every loaded section of `size -A` by the region its address is in, plus the
+    # initial values of .data stored after the code
+    expected: dict[str, int] = {}
+    for name, size, addr in _sections(elf):
+        if name.startswith((".debug", ".comment", ".ARM.attributes")) or size == 0:
+            continue
+        region = next(r for r in board.memory if r.origin <= addr < r.end)
+        expected[region.name] = expected.get(region.name, 0) + size
+        if name == ".data":
+            code = board.region_of("code").name
+            expected[code] = expected.get(code, 0) + size
+    assert {k: u.used for k, u in report.items()} == expected
+    for u in report.values():
+        assert 0 < u.used <= u.region.size
+    image = report[board.region_of("code").name]
+    assert image.used <= (path / "build" / "digits_cnn.bin").stat().st_size < image.used + 128
+    data = next(x.bytes for x in report[board.region_of("train_data").name].items if x.label == "training data")
+    assert data >= 98802  # the embedded digits (manifest: training.data.bytes)
+
+
+@pytest.mark.cross
+def test_build_prints_the_report_per_region(tmp_path, capsys):
+    assert main(["build", "--board", "stm32n6", "--model", str(DIGITS), "--data", str(SHIFT), "--steps", "5",
+                 "--out", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "board   stm32n6 -> stm32n6570-dk" in out
+    assert "firmware build/digits_cnn.elf, build/digits_cnn.bin, build/digits_cnn.hex" in out
+    assert "region  IMAGE (ram, 261120 bytes at 0x34180400)" in out and "region  RAM (ram, 262144 bytes" in out
+    assert "training data" in out and "arena 640" in out and "stack 16384" in out
+
+
+@pytest.mark.cross
+def test_inference_only_build_is_a_library(tmp_path):
+    result = api.build(DIGITS, "mps3-an547", tmp_path / "b")
+    assert [p.name for p in result.outputs] == ["libdigits_cnn.a"] and result.outputs[0].exists()
+    regions = {u.region.name: u for u in result.regions}
+    assert {x.label: x.bytes for x in regions["DTCM"].items} == {"arena": 640}
+    assert any(x.label == "constant weights" and x.bytes == 3920 for x in regions["ITCM"].items)
+
+
+def _big_dataset(path, n_train: int):
+    rng = np.random.default_rng(0)
+    np.savez(path, x_train=rng.random((n_train, 8, 8, 1), dtype=np.float32) * 16,
+             y_train=rng.integers(0, 10, n_train), x_test=rng.random((10, 8, 8, 1), dtype=np.float32) * 16,
+             y_test=rng.integers(0, 10, 10))
+
+
+def _no_compiling(monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("the compiler ran")
+    monkeypatch.setattr("zoflash.firmware.run_make", refuse)
+
+
+def test_too_big_dataset_fails_before_compiling(tmp_path, monkeypatch, capsys):
+    _no_compiling(monkeypatch)
+    data = tmp_path / "big.npz"
+    _big_dataset(data, 9000)  # 9000 x 64 bytes of images + labels: more than the 512 KiB ITCM
+    out = tmp_path / "bundle"
+    assert main(["build", "--board", "mps3-an547", "--model", str(DIGITS), "--data", str(data), "--steps", "5",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "does not fit board 'mps3-an547'" in err
+    assert "region ITCM (ram, 524288 bytes at 0x00000000)" in err
+    assert f"training data {9010 * (64 + 2)}" in err  # images and uint16 labels, train and test
+    used = int(err.split("region ITCM")[1].split(" needed")[0].split(": ")[-1])
+    assert f"{used - 524288} bytes more than its 524288" in err
+    assert "fits: region DTCM" in err
+    assert not out.exists()
+
+
+def _tiny_board(monkeypatch, tmp_path):
+    """An STM32N6 variant with 32 KiB of RAM: a board file only."""
+    from test_boards import board_text
+
+    root = tmp_path / "boards"
+    root.mkdir()
+    text = board_text("stm32n6570-dk").replace('id = "stm32n6570-dk"', 'id = "tiny"').replace(
+        "reference = true", "reference = false").replace("size = 0x0004_0000", "size = 0x0000_8000")
+    (root / "tiny.toml").write_text(text)
+    for bid in ("host", "stm32n6570-dk"):
+        (root / f"{bid}.toml").write_text(board_text(bid))
+    monkeypatch.setattr(boards, "_board_files", lambda: {p.stem: p for p in root.glob("*.toml")})
+
+
+def test_too_big_training_state_fails_before_compiling(tmp_path, monkeypatch):
+    _no_compiling(monkeypatch)
+    _tiny_board(monkeypatch, tmp_path)
+    with pytest.raises(BudgetError) as err:
+        api.build(DIGITS, "tiny", tmp_path / "b", data_path=SHIFT, options=make_options(steps=5, batch=64))
+    text = str(err.value)
+    assert "region RAM (ram, 32768 bytes at 0x341C0000)" in text
+    assert "feature cache 16384" in text and "stack 16384" in text and "arena 640" in text
+    assert "fits: region IMAGE" in text and not (tmp_path / "b").exists()
+
+
+def test_missing_cross_compiler_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH
+    assert main(["build", "--board", "mps3-an547", "--model", str(DIGITS), "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: 'arm-none-eabi-gcc' is not available: install it (Debian/Ubuntu: apt-get install "
+                   "gcc-arm-none-eabi libnewlib-arm-none-eabi)")
+    with pytest.raises(ToolMissingError):
+        build_mod.require("arm-none-eabi-size")
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_qemu_training_is_bit_identical_to_the_host_simulation(firmware, tmp_path):
+    """The key result: the training firmware on the emulated Cortex-M55 sends the same records
+    (time aside) as the generated C on the host, which itself equals the Python reference."""
+    elf = firmware["mps3-an547"] / "build" / "digits_cnn.elf"
+    proc = subprocess.run(QEMU + [str(elf)], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
+    dec = Decoder()
+    records = dec.records(dec.feed(proc.stdout) + dec.flush())
+    stats = dec.stats()
+    assert stats["crc_errors"] == stats["dropped_bytes"] == stats["truncated"] == stats["malformed"] == 0
+    assert stats["seq_gaps"] == 0 and stats["text_bytes"] == 0
+    kinds = [r["type"] for r in records]
+    assert kinds[0] == "hello" and kinds.count("step") == 20 and kinds.count("eval") == 2 and "done" in kinds
+    assert all(r["time_s"] > 0 for r in records if r["type"] == "done")
+    host = simulate(DIGITS, SHIFT, make_options(**OPTIONS), None, engine="c", plot=False)
+    device, expected = comparable(records), comparable(host.records)
+    assert len(device) == len(expected)
+    for k, (a, b) in enumerate(zip(device, expected)):
+        assert a == b, f"record {k} differs:\nQEMU {a}\nhost {b}"
+    evals = [r for r in records if r["type"] == "eval"]
+    assert evals[-1]["loss"] < evals[0]["loss"]
