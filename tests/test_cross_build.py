@@ -177,26 +177,124 @@ def test_missing_cross_compiler_is_one_line(tmp_path, monkeypatch, capsys):
         build_mod.require("arm-none-eabi-size")
 
 
-@pytest.mark.cross
-@pytest.mark.qemu
-def test_qemu_training_is_bit_identical_to_the_host_simulation(firmware, tmp_path):
-    """The key result: the training firmware on the emulated Cortex-M55 sends the same records
-    (time aside) as the generated C on the host, which itself equals the Python reference."""
-    elf = firmware["mps3-an547"] / "build" / "digits_cnn.elf"
-    proc = subprocess.run(QEMU + [str(elf)], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
+def _run_qemu(elf, timeout: float = 120):
+    return subprocess.run(QEMU + [str(elf)], capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def _assert_identical_to_host(stdout: bytes, options: dict, steps: int) -> list[dict]:
     dec = Decoder()
-    records = dec.records(dec.feed(proc.stdout) + dec.flush())
+    records = dec.records(dec.feed(stdout) + dec.flush())
     stats = dec.stats()
     assert stats["crc_errors"] == stats["dropped_bytes"] == stats["truncated"] == stats["malformed"] == 0
     assert stats["seq_gaps"] == 0 and stats["text_bytes"] == 0
     kinds = [r["type"] for r in records]
-    assert kinds[0] == "hello" and kinds.count("step") == 20 and kinds.count("eval") == 2 and "done" in kinds
+    assert kinds[0] == "hello" and kinds.count("step") == steps and "done" in kinds
     assert all(r["time_s"] > 0 for r in records if r["type"] == "done")
-    host = simulate(DIGITS, SHIFT, make_options(**OPTIONS), None, engine="c", plot=False)
+    host = simulate(DIGITS, SHIFT, make_options(**options), None, engine="c", plot=False)
     device, expected = comparable(records), comparable(host.records)
     assert len(device) == len(expected)
     for k, (a, b) in enumerate(zip(device, expected)):
         assert a == b, f"record {k} differs:\nQEMU {a}\nhost {b}"
+    return records
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_qemu_training_is_bit_identical_to_the_host_simulation(firmware):
+    """The key result: the training firmware on the emulated Cortex-M55 sends the same records
+    (time aside) as the generated C on the host, which itself equals the Python reference."""
+    proc = _run_qemu(firmware["mps3-an547"] / "build" / "digits_cnn.elf")
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
+    records = _assert_identical_to_host(proc.stdout, OPTIONS, 20)
     evals = [r for r in records if r["type"] == "eval"]
-    assert evals[-1]["loss"] < evals[0]["loss"]
+    assert len(evals) == 2 and evals[-1]["loss"] < evals[0]["loss"]
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_qemu_critical_scheduler_is_bit_identical(tmp_path):
+    """The critical scheduler adds centre passes, curvature and float EMAs: still bit for bit."""
+    options = dict(steps=24, scheduler="critical", batch=8, eval_every=12)
+    result = api.build(DIGITS, "mps3-an547", tmp_path / "b", data_path=SHIFT, options=make_options(**options))
+    proc = _run_qemu(result.outputs[0])
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
+    records = _assert_identical_to_host(proc.stdout, options, 24)
+    assert any(r["type"] == "step" and r["centre"] for r in records)
+
+
+FAULT_MAIN = r"""
+#include <stdint.h>
+#include "zo_port.h"
+volatile uint32_t sink;
+__attribute__((unused)) static uint32_t deep(uint32_t n)
+{
+    volatile uint8_t buf[512];
+    buf[0] = (uint8_t)n;
+    return n ? deep(n - 1u) + buf[0] : 0u;
+}
+int main(void)
+{
+    zo_port_init();
+    const uint64_t t0 = zo_port_time_us();
+    for (volatile uint32_t i = 0; i < 3000000u; ++i) {
+    }
+    uint64_t d = zo_port_time_us() - t0;
+    char text[24];
+    int n = 0;
+    do {
+        text[sizeof(text) - 1 - n++] = (char)('0' + d % 10u);
+        d /= 10u;
+    } while (d);
+    zo_port_write((const uint8_t *)"us ", 3u);
+    zo_port_write((const uint8_t *)text + sizeof(text) - n, (uint32_t)n);
+#ifndef OVERFLOW
+    /* across a SysTick period boundary (2^24 ticks = 0.52 s at 32 MHz): never backwards */
+    uint64_t prev = zo_port_time_us();
+    const uint64_t first = prev;
+    uint32_t back = 0;
+    while (prev - first < 600000u) {
+        for (volatile uint32_t i = 0; i < 2000u; ++i) { /* under -icount each timer read is slow */
+        }
+        const uint64_t now = zo_port_time_us();
+        back += now < prev;
+        prev = now;
+    }
+    zo_port_write((const uint8_t *)(back ? " backwards\n" : " monotonic\n"), 11u);
+#endif
+#ifdef OVERFLOW
+    sink = deep(100u); /* 50 KiB of stack frames: more than the 16 KiB stack */
+#else
+    __asm volatile("udf #0");
+#endif
+    return 0;
+}
+"""
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+@pytest.mark.parametrize("variant, reason", [("UDF", "cfsr=00010000"), ("OVERFLOW", "cfsr=00100000")])
+def test_port_time_and_fault_report_under_qemu(firmware, tmp_path, variant, reason):
+    """The port's SysTick clock counts (deterministic virtual time under -icount) and never goes
+    back across period boundaries; an undefined
+    instruction and a stack overflow (MSPLIM) each print one fault line and exit with code 3."""
+    bundle = firmware["mps3-an547"]
+    (tmp_path / "main.c").write_text(FAULT_MAIN)
+    flags = (bundle / "Makefile").read_text().split("CFLAGS := ")[1].split("$(EXTRA_CFLAGS)")[0]
+    make = (bundle / "Makefile").read_text()
+    defs = make.split("BOARD_DEFS := ")[1].splitlines()[0]
+    cflags = flags.replace("$(CSTD)", "-std=c11 -ffp-contract=off").replace("$(WARNINGS)", "-Wall -Wextra -Werror")
+    cflags = cflags.replace("$(BOARD_DEFS)", defs).split()
+    elf = tmp_path / "fault.elf"
+    subprocess.run(["arm-none-eabi-gcc", *cflags, f"-D{variant}", f"-I{bundle}", "-T", str(bundle / "link.ld"),
+                    "-nostartfiles", "-Wl,--gc-sections", "-o", str(elf), str(tmp_path / "main.c"),
+                    str(bundle / "zo_port_cortex_m.c"), str(bundle / "zo_port_mps3_an547.c"), "-lm"],
+                   check=True, capture_output=True)
+    proc = _run_qemu(elf, timeout=30)
+    out = proc.stdout.decode()
+    assert proc.returncode == 3, out
+    micros = int(out.split("us ")[1].split()[0])
+    assert 3000 < micros < 100000  # about 6 instructions per iteration at 1 ns each
+    assert variant == "OVERFLOW" or " monotonic" in out
+    fault = next(line for line in out.splitlines() if line.startswith("zoflash: fault"))
+    assert "(UsageFault)" in fault and reason in fault

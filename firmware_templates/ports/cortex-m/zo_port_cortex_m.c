@@ -184,10 +184,17 @@ uint64_t zo_port_time_us(void)
         cur = ZO_SYST_CVR;
         pending = ZO_SCB_ICSR & ZO_ICSR_PENDSTSET;
     } while (hi != g_ticks_hi);
-    if (pending && cur > ZO_SYST_RELOAD / 2u) { /* wrapped, interrupt not taken yet */
+    /* The counter runs 0 (just started), RELOAD, RELOAD-1, ..., 1, 0, RELOAD, ... and the
+     * interrupt is raised as it reaches 0, so tick t of a period (1..RELOAD+1) reads
+     * RELOAD+1-t, and 0 at its last tick, which g_ticks_hi already counts. */
+    if (pending && (cur == 0u || cur > ZO_SYST_RELOAD / 2u)) { /* reached 0, interrupt not taken yet */
         hi += (uint64_t)ZO_SYST_RELOAD + 1u;
     }
-    const uint64_t ticks = hi + (uint64_t)(ZO_SYST_RELOAD - cur);
+    const uint64_t ticks = hi + (cur == 0u ? 0u : (uint64_t)(ZO_SYST_RELOAD + 1u - cur));
+#if ZO_CPU_CLOCK_HZ % 1000000 == 0
+    return ticks / (uint64_t)(ZO_CPU_CLOCK_HZ / 1000000);
+#else
     const uint64_t hz = (uint64_t)ZO_CPU_CLOCK_HZ;
     return ticks / hz * 1000000u + ticks % hz * 1000000u / hz;
+#endif
 }
