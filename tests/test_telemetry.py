@@ -17,7 +17,7 @@ from zoflash import telemetry as tm
 from ccompile import M55_FLAGS, RUNTIME, STRICT_FLAGS, build_shared, compile_object
 
 SOURCE = RUNTIME / "zo_telemetry.c"
-FIXED_KINDS = ("hello", "step", "eval", "event", "done")
+FIXED_KINDS = ("hello", "step", "eval", "event", "done", "status", "ack")
 
 # A test port: zo_port_write appends to a memory buffer that t_take() hands over.
 SHIM = r"""
@@ -65,7 +65,8 @@ CSTRUCTS = {k: type(f"zo_tm_{k}_t", (ctypes.Structure,),
 STATES = ["FIXED", "WARMUP", "MONITOR", "COOLDOWN", "CAPPED", "DIVERGE", "CALIBRATE", "TRACK", "RAMP"]
 ENUMS = {"scheduler": ["fixed", "plateau", "critical", "adazeta"], "rounding": ["split16", "nearest", "stochastic"],
          "kind": [None, "scheduler", "lr", "rollback", "stop"],
-         "reason": ["steps", "budget", "scheduler", "command", "dead-zone"]}
+         "reason": ["steps", "budget", "scheduler", "command", "dead-zone"],
+         "command": [None] * 16 + ["pause", "resume", "status", "dump", "stop"], "result": ["ok", "ignored", "unknown"]}
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +124,7 @@ def expected_record(kind: str, fields: dict) -> dict:
         elif name in ENUMS:
             names = ENUMS[name]
             rec[name] = names[v] if v < len(names) and names[v] else f"{name}{v}"
-        elif name == "lr_auto":
+        elif name in ("lr_auto", "paused", "calibrating"):
             rec[name] = bool(v)
         elif name == "model_sha256":
             rec["model_sha256_prefix"] = v.hex()
@@ -372,7 +373,8 @@ def test_decode_never_raises_on_malformed_payloads():
         t = rng.randrange(10)
         size = tm._STRUCTS[tm.TYPE_NAMES[t]].size if t in tm.TYPE_NAMES and rng.random() < 0.3 else rng.randrange(70)
         rec = dec.records([tm.Frame(t, rng.randrange(65536), rng.randbytes(size))])[0]
-        assert rec["type"] in {"hello", "step", "eval", "event", "done", "weights", "log", "malformed"}
+        assert rec["type"] in {"hello", "step", "eval", "event", "done", "weights", "log", "status", "ack",
+                               "malformed"}
     short = dec.records([tm.Frame(2, 9, b"\x00" * 10), tm.Frame(0, 1, b""),
                          tm.Frame(6, 2, struct.pack("<IBII", 0, 0, 10, 4) + b"12345")])  # chunk past total
     assert [r["type"] for r in short] == ["malformed"] * 3
@@ -396,3 +398,15 @@ def test_weights_assembler():
     assert asm.get(4, 1).tolist() == [1, -1]
     asm.add({"tensor": 4, "part": 1, "offset": 0, "total": 3, "data": b"\x05"})  # a new dump of another size
     assert asm.missing() == {(4, 1): [(1, 3)]}
+
+
+def test_command_frames():
+    dec = tm.Decoder()
+    frames = b"".join(tm.encode_command(name, seq) for seq, name in enumerate(tm.COMMANDS))
+    assert dec.records(dec.feed(frames)) == [{"type": "command", "command": name, "seq": seq}
+                                             for seq, name in enumerate(tm.COMMANDS)]
+    assert tm.encode_command("pause", 7) == bytes([0xA5, 0x5A, 1, 16, 7, 0, 0, 0]) + struct.pack(
+        "<I", zlib.crc32(bytes([1, 16, 7, 0, 0, 0])))
+    assert dec.records([tm.Frame(19, 1, b"x")])[0]["type"] == "malformed"  # commands carry no payload (v1)
+    with pytest.raises(ValueError, match="unknown command"):
+        tm.encode_command("reboot", 0)

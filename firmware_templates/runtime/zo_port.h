@@ -22,8 +22,9 @@ void zo_port_write(const uint8_t *data, uint32_t n);
  * practice (64 bits).  Only differences are meaningful. */
 uint64_t zo_port_time_us(void);
 
-/* Non-blocking read of one byte from the host (reserved for a command channel).
- * Returns 1 and stores the byte if one was available, 0 otherwise. */
+/* Non-blocking read of one byte from the host: the command channel (zo_command.c polls it once
+ * per training step, and continuously while paused).  Returns 1 and stores the byte if one was
+ * available, 0 otherwise; never waits for a byte.  A port without input returns 0. */
 int zo_port_read_byte(uint8_t *byte);
 
 /* End the program with an exit code (0 = success).  On a board without a process model this

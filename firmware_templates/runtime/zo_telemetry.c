@@ -46,6 +46,12 @@ static void put(frame_t *f, uint64_t v, uint32_t bytes)
     }
 }
 
+static void put_bytes(frame_t *f, const uint8_t *p, uint32_t n)
+{
+    memcpy(f->b + f->n, p, n);
+    f->n += n;
+}
+
 static void put_f32(frame_t *f, float x)
 {
     uint32_t u;
@@ -103,9 +109,7 @@ void zo_tm_hello(const zo_tm_hello_t *m)
     put(&f, m->budget, 8u);
     put(&f, m->q_max, 2u);
     put(&f, m->n_tensors, 2u);
-    for (uint32_t k = 0; k < 8u; ++k) {
-        put(&f, m->model_sha256[k], 1u);
-    }
+    put_bytes(&f, m->model_sha256, sizeof m->model_sha256);
     finish(&f, NULL, 0u);
 }
 
@@ -170,6 +174,35 @@ void zo_tm_done(const zo_tm_done_t *m)
     put(&f, m->prefix_passes, 8u);
     put(&f, m->suffix_passes, 8u);
     put(&f, m->time_us, 8u);
+    finish(&f, NULL, 0u);
+}
+
+void zo_tm_status(const zo_tm_status_t *m)
+{
+    frame_t f;
+    begin(&f, ZO_TM_STATUS);
+    put(&f, m->step, 4u);
+    put(&f, m->q, 2u);
+    put(&f, m->state, 1u);
+    put(&f, m->paused, 1u);
+    put(&f, m->calibrating, 1u);
+    put_f32(&f, m->lr);
+    put(&f, m->prefix_passes, 8u);
+    put(&f, m->suffix_passes, 8u);
+    put(&f, m->eval_passes, 8u);
+    put(&f, m->time_us, 8u);
+    put_bytes(&f, m->model_sha256, sizeof m->model_sha256);
+    finish(&f, NULL, 0u);
+}
+
+void zo_tm_ack(const zo_tm_ack_t *m)
+{
+    frame_t f;
+    begin(&f, ZO_TM_ACK);
+    put(&f, m->step, 4u);
+    put(&f, m->command_seq, 2u);
+    put(&f, m->command, 1u);
+    put(&f, m->result, 1u);
     finish(&f, NULL, 0u);
 }
 

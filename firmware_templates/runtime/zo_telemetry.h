@@ -29,6 +29,8 @@
 #define ZO_TM_DONE    5u
 #define ZO_TM_WEIGHTS 6u
 #define ZO_TM_LOG     7u
+#define ZO_TM_STATUS  8u /* answer to a status command (zo_command.h) */
+#define ZO_TM_ACK     9u /* one per command received */
 
 /* zo_tm_step_t.flags bits. */
 #define ZO_TM_FLAG_CALIBRATING 0x01u
@@ -47,6 +49,11 @@
 #define ZO_TM_DONE_SCHEDULER 2u
 #define ZO_TM_DONE_COMMAND   3u
 #define ZO_TM_DONE_DEAD_ZONE 4u
+
+/* zo_tm_ack_t.result. */
+#define ZO_TM_ACK_OK      0u
+#define ZO_TM_ACK_IGNORED 1u /* nothing to do in this state (pause while paused, resume while running) */
+#define ZO_TM_ACK_UNKNOWN 2u /* not a command this firmware knows */
 
 /* zo_tm_weights part. */
 #define ZO_TM_PART_VALUES   0u
@@ -121,6 +128,27 @@ typedef struct {
     uint64_t time_us;
 } zo_tm_done_t;
 
+typedef struct {
+    uint32_t step;         /* steps completed */
+    uint16_t q;            /* q of the next step */
+    uint8_t state;         /* scheduler state id */
+    uint8_t paused;        /* 1 while paused by a command */
+    uint8_t calibrating;   /* 1 while the next step calibrates lr */
+    float lr;              /* lr of the next step (0 while calibrating), as in step frames */
+    uint64_t prefix_passes;
+    uint64_t suffix_passes;
+    uint64_t eval_passes;
+    uint64_t time_us;
+    uint8_t model_sha256[8]; /* as in hello: identifies the model after a late attach */
+} zo_tm_status_t;
+
+typedef struct {
+    uint32_t step;         /* steps completed when the command was handled */
+    uint16_t command_seq;  /* the command frame's seq */
+    uint8_t command;       /* its type */
+    uint8_t result;        /* ZO_TM_ACK_* */
+} zo_tm_ack_t;
+
 /* Restart the sequence counter at 0 (it starts there; call again only for a new stream). */
 void zo_tm_reset(void);
 
@@ -132,6 +160,8 @@ void zo_tm_step(const zo_tm_step_t *m);
 void zo_tm_eval(const zo_tm_eval_t *m);
 void zo_tm_event(const zo_tm_event_t *m);
 void zo_tm_done(const zo_tm_done_t *m);
+void zo_tm_status(const zo_tm_status_t *m);
+void zo_tm_ack(const zo_tm_ack_t *m);
 
 /* The `total` bytes at `data` (as stored in memory) as frames of at most ZO_TM_WEIGHTS_CHUNK
  * data bytes, in offset order; total == 0 still sends one (empty) frame. */

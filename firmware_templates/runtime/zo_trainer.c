@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "zo_command.h"
 #include "zo_port.h"
 #include "zo_telemetry.h"
 
@@ -294,6 +295,81 @@ static void dump_weights(const zo_train_model_t *m)
     }
 }
 
+/* ---- commands from the host (zo_command.h, docs/training.md "Commands") ------------------ */
+
+static void send_status(const trainer_t *tr, uint32_t t, uint32_t calib, int paused)
+{
+    const zo_train_config_t *cfg = tr->cfg;
+    const int calibrating = t < calib;
+    const uint32_t q = calibrating ? cfg->calib_q : zo_sched_q(&tr->sched);
+    zo_tm_status_t s;
+    memset(&s, 0, sizeof s);
+    s.step = t;
+    s.q = (uint16_t)q;
+    s.state = (uint8_t)zo_sched_state(&tr->sched);
+    s.paused = (uint8_t)(paused ? 1 : 0);
+    s.calibrating = (uint8_t)(calibrating ? 1 : 0);
+    s.lr = calibrating ? 0.0f : zo_lr_at_q(tr->lr1, q, cfg->lr_scaling);
+    s.prefix_passes = tr->prefix_passes;
+    s.suffix_passes = tr->suffix_passes;
+    s.eval_passes = tr->eval_passes;
+    s.time_us = now_us(tr);
+    memcpy(s.model_sha256, tr->m->model_sha256, sizeof s.model_sha256);
+    zo_tm_status(&s);
+}
+
+/* Serve the commands that arrived, between steps (t = steps done); each gets an ack.  While
+ * paused nothing else runs until resume or stop.  Reads nothing and sends nothing when no
+ * command came, so a run without commands is unchanged.  Returns 1 when the run must stop. */
+static int serve_commands(const trainer_t *tr, uint32_t t, uint32_t calib)
+{
+    int paused = 0;
+    uint32_t served = 0;
+    while (paused || served < 8u) { /* a flood of commands cannot stall training */
+        zo_cmd_t c;
+        if (!zo_cmd_poll(&c)) {
+            if (!paused) {
+                return 0;
+            }
+            continue;
+        }
+        if (c.type < ZO_CMD_FIRST) {
+            continue; /* a telemetry frame echoed back (a loopback), not a command */
+        }
+        ++served;
+        uint8_t result = ZO_TM_ACK_OK;
+        int stop = 0;
+        switch (c.type) {
+        case ZO_CMD_PAUSE:
+            result = paused ? ZO_TM_ACK_IGNORED : ZO_TM_ACK_OK;
+            paused = 1;
+            break;
+        case ZO_CMD_RESUME:
+            result = paused ? ZO_TM_ACK_OK : ZO_TM_ACK_IGNORED;
+            paused = 0;
+            break;
+        case ZO_CMD_STATUS:
+            send_status(tr, t, calib, paused);
+            break;
+        case ZO_CMD_DUMP:
+            dump_weights(tr->m);
+            break;
+        case ZO_CMD_STOP:
+            stop = 1;
+            break;
+        default:
+            result = ZO_TM_ACK_UNKNOWN;
+            break;
+        }
+        zo_tm_ack_t ack = { t, c.seq, c.type, result };
+        zo_tm_ack(&ack);
+        if (stop) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static const char *check_config(const zo_train_model_t *m, const zo_train_config_t *cfg)
 {
     if (cfg->batch < 1u || m->n_train < 1u || m->n_test < 1u) {
@@ -335,6 +411,10 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
     int last_eval = 1;
     zo_done_reason_t reason = ZO_DONE_STEPS;
     for (;;) {
+        if (serve_commands(&tr, t, calib)) {
+            reason = ZO_DONE_COMMAND;
+            break;
+        }
         const int calibrating = t < calib;
         const uint32_t q = calibrating ? cfg->calib_q : zo_sched_q(&tr.sched);
         const int centre = !calibrating && zo_sched_wants_centre(&tr.sched);

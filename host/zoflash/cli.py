@@ -276,20 +276,115 @@ def inspect(model_path: str) -> None:
 @cli.command()
 @click.option("--model", "model_path", required=True, type=click.Path(dir_okay=False),
               help="The .tflite the weights were trained from.")
-@click.option("--weights", "weights_path", required=True, type=click.Path(dir_okay=False),
+@click.option("--weights", "weights_path", type=click.Path(dir_okay=False),
               help="Trained weights file (<log>.weights.npz).")
+@click.option("--port", help="Instead of --weights: take the weights from the board training on this serial port, "
+                             "as they are now (ports as for `zoflash monitor`).")
+@click.option("--baud", type=int, help="With --port: baud rate [the board's, or 115200].")
+@click.option("--board", help="With --port: the board (its USB VID:PID for --port auto, its baud rate).")
+@click.option("--save-weights", "save_weights_path", type=click.Path(dir_okay=False),
+              help="With --port: also keep the weights taken from the board in this weights file.")
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help="Trained .tflite to write.")
 @click.option("--allow-other-model", is_flag=True,
               help="Accept weights recorded for a model file with another SHA-256 (tensors must still match).")
-def export(model_path: str, weights_path: str, out_path: str, allow_other_model: bool) -> None:
-    """Write trained weights into a copy of the model."""
+def export(model_path: str, weights_path: str | None, port: str | None, baud: int | None, board: str | None,
+           save_weights_path: str | None, out_path: str, allow_other_model: bool) -> None:
+    """Write trained weights (from a weights file or a running board) into a copy of the model."""
+    import tempfile
+
     from .export import export_weights
 
-    report = export_weights(model_path, weights_path, out_path, allow_other_model=allow_other_model)
+    if (weights_path is None) == (port is None):
+        raise click.UsageError("give exactly one source of weights: --weights FILE or --port PORT")
+    if save_weights_path and not port:
+        raise click.UsageError("--save-weights goes with --port")
+    with tempfile.TemporaryDirectory(prefix="zoflash-export-") as tmp:
+        if port is not None:
+            from .monitor import dump_from_port
+
+            usb_ids, baud = _serial_settings(board, baud)
+            weights_path, st = dump_from_port(port, model_path, save_weights_path or f"{tmp}/device.weights.npz",
+                                              baud=baud, usb_ids=usb_ids, allow_other_model=allow_other_model)
+            _say(f"weights from {port} after {st['step']} steps ({'paused' if st['paused'] else 'training'}, "
+                 f"q {st['q']}, {st['state']})" + (f": saved in {save_weights_path}" if save_weights_path else ""))
+        report = export_weights(model_path, weights_path, out_path, allow_other_model=allow_other_model)
     for p in report.tensors:
         _say(f"tensor {p.index:3d} '{p.name}' {p.dtype}{list(p.shape)}: {p.changed} of {p.count} values changed")
     note = " (weights recorded for another model file)" if report.other_model else ""
     _say(f"wrote {report.out_path}: {len(report.tensors)} tensor(s), {report.values_changed} value(s) changed{note}")
+
+
+def _serial_settings(board: str | None, baud: int | None) -> tuple[list | None, int]:
+    """USB ids for --port auto and the baud rate: from the board's data when --board is given."""
+    from .serialport import DEFAULT_BAUD
+
+    if not board:
+        return None, baud or DEFAULT_BAUD
+    from .monitor import board_console
+
+    con = board_console(board)
+    if con.note:
+        _say(con.note)
+    return con.usb_ids, baud or con.baud
+
+
+@cli.command()
+@click.option("--port", required=True,
+              help="The board's serial port: /dev/ttyACM0, COM3, socket://HOST:PORT, rfc2217://HOST:PORT, loop://, "
+                   "or auto (found by USB VID:PID).")
+@click.option("--baud", type=int, help="Baud rate [the board's, or 115200].")
+@click.option("--board", help="The board (id or family): its USB VID:PID for --port auto, its baud rate "
+                              "[--port auto: any ST-LINK, vendor 0483].")
+@click.option("--log", "log_path", default="run.jsonl", show_default=True, type=click.Path(dir_okay=False),
+              help="JSONL log, as `zoflash simulate` writes it (plus the monitor's own notes).")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Also write step and evaluation records as CSV.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+              help="At the end, plot loss, accuracy and q of the last run into this PNG.")
+@click.option("--model", "model_path", type=click.Path(dir_okay=False),
+              help="The model the firmware trains: the weights it sends at the end go to <log>.weights.npz.")
+@click.option("--until-done/--forever", default=True, show_default=True,
+              help="Stop when the device reports done, or keep watching (across device restarts) until Ctrl-C.")
+@click.option("--timeout", type=float, help="Stop after this many seconds.")
+@click.option("--wait", "connect_wait", type=float, default=5.0, show_default=True,
+              help="Seconds to keep trying to open the port at the start.")
+def monitor(port: str, baud: int | None, board: str | None, log_path: str, csv_path: str | None, plot_path: str | None,
+            model_path: str | None, until_done: bool, timeout: float | None, connect_wait: float) -> int:
+    """Watch a training run on a board: live view, log, and the trained weights at the end."""
+    from .monitor import KeyCommands, Monitor
+    from .session import LiveView
+
+    quiet = logging.getLogger().level >= logging.ERROR
+    view = LiveView(enabled=not quiet)
+    usb_ids, baud = _serial_settings(board, baud)
+    mon = Monitor(port, baud=baud, usb_ids=usb_ids, log_path=log_path, csv_path=csv_path,
+                  plot_path=plot_path, model_path=model_path, view=view)
+    try:
+        mon.connect(connect_wait)
+        _say(f"monitor {mon.device} at {baud} baud ({'until done' if until_done else 'until Ctrl-C'})")
+        with KeyCommands(sys.stdin, view.message) as keys:
+            if keys.active:
+                _say(KeyCommands.HELP)
+            mon.run(until_done=until_done, timeout=timeout, on_tick=keys)
+    finally:
+        res = mon.close()
+    end = (f"done ({res.done['reason']}) after {res.done['steps']} steps" if res.done else
+           "stopped (Ctrl-C)" if res.interrupted else f"stopped after {timeout:g} s" if res.timed_out else "stopped")
+    _say(f"{end}; {res.segments} run segment(s), {res.reconnects} reconnection(s)")
+    bad = {k: v for k, v in res.stats.items()
+           if k in ("crc_errors", "dropped_bytes", "truncated", "malformed", "seq_gaps") and v}
+    if bad:
+        _say(f"telemetry problems (every damaged frame was dropped): {bad}")
+    _say(f"log     {res.log_path}" + (f", csv {res.csv_path}" if res.csv_path else ""))
+    if res.weights_path is not None:
+        _say(f"weights {res.weights_path}  (zoflash export --model {model_path} --weights {res.weights_path} "
+             "--out trained.tflite)")
+    elif res.weights_error:
+        _say(f"weights not saved: {res.weights_error}")
+    elif model_path is None and res.done is not None:
+        _say("weights not saved: give --model M.tflite to keep the weights the device sent")
+    if res.plot_path is not None:
+        _say(f"plot    {res.plot_path}")
+    return 1 if until_done and res.done is None and res.timed_out else 0
 
 
 @cli.command()

@@ -258,7 +258,7 @@ def render_model(model: CompiledModel, prefix: str, source_name: str, source_sha
 
 # The static runtime files only a training bundle needs (and builds into the training program).
 TRAINING_RUNTIME = ("zo_trainer.c", "zo_trainer.h", "zo_sched.c", "zo_sched.h", "zo_telemetry.c",
-                    "zo_telemetry.h", "zo_port.h", "zo_train_main.c")
+                    "zo_telemetry.h", "zo_command.c", "zo_command.h", "zo_port.h", "zo_train_main.c")
 
 
 def runtime_sources(training: bool = False) -> dict[str, bytes]:

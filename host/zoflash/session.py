@@ -59,6 +59,10 @@ class LiveView:
         self.out.flush()
         self._status_shown = False
 
+    def message(self, text: str) -> None:
+        """A line of the host's own (a command's outcome, a hint)."""
+        self._line(text)
+
     def _status(self, rec: dict) -> None:
         passes = rec["prefix_passes"] + rec["suffix_passes"]
         if self._passes_start is None:
@@ -121,6 +125,20 @@ class LiveView:
             self._line(f"device: {rec['text']}")
         elif kind == "malformed":
             self._line(f"warning: malformed frame ({rec['reason']})")
+        elif kind == "status":
+            self._line(f"status: {'paused' if rec['paused'] else 'running'} after {rec['step']} steps, q {rec['q']}, "
+                       f"{rec['state']}{', calibrating lr' if rec['calibrating'] else ''}, lr {rec['lr']:.6g}, "
+                       f"passes {rec['prefix_passes']}+{rec['suffix_passes']} (+{rec['eval_passes']} eval)")
+        elif kind == "ack":
+            note = {"ok": "", "ignored": " (nothing to do)", "unknown": " (unknown to the firmware)"}
+            self._line(f"device: {rec['command']} at step {rec['step']}{note.get(rec['result'], ' ' + rec['result'])}")
+        elif kind == "monitor":
+            if rec["event"] == "disconnected":
+                self._line(f"monitor: connection lost ({rec['reason']}); reconnecting")
+            elif rec["event"] == "reconnected":
+                self._line(f"monitor: reconnected ({rec['reconnects']} so far)")
+            elif rec["event"] == "restart":
+                self._line(f"monitor: the device restarted (run segment {rec['segment']})")
 
 
 @dataclass
@@ -188,24 +206,36 @@ class Session:
     def trained_arrays(self, tensors: list[dict]) -> list[tuple[int, str, np.ndarray, np.ndarray | None]]:
         """The dumped weights as (index, name, values, residual) for save_weights; `tensors` are
         the manifest's training tensors (index, name, dtype, shape)."""
-        out = []
-        for t in tensors:
-            key = (t["index"], 0)
-            if key not in self.weights.keys():
-                raise DataError(f"the run did not dump tensor {t['index']} ('{t['name']}')")
-            values = self.weights.get(t["index"], 0, np.dtype(t["dtype"])).reshape(t["shape"])
-            residual = None
-            if (t["index"], 1) in self.weights.keys():
-                residual = self.weights.get(t["index"], 1, np.int8).reshape(t["shape"])
-            out.append((t["index"], t["name"], values, residual))
-        return out
+        return assembled_arrays(self.weights, tensors)
+
+
+def assembled_arrays(weights: telemetry.WeightsAssembler,
+                     tensors: list[dict]) -> list[tuple[int, str, np.ndarray, np.ndarray | None]]:
+    """Weights chunks as (index, name, values, residual) for save_weights; `tensors`: (index,
+    name, dtype, shape) of each trainable tensor."""
+    out = []
+    for t in tensors:
+        key = (t["index"], 0)
+        if key not in weights.keys():
+            raise DataError(f"the run did not dump tensor {t['index']} ('{t['name']}')")
+        values = weights.get(t["index"], 0, np.dtype(t["dtype"])).reshape(t["shape"])
+        residual = None
+        if (t["index"], 1) in weights.keys():
+            residual = weights.get(t["index"], 1, np.int8).reshape(t["shape"])
+        out.append((t["index"], t["name"], values, residual))
+    return out
+
+
+# Records that depend on who watched the run, not on the training: device text, the command
+# channel's answers and echoes, and the monitor's own notes.
+OBSERVER_TYPES = ("text", "status", "ack", "command", "monitor")
 
 
 def comparable(records: list[dict]) -> list[dict]:
-    """Records without time fields (and device text), for comparing two runs."""
+    """Records without time fields (and without OBSERVER_TYPES), for comparing two runs."""
     out = []
     for r in records:
-        if r["type"] in ("text",):
+        if r["type"] in OBSERVER_TYPES:
             continue
         out.append({k: (v.hex() if isinstance(v, bytes) else v) for k, v in r.items() if k not in TIME_FIELDS})
     return out

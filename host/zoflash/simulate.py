@@ -56,7 +56,8 @@ def c_frames(bundle: Bundle) -> Iterator[bytes]:
     prefix = bundle.prefix
     run_make(bundle, f"build/{prefix}_train")
     exe = bundle.path / "build" / f"{prefix}_train"
-    proc = subprocess.Popen([str(exe)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # stdin: nothing (the program reads commands from a pipe on stdin: not from ours)
+    proc = subprocess.Popen([str(exe)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         fd = proc.stdout.fileno()
         while True:

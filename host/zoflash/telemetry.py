@@ -28,6 +28,10 @@ SCHEDULER_NAMES = ("fixed", "plateau", "critical", "adazeta")
 ROUNDING_NAMES = ("split16", "nearest", "stochastic")
 EVENT_KINDS = (None, "scheduler", "lr", "rollback", "stop")  # ids start at 1
 DONE_REASONS = ("steps", "budget", "scheduler", "command", "dead-zone")
+# Host -> device commands (docs/training.md, "Commands"): frame type per name; empty payloads.
+COMMANDS = {"pause": 16, "resume": 17, "status": 18, "dump": 19, "stop": 20}
+COMMAND_NAMES = {v: k for k, v in COMMANDS.items()}
+ACK_RESULTS = ("ok", "ignored", "unknown")
 
 # Payload layouts in wire order: (field, struct code).  Field names are the C struct fields.
 LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
@@ -46,6 +50,10 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
                  ("time_us", "Q"))),
     "weights": (6, (("tensor", "I"), ("part", "B"), ("offset", "I"), ("total", "I"))),  # + data
     "log": (7, ()),  # + UTF-8 text
+    "status": (8, (("step", "I"), ("q", "H"), ("state", "B"), ("paused", "B"), ("calibrating", "B"), ("lr", "f"),
+                   ("prefix_passes", "Q"), ("suffix_passes", "Q"), ("eval_passes", "Q"), ("time_us", "Q"),
+                   ("model_sha256", "8s"))),
+    "ack": (9, (("step", "I"), ("command_seq", "H"), ("command", "B"), ("result", "B"))),
 }
 _STRUCTS = {k: struct.Struct("<" + "".join(c for _, c in lay)) for k, (_, lay) in LAYOUTS.items()}
 TYPE_NAMES = {tid: name for name, (tid, _) in LAYOUTS.items()}
@@ -85,6 +93,13 @@ def encode(kind: str, fields: dict, seq: int = 0) -> bytes:
     if len(payload) > MAX_PAYLOAD:
         raise ValueError(f"{kind} payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
     return Frame(tid, seq, payload).to_bytes()
+
+
+def encode_command(name: str, seq: int) -> bytes:
+    """A host -> device command frame (empty payload); `seq` comes back in the device's ack."""
+    if name not in COMMANDS:
+        raise ValueError(f"unknown command '{name}' (known: {', '.join(COMMANDS)})")
+    return Frame(COMMANDS[name], seq, b"").to_bytes()
 
 
 class Encoder:
@@ -130,6 +145,10 @@ _CONVERT = {
     "reason": lambda v: {"reason": _name(DONE_REASONS, v, "reason")},
     "lr_auto": lambda v: {"lr_auto": bool(v)},
     "model_sha256": lambda v: {"model_sha256_prefix": v.hex()},
+    "paused": lambda v: {"paused": bool(v)},
+    "calibrating": lambda v: {"calibrating": bool(v)},
+    "command": lambda v: {"command": COMMAND_NAMES.get(v, f"command{v}")},
+    "result": lambda v: {"result": _name(ACK_RESULTS, v, "result")},
 }
 
 
@@ -143,6 +162,10 @@ def decode(frame: Frame) -> dict:
     that does not fit its type gives {"type": "malformed", ...}.  Floats are the exact float32
     values as Python floats (struct's "<f" widens exactly, like float(np.float32))."""
     kind = TYPE_NAMES.get(frame.type)
+    if frame.type in COMMAND_NAMES:  # a command seen on the wire (a loopback, or a host's own echo)
+        if frame.payload:
+            return _malformed(frame, f"command with a payload of {len(frame.payload)} bytes")
+        return {"type": "command", "command": COMMAND_NAMES[frame.type], "seq": frame.seq}
     if kind is None:
         return _malformed(frame, "unknown frame type")
     st, payload = _STRUCTS[kind], bytes(frame.payload)
@@ -300,6 +323,10 @@ class WeightsAssembler:
 
     def keys(self) -> list[tuple[int, int]]:
         return sorted(self._parts)
+
+    def total(self, tensor: int, part: int) -> int:
+        """The size in bytes the chunks of (tensor, part) announce."""
+        return self._parts[(tensor, part)][0]
 
     def missing(self) -> dict[tuple[int, int], list[tuple[int, int]]]:
         """(tensor, part) -> byte ranges [start, end) not received, for the incomplete ones."""

@@ -1,9 +1,13 @@
 /* zo_port_host.c - the port contract on a host computer: telemetry to stdout (binary), a
- * monotonic clock, no command input, exit(). Static file of the host port. */
-#define _POSIX_C_SOURCE 199309L
+ * monotonic clock, commands from stdin when stdin is a pipe or a socket (never a terminal or a
+ * file: those are not a command channel), exit(). Static file of the host port. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, poll, fstat */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "zo_port.h"
 
@@ -24,10 +28,66 @@ uint64_t zo_port_time_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/* Command input: stdin, read without blocking (poll with a zero timeout, then one read of what
+ * is there).  When the empty reads come back to back (the trainer paused, waiting for resume:
+ * 1000 in a row, each within 5 us of the previous one) each waits up to 1 ms, so a paused
+ * program does not spin a core; a training step takes far longer than 5 us, so a running
+ * program never waits. */
+static int g_in_state;          /* 0 not checked yet, 1 reading, -1 no command input, -2 EOF */
+static uint8_t g_in[64];
+static uint32_t g_in_n, g_in_pos;
+static uint64_t g_last_empty_us;
+static uint32_t g_quick_empties;
+
+static int stdin_is_channel(void)
+{
+    struct stat st;
+    return fstat(STDIN_FILENO, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+}
+
+static int fill_input(void)
+{
+    if (g_in_state == 0) {
+        g_in_state = stdin_is_channel() ? 1 : -1;
+    }
+    if (g_in_state == -1) {
+        return 0;
+    }
+    const uint64_t start = zo_port_time_us();
+    g_quick_empties = (start - g_last_empty_us < 5u) ? g_quick_empties + 1u : 0u;
+    if (g_in_state == -2) {
+        if (g_quick_empties >= 1000u) { /* paused, and nothing can ever resume it */
+            fputs("zo_port_host: the command input closed while paused; exiting\n", stderr);
+            zo_port_exit(3);
+        }
+        g_last_empty_us = zo_port_time_us();
+        return 0;
+    }
+    struct pollfd pfd = { STDIN_FILENO, POLLIN, 0 };
+    if (poll(&pfd, 1, g_quick_empties >= 1000u ? 1 : 0) > 0 && (pfd.revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        const ssize_t r = read(STDIN_FILENO, g_in, sizeof g_in);
+        if (r > 0) {
+            g_in_n = (uint32_t)r;
+            g_in_pos = 0;
+            g_quick_empties = 0;
+            return 1;
+        }
+        if (r == 0 || (pfd.revents & POLLIN) == 0) {
+            g_in_state = -2; /* the host closed its end: no more commands */
+            return 0;
+        }
+    }
+    g_last_empty_us = zo_port_time_us();
+    return 0;
+}
+
 int zo_port_read_byte(uint8_t *byte)
 {
-    (void)byte;
-    return 0;
+    if (g_in_pos == g_in_n && !fill_input()) {
+        return 0;
+    }
+    *byte = g_in[g_in_pos++];
+    return 1;
 }
 
 void zo_port_exit(int code)

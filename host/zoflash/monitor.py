@@ -1,0 +1,500 @@
+"""`zoflash monitor`: a training run watched over a serial port (or any pyserial URL), and the
+command channel to the device (docs/training.md, "Commands").
+
+The bytes go into a Session (JSONL log in the schema of `zoflash simulate`, live view, device
+text passed through), plus an optional CSV of step and evaluation records.  The monitor survives
+the device resetting (each hello starts a new run segment) and the port disappearing and coming
+back (reconnects with backoff; bytes read before a fault are never dropped).  It stops when the
+device reports done (after its weights frames) or on Ctrl-C; then the log is closed, the weights
+file written (with the model given) and the plot drawn.
+
+    mon = Monitor("socket://127.0.0.1:4321", log_path="run.jsonl", model_path="m.tflite")
+    mon.connect(); mon.run()           # until done
+    result = mon.close()               # records, decoder counters, reconnects, segments, files
+
+    mon.request("pause"); mon.request("status"); mon.save_dump("m.tflite", "now.weights.npz")
+
+Besides the device's records the log holds the monitor's own: {"type": "monitor", "event":
+"disconnected" | "reconnected" | "restart" | "command", ...}; session.comparable() skips them.
+"""
+from __future__ import annotations
+
+import csv
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+import serial
+
+from . import telemetry
+from .errors import DataError, ZoflashError
+from .serialport import DEFAULT_BAUD, DEFAULT_USB_IDS, PortError, find_port, open_port, parse_usb_id
+from .session import LiveView, Session, SessionResult, assembled_arrays, plot_run, weights_path_for
+
+CSV_COLUMNS = ("type", "step", "q", "state", "calibrating", "centre", "diverged", "lr", "loss", "m2", "v", "zero_frac",
+               "sat_frac", "accuracy", "correct", "count", "prefix_passes", "suffix_passes", "eval_passes", "time_s")
+MAX_BACKOFF = 2.0  # seconds between reconnection attempts, at most
+
+
+class PortGone(ZoflashError):
+    """The port cannot come back (a program that ended): no reconnection is tried."""
+
+
+class DeviceError(ZoflashError):
+    """The device did not answer a command as it should."""
+
+
+class CsvSink:
+    """Step and evaluation records as CSV rows (columns CSV_COLUMNS; empty where a record has
+    no such field), flushed as they come."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("w", newline="")
+        self._writer = csv.DictWriter(self._file, CSV_COLUMNS, extrasaction="ignore")
+        self._writer.writeheader()
+
+    def __call__(self, rec: dict) -> None:
+        if rec["type"] in ("step", "eval"):
+            self._writer.writerow(rec)
+            self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+@dataclass
+class MonitorResult(SessionResult):
+    reconnects: int = 0
+    segments: int = 0  # hellos seen: 1 per device (re)start
+    interrupted: bool = False  # Ctrl-C
+    timed_out: bool = False
+    log_path: Path | None = None
+    csv_path: Path | None = None
+    weights_error: str | None = None  # why the weights file could not be written
+
+    @property
+    def last_segment(self) -> list[dict]:
+        """The records from the last hello on (the whole log if no hello was seen)."""
+        starts = [k for k, r in enumerate(self.records) if r["type"] == "hello"]
+        return self.records[starts[-1]:] if starts else self.records
+
+
+class _MonitorSession(Session):
+    """A Session that lets the monitor see each record first and log notes of its own just
+    before it (a device restart before the new hello)."""
+
+    def __init__(self, log_path, view, on_record, before_record: Callable[[dict], list[dict]]):
+        super().__init__(log_path, view, on_record)
+        self._before = before_record
+
+    def _handle(self, records: Iterable[dict]) -> None:
+        for rec in records:
+            super()._handle(self._before(rec) + [rec])
+
+    def note(self, rec: dict) -> None:
+        super()._handle([rec])
+
+
+@dataclass
+class BoardConsole:
+    usb_ids: list[tuple[int, int | None]]
+    baud: int
+    note: str | None = None  # "stm32n6 -> stm32n6570-dk ..." when a family name was given
+
+
+def board_console(name: str) -> BoardConsole:
+    """The serial side of a board (an id, or a family name for its reference board): the USB
+    VID:PID pairs of its console's adapter and its baud rate.  PortError when it has no USB id."""
+    from . import boards as boards_mod
+
+    resolve = getattr(boards_mod, "resolve_board", None)
+    board, note = resolve(name) if resolve else (boards_mod.load_board(name), None)
+    ids = list(getattr(board, "usb_ids", None) or ())
+    if not ids:
+        raise PortError(f"board '{board.id}' has no USB id for its serial port: give the port with --port")
+    baud = int((getattr(board, "console", None) or {}).get("baud", DEFAULT_BAUD))
+    return BoardConsole([parse_usb_id(i) for i in ids], baud, note)
+
+
+class Monitor:
+    """Telemetry from a port into a Session, with reconnection and the command channel.
+
+    `port`: a device, a pyserial URL, or "auto" (the one port whose USB VID:PID is in `usb_ids`,
+    looked up again at every reconnection since the device name may change).  `opener`, instead
+    of `port`: a function returning an open port (raises serial.SerialException, OSError or
+    PortError to be retried, PortGone when the port can never come back)."""
+
+    def __init__(self, port: str | None = None, *, baud: int = DEFAULT_BAUD, usb_ids: Iterable | None = None,
+                 opener: Callable[[], object] | None = None, log_path: str | Path | None = None,
+                 csv_path: str | Path | None = None, plot_path: str | Path | None = None,
+                 model_path: str | Path | None = None, weights_path: str | Path | None = None,
+                 view: LiveView | None = None, max_backoff: float = MAX_BACKOFF):
+        if opener is None:
+            if port is None:
+                raise ValueError("give a port or an opener")
+            ids = list(usb_ids or DEFAULT_USB_IDS)
+
+            def opener():
+                self.device = find_port(ids) if port == "auto" else port
+                return open_port(self.device, baud)
+
+        self.port_name = port or "the device"
+        self.device = port  # the device name "auto" resolved to, once opened
+        self._opener = opener
+        self._port = None
+        self._connected_once = False
+        self.max_backoff = max_backoff
+        self.reconnects = self.segments = 0
+        self.interrupted = self.timed_out = False
+        self.done: dict | None = None  # the current run's done record
+        self.last_status: dict | None = None
+        self.model_prefix: str | None = None  # 16 hex digits, from hello or status
+        self._seq = 0
+        self._acks: dict[int, dict] = {}
+        self._dump: telemetry.WeightsAssembler | None = None
+        self._t0 = time.monotonic()
+        self.log_path = Path(log_path) if log_path else None
+        self.plot_path = Path(plot_path) if plot_path else None
+        self.model_path = Path(model_path) if model_path else None
+        self.weights_path = Path(weights_path) if weights_path else (
+            weights_path_for(self.log_path) if self.log_path and model_path else None)
+        self.csv = CsvSink(csv_path) if csv_path else None
+        self.session = _MonitorSession(self.log_path, view, self.csv, self._before_record)
+        self.result: MonitorResult | None = None
+
+    # ---------------------------------------------------------------------------- connection
+
+    def connect(self, timeout: float = 5.0) -> None:
+        """Open the port now, retrying for up to `timeout` seconds; PortError if it never opens."""
+        if self._port is None:
+            self._open(time.monotonic() + timeout)
+
+    def _open(self, deadline: float | None) -> None:
+        delay = 0.05
+        while True:
+            try:
+                self._port = self._opener()
+                break
+            except PortGone:
+                raise
+            except (serial.SerialException, OSError, PortError) as exc:
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    if isinstance(exc, PortError):
+                        raise
+                    raise PortError(f"cannot open {self.port_name}: {exc}") from None
+                time.sleep(delay)
+                delay = min(2 * delay, self.max_backoff)
+        if self._connected_once:
+            self.reconnects += 1
+            self.session.note(self._note("reconnected", reconnects=self.reconnects))
+        self._connected_once = True
+
+    def _lost(self, exc: Exception) -> None:
+        try:
+            self._port.close()
+        except Exception:  # noqa: BLE001 - the port is already broken; closing is best effort
+            pass
+        self._port = None
+        self.session.note(self._note("disconnected", reason=str(exc)))
+
+    def _note(self, event: str, **fields) -> dict:
+        return {"type": "monitor", "event": event, **fields, "time_s": round(time.monotonic() - self._t0, 6)}
+
+    def pump(self, deadline: float | None = None) -> int:
+        """Read what has arrived (waiting up to the port's read timeout) into the session.  A
+        lost connection is reopened, retrying until `deadline` (None: for ever; then PortError).
+        Returns the number of bytes read."""
+        if self._port is None:
+            self._open(deadline)
+        port = self._port
+        try:
+            size = 65536 if getattr(port, "returns_early", False) else max(getattr(port, "in_waiting", 0), 1)
+            data = port.read(size)
+        except (serial.SerialException, OSError) as exc:
+            self._lost(exc)
+            return 0
+        if data:
+            self.session.feed(data)
+        return len(data)
+
+    def run(self, until_done: bool = True, timeout: float | None = None,
+            on_tick: Callable[["Monitor"], None] | None = None) -> "Monitor":
+        """Pump until the device reports done (`until_done`), `timeout` seconds pass, or Ctrl-C
+        (flagged `interrupted`, not raised).  `on_tick(monitor)` runs between reads (it may
+        send commands: KeyCommands)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while not (until_done and self.done is not None):
+                if deadline is not None and time.monotonic() >= deadline:
+                    self.timed_out = True
+                    break
+                if on_tick is not None:
+                    on_tick(self)
+                try:
+                    self.pump(deadline)
+                except PortError:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        self.timed_out = True
+                        break
+                    raise
+        except KeyboardInterrupt:
+            self.interrupted = True
+        return self
+
+    # ---------------------------------------------------------------------------- records
+
+    def _before_record(self, rec: dict) -> list[dict]:
+        """Bookkeeping on every record before it is logged; returns notes to log before it."""
+        kind, notes = rec["type"], []
+        if kind == "hello":
+            self.segments += 1
+            self.done = None
+            self.model_prefix = rec["model_sha256_prefix"]
+            if self.segments > 1:
+                notes.append(self._note("restart", segment=self.segments))
+        elif kind == "status":
+            self.last_status = rec
+            self.model_prefix = rec["model_sha256_prefix"]
+        elif kind == "ack":
+            self._acks[rec["command_seq"]] = rec
+        elif kind == "weights" and self._dump is not None:
+            self._dump.add(rec)
+        elif kind == "done":
+            self.done = rec
+        return notes
+
+    # ---------------------------------------------------------------------------- commands
+
+    def send(self, command: str) -> int:
+        """Send one command frame (telemetry.COMMANDS); returns its seq, which its ack carries."""
+        frame = telemetry.encode_command(command, self._seq)
+        seq, self._seq = self._seq, (self._seq + 1) & 0xFFFF
+        if self._port is None:
+            self._open(time.monotonic() + 5.0)
+        try:
+            self._port.write(frame)
+        except (serial.SerialException, OSError) as exc:
+            self._lost(exc)
+            raise PortError(f"cannot send '{command}' to {self.port_name}: {exc}") from None
+        self.session.note(self._note("command", command=command, seq=seq))
+        return seq
+
+    def request(self, command: str, timeout: float = 5.0, attempts: int = 3) -> dict:
+        """Send a command and wait for its ack, sending it again if no ack comes within
+        timeout / attempts (or the device restarted meanwhile).  Returns the ack record.
+        DeviceError if the run ends first (except for stop) or nothing answers."""
+        if self.done is not None:
+            raise DeviceError(f"the run on {self.port_name} is already done ({self.done['reason']}): the device "
+                              "takes no more commands; its final weights came with the done record")
+        seqs = []  # an ack of any attempt answers the request
+        for _ in range(attempts):
+            if command == "dump":
+                self._dump = telemetry.WeightsAssembler()
+            segment = self.segments
+            seqs.append(self.send(command))
+            end = time.monotonic() + timeout / attempts
+            while time.monotonic() < end:
+                for seq in seqs:
+                    if seq in self._acks:
+                        return self._acks.pop(seq)
+                if self.done is not None:
+                    raise DeviceError(f"the run ended ({self.done['reason']}) before the device answered "
+                                      f"'{command}'")
+                if segment and self.segments != segment:
+                    break  # the device restarted: the command may have been lost, send it again
+                self.pump(end)
+        raise DeviceError(f"no answer to '{command}' from {self.port_name} within {timeout:g} s: is the training "
+                          "firmware running there (a finished run takes no commands)?")
+
+    def pause(self) -> dict:
+        return self.request("pause")
+
+    def resume(self) -> dict:
+        return self.request("resume")
+
+    def status(self) -> dict:
+        """The device's status record (step, q, state, paused, lr, passes, model)."""
+        self.last_status = None
+        self.request("status")
+        if self.last_status is None:
+            raise DeviceError("the device acknowledged 'status' without sending its status")
+        return self.last_status
+
+    def stop(self, wait: bool = True, timeout: float = 30.0) -> dict | None:
+        """Ask the device to finish the run now; with `wait`, run until its done record."""
+        self.request("stop")
+        if wait:
+            self.run(until_done=True, timeout=timeout)
+        return self.done
+
+    def dump(self, timeout: float = 10.0) -> telemetry.WeightsAssembler:
+        """The trainable tensors as they are now on the device (weights frames, then the ack)."""
+        self.request("dump", timeout=timeout)
+        dump, self._dump = self._dump, None
+        if not dump.keys():
+            raise DeviceError("the device acknowledged 'dump' without sending weights")
+        return dump
+
+    def save_dump(self, model_path: str | Path, out_path: str | Path, allow_other_model: bool = False,
+                  timeout: float = 10.0) -> Path:
+        """Dump the weights now and write them as a weights file for `model_path` (checked
+        against the model the device reports)."""
+        if self.model_prefix is None:
+            self.status()
+        return save_dumped(self.dump(timeout), model_path, out_path, self.model_prefix, allow_other_model)
+
+    # ---------------------------------------------------------------------------- the end
+
+    def close(self) -> MonitorResult:
+        """Close the port and the log; write the weights file (with a model, if the run dumped
+        its weights) and the plot (of the last run segment).  Idempotent."""
+        if self.result is not None:
+            return self.result
+        if self._port is not None:
+            try:
+                self._port.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+            self._port = None
+        res = self.session.close()
+        if self.csv is not None:
+            self.csv.close()
+        out = MonitorResult(**vars(res), reconnects=self.reconnects, segments=self.segments,
+                            interrupted=self.interrupted, timed_out=self.timed_out, log_path=self.log_path,
+                            csv_path=self.csv.path if self.csv else None)
+        self.result = out
+        if self.weights_path is not None and self.model_path is not None and self.session.weights.keys():
+            try:
+                out.weights_path = save_dumped(self.session.weights, self.model_path, self.weights_path,
+                                               self.model_prefix)
+            except DataError as exc:  # the log and the plot are still worth having
+                out.weights_error = str(exc)
+        if self.plot_path is not None and any(r["type"] == "step" for r in out.last_segment):
+            out.plot_path = plot_run(out.last_segment, self.plot_path, f"zoflash monitor {self.port_name}")
+        return out
+
+    def __enter__(self) -> "Monitor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class KeyCommands:
+    """Single keys typed in the terminal while monitoring send commands: p pause, r resume,
+    s status, d dump (saved next to the log, with a model), x stop.  A context manager that
+    puts the terminal in cbreak mode (keys arrive unbuffered, Ctrl-C still works) and restores
+    it; does nothing when `stream` is not a terminal (or on a system without termios)."""
+
+    KEYS = {"p": "pause", "r": "resume", "s": "status", "d": "dump", "x": "stop"}
+    HELP = "keys: p pause, r resume, s status, d dump weights, x stop, Ctrl-C quit"
+
+    def __init__(self, stream, say: Callable[[str], None]):
+        self.stream, self.say = stream, say
+        self._fd: int | None = None
+        self._saved = None
+
+    def __enter__(self) -> "KeyCommands":
+        try:
+            import termios
+            import tty
+
+            if self.stream.isatty():
+                fd = self.stream.fileno()
+                self._saved = termios.tcgetattr(fd)
+                tty.setcbreak(fd)
+                self._fd = fd
+        except (ImportError, OSError, ValueError, AttributeError):
+            self._fd = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._fd is not None:
+            import termios
+
+            termios.tcsetattr(self._fd, termios.TCSADRAIN, self._saved)
+            self._fd = None
+
+    @property
+    def active(self) -> bool:
+        return self._fd is not None
+
+    def __call__(self, mon: Monitor) -> None:
+        if self._fd is None:
+            return
+        import os
+        import select
+
+        while select.select([self._fd], [], [], 0)[0]:
+            command = self.KEYS.get(os.read(self._fd, 1).decode(errors="ignore").lower())
+            if command is None:
+                continue
+            try:
+                if command == "dump":
+                    self._dump(mon)
+                else:
+                    mon.request(command)
+            except ZoflashError as exc:
+                self.say(f"{command}: {exc}")
+
+    def _dump(self, mon: Monitor) -> None:
+        if mon.model_path is None:
+            self.say("dump: give --model M.tflite to save the weights the device sends")
+            return
+        stem = mon.log_path.stem if mon.log_path else "device"
+        where = mon.log_path.parent if mon.log_path else Path(".")
+        step = (mon.last_status or {}).get("step")
+        path = mon.save_dump(mon.model_path, where / f"{stem}.dump.weights.npz")
+        self.say(f"dump: weights saved in {path}" + (f" (status before: step {step})" if step is not None else ""))
+
+
+def save_dumped(dump: telemetry.WeightsAssembler, model_path: str | Path, out_path: str | Path,
+                model_prefix: str | None, allow_other_model: bool = False) -> Path:
+    """Write dumped weights chunks as a weights file: names, dtypes and shapes come from the
+    model, which must be the one the device reported (first 8 bytes of its SHA-256)."""
+    from .tflite_import import load_tflite, model_sha256
+    from .weights import save_weights
+
+    graph, raw = load_tflite(model_path)
+    sha = model_sha256(raw)
+    if model_prefix is None:
+        raise DataError("the device did not say which model it trains (no hello or status record seen), so its "
+                        f"weights cannot be checked against {model_path}")
+    if not sha.startswith(model_prefix) and not allow_other_model:
+        raise DataError(f"the device trains the model whose SHA-256 starts {model_prefix}, but '{model_path}' has "
+                        f"SHA-256 {sha[:16]}...: give the model the firmware was built from")
+    tensors, problems = [], []
+    for index, part in dump.keys():
+        if part != 0:
+            continue
+        if index >= len(graph.tensors):
+            problems.append(f"tensor {index} does not exist in {graph.name}")
+            continue
+        t = graph.tensors[index]
+        sent = dump.total(index, 0)
+        if t.dtype not in ("int8", "int32") or sent != t.nbytes:
+            problems.append(f"tensor {index} '{t.name}' is {t.dtype}{list(t.shape)} ({t.nbytes} bytes) in the model "
+                            f"but the device sent {sent} bytes")
+            continue
+        tensors.append(dict(index=index, name=t.name, dtype=t.dtype, shape=list(t.shape)))
+    missing = dump.missing()
+    if missing:
+        problems.append(f"chunks missing (tensor, part: byte ranges): {missing}")
+    if problems:
+        raise DataError("the dumped weights do not fit the model: " + "; ".join(problems))
+    return save_weights(out_path, sha, assembled_arrays(dump, tensors))
+
+
+def dump_from_port(port: str, model_path: str | Path, out_path: str | Path, *, baud: int = DEFAULT_BAUD,
+                   usb_ids: Iterable | None = None, allow_other_model: bool = False,
+                   timeout: float = 10.0) -> tuple[Path, dict]:
+    """Ask the training firmware on `port` for its status and its weights as they are now, and
+    write them as a weights file for `model_path`.  Returns (the file, the status record)."""
+    with Monitor(port, baud=baud, usb_ids=usb_ids) as mon:
+        mon.connect(timeout)
+        status = mon.status()
+        path = mon.save_dump(model_path, out_path, allow_other_model, timeout)
+    return path, status
