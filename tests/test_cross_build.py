@@ -167,6 +167,17 @@ def test_too_big_training_state_fails_before_compiling(tmp_path, monkeypatch):
     assert "fits: region IMAGE" in text and not (tmp_path / "b").exists()
 
 
+def test_too_big_model_fails_before_compiling(tmp_path, monkeypatch):
+    _no_compiling(monkeypatch)
+    _tiny_board(monkeypatch, tmp_path)
+    with pytest.raises(BudgetError) as err:  # inference only: the model as a library
+        api.build(FIXTURES / "mbv2_block.tflite", "tiny", tmp_path / "b")
+    text = str(err.value)
+    assert text.startswith("the model does not fit board 'tiny'")
+    assert "region RAM (ram, 32768 bytes at 0x341C0000): 36864 needed" in text and "arena 36864" in text
+    assert "4096 bytes more than its 32768" in text and not (tmp_path / "b").exists()
+
+
 def test_missing_cross_compiler_is_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH
     assert main(["build", "--board", "mps3-an547", "--model", str(DIGITS), "--out", str(tmp_path / "b")]) == 2
