@@ -725,3 +725,47 @@ def test_keys_typed_in_the_terminal_send_commands(tmp_path, program):
     assert [(a["command"], a["result"]) for a in res.records if a["type"] == "ack"] == [
         ("pause", "ok"), ("status", "ok"), ("stop", "ok")]
     assert said == ["dump: give --model M.tflite to save the weights the device sends"]
+
+
+# ============================================================================== the emulated Cortex-M55
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_commands_on_the_emulated_m55(tmp_path, small_data):
+    """The firmware under QEMU (mps3-an547, UART0 on a TCP port, as `zoflash flash` starts it):
+    paused, queried, dumped and resumed over the serial link, it still sends the records of
+    the host simulation, and its dump is the host's weights at that step."""
+    from zoflash import api
+    from zoflash.simulate import simulate
+
+    options = dict(steps=60, eval_every=20, batch=4)
+    built = api.build(DIGITS, "mps3-an547", tmp_path / "fw", data_path=small_data, options=make_options(**options))
+    with socket.socket() as s:  # a free local port for QEMU's server socket
+        s.bind(("127.0.0.1", 0))
+        tcp = s.getsockname()[1]
+    qemu = subprocess.Popen(["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-icount", "shift=0",
+                             "-monitor", "none", "-serial", f"tcp:127.0.0.1:{tcp},server=on,wait=on", "-kernel",
+                             str(built.outputs[0])], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        mon = Monitor(f"socket://127.0.0.1:{tcp}", log_path=tmp_path / "qemu.jsonl")
+        mon.connect(timeout=20)
+        wait_step(mon, 5)
+        assert mon.pause()["result"] == "ok"
+        st = mon.status()
+        assert st["paused"] and 5 < st["step"] < 60
+        dump = mon.dump()
+        assert mon.resume()["result"] == "ok"
+        mon.run(timeout=120)
+        res = mon.close()
+        assert qemu.wait(timeout=60) == 0
+    finally:
+        qemu.kill()
+        qemu.wait()
+    assert res.done["reason"] == "steps" and res.stats["crc_errors"] == res.stats["seq_gaps"] == 0
+    host = simulate(DIGITS, small_data, make_options(**options), tmp_path / "host.jsonl", engine="c", plot=False)
+    assert logged(res.records) == logged(host.records)
+    assert weights_of(res.records) == weights_of(host.records)
+    # The dump at step k is the host's end of run after k steps (the same run, stopped there).
+    at_k = simulate(DIGITS, small_data, make_options(**{**options, "steps": st["step"]}), None, engine="c", plot=False)
+    assert {key: dump.get(*key, np.uint8).tobytes() for key in dump.keys()} == weights_of(at_k.records)
