@@ -501,6 +501,8 @@ def test_board_serial_settings():
 def test_unopenable_port_is_a_clear_error():
     with pytest.raises(PortError, match="cannot open /dev/zoflash-no-such-port"):
         Monitor("/dev/zoflash-no-such-port").connect(timeout=0.2)
+    with pytest.raises(PortError, match="use socket://HOST:PORT"):
+        Monitor("socket://127.0.0.1:")
 
 
 # ============================================================================== the host training program

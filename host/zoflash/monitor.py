@@ -29,7 +29,8 @@ import serial
 
 from . import telemetry
 from .errors import DataError, ZoflashError
-from .serialport import DEFAULT_BAUD, DEFAULT_USB_IDS, PortError, find_port, open_port, parse_usb_id
+from .serialport import (DEFAULT_BAUD, DEFAULT_USB_IDS, PortError, check_port_name, find_port, open_port,
+                         parse_usb_id)
 from .session import LiveView, Session, SessionResult, assembled_arrays, plot_run, weights_path_for
 
 CSV_COLUMNS = ("type", "step", "q", "state", "calibrating", "centre", "diverged", "lr", "loss", "m2", "v", "zero_frac",
@@ -135,6 +136,8 @@ class Monitor:
         if opener is None:
             if port is None:
                 raise ValueError("give a port or an opener")
+            if port != "auto":
+                check_port_name(port)
             ids = list(usb_ids or DEFAULT_USB_IDS)
 
             def opener():

@@ -119,6 +119,12 @@ def is_url(port: str) -> bool:
     return "://" in port
 
 
+def check_port_name(port: str) -> None:
+    """PortError now for a port name that can never open (a socket URL without HOST:PORT)."""
+    if port.startswith("socket://") and not re.fullmatch(r"socket://[^:/?]+:\d{1,5}(/.*)?(\?.*)?", port):
+        raise PortError(f"'{port}' is not a socket URL: use socket://HOST:PORT, e.g. socket://127.0.0.1:4321")
+
+
 def open_port(port: str, baud: int = DEFAULT_BAUD, timeout: float = READ_TIMEOUT):
     """Open a device (/dev/ttyACM0, COM3) or a pyserial URL (socket://, rfc2217://, loop://, ...).
     Devices are opened exclusively (a second monitor on the same port would split its bytes).
