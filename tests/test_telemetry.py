@@ -65,7 +65,7 @@ CSTRUCTS = {k: type(f"zo_tm_{k}_t", (ctypes.Structure,),
 STATES = ["FIXED", "WARMUP", "MONITOR", "COOLDOWN", "CAPPED", "DIVERGE", "CALIBRATE", "TRACK", "RAMP"]
 ENUMS = {"scheduler": ["fixed", "plateau", "critical", "adazeta"], "rounding": ["split16", "nearest", "stochastic"],
          "kind": [None, "scheduler", "lr", "rollback", "stop"],
-         "reason": ["steps", "budget", "scheduler", "command", "dead-zone"],
+         "reason": ["steps", "budget", "scheduler", "command", "dead-zone", "guard"],
          "command": [None] * 16 + ["pause", "resume", "status", "dump", "stop"], "result": ["ok", "ignored", "unknown"]}
 
 

@@ -163,3 +163,19 @@ def test_training_program_is_clean_under_sanitizers(tmp_path):
     dec = Decoder()
     recs = dec.records(dec.feed(proc.stdout) + dec.flush())
     assert recs[-1]["type"] == "done" and dec.crc_errors == 0 and dec.dropped_bytes == 0
+
+
+def test_test_loss_guard_and_rollback_limit_identically(tmp_path):
+    """The test-loss guard rolls back after an evaluation; after guard_max_rollbacks the run
+    stops (reason "guard") with the last good snapshot as its weights."""
+    runs = run_both(tmp_path, DIGITS, SHIFT, scheduler="fixed", q=1, lr=3000.0, steps=300, eval_every=10,
+                    guard_steps=1000, guard_loss=1.2, guard_max_rollbacks=3)
+    assert_identical(runs)
+    records = runs["c"].records
+    rollbacks = [r for r in records if r["type"] == "event" and r["kind"] == "rollback"]
+    assert len(rollbacks) == 3 and all(r["code"] == 1 for r in rollbacks)
+    assert runs["c"].done["reason"] == "guard"
+    # the weights left are the snapshot's: an evaluation of them equals the one that took it
+    snap_step = rollbacks[-1]["aux"]
+    snap_eval = next(r for r in runs["c"].evals if r["step"] == snap_step)
+    assert runs["c"].evals[-1]["loss"] == snap_eval["loss"]

@@ -49,6 +49,7 @@
 #define ZO_TM_DONE_SCHEDULER 2u
 #define ZO_TM_DONE_COMMAND   3u
 #define ZO_TM_DONE_DEAD_ZONE 4u
+#define ZO_TM_DONE_GUARD     5u
 
 /* zo_tm_ack_t.result. */
 #define ZO_TM_ACK_OK      0u

@@ -147,6 +147,15 @@ static void snapshot_copy(const zo_train_model_t *m, int restore)
     }
 }
 
+/* Back to the last good snapshot with half the learning rate. */
+static void rollback(trainer_t *tr)
+{
+    snapshot_copy(tr->m, 1);
+    tr->lr1 = tr->lr1 * 0.5f;
+    tr->sat_run = 0;
+    tr->zero_run = 0;
+}
+
 /* ---- telemetry helpers -------------------------------------------------------------------- */
 
 static void send_event(const trainer_t *tr, uint32_t step, uint8_t kind, uint8_t code, uint8_t from,
@@ -159,17 +168,20 @@ static void send_event(const trainer_t *tr, uint32_t step, uint8_t kind, uint8_t
 
 /* ---- evaluation on the test set ----------------------------------------------------------- */
 
-static float evaluate(trainer_t *tr, uint32_t steps_done)
+/* Reports accuracy and loss; returns the loss and, in *saturated, the saturated test logits. */
+static float evaluate(trainer_t *tr, uint32_t steps_done, uint32_t *saturated)
 {
     const zo_train_model_t *m = tr->m;
     float loss_sum = 0.0f;
-    uint32_t correct = 0;
+    uint32_t correct = 0, sat = 0;
     for (uint32_t n = 0; n < m->n_test; ++n) {
         memcpy(m->input, m->x_test + (size_t)n * (size_t)m->input_bytes, (size_t)m->input_bytes);
         m->run_steps(0, m->logits_end);
         loss_sum += zo_cross_entropy_s8(m->logits, m->classes, m->logits_scale, m->logits_zp, m->y_test[n]);
         correct += (zo_argmax_s8(m->logits, m->classes) == (int32_t)m->y_test[n]) ? 1u : 0u;
+        sat += count_saturated(m);
     }
+    *saturated = sat;
     tr->eval_passes += m->n_test;
     zo_tm_eval_t e = { steps_done, correct, m->n_test, (float)correct / (float)m->n_test,
                        loss_sum / (float)m->n_test, tr->prefix_passes, tr->suffix_passes, tr->eval_passes,
@@ -402,8 +414,12 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
     send_hello(&tr);
     zo_sched_init(&tr.sched, &cfg->sched);
     tr.lr1 = cfg->lr;
-    float best_loss = evaluate(&tr, 0);
+    uint32_t eval_sat = 0;
+    float best_loss = evaluate(&tr, 0, &eval_sat);
     snapshot_copy(m, 0);
+    /* a snapshot is good only with few saturated test logits (< guard_sat / 2) */
+    const float sat_good = (cfg->guard_sat * 0.5f) * (float)m->n_test * (float)m->classes;
+    uint32_t rollbacks = 0;
 
     const uint32_t calib = cfg->lr_auto ? cfg->calib_steps : 0u;
     float m2_calib = 0.0f;
@@ -431,10 +447,8 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
             tr.zero_run = (st.zero_frac >= cfg->guard_zero) ? tr.zero_run + 1u : 0u;
             if (tr.sat_run >= cfg->guard_steps || tr.zero_run >= cfg->guard_steps) {
                 diverged = 1;
-                snapshot_copy(m, 1);
-                tr.lr1 = tr.lr1 * 0.5f;
-                tr.sat_run = 0;
-                tr.zero_run = 0;
+                rollback(&tr);
+                ++rollbacks;
             }
         }
         zo_tm_step_t rec = { t, (uint16_t)q, state,
@@ -470,14 +484,24 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
         ++t;
         last_eval = 0;
         if (t % cfg->eval_every == 0u) {
-            float loss = evaluate(&tr, t);
+            float loss = evaluate(&tr, t, &eval_sat);
             last_eval = 1;
-            /* the last good state: the lowest test loss so far, with no guard run active */
-            if (loss < best_loss && tr.sat_run == 0u && tr.zero_run == 0u) {
+            if (!calibrating && cfg->guard_loss > 0.0f && loss > best_loss * cfg->guard_loss) {
+                /* the test loss ran away from the best so far: back to the best state */
+                rollback(&tr);
+                ++rollbacks;
+                last_eval = 0; /* the weights changed: a run ending here evaluates them again */
+                send_event(&tr, t - 1u, 3, 1, state, state, q, q, tr.lr1, tr.snapshot_step);
+            } else if (loss < best_loss && tr.sat_run == 0u && tr.zero_run == 0u && (float)eval_sat < sat_good) {
+                /* the last good state: the lowest test loss so far, no guard run active */
                 best_loss = loss;
                 snapshot_copy(m, 0);
                 tr.snapshot_step = t;
             }
+        }
+        if (cfg->guard_max_rollbacks != 0u && rollbacks >= cfg->guard_max_rollbacks) {
+            reason = ZO_DONE_GUARD;
+            break;
         }
         if (cfg->max_steps != 0u && t >= cfg->max_steps) {
             reason = ZO_DONE_STEPS;
@@ -493,7 +517,7 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
         }
     }
     if (!last_eval) {
-        evaluate(&tr, t);
+        evaluate(&tr, t, &eval_sat);
     }
     dump_weights(m);
     zo_tm_done_t done = { t, (uint8_t)reason, tr.prefix_passes, tr.suffix_passes, now_us(&tr) };

@@ -84,12 +84,15 @@ typedef struct {
     float guard_sat;
     float guard_zero;
     uint32_t guard_steps;
+    float guard_loss;            /* roll back when an evaluation's loss exceeds best * this (0: off) */
+    uint32_t guard_max_rollbacks; /* stop after this many rollbacks (0: never) */
     zo_sched_config_t sched;
 } zo_train_config_t;
 
 /* Why a run ended (telemetry "done" reason). */
 typedef enum {
-    ZO_DONE_STEPS = 0, ZO_DONE_BUDGET = 1, ZO_DONE_SCHEDULER = 2, ZO_DONE_COMMAND = 3, ZO_DONE_DEAD_ZONE = 4
+    ZO_DONE_STEPS = 0, ZO_DONE_BUDGET = 1, ZO_DONE_SCHEDULER = 2, ZO_DONE_COMMAND = 3, ZO_DONE_DEAD_ZONE = 4,
+    ZO_DONE_GUARD = 5 /* too many rollbacks: the weights are the last good snapshot */
 } zo_done_reason_t;
 
 /* Runs the whole training with telemetry through the port; returns 0, or 1 if the

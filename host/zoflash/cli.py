@@ -101,6 +101,8 @@ def training_options(f):
         click.option("--guard-sat", type=float, help="Guard: saturated-logit fraction [0.25]."),
         click.option("--guard-zero", type=float, help="Guard: zero-loss-difference fraction [0.98]."),
         click.option("--guard-steps", type=int, help="Guard: consecutive steps before a rollback [8]."),
+        click.option("--guard-loss", type=float, help="Guard: roll back when a test loss exceeds best x this [1.5; 0 off]."),
+        click.option("--guard-max-rollbacks", type=int, help="Guard: stop after this many rollbacks [10; 0 never]."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -109,7 +111,7 @@ def training_options(f):
 
 _TRAIN_KEYS = ("train", "biases_only", "max_params", "batch", "eps", "density", "rounding", "lr", "rho", "lr_scaling",
                "calib_steps", "calib_q", "seed", "steps", "budget", "eval_every", "scheduler", "q", "q_min",
-               "q_max", "bias_bound", "guard_sat", "guard_zero", "guard_steps")
+               "q_max", "bias_bound", "guard_sat", "guard_zero", "guard_steps", "guard_loss", "guard_max_rollbacks")
 
 
 def _options_from(kwargs: dict):

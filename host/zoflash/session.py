@@ -110,7 +110,8 @@ class LiveView:
             elif rec["kind"] == "lr":
                 self._line(f"step {rec['step']}: learning rate calibrated: lr_1 = {rec['value']:.6g}")
             elif rec["kind"] == "rollback":
-                self._line(f"step {rec['step']}: guard tripped (saturated logits or no loss differences): "
+                why = "the test loss ran away" if rec["code"] == 1 else "saturated logits or no loss differences"
+                self._line(f"step {rec['step']}: guard tripped ({why}): "
                            f"rolled back to step {rec['aux']}, lr_1 halved to {rec['value']:.6g}")
             else:
                 self._line(f"step {rec['step']}: event {rec['kind']}")

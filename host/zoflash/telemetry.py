@@ -27,7 +27,7 @@ STATE_NAMES = ("FIXED", "WARMUP", "MONITOR", "COOLDOWN", "CAPPED", "DIVERGE", "C
 SCHEDULER_NAMES = ("fixed", "plateau", "critical", "adazeta")
 ROUNDING_NAMES = ("split16", "nearest", "stochastic")
 EVENT_KINDS = (None, "scheduler", "lr", "rollback", "stop")  # ids start at 1
-DONE_REASONS = ("steps", "budget", "scheduler", "command", "dead-zone")
+DONE_REASONS = ("steps", "budget", "scheduler", "command", "dead-zone", "guard")
 # Host -> device commands (docs/training.md, "Commands"): frame type per name; empty payloads.
 COMMANDS = {"pause": 16, "resume": 17, "status": 18, "dump": 19, "stop": 20}
 COMMAND_NAMES = {v: k for k, v in COMMANDS.items()}

@@ -57,6 +57,8 @@ class TrainOptions:
     guard_sat: float = 0.25
     guard_zero: float = 0.98
     guard_steps: int = 8
+    guard_loss: float = 1.5        # roll back when a test loss exceeds best * this (0: off)
+    guard_max_rollbacks: int = 10  # stop after this many rollbacks (0: never)
 
     DEFAULT_STEPS = 500
 
@@ -161,6 +163,9 @@ def validate(opts: TrainOptions) -> TrainOptions:
     need(opts.bias_bound >= 1, "--bias-bound must be >= 1")
     need(0 < opts.guard_sat <= 1 and 0 < opts.guard_zero <= 1, "guard thresholds must be in (0, 1]")
     need(opts.guard_steps >= 1, "--guard-steps must be >= 1")
+    need(opts.guard_loss == 0 or (math.isfinite(opts.guard_loss) and opts.guard_loss > 1),
+         "--guard-loss must be 0 (off) or > 1")
+    need(opts.guard_max_rollbacks >= 0, "--guard-max-rollbacks must be >= 0")
     if opts.scheduler in SCHEDULERS:  # also when other options have problems: one error lists all
         from .reference import schedulers
 

@@ -25,7 +25,7 @@ from .schedulers import Scheduler
 
 F32 = np.float32
 SQRT2 = F32(1.41421354)
-DONE_STEPS, DONE_BUDGET, DONE_SCHEDULER, DONE_DEAD_ZONE = 0, 1, 2, 4
+DONE_STEPS, DONE_BUDGET, DONE_SCHEDULER, DONE_DEAD_ZONE, DONE_GUARD = 0, 1, 2, 4, 5
 EVENT_SCHEDULER, EVENT_LR, EVENT_ROLLBACK = 1, 2, 3
 
 
@@ -94,7 +94,8 @@ class ReferenceTrainer:
         return self._frame("event", step=step, kind=kind, code=code, state_from=s_from, state_to=s_to,
                            q_from=q_from, q_to=q_to, value=value, aux=aux)
 
-    def _evaluate(self, steps_done: int) -> tuple[bytes, np.float32]:
+    def _evaluate(self, steps_done: int) -> tuple[bytes, np.float32, int]:
+        """The eval frame, the test loss and the number of saturated test logits."""
         x, y = self.data.x_test, self.data.y_test
         env = self.fwd.run({self.model.graph.inputs[0]: x}, 0, self.plan.logits_end, weights=self._weights())
         logits = env[self.plan.logits]
@@ -106,9 +107,10 @@ class ReferenceTrainer:
         n = len(y)
         self.eval_passes += n
         loss = F32(total / F32(n))
+        saturated = int(np.count_nonzero((logits == -128) | (logits == 127)))
         return self._frame("eval", step=steps_done, correct=correct, count=n, accuracy=F32(correct) / F32(n),
                            loss=loss, prefix_passes=self.prefix_passes, suffix_passes=self.suffix_passes,
-                           eval_passes=self.eval_passes, time_us=self._time_us()), loss
+                           eval_passes=self.eval_passes, time_us=self._time_us()), loss, saturated
 
     # ---- one step ----------------------------------------------------------------------------
 
@@ -186,9 +188,21 @@ class ReferenceTrainer:
                           lr=F32(0.0) if o.lr_auto else F32(o.lr), max_steps=o.max_steps, budget=o.budget or 0,
                           q_max=o.q_max, n_tensors=len(plan.tensors), model_sha256=self.sha)
         lr1 = F32(o.lr or 0.0)
-        frame, best_loss = self._evaluate(0)
+        frame, best_loss, _ = self._evaluate(0)
         yield frame
         snapshot, snapshot_step = self._snapshot(), 0
+        # a snapshot is good only with few saturated test logits (< guard_sat / 2)
+        sat_good = F32(F32(F32(F32(o.guard_sat) * F32(0.5)) * F32(len(self.data.y_test))) * F32(plan.classes))
+        rollbacks = 0
+
+        def rollback():
+            nonlocal lr1, sat_run, zero_run, rollbacks
+            self.values = [v.copy() for v in snapshot[0]]
+            self.residual = [None if r is None else r.copy() for r in snapshot[1]]
+            lr1 = F32(lr1 * F32(0.5))
+            sat_run = zero_run = 0
+            rollbacks += 1
+
         calib = o.calib_steps if o.lr_auto else 0
         m2_calib = F32(0)
         sat_run = zero_run = 0
@@ -208,10 +222,7 @@ class ReferenceTrainer:
                 zero_run = zero_run + 1 if st["zero_frac"] >= F32(o.guard_zero) else 0
                 if sat_run >= o.guard_steps or zero_run >= o.guard_steps:
                     diverged = True
-                    self.values = [v.copy() for v in snapshot[0]]
-                    self.residual = [None if r is None else r.copy() for r in snapshot[1]]
-                    lr1 = F32(lr1 * F32(0.5))
-                    sat_run = zero_run = 0
+                    rollback()
             flags = int(calibrating) | (2 if centre else 0) | (4 if diverged else 0)
             yield self._frame("step", step=t, q=q, state=state, flags=flags, lr=lr, loss=st["loss"], m2=st["m2"],
                               v=st["v"], zero_frac=st["zero_frac"], sat_frac=st["sat_frac"],
@@ -240,12 +251,19 @@ class ReferenceTrainer:
             t += 1
             last_eval = False
             if t % o.eval_every == 0:
-                frame, loss = self._evaluate(t)
+                frame, loss, eval_sat = self._evaluate(t)
                 yield frame
                 last_eval = True
-                if loss < best_loss and sat_run == 0 and zero_run == 0:  # the last good state
-                    best_loss = loss
+                if not calibrating and o.guard_loss > 0 and loss > F32(best_loss * F32(o.guard_loss)):
+                    rollback()  # the test loss ran away from the best so far
+                    last_eval = False  # the weights changed: a run ending here evaluates them again
+                    yield self._event(t - 1, EVENT_ROLLBACK, 1, state, state, q, q, lr1, snapshot_step)
+                elif loss < best_loss and sat_run == 0 and zero_run == 0 and F32(eval_sat) < sat_good:
+                    best_loss = loss  # the last good state
                     snapshot, snapshot_step = self._snapshot(), t
+            if o.guard_max_rollbacks and rollbacks >= o.guard_max_rollbacks:
+                reason = DONE_GUARD
+                break
             if o.max_steps and t >= o.max_steps:
                 reason = DONE_STEPS
                 break
