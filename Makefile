@@ -32,17 +32,18 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -q -m "not cc and not cross and not qemu and not tflm and not slow" $(PYTEST_ARGS)
 
-# The main job: compile the example digits CNN, check it bit for bit against TFLM, then adapt it
-# on the device (host simulation) to rotated digits with ZO training, live, and export the result.
+# The main job: compile the example digits CNN and check it bit for bit against TFLM; then train it
+# on the emulated Cortex-M55 (QEMU mps3-an547) to adapt it to rotated digits, with live metrics over
+# the emulated UART; check the board's log against the host simulation; export the adapted model.
 demo: setup
 	$(ZOFLASH) inspect examples/digits_cnn.tflite | tail -n 3
-	$(ZOFLASH) build --board host --model examples/digits_cnn.tflite --out generated/digits_cnn-host
-	$(ZOFLASH) infer --model examples/digits_cnn.tflite --inputs examples/digits_test_x.npy --out generated/digits_test_y.npy
-	$(PY) examples/accuracy.py generated/digits_test_y.npy examples/digits_test_y.npy
 	$(ZOFLASH) validate --model examples/digits_cnn.tflite --inputs examples/digits_test_x.npy
-	$(ZOFLASH) simulate --model examples/digits_cnn.tflite --data examples/digits_shift.npz --budget 400000 \
-	  --eval-every 100 --log generated/demo-run.jsonl
-	$(ZOFLASH) export --model examples/digits_cnn.tflite --weights generated/demo-run.weights.npz \
+	$(ZOFLASH) run --board mps3-an547 --model examples/digits_cnn.tflite --data examples/digits_shift.npz \
+	  --budget 400000 --eval-every 100 --out generated/digits_cnn-mps3-an547 --log generated/demo-m55.jsonl
+	$(ZOFLASH) -q simulate --model examples/digits_cnn.tflite --data examples/digits_shift.npz \
+	  --budget 400000 --eval-every 100 --log generated/demo-host.jsonl --no-plot
+	$(ZOFLASH) compare generated/demo-m55.jsonl generated/demo-host.jsonl
+	$(ZOFLASH) export --model examples/digits_cnn.tflite --weights generated/demo-m55.weights.npz \
 	  --out generated/digits_cnn-adapted.tflite
 	$(ZOFLASH) validate --model generated/digits_cnn-adapted.tflite --random 200
 

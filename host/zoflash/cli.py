@@ -150,12 +150,18 @@ def _say_training_memory(training: dict) -> None:
 def build(board: str, model_path: str, data_path: str | None, out_dir: str | None, prefix: str | None,
           no_compile: bool, **kwargs) -> None:
     """Generate the C bundle for a board (with the training loop if --data) and compile it."""
-    from . import api
-    from .boards import resolve_board
-
     opts = _options_from(kwargs) if data_path else None
     if opts is None and any(v not in (None, (), False) for v in kwargs.values()):
         raise click.UsageError("training options need --data")
+    _build_and_report(board, model_path, data_path, out_dir, prefix, no_compile, opts)
+
+
+def _build_and_report(board: str, model_path: str, data_path: str | None, out_dir: str | None, prefix: str | None,
+                      no_compile: bool, opts):
+    """Generate (and compile) a bundle and print what it uses; returns (bundle, board)."""
+    from . import api
+    from .boards import resolve_board
+
     board_obj, note = resolve_board(board)
     if note:
         _say(f"board   {note}")
@@ -176,6 +182,7 @@ def build(board: str, model_path: str, data_path: str | None, out_dir: str | Non
         _say_training_memory(bundle.manifest["training"])
     if result is not None and board_obj.is_firmware:
         _say_firmware(result, board_obj)
+    return bundle, board_obj
 
 
 def _say_firmware(result, board) -> None:
@@ -352,12 +359,18 @@ def _serial_settings(board: str | None, baud: int | None) -> tuple[list | None, 
 def monitor(port: str, baud: int | None, board: str | None, log_path: str, csv_path: str | None, plot_path: str | None,
             model_path: str | None, until_done: bool, timeout: float | None, connect_wait: float) -> int:
     """Watch a training run on a board: live view, log, and the trained weights at the end."""
+    usb_ids, baud = _serial_settings(board, baud)
+    return _monitor_and_report(port, baud, usb_ids, log_path, csv_path, plot_path, model_path, until_done, timeout,
+                               connect_wait)
+
+
+def _monitor_and_report(port: str, baud: int, usb_ids, log_path: str, csv_path: str | None, plot_path: str | None,
+                        model_path: str | None, until_done: bool, timeout: float | None, connect_wait: float) -> int:
     from .monitor import KeyCommands, Monitor
     from .session import LiveView
 
     quiet = logging.getLogger().level >= logging.ERROR
     view = LiveView(enabled=not quiet)
-    usb_ids, baud = _serial_settings(board, baud)
     mon = Monitor(port, baud=baud, usb_ids=usb_ids, log_path=log_path, csv_path=csv_path,
                   plot_path=plot_path, model_path=model_path, view=view)
     try:
@@ -418,6 +431,69 @@ def flash(bundle_dir: str, method: str | None, stop: bool, dry_run: bool, pack_p
         return
     opts = FlashOptions(pack=Path(pack_path) if pack_path else None, port=tcp_port, timeout=timeout)
     flash_bundle(bundle_dir, method, opts, dry_run=dry_run, say=_say)
+
+
+@cli.command()
+@click.option("--board", required=True, help="Board id or family (see `zoflash boards`).")
+@click.option("--model", "model_path", required=True, type=click.Path(dir_okay=False), help="INT8 .tflite model.")
+@click.option("--data", "data_path", required=True, type=click.Path(dir_okay=False),
+              help="Training data .npz (x_train, y_train, x_test, y_test).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Bundle directory [generated/<model>-<board>].")
+@click.option("--method", help="Flash method or [[flash]] entry of the board [the board's first].")
+@click.option("--port", help="Serial port of a real board [auto: by the board's USB VID:PID]; QEMU gives its own.")
+@click.option("--baud", type=int, help="Baud rate [the board's].")
+@click.option("--log", "log_path", default="run.jsonl", show_default=True, type=click.Path(dir_okay=False),
+              help="JSONL log; the weights (<log>.weights.npz) and the plot (<log>.png) go next to it.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Also write step and evaluation records as CSV.")
+@click.option("--timeout", type=float, help="Stop monitoring after this many seconds.")
+@training_options
+def run(board: str, model_path: str, data_path: str, out_dir: str | None, method: str | None, port: str | None,
+        baud: int | None, log_path: str, csv_path: str | None, timeout: float | None, **kwargs) -> int:
+    """Build, flash and monitor: train on a board (or on the emulated Cortex-M55) from one command."""
+    from pathlib import Path
+
+    from .flash import FlashOptions, flash_bundle, stop_qemu
+
+    from .boards import resolve_board
+
+    opts = _options_from(kwargs)
+    if not resolve_board(board)[0].is_firmware:
+        raise click.UsageError(f"board '{board}' runs no firmware; use `zoflash simulate` for the host")
+    bundle, board_obj = _build_and_report(board, model_path, data_path, out_dir, None, False, opts)
+    flashed = flash_bundle(bundle.path, method, FlashOptions(timeout=(timeout or 3600.0) + 60.0), say=_say)
+    try:
+        serial = flashed.serial_url or port or "auto"
+        if serial == "auto":
+            usb_ids, baud = _serial_settings(board_obj.id, baud)
+        else:
+            usb_ids, baud = None, baud or int((board_obj.console or {}).get("baud", 115200))
+        return _monitor_and_report(serial, baud, usb_ids, log_path, csv_path, str(Path(log_path).with_suffix(".png")),
+                                   model_path, True, timeout, 10.0)
+    finally:
+        if flashed.serial_url is not None and flashed.pid is not None:
+            stop_qemu(bundle.path, say=_say)
+
+
+@cli.command()
+@click.argument("log_a", type=click.Path(dir_okay=False, exists=True))
+@click.argument("log_b", type=click.Path(dir_okay=False, exists=True))
+def compare(log_a: str, log_b: str) -> int:
+    """Compare two training logs (e.g. a board's and the host simulation's), time fields aside."""
+    from .session import comparable, read_log
+
+    a, b = comparable(read_log(log_a)), comparable(read_log(log_b))
+    for k, (ra, rb) in enumerate(zip(a, b)):
+        if ra != rb:
+            keys = sorted(key for key in set(ra) | set(rb) if ra.get(key) != rb.get(key))
+            click.echo(f"DIFFERENT at record {k} ({ra.get('type')}): " +
+                       ", ".join(f"{key}: {ra.get(key)!r} vs {rb.get(key)!r}" for key in keys))
+            return 1
+    if len(a) != len(b):
+        click.echo(f"DIFFERENT: {len(a)} vs {len(b)} records (identical up to the shorter)")
+        return 1
+    steps = sum(r["type"] == "step" for r in a)
+    click.echo(f"IDENTICAL: {len(a)} records ({steps} steps), every field but the times")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
