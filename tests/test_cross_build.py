@@ -188,8 +188,9 @@ def test_missing_cross_compiler_is_one_line(tmp_path, monkeypatch, capsys):
         build_mod.require("arm-none-eabi-size")
 
 
-def _run_qemu(elf, timeout: float = 120):
-    return subprocess.run(QEMU + [str(elf)], capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+def _run_qemu(elf, timeout: float = 120, stdin: bytes | None = None):
+    return subprocess.run(QEMU + [str(elf)], capture_output=True, timeout=timeout,
+                          **({"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}))
 
 
 def _assert_identical_to_host(stdout: bytes, options: dict, steps: int) -> list[dict]:
@@ -282,6 +283,22 @@ int main(void)
 """
 
 
+def _port_program(bundle, tmp_path, source: str, define: str):
+    """A small program on the mps3-an547 port of a bundle: its flags, linker script and port."""
+    (tmp_path / "main.c").write_text(source)
+    make = (bundle / "Makefile").read_text()
+    flags = make.split("CFLAGS := ")[1].split("$(EXTRA_CFLAGS)")[0]
+    defs = make.split("BOARD_DEFS := ")[1].splitlines()[0]
+    cflags = flags.replace("$(CSTD)", "-std=c11 -ffp-contract=off").replace("$(WARNINGS)", "-Wall -Wextra -Werror")
+    cflags = cflags.replace("$(BOARD_DEFS)", defs).split()
+    elf = tmp_path / "program.elf"
+    subprocess.run(["arm-none-eabi-gcc", *cflags, f"-D{define}", f"-I{bundle}", "-T", str(bundle / "link.ld"),
+                    "-nostartfiles", "-Wl,--gc-sections", "-o", str(elf), str(tmp_path / "main.c"),
+                    str(bundle / "zo_port_cortex_m.c"), str(bundle / "zo_port_mps3_an547.c"), "-lm"],
+                   check=True, capture_output=True)
+    return elf
+
+
 @pytest.mark.cross
 @pytest.mark.qemu
 @pytest.mark.parametrize("variant, reason", [("UDF", "cfsr=00010000"), ("OVERFLOW", "cfsr=00100000")])
@@ -289,18 +306,7 @@ def test_port_time_and_fault_report_under_qemu(firmware, tmp_path, variant, reas
     """The port's SysTick clock counts (deterministic virtual time under -icount) and never goes
     back across period boundaries; an undefined
     instruction and a stack overflow (MSPLIM) each print one fault line and exit with code 3."""
-    bundle = firmware["mps3-an547"]
-    (tmp_path / "main.c").write_text(FAULT_MAIN)
-    flags = (bundle / "Makefile").read_text().split("CFLAGS := ")[1].split("$(EXTRA_CFLAGS)")[0]
-    make = (bundle / "Makefile").read_text()
-    defs = make.split("BOARD_DEFS := ")[1].splitlines()[0]
-    cflags = flags.replace("$(CSTD)", "-std=c11 -ffp-contract=off").replace("$(WARNINGS)", "-Wall -Wextra -Werror")
-    cflags = cflags.replace("$(BOARD_DEFS)", defs).split()
-    elf = tmp_path / "fault.elf"
-    subprocess.run(["arm-none-eabi-gcc", *cflags, f"-D{variant}", f"-I{bundle}", "-T", str(bundle / "link.ld"),
-                    "-nostartfiles", "-Wl,--gc-sections", "-o", str(elf), str(tmp_path / "main.c"),
-                    str(bundle / "zo_port_cortex_m.c"), str(bundle / "zo_port_mps3_an547.c"), "-lm"],
-                   check=True, capture_output=True)
+    elf = _port_program(firmware["mps3-an547"], tmp_path, FAULT_MAIN, variant)
     proc = _run_qemu(elf, timeout=30)
     out = proc.stdout.decode()
     assert proc.returncode == 3, out
@@ -309,3 +315,50 @@ def test_port_time_and_fault_report_under_qemu(firmware, tmp_path, variant, reas
     assert variant == "OVERFLOW" or " monotonic" in out
     fault = next(line for line in out.splitlines() if line.startswith("zoflash: fault"))
     assert "(UsageFault)" in fault and reason in fault
+
+
+RX_MAIN = r"""
+#include <stdint.h>
+#include "zo_port.h"
+#include "zo_port_cortex_m.h"
+int main(void)
+{
+    zo_port_init();
+    zo_port_write((const uint8_t *)"ready\n", 6u);
+    for (volatile uint32_t i = 0; i < 2000000u; ++i) { /* busy, as in a training step */
+    }
+    uint8_t got[300];
+    uint32_t n = 0;
+    while (n < sizeof(got) && zo_port_read_byte(&got[n])) { /* what came in while busy */
+        ++n;
+    }
+    const uint32_t buffered = n;
+    const uint64_t t0 = zo_port_time_us();
+    while (n < 200u && zo_port_time_us() - t0 < 2000000u) { /* the rest, if the host was slow */
+        n += (uint32_t)zo_port_read_byte(&got[n]);
+    }
+    char text[12] = "buffered   ";
+    text[9] = (char)('0' + buffered / 100u % 10u);
+    text[10] = (char)('0' + buffered / 10u % 10u);
+    text[11] = (char)('0' + buffered % 10u);
+    zo_port_write((const uint8_t *)text, 12u);
+    zo_port_write((const uint8_t *)"got ", 4u);
+    zo_port_write(got, n);
+    zo_port_write((const uint8_t *)"\n", 1u);
+    return zo_cm_rx_dropped() != 0u;
+}
+"""
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_console_receive_is_buffered_by_interrupt(firmware, tmp_path):
+    """Bytes that arrive while the firmware is busy wait in the port's receive buffer (the
+    UART itself holds one): more than one is there when it reads, and all 200 arrive in order."""
+    elf = _port_program(firmware["mps3-an547"], tmp_path, RX_MAIN, "RX")
+    sent = bytes(range(32, 127)) + bytes(range(33, 127)) + b"0123456789ab"
+    assert len(sent) == 201
+    proc = _run_qemu(elf, timeout=30, stdin=sent[:200])
+    assert proc.returncode == 0, proc.stdout[-500:]
+    assert proc.stdout.split(b"got ", 1)[1] == sent[:200] + b"\n"
+    assert int(proc.stdout.split(b"buffered ", 1)[1][:3]) > 1  # more than the UART's one byte

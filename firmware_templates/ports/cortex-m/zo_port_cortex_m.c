@@ -18,29 +18,38 @@ void zo_cm_start(void);
 void zo_cm_fault(const uint32_t *frame, uint32_t exc_return);
 static void fault_entry(void);
 static void systick_handler(void);
+static void device_irq(void);
 
 /* ---- vector table -------------------------------------------------------------------------- */
 
 typedef void (*zo_vector_t)(void);
 
-/* The 16 system exceptions; the firmware enables no device interrupt (the console is polled). */
-__attribute__((section(".zo_vectors"), used, aligned(128))) static const zo_vector_t zo_vectors[16] = {
-    (zo_vector_t)(uintptr_t)__zo_stack_top,
-    zo_reset_handler,
-    fault_entry, /* NMI */
-    fault_entry, /* HardFault */
-    fault_entry, /* MemManage */
-    fault_entry, /* BusFault */
-    fault_entry, /* UsageFault */
-    fault_entry, /* SecureFault */
-    NULL,
-    NULL,
-    NULL,
-    fault_entry, /* SVCall */
-    fault_entry, /* DebugMonitor */
-    NULL,
-    fault_entry, /* PendSV */
-    systick_handler,
+#define DEV4 device_irq, device_irq, device_irq, device_irq
+#define DEV16 DEV4, DEV4, DEV4, DEV4
+#define DEV80 DEV16, DEV16, DEV16, DEV16, DEV16
+
+/* The 16 system exceptions, then ZO_CM_DEVICE_IRQS device interrupts, all to device_irq, which
+ * hands the interrupt number to the port (zo_port_irq).  256 entries: 1 KiB, aligned to 1 KiB
+ * as VTOR requires for a table of that size (so the code region must start 1 KiB aligned). */
+__attribute__((section(".zo_vectors"), used, aligned(1024))) static const zo_vector_t
+    zo_vectors[16 + ZO_CM_DEVICE_IRQS] = {
+        (zo_vector_t)(uintptr_t)__zo_stack_top,
+        zo_reset_handler,
+        fault_entry, /* NMI */
+        fault_entry, /* HardFault */
+        fault_entry, /* MemManage */
+        fault_entry, /* BusFault */
+        fault_entry, /* UsageFault */
+        fault_entry, /* SecureFault */
+        NULL,
+        NULL,
+        NULL,
+        fault_entry, /* SVCall */
+        fault_entry, /* DebugMonitor */
+        NULL,
+        fault_entry, /* PendSV */
+        systick_handler,
+        DEV80, DEV80, DEV80,
 };
 
 /* ---- start-up ---------------------------------------------------------------------------- */
@@ -150,6 +159,54 @@ __attribute__((noreturn)) void zo_cm_fault(const uint32_t *frame, uint32_t exc_r
     }
     zo_cm_puts("\n");
     zo_port_exit(3);
+}
+
+/* ---- device interrupts and the console's receive buffer ---------------------------------- */
+
+static void device_irq(void)
+{
+    uint32_t ipsr;
+    __asm volatile("mrs %0, ipsr" : "=r"(ipsr));
+    zo_port_irq((ipsr & 0x1FFu) - 16u);
+}
+
+void zo_cm_irq_enable(uint32_t irq)
+{
+    ZO_NVIC_ISER(irq / 32u) = 1u << (irq % 32u);
+}
+
+/* Single producer (the port's receive interrupt), single consumer (zo_port_read_byte): the
+ * interrupt only moves head, the reader only moves tail. */
+static volatile uint8_t g_rx[ZO_CM_RX_BUFFER];
+static volatile uint32_t g_rx_head, g_rx_tail, g_rx_dropped;
+
+void zo_cm_rx_push(uint8_t byte)
+{
+    const uint32_t head = g_rx_head;
+    if (head - g_rx_tail >= ZO_CM_RX_BUFFER) {
+        g_rx_dropped++; /* full: the command parser resynchronises on what follows */
+        return;
+    }
+    g_rx[head % ZO_CM_RX_BUFFER] = byte;
+    __asm volatile("dmb" ::: "memory");
+    g_rx_head = head + 1u;
+}
+
+int zo_cm_rx_pop(uint8_t *byte)
+{
+    const uint32_t tail = g_rx_tail;
+    if (tail == g_rx_head) {
+        return 0;
+    }
+    *byte = g_rx[tail % ZO_CM_RX_BUFFER];
+    __asm volatile("dmb" ::: "memory");
+    g_rx_tail = tail + 1u;
+    return 1;
+}
+
+uint32_t zo_cm_rx_dropped(void)
+{
+    return g_rx_dropped;
 }
 
 /* ---- SysTick microseconds ---------------------------------------------------------------- */

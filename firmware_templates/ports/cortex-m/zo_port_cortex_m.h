@@ -7,6 +7,11 @@
  * points VTOR at our vector table, enables CP10/CP11 (FPU and MVE) in CPACR, and only then runs
  * C code that may use floating-point or Helium instructions: copy .data, zero .bss and the
  * arena, call main().  Every fault prints one text line on the console and exits with code 3.
+ *
+ * Interrupts: SysTick (the clock) and the console's receive interrupt, which the port enables
+ * (zo_cm_irq_enable) and serves in zo_port_irq by moving received bytes into a ring buffer
+ * (zo_cm_rx_push); zo_port_read_byte takes them out (zo_cm_rx_pop).  So command frames that
+ * arrive while the firmware is busy in a training step are kept (a UART holds 1 to 8 bytes).
  */
 #ifndef ZO_PORT_CORTEX_M_H
 #define ZO_PORT_CORTEX_M_H
@@ -29,6 +34,7 @@
 #define ZO_SYST_CSR   ZO_REG32(0xE000E010u) /* SysTick control and status */
 #define ZO_SYST_RVR   ZO_REG32(0xE000E014u) /* SysTick reload value */
 #define ZO_SYST_CVR   ZO_REG32(0xE000E018u) /* SysTick current value */
+#define ZO_NVIC_ISER(n) ZO_REG32(0xE000E100u + 4u * (n)) /* interrupt set-enable, 32 per register */
 
 #define ZO_ICSR_PENDSTSET   (1u << 26)
 #define ZO_AIRCR_VECTKEY    (0x05FAu << 16)
@@ -44,6 +50,20 @@
 #ifndef ZO_CPU_CLOCK_HZ
 #error "ZO_CPU_CLOCK_HZ must be defined (the bundle's Makefile does)"
 #endif
+
+#define ZO_CM_DEVICE_IRQS 240 /* device interrupt vectors: numbers 0..239 */
+#define ZO_CM_RX_BUFFER   512 /* received bytes kept until zo_port_read_byte takes them */
+
+/* Provided by the port: serve device interrupt `irq` (only those it enabled can occur). */
+void zo_port_irq(uint32_t irq);
+
+/* Enable device interrupt `irq` in the NVIC (priority 0). */
+void zo_cm_irq_enable(uint32_t irq);
+
+/* The console receive buffer: push from the port's interrupt, pop in zo_port_read_byte. */
+void zo_cm_rx_push(uint8_t byte);
+int zo_cm_rx_pop(uint8_t *byte);
+uint32_t zo_cm_rx_dropped(void); /* bytes dropped because the buffer was full */
 
 /* Start the SysTick time base (called from zo_port_init).  zo_port_time_us counts from here. */
 void zo_cm_timer_start(void);

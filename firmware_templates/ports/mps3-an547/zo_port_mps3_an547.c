@@ -6,8 +6,11 @@
  * 0x59303000 of 0x49303000.  Registers (Arm CoreLink CMSDK technical reference, APB UART):
  * DATA 0x00, STATE 0x04 (bit 0 TX buffer full, bit 1 RX buffer full, bit 2 TX overrun, bit 3 RX
  * overrun; write 1 to clear an overrun), CTRL 0x08 (bit 0 TX enable, bit 1 RX enable), BAUDDIV
- * 0x10 (at least 16).  QEMU accepts a byte only when its character back end (stdout, a TCP
- * socket, a pty) can take it and keeps TX full until then, so polling STATE is flow control.
+ * 0x10 (at least 16), INTSTATUS/INTCLEAR 0x0C (bit 1 RX; write 1 to clear).  QEMU accepts a
+ * byte only when its character back end (stdout, a TCP socket, a pty) can take it and keeps TX
+ * full until then, so polling STATE is flow control.  Received bytes raise UART0's receive
+ * interrupt, number 33 on the AN547 (seen under QEMU 7.2; 43 is UART0's combined interrupt),
+ * and go to the port base's receive buffer.
  *
  * Time: SysTick on the 32 MHz system clock; with `-icount shift=0` QEMU advances virtual time by
  * 1 ns per instruction, so the microseconds are deterministic (and unrelated to wall time).
@@ -27,12 +30,16 @@
 #define UART_DATA      ZO_REG32(UART0_BASE + 0x00u)
 #define UART_STATE     ZO_REG32(UART0_BASE + 0x04u)
 #define UART_CTRL      ZO_REG32(UART0_BASE + 0x08u)
+#define UART_INTCLEAR  ZO_REG32(UART0_BASE + 0x0Cu)
 #define UART_BAUDDIV   ZO_REG32(UART0_BASE + 0x10u)
 #define STATE_TX_FULL  (1u << 0)
 #define STATE_RX_FULL  (1u << 1)
 #define STATE_RX_OVR   (1u << 3)
 #define CTRL_TX_EN     (1u << 0)
 #define CTRL_RX_EN     (1u << 1)
+#define CTRL_RX_INT_EN (1u << 3)
+#define INT_RX         (1u << 1)
+#define UART0_RX_IRQ   33u
 
 #define SYS_EXIT_EXTENDED 0x20u
 #define ADP_STOPPED_APPLICATION_EXIT 0x20026u
@@ -41,8 +48,23 @@ void zo_port_init(void)
 {
     UART_CTRL = 0u;
     UART_BAUDDIV = (uint32_t)ZO_CONSOLE_CLOCK_HZ / (uint32_t)ZO_CONSOLE_BAUD;
-    UART_CTRL = CTRL_TX_EN | CTRL_RX_EN;
+    UART_CTRL = CTRL_TX_EN | CTRL_RX_EN | CTRL_RX_INT_EN;
+    zo_cm_irq_enable(UART0_RX_IRQ);
     zo_cm_timer_start();
+}
+
+void zo_port_irq(uint32_t irq)
+{
+    if (irq != UART0_RX_IRQ) {
+        return;
+    }
+    UART_INTCLEAR = INT_RX;
+    while (UART_STATE & STATE_RX_FULL) {
+        zo_cm_rx_push((uint8_t)UART_DATA);
+    }
+    if (UART_STATE & STATE_RX_OVR) {
+        UART_STATE = STATE_RX_OVR; /* a byte was lost; the command parser resynchronises */
+    }
 }
 
 void zo_port_write(const uint8_t *data, uint32_t n)
@@ -56,15 +78,7 @@ void zo_port_write(const uint8_t *data, uint32_t n)
 
 int zo_port_read_byte(uint8_t *byte)
 {
-    const uint32_t state = UART_STATE;
-    if (state & STATE_RX_OVR) {
-        UART_STATE = STATE_RX_OVR; /* a byte was lost; the command parser resynchronises */
-    }
-    if (!(state & STATE_RX_FULL)) {
-        return 0;
-    }
-    *byte = (uint8_t)UART_DATA;
-    return 1;
+    return zo_cm_rx_pop(byte);
 }
 
 _Noreturn void zo_port_exit(int code)

@@ -8,7 +8,8 @@
  * RM0486 before relying on them; report corrections in boards/ or here.
  *
  * Console: USART1, TX on PE5 and RX on PE6 (alternate function 7), the ST-LINK V3 virtual COM
- * port on both boards, 8N1 at the board file's baud rate.  The core runs in the Secure state and
+ * port on both boards, 8N1 at the board file's baud rate; transmit polled, receive by interrupt
+ * (USART1 is interrupt 159) into the port base's buffer.  The core runs in the Secure state and
  * uses the Secure aliases of the peripherals.  The firmware does not touch the PLLs: it runs on
  * the clock it finds (HSI, 64 MHz after reset; development mode leaves it so).  So that the baud
  * rate does not depend on the bus clocks, USART1's kernel clock is switched to the HSI.
@@ -62,7 +63,9 @@
 #define CR1_UE          (1u << 0)
 #define CR1_RE          (1u << 2)
 #define CR1_TE          (1u << 3)
-#define CR1_FIFOEN      (1u << 29) /* 8-byte FIFOs: a short burst of commands is not lost */
+#define CR1_RXFNEIE     (1u << 5)  /* interrupt when the receive FIFO is not empty (or overrun) */
+#define CR1_FIFOEN      (1u << 29) /* 8-byte FIFOs */
+#define USART1_IRQ      159u       /* USART1 global interrupt (stm32n657xx.h USART1_IRQn) */
 #define ISR_ORE         (1u << 3)
 #define ISR_RXFNE       (1u << 5)
 #define ISR_TC          (1u << 6)
@@ -97,10 +100,26 @@ void zo_port_init(void)
     USART_CR3 = 0u;
     USART_PRESC = 0u; /* kernel clock / 1 */
     USART_BRR = ((uint32_t)ZO_CONSOLE_CLOCK_HZ + (uint32_t)ZO_CONSOLE_BAUD / 2u) / (uint32_t)ZO_CONSOLE_BAUD;
-    USART_CR1 = CR1_FIFOEN | CR1_TE | CR1_RE | CR1_UE; /* 8 data bits, no parity, oversampling 16 */
+    USART_CR1 = CR1_FIFOEN | CR1_RXFNEIE | CR1_TE | CR1_RE | CR1_UE; /* 8N1, oversampling 16 */
     while ((USART_ISR & (ISR_TEACK | ISR_REACK)) != (ISR_TEACK | ISR_REACK)) {
     }
+    zo_cm_irq_enable(USART1_IRQ);
     zo_cm_timer_start();
+}
+
+/* Received bytes go to the port base's buffer at once: the FIFO holds only 8, and a command
+ * frame is longer than that while the firmware may be busy for a whole training step. */
+void zo_port_irq(uint32_t irq)
+{
+    if (irq != USART1_IRQ) {
+        return;
+    }
+    while (USART_ISR & ISR_RXFNE) {
+        zo_cm_rx_push((uint8_t)USART_RDR);
+    }
+    if (USART_ISR & ISR_ORE) {
+        USART_ICR = ICR_ORECF; /* bytes were lost; the command parser resynchronises */
+    }
 }
 
 void zo_port_write(const uint8_t *data, uint32_t n)
@@ -114,15 +133,7 @@ void zo_port_write(const uint8_t *data, uint32_t n)
 
 int zo_port_read_byte(uint8_t *byte)
 {
-    const uint32_t isr = USART_ISR;
-    if (isr & ISR_ORE) {
-        USART_ICR = ICR_ORECF; /* bytes were lost; the command parser resynchronises */
-    }
-    if (!(isr & ISR_RXFNE)) {
-        return 0;
-    }
-    *byte = (uint8_t)USART_RDR;
-    return 1;
+    return zo_cm_rx_pop(byte);
 }
 
 _Noreturn void zo_port_exit(int code)
