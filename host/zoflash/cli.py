@@ -471,7 +471,12 @@ def run(board: str, model_path: str, data_path: str, out_dir: str | None, method
                                    model_path, True, timeout, 10.0)
     finally:
         if flashed.serial_url is not None and flashed.pid is not None:
-            stop_qemu(bundle.path, say=_say)
+            notes: list[str] = []
+            if not stop_qemu(bundle.path, say=notes.append):  # normally the firmware has exited QEMU already
+                _say("qemu    the firmware ended; " + notes[-1].split(": ", 1)[-1].replace("[zoflash] ", "")
+                     if notes else "qemu    ended")
+            else:
+                _say(notes[-1])
 
 
 @cli.command()
