@@ -12,16 +12,21 @@ For the digits head task (digits_cnn.tflite + digits_shift.npz, last FC trained)
     forward, one direction's perturbation work (+1, -2, +1 over all trainable tensors) and one
     q = 1 update: the ZO machinery per step at q = 1 as a fraction of its 2*b suffix passes;
   * the speed-up of feature reuse: (2*q*b full passes) / (b prefix + 2*q*b suffix passes), from
-    the per-pass times, at q = 1, 4, 16; and a real minibatch timed directly.
+    the per-pass times, at q = 1, 4, 16; and a real minibatch timed directly;
+  * the same parts on the Cortex-M55 in instructions (when arm-none-eabi-gcc and qemu-system-arm
+    are installed; a few seconds): the mps3-an547 training bundle with an M55 harness in place of
+    zo_train_main.c, run in QEMU under -icount shift=0 (1 ns of virtual time per instruction, which
+    the port's SysTick clock follows), as generated (Helium) and with -DZO_NO_MVE.
 
-Usage: python benchmarks/bench_training.py [--write docs/benchmarks.md] [--rounds 7]
-Machines are noisy: read the ratios, not the absolute times.
+Usage: python benchmarks/bench_training.py [--write docs/benchmarks.md] [--rounds 7] [--no-m55 | --m55-only]
+Machines are noisy: read the ratios, not the absolute times (the M55 counts are deterministic).
 """
 from __future__ import annotations
 
 import argparse
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -54,13 +59,10 @@ class Task:
 
 # ---------------------------------------------------------------------------- the C harness
 
-HARNESS_C = r"""/* zo_bench_train.c - times the parts of one ZO training step (benchmarks/bench_training.py).
- * Linked with the bundle's sources except zo_train_main.c; uses zo_train_model's descriptor. */
-#define _POSIX_C_SOURCE 199309L
-#include <stdio.h>
-#include <stdlib.h>
+# The parts of one step, as the trainer runs them, through zo_train_model: shared by the host
+# harness (clock_gettime) and the Cortex-M55 one (the port's clock under QEMU -icount).
+HARNESS_OPS_C = r"""#include <stdint.h>
 #include <string.h>
-#include <time.h>
 
 #include "zo_bundle.h"
 #include "zo_trainer.h"
@@ -73,13 +75,6 @@ static uint32_t B;
 static volatile float sink;
 static volatile uint32_t sink_u;
 static float coef[1] = { 0.015625f }; /* c[0] of the q = 1 update: 2^-6 */
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static uint32_t sample(uint32_t j)
 {
@@ -200,37 +195,37 @@ static void op_batch_full(uint32_t r) { (void)r; for (uint32_t j = 0; j < B; ++j
 typedef struct {
     const char *name;
     void (*fn)(uint32_t);
-    uint32_t reps;
-    double ns[64];
 } op_t;
 
-static op_t OPS[] = {
-    { "suffix", op_suffix, 0, { 0 } },
-    { "prefix", op_prefix, 0, { 0 } },
-    { "full", op_full, 0, { 0 } },
-    { "perturb", op_perturb, 0, { 0 } },
-    { "update", op_update, 0, { 0 } },
-    { "rng", op_rng, 0, { 0 } },
-    { "batch_prefix", op_batch_prefix, 0, { 0 } },
-    { "batch_suffix", op_batch_suffix, 0, { 0 } },
-    { "batch_full", op_batch_full, 0, { 0 } },
+static const op_t OPS[] = {
+    { "suffix", op_suffix },
+    { "prefix", op_prefix },
+    { "full", op_full },
+    { "perturb", op_perturb },
+    { "update", op_update },
+    { "rng", op_rng },
+    { "batch_prefix", op_batch_prefix },
+    { "batch_suffix", op_batch_suffix },
+    { "batch_full", op_batch_full },
 };
 #define N_OPS (sizeof OPS / sizeof OPS[0])
 
 static uint32_t counter; /* keeps directions distinct across all repetitions */
 
-static double run_op(op_t *op, uint32_t reps)
+/* op o repeated reps times: the time taken in BENCH_NOW's units (the platform part defines it) */
+static uint64_t run_op(size_t o, uint32_t reps)
 {
-    uint64_t t0 = now_ns();
+    uint64_t t0 = BENCH_NOW();
     for (uint32_t r = 0; r < reps; ++r) {
-        op->fn(counter + r);
+        OPS[o].fn(counter + r);
     }
-    uint64_t dt = now_ns() - t0;
+    uint64_t dt = BENCH_NOW() - t0;
     counter += reps;
-    return (double)dt / (double)reps;
+    return dt;
 }
 
-/* copy the trainable bytes (values, residuals) to `saved`, or back from it */
+/* copy the trainable bytes (values, then residuals, tensor by tensor) to `saved`, or back from
+ * it (the update changes them) */
 static void keep_trainable(uint8_t *saved, int restore)
 {
     for (int32_t t = 0; t < M->n_tensors; ++t) {
@@ -244,6 +239,45 @@ static void keep_trainable(uint8_t *saved, int restore)
             saved += tt->count;
         }
     }
+}
+
+/* the model, the minibatch's labels and its cached boundary features */
+static void bench_setup(void)
+{
+    M = &zo_train_model;
+    B = zo_train_config.batch;
+    ZO_MODEL_INIT();
+    for (uint32_t j = 0; j < B; ++j) {
+        M->labels[j] = M->y_train[sample(j)];
+        prefix_pass(j);
+    }
+}
+"""
+
+HARNESS_C = r"""/* zo_bench_train.c - times the parts of one ZO training step (benchmarks/bench_training.py).
+ * Linked with the bundle's sources except zo_train_main.c; uses zo_train_model's descriptor. */
+#define _POSIX_C_SOURCE 199309L
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <time.h>
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+#define BENCH_NOW now_ns
+
+""" + HARNESS_OPS_C + r"""
+static uint32_t REPS[N_OPS];
+static double NS[N_OPS][64];
+
+/* ns per repetition */
+static double per_rep(size_t o, uint32_t reps)
+{
+    return (double)run_op(o, reps) / (double)reps;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -260,13 +294,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "rounds must be 1..64\n");
         return 2;
     }
-    M = &zo_train_model;
-    B = zo_train_config.batch;
-    ZO_MODEL_INIT();
-    for (uint32_t j = 0; j < B; ++j) {
-        M->labels[j] = M->y_train[sample(j)];
-        prefix_pass(j);
-    }
+    bench_setup();
     /* the update changes the trainable bytes: keep a copy and restore it after each round */
     size_t total = 0;
     for (int32_t k = 0; k < M->n_tensors; ++k) {
@@ -279,28 +307,27 @@ int main(int argc, char **argv)
     /* calibrate the repetitions of each op to about target_ns */
     for (size_t o = 0; o < N_OPS; ++o) {
         uint32_t reps = 1;
-        double per = run_op(&OPS[o], reps);
+        double per = per_rep(o, reps);
         while (per * reps < target_ns / 8.0 && reps < (1u << 24)) {
             reps *= 2u;
-            per = run_op(&OPS[o], reps);
+            per = per_rep(o, reps);
         }
         double want = target_ns / (per > 1.0 ? per : 1.0);
-        OPS[o].reps = want < 1.0 ? 1u : (want > 1e8 ? 100000000u : (uint32_t)want);
+        REPS[o] = want < 1.0 ? 1u : (want > 1e8 ? 100000000u : (uint32_t)want);
     }
     /* interleaved rounds */
     for (uint32_t k = 0; k < rounds; ++k) {
         for (size_t o = 0; o < N_OPS; ++o) {
             keep_trainable(saved, 0);
-            OPS[o].ns[k] = run_op(&OPS[o], OPS[o].reps);
+            NS[o][k] = per_rep(o, REPS[o]);
             keep_trainable(saved, 1);
         }
     }
     printf("batch %u\nparams %u\nsplit %d\nlogits_end %d\n", (unsigned)B, (unsigned)M->trainable_params,
            (int)M->split, (int)M->logits_end);
     for (size_t o = 0; o < N_OPS; ++o) {
-        qsort(OPS[o].ns, rounds, sizeof(double), cmp_double);
-        double med = (rounds % 2u) ? OPS[o].ns[rounds / 2u]
-                                   : 0.5 * (OPS[o].ns[rounds / 2u - 1u] + OPS[o].ns[rounds / 2u]);
+        qsort(NS[o], rounds, sizeof(double), cmp_double);
+        double med = (rounds % 2u) ? NS[o][rounds / 2u] : 0.5 * (NS[o][rounds / 2u - 1u] + NS[o][rounds / 2u]);
         printf("%s %.3f\n", OPS[o].name, med);
     }
     free(saved);
@@ -317,21 +344,166 @@ build/zo_bench_train: $(BENCH_SOURCES) $(HEADERS) | build
 """
 
 
+def _make(bundle_path: Path, *args: str) -> None:
+    proc = subprocess.run(["make", "-s", "-j", str(nproc()), "-C", str(bundle_path), *args],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"building the harness failed:\n{proc.stdout}{proc.stderr}")
+
+
+def _values(out: str) -> dict:
+    """`name value...` lines: one number, or a tuple of them."""
+    vals = {}
+    for line in out.splitlines():
+        name, *nums = line.split() or [""]
+        if nums:
+            vals[name] = float(nums[0]) if len(nums) == 1 else tuple(float(v) for v in nums)
+    return vals
+
+
 def run_harness(bundle_path: Path, rounds: int, target_s: float) -> dict:
     (bundle_path / "zo_bench_train.c").write_text(HARNESS_C)
     (bundle_path / "bench.mk").write_text(HARNESS_MK)
-    proc = subprocess.run(["make", "-s", "-C", str(bundle_path), "-f", "Makefile", "-f", "bench.mk",
-                           "build/zo_bench_train"], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"building the harness failed:\n{proc.stdout}{proc.stderr}")
+    _make(bundle_path, "-f", "Makefile", "-f", "bench.mk", "build/zo_bench_train")
     out = subprocess.run([str(bundle_path / "build" / "zo_bench_train"), str(rounds), str(target_s)],
                          stdin=subprocess.DEVNULL, capture_output=True, text=True, check=True).stdout
-    vals = {}
-    for line in out.split("\n"):
-        if line.strip():
-            name, value = line.split()
-            vals[name] = float(value)
-    return vals
+    return _values(out)
+
+
+# ------------------------------------------------------- the Cortex-M55 harness (QEMU, -icount)
+
+# Under `-icount shift=0` QEMU advances its virtual clock by 1 ns per executed instruction and the
+# port's zo_port_time_us (SysTick) follows that clock: 1 us = 1000 instructions.  The counts are
+# deterministic, so one measurement per op is enough: the repetitions only beat the 1 us
+# resolution of the clock.
+M55_TARGET_US = 5000  # virtual us (thousands of instructions) per op, at least
+M55_TIMEOUT_S = 120
+
+M55_C = r"""/* zo_bench_m55.c - counts the instructions of the parts of one ZO training step on the
+ * Cortex-M55 under QEMU -icount shift=0 (benchmarks/bench_training.py).  Linked with the bundle's
+ * sources and port except zo_train_main.c; the results go out over the console as text lines
+ * `name reps us`; exits through zo_port_exit. */
+#include "zo_port.h"
+
+#define BENCH_NOW zo_port_time_us
+
+""" + HARNESS_OPS_C + r"""
+#ifndef BENCH_TARGET_US
+#define BENCH_TARGET_US 5000u
+#endif
+
+static void put(const char *s)
+{
+    zo_port_write((const uint8_t *)s, (uint32_t)strlen(s));
+}
+
+static void put_u64(uint64_t v)
+{
+    char text[21];
+    int n = 0;
+    do {
+        text[sizeof text - 1 - n++] = (char)('0' + (int)(v % 10u));
+        v /= 10u;
+    } while (v != 0u);
+    zo_port_write((const uint8_t *)text + sizeof text - n, (uint32_t)n);
+}
+
+static void put_line(const char *name, uint64_t a, uint64_t b)
+{
+    put(name);
+    put(" ");
+    put_u64(a);
+    if (b != UINT64_MAX) {
+        put(" ");
+        put_u64(b);
+    }
+    put("\n");
+}
+
+/* n iterations of 2 instructions: checks that the clock advances 1 us per 1000 instructions */
+static uint64_t calibration_us(uint32_t n)
+{
+    uint64_t t0 = zo_port_time_us();
+    __asm volatile("1: subs %0, %0, #1\n\tbne 1b" : "+r"(n) : : "cc");
+    return zo_port_time_us() - t0;
+}
+
+int main(void)
+{
+    zo_port_init();
+    put("zo_bench_m55\n");
+    put_line("calibration", 2000000u, calibration_us(1000000u));
+    bench_setup();
+    put_line("batch", B, UINT64_MAX);
+    put_line("params", M->trainable_params, UINT64_MAX);
+    /* the update changes the trainable bytes: the trainer's snapshot buffer (as large as all of
+     * them) keeps them, restored after each measurement */
+    uint8_t *saved = M->snapshot;
+    for (size_t o = 0; o < N_OPS; ++o) {
+        uint32_t reps = 1u;
+        uint64_t us;
+        for (;;) {
+            keep_trainable(saved, 0);
+            us = run_op(o, reps);
+            keep_trainable(saved, 1);
+            if (us >= BENCH_TARGET_US || reps >= (1u << 20)) {
+                break;
+            }
+            reps *= 2u;
+        }
+        put_line(OPS[o].name, reps, us);
+    }
+    put("end\n");
+    zo_port_exit(0);
+}
+"""
+
+M55_MK = """# bench_m55.mk - builds the M55 step harness with the bundle's flags, linker script and port, in
+# its own object directory (used as `make -f Makefile -f bench_m55.mk BENCH=<variant>
+# EXTRA_CFLAGS=... build/bench-<variant>/zo_bench_m55.elf`).
+BENCH_DIR := build/bench-$(BENCH)
+BENCH_SOURCES := $(SOURCES) $(filter-out zo_train_main.c,$(TRAIN_SOURCES)) $(PORT_SOURCES) zo_bench_m55.c
+BENCH_OBJECTS := $(BENCH_SOURCES:%.c=$(BENCH_DIR)/%.o)
+
+$(BENCH_DIR):
+\tmkdir -p $@
+
+$(BENCH_DIR)/%.o: %.c $(HEADERS) | $(BENCH_DIR)
+\t$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BENCH_DIR)/zo_bench_m55.elf: $(BENCH_OBJECTS) link.ld
+\t$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(BENCH_OBJECTS) $(LIBS)
+"""
+
+# build variants: name, label, extra C flags
+M55_VARIANTS = (("mve", "Helium", ""), ("portable", "portable (-DZO_NO_MVE)", "-DZO_NO_MVE"))
+
+
+def m55_available() -> bool:
+    return all(shutil.which(tool) for tool in ("arm-none-eabi-gcc", "qemu-system-arm"))
+
+
+def run_m55_harness(bundle_path: Path, variant: str, extra_cflags: str) -> dict:
+    """Build the harness for one variant, run it in QEMU; instructions per op (and `batch`, `params`)."""
+    (bundle_path / "zo_bench_m55.c").write_text(M55_C)
+    (bundle_path / "bench_m55.mk").write_text(M55_MK)
+    elf = f"build/bench-{variant}/zo_bench_m55.elf"
+    _make(bundle_path, "-f", "Makefile", "-f", "bench_m55.mk", f"BENCH={variant}",
+          f"EXTRA_CFLAGS={extra_cflags} -DBENCH_TARGET_US={M55_TARGET_US}u", elf)
+    proc = subprocess.run(["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-icount", "shift=0",
+                           "-kernel", str(bundle_path / elf)], stdin=subprocess.DEVNULL, capture_output=True,
+                          timeout=M55_TIMEOUT_S, check=False)
+    out = proc.stdout.decode(errors="replace")
+    if proc.returncode != 0 or "\nend\n" not in out:
+        raise RuntimeError(f"the M55 harness ({variant}) failed (exit {proc.returncode}):\n{out}"
+                           f"{proc.stderr.decode(errors='replace')}")
+    vals = _values(out)
+    instr, us = vals.pop("calibration")
+    if abs(us * 1000 - instr) > 1000:  # the clock's resolution: 1 us
+        raise RuntimeError(f"the QEMU clock does not count 1 ns per instruction: {instr:.0f} instructions "
+                           f"took {us:.0f} us of virtual time")
+    # `name reps us` -> instructions per op
+    return {k: (v[1] * 1000 / v[0] if isinstance(v, tuple) else v) for k, v in vals.items()}
 
 
 # ---------------------------------------------------------------------------- whole runs
@@ -407,8 +579,8 @@ def throughput(task: Task, q: int, lr: float, workdir: Path, rounds: int):
                 acc0=evals[0]["accuracy"], acc1=evals[-1]["accuracy"]), bundle
 
 
-def step_parts(task: Task, bundle_path: Path, rounds: int, target_s: float) -> dict:
-    h = run_harness(bundle_path, rounds, target_s)
+def _parts_row(task: Task, h: dict) -> dict:
+    """The step's ratios from the harness's per-op times (or instruction counts)."""
     b = int(h["batch"])
     machinery = h["perturb"] + h["update"]
     forward = 2 * b * h["suffix"]
@@ -422,6 +594,38 @@ def step_parts(task: Task, bundle_path: Path, rounds: int, target_s: float) -> d
     row["direct_ratio"] = h["batch_full"] / h["batch_suffix"]
     row["direct_reuse_q1"] = (2 * h["batch_full"]) / (h["batch_prefix"] + 2 * h["batch_suffix"])
     return row
+
+
+def step_parts(task: Task, bundle_path: Path, rounds: int, target_s: float) -> dict:
+    return _parts_row(task, run_harness(bundle_path, rounds, target_s))
+
+
+def m55_step_parts(task: Task, lr: float, workdir: Path) -> list[dict]:
+    """The step's parts in instructions on the Cortex-M55 (QEMU), for each build variant, with the
+    mps3-an547 training bundle of the q = 1 run's options."""
+    from zoflash import simulate
+
+    steps = STEPS[1]
+    prep = simulate.prepare(task.model, task.data, _options(scheduler="fixed", q=1, steps=steps, lr=lr,
+                                                            eval_every=steps))
+    bundle = simulate.training_bundle(prep, "mps3-an547", workdir / f"{task.name}-m55")
+    rows = []
+    for variant, label, cflags in M55_VARIANTS:
+        rows.append(dict(_parts_row(task, run_m55_harness(bundle.path, variant, cflags)), build=label))
+    return rows
+
+
+def tool_version(tool: str) -> str:
+    """`arm-none-eabi-gcc 12.2.1`, `QEMU 7.2.22`: the first line of --version, shortened."""
+    try:
+        line = subprocess.run([tool, "--version"], capture_output=True, text=True, check=False).stdout.split("\n")[0]
+    except OSError:
+        return tool
+    words = line.split()
+    version = next((w for w in reversed(words) if w[:1].isdigit() and "." in w), "")
+    if tool.startswith("qemu"):
+        return f"QEMU {words[3] if len(words) > 3 else version}"
+    return f"{tool} {version}".strip()
 
 
 # ---------------------------------------------------------------------------- report
@@ -443,7 +647,8 @@ def load_average() -> str:
         return "unknown"
 
 
-def to_markdown(runs: list[dict], parts: list[dict], tasks: list[Task], rounds: int, load: str) -> str:
+def to_markdown(runs: list[dict], parts: list[dict], tasks: list[Task], rounds: int, load: str,
+                m55: list[dict] | None = None) -> str:
     lines = [
         "## Training: host simulation throughput and the cost of a ZO step",
         "",
@@ -527,8 +732,57 @@ def to_markdown(runs: list[dict], parts: list[dict], tasks: list[Task], rounds: 
     for p in parts:
         lines.append(f"| {p['model']} | " + " | ".join(f"{p['reuse'][q]:.2f}x" for q in QS) +
                      f" | {p['direct_ratio']:.2f}x | {p['direct_reuse_q1']:.2f}x |")
+    lines += m55_markdown(m55, parts)
     lines.append("")
     return "\n".join(lines)
+
+
+def m55_markdown(m55: list[dict] | None, parts: list[dict]) -> list[str]:
+    lines = ["", "### Cortex-M55 under QEMU: instruction counts", ""]
+    if not m55:
+        return lines + ["Not measured in this run (`--no-m55`, or arm-none-eabi-gcc / qemu-system-arm not found)."]
+    lines += [
+        "The same parts on the target CPU. The `mps3-an547` training bundle of the q = 1 run (board flags",
+        f"`-mcpu=cortex-m55 -mthumb -mfloat-abi=hard -mfpu=fpv5-d16 -O2`, {tool_version('arm-none-eabi-gcc')}) is",
+        "linked with a harness `zo_bench_m55.c` (the same ops as the host harness, results as text lines",
+        "on UART0) in place of `zo_train_main.c`, and run in",
+        f"`qemu-system-arm -M mps3-an547 -semihosting -icount shift=0` ({tool_version('qemu-system-arm')}). Under",
+        "`-icount shift=0` QEMU's virtual clock advances 1 ns per executed instruction and the port's",
+        "`zo_port_time_us` (SysTick) follows it, so the numbers below are **executed instruction counts",
+        "under QEMU, not cycles**: every instruction counts as one, an MVE (Helium) instruction on 16",
+        "lanes as much as a scalar add; the M55's beat-wise MVE execution, its pipeline and memory wait",
+        "states are not modelled. Each op is repeated (doubling) until it has run at least",
+        f"{M55_TARGET_US:,} µs of virtual time ({M55_TARGET_US / 1e3:g} million instructions); count = virtual",
+        "µs × 1000 / repetitions (the clock's 1 µs resolution is under 0.02% of that). The harness",
+        "first checks that a 2-instruction loop of 10^6 iterations reads 2,000 µs (± the 1 µs). The counts",
+        "are deterministic: one run, no median.",
+        "",
+        f"Builds: `{M55_VARIANTS[0][1]}` is the bundle as generated (the Helium paths of `zo_train_math.c`:",
+        f"perturbation, accumulation of u, rounding of full blocks); `{M55_VARIANTS[1][1]}` its portable",
+        "loops (with the update's table path; gcc still vectorizes a few of them for the M55). The",
+        "model's kernels are the same C in both builds, so the passes count the same.",
+        "`perturbation sweep` = one of the 3 sweeps (+1, -2, +1) of a direction (a third of `perturb`",
+        "above); machinery at q = 1 = 3 sweeps + 1 update; forward = 2·b suffix passes (b = 16);",
+        "`of the step` adds the b prefix passes. Feature reuse as above, from the per-pass counts.",
+        "",
+        ("| model | build | prefix | suffix | full | perturbation sweep | update (q = 1) | RNG sweep | "
+         "machinery / forward (q = 1) | update share | of the step | reuse q = 1 | q = 4 | q = 16 | "
+         "direct: q = 1 step |"),
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for p in m55:
+        lines.append(f"| {p['model']} | {p['build']} | {p['prefix']:,.0f} | {p['suffix']:,.0f} | {p['full']:,.0f} | "
+                     f"{p['perturb'] / 3:,.0f} | {p['update']:,.0f} | {p['rng']:,.0f} | "
+                     f"**{100 * p['fraction']:.1f}%** | {100 * p['update_share']:.0f}% | "
+                     f"{100 * p['step_share']:.1f}% | " +
+                     " | ".join(f"{p['reuse'][q]:.2f}x" for q in QS) + f" | {p['direct_reuse_q1']:.2f}x |")
+    lines += ["", "ZO machinery / forward at q = 1 (target for the digits head: under 10%):", ""]
+    host = {p["model"]: p["fraction"] for p in parts}
+    for model in dict.fromkeys(p["model"] for p in m55):
+        on_m55 = ", ".join(f"{100 * p['fraction']:.1f}% {p['build']}" for p in m55 if p["model"] == model)
+        lines.append(f"- {model}: Cortex-M55 {on_m55}" +
+                     (f"; host harness {100 * host[model]:.1f}%." if model in host else "."))
+    return lines
 
 
 def make_tasks(workdir: Path) -> list[Task]:
@@ -563,14 +817,31 @@ def print_parts(p: dict) -> None:
           f"  | direct: b full / b suffix {p['direct_ratio']:.2f}x, q=1 step {p['direct_reuse_q1']:.2f}x", flush=True)
 
 
+def print_m55(p: dict) -> None:
+    print(f"  M55 {p['build']}: instructions: prefix {p['prefix']:.0f}  suffix {p['suffix']:.0f}  "
+          f"full {p['full']:.0f}  perturbation sweep {p['perturb'] / 3:.0f}  update {p['update']:.0f}  "
+          f"rng sweep {p['rng']:.0f}", flush=True)
+    print(f"    ZO machinery / forward at q=1, b={p['batch']}: {100 * p['fraction']:.1f}% "
+          f"(update {100 * p['update_share']:.0f}% of it; {100 * p['step_share']:.1f}% of the whole step); "
+          "feature reuse " + "  ".join(f"q={q} {p['reuse'][q]:.2f}x" for q in QS), flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", type=Path, help="write (or replace) the training section of this markdown file")
     ap.add_argument("--rounds", type=int, default=7, help="C process runs per q (the harness runs 2 * rounds + 1)")
+    ap.add_argument("--no-m55", action="store_true", help="skip the Cortex-M55 instruction counts (QEMU)")
+    ap.add_argument("--m55-only", action="store_true",
+                    help="only the Cortex-M55 instruction counts (print, no --write)")
     args = ap.parse_args(argv)
     if not 1 <= args.rounds <= 64:
         ap.error("--rounds must be in 1..64")
-    runs, parts = [], []
+    if args.m55_only and (args.write or args.no_m55):
+        ap.error("--m55-only prints only: not with --write or --no-m55")
+    with_m55 = not args.no_m55 and m55_available()
+    if args.m55_only and not with_m55:
+        ap.error("the Cortex-M55 part needs arm-none-eabi-gcc and qemu-system-arm")
+    runs, parts, m55 = [], [], []
     load = load_average()
     with tempfile.TemporaryDirectory(prefix="zoflash-bench-train-") as tmp:
         work = Path(tmp)
@@ -578,6 +849,14 @@ def main(argv=None) -> int:
         for task in tasks:
             lr = calibrated_lr(task, work)
             print(f"{task.name}: calibrated lr_1 = {lr:g}", flush=True)
+            if with_m55:
+                t0 = time.perf_counter()
+                m55 += m55_step_parts(task, lr, work)
+                for p in m55[-len(M55_VARIANTS):]:
+                    print_m55(p)
+                print(f"  (Cortex-M55 part: {time.perf_counter() - t0:.1f} s)", flush=True)
+            if args.m55_only:
+                continue
             for q in QS:
                 row, bundle = throughput(task, q, lr, work, args.rounds)
                 runs.append(row)
@@ -589,7 +868,7 @@ def main(argv=None) -> int:
     if bad:
         print(f"warning: C and reference logs differ for {', '.join(bad)}", file=sys.stderr)
     if args.write:
-        write_section(args.write, SECTION, to_markdown(runs, parts, tasks, args.rounds, load))
+        write_section(args.write, SECTION, to_markdown(runs, parts, tasks, args.rounds, load, m55))
         print(f"wrote the {SECTION} section of {args.write}")
     return 1 if bad else 0
 
