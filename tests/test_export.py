@@ -97,7 +97,7 @@ _W = np.zeros((2, 2), np.int8)
 @pytest.mark.parametrize("meta, arrays, message", [
     (None, {"t3": _W}, "no 'meta' entry"),
     ({**_META, "format": "other"}, {"t3": _W}, "not a zoflash weights file"),
-    ({**_META, "version": 2}, {"t3": _W}, "version 2 is not supported.*newer zoflash"),
+    ({**_META, "version": 3}, {"t3": _W}, "version 3 is not supported.*newer zoflash"),
     ({**_META, "version": True}, {"t3": _W}, "version True is not supported"),
     ({**_META, "model_sha256": "xyz"}, {"t3": _W}, "64 lowercase hex"),
     ({**_META, "tensors": []}, {}, "lists no tensors"),

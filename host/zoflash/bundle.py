@@ -84,6 +84,7 @@ def _training_manifest(training) -> dict:
         "classes": plan.classes,
         "boundary_bytes": plan.boundary_bytes,
         "clamped_weights": plan.clamped,
+        "headroom": getattr(training, "headroom", None),
         "memory": plan.memory(),
         "memory_beyond_inference_bytes": plan.training_ram_bytes(),
         "data": {"source": training.data.source, "n_train": int(len(training.data.y_train)),

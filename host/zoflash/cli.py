@@ -103,6 +103,8 @@ def training_options(f):
         click.option("--guard-steps", type=int, help="Guard: consecutive steps before a rollback [8]."),
         click.option("--guard-loss", type=float, help="Guard: roll back when a test loss exceeds best x this [1.5; 0 off]."),
         click.option("--guard-max-rollbacks", type=int, help="Guard: stop after this many rollbacks [10; 0 never]."),
+        click.option("--headroom", type=int, help="Re-quantize the trainable layers with H bits of headroom "
+                                                  "(scales x 2^H, weights / 2^H) [0]."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -111,7 +113,8 @@ def training_options(f):
 
 _TRAIN_KEYS = ("train", "biases_only", "max_params", "batch", "eps", "density", "rounding", "lr", "rho", "lr_scaling",
                "calib_steps", "calib_q", "seed", "steps", "budget", "eval_every", "scheduler", "q", "q_min",
-               "q_max", "bias_bound", "guard_sat", "guard_zero", "guard_steps", "guard_loss", "guard_max_rollbacks")
+               "q_max", "bias_bound", "guard_sat", "guard_zero", "guard_steps", "guard_loss", "guard_max_rollbacks",
+               "headroom")
 
 
 def _options_from(kwargs: dict):
@@ -129,6 +132,10 @@ def _say_training_memory(training: dict) -> None:
     _say(f"train   {training['trainable_params']} parameters in {len(training['tensors'])} tensor(s) "
          f"(layers {', '.join(map(str, training['layers']))}), suffix from kernel call {training['split_step']}; "
          f"{training['clamped_weights']} weight(s) clamped to +-(127 - eps)")
+    if training.get("headroom"):
+        from .headroom import describe
+
+        _say(f"requant {describe(training['headroom'])}")
     _say(f"RAM     training beyond inference {training['memory_beyond_inference_bytes']} bytes: trainable tensors "
          f"moved from flash {mem['trainable_bytes_in_ram']}, residuals {mem['residual_bytes']}, feature cache "
          f"{mem['feature_cache_bytes']}, statistics {mem['statistics_bytes']}, snapshot {mem['snapshot_bytes']}")
@@ -215,6 +222,10 @@ def simulate(model_path: str, data_path: str, log_path: str, engine: str, bundle
     _say(f"simulate {model_path} on {data_path} ({engine}): {opts.describe()}")
     result = run_simulation(model_path, data_path, opts, log_path, engine=engine, bundle_dir=bundle_dir,
                             view=LiveView(enabled=not quiet), plot=not no_plot)
+    if result.headroom:
+        from .headroom import describe
+
+        _say(f"requant {describe(result.headroom)}")
     first, last = result.evals[0], result.evals[-1]
     _say(f"accuracy {first['accuracy'] * 100:.1f}% -> {last['accuracy'] * 100:.1f}% "
          f"({(last['accuracy'] - first['accuracy']) * 100:+.1f} points), test loss {first['loss']:.4f} -> "
@@ -296,8 +307,10 @@ def inspect(model_path: str) -> None:
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help="Trained .tflite to write.")
 @click.option("--allow-other-model", is_flag=True,
               help="Accept weights recorded for a model file with another SHA-256 (tensors must still match).")
+@click.option("--headroom", type=int, help="The --headroom the run trained with, for weights that do not record "
+                                           "it (taken from a board): their tensors get scales x 2^H.")
 def export(model_path: str, weights_path: str | None, port: str | None, baud: int | None, board: str | None,
-           save_weights_path: str | None, out_path: str, allow_other_model: bool) -> None:
+           save_weights_path: str | None, out_path: str, allow_other_model: bool, headroom: int | None) -> None:
     """Write trained weights (from a weights file or a running board) into a copy of the model."""
     import tempfile
 
@@ -316,9 +329,11 @@ def export(model_path: str, weights_path: str | None, port: str | None, baud: in
                                               baud=baud, usb_ids=usb_ids, allow_other_model=allow_other_model)
             _say(f"weights from {port} after {st['step']} steps ({'paused' if st['paused'] else 'training'}, "
                  f"q {st['q']}, {st['state']})" + (f": saved in {save_weights_path}" if save_weights_path else ""))
-        report = export_weights(model_path, weights_path, out_path, allow_other_model=allow_other_model)
+        report = export_weights(model_path, weights_path, out_path, allow_other_model=allow_other_model,
+                                headroom=headroom)
     for p in report.tensors:
-        _say(f"tensor {p.index:3d} '{p.name}' {p.dtype}{list(p.shape)}: {p.changed} of {p.count} values changed")
+        _say(f"tensor {p.index:3d} '{p.name}' {p.dtype}{list(p.shape)}: {p.changed} of {p.count} values changed"
+             + (", quantization scales rewritten" if p.scales is not None else ""))
     note = " (weights recorded for another model file)" if report.other_model else ""
     _say(f"wrote {report.out_path}: {len(report.tensors)} tensor(s), {report.values_changed} value(s) changed{note}")
 
@@ -365,14 +380,15 @@ def monitor(port: str, baud: int | None, board: str | None, log_path: str, csv_p
 
 
 def _monitor_and_report(port: str, baud: int, usb_ids, log_path: str, csv_path: str | None, plot_path: str | None,
-                        model_path: str | None, until_done: bool, timeout: float | None, connect_wait: float) -> int:
+                        model_path: str | None, until_done: bool, timeout: float | None, connect_wait: float,
+                        headroom: int = 0) -> int:
     from .monitor import KeyCommands, Monitor
     from .session import LiveView
 
     quiet = logging.getLogger().level >= logging.ERROR
     view = LiveView(enabled=not quiet)
     mon = Monitor(port, baud=baud, usb_ids=usb_ids, log_path=log_path, csv_path=csv_path,
-                  plot_path=plot_path, model_path=model_path, view=view)
+                  plot_path=plot_path, model_path=model_path, view=view, headroom=headroom)
     try:
         mon.connect(connect_wait)
         _say(f"monitor {mon.device} at {baud} baud ({'until done' if until_done else 'until Ctrl-C'})")
@@ -468,7 +484,7 @@ def run(board: str, model_path: str, data_path: str, out_dir: str | None, method
         else:
             usb_ids, baud = None, baud or int((board_obj.console or {}).get("baud", 115200))
         return _monitor_and_report(serial, baud, usb_ids, log_path, csv_path, str(Path(log_path).with_suffix(".png")),
-                                   model_path, True, timeout, 10.0)
+                                   model_path, True, timeout, 10.0, headroom=opts.headroom)
     finally:
         if flashed.serial_url is not None and flashed.pid is not None:
             notes: list[str] = []

@@ -37,6 +37,8 @@ class PatchedTensor:
     changed: int  # values that differ from the model's
     external: bool = False  # data stored after the flatbuffer (models > 2 GB layout)
     shared_with: tuple[int, ...] = ()  # other tensors using the same buffer (all trained identically)
+    scale_offset: int | None = None  # file offset of the quantization scale vector, when re-quantized
+    scales: tuple[float, ...] | None = None  # the new scales written there (--headroom)
 
 
 @dataclass
@@ -48,6 +50,11 @@ class ExportReport:
     weights_model_sha256: str  # the model the weights were trained from
     out_sha256: str
     tensors: list[PatchedTensor]
+
+    @property
+    def requantized(self) -> list[int]:
+        """Tensors whose quantization scales were rewritten (trained with --headroom)."""
+        return [p.index for p in self.tensors if p.scales is not None]
 
     @property
     def values_changed(self) -> int:
@@ -76,6 +83,42 @@ def buffer_span(model, file_size: int, index: int) -> tuple[int, int, bool] | No
         raise ModelFormatError(f"buffer {index} spans bytes [{start}, {start + n}) but the file has only "
                                f"{file_size}; the model is truncated or damaged")
     return start, n, external
+
+
+def scale_span(model, sub, index: int) -> tuple[int, int] | None:
+    """(file offset, number of float32 values) of tensor `index`'s quantization scale vector."""
+    q = sub.Tensors(index).Quantization()
+    if q is None:
+        return None
+    field = q._tab.Offset(8)  # vtable slot of `scale`
+    if field == 0:
+        return None
+    return q._tab.Vector(field), q._tab.VectorLen(field)
+
+
+def _scale_patches(graph: Graph, model, sub, weights: TrainedWeights, problems: list[str]) -> dict[int, tuple]:
+    """Tensor index -> (file offset, float32 bytes) of its new scale vector; problems appended."""
+    spans = {}
+    for index, scales in weights.scales.items():
+        if index >= len(graph.tensors):
+            continue  # reported with the values
+        t = graph.tensors[index]
+        span = scale_span(model, sub, index)
+        if span is None or t.quant is None or span[1] != len(scales):
+            have = span[1] if span else 0
+            problems.append(f"tensor {index} '{t.name}' has {have} quantization scale(s) in the model but the "
+                            f"weights file gives {len(scales)}")
+            continue
+        spans[index] = (span[0], np.ascontiguousarray(scales, dtype="<f4").tobytes())
+    if spans:  # a scale vector shared with another tensor (deduplicated by a converter) must not change it
+        mine = {off: i for i, (off, _) in spans.items()}
+        for i in range(sub.TensorsLength()):
+            other = scale_span(model, sub, i)
+            if other is not None and other[0] in mine and i != mine[other[0]] and i not in spans:
+                j = mine[other[0]]
+                problems.append(f"tensor {j} '{graph.tensors[j].name}' shares its quantization scale vector with "
+                                f"tensor {i} '{graph.tensors[i].name}'; rewriting it would change that tensor too")
+    return spans
 
 
 def _buffer_users(model) -> dict[int, list[str | tuple[int, int]]]:
@@ -128,6 +171,7 @@ def plan_patches(graph: Graph, raw: bytes, weights: TrainedWeights) -> list[tupl
         raise ModelFormatError(f"{graph.name}: the flatbuffer is damaged ({type(exc).__name__}: {exc})") from None
     problems: list[str] = []
     patches: list[tuple[PatchedTensor, bytes]] = []
+    scale_spans = _scale_patches(graph, model, sub, weights, problems)
     for index, values in weights.tensors.items():
         name = weights.names.get(index, "")
         if index >= len(graph.tensors):
@@ -162,7 +206,10 @@ def plan_patches(graph: Graph, raw: bytes, weights: TrainedWeights) -> list[tupl
             patches.append((PatchedTensor(index=index, name=t.name, dtype=t.dtype, shape=t.shape, buffer=buffer,
                                           offset=span[0], nbytes=span[1], count=int(values.size),
                                           changed=int(np.count_nonzero(t.data != values)), external=span[2],
-                                          shared_with=others), data))
+                                          shared_with=others,
+                                          scale_offset=scale_spans[index][0] if index in scale_spans else None,
+                                          scales=tuple(float(x) for x in weights.scales[index])
+                                          if index in scale_spans else None), data))
     if problems:
         raise DataError(f"cannot write the weights into {graph.name}: {len(problems)} problem(s):\n"
                         + "\n".join(f"  - {p}" for p in problems)
@@ -178,10 +225,14 @@ def _verify(graph: Graph, out: bytes, patches: list[tuple[PatchedTensor, bytes]]
     """The patched bytes must parse, hold the new values, and leave every other constant as it was."""
     new = parse_tflite(out, name=graph.name)
     patched = {p.index for p, _ in patches}
+    requant = {p.index: p.scales for p, _ in patches if p.scales is not None}
     for t, u in zip(graph.tensors, new.tensors):
         expect = weights.tensors[t.index] if t.index in patched else t.data
         same = (u.data is None) if expect is None else (u.data is not None and u.data.dtype == expect.dtype
                                                        and np.array_equal(u.data, expect))
+        scales = requant.get(t.index, t.quant.scales if t.quant is not None else None)
+        same = same and (u.quant is None if scales is None else
+                         (u.quant is not None and np.array_equal(np.float32(u.quant.scales), np.float32(scales))))
         if not same:
             raise ZoflashError(f"internal error: tensor {t.index} '{t.name}' does not read back as expected from "
                                "the exported model; nothing was written. Please report this with the model.")
@@ -194,9 +245,35 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def _headroom_scales(graph: Graph, weights: TrainedWeights, headroom: int | None, weights_path: Path) -> None:
+    """A weights file without scales (a monitor dump) from a run with `headroom` bits: every tensor
+    in it was re-quantized (scales x 2^h). A file that records its headroom must agree."""
+    if headroom is None:
+        return
+    if weights.scales:
+        if weights.headroom != headroom:
+            raise DataError(f"{weights_path} was trained with headroom {weights.headroom}, not {headroom}")
+        return
+    if headroom == 0:
+        return
+    from .headroom import MAX_BITS, scaled
+
+    if not 0 < headroom <= MAX_BITS:
+        raise ZoflashError(f"--headroom {headroom}: must be 0..{MAX_BITS} bits")
+    for index in weights.tensors:
+        if index < len(graph.tensors) and graph.tensors[index].quant is not None:
+            weights.scales[index] = np.asarray(scaled(graph.tensors[index].quant, headroom).scales, dtype=np.float32)
+    weights.headroom = headroom
+
+
 def export_weights(model_path: str | Path, weights_path: str | Path, out_path: str | Path,
-                   allow_other_model: bool = False) -> ExportReport:
+                   allow_other_model: bool = False, headroom: int | None = None) -> ExportReport:
     """Write a copy of the model with the trained tensors' values replaced in place.
+
+    Tensors the weights file records new quantization scales for (training with --headroom) get
+    those scales written over their scale vectors, in place too. `headroom`: the bits a run
+    used, for weights files that do not record them (dumps taken by the monitor without the
+    bundle); every tensor in such a file then gets its model scales x 2^headroom.
 
     The weights must have been recorded for this model file (same SHA-256) unless
     `allow_other_model`. The input model is never modified; `out_path` is written atomically
@@ -221,10 +298,14 @@ def export_weights(model_path: str | Path, weights_path: str | Path, out_path: s
                 "(allow_other_model=True)")
         log.warning("%s was trained from another model file (SHA-256 %s..., this one %s...); writing anyway",
                     weights_path, weights.model_sha256[:16], sha[:16])
+    _headroom_scales(graph, weights, headroom, weights_path)
     patches = plan_patches(graph, raw, weights)
     out = bytearray(raw)
     for p, data in patches:
         out[p.offset: p.offset + p.nbytes] = data
+        if p.scales is not None:
+            new = np.asarray(p.scales, dtype="<f4").tobytes()
+            out[p.scale_offset: p.scale_offset + len(new)] = new
     out = bytes(out)
     _verify(graph, out, patches, weights)
     try:

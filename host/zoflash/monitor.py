@@ -132,7 +132,8 @@ class Monitor:
                  opener: Callable[[], object] | None = None, log_path: str | Path | None = None,
                  csv_path: str | Path | None = None, plot_path: str | Path | None = None,
                  model_path: str | Path | None = None, weights_path: str | Path | None = None,
-                 view: LiveView | None = None, max_backoff: float = MAX_BACKOFF):
+                 view: LiveView | None = None, max_backoff: float = MAX_BACKOFF, headroom: int = 0):
+        self.headroom = headroom  # --headroom of the firmware (its bundle manifest): weights files record the scales
         if opener is None:
             if port is None:
                 raise ValueError("give a port or an opener")
@@ -347,7 +348,8 @@ class Monitor:
         against the model the device reports)."""
         if self.model_prefix is None:
             self.status()
-        return save_dumped(self.dump(timeout), model_path, out_path, self.model_prefix, allow_other_model)
+        return save_dumped(self.dump(timeout), model_path, out_path, self.model_prefix, allow_other_model,
+                           headroom=self.headroom)
 
     # ---------------------------------------------------------------------------- the end
 
@@ -372,7 +374,7 @@ class Monitor:
         if self.weights_path is not None and self.model_path is not None and self.session.weights.keys():
             try:
                 out.weights_path = save_dumped(self.session.weights, self.model_path, self.weights_path,
-                                               self.model_prefix)
+                                               self.model_prefix, headroom=self.headroom)
             except DataError as exc:  # the log and the plot are still worth having
                 out.weights_error = str(exc)
         if self.plot_path is not None and any(r["type"] == "step" for r in out.last_segment):
@@ -455,9 +457,13 @@ class KeyCommands:
 
 
 def save_dumped(dump: telemetry.WeightsAssembler, model_path: str | Path, out_path: str | Path,
-                model_prefix: str | None, allow_other_model: bool = False) -> Path:
+                model_prefix: str | None, allow_other_model: bool = False, headroom: int = 0) -> Path:
     """Write dumped weights chunks as a weights file: names, dtypes and shapes come from the
-    model, which must be the one the device reported (first 8 bytes of its SHA-256)."""
+    model, which must be the one the device reported (first 8 bytes of its SHA-256).
+
+    `headroom`: the bits the firmware was built with (`--headroom`, the bundle manifest's
+    training.headroom); the device does not say, so without it the file records no scales and
+    `zoflash export` needs `--headroom H` to write the re-quantized scales."""
     from .tflite_import import load_tflite, model_sha256
     from .weights import save_weights
 
@@ -488,7 +494,13 @@ def save_dumped(dump: telemetry.WeightsAssembler, model_path: str | Path, out_pa
         problems.append(f"chunks missing (tensor, part: byte ranges): {missing}")
     if problems:
         raise DataError("the dumped weights do not fit the model: " + "; ".join(problems))
-    return save_weights(out_path, sha, assembled_arrays(dump, tensors))
+    scales = None
+    if headroom:
+        from .headroom import scaled
+
+        scales = {t["index"]: scaled(graph.tensors[t["index"]].quant, headroom).scales for t in tensors
+                  if graph.tensors[t["index"]].quant is not None}
+    return save_weights(out_path, sha, assembled_arrays(dump, tensors), scales=scales, headroom=headroom)
 
 
 def dump_from_port(port: str, model_path: str | Path, out_path: str | Path, *, baud: int = DEFAULT_BAUD,

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
+
 from . import boards as boards_mod
 from .build import run_make
 from .bundle import Bundle, generate_bundle
@@ -42,7 +44,37 @@ def prepare(model_path: str | Path, data_path: str | Path, opts: TrainOptions) -
     t_in = graph.tensors[graph.inputs[0]]
     q = t_in.quant
     data = load_dataset(data_path, t_in.shape, q.scale if q else None, q.zero_point if q else None, plan.classes)
-    return Prepared(Path(model_path), model_sha256(raw), model, Training(plan, opts, data))
+    report = None
+    if opts.headroom:
+        model, plan, report = _with_headroom(model, plan, opts, data)
+    return Prepared(Path(model_path), model_sha256(raw), model, Training(plan, opts, data, headroom=report))
+
+
+def _with_headroom(model: CompiledModel, plan, opts: TrainOptions, data):
+    """Re-quantize the tensors the first plan made trainable, recompile, re-plan; report the change."""
+    from . import headroom
+
+    weights = [t.index for t in plan.tensors if not t.is_bias]
+    graph, changed = headroom.apply_headroom(model.graph, weights, opts.headroom, opts.eps, root=model.root)
+    new_model = compile_graph(graph)
+    new_plan = plan_training(new_model, opts)
+    trained = {t.index for t in new_plan.tensors}
+    untrained = [i for i in changed if i not in trained]
+    if untrained:
+        names = ", ".join(f"{i} '{graph.tensors[i].name}'" for i in untrained)
+        raise ZoflashError(f"--headroom {opts.headroom} would re-quantize tensor(s) {names}, which are not trained "
+                           "(a weight tensor shared with a layer that is not selected); select that layer too "
+                           "or drop --headroom")
+    g = graph.tensors
+    report = {
+        "bits": opts.headroom,
+        "tensors": [{"index": i, "name": g[i].name, "kind": "bias" if g[i].dtype == "int32" else "weights",
+                     "scales": [float(s) for s in g[i].quant.scales] if g[i].quant else None,
+                     "values_changed": int(np.count_nonzero(g[i].data != model.graph.tensors[i].data))}
+                    for i in changed],
+        "outputs": headroom.output_change(model, new_model, data.x_test, data.y_test),
+    }
+    return new_model, new_plan, report
 
 
 def training_bundle(prep: Prepared, board_id: str, out_dir: str | Path, prefix: str | None = None) -> Bundle:
@@ -85,6 +117,7 @@ def reference_frames(prep: Prepared) -> Iterator[bytes]:
 class SimulationResult(SessionResult):
     bundle: Bundle | None = None
     log_path: Path | None = None
+    headroom: dict | None = None  # the re-quantization report (--headroom), or None
 
 
 def simulate(model_path: str | Path, data_path: str | Path, opts: TrainOptions, log_path: str | Path | None = None,
@@ -107,13 +140,16 @@ def simulate(model_path: str | Path, data_path: str | Path, opts: TrainOptions, 
                 session.feed(chunk)
         finally:
             result = session.close()
-    out = SimulationResult(**vars(result), bundle=bundle, log_path=log_path)
+    out = SimulationResult(**vars(result), bundle=bundle, log_path=log_path, headroom=prep.training.headroom)
     if out.done is None:
         raise ZoflashError(f"the run ended without its 'done' record (decoder: {out.stats})")
     if log_path is not None:
         tensors = [dict(index=t.index, name=t.name, dtype=str(t.values.dtype), shape=list(t.values.shape))
                    for t in prep.training.plan.tensors]
-        out.weights_path = save_weights(weights_path_for(log_path), prep.sha256, session.trained_arrays(tensors))
+        hr = prep.training.headroom
+        out.weights_path = save_weights(weights_path_for(log_path), prep.sha256, session.trained_arrays(tensors),
+                                        scales={t["index"]: t["scales"] for t in hr["tensors"]} if hr else None,
+                                        headroom=hr["bits"] if hr else 0)
         if plot:
             out.plot_path = plot_run(out.records, plot_path_for(log_path),
                                      f"{prep.path.name}: {opts.describe()} ({engine})")

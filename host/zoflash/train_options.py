@@ -22,6 +22,7 @@ LR_SCALING_IDS = {name: i for i, name in enumerate(LR_SCALINGS)}
 SCHEDULER_IDS = {name: i for i, name in enumerate(SCHEDULERS)}
 Q_LIMIT = 64
 DENSITY_LOG2_MAX = 4
+HEADROOM_MAX = 4
 
 _TRAIN_SPEC = re.compile(r"^(last(:\d+)?|all|layers:(?=.*[^,\s]).+)$")
 
@@ -59,6 +60,7 @@ class TrainOptions:
     guard_steps: int = 8
     guard_loss: float = 1.5        # roll back when a test loss exceeds best * this (0: off)
     guard_max_rollbacks: int = 10  # stop after this many rollbacks (0: never)
+    headroom: int = 0              # re-quantize the trainable layers with h bits of headroom (0..4)
 
     DEFAULT_STEPS = 500
 
@@ -111,7 +113,7 @@ class TrainOptions:
         return (f"train {self.train}{' (biases only)' if self.biases_only else ''}, batch {self.batch}, "
                 + (f"eps {self.eps}, " if self.eps != 1 else "") +
                 f"scheduler {self.scheduler}, lr {lr}, rounding {self.rounding}, density {self.density:g}, "
-                f"seed {self.seed}, {length}")
+                f"seed {self.seed}, {length}" + (f", headroom {self.headroom}" if self.headroom else ""))
 
 
 OPTION_NAMES = tuple(f.name for f in fields(TrainOptions))
@@ -166,6 +168,9 @@ def validate(opts: TrainOptions) -> TrainOptions:
     need(opts.guard_loss == 0 or (math.isfinite(opts.guard_loss) and opts.guard_loss > 1),
          "--guard-loss must be 0 (off) or > 1")
     need(opts.guard_max_rollbacks >= 0, "--guard-max-rollbacks must be >= 0")
+    need(0 <= opts.headroom <= HEADROOM_MAX, f"--headroom {opts.headroom}: must be 0..{HEADROOM_MAX} bits")
+    need(not (opts.headroom and opts.biases_only), "--headroom re-quantizes trainable weights: it does not go with "
+                                                   "--biases-only")
     if opts.scheduler in SCHEDULERS:  # also when other options have problems: one error lists all
         from .reference import schedulers
 

@@ -28,6 +28,7 @@ class Training:
     plan: TrainPlan
     options: TrainOptions
     data: Dataset
+    headroom: dict | None = None  # headroom.py report (bits, re-quantized tensors, output change), if any
 
     @property
     def trainable(self) -> dict[int, np.ndarray]:

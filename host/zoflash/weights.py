@@ -5,10 +5,15 @@ trained tensor, `t<index>` (its values, int8 or int32, model shape), for int8 te
 `r<index>` (the split-16 residuals, int8, same shape), and `meta`, a 0-d string array with JSON
 `{"format": "zoflash-weights", "version": 1, "model_sha256": ..., "tensors": [{"index", "name",
 "dtype", "shape"}]}`. Every problem found while reading becomes a DataError naming the file.
+
+Version 2 (written only when training re-quantized tensors, `--headroom`): tensor entries may
+carry `"scales"`, the tensor's new quantization scales (float32 values, as many as the model's
+scale vector), and meta `"headroom"` holds the bits; export writes those scales into the model.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tempfile
@@ -22,7 +27,8 @@ import numpy as np
 from .errors import DataError
 
 FORMAT = "zoflash-weights"
-VERSION = 1
+VERSION = 2
+VERSIONS = (1, 2)  # 1: no scales
 DTYPES = {"int8": np.dtype(np.int8), "int32": np.dtype(np.int32)}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _RETAKE = "write it again from the training log (zoflash writes this file; it is not meant to be edited)"
@@ -37,6 +43,8 @@ class TrainedWeights:
     residuals: dict[int, np.ndarray] = field(default_factory=dict)
     names: dict[int, str] = field(default_factory=dict)
     path: Path | None = None
+    scales: dict[int, np.ndarray] = field(default_factory=dict)  # re-quantized tensors: new scales (float32)
+    headroom: int = 0
 
 
 def atomic_write(path: str | Path, write) -> None:
@@ -69,10 +77,13 @@ def _check_sha256(value, where: str) -> str:
 
 
 def save_weights(path: str | Path, model_sha256: str,
-                 tensors: Iterable[tuple[int, str, np.ndarray, np.ndarray | None]]) -> Path:
+                 tensors: Iterable[tuple[int, str, np.ndarray, np.ndarray | None]],
+                 scales: dict[int, Iterable[float]] | None = None, headroom: int = 0) -> Path:
     """Write a weights file. `tensors`: (model tensor index, name, values, residuals or None).
 
     Values must be int8 or int32; residuals only go with int8 values and have their shape.
+    `scales`: model tensor index -> its new quantization scales (re-quantized tensors, which
+    must be in `tensors`); with them the file is version 2 and records `headroom` (bits).
     The file is written atomically (temporary file, then rename). Returns the path.
     """
     path = Path(path)
@@ -101,7 +112,18 @@ def save_weights(path: str | Path, model_sha256: str,
                                 f"{list(residual.shape)}; they must be int8{list(values.shape)} like the values")
             arrays[f"r{index}"] = np.ascontiguousarray(residual, dtype=np.int8)
         entries.append({"index": index, "name": str(name), "dtype": dtype, "shape": list(values.shape)})
-    meta = {"format": FORMAT, "version": VERSION, "model_sha256": model_sha256, "tensors": entries}
+    scales = {int(k): v for k, v in (scales or {}).items()}
+    for e in entries:
+        if e["index"] in scales:
+            e["scales"] = [float(np.float32(x)) for x in scales.pop(e["index"])]
+            if not e["scales"] or not all(math.isfinite(x) and x > 0 for x in e["scales"]):
+                raise DataError(f"{path}: the scales of tensor {e['index']} must be finite and > 0")
+    if scales:
+        raise DataError(f"{path}: scales given for tensor(s) {sorted(scales)}, which are not in the file; every "
+                        "re-quantized tensor must be written with its values")
+    meta = {"format": FORMAT, "version": 1, "model_sha256": model_sha256, "tensors": entries}
+    if any("scales" in e for e in entries):
+        meta.update(version=VERSION, headroom=int(headroom))
     arrays["meta"] = np.array(json.dumps(meta))
     atomic_write(path, lambda f: np.savez(f, **arrays))
     return path
@@ -120,11 +142,11 @@ def _parse_meta(text: str, where: str) -> dict:
         found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise DataError(f"{where}: not a zoflash weights file (meta format is {found!r}, expected {FORMAT!r})")
     version = meta.get("version")
-    if not _is_int(version) or version != VERSION:
+    if not _is_int(version) or version not in VERSIONS:
         hint = ("it was written by a newer zoflash; upgrade zoflash" if _is_int(version) and version > VERSION
                 else _RETAKE)
         raise DataError(f"{where}: weights file version {version!r} is not supported (this zoflash reads "
-                        f"version {VERSION}); {hint}")
+                        f"versions {', '.join(map(str, VERSIONS))}); {hint}")
     _check_sha256(meta.get("model_sha256"), where)
     entries = meta.get("tensors")
     if not isinstance(entries, list) or not entries:
@@ -140,6 +162,16 @@ def _parse_meta(text: str, where: str) -> dict:
         if e["index"] in seen:
             raise DataError(f"{where}: meta lists tensor {e['index']} twice; {_RETAKE}")
         seen.add(e["index"])
+        if "scales" in e:
+            sc = e["scales"]
+            if version < 2 or not isinstance(sc, list) or not sc or not all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+                    for x in sc):
+                raise DataError(f"{where}: meta tensor {e['index']} has malformed 'scales' (a version 2 file's "
+                                f"non-empty list of positive numbers); {_RETAKE}")
+    hr = meta.get("headroom", 0)
+    if not _is_int(hr) or hr < 0:
+        raise DataError(f"{where}: meta 'headroom' must be a non-negative integer, got {hr!r}; {_RETAKE}")
     return meta
 
 
@@ -183,7 +215,8 @@ def load_weights(path: str | Path) -> TrainedWeights:
                             f"{list(meta_arr.shape)}; {_RETAKE}")
         meta = _parse_meta(str(meta_arr[()] if meta_arr.dtype.kind == "U" else meta_arr[()].decode()), where)
         expected = {"meta"}
-        weights = TrainedWeights(model_sha256=meta["model_sha256"], tensors={}, path=path)
+        weights = TrainedWeights(model_sha256=meta["model_sha256"], tensors={}, path=path,
+                                 headroom=meta.get("headroom", 0))
         for e in meta["tensors"]:
             index, dtype, shape = e["index"], e["dtype"], tuple(e["shape"])
             desc = f"{dtype}{list(shape)}"
@@ -198,6 +231,8 @@ def load_weights(path: str | Path) -> TrainedWeights:
                                 f"{_RETAKE}")
             weights.tensors[index] = values
             weights.names[index] = e["name"]
+            if "scales" in e:
+                weights.scales[index] = np.asarray(e["scales"], dtype=np.float32)
             if rkey in members:
                 residual = member(rkey)
                 if dtype != "int8" or residual.dtype != np.int8 or residual.shape != shape:

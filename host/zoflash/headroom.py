@@ -1,0 +1,118 @@
+"""Headroom: re-quantize the trainable layers with h bits of room for the weights to grow.
+
+A pretrained layer's scales are fitted to its current weights, so training can saturate them at
++-(127 - eps). With h bits of headroom each trainable int8 weight tensor gets scales x 2^h and
+values w' = round_half_away(w / 2^h) (clipped to +-(127 - eps)); the int32 bias of every layer
+reading it (scale s_in * s_w) gets scales x 2^h and b' = round_half_away(b / 2^h). The
+requantization multipliers follow when the graph is compiled again (kernels.py computes them
+from the scales). A pure pass: the input graph is not modified.
+"""
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+
+import numpy as np
+
+from .ir import Graph, Quantization
+
+MAX_BITS = 4
+WEIGHTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+
+
+def round_half_away(values: np.ndarray, bits: int) -> np.ndarray:
+    """round_half_away_from_zero(values / 2^bits), exactly, in int64."""
+    v = np.asarray(values).astype(np.int64)
+    d = np.int64(1) << bits
+    return np.sign(v) * ((np.abs(v) + d // 2) // d)
+
+
+def scaled(quant: Quantization | None, bits: int) -> Quantization | None:
+    """The quantization with every scale x 2^bits (exact: a power of two)."""
+    if quant is None:
+        return None
+    return Quantization(scales=tuple(float(s) * float(1 << bits) for s in quant.scales),
+                        zero_points=quant.zero_points, axis=quant.axis)
+
+
+def requantized_tensors(graph: Graph, weights: Iterable[int],
+                        root: Mapping[int, int] | None = None) -> tuple[list[int], list[int]]:
+    """(weight tensors, bias tensors) the pass changes for these trainable weight tensors: the
+    weights themselves and the int32 constant bias of every weighted op that reads them."""
+    root = root or {}
+    wset = {int(w) for w in weights}
+    ws = sorted(wset)
+    biases: list[int] = []
+    for op in graph.ops:
+        if op.type not in WEIGHTED_OPS or len(op.inputs) < 2 or op.inputs[1] < 0:
+            continue
+        if root.get(op.inputs[1], op.inputs[1]) not in wset:
+            continue
+        if len(op.inputs) > 2 and op.inputs[2] >= 0:
+            b = root.get(op.inputs[2], op.inputs[2])
+            t = graph.tensors[b]
+            if t.is_constant and t.dtype == "int32" and b not in biases:
+                biases.append(b)
+    return ws, sorted(biases)
+
+
+def apply_headroom(graph: Graph, weights: Iterable[int], bits: int, eps: int = 1,
+                   root: Mapping[int, int] | None = None) -> tuple[Graph, list[int]]:
+    """A new graph with `bits` of headroom on the trainable int8 weight tensors `weights` (and the
+    biases of the layers reading them). Returns (graph, indices of the changed tensors).
+    bits = 0 returns an unchanged copy."""
+    if not 0 <= bits <= MAX_BITS:
+        raise ValueError(f"headroom must be 0..{MAX_BITS} bits, got {bits}")
+    tensors = [copy.copy(t) for t in graph.tensors]
+    ops = [replace(op, options=dict(op.options)) for op in graph.ops]
+    new = replace(graph, tensors=tensors, ops=ops)
+    if bits == 0:
+        return new, []
+    ws, bs = requantized_tensors(graph, weights, root)
+    w_max = 127 - eps
+    for w in ws:
+        t = graph.tensors[w]
+        if not t.is_constant or t.dtype != "int8" or t.quant is None:
+            raise ValueError(f"headroom: tensor {t.describe()} is not a quantized constant int8 weight tensor")
+        data = np.clip(round_half_away(t.data, bits), -w_max, w_max).astype(np.int8).reshape(t.data.shape)
+        tensors[w] = replace(t, data=data, quant=scaled(t.quant, bits))
+    for b in bs:
+        t = graph.tensors[b]
+        data = round_half_away(t.data, bits).astype(np.int32).reshape(t.data.shape)
+        tensors[b] = replace(t, data=data, quant=scaled(t.quant, bits))
+    return new, ws + bs
+
+
+def output_change(before, after, x_test: np.ndarray, y_test: np.ndarray, batch: int = 256) -> dict:
+    """How re-quantization moved the int8 logits on the test set (Python reference forward on
+    both compiled models): accuracies, fraction of changed predictions, logit changes in LSB."""
+    from .reference.forward import ReferenceForward
+
+    fa, fb = ReferenceForward(before), ReferenceForward(after)
+    inp = before.graph.inputs[0]
+    la, lb = [], []
+    for k in range(0, len(x_test), batch):
+        x = x_test[k: k + batch]
+        la.append(fa.run({inp: x}, 0, fa.logits_end)[fa.logits_index].astype(np.int32))
+        lb.append(fb.run({inp: x}, 0, fb.logits_end)[fb.logits_index].astype(np.int32))
+    if not la:
+        return {"n_test": 0}
+    la, lb = np.concatenate(la), np.concatenate(lb)
+    pa, pb = la.argmax(axis=1), lb.argmax(axis=1)
+    y = np.asarray(y_test).astype(np.int64)
+    diff = np.abs(la - lb)
+    return {"n_test": len(y), "accuracy_before": float(np.mean(pa == y)), "accuracy_after": float(np.mean(pb == y)),
+            "changed_predictions": float(np.mean(pa != pb)), "max_abs_logit_change": int(diff.max()),
+            "mean_abs_logit_change": float(diff.mean())}
+
+
+def describe(report: dict) -> str:
+    """One line for `zoflash build` / `simulate`."""
+    out = report["outputs"]
+    text = f"headroom {report['bits']} bit(s) on {len(report['tensors'])} tensor(s)"
+    if out.get("n_test"):
+        text += (f": test accuracy {out['accuracy_before'] * 100:.1f}% -> {out['accuracy_after'] * 100:.1f}%, "
+                 f"{out['changed_predictions'] * 100:.1f}% of predictions changed, logits moved by at most "
+                 f"{out['max_abs_logit_change']} LSB (mean {out['mean_abs_logit_change']:.2f})")
+    return text
