@@ -189,7 +189,7 @@ def test_default_plan_trains_the_last_weighted_layer(name):
     check_plan(m, plan, [last], o)
     assert len(plan.tensors) == 2 and plan.tensors[1].is_bias  # every fixture's last layer has a bias
     assert plan.dropped_layers == []
-    assert (plan.batch, plan.q_max) == (16, 64)
+    assert (plan.batch, plan.q_buffer) == (16, 64)
     assert plan.logits_end < len(m.program.steps)  # the softmax (and dequantize) do not run in training
 
 

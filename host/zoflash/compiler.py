@@ -47,9 +47,10 @@ def _resolve_aliases(program: Program) -> dict:
     return root
 
 
-def _step_tensors(step) -> list[int]:
+def step_tensors(step, include_output: bool = True) -> list[int]:
+    """Tensor indices a kernel call touches (its arguments; the output is the last one)."""
     out = []
-    for arg in step.args:
+    for arg in (step.args if include_output else step.args[:-1]):
         if isinstance(arg, tuple):
             out.extend(arg)
         elif arg is not None:
@@ -67,7 +68,7 @@ def collect_buffers(program: Program, root: dict) -> list[Buffer]:
         first[root[i]] = -1
         last[root[i]] = max(last.get(root[i], -1), -1)
     for s, step in enumerate(program.steps):
-        for t in _step_tensors(step):
+        for t in step_tensors(step):
             r = root[t]
             if graph.tensors[r].is_constant:
                 continue
@@ -87,7 +88,7 @@ def compile_graph(graph: Graph, strategies: tuple[str, ...] | None = None) -> Co
     plan = plan_memory(buffers, strategies)
     constants: list[int] = []
     for step in program.steps:
-        for t in _step_tensors(step):
+        for t in step_tensors(step):
             r = root[t]
             if graph.tensors[r].is_constant and r not in constants:
                 constants.append(r)

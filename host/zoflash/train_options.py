@@ -79,6 +79,11 @@ class TrainOptions:
             return self.steps
         return 0 if self.budget is not None else self.DEFAULT_STEPS
 
+    @property
+    def q_buffer(self) -> int:
+        """The largest q a run can use: q_max, and the lr / critical calibration q."""
+        return max(self.q_max, self.calib_q if self.lr_auto else 1, int(self.sched_params().get("calib_q", 1)))
+
     def sched_params(self) -> dict:
         """The scheduler's parameters with defaults filled in (validated)."""
         from .reference import schedulers

@@ -52,11 +52,6 @@ def train_config(opts: TrainOptions) -> dict:
                 guard_loss=float(opts.guard_loss), guard_max_rollbacks=opts.guard_max_rollbacks)
 
 
-def q_buffer(opts: TrainOptions) -> int:
-    params = opts.sched_params()
-    return max(opts.q_max, opts.calib_q if opts.lr_auto else 1, int(params.get("calib_q", 1)))
-
-
 def render_training(model: CompiledModel, training: Training, prefix: str, source_name: str,
                     source_sha256: str) -> dict[str, str]:
     plan, opts, data = training.plan, training.options, training.data
@@ -93,7 +88,7 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
         boundary=[dict(offset=b.offset, nbytes=b.nbytes, comment=c_comment(f"'{g.tensors[b.index].name}'"))
                   for b in plan.boundary],
         boundary_bytes=plan.boundary_bytes, feature_cache_bytes=max(1, mem["feature_cache_bytes"]),
-        snapshot_bytes=mem["snapshot_bytes"], batch=opts.batch, q_buffer=q_buffer(opts),
+        snapshot_bytes=mem["snapshot_bytes"], batch=opts.batch, q_buffer=plan.q_buffer,
         input_offset=model.arena_offset[in_root], input_bytes=g.tensors[in_root].nbytes,
         split=plan.split, logits_end=plan.logits_end, logits_offset=model.arena_offset[plan.logits],
         classes=plan.classes, logits_scale=c_float(plan.logits_scale), logits_zp=plan.logits_zp,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .compiler import CompiledModel
+from .compiler import CompiledModel, step_tensors
 from .errors import UnsupportedModelError
 from .train_options import TrainOptions, OptionsError
 
@@ -61,7 +61,7 @@ class TrainPlan:
     boundary: list[BoundarySpan]
     clamped: int          # int8 weights moved from -127/-128/127 to the trainable range
     batch: int
-    q_max: int
+    q_buffer: int  # directions the statistics buffers hold (TrainOptions.q_buffer)
     layers: list[int] = field(default_factory=list)  # op indices of the trained layers
     dropped_layers: list[int] = field(default_factory=list)  # removed by --max-params
 
@@ -81,7 +81,7 @@ class TrainPlan:
             "trainable_bytes_in_ram": sum(t.nbytes for t in self.tensors),
             "residual_bytes": residual,
             "feature_cache_bytes": self.batch * self.boundary_bytes,
-            "statistics_bytes": 3 * 4 * self.batch + 2 * 4 * self.q_max + 2 * self.batch,
+            "statistics_bytes": 3 * 4 * self.batch + 2 * 4 * self.q_buffer + 2 * self.batch,
             "snapshot_bytes": snapshot,
             "eps_bytes": sum(4 * t.count for t in self.tensors if t.is_bias),
         }
@@ -207,8 +207,7 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
                 raise OptionsError(f"{step.op.where(g)}: bias is {model.storage(rb).dtype}; only int32 biases train")
             eps = _bias_eps(model, step)
             tensors.append(TrainableTensor(rb, g.tensors[rb].name, step.op.index, True,
-                                           model.storage(rb).data.astype(np.int32).reshape(-1).reshape(
-                                               model.storage(rb).data.shape),
+                                           model.storage(rb).data.astype(np.int32),
                                            stream=0, eps_b=eps, max_step=int(opts.bias_bound * int(eps.max()))))
             seen.add(rb)
     if not tensors:
@@ -223,19 +222,9 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
     return TrainPlan(tensors=tensors, split=split, logits_end=logits_step + 1, logits=logits,
                      classes=model.storage(logits).num_elements, logits_scale=model.storage(logits).quant.scale,
                      logits_zp=model.storage(logits).quant.zero_point, boundary=boundary, clamped=clamped,
-                     batch=opts.batch, q_max=opts.q_max if opts.lr is not None else max(opts.q_max, opts.calib_q),
+                     batch=opts.batch, q_buffer=opts.q_buffer,
                      layers=[model.program.steps[s].op.index for s in layers],
                      dropped_layers=[model.program.steps[s].op.index for s in dropped])
-
-
-def _step_reads(step) -> list[int]:
-    out = []
-    for a in step.args[:-1]:
-        if isinstance(a, tuple):
-            out.extend(a)
-        elif a is not None:
-            out.append(a)
-    return out
 
 
 def _boundary(model: CompiledModel, split: int, end: int) -> list[BoundarySpan]:
@@ -244,7 +233,7 @@ def _boundary(model: CompiledModel, split: int, end: int) -> list[BoundarySpan]:
         written.update(model.root[o] for o in step.outputs)
     spans: dict[int, BoundarySpan] = {}
     for step in model.program.steps[split:end]:
-        for a in _step_reads(step):
+        for a in step_tensors(step, include_output=False):
             r = model.root[a]
             if r in written and not model.storage(r).is_constant and r not in spans:
                 spans[r] = BoundarySpan(r, model.arena_offset[r], model.storage(r).nbytes)
