@@ -22,7 +22,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 COMPUTE_HEAVY = {"kws_dscnn.tflite", "mbv2_block.tflite"}
@@ -37,8 +36,8 @@ def _per_call(fn, calls: int) -> float:
 
 def bench_model(model_file: str, workdir: Path, rounds: int) -> dict:
     from zoflash import api
-    from zoflash.runner import HostModel
-    from zoflash.tflm import TflmInterpreter
+    from zoflash.reference.tflm import TflmInterpreter
+    from zoflash.targets.host_runner import HostModel
 
     path = FIXTURES / model_file
     result = api.build(path, "host", workdir / Path(model_file).stem)

@@ -509,7 +509,7 @@ def run_m55_harness(bundle_path: Path, variant: str, extra_cflags: str) -> dict:
 # ---------------------------------------------------------------------------- whole runs
 
 def _records(data: bytes) -> list[dict]:
-    from zoflash import telemetry
+    from zoflash.monitor import telemetry
 
     dec = telemetry.Decoder()
     recs = dec.records(dec.feed(data) + dec.flush())
@@ -523,7 +523,7 @@ def _untimed(recs: list[dict]) -> list[dict]:
 
 
 def _options(**kw):
-    from zoflash.train_options import TrainOptions, validate
+    from zoflash.training.options import TrainOptions, validate
 
     return validate(TrainOptions(**kw))
 
@@ -531,13 +531,13 @@ def _options(**kw):
 def calibrated_lr(task: Task, workdir: Path) -> float:
     """lr_1 from the trainer's own calibration (a short C run with lr auto), so that every
     benchmark run trains at a realistic rate at its fixed q without calibration steps."""
-    from zoflash import simulate
-    from zoflash.build import run_make
-    from zoflash.train_options import TrainOptions
+    from zoflash.targets.host_build import run_make
+    from zoflash.training import pipeline
+    from zoflash.training.options import TrainOptions
 
     opts = _options(scheduler="fixed", q=1, steps=TrainOptions().calib_steps + 1, eval_every=1000)
-    prep = simulate.prepare(task.model, task.data, opts)
-    bundle = simulate.training_bundle(prep, "host", workdir / f"{task.name}-calib")
+    prep = pipeline.compile_training(task.model, task.data, opts)
+    bundle = pipeline.training_bundle(prep, "host", workdir / f"{task.name}-calib")
     run_make(bundle, f"build/{bundle.prefix}_train")
     out = subprocess.run([str(bundle.path / "build" / f"{bundle.prefix}_train")], stdin=subprocess.DEVNULL,
                          capture_output=True, check=True).stdout
@@ -549,13 +549,14 @@ def calibrated_lr(task: Task, workdir: Path) -> float:
 
 def throughput(task: Task, q: int, lr: float, workdir: Path, rounds: int):
     """C program (median of `rounds` process runs) and the reference (one run) for the same options."""
-    from zoflash import simulate
-    from zoflash.build import run_make
+    from zoflash.targets.host_build import run_make
+    from zoflash.targets.simulate import reference_frames
+    from zoflash.training import pipeline
 
     steps = STEPS[q]
     opts = _options(scheduler="fixed", q=q, steps=steps, lr=lr, eval_every=steps)
-    prep = simulate.prepare(task.model, task.data, opts)
-    bundle = simulate.training_bundle(prep, "host", workdir / f"{task.name}-q{q}")
+    prep = pipeline.compile_training(task.model, task.data, opts)
+    bundle = pipeline.training_bundle(prep, "host", workdir / f"{task.name}-q{q}")
     run_make(bundle, f"build/{bundle.prefix}_train")
     exe = bundle.path / "build" / f"{bundle.prefix}_train"
     times, out = [], b""
@@ -565,7 +566,7 @@ def throughput(task: Task, q: int, lr: float, workdir: Path, rounds: int):
         times.append(time.perf_counter() - t0)
     c_recs = _records(out)
     t0 = time.perf_counter()
-    ref_out = b"".join(simulate.reference_frames(prep))
+    ref_out = b"".join(reference_frames(prep))
     t_ref = time.perf_counter() - t0
     ref_recs = _records(ref_out)
     done = next(r for r in c_recs if r["type"] == "done")
@@ -603,12 +604,12 @@ def step_parts(task: Task, bundle_path: Path, rounds: int, target_s: float) -> d
 def m55_step_parts(task: Task, lr: float, workdir: Path) -> list[dict]:
     """The step's parts in instructions on the Cortex-M55 (QEMU), for each build variant, with the
     mps3-an547 training bundle of the q = 1 run's options."""
-    from zoflash import simulate
+    from zoflash.training import pipeline
 
     steps = STEPS[1]
-    prep = simulate.prepare(task.model, task.data, _options(scheduler="fixed", q=1, steps=steps, lr=lr,
+    prep = pipeline.compile_training(task.model, task.data, _options(scheduler="fixed", q=1, steps=steps, lr=lr,
                                                             eval_every=steps))
-    bundle = simulate.training_bundle(prep, "mps3-an547", workdir / f"{task.name}-m55")
+    bundle = pipeline.training_bundle(prep, "mps3-an547", workdir / f"{task.name}-m55")
     rows = []
     for variant, label, cflags in M55_VARIANTS:
         rows.append(dict(_parts_row(task, run_m55_harness(bundle.path, variant, cflags)), build=label))

@@ -85,8 +85,8 @@ def passes_per_step(q: int, batch: int = 16) -> int:
 
 def run_one(spec: dict) -> dict:
     """Build and run one training program; keep what the tables and plots need."""
-    from zoflash.simulate import simulate
-    from zoflash.train_options import make_options
+    from zoflash.targets.simulate import simulate
+    from zoflash.training.options import make_options
 
     opts = make_options(scheduler=spec["sched"], q=spec["q"], lr=spec["lr"], lr_scaling=spec["lr_scaling"],
                         seed=spec["seed"], budget=spec["budget"], eval_every=spec["eval_every"])

@@ -2,15 +2,14 @@
 name, family names select the reference board, and `zoflash boards` lists and shows them."""
 from __future__ import annotations
 
-import tomllib
 from importlib import resources
 
 import pytest
-
+import tomllib
 from conftest import ROOT
-from zoflash import boards
 from zoflash.cli import main
 from zoflash.errors import BoardError
+from zoflash.targets import boards
 
 BOARDS = ("host", "mps3-an547", "nucleo-n657x0-q", "stm32n6570-dk")
 ARM = BOARDS[1:]

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURES
 from zoflash import __version__
 from zoflash.cli import main

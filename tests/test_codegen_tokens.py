@@ -4,8 +4,7 @@ import subprocess
 
 import numpy as np
 import pytest
-
-from zoflash.codegen import c_array, c_comment, c_float, c_identifier, c_int, c_string
+from zoflash.compiler.codegen import c_array, c_comment, c_float, c_identifier, c_int, c_string
 
 HOSTILE = ['x */ int evil; /*', 'a\nb', '"quoted"', 'back\\slash', '??/ trigraph', 'ünïcode',
            '*/\n#include <stdio.h>', '\x00nul', '/* nested', 'tab\there']

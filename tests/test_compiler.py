@@ -8,11 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURES, positive_fixtures
 from zoflash import api
-from zoflash.bundle import load_bundle
-from zoflash.runner import HostModel
+from zoflash.compiler.bundle import load_bundle
+from zoflash.targets.host_runner import HostModel
 
 FIXTURE_MODELS = positive_fixtures()
 M55_FLAGS = ["-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-d16", "-std=c11", "-O2",
@@ -41,7 +40,7 @@ def host_bundles(tmp_path_factory):
 @pytest.mark.tflm
 @pytest.mark.parametrize("model_file", FIXTURE_MODELS)
 def test_bit_exact_against_tflm(model_file, host_bundles):
-    from zoflash.tflm import TflmInterpreter
+    from zoflash.reference.tflm import TflmInterpreter
 
     x = sample_inputs(model_file, 160)
     ours = HostModel(host_bundles[model_file]).run(x)
@@ -55,7 +54,7 @@ def test_bit_exact_against_tflm(model_file, host_bundles):
 @pytest.mark.tflm
 @pytest.mark.parametrize("model_file", FIXTURE_MODELS)
 def test_arena_not_larger_than_tflm(model_file, host_bundles):
-    from zoflash.tflm import TflmInterpreter
+    from zoflash.reference.tflm import TflmInterpreter
 
     ours = host_bundles[model_file].manifest["memory"]["arena_bytes"]
     tflm = TflmInterpreter((FIXTURES / model_file).read_bytes()).arena_usage()
@@ -143,11 +142,11 @@ def test_expand_dims_and_squeeze_alias_like_reshape(tmp_path):
     """The converter lowers Conv1D's EXPAND_DIMS/SQUEEZE to RESHAPE, so no fixture has them: relabel
     the RESHAPEs of the Conv1D fixture (shapes unchanged) and check the result against TFLM on the
     original model, whose semantics are the same bytes."""
-    from zoflash.boards import load_board
-    from zoflash.bundle import generate_bundle
-    from zoflash.build import build_host
-    from zoflash.compiler import compile_graph
-    from zoflash.tflm import TflmInterpreter
+    from zoflash.compiler.bundle import generate_bundle
+    from zoflash.compiler.pipeline import compile_graph
+    from zoflash.reference.tflm import TflmInterpreter
+    from zoflash.targets.boards import load_board
+    from zoflash.targets.host_build import build_host
 
     model = api.load_model(FIXTURES / "conv1d_ts.tflite")
     reshapes = [op for op in model.graph.ops if op.type == "RESHAPE"]

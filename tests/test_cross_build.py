@@ -10,16 +10,17 @@ import subprocess
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURES
-from zoflash import api, boards, build as build_mod
+from zoflash import api
 from zoflash.cli import main
 from zoflash.errors import ToolMissingError
-from zoflash.firmware import BudgetError, section_sizes, size_report
-from zoflash.session import comparable
-from zoflash.simulate import simulate
-from zoflash.telemetry import Decoder
-from zoflash.train_options import make_options
+from zoflash.monitor.session import comparable
+from zoflash.monitor.telemetry import Decoder
+from zoflash.targets import boards
+from zoflash.targets import host_build as build_mod
+from zoflash.targets.budget import BudgetError, section_sizes, size_report
+from zoflash.targets.simulate import simulate
+from zoflash.training.options import make_options
 
 DIGITS = FIXTURES / "digits_cnn.tflite"
 SHIFT = FIXTURES / "digits_shift.npz"
@@ -122,7 +123,7 @@ def _big_dataset(path, n_train: int):
 def _no_compiling(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("the compiler ran")
-    monkeypatch.setattr("zoflash.firmware.run_make", refuse)
+    monkeypatch.setattr("zoflash.targets.firmware_build.run_make", refuse)
 
 
 def test_too_big_dataset_fails_before_compiling(tmp_path, monkeypatch, capsys):

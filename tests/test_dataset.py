@@ -1,4 +1,4 @@
-"""Training data (zoflash.dataset.load_dataset): an .npz with x_train, y_train, x_test, y_test;
+"""Training data (zoflash.training.dataset.load_dataset): an .npz with x_train, y_train, x_test, y_test;
 float x quantized with the input's scale and zero point (round half away from zero), int8 x
 as is, labels checked against the classes; every problem a DataError naming the key."""
 from __future__ import annotations
@@ -7,11 +7,10 @@ import pickle
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURES
-from zoflash.dataset import load_dataset
+from zoflash.compiler.tflite_import import load_tflite
 from zoflash.errors import DataError
-from zoflash.tflite_import import load_tflite
+from zoflash.training.dataset import load_dataset
 
 RNG = np.random.default_rng(7)
 

@@ -8,13 +8,12 @@ import zipfile
 import flatbuffers
 import numpy as np
 import pytest
-
 from conftest import FIXTURES
 from zoflash.cli import main
+from zoflash.compiler.tflite_import import load_tflite, model_sha256
 from zoflash.errors import DataError, ZoflashError
-from zoflash.export import export_weights
-from zoflash.tflite_import import load_tflite, model_sha256
-from zoflash.weights import load_weights, save_weights
+from zoflash.training.export import export_weights
+from zoflash.training.weights_file import load_weights, save_weights
 
 MODELS = ["mlp.tflite", "digits_cnn.tflite"]
 
@@ -198,7 +197,7 @@ def test_export_unchanged_weights_is_identity(tmp_path):
 @pytest.mark.parametrize("model", MODELS)
 def test_exported_model_tflm_equals_generated_c(tmp_path, model):
     from zoflash import api
-    from zoflash.tflm import TflmInterpreter
+    from zoflash.reference.tflm import TflmInterpreter
 
     path, graph, raw, wpath, _ = _write(tmp_path, model, seed=7)
     out = tmp_path / "trained.tflite"

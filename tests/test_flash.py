@@ -15,9 +15,13 @@ from pathlib import Path
 
 import pytest
 from conftest import need_module, need_program
-from zoflash import flash as F
 from zoflash.cli import main
 from zoflash.errors import ToolMissingError
+from zoflash.targets import runners
+from zoflash.targets.runners import base, qemu
+from zoflash.targets.runners import openocd as openocd_runner
+from zoflash.targets.runners import pyocd as pyocd_runner
+from zoflash.targets.runners import stm32cubeprogrammer as stm
 
 ENTRY = 0x3418_0481  # a reset handler in AXISRAM2 (Thumb bit set)
 DK, NUCLEO, AN547 = "stm32n6570-dk", "nucleo-n657x0-q", "mps3-an547"
@@ -54,21 +58,21 @@ def no_tools(monkeypatch, tmp_path):
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv(F.PRG_ENV, raising=False)
-    monkeypatch.setattr(F, "_default_programmer_dirs", list)
-    monkeypatch.setattr(F, "_cubeclt_dirs", lambda sub: [])
+    monkeypatch.delenv(stm.PRG_ENV, raising=False)
+    monkeypatch.setattr(stm, "_default_programmer_dirs", list)
+    monkeypatch.setattr(stm, "_cubeclt_dirs", lambda sub: [])
     orig = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pyocd" else orig(name, *a))
     return empty
 
 
-def _firmware(d: Path, method: str) -> F.Firmware:
-    return F.load_firmware(d, method)
+def _firmware(d: Path, method: str) -> base.Firmware:
+    return base.load_firmware(d, method)
 
 
 def _commands(d: Path, method: str, **opts) -> list[list[str]]:
     fw = _firmware(d, method)
-    return F.runner_for(fw.entry).commands(fw, F.FlashOptions(**opts))
+    return base.runner_for(fw.entry).commands(fw, base.FlashOptions(**opts))
 
 
 # --------------------------------------------------------------------------- exact commands
@@ -98,8 +102,8 @@ def test_stm32cubeprogrammer_ram_commands(tmp_path, board):
          f"{d}/build/app.elf"],
     ]
     fw = _firmware(d, "ram")
-    opts = F.FlashOptions(programmer_bin=cube, tools={"arm-none-eabi-gdb": ["/usr/bin/gdb-multiarch"]})
-    assert F.runner_for(fw.entry).commands(fw, opts)[1][0] == "/usr/bin/gdb-multiarch"
+    opts = base.FlashOptions(programmer_bin=cube, tools={"arm-none-eabi-gdb": ["/usr/bin/gdb-multiarch"]})
+    assert base.runner_for(fw.entry).commands(fw, opts)[1][0] == "/usr/bin/gdb-multiarch"
 
 
 @pytest.mark.parametrize("board", [DK, NUCLEO])
@@ -128,12 +132,12 @@ def test_flash_images_use_program_and_load(tmp_path):
     board = type(fw.board)(**{**fw.board.__dict__, "memory": tuple(
         type(r)(r.name, r.origin, r.size, "flash", r.description) if r.name == code else r for r in fw.board.memory)})
     elf = f"{d}/build/app.elf"
-    fw = F.Firmware(d, board, fw.entry, "app")
-    assert F.OpenOcdRunner().commands(fw, F.FlashOptions()) == [
+    fw = base.Firmware(d, board, fw.entry, "app")
+    assert openocd_runner.OpenOcdRunner().commands(fw, base.FlashOptions()) == [
         ["openocd", "-f", "interface/stlink-dap.cfg", "-f", "target/stm32n6x.cfg", "-c",
          f"program {elf} verify reset exit"]]
-    pfw = F.Firmware(d, board, F.select_entry(board, "pyocd"), "app")
-    assert F.PyOcdRunner().commands(pfw, F.FlashOptions(pack=Path("/p/x.pack"))) == [
+    pfw = base.Firmware(d, board, base.select_entry(board, "pyocd"), "app")
+    assert pyocd_runner.PyOcdRunner().commands(pfw, base.FlashOptions(pack=Path("/p/x.pack"))) == [
         ["pyocd", "load", "--target", "stm32n657x0hxq", "--pack", "/p/x.pack", elf]]
 
 
@@ -141,8 +145,8 @@ def test_openocd_board_commands_and_tcl_quoting(tmp_path):
     d = make_bundle(tmp_path / "with space", DK)
     fw = _firmware(d, "openocd")
     entry = {**fw.entry, "commands": ["init", "reset halt", "load_image {elf}", "resume {entry}", "shutdown"]}
-    fw = F.Firmware(fw.dir, fw.board, entry, "app")
-    assert F.OpenOcdRunner().commands(fw, F.FlashOptions()) == [
+    fw = base.Firmware(fw.dir, fw.board, entry, "app")
+    assert openocd_runner.OpenOcdRunner().commands(fw, base.FlashOptions()) == [
         ["openocd", "-f", "interface/stlink-dap.cfg", "-f", "target/stm32n6x.cfg", "-c", "init", "-c", "reset halt",
          "-c", f"load_image {{{d}/build/app.elf}}", "-c", "resume 0x34180480", "-c", "shutdown"]]
 
@@ -159,7 +163,7 @@ def test_dry_run_prints_boot_switches_and_exact_commands(tmp_path, capsys, monke
     cube = tmp_path / "cube"
     (cube / "bin").mkdir(parents=True)
     (cube / "bin" / "STM32_Programmer_CLI").write_text("")
-    monkeypatch.setenv(F.PRG_ENV, str(cube))  # the install folder: bin/ is found below it
+    monkeypatch.setenv(stm.PRG_ENV, str(cube))  # the install folder: bin/ is found below it
     assert main(["flash", "--bundle", str(d), "--method", "flash", "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
     boot = [ln for ln in out if ln.startswith("boot")]
@@ -168,7 +172,7 @@ def test_dry_run_prints_boot_switches_and_exact_commands(tmp_path, capsys, monke
         "the boot ROM waits for the debugger)",
         "boot    after loading, to run it, flash mode: BOOT0 and BOOT1 both to the left (boot from the external "
         "flash), then press RESET"]
-    assert f"tools   STM32CubeProgrammer {cube}/bin (from ${F.PRG_ENV})" in out
+    assert f"tools   STM32CubeProgrammer {cube}/bin (from ${stm.PRG_ENV})" in out
     assert out[-1] == (f"{cube}/bin/STM32_Programmer_CLI --connect port=swd mode=HOTPLUG ap=1 -el "
                        f"{cube}/bin/ExternalLoader/MX66UW1G45G_STM32N6570-DK.stldr --download "
                        f"{d}/build/app-trusted.bin 0x70000000 --start")
@@ -188,7 +192,7 @@ def test_qemu_dry_run_has_no_boot_switches(tmp_path, capsys):
     assert main(["flash", "--bundle", str(d), "--dry-run", "--port", "4999"]) == 0
     out = capsys.readouterr().out
     assert "\nboot " not in out and "tcp:127.0.0.1:4999,server=on,wait=on" in out
-    assert not (d / F.STATE_FILE).exists()
+    assert not (d / base.STATE_FILE).exists()
 
 
 # --------------------------------------------------------------------------- choosing a method
@@ -198,35 +202,35 @@ def test_method_selection(tmp_path):
     d = make_bundle(tmp_path, DK)
     assert _firmware(d, None).entry["name"] == "ram"  # the board's first entry
     assert _firmware(d, "pyocd").entry["method"] == "pyocd"
-    with pytest.raises(F.FlashError, match=r"several 'stm32cubeprogrammer' entries \(ram, flash\)"):
+    with pytest.raises(base.FlashError, match=r"several 'stm32cubeprogrammer' entries \(ram, flash\)"):
         _firmware(d, "stm32cubeprogrammer")
-    with pytest.raises(F.FlashError, match="no flash method 'jlink' .*methods: ram, flash, pyocd, openocd"):
+    with pytest.raises(base.FlashError, match="no flash method 'jlink' .*methods: ram, flash, pyocd, openocd"):
         _firmware(d, "jlink")
-    assert set(F.RUNNERS) == {"qemu", "stm32cubeprogrammer", "pyocd", "openocd"}
+    assert set(base.RUNNERS) == {"qemu", "stm32cubeprogrammer", "pyocd", "openocd"}
 
 
 def test_unbuilt_and_library_bundles(tmp_path, no_tools):
     d = make_bundle(tmp_path, AN547, built=False)
-    with pytest.raises(F.FlashError, match="no firmware .*app.elf: build the bundle first"):
-        F.flash_bundle(d, say=lambda s: None)
+    with pytest.raises(base.FlashError, match="no firmware .*app.elf: build the bundle first"):
+        runners.flash_bundle(d, say=lambda s: None)
     (d / "build" / "libapp.a").write_bytes(b"!<arch>\n")
-    with pytest.raises(F.FlashError, match="model as a library"):
-        F.flash_bundle(d, say=lambda s: None)
+    with pytest.raises(base.FlashError, match="model as a library"):
+        runners.flash_bundle(d, say=lambda s: None)
 
 
 def test_host_board_has_no_flash(tmp_path):
     d = make_bundle(tmp_path, "host")
-    with pytest.raises(F.FlashError, match="no flash methods"):
-        F.load_firmware(d)
+    with pytest.raises(base.FlashError, match="no flash methods"):
+        base.load_firmware(d)
 
 
 def test_elf_entry(tmp_path):
     p = tmp_path / "a.elf"
     p.write_bytes(_elf_header(0x1234_5679))
-    assert F.elf_entry(p) == 0x1234_5679
+    assert base.elf_entry(p) == 0x1234_5679
     p.write_bytes(b"not an elf" * 10)
-    with pytest.raises(F.FlashError, match="not a 32-bit ELF"):
-        F.elf_entry(p)
+    with pytest.raises(base.FlashError, match="not a 32-bit ELF"):
+        base.elf_entry(p)
 
 
 # ------------------------------------------------------------------------------ missing tools
@@ -258,17 +262,17 @@ def test_missing_gdb_and_gdbserver(tmp_path, no_tools, monkeypatch):
     cube = tmp_path / "cube-bin"
     cube.mkdir()
     (cube / "STM32_Programmer_CLI").write_text("")
-    monkeypatch.setenv(F.PRG_ENV, str(cube))
+    monkeypatch.setenv(stm.PRG_ENV, str(cube))
     with pytest.raises(ToolMissingError, match="'ST-LINK_gdbserver' is not available: .*STM32CubeCLT"):
-        F.flash_bundle(d, "ram", say=lambda s: None)
+        runners.flash_bundle(d, "ram", say=lambda s: None)
     (no_tools / "ST-LINK_gdbserver").write_text("#!/bin/sh\n")
     (no_tools / "ST-LINK_gdbserver").chmod(0o755)
     with pytest.raises(ToolMissingError, match="'arm-none-eabi-gdb' is not available: .*gdb-multiarch"):
-        F.flash_bundle(d, "ram", say=lambda s: None)
+        runners.flash_bundle(d, "ram", say=lambda s: None)
     (no_tools / "gdb-multiarch").write_text("#!/bin/sh\n")
     (no_tools / "gdb-multiarch").chmod(0o755)
     fw = _firmware(d, "ram")
-    opts = F.StM32CubeProgrammerRunner().prepare(fw, F.FlashOptions())
+    opts = stm.StM32CubeProgrammerRunner().prepare(fw, base.FlashOptions())
     assert opts.tools["arm-none-eabi-gdb"] == [str(no_tools / "gdb-multiarch")]
 
 
@@ -278,7 +282,7 @@ def test_missing_signing_tool(tmp_path, no_tools, monkeypatch):
     (no_tools / "STM32_Programmer_CLI").chmod(0o755)
     with pytest.raises(ToolMissingError, match="'STM32_SigningTool_CLI' is not available: it comes with "
                                                "STM32CubeProgrammer"):
-        F.flash_bundle(d, "flash", say=lambda s: None)
+        runners.flash_bundle(d, "flash", say=lambda s: None)
 
 
 def test_programmer_found_through_path_link(tmp_path, monkeypatch):
@@ -290,9 +294,9 @@ def test_programmer_found_through_path_link(tmp_path, monkeypatch):
     links.mkdir()
     (links / "STM32_Programmer_CLI").symlink_to(install / "STM32_Programmer_CLI")
     monkeypatch.setenv("PATH", str(links))
-    assert F.find_programmer_bin({}) == (install, "STM32_Programmer_CLI on PATH")
-    assert F.find_programmer_bin({F.PRG_ENV: str(install)}) == (install, f"${F.PRG_ENV}")
-    assert F.find_programmer_bin({F.PRG_ENV: str(install.parent)}) == (install, f"${F.PRG_ENV}")
+    assert stm.find_programmer_bin({}) == (install, "STM32_Programmer_CLI on PATH")
+    assert stm.find_programmer_bin({stm.PRG_ENV: str(install)}) == (install, f"${stm.PRG_ENV}")
+    assert stm.find_programmer_bin({stm.PRG_ENV: str(install.parent)}) == (install, f"${stm.PRG_ENV}")
 
 
 # -------------------------------------------------------------- running programs (fake tools)
@@ -319,9 +323,9 @@ def test_stm32_flash_runs_the_exact_commands(tmp_path, no_tools, monkeypatch, ca
     cube.mkdir(parents=True)
     _fake_tool(cube, "STM32_SigningTool_CLI")
     _fake_tool(cube, "STM32_Programmer_CLI", "print('File download complete')\n")
-    monkeypatch.setenv(F.PRG_ENV, str(cube))
+    monkeypatch.setenv(stm.PRG_ENV, str(cube))
     (d / "build" / "app-trusted.bin").write_bytes(b"old")  # removed first: the signing tool would ask
-    res = F.flash_bundle(d, "flash", say=print)
+    res = runners.flash_bundle(d, "flash", say=print)
     assert [[Path(c[0]).name, *c[1:]] for c in res.commands] == _calls(cube)
     assert not (d / "build" / "app-trusted.bin").exists()
     out = capsys.readouterr().out
@@ -338,8 +342,8 @@ def test_failure_is_one_line_with_the_reason(tmp_path, no_tools, capsys):
     assert main(["flash", "--bundle", str(d), "--method", "openocd"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == (f"error: load (OpenOCD): openocd failed (exit 1): Error: open failed "
-                   f"(output in {d}/{F.FLASH_LOG})")
-    assert "in procedure init" in (d / F.FLASH_LOG).read_text()
+                   f"(output in {d}/{base.FLASH_LOG})")
+    assert "in procedure init" in (d / base.FLASH_LOG).read_text()
 
 
 def test_stm32_ram_retries_until_the_gdbserver_listens(tmp_path, no_tools, monkeypatch, capsys):
@@ -347,15 +351,15 @@ def test_stm32_ram_retries_until_the_gdbserver_listens(tmp_path, no_tools, monke
     cube = tmp_path / "cube"
     cube.mkdir()
     _fake_tool(cube, "STM32_Programmer_CLI")
-    monkeypatch.setenv(F.PRG_ENV, str(cube))
+    monkeypatch.setenv(stm.PRG_ENV, str(cube))
     _fake_tool(no_tools, "ST-LINK_gdbserver", "import time\ntime.sleep(30)\n")
     # gdb: the first attempt finds no server yet, the second loads
     _fake_tool(no_tools, "arm-none-eabi-gdb",
                "n = sum(ln.startswith('[\"arm') for ln in open(pathlib.Path(__file__).parent / 'calls.jsonl'))\n"
                "if n < 2:\n    print(':61234: Connection refused.')\n    sys.exit(1)\n")
-    monkeypatch.setattr(F.StM32CubeProgrammerRunner, "server_exit_wait", 0.2)
+    monkeypatch.setattr(stm.StM32CubeProgrammerRunner, "server_exit_wait", 0.2)
     t0 = time.monotonic()
-    res = F.flash_bundle(d, "ram", say=print)
+    res = runners.flash_bundle(d, "ram", say=print)
     calls = _calls(no_tools)
     assert sorted(c[0] for c in calls) == ["ST-LINK_gdbserver", "arm-none-eabi-gdb", "arm-none-eabi-gdb"]
     server = next(c for c in calls if c[0] == "ST-LINK_gdbserver")
@@ -400,8 +404,8 @@ def test_pyocd_offline_says_so_and_suggests_a_local_pack(tmp_path, monkeypatch):
     cache = FakeCache(tmp_path)
     _install_fake_cmsis(monkeypatch, cache)
     d = make_bundle(tmp_path, DK)
-    with pytest.raises(F.FlashError) as info:
-        F.flash_bundle(d, "pyocd", say=lambda s: None)
+    with pytest.raises(base.FlashError) as info:
+        runners.flash_bundle(d, "pyocd", say=lambda s: None)
     msg = str(info.value)
     assert cache.refreshed == 1
     assert msg.startswith("no CMSIS pack for 'stm32n657x0hxq': offline: cmsis-pack-manager could not download the "
@@ -422,21 +426,21 @@ def test_pyocd_dry_run_does_not_download(tmp_path, monkeypatch, capsys):
 def test_pyocd_pack_from_the_cache(tmp_path, monkeypatch):
     cache = FakeCache(tmp_path, downloads={"STM32N657X0HxQ": N6_DEVICE})
     _install_fake_cmsis(monkeypatch, cache)
-    path, why = F.find_cached_pack("stm32n657x0hxq", "Keil.STM32N6xx_DFP")
+    path, why = pyocd_runner.find_cached_pack("stm32n657x0hxq", "Keil.STM32N6xx_DFP")
     assert path is None and "Keil.STM32N6xx_DFP.1.1.0 for 'stm32n657x0hxq' is in the index but not downloaded" in why
     assert "pyocd pack install stm32n657x0hxq" in why
     pack = Path(cache.data_path) / "Keil" / "STM32N6xx_DFP" / "1.1.0.pack"
     pack.parent.mkdir(parents=True)
     make_pack(pack)
-    assert F.find_cached_pack("stm32n657x0hxq", "Keil.STM32N6xx_DFP") == (pack, "")
+    assert pyocd_runner.find_cached_pack("stm32n657x0hxq", "Keil.STM32N6xx_DFP") == (pack, "")
     assert cache.refreshed == 1  # the index was empty once, then filled
-    path, why = F.find_cached_pack("stm32h743zitx", "Keil.STM32H7xx_DFP")
+    path, why = pyocd_runner.find_cached_pack("stm32h743zitx", "Keil.STM32H7xx_DFP")
     assert path is None and "device 'stm32h743zitx' is not in cmsis-pack-manager's pack index (1 devices)" in why
 
 
 def test_pyocd_without_cmsis_pack_manager(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "cmsis_pack_manager", None)  # import fails
-    path, why = F.find_cached_pack("stm32n657x0hxq", "Keil.STM32N6xx_DFP")
+    path, why = pyocd_runner.find_cached_pack("stm32n657x0hxq", "Keil.STM32N6xx_DFP")
     assert path is None and why.startswith("'cmsis-pack-manager' is not available: install it with pip")
 
 
@@ -451,7 +455,7 @@ def test_real_cmsis_pack_manager_cache_layout(tmp_path):
     dest = tmp_path / "Keil" / "STM32N6xx_DFP" / "1.1.0.pack"
     dest.parent.mkdir(parents=True)
     pack.rename(dest)
-    assert F.find_cached_pack("stm32n657x0hxq", "Keil.STM32N6xx_DFP", refresh=False, cache=cache) == (dest, "")
+    assert pyocd_runner.find_cached_pack("stm32n657x0hxq", "Keil.STM32N6xx_DFP", refresh=False, cache=cache) == (dest, "")
     assert cache.pack_from_cache(N6_DEVICE).filename == str(dest)
 
 
@@ -465,17 +469,17 @@ def test_local_pack_is_accepted_and_checked(tmp_path, monkeypatch, capsys):
     assert cache.refreshed == 0 and f"pack    {pack} (given with --pack)" in out
     assert f"--pack {pack} --halt" in out
     other = make_pack(tmp_path / "other.pack", device="STM32H743ZITx")
-    assert any("does not mention device 'stm32n657x0hxq'" in n for n in F.check_pack_file(other, "stm32n657x0hxq"))
+    assert any("does not mention device 'stm32n657x0hxq'" in n for n in pyocd_runner.check_pack_file(other, "stm32n657x0hxq"))
     bad = tmp_path / "bad.pack"
     bad.write_text("not a zip")
-    with pytest.raises(F.FlashError, match="not a CMSIS pack"):
-        F.check_pack_file(bad, "x")
+    with pytest.raises(base.FlashError, match="not a CMSIS pack"):
+        pyocd_runner.check_pack_file(bad, "x")
     with zipfile.ZipFile(tmp_path / "empty.pack", "w") as z:
         z.writestr("readme.txt", "")
-    with pytest.raises(F.FlashError, match="holds no .pdsc"):
-        F.check_pack_file(tmp_path / "empty.pack", "x")
-    with pytest.raises(F.FlashError, match="does not exist"):
-        F.check_pack_file(tmp_path / "nope.pack", "x")
+    with pytest.raises(base.FlashError, match="holds no .pdsc"):
+        pyocd_runner.check_pack_file(tmp_path / "empty.pack", "x")
+    with pytest.raises(base.FlashError, match="does not exist"):
+        pyocd_runner.check_pack_file(tmp_path / "nope.pack", "x")
 
 
 # ------------------------------------------------------------------------------ QEMU state file
@@ -484,22 +488,22 @@ def test_local_pack_is_accepted_and_checked(tmp_path, monkeypatch, capsys):
 def test_stop_without_state(tmp_path, capsys):
     d = make_bundle(tmp_path, AN547)
     assert main(["flash", "--bundle", str(d), "--stop"]) == 0
-    assert f"qemu    not running for {d} (no {F.STATE_FILE})" in capsys.readouterr().out
+    assert f"qemu    not running for {d} (no {base.STATE_FILE})" in capsys.readouterr().out
 
 
 def test_stale_state_is_removed(tmp_path):
     d = make_bundle(tmp_path, AN547)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    (d / F.STATE_FILE).write_text(json.dumps({"pid": dead.pid, "log": str(d / F.QEMU_LOG)}))
-    (d / F.QEMU_LOG).write_text("[zoflash] qemu exited with status 0\n")
+    (d / base.STATE_FILE).write_text(json.dumps({"pid": dead.pid, "log": str(d / base.QEMU_LOG)}))
+    (d / base.QEMU_LOG).write_text("[zoflash] qemu exited with status 0\n")
     lines = []
-    assert F.stop_qemu(d, lines.append) is False
-    assert lines == [f"qemu    was not running any more (stale {F.STATE_FILE} removed): "
+    assert qemu.stop_qemu(d, lines.append) is False
+    assert lines == [f"qemu    was not running any more (stale {base.STATE_FILE} removed): "
                      "[zoflash] qemu exited with status 0"]
-    assert not (d / F.STATE_FILE).exists()
-    (d / F.STATE_FILE).write_text("{not json")
-    assert F.stop_qemu(d, lines.append) is False and not (d / F.STATE_FILE).exists()
+    assert not (d / base.STATE_FILE).exists()
+    (d / base.STATE_FILE).write_text("{not json")
+    assert qemu.stop_qemu(d, lines.append) is False and not (d / base.STATE_FILE).exists()
 
 
 def test_a_reused_pid_is_never_signalled(tmp_path):
@@ -508,9 +512,9 @@ def test_a_reused_pid_is_never_signalled(tmp_path):
         pytest.skip("needs /proc to tell what a process is")
     d = make_bundle(tmp_path, AN547)
     for command in (["qemu-system-arm", "-M", "mps3-an547"], None):
-        (d / F.STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "command": command}))
-        assert F.stop_qemu(d, lambda s: None) is False
-        assert not (d / F.STATE_FILE).exists()
+        (d / base.STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "command": command}))
+        assert qemu.stop_qemu(d, lambda s: None) is False
+        assert not (d / base.STATE_FILE).exists()
 
 
 def test_stop_takes_only_the_bundle(tmp_path, capsys):
@@ -567,7 +571,7 @@ def echo_bundle(tmp_path):
                     "-Wl,--no-warn-rwx-segments", "-o", str(d / "build" / "app.elf"), str(tmp_path / "echo.c")],
                    check=True, timeout=60)
     yield d
-    F.stop_qemu(d, lambda s: None)
+    qemu.stop_qemu(d, lambda s: None)
 
 
 def _url(out: str) -> str:
@@ -576,7 +580,7 @@ def _url(out: str) -> str:
 
 def _gone(pid: int, within: float) -> bool:
     deadline = time.monotonic() + within
-    while F._is_qemu(pid):
+    while qemu._is_qemu(pid):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
@@ -591,8 +595,8 @@ def test_qemu_flash_serial_and_stop(echo_bundle, capsys):
     d = echo_bundle
     assert main(["flash", "--bundle", str(d), "--timeout", "60"]) == 0
     url = _url(capsys.readouterr().out)
-    state = json.loads((d / F.STATE_FILE).read_text())
-    assert state["url"] == url and F._is_qemu(state["pid"])
+    state = json.loads((d / base.STATE_FILE).read_text())
+    assert state["url"] == url and qemu._is_qemu(state["pid"])
     port = serial.serial_for_url(url, timeout=5)
     try:
         assert port.read_until(b"\n") == b"hello from the emulated Cortex-M55\n"  # nothing lost (wait=on)
@@ -602,7 +606,7 @@ def test_qemu_flash_serial_and_stop(echo_bundle, capsys):
         port.close()
     assert main(["flash", "--bundle", str(d), "--stop"]) == 0
     assert f"qemu    stopped (pid {state['pid']}, {url})" in capsys.readouterr().out
-    assert not (d / F.STATE_FILE).exists() and _gone(state["pid"], 5)
+    assert not (d / base.STATE_FILE).exists() and _gone(state["pid"], 5)
 
 
 @pytest.mark.cross
@@ -610,15 +614,15 @@ def test_qemu_flash_serial_and_stop(echo_bundle, capsys):
 def test_qemu_time_limit_and_restart(echo_bundle, capsys):
     d = echo_bundle
     assert main(["flash", "--bundle", str(d), "--timeout", "30"]) == 0
-    first = json.loads((d / F.STATE_FILE).read_text())
+    first = json.loads((d / base.STATE_FILE).read_text())
     assert main(["flash", "--bundle", str(d), "--timeout", "1"]) == 0  # replaces the running one
     out = capsys.readouterr().out
     assert "qemu    replacing the QEMU already started for this bundle" in out and _gone(first["pid"], 5)
-    second = json.loads((d / F.STATE_FILE).read_text())
+    second = json.loads((d / base.STATE_FILE).read_text())
     assert second["pid"] != first["pid"] and second["timeout_s"] == 1
     assert _gone(second["pid"], 8)  # nobody connected: stopped by the time limit
     deadline = time.monotonic() + 5
-    while "time limit" not in (d / F.QEMU_LOG).read_text() and time.monotonic() < deadline:
+    while "time limit" not in (d / base.QEMU_LOG).read_text() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert main(["flash", "--bundle", str(d), "--stop"]) == 0
     assert ("was not running any more (stale .zoflash-qemu.json removed): [zoflash] qemu stopped: time limit of 1 s "

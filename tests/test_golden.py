@@ -6,7 +6,6 @@ import os
 import shutil
 
 import pytest
-
 from conftest import FIXTURES, ROOT
 from zoflash import api
 

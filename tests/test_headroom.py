@@ -7,14 +7,15 @@ import json
 import numpy as np
 import pytest
 from conftest import FIXTURES
-from zoflash.compiler import compile_graph
-from zoflash.headroom import apply_headroom, output_change, round_half_away
+from zoflash.compiler.pipeline import compile_graph
+from zoflash.compiler.tflite_import import load_tflite
 from zoflash.reference.forward import ReferenceForward
-from zoflash.simulate import prepare, simulate
-from zoflash.tflite_import import load_tflite
-from zoflash.train_options import OptionsError, make_options
-from zoflash.trainplan import plan_training
-from zoflash.weights import load_weights, save_weights
+from zoflash.targets.simulate import simulate
+from zoflash.training.headroom import apply_headroom, output_change, round_half_away
+from zoflash.training.options import OptionsError, make_options
+from zoflash.training.pipeline import compile_training
+from zoflash.training.plan import plan_training
+from zoflash.training.weights_file import load_weights, save_weights
 
 DIGITS = FIXTURES / "digits_cnn.tflite"
 MLP = FIXTURES / "mlp.tflite"
@@ -85,7 +86,7 @@ def test_toml_key(tmp_path):
 
 def test_output_change_report():
     opts = make_options(headroom=2)
-    prep = prepare(DIGITS, SHIFT, opts)
+    prep = compile_training(DIGITS, SHIFT, opts)
     hr = prep.training.headroom
     assert hr["bits"] == 2 and {t["kind"] for t in hr["tensors"]} == {"weights", "bias"}
     assert {t["index"] for t in hr["tensors"]} == {t.index for t in prep.training.plan.tensors}
@@ -94,7 +95,7 @@ def test_output_change_report():
     for k in ("accuracy_before", "accuracy_after", "changed_predictions"):
         assert 0 <= out[k] <= 1
     # the report matches an independent forward pass on the two compiled graphs
-    base = prepare(DIGITS, SHIFT, make_options())
+    base = compile_training(DIGITS, SHIFT, make_options())
     x, y = base.training.data.x_test, base.training.data.y_test
     again = output_change(base.model, prep.model, x, y)
     assert again == out
@@ -163,8 +164,8 @@ def test_c_identical_to_reference_with_headroom(tmp_path):
 @pytest.mark.parametrize("path,train", [(DIGITS, "last:1"), (MLP, "all")])
 def test_export_with_headroom(tmp_path, path, train):
     from zoflash import api
-    from zoflash.export import export_weights
-    from zoflash.tflm import TflmInterpreter
+    from zoflash.reference.tflm import TflmInterpreter
+    from zoflash.training.export import export_weights
 
     data = SHIFT
     if path == MLP:
@@ -178,7 +179,7 @@ def test_export_with_headroom(tmp_path, path, train):
     report = export_weights(path, run.weights_path, out)
     trained = load_weights(run.weights_path)
     assert sorted(report.requantized) == sorted(trained.tensors)
-    prep = prepare(path, data, opts)
+    prep = compile_training(path, data, opts)
     # the exported model reads back with the re-quantized scales
     graph, _ = load_tflite(out)
     for i in trained.tensors:
@@ -198,8 +199,8 @@ def test_export_with_headroom(tmp_path, path, train):
     export_weights(path, plain, out2, headroom=2)
     assert out2.read_bytes() == out.read_bytes()
     # the monitor's dump of the same weights, told the bits, records the scales itself
-    from zoflash import telemetry
-    from zoflash.monitor import save_dumped
+    from zoflash.monitor import telemetry
+    from zoflash.monitor.serial_monitor import save_dumped
 
     asm = telemetry.WeightsAssembler()  # as if the device had sent the trained bytes
     for i, v in trained.tensors.items():

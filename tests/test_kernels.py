@@ -1,7 +1,7 @@
 """The static C int8 kernels against the NumPy reference, bit for bit, on many random cases.
 
 Every C kernel is compiled with the host compiler (-O2 -Wall -Wextra -Werror) into a shared
-library and called through ctypes with params from zoflash.kernels; the result must equal
+library and called through ctypes with params from zoflash.compiler.kernels; the result must equal
 zoflash.reference.kernels exactly.  Also: builders emit exactly the C struct fields, reject
 what TFLM would not run, and the sources cross-compile for the Cortex-M55.
 """
@@ -19,8 +19,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cbuild  # noqa: E402
-from zoflash import kernels as kb  # noqa: E402
-from zoflash import quant  # noqa: E402
+from zoflash.compiler import kernels as kb  # noqa: E402
+from zoflash.compiler import quant  # noqa: E402
 from zoflash.reference import kernels as ref  # noqa: E402
 
 ACTS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")

@@ -4,13 +4,12 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from conftest import FIXTURES, negative_fixtures
 from zoflash import api
 from zoflash.cli import main
+from zoflash.compiler.lowering import lower_graph
+from zoflash.compiler.tflite_import import parse_tflite
 from zoflash.errors import ModelFormatError, UnsupportedModelError, ZoflashError
-from zoflash.lowering import lower_graph
-from zoflash.tflite_import import parse_tflite
 
 NEGATIVE = negative_fixtures()
 

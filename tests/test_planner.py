@@ -2,8 +2,7 @@
 import random
 
 import pytest
-
-from zoflash.planner import ALIGNMENT, PLANNERS, Buffer, MemoryPlan, PlanError, align, plan_memory, verify_plan
+from zoflash.compiler.planner import ALIGNMENT, PLANNERS, Buffer, MemoryPlan, PlanError, align, plan_memory, verify_plan
 
 
 def random_buffers(rng: random.Random, n: int) -> list[Buffer]:

@@ -1,4 +1,4 @@
-"""TFLM-equivalent quantization helpers (zoflash.quant) and the C fixed-point primitives.
+"""TFLM-equivalent quantization helpers (zoflash.compiler.quant) and the C fixed-point primitives.
 
 Expected values come from exact rational arithmetic (fractions.Fraction) and from TFLM's
 documented semantics: QuantizeMultiplier = frexp + round half away from zero with the
@@ -19,7 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cbuild  # noqa: E402
-from zoflash import quant  # noqa: E402
+from zoflash.compiler import quant  # noqa: E402
 from zoflash.reference import kernels as ref  # noqa: E402
 
 I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1

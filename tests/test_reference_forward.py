@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import FIXTURES, positive_fixtures
-from zoflash import api, kernels, quant
-from zoflash.compiler import compile_graph
+from zoflash import api
+from zoflash.compiler import kernels, quant
+from zoflash.compiler.pipeline import compile_graph
 from zoflash.reference.forward import DISPATCH, ReferenceForward
 
 FIXTURE_MODELS = positive_fixtures()

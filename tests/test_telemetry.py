@@ -11,10 +11,8 @@ import zlib
 
 import numpy as np
 import pytest
-
-from zoflash import telemetry as tm
-
 from ccompile import M55_FLAGS, RUNTIME, STRICT_FLAGS, build_shared, compile_object
+from zoflash.monitor import telemetry as tm
 
 SOURCE = RUNTIME / "zo_telemetry.c"
 FIXED_KINDS = ("hello", "step", "eval", "event", "done", "status", "ack")

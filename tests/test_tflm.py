@@ -1,4 +1,4 @@
-"""The tflite-micro wrapper (zoflash.tflm) on the fixture models, and the fixture index itself."""
+"""The tflite-micro wrapper (zoflash.reference.tflm) on the fixture models, and the fixture index itself."""
 from __future__ import annotations
 
 import hashlib
@@ -6,7 +6,6 @@ import os
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURES, fixture_index, positive_fixtures
 
 POSITIVE = positive_fixtures()
@@ -72,7 +71,7 @@ def test_digits_shift_dataset():
 @pytest.mark.tflm
 @pytest.mark.parametrize("model_file", POSITIVE)
 def test_outputs_shape_dtype_and_determinism(model_file):
-    from zoflash.tflm import TflmInterpreter
+    from zoflash.reference.tflm import TflmInterpreter
 
     it = TflmInterpreter(_load(model_file))
     assert it.num_inputs == 1 and it.num_outputs == 1
@@ -100,7 +99,7 @@ def test_outputs_shape_dtype_and_determinism(model_file):
 @pytest.mark.tflm
 @pytest.mark.parametrize("model_file", POSITIVE)
 def test_arena_usage(model_file):
-    from zoflash.tflm import TflmInterpreter
+    from zoflash.reference.tflm import TflmInterpreter
 
     it = TflmInterpreter(_load(model_file))
     u = it.arena_usage()
@@ -121,7 +120,7 @@ def test_arena_usage(model_file):
 @pytest.mark.tflm
 @pytest.mark.parametrize("model_file", ["mlp.tflite", "branchy.tflite"])
 def test_minimal_arena(model_file):
-    from zoflash.tflm import TflmInterpreter, minimal_arena_size
+    from zoflash.reference.tflm import TflmInterpreter, minimal_arena_size
 
     raw = _load(model_file)
     n = minimal_arena_size(raw)
@@ -135,7 +134,7 @@ def test_minimal_arena(model_file):
 
 @pytest.mark.tflm
 def test_input_checks():
-    from zoflash.tflm import TflmInterpreter
+    from zoflash.reference.tflm import TflmInterpreter
 
     it = TflmInterpreter(_load("mlp.tflite"))
     with pytest.raises(TypeError):
@@ -152,7 +151,7 @@ def test_input_checks():
 
 @pytest.mark.tflm
 def test_preserve_all_tensors_exposes_intermediates():
-    from zoflash.tflm import TflmInterpreter
+    from zoflash.reference.tflm import TflmInterpreter
 
     it = TflmInterpreter(_load("mlp.tflite"), preserve_all_tensors=True)
     x = _random_input(it.inputs[0], 1, seed=3)[0]
@@ -168,7 +167,7 @@ def test_preserve_all_tensors_exposes_intermediates():
 
 @pytest.mark.tflm
 def test_float_io_models_run_and_quantize_helpers():
-    from zoflash.tflm import TflmInterpreter
+    from zoflash.reference.tflm import TflmInterpreter
 
     fio = TflmInterpreter(_load("float_io.tflite"))
     assert fio.inputs[0]["dtype"] == np.float32 and fio.outputs[0]["dtype"] == np.float32
@@ -185,7 +184,7 @@ def test_float_io_models_run_and_quantize_helpers():
 @pytest.mark.tflm
 def test_digits_cnn_accuracy_source_vs_shifted():
     """The recorded accuracies are reproducible with the wrapper (int8, TFLM)."""
-    from zoflash.tflm import TflmInterpreter
+    from zoflash.reference.tflm import TflmInterpreter
 
     entry = {e["file"]: e for e in fixture_index()}["digits_cnn.tflite"]
     d = np.load(FIXTURES / "digits_shift.npz")
@@ -197,7 +196,7 @@ def test_digits_cnn_accuracy_source_vs_shifted():
 
 
 def test_capture_fds_sees_raw_fd_writes():
-    from zoflash.tflm import capture_fds
+    from zoflash.reference.tflm import capture_fds
 
     with capture_fds() as cap:
         os.write(1, b"to-fd-1 ")
@@ -212,7 +211,7 @@ def test_import_does_not_need_tflite_micro():
     saved = {k: sys.modules.pop(k) for k in list(sys.modules) if k.startswith("tflite_micro")}
     sys.modules["tflite_micro"] = None  # make any import of it fail
     try:
-        import zoflash.tflm as mod
+        import zoflash.reference.tflm as mod
         mod = importlib.reload(mod)
         assert mod.available() is False
         from zoflash.errors import ToolMissingError

@@ -10,12 +10,11 @@ import re
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURES
 from zoflash.cli import main
-from zoflash.session import comparable, read_log
-from zoflash.tflite_import import load_tflite
-from zoflash.weights import load_weights
+from zoflash.compiler.tflite_import import load_tflite
+from zoflash.monitor.session import comparable, read_log
+from zoflash.training.weights_file import load_weights
 
 CNN = FIXTURES / "digits_cnn.tflite"
 DATA = FIXTURES / "digits_shift.npz"

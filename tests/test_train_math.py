@@ -9,10 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from zoflash.reference import zo_math as zm
-
 from ccompile import M55_FLAGS, RUNTIME, STRICT_FLAGS, build_shared, compile_object
+from zoflash.reference import zo_math as zm
 
 F32 = np.float32
 HERE = Path(__file__).resolve().parent

@@ -1,13 +1,18 @@
-"""Training options (zoflash.train_options): the documented defaults, defaults < zoflash.toml
+"""Training options (zoflash.training.options): the documented defaults, defaults < zoflash.toml
 [train] < command line, and validation that reports every problem of a combination in one
 OptionsError before anything is generated (docs/training.md)."""
 from __future__ import annotations
 
 import pytest
-
 from zoflash.errors import ZoflashError
-from zoflash.train_options import (OptionsError, TrainOptions, load_project_file, make_options,
-                                   parse_sched_params, validate)
+from zoflash.training.options import (
+    OptionsError,
+    TrainOptions,
+    load_project_file,
+    make_options,
+    parse_sched_params,
+    validate,
+)
 
 
 @pytest.fixture(autouse=True)

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURES
+from zoflash.monitor.session import comparable, read_log
 from zoflash.reference import zo_math as zm
 from zoflash.reference.forward import ReferenceForward
-from zoflash.session import comparable, read_log
-from zoflash.simulate import prepare, simulate
-from zoflash.train_options import make_options
-from zoflash.weights import load_weights
+from zoflash.targets.simulate import simulate
+from zoflash.training.options import make_options
+from zoflash.training.pipeline import compile_training
+from zoflash.training.weights_file import load_weights
 
 pytestmark = pytest.mark.cc
 
@@ -117,14 +117,14 @@ def test_adapts_to_the_shifted_domain(tmp_path):
 @pytest.mark.tflm
 def test_exported_model_reproduces_the_trained_c(tmp_path):
     from zoflash import api
-    from zoflash.export import export_weights
-    from zoflash.tflm import TflmInterpreter
+    from zoflash.reference.tflm import TflmInterpreter
+    from zoflash.training.export import export_weights
 
     opts = make_options(scheduler="fixed", q=4, rho=1.0, steps=150, eval_every=150)
     run = simulate(DIGITS, SHIFT, opts, tmp_path / "run.jsonl", engine="c", plot=False)
     out = tmp_path / "trained.tflite"
     export_weights(DIGITS, run.weights_path, out)
-    prep = prepare(DIGITS, SHIFT, opts)
+    prep = compile_training(DIGITS, SHIFT, opts)
     x = prep.training.data.x_test
     golden = TflmInterpreter(out.read_bytes()).run_batch(x)
     # the generated C of the exported model (inference) equals tflite-micro, bit for bit
@@ -150,12 +150,12 @@ def test_exported_model_reproduces_the_trained_c(tmp_path):
 def test_training_program_is_clean_under_sanitizers(tmp_path):
     import subprocess
 
-    from zoflash.build import run_make
-    from zoflash.simulate import training_bundle
-    from zoflash.telemetry import Decoder
+    from zoflash.monitor.telemetry import Decoder
+    from zoflash.targets.host_build import run_make
+    from zoflash.training.pipeline import training_bundle
 
     opts = make_options(scheduler="critical", steps=40, eval_every=20, batch=4)
-    bundle = training_bundle(prepare(DIGITS, SHIFT, opts), "host", tmp_path / "bundle")
+    bundle = training_bundle(compile_training(DIGITS, SHIFT, opts), "host", tmp_path / "bundle")
     run_make(bundle, f"build/{bundle.prefix}_train_asan")
     proc = subprocess.run([str(bundle.path / "build" / f"{bundle.prefix}_train_asan")], capture_output=True,
                           timeout=300)

@@ -1,4 +1,4 @@
-"""The training plan (zoflash.trainplan.plan_training) against the rules of docs/training.md,
+"""The training plan (zoflash.training.plan.plan_training) against the rules of docs/training.md,
 "Model split", recomputed here from the graph (ops, tensors, quantization) and the program's
 step order: trainable tensors and streams, split, logits, boundary, bias eps, clamping, the
 layer selections and the memory training needs beyond inference."""
@@ -10,13 +10,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURES, positive_fixtures
-from zoflash.compiler import compile_graph
+from zoflash.compiler.pipeline import compile_graph
+from zoflash.compiler.tflite_import import load_tflite
 from zoflash.errors import ZoflashError
-from zoflash.tflite_import import load_tflite
-from zoflash.train_options import OptionsError, make_options
-from zoflash.trainplan import plan_training
+from zoflash.training.options import OptionsError, make_options
+from zoflash.training.plan import plan_training
 
 WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 HEAD = ("SOFTMAX", "DEQUANTIZE", "RESHAPE")

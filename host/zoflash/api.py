@@ -12,15 +12,16 @@ from pathlib import Path
 
 import numpy as np
 
-from . import boards as boards_mod
-from .build import BuildResult, build_host
-from .bundle import Bundle, generate_bundle
-from .codegen import c_identifier
-from .compiler import CompiledModel, collect_buffers, compile_graph
-from .errors import UnsupportedModelError
-from .ir import Graph
-from .runner import HostModel, as_samples
-from .tflite_import import load_tflite, model_sha256
+from zoflash.compiler.bundle import Bundle, generate_bundle
+from zoflash.compiler.codegen import c_identifier
+from zoflash.compiler.ir import Graph
+from zoflash.compiler.pipeline import CompiledModel, collect_buffers, compile_graph
+from zoflash.compiler.quant import as_samples
+from zoflash.compiler.tflite_import import load_tflite, model_sha256
+from zoflash.errors import UnsupportedModelError
+from zoflash.targets import boards as boards_mod
+from zoflash.targets.host_build import BuildResult, build_host
+from zoflash.targets.host_runner import HostModel
 
 log = logging.getLogger("zoflash")
 
@@ -54,15 +55,15 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
     """Compile a model and write its bundle for a board (no compiler run). With `data_path`,
     the bundle also trains (options: train_options.TrainOptions, defaults if None). `board_id`
     may be a family name (its reference board). For a board with memory regions, a plan that
-    does not fit them fails here, before any file is written (firmware.BudgetError)."""
+    does not fit them fails here, before any file is written (budget.BudgetError)."""
     board, note = boards_mod.resolve_board(board_id)
     if note:
         log.info("board %s", note)
     if data_path is not None:
-        from .simulate import prepare, training_bundle
-        from .train_options import make_options
+        from zoflash.training.options import make_options
+        from zoflash.training.pipeline import compile_training, training_bundle
 
-        prep = prepare(model_path, data_path, options or make_options())
+        prep = compile_training(model_path, data_path, options or make_options())
         _check_fit(board, prep.model, prep.training)
         out = Path(out_dir) if out_dir is not None else default_bundle_dir(prep.path, board.id)
         bundle = training_bundle(prep, board.id, out, prefix)
@@ -79,9 +80,9 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
 
 def _check_fit(board, compiled: CompiledModel, training) -> None:
     if board.is_firmware:
-        from .firmware import check_fit, plan_memory
+        from zoflash.targets.budget import check_fit, estimate_regions
 
-        check_fit(board, plan_memory(board, compiled, training),
+        check_fit(board, estimate_regions(board, compiled, training),
                   "the model with its training state and data" if training is not None else "the model")
 
 
@@ -93,7 +94,7 @@ def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | 
     bundle = generate(model_path, board_id, out_dir, prefix, data_path, options)
     board = boards_mod.load_board(bundle.board)
     if board.is_firmware:
-        from .firmware import build_firmware
+        from zoflash.targets.firmware_build import build_firmware
 
         return build_firmware(bundle, board)
     return build_host(bundle)
@@ -139,7 +140,7 @@ def random_inputs(model: LoadedModel, n: int, seed: int = 0) -> np.ndarray:
 
 def validate(model_path: str | Path, x: np.ndarray) -> ValidationReport:
     """Run the generated C and the tflite-micro interpreter on the same inputs and compare."""
-    from .tflm import TflmInterpreter  # optional dependency, loaded only here
+    from zoflash.reference.tflm import TflmInterpreter  # optional dependency, loaded only here
 
     model = load_model(model_path)
     t_in = model.graph.tensors[model.graph.inputs[0]]

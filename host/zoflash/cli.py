@@ -7,8 +7,8 @@ import sys
 import click
 import numpy as np
 
-from . import __version__
-from .errors import ZoflashError
+from zoflash import __version__
+from zoflash.errors import ZoflashError
 
 log = logging.getLogger("zoflash")
 
@@ -46,7 +46,7 @@ def boards(ctx) -> None:
     """List the boards zoflash can build for (`boards show ID` for one in full)."""
     if ctx.invoked_subcommand is not None:
         return
-    from .boards import list_boards
+    from zoflash.targets.boards import list_boards
 
     click.echo(f"{'id':<18} {'family':<14} name")
     for b in list_boards():
@@ -60,7 +60,7 @@ def boards(ctx) -> None:
 @click.argument("board_id")
 def boards_show(board_id: str) -> None:
     """Everything a board file says: CPU, flags, memory and placement, console, boot, flash."""
-    from .boards import describe, resolve_board
+    from zoflash.targets.boards import describe, resolve_board
 
     board, note = resolve_board(board_id)
     if note:
@@ -119,7 +119,7 @@ _TRAIN_KEYS = ("train", "biases_only", "max_params", "batch", "eps", "density", 
 
 def _options_from(kwargs: dict):
     """Pop the training flags from a command's kwargs into TrainOptions."""
-    from .train_options import make_options, parse_sched_params
+    from zoflash.training.options import make_options, parse_sched_params
 
     project = kwargs.pop("project_file", None)
     sched = parse_sched_params(kwargs.pop("sched_param", ()) or ())
@@ -133,7 +133,7 @@ def _say_training_memory(training: dict) -> None:
          f"(layers {', '.join(map(str, training['layers']))}), suffix from kernel call {training['split_step']}; "
          f"{training['clamped_weights']} weight(s) clamped to +-(127 - eps)")
     if training.get("headroom"):
-        from .headroom import describe
+        from zoflash.training.headroom import describe
 
         _say(f"requant {describe(training['headroom'])}")
     _say(f"RAM     training beyond inference {training['memory_beyond_inference_bytes']} bytes: trainable tensors "
@@ -166,8 +166,8 @@ def build(board: str, model_path: str, data_path: str | None, out_dir: str | Non
 def _build_and_report(board: str, model_path: str, data_path: str | None, out_dir: str | None, prefix: str | None,
                       no_compile: bool, opts):
     """Generate (and compile) a bundle and print what it uses; returns (bundle, board)."""
-    from . import api
-    from .boards import resolve_board
+    from zoflash import api
+    from zoflash.targets.boards import resolve_board
 
     board_obj, note = resolve_board(board)
     if note:
@@ -214,8 +214,8 @@ def _say_firmware(result, board) -> None:
 def simulate(model_path: str, data_path: str, log_path: str, engine: str, bundle_dir: str | None,
              no_plot: bool, **kwargs) -> None:
     """Train on the host: the generated training C (or the Python reference), live."""
-    from .session import LiveView
-    from .simulate import simulate as run_simulation
+    from zoflash.monitor.session import LiveView
+    from zoflash.targets.simulate import simulate as run_simulation
 
     opts = _options_from(kwargs)
     quiet = logging.getLogger().level >= logging.ERROR
@@ -223,7 +223,7 @@ def simulate(model_path: str, data_path: str, log_path: str, engine: str, bundle
     result = run_simulation(model_path, data_path, opts, log_path, engine=engine, bundle_dir=bundle_dir,
                             view=LiveView(enabled=not quiet), plot=not no_plot)
     if result.headroom:
-        from .headroom import describe
+        from zoflash.training.headroom import describe
 
         _say(f"requant {describe(result.headroom)}")
     first, last = result.evals[0], result.evals[-1]
@@ -256,7 +256,7 @@ def _load_array(path: str) -> np.ndarray:
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help="Output .npy.")
 def infer(model_path: str, inputs_path: str, out_path: str) -> None:
     """Run the generated C on every sample and write the outputs."""
-    from . import api
+    from zoflash import api
 
     y = api.infer(model_path, _load_array(inputs_path))
     np.save(out_path, y)
@@ -270,7 +270,7 @@ def infer(model_path: str, inputs_path: str, out_path: str) -> None:
 @click.option("--seed", default=0, show_default=True, help="Seed for --random.")
 def validate(model_path: str, inputs_path: str | None, n_random: int | None, seed: int) -> None:
     """Compare the generated C with the tflite-micro interpreter, bit for bit."""
-    from . import api
+    from zoflash import api
 
     if (inputs_path is None) == (n_random is None):
         raise click.UsageError("give exactly one of --inputs or --random N")
@@ -288,7 +288,7 @@ def validate(model_path: str, inputs_path: str | None, n_random: int | None, see
 @click.argument("model_path", type=click.Path(dir_okay=False))
 def inspect(model_path: str) -> None:
     """Ops, tensors, quantization, memory plan and legality of a model."""
-    from . import api
+    from zoflash import api
 
     click.echo(api.inspect(model_path))
 
@@ -314,7 +314,7 @@ def export(model_path: str, weights_path: str | None, port: str | None, baud: in
     """Write trained weights (from a weights file or a running board) into a copy of the model."""
     import tempfile
 
-    from .export import export_weights
+    from zoflash.training.export import export_weights
 
     if (weights_path is None) == (port is None):
         raise click.UsageError("give exactly one source of weights: --weights FILE or --port PORT")
@@ -322,7 +322,7 @@ def export(model_path: str, weights_path: str | None, port: str | None, baud: in
         raise click.UsageError("--save-weights goes with --port")
     with tempfile.TemporaryDirectory(prefix="zoflash-export-") as tmp:
         if port is not None:
-            from .monitor import dump_from_port
+            from zoflash.monitor.serial_monitor import dump_from_port
 
             usb_ids, baud = _serial_settings(board, baud)
             weights_path, st = dump_from_port(port, model_path, save_weights_path or f"{tmp}/device.weights.npz",
@@ -340,11 +340,11 @@ def export(model_path: str, weights_path: str | None, port: str | None, baud: in
 
 def _serial_settings(board: str | None, baud: int | None) -> tuple[list | None, int]:
     """USB ids for --port auto and the baud rate: from the board's data when --board is given."""
-    from .serialport import DEFAULT_BAUD
+    from zoflash.monitor.serialport import DEFAULT_BAUD
 
     if not board:
         return None, baud or DEFAULT_BAUD
-    from .monitor import board_console
+    from zoflash.monitor.serial_monitor import board_console
 
     con = board_console(board)
     if con.note:
@@ -382,8 +382,8 @@ def monitor(port: str, baud: int | None, board: str | None, log_path: str, csv_p
 def _monitor_and_report(port: str, baud: int, usb_ids, log_path: str, csv_path: str | None, plot_path: str | None,
                         model_path: str | None, until_done: bool, timeout: float | None, connect_wait: float,
                         headroom: int = 0) -> int:
-    from .monitor import KeyCommands, Monitor
-    from .session import LiveView
+    from zoflash.monitor.serial_monitor import KeyCommands, Monitor
+    from zoflash.monitor.session import LiveView
 
     quiet = logging.getLogger().level >= logging.ERROR
     view = LiveView(enabled=not quiet)
@@ -438,7 +438,8 @@ def flash(bundle_dir: str, method: str | None, stop: bool, dry_run: bool, pack_p
     on PATH, else ST's default install folders."""
     from pathlib import Path
 
-    from .flash import FlashOptions, flash_bundle, stop_qemu
+    from zoflash.targets.runners import FlashOptions, flash_bundle
+    from zoflash.targets.runners.qemu import stop_qemu
 
     if stop:
         if dry_run or pack_path or method:
@@ -468,9 +469,9 @@ def run(board: str, model_path: str, data_path: str, out_dir: str | None, method
     """Build, flash and monitor: train on a board (or on the emulated Cortex-M55) from one command."""
     from pathlib import Path
 
-    from .flash import FlashOptions, flash_bundle, stop_qemu
-
-    from .boards import resolve_board
+    from zoflash.targets.boards import resolve_board
+    from zoflash.targets.runners import FlashOptions, flash_bundle
+    from zoflash.targets.runners.qemu import stop_qemu
 
     opts = _options_from(kwargs)
     if not resolve_board(board)[0].is_firmware:
@@ -500,7 +501,7 @@ def run(board: str, model_path: str, data_path: str, out_dir: str | None, method
 @click.argument("log_b", type=click.Path(dir_okay=False, exists=True))
 def compare(log_a: str, log_b: str) -> int:
     """Compare two training logs (e.g. a board's and the host simulation's), time fields aside."""
-    from .session import comparable, read_log
+    from zoflash.monitor.session import comparable, read_log
 
     a, b = comparable(read_log(log_a)), comparable(read_log(log_b))
     for k, (ra, rb) in enumerate(zip(a, b)):

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compiler import CompiledModel
-from ..runner import as_samples
-from . import kernels as ref
+from zoflash.compiler.pipeline import CompiledModel
+from zoflash.compiler.quant import as_samples
+from zoflash.reference import kernels as ref
 
 # Steps walked back from output 0 to reach the logits (docs/training.md, "Model split").
 _AFTER_LOGITS = ("softmax", "dequantize")

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import zo_math
+from zoflash.reference import zo_math
 
 F32 = np.float32
 Q_LIMIT = 64

@@ -14,14 +14,14 @@ from typing import Iterator
 
 import numpy as np
 
-from .. import telemetry
-from ..compiler import CompiledModel
-from ..dataset import Dataset
-from ..train_options import ROUNDING_IDS, SCHEDULER_IDS, TrainOptions
-from ..trainplan import TrainPlan
-from . import zo_math as zm
-from .forward import ReferenceForward
-from .schedulers import Scheduler
+from zoflash.compiler.pipeline import CompiledModel
+from zoflash.monitor import telemetry
+from zoflash.reference import zo_math as zm
+from zoflash.reference.forward import ReferenceForward
+from zoflash.reference.schedulers import Scheduler
+from zoflash.training.dataset import Dataset
+from zoflash.training.options import ROUNDING_IDS, SCHEDULER_IDS, TrainOptions
+from zoflash.training.plan import TrainPlan
 
 F32 = np.float32
 SQRT2 = F32(1.41421354)

@@ -27,11 +27,18 @@ from typing import Callable, Iterable
 
 import serial
 
-from . import telemetry
-from .errors import DataError, ZoflashError
-from .serialport import (DEFAULT_BAUD, DEFAULT_USB_IDS, PortError, check_port_name, find_port, open_port,
-                         parse_usb_id)
-from .session import LiveView, Session, SessionResult, assembled_arrays, plot_run, weights_path_for
+from zoflash.errors import DataError, ZoflashError
+from zoflash.monitor import telemetry
+from zoflash.monitor.serialport import (
+    DEFAULT_BAUD,
+    DEFAULT_USB_IDS,
+    PortError,
+    check_port_name,
+    find_port,
+    open_port,
+    parse_usb_id,
+)
+from zoflash.monitor.session import LiveView, Session, SessionResult, assembled_arrays, plot_run, weights_path_for
 
 CSV_COLUMNS = ("type", "step", "q", "state", "calibrating", "centre", "diverged", "lr", "loss", "m2", "v", "zero_frac",
                "sat_frac", "accuracy", "correct", "count", "prefix_passes", "suffix_passes", "eval_passes", "time_s")
@@ -109,7 +116,7 @@ class BoardConsole:
 def board_console(name: str) -> BoardConsole:
     """The serial side of a board (an id, or a family name for its reference board): the USB
     VID:PID pairs of its console's adapter and its baud rate.  PortError when it has no USB id."""
-    from . import boards as boards_mod
+    from zoflash.targets import boards as boards_mod
 
     resolve = getattr(boards_mod, "resolve_board", None)
     board, note = resolve(name) if resolve else (boards_mod.load_board(name), None)
@@ -464,8 +471,8 @@ def save_dumped(dump: telemetry.WeightsAssembler, model_path: str | Path, out_pa
     `headroom`: the bits the firmware was built with (`--headroom`, the bundle manifest's
     training.headroom); the device does not say, so without it the file records no scales and
     `zoflash export` needs `--headroom H` to write the re-quantized scales."""
-    from .tflite_import import load_tflite, model_sha256
-    from .weights import save_weights
+    from zoflash.compiler.tflite_import import load_tflite, model_sha256
+    from zoflash.training.weights_file import save_weights
 
     graph, raw = load_tflite(model_path)
     sha = model_sha256(raw)
@@ -496,7 +503,7 @@ def save_dumped(dump: telemetry.WeightsAssembler, model_path: str | Path, out_pa
         raise DataError("the dumped weights do not fit the model: " + "; ".join(problems))
     scales = None
     if headroom:
-        from .headroom import scaled
+        from zoflash.training.headroom import scaled
 
         scales = {t["index"]: scaled(graph.tensors[t["index"]].quant, headroom).scales for t in tensors
                   if graph.tensors[t["index"]].quant is not None}

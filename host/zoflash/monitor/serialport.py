@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 import serial
 from serial.urlhandler import protocol_socket
 
-from .errors import ZoflashError
+from zoflash.errors import ZoflashError
 
 DEFAULT_BAUD = 115200
 READ_TIMEOUT = 0.05  # seconds a read waits for the first byte

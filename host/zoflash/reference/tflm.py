@@ -60,7 +60,6 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-
 # Upper bound for the automatic arena growth when arena_size is None.
 _MAX_AUTO_ARENA = 256 * 1024 * 1024
 
@@ -69,7 +68,7 @@ def _runtime():
     try:
         from tflite_micro.python.tflite_micro import runtime
     except ImportError:  # pragma: no cover - depends on the environment
-        from .errors import ToolMissingError
+        from zoflash.errors import ToolMissingError
         raise ToolMissingError("tflite-micro", "pip install tflite-micro (or pip install 'zoflash[tflm]')") from None
     return runtime
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ir import Graph, Tensor
-from .lowering import Program, lower_graph
-from .planner import Buffer, MemoryPlan, plan_memory
+from zoflash.compiler.ir import Graph, Tensor
+from zoflash.compiler.lowering import Program, lower_graph
+from zoflash.compiler.planner import Buffer, MemoryPlan, plan_memory
 
 
 @dataclass

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DataError
+from zoflash.errors import DataError
 
 FORMAT = "zoflash-weights"
 VERSION = 2

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import quant
+from zoflash.compiler import quant
 
 # Shifts above this would make the C left shift undefined; they need scale ratios >= 2^30,
 # which no sane model has.

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import tflite
 
-from .errors import DataError, ModelFormatError, ZoflashError
-from .ir import Graph
-from .tflite_import import load_tflite, model_sha256, parse_tflite
-from .weights import TrainedWeights, atomic_write, load_weights
+from zoflash.compiler.ir import Graph
+from zoflash.compiler.tflite_import import load_tflite, model_sha256, parse_tflite
+from zoflash.errors import DataError, ModelFormatError, ZoflashError
+from zoflash.training.weights_file import TrainedWeights, atomic_write, load_weights
 
 log = logging.getLogger("zoflash")
 
@@ -256,7 +256,7 @@ def _headroom_scales(graph: Graph, weights: TrainedWeights, headroom: int | None
         return
     if headroom == 0:
         return
-    from .headroom import MAX_BITS, scaled
+    from zoflash.training.headroom import MAX_BITS, scaled
 
     if not 0 < headroom <= MAX_BITS:
         raise ZoflashError(f"--headroom {headroom}: must be 0..{MAX_BITS} bits")

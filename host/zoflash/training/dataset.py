@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DataError
-from .runner import as_samples
+from zoflash.compiler.quant import as_samples
+from zoflash.errors import DataError
 
 KEYS = ("x_train", "y_train", "x_test", "y_test")
 

@@ -11,13 +11,22 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from . import __version__
-from .boards import Board, load_port
-from .codegen import TRAINING_RUNTIME, c_identifier, render_model, runtime_sources, template_env
-from .compiler import CompiledModel
-from .errors import ZoflashError
+from zoflash import __version__
+from zoflash.compiler.codegen import TRAINING_RUNTIME, c_identifier, render_model, runtime_sources, template_env
+from zoflash.compiler.pipeline import CompiledModel
+from zoflash.errors import ZoflashError
+from zoflash.targets.boards import Board, load_port
 
 MANIFEST_VERSION = 1
+
+
+@dataclass
+class TrainingSources:
+    """What a training bundle adds to an inference bundle, rendered by training.render."""
+
+    files: dict[str, str]  # file name -> C source (the training wiring, the data)
+    manifest: dict  # manifest.json's "training" entry
+    trainable: dict  # tensor index -> values of the tensors trained in RAM (not const)
 
 
 @dataclass
@@ -69,31 +78,8 @@ def _io_manifest(model: CompiledModel, indices) -> list[dict]:
     return out
 
 
-def _training_manifest(training) -> dict:
-    plan, opts = training.plan, training.options
-    return {
-        "options": {k: v for k, v in sorted(vars(opts).items())},
-        "tensors": [{"index": t.index, "name": t.name, "op": t.op_index, "kind": "bias" if t.is_bias else "weights",
-                     "dtype": str(t.values.dtype), "shape": list(t.values.shape), "stream": t.stream}
-                    for t in plan.tensors],
-        "trainable_params": plan.params,
-        "layers": plan.layers,
-        "dropped_layers": plan.dropped_layers,
-        "split_step": plan.split,
-        "logits_end_step": plan.logits_end,
-        "classes": plan.classes,
-        "boundary_bytes": plan.boundary_bytes,
-        "clamped_weights": plan.clamped,
-        "headroom": getattr(training, "headroom", None),
-        "memory": plan.memory(),
-        "memory_beyond_inference_bytes": plan.training_ram_bytes(),
-        "data": {"source": training.data.source, "n_train": int(len(training.data.y_train)),
-                 "n_test": int(len(training.data.y_test)), "bytes": training.data.nbytes},
-    }
-
-
 def make_manifest(model: CompiledModel, board: Board, prefix: str, source_name: str, source_sha256: str,
-                  files: dict[str, bytes], training=None) -> dict:
+                  files: dict[str, bytes], training: TrainingSources | None = None) -> dict:
     return {
         "manifest_version": MANIFEST_VERSION,
         "generator": f"zoflash {__version__}",
@@ -115,15 +101,14 @@ def make_manifest(model: CompiledModel, board: Board, prefix: str, source_name: 
         "ops": [{"index": s.op.index, "type": s.op.type, "kernel": s.kernel} for s in model.program.steps],
         "aliases": [{"index": a.op.index, "type": a.op.type} for a in model.program.aliases],
         "files": {name: hashlib.sha256(data).hexdigest() for name, data in sorted(files.items())},
-        "training": _training_manifest(training) if training is not None else None,
+        "training": training.manifest if training is not None else None,
     }
 
 
 def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_name: str, source_sha256: str,
-                    prefix: str | None = None, training=None) -> Bundle:
-    """`training` (traingen.Training) adds the training loop, its wiring and the data."""
-    from .traingen import render_training
-
+                    prefix: str | None = None, training: TrainingSources | None = None) -> Bundle:
+    """`training` (rendered by training.render for the same prefix) adds the training loop, its
+    wiring and the data."""
     prefix = prefix or c_identifier(Path(source_name).stem)
     files: dict[str, bytes] = {}
     trainable = training.trainable if training is not None else None
@@ -131,7 +116,7 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
         files[name] = text.encode()
     train_files: list[str] = []
     if training is not None:
-        for name, text in render_training(model, training, prefix, source_name, source_sha256).items():
+        for name, text in training.files.items():
             files[name] = text.encode()
             train_files.append(name)
     files.update(runtime_sources(training is not None))

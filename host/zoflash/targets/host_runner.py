@@ -6,36 +6,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .bundle import Bundle
-from .errors import DataError, ZoflashError
+from zoflash.compiler.bundle import Bundle
+from zoflash.compiler.quant import as_samples
+from zoflash.errors import ZoflashError
 
 _NP_TYPES = {"int8": np.int8, "float32": np.float32}
-
-
-def as_samples(x: np.ndarray, shape: tuple[int, ...], scale: float | None, zero_point: int | None,
-               what: str = "inputs") -> np.ndarray:
-    """Bring user data to int8 [N, *shape]: the model's leading batch dim of 1 is optional; float
-    data is quantized with the input's scale and zero point (round half away from zero, as TFLite)."""
-    x = np.asarray(x)
-    shape = tuple(shape)
-    if x.shape[1:] == shape:
-        pass
-    elif shape and shape[0] == 1 and x.shape[1:] == shape[1:]:
-        x = x.reshape((x.shape[0],) + shape)
-    elif x.shape == shape or (shape and shape[0] == 1 and x.shape == shape[1:]):
-        x = x.reshape((1,) + shape)
-    else:
-        raise DataError(f"{what} have shape {list(x.shape)}; expected [N, {', '.join(map(str, shape))}]"
-                        + (f" or [N, {', '.join(map(str, shape[1:]))}]" if shape and shape[0] == 1 else ""))
-    if x.dtype == np.int8:
-        return np.ascontiguousarray(x)
-    if x.dtype.kind == "f":
-        if scale is None:
-            raise DataError(f"{what} are float but the model input has no quantization")
-        q = np.asarray(x, np.float64) / scale
-        q = np.sign(q) * np.floor(np.abs(q) + 0.5) + zero_point
-        return np.clip(q, -128, 127).astype(np.int8)
-    raise DataError(f"{what} are {x.dtype}; give int8 data (or float32 in the model's real units)")
 
 
 class HostModel:

@@ -12,11 +12,12 @@ Users may type a family name (`stm32n6`): it selects the family's board marked
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 
-from .errors import BoardError
+import tomllib
+
+from zoflash.errors import BoardError
 
 
 class Enum(tuple):

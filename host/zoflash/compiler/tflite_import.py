@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import tflite
 
-from .errors import ModelFormatError
-from .ir import Graph, Op, Quantization, Tensor
+from zoflash.compiler.ir import Graph, Op, Quantization, Tensor
+from zoflash.errors import ModelFormatError
 
 _TENSOR_TYPES = {
     tflite.TensorType.FLOAT32: "float32", tflite.TensorType.FLOAT16: "float16",

@@ -6,8 +6,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .bundle import Bundle
-from .errors import BuildError, ToolMissingError
+from zoflash.compiler.bundle import Bundle
+from zoflash.errors import BuildError, ToolMissingError
 
 INSTALL_HINTS = {
     "make": "install it with your package manager (Debian/Ubuntu: apt-get install make)",
@@ -33,7 +33,7 @@ class BuildResult:
     bundle: Bundle
     outputs: list[Path]
     code_bytes: int  # machine code of the model and kernels (text of the object files)
-    regions: list = field(default_factory=list)  # firmware: firmware.RegionUse per memory region
+    regions: list = field(default_factory=list)  # firmware: budget.RegionUse per memory region
 
 
 def run_make(bundle: Bundle, *targets: str, extra_cflags: str = "") -> None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
+import tomllib
 
-from .errors import ZoflashError
+from zoflash.errors import ZoflashError
 
 ROUNDINGS = ("split16", "nearest", "stochastic")
 LR_SCALINGS = ("sqrt", "linear", "fixed")
@@ -86,7 +86,7 @@ class TrainOptions:
 
     def sched_params(self) -> dict:
         """The scheduler's parameters with defaults filled in (validated)."""
-        from .reference import schedulers
+        from zoflash.reference import schedulers
 
         defaults = schedulers.DEFAULTS[self.scheduler]
         params = dict(defaults)
@@ -107,7 +107,7 @@ class TrainOptions:
 
     def sched_config(self, n_train: int) -> dict:
         """Every zo_sched_config_t field, resolved by the scheduler model."""
-        from .reference import schedulers
+        from zoflash.reference import schedulers
 
         return schedulers.resolve(self.scheduler, **self.sched_run_params(n_train))
 
@@ -177,7 +177,7 @@ def validate(opts: TrainOptions) -> TrainOptions:
     need(not (opts.headroom and opts.biases_only), "--headroom re-quantizes trainable weights: it does not go with "
                                                    "--biases-only")
     if opts.scheduler in SCHEDULERS:  # also when other options have problems: one error lists all
-        from .reference import schedulers
+        from zoflash.reference import schedulers
 
         q_keys = ("q0", "q_min", "q_max")
         given_q = sorted(set(opts.sched) & set(q_keys))

@@ -1,5 +1,5 @@
-"""Firmware for boards with memory regions (port kind "firmware"): what goes in which region,
-the check that a plan fits before anything is compiled, the cross build and the size report.
+"""The memory budget of boards with memory regions (port kind "firmware"): what goes in which
+region, the check that a plan fits before anything is compiled, and the size report after linking.
 
 Placement comes from the board file's [placement] table (code, rodata, weights, train_data,
 data, bss, arena, stack); the bundle's link.ld is rendered from the same table, so the report
@@ -11,10 +11,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .boards import Board, Region, load_port
-from .bundle import Bundle
-from .errors import BuildError, ToolMissingError, ZoflashError
-from .build import BuildResult, require, run_make
+from zoflash.errors import BuildError, ZoflashError
+from zoflash.targets.boards import Board, Region, load_port
 
 
 class BudgetError(ZoflashError):
@@ -63,7 +61,7 @@ def _by_region(board: Board, items: list[tuple[str, str, int]]) -> list[RegionUs
 # ------------------------------------------------------------------------- before compiling
 
 
-def plan_memory(board: Board, model, training=None) -> list[RegionUse]:
+def estimate_regions(board: Board, model, training=None) -> list[RegionUse]:
     """Estimated bytes per region: exact for data, weights, arena, training state and stack;
     the machine code is the port's estimate (port.toml code_bytes)."""
     port = load_port(board.port)
@@ -187,38 +185,3 @@ def library_sizes(size_tool: str, lib: Path, prefix: str, board: Board) -> list[
         if size:
             sums[key] = sums.get(key, 0) + size
     return _by_region(board, [(w, label, n) for (w, label), n in sums.items()])
-
-
-# ----------------------------------------------------------------------------------- build
-
-FIRMWARE_SUFFIXES = (".elf", ".bin", ".hex")
-
-
-def _require_newlib(cc: str, hint: str) -> None:
-    proc = subprocess.run([cc, "-print-file-name=libc.a"], capture_output=True, text=True)
-    if proc.returncode != 0 or "/" not in proc.stdout.strip():
-        raise ToolMissingError(f"the C library for {cc} (newlib)", hint or "install newlib for the cross compiler")
-
-
-def build_firmware(bundle: Bundle, board: Board) -> BuildResult:
-    """Cross-compile the bundle: the training firmware (ELF, BIN, HEX) when it trains, else the
-    model as a static library; then measure every region."""
-    tc = bundle.manifest["toolchain"]
-    hint = f"install it (Debian/Ubuntu: {tc['install']})" if tc.get("install") else ""
-    for tool in (tc["cc"], tc["objcopy"], tc["size"]):
-        require(tool, hint)
-    _require_newlib(tc["cc"], hint)
-    run_make(bundle, "all")
-    prefix, build_dir = bundle.prefix, bundle.path / "build"
-    if bundle.manifest.get("training"):
-        outputs = [build_dir / f"{prefix}{s}" for s in FIRMWARE_SUFFIXES]
-        usage = size_report(board, section_sizes(tc["size"], outputs[0]))
-    else:
-        outputs = [build_dir / f"lib{prefix}.a"]
-        usage = library_sizes(tc["size"], outputs[0], prefix, board)
-    code = sum(u.bytes for r in usage for u in r.items if u.label == "code")
-    result = BuildResult(bundle=bundle, outputs=outputs, code_bytes=code, regions=usage)
-    over = [u for u in usage if u.over > 0]
-    if over:  # cannot happen for a linked ELF (the linker checks); possible for the library
-        check_fit(board, usage, "the compiled model")
-    return result

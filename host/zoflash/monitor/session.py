@@ -13,8 +13,8 @@ from typing import Callable, Iterable, TextIO
 
 import numpy as np
 
-from . import telemetry
-from .errors import DataError
+from zoflash.errors import DataError
+from zoflash.monitor import telemetry
 
 TIME_FIELDS = ("time_s",)
 
@@ -102,7 +102,7 @@ class LiveView:
                        f"passes {rec['prefix_passes']} prefix + {rec['suffix_passes']} suffix")
         elif kind == "event":
             if rec["kind"] == "scheduler":
-                from .reference.schedulers import EVENT_NAMES
+                from zoflash.reference.schedulers import EVENT_NAMES
 
                 why = EVENT_NAMES.get(rec["code"], f"event {rec['code']}")
                 self._line(f"step {rec['step']}: scheduler {rec['state_from']} -> {rec['state_to']}, "

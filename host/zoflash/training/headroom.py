@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .ir import Graph, Quantization
+from zoflash.compiler.ir import Graph, Quantization
 
 MAX_BITS = 4
 WEIGHTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
@@ -87,7 +87,7 @@ def apply_headroom(graph: Graph, weights: Iterable[int], bits: int, eps: int = 1
 def output_change(before, after, x_test: np.ndarray, y_test: np.ndarray, batch: int = 256) -> dict:
     """How re-quantization moved the int8 logits on the test set (Python reference forward on
     both compiled models): accuracies, fraction of changed predictions, logit changes in LSB."""
-    from .reference.forward import ReferenceForward
+    from zoflash.reference.forward import ReferenceForward
 
     fa, fb = ReferenceForward(before), ReferenceForward(after)
     inp = before.graph.inputs[0]

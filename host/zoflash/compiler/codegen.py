@@ -13,8 +13,9 @@ from importlib import resources
 import jinja2
 import numpy as np
 
-from . import __version__, kernels
-from .compiler import CompiledModel
+from zoflash import __version__
+from zoflash.compiler import kernels
+from zoflash.compiler.pipeline import CompiledModel
 
 _C_TYPES = {"int8": "int8_t", "int32": "int32_t", "float32": "float", "int16": "int16_t", "uint8": "uint8_t"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")

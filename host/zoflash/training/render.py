@@ -5,34 +5,22 @@ itself is static C (zo_trainer.c, zo_sched.c, zo_telemetry.c).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import __version__
-from .codegen import CArray, CField, c_comment, c_float, c_int, template_env
-from .compiler import CompiledModel
-from .dataset import Dataset
-from .train_options import LR_SCALING_IDS, ROUNDING_IDS, TrainOptions
-from .trainplan import TrainPlan
+from zoflash import __version__
+from zoflash.compiler.bundle import TrainingSources
+from zoflash.compiler.codegen import CArray, CField, c_comment, c_float, c_int, template_env
+from zoflash.compiler.pipeline import CompiledModel
+from zoflash.training.options import LR_SCALING_IDS, ROUNDING_IDS, TrainOptions
+
+if TYPE_CHECKING:  # the type only: pipeline imports this module
+    from zoflash.training.pipeline import Training
 
 TRAIN_TEMPLATES = {"model_train.c.j2": "{prefix}_train.c", "model_data.c.j2": "{prefix}_data.c"}
 _ROUNDING_C = ("ZO_ROUND_SPLIT16", "ZO_ROUND_NEAREST", "ZO_ROUND_STOCHASTIC")
 _SCALING_C = {"sqrt": "ZO_LR_SQRT", "linear": "ZO_LR_LINEAR", "fixed": "ZO_LR_FIXED"}
-
-
-@dataclass
-class Training:
-    """Everything a training bundle needs besides the compiled model."""
-
-    plan: TrainPlan
-    options: TrainOptions
-    data: Dataset
-    headroom: dict | None = None  # headroom.py report (bits, re-quantized tensors, output change), if any
-
-    @property
-    def trainable(self) -> dict[int, np.ndarray]:
-        return {t.index: t.values for t in self.plan.tensors}
 
 
 def _value(v) -> str:
@@ -52,8 +40,31 @@ def train_config(opts: TrainOptions) -> dict:
                 guard_loss=float(opts.guard_loss), guard_max_rollbacks=opts.guard_max_rollbacks)
 
 
+def training_manifest(training: Training) -> dict:
+    plan, opts = training.plan, training.options
+    return {
+        "options": {k: v for k, v in sorted(vars(opts).items())},
+        "tensors": [{"index": t.index, "name": t.name, "op": t.op_index, "kind": "bias" if t.is_bias else "weights",
+                     "dtype": str(t.values.dtype), "shape": list(t.values.shape), "stream": t.stream}
+                    for t in plan.tensors],
+        "trainable_params": plan.params,
+        "layers": plan.layers,
+        "dropped_layers": plan.dropped_layers,
+        "split_step": plan.split,
+        "logits_end_step": plan.logits_end,
+        "classes": plan.classes,
+        "boundary_bytes": plan.boundary_bytes,
+        "clamped_weights": plan.clamped,
+        "headroom": training.headroom,
+        "memory": plan.memory(),
+        "memory_beyond_inference_bytes": plan.training_ram_bytes(),
+        "data": {"source": training.data.source, "n_train": int(len(training.data.y_train)),
+                 "n_test": int(len(training.data.y_test)), "bytes": training.data.nbytes},
+    }
+
+
 def render_training(model: CompiledModel, training: Training, prefix: str, source_name: str,
-                    source_sha256: str) -> dict[str, str]:
+                    source_sha256: str) -> TrainingSources:
     plan, opts, data = training.plan, training.options, training.data
     g = model.graph
     tensors = []
@@ -96,4 +107,5 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
         n_train=len(data.y_train), n_test=len(data.y_test),
         config_fields=config_fields, sched_fields=sched_fields)
     env = template_env()
-    return {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in TRAIN_TEMPLATES.items()}
+    files = {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in TRAIN_TEMPLATES.items()}
+    return TrainingSources(files=files, manifest=training_manifest(training), trainable=training.trainable)

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .compiler import CompiledModel, step_tensors
-from .errors import UnsupportedModelError
-from .train_options import TrainOptions, OptionsError
+from zoflash.compiler.pipeline import CompiledModel, step_tensors
+from zoflash.errors import UnsupportedModelError
+from zoflash.training.options import OptionsError, TrainOptions
 
 WEIGHTED_KERNELS = ("conv2d", "depthwise_conv2d", "fully_connected")
 HEAD_KERNELS = ("softmax", "dequantize")  # walked back through to find the logits

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import kernels
-from .errors import UnsupportedModelError
-from .ir import Graph, Op, Tensor
+from zoflash.compiler import kernels
+from zoflash.compiler.ir import Graph, Op, Tensor
+from zoflash.errors import UnsupportedModelError
 
 
 class Problem(Exception):

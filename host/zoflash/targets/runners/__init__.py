@@ -1,0 +1,70 @@
+"""Putting a bundle's firmware on a board: one runner class per flash method, in a registry.
+
+A board file lists its ways of loading firmware as [[flash]] entries (name, method, the boot
+mode the board must be in while loading, and method settings); `zoflash flash --bundle DIR
+[--method NAME]` picks one (by entry name, or by method when only one entry uses it; the first
+entry by default), prints the boot switch positions it needs, then runs the method's programs.
+
+Every runner turns (firmware, options) into the exact command lines first (`commands`: pure, no
+tool needed, what `--dry-run` prints and the tests check), and `run` executes them with a
+progress line per program and a one-line reason on failure; a missing program is a one-line
+ToolMissingError saying how to get it.
+
+Methods:
+  qemu                 qemu-system-arm in the background (see QemuRunner: serial over TCP, state
+                       file, time limit, --stop).
+  stm32cubeprogrammer  mode "ram": ST-LINK_gdbserver + gdb `load`, then detach (the core runs);
+                       mode "flash": STM32_SigningTool_CLI signs the BIN as an FSBL image, then
+                       STM32_Programmer_CLI writes it to the external flash with the external loader.
+  pyocd                the part's CMSIS pack from cmsis-pack-manager's cache, or --pack FILE.pack.
+  openocd              interface and target configs from the board file.
+
+RAM images (the board places its code in a region of kind "ram", as on the STM32N6 boards) are
+loaded without a system reset afterwards: on the STM32N6 a system reset erases AXISRAM1/2, so
+the runners set the PC to the ELF's entry point (the reset handler sets the stack and VTOR
+itself) and let the core run.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from zoflash.targets.runners import openocd, pyocd, qemu, stm32cubeprogrammer  # noqa: F401  (register)
+from zoflash.targets.runners.base import (
+    FlashOptions,
+    FlashResult,
+    Say,
+    _show,
+    boot_lines,
+    check_files,
+    load_firmware,
+    runner_for,
+)
+
+# ------------------------------------------------------------------------------------- API
+
+
+def flash_bundle(bundle_dir: str | Path, method: str | None = None, options: FlashOptions | None = None,
+                 dry_run: bool = False, say: Say = print) -> FlashResult:
+    """Load a bundle's firmware with one of its board's flash methods (see the module doc)."""
+    fw = load_firmware(bundle_dir, method)
+    opts = options or FlashOptions()
+    runner = runner_for(fw.entry)
+    e = fw.entry
+    mode = f", {e['mode']} mode" if "mode" in e else ""
+    say(f"flash   {fw.board.id}: method '{e['name']}' ({e['method']}{mode})"
+        + (f": {e['description']}" if e.get("description") else ""))
+    for line in boot_lines(fw):
+        say(line)
+    if not dry_run:
+        check_files(fw, runner.inputs(fw))
+    runner.prepare(fw, opts, dry_run=dry_run)
+    for note in opts.notes:
+        say(note)
+    if dry_run:
+        if any(not p.is_file() for p in runner.inputs(fw)):
+            say(f"note    not built yet: {', '.join(str(p) for p in runner.inputs(fw) if not p.is_file())}")
+        cmds = runner.commands(fw, opts)
+        for argv in cmds:
+            say(_show(argv))
+        return FlashResult(runner.method, e["name"], cmds, message="dry run")
+    return runner.run(fw, opts, say)

@@ -1,0 +1,97 @@
+"""The training compile: load the model, compile it, plan the training, load the data (and
+re-quantize with headroom); then render the training bundle. `compile_training` is to training
+what `compiler.pipeline.compile_graph` is to inference: every problem with model, options or data
+surfaces here, before anything is generated.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from zoflash.compiler.bundle import Bundle, generate_bundle
+from zoflash.compiler.codegen import c_identifier
+from zoflash.compiler.pipeline import CompiledModel, compile_graph
+from zoflash.compiler.tflite_import import load_tflite, model_sha256
+from zoflash.errors import ZoflashError
+from zoflash.targets import boards as boards_mod
+from zoflash.training.dataset import Dataset, load_dataset
+from zoflash.training.headroom import apply_headroom, output_change
+from zoflash.training.options import TrainOptions
+from zoflash.training.plan import TrainPlan, plan_training
+from zoflash.training.render import render_training
+
+
+@dataclass
+class Training:
+    """Everything a training bundle needs besides the compiled model."""
+
+    plan: TrainPlan
+    options: TrainOptions
+    data: Dataset
+    headroom: dict | None = None  # headroom report (bits, re-quantized tensors, output change), if any
+
+    @property
+    def trainable(self) -> dict[int, np.ndarray]:
+        return {t.index: t.values for t in self.plan.tensors}
+
+
+@dataclass
+class CompiledTraining:
+    """A model compiled for training: the compiled graph and everything the trainer needs."""
+
+    path: Path
+    sha256: str
+    model: CompiledModel
+    training: Training
+
+
+def compile_training(model_path: str | Path, data_path: str | Path, opts: TrainOptions) -> CompiledTraining:
+    """Load, compile and plan: every problem with model, options or data surfaces here."""
+    graph, raw = load_tflite(model_path)
+    model = compile_graph(graph)
+    plan = plan_training(model, opts)
+    t_in = graph.tensors[graph.inputs[0]]
+    q = t_in.quant
+    data = load_dataset(data_path, t_in.shape, q.scale if q else None, q.zero_point if q else None, plan.classes)
+    report = None
+    if opts.headroom:
+        model, plan, report = _with_headroom(model, plan, opts, data)
+    return CompiledTraining(Path(model_path), model_sha256(raw), model, Training(plan, opts, data, headroom=report))
+
+
+def _with_headroom(model: CompiledModel, plan, opts: TrainOptions, data):
+    """Re-quantize the tensors the first plan made trainable, recompile, re-plan; report the change."""
+    weights = [t.index for t in plan.tensors if not t.is_bias]
+    graph, changed = apply_headroom(model.graph, weights, opts.headroom, opts.eps, root=model.root)
+    new_model = compile_graph(graph)
+    new_plan = plan_training(new_model, opts)
+    trained = {t.index for t in new_plan.tensors}
+    untrained = [i for i in changed if i not in trained]
+    if untrained:
+        names = ", ".join(f"{i} '{graph.tensors[i].name}'" for i in untrained)
+        raise ZoflashError(f"--headroom {opts.headroom} would re-quantize tensor(s) {names}, which are not trained "
+                           "(a weight tensor shared with a layer that is not selected); select that layer too "
+                           "or drop --headroom")
+    g = graph.tensors
+    report = {
+        "bits": opts.headroom,
+        "tensors": [{"index": i, "name": g[i].name, "kind": "bias" if g[i].dtype == "int32" else "weights",
+                     "scales": [float(s) for s in g[i].quant.scales] if g[i].quant else None,
+                     "values_changed": int(np.count_nonzero(g[i].data != model.graph.tensors[i].data))}
+                    for i in changed],
+        "outputs": output_change(model, new_model, data.x_test, data.y_test),
+    }
+    return new_model, new_plan, report
+
+
+def training_bundle(prep: CompiledTraining, board_id: str, out_dir: str | Path, prefix: str | None = None) -> Bundle:
+    """The training bundle for a board: the model, the training wiring and the data."""
+    board = boards_mod.load_board(board_id)
+    prefix = prefix or c_identifier(prep.path.stem)
+    sources = render_training(prep.model, prep.training, prefix, prep.path.name, prep.sha256)
+    return generate_bundle(prep.model, board, Path(out_dir), prep.path.name, prep.sha256, prefix=prefix,
+                           training=sources)
+
+
