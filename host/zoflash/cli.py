@@ -214,7 +214,7 @@ def _say_firmware(result, board) -> None:
 def simulate(model_path: str, data_path: str, log_path: str, engine: str, bundle_dir: str | None,
              no_plot: bool, **kwargs) -> None:
     """Train on the host: the generated training C (or the Python reference), live."""
-    from zoflash.monitor.session import LiveView
+    from zoflash.monitor.live_view import LiveView
     from zoflash.targets.simulate import simulate as run_simulation
 
     opts = _options_from(kwargs)
@@ -382,8 +382,8 @@ def monitor(port: str, baud: int | None, board: str | None, log_path: str, csv_p
 def _monitor_and_report(port: str, baud: int, usb_ids, log_path: str, csv_path: str | None, plot_path: str | None,
                         model_path: str | None, until_done: bool, timeout: float | None, connect_wait: float,
                         headroom: int = 0) -> int:
+    from zoflash.monitor.live_view import LiveView
     from zoflash.monitor.serial_monitor import KeyCommands, Monitor
-    from zoflash.monitor.session import LiveView
 
     quiet = logging.getLogger().level >= logging.ERROR
     view = LiveView(enabled=not quiet)

@@ -29,6 +29,8 @@ import serial
 
 from zoflash.errors import DataError, ZoflashError
 from zoflash.monitor import telemetry
+from zoflash.monitor.live_view import LiveView
+from zoflash.monitor.plots import plot_run
 from zoflash.monitor.serialport import (
     DEFAULT_BAUD,
     DEFAULT_USB_IDS,
@@ -38,7 +40,7 @@ from zoflash.monitor.serialport import (
     open_port,
     parse_usb_id,
 )
-from zoflash.monitor.session import LiveView, Session, SessionResult, assembled_arrays, plot_run, weights_path_for
+from zoflash.monitor.session import Session, SessionResult, assembled_arrays, weights_path_for
 
 CSV_COLUMNS = ("type", "step", "q", "state", "calibrating", "centre", "diverged", "lr", "loss", "m2", "v", "zero_frac",
                "sat_frac", "accuracy", "correct", "count", "prefix_passes", "suffix_passes", "eval_passes", "time_s")

@@ -12,7 +12,9 @@ from typing import Iterator
 
 from zoflash.compiler.bundle import Bundle
 from zoflash.errors import BuildError, ZoflashError
-from zoflash.monitor.session import LiveView, Session, SessionResult, plot_path_for, plot_run, weights_path_for
+from zoflash.monitor.live_view import LiveView
+from zoflash.monitor.plots import plot_run
+from zoflash.monitor.session import Session, SessionResult, plot_path_for, weights_path_for
 from zoflash.targets.host_build import run_make
 from zoflash.training.options import TrainOptions
 from zoflash.training.pipeline import CompiledTraining, compile_training, training_bundle

@@ -1,0 +1,44 @@
+"""The plot of a run: loss, test accuracy and q against forward passes (matplotlib, optional)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def plot_run(records: list[dict], out: str | Path, title: str = "") -> Path | None:
+    """Loss, test accuracy and q against cumulative forward passes. None without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    steps = [r for r in records if r["type"] == "step"]
+    evals = [r for r in records if r["type"] == "eval"]
+    fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True, gridspec_kw={"height_ratios": [3, 3, 1.5]})
+    x = [r["prefix_passes"] + r["suffix_passes"] for r in steps]
+    loss = np.array([r["loss"] for r in steps])
+    axes[0].plot(x, loss, lw=0.6, alpha=0.4, label="step mean loss")
+    if len(loss) >= 10:
+        k = max(5, len(loss) // 50)
+        smooth = np.convolve(loss, np.ones(k) / k, mode="valid")
+        axes[0].plot(x[k - 1:], smooth, lw=1.5, label=f"moving mean ({k} steps)")
+    ex = [r["prefix_passes"] + r["suffix_passes"] for r in evals]
+    axes[0].plot(ex, [r["loss"] for r in evals], "o-", ms=3, label="test loss")
+    axes[0].set_ylabel("loss")
+    axes[0].legend(fontsize=8)
+    axes[1].plot(ex, [100 * r["accuracy"] for r in evals], "o-", ms=3, color="tab:green")
+    axes[1].set_ylabel("test accuracy (%)")
+    axes[1].grid(alpha=0.3)
+    axes[2].step(x, [r["q"] for r in steps], where="post", color="tab:purple")
+    axes[2].set_yscale("log", base=2)
+    axes[2].set_ylabel("q")
+    axes[2].set_xlabel("forward passes (prefix + suffix sample-passes)")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    out = Path(out)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
