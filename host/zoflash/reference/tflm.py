@@ -335,13 +335,30 @@ def minimal_arena_size(model_bytes: bytes, hi: int | None = None) -> int:
     runtime = _runtime()
     model_bytes = bytes(model_bytes)
 
-    def ok(size: int) -> bool:
+    def construct(size: int) -> bool:
         try:
             with capture_fds():
                 runtime.Interpreter.from_bytes(model_bytes, arena_size=size)
         except RuntimeError:
             return False
         return True
+
+    def ok(size: int) -> bool:
+        """Each probe runs in a forked child: with some arenas that are too small, TFLM's LSTM and
+        SVDF kernels crash in Prepare instead of failing; a crashed probe counts as too small."""
+        if not hasattr(os, "fork"):
+            return construct(size)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: report by exit status only, never return into the caller
+            code = 1
+            try:
+                code = 0 if construct(size) else 1
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
     if hi is None:
         hi = max(10 * len(model_bytes), 64 * 1024)
