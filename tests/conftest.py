@@ -1,6 +1,6 @@
 """Shared test helpers: fixture paths and tier enforcement.
 
-Tiers are pytest markers (cc, cross, qemu, tflm, slow). A tier whose tool is missing is
+Tiers are pytest markers (cc, cross, qemu, tflm, tf, slow). A tier whose tool is missing is
 skipped on a developer machine, but under `make test` / CI (ZOFLASH_REQUIRE_ALL=1 or CI=true)
 a missing tool fails the run loudly instead of silently skipping a tier.
 """
@@ -61,3 +61,5 @@ def _tier_tools(request):
         need_program("qemu-system-arm")
     if request.node.get_closest_marker("tflm"):
         need_module("tflite_micro")
+    if request.node.get_closest_marker("tf"):
+        need_module("tensorflow")
