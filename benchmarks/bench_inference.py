@@ -93,7 +93,7 @@ def write_section(path: Path, name: str, body: str) -> None:
     path.write_text(text)
 
 
-def to_markdown(rows: list[dict], command: str) -> str:
+def to_markdown(rows: list[dict], command: str, skipped: list[tuple[str, str, int]] = ()) -> str:
     lines = [
         "## Inference: generated C vs the tflite-micro interpreter (host)",
         "",
@@ -116,27 +116,42 @@ def to_markdown(rows: list[dict], command: str) -> str:
                      f"{r['native_us']:.1f} | {r['arena']} | {r['tflm_head']} | {r['tflm_total']} | "
                      f"{r['weights']} | {r['code']} |")
     lines += ["", "`*` compute-heavy fixtures (target: at least 2x TFLM).", ""]
+    if skipped:
+        lines += ["Not benchmarked (zoflash does not compile them yet):", ""]
+        lines += [f"- {m}: {first}" + (f" (and {n - 1} more problems)" if n > 1 else "") for m, first, n in skipped]
+        lines.append("")
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
+    from zoflash.errors import UnsupportedModelError
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", type=Path, help="write the markdown report here")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--models", nargs="*", help="fixture file names (default: all positive fixtures)")
     args = ap.parse_args(argv)
     index = json.loads((FIXTURES / "fixtures.json").read_text())["fixtures"]
-    models = args.models or [f["file"] for f in index if f["kind"] == "positive"]
-    rows = []
+    public = json.loads((FIXTURES / "public" / "manifest.json").read_text())["models"]
+    models = args.models or ([f["file"] for f in index if f["kind"] == "positive"]
+                             + [f"public/{m['file']}" for m in public])
+    rows, skipped = [], []
     with tempfile.TemporaryDirectory(prefix="zoflash-bench-") as tmp:
         for m in models:
-            row = bench_model(m, Path(tmp), args.rounds)
+            try:
+                row = bench_model(m, Path(tmp), args.rounds)
+            except UnsupportedModelError as err:  # a line, not a crash: the benchmark covers what compiles
+                first = err.problems[0] if err.problems else str(err)
+                skipped.append((m, first, len(err.problems)))
+                print(f"{m:<24} skipped: not supported ({first}" + (f"; {len(err.problems) - 1} more problems"
+                                                                     if len(err.problems) > 1 else "") + ")")
+                continue
             rows.append(row)
             print(f"{m:<24} zoflash {row['ours_us']:9.1f} us  tflm {row['tflm_us']:9.1f} us  "
                   f"speed-up {row['speedup']:5.2f}x  native {row['native_us']:9.1f} us  "
                   f"arena {row['arena']} vs tflm head {row['tflm_head']}", flush=True)
     command = "python benchmarks/bench_inference.py --write docs/benchmarks.md"
-    report = to_markdown(rows, command)
+    report = to_markdown(rows, command, skipped)
     if args.write:
         write_section(args.write, "inference", report)
         print(f"wrote {args.write}")
