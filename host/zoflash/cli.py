@@ -477,7 +477,8 @@ def run(board: str, model_path: str, data_path: str, out_dir: str | None, method
     if not resolve_board(board)[0].is_firmware:
         raise click.UsageError(f"board '{board}' runs no firmware; use `zoflash simulate` for the host")
     bundle, board_obj = _build_and_report(board, model_path, data_path, out_dir, None, False, opts)
-    flashed = flash_bundle(bundle.path, method, FlashOptions(timeout=(timeout or DEFAULT_QEMU_TIMEOUT) + 60.0), say=_say)
+    qemu_limit = (timeout or DEFAULT_QEMU_TIMEOUT) + 60.0
+    flashed = flash_bundle(bundle.path, method, FlashOptions(timeout=qemu_limit), say=_say)
     try:
         serial = flashed.serial_url or port or "auto"
         if serial == "auto":
