@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNTIME = ROOT / "firmware_templates" / "runtime"
-KERNEL_SOURCES = sorted(RUNTIME.glob("zo_kernels_*.c"))
-KERNEL_HEADER = RUNTIME / "zo_kernels.h"
+INFERENCE = ROOT / "firmware_templates" / "runtime" / "inference"
+KERNEL_SOURCES = sorted(INFERENCE.glob("zo_kernels_*.c"))
+KERNEL_HEADER = INFERENCE / "zo_kernels.h"
 
 WARN_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off"]
 # ZOFLASH_TEST_CFLAGS adds flags to the host build (e.g. "-O3" or "-fsanitize=undefined").
@@ -41,7 +41,7 @@ def build_shared(sources=None, flags=None, name: str = "zo_kernels") -> Path:
     flags = list(flags or HOST_FLAGS)
     h = hashlib.sha256()
     h.update(" ".join([cc, *flags]).encode())
-    for f in sorted(set(sources) | set(RUNTIME.glob("*.h"))):
+    for f in sorted(set(sources) | set(INFERENCE.glob("*.h"))):
         h.update(f.name.encode())
         h.update(f.read_bytes())
     cache = Path(tempfile.gettempdir()) / "zoflash_cbuild"
@@ -49,7 +49,7 @@ def build_shared(sources=None, flags=None, name: str = "zo_kernels") -> Path:
     lib = cache / f"{name}_{h.hexdigest()[:16]}.so"
     if not lib.exists():
         tmp = cache / f"{lib.name}.{os.getpid()}.tmp"
-        cmd = [cc, *flags, "-fPIC", "-shared", "-I", str(RUNTIME), *map(str, sources), "-o", str(tmp)]
+        cmd = [cc, *flags, "-fPIC", "-shared", "-I", str(INFERENCE), *map(str, sources), "-o", str(tmp)]
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
             raise RuntimeError(f"compile failed: {' '.join(cmd)}\n{res.stderr}")

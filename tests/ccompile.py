@@ -9,6 +9,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = ROOT / "firmware_templates" / "runtime"
+ZO_MATH = RUNTIME / "zo_math"
+TRAINING = RUNTIME / "training"
+# The training runtime includes the ZO-step maths' headers.
+RUNTIME_INCLUDES = [f"-I{ZO_MATH}", f"-I{TRAINING}"]
 
 # The flags the firmware is built with (bit-identity needs -ffp-contract=off, no fast-math).
 STRICT_FLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off"]
@@ -36,7 +40,7 @@ def build_shared(sources: list[Path], out_dir: Path, name: str, extra_sources: d
     digest.update(" ".join(flags).encode())
     lib = out_dir / f"lib{name}-{digest.hexdigest()[:12]}.so"
     if not lib.exists():
-        cmd = [compiler(), *flags, "-fPIC", "-shared", f"-I{RUNTIME}", *map(str, srcs), "-o", str(lib)]
+        cmd = [compiler(), *flags, "-fPIC", "-shared", *RUNTIME_INCLUDES, *map(str, srcs), "-o", str(lib)]
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
             raise RuntimeError(f"compile failed: {' '.join(cmd)}\n{res.stderr}")
@@ -45,5 +49,5 @@ def build_shared(sources: list[Path], out_dir: Path, name: str, extra_sources: d
 
 def compile_object(cc: str, source: Path, flags: list[str]) -> subprocess.CompletedProcess:
     """Compile one file to an object in /dev/null (warnings are errors via flags)."""
-    cmd = [cc, *flags, f"-I{RUNTIME}", "-c", str(source), "-o", "/dev/null"]
+    cmd = [cc, *flags, *RUNTIME_INCLUDES, "-c", str(source), "-o", "/dev/null"]
     return subprocess.run(cmd, capture_output=True, text=True)

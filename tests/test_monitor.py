@@ -28,7 +28,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import serial
-from ccompile import M55_FLAGS, RUNTIME, STRICT_FLAGS, build_shared, compile_object
+from ccompile import M55_FLAGS, RUNTIME_INCLUDES, STRICT_FLAGS, TRAINING, build_shared, compile_object
 from conftest import FIXTURES, need_program
 from test_telemetry import damage, is_subsequence
 from zoflash.monitor import telemetry as tm
@@ -99,7 +99,7 @@ int t_poll(uint8_t *type, uint16_t *seq, uint8_t *payload, uint16_t *len)
 
 @pytest.fixture(scope="module")
 def cmdlib(tmp_path_factory):
-    lib = build_shared([RUNTIME / "zo_command.c", RUNTIME / "zo_telemetry.c"], tmp_path_factory.mktemp("zo_cmd"),
+    lib = build_shared([TRAINING / "zo_command.c", TRAINING / "zo_telemetry.c"], tmp_path_factory.mktemp("zo_cmd"),
                        "zo_cmd", {"shim.c": SHIM})
     lib.t_feed.argtypes = [ctypes.c_char_p, ctypes.c_uint32]
     for f in ("t_left", "t_reads", "t_counter"):
@@ -214,14 +214,14 @@ def test_parser_finds_a_frame_inside_a_damaged_one(cmdlib):
 
 @pytest.mark.cross
 def test_parser_cross_compiles_for_m55(tmp_path):
-    src = RUNTIME / "zo_command.c"
+    src = TRAINING / "zo_command.c"
     for opt in ("-O2", "-Os"):
         res = compile_object("arm-none-eabi-gcc", src, STRICT_FLAGS + [opt] + M55_FLAGS)
         assert res.returncode == 0, res.stderr
     nm = shutil.which("arm-none-eabi-nm")
     if nm:
         obj = tmp_path / "zo_command.o"
-        subprocess.run(["arm-none-eabi-gcc", *STRICT_FLAGS, *M55_FLAGS, f"-I{RUNTIME}", "-c", str(src), "-o", str(obj)],
+        subprocess.run(["arm-none-eabi-gcc", *STRICT_FLAGS, *M55_FLAGS, *RUNTIME_INCLUDES, "-c", str(src), "-o", str(obj)],
                        check=True)
         out = subprocess.run([nm, "-u", str(obj)], check=True, capture_output=True, text=True).stdout
         assert {line.split()[-1] for line in out.splitlines() if line.strip()} <= {

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ccompile import M55_FLAGS, RUNTIME, STRICT_FLAGS, build_shared, compile_object
+from ccompile import M55_FLAGS, STRICT_FLAGS, TRAINING, ZO_MATH, build_shared, compile_object
 from zoflash.reference import schedulers as S
 from zoflash.reference.schedulers import EV, Obs
 
 pytestmark = pytest.mark.cc
 
 F32 = np.float32
-SOURCES = [RUNTIME / "zo_sched.c", RUNTIME / "zo_train_math.c", RUNTIME / "zo_rng.c"]
+SOURCES = [TRAINING / "zo_sched.c", ZO_MATH / "zo_train_math.c", ZO_MATH / "zo_rng.c"]
 BATCH = 4
 
 INT_STATE = ("q", "state", "stop", "n_obs", "last_event", "w_passes", "w_steps", "has_best", "stale",
@@ -653,5 +653,5 @@ def test_python_validation_messages():
 
 @pytest.mark.cross
 def test_cross_compiles_for_m55():
-    res = compile_object("arm-none-eabi-gcc", RUNTIME / "zo_sched.c", STRICT_FLAGS + M55_FLAGS)
+    res = compile_object("arm-none-eabi-gcc", TRAINING / "zo_sched.c", STRICT_FLAGS + M55_FLAGS)
     assert res.returncode == 0, res.stderr

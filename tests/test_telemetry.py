@@ -11,10 +11,10 @@ import zlib
 
 import numpy as np
 import pytest
-from ccompile import M55_FLAGS, RUNTIME, STRICT_FLAGS, build_shared, compile_object
+from ccompile import M55_FLAGS, RUNTIME_INCLUDES, STRICT_FLAGS, TRAINING, build_shared, compile_object
 from zoflash.monitor import telemetry as tm
 
-SOURCE = RUNTIME / "zo_telemetry.c"
+SOURCE = TRAINING / "zo_telemetry.c"
 FIXED_KINDS = ("hello", "step", "eval", "event", "done", "status", "ack")
 
 # A test port: zo_port_write appends to a memory buffer that t_take() hands over.
@@ -210,7 +210,7 @@ def test_cross_compiles_for_m55(tmp_path, opt):
     nm = shutil.which("arm-none-eabi-nm")
     if nm:  # only the port and the compiler's own helpers behind our back
         obj = tmp_path / "zo_telemetry.o"
-        res = subprocess.run(["arm-none-eabi-gcc", *flags, f"-I{RUNTIME}", "-c", str(SOURCE), "-o", str(obj)],
+        res = subprocess.run(["arm-none-eabi-gcc", *flags, *RUNTIME_INCLUDES, "-c", str(SOURCE), "-o", str(obj)],
                              check=False, capture_output=True, text=True)
         assert res.returncode == 0, res.stderr
         out = subprocess.run([nm, "-u", str(obj)], check=False, capture_output=True, text=True).stdout

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ccompile import M55_FLAGS, RUNTIME, STRICT_FLAGS, build_shared, compile_object
+from ccompile import M55_FLAGS, RUNTIME_INCLUDES, STRICT_FLAGS, ZO_MATH, build_shared, compile_object
 from zoflash.reference import zo_math as zm
 
 F32 = np.float32
 HERE = Path(__file__).resolve().parent
-SOURCES = [RUNTIME / "zo_rng.c", RUNTIME / "zo_train_math.c"]
+SOURCES = [ZO_MATH / "zo_rng.c", ZO_MATH / "zo_train_math.c"]
 
 # Batch entry points so the comparisons do not pay one ctypes call per element.
 SHIM = r"""
@@ -543,7 +543,7 @@ def test_cross_compiles_for_m55(tmp_path):
     if nm:
         for src in SOURCES:
             obj = tmp_path / (src.stem + ".o")
-            res = subprocess.run(["arm-none-eabi-gcc", *STRICT_FLAGS, *M55_FLAGS, f"-I{RUNTIME}", "-c", str(src),
+            res = subprocess.run(["arm-none-eabi-gcc", *STRICT_FLAGS, *M55_FLAGS, *RUNTIME_INCLUDES, "-c", str(src),
                                   "-o", str(obj)], capture_output=True, text=True)
             assert res.returncode == 0, res.stderr
             out = subprocess.run([nm, "-u", str(obj)], capture_output=True, text=True)
@@ -671,7 +671,7 @@ def test_m55_qemu_matches_mirror(tmp_path, m55_inputs, opt):
     m55 = HERE / "m55_math"
     flags = [f for f in STRICT_FLAGS if f != "-O2"] + opt
     cmd = ["arm-none-eabi-gcc", *flags, *M55_FLAGS, "-ffreestanding", "-nostdlib", "-nostartfiles",
-           f"-I{RUNTIME}", f"-I{tmp_path}", "-T", str(m55 / "link.ld"),
+           *RUNTIME_INCLUDES, f"-I{tmp_path}", "-T", str(m55 / "link.ld"),
            str(m55 / "startup.c"), str(m55 / "main.c"), *map(str, SOURCES), "-lgcc", "-o", str(elf)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr

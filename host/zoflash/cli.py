@@ -9,6 +9,8 @@ import numpy as np
 
 from zoflash import __version__
 from zoflash.errors import ZoflashError
+from zoflash.monitor.serialport import DEFAULT_BAUD
+from zoflash.targets.runners.base import DEFAULT_QEMU_TIMEOUT
 
 log = logging.getLogger("zoflash")
 
@@ -322,7 +324,7 @@ def convert(keras_path, saved_model_dir, tflite_path, calibration_path, out_path
               help="Trained weights file (<log>.weights.npz).")
 @click.option("--port", help="Instead of --weights: take the weights from the board training on this serial port, "
                              "as they are now (ports as for `zoflash monitor`).")
-@click.option("--baud", type=int, help="With --port: baud rate [the board's, or 115200].")
+@click.option("--baud", type=int, help=f"With --port: baud rate [the board's, or {DEFAULT_BAUD}].")
 @click.option("--board", help="With --port: the board (its USB VID:PID for --port auto, its baud rate).")
 @click.option("--save-weights", "save_weights_path", type=click.Path(dir_okay=False),
               help="With --port: also keep the weights taken from the board in this weights file.")
@@ -362,8 +364,6 @@ def export(model_path: str, weights_path: str | None, port: str | None, baud: in
 
 def _serial_settings(board: str | None, baud: int | None) -> tuple[list | None, int]:
     """USB ids for --port auto and the baud rate: from the board's data when --board is given."""
-    from zoflash.monitor.serialport import DEFAULT_BAUD
-
     if not board:
         return None, baud or DEFAULT_BAUD
     from zoflash.monitor.serial_monitor import board_console
@@ -378,7 +378,7 @@ def _serial_settings(board: str | None, baud: int | None) -> tuple[list | None, 
 @click.option("--port", required=True,
               help="The board's serial port: /dev/ttyACM0, COM3, socket://HOST:PORT, rfc2217://HOST:PORT, loop://, "
                    "or auto (found by USB VID:PID).")
-@click.option("--baud", type=int, help="Baud rate [the board's, or 115200].")
+@click.option("--baud", type=int, help=f"Baud rate [the board's, or {DEFAULT_BAUD}].")
 @click.option("--board", help="The board (id or family): its USB VID:PID for --port auto, its baud rate "
                               "[--port auto: any ST-LINK, vendor 0483].")
 @click.option("--log", "log_path", default="run.jsonl", show_default=True, type=click.Path(dir_okay=False),
@@ -450,7 +450,7 @@ def _monitor_and_report(port: str, baud: int, usb_ids, log_path: str, csv_path: 
 @click.option("--pack", "pack_path", type=click.Path(dir_okay=False),
               help="pyocd: the part's CMSIS pack file (.pack), e.g. when offline [from cmsis-pack-manager's cache].")
 @click.option("--port", "tcp_port", type=int, help="qemu: local TCP port for the console UART [a free one].")
-@click.option("--timeout", type=float, default=3600.0, show_default=True,
+@click.option("--timeout", type=float, default=DEFAULT_QEMU_TIMEOUT, show_default=True,
               help="qemu: stop the emulator after this many seconds.")
 def flash(bundle_dir: str, method: str | None, stop: bool, dry_run: bool, pack_path: str | None,
           tcp_port: int | None, timeout: float) -> None:
@@ -499,13 +499,14 @@ def run(board: str, model_path: str, data_path: str, out_dir: str | None, method
     if not resolve_board(board)[0].is_firmware:
         raise click.UsageError(f"board '{board}' runs no firmware; use `zoflash simulate` for the host")
     bundle, board_obj = _build_and_report(board, model_path, data_path, out_dir, None, False, opts)
-    flashed = flash_bundle(bundle.path, method, FlashOptions(timeout=(timeout or 3600.0) + 60.0), say=_say)
+    qemu_limit = (timeout or DEFAULT_QEMU_TIMEOUT) + 60.0
+    flashed = flash_bundle(bundle.path, method, FlashOptions(timeout=qemu_limit), say=_say)
     try:
         serial = flashed.serial_url or port or "auto"
         if serial == "auto":
             usb_ids, baud = _serial_settings(board_obj.id, baud)
         else:
-            usb_ids, baud = None, baud or int((board_obj.console or {}).get("baud", 115200))
+            usb_ids, baud = None, baud or int((board_obj.console or {}).get("baud", DEFAULT_BAUD))
         return _monitor_and_report(serial, baud, usb_ids, log_path, csv_path, str(Path(log_path).with_suffix(".png")),
                                    model_path, True, timeout, 10.0, headroom=opts.headroom)
     finally:

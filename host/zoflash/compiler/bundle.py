@@ -12,7 +12,14 @@ from importlib import resources
 from pathlib import Path
 
 from zoflash import __version__
-from zoflash.compiler.codegen import TRAINING_RUNTIME, c_identifier, render_model, runtime_sources, template_env
+from zoflash.compiler.codegen import (
+    TRAINING_RUNTIME,
+    c_identifier,
+    render_model,
+    runtime_part,
+    runtime_sources,
+    template_env,
+)
 from zoflash.compiler.pipeline import CompiledModel
 from zoflash.errors import ZoflashError
 from zoflash.targets.boards import Board, load_port
@@ -123,7 +130,8 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
     static, templates = _port_files(board, training is not None)
     files.update(static)
     env = template_env()
-    train_sources = sorted(n for n in files if n.endswith(".c") and (n in TRAINING_RUNTIME or n in train_files))
+    training_runtime = runtime_part(TRAINING_RUNTIME)
+    train_sources = sorted(n for n in files if n.endswith(".c") and (n in training_runtime or n in train_files))
     sources = sorted(n for n in files if n.endswith(".c") and n not in static and n not in train_sources)
     headers = sorted(n for n in files if n.endswith(".h")) + ["zo_bundle.h"]
     ctx = dict(version=__version__, prefix=prefix, guard=prefix.upper(), board_id=board.id,

@@ -257,14 +257,21 @@ def render_model(model: CompiledModel, prefix: str, source_name: str, source_sha
     return {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in MODEL_TEMPLATES.items()}
 
 
-# The static runtime files only a training bundle needs (and builds into the training program).
-TRAINING_RUNTIME = ("zo_trainer.c", "zo_trainer.h", "zo_sched.c", "zo_sched.h", "zo_telemetry.c",
-                    "zo_telemetry.h", "zo_command.c", "zo_command.h", "zo_port.h", "zo_train_main.c")
+# The static C runtime by subsystem (firmware_templates/runtime/<part>/), copied flat into bundles:
+# the int8 kernels and the ZO-step maths into every bundle, the training loop (trainer, scheduler,
+# telemetry, command channel, port contract, main) into training bundles only.
+SHARED_RUNTIME = ("inference", "zo_math")
+TRAINING_RUNTIME = "training"
+
+
+def runtime_part(part: str) -> dict[str, bytes]:
+    """File name -> bytes of the static C files in firmware_templates/runtime/<part>/."""
+    root = resources.files("zoflash.firmware_templates") / "runtime" / part
+    return {p.name: p.read_bytes() for p in root.iterdir() if p.name.endswith((".c", ".h"))}
 
 
 def runtime_sources(training: bool = False) -> dict[str, bytes]:
-    """The static C runtime (kernels and shared headers, plus the training loop if asked),
-    copied verbatim into bundles."""
-    root = resources.files("zoflash.firmware_templates") / "runtime"
-    return {p.name: p.read_bytes() for p in sorted(root.iterdir(), key=lambda p: p.name)
-            if p.name.endswith((".c", ".h")) and (training or p.name not in TRAINING_RUNTIME)}
+    """The static C runtime (kernels and ZO-step maths, plus the training loop if asked), copied
+    verbatim into bundles."""
+    parts = SHARED_RUNTIME + ((TRAINING_RUNTIME,) if training else ())
+    return dict(sorted(item for part in parts for item in runtime_part(part).items()))

@@ -488,6 +488,6 @@ KERNELS: dict[str, KernelInfo] = {
     "dequantize": KernelInfo("zo_dequantize_s8", "zo_dequantize_params_t", dequantize_params),
 }
 
-# C source files holding the kernels (relative to firmware_templates/runtime/).
+# C source files holding the kernels (relative to firmware_templates/runtime/inference/).
 KERNEL_SOURCES = ("zo_kernels_conv.c", "zo_kernels_elementwise.c", "zo_kernels_misc.c")
 KERNEL_HEADERS = ("zo_kernels.h", "zo_fixedpoint.h")

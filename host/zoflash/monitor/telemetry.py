@@ -1,7 +1,7 @@
 """Training telemetry, host side: decode the device's byte stream, and encode the same frames.
 
 The wire format is docs/training.md, "Telemetry (protocol version 1)"; the firmware encoder is
-firmware_templates/runtime/zo_telemetry.c.  `encode`/`Encoder` produce byte-identical frames
+firmware_templates/runtime/training/zo_telemetry.c.  `encode`/`Encoder` produce byte-identical frames
 (the Python reference trainer uses them, tests/test_telemetry.py checks them against the C).
 
     dec = Decoder()

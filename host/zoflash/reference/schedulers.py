@@ -1,5 +1,5 @@
 """The q schedulers (fixed, plateau, critical, adazeta): the independent NumPy float32 model of
-firmware_templates/runtime/zo_sched.c, bit for bit.  Rules: docs/training.md, "Schedulers".
+firmware_templates/runtime/training/zo_sched.c, bit for bit.  Rules: docs/training.md, "Schedulers".
 
 Each scheduler is a state machine driven by a transition table (Python data below, the same
 numeric state and event ids as the C).  One observation is first measured (window statistics,

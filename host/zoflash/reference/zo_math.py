@@ -1,4 +1,4 @@
-"""NumPy mirror of the static ZO-step maths (firmware_templates/runtime/zo_rng.c, zo_train_math.c).
+"""NumPy mirror of the static ZO-step maths (firmware_templates/runtime/zo_math/).
 
 Bit-identical to the C on IEEE-754 float32: every float operation here is a float32 NumPy
 operation (no float64 intermediates), and every sum that C does in a loop (over directions, over

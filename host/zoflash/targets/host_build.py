@@ -49,24 +49,25 @@ def run_make(bundle: Bundle, *targets: str, extra_cflags: str = "") -> None:
         raise BuildError(f"building {bundle.path} failed:\n{tail}")
 
 
+# The host port's own programs (command-line runner, training port): not the model's code.
+HOST_PROGRAM_SOURCES = ("zo_host_main.c", "zo_port_host.c")
+
+
 def code_size(bundle: Bundle) -> int:
-    """Bytes of machine code for the model: compile each source to an object and sum `.text`."""
+    """Bytes of machine code of the model, the kernels and the ZO-step maths (and the training
+    loop in a training bundle): the `.text` sections of the objects the bundle's Makefile built
+    into build/obj/ (with the board's flags), without the host port's programs."""
     require("size")
-    objdir = bundle.path / "build" / "obj"
-    objdir.mkdir(parents=True, exist_ok=True)
+    sources = [name for name in bundle.manifest["files"] if name.endswith(".c") and name not in HOST_PROGRAM_SOURCES]
+    objects = [bundle.path / "build" / "obj" / (name[:-2] + ".o") for name in sorted(sources)]
+    proc = subprocess.run(["size", "-A", *map(str, objects)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"size failed on {bundle.path / 'build' / 'obj'}:\n{proc.stderr[-2000:]}")
     total = 0
-    sources = [p for p in sorted(bundle.path.glob("*.c")) if p.name != "zo_host_main.c"]
-    for src in sources:
-        obj = objdir / (src.stem + ".o")
-        proc = subprocess.run([bundle.manifest["toolchain"]["cc"], "-std=c11", "-O2", "-c", "-o", str(obj), str(src)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise BuildError(f"compiling {src.name} failed:\n{proc.stderr[-2000:]}")
-        out = subprocess.run(["size", "-A", str(obj)], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            parts = line.split()
-            if parts and parts[0].startswith(".text") and len(parts) >= 2 and parts[1].isdigit():
-                total += int(parts[1])
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].startswith(".text") and parts[1].isdigit():
+            total += int(parts[1])
     return total
 
 
