@@ -12,7 +12,7 @@ from zoflash.compiler.ir import Quantization, Tensor
 from zoflash.compiler.lowering import lower_graph
 from zoflash.compiler.pipeline import compile_graph
 from zoflash.compiler.tflite_import import parse_tflite
-from zoflash.errors import ModelFormatError, UnsupportedModelError, ZoflashError
+from zoflash.errors import InternalError, ModelFormatError, UnsupportedModelError, ZoflashError
 
 NEGATIVE = negative_fixtures()
 
@@ -63,7 +63,8 @@ def test_wrong_magic_and_short_files():
 
 @pytest.mark.parametrize("model_file", ["mlp.tflite", "digits_cnn.tflite"])
 def test_truncated_and_corrupted_files_fail_cleanly(model_file):
-    """Any damage gives a ZoflashError (or, rarely, a still-valid model), never another exception."""
+    """Any damage gives a ZoflashError (or, rarely, a still-valid model), never another exception,
+    and never an InternalError: what the importer lets through meets the verifier's invariants."""
     raw = (FIXTURES / model_file).read_bytes()
     rng = random.Random(1)
     variants = [raw[:n] for n in sorted({rng.randrange(8, len(raw)) for _ in range(60)})]
@@ -74,8 +75,9 @@ def test_truncated_and_corrupted_files_fail_cleanly(model_file):
         variants.append(bytes(data))
     for data in variants:
         try:
-            graph = parse_tflite(data, "m")
-            lower_graph(graph)
+            compile_graph(parse_tflite(data, "m"))
+        except InternalError:
+            raise
         except ZoflashError:
             pass
 
@@ -219,3 +221,23 @@ def test_every_failing_constraint_of_an_op_is_listed():
     problems = problems_of(graph)
     assert_reported(problems, concat, "fused_activation_function is 'RELU' (supported: NONE)")
     assert_reported(problems, concat, "every input must have the output's scale and zero point")
+
+
+def test_constant_model_output_via_cli(tmp_path, capsys):
+    """`inspect` called this model supported and `build` ended in a traceback."""
+    import struct
+
+    import tflite
+
+    raw = (FIXTURES / "mlp.tflite").read_bytes()
+    weights = next(t for t in parse_tflite(raw, "m").tensors if t.is_constant)
+    sub = tflite.Model.GetRootAs(raw, 0).Subgraphs(0)
+    data = bytearray(raw)
+    struct.pack_into("<i", data, sub._tab.Vector(sub._tab.Offset(8)), weights.index)  # SubGraph.outputs[0]
+    bad = tmp_path / "const_out.tflite"
+    bad.write_bytes(bytes(data))
+    assert main(["inspect", str(bad)]) == 0
+    assert "legality: NOT SUPPORTED" in capsys.readouterr().out
+    assert main(["build", "--model", str(bad), "--no-compile", "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "is a constant tensor" in err and "Traceback" not in err

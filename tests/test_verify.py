@@ -80,6 +80,14 @@ def test_missing_tensor_and_wrong_argument_count():
         verify_program(model.program)
 
 
+def test_kernel_writing_a_constant():
+    model = compiled()
+    step = model.program.steps[0]
+    step.args[-1] = step.args[1]  # the weights, where the output goes
+    with pytest.raises(InternalError, match=f"op {step.op.index} FULLY_CONNECTED .*writes the constant tensor"):
+        verify_program(model.program)
+
+
 def test_alias_of_another_size():
     model = compiled("digits_cnn.tflite")
     alias = model.program.aliases[0]

@@ -55,7 +55,7 @@ class Arg:
 
     def describe(self) -> str:
         what = {ACTIVATION: "int8 per-tensor", CONSTANT: f"constant {'/'.join(self.dtypes)}",
-                DATA: "any type"}[self.kind]
+                DATA: "/".join(self.dtypes) or "any type"}[self.kind]
         return f"{self.role}{'...' if self.variadic else ''} ({what}{', optional' if self.optional else ''})"
 
 
