@@ -18,7 +18,7 @@ from zoflash.compiler.ops.registry import message
 from zoflash.compiler.pipeline import compile_graph
 from zoflash.errors import UnsupportedModelError
 
-KERNELS_H = (ROOT / "host" / "zoflash" / "firmware_templates" / "runtime" / "zo_kernels.h")
+KERNELS_H = ROOT / "firmware_templates" / "runtime" / "zo_kernels.h"
 
 
 def test_every_entry_is_complete():
@@ -30,8 +30,7 @@ def test_every_entry_is_complete():
 
 
 def test_kernels_name_real_c_functions_and_structs():
-    header = KERNELS_H.read_text() if KERNELS_H.exists() else \
-        (ROOT / "firmware_templates" / "runtime" / "zo_kernels.h").read_text()
+    header = KERNELS_H.read_text()
     for name, kernel in KERNELS.items():
         assert kernel.name == name
         assert f"void {kernel.function}(const {kernel.struct} *p" in header, name

@@ -23,19 +23,11 @@ from zoflash.compiler.ops.registry import (
 _INT16_HINT = "int16 activations (16x8 quantization) are not supported; convert with int8 activations"
 
 
-def bound_inputs(op: Op) -> Iterator[tuple[Arg, int, int]]:
-    """(declared input, position, tensor index) of each input the op has; -1 for an omitted one."""
-    args = OPS[op.type].inputs
-    for pos, index in enumerate(op.inputs):
-        if pos < len(args):
-            yield args[pos], pos, index
-        elif args and args[-1].variadic:
-            yield args[-1], pos, index
-
-
 def bound_tensors(graph: Graph, op: Op) -> Iterator[tuple[Arg, Tensor]]:
     """Every tensor of the op (inputs, then outputs) with the declaration it fills."""
-    for arg, _, index in bound_inputs(op):
+    args = OPS[op.type].inputs
+    for pos, index in enumerate(op.inputs):
+        arg = args[pos] if pos < len(args) else args[-1]  # past the declared ones: the variadic one
         if index >= 0:
             yield arg, graph.tensors[index]
     for arg, index in zip(OPS[op.type].outputs, op.outputs):
