@@ -135,6 +135,14 @@ def test_pool_options_must_be_positive():
     rejected(g, op, "filter_height is 0 (supported: integer >= 1)")
 
 
+def test_tensors_larger_than_int32_counts():
+    g = graph_of("branchy.tflite")
+    pad = op_of(g, "PAD")
+    g.tensors[pad.inputs[0]].shape = (1, 2**16, 2**16, 1)
+    g.tensors[pad.outputs[0]].shape = (1, 2**16 + 4, 2**16 + 4, 1)
+    rejected(g, pad, "every tensor must be smaller than 2 GiB")
+
+
 def test_missing_input():
     g = graph_of("mlp.tflite")
     op = g.ops[0]

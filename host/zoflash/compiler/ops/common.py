@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from zoflash.compiler import quant
 from zoflash.compiler.ir import Graph, Op, Tensor
 from zoflash.compiler.ops.registry import (
     ACTIVATION,
@@ -16,10 +17,12 @@ from zoflash.compiler.ops.registry import (
     REQUIRED,
     Arg,
     input_tensor,
+    option,
     output_tensor,
     shape,
 )
 
+INT32_MAX = 2**31 - 1
 _INT16_HINT = "int16 activations (16x8 quantization) are not supported; convert with int8 activations"
 
 
@@ -110,7 +113,13 @@ def options_accepted(graph: Graph, op: Op) -> str | None:
     return "; ".join(issues) or None
 
 
-GENERIC = (activations_int8, parameters_constant, outputs_computed, options_accepted)
+def sizes_fit_int32(graph: Graph, op: Op) -> str | None:
+    """every tensor must be smaller than 2 GiB (the kernels count elements in int32)"""
+    big = [t.describe() for _, t in bound_tensors(graph, op) if t.nbytes > INT32_MAX]
+    return "; ".join(big) or None
+
+
+GENERIC = (activations_int8, parameters_constant, outputs_computed, options_accepted, sizes_fit_int32)
 
 
 # ------------------------------------------------------------------ shared by several families
@@ -120,6 +129,24 @@ def image_4d(graph: Graph, op: Op) -> str | None:
     bad = [t.describe() for t in (input_tensor(graph, op, 0), output_tensor(graph, op))
            if len(t.shape) != 4 or t.shape[0] != 1]
     return "; ".join(bad) or None
+
+
+def window_output_size(graph: Graph, op: Op) -> str | None:
+    """the output height and width must be what the padding, strides and dilations give for the input
+    (and the window must fit the input)"""
+    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
+    if op.type in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
+        window, dilation = (option(op, "filter_height"), option(op, "filter_width")), (1, 1)
+    else:
+        w = input_tensor(graph, op, 1)
+        window = (w.shape[1], w.shape[2])
+        dilation = (option(op, "dilation_h_factor"), option(op, "dilation_w_factor"))
+    stride, padding = (option(op, "stride_h"), option(op, "stride_w")), option(op, "padding")
+    (out_h, out_w), _ = quant.compute_padding_hw(stride, dilation, x.shape[1:3], window, padding)
+    if out_h >= 1 and out_w >= 1 and (out_h, out_w) == tuple(y.shape[1:3]):
+        return None
+    return (f"input {shape(x)}, window {window[0]}x{window[1]}, stride {stride}, dilation {dilation}, "
+            f"{padding} padding give {out_h}x{out_w}; the output is {shape(y)}")
 
 
 def same_shape(graph: Graph, op: Op) -> str | None:

@@ -1,9 +1,9 @@
 """CONV_2D and DEPTHWISE_CONV_2D."""
 from __future__ import annotations
 
-from zoflash.compiler import kernels, quant
+from zoflash.compiler import kernels
 from zoflash.compiler.ir import Graph, Op
-from zoflash.compiler.ops.common import WEIGHTS, image_4d
+from zoflash.compiler.ops.common import WEIGHTS, image_4d, window_output_size
 from zoflash.compiler.ops.registry import (
     CONSTANT,
     FUSED_ACTIVATION,
@@ -60,24 +60,6 @@ def depthwise_channels(graph: Graph, op: Op) -> str | None:
     if w.shape[0] == 1 and w.shape[3] == oc == c * dm:
         return None
     return f"input channels {c}, depth_multiplier {dm}, weights {shape(w)}, output channels {oc}"
-
-
-def window_output_size(graph: Graph, op: Op) -> str | None:
-    """the output height and width must be what the padding, strides and dilations give for the input
-    (and the window must fit the input)"""
-    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
-    if op.type in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
-        window, dilation = (option(op, "filter_height"), option(op, "filter_width")), (1, 1)
-    else:
-        w = input_tensor(graph, op, 1)
-        window = (w.shape[1], w.shape[2])
-        dilation = (option(op, "dilation_h_factor"), option(op, "dilation_w_factor"))
-    stride, padding = (option(op, "stride_h"), option(op, "stride_w")), option(op, "padding")
-    (out_h, out_w), _ = quant.compute_padding_hw(stride, dilation, x.shape[1:3], window, padding)
-    if out_h >= 1 and out_w >= 1 and (out_h, out_w) == tuple(y.shape[1:3]):
-        return None
-    return (f"input {shape(x)}, window {window[0]}x{window[1]}, stride {stride}, dilation {dilation}, "
-            f"{padding} padding give {out_h}x{out_w}; the output is {shape(y)}")
 
 
 def lower_conv(graph: Graph, op: Op) -> Step:

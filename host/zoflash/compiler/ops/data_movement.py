@@ -7,7 +7,7 @@ import numpy as np
 
 from zoflash.compiler import kernels
 from zoflash.compiler.ir import Graph, Op
-from zoflash.compiler.ops.common import activation_issue, same_quantization
+from zoflash.compiler.ops.common import INT32_MAX, activation_issue, same_quantization
 from zoflash.compiler.ops.registry import (
     CONSTANT,
     DATA,
@@ -25,7 +25,6 @@ from zoflash.compiler.ops.registry import (
 )
 from zoflash.compiler.program import Alias, Step
 
-INT32_MAX = 2**31 - 1
 _PAD_MAX_RANK = 5  # as TFLM
 _CONCAT_MAX_INPUTS = 10  # as TFLM
 _CONCAT_MAX_RANK = 6  # as TFLM

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from zoflash.compiler import kernels
 from zoflash.compiler.ir import Graph, Op
-from zoflash.compiler.ops.common import image_4d, same_quantization
-from zoflash.compiler.ops.convolution import window_output_size
+from zoflash.compiler.ops.common import image_4d, same_quantization, window_output_size
 from zoflash.compiler.ops.registry import (
     FUSED_ACTIVATION,
     Arg,
