@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cbuild  # noqa: E402
 from zoflash.compiler import kernels as kb  # noqa: E402
 from zoflash.compiler import quant  # noqa: E402
+from zoflash.compiler.ops import KERNELS  # noqa: E402
 from zoflash.reference import kernels as ref  # noqa: E402
 
 ACTS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
@@ -44,7 +45,7 @@ def rand_zp(rng):
 
 
 def run(K, name, params, *arrays):
-    info = kb.KERNELS[name]
+    info = KERNELS[name]
     K.call(info.function, info.struct, params, *arrays)
 
 
@@ -88,12 +89,12 @@ SAMPLE_ARGS = {
 
 
 def test_every_kernel_has_a_sample():
-    assert set(SAMPLE_ARGS) == set(kb.KERNELS)
+    assert set(SAMPLE_ARGS) == set(KERNELS)
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLE_ARGS))
 def test_builder_keys_are_exactly_the_struct_fields(name):
-    info = kb.KERNELS[name]
+    info = KERNELS[name]
     structs = cbuild.parse_structs()
     assert info.struct in structs
     header = cbuild.KERNEL_HEADER.read_text()
@@ -114,7 +115,7 @@ def test_builder_keys_are_exactly_the_struct_fields(name):
 @pytest.mark.parametrize("name", sorted(SAMPLE_ARGS))
 def test_builders_are_keyword_only(name):
     with pytest.raises(TypeError):
-        kb.KERNELS[name].build(*SAMPLE_ARGS[name].values())
+        KERNELS[name].build(*SAMPLE_ARGS[name].values())
 
 
 def test_builders_reject_what_tflm_cannot_run():
@@ -138,7 +139,7 @@ def test_builders_reject_what_tflm_cannot_run():
     ]
     for name, change in bad:
         with pytest.raises(ValueError):
-            kb.KERNELS[name].build(**{**SAMPLE_ARGS[name], **change})
+            KERNELS[name].build(**{**SAMPLE_ARGS[name], **change})
 
 
 def test_geometry_matches_tflm_padding():
@@ -370,7 +371,7 @@ def test_binary_broadcast_random(K, kind, seed):
             o_s = f32(max(a_s, b_s) * rng.uniform(0.5, 3.0))
         else:
             o_s = f32(a_s * b_s * 128 * rng.uniform(0.05, 2.0) * (0.002 if i % 5 == 0 else 1.0))
-        params = kb.KERNELS[kind].build(input1_shape=s1, input2_shape=s2, output_shape=so, input1_scale=a_s,
+        params = KERNELS[kind].build(input1_shape=s1, input2_shape=s2, output_shape=so, input1_scale=a_s,
                                         input1_zp=rand_zp(rng), input2_scale=b_s, input2_zp=rand_zp(rng),
                                         output_scale=o_s, output_zp=rand_zp(rng), activation=ACTS[(seed + i) % 4])
         a, b = rand_i8(rng, s1), rand_i8(rng, s2)

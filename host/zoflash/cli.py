@@ -318,6 +318,15 @@ def convert(keras_path, saved_model_dir, tflite_path, calibration_path, out_path
 
 
 @cli.command()
+@click.option("--markdown", is_flag=True, help="Markdown, as in docs/ops.md.")
+def ops(markdown: bool) -> None:
+    """The supported operators: their inputs, options, C kernels and constraints."""
+    from zoflash.compiler.ops import docs
+
+    click.echo(docs.markdown() if markdown else docs.text_table(), nl=False)
+
+
+@cli.command()
 @click.option("--model", "model_path", required=True, type=click.Path(dir_okay=False),
               help="The .tflite the weights were trained from.")
 @click.option("--weights", "weights_path", type=click.Path(dir_okay=False),

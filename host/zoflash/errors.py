@@ -46,7 +46,10 @@ class DataError(ZoflashError):
     """Input data (arrays, files) has the wrong shape, type or content."""
 
 
-class MismatchError(ZoflashError):
-    """Validation found outputs that differ from the reference."""
+class InternalError(ZoflashError):
+    """A compiler stage produced something inconsistent: a bug in zoflash, not in the model."""
 
-    exit_code = 1
+    def __init__(self, stage: str, what: str):
+        self.stage = stage
+        super().__init__(f"internal error after {stage}: {what}. This is a zoflash bug, not a problem with "
+                         "the model; please report it with the model file")

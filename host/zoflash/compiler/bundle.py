@@ -75,9 +75,7 @@ def _io_manifest(model: CompiledModel, indices) -> list[dict]:
     out = []
     for i in indices:
         t = model.graph.tensors[i]
-        q = t.quant
-        if q is None and t.dtype == "float32":
-            q = model.graph.tensors[model.graph.producer()[i].inputs[0]].quant
+        q = model.io_quantization(i)
         out.append(dict(name=t.name, dtype=t.dtype, shape=list(t.shape), bytes=t.nbytes,
                         scale=q.scale if q is not None else None,
                         zero_point=q.zero_point if q is not None else None,

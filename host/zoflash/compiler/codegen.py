@@ -14,7 +14,7 @@ import jinja2
 import numpy as np
 
 from zoflash import __version__
-from zoflash.compiler import kernels
+from zoflash.compiler.ops import KERNELS
 from zoflash.compiler.pipeline import CompiledModel
 
 _C_TYPES = {"int8": "int8_t", "int32": "int32_t", "float32": "float", "int16": "int16_t", "uint8": "uint8_t"}
@@ -146,7 +146,7 @@ def _address(model: CompiledModel, names: _Names, tensor: int | None, const: boo
 
 
 def _step_call(model: CompiledModel, names: _Names, n: int, step) -> CCall:
-    info = kernels.KERNELS[step.kernel]
+    info = KERNELS[step.kernel]
     pname = names.params(n)
     fields, arrays = [], []
     for key, value in step.params.items():
@@ -181,11 +181,8 @@ def _io(model: CompiledModel, names: _Names, indices) -> list[dict]:
     out = []
     for i in indices:
         t = model.graph.tensors[i]
-        scale, zp = (t.quant.scale, t.quant.zero_point) if t.quant is not None and not t.quant.per_channel \
-            else (0.0, 0)
-        if t.dtype == "float32" and t.quant is None:  # a DEQUANTIZE output: report its input's quantization
-            src = model.graph.tensors[model.graph.producer()[i].inputs[0]]
-            scale, zp = src.quant.scale, src.quant.zero_point
+        q = model.io_quantization(i)
+        scale, zp = (q.scale, q.zero_point) if q is not None and not q.per_channel else (0.0, 0)
         out.append(dict(name=c_string(t.name), comment=c_comment(t.name),
                         dtype="ZO_FLOAT32" if t.dtype == "float32" else "ZO_INT8",
                         ctype=_ctype(t.dtype), rank=len(t.shape), shape=", ".join(str(d) for d in t.shape) or "0",
@@ -220,7 +217,7 @@ def render_context(model: CompiledModel, prefix: str, source_name: str, source_s
         version=__version__,
         source=c_comment(source_name),
         source_sha256=source_sha256,
-        arena_size=max(model.arena_size, 16),
+        arena_size=model.arena_array_size,
         arena_name=names.arena,
         arena_linkage="" if trainable else "static ",
         plan_strategy=model.plan.strategy,

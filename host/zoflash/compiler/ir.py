@@ -11,7 +11,7 @@ import numpy as np
 
 # Bytes per element of the tensor types zoflash understands.
 DTYPE_SIZES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "float32": 4, "float16": 2,
-               "bool": 1}
+               "float64": 8, "bool": 1}
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,10 @@ class Op:
 
     def where(self, graph: "Graph") -> str:
         """How an error message names this op: index, type and its tensors."""
-        ins = ", ".join(graph.tensors[i].name for i in self.inputs if i >= 0)
-        outs = ", ".join(graph.tensors[i].name for i in self.outputs)
+        def name(i: int) -> str:  # a damaged model may name tensors that do not exist
+            return graph.tensors[i].name if 0 <= i < len(graph.tensors) else f"#{i}?"
+        ins = ", ".join(name(i) for i in self.inputs if i != -1)
+        outs = ", ".join(name(i) for i in self.outputs)
         return f"op {self.index} {self.type} (inputs: {ins}; outputs: {outs})"
 
 

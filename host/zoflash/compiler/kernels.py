@@ -5,6 +5,7 @@ Each builder `NAME_params(**kw)` returns a dict whose keys are exactly the field
 `const int32_t *` fields, and one Python float (DEQUANTIZE's scale, a float32 value).  Builders
 compute what TFLite Micro computes at prepare time, so the kernels are bit-exact with TFLM's
 reference kernels; anything a kernel cannot reproduce exactly raises ValueError with the reason.
+The op registry (compiler/ops/) pairs each builder with its C function and params struct.
 
 Shapes exclude the batch dimension where the argument name says hwc/hw; scales are the float32
 values stored in the model (Python floats), zero points are ints.
@@ -12,8 +13,7 @@ values stored in the model (Python floats), zero points are ints.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -25,13 +25,6 @@ _MAX_LEFT_SHIFT = 30
 # The int32 dot products are exact (no overflow at all) below this accumulation depth; TFLM
 # itself documents 2^16 as the limit of its int32 accumulators.
 _MAX_ACCUM_DEPTH = 1 << 16
-
-
-@dataclass(frozen=True)
-class KernelInfo:
-    function: str
-    struct: str
-    build: Callable[..., dict]
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -468,26 +461,3 @@ def dequantize_params(*, size, scale, zp) -> dict:
     product is exact, so the kernel's float32 product is the same number.  `scale` is returned
     as the float32 value (a Python float that round-trips through '%.9g')."""
     return dict(size=_int("size", size, 1), zero_point=_zp("zp", zp), scale=_scale("scale", scale))
-
-
-KERNELS: dict[str, KernelInfo] = {
-    "conv2d": KernelInfo("zo_conv2d_s8", "zo_conv2d_params_t", conv2d_params),
-    "depthwise_conv2d": KernelInfo("zo_depthwise_conv2d_s8", "zo_depthwise_conv2d_params_t",
-                                   depthwise_conv2d_params),
-    "fully_connected": KernelInfo("zo_fully_connected_s8", "zo_fully_connected_params_t", fully_connected_params),
-    "avg_pool": KernelInfo("zo_avg_pool_s8", "zo_pool_params_t", pool_params),
-    "max_pool": KernelInfo("zo_max_pool_s8", "zo_pool_params_t", pool_params),
-    "add": KernelInfo("zo_add_s8", "zo_add_params_t", add_params),
-    "mul": KernelInfo("zo_mul_s8", "zo_mul_params_t", mul_params),
-    "pad": KernelInfo("zo_pad_s8", "zo_pad_params_t", pad_params),
-    "concat": KernelInfo("zo_concat_s8", "zo_concat_params_t", concat_params),
-    "mean": KernelInfo("zo_mean_s8", "zo_mean_params_t", mean_params),
-    "softmax": KernelInfo("zo_softmax_s8", "zo_softmax_params_t", softmax_params),
-    "logistic": KernelInfo("zo_logistic_s8", "zo_logistic_params_t", logistic_params),
-    "requantize": KernelInfo("zo_requantize_s8", "zo_requantize_params_t", requantize_params),
-    "dequantize": KernelInfo("zo_dequantize_s8", "zo_dequantize_params_t", dequantize_params),
-}
-
-# C source files holding the kernels (relative to firmware_templates/runtime/inference/).
-KERNEL_SOURCES = ("zo_kernels_conv.c", "zo_kernels_elementwise.c", "zo_kernels_misc.c")
-KERNEL_HEADERS = ("zo_kernels.h", "zo_fixedpoint.h")

@@ -1,4 +1,5 @@
-"""The compile pipeline: IR -> legality/lowering -> buffers -> memory plan -> CompiledModel.
+"""The compile pipeline: IR -> legality/lowering -> buffers -> memory plan -> CompiledModel, with
+the verifier's checks between the stages.
 
 `compile_graph` reads like the table of contents of the compiler; each stage lives in its own
 module. Nothing here writes C: codegen.py renders a CompiledModel.
@@ -7,9 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zoflash.compiler.ir import Graph, Tensor
-from zoflash.compiler.lowering import Program, lower_graph
+from zoflash.compiler.ir import Graph, Quantization, Tensor
+from zoflash.compiler.lowering import lower_graph
 from zoflash.compiler.planner import Buffer, MemoryPlan, plan_memory
+from zoflash.compiler.program import Program
+from zoflash.compiler.verify import verify_graph, verify_plan, verify_program
 
 
 @dataclass
@@ -25,11 +28,25 @@ class CompiledModel:
     def arena_size(self) -> int:
         return self.plan.arena_size
 
+    @property
+    def arena_array_size(self) -> int:
+        """The length of the generated arena array: at least 16 bytes, because C has no
+        zero-length arrays and the planner aligns buffers to 16 bytes."""
+        return max(self.arena_size, 16)
+
     def tensor(self, index: int) -> Tensor:
         return self.graph.tensors[index]
 
     def storage(self, index: int) -> Tensor:
         return self.graph.tensors[self.root[index]]
+
+    def io_quantization(self, index: int) -> Quantization | None:
+        """The quantization of a model input or output; a float output made by DEQUANTIZE has none
+        of its own, so it reports its int8 input's."""
+        t = self.graph.tensors[index]
+        if t.quant is None and t.dtype == "float32":
+            return self.graph.tensors[self.graph.producer()[index].inputs[0]].quant
+        return t.quant
 
     @property
     def weights_bytes(self) -> int:
@@ -82,7 +99,9 @@ def collect_buffers(program: Program, root: dict) -> list[Buffer]:
 
 
 def compile_graph(graph: Graph, strategies: tuple[str, ...] | None = None) -> CompiledModel:
+    verify_graph(graph)
     program = lower_graph(graph)  # raises UnsupportedModelError with every problem
+    verify_program(program)
     root = _resolve_aliases(program)
     buffers = collect_buffers(program, root)
     plan = plan_memory(buffers, strategies)
@@ -92,5 +111,7 @@ def compile_graph(graph: Graph, strategies: tuple[str, ...] | None = None) -> Co
             r = root[t]
             if graph.tensors[r].is_constant and r not in constants:
                 constants.append(r)
-    return CompiledModel(graph=graph, program=program, plan=plan, root=root,
-                         arena_offset={int(k): v for k, v in plan.offsets.items()}, constants=constants)
+    model = CompiledModel(graph=graph, program=program, plan=plan, root=root,
+                          arena_offset={int(k): v for k, v in plan.offsets.items()}, constants=constants)
+    verify_plan(model)
+    return model

@@ -87,7 +87,7 @@ def _quantization(t) -> Quantization | None:
 
 
 def _buffer_bytes(model, raw: bytes, index: int) -> bytes | None:
-    if index <= 0 or index >= model.BuffersLength():
+    if index == 0:  # buffer 0 is the empty buffer of every tensor without data
         return None
     buf = model.Buffers(index)
     offset, size = buf.Offset(), buf.Size()
@@ -105,8 +105,14 @@ def _read_tensor(model, raw: bytes, t, index: int) -> Tensor:
     shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
     sig = tuple(int(d) for d in t.ShapeSignatureAsNumpy()) if t.ShapeSignatureLength() else None
     name = (t.Name() or b"").decode("utf-8", "replace") or f"tensor{index}"
+    if any(d < 0 for d in shape):
+        raise ModelFormatError(f"tensor {index} '{name}' has a negative dimension in its shape {list(shape)}")
+    buffer = t.Buffer()
+    if buffer >= model.BuffersLength():
+        raise ModelFormatError(f"tensor {index} '{name}' refers to buffer {buffer}, but the model has only "
+                               f"{model.BuffersLength()} buffers (0 to {model.BuffersLength() - 1})")
     data = None
-    payload = _buffer_bytes(model, raw, t.Buffer())
+    payload = _buffer_bytes(model, raw, buffer)
     if payload is not None and dtype in _NUMPY_TYPES:
         count = int(np.prod(shape, dtype=np.int64)) if shape else 1
         arr = np.frombuffer(payload, dtype=_NUMPY_TYPES[dtype])

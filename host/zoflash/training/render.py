@@ -94,7 +94,7 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
         version=__version__, source=c_comment(source_name), source_sha256=source_sha256, prefix=prefix,
         data_source=c_comment(data.source), data_bytes=data.nbytes, data_arrays=data_arrays,
         options_comment=c_comment(opts.describe()),
-        arena_name=f"{prefix}_arena", arena_size=max(model.arena_size, 16), tensors=tensors,
+        arena_name=f"{prefix}_arena", arena_size=model.arena_array_size, tensors=tensors,
         trainable_params=plan.params,
         boundary=[dict(offset=b.offset, nbytes=b.nbytes, comment=c_comment(f"'{g.tensors[b.index].name}'"))
                   for b in plan.boundary],

@@ -1,0 +1,74 @@
+"""The legality pass: every problem that prevents compiling a model, found before anything is
+generated. Whole-model checks first, then each op's constraints from the registry."""
+from __future__ import annotations
+
+from zoflash.compiler.ir import Graph, Op
+from zoflash.compiler.ops import OPS, SUPPORTED_OPS
+from zoflash.compiler.ops.common import GENERIC, STRUCTURE
+from zoflash.compiler.ops.registry import Constraint, message
+
+
+def graph_problems(graph: Graph) -> list[str]:
+    """Whole-model checks: subgraphs, I/O types, dynamic shapes, batch, sparse/variable tensors."""
+    problems = []
+    if graph.num_subgraphs > 1:
+        problems.append(f"the model has {graph.num_subgraphs} subgraphs (control flow); only one is supported")
+    if not graph.ops:
+        problems.append("the model has no operators")
+    producer = graph.producer()
+    for role, tensors in (("input", graph.inputs), ("output", graph.outputs)):
+        for i in tensors:
+            t = graph.tensors[i]
+            float_out = role == "output" and t.dtype == "float32" and producer.get(i) is not None \
+                and producer[i].type == "DEQUANTIZE"
+            if t.dtype != "int8" and not float_out:
+                hint = (" (int16 activations, 16x8 quantization, are not supported: convert with int8 activations)"
+                        if t.dtype == "int16" else
+                        " (a float model, or float I/O: convert with full-integer quantization and "
+                        "inference_input_type = inference_output_type = tf.int8)")
+                problems.append(f"model {role} {t.describe()} is {t.dtype}, not int8{hint}")
+            if t.shape and t.shape[0] != 1 and role == "input":
+                problems.append(f"model input {t.describe()} has batch {t.shape[0]}; export with batch size 1")
+            if t.is_constant:
+                problems.append(f"model {role} {t.describe()} is a constant tensor; a model's inputs and outputs "
+                                "must be computed at run time")
+            elif role == "output" and i not in producer and i not in graph.inputs:
+                problems.append(f"model output {t.describe()} is not computed by any operator")
+    for t in graph.tensors:
+        if t.shape_signature is not None and any(d < 0 for d in t.shape_signature):
+            problems.append(f"tensor {t.describe()} has a dynamic shape {list(t.shape_signature)}; "
+                            "export with a fixed shape and batch size 1 (tf.keras.Input(shape, batch_size=1))")
+        if t.sparse:
+            problems.append(f"tensor {t.describe()} is sparse; sparse weights are not supported")
+        if t.is_variable:
+            problems.append(f"tensor {t.describe()} is a variable (stateful model); not supported")
+    return problems
+
+
+def _failures(graph: Graph, op: Op, constraints: tuple[Constraint, ...]) -> list[str]:
+    problems = []
+    for check in constraints:
+        try:
+            detail = check(graph, op)
+        except (ArithmeticError, AttributeError, LookupError, TypeError, ValueError) as exc:
+            # A constraint may rely on what an earlier one checks (a rank, a quantization): once
+            # one failed, a later one that cannot evaluate says nothing new.
+            if not problems:
+                problems.append(f"{op.where(graph)}: malformed operator ({type(exc).__name__}: {exc})")
+            continue
+        if detail is not None:
+            problems.append(f"{op.where(graph)}: {message(check)}" + (f" ({detail})" if detail else ""))
+    return problems
+
+
+def op_problems(graph: Graph, op: Op) -> list[str]:
+    """Every constraint this op fails: the generic ones every op meets, then its own."""
+    entry = OPS.get(op.type)
+    if entry is None:
+        return [f"{op.where(graph)}: operator {op.type} is not supported (supported: {', '.join(SUPPORTED_OPS)})"]
+    return _failures(graph, op, STRUCTURE) or _failures(graph, op, GENERIC + entry.constraints)
+
+
+def model_problems(graph: Graph) -> list[str]:
+    """Every problem of the whole model, each naming the op (index, type, tensors) it is about."""
+    return graph_problems(graph) + [p for op in graph.ops for p in op_problems(graph, op)]

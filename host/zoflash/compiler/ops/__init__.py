@@ -1,0 +1,17 @@
+"""The op registry: one entry per supported TFLite op (registry.py has the entry types).
+
+Each family module registers its ops when imported, in the order of FAMILIES, which is also the
+order of the docs (`zoflash ops`, docs/ops.md, the README's table).
+"""
+import importlib
+
+from zoflash.compiler.ops.registry import OPS, Kernel, OpEntry, Problem
+
+FAMILIES = ("convolution", "fully_connected", "pooling", "binary", "data_movement", "reduction", "activation")
+for _family in FAMILIES:
+    importlib.import_module(f"{__name__}.{_family}")
+
+KERNELS: dict[str, Kernel] = {k.name: k for entry in OPS.values() for k in entry.kernels}
+SUPPORTED_OPS = tuple(sorted(OPS))
+
+__all__ = ["FAMILIES", "KERNELS", "OPS", "SUPPORTED_OPS", "Kernel", "OpEntry", "Problem"]

@@ -1,0 +1,102 @@
+"""One input, one output of the same shape: SOFTMAX, LOGISTIC, QUANTIZE (int8 -> int8) and
+DEQUANTIZE (int8 -> float32, as a model output)."""
+from __future__ import annotations
+
+from zoflash.compiler import kernels, quant
+from zoflash.compiler.ir import Graph, Op
+from zoflash.compiler.ops.common import same_shape
+from zoflash.compiler.ops.registry import (
+    DATA,
+    Arg,
+    Kernel,
+    OpEntry,
+    build,
+    input_tensor,
+    option,
+    output_tensor,
+    positive,
+    register,
+)
+from zoflash.compiler.program import Step
+
+SOFTMAX = Kernel("softmax", "zo_softmax_s8", "zo_softmax_params_t", kernels.softmax_params, ("int8", "int8"),
+                 lambda p: (p["outer"] * p["depth"], p["outer"] * p["depth"]))
+LOGISTIC = Kernel("logistic", "zo_logistic_s8", "zo_logistic_params_t", kernels.logistic_params, ("int8", "int8"),
+                  lambda p: (p["size"], p["size"]))
+REQUANTIZE = Kernel("requantize", "zo_requantize_s8", "zo_requantize_params_t", kernels.requantize_params,
+                    ("int8", "int8"), lambda p: (p["size"], p["size"]))
+DEQUANTIZE = Kernel("dequantize", "zo_dequantize_s8", "zo_dequantize_params_t", kernels.dequantize_params,
+                    ("int8", "float32"), lambda p: (p["size"], 4 * p["size"]))
+
+# TFLM's int8 SOFTMAX and LOGISTIC produce probabilities in this quantization.
+_PROBABILITY_ZERO_POINT = -128
+_PROBABILITY_SCALE = 1.0 / 256.0
+
+
+def softmax_output_quantization(graph: Graph, op: Op) -> str | None:
+    """the output must have scale 1/256 and zero point -128 (as TFLM requires)"""
+    y = output_tensor(graph, op)
+    if y.quant.zero_point == _PROBABILITY_ZERO_POINT and quant.f32(y.quant.scale) == _PROBABILITY_SCALE:
+        return None
+    return f"output {y.describe()}"
+
+
+def logistic_output_zero_point(graph: Graph, op: Op) -> str | None:
+    """the output must have zero point -128 (as TFLM requires)"""
+    y = output_tensor(graph, op)
+    return None if y.quant.zero_point == _PROBABILITY_ZERO_POINT else f"output {y.describe()}"
+
+
+def model_output_only(graph: Graph, op: Op) -> str | None:
+    """DEQUANTIZE is supported only as a model output (float compute inside the graph is not)"""
+    y = output_tensor(graph, op)
+    if y.index in graph.outputs and not graph.consumers().get(y.index):
+        return None
+    return f"output '{y.name}' is not a model output, or other ops read it"
+
+
+def _io(graph: Graph, op: Op):
+    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
+    return x, y, dict(input_scale=x.quant.scale, input_zp=x.quant.zero_point, output_scale=y.quant.scale,
+                      output_zp=y.quant.zero_point)
+
+
+def lower_softmax(graph: Graph, op: Op) -> Step:
+    x, y, q = _io(graph, op)
+    depth = x.shape[-1] if x.shape else 1
+    params = build(graph, op, SOFTMAX, outer=x.num_elements // depth, depth=depth, beta=option(op, "beta"), **q)
+    return Step(op, SOFTMAX.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
+
+
+def lower_elementwise(graph: Graph, op: Op) -> Step:
+    x, y, q = _io(graph, op)
+    kernel = LOGISTIC if op.type == "LOGISTIC" else REQUANTIZE
+    params = build(graph, op, kernel, size=x.num_elements, **q)
+    return Step(op, kernel.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
+
+
+def lower_dequantize(graph: Graph, op: Op) -> Step:
+    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
+    params = build(graph, op, DEQUANTIZE, size=x.num_elements, scale=x.quant.scale, zp=x.quant.zero_point)
+    return Step(op, DEQUANTIZE.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
+
+
+register(OpEntry(
+    types=("SOFTMAX",), summary="int8 -> int8 (scale 1/256, zero point -128)", inputs=(Arg("input"),),
+    outputs=(Arg("output"),), lower=lower_softmax, kernels=(SOFTMAX,), options=(positive("beta", default=1.0),),
+    constraints=(same_shape, softmax_output_quantization)))
+
+register(OpEntry(
+    types=("LOGISTIC",), summary="int8 -> int8", inputs=(Arg("input"),), outputs=(Arg("output"),),
+    lower=lower_elementwise, kernels=(LOGISTIC,), constraints=(same_shape, logistic_output_zero_point)))
+
+register(OpEntry(
+    types=("QUANTIZE",), summary="int8 -> int8 requantization",
+    inputs=(Arg("input", hint="a QUANTIZE from float32 means the model takes float input; "
+                              "re-export it with inference_input_type=tf.int8"),),
+    outputs=(Arg("output"),), lower=lower_elementwise, kernels=(REQUANTIZE,), constraints=(same_shape,)))
+
+register(OpEntry(
+    types=("DEQUANTIZE",), summary="int8 -> float32, as a model output", inputs=(Arg("input"),),
+    outputs=(Arg("output", DATA, ("float32",)),), lower=lower_dequantize, kernels=(DEQUANTIZE,),
+    constraints=(same_shape, model_output_only)))

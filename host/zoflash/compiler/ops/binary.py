@@ -1,0 +1,72 @@
+"""ADD and MUL (int8, broadcasting)."""
+from __future__ import annotations
+
+import numpy as np
+
+from zoflash.compiler import kernels
+from zoflash.compiler.ir import Graph, Op
+from zoflash.compiler.ops.registry import (
+    FUSED_ACTIVATION,
+    Arg,
+    Kernel,
+    OpEntry,
+    build,
+    input_tensor,
+    option,
+    output_tensor,
+    register,
+    shape,
+)
+from zoflash.compiler.program import Step
+
+_MAX_RANK = 4
+
+
+def _binary_extents(p: dict) -> tuple:
+    """Each input is walked with its strides over the output box (stride 0 where it broadcasts)."""
+    dims = [p[f"out_d{k}"] for k in range(4)]
+
+    def reach(prefix: str) -> int:
+        return 1 + sum((d - 1) * p[f"{prefix}_s{k}"] for k, d in enumerate(dims))
+    return reach("in1"), reach("in2"), int(np.prod(dims))
+
+
+ADD = Kernel("add", "zo_add_s8", "zo_add_params_t", kernels.add_params, ("int8", "int8", "int8"), _binary_extents)
+MUL = Kernel("mul", "zo_mul_s8", "zo_mul_params_t", kernels.mul_params, ("int8", "int8", "int8"), _binary_extents)
+
+
+def at_most_4d(graph: Graph, op: Op) -> str | None:
+    """inputs and output must have at most 4 dimensions"""
+    tensors = (input_tensor(graph, op, 0), input_tensor(graph, op, 1), output_tensor(graph, op))
+    return "; ".join(t.describe() for t in tensors if len(t.shape) > _MAX_RANK) or None
+
+
+def broadcasts_to_output(graph: Graph, op: Op) -> str | None:
+    """the inputs must broadcast (numpy rules) to the output's shape"""
+    a, b, y = input_tensor(graph, op, 0), input_tensor(graph, op, 1), output_tensor(graph, op)
+    try:
+        expected = tuple(np.broadcast_shapes(a.shape, b.shape))
+    except ValueError:
+        return f"{shape(a)} and {shape(b)} do not broadcast"
+    # leading 1s do not change the layout, so [1, 4] + [4] -> [4] is fine
+    rank = max(len(expected), len(y.shape))
+    if (1,) * (rank - len(expected)) + expected == (1,) * (rank - len(y.shape)) + tuple(y.shape):
+        return None
+    return f"{shape(a)} and {shape(b)} broadcast to {list(expected)}; the output is {shape(y)}"
+
+
+def lower_binary(graph: Graph, op: Op) -> Step:
+    a, b, y = input_tensor(graph, op, 0), input_tensor(graph, op, 1), output_tensor(graph, op)
+    kernel = ADD if op.type == "ADD" else MUL
+    params = build(graph, op, kernel, input1_shape=a.shape, input2_shape=b.shape, output_shape=y.shape,
+                   input1_scale=a.quant.scale, input1_zp=a.quant.zero_point, input2_scale=b.quant.scale,
+                   input2_zp=b.quant.zero_point, output_scale=y.quant.scale, output_zp=y.quant.zero_point,
+                   activation=option(op, "fused_activation_function"))
+    return Step(op, kernel.name, params, args=[a.index, b.index, y.index],
+                inputs=tuple(t.index for t in (a, b) if not t.is_constant), outputs=(y.index,))
+
+
+register(OpEntry(
+    types=("ADD", "MUL"), summary="broadcasting up to 4-D, different input scales",
+    inputs=(Arg("first input"), Arg("second input")), outputs=(Arg("output"),), lower=lower_binary,
+    kernels=(ADD, MUL), options=(FUSED_ACTIVATION,), constraints=(at_most_4d, broadcasts_to_output)))

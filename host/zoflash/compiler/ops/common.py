@@ -1,0 +1,200 @@
+"""Constraints every op must meet (GENERIC), and constraints several op families share.
+
+The legality pass runs STRUCTURE first: when an op lacks a tensor, nothing else about it can
+be checked. Then GENERIC and the op's own constraints, all of them, so the user sees every
+problem at once.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from zoflash.compiler import quant
+from zoflash.compiler.ir import Graph, Op, Tensor
+from zoflash.compiler.ops.registry import (
+    ACTIVATION,
+    CONSTANT,
+    OPS,
+    REQUIRED,
+    Arg,
+    input_tensor,
+    option,
+    output_tensor,
+    shape,
+)
+
+INT32_MAX = 2**31 - 1
+_INT16_HINT = "int16 activations (16x8 quantization) are not supported; convert with int8 activations"
+
+
+def bound_tensors(graph: Graph, op: Op) -> Iterator[tuple[Arg, Tensor]]:
+    """Every tensor of the op (inputs, then outputs) with the declaration it fills."""
+    args = OPS[op.type].inputs
+    for pos, index in enumerate(op.inputs):
+        arg = args[pos] if pos < len(args) else args[-1]  # past the declared ones: the variadic one
+        if index >= 0:
+            yield arg, graph.tensors[index]
+    for arg, index in zip(OPS[op.type].outputs, op.outputs):
+        yield arg, graph.tensors[index]
+
+
+def activation_issue(t: Tensor, role: str, hint: str = "") -> str | None:
+    """Why `t` cannot be an int8 activation, or None."""
+    if t.dtype != "int8":
+        hint = _INT16_HINT if t.dtype == "int16" else hint
+        return f"{role} {t.describe()} is {t.dtype}" + (f" ({hint})" if hint else "")
+    if t.quant is None:
+        return f"{role} {t.describe()} has no quantization parameters"
+    if t.quant.per_channel:
+        return f"{role} {t.describe()} is quantized per channel"
+    return None
+
+
+# --------------------------------------------------------------------------------- STRUCTURE
+
+def tensors_exist(graph: Graph, op: Op) -> str | None:
+    """every tensor the op names must exist in the model"""
+    n = len(graph.tensors)
+    bad = [i for i in op.inputs if not -1 <= i < n] + [i for i in op.outputs if not 0 <= i < n]
+    return f"tensor indices {bad}; the model has {n} tensors" if bad else None
+
+
+def has_every_tensor(graph: Graph, op: Op) -> str | None:
+    """the op must have each input and output it needs, and no other"""
+    entry = OPS[op.type]
+    issues = []
+    for pos, arg in enumerate(entry.inputs):
+        if not arg.optional and (pos >= len(op.inputs) or op.inputs[pos] < 0):
+            issues.append(f"the {arg.role} input is missing")
+    if not (entry.inputs and entry.inputs[-1].variadic) and len(op.inputs) > len(entry.inputs):
+        issues.append(f"{len(op.inputs)} inputs, at most {len(entry.inputs)} expected")
+    if len(op.outputs) != len(entry.outputs):
+        issues.append(f"{len(op.outputs)} outputs, {len(entry.outputs)} expected")
+    return "; ".join(issues) or None
+
+
+STRUCTURE = (tensors_exist, has_every_tensor)
+
+
+# ----------------------------------------------------------------------------------- GENERIC
+
+def activations_int8(graph: Graph, op: Op) -> str | None:
+    """activations must be int8 with per-tensor quantization (one scale and zero point)"""
+    issues = [activation_issue(t, arg.role, arg.hint) for arg, t in bound_tensors(graph, op) if arg.kind == ACTIVATION]
+    return "; ".join(i for i in issues if i) or None
+
+
+def parameters_constant(graph: Graph, op: Op) -> str | None:
+    """weights, biases and parameter inputs must be constant tensors of the listed type (see `zoflash ops`)"""
+    issues = []
+    for arg, t in bound_tensors(graph, op):
+        if arg.kind == CONSTANT and not t.is_constant:
+            issues.append(f"{arg.role} '{t.name}' is computed at run time")
+        elif arg.kind != ACTIVATION and arg.dtypes and t.dtype not in arg.dtypes:
+            issues.append(f"{arg.role} {t.describe()} is {t.dtype}, not {'/'.join(arg.dtypes)}"
+                          + (f" ({arg.hint})" if arg.hint else ""))
+    return "; ".join(issues) or None
+
+
+def outputs_computed(graph: Graph, op: Op) -> str | None:
+    """an op's output must not be a constant tensor"""
+    bad = [f"'{graph.tensors[i].name}'" for i in op.outputs if graph.tensors[i].is_constant]
+    return f"{', '.join(bad)} has constant data" if bad else None
+
+
+def options_accepted(graph: Graph, op: Op) -> str | None:
+    """every option must have a value zoflash supports (`zoflash ops` lists them)"""
+    issues = []
+    for opt in OPS[op.type].options:
+        value = op.options.get(opt.name, opt.default)
+        if value is REQUIRED:
+            issues.append(f"{opt.name} is missing")
+        elif not opt.accepts(value):
+            issues.append(f"{opt.name} is {value!r} (supported: {opt.accepted})")
+    return "; ".join(issues) or None
+
+
+def sizes_fit_int32(graph: Graph, op: Op) -> str | None:
+    """every tensor must be smaller than 2 GiB (the kernels count elements in int32)"""
+    big = [t.describe() for _, t in bound_tensors(graph, op) if t.nbytes > INT32_MAX]
+    return "; ".join(big) or None
+
+
+GENERIC = (activations_int8, parameters_constant, outputs_computed, options_accepted, sizes_fit_int32)
+
+
+# ------------------------------------------------------------------ shared by several families
+
+def image_4d(graph: Graph, op: Op) -> str | None:
+    """input and output must be 4-D [1, height, width, channels] (batch 1)"""
+    bad = [t.describe() for t in (input_tensor(graph, op, 0), output_tensor(graph, op))
+           if len(t.shape) != 4 or t.shape[0] != 1]
+    return "; ".join(bad) or None
+
+
+def window_output_size(graph: Graph, op: Op) -> str | None:
+    """the output height and width must be what the padding, strides and dilations give for the input
+    (and the window must fit the input)"""
+    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
+    if op.type in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
+        window, dilation = (option(op, "filter_height"), option(op, "filter_width")), (1, 1)
+    else:
+        w = input_tensor(graph, op, 1)
+        window = (w.shape[1], w.shape[2])
+        dilation = (option(op, "dilation_h_factor"), option(op, "dilation_w_factor"))
+    stride, padding = (option(op, "stride_h"), option(op, "stride_w")), option(op, "padding")
+    (out_h, out_w), _ = quant.compute_padding_hw(stride, dilation, x.shape[1:3], window, padding)
+    if out_h >= 1 and out_w >= 1 and (out_h, out_w) == tuple(y.shape[1:3]):
+        return None
+    return (f"input {shape(x)}, window {window[0]}x{window[1]}, stride {stride}, dilation {dilation}, "
+            f"{padding} padding give {out_h}x{out_w}; the output is {shape(y)}")
+
+
+def same_shape(graph: Graph, op: Op) -> str | None:
+    """the output must have the input's shape"""
+    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
+    return f"input {shape(x)}, output {shape(y)}" if tuple(x.shape) != tuple(y.shape) else None
+
+
+def weights_axis(op: Op) -> int:
+    """The output-channel axis of the weights: [out, ...] except DEPTHWISE_CONV_2D's [1, h, w, out]."""
+    return 3 if op.type == "DEPTHWISE_CONV_2D" else 0
+
+
+def weights_quantized(graph: Graph, op: Op) -> str | None:
+    """the weights must be int8 quantized (not a float or hybrid model)"""
+    w = input_tensor(graph, op, 1)
+    return f"weights '{w.name}' have no quantization parameters" if w.quant is None else None
+
+
+def weights_symmetric(graph: Graph, op: Op) -> str | None:
+    """int8 weights must be symmetric (zero point 0)"""
+    w = input_tensor(graph, op, 1)
+    zps = sorted({z for z in w.quant.zero_points if z != 0})
+    return f"weights '{w.name}' have zero points {zps}" if zps else None
+
+
+def weights_scales_per_output_channel(graph: Graph, op: Op) -> str | None:
+    """per-channel weights need one scale per output channel, along the output-channel axis"""
+    w = input_tensor(graph, op, 1)
+    q, axis = w.quant, weights_axis(op)
+    if not q.per_channel or (q.axis == axis and len(q.scales) == w.shape[axis]):
+        return None
+    return (f"weights '{w.name}' {shape(w)} have {len(q.scales)} scales along axis {q.axis}; "
+            f"expected {w.shape[axis]} along axis {axis}")
+
+
+def bias_per_output_channel(graph: Graph, op: Op) -> str | None:
+    """the bias must have one value per output channel"""
+    w, b = input_tensor(graph, op, 1), input_tensor(graph, op, 2)
+    if b is None or b.num_elements == w.shape[weights_axis(op)]:
+        return None
+    return f"bias '{b.name}' has {b.num_elements} values for {w.shape[weights_axis(op)]} output channels"
+
+
+WEIGHTS = (weights_quantized, weights_symmetric, weights_scales_per_output_channel, bias_per_output_channel)
+
+
+def same_quantization(a: Tensor, b: Tensor, tolerance: float = 0.0) -> bool:
+    """TFLM's checks: pooling allows |scale difference| <= 1e-6, concatenation wants equality."""
+    return abs(a.quant.scale - b.quant.scale) <= tolerance and a.quant.zero_point == b.quant.zero_point
+

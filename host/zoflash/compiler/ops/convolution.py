@@ -1,0 +1,94 @@
+"""CONV_2D and DEPTHWISE_CONV_2D."""
+from __future__ import annotations
+
+from zoflash.compiler import kernels
+from zoflash.compiler.ir import Graph, Op
+from zoflash.compiler.ops.common import WEIGHTS, image_4d, window_output_size
+from zoflash.compiler.ops.registry import (
+    CONSTANT,
+    FUSED_ACTIVATION,
+    Arg,
+    Kernel,
+    OpEntry,
+    at_least,
+    build,
+    input_tensor,
+    one_of,
+    option,
+    output_tensor,
+    register,
+    shape,
+)
+from zoflash.compiler.program import Step
+
+CONV2D = Kernel("conv2d", "zo_conv2d_s8", "zo_conv2d_params_t", kernels.conv2d_params,
+                ("int8", "int8", "int32", "int8"),
+                lambda p: (p["input_h"] * p["input_w"] * p["input_c"],
+                           p["output_c"] * p["filter_h"] * p["filter_w"] * p["filter_c"],
+                           4 * p["output_c"], p["output_h"] * p["output_w"] * p["output_c"]))
+DEPTHWISE_CONV2D = Kernel("depthwise_conv2d", "zo_depthwise_conv2d_s8", "zo_depthwise_conv2d_params_t",
+                          kernels.depthwise_conv2d_params, ("int8", "int8", "int32", "int8"),
+                          lambda p: (p["input_h"] * p["input_w"] * p["input_c"],
+                                     p["filter_h"] * p["filter_w"] * p["output_c"],
+                                     4 * p["output_c"], p["output_h"] * p["output_w"] * p["output_c"]))
+
+INPUTS = (Arg("input"), Arg("weights", CONSTANT, ("int8",)), Arg("bias", CONSTANT, ("int32",), optional=True))
+OPTIONS = (at_least("stride_h", 1), at_least("stride_w", 1), at_least("dilation_h_factor", 1, default=1),
+           at_least("dilation_w_factor", 1, default=1), one_of("padding", "SAME", "VALID"), FUSED_ACTIVATION)
+
+
+def weights_4d(graph: Graph, op: Op) -> str | None:
+    """the weights must be 4-D"""
+    w = input_tensor(graph, op, 1)
+    return w.describe() if len(w.shape) != 4 else None
+
+
+def conv_channels(graph: Graph, op: Op) -> str | None:
+    """the weights [out, h, w, in / groups] must have the output's channels, and the input's channels
+    must split into groups that divide the output channels"""
+    c, w, oc = input_tensor(graph, op, 0).shape[3], input_tensor(graph, op, 1), output_tensor(graph, op).shape[3]
+    f_oc, fc = w.shape[0], w.shape[3]
+    if f_oc == oc and fc > 0 and c % fc == 0 and c // fc > 0 and oc % (c // fc) == 0:
+        return None
+    return f"input channels {c}, weights {shape(w)}, output channels {oc}"
+
+
+def depthwise_channels(graph: Graph, op: Op) -> str | None:
+    """the weights must be [1, h, w, out] with out = output channels = input channels x depth_multiplier"""
+    c, w, oc = input_tensor(graph, op, 0).shape[3], input_tensor(graph, op, 1), output_tensor(graph, op).shape[3]
+    dm = option(op, "depth_multiplier")
+    if w.shape[0] == 1 and w.shape[3] == oc == c * dm:
+        return None
+    return f"input channels {c}, depth_multiplier {dm}, weights {shape(w)}, output channels {oc}"
+
+
+def lower_conv(graph: Graph, op: Op) -> Step:
+    x, w, b, y = (input_tensor(graph, op, 0), input_tensor(graph, op, 1), input_tensor(graph, op, 2),
+                  output_tensor(graph, op))
+    common = dict(input_hwc=x.shape[1:], output_hwc=y.shape[1:],
+                  stride_hw=(option(op, "stride_h"), option(op, "stride_w")),
+                  dilation_hw=(option(op, "dilation_h_factor"), option(op, "dilation_w_factor")),
+                  padding=option(op, "padding"), input_scale=x.quant.scale, input_zp=x.quant.zero_point,
+                  filter_scales=w.quant.scales, output_scale=y.quant.scale, output_zp=y.quant.zero_point,
+                  activation=option(op, "fused_activation_function"))
+    if op.type == "DEPTHWISE_CONV_2D":
+        kernel = DEPTHWISE_CONV2D
+        params = build(graph, op, kernel, filter_1hwo=w.shape, depth_multiplier=option(op, "depth_multiplier"),
+                       **common)
+    else:
+        kernel = CONV2D
+        params = build(graph, op, kernel, filter_ohwi=w.shape, **common)
+    return Step(op, kernel.name, params, args=[x.index, w.index, b.index if b is not None else None, y.index],
+                inputs=(x.index,), outputs=(y.index,))
+
+
+register(OpEntry(
+    types=("CONV_2D",), summary="stride, SAME/VALID, dilation, grouped; fused NONE/RELU/RELU6/RELU_N1_TO_1",
+    inputs=INPUTS, outputs=(Arg("output"),), lower=lower_conv, kernels=(CONV2D,), options=OPTIONS,
+    constraints=(image_4d, weights_4d, *WEIGHTS, conv_channels, window_output_size)))
+
+register(OpEntry(
+    types=("DEPTHWISE_CONV_2D",), summary="depth multiplier, stride, SAME/VALID, dilation",
+    inputs=INPUTS, outputs=(Arg("output"),), lower=lower_conv, kernels=(DEPTHWISE_CONV2D,),
+    options=OPTIONS + (at_least("depth_multiplier", 1, default=1),),
+    constraints=(image_4d, weights_4d, *WEIGHTS, depthwise_channels, window_output_size)))
