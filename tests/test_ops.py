@@ -18,7 +18,7 @@ from zoflash.compiler.ops.registry import message
 from zoflash.compiler.pipeline import compile_graph
 from zoflash.errors import UnsupportedModelError
 
-KERNELS_H = ROOT / "firmware_templates" / "runtime" / "zo_kernels.h"
+KERNELS_H = ROOT / "firmware_templates" / "runtime" / "inference" / "zo_kernels.h"
 
 
 def test_every_entry_is_complete():
