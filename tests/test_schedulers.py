@@ -84,7 +84,8 @@ class Rule(ctypes.Structure):
 
 
 def c_config(kind, **params) -> Config:
-    return Config(**{f: (float(v) if f in spec.SCHED_FLOAT_PARAMS else v) for f, v in P.resolve(kind, **params).items()})
+    cfg = P.resolve(kind, **params)
+    return Config(**{f: (float(v) if f in spec.SCHED_FLOAT_PARAMS else v) for f, v in cfg.items()})
 
 
 @pytest.fixture(scope="module")
