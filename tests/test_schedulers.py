@@ -1,6 +1,7 @@
 """The q schedulers: zo_sched.c, configured by the product (zoflash.training.schedulers), against
-the NumPy model zoflash.reference.schedulers (its own configuration), step by step and bit for bit, on synthetic traces that walk every row of every transition table, on
-random traces, and a few properties (q bounds, window sizes, validation)."""
+the NumPy model zoflash.reference.schedulers (which reads the parameters itself), step by step
+and bit for bit, on synthetic traces that walk every row of every transition table, on random
+traces, and a few properties (q bounds, window sizes, validation)."""
 from __future__ import annotations
 
 import ctypes

@@ -526,7 +526,8 @@ def test_other_optimisation_levels_bit_identical(tmp_path_factory, opt):
         r0 = rng.integers(-128, 128, n).astype(np.int8)
         c = _c_values(rng, q)
         w, r = w0.copy(), r0.copy()
-        other.zo_update_s8(_p(w), _p(r), n, _p(c), q, ctypes.byref(ZoDir(3, 4, 0, 5, 1)), spec.ROUNDING_IDS[mode], w_max)
+        other.zo_update_s8(_p(w), _p(r), n, _p(c), q, ctypes.byref(ZoDir(3, 4, 0, 5, 1)), spec.ROUNDING_IDS[mode],
+                           w_max)
         ww, rr = zm.update_s8(w0, r0, c, 3, 4, 5, 1, mode, w_max=w_max)
         assert np.array_equal(w, ww) and np.array_equal(r, rr), (mode, w_max)
 

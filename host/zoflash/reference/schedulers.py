@@ -1,10 +1,12 @@
 """The q schedulers (fixed, plateau, critical, adazeta): the independent NumPy float32 model of
 firmware_templates/runtime/zo_sched.c, bit for bit.  Rules: docs/training.md, "Schedulers".
 
-Each scheduler is a state machine driven by a transition table (Python data below, the same
-numeric state and event ids as the C).  One observation is first measured (window statistics,
-EMAs), then turned into one event, then (state, event) is looked up: the row gives the actions
-and the next state (or the alternative one when q ends at q_max).
+Each scheduler is a state machine driven by a transition table (Python data below; the state,
+event and action ids are those of the training spec, as in the C).  One observation is first
+measured (window statistics, EMAs), then turned into one event, then (state, event) is looked
+up: the row gives the actions and the next state (or the alternative one when q ends at q_max).
+The model reads its parameters itself (config below), independently of the product's
+training/schedulers.py that configures the C.
 
 Every float operation is one np.float32 operation, in the C's order.
 

@@ -1,6 +1,7 @@
 """`zoflash simulate`: the training firmware's C built and run on the host (engine "c"), or the
 independent Python reference (engine "reference"); both stream the same telemetry frames into
-a Session (JSONL log, live view, weights file, plot)."""
+a Session (JSONL log, live view, weights file, plot).  ENGINE_RUNNERS is the one place that
+selects an engine."""
 from __future__ import annotations
 
 import os
@@ -59,9 +60,10 @@ def _reference_engine(prep: CompiledTraining, bundle_dir: Path, prefix: str | No
     return reference_frames(prep), None
 
 
-# name -> (compiled training, bundle directory, prefix) -> (telemetry byte stream, bundle or None)
-ENGINE_RUNNERS: dict[str, Callable[[CompiledTraining, Path, str | None], tuple[Iterator[bytes], Bundle | None]]] = {
-    "c": _c_engine,          # the generated training C, built and run on the host
+# (compiled training, bundle directory, prefix) -> (telemetry byte stream, the bundle if one is made)
+Engine = Callable[[CompiledTraining, Path, "str | None"], "tuple[Iterator[bytes], Bundle | None]"]
+ENGINE_RUNNERS: dict[str, Engine] = {
+    "c": _c_engine,                  # the generated training C, built and run on the host
     "reference": _reference_engine,  # the independent Python reference trainer
 }
 ENGINES = tuple(ENGINE_RUNNERS)
