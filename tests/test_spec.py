@@ -82,6 +82,9 @@ def test_spec_is_plain_data():
         assert len(set(names)) == len(names), table
     assert len(set(spec.COMMANDS.values())) == len(spec.COMMANDS) and min(spec.COMMANDS.values()) >= spec.COMMAND_FIRST
     assert set(spec.SCHED_DEFAULTS) == set(spec.SCHEDULERS)
+    # every scheduler parameter but the q range (and a flag) has its limits, and only those
+    params = set().union(*spec.SCHED_DEFAULTS.values(), *spec.SCHED_TRAINER_PARAMS.values())
+    assert set(spec.SCHED_LIMITS) == params - {"q0", "q_min", "q_max", "calib_q", "stop_when_capped"}
     assert spec.TRAIN_DEFAULTS["rounding"] in spec.ROUNDINGS and spec.TRAIN_DEFAULTS["scheduler"] in spec.SCHEDULERS
 
 

@@ -42,6 +42,27 @@ def _as_int(v):
     return None
 
 
+def _interval(text: str) -> tuple[float, float, bool, bool]:
+    """'[0, 1)' -> (0.0, 1.0, True, False): the bounds and whether each is included."""
+    lo, hi = (float(v) for v in text[1:-1].split(","))
+    return lo, hi, text[0] == "[", text[-1] == "]"
+
+
+def _within(v, text: str) -> bool:
+    lo, hi, lo_in, hi_in = _interval(text)
+    return math.isfinite(v) and (lo < v or (lo_in and v == lo)) and (v < hi or (hi_in and v == hi))
+
+
+def _describe(param: str, text: str) -> str:
+    """'finite and >= 0', '>= 1', 'in [0, 1)', 'finite': the limit as the messages say it."""
+    lo, hi, lo_in, _ = _interval(text)
+    if math.isfinite(hi):
+        return f"in {text}"
+    if not math.isfinite(lo):
+        return "finite"
+    return ("finite and " if param in spec.SCHED_FLOAT_PARAMS else "") + f"{'>=' if lo_in else '>'} {lo:g}"
+
+
 def validate_params(kind, params: Mapping) -> list[str]:
     """Every problem with a scheduler's parameters (defaults fill what `params` lacks), as
     readable messages; [] when they are valid.  Float limits apply to the float32 values."""
@@ -86,27 +107,12 @@ def validate_params(kind, params: Mapping) -> list[str]:
     if name != "critical":
         need(_pow2(vals["q0"]) and q_min <= vals["q0"] <= q_max,
              f"q0 {vals['q0']} must be a power of two in [q_min, q_max] = [{q_min}, {q_max}]")
-    if name in ("plateau", "critical"):
-        for k in ("window_passes", "window_min_steps"):
-            need(vals[k] >= 1, f"{k} must be >= 1 (got {vals[k]})")
-    if name == "plateau":
-        for k in ("tau", "z", "rise"):
-            need(vals[k] is None or (math.isfinite(vals[k]) and vals[k] >= 0), f"{k} must be finite and >= 0 (got {vals[k]})")
-        need(vals["patience"] >= 1, f"patience must be >= 1 (got {vals['patience']})")
     if name == "critical":
-        need(math.isfinite(vals["c"]) and vals["c"] > 0, f"c must be finite and > 0 (got {vals['c']})")
-        need(0 <= vals["ema"] < 1, f"ema must be in [0, 1) (got {vals['ema']})")
-        need(0 < vals["floor"] <= 1, f"floor must be in (0, 1] (got {vals['floor']})")
-        need(0 < vals["p"] <= 1, f"p (density) must be in (0, 1] (got {vals['p']})")
-        for k in ("centre_every", "calib_steps", "confirm"):
-            need(vals[k] >= 1, f"{k} must be >= 1 (got {vals[k]})")
         need(_pow2(vals["calib_q"]) and q_min <= vals["calib_q"] <= q_max,
              f"calib_q {vals['calib_q']} must be a power of two in [q_min, q_max] = [{q_min}, {q_max}]")
-    if name == "adazeta":
-        need(math.isfinite(vals["alpha"]) and vals["alpha"] > 0, f"alpha must be finite and > 0 (got {vals['alpha']})")
-        need(math.isfinite(vals["beta"]), f"beta must be finite (got {vals['beta']})")
-        spe = vals["steps_per_epoch"]
-        need(spe is None or spe >= 1, f"steps_per_epoch must be >= 1 (got {spe})")
+    for k, v in vals.items():
+        if k in spec.SCHED_LIMITS and v is not None:
+            need(_within(v, spec.SCHED_LIMITS[k]), f"{k} must be {_describe(k, spec.SCHED_LIMITS[k])} (got {v})")
     return unknown + problems
 
 

@@ -73,6 +73,16 @@ SCHED_DEFAULTS: dict[str, dict] = {
                  "calib_steps": 8, "calib_q": 8, "confirm": 3, "window_passes": 1024, "window_min_steps": 8},
     "adazeta": {**_Q, "alpha": 1.0, "beta": 1.0, "steps_per_epoch": None},
 }
+# Limits of the other parameters, as intervals of their (float32 or integer) values; None is
+# allowed where the default is None.  q0, q_min, q_max (and critical's calib_q) are powers of two
+# with q_min <= q0 (calib_q) <= q_max <= Q_LIMIT.
+SCHED_LIMITS = {
+    "window_passes": "[1, inf)", "window_min_steps": "[1, inf)",
+    "tau": "[0, inf)", "z": "[0, inf)", "rise": "[0, inf)", "patience": "[1, inf)",
+    "c": "(0, inf)", "ema": "[0, 1)", "floor": "(0, 1]", "p": "(0, 1]", "centre_every": "[1, inf)",
+    "calib_steps": "[1, inf)", "confirm": "[1, inf)",
+    "alpha": "(0, inf)", "beta": "(-inf, inf)", "steps_per_epoch": "[1, inf)",
+}
 SCHED_Q_PARAMS = ("q0", "q_min", "q_max")  # set with --q, --q-min, --q-max, not as scheduler parameters
 SCHED_TRAINER_PARAMS = {"critical": {"p": 1.0}}  # set by the trainer (p = density 2^-L), not by users
 SCHED_FLOAT_PARAMS = frozenset({"tau", "z", "rise", "c", "ema", "floor", "p", "alpha", "beta"})
