@@ -22,7 +22,6 @@
 #define ZO_W_MIN (-126)
 #define ZO_W_MAX 126
 
-/* Rounding mode ids: host/zoflash/training/spec.py ROUNDINGS (tests/test_spec.py). */
 typedef enum {
     ZO_ROUND_SPLIT16 = 0,    /* int8 weight + int8 residual master (default) */
     ZO_ROUND_NEAREST = 1,    /* w -= round(u) */

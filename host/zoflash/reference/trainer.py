@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 import numpy as np
 
@@ -37,6 +37,18 @@ FLAG = spec.STEP_FLAGS
 VALUES, RESIDUAL = spec.WEIGHTS_PARTS.index("values"), spec.WEIGHTS_PARTS.index("residual")
 
 
+class RunSettings(NamedTuple):
+    """What the reference derives from the options itself (not from the product's properties)."""
+    density_log2: int   # density = 2^-density_log2
+    lr_auto: bool       # lr None: calibrate
+    max_steps: int      # 0: no step limit (a budget)
+
+
+def run_settings(opts: TrainOptions) -> RunSettings:
+    max_steps = opts.steps if opts.steps is not None else (0 if opts.budget is not None else spec.DEFAULT_STEPS)
+    return RunSettings(round(-math.log2(opts.density)), opts.lr is None, max_steps)
+
+
 def scheduler_params(opts: TrainOptions, n_train: int) -> dict:
     """The scheduler's parameters as this reference reads the options: the user's, the q range
     from --q/--q-min/--q-max, and what the trainer sets (critical's density p, adazeta's epoch)."""
@@ -44,7 +56,7 @@ def scheduler_params(opts: TrainOptions, n_train: int) -> dict:
     given_q = {"q0": opts.q, "q_min": opts.q_min, "q_max": opts.q_max}
     params.update((k, v) for k, v in given_q.items() if k in spec.SCHED_DEFAULTS[opts.scheduler])
     if opts.scheduler == "critical":
-        params["p"] = F32(1.0) / F32(1 << opts.density_log2)
+        params["p"] = F32(1.0) / F32(1 << run_settings(opts).density_log2)
     if opts.scheduler == "adazeta":
         params["steps_per_epoch"] = max(1, math.ceil(n_train / opts.batch))
     return params
@@ -67,6 +79,7 @@ class ReferenceTrainer:
                  model_sha256: str):
         self.model, self.plan, self.opts, self.data = model, plan, opts, data
         self.sha = bytes.fromhex(model_sha256[:16])
+        self.settings = run_settings(opts)
         self.fwd = ReferenceForward(model)
         self.tm = Encoder()
         g = model.graph
@@ -96,9 +109,10 @@ class ReferenceTrainer:
         for k, tt in enumerate(self.plan.tensors):
             if tt.is_bias:
                 self.values[k] = zm.perturb_s32(self.values[k], sign, tt.eps_b.reshape(-1), o.seed, t, i,
-                                                tt.stream, o.density_log2)
+                                                tt.stream, self.settings.density_log2)
             else:
-                self.values[k] = zm.perturb_s8(self.values[k], sign, o.seed, t, i, tt.stream, o.density_log2)
+                self.values[k] = zm.perturb_s8(self.values[k], sign, o.seed, t, i, tt.stream,
+                                               self.settings.density_log2)
 
     def _losses(self, env: dict, labels: np.ndarray) -> tuple[np.ndarray, int]:
         """Suffix on the minibatch: per-sample float32 losses and the saturated logit count."""
@@ -188,10 +202,10 @@ class ReferenceTrainer:
         for k, tt in enumerate(self.plan.tensors):
             if tt.is_bias:
                 self.values[k] = zm.update_s32(self.values[k], c, tt.eps_b.reshape(-1), tt.max_step, o.seed, t,
-                                               tt.stream, o.density_log2)
+                                               tt.stream, self.settings.density_log2)
             else:
                 self.values[k], self.residual[k] = zm.update_s8(self.values[k], self.residual[k], c, o.seed, t,
-                                                                tt.stream, o.density_log2, o.rounding,
+                                                                tt.stream, self.settings.density_log2, o.rounding,
                                                                 w_max=spec.INT8_WEIGHT_LIMIT - o.eps)
 
     def _snapshot(self) -> tuple:
@@ -205,9 +219,9 @@ class ReferenceTrainer:
         yield self._frame("hello", seed=o.seed, batch=o.batch, classes=plan.classes, n_train=len(self.data.y_train),
                           n_test=len(self.data.y_test), trainable_params=plan.params,
                           scheduler=spec.SCHEDULER_IDS[o.scheduler], rounding=spec.ROUNDING_IDS[o.rounding],
-                          density_log2=o.density_log2, lr_auto=int(o.lr_auto),
-                          lr=F32(0.0) if o.lr_auto else F32(o.lr), max_steps=o.max_steps, budget=o.budget or 0,
-                          q_max=o.q_max, n_tensors=len(plan.tensors), model_sha256=self.sha)
+                          density_log2=self.settings.density_log2, lr_auto=int(self.settings.lr_auto),
+                          lr=F32(0.0) if self.settings.lr_auto else F32(o.lr), max_steps=self.settings.max_steps,
+                          budget=o.budget or 0, q_max=o.q_max, n_tensors=len(plan.tensors), model_sha256=self.sha)
         lr1 = F32(o.lr or 0.0)
         frame, best_loss, _ = self._evaluate(0)
         yield frame
@@ -224,7 +238,7 @@ class ReferenceTrainer:
             sat_run = zero_run = 0
             rollbacks += 1
 
-        calib = o.calib_steps if o.lr_auto else 0
+        calib = o.calib_steps if self.settings.lr_auto else 0
         m2_calib = F32(0)
         sat_run = zero_run = 0
         t, last_eval, reason = 0, True, DONE_STEPS
@@ -260,7 +274,7 @@ class ReferenceTrainer:
                         reason, last_eval = DONE_DEAD_ZONE, False
                         t += 1
                         break
-                    p = F32(F32(1.0) / F32(1 << o.density_log2))
+                    p = F32(F32(1.0) / F32(1 << self.settings.density_log2))
                     lr1 = F32(F32(o.rho) * np.sqrt(F32(p / m2_calib)))
                     yield self._event(t, EVENT_LR, 0, state, state, q, q, lr1, calib)
             else:
@@ -286,7 +300,7 @@ class ReferenceTrainer:
             if o.guard_max_rollbacks and rollbacks >= o.guard_max_rollbacks:
                 reason = DONE_GUARD
                 break
-            if o.max_steps and t >= o.max_steps:
+            if self.settings.max_steps and t >= self.settings.max_steps:
                 reason = DONE_STEPS
                 break
             if o.budget and self.prefix_passes + self.suffix_passes >= o.budget:
