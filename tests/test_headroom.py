@@ -11,7 +11,7 @@ from zoflash.compiler.pipeline import compile_graph
 from zoflash.compiler.tflite_import import load_tflite
 from zoflash.reference.forward import ReferenceForward
 from zoflash.targets.simulate import simulate
-from zoflash.training.headroom import apply_headroom, output_change, round_half_away
+from zoflash.training.headroom import apply_headroom, divide_by_pow2, output_change
 from zoflash.training.options import OptionsError, make_options
 from zoflash.training.pipeline import compile_training
 from zoflash.training.plan import plan_training
@@ -30,10 +30,12 @@ def _trainable(path, train="last:1"):
     return graph, model, plan
 
 
-def test_round_half_away():
+def test_divide_by_pow2():
     v = np.array([-128, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 127])
-    np.testing.assert_array_equal(round_half_away(v, 2), [-32, -2, -1, -1, -1, -1, 0, 0, 0, 1, 1, 1, 1, 2, 32])
-    np.testing.assert_array_equal(round_half_away(v, 0), v)
+    np.testing.assert_array_equal(divide_by_pow2(v, 2), [-32, -2, -1, -1, -1, -1, 0, 0, 0, 1, 1, 1, 1, 2, 32])
+    np.testing.assert_array_equal(divide_by_pow2(v, 0), v)
+    big = np.array([2**31 - 1, -2**31, 2**31 - 3, 3 - 2**31], np.int64)  # int32 biases: exact in float64
+    np.testing.assert_array_equal(divide_by_pow2(big, 2), np.sign(big) * ((np.abs(big) + 2) // 4))
 
 
 @pytest.mark.parametrize("path,train", [(DIGITS, "last:1"), (MLP, "all"), (FC_PER_TENSOR, "last:1")])
@@ -84,6 +86,7 @@ def test_toml_key(tmp_path):
     assert make_options(f).headroom == 2
 
 
+@pytest.mark.cc  # the report runs the generated C of both models
 def test_output_change_report():
     opts = make_options(headroom=2)
     prep = compile_training(DIGITS, SHIFT, opts)
@@ -94,10 +97,10 @@ def test_output_change_report():
     assert out["n_test"] == len(prep.training.data.y_test)
     for k in ("accuracy_before", "accuracy_after", "changed_predictions"):
         assert 0 <= out[k] <= 1
-    # the report matches an independent forward pass on the two compiled graphs
+    # the report (the generated C) matches the independent reference forward pass on both compiled graphs
     base = compile_training(DIGITS, SHIFT, make_options())
     x, y = base.training.data.x_test, base.training.data.y_test
-    again = output_change(base.model, prep.model, x, y)
+    again = output_change(base.model, prep.model, base.training.plan.logits, x, y)
     assert again == out
     fa, fb = ReferenceForward(base.model), ReferenceForward(prep.model)
     inp = base.model.graph.inputs[0]
@@ -114,6 +117,7 @@ def test_output_change_report():
         4 * s for s in base.model.graph.tensors[w.index].quant.scales)
 
 
+@pytest.mark.cc
 def test_manifest_and_build_output(tmp_path):
     from click.testing import CliRunner
     from zoflash.cli import cli

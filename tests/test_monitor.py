@@ -31,6 +31,7 @@ import serial
 from ccompile import M55_FLAGS, RUNTIME_INCLUDES, STRICT_FLAGS, TRAINING, build_shared, compile_object
 from conftest import FIXTURES, need_program
 from test_telemetry import damage, is_subsequence
+from zoflash.monitor import protocol as proto
 from zoflash.monitor import telemetry as tm
 from zoflash.monitor.serial_monitor import DeviceError, KeyCommands, Monitor, PortGone, board_console
 from zoflash.monitor.serialport import PortError, ProgramPort, find_port, open_port, parse_usb_id
@@ -138,7 +139,7 @@ def rand_command_stream(rng: random.Random, n: int, p_fault: float):
         if r < 0.6:
             what = "frame"
             if rng.random() < 0.7:
-                b = tm.encode_command(rng.choice(list(tm.COMMANDS)), rng.randrange(65536))
+                b = proto.encode_command(rng.choice(list(tm.COMMANDS)), rng.randrange(65536))
             else:  # any type, payload within the bound
                 b = tm.Frame(rng.randrange(256), rng.randrange(65536), rng.randbytes(rng.randrange(17))).to_bytes()
         elif r < 0.8:
@@ -206,7 +207,7 @@ def test_parser_length_bound_and_bounded_polls(cmdlib):
 
 @pytest.mark.cc
 def test_parser_finds_a_frame_inside_a_damaged_one(cmdlib):
-    inner = tm.encode_command("stop", 9)
+    inner = proto.encode_command("stop", 9)
     outer = bytearray(tm.Frame(18, 1, bytes(16)).to_bytes())
     outer[10:10 + len(inner)] = inner  # the outer frame's CRC no longer matches
     assert c_parse(cmdlib, bytes(outer) + bytes(28)) == [tm.Frame(20, 9, b"")]
@@ -520,7 +521,7 @@ def program(tmp_path_factory, small_data):
 
 def program_monitor(exe: Path, tmp_path: Path, queued: tuple[str, ...] = ()) -> tuple[Monitor, ProgramPort]:
     # the queued commands are already waiting when the program starts
-    port = ProgramPort([exe], preload=b"".join(tm.encode_command(c, 1000 + k) for k, c in enumerate(queued)))
+    port = ProgramPort([exe], preload=b"".join(proto.encode_command(c, 1000 + k) for k, c in enumerate(queued)))
     opened = []
 
     def opener():
@@ -615,7 +616,7 @@ def test_stop_finishes_like_a_run(tmp_path, program):
 def test_closing_the_command_input_while_paused_ends_the_program(program):
     proc = subprocess.Popen([str(program.exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        out, err = proc.communicate(tm.encode_command("pause", 1), timeout=20)  # then its input closes
+        out, err = proc.communicate(proto.encode_command("pause", 1), timeout=20)  # then its input closes
     finally:
         proc.kill()
     assert proc.returncode == 3 and b"closed while paused" in err

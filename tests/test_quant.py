@@ -52,6 +52,14 @@ def test_round_half_away_matches_std_round():
     assert float(quant.round_half_away_f32(np.float32(0.49999997))) == 0.0
 
 
+def test_round_half_away_array_matches_the_scalar():
+    x = np.array([2.5, -2.5, 0.5, -0.5, 0.49999999999999994, -0.49999999999999994, 1.5, 7.0, -7.25, 0.0, -0.0,
+                  4503599627370495.5, 1e300, -1e300])
+    got = quant.round_half_away_array(x)
+    assert [float(v) for v in got] == [quant.round_half_away(float(v)) for v in x]
+    assert np.signbit(got[10])  # -0.0 stays -0.0, as std::round
+
+
 def test_wrap32():
     assert quant.wrap32(1 << 31) == I32_MIN
     assert quant.wrap32(-(1 << 31) - 1) == I32_MAX

@@ -1,6 +1,7 @@
-"""The q schedulers: zo_sched.c against the NumPy model zoflash.reference.schedulers, step by
-step and bit for bit, on synthetic traces that walk every row of every transition table, on
-random traces, and a few properties (q bounds, window sizes, validation)."""
+"""The q schedulers: zo_sched.c, configured by the product (zoflash.training.schedulers), against
+the NumPy model zoflash.reference.schedulers (which reads the parameters itself), step by step
+and bit for bit, on synthetic traces that walk every row of every transition table, on random
+traces, and a few properties (q bounds, window sizes, validation)."""
 from __future__ import annotations
 
 import ctypes
@@ -13,6 +14,8 @@ import pytest
 from ccompile import M55_FLAGS, STRICT_FLAGS, TRAINING, ZO_MATH, build_shared, compile_object
 from zoflash.reference import schedulers as S
 from zoflash.reference.schedulers import EV, Obs
+from zoflash.training import schedulers as P  # the product's configuration of the C
+from zoflash.training import spec
 
 pytestmark = pytest.mark.cc
 
@@ -67,13 +70,13 @@ OBS_DTYPE = np.dtype([("step", "<u4"), ("q", "<u4"), ("passes", "<u4"), ("loss",
 
 
 def _ctype(field: str):
-    if field in S._FLOATS:
+    if field in spec.SCHED_FLOAT_PARAMS:
         return ctypes.c_float
     return ctypes.c_int32 if field in ("kind", "stop_when_capped") else ctypes.c_uint32
 
 
 class Config(ctypes.Structure):
-    _fields_ = [(f, _ctype(f)) for f in S.CONFIG_FIELDS]
+    _fields_ = [(f, _ctype(f)) for f in spec.SCHED_CONFIG_FIELDS]
 
 
 class Rule(ctypes.Structure):
@@ -82,7 +85,8 @@ class Rule(ctypes.Structure):
 
 
 def c_config(kind, **params) -> Config:
-    return Config(**{f: (float(v) if f in S._FLOATS else v) for f, v in S.resolve(kind, **params).items()})
+    cfg = P.resolve(kind, **params)
+    return Config(**{f: (float(v) if f in spec.SCHED_FLOAT_PARAMS else v) for f, v in cfg.items()})
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +219,7 @@ def compare_and_cover(lib, kind_id: int, runs: dict[str, Run]) -> dict[str, Run]
 def check_coverage(kind_id: int, runs: list[Run]) -> None:
     seen = set().union(*(r.pairs for r in runs))
     table = set(S.TABLES[kind_id])
-    missing = {(S.STATE_NAMES[a], S.EVENT_NAMES[b]) for a, b in table - seen}
+    missing = {(spec.STATES[a], spec.EVENTS[b]) for a, b in table - seen}
     assert not missing, f"table rows never visited: {sorted(missing)}"
     assert seen <= table, f"events outside the table: {seen - table}"
 
@@ -224,7 +228,7 @@ def check_coverage(kind_id: int, runs: list[Run]) -> None:
 
 
 def test_tables_and_names_match(lib):
-    for kind, name in S.KIND_NAMES.items():
+    for kind, name in enumerate(spec.SCHEDULERS):
         assert lib.zo_sched_kind_name(kind).decode() == name
         n = ctypes.c_uint32()
         rows = lib.zo_sched_rules(kind, ctypes.byref(n))
@@ -232,9 +236,9 @@ def test_tables_and_names_match(lib):
                    for i in range(n.value)}
         assert len(c_table) == n.value, "duplicate (state, event) rows"
         assert c_table == {k: (a, b, int(act)) for k, (a, b, act) in S.TABLES[kind].items()}
-    for sid, name in S.STATE_NAMES.items():
+    for sid, name in enumerate(spec.STATES):
         assert lib.zo_sched_state_name(sid).decode() == name
-    for eid, name in S.EVENT_NAMES.items():
+    for eid, name in enumerate(spec.EVENTS):
         assert lib.zo_sched_event_name(eid).decode() == name
     for fn in (lib.zo_sched_kind_name, lib.zo_sched_state_name, lib.zo_sched_event_name):
         assert fn(-1) == b"?" and fn(99) == b"?"
@@ -242,13 +246,13 @@ def test_tables_and_names_match(lib):
     assert not lib.zo_sched_rules(4, ctypes.byref(n)) and n.value == 0
     # the state ids are the documented ones
     doc = (Path(__file__).resolve().parent.parent / "docs" / "training.md").read_text()
-    assert ", ".join(f"{i} {n}" for i, n in S.STATE_NAMES.items()) in " ".join(doc.split())
+    assert ", ".join(f"{i} {n}" for i, n in enumerate(spec.STATES)) in " ".join(doc.split())
 
 
 def test_c_initializer_compiles_to_same_config(lib, tmp_path):
     cases = [("plateau", {}), ("critical", {"p": 0.25, "ema": 0.95}), ("adazeta", {"steps_per_epoch": 7, "beta": -0.5}),
              ("fixed", {"q0": 4})]
-    inits = "\n".join(f"const zo_sched_config_t cfg{k} = {S.c_initializer(kind, **p)};"
+    inits = "\n".join(f"const zo_sched_config_t cfg{k} = {P.c_initializer(kind, **p)};"
                       for k, (kind, p) in enumerate(cases))
     other = build_shared([], tmp_path, "zo_sched_init", {"inits.c": f'#include "zo_sched.h"\n{inits}\n'})
     for k, (kind, p) in enumerate(cases):
@@ -574,9 +578,9 @@ def _random_gen(t, s, centre, rng, ctx):
 @pytest.mark.parametrize("kind", ["fixed", "plateau", "critical", "adazeta"])
 def test_random_traces(lib, kind):
     for seed in range(6):
-        rng = np.random.default_rng(1000 * S.KIND_IDS[kind] + seed)
+        rng = np.random.default_rng(1000 * spec.SCHEDULER_IDS[kind] + seed)
         params = _random_params(kind, rng)
-        assert S.validate_params(kind, params) == []
+        assert P.validate_params(kind, params) == []
         r = Run(kind, params, _random_gen, 1500, seed=seed)
         r.compare_with_c(lib)
 
@@ -611,23 +615,25 @@ def _raw_config(kind: str, bad: dict) -> Config:
 
 @pytest.mark.parametrize("kind,bad", BAD, ids=[f"{k}-{'-'.join(p)}" for k, p in BAD])
 def test_invalid_configs_rejected(lib, kind, bad):
-    problems = S.validate_params(kind, bad)
+    problems = P.validate_params(kind, bad)
     assert problems and all(isinstance(p, str) and kind in p for p in problems), problems
     msg = lib.zo_sched_check(ctypes.byref(_raw_config(kind, bad)))
     assert msg, f"C accepted {kind} {bad}"
     with pytest.raises(ValueError):
-        S.make_scheduler(kind, **{**({"steps_per_epoch": 1} if kind == "adazeta" else {}), **bad})
+        P.resolve(kind, **{**({"steps_per_epoch": 1} if kind == "adazeta" else {}), **bad})
 
 
 def test_valid_configs_accepted(lib):
     rng = np.random.default_rng(7)
-    for kind in S.KIND_IDS:
+    for kind in spec.SCHEDULER_IDS:
         for _ in range(50):
             params = _random_params(kind, rng)
-            assert S.validate_params(kind, params) == [], params
+            assert P.validate_params(kind, params) == [], params
             assert lib.zo_sched_check(ctypes.byref(c_config(kind, **params))) is None, params
+            # the reference reads the parameters on its own into the same configuration
+            assert S.config(kind, **params) == P.resolve(kind, **params), params
     # fields a kind does not use are not checked
-    assert S.validate_params("critical", {"q0": 64, "q_max": 8}) == []
+    assert P.validate_params("critical", {"q0": 64, "q_max": 8}) == []
     cfg = c_config("fixed", q0=4)
     cfg.ema = 5.0
     assert lib.zo_sched_check(ctypes.byref(cfg)) is None
@@ -636,16 +642,18 @@ def test_valid_configs_accepted(lib):
 
 
 def test_python_validation_messages():
-    assert S.validate_params("nope", {}) and "unknown scheduler kind" in S.validate_params("nope", {})[0]
-    assert S.validate_params(1, {}) == [] and S.validate_params("adazeta", {}) == []
-    probs = S.validate_params("plateau", {"foo": 1, "q0": 3, "tau": "x"})
+    assert P.validate_params("nope", {}) and "unknown scheduler kind" in P.validate_params("nope", {})[0]
+    assert P.validate_params(1, {}) == [] and P.validate_params("adazeta", {}) == []
+    probs = P.validate_params("plateau", {"foo": 1, "q0": 3, "tau": "x"})
     assert any("no parameter 'foo'" in p for p in probs) and any("tau" in p for p in probs)
-    assert S.validate_params("fixed", {"q0": 2.5})
-    with pytest.raises(ValueError, match="steps_per_epoch must be given"):
-        S.make_scheduler("adazeta")
+    assert P.validate_params("fixed", {"q0": 2.5})
+    for resolve in (P.resolve, S.make_scheduler):
+        with pytest.raises(ValueError, match="steps_per_epoch must be given"):
+            resolve("adazeta")
     # defaults: rise = 5 * tau in float32
     assert S.make_scheduler("plateau", tau=0.02).cfg["rise"] == F32(5) * F32(0.02)
-    assert set(S.DEFAULTS) == set(S.KIND_IDS)
+    assert P.resolve("plateau", tau=0.02)["rise"] == F32(5) * F32(0.02)
+    assert set(spec.SCHED_DEFAULTS) == set(spec.SCHEDULER_IDS)
 
 
 # ---------------------------------------------------------------------------- cross

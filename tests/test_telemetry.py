@@ -12,6 +12,7 @@ import zlib
 import numpy as np
 import pytest
 from ccompile import M55_FLAGS, RUNTIME_INCLUDES, STRICT_FLAGS, TRAINING, build_shared, compile_object
+from zoflash.monitor import protocol as proto
 from zoflash.monitor import telemetry as tm
 
 SOURCE = TRAINING / "zo_telemetry.c"
@@ -57,7 +58,7 @@ _CTYPES = {"I": ctypes.c_uint32, "H": ctypes.c_uint16, "B": ctypes.c_uint8, "Q":
            "f": ctypes.c_float, "8s": ctypes.c_uint8 * 8}
 # The C structs declare the fields in wire order, so the layout table also gives their ctypes twin.
 CSTRUCTS = {k: type(f"zo_tm_{k}_t", (ctypes.Structure,),
-                    {"_fields_": [(n, _CTYPES[c]) for n, c in tm.LAYOUTS[k][1]]}) for k in FIXED_KINDS}
+                    {"_fields_": [(n, _CTYPES[c]) for n, c in proto.LAYOUTS[k][1]]}) for k in FIXED_KINDS}
 
 # Names as the brief states them (not taken from the module under test).
 STATES = ["FIXED", "WARMUP", "MONITOR", "COOLDOWN", "CAPPED", "DIVERGE", "CALIBRATE", "TRACK", "RAMP"]
@@ -102,7 +103,7 @@ def rand_fields(kind: str, rng: random.Random) -> dict:
     gen = {"I": lambda: rng.getrandbits(32), "H": lambda: rng.getrandbits(16), "Q": lambda: rng.getrandbits(64),
            "B": lambda: rng.choice([0, 1, 2, 3, 4, 5, 8, 9, rng.getrandbits(8)]), "f": lambda: rand_f32(rng),
            "8s": lambda: rng.randbytes(8)}
-    return {n: gen[c]() for n, c in tm.LAYOUTS[kind][1]}
+    return {n: gen[c]() for n, c in proto.LAYOUTS[kind][1]}
 
 
 def rand_text(rng: random.Random, n: int) -> str:
@@ -140,7 +141,7 @@ def test_c_frames_equal_python_frames(lib, seed):
     rng = random.Random(seed)
     lib.zo_tm_reset()
     take(lib)
-    enc, dec = tm.Encoder(), tm.Decoder()
+    enc, dec = proto.Encoder(), tm.Decoder()
     sent = []  # (kind, fields) per call
     for _ in range(150):
         kind = rng.choice(FIXED_KINDS + ("weights", "log"))
@@ -189,7 +190,7 @@ def test_c_sequence_number_wraps(lib):
     lib.t_spin(65535)
     for seq in (65535, 0, 1):
         lib.zo_tm_log(b"w")
-        assert take(lib) == tm.encode("log", {"text": "w"}, seq)
+        assert take(lib) == proto.encode("log", {"text": "w"}, seq)
 
 
 @pytest.mark.cc
@@ -249,7 +250,7 @@ def damage(b: bytes, rng: random.Random) -> bytes:
 
 def rand_stream(rng: random.Random, n: int, p_fault: float):
     """Elements (what, sent bytes, intact) of a stream of frames, text lines and garbage."""
-    enc, out = tm.Encoder(rng.randrange(65536)), []
+    enc, out = proto.Encoder(rng.randrange(65536)), []
     for _ in range(n):
         r = rng.random()
         if r < 0.6:
@@ -320,7 +321,7 @@ def test_decoder_byte_at_a_time_equals_whole():
 
 
 def test_decoder_counters():
-    enc = tm.Encoder()
+    enc = proto.Encoder()
     f0, f1, f2 = (enc.frame("done", {"steps": k, "reason": 0, "prefix_passes": 1, "suffix_passes": 2,
                                      "time_us": 3}) for k in range(3))
     bad = bytearray(f1)
@@ -334,7 +335,7 @@ def test_decoder_counters():
 
 
 def test_decoder_rejects_bad_header_without_waiting():
-    good = tm.encode("log", {"text": "hi"})
+    good = proto.encode("log", {"text": "hi"})
     too_long = bytes([0xA5, 0x5A, 1, 7, 0, 0, 0x01, 0x08])  # len 2049 > 1024
     wrong_version = bytes([0xA5, 0x5A, 2, 7, 0, 0, 0, 0])
     dec = tm.Decoder()
@@ -343,7 +344,7 @@ def test_decoder_rejects_bad_header_without_waiting():
 
 
 def test_decoder_text_lines():
-    frame = tm.encode("log", {"text": "x"})
+    frame = proto.encode("log", {"text": "x"})
     dec = tm.Decoder()
     items = dec.feed(b"boot ok\r\nno newline" + frame + b"\x01bin\x7f\nnext\n\npartial")
     assert items == [tm.TextLine("boot ok"), tm.TextLine("no newline"), tm.Frame(7, 0, b"x"),
@@ -356,10 +357,10 @@ def test_decoder_text_lines():
 
 
 def test_sequence_gaps_wrap_and_restart():
-    enc = tm.Encoder(65534)
+    enc = proto.Encoder(65534)
     stream = b"".join(enc.frame("log", {"text": str(k)}) for k in range(4))  # 65534, 65535, 0, 1
-    stream += tm.Encoder().frame("hello", rand_fields("hello", random.Random(1)))  # device restart
-    stream += tm.encode("log", {"text": "skip"}, seq=5)  # 1..4 missing
+    stream += proto.Encoder().frame("hello", rand_fields("hello", random.Random(1)))  # device restart
+    stream += proto.encode("log", {"text": "skip"}, seq=5)  # 1..4 missing
     dec = tm.Decoder()
     assert len(dec.feed(stream)) == 6 and dec.seq_gaps == 4
 
@@ -369,7 +370,7 @@ def test_decode_never_raises_on_malformed_payloads():
     dec = tm.Decoder()
     for _ in range(2000):
         t = rng.randrange(10)
-        size = tm._STRUCTS[tm.TYPE_NAMES[t]].size if t in tm.TYPE_NAMES and rng.random() < 0.3 else rng.randrange(70)
+        size = proto.STRUCTS[tm.TYPE_NAMES[t]].size if t in tm.TYPE_NAMES and rng.random() < 0.3 else rng.randrange(70)
         rec = dec.records([tm.Frame(t, rng.randrange(65536), rng.randbytes(size))])[0]
         assert rec["type"] in {"hello", "step", "eval", "event", "done", "weights", "log", "status", "ack",
                                "malformed"}
@@ -382,7 +383,7 @@ def test_decode_never_raises_on_malformed_payloads():
 
 def test_weights_assembler():
     data = np.arange(-300, 300, dtype="<i4")
-    enc, dec, asm = tm.Encoder(), tm.Decoder(), tm.WeightsAssembler()
+    enc, dec, asm = proto.Encoder(), tm.Decoder(), tm.WeightsAssembler()
     recs = dec.records(dec.feed(enc.weights(4, 0, data.tobytes()) + enc.weights(4, 1, b"\x01\xff")))
     lost = recs.pop(2)  # bytes 1024..1535 of tensor 4 values
     for r in recs:
@@ -400,11 +401,11 @@ def test_weights_assembler():
 
 def test_command_frames():
     dec = tm.Decoder()
-    frames = b"".join(tm.encode_command(name, seq) for seq, name in enumerate(tm.COMMANDS))
+    frames = b"".join(proto.encode_command(name, seq) for seq, name in enumerate(proto.COMMANDS))
     assert dec.records(dec.feed(frames)) == [{"type": "command", "command": name, "seq": seq}
-                                             for seq, name in enumerate(tm.COMMANDS)]
-    assert tm.encode_command("pause", 7) == bytes([0xA5, 0x5A, 1, 16, 7, 0, 0, 0]) + struct.pack(
+                                             for seq, name in enumerate(proto.COMMANDS)]
+    assert proto.encode_command("pause", 7) == bytes([0xA5, 0x5A, 1, 16, 7, 0, 0, 0]) + struct.pack(
         "<I", zlib.crc32(bytes([1, 16, 7, 0, 0, 0])))
     assert dec.records([tm.Frame(19, 1, b"x")])[0]["type"] == "malformed"  # commands carry no payload (v1)
     with pytest.raises(ValueError, match="unknown command"):
-        tm.encode_command("reboot", 0)
+        proto.encode_command("reboot", 0)

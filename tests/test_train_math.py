@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from ccompile import M55_FLAGS, RUNTIME_INCLUDES, STRICT_FLAGS, ZO_MATH, build_shared, compile_object
 from zoflash.reference import zo_math as zm
+from zoflash.training import spec
 
 F32 = np.float32
 HERE = Path(__file__).resolve().parent
@@ -373,7 +374,7 @@ def test_update_s8_bit_identical(lib, mode, w_max):
         stream = int(rng.integers(0, 1000))
         d = ZoDir(seed, step, 12345, stream, dl2)  # direction is ignored by the update
         w, r = w0.copy(), r0.copy()
-        lib.zo_update_s8(_p(w), _p(r), n, _p(c), q, ctypes.byref(d), zm._MODES[mode], wm)
+        lib.zo_update_s8(_p(w), _p(r), n, _p(c), q, ctypes.byref(d), spec.ROUNDING_IDS[mode], wm)
         ww, rr = zm.update_s8(w0, r0, c, seed, step, stream, dl2, mode, w_max=wm)
         assert np.array_equal(w, ww), (q, dl2, n, wm)
         assert np.array_equal(r, rr), (q, dl2, n, wm)
@@ -389,7 +390,7 @@ def test_update_s8_stays_in_bound(lib, mode):
     updated weights lie in [-w_max, w_max], so the +eps, -2eps, +eps perturbations with
     eps = 127 - w_max never wrap and restore exactly; split16 keeps the master value 256w + r
     wherever w' was not clamped."""
-    rng = np.random.default_rng([33, zm._MODES[mode]])
+    rng = np.random.default_rng([33, spec.ROUNDING_IDS[mode]])
     for trial in range(60):
         eps = int(rng.choice([1, 2, 7, 63, 126])) if trial % 2 else int(rng.integers(1, 127))
         w_max = 127 - eps
@@ -401,7 +402,7 @@ def test_update_s8_stays_in_bound(lib, mode):
         seed, step = (int(v) for v in rand_u32(rng, 2))
         d = ZoDir(seed, step, 0, 5, trial % 3)
         w, r = w0.copy(), r0.copy()
-        lib.zo_update_s8(_p(w), _p(r), n, _p(c), q, ctypes.byref(d), zm._MODES[mode], w_max)
+        lib.zo_update_s8(_p(w), _p(r), n, _p(c), q, ctypes.byref(d), spec.ROUNDING_IDS[mode], w_max)
         ww, rr = zm.update_s8(w0, r0, c, seed, step, 5, trial % 3, mode, w_max=w_max)
         assert np.array_equal(w, ww) and np.array_equal(r, rr), (trial, w_max)
         assert -w_max <= int(w.min()) and int(w.max()) <= w_max, (trial, w_max)
@@ -525,7 +526,8 @@ def test_other_optimisation_levels_bit_identical(tmp_path_factory, opt):
         r0 = rng.integers(-128, 128, n).astype(np.int8)
         c = _c_values(rng, q)
         w, r = w0.copy(), r0.copy()
-        other.zo_update_s8(_p(w), _p(r), n, _p(c), q, ctypes.byref(ZoDir(3, 4, 0, 5, 1)), zm._MODES[mode], w_max)
+        other.zo_update_s8(_p(w), _p(r), n, _p(c), q, ctypes.byref(ZoDir(3, 4, 0, 5, 1)), spec.ROUNDING_IDS[mode],
+                           w_max)
         ww, rr = zm.update_s8(w0, r0, c, 3, 4, 5, 1, mode, w_max=w_max)
         assert np.array_equal(w, ww) and np.array_equal(r, rr), (mode, w_max)
 

@@ -11,6 +11,8 @@ from zoflash import __version__
 from zoflash.errors import ZoflashError
 from zoflash.monitor.serialport import DEFAULT_BAUD
 from zoflash.targets.runners.base import DEFAULT_QEMU_TIMEOUT
+from zoflash.targets.simulate import ENGINES
+from zoflash.training import spec
 
 log = logging.getLogger("zoflash")
 
@@ -72,51 +74,53 @@ def boards_show(board_id: str) -> None:
 
 def training_options(f):
     """The training flags (docs/training.md); the same keys work in zoflash.toml [train]."""
+    d = spec.TRAIN_DEFAULTS
     opts = [
         click.option("--config", "project_file", type=click.Path(dir_okay=False),
                      help="Project file with a [train] table [./zoflash.toml if present]."),
-        click.option("--train", help="Trainable layers: last, last:N, all, layers:NAME[,NAME] [last:1]."),
+        click.option("--train", help=f"Trainable layers: last, last:N, all, layers:NAME[,NAME] [{d['train']}]."),
         click.option("--biases-only", is_flag=True, default=None, help="Train only the biases of those layers."),
         click.option("--max-params", type=int, help="Cap on trainable parameters (drops the earliest layers)."),
-        click.option("--batch", type=int, help="Minibatch size b [16]."),
-        click.option("--eps", type=int, help="Perturbation size in LSB (biases: eps * their eps_b) [1]."),
-        click.option("--density", type=float, help="Sparse directions: nonzero fraction 1, 1/2, ..., 1/16 [1]."),
-        click.option("--rounding", type=click.Choice(["split16", "nearest", "stochastic"]),
-                     help="int8 update rounding [split16]."),
+        click.option("--batch", type=int, help=f"Minibatch size b [{d['batch']}]."),
+        click.option("--eps", type=int, help=f"Perturbation size in LSB (biases: eps * their eps_b) [{d['eps']}]."),
+        click.option("--density", type=float, help="Sparse directions: nonzero fraction 1, 1/2, ..., "
+                                                   f"1/{1 << spec.DENSITY_LOG2_MAX} [{d['density']:g}]."),
+        click.option("--rounding", type=click.Choice(spec.ROUNDINGS), help=f"int8 update rounding [{d['rounding']}]."),
         click.option("--lr", help="Learning rate lr_1, or 'auto' (calibrated on the device) [auto]."),
-        click.option("--rho", type=float, help="auto lr: RMS update per step at q = 1, in LSB [4]."),
-        click.option("--lr-scaling", type=click.Choice(["sqrt", "linear", "fixed"]), help="lr at q vs q = 1 [sqrt]."),
-        click.option("--calib-steps", type=int, help="auto lr: calibration steps [8]."),
-        click.option("--calib-q", type=int, help="auto lr: q during calibration [8]."),
-        click.option("--seed", type=int, help="Run seed [1]."),
-        click.option("--steps", type=int, help="Training steps [500 unless --budget]."),
+        click.option("--rho", type=float, help=f"auto lr: RMS update per step at q = 1, in LSB [{d['rho']:g}]."),
+        click.option("--lr-scaling", type=click.Choice(spec.LR_SCALINGS),
+                     help=f"lr at q vs q = 1 [{d['lr_scaling']}]."),
+        click.option("--calib-steps", type=int, help=f"auto lr: calibration steps [{d['calib_steps']}]."),
+        click.option("--calib-q", type=int, help=f"auto lr: q during calibration [{d['calib_q']}]."),
+        click.option("--seed", type=int, help=f"Run seed [{d['seed']}]."),
+        click.option("--steps", type=int, help=f"Training steps [{spec.DEFAULT_STEPS} unless --budget]."),
         click.option("--budget", type=int, help="Forward-pass budget (prefix + suffix sample-passes)."),
-        click.option("--eval-every", type=int, help="Evaluate on the test set every N steps [50]."),
-        click.option("--scheduler", type=click.Choice(["fixed", "plateau", "critical", "adazeta"]),
-                     help="q scheduler [plateau]."),
-        click.option("--q", type=int, help="q of the fixed scheduler, starting q of plateau/adazeta [1]."),
-        click.option("--q-min", type=int, help="Smallest q [1]."),
-        click.option("--q-max", type=int, help="Largest q [64]."),
+        click.option("--eval-every", type=int, help=f"Evaluate on the test set every N steps [{d['eval_every']}]."),
+        click.option("--scheduler", type=click.Choice(spec.SCHEDULERS), help=f"q scheduler [{d['scheduler']}]."),
+        click.option("--q", type=int, help=f"q of the fixed scheduler, starting q of plateau/adazeta [{d['q']}]."),
+        click.option("--q-min", type=int, help=f"Smallest q [{d['q_min']}]."),
+        click.option("--q-max", type=int, help=f"Largest q [{d['q_max']}]."),
         click.option("--sched-param", "sched_param", multiple=True, metavar="NAME=VALUE",
                      help="Scheduler parameter (repeatable), e.g. tau=0.02, patience=3, alpha=2."),
-        click.option("--bias-bound", type=int, help="Bound of a step's bias change, in units of eps_b [8]."),
-        click.option("--guard-sat", type=float, help="Guard: saturated-logit fraction [0.25]."),
-        click.option("--guard-zero", type=float, help="Guard: zero-loss-difference fraction [0.98]."),
-        click.option("--guard-steps", type=int, help="Guard: consecutive steps before a rollback [8]."),
-        click.option("--guard-loss", type=float, help="Guard: roll back when a test loss exceeds best x this [1.5; 0 off]."),
-        click.option("--guard-max-rollbacks", type=int, help="Guard: stop after this many rollbacks [10; 0 never]."),
+        click.option("--bias-bound", type=int,
+                     help=f"Bound of a step's bias change, in units of eps_b [{d['bias_bound']}]."),
+        click.option("--guard-sat", type=float, help=f"Guard: saturated-logit fraction [{d['guard_sat']:g}]."),
+        click.option("--guard-zero", type=float, help=f"Guard: zero-loss-difference fraction [{d['guard_zero']:g}]."),
+        click.option("--guard-steps", type=int,
+                     help=f"Guard: consecutive steps before a rollback [{d['guard_steps']}]."),
+        click.option("--guard-loss", type=float,
+                     help=f"Guard: roll back when a test loss exceeds best x this [{d['guard_loss']:g}; 0 off]."),
+        click.option("--guard-max-rollbacks", type=int,
+                     help=f"Guard: stop after this many rollbacks [{d['guard_max_rollbacks']}; 0 never]."),
         click.option("--headroom", type=int, help="Re-quantize the trainable layers with H bits of headroom "
-                                                  "(scales x 2^H, weights / 2^H) [0]."),
+                                                  f"(scales x 2^H, weights / 2^H) [{d['headroom']}]."),
     ]
     for o in reversed(opts):
         f = o(f)
     return f
 
 
-_TRAIN_KEYS = ("train", "biases_only", "max_params", "batch", "eps", "density", "rounding", "lr", "rho", "lr_scaling",
-               "calib_steps", "calib_q", "seed", "steps", "budget", "eval_every", "scheduler", "q", "q_min",
-               "q_max", "bias_bound", "guard_sat", "guard_zero", "guard_steps", "guard_loss", "guard_max_rollbacks",
-               "headroom")
+_TRAIN_KEYS = tuple(spec.TRAIN_DEFAULTS)  # every option has a flag (sched: --sched-param)
 
 
 def _options_from(kwargs: dict):
@@ -208,7 +212,7 @@ def _say_firmware(result, board) -> None:
               help="Training data .npz (x_train, y_train, x_test, y_test).")
 @click.option("--log", "log_path", default="run.jsonl", show_default=True, type=click.Path(dir_okay=False),
               help="JSONL log; the weights (<log>.weights.npz) and the plot (<log>.png) go next to it.")
-@click.option("--engine", type=click.Choice(["c", "reference"]), default="c", show_default=True,
+@click.option("--engine", type=click.Choice(ENGINES), default=ENGINES[0], show_default=True,
               help="c: the generated firmware C on the host; reference: the independent Python reference.")
 @click.option("--bundle", "bundle_dir", type=click.Path(file_okay=False), help="Keep the generated C here.")
 @click.option("--no-plot", is_flag=True, help="Do not write the PNG.")

@@ -2,7 +2,8 @@
  *
  * Static file, copied verbatim into each bundle.  The wire format is specified in
  * docs/training.md, "Telemetry (protocol version 1)"; the host decoder and a byte-identical
- * Python encoder are in host/zoflash/telemetry.py (tests/test_telemetry.py checks both).
+ * Python encoder are in host/zoflash/monitor/telemetry.py and protocol.py (tests/test_telemetry.py
+ * checks both); the ids below are those of host/zoflash/training/spec.py (tests/test_spec.py).
  *
  *     0xA5 0x5A | version u8 | type u8 | seq u16 | len u16 | payload[len] | crc32 u32
  *
@@ -42,6 +43,10 @@
 #define ZO_TM_EV_LR        2u
 #define ZO_TM_EV_ROLLBACK  3u
 #define ZO_TM_EV_STOP      4u
+
+/* zo_tm_event_t.code of ZO_TM_EV_ROLLBACK events: why the trainer rolled back. */
+#define ZO_TM_ROLLBACK_GUARD 0u /* saturated logits or no loss differences for guard_steps steps */
+#define ZO_TM_ROLLBACK_LOSS  1u /* a test loss above best * guard_loss */
 
 /* zo_tm_done_t.reason. */
 #define ZO_TM_DONE_STEPS     0u

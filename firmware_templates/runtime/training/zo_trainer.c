@@ -10,6 +10,7 @@
 
 #define SAT_LO (-128)
 #define SAT_HI 127
+#define MAX_COMMANDS_PER_STEP 8u /* a flood of commands cannot stall training */
 
 typedef struct {
     const zo_train_model_t *m;
@@ -263,7 +264,7 @@ static void update_all(const trainer_t *tr, uint32_t t, uint32_t q, float lr)
             zo_update_s32((int32_t *)tt->values, tt->count, m->c, (int32_t)q, tt->eps_b, tt->max_step, &d);
         } else {
             zo_update_s8((int8_t *)tt->values, tt->residual, tt->count, m->c, (int32_t)q, &d, tr->cfg->rounding,
-                         127 - (int32_t)tr->cfg->eps);
+                         INT8_MAX - (int32_t)tr->cfg->eps);
         }
     }
 }
@@ -299,10 +300,10 @@ static void dump_weights(const zo_train_model_t *m)
 {
     for (int32_t k = 0; k < m->n_tensors; ++k) {
         const zo_trainable_t *tt = &m->tensors[k];
-        uint32_t bytes = (uint32_t)tt->count * (tt->eps_b != NULL ? 4u : 1u);
-        zo_tm_weights(tt->tensor_index, 0, tt->values, bytes);
+        uint32_t bytes = (uint32_t)tt->count * (uint32_t)(tt->eps_b != NULL ? sizeof(int32_t) : sizeof(int8_t));
+        zo_tm_weights(tt->tensor_index, ZO_TM_PART_VALUES, tt->values, bytes);
         if (tt->residual != NULL) {
-            zo_tm_weights(tt->tensor_index, 1, tt->residual, (uint32_t)tt->count);
+            zo_tm_weights(tt->tensor_index, ZO_TM_PART_RESIDUAL, tt->residual, (uint32_t)tt->count);
         }
     }
 }
@@ -337,7 +338,7 @@ static int serve_commands(const trainer_t *tr, uint32_t t, uint32_t calib)
 {
     int paused = 0;
     uint32_t served = 0;
-    while (paused || served < 8u) { /* a flood of commands cannot stall training */
+    while (paused || served < MAX_COMMANDS_PER_STEP) {
         zo_cmd_t c;
         if (!zo_cmd_poll(&c)) {
             if (!paused) {
@@ -390,7 +391,7 @@ static const char *check_config(const zo_train_model_t *m, const zo_train_config
     if (cfg->calib_q > m->q_buffer || cfg->sched.q_max > m->q_buffer) {
         return "q exceeds the statistics buffers";
     }
-    if (cfg->eps < 1u || cfg->eps > 8u) {
+    if (cfg->eps < ZO_TRAIN_EPS_MIN || cfg->eps > ZO_TRAIN_EPS_MAX) {
         return "eps must be 1..8 LSB";
     }
     if (cfg->max_steps == 0u && cfg->budget == 0u) {
@@ -452,12 +453,13 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
             }
         }
         zo_tm_step_t rec = { t, (uint16_t)q, state,
-                             (uint8_t)((calibrating ? 1u : 0u) | (centre ? 2u : 0u) | (diverged ? 4u : 0u)),
+                             (uint8_t)((calibrating ? ZO_TM_FLAG_CALIBRATING : 0u) | (centre ? ZO_TM_FLAG_CENTRE : 0u)
+                                       | (diverged ? ZO_TM_FLAG_DIVERGED : 0u)),
                              lr, st.loss, st.m2, st.v, st.zero_frac, st.sat_frac,
                              tr.prefix_passes, tr.suffix_passes, now_us(&tr) };
         zo_tm_step(&rec);
         if (diverged) {
-            send_event(&tr, t, 3, 0, state, state, q, q, tr.lr1, tr.snapshot_step);
+            send_event(&tr, t, ZO_TM_EV_ROLLBACK, ZO_TM_ROLLBACK_GUARD, state, state, q, q, tr.lr1, tr.snapshot_step);
         }
         if (calibrating) {
             m2_calib += st.m2;
@@ -471,14 +473,14 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
                 }
                 float p = 1.0f / (float)(1u << cfg->density_log2);
                 tr.lr1 = cfg->rho * sqrtf(p / m2_calib);
-                send_event(&tr, t, 2, 0, state, state, q, q, tr.lr1, calib);
+                send_event(&tr, t, ZO_TM_EV_LR, 0u, state, state, q, q, tr.lr1, calib);
             }
         } else {
             zo_sched_obs_t obs = { t, q, (2u * q + (centre ? 1u : 0u)) * cfg->batch, st.loss, st.m2, st.v,
                                    st.has_kappa, st.kappa, diverged, lr };
             zo_sched_event_t ev;
             if (zo_sched_observe(&tr.sched, &obs, &ev)) {
-                send_event(&tr, t, 1, ev.code, ev.state_from, ev.state_to, ev.q_from, ev.q_to, 0.0f, 0u);
+                send_event(&tr, t, ZO_TM_EV_SCHEDULER, ev.code, ev.state_from, ev.state_to, ev.q_from, ev.q_to, 0.0f, 0u);
             }
         }
         ++t;
@@ -491,7 +493,8 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
                 rollback(&tr);
                 ++rollbacks;
                 last_eval = 0; /* the weights changed: a run ending here evaluates them again */
-                send_event(&tr, t - 1u, 3, 1, state, state, q, q, tr.lr1, tr.snapshot_step);
+                send_event(&tr, t - 1u, ZO_TM_EV_ROLLBACK, ZO_TM_ROLLBACK_LOSS, state, state, q, q, tr.lr1,
+                           tr.snapshot_step);
             } else if (loss < best_loss && tr.sat_run == 0u && tr.zero_run == 0u && (float)eval_sat < sat_good) {
                 /* the last good state: the lowest test loss so far, no guard run active */
                 best_loss = loss;

@@ -3,7 +3,8 @@
  * The generated <prefix>_train.c only wires a model to it: it fills a zo_train_model_t (the
  * model's step runner, where the boundary and the logits live, the trainable tensors, the
  * embedded data and the work buffers) and a zo_train_config_t (the options). Every rule is in
- * docs/training.md and mirrored by host/zoflash/reference/trainer.py bit for bit.
+ * docs/training.md and mirrored by host/zoflash/reference/trainer.py bit for bit.  The ids and
+ * limits are those of host/zoflash/training/spec.py (tests/test_spec.py checks them).
  */
 #ifndef ZO_TRAINER_H
 #define ZO_TRAINER_H
@@ -66,12 +67,15 @@ typedef struct {
 
 typedef enum { ZO_LR_SQRT = 0, ZO_LR_LINEAR = 1, ZO_LR_FIXED = 2 } zo_lr_scaling_t;
 
+#define ZO_TRAIN_EPS_MIN 1u /* perturbation size in LSB */
+#define ZO_TRAIN_EPS_MAX 8u
+
 typedef struct {
     uint32_t seed;
     uint32_t batch;
     zo_rounding_t rounding;
     uint32_t density_log2;
-    uint32_t eps;             /* perturbation size in LSB (weights: eps, biases: eps * eps_b); 1..8 */
+    uint32_t eps;             /* perturbation size in LSB (weights: eps, biases: eps * eps_b) */
     int32_t lr_auto;          /* 1: calibrate lr_1 from calib_steps steps at calib_q */
     float lr;                 /* lr_1 when not auto */
     float rho;

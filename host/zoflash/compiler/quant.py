@@ -44,6 +44,14 @@ def round_half_away(x: float) -> float:
     return math.copysign(r, x)
 
 
+def round_half_away_array(x) -> np.ndarray:
+    """round_half_away elementwise, on float64 (exact: no x + 0.5 that could round up)."""
+    x = np.asarray(x, np.float64)
+    a = np.abs(x)
+    fl = np.floor(a)
+    return np.copysign(np.where(a - fl >= 0.5, fl + 1.0, fl), x)
+
+
 def round_half_away_f32(x) -> np.float32:
     """std::round on a float (the float overload; the result is a float)."""
     x = np.float32(x)
@@ -261,7 +269,6 @@ def as_samples(x: np.ndarray, shape: tuple[int, ...], scale: float | None, zero_
     if x.dtype.kind == "f":
         if scale is None:
             raise DataError(f"{what} are float but the model input has no quantization")
-        q = np.asarray(x, np.float64) / scale
-        q = np.sign(q) * np.floor(np.abs(q) + 0.5) + zero_point
-        return np.clip(q, -128, 127).astype(np.int8)
+        q = round_half_away_array(np.asarray(x, np.float64) / scale) + zero_point
+        return np.clip(q, INT8_MIN, INT8_MAX).astype(np.int8)
     raise DataError(f"{what} are {x.dtype}; give int8 data (or float32 in the model's real units)")

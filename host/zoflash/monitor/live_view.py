@@ -7,6 +7,8 @@ from typing import TextIO
 
 import numpy as np
 
+from zoflash.training import spec
+
 
 class LiveView:
     """Progress in the terminal: a status line redrawn in place on a TTY (evaluations and
@@ -78,15 +80,15 @@ class LiveView:
                        f"passes {rec['prefix_passes']} prefix + {rec['suffix_passes']} suffix")
         elif kind == "event":
             if rec["kind"] == "scheduler":
-                from zoflash.reference.schedulers import EVENT_NAMES
-
-                why = EVENT_NAMES.get(rec["code"], f"event {rec['code']}")
+                codes = spec.EVENTS
+                why = codes[rec["code"]] if rec["code"] < len(codes) else f"event {rec['code']}"
                 self._line(f"step {rec['step']}: scheduler {rec['state_from']} -> {rec['state_to']}, "
                            f"q {rec['q_from']} -> {rec['q_to']} ({why.lower().replace('_', ' ')})")
             elif rec["kind"] == "lr":
                 self._line(f"step {rec['step']}: learning rate calibrated: lr_1 = {rec['value']:.6g}")
             elif rec["kind"] == "rollback":
-                why = "the test loss ran away" if rec["code"] == 1 else "saturated logits or no loss differences"
+                why = ("the test loss ran away" if rec["code"] == spec.ROLLBACK_CAUSE_IDS["loss"]
+                       else "saturated logits or no loss differences")
                 self._line(f"step {rec['step']}: guard tripped ({why}): "
                            f"rolled back to step {rec['aux']}, lr_1 halved to {rec['value']:.6g}")
             else:

@@ -28,7 +28,7 @@ from typing import Callable, Iterable
 import serial
 
 from zoflash.errors import DataError, ZoflashError
-from zoflash.monitor import telemetry
+from zoflash.monitor import protocol, telemetry
 from zoflash.monitor.live_view import LiveView
 from zoflash.monitor.plots import plot_run
 from zoflash.monitor.serialport import (
@@ -283,7 +283,7 @@ class Monitor:
 
     def send(self, command: str) -> int:
         """Send one command frame (telemetry.COMMANDS); returns its seq, which its ack carries."""
-        frame = telemetry.encode_command(command, self._seq)
+        frame = protocol.encode_command(command, self._seq)
         seq, self._seq = self._seq, (self._seq + 1) & 0xFFFF
         if self._port is None:
             self._open(time.monotonic() + 5.0)

@@ -1,8 +1,7 @@
-"""Training telemetry, host side: decode the device's byte stream, and encode the same frames.
+"""Training telemetry, host side: decode the device's byte stream into records.
 
-The wire format is docs/training.md, "Telemetry (protocol version 1)"; the firmware encoder is
-firmware_templates/runtime/training/zo_telemetry.c.  `encode`/`Encoder` produce byte-identical frames
-(the Python reference trainer uses them, tests/test_telemetry.py checks them against the C).
+The wire format and the encoder are protocol.py (docs/training.md, "Telemetry (protocol
+version 1)"); ids become the names of the training spec (training/spec.py).
 
     dec = Decoder()
     for item in dec.records(dec.feed(chunk)): ...      # JSON-ready dicts, text lines included
@@ -10,126 +9,46 @@ firmware_templates/runtime/training/zo_telemetry.c.  `encode`/`Encoder` produce 
 """
 from __future__ import annotations
 
-import struct
-import zlib
 from typing import NamedTuple
 
 import numpy as np
 
-SYNC = b"\xa5\x5a"
-VERSION = 1
-HEAD = 8  # sync, version, type, seq, len
-MAX_PAYLOAD = 1024
-WEIGHTS_CHUNK = 512
+from zoflash.monitor.protocol import (
+    COMMANDS,
+    HEAD,
+    LAYOUTS,
+    MAX_PAYLOAD,
+    STRUCTS,
+    SYNC,
+    TYPE_NAMES,
+    VERSION,
+    Frame,
+    crc32,
+)
+from zoflash.training import spec
+
 MAX_TEXT_LINE = 4096  # a longer run without a newline is cut into lines of this many bytes
 
-STATE_NAMES = ("FIXED", "WARMUP", "MONITOR", "COOLDOWN", "CAPPED", "DIVERGE", "CALIBRATE", "TRACK", "RAMP")
-SCHEDULER_NAMES = ("fixed", "plateau", "critical", "adazeta")
-ROUNDING_NAMES = ("split16", "nearest", "stochastic")
-EVENT_KINDS = (None, "scheduler", "lr", "rollback", "stop")  # ids start at 1
-DONE_REASONS = ("steps", "budget", "scheduler", "command", "dead-zone", "guard")
-# Host -> device commands (docs/training.md, "Commands"): frame type per name; empty payloads.
-COMMANDS = {"pause": 16, "resume": 17, "status": 18, "dump": 19, "stop": 20}
+EVENT_KIND_NAMES = {v: k for k, v in spec.EVENT_KINDS.items()}
 COMMAND_NAMES = {v: k for k, v in COMMANDS.items()}
-ACK_RESULTS = ("ok", "ignored", "unknown")
-
-# Payload layouts in wire order: (field, struct code).  Field names are the C struct fields.
-LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
-    "hello": (1, (("seed", "I"), ("batch", "H"), ("classes", "H"), ("n_train", "I"), ("n_test", "I"),
-                  ("trainable_params", "I"), ("scheduler", "B"), ("rounding", "B"), ("density_log2", "B"),
-                  ("lr_auto", "B"), ("lr", "f"), ("max_steps", "I"), ("budget", "Q"), ("q_max", "H"),
-                  ("n_tensors", "H"), ("model_sha256", "8s"))),
-    "step": (2, (("step", "I"), ("q", "H"), ("state", "B"), ("flags", "B"), ("lr", "f"), ("loss", "f"),
-                 ("m2", "f"), ("v", "f"), ("zero_frac", "f"), ("sat_frac", "f"), ("prefix_passes", "Q"),
-                 ("suffix_passes", "Q"), ("time_us", "Q"))),
-    "eval": (3, (("step", "I"), ("correct", "I"), ("count", "I"), ("accuracy", "f"), ("loss", "f"),
-                 ("prefix_passes", "Q"), ("suffix_passes", "Q"), ("eval_passes", "Q"), ("time_us", "Q"))),
-    "event": (4, (("step", "I"), ("kind", "B"), ("code", "B"), ("state_from", "B"), ("state_to", "B"),
-                  ("q_from", "H"), ("q_to", "H"), ("value", "f"), ("aux", "I"))),
-    "done": (5, (("steps", "I"), ("reason", "B"), ("prefix_passes", "Q"), ("suffix_passes", "Q"),
-                 ("time_us", "Q"))),
-    "weights": (6, (("tensor", "I"), ("part", "B"), ("offset", "I"), ("total", "I"))),  # + data
-    "log": (7, ()),  # + UTF-8 text
-    "status": (8, (("step", "I"), ("q", "H"), ("state", "B"), ("paused", "B"), ("calibrating", "B"), ("lr", "f"),
-                   ("prefix_passes", "Q"), ("suffix_passes", "Q"), ("eval_passes", "Q"), ("time_us", "Q"),
-                   ("model_sha256", "8s"))),
-    "ack": (9, (("step", "I"), ("command_seq", "H"), ("command", "B"), ("result", "B"))),
-}
-_STRUCTS = {k: struct.Struct("<" + "".join(c for _, c in lay)) for k, (_, lay) in LAYOUTS.items()}
-TYPE_NAMES = {tid: name for name, (tid, _) in LAYOUTS.items()}
-
-
-class Frame(NamedTuple):
-    type: int
-    seq: int
-    payload: bytes
-
-    def to_bytes(self) -> bytes:
-        head = struct.pack("<2sBBHH", SYNC, VERSION, self.type, self.seq & 0xFFFF, len(self.payload))
-        return head + self.payload + struct.pack("<I", zlib.crc32(head[2:] + self.payload))
 
 
 class TextLine(NamedTuple):
     text: str
 
 
-# ------------------------------------------------------------------------------ encode
-
-
-def _f32(x) -> float:
-    """Round to float32 first, as the C struct field would hold it."""
-    return float(np.float32(x))
-
-
-def encode(kind: str, fields: dict, seq: int = 0) -> bytes:
-    """One frame.  `fields` holds the C struct fields (raw ids and flags, time_us); weights
-    also take `data` (bytes), log takes `text` (str, truncated to MAX_PAYLOAD UTF-8 bytes)."""
-    tid, layout = LAYOUTS[kind]
-    payload = _STRUCTS[kind].pack(*(_f32(fields[n]) if c == "f" else fields[n] for n, c in layout))
-    if kind == "weights":
-        payload += bytes(fields["data"])
-    elif kind == "log":
-        payload += fields["text"].encode("utf-8")[:MAX_PAYLOAD]
-    if len(payload) > MAX_PAYLOAD:
-        raise ValueError(f"{kind} payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
-    return Frame(tid, seq, payload).to_bytes()
-
-
-def encode_command(name: str, seq: int) -> bytes:
-    """A host -> device command frame (empty payload); `seq` comes back in the device's ack."""
-    if name not in COMMANDS:
-        raise ValueError(f"unknown command '{name}' (known: {', '.join(COMMANDS)})")
-    return Frame(COMMANDS[name], seq, b"").to_bytes()
-
-
-class Encoder:
-    """A frame stream with its sequence counter, mirroring zo_tm_* (same calls, same bytes)."""
-
-    def __init__(self, seq: int = 0):
-        self.seq = seq & 0xFFFF
-
-    def frame(self, kind: str, fields: dict) -> bytes:
-        out = encode(kind, fields, self.seq)
-        self.seq = (self.seq + 1) & 0xFFFF
-        return out
-
-    def weights(self, tensor: int, part: int, data: bytes) -> bytes:
-        """Chunks of at most WEIGHTS_CHUNK bytes in offset order; empty data still sends one."""
-        data = bytes(data)
-        offsets = range(0, max(len(data), 1), WEIGHTS_CHUNK)
-        return b"".join(self.frame("weights", {"tensor": tensor, "part": part, "offset": o, "total": len(data),
-                                               "data": data[o:o + WEIGHTS_CHUNK]}) for o in offsets)
-
-
 # ------------------------------------------------------------------------------ decode
 
 
 def _name(names, v: int, unknown: str) -> str:
-    return names[v] if 0 <= v < len(names) and names[v] else f"{unknown}{v}"
+    """names[v] of a tuple or dict of names; `unknown` + v for an id without one."""
+    if isinstance(names, dict):
+        return names.get(v, f"{unknown}{v}")
+    return names[v] if 0 <= v < len(names) else f"{unknown}{v}"
 
 
 def state_name(v: int) -> str:
-    return _name(STATE_NAMES, v, "STATE")
+    return _name(spec.STATES, v, "STATE")
 
 
 # Raw field -> record fields; the others pass through unchanged.
@@ -138,17 +57,17 @@ _CONVERT = {
     "state": lambda v: {"state": state_name(v)},
     "state_from": lambda v: {"state_from": state_name(v)},
     "state_to": lambda v: {"state_to": state_name(v)},
-    "flags": lambda v: {"calibrating": bool(v & 1), "centre": bool(v & 2), "diverged": bool(v & 4)},
-    "scheduler": lambda v: {"scheduler": _name(SCHEDULER_NAMES, v, "scheduler")},
-    "rounding": lambda v: {"rounding": _name(ROUNDING_NAMES, v, "rounding")},
-    "kind": lambda v: {"kind": _name(EVENT_KINDS, v, "kind")},
-    "reason": lambda v: {"reason": _name(DONE_REASONS, v, "reason")},
+    "flags": lambda v: {name: bool(v & bit) for name, bit in spec.STEP_FLAGS.items()},
+    "scheduler": lambda v: {"scheduler": _name(spec.SCHEDULERS, v, "scheduler")},
+    "rounding": lambda v: {"rounding": _name(spec.ROUNDINGS, v, "rounding")},
+    "kind": lambda v: {"kind": _name(EVENT_KIND_NAMES, v, "kind")},
+    "reason": lambda v: {"reason": _name(spec.DONE_REASONS, v, "reason")},
     "lr_auto": lambda v: {"lr_auto": bool(v)},
     "model_sha256": lambda v: {"model_sha256_prefix": v.hex()},
     "paused": lambda v: {"paused": bool(v)},
     "calibrating": lambda v: {"calibrating": bool(v)},
     "command": lambda v: {"command": COMMAND_NAMES.get(v, f"command{v}")},
-    "result": lambda v: {"result": _name(ACK_RESULTS, v, "result")},
+    "result": lambda v: {"result": _name(spec.ACK_RESULTS, v, "result")},
 }
 
 
@@ -168,7 +87,7 @@ def decode(frame: Frame) -> dict:
         return {"type": "command", "command": COMMAND_NAMES[frame.type], "seq": frame.seq}
     if kind is None:
         return _malformed(frame, "unknown frame type")
-    st, payload = _STRUCTS[kind], bytes(frame.payload)
+    st, payload = STRUCTS[kind], bytes(frame.payload)
     if kind == "log":
         return {"type": "log", "text": payload.decode("utf-8", errors="replace")}
     if len(payload) < st.size or (kind != "weights" and len(payload) != st.size):
@@ -261,7 +180,7 @@ class Decoder:
             return -1
         if avail < n:
             return 0
-        if zlib.crc32(buf[pos + 2:pos + n - 4]) != int.from_bytes(buf[pos + n - 4:pos + n], "little"):
+        if crc32(buf[pos + 2:pos + n - 4]) != int.from_bytes(buf[pos + n - 4:pos + n], "little"):
             self.crc_errors += 1
             return -1
         return n

@@ -12,11 +12,14 @@ loops over the samples (convolutions).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from zoflash.compiler.pipeline import CompiledModel
-from zoflash.compiler.quant import as_samples
 from zoflash.reference import kernels as ref
+
+if TYPE_CHECKING:  # the type only: the reference takes the compiled model as an argument
+    from zoflash.compiler.pipeline import CompiledModel
 
 # Steps walked back from output 0 to reach the logits (docs/training.md, "Model split").
 _AFTER_LOGITS = ("softmax", "dequantize")
@@ -103,6 +106,20 @@ DISPATCH = {
 
 
 # ------------------------------------------------------------------------------- the executor
+
+def _samples(x, shape: tuple[int, ...], quant) -> np.ndarray:
+    """int8 [N, *shape] from int8 data or from float data in real units, quantized as TFLite does:
+    zero_point + round(x / scale), halves away from zero, saturated to int8."""
+    x = np.asarray(x)
+    x = x.reshape((-1,) + tuple(shape)[1:] if shape and shape[0] == 1 else (-1,) + tuple(shape))
+    if x.dtype == np.int8:
+        return x
+    q = x.astype(np.float64) / quant.scale
+    a = np.abs(q)
+    r = np.floor(a)
+    r = np.copysign(np.where(a - r >= 0.5, r + 1.0, r), q)
+    return np.clip(r + quant.zero_point, -128, 127).astype(np.int8)
+
 
 def _flat(x) -> np.ndarray:
     x = np.asarray(x)
@@ -195,6 +212,4 @@ class ReferenceForward:
         """The whole model on input 0 (int8, or float in real units quantized as zoflash.api.infer
         does) -> output 0 as [B, *output shape]."""
         t = self.graph.tensors[self.graph.inputs[0]]
-        q = t.quant
-        x = as_samples(x, t.shape, q.scale if q else None, q.zero_point if q else None)
-        return self.output(self.run({t.index: x}, weights=weights))
+        return self.output(self.run({t.index: _samples(x, t.shape, t.quant)}, weights=weights))

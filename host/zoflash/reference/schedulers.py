@@ -1,10 +1,12 @@
 """The q schedulers (fixed, plateau, critical, adazeta): the independent NumPy float32 model of
 firmware_templates/runtime/training/zo_sched.c, bit for bit.  Rules: docs/training.md, "Schedulers".
 
-Each scheduler is a state machine driven by a transition table (Python data below, the same
-numeric state and event ids as the C).  One observation is first measured (window statistics,
-EMAs), then turned into one event, then (state, event) is looked up: the row gives the actions
-and the next state (or the alternative one when q ends at q_max).
+Each scheduler is a state machine driven by a transition table (Python data below; the state,
+event and action ids are those of the training spec, as in the C).  One observation is first
+measured (window statistics, EMAs), then turned into one event, then (state, event) is looked
+up: the row gives the actions and the next state (or the alternative one when q ends at q_max).
+The model reads its parameters itself (config below), independently of the product's
+training/schedulers.py that configures the C.
 
 Every float operation is one np.float32 operation, in the C's order.
 
@@ -15,7 +17,6 @@ Every float operation is one np.float32 operation, in the C's order.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
@@ -24,59 +25,15 @@ from typing import NamedTuple
 import numpy as np
 
 from zoflash.reference import zo_math
+from zoflash.training import spec
 
 F32 = np.float32
-Q_LIMIT = 64
 SQRT2 = F32(1.41421354)
 
-KIND_NAMES = {0: "fixed", 1: "plateau", 2: "critical", 3: "adazeta"}
-KIND_IDS = {name: i for i, name in KIND_NAMES.items()}
-FIXED_KIND, PLATEAU_KIND, CRITICAL_KIND, ADAZETA_KIND = range(4)
-
-STATE_NAMES = {0: "FIXED", 1: "WARMUP", 2: "MONITOR", 3: "COOLDOWN", 4: "CAPPED", 5: "DIVERGE",
-               6: "CALIBRATE", 7: "TRACK", 8: "RAMP"}
-FIXED, WARMUP, MONITOR, COOLDOWN, CAPPED, DIVERGE, CALIBRATE, TRACK, RAMP = range(9)
-
-
-
-class EV(IntEnum):
-    """Scheduler events (ZO_EV_* in zo_sched.h; the code of telemetry scheduler events)."""
-    NONE = 0            # no observation yet
-    STEP = 1            # nothing closed or due
-    DIVERGED = 2        # the trainer rolled the step back (plateau, critical)
-    WINDOW_FIRST = 3    # plateau: first window closed
-    IMPROVED = 4        # plateau: mean beat best by > max(tau*best, z*se)
-    STALE = 5           # plateau: no improvement, patience left
-    PATIENCE = 6        # plateau: no improvement for `patience` windows
-    RISE = 7            # plateau: mean > best * (1 + rise)
-    COOLED = 8          # plateau, critical: the window after a change closed
-    CALIBRATED = 9      # critical: calib_steps observations done
-    TARGET_HOLD = 10    # critical: target == q
-    TARGET_PENDING = 11  # critical: target != q, not confirmed yet
-    TARGET_UP = 12
-    TARGET_DOWN = 13
-    EPOCH_HOLD = 14     # adazeta: new epoch, target == q
-    EPOCH_UP = 15
-    EPOCH_DOWN = 16
-
-
-EVENT_NAMES = {int(e): e.name for e in EV}
-
-
-class Act(IntFlag):
-    """Actions of a table row (same bits as ZO_ACT_* in zo_sched.h, applied in bit order)."""
-    TARGET = 1 << 0         # critical: store q*, the judged pending target and its count
-    COUNT_CLEAR = 1 << 1    # critical: count = 0
-    PENDING_CLEAR = 1 << 2  # critical: pending = none, count = 0
-    BEST_SET = 1 << 3       # plateau: best = window mean
-    BEST_MIN = 1 << 4       # plateau: best = min(best, mean)
-    STALE_INC = 1 << 5
-    STALE_CLEAR = 1 << 6
-    STOP = 1 << 7           # plateau: stop if stop_when_capped
-    DOUBLE = 1 << 8         # q = min(2q, q_max)
-    HALVE = 1 << 9          # q = max(q/2, q_min)
-    WINDOW_RESET = 1 << 10
-
+FIXED_KIND, PLATEAU_KIND, CRITICAL_KIND, ADAZETA_KIND = (spec.SCHEDULER_IDS[k] for k in spec.SCHEDULERS)
+FIXED, WARMUP, MONITOR, COOLDOWN, CAPPED, DIVERGE, CALIBRATE, TRACK, RAMP = (spec.STATE_IDS[s] for s in spec.STATES)
+EV = IntEnum("EV", {name: i for i, name in enumerate(spec.EVENTS)})  # scheduler events (spec.EVENTS)
+Act = IntFlag("Act", spec.ACTION_BITS)  # actions of a table row (spec.ACTIONS), applied in bit order
 
 _DIV = Act.DOUBLE | Act.WINDOW_RESET
 NONE = Act(0)
@@ -133,148 +90,32 @@ TABLES: dict[int, dict[tuple[int, int], tuple[int, int, Act]]] = {
         (CAPPED, EV.EPOCH_DOWN): (RAMP, CAPPED, Act.HALVE),
     },
 }
+
 # first state, and the first state when q starts at q_max
 INITIAL = {FIXED_KIND: (FIXED, FIXED), PLATEAU_KIND: (WARMUP, WARMUP),
            CRITICAL_KIND: (CALIBRATE, CALIBRATE), ADAZETA_KIND: (RAMP, CAPPED)}
 
-# User-facing parameters per kind (q0/q_min/q_max come from the training options).  `None`:
-# filled later: plateau rise = 5 * tau (float32); adazeta steps_per_epoch = ceil(n_train / b),
-# which the trainer passes.  The trainer also passes critical's `p` (density 2^-L).
-_Q = {"q0": 1, "q_min": 1, "q_max": Q_LIMIT}
-DEFAULTS: dict[str, dict] = {
-    "fixed": dict(_Q),
-    "plateau": {**_Q, "tau": 0.01, "z": 1.0, "patience": 2, "rise": None, "window_passes": 4096,
-                "window_min_steps": 8, "stop_when_capped": False},
-    "critical": {"q_min": 1, "q_max": Q_LIMIT, "c": 1.0, "ema": 0.9, "floor": 0.05, "centre_every": 8,
-                 "calib_steps": 8, "calib_q": 8, "confirm": 3, "window_passes": 1024, "window_min_steps": 8},
-    "adazeta": {**_Q, "alpha": 1.0, "beta": 1.0, "steps_per_epoch": None},
-}
-TRAINER_PARAMS = {"critical": {"p": 1.0}}   # set by the trainer, not by users
-_FLOATS = {"tau", "z", "rise", "c", "ema", "floor", "p", "alpha", "beta"}
 
-# zo_sched_config_t, in field order (unused fields are 0).
-CONFIG_FIELDS = ("kind", "q0", "q_min", "q_max", "window_passes", "window_min_steps", "tau", "z", "rise",
-                 "patience", "stop_when_capped", "c", "ema", "floor", "p", "centre_every", "calib_steps",
-                 "calib_q", "confirm", "alpha", "beta", "steps_per_epoch")
-
-
-def kind_name(kind: int | str) -> str:
-    """'plateau' for 'plateau' or 1; ValueError for anything else."""
-    if isinstance(kind, str) and kind in KIND_IDS:
-        return kind
-    if isinstance(kind, (int, np.integer)) and not isinstance(kind, bool) and int(kind) in KIND_NAMES:
-        return KIND_NAMES[int(kind)]
-    raise ValueError(f"unknown scheduler kind {kind!r} (use one of {', '.join(KIND_IDS)})")
-
-
-# ---------------------------------------------------------------------------- validation
-
-
-def _pow2(v) -> bool:
-    return v >= 1 and (v & (v - 1)) == 0
-
-
-def _as_int(v):
-    if isinstance(v, (bool, np.bool_)):
-        return int(v)
-    if isinstance(v, (int, np.integer)):
-        return int(v)
-    if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer():
-        return int(v)
-    return None
-
-
-def validate_params(kind, params: Mapping) -> list[str]:
-    """Every problem with a scheduler's parameters (defaults fill what `params` lacks), as
-    readable messages; [] when they are valid.  Float limits apply to the float32 values."""
-    try:
-        name = kind_name(kind)
-    except ValueError as exc:
-        return [str(exc)]
-    known = set(DEFAULTS[name]) | {"q0", "q_min", "q_max"} | set(TRAINER_PARAMS.get(name, {}))
-    unknown = [f"scheduler '{name}' has no parameter '{k}'" for k in sorted(set(params) - known)]
-    problems: list[str] = []
-    p = {**DEFAULTS[name], **TRAINER_PARAMS.get(name, {}), **{k: v for k, v in params.items() if k in known}}
-    vals: dict = {}
-    for k, v in p.items():
-        if v is None:
-            vals[k] = None
-        elif k in _FLOATS:
-            try:
-                with np.errstate(all="ignore"):
-                    vals[k] = float(F32(v))
-            except (TypeError, ValueError):
-                problems.append(f"{name}: {k} = {v!r} is not a number")
-        elif k == "stop_when_capped":
-            if _as_int(v) not in (0, 1):
-                problems.append(f"{name}: stop_when_capped = {v!r} must be 0/1 (false/true)")
-            vals[k] = _as_int(v)
-        else:
-            iv = _as_int(v)
-            if iv is None or not 0 <= iv < 2**32:
-                problems.append(f"{name}: {k} = {v!r} must be an integer in 0..2^32-1")
-            vals[k] = iv
-    if problems:
-        return unknown + problems
-
-    def need(ok: bool, text: str) -> None:
-        if not ok:
-            problems.append(f"{name}: {text}")
-
-    q_min, q_max = vals["q_min"], vals["q_max"]
-    need(_pow2(q_min) and _pow2(q_max) and q_min <= q_max <= Q_LIMIT,
-         f"q_min {q_min} and q_max {q_max} must be powers of two with 1 <= q_min <= q_max <= {Q_LIMIT}")
-    if name != "critical":
-        need(_pow2(vals["q0"]) and q_min <= vals["q0"] <= q_max,
-             f"q0 {vals['q0']} must be a power of two in [q_min, q_max] = [{q_min}, {q_max}]")
-    if name in ("plateau", "critical"):
-        for k in ("window_passes", "window_min_steps"):
-            need(vals[k] >= 1, f"{k} must be >= 1 (got {vals[k]})")
-    if name == "plateau":
-        for k in ("tau", "z", "rise"):
-            need(vals[k] is None or (math.isfinite(vals[k]) and vals[k] >= 0), f"{k} must be finite and >= 0 (got {vals[k]})")
-        need(vals["patience"] >= 1, f"patience must be >= 1 (got {vals['patience']})")
-    if name == "critical":
-        need(math.isfinite(vals["c"]) and vals["c"] > 0, f"c must be finite and > 0 (got {vals['c']})")
-        need(0 <= vals["ema"] < 1, f"ema must be in [0, 1) (got {vals['ema']})")
-        need(0 < vals["floor"] <= 1, f"floor must be in (0, 1] (got {vals['floor']})")
-        need(0 < vals["p"] <= 1, f"p (density) must be in (0, 1] (got {vals['p']})")
-        for k in ("centre_every", "calib_steps", "confirm"):
-            need(vals[k] >= 1, f"{k} must be >= 1 (got {vals[k]})")
-        need(_pow2(vals["calib_q"]) and q_min <= vals["calib_q"] <= q_max,
-             f"calib_q {vals['calib_q']} must be a power of two in [q_min, q_max] = [{q_min}, {q_max}]")
-    if name == "adazeta":
-        need(math.isfinite(vals["alpha"]) and vals["alpha"] > 0, f"alpha must be finite and > 0 (got {vals['alpha']})")
-        need(math.isfinite(vals["beta"]), f"beta must be finite (got {vals['beta']})")
-        spe = vals["steps_per_epoch"]
-        need(spe is None or spe >= 1, f"steps_per_epoch must be >= 1 (got {spe})")
-    return unknown + problems
-
-
-def resolve(kind, **params) -> dict:
-    """All zo_sched_config_t fields (CONFIG_FIELDS) for `kind`: defaults filled, floats as
-    np.float32, ints as int.  Raises ValueError listing the problems."""
-    name = kind_name(kind)
-    problems = validate_params(name, params)
-    p = {**DEFAULTS[name], **TRAINER_PARAMS.get(name, {}), **params}
+def config(kind, **params) -> dict:
+    """This model's own reading of a scheduler's parameters (independent of the product's
+    training/schedulers.py): every zo_sched_config_t field, defaults from the spec, floats as
+    np.float32.  The values are taken as valid (the options validate them); an unknown kind or
+    parameter, or adazeta without steps_per_epoch, raises ValueError."""
+    name = spec.SCHEDULERS[kind] if isinstance(kind, (int, np.integer)) and 0 <= kind < len(spec.SCHEDULERS) else kind
+    if name not in spec.SCHED_DEFAULTS:
+        raise ValueError(f"unknown scheduler kind {kind!r}")
+    p = {**spec.SCHED_DEFAULTS[name], **spec.SCHED_TRAINER_PARAMS.get(name, {})}
+    unknown = set(params) - set(p) - set(spec.SCHED_Q_PARAMS)
+    if unknown:
+        raise ValueError(f"scheduler '{name}' has no parameter {', '.join(sorted(unknown))}")
+    p.update(params)
     if name == "adazeta" and p["steps_per_epoch"] is None:
-        problems.append("adazeta: steps_per_epoch must be given (ceil(n_train / batch))")
-    if problems:
-        raise ValueError("; ".join(problems))
+        raise ValueError("adazeta: steps_per_epoch must be given (ceil(n_train / batch))")
     if name == "plateau" and p["rise"] is None:
-        p["rise"] = F32(5) * F32(p["tau"])
-    out = {}
-    for f in CONFIG_FIELDS:
-        v = KIND_IDS[name] if f == "kind" else p.get(f, 0)
-        out[f] = F32(v) if f in _FLOATS else _as_int(v)
-    return out
-
-
-def c_initializer(kind, **params) -> str:
-    """A C initializer of zo_sched_config_t (floats as exact hex literals)."""
-    cfg = resolve(kind, **params)
-    parts = [f".{f} = {float(v).hex()}f" if f in _FLOATS else f".{f} = {v}" for f, v in cfg.items()]
-    return "{ " + ", ".join(parts) + " }"
+        p["rise"] = F32(spec.SCHED_RISE_PER_TAU) * F32(p["tau"])
+    cfg = {f: F32(p.get(f, 0)) if f in spec.SCHED_FLOAT_PARAMS else int(p.get(f, 0)) for f in spec.SCHED_CONFIG_FIELDS}
+    cfg["kind"] = spec.SCHEDULER_IDS[name]
+    return cfg
 
 
 # ---------------------------------------------------------------------------- the model
@@ -309,7 +150,7 @@ class Scheduler:
     """One scheduler; see the module docstring.  Attributes mirror zo_sched_t."""
 
     def __init__(self, kind, **params):
-        self.cfg = resolve(kind, **params)
+        self.cfg = config(kind, **params)
         self.kind = self.cfg["kind"]
         self.table = TABLES[self.kind]
         c = self.cfg
@@ -501,5 +342,5 @@ class Scheduler:
 
 def make_scheduler(kind, **params) -> Scheduler:
     """A scheduler of `kind` ('fixed', 'plateau', 'critical', 'adazeta' or its id); params
-    override DEFAULTS[kind] (plus critical's p, the direction density from the trainer)."""
+    override spec.SCHED_DEFAULTS[kind] (plus critical's p, the direction density from the trainer)."""
     return Scheduler(kind, **params)

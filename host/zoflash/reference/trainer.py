@@ -9,24 +9,57 @@ minibatches; the frozen prefix is computed once per training sample, since it ca
 """
 from __future__ import annotations
 
+import math
 import time
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 import numpy as np
 
-from zoflash.compiler.pipeline import CompiledModel
-from zoflash.monitor import telemetry
+from zoflash.monitor.protocol import Encoder
 from zoflash.reference import zo_math as zm
 from zoflash.reference.forward import ReferenceForward
 from zoflash.reference.schedulers import Scheduler
-from zoflash.training.dataset import Dataset
-from zoflash.training.options import ROUNDING_IDS, SCHEDULER_IDS, TrainOptions
-from zoflash.training.plan import TrainPlan
+from zoflash.training import spec
+
+if TYPE_CHECKING:  # annotations only: the reference takes the product's objects as arguments
+    from zoflash.compiler.pipeline import CompiledModel
+    from zoflash.training.dataset import Dataset
+    from zoflash.training.options import TrainOptions
+    from zoflash.training.plan import TrainPlan
 
 F32 = np.float32
 SQRT2 = F32(1.41421354)
-DONE_STEPS, DONE_BUDGET, DONE_SCHEDULER, DONE_DEAD_ZONE, DONE_GUARD = 0, 1, 2, 4, 5
-EVENT_SCHEDULER, EVENT_LR, EVENT_ROLLBACK = 1, 2, 3
+DONE_STEPS, DONE_BUDGET, DONE_SCHEDULER, DONE_DEAD_ZONE, DONE_GUARD = (
+    spec.DONE_REASON_IDS[r] for r in ("steps", "budget", "scheduler", "dead-zone", "guard"))
+EVENT_SCHEDULER, EVENT_LR, EVENT_ROLLBACK = (spec.EVENT_KINDS[k] for k in ("scheduler", "lr", "rollback"))
+ROLLBACK_GUARD, ROLLBACK_LOSS = spec.ROLLBACK_CAUSE_IDS["guard"], spec.ROLLBACK_CAUSE_IDS["loss"]
+FLAG = spec.STEP_FLAGS
+VALUES, RESIDUAL = spec.WEIGHTS_PARTS.index("values"), spec.WEIGHTS_PARTS.index("residual")
+
+
+class RunSettings(NamedTuple):
+    """What the reference derives from the options itself (not from the product's properties)."""
+    density_log2: int   # density = 2^-density_log2
+    lr_auto: bool       # lr None: calibrate
+    max_steps: int      # 0: no step limit (a budget)
+
+
+def run_settings(opts: TrainOptions) -> RunSettings:
+    max_steps = opts.steps if opts.steps is not None else (0 if opts.budget is not None else spec.DEFAULT_STEPS)
+    return RunSettings(round(-math.log2(opts.density)), opts.lr is None, max_steps)
+
+
+def scheduler_params(opts: TrainOptions, n_train: int) -> dict:
+    """The scheduler's parameters as this reference reads the options: the user's, the q range
+    from --q/--q-min/--q-max, and what the trainer sets (critical's density p, adazeta's epoch)."""
+    params = dict(opts.sched)
+    given_q = {"q0": opts.q, "q_min": opts.q_min, "q_max": opts.q_max}
+    params.update((k, v) for k, v in given_q.items() if k in spec.SCHED_DEFAULTS[opts.scheduler])
+    if opts.scheduler == "critical":
+        params["p"] = F32(1.0) / F32(1 << run_settings(opts).density_log2)
+    if opts.scheduler == "adazeta":
+        params["steps_per_epoch"] = max(1, math.ceil(n_train / opts.batch))
+    return params
 
 
 def lr_at_q(lr1: np.float32, q: int, scaling: str) -> np.float32:
@@ -46,15 +79,16 @@ class ReferenceTrainer:
                  model_sha256: str):
         self.model, self.plan, self.opts, self.data = model, plan, opts, data
         self.sha = bytes.fromhex(model_sha256[:16])
+        self.settings = run_settings(opts)
         self.fwd = ReferenceForward(model)
-        self.tm = telemetry.Encoder()
+        self.tm = Encoder()
         g = model.graph
         self.input_root = model.root[g.inputs[0]]
         # trainable state: flat arrays in plan order
         self.values = [t.values.reshape(-1).copy() for t in plan.tensors]
         self.residual = [None if t.is_bias else np.zeros(t.count, np.int8) for t in plan.tensors]
         self.shapes = [model.storage(t.index).data.shape for t in plan.tensors]
-        self.sched = Scheduler(opts.scheduler, **opts.sched_run_params(len(data.y_train)))
+        self.sched = Scheduler(opts.scheduler, **scheduler_params(opts, len(data.y_train)))
         # the frozen prefix, once per training sample: boundary root index -> [N, bytes]
         env = self.fwd.run({g.inputs[0]: data.x_train}, 0, plan.split)
         self.features = {b.index: env[b.index] for b in plan.boundary}
@@ -75,9 +109,10 @@ class ReferenceTrainer:
         for k, tt in enumerate(self.plan.tensors):
             if tt.is_bias:
                 self.values[k] = zm.perturb_s32(self.values[k], sign, tt.eps_b.reshape(-1), o.seed, t, i,
-                                                tt.stream, o.density_log2)
+                                                tt.stream, self.settings.density_log2)
             else:
-                self.values[k] = zm.perturb_s8(self.values[k], sign, o.seed, t, i, tt.stream, o.density_log2)
+                self.values[k] = zm.perturb_s8(self.values[k], sign, o.seed, t, i, tt.stream,
+                                               self.settings.density_log2)
 
     def _losses(self, env: dict, labels: np.ndarray) -> tuple[np.ndarray, int]:
         """Suffix on the minibatch: per-sample float32 losses and the saturated logit count."""
@@ -167,11 +202,11 @@ class ReferenceTrainer:
         for k, tt in enumerate(self.plan.tensors):
             if tt.is_bias:
                 self.values[k] = zm.update_s32(self.values[k], c, tt.eps_b.reshape(-1), tt.max_step, o.seed, t,
-                                               tt.stream, o.density_log2)
+                                               tt.stream, self.settings.density_log2)
             else:
                 self.values[k], self.residual[k] = zm.update_s8(self.values[k], self.residual[k], c, o.seed, t,
-                                                                tt.stream, o.density_log2, o.rounding,
-                                                                w_max=127 - o.eps)
+                                                                tt.stream, self.settings.density_log2, o.rounding,
+                                                                w_max=spec.INT8_WEIGHT_LIMIT - o.eps)
 
     def _snapshot(self) -> tuple:
         return [v.copy() for v in self.values], [None if r is None else r.copy() for r in self.residual]
@@ -183,10 +218,10 @@ class ReferenceTrainer:
         o, plan = self.opts, self.plan
         yield self._frame("hello", seed=o.seed, batch=o.batch, classes=plan.classes, n_train=len(self.data.y_train),
                           n_test=len(self.data.y_test), trainable_params=plan.params,
-                          scheduler=SCHEDULER_IDS[o.scheduler], rounding=ROUNDING_IDS[o.rounding],
-                          density_log2=o.density_log2, lr_auto=int(o.lr_auto),
-                          lr=F32(0.0) if o.lr_auto else F32(o.lr), max_steps=o.max_steps, budget=o.budget or 0,
-                          q_max=o.q_max, n_tensors=len(plan.tensors), model_sha256=self.sha)
+                          scheduler=spec.SCHEDULER_IDS[o.scheduler], rounding=spec.ROUNDING_IDS[o.rounding],
+                          density_log2=self.settings.density_log2, lr_auto=int(self.settings.lr_auto),
+                          lr=F32(0.0) if self.settings.lr_auto else F32(o.lr), max_steps=self.settings.max_steps,
+                          budget=o.budget or 0, q_max=o.q_max, n_tensors=len(plan.tensors), model_sha256=self.sha)
         lr1 = F32(o.lr or 0.0)
         frame, best_loss, _ = self._evaluate(0)
         yield frame
@@ -203,7 +238,7 @@ class ReferenceTrainer:
             sat_run = zero_run = 0
             rollbacks += 1
 
-        calib = o.calib_steps if o.lr_auto else 0
+        calib = o.calib_steps if self.settings.lr_auto else 0
         m2_calib = F32(0)
         sat_run = zero_run = 0
         t, last_eval, reason = 0, True, DONE_STEPS
@@ -223,13 +258,14 @@ class ReferenceTrainer:
                 if sat_run >= o.guard_steps or zero_run >= o.guard_steps:
                     diverged = True
                     rollback()
-            flags = int(calibrating) | (2 if centre else 0) | (4 if diverged else 0)
+            flags = ((FLAG["calibrating"] if calibrating else 0) | (FLAG["centre"] if centre else 0)
+                     | (FLAG["diverged"] if diverged else 0))
             yield self._frame("step", step=t, q=q, state=state, flags=flags, lr=lr, loss=st["loss"], m2=st["m2"],
                               v=st["v"], zero_frac=st["zero_frac"], sat_frac=st["sat_frac"],
                               prefix_passes=self.prefix_passes, suffix_passes=self.suffix_passes,
                               time_us=self._time_us())
             if diverged:
-                yield self._event(t, EVENT_ROLLBACK, 0, state, state, q, q, lr1, snapshot_step)
+                yield self._event(t, EVENT_ROLLBACK, ROLLBACK_GUARD, state, state, q, q, lr1, snapshot_step)
             if calibrating:
                 m2_calib = F32(m2_calib + st["m2"])
                 if t + 1 == calib:
@@ -238,7 +274,7 @@ class ReferenceTrainer:
                         reason, last_eval = DONE_DEAD_ZONE, False
                         t += 1
                         break
-                    p = F32(F32(1.0) / F32(1 << o.density_log2))
+                    p = F32(F32(1.0) / F32(1 << self.settings.density_log2))
                     lr1 = F32(F32(o.rho) * np.sqrt(F32(p / m2_calib)))
                     yield self._event(t, EVENT_LR, 0, state, state, q, q, lr1, calib)
             else:
@@ -257,14 +293,14 @@ class ReferenceTrainer:
                 if not calibrating and o.guard_loss > 0 and loss > F32(best_loss * F32(o.guard_loss)):
                     rollback()  # the test loss ran away from the best so far
                     last_eval = False  # the weights changed: a run ending here evaluates them again
-                    yield self._event(t - 1, EVENT_ROLLBACK, 1, state, state, q, q, lr1, snapshot_step)
+                    yield self._event(t - 1, EVENT_ROLLBACK, ROLLBACK_LOSS, state, state, q, q, lr1, snapshot_step)
                 elif loss < best_loss and sat_run == 0 and zero_run == 0 and F32(eval_sat) < sat_good:
                     best_loss = loss  # the last good state
                     snapshot, snapshot_step = self._snapshot(), t
             if o.guard_max_rollbacks and rollbacks >= o.guard_max_rollbacks:
                 reason = DONE_GUARD
                 break
-            if o.max_steps and t >= o.max_steps:
+            if self.settings.max_steps and t >= self.settings.max_steps:
                 reason = DONE_STEPS
                 break
             if o.budget and self.prefix_passes + self.suffix_passes >= o.budget:
@@ -276,8 +312,8 @@ class ReferenceTrainer:
         if not last_eval:
             yield self._evaluate(t)[0]
         for tt, v, r in zip(plan.tensors, self.values, self.residual):
-            yield self.tm.weights(tt.index, 0, v.astype("<i4" if tt.is_bias else np.int8).tobytes())
+            yield self.tm.weights(tt.index, VALUES, v.astype("<i4" if tt.is_bias else np.int8).tobytes())
             if r is not None:
-                yield self.tm.weights(tt.index, 1, r.tobytes())
+                yield self.tm.weights(tt.index, RESIDUAL, r.tobytes())
         yield self._frame("done", steps=t, reason=reason, prefix_passes=self.prefix_passes,
                           suffix_passes=self.suffix_passes, time_us=self._time_us())

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from zoflash.training import spec
+
 F32 = np.float32
 U32 = np.uint32
 
@@ -21,14 +23,10 @@ LANE_SHIFT = 28
 DENSITY_LOG2_MAX = 15
 BLOCK = 32
 
-# Default bound of trainable int8 weights, for eps = 1 LSB; in general w_max = 127 - eps.
-W_MIN = -126
+# Bound of trainable int8 weights for eps = 1 LSB; in general w_max = 127 - eps.
 W_MAX = 126
 
-ROUND_SPLIT16 = 0
-ROUND_NEAREST = 1
-ROUND_STOCHASTIC = 2
-_MODES = {"split16": ROUND_SPLIT16, "nearest": ROUND_NEAREST, "stochastic": ROUND_STOCHASTIC}
+ROUND_SPLIT16, ROUND_NEAREST, ROUND_STOCHASTIC = (spec.ROUNDING_IDS[m] for m in ("split16", "nearest", "stochastic"))
 
 _M1 = U32(0x7FEB352D)
 _M2 = U32(0x846CA68B)
@@ -192,7 +190,7 @@ def update_s8(w, residual, c, seed, step, stream, density_log2: int = 0, mode="s
     w_max = int(w_max)
     if not 1 <= w_max <= W_MAX:
         raise ValueError(f"w_max must be in 1..{W_MAX}")
-    mode = _MODES.get(mode, mode)
+    mode = spec.ROUNDING_IDS.get(mode, mode)
     w = np.asarray(w, dtype=np.int8)
     n = w.size
     r = np.zeros(n, np.int8) if residual is None else np.asarray(residual, dtype=np.int8)

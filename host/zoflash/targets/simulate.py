@@ -1,6 +1,7 @@
 """`zoflash simulate`: the training firmware's C built and run on the host (engine "c"), or the
 independent Python reference (engine "reference"); both stream the same telemetry frames into
-a Session (JSONL log, live view, weights file, plot)."""
+a Session (JSONL log, live view, weights file, plot).  ENGINE_RUNNERS is the one place that
+selects an engine."""
 from __future__ import annotations
 
 import os
@@ -8,7 +9,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from zoflash.compiler.bundle import Bundle
 from zoflash.errors import BuildError, ZoflashError
@@ -19,8 +20,6 @@ from zoflash.targets.host_build import run_make
 from zoflash.training.options import TrainOptions
 from zoflash.training.pipeline import CompiledTraining, compile_training, training_bundle
 from zoflash.training.weights_file import save_weights
-
-ENGINES = ("c", "reference")
 
 
 def c_frames(bundle: Bundle) -> Iterator[bytes]:
@@ -47,10 +46,29 @@ def c_frames(bundle: Bundle) -> Iterator[bytes]:
 
 
 def reference_frames(prep: CompiledTraining) -> Iterator[bytes]:
-    from zoflash.reference.trainer import ReferenceTrainer  # NumPy only; loaded on demand
+    # the only product code that runs the reference trainer (NumPy only; loaded on demand)
+    from zoflash.reference.trainer import ReferenceTrainer
 
     t = prep.training
     yield from ReferenceTrainer(prep.model, t.plan, t.options, t.data, prep.sha256).frames()
+
+
+def _c_engine(prep: CompiledTraining, bundle_dir: Path, prefix: str | None) -> tuple[Iterator[bytes], Bundle]:
+    bundle = training_bundle(prep, "host", bundle_dir, prefix)
+    return c_frames(bundle), bundle
+
+
+def _reference_engine(prep: CompiledTraining, bundle_dir: Path, prefix: str | None) -> tuple[Iterator[bytes], None]:
+    return reference_frames(prep), None
+
+
+# (compiled training, bundle directory, prefix) -> (telemetry byte stream, the bundle if one is made)
+Engine = Callable[[CompiledTraining, Path, "str | None"], "tuple[Iterator[bytes], Bundle | None]"]
+ENGINE_RUNNERS: dict[str, Engine] = {
+    "c": _c_engine,                  # the generated training C, built and run on the host
+    "reference": _reference_engine,  # the independent Python reference trainer
+}
+ENGINES = tuple(ENGINE_RUNNERS)
 
 
 @dataclass
@@ -68,13 +86,8 @@ def simulate(model_path: str | Path, data_path: str | Path, opts: TrainOptions, 
     prep = compile_training(model_path, data_path, opts)
     log_path = Path(log_path) if log_path else None
     session = Session(log_path, view)
-    bundle = None
     with tempfile.TemporaryDirectory(prefix="zoflash-sim-") as tmp:
-        if engine == "c":
-            bundle = training_bundle(prep, "host", bundle_dir or Path(tmp) / "bundle", prefix)
-            frames = c_frames(bundle)
-        else:
-            frames = reference_frames(prep)
+        frames, bundle = ENGINE_RUNNERS[engine](prep, Path(bundle_dir or Path(tmp) / "bundle"), prefix)
         try:
             for chunk in frames:
                 session.feed(chunk)

@@ -256,10 +256,11 @@ def _headroom_scales(graph: Graph, weights: TrainedWeights, headroom: int | None
         return
     if headroom == 0:
         return
-    from zoflash.training.headroom import MAX_BITS, scaled
+    from zoflash.training.headroom import scaled
+    from zoflash.training.spec import HEADROOM_MAX
 
-    if not 0 < headroom <= MAX_BITS:
-        raise ZoflashError(f"--headroom {headroom}: must be 0..{MAX_BITS} bits")
+    if not 0 < headroom <= HEADROOM_MAX:
+        raise ZoflashError(f"--headroom {headroom}: must be 0..{HEADROOM_MAX} bits")
     for index in weights.tensors:
         if index < len(graph.tensors) and graph.tensors[index].quant is not None:
             weights.scales[index] = np.asarray(scaled(graph.tensors[index].quant, headroom).scales, dtype=np.float32)

@@ -10,22 +10,24 @@ from the scales). A pure pass: the input graph is not modified.
 from __future__ import annotations
 
 import copy
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
 from zoflash.compiler.ir import Graph, Quantization
+from zoflash.compiler.pipeline import CompiledModel, compile_graph
+from zoflash.compiler.quant import round_half_away_array
+from zoflash.training.spec import HEADROOM_MAX, INT8_WEIGHT_LIMIT
 
-MAX_BITS = 4
 WEIGHTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 
 
-def round_half_away(values: np.ndarray, bits: int) -> np.ndarray:
-    """round_half_away_from_zero(values / 2^bits), exactly, in int64."""
-    v = np.asarray(values).astype(np.int64)
-    d = np.int64(1) << bits
-    return np.sign(v) * ((np.abs(v) + d // 2) // d)
+def divide_by_pow2(values: np.ndarray, bits: int) -> np.ndarray:
+    """values / 2^bits rounded half away from zero (exact: integers below 2^53 divide exactly)."""
+    return round_half_away_array(np.asarray(values) / float(1 << bits))
 
 
 def scaled(quant: Quantization | None, bits: int) -> Quantization | None:
@@ -62,43 +64,53 @@ def apply_headroom(graph: Graph, weights: Iterable[int], bits: int, eps: int = 1
     """A new graph with `bits` of headroom on the trainable int8 weight tensors `weights` (and the
     biases of the layers reading them). Returns (graph, indices of the changed tensors).
     bits = 0 returns an unchanged copy."""
-    if not 0 <= bits <= MAX_BITS:
-        raise ValueError(f"headroom must be 0..{MAX_BITS} bits, got {bits}")
+    if not 0 <= bits <= HEADROOM_MAX:
+        raise ValueError(f"headroom must be 0..{HEADROOM_MAX} bits, got {bits}")
     tensors = [copy.copy(t) for t in graph.tensors]
     ops = [replace(op, options=dict(op.options)) for op in graph.ops]
     new = replace(graph, tensors=tensors, ops=ops)
     if bits == 0:
         return new, []
     ws, bs = requantized_tensors(graph, weights, root)
-    w_max = 127 - eps
+    w_max = INT8_WEIGHT_LIMIT - eps
     for w in ws:
         t = graph.tensors[w]
         if not t.is_constant or t.dtype != "int8" or t.quant is None:
             raise ValueError(f"headroom: tensor {t.describe()} is not a quantized constant int8 weight tensor")
-        data = np.clip(round_half_away(t.data, bits), -w_max, w_max).astype(np.int8).reshape(t.data.shape)
+        data = np.clip(divide_by_pow2(t.data, bits), -w_max, w_max).astype(np.int8).reshape(t.data.shape)
         tensors[w] = replace(t, data=data, quant=scaled(t.quant, bits))
     for b in bs:
         t = graph.tensors[b]
-        data = round_half_away(t.data, bits).astype(np.int32).reshape(t.data.shape)
+        data = divide_by_pow2(t.data, bits).astype(np.int32).reshape(t.data.shape)
         tensors[b] = replace(t, data=data, quant=scaled(t.quant, bits))
     return new, ws + bs
 
 
-def output_change(before, after, x_test: np.ndarray, y_test: np.ndarray, batch: int = 256) -> dict:
-    """How re-quantization moved the int8 logits on the test set (Python reference forward on
-    both compiled models): accuracies, fraction of changed predictions, logit changes in LSB."""
-    from zoflash.reference.forward import ReferenceForward
+def c_logits(model: CompiledModel, logits: int, x: np.ndarray) -> np.ndarray:
+    """The generated C's int8 logits (root tensor `logits`) on every sample of x: the graph is
+    compiled again with the logits as its only output (so the arena keeps them), built for the
+    host and run."""
+    from zoflash.compiler.bundle import generate_bundle
+    from zoflash.targets.boards import load_board
+    from zoflash.targets.host_build import run_make
+    from zoflash.targets.host_runner import HostModel
 
-    fa, fb = ReferenceForward(before), ReferenceForward(after)
-    inp = before.graph.inputs[0]
-    la, lb = [], []
-    for k in range(0, len(x_test), batch):
-        x = x_test[k: k + batch]
-        la.append(fa.run({inp: x}, 0, fa.logits_end)[fa.logits_index].astype(np.int32))
-        lb.append(fb.run({inp: x}, 0, fb.logits_end)[fb.logits_index].astype(np.int32))
-    if not la:
+    compiled = compile_graph(replace(model.graph, outputs=(logits,)))
+    with tempfile.TemporaryDirectory(prefix="zoflash-headroom-") as tmp:
+        bundle = generate_bundle(compiled, load_board("host"), Path(tmp), "logits", "0" * 64, prefix="logits")
+        run_make(bundle, f"build/lib{bundle.prefix}.so")  # the library only: no programs
+        return HostModel(bundle).run(x).reshape(len(x), -1)
+
+
+def output_change(before: CompiledModel, after: CompiledModel, logits: int, x_test: np.ndarray,
+                  y_test: np.ndarray) -> dict:
+    """How re-quantization moved the int8 logits (root tensor `logits` of both models) on the
+    test set, run by the generated C: accuracies, fraction of changed predictions, logit changes
+    in LSB."""
+    if not len(x_test):
         return {"n_test": 0}
-    la, lb = np.concatenate(la), np.concatenate(lb)
+    la = c_logits(before, logits, x_test).astype(np.int32)
+    lb = c_logits(after, logits, x_test).astype(np.int32)
     pa, pb = la.argmax(axis=1), lb.argmax(axis=1)
     y = np.asarray(y_test).astype(np.int64)
     diff = np.abs(la - lb)

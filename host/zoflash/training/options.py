@@ -13,17 +13,10 @@ import numpy as np
 import tomllib
 
 from zoflash.errors import ZoflashError
+from zoflash.training import schedulers, spec
+from zoflash.training.spec import DENSITY_LOG2_MAX, HEADROOM_MAX, LR_SCALINGS, Q_LIMIT, ROUNDINGS, SCHEDULERS
 
-ROUNDINGS = ("split16", "nearest", "stochastic")
-LR_SCALINGS = ("sqrt", "linear", "fixed")
-SCHEDULERS = ("fixed", "plateau", "critical", "adazeta")
-ROUNDING_IDS = {name: i for i, name in enumerate(ROUNDINGS)}
-LR_SCALING_IDS = {name: i for i, name in enumerate(LR_SCALINGS)}
-SCHEDULER_IDS = {name: i for i, name in enumerate(SCHEDULERS)}
-Q_LIMIT = 64
-DENSITY_LOG2_MAX = 4
-HEADROOM_MAX = 4
-
+_DENSITIES = ", ".join(["1"] + [f"1/{1 << k}" for k in range(1, DENSITY_LOG2_MAX)]) + f" or 1/{1 << DENSITY_LOG2_MAX}"
 _TRAIN_SPEC = re.compile(r"^(last(:\d+)?|all|layers:(?=.*[^,\s]).+)$")
 
 
@@ -33,36 +26,37 @@ class OptionsError(ZoflashError):
 
 @dataclass(frozen=True)
 class TrainOptions:
-    train: str = "last:1"          # last[:N] | all | layers:NAME[,NAME...]
-    biases_only: bool = False      # train only the biases of the selected layers
-    max_params: int | None = None  # cap: drop the earliest selected layers until it fits
-    batch: int = 16
-    eps: int = 1                   # perturbation size in LSB (biases: eps * eps_b)
-    density: float = 1.0           # sparse ternary directions: p = 2^-L
-    rounding: str = "split16"
-    lr: float | None = None        # None = auto-calibrated
-    rho: float = 4.0               # auto lr: RMS update in LSB per step at q = 1
-    lr_scaling: str = "sqrt"
-    calib_steps: int = 8
-    calib_q: int = 8
-    seed: int = 1
-    steps: int | None = None
-    budget: int | None = None      # forward passes (prefix + suffix sample-passes)
-    eval_every: int = 50
-    scheduler: str = "plateau"
-    q: int = 1                     # fixed q, or the starting q of plateau
-    q_min: int = 1
-    q_max: int = Q_LIMIT
+    """The options; meanings and defaults: spec.TRAIN_DEFAULTS."""
+    train: str = spec.TRAIN_DEFAULTS["train"]
+    biases_only: bool = spec.TRAIN_DEFAULTS["biases_only"]
+    max_params: int | None = spec.TRAIN_DEFAULTS["max_params"]
+    batch: int = spec.TRAIN_DEFAULTS["batch"]
+    eps: int = spec.TRAIN_DEFAULTS["eps"]
+    density: float = spec.TRAIN_DEFAULTS["density"]
+    rounding: str = spec.TRAIN_DEFAULTS["rounding"]
+    lr: float | None = spec.TRAIN_DEFAULTS["lr"]
+    rho: float = spec.TRAIN_DEFAULTS["rho"]
+    lr_scaling: str = spec.TRAIN_DEFAULTS["lr_scaling"]
+    calib_steps: int = spec.TRAIN_DEFAULTS["calib_steps"]
+    calib_q: int = spec.TRAIN_DEFAULTS["calib_q"]
+    seed: int = spec.TRAIN_DEFAULTS["seed"]
+    steps: int | None = spec.TRAIN_DEFAULTS["steps"]
+    budget: int | None = spec.TRAIN_DEFAULTS["budget"]
+    eval_every: int = spec.TRAIN_DEFAULTS["eval_every"]
+    scheduler: str = spec.TRAIN_DEFAULTS["scheduler"]
+    q: int = spec.TRAIN_DEFAULTS["q"]
+    q_min: int = spec.TRAIN_DEFAULTS["q_min"]
+    q_max: int = spec.TRAIN_DEFAULTS["q_max"]
     sched: dict = field(default_factory=dict)  # scheduler-specific parameters
-    bias_bound: int = 8            # per-step bias change bound, in units of eps_b
-    guard_sat: float = 0.25
-    guard_zero: float = 0.98
-    guard_steps: int = 8
-    guard_loss: float = 1.5        # roll back when a test loss exceeds best * this (0: off)
-    guard_max_rollbacks: int = 10  # stop after this many rollbacks (0: never)
-    headroom: int = 0              # re-quantize the trainable layers with h bits of headroom (0..4)
+    bias_bound: int = spec.TRAIN_DEFAULTS["bias_bound"]
+    guard_sat: float = spec.TRAIN_DEFAULTS["guard_sat"]
+    guard_zero: float = spec.TRAIN_DEFAULTS["guard_zero"]
+    guard_steps: int = spec.TRAIN_DEFAULTS["guard_steps"]
+    guard_loss: float = spec.TRAIN_DEFAULTS["guard_loss"]
+    guard_max_rollbacks: int = spec.TRAIN_DEFAULTS["guard_max_rollbacks"]
+    headroom: int = spec.TRAIN_DEFAULTS["headroom"]
 
-    DEFAULT_STEPS = 500
+    DEFAULT_STEPS = spec.DEFAULT_STEPS
 
     @property
     def density_log2(self) -> int:
@@ -86,9 +80,7 @@ class TrainOptions:
 
     def sched_params(self) -> dict:
         """The scheduler's parameters with defaults filled in (validated)."""
-        from zoflash.reference import schedulers
-
-        defaults = schedulers.DEFAULTS[self.scheduler]
+        defaults = spec.SCHED_DEFAULTS[self.scheduler]
         params = dict(defaults)
         params.update(self.sched)
         params.update({k: v for k, v in (("q0", self.q), ("q_min", self.q_min), ("q_max", self.q_max))
@@ -106,9 +98,7 @@ class TrainOptions:
         return params
 
     def sched_config(self, n_train: int) -> dict:
-        """Every zo_sched_config_t field, resolved by the scheduler model."""
-        from zoflash.reference import schedulers
-
+        """Every zo_sched_config_t field."""
         return schedulers.resolve(self.scheduler, **self.sched_run_params(n_train))
 
     def describe(self) -> str:
@@ -140,22 +130,24 @@ def validate(opts: TrainOptions) -> TrainOptions:
     m = re.match(r"^last:(\d+)$", opts.train)
     need(m is None or int(m.group(1)) >= 1, "--train last:N needs N >= 1")
     need(opts.max_params is None or opts.max_params >= 1, "--max-params must be >= 1")
-    need(1 <= opts.batch <= 1024, f"--batch {opts.batch}: must be in 1..1024")
-    need(1 <= opts.eps <= 8, f"--eps {opts.eps}: must be 1..8 LSB (trainable weights then stay in "
-                             "[-(127 - eps), 127 - eps])")
+    batch_lo, batch_hi = spec.BATCH_RANGE
+    need(batch_lo <= opts.batch <= batch_hi, f"--batch {opts.batch}: must be in {batch_lo}..{batch_hi}")
+    eps_lo, eps_hi = spec.EPS_RANGE
+    need(eps_lo <= opts.eps <= eps_hi, f"--eps {opts.eps}: must be {eps_lo}..{eps_hi} LSB (trainable weights then "
+                                       "stay in [-(127 - eps), 127 - eps])")
     if opts.density <= 0 or opts.density > 1:
         problems.append(f"--density {opts.density:g}: must be in (0, 1]")
     else:
         log2 = -math.log2(opts.density)
         need(abs(log2 - round(log2)) < 1e-9 and round(log2) <= DENSITY_LOG2_MAX,
-             f"--density {opts.density:g}: must be 1, 1/2, 1/4, 1/8 or 1/16")
+             f"--density {opts.density:g}: must be {_DENSITIES}")
     need(opts.rounding in ROUNDINGS, f"--rounding {opts.rounding}: use one of {', '.join(ROUNDINGS)}")
     need(opts.lr_scaling in LR_SCALINGS, f"--lr-scaling {opts.lr_scaling}: use one of {', '.join(LR_SCALINGS)}")
     need(opts.lr is None or (math.isfinite(opts.lr) and opts.lr >= 0), "--lr must be a number >= 0 or 'auto'")
     need(math.isfinite(opts.rho) and opts.rho > 0, "--rho must be > 0")
     need(opts.calib_steps >= 1, "--calib-steps must be >= 1")
     need(_is_pow2(opts.calib_q) and opts.calib_q <= Q_LIMIT, f"--calib-q must be a power of two <= {Q_LIMIT}")
-    need(0 <= opts.seed < 2**32, "--seed must be in 0..2^32-1")
+    need(0 <= opts.seed < spec.SEED_LIMIT, "--seed must be in 0..2^32-1")
     need(not (opts.steps is not None and opts.budget is not None), "give --steps or --budget, not both")
     need(opts.steps is None or opts.steps >= 1, "--steps must be >= 1")
     need(opts.budget is None or opts.budget >= 1, "--budget must be >= 1")
@@ -177,22 +169,20 @@ def validate(opts: TrainOptions) -> TrainOptions:
     need(not (opts.headroom and opts.biases_only), "--headroom re-quantizes trainable weights: it does not go with "
                                                    "--biases-only")
     if opts.scheduler in SCHEDULERS:  # also when other options have problems: one error lists all
-        from zoflash.reference import schedulers
-
-        q_keys = ("q0", "q_min", "q_max")
+        q_keys = spec.SCHED_Q_PARAMS
         given_q = sorted(set(opts.sched) & set(q_keys))
         if given_q:  # sched_params() takes them from --q/--q-min/--q-max: never drop them silently
             problems.append(f"scheduler parameter {', '.join(given_q)}: set q with --q, --q-min, --q-max "
                             "(q, q_min, q_max in [train])")
-        unknown = sorted(set(opts.sched) - set(schedulers.DEFAULTS[opts.scheduler]) - set(q_keys))
+        unknown = sorted(set(opts.sched) - set(spec.SCHED_DEFAULTS[opts.scheduler]) - set(q_keys))
         if unknown:
-            allowed = ", ".join(sorted(k for k in schedulers.DEFAULTS[opts.scheduler] if k not in q_keys))
+            allowed = ", ".join(sorted(k for k in spec.SCHED_DEFAULTS[opts.scheduler] if k not in q_keys))
             problems.append(f"scheduler '{opts.scheduler}' has no parameter {', '.join(unknown)} "
                             f"(it takes: {allowed or 'none'})")
         else:
             params = opts.sched_params()
             if not q_ok:  # already reported: check the scheduler's own parameters on the default q range
-                params.update({k: v for k, v in schedulers.DEFAULTS[opts.scheduler].items() if k in q_keys})
+                params.update({k: v for k, v in spec.SCHED_DEFAULTS[opts.scheduler].items() if k in q_keys})
             problems += schedulers.validate_params(opts.scheduler, params)
     if problems:
         raise OptionsError("invalid training options:\n" + "\n".join(f"  - {p}" for p in problems))

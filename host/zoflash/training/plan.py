@@ -8,14 +8,15 @@ suffix reads.
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from zoflash.compiler.pipeline import CompiledModel, step_tensors
+from zoflash.compiler.quant import round_half_away
 from zoflash.errors import UnsupportedModelError
+from zoflash.training import spec
 from zoflash.training.options import OptionsError, TrainOptions
 
 WEIGHTED_KERNELS = ("conv2d", "depthwise_conv2d", "fully_connected")
@@ -94,10 +95,6 @@ class TrainPlan:
         return sum(v for k, v in self.memory().items() if k not in self.FLASH_KEYS)
 
 
-def _round_half_away(x: float) -> int:
-    return int(math.copysign(math.floor(abs(x) + 0.5), x))
-
-
 def _weighted_steps(model: CompiledModel) -> list[int]:
     out = []
     for s, step in enumerate(model.program.steps):
@@ -145,7 +142,7 @@ def _bias_eps(model: CompiledModel, step) -> np.ndarray:
     wq = g.tensors[w].quant
     units = g.tensors[step.args[2]].num_elements
     s_w = np.broadcast_to(np.asarray(wq.scales, dtype=np.float64), (units,))
-    return np.array([max(1, _round_half_away(0.5 * s_out / (s_in * sw))) for sw in s_w], dtype=np.int32)
+    return np.array([max(1, int(round_half_away(0.5 * s_out / (s_in * sw)))) for sw in s_w], dtype=np.int32)
 
 
 def _logits(model: CompiledModel) -> tuple[int, int]:
@@ -196,7 +193,7 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
         w, b = model.root[step.args[1]], step.args[2]
         if not opts.biases_only and w not in seen:
             data = model.storage(w).data
-            w_max = 127 - opts.eps  # +-eps perturbations must never wrap
+            w_max = spec.INT8_WEIGHT_LIMIT - opts.eps  # +-eps perturbations must never wrap
             values = np.clip(data, -w_max, w_max).astype(np.int8)
             clamped += int(np.count_nonzero(values != data))
             tensors.append(TrainableTensor(w, g.tensors[w].name, step.op.index, False, values, stream=0))

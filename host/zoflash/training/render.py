@@ -13,14 +13,13 @@ from zoflash import __version__
 from zoflash.compiler.bundle import TrainingSources
 from zoflash.compiler.codegen import CArray, CField, c_comment, c_float, c_int, template_env
 from zoflash.compiler.pipeline import CompiledModel
-from zoflash.training.options import LR_SCALING_IDS, ROUNDING_IDS, TrainOptions
+from zoflash.training import spec
+from zoflash.training.options import TrainOptions
 
 if TYPE_CHECKING:  # the type only: pipeline imports this module
     from zoflash.training.pipeline import Training
 
 TRAIN_TEMPLATES = {"model_train.c.j2": "{prefix}_train.c", "model_data.c.j2": "{prefix}_data.c"}
-_ROUNDING_C = ("ZO_ROUND_SPLIT16", "ZO_ROUND_NEAREST", "ZO_ROUND_STOCHASTIC")
-_SCALING_C = {"sqrt": "ZO_LR_SQRT", "linear": "ZO_LR_LINEAR", "fixed": "ZO_LR_FIXED"}
 
 
 def _value(v) -> str:
@@ -32,9 +31,10 @@ def _value(v) -> str:
 
 
 def train_config(opts: TrainOptions) -> dict:
-    return dict(seed=opts.seed, batch=opts.batch, rounding=ROUNDING_IDS[opts.rounding],
+    """zo_train_config_t's fields but the scheduler's, as Python values (enums as their C names)."""
+    return dict(seed=opts.seed, batch=opts.batch, rounding=spec.c_name("ROUNDINGS", opts.rounding),
                 density_log2=opts.density_log2, eps=opts.eps, lr_auto=opts.lr_auto, lr=float(opts.lr or 0.0), rho=float(opts.rho),
-                lr_scaling=LR_SCALING_IDS[opts.lr_scaling], calib_steps=opts.calib_steps, calib_q=opts.calib_q,
+                lr_scaling=spec.c_name("LR_SCALINGS", opts.lr_scaling), calib_steps=opts.calib_steps, calib_q=opts.calib_q,
                 max_steps=opts.max_steps, budget=opts.budget or 0, eval_every=opts.eval_every,
                 guard_sat=float(opts.guard_sat), guard_zero=float(opts.guard_zero), guard_steps=opts.guard_steps,
                 guard_loss=float(opts.guard_loss), guard_max_rollbacks=opts.guard_max_rollbacks)
@@ -84,10 +84,7 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
     ]
     mem = plan.memory()
     in_root = model.root[g.inputs[0]]
-    cfg = train_config(opts)
-    cfg["rounding"] = _ROUNDING_C[cfg["rounding"]]
-    cfg["lr_scaling"] = _SCALING_C[opts.lr_scaling]
-    config_fields = [CField(k, v if isinstance(v, str) else _value(v)) for k, v in cfg.items()]
+    config_fields = [CField(k, v if isinstance(v, str) else _value(v)) for k, v in train_config(opts).items()]
     sched_fields = [CField(k, c_float(v) if isinstance(v, np.floating) else _value(int(v)))
                     for k, v in opts.sched_config(len(data.y_train)).items()]
     ctx = dict(

@@ -1,0 +1,111 @@
+"""The telemetry wire format (protocol version 1) and its encoder; the decoder is telemetry.py.
+
+Format: docs/training.md, "Telemetry (protocol version 1)"; the firmware encoder is
+firmware_templates/runtime/zo_telemetry.c.  `encode`/`Encoder` produce byte-identical frames
+(the Python reference trainer uses them, tests/test_telemetry.py checks them against the C).
+Imports only the training spec, so that the reference may import it too.
+
+    0xA5 0x5A | version u8 | type u8 | seq u16 | len u16 | payload[len] | crc32 u32
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import NamedTuple
+
+import numpy as np
+
+from zoflash.training import spec
+
+SYNC = b"\xa5\x5a"
+VERSION = 1
+HEAD = 8  # sync, version, type, seq, len
+MAX_PAYLOAD = 1024
+WEIGHTS_CHUNK = 512
+COMMANDS = spec.COMMANDS
+
+# Payload layouts in wire order: (frame type, ((field, struct code), ...)).  Field names are the
+# C struct fields.
+LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
+    "hello": (1, (("seed", "I"), ("batch", "H"), ("classes", "H"), ("n_train", "I"), ("n_test", "I"),
+                  ("trainable_params", "I"), ("scheduler", "B"), ("rounding", "B"), ("density_log2", "B"),
+                  ("lr_auto", "B"), ("lr", "f"), ("max_steps", "I"), ("budget", "Q"), ("q_max", "H"),
+                  ("n_tensors", "H"), ("model_sha256", "8s"))),
+    "step": (2, (("step", "I"), ("q", "H"), ("state", "B"), ("flags", "B"), ("lr", "f"), ("loss", "f"),
+                 ("m2", "f"), ("v", "f"), ("zero_frac", "f"), ("sat_frac", "f"), ("prefix_passes", "Q"),
+                 ("suffix_passes", "Q"), ("time_us", "Q"))),
+    "eval": (3, (("step", "I"), ("correct", "I"), ("count", "I"), ("accuracy", "f"), ("loss", "f"),
+                 ("prefix_passes", "Q"), ("suffix_passes", "Q"), ("eval_passes", "Q"), ("time_us", "Q"))),
+    "event": (4, (("step", "I"), ("kind", "B"), ("code", "B"), ("state_from", "B"), ("state_to", "B"),
+                  ("q_from", "H"), ("q_to", "H"), ("value", "f"), ("aux", "I"))),
+    "done": (5, (("steps", "I"), ("reason", "B"), ("prefix_passes", "Q"), ("suffix_passes", "Q"),
+                 ("time_us", "Q"))),
+    "weights": (6, (("tensor", "I"), ("part", "B"), ("offset", "I"), ("total", "I"))),  # + data
+    "log": (7, ()),  # + UTF-8 text
+    "status": (8, (("step", "I"), ("q", "H"), ("state", "B"), ("paused", "B"), ("calibrating", "B"), ("lr", "f"),
+                   ("prefix_passes", "Q"), ("suffix_passes", "Q"), ("eval_passes", "Q"), ("time_us", "Q"),
+                   ("model_sha256", "8s"))),
+    "ack": (9, (("step", "I"), ("command_seq", "H"), ("command", "B"), ("result", "B"))),
+}
+STRUCTS = {k: struct.Struct("<" + "".join(c for _, c in lay)) for k, (_, lay) in LAYOUTS.items()}
+TYPE_NAMES = {tid: name for name, (tid, _) in LAYOUTS.items()}
+
+
+class Frame(NamedTuple):
+    type: int
+    seq: int
+    payload: bytes
+
+    def to_bytes(self) -> bytes:
+        head = struct.pack("<2sBBHH", SYNC, VERSION, self.type, self.seq & 0xFFFF, len(self.payload))
+        return head + self.payload + struct.pack("<I", crc32(head[2:] + self.payload))
+
+
+def crc32(data: bytes) -> int:
+    """The frame CRC (zlib's CRC-32, as zo_tm_crc32) over version..payload."""
+    return zlib.crc32(data)
+
+
+def _f32(x) -> float:
+    """Round to float32 first, as the C struct field would hold it."""
+    return float(np.float32(x))
+
+
+def encode(kind: str, fields: dict, seq: int = 0) -> bytes:
+    """One frame.  `fields` holds the C struct fields (raw ids and flags, time_us); weights
+    also take `data` (bytes), log takes `text` (str, truncated to MAX_PAYLOAD UTF-8 bytes)."""
+    tid, layout = LAYOUTS[kind]
+    payload = STRUCTS[kind].pack(*(_f32(fields[n]) if c == "f" else fields[n] for n, c in layout))
+    if kind == "weights":
+        payload += bytes(fields["data"])
+    elif kind == "log":
+        payload += fields["text"].encode("utf-8")[:MAX_PAYLOAD]
+    if len(payload) > MAX_PAYLOAD:
+        raise ValueError(f"{kind} payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
+    return Frame(tid, seq, payload).to_bytes()
+
+
+def encode_command(name: str, seq: int) -> bytes:
+    """A host -> device command frame (empty payload); `seq` comes back in the device's ack."""
+    if name not in COMMANDS:
+        raise ValueError(f"unknown command '{name}' (known: {', '.join(COMMANDS)})")
+    return Frame(COMMANDS[name], seq, b"").to_bytes()
+
+
+class Encoder:
+    """A frame stream with its sequence counter, mirroring zo_tm_* (same calls, same bytes)."""
+
+    def __init__(self, seq: int = 0):
+        self.seq = seq & 0xFFFF
+
+    def frame(self, kind: str, fields: dict) -> bytes:
+        out = encode(kind, fields, self.seq)
+        self.seq = (self.seq + 1) & 0xFFFF
+        return out
+
+    def weights(self, tensor: int, part: int, data: bytes) -> bytes:
+        """Chunks of at most WEIGHTS_CHUNK bytes in offset order; empty data still sends one."""
+        data = bytes(data)
+        offsets = range(0, max(len(data), 1), WEIGHTS_CHUNK)
+        return b"".join(self.frame("weights", {"tensor": tensor, "part": part, "offset": o, "total": len(data),
+                                               "data": data[o:o + WEIGHTS_CHUNK]}) for o in offsets)

@@ -1,0 +1,171 @@
+"""The training spec: every id, name, default and limit that the options, the CLI, the code
+generator, the firmware C, the telemetry decoder and the Python reference share.
+
+Plain data, no imports from the rest of zoflash: the product and the reference both read it,
+and tests/test_spec.py checks the C headers (firmware_templates/runtime/zo_*.h) against it.
+An id is a name's position in its tuple unless a dict gives it. The C name of an id is
+C_PREFIX[table] + the name in upper case, '-' as '_' (c_name below).
+"""
+from __future__ import annotations
+
+# ---------------------------------------------------------------------------- scheduler
+
+SCHEDULERS = ("fixed", "plateau", "critical", "adazeta")  # zo_sched_kind_t
+SCHEDULER_IDS = {name: i for i, name in enumerate(SCHEDULERS)}
+
+# zo_sched_state_t (also the `state` of step, event and status frames)
+STATES = ("FIXED",      # fixed: q = q0 forever
+          "WARMUP",     # plateau: first window, no best loss yet
+          "MONITOR",    # plateau: judging windows against the best loss
+          "COOLDOWN",   # plateau: first window after doubling q
+          "CAPPED",     # plateau, adazeta: q == q_max
+          "DIVERGE",    # plateau, critical: first window after a rollback
+          "CALIBRATE",  # critical: filling the EMAs at calib_q
+          "TRACK",      # critical: following the confirmed target q*
+          "RAMP")       # adazeta: open-loop growth per epoch
+STATE_IDS = {name: i for i, name in enumerate(STATES)}
+
+# zo_sched_event_code_t: what one observation means (the `code` of scheduler telemetry events)
+EVENTS = ("NONE",            # no observation yet
+          "STEP",            # nothing closed or due
+          "DIVERGED",        # the trainer rolled the step back (plateau, critical)
+          "WINDOW_FIRST",    # plateau: first window closed
+          "IMPROVED",        # plateau: mean beat best by > max(tau*best, z*se)
+          "STALE",           # plateau: no improvement, patience left
+          "PATIENCE",        # plateau: no improvement for `patience` windows
+          "RISE",            # plateau: mean > best * (1 + rise)
+          "COOLED",          # plateau, critical: the window after a change closed
+          "CALIBRATED",      # critical: calib_steps observations done
+          "TARGET_HOLD",     # critical: target == q
+          "TARGET_PENDING",  # critical: target != q, not confirmed yet
+          "TARGET_UP",       # critical: target > q confirmed `confirm` times
+          "TARGET_DOWN",     # critical: target < q confirmed `confirm` times
+          "EPOCH_HOLD",      # adazeta: new epoch, target == q
+          "EPOCH_UP",        # adazeta: new epoch, target > q
+          "EPOCH_DOWN")      # adazeta: new epoch, target < q
+EVENT_IDS = {name: i for i, name in enumerate(EVENTS)}
+
+# Actions of a transition-table row: name k is bit 1 << k (ZO_ACT_*), applied in bit order.
+ACTIONS = ("TARGET",         # critical: store q*, the judged pending target and its count
+           "COUNT_CLEAR",    # critical: count = 0
+           "PENDING_CLEAR",  # critical: pending = none, count = 0
+           "BEST_SET",       # plateau: best = window mean
+           "BEST_MIN",       # plateau: best = min(best, mean)
+           "STALE_INC",
+           "STALE_CLEAR",
+           "STOP",           # plateau: stop if stop_when_capped
+           "DOUBLE",         # q = min(2q, q_max)
+           "HALVE",          # q = max(q/2, q_min)
+           "WINDOW_RESET")   # drop the open window
+ACTION_BITS = {name: 1 << k for k, name in enumerate(ACTIONS)}
+
+Q_LIMIT = 64  # q_max may not exceed this (the statistics buffers): ZO_SCHED_Q_LIMIT
+
+# User-facing parameters per kind with their defaults (q0/q_min/q_max come from the training
+# options).  None: filled later (plateau rise = 5 * tau in float32; adazeta steps_per_epoch =
+# ceil(n_train / batch), from the trainer).
+_Q = {"q0": 1, "q_min": 1, "q_max": Q_LIMIT}
+SCHED_DEFAULTS: dict[str, dict] = {
+    "fixed": dict(_Q),
+    "plateau": {**_Q, "tau": 0.01, "z": 1.0, "patience": 2, "rise": None, "window_passes": 4096,
+                "window_min_steps": 8, "stop_when_capped": False},
+    "critical": {"q_min": 1, "q_max": Q_LIMIT, "c": 1.0, "ema": 0.9, "floor": 0.05, "centre_every": 8,
+                 "calib_steps": 8, "calib_q": 8, "confirm": 3, "window_passes": 1024, "window_min_steps": 8},
+    "adazeta": {**_Q, "alpha": 1.0, "beta": 1.0, "steps_per_epoch": None},
+}
+# Limits of the other parameters, as intervals of their (float32 or integer) values; None is
+# allowed where the default is None.  q0, q_min, q_max (and critical's calib_q) are powers of two
+# with q_min <= q0 (calib_q) <= q_max <= Q_LIMIT.
+SCHED_LIMITS = {
+    "window_passes": "[1, inf)", "window_min_steps": "[1, inf)",
+    "tau": "[0, inf)", "z": "[0, inf)", "rise": "[0, inf)", "patience": "[1, inf)",
+    "c": "(0, inf)", "ema": "[0, 1)", "floor": "(0, 1]", "p": "(0, 1]", "centre_every": "[1, inf)",
+    "calib_steps": "[1, inf)", "confirm": "[1, inf)",
+    "alpha": "(0, inf)", "beta": "(-inf, inf)", "steps_per_epoch": "[1, inf)",
+}
+SCHED_Q_PARAMS = ("q0", "q_min", "q_max")  # set with --q, --q-min, --q-max, not as scheduler parameters
+SCHED_TRAINER_PARAMS = {"critical": {"p": 1.0}}  # set by the trainer (p = density 2^-L), not by users
+SCHED_FLOAT_PARAMS = frozenset({"tau", "z", "rise", "c", "ema", "floor", "p", "alpha", "beta"})
+SCHED_RISE_PER_TAU = 5  # plateau: rise defaults to 5 * tau
+
+# zo_sched_config_t, in field order (fields a kind does not use are 0).
+SCHED_CONFIG_FIELDS = ("kind", "q0", "q_min", "q_max", "window_passes", "window_min_steps", "tau", "z", "rise",
+                       "patience", "stop_when_capped", "c", "ema", "floor", "p", "centre_every", "calib_steps",
+                       "calib_q", "confirm", "alpha", "beta", "steps_per_epoch")
+
+# ---------------------------------------------------------------------------- training step
+
+ROUNDINGS = ("split16", "nearest", "stochastic")  # zo_rounding_t: int8 update rounding
+ROUNDING_IDS = {name: i for i, name in enumerate(ROUNDINGS)}
+LR_SCALINGS = ("sqrt", "linear", "fixed")  # zo_lr_scaling_t: lr at q from lr at q = 1
+LR_SCALING_IDS = {name: i for i, name in enumerate(LR_SCALINGS)}
+# Training losses (zo_cross_entropy_s8 is the only one so far: softmax cross-entropy of the
+# dequantized int8 logits); an id table so that more can be added.
+LOSSES = ("cross_entropy",)
+LOSS_IDS = {name: i for i, name in enumerate(LOSSES)}
+
+# ---------------------------------------------------------------------------- training options
+
+TRAIN_DEFAULTS = dict(
+    train="last:1",          # last[:N] | all | layers:NAME[,NAME...]
+    biases_only=False,       # train only the biases of the selected layers
+    max_params=None,         # cap: drop the earliest selected layers until it fits
+    batch=16,
+    eps=1,                   # perturbation size in LSB (biases: eps * eps_b)
+    density=1.0,             # sparse ternary directions: p = 2^-L
+    rounding="split16",
+    lr=None,                 # None = auto-calibrated
+    rho=4.0,                 # auto lr: RMS update in LSB per step at q = 1
+    lr_scaling="sqrt",
+    calib_steps=8,
+    calib_q=8,
+    seed=1,
+    steps=None,
+    budget=None,             # forward passes (prefix + suffix sample-passes)
+    eval_every=50,
+    scheduler="plateau",
+    q=1,                     # fixed q, or the starting q of plateau
+    q_min=1,
+    q_max=Q_LIMIT,
+    bias_bound=8,            # per-step bias change bound, in units of eps_b
+    guard_sat=0.25,
+    guard_zero=0.98,
+    guard_steps=8,
+    guard_loss=1.5,          # roll back when a test loss exceeds best * this (0: off)
+    guard_max_rollbacks=10,  # stop after this many rollbacks (0: never)
+    headroom=0,              # re-quantize the trainable layers with h bits of headroom
+)
+DEFAULT_STEPS = 500          # when neither steps nor budget is given
+BATCH_RANGE = (1, 1024)
+EPS_RANGE = (1, 8)           # LSB; trainable int8 weights stay in [-(127 - eps), 127 - eps]
+INT8_WEIGHT_LIMIT = 127      # w_max = INT8_WEIGHT_LIMIT - eps
+DENSITY_LOG2_MAX = 4         # density 1, 1/2, ..., 1/16
+HEADROOM_MAX = 4             # bits
+SEED_LIMIT = 2**32           # seeds are uint32
+
+# ---------------------------------------------------------------------------- telemetry ids
+
+STEP_FLAGS = {"calibrating": 0x01, "centre": 0x02, "diverged": 0x04}  # step frame `flags` (ZO_TM_FLAG_*)
+EVENT_KINDS = {"scheduler": 1, "lr": 2, "rollback": 3, "stop": 4}   # event frame `kind` (ZO_TM_EV_*)
+ROLLBACK_CAUSES = ("guard", "loss")  # rollback event `code`: guard run, or test loss over best * guard_loss
+ROLLBACK_CAUSE_IDS = {name: i for i, name in enumerate(ROLLBACK_CAUSES)}
+DONE_REASONS = ("steps", "budget", "scheduler", "command", "dead-zone", "guard")  # done `reason`
+DONE_REASON_IDS = {name: i for i, name in enumerate(DONE_REASONS)}
+WEIGHTS_PARTS = ("values", "residual")  # weights frame `part`
+COMMANDS = {"pause": 16, "resume": 17, "status": 18, "dump": 19, "stop": 20}  # host -> device frame types
+COMMAND_FIRST = 16  # frame types below are telemetry, never commands
+ACK_RESULTS = ("ok", "ignored", "unknown")  # ack `result`
+
+# ---------------------------------------------------------------------------- C names
+
+C_PREFIX = {
+    "SCHEDULERS": "ZO_SCHED_", "STATES": "ZO_ST_", "EVENTS": "ZO_EV_", "ACTIONS": "ZO_ACT_",
+    "ROUNDINGS": "ZO_ROUND_", "LR_SCALINGS": "ZO_LR_", "DONE_REASONS": "ZO_TM_DONE_", "STEP_FLAGS": "ZO_TM_FLAG_",
+    "EVENT_KINDS": "ZO_TM_EV_", "ROLLBACK_CAUSES": "ZO_TM_ROLLBACK_", "WEIGHTS_PARTS": "ZO_TM_PART_",
+    "COMMANDS": "ZO_CMD_", "ACK_RESULTS": "ZO_TM_ACK_",
+}
+
+
+def c_name(table: str, name: str) -> str:
+    """The C constant of a spec name: c_name("ROUNDINGS", "split16") == "ZO_ROUND_SPLIT16"."""
+    return C_PREFIX[table] + name.upper().replace("-", "_")
