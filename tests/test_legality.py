@@ -236,8 +236,22 @@ def test_constant_model_output_via_cli(tmp_path, capsys):
     struct.pack_into("<i", data, sub._tab.Vector(sub._tab.Offset(8)), weights.index)  # SubGraph.outputs[0]
     bad = tmp_path / "const_out.tflite"
     bad.write_bytes(bytes(data))
-    assert main(["inspect", str(bad)]) == 0
+    assert main(["inspect", str(bad)]) == 2
     assert "legality: NOT SUPPORTED" in capsys.readouterr().out
     assert main(["build", "--model", str(bad), "--no-compile", "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err
     assert "is a constant tensor" in err and "Traceback" not in err
+
+
+def test_dynamic_batch_compiles_as_batch_one_but_other_dynamic_dimensions_do_not():
+    from dataclasses import replace
+
+    from zoflash.compiler.pipeline import compile_graph
+
+    graph = api.load_model(FIXTURES / "dynamic_batch.tflite").graph
+    assert any(t.dynamic_batch for t in graph.tensors)
+    compile_graph(graph)  # a dynamic leading batch alone is batch 1
+    i = graph.inputs[0]
+    graph.tensors[i] = replace(graph.tensors[i], shape_signature=(-1, -1))
+    with pytest.raises(UnsupportedModelError, match=r"dynamic shape \[-1, -1\] \(dimension 1 besides the batch\)"):
+        compile_graph(graph)

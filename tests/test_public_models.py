@@ -22,15 +22,15 @@ MANIFEST = json.loads((PUBLIC / "manifest.json").read_text())["models"]
 EXPECTED = {
     "person_detect.tflite": "bit-exact",
     "micro_speech.tflite": "bit-exact",
-    "hello_world.tflite": "dynamic shape",
+    "hello_world.tflite": "bit-exact",
     "mnist_lstm.tflite": "UNIDIRECTIONAL_SEQUENCE_LSTM is not supported",
     "keyword_svdf.tflite": "SVDF is not supported",
     "audio_preprocessor.tflite": "CUSTOM:SignalWindow is not supported",
-    "mlperf_resnet8.tflite": "dynamic shape",
-    "mlperf_vww_mobilenetv1.tflite": "dynamic shape",
-    "mlperf_kws_dscnn.tflite": "dynamic shape",
-    "mlperf_ad_autoencoder.tflite": "dynamic shape",
-    "mlperf_streaming_wakeword.tflite": "dynamic shape",
+    "mlperf_resnet8.tflite": "bit-exact",
+    "mlperf_vww_mobilenetv1.tflite": "bit-exact",
+    "mlperf_kws_dscnn.tflite": "bit-exact",
+    "mlperf_ad_autoencoder.tflite": "bit-exact",
+    "mlperf_streaming_wakeword.tflite": "bit-exact",
 }
 
 

@@ -9,12 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ccompile import RUNTIME
+from ccompile import TRAINING, ZO_MATH
 from zoflash.monitor import protocol
 from zoflash.training import spec
 
 PACKAGE = Path(spec.__file__).resolve().parent.parent
-HEADERS = ("zo_sched.h", "zo_train_math.h", "zo_trainer.h", "zo_telemetry.h", "zo_command.h")
+HEADERS = (TRAINING / "zo_sched.h", ZO_MATH / "zo_train_math.h", TRAINING / "zo_trainer.h", TRAINING / "zo_telemetry.h",
+           TRAINING / "zo_command.h")
 _NUMBER = r"(?:0x[0-9A-Fa-f]+|\d+)u?"
 
 
@@ -22,7 +23,7 @@ def _c_constants() -> dict[str, int]:
     """Every `#define NAME number` and enum member `NAME = number` / `NAME = 1u << k` of the headers."""
     out: dict[str, int] = {}
     for header in HEADERS:
-        text = re.sub(r"/\*.*?\*/", "", (RUNTIME / header).read_text(), flags=re.S)
+        text = re.sub(r"/\*.*?\*/", "", header.read_text(), flags=re.S)
         for name, value in re.findall(rf"^#define\s+(ZO_\w+)\s+\(?(-?{_NUMBER})\)?\s*$", text, flags=re.M):
             out[name] = int(value.rstrip("u"), 0)
         for body in re.findall(r"(?:typedef\s+)?enum\s*\w*\s*\{(.*?)\}", text, flags=re.S):

@@ -159,7 +159,13 @@ def validate(model_path: str | Path, x: np.ndarray) -> ValidationReport:
                          mismatches=mismatches, elements=int(ours.size))])
 
 
-def inspect(model_path: str | Path) -> str:
+@dataclass
+class Inspection:
+    text: str  # the readable report
+    supported: bool
+
+
+def inspect(model_path: str | Path) -> Inspection:
     """A readable report: ops, tensors, quantization, the memory plan and the legality report."""
     model = load_model(model_path)
     g = model.graph
@@ -177,11 +183,19 @@ def inspect(model_path: str | Path) -> str:
         kind = f"const {t.nbytes} B" if t.is_constant else "activation"
         lines.append(f"  {t.index:3d} {kind:<14} {t.describe()}")
     lines.append("")
+    dynamic = sum(t.dynamic_batch for t in g.tensors)
+    if dynamic:
+        lines.append(f"dynamic batch: {dynamic} tensors declare a dynamic leading batch; compiled with batch 1, "
+                     "as TFLM runs them")
     try:
         compiled = compile_graph(g)
     except UnsupportedModelError as err:
         lines += ["legality: NOT SUPPORTED", *[f"  - {p}" for p in err.problems]]
-        return "\n".join(lines)
+        return Inspection("\n".join(lines), supported=False)
+    folded = len(g.ops) - len(compiled.graph.ops)
+    if folded:
+        lines.append(f"folded at compile time: {folded} ops computing constant shapes "
+                     f"({', '.join(sorted({op.type for op in g.ops} - {op.type for op in compiled.graph.ops}))})")
     buffers = collect_buffers(compiled.program, compiled.root)
     lines.append(f"memory plan ({compiled.plan.strategy}): arena {compiled.arena_size} bytes "
                  f"(includes {compiled.io_bytes} bytes of inputs/outputs), constants {compiled.weights_bytes} bytes")
@@ -191,7 +205,7 @@ def inspect(model_path: str | Path) -> str:
                      f"steps {b.first:3d}..{b.last:3d}  '{t.name}'")
     lines.append(f"legality: supported ({len(compiled.program.steps)} kernel calls, "
                  f"{len(compiled.program.aliases)} reshapes without code)")
-    return "\n".join(lines)
+    return Inspection("\n".join(lines), supported=True)
 
 
 __all__ = ["load_model", "compile_model", "generate", "build", "infer", "validate", "inspect", "random_inputs",

@@ -293,10 +293,13 @@ def validate(model_path: str, inputs_path: str | None, n_random: int | None, see
 @cli.command()
 @click.argument("model_path", type=click.Path(dir_okay=False))
 def inspect(model_path: str) -> None:
-    """Ops, tensors, quantization, memory plan and legality of a model."""
+    """Ops, tensors, quantization, memory plan and legality of a model (exit 2 if it is not supported)."""
     from zoflash import api
 
-    click.echo(api.inspect(model_path))
+    report = api.inspect(model_path)
+    click.echo(report.text)
+    if not report.supported:
+        sys.exit(2)
 
 
 @cli.command()

@@ -55,6 +55,19 @@ class Tensor:
         return self.data is not None
 
     @property
+    def dynamic_batch(self) -> bool:
+        """A dynamic leading batch (-1 in the signature, 1 in the shape), as every Keras export
+        writes: TFLM runs such a model with batch 1, and so does zoflash."""
+        sig = self.shape_signature
+        return bool(sig) and sig[0] == -1 and bool(self.shape) and self.shape[0] == 1
+
+    @property
+    def dynamic_dims(self) -> list[int]:
+        """The dynamic dimensions other than a dynamic batch (those zoflash cannot compile)."""
+        sig = self.shape_signature or ()
+        return [k for k, d in enumerate(sig) if d < 0 and not (k == 0 and self.dynamic_batch)]
+
+    @property
     def num_elements(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
 

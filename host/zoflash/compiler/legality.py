@@ -35,9 +35,10 @@ def graph_problems(graph: Graph) -> list[str]:
             elif role == "output" and i not in producer and i not in graph.inputs:
                 problems.append(f"model output {t.describe()} is not computed by any operator")
     for t in graph.tensors:
-        if t.shape_signature is not None and any(d < 0 for d in t.shape_signature):
-            problems.append(f"tensor {t.describe()} has a dynamic shape {list(t.shape_signature)}; "
-                            "export with a fixed shape and batch size 1 (tf.keras.Input(shape, batch_size=1))")
+        if t.dynamic_dims:  # a dynamic leading batch alone is compiled as batch 1
+            problems.append(f"tensor {t.describe()} has a dynamic shape {list(t.shape_signature)} (dimension "
+                            f"{', '.join(map(str, t.dynamic_dims))} besides the batch); export with fixed sizes "
+                            "(tf.keras.Input(shape, batch_size=1))")
         if t.sparse:
             problems.append(f"tensor {t.describe()} is sparse; sparse weights are not supported")
         if t.is_variable:

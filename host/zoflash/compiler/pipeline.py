@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from zoflash.compiler.ir import Graph, Quantization, Tensor
 from zoflash.compiler.lowering import lower_graph
+from zoflash.compiler.passes import fold_shape_arithmetic
 from zoflash.compiler.planner import Buffer, MemoryPlan, plan_memory
 from zoflash.compiler.program import Program
 from zoflash.compiler.verify import verify_graph, verify_plan, verify_program
@@ -100,6 +101,7 @@ def collect_buffers(program: Program, root: dict) -> list[Buffer]:
 
 def compile_graph(graph: Graph, strategies: tuple[str, ...] | None = None) -> CompiledModel:
     verify_graph(graph)
+    graph, _ = fold_shape_arithmetic(graph)  # compile-time shape computations become constants
     program = lower_graph(graph)  # raises UnsupportedModelError with every problem
     verify_program(program)
     root = _resolve_aliases(program)

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import os
 import re
 import sys
@@ -354,6 +355,10 @@ def minimal_arena_size(model_bytes: bytes, hi: int | None = None) -> int:
         if pid == 0:  # the child: report by exit status only, never return into the caller
             code = 1
             try:
+                faulthandler.disable()  # a crash here is an answer, not an error to report
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 1)
+                os.dup2(devnull, 2)
                 code = 0 if construct(size) else 1
             finally:
                 os._exit(code)
