@@ -80,7 +80,7 @@ class ConversionReport:
 def _tensorflow():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ start-up lines go to stderr
     try:
-        with _quiet():
+        with quiet():
             import tensorflow as tf
     except ImportError:
         raise ToolMissingError("TensorFlow (Python module 'tensorflow')",
@@ -90,8 +90,9 @@ def _tensorflow():
 
 
 @contextlib.contextmanager
-def _quiet():
-    """TensorFlow's C++ chatter goes to the fds directly: keep it, and show it only on failure."""
+def quiet():
+    """TensorFlow's C++ chatter goes to the fds directly: keep it, and show it only on failure
+    (also used by the fixture scripts in tests/fixtures/)."""
     sys.stdout.flush()
     sys.stderr.flush()
     with tempfile.TemporaryFile() as tmp:
@@ -164,13 +165,13 @@ def _batch_one(shape, where: str) -> tuple[int, ...]:
 
 def _keras_as_saved_model(tf, path: Path, out_dir: Path) -> Path:
     """A Keras model saved as a SavedModel whose serving signature has batch size 1."""
-    with _quiet():
+    with quiet():
         model = tf.keras.models.load_model(str(path), compile=False)
     if len(model.inputs) != 1:
         raise ConvertError(f"the model has {len(model.inputs)} inputs; zoflash convert handles one")
     spec = tf.TensorSpec(_batch_one(model.inputs[0].shape, f"'{model.inputs[0].name}'"), model.inputs[0].dtype)
     serve = tf.function(lambda x: model(x, training=False)).get_concrete_function(spec)
-    with _quiet():
+    with quiet():
         tf.saved_model.save(model, str(out_dir), signatures={"serving_default": serve})
     return out_dir
 
@@ -178,7 +179,7 @@ def _keras_as_saved_model(tf, path: Path, out_dir: Path) -> Path:
 def _concrete_function(tf, path: Path):
     """The SavedModel's serving function with a fixed batch size of 1 (no dynamic batch is written),
     the object that keeps its variables alive, and the input shape."""
-    with _quiet():
+    with quiet():
         loaded = tf.saved_model.load(str(path))
     if "serving_default" not in loaded.signatures:
         raise ConvertError(f"the SavedModel '{path}' has no serving_default signature")
@@ -203,7 +204,7 @@ def _quantize_function(tf, cf, trackable, x: np.ndarray, io_type: str) -> bytes:
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
     conv.representative_dataset = lambda: ([x[i]] for i in range(min(len(x), REPRESENTATIVE_SAMPLES)))
     conv.inference_input_type, conv.inference_output_type = _tf_types(tf, io_type)
-    with _quiet():
+    with quiet():
         return conv.convert()
 
 
@@ -221,7 +222,7 @@ def _quantize_tflite(tf, float_model: bytes, x: np.ndarray, io_type: str) -> byt
         for i in range(min(len(x), REPRESENTATIVE_SAMPLES)):
             yield [x[i]]
 
-    with _quiet():
+    with quiet():
         return calibrator.Calibrator(float_model).calibrate_and_quantize(gen, in_type, out_type, False)
 
 
@@ -256,7 +257,7 @@ def _float_outputs(tf, kind: str, path: Path, x: np.ndarray, shape) -> np.ndarra
 
 def _tflite_outputs(tf, model: bytes, x: np.ndarray, shape) -> np.ndarray:
     """Output 0 in real units, for each sample, from TensorFlow Lite's interpreter."""
-    with _quiet(), warnings.catch_warnings():
+    with quiet(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # its deprecation notice: it is TensorFlow's own reference here
         it = tf.lite.Interpreter(model_content=model)
         inp = it.get_input_details()[0]
@@ -317,7 +318,7 @@ def _convert(tf, kind: str, source: Path, x: np.ndarray, out: Path, io_type: str
     try:
         if kind == "tflite":
             float_model = source.read_bytes()
-            with _quiet(), warnings.catch_warnings():
+            with quiet(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 it = tf.lite.Interpreter(model_content=float_model)
             shape = _batch_one(it.get_input_details()[0]["shape_signature"], "0")
