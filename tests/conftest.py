@@ -19,6 +19,15 @@ FIXTURES = ROOT / "tests" / "fixtures"
 REQUIRE_ALL = os.environ.get("ZOFLASH_REQUIRE_ALL") == "1" or os.environ.get("CI") == "true"
 
 
+def pytest_configure(config):
+    """One object cache per test session (shared by its builds, never the user's): set before any
+    build runs; an explicit ZOFLASH_CACHE (a folder or off) is kept."""
+    if "ZOFLASH_CACHE" not in os.environ:
+        import tempfile
+
+        os.environ["ZOFLASH_CACHE"] = tempfile.mkdtemp(prefix="zoflash-test-cache-")
+
+
 def _missing(what: str) -> None:
     if REQUIRE_ALL:
         pytest.fail(f"{what} is missing but this run requires every test tier (ZOFLASH_REQUIRE_ALL/CI)")

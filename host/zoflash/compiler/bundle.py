@@ -142,6 +142,8 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
     for out_name, tpl in templates.items():
         files[out_name] = env.get_template(tpl).render(**ctx).encode()
     manifest = make_manifest(model, board, prefix, source_name, source_sha256, files, training)
+    # Copied verbatim from firmware_templates/: their objects can be shared between bundles.
+    manifest["static_files"] = sorted(set(runtime_sources(training is not None)) | set(static))
     _write(out_dir, files, manifest)
     return Bundle(path=out_dir, manifest=manifest)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from zoflash.compiler.bundle import Bundle
 from zoflash.errors import BuildError, ToolMissingError
+from zoflash.targets import build_cache
 
 INSTALL_HINTS = {
     "make": "install it with your package manager (Debian/Ubuntu: apt-get install make)",
@@ -40,6 +41,7 @@ def run_make(bundle: Bundle, *targets: str, extra_cflags: str = "") -> None:
     require("make")
     tc = bundle.manifest["toolchain"]
     require(tc["cc"], f"install it (Debian/Ubuntu: {tc['install']})" if tc.get("install") else "")
+    cache = build_cache.prepared(bundle.path, bundle.manifest, extra_cflags)  # shared runtime objects
     cmd = ["make", "-s", "-C", str(bundle.path), *targets]
     if extra_cflags:
         cmd.append(f"EXTRA_CFLAGS={extra_cflags}")
@@ -47,6 +49,11 @@ def run_make(bundle: Bundle, *targets: str, extra_cflags: str = "") -> None:
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-30:])
         raise BuildError(f"building {bundle.path} failed:\n{tail}")
+    if cache is not None:
+        try:
+            cache[0].store(bundle.path, cache[1])
+        except OSError:
+            pass  # a full or read-only cache costs speed, never the build
 
 
 # The host port's own programs (command-line runner, training port): not the model's code.
