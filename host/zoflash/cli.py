@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 
 import click
 import numpy as np
@@ -27,6 +28,10 @@ class _Group(click.Group):
         except ZoflashError as err:
             click.echo(f"error: {err}", err=True)
             ctx.exit(err.exit_code)
+        except OSError as err:  # a file the user named cannot be read or written: say which and why
+            where = f"'{err.filename}': " if err.filename else ""
+            click.echo(f"error: {where}{err.strerror or err}", err=True)
+            ctx.exit(2)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -37,6 +42,20 @@ def cli(verbose: int, quiet: bool) -> None:
     """zoflash: INT8 TFLite models to bit-exact C, trained on-device with zeroth-order optimization."""
     level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s: %(message)s")
+
+
+def _check_outputs(**paths) -> None:
+    """Fail before any work when an output cannot be written: the nearest existing folder of each
+    path must be a writable directory (`name=path`, None skipped; the name is the option's)."""
+    for name, value in paths.items():
+        if value is None:
+            continue
+        folder = Path(value).expanduser().absolute().parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+            raise ZoflashError(f"--{name.replace('_', '-')} {value}: cannot write there ({folder} is not a writable "
+                               "folder)")
 
 
 def _say(text: str) -> None:
@@ -164,6 +183,7 @@ def _say_training_memory(training: dict) -> None:
 def build(board: str, model_path: str, data_path: str | None, out_dir: str | None, prefix: str | None,
           no_compile: bool, **kwargs) -> None:
     """Generate the C bundle for a board (with the training loop if --data) and compile it."""
+    _check_outputs(out=out_dir and str(Path(out_dir) / "manifest.json"))
     opts = _options_from(kwargs) if data_path else None
     if opts is None and any(v not in (None, (), False) for v in kwargs.values()):
         raise click.UsageError("training options need --data")
@@ -221,6 +241,7 @@ def _say_firmware(result, board) -> None:
 def simulate(model_path: str, data_path: str, log_path: str, engine: str, bundle_dir: str | None,
              no_plot: bool, **kwargs) -> None:
     """Train on the host: the generated training C (or the Python reference), live."""
+    _check_outputs(log=log_path, out=bundle_dir and str(Path(bundle_dir) / "manifest.json"))
     from zoflash.monitor.live_view import LiveView
     from zoflash.targets.simulate import simulate as run_simulation
 
@@ -263,6 +284,7 @@ def _load_array(path: str) -> np.ndarray:
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help="Output .npy.")
 def infer(model_path: str, inputs_path: str, out_path: str) -> None:
     """Run the generated C on every sample and write the outputs."""
+    _check_outputs(out=out_path)
     from zoflash import api
 
     y = api.infer(model_path, _load_array(inputs_path))
@@ -281,6 +303,8 @@ def validate(model_path: str, inputs_path: str | None, n_random: int | None, see
 
     if (inputs_path is None) == (n_random is None):
         raise click.UsageError("give exactly one of --inputs or --random N")
+    if n_random is not None and n_random < 1:
+        raise click.UsageError(f"--random {n_random}: give at least 1 input")
     x = _load_array(inputs_path) if inputs_path else api.random_inputs(api.load_model(model_path), n_random, seed)
     report = api.validate(model_path, x)
     for o in report.outputs:
@@ -314,6 +338,7 @@ def inspect(model_path: str) -> None:
               help="The converted model's input and output type.")
 def convert(keras_path, saved_model_dir, tflite_path, calibration_path, out_path, io_type) -> None:
     """Quantize a float model to full INT8 (batch size 1) with TensorFlow, and report on it."""
+    _check_outputs(out=out_path)
     from zoflash.convert import convert as run_convert
 
     given = [(k, v) for k, v in (("keras", keras_path), ("saved-model", saved_model_dir), ("tflite", tflite_path))
@@ -353,6 +378,7 @@ def ops(markdown: bool) -> None:
 def export(model_path: str, weights_path: str | None, port: str | None, baud: int | None, board: str | None,
            save_weights_path: str | None, out_path: str, allow_other_model: bool, headroom: int | None) -> None:
     """Write trained weights (from a weights file or a running board) into a copy of the model."""
+    _check_outputs(out=out_path, save_weights=save_weights_path)
     import tempfile
 
     from zoflash.training.export import export_weights
@@ -413,6 +439,7 @@ def _serial_settings(board: str | None, baud: int | None) -> tuple[list | None, 
 def monitor(port: str, baud: int | None, board: str | None, log_path: str, csv_path: str | None, plot_path: str | None,
             model_path: str | None, until_done: bool, timeout: float | None, connect_wait: float) -> int:
     """Watch a training run on a board: live view, log, and the trained weights at the end."""
+    _check_outputs(log=log_path, csv=csv_path, plot=plot_path)
     usb_ids, baud = _serial_settings(board, baud)
     return _monitor_and_report(port, baud, usb_ids, log_path, csv_path, plot_path, model_path, until_done, timeout,
                                connect_wait)
@@ -475,7 +502,6 @@ def flash(bundle_dir: str, method: str | None, stop: bool, dry_run: bool, pack_p
 
     STM32CubeProgrammer is found through $STM32_PRG_PATH (its bin folder), else STM32_Programmer_CLI
     on PATH, else ST's default install folders."""
-    from pathlib import Path
 
     from zoflash.targets.runners import FlashOptions, flash_bundle
     from zoflash.targets.runners.qemu import stop_qemu
@@ -506,7 +532,7 @@ def flash(bundle_dir: str, method: str | None, stop: bool, dry_run: bool, pack_p
 def run(board: str, model_path: str, data_path: str, out_dir: str | None, method: str | None, port: str | None,
         baud: int | None, log_path: str, csv_path: str | None, timeout: float | None, **kwargs) -> int:
     """Build, flash and monitor: train on a board (or on the emulated Cortex-M55) from one command."""
-    from pathlib import Path
+    _check_outputs(log=log_path, csv=csv_path, out=out_dir and str(Path(out_dir) / "manifest.json"))
 
     from zoflash.targets.boards import resolve_board
     from zoflash.targets.runners import FlashOptions, flash_bundle

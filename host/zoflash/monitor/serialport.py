@@ -120,9 +120,16 @@ def is_url(port: str) -> bool:
 
 
 def check_port_name(port: str) -> None:
-    """PortError now for a port name that can never open (a socket URL without HOST:PORT)."""
+    """PortError now for a port name that can never open (a socket URL without HOST:PORT, a URL
+    scheme pyserial does not know)."""
     if port.startswith("socket://") and not re.fullmatch(r"socket://[^:/?]+:\d{1,5}(/.*)?(\?.*)?", port):
         raise PortError(f"'{port}' is not a socket URL: use socket://HOST:PORT, e.g. socket://127.0.0.1:4321")
+    if is_url(port):
+        try:
+            serial.serial_for_url(port, do_not_open=True)
+        except (ValueError, serial.SerialException) as exc:
+            raise PortError(f"'{port}': {exc} (use a device such as /dev/ttyACM0 or COM3, or a URL: socket://, "
+                            "rfc2217://, loop://)") from None
 
 
 def open_port(port: str, baud: int = DEFAULT_BAUD, timeout: float = READ_TIMEOUT):

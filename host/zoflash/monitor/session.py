@@ -132,5 +132,18 @@ def comparable(records: list[dict]) -> list[dict]:
 
 
 def read_log(path: str | Path) -> list[dict]:
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """The records of a JSONL training log; DataError naming the line that is not a record."""
+    records = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError as exc:
+                raise DataError(f"'{path}' line {number} is not JSON ({exc.msg}): not a zoflash training log, "
+                                "or a damaged one") from None
+            if not isinstance(rec, dict) or "type" not in rec:
+                raise DataError(f"'{path}' line {number} is not a training record (no 'type')")
+            records.append(rec)
+    return records

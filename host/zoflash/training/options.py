@@ -20,6 +20,12 @@ _DENSITIES = ", ".join(["1"] + [f"1/{1 << k}" for k in range(1, DENSITY_LOG2_MAX
 _TRAIN_SPEC = re.compile(r"^(last(:\d+)?|all|layers:(?=.*[^,\s]).+)$")
 
 
+UINT32_MAX = 2**32 - 1
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 class OptionsError(ZoflashError):
     """Invalid training options (reported before anything is generated)."""
 
@@ -149,9 +155,12 @@ def validate(opts: TrainOptions) -> TrainOptions:
     need(_is_pow2(opts.calib_q) and opts.calib_q <= Q_LIMIT, f"--calib-q must be a power of two <= {Q_LIMIT}")
     need(0 <= opts.seed < spec.SEED_LIMIT, "--seed must be in 0..2^32-1")
     need(not (opts.steps is not None and opts.budget is not None), "give --steps or --budget, not both")
-    need(opts.steps is None or opts.steps >= 1, "--steps must be >= 1")
-    need(opts.budget is None or opts.budget >= 1, "--budget must be >= 1")
-    need(opts.eval_every >= 1, "--eval-every must be >= 1")
+    # Counts become uint32_t fields of zo_train_config_t (the budget a uint64_t): range-checked here,
+    # never left to the C compiler.
+    need(opts.steps is None or 1 <= opts.steps <= UINT32_MAX, f"--steps must be in 1..{UINT32_MAX}")
+    need(opts.budget is None or 1 <= opts.budget <= INT64_MAX, f"--budget must be in 1..{INT64_MAX}")
+    need(1 <= opts.eval_every <= UINT32_MAX, f"--eval-every must be in 1..{UINT32_MAX}")
+    need(opts.calib_steps <= UINT32_MAX, f"--calib-steps must be <= {UINT32_MAX}")
     need(opts.scheduler in SCHEDULERS, f"--scheduler {opts.scheduler}: use one of {', '.join(SCHEDULERS)}")
     n_before_q = len(problems)
     for name in ("q", "q_min", "q_max"):
@@ -159,12 +168,16 @@ def validate(opts: TrainOptions) -> TrainOptions:
         need(_is_pow2(v) and v <= Q_LIMIT, f"--{name.replace('_', '-')} {v}: must be a power of two in 1..{Q_LIMIT}")
     need(opts.q_min <= opts.q <= opts.q_max, f"need --q-min <= --q <= --q-max (got {opts.q_min}, {opts.q}, {opts.q_max})")
     q_ok = len(problems) == n_before_q
-    need(opts.bias_bound >= 1, "--bias-bound must be >= 1")
+    need(1 <= opts.bias_bound <= INT32_MAX, f"--bias-bound must be in 1..{INT32_MAX}")
     need(0 < opts.guard_sat <= 1 and 0 < opts.guard_zero <= 1, "guard thresholds must be in (0, 1]")
-    need(opts.guard_steps >= 1, "--guard-steps must be >= 1")
+    need(1 <= opts.guard_steps <= UINT32_MAX, f"--guard-steps must be in 1..{UINT32_MAX}")
+    for name in ("lr", "rho", "guard_loss"):  # float fields of zo_train_config_t
+        v = getattr(opts, name)
+        if v is not None and math.isfinite(v) and abs(v) > FLOAT32_MAX:
+            problems.append(f"--{name.replace('_', '-')} {v:g} does not fit a float32 (at most {FLOAT32_MAX:.6g})")
     need(opts.guard_loss == 0 or (math.isfinite(opts.guard_loss) and opts.guard_loss > 1),
          "--guard-loss must be 0 (off) or > 1")
-    need(opts.guard_max_rollbacks >= 0, "--guard-max-rollbacks must be >= 0")
+    need(0 <= opts.guard_max_rollbacks <= UINT32_MAX, f"--guard-max-rollbacks must be in 0..{UINT32_MAX}")
     need(0 <= opts.headroom <= HEADROOM_MAX, f"--headroom {opts.headroom}: must be 0..{HEADROOM_MAX} bits")
     need(not (opts.headroom and opts.biases_only), "--headroom re-quantizes trainable weights: it does not go with "
                                                    "--biases-only")
@@ -245,15 +258,26 @@ def parse_sched_params(items: tuple[str, ...]) -> dict:
     return out
 
 
+PROJECT_TABLES = ("train",)  # the tables a zoflash.toml may hold
+
+
 def load_project_file(path: str | Path) -> dict:
     """The `[train]` table of a zoflash.toml project file (unknown keys are errors)."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise OptionsError(f"project file '{path}' does not exist") from None
+    except OSError as exc:
+        raise OptionsError(f"cannot read project file '{path}': {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise OptionsError(f"'{path}' is not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise OptionsError(f"'{path}' is not valid TOML: {exc}") from None
+    unknown_tables = sorted(set(data) - set(PROJECT_TABLES))
+    if unknown_tables:  # a misspelled [train] would otherwise be ignored without a word
+        raise OptionsError(f"'{path}': unknown table(s) {', '.join(f'[{k}]' for k in unknown_tables)}; "
+                           f"zoflash.toml holds {', '.join(f'[{k}]' for k in PROJECT_TABLES)}")
     table = data.get("train", {})
     if not isinstance(table, dict):
         raise OptionsError(f"'{path}': [train] must be a table")

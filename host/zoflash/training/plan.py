@@ -203,9 +203,14 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
             if model.storage(rb).dtype != "int32":
                 raise OptionsError(f"{step.op.where(g)}: bias is {model.storage(rb).dtype}; only int32 biases train")
             eps = _bias_eps(model, step)
+            max_step = opts.bias_bound * int(eps.max())
+            if max_step > 2**31 - 1:  # an int32_t field of the trainer
+                raise OptionsError(f"--bias-bound {opts.bias_bound}: the bias step bound of op {step.op.index} "
+                                   f"would be {opts.bias_bound} x {int(eps.max())} = {max_step}, past int32; "
+                                   f"use at most {(2**31 - 1) // int(eps.max())}")
             tensors.append(TrainableTensor(rb, g.tensors[rb].name, step.op.index, True,
                                            model.storage(rb).data.astype(np.int32),
-                                           stream=0, eps_b=eps, max_step=int(opts.bias_bound * int(eps.max()))))
+                                           stream=0, eps_b=eps, max_step=max_step))
             seen.add(rb)
     if not tensors:
         raise OptionsError("the selected layers have nothing to train (biases only, but they have no bias)")
