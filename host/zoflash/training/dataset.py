@@ -49,7 +49,11 @@ def _labels(y: np.ndarray, name: str, n: int, classes: int) -> np.ndarray:
 
 
 def load_dataset(path: str | Path, input_shape: tuple[int, ...], scale: float | None, zero_point: int | None,
-                 classes: int) -> Dataset:
+                 classes: int, dtype: str = "int8") -> Dataset:
+    """`dtype`: the model input's type.  The firmware embeds int8 samples, so training needs an int8 input."""
+    if dtype != "int8":
+        raise DataError(f"the model takes {dtype} input; training needs an int8 model input for now: convert "
+                        "the model with inference_input_type=tf.int8 (`zoflash convert --io int8`) to train it")
     path = Path(path)
     if path.is_file() and not zipfile.is_zipfile(path):  # np.load would return a .npy array or try pickle
         with open(path, "rb") as f:
