@@ -323,7 +323,8 @@ def requantize_s8_u8(p, x) -> np.ndarray:
 def quantize_f32_s8(p, x) -> np.ndarray:
     """TFLM's AffineQuantize: round(x / scale) in float32, halves away from zero, plus the zero
     point, saturated; NaN gives the zero point (TFLM's cast of it is undefined)."""
-    v = (np.asarray(x, np.float32) / np.float32(p["scale"])).astype(np.float64)  # the float32 quotient
+    with np.errstate(over="ignore"):  # overflows to infinity, which saturates
+        v = (np.asarray(x, np.float32) / np.float32(p["scale"])).astype(np.float64)  # the float32 quotient
     v = np.nan_to_num(v, nan=0.0, posinf=1024.0, neginf=-1024.0)
     a = np.abs(v)
     r = np.copysign(np.floor(a + 0.5), v)  # in float64, exactly round half away for a float32 a
