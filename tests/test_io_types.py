@@ -258,3 +258,20 @@ def test_cli_infer_and_validate_typed_models(tmp_path, capsys):
         np.save(tmp_path / "bad.npy", x.astype(np.int8))
         assert main(["infer", "--model", str(path), "--inputs", str(tmp_path / "bad.npy"),
                      "--out", str(tmp_path / "y.npy")]) == 2
+
+
+def test_legality_names_the_unsupported_type_pairs():
+    import dataclasses
+
+    from zoflash.compiler.legality import model_problems
+
+    model = api.load_model(OPS_DIR / "io_uint8.tflite")
+    g = model.graph
+    assert model_problems(g) == []
+    out = g.outputs[0]
+    g.tensors[out] = dataclasses.replace(g.tensors[out], dtype="int16")  # QUANTIZE int8 -> int16
+    problems = "\n".join(model_problems(g))
+    assert "QUANTIZE must be int8 -> int8, uint8 -> int8, float32 -> int8 or int8 -> uint8 (int8 -> int16)" in problems
+    assert "is int16, not int8, uint8 or float32" in problems
+    g.tensors[out] = dataclasses.replace(g.tensors[out], dtype="float32")  # a float output without DEQUANTIZE
+    assert "is float32 but no DEQUANTIZE makes it" in "\n".join(model_problems(g))

@@ -157,8 +157,7 @@ def random_inputs(model: LoadedModel, n: int, seed: int = 0) -> np.ndarray:
     q = input_quantization(model.graph)
     steps = rng.uniform(-128 - 64, 127 + 64, size=size)
     steps = np.where(rng.random(size) < 0.1, np.floor(steps) + 0.5, steps)
-    x = (np.float32(q.scale) * (steps - q.zero_point).astype(np.float32)).astype(np.float32)
-    return x
+    return (np.float32(q.scale) * (steps - q.zero_point).astype(np.float32)).astype(np.float32)
 
 
 def validate(model_path: str | Path, x: np.ndarray) -> ValidationReport:

@@ -24,10 +24,12 @@ def graph_problems(graph: Graph) -> list[str]:
             float_out = role == "output" and t.dtype == "float32" and producer.get(i) is not None \
                 and producer[i].type == "DEQUANTIZE"
             float_in = role == "input" and t.dtype == "float32"
-            if t.dtype not in ("int8", "uint8") and not (float_out or float_in):
+            if t.dtype == "float32" and not (float_out or float_in):
+                problems.append(f"model output {t.describe()} is float32 but no DEQUANTIZE makes it (a float "
+                                "model: convert with full-integer quantization)")
+            elif t.dtype not in ("int8", "uint8", "float32"):
                 hint = (" (int16 activations, 16x8 quantization, are not supported: convert with int8 activations)"
-                        if t.dtype == "int16" else
-                        " (a float model: convert with full-integer quantization)")
+                        if t.dtype == "int16" else "")
                 problems.append(f"model {role} {t.describe()} is {t.dtype}, not int8, uint8 or float32{hint}")
             if t.shape and t.shape[0] != 1 and role == "input":
                 problems.append(f"model input {t.describe()} has batch {t.shape[0]}; export with batch size 1")
