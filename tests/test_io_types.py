@@ -232,11 +232,28 @@ def test_random_inputs_span_the_input_type():
     assert 0.5 < np.mean((steps >= -128) & (steps <= 127)) < 0.9
 
 
-def test_training_refuses_a_non_int8_input(tmp_path):
+def test_training_data_takes_the_input_type(tmp_path):
     from zoflash.training.dataset import load_dataset
 
-    with pytest.raises(DataError, match="training needs an int8 model input"):
-        load_dataset(tmp_path / "d.npz", (1, 4), None, None, 10, dtype="float32")
+    d = np.load(FIXTURES / "digits_shift.npz")
+    for name, dtype in (("io_uint8.tflite", np.uint8), ("io_float.tflite", np.float32)):
+        m = api.load_model(OPS_DIR / name)
+        t, q = m.graph.tensors[m.graph.inputs[0]], api.input_quantization(m.graph)
+        data = load_dataset(FIXTURES / "digits_shift.npz", t.shape, q.scale, q.zero_point, 10, dtype=t.dtype)
+        assert data.x_train.dtype == dtype and data.x_train.shape == (1000, 1, 8, 8, 1)
+        want = d["x_train"] if dtype == np.float32 else np.clip(np.floor(d["x_train"] / q.scale + 0.5), 0, 255)
+        assert np.array_equal(data.x_train.reshape(d["x_train"].shape), want.astype(dtype))
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("name", ["io_uint8.tflite", "io_float.tflite"])
+def test_training_c_identical_to_reference(tmp_path, name):
+    """The embedded samples are the input type's bytes; the model's first QUANTIZE converts them."""
+    from test_training import assert_identical, run_both
+
+    runs = run_both(tmp_path, OPS_DIR / name, FIXTURES / "digits_shift.npz", steps=120, eval_every=40)
+    assert_identical(runs)
+    assert len(runs["c"].steps) == 120
 
 
 # ------------------------------------------------------------------------------------------ CLI

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the type only: the reference takes the compiled model as an
     from zoflash.compiler.pipeline import CompiledModel
 
 # Steps walked back from output 0 to reach the logits (docs/training.md, "Model split").
-_AFTER_LOGITS = ("softmax", "dequantize")
+_AFTER_LOGITS = ("softmax", "dequantize", "requantize_s8_u8")
 # Args that are parameters (weights, bias), passed to the kernel as stored; the other constant
 # args are data with a leading axis of 1 that broadcasts over the batch.
 _PARAM_ARGS = {"conv2d": (1, 2), "depthwise_conv2d": (1, 2), "fully_connected": (1, 2)}
