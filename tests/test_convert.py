@@ -103,15 +103,19 @@ def test_keras_model_converts_to_a_supported_bit_exact_int8_model(keras_model, c
 
 
 @pytest.mark.tf
-def test_float_tflite_and_uint8_io_report_what_zoflash_refuses(keras_model):
+def test_float_tflite_and_uint8_and_float_io_convert_to_supported_models(keras_model):
     report = convert("tflite", keras_model / "float.tflite", keras_model / "cal.npy", keras_model / "t.tflite")
     assert report.agreement is not None and report.agreement.samples == 80
     assert report.agreement.max_abs_error < 0.05 * max(report.agreement.output_range, 1e-3) + 0.01
     assert all(s[0] == 1 for s in _signatures((keras_model / "t.tflite").read_bytes()) if len(s))
-    u = convert("keras", keras_model / "m.keras", keras_model / "cal.npy", keras_model / "u.tflite", io_type="uint8",
-                compare=False)
-    assert not u.supported and any("uint8" in p for p in u.problems)
-    assert u.agreement is None
+    for io_type, dtype in (("uint8", "uint8"), ("float", "float32")):
+        out = keras_model / f"{io_type}.tflite"
+        u = convert("keras", keras_model / "m.keras", keras_model / "cal.npy", out, io_type=io_type, compare=False)
+        assert u.supported and not u.problems and u.agreement is None
+        g = parse_tflite(out.read_bytes())
+        assert [g.tensors[i].dtype for i in g.inputs + g.outputs] == [dtype, dtype]
+        x = api.random_inputs(api.load_model(out), 30, seed=4)
+        assert x.dtype == np.dtype(dtype) and api.validate(out, x).ok
 
 
 @pytest.mark.tf

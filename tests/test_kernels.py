@@ -614,3 +614,14 @@ def test_kernels_compile_clean_with_pedantic_flags(tmp_path):
         res = subprocess.run([cc, *cbuild.HOST_FLAGS, "-Wpedantic", "-Wshadow", "-Wstrict-prototypes",
                               "-c", str(src), "-o", str(tmp_path / "x.o")], capture_output=True, text=True)
         assert res.returncode == 0, res.stderr
+
+
+# ---- begin QUANTIZE at the model's edges (kernel tests in tests/test_io_types.py) ----
+SAMPLE_ARGS.update({
+    "requantize_u8_s8": dict(size=10, input_scale=0.1, input_zp=128, output_scale=0.1, output_zp=0,
+                             input_dtype="uint8", output_dtype="int8"),
+    "requantize_s8_u8": dict(size=10, input_scale=0.1, input_zp=-3, output_scale=0.2, output_zp=250,
+                             input_dtype="int8", output_dtype="uint8"),
+    "quantize_f32_s8": dict(size=10, output_scale=0.1, output_zp=-128),
+})
+# ---- end QUANTIZE at the model's edges ----

@@ -40,10 +40,12 @@ def test_dispatch_covers_every_kernel():
 def test_matches_generated_c(model_file):
     rf = forward_for(model_file)
     t = rf.graph.tensors[rf.graph.inputs[0]]
-    x = int8_inputs(rf, N)
+    # data of the input's type (a float input: api.random_inputs' float32 samples)
+    x = int8_inputs(rf, N) if t.dtype == "int8" else api.random_inputs(api.load_model(FIXTURES / model_file), N)
     # float data in real units (quantized by as_samples on both sides), reaching past the int8 range
     rng = np.random.default_rng(1)
-    real = ((rng.uniform(-140, 140, size=x.shape) - t.quant.zero_point) * t.quant.scale).astype(np.float32)
+    q = api.input_quantization(rf.graph)
+    real = ((rng.uniform(-140, 140, size=x.shape) - q.zero_point) * q.scale).astype(np.float32)
     with api.host_model(FIXTURES / model_file) as c_model:
         for data in (x, real):
             want = c_model.run(data)

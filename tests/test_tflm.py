@@ -17,6 +17,8 @@ def _load(name: str) -> bytes:
 
 def _random_input(d: dict, n: int, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
+    if d["dtype"].kind == "f":
+        return rng.uniform(-0.5, 1.5, size=(n,) + d["shape"]).astype(d["dtype"])
     info = np.iinfo(d["dtype"])
     return rng.integers(info.min, info.max + 1, size=(n,) + d["shape"], dtype=d["dtype"])
 
@@ -44,7 +46,7 @@ def test_index_matches_files():
             assert e["expected_problem"] in ("float", "int16", "dynamic") or \
                 e["expected_problem"].startswith("unsupported_op:")
         else:
-            assert e["input_dtype"] == "int8" and e["input_shape"][0] == 1
+            assert e["input_dtype"] in ("int8", "float32") and e["input_shape"][0] == 1
         assert len(raw) < 60 * 1024, e["file"]
     assert total < 600 * 1024
 
@@ -76,7 +78,7 @@ def test_outputs_shape_dtype_and_determinism(model_file):
     it = TflmInterpreter(_load(model_file))
     assert it.num_inputs == 1 and it.num_outputs == 1
     d_in, d_out = it.inputs[0], it.outputs[0]
-    assert d_in["dtype"] == np.int8 and d_in["shape"][0] == 1
+    assert d_in["dtype"] in (np.int8, np.float32) and d_in["shape"][0] == 1
     x = _random_input(d_in, 6, seed=1)
 
     (y0,) = it.invoke([x[0]])

@@ -109,7 +109,9 @@ def host_model(model_path: str | Path, bundle_dir: str | Path | None = None):
 
 
 def infer(model_path: str | Path, x: np.ndarray) -> np.ndarray:
-    """Run the generated C on every sample of x ([N, *input shape], leading batch 1 optional)."""
+    """Run the generated C on every sample of x ([N, *input shape], leading batch 1 optional), data of
+    the model's input type (int8, uint8 or float32) or float in its real units; returns output 0 of
+    the model's output type."""
     with host_model(model_path) as m:
         return m.run(x)
 
@@ -132,20 +134,41 @@ class ValidationReport:
         return all(o.mismatches == 0 for o in self.outputs)
 
 
+def input_quantization(graph: Graph):
+    """Input 0's quantization; a float input has none of its own, so the QUANTIZE reading it gives it."""
+    i = graph.inputs[0]
+    t = graph.tensors[i]
+    if t.quant is None and t.dtype == "float32" and graph.consumers().get(i):
+        return graph.tensors[graph.consumers()[i][0].outputs[0]].quant
+    return t.quant
+
+
 def random_inputs(model: LoadedModel, n: int, seed: int = 0) -> np.ndarray:
+    """n random samples of the model's input type: int8 or uint8 uniform over the whole range, float32
+    uniform over the range the model's QUANTIZE represents widened by a quarter each side (values it
+    saturates), every tenth value at (or next to) a rounding tie x / scale = k + 0.5."""
     t = model.graph.tensors[model.graph.inputs[0]]
     rng = np.random.default_rng(seed)
-    return rng.integers(-128, 128, size=(n,) + t.shape, dtype=np.int8)
+    size = (n,) + t.shape
+    if t.dtype == "uint8":
+        return rng.integers(0, 256, size=size, dtype=np.uint8)
+    if t.dtype != "float32":
+        return rng.integers(-128, 128, size=size, dtype=np.int8)
+    q = input_quantization(model.graph)
+    steps = rng.uniform(-128 - 64, 127 + 64, size=size)
+    steps = np.where(rng.random(size) < 0.1, np.floor(steps) + 0.5, steps)
+    return (np.float32(q.scale) * (steps - q.zero_point).astype(np.float32)).astype(np.float32)
 
 
 def validate(model_path: str | Path, x: np.ndarray) -> ValidationReport:
-    """Run the generated C and the tflite-micro interpreter on the same inputs and compare."""
+    """Run the generated C and the tflite-micro interpreter on the same inputs (of the model's input
+    type, or float in its real units, quantized once here for an integer input) and compare."""
     from zoflash.reference.tflm import TflmInterpreter  # optional dependency, loaded only here
 
     model = load_model(model_path)
     t_in = model.graph.tensors[model.graph.inputs[0]]
-    q = t_in.quant
-    x = as_samples(x, t_in.shape, q.scale if q else None, q.zero_point if q else None)
+    q = input_quantization(model.graph)
+    x = as_samples(x, t_in.shape, q.scale if q else None, q.zero_point if q else None, dtype=t_in.dtype)
     with host_model(model_path) as m:
         ours = m.run(x)
     golden = TflmInterpreter(model.raw).run_batch(x)
@@ -209,4 +232,4 @@ def inspect(model_path: str | Path) -> Inspection:
 
 
 __all__ = ["load_model", "compile_model", "generate", "build", "infer", "validate", "inspect", "random_inputs",
-           "host_model"]
+           "input_quantization", "host_model"]

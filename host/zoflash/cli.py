@@ -280,7 +280,8 @@ def _load_array(path: str) -> np.ndarray:
 @cli.command()
 @click.option("--model", "model_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--inputs", "inputs_path", required=True, type=click.Path(dir_okay=False),
-              help=".npy, int8 [N, *input shape] (float32 is quantized with the input's parameters).")
+              help=".npy, [N, *input shape] of the model's input type (int8, uint8 or float32); float data for "
+                   "an integer input is quantized with the input's parameters.")
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help="Output .npy.")
 def infer(model_path: str, inputs_path: str, out_path: str) -> None:
     """Run the generated C on every sample and write the outputs."""
@@ -295,7 +296,7 @@ def infer(model_path: str, inputs_path: str, out_path: str) -> None:
 @cli.command()
 @click.option("--model", "model_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--inputs", "inputs_path", type=click.Path(dir_okay=False), help="Inputs .npy (as for infer).")
-@click.option("--random", "n_random", type=int, help="Use N random int8 inputs instead.")
+@click.option("--random", "n_random", type=int, help="Use N random inputs of the model's input type instead.")
 @click.option("--seed", default=0, show_default=True, help="Seed for --random.")
 def validate(model_path: str, inputs_path: str | None, n_random: int | None, seed: int) -> None:
     """Compare the generated C with the tflite-micro interpreter, bit for bit."""

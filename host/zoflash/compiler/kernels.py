@@ -453,3 +453,28 @@ def dequantize_params(*, size, scale, zp) -> dict:
     product is exact, so the kernel's float32 product is the same number.  `scale` is returned
     as the float32 value (a Python float that round-trips through '%.9g')."""
     return dict(size=_int("size", size, 1), zero_point=_zp("zp", zp), scale=_scale("scale", scale))
+
+
+# ---- begin QUANTIZE at the model's edges (uint8 <-> int8, float32 -> int8) ----
+
+_ZP_RANGES = {"int8": (quant.INT8_MIN, quant.INT8_MAX), "uint8": (0, 255)}
+
+
+def requantize_u8_params(*, size, input_scale, input_zp, output_scale, output_zp, input_dtype, output_dtype) -> dict:
+    """QUANTIZE uint8 -> int8 or int8 -> uint8: TFLM's Requantize with multiplier input_scale /
+    output_scale (double), each zero point in its own type's range."""
+    size = _int("size", size, 1)
+    in_s, out_s = _scale("input_scale", input_scale), _scale("output_scale", output_scale)
+    m, s = quant.quantize_multiplier(in_s / out_s)
+    _check_shift("requantize", s)
+    return dict(size=size, input_zp=_int("input_zp", input_zp, *_ZP_RANGES[input_dtype]),
+                output_zp=_int("output_zp", output_zp, *_ZP_RANGES[output_dtype]), multiplier=m, shift=s)
+
+
+def quantize_f32_params(*, size, output_scale, output_zp) -> dict:
+    """QUANTIZE float32 -> int8: TFLM divides by the output scale as a float32 (the double it keeps
+    is the float32 scale widened), rounds half away from zero and adds the zero point."""
+    return dict(size=_int("size", size, 1), zero_point=_zp("output_zp", output_zp),
+                scale=_scale("output_scale", output_scale))
+
+# ---- end QUANTIZE at the model's edges ----

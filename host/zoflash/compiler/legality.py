@@ -19,14 +19,18 @@ def graph_problems(graph: Graph) -> list[str]:
     for role, tensors in (("input", graph.inputs), ("output", graph.outputs)):
         for i in tensors:
             t = graph.tensors[i]
+            # uint8 and float32 I/O exist only at QUANTIZE and DEQUANTIZE, whose constraints check them;
+            # a model input of another type reaches its ops' int8 checks.
             float_out = role == "output" and t.dtype == "float32" and producer.get(i) is not None \
                 and producer[i].type == "DEQUANTIZE"
-            if t.dtype != "int8" and not float_out:
+            float_in = role == "input" and t.dtype == "float32"
+            if t.dtype == "float32" and not (float_out or float_in):
+                problems.append(f"model output {t.describe()} is float32 but no DEQUANTIZE makes it (a float "
+                                "model: convert with full-integer quantization)")
+            elif t.dtype not in ("int8", "uint8", "float32"):
                 hint = (" (int16 activations, 16x8 quantization, are not supported: convert with int8 activations)"
-                        if t.dtype == "int16" else
-                        " (a float model, or float I/O: convert with full-integer quantization and "
-                        "inference_input_type = inference_output_type = tf.int8)")
-                problems.append(f"model {role} {t.describe()} is {t.dtype}, not int8{hint}")
+                        if t.dtype == "int16" else "")
+                problems.append(f"model {role} {t.describe()} is {t.dtype}, not int8, uint8 or float32{hint}")
             if t.shape and t.shape[0] != 1 and role == "input":
                 problems.append(f"model input {t.describe()} has batch {t.shape[0]}; export with batch size 1")
             if t.is_constant:

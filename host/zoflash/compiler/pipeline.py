@@ -42,10 +42,13 @@ class CompiledModel:
         return self.graph.tensors[self.root[index]]
 
     def io_quantization(self, index: int) -> Quantization | None:
-        """The quantization of a model input or output; a float output made by DEQUANTIZE has none
-        of its own, so it reports its int8 input's."""
+        """The quantization of a model input or output; a float one has none of its own, so a
+        float output made by DEQUANTIZE reports its int8 input's, a float input read by QUANTIZE
+        that QUANTIZE's int8 output's."""
         t = self.graph.tensors[index]
         if t.quant is None and t.dtype == "float32":
+            if index in self.graph.inputs:
+                return self.graph.tensors[self.graph.consumers()[index][0].outputs[0]].quant
             return self.graph.tensors[self.graph.producer()[index].inputs[0]].quant
         return t.quant
 

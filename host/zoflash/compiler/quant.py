@@ -250,9 +250,11 @@ def logistic_input_params(input_scale: float) -> tuple[int, int, int]:
 # ------------------------------------------------------------------------------ user data
 
 def as_samples(x: np.ndarray, shape: tuple[int, ...], scale: float | None, zero_point: int | None,
-               what: str = "inputs") -> np.ndarray:
-    """Bring user data to int8 [N, *shape]: the model's leading batch dim of 1 is optional; float
-    data is quantized with the input's scale and zero point (round half away from zero, as TFLite)."""
+               what: str = "inputs", dtype: str = "int8") -> np.ndarray:
+    """Bring user data to the model input's type `dtype` (int8, uint8 or float32) as [N, *shape]: the
+    model's leading batch dim of 1 is optional.  For an integer input, float data is quantized with
+    the input's scale and zero point (round half away from zero, as TFLite); a float input takes
+    float data as float32, left to the model's own QUANTIZE."""
     x = np.asarray(x)
     shape = tuple(shape)
     if x.shape[1:] == shape:
@@ -264,11 +266,17 @@ def as_samples(x: np.ndarray, shape: tuple[int, ...], scale: float | None, zero_
     else:
         raise DataError(f"{what} have shape {list(x.shape)}; expected [N, {', '.join(map(str, shape))}]"
                         + (f" or [N, {', '.join(map(str, shape[1:]))}]" if shape and shape[0] == 1 else ""))
-    if x.dtype == np.int8:
+    if dtype == "float32":
+        if x.dtype.kind != "f":
+            raise DataError(f"{what} are {x.dtype}; the model takes float32 input: give float data in its real units")
+        return np.ascontiguousarray(x, np.float32)
+    if x.dtype == np.dtype(dtype):
         return np.ascontiguousarray(x)
     if x.dtype.kind == "f":
         if scale is None:
             raise DataError(f"{what} are float but the model input has no quantization")
+        lo, hi = (0, 255) if dtype == "uint8" else (INT8_MIN, INT8_MAX)
         q = round_half_away_array(np.asarray(x, np.float64) / scale) + zero_point
-        return np.clip(q, INT8_MIN, INT8_MAX).astype(np.int8)
-    raise DataError(f"{what} are {x.dtype}; give int8 data (or float32 in the model's real units)")
+        return np.clip(q, lo, hi).astype(dtype)
+    raise DataError(f"{what} are {x.dtype}; give {dtype} data (the model's input type) or float32 in the "
+                    "model's real units")

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the type only: the reference takes the compiled model as an
     from zoflash.compiler.pipeline import CompiledModel
 
 # Steps walked back from output 0 to reach the logits (docs/training.md, "Model split").
-_AFTER_LOGITS = ("softmax", "dequantize")
+_AFTER_LOGITS = ("softmax", "dequantize", "requantize_s8_u8")
 # Args that are parameters (weights, bias), passed to the kernel as stored; the other constant
 # args are data with a leading axis of 1 that broadcasts over the batch.
 _PARAM_ARGS = {"conv2d": (1, 2), "depthwise_conv2d": (1, 2), "fully_connected": (1, 2)}
@@ -102,18 +102,23 @@ DISPATCH = {
     "logistic": _elementwise(ref.logistic_s8),
     "requantize": _elementwise(ref.requantize_s8),
     "dequantize": _elementwise(ref.dequantize_s8),
+    # ---- QUANTIZE at the model's edges
+    "requantize_u8_s8": _elementwise(ref.requantize_u8_s8),
+    "requantize_s8_u8": _elementwise(ref.requantize_s8_u8),
+    "quantize_f32_s8": _elementwise(ref.quantize_f32_s8),
 }
 
 
 # ------------------------------------------------------------------------------- the executor
 
-def _samples(x, shape: tuple[int, ...], quant) -> np.ndarray:
+def _samples(x, shape: tuple[int, ...], quant, dtype: str = "int8") -> np.ndarray:
     """int8 [N, *shape] from int8 data or from float data in real units, quantized as TFLite does:
-    zero_point + round(x / scale), halves away from zero, saturated to int8."""
+    zero_point + round(x / scale), halves away from zero, saturated to int8.  A uint8 or float32
+    model input takes its own type (its first QUANTIZE converts it)."""
     x = np.asarray(x)
     x = x.reshape((-1,) + tuple(shape)[1:] if shape and shape[0] == 1 else (-1,) + tuple(shape))
-    if x.dtype == np.int8:
-        return x
+    if x.dtype == np.int8 or dtype != "int8":
+        return x.astype(dtype)
     q = x.astype(np.float64) / quant.scale
     a = np.abs(q)
     r = np.floor(a)
@@ -212,4 +217,4 @@ class ReferenceForward:
         """The whole model on input 0 (int8, or float in real units quantized as zoflash.api.infer
         does) -> output 0 as [B, *output shape]."""
         t = self.graph.tensors[self.graph.inputs[0]]
-        return self.output(self.run({t.index: _samples(x, t.shape, t.quant)}, weights=weights))
+        return self.output(self.run({t.index: _samples(x, t.shape, t.quant, t.dtype)}, weights=weights))

@@ -306,3 +306,28 @@ def mean_s8(p, x, axes) -> np.ndarray:
     shifted = wrap_int32(total - p["input_zp"] * count)
     out = mbqm(shifted, p["multiplier"], p["shift"]) + p["output_zp"]
     return np.clip(out, -128, 127).astype(np.int8)
+
+
+# ---- begin QUANTIZE at the model's edges (uint8 <-> int8, float32 -> int8) ----
+
+def requantize_u8_s8(p, x) -> np.ndarray:
+    out = mbqm(np.asarray(x).astype(np.int64) - p["input_zp"], p["multiplier"], p["shift"]) + p["output_zp"]
+    return np.clip(out, -128, 127).astype(np.int8)
+
+
+def requantize_s8_u8(p, x) -> np.ndarray:
+    out = mbqm(np.asarray(x).astype(np.int64) - p["input_zp"], p["multiplier"], p["shift"]) + p["output_zp"]
+    return np.clip(out, 0, 255).astype(np.uint8)
+
+
+def quantize_f32_s8(p, x) -> np.ndarray:
+    """TFLM's AffineQuantize: round(x / scale) in float32, halves away from zero, plus the zero
+    point, saturated; NaN gives the zero point (TFLM's cast of it is undefined)."""
+    with np.errstate(over="ignore"):  # overflows to infinity, which saturates
+        v = (np.asarray(x, np.float32) / np.float32(p["scale"])).astype(np.float64)  # the float32 quotient
+    v = np.nan_to_num(v, nan=0.0, posinf=1024.0, neginf=-1024.0)
+    a = np.abs(v)
+    r = np.copysign(np.floor(a + 0.5), v)  # in float64, exactly round half away for a float32 a
+    return np.clip(np.clip(r, -1024, 1024) + p["zero_point"], -128, 127).astype(np.int8)
+
+# ---- end QUANTIZE at the model's edges ----

@@ -10,7 +10,7 @@ from zoflash.compiler.bundle import Bundle
 from zoflash.compiler.quant import as_samples
 from zoflash.errors import ZoflashError
 
-_NP_TYPES = {"int8": np.int8, "float32": np.float32}
+_NP_TYPES = {"int8": np.int8, "uint8": np.uint8, "float32": np.float32}
 
 
 class HostModel:
@@ -36,9 +36,10 @@ class HostModel:
         self.outputs = bundle.manifest["outputs"]
 
     def run(self, x: np.ndarray) -> np.ndarray:
-        """Run input 0 for each of N samples; returns output 0 as [N, *output shape]."""
+        """Run input 0 for each of N samples (of the input's type, or float in its real units);
+        returns output 0 as [N, *output shape], of the output's type."""
         spec_in, spec_out = self.inputs[0], self.outputs[0]
-        x = as_samples(x, spec_in["shape"], spec_in["scale"], spec_in["zero_point"])
+        x = as_samples(x, spec_in["shape"], spec_in["scale"], spec_in["zero_point"], dtype=spec_in["dtype"])
         dtype = _NP_TYPES[spec_out["dtype"]]
         y = np.empty((x.shape[0],) + tuple(spec_out["shape"]), dtype=dtype)
         in_ptr, out_ptr = self._input(0), self._output(0)

@@ -1,5 +1,5 @@
 """Training data: an .npz with x_train, y_train, x_test, y_test, checked against the model and
-brought to the int8 layout the firmware embeds."""
+brought to the model input's type and layout, which the firmware embeds."""
 from __future__ import annotations
 
 import zipfile
@@ -16,7 +16,7 @@ KEYS = ("x_train", "y_train", "x_test", "y_test")
 
 @dataclass
 class Dataset:
-    x_train: np.ndarray  # int8 [N, *input shape]
+    x_train: np.ndarray  # [N, *input shape] of the model input's type
     y_train: np.ndarray  # uint16 [N]
     x_test: np.ndarray
     y_test: np.ndarray
@@ -49,7 +49,9 @@ def _labels(y: np.ndarray, name: str, n: int, classes: int) -> np.ndarray:
 
 
 def load_dataset(path: str | Path, input_shape: tuple[int, ...], scale: float | None, zero_point: int | None,
-                 classes: int) -> Dataset:
+                 classes: int, dtype: str = "int8") -> Dataset:
+    """`dtype`: the model input's type (int8, uint8 or float32), which the samples take: the firmware
+    embeds their bytes and the model's first QUANTIZE converts a uint8 or float32 input."""
     path = Path(path)
     if path.is_file() and not zipfile.is_zipfile(path):  # np.load would return a .npy array or try pickle
         with open(path, "rb") as f:
@@ -75,7 +77,7 @@ def load_dataset(path: str | Path, input_shape: tuple[int, ...], scale: float | 
         x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
         if x.dtype.kind == "f" and not np.all(np.isfinite(x)):
             raise DataError(f"x_{split} in '{path}' contains NaN or infinity")
-        xs = as_samples(x, input_shape, scale, zero_point, what=f"x_{split} in '{path}'")
+        xs = as_samples(x, input_shape, scale, zero_point, what=f"x_{split} in '{path}'", dtype=dtype)
         if xs.shape[0] == 0:
             raise DataError(f"x_{split} in '{path}' is empty")
         out[f"x_{split}"] = xs

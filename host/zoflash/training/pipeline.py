@@ -54,7 +54,8 @@ def compile_training(model_path: str | Path, data_path: str | Path, opts: TrainO
     plan = plan_training(model, opts)
     t_in = graph.tensors[graph.inputs[0]]
     q = t_in.quant
-    data = load_dataset(data_path, t_in.shape, q.scale if q else None, q.zero_point if q else None, plan.classes)
+    data = load_dataset(data_path, t_in.shape, q.scale if q else None, q.zero_point if q else None, plan.classes,
+                        dtype=t_in.dtype)
     report = None
     if opts.headroom:
         model, plan, report = _with_headroom(model, plan, opts, data)

@@ -20,7 +20,7 @@ from zoflash.training import spec
 from zoflash.training.options import OptionsError, TrainOptions
 
 WEIGHTED_KERNELS = ("conv2d", "depthwise_conv2d", "fully_connected")
-HEAD_KERNELS = ("softmax", "dequantize")  # walked back through to find the logits
+HEAD_KERNELS = ("softmax", "dequantize", "requantize_s8_u8")  # walked back through to find the logits
 
 
 @dataclass

@@ -76,10 +76,13 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
             eps=CArray("int32_t", f"{prefix}_eps{t.index}", t.eps_b) if t.is_bias else None,
             max_step=t.max_step if t.is_bias else 0,
             comment=c_comment(f"'{t.name}' of op {t.op_index}, {'bias' if t.is_bias else 'weights'}")))
+    # The samples as bytes (a uint8 or float32 input too): the trainer copies input_bytes per sample.
     data_arrays = [
-        CArray("int8_t", f"{prefix}_x_train", data.x_train, c_comment(f"x_train {list(data.x_train.shape)}")),
+        CArray("int8_t", f"{prefix}_x_train", data.x_train.view(np.int8),
+               c_comment(f"x_train {data.x_train.dtype}{list(data.x_train.shape)}")),
         CArray("uint16_t", f"{prefix}_y_train", data.y_train, c_comment(f"y_train [{len(data.y_train)}]")),
-        CArray("int8_t", f"{prefix}_x_test", data.x_test, c_comment(f"x_test {list(data.x_test.shape)}")),
+        CArray("int8_t", f"{prefix}_x_test", data.x_test.view(np.int8),
+               c_comment(f"x_test {data.x_test.dtype}{list(data.x_test.shape)}")),
         CArray("uint16_t", f"{prefix}_y_test", data.y_test, c_comment(f"y_test [{len(data.y_test)}]")),
     ]
     mem = plan.memory()

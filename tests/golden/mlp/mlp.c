@@ -144,7 +144,7 @@ void mlp_run_steps(int32_t first, int32_t end)
     }
 }
 
-void mlp_forward(const int8_t *input, void *output)
+void mlp_forward(const void *input, void *output)
 {
     memcpy(mlp_input(0), input, (size_t)mlp_inputs[0].bytes);
     mlp_invoke();

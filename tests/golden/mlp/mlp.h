@@ -32,8 +32,9 @@ void mlp_invoke(void);
 /* Runs kernel calls [first, end) of the 4 (prefix and suffix of training). */
 void mlp_run_steps(int32_t first, int32_t end);
 
-/* Copies `input` in, runs, copies output 0 to `output` (bytes as in mlp_outputs[0]). */
-void mlp_forward(const int8_t *input, void *output);
+/* Copies input 0 in (bytes and type as in mlp_inputs[0]), runs, copies output 0 to `output`
+ * (bytes and type as in mlp_outputs[0]). */
+void mlp_forward(const void *input, void *output);
 
 #ifdef __cplusplus
 }

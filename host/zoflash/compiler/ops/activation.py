@@ -1,5 +1,6 @@
-"""One input, one output of the same shape: SOFTMAX, LOGISTIC, QUANTIZE (int8 -> int8) and
-DEQUANTIZE (int8 -> float32, as a model output)."""
+"""One input, one output of the same shape: SOFTMAX, LOGISTIC, QUANTIZE (int8 -> int8, and at the
+model's edges uint8 -> int8, float32 -> int8, int8 -> uint8) and DEQUANTIZE (int8 -> float32, as a
+model output)."""
 from __future__ import annotations
 
 from zoflash.compiler import kernels, quant
@@ -25,6 +26,15 @@ LOGISTIC = Kernel("logistic", "zo_logistic_s8", "zo_logistic_params_t", kernels.
                   lambda p: (p["size"], p["size"]))
 REQUANTIZE = Kernel("requantize", "zo_requantize_s8", "zo_requantize_params_t", kernels.requantize_params,
                     ("int8", "int8"), lambda p: (p["size"], p["size"]))
+REQUANTIZE_U8_S8 = Kernel("requantize_u8_s8", "zo_requantize_u8_s8", "zo_requantize_params_t",
+                          kernels.requantize_u8_params, ("uint8", "int8"), lambda p: (p["size"], p["size"]))
+REQUANTIZE_S8_U8 = Kernel("requantize_s8_u8", "zo_requantize_s8_u8", "zo_requantize_params_t",
+                          kernels.requantize_u8_params, ("int8", "uint8"), lambda p: (p["size"], p["size"]))
+QUANTIZE_F32 = Kernel("quantize_f32_s8", "zo_quantize_f32_s8", "zo_quantize_params_t", kernels.quantize_f32_params,
+                      ("float32", "int8"), lambda p: (4 * p["size"], p["size"]))
+# QUANTIZE's kernel by (input, output) type: the pairs TFLM's QUANTIZE runs that an int8 model uses.
+_QUANTIZE_KERNELS = {("int8", "int8"): REQUANTIZE, ("uint8", "int8"): REQUANTIZE_U8_S8,
+                     ("int8", "uint8"): REQUANTIZE_S8_U8, ("float32", "int8"): QUANTIZE_F32}
 DEQUANTIZE = Kernel("dequantize", "zo_dequantize_s8", "zo_dequantize_params_t", kernels.dequantize_params,
                     ("int8", "float32"), lambda p: (p["size"], 4 * p["size"]))
 
@@ -55,6 +65,21 @@ def model_output_only(graph: Graph, op: Op) -> str | None:
     return f"output '{y.name}' is not a model output, or other ops read it"
 
 
+def quantize_types(graph: Graph, op: Op) -> str | None:
+    """QUANTIZE must be int8 -> int8, uint8 -> int8, float32 -> int8 or int8 -> uint8"""
+    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
+    return None if (x.dtype, y.dtype) in _QUANTIZE_KERNELS else f"{x.dtype} -> {y.dtype}"
+
+
+def quantize_per_tensor(graph: Graph, op: Op) -> str | None:
+    """QUANTIZE's integer input and output must be quantized per tensor (one scale and zero point)"""
+    issues = []
+    for role, t in (("input", input_tensor(graph, op, 0)), ("output", output_tensor(graph, op))):
+        if t.dtype != "float32" and (t.quant is None or t.quant.per_channel):
+            issues.append(f"{role} {t.describe()} " + ("has no quantization" if t.quant is None else "is per channel"))
+    return "; ".join(issues) or None
+
+
 def _io(graph: Graph, op: Op):
     x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
     return x, y, dict(input_scale=x.quant.scale, input_zp=x.quant.zero_point, output_scale=y.quant.scale,
@@ -75,6 +100,19 @@ def lower_elementwise(graph: Graph, op: Op) -> Step:
     return Step(op, kernel.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
 
 
+def lower_quantize(graph: Graph, op: Op) -> Step:
+    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
+    kernel = _QUANTIZE_KERNELS[x.dtype, y.dtype]
+    if kernel is REQUANTIZE:
+        return lower_elementwise(graph, op)
+    if kernel is QUANTIZE_F32:  # a float input has no quantization of its own
+        params = build(graph, op, kernel, size=x.num_elements, output_scale=y.quant.scale, output_zp=y.quant.zero_point)
+    else:
+        params = build(graph, op, kernel, size=x.num_elements, input_dtype=x.dtype, output_dtype=y.dtype,
+                       **_io(graph, op)[2])
+    return Step(op, kernel.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
+
+
 def lower_dequantize(graph: Graph, op: Op) -> Step:
     x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
     params = build(graph, op, DEQUANTIZE, size=x.num_elements, scale=x.quant.scale, zp=x.quant.zero_point)
@@ -91,10 +129,11 @@ register(OpEntry(
     lower=lower_elementwise, kernels=(LOGISTIC,), constraints=(same_shape, logistic_output_zero_point)))
 
 register(OpEntry(
-    types=("QUANTIZE",), summary="int8 -> int8 requantization",
-    inputs=(Arg("input", hint="a QUANTIZE from float32 means the model takes float input; "
-                              "re-export it with inference_input_type=tf.int8"),),
-    outputs=(Arg("output"),), lower=lower_elementwise, kernels=(REQUANTIZE,), constraints=(same_shape,)))
+    types=("QUANTIZE",), summary="int8 -> int8 requantization; uint8 -> int8, float32 -> int8 and int8 -> uint8 "
+                                 "(a model taking or giving uint8 or float data)",
+    inputs=(Arg("input", DATA, ("int8", "uint8", "float32")),), outputs=(Arg("output", DATA, ("int8", "uint8")),),
+    lower=lower_quantize, kernels=tuple(_QUANTIZE_KERNELS.values()),
+    constraints=(same_shape, quantize_types, quantize_per_tensor)))
 
 register(OpEntry(
     types=("DEQUANTIZE",), summary="int8 -> float32, as a model output", inputs=(Arg("input"),),
