@@ -334,11 +334,12 @@ def gather_s8(p, x) -> np.ndarray:
 
 
 def strided_slice_op(x, begin, end, strides, begin_mask, end_mask, shrink_axis_mask) -> np.ndarray:
-    """STRIDED_SLICE as Python indexing states it (its clamping is TFLite's)."""
+    """STRIDED_SLICE as Python indexing states it (its clamping is TFLite's). A shrunk axis takes
+    one element: begin's, or the first when begin_mask also names the axis (TFLM lets the mask win)."""
     index = []
     for k in range(np.ndim(x)):
         if shrink_axis_mask >> k & 1:
-            index.append(begin[k])
+            index.append(0 if begin_mask >> k & 1 else begin[k])
         else:
             index.append(slice(None if begin_mask >> k & 1 else begin[k], None if end_mask >> k & 1 else end[k],
                                strides[k]))

@@ -304,8 +304,11 @@ def split_sizes(graph: Graph, op: Op) -> str | None:
     if split_axis_in_range(graph, op) or _split_sizes(graph, op) is not None:
         return None
     x, axis = _split_input(graph, op), _split_axis(graph, op)
-    what = {"UNPACK": f"num {option(op, 'num')}", "SPLIT": f"num_splits {option(op, 'num_splits')}"}.get(
-        op.type, f"num_splits {option(op, 'num_splits')}, size_splits {_values(graph, op, 1)}")
+    if op.type == "UNPACK":
+        what = f"num {option(op, 'num')}"
+    else:
+        what = f"num_splits {option(op, 'num_splits')}" + (f", size_splits {_values(graph, op, 1)}"
+                                                           if op.type == "SPLIT_V" else "")
     return f"{what} for {len(op.outputs)} outputs and {shape(x)} along axis {axis}"
 
 
