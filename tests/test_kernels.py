@@ -614,3 +614,11 @@ def test_kernels_compile_clean_with_pedantic_flags(tmp_path):
         res = subprocess.run([cc, *cbuild.HOST_FLAGS, "-Wpedantic", "-Wshadow", "-Wstrict-prototypes",
                               "-c", str(src), "-o", str(tmp_path / "x.o")], capture_output=True, text=True)
         assert res.returncode == 0, res.stderr
+
+
+# ==================================================================== data movement (movement ops)
+# Their tests are in tests/test_kernels_movement.py; the samples are its SAMPLES.
+from test_kernels_movement import SAMPLES as _MOVEMENT_SAMPLES  # noqa: E402
+
+SAMPLE_ARGS.update(_MOVEMENT_SAMPLES)
+# ==================================================================== end of data movement

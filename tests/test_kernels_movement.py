@@ -301,3 +301,40 @@ def test_constraints_refuse_inconsistent_parameters():
              "the output must be the inputs' shape with their count inserted at the axis")
     _refused("gather.tflite", lambda g: _op(g, "GATHER").options.__setitem__("batch_dims", 1),
              "batch_dims is 1 (supported: 0)")
+
+
+@pytest.mark.parametrize("model_file", [f["file"] for f in INDEX])
+def test_mutants_are_rejected_or_verify(model_file):
+    """What legality lets through of a randomly changed model (shapes, parameters, options) must pass
+    the verifier, whose extents check every byte a kernel touches."""
+    import random
+
+    from test_ops import _mutate
+
+    original = api.load_model(OPS_DIR / model_file).graph
+    rng = random.Random(model_file)
+    accepted = 0
+    for _ in range(60):
+        graph = copy.deepcopy(original)
+        changes = [_mutate(graph, rng) for _ in range(rng.choice([1, 1, 2]))]
+        try:
+            compile_graph(graph)
+            accepted += 1
+        except UnsupportedModelError:
+            pass
+        except Exception as exc:  # an InternalError means a constraint is missing
+            raise AssertionError(f"{model_file} with {changes}: {type(exc).__name__}: {exc}") from None
+    assert accepted < 60
+
+
+@pytest.mark.parametrize("model_file", ["transpose_5d.tflite", "pack_unpack.tflite", "split_v.tflite",
+                                        "gather.tflite"])
+def test_extents_equal_their_tensors(model_file):
+    """Where a kernel reads its whole input, the extents are exactly the tensors' sizes."""
+    model = compile_graph(api.load_model(OPS_DIR / model_file).graph)
+    for step in model.program.steps:
+        if step.kernel == "concat":
+            continue
+        for arg, extent in zip(step.args, KERNELS[step.kernel].extents(step.params)):
+            tensors, sizes = (arg, extent) if isinstance(arg, tuple) else ((arg,), (extent,))
+            assert [int(s) for s in sizes] == [model.graph.tensors[t].nbytes for t in tensors], step.kernel
