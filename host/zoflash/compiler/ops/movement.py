@@ -10,6 +10,7 @@ import numpy as np
 
 from zoflash.compiler import kernels
 from zoflash.compiler.ir import Graph, Op
+from zoflash.compiler.ops.data_movement import CONCAT
 from zoflash.compiler.ops.registry import (
     CONSTANT,
     Arg,
@@ -42,8 +43,8 @@ def _copy_kernel(name: str, builder) -> Kernel:
 TRANSPOSE = _copy_kernel("transpose", kernels.transpose_params)
 SLICE = _copy_kernel("slice", kernels.slice_params)
 STRIDED_SLICE = _copy_kernel("strided_slice", kernels.strided_slice_params)
-PACK = Kernel("pack", "zo_concat_s8", "zo_concat_params_t", kernels.pack_params, ("int8", "int8"),
-              lambda p: ([p["outer"] * int(c) for c in p["chunk"]], p["outer"] * int(sum(p["chunk"]))))
+# PACK is CONCATENATION's C kernel, with chunks of the new axis
+PACK = Kernel("pack", CONCAT.function, CONCAT.struct, kernels.pack_params, CONCAT.arg_dtypes, CONCAT.extents)
 SPLIT = Kernel("split", "zo_split_s8", "zo_split_params_t", kernels.split_params, ("int8", "int8"),
                lambda p: (p["outer"] * int(sum(p["chunk"])), [p["outer"] * int(c) for c in p["chunk"]]))
 GATHER = Kernel("gather", "zo_gather_s8", "zo_gather_params_t", kernels.gather_params, ("int8", "int8"),
