@@ -338,3 +338,23 @@ def test_extents_equal_their_tensors(model_file):
         for arg, extent in zip(step.args, KERNELS[step.kernel].extents(step.params)):
             tensors, sizes = (arg, extent) if isinstance(arg, tuple) else ((arg,), (extent,))
             assert [int(s) for s in sizes] == [model.graph.tensors[t].nbytes for t in tensors], step.kernel
+
+
+def test_verifier_checks_every_output_of_a_step():
+    from zoflash.compiler.verify import verify_program
+    from zoflash.errors import InternalError
+
+    program = compile_graph(api.load_model(OPS_DIR / "split_v.tflite").graph).program
+    step = next(s for s in program.steps if s.kernel == "split")
+    good = step.params["chunk"].copy()
+    step.params["chunk"] = good + np.array([-1, 0, 1], np.int32)  # the input split at the wrong places
+    with pytest.raises(InternalError, match="argument 1 touches"):
+        verify_program(program)
+    step.params["chunk"] = good
+    program.graph.tensors[step.written[1]].data = np.zeros(program.graph.tensors[step.written[1]].shape, np.int8)
+    with pytest.raises(InternalError, match="writes the constant tensor"):
+        verify_program(program)
+
+
+def test_an_op_without_its_outputs_is_refused():
+    _refused("pack_unpack.tflite", lambda g: setattr(_op(g, "UNPACK"), "outputs", []), "0 outputs, at least 1 expected")
