@@ -358,3 +358,16 @@ def test_verifier_checks_every_output_of_a_step():
 
 def test_an_op_without_its_outputs_is_refused():
     _refused("pack_unpack.tflite", lambda g: setattr(_op(g, "UNPACK"), "outputs", []), "0 outputs, at least 1 expected")
+
+
+def test_executor_broadcasts_a_constant_input_and_keeps_a_single_split_output_a_list():
+    from zoflash.reference.forward import DISPATCH
+
+    x = np.arange(24, dtype=np.int8).reshape(1, -1)  # a constant: one row for the whole batch
+    cube = x.reshape(2, 3, 4)
+    y = DISPATCH["transpose"](kb.transpose_params(input_shape=(2, 3, 4), perm=(2, 0, 1)), 3, x)
+    np.testing.assert_array_equal(y, np.tile(np.transpose(cube, (2, 0, 1)).reshape(1, -1), (3, 1)))
+    (only,) = DISPATCH["split"](kb.split_params(input_shape=(2, 3, 4), axis=1, sizes=[3]), 3, x)
+    np.testing.assert_array_equal(only, np.tile(x, (3, 1)))
+    y = DISPATCH["gather"](kb.gather_params(input_shape=(2, 3, 4), axis=2, indices=[3, 1]), 3, x)
+    np.testing.assert_array_equal(y, np.tile(cube[:, :, [3, 1]].reshape(1, -1), (3, 1)))

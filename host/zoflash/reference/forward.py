@@ -145,8 +145,9 @@ class ReferenceForward:
                 for t in a if isinstance(a, tuple) else (a,):  # a tuple (concat) becomes *inputs
                     ins.append(None if t is None else (self.root[t], tensors[self.root[t]].is_constant,
                                                        pos in params))
-            out = tuple(self.root[t] for t in step.written)
-            self._plan.append((DISPATCH[step.kernel], step.params, ins, out if len(out) > 1 else out[0]))
+            last = step.args[-1]
+            out = tuple(self.root[t] for t in last) if isinstance(last, tuple) else self.root[last]
+            self._plan.append((DISPATCH[step.kernel], step.params, ins, out))
         self.logits_index, self.logits_end = self._find_logits()
 
     def _find_logits(self) -> tuple[int, int]:
@@ -221,20 +222,27 @@ class ReferenceForward:
 
 
 # ==================================================================== data movement (movement ops)
+# The input may be a constant (one row): it broadcasts over the batch.
+
+def _strided_copy(p, n, x):
+    return np.stack([ref.strided_copy_s8(p, row).reshape(-1) for row in np.broadcast_to(x, (n, x.shape[1]))])
+
 
 def _split(p, n, x):
     # The batch joins the outer blocks, which split independently.
+    x = np.broadcast_to(x, (n, x.shape[1]))
     return [y.reshape(n, -1) for y in ref.split_s8(dict(p, outer=p["outer"] * n), x)]
 
 
 def _gather(p, n, x):
+    x = np.broadcast_to(x, (n, x.shape[1]))
     return ref.gather_s8(dict(p, outer=p["outer"] * n), x).reshape(n, -1)
 
 
 DISPATCH.update({
-    "transpose": _per_sample(ref.strided_copy_s8),
-    "slice": _per_sample(ref.strided_copy_s8),
-    "strided_slice": _per_sample(ref.strided_copy_s8),
+    "transpose": _strided_copy,
+    "slice": _strided_copy,
+    "strided_slice": _strided_copy,
     "pack": _concat,
     "split": _split,
     "gather": _gather,
