@@ -625,3 +625,10 @@ SAMPLE_ARGS.update({
     "quantize_f32_s8": dict(size=10, output_scale=0.1, output_zp=-128),
 })
 # ---- end QUANTIZE at the model's edges ----
+
+# ==================================================================== data movement (movement ops)
+# Their tests are in tests/test_kernels_movement.py; the samples are its SAMPLES.
+from test_kernels_movement import SAMPLES as _MOVEMENT_SAMPLES  # noqa: E402
+
+SAMPLE_ARGS.update(_MOVEMENT_SAMPLES)
+# ==================================================================== end of data movement

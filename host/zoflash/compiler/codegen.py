@@ -164,8 +164,9 @@ def _step_call(model: CompiledModel, names: _Names, n: int, step) -> CCall:
     for k, arg in enumerate(step.args):
         is_output = k == n_args - 1  # by convention the output comes last
         if isinstance(arg, tuple):
-            lname = f"{pname}_inputs"
-            pointer_lists.append(CArray("int8_t *const", lname, [_address(model, names, t, True) for t in arg]))
+            lname = f"{pname}_{'outputs' if is_output else 'inputs'}"
+            ctype = "int8_t *const" if is_output else "const int8_t *const"
+            pointer_lists.append(CArray(ctype, lname, [_address(model, names, t, not is_output) for t in arg]))
             args.append(lname)
         else:
             args.append(_address(model, names, arg, not is_output))

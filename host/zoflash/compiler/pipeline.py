@@ -69,7 +69,7 @@ def _resolve_aliases(program: Program) -> dict:
 
 
 def step_tensors(step, include_output: bool = True) -> list[int]:
-    """Tensor indices a kernel call touches (its arguments; the output is the last one)."""
+    """Tensor indices a kernel call touches (its arguments; the output, or outputs, the last one)."""
     out = []
     for arg in (step.args if include_output else step.args[:-1]):
         if isinstance(arg, tuple):

@@ -17,10 +17,17 @@ class Step:
     kernel: str
     params: dict
     # C arguments after the params pointer: a tensor index, None for NULL, or a tuple of tensor
-    # indices (passed as an array of pointers).
+    # indices (passed as an array of pointers). The output comes last: one tensor, or a tuple when
+    # the kernel writes several (SPLIT, UNPACK).
     args: list = field(default_factory=list)
     inputs: tuple[int, ...] = ()  # activation tensors read (for lifetimes)
     outputs: tuple[int, ...] = ()
+
+    @property
+    def written(self) -> tuple[int, ...]:
+        """The tensors of the last argument, which the kernel writes."""
+        last = self.args[-1]
+        return last if isinstance(last, tuple) else (last,)
 
 
 @dataclass

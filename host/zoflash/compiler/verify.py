@@ -70,8 +70,9 @@ def verify_program(program: Program) -> None:
                     fail(f"argument {pos} '{tensor.name}' is {tensor.dtype}, the kernel takes {dtype}")
                 if not 0 <= size <= tensor.nbytes:
                     fail(f"argument {pos} touches {size} bytes of '{tensor.name}', which has {tensor.nbytes}")
-        if graph.tensors[step.args[-1]].is_constant:  # the output is the last argument
-            fail(f"writes the constant tensor '{graph.tensors[step.args[-1]].name}'")
+        for t in step.written:
+            if graph.tensors[t].is_constant:
+                fail(f"writes the constant tensor '{graph.tensors[t].name}'")
         passed = {t for arg in step.args if arg is not None for t in (arg if isinstance(arg, tuple) else (arg,))}
         if not set(step.inputs) | set(step.outputs) <= passed:
             fail(f"reads {list(step.inputs)} and writes {list(step.outputs)} but passes {sorted(passed)}")

@@ -141,7 +141,7 @@ class ReferenceForward:
         self.steps = model.program.steps
         tensors = self.graph.tensors
         # Per step: the adapter, its params, each input as (root index, is a constant, is a
-        # parameter) or None, and the output's root index.
+        # parameter) or None, and the output's root index (a tuple of them for several outputs).
         self._plan = []
         for step in self.steps:
             params = _PARAM_ARGS.get(step.kernel, ())
@@ -150,12 +150,14 @@ class ReferenceForward:
                 for t in a if isinstance(a, tuple) else (a,):  # a tuple (concat) becomes *inputs
                     ins.append(None if t is None else (self.root[t], tensors[self.root[t]].is_constant,
                                                        pos in params))
-            self._plan.append((DISPATCH[step.kernel], step.params, ins, self.root[step.args[-1]]))
+            last = step.args[-1]
+            out = tuple(self.root[t] for t in last) if isinstance(last, tuple) else self.root[last]
+            self._plan.append((DISPATCH[step.kernel], step.params, ins, out))
         self.logits_index, self.logits_end = self._find_logits()
 
     def _find_logits(self) -> tuple[int, int]:
         """The int8 logits (output 0 before SOFTMAX / DEQUANTIZE) and one past its step."""
-        producer = {self.root[s.args[-1]]: k for k, s in enumerate(self.steps)}
+        producer = {self.root[t]: k for k, s in enumerate(self.steps) for t in s.written}
         t = self.root[self.graph.outputs[0]]
         while t in producer and self.steps[producer[t]].kernel in _AFTER_LOGITS:
             t = self.root[self.steps[producer[t]].args[0]]
@@ -200,7 +202,11 @@ class ReferenceForward:
             return data if param else data.reshape(1, -1)  # a batch of one broadcasts
 
         for fn, p, ins, out in self._plan[first:end]:
-            env[out] = fn(p, n, *[value(s) for s in ins])
+            y = fn(p, n, *[value(s) for s in ins])
+            if isinstance(out, tuple):  # several outputs (SPLIT, UNPACK): the adapter returns one each
+                env.update(zip(out, y))
+            else:
+                env[out] = y
         return env
 
     def output(self, env: dict, k: int = 0) -> np.ndarray:
@@ -218,3 +224,33 @@ class ReferenceForward:
         does) -> output 0 as [B, *output shape]."""
         t = self.graph.tensors[self.graph.inputs[0]]
         return self.output(self.run({t.index: _samples(x, t.shape, t.quant, t.dtype)}, weights=weights))
+
+
+
+# ==================================================================== data movement (movement ops)
+# The input may be a constant (one row): it broadcasts over the batch.
+
+def _strided_copy(p, n, x):
+    return np.stack([ref.strided_copy_s8(p, row).reshape(-1) for row in np.broadcast_to(x, (n, x.shape[1]))])
+
+
+def _split(p, n, x):
+    # The batch joins the outer blocks, which split independently.
+    x = np.broadcast_to(x, (n, x.shape[1]))
+    return [y.reshape(n, -1) for y in ref.split_s8(dict(p, outer=p["outer"] * n), x)]
+
+
+def _gather(p, n, x):
+    x = np.broadcast_to(x, (n, x.shape[1]))
+    return ref.gather_s8(dict(p, outer=p["outer"] * n), x).reshape(n, -1)
+
+
+DISPATCH.update({
+    "transpose": _strided_copy,
+    "slice": _strided_copy,
+    "strided_slice": _strided_copy,
+    "pack": _concat,
+    "split": _split,
+    "gather": _gather,
+})
+# ==================================================================== end of data movement

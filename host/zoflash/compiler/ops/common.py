@@ -33,8 +33,9 @@ def bound_tensors(graph: Graph, op: Op) -> Iterator[tuple[Arg, Tensor]]:
         arg = args[pos] if pos < len(args) else args[-1]  # past the declared ones: the variadic one
         if index >= 0:
             yield arg, graph.tensors[index]
-    for arg, index in zip(OPS[op.type].outputs, op.outputs):
-        yield arg, graph.tensors[index]
+    outs = OPS[op.type].outputs
+    for pos, index in enumerate(op.outputs):
+        yield (outs[pos] if pos < len(outs) else outs[-1]), graph.tensors[index]
 
 
 def activation_issue(t: Tensor, role: str, hint: str = "") -> str | None:
@@ -67,7 +68,10 @@ def has_every_tensor(graph: Graph, op: Op) -> str | None:
             issues.append(f"the {arg.role} input is missing")
     if not (entry.inputs and entry.inputs[-1].variadic) and len(op.inputs) > len(entry.inputs):
         issues.append(f"{len(op.inputs)} inputs, at most {len(entry.inputs)} expected")
-    if len(op.outputs) != len(entry.outputs):
+    if entry.outputs[-1].variadic:  # SPLIT and UNPACK: one or more
+        if len(op.outputs) < len(entry.outputs):
+            issues.append(f"{len(op.outputs)} outputs, at least {len(entry.outputs)} expected")
+    elif len(op.outputs) != len(entry.outputs):
         issues.append(f"{len(op.outputs)} outputs, {len(entry.outputs)} expected")
     return "; ".join(issues) or None
 

@@ -50,7 +50,7 @@ class Arg:
     kind: str = ACTIVATION
     dtypes: tuple[str, ...] = ("int8",)
     optional: bool = False
-    variadic: bool = False  # one or more (CONCATENATION's inputs)
+    variadic: bool = False  # one or more (CONCATENATION's inputs, SPLIT's outputs)
     hint: str = ""  # what to do when the dtype is wrong
 
     def describe(self) -> str:
