@@ -226,7 +226,6 @@ class ReferenceForward:
         return self.output(self.run({t.index: _samples(x, t.shape, t.quant, t.dtype)}, weights=weights))
 
 
-
 # ==================================================================== data movement (movement ops)
 # The input may be a constant (one row): it broadcasts over the batch.
 
