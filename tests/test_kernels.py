@@ -614,3 +614,11 @@ def test_kernels_compile_clean_with_pedantic_flags(tmp_path):
         res = subprocess.run([cc, *cbuild.HOST_FLAGS, "-Wpedantic", "-Wshadow", "-Wstrict-prototypes",
                               "-c", str(src), "-o", str(tmp_path / "x.o")], capture_output=True, text=True)
         assert res.returncode == 0, res.stderr
+
+
+# ------------------------------------------- element-wise and activation ops (issue 9) ----------
+# Their samples and tests live in test_kernels_activation.py.
+from test_kernels_activation import SAMPLES as _ACTIVATION_SAMPLES  # noqa: E402
+
+SAMPLE_ARGS.update(_ACTIVATION_SAMPLES)
+# ---------------------------------------------------- end of element-wise and activation ops ----------
