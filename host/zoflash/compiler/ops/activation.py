@@ -3,6 +3,8 @@ DEQUANTIZE (int8 -> float32, as a model output), RELU, RELU6, LEAKY_RELU, TANH, 
 RSQRT."""
 from __future__ import annotations
 
+import math
+
 from zoflash.compiler import kernels, quant
 from zoflash.compiler.ir import Graph, Op
 from zoflash.compiler.ops.common import same_shape
@@ -11,7 +13,7 @@ from zoflash.compiler.ops.registry import (
     Arg,
     Kernel,
     OpEntry,
-    any_value,
+    Option,
     build,
     input_tensor,
     option,
@@ -119,6 +121,11 @@ RSQRT = _unary("rsqrt", "zo_rsqrt_params_t", kernels.rsqrt_params)
 _UNARY = {"RELU": RELU, "LEAKY_RELU": LEAKY_RELU, "TANH": TANH, "HARD_SWISH": HARD_SWISH, "RSQRT": RSQRT}
 
 
+# LEAKY_RELU's alpha: any finite float (the schema's default is 0).
+_ALPHA = Option("alpha", "a finite number",
+                lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), default=0.0)
+
+
 def lower_unary(graph: Graph, op: Op) -> Step:
     x, y, q = _io(graph, op)
     if op.type == "RELU6":
@@ -142,7 +149,7 @@ register(OpEntry(
 
 register(OpEntry(
     types=("LEAKY_RELU",), summary="int8 -> int8, any alpha", inputs=(Arg("input"),), outputs=(Arg("output"),),
-    lower=lower_unary, kernels=(LEAKY_RELU,), options=(any_value("alpha", "any number", default=0.2),),
+    lower=lower_unary, kernels=(LEAKY_RELU,), options=(_ALPHA,),
     constraints=(same_shape,)))
 
 register(OpEntry(
