@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cbuild  # noqa: E402
 from zoflash import api  # noqa: E402
 from zoflash.compiler.ops import KERNELS  # noqa: E402
+from zoflash.compiler.pipeline import compile_graph  # noqa: E402
 from zoflash.reference import kernels as ref  # noqa: E402
+from zoflash.reference.forward import ReferenceForward  # noqa: E402
 
 OPS_DIR = Path(__file__).resolve().parent / "fixtures" / "ops"
 _SHAPES = dict(input1_shape=(1, 2, 3), input2_shape=(3,), output_shape=(1, 2, 3))
@@ -211,3 +214,17 @@ def test_fixture_bit_exact_against_tflm(entry, tmp_path):
     golden = TflmInterpreter(path.read_bytes()).run_batch(x).reshape(ours.shape)
     mismatch = np.argwhere(ours != golden)
     assert mismatch.size == 0, f"{len(mismatch)} elements differ, first at {mismatch[:5].tolist()}"
+    # the NumPy reference engine, batched, gives the same bytes
+    reference = ReferenceForward(compile_graph(model.graph)).forward(x)
+    np.testing.assert_array_equal(reference.reshape(ours.shape), ours)
+
+
+@pytest.mark.cross
+@pytest.mark.parametrize("entry", FIXTURES, ids=[e["file"] for e in FIXTURES])
+def test_fixture_cortex_m55_compile_is_warning_free(entry, tmp_path):
+    bundle = api.generate(OPS_DIR / entry["file"], "host", tmp_path / "b")
+    for src in sorted(bundle.path.glob("*.c")):
+        if src.name != "zo_host_main.c":
+            proc = subprocess.run(["arm-none-eabi-gcc", *cbuild.CROSS_FLAGS, "-ffreestanding", "-c", "-o",
+                                   str(tmp_path / (src.stem + ".o")), str(src)], capture_output=True, text=True)
+            assert proc.returncode == 0, f"{src.name}:\n{proc.stderr}"

@@ -143,7 +143,8 @@ register(OpEntry(
     outputs=(Arg("output"),), lower=lower_unary, kernels=(RELU,), constraints=(same_shape,)))
 
 register(OpEntry(
-    types=("RELU6",), summary="int8 -> int8; clamps the stored values, without rescaling (as TFLM)",
+    types=("RELU6",), summary="int8 -> int8; clamps the stored values to the input's 0 and 6 without rescaling, as TFLM "
+                                "does (the output should share the input's quantization)",
     inputs=(Arg("input"),), outputs=(Arg("output"),), lower=lower_unary, kernels=(RELU6,),
     constraints=(same_shape,)))
 
