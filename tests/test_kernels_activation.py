@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -229,3 +230,34 @@ def test_fixture_cortex_m55_compile_is_warning_free(entry, tmp_path):
             proc = subprocess.run(["arm-none-eabi-gcc", *cbuild.CROSS_FLAGS, "-ffreestanding", "-c", "-o",
                                    str(tmp_path / (src.stem + ".o")), str(src)], capture_output=True, text=True)
             assert proc.returncode == 0, f"{src.name}:\n{proc.stderr}"
+
+
+def rescaled(path: Path, seed: int) -> bytes:
+    """The model with every computed tensor's scale (where its float32 bytes occur once in the
+    file) multiplied by a random factor in [1/e, e]: other multipliers and paths, same graph."""
+    data = bytearray(path.read_bytes())
+    graph = api.load_model(path).graph
+    rng = np.random.default_rng(seed)
+    for t in graph.tensors:
+        if t.is_constant or t.index in graph.inputs or t.quant is None or t.quant.per_channel:
+            continue
+        old = struct.pack("<f", t.quant.scale)
+        if data.count(old) == 1:
+            i = data.index(old)
+            data[i:i + 4] = struct.pack("<f", t.quant.scale * float(np.exp(rng.uniform(-1, 1))))
+    return bytes(data)
+
+
+@pytest.mark.cc
+@pytest.mark.tflm
+@pytest.mark.parametrize("name", ["hard_swish.tflite", "sub_broadcast.tflite", "tanh_leaky.tflite"])
+def test_rescaled_fixture_bit_exact_against_tflm(name, tmp_path):
+    from zoflash.reference.tflm import TflmInterpreter
+    from zoflash.targets.host_runner import HostModel
+
+    path = tmp_path / name
+    path.write_bytes(rescaled(OPS_DIR / name, 7))
+    x = sample_inputs(api.load_model(path), 100)
+    ours = HostModel(api.build(path, "host", tmp_path / "b").bundle).run(x)
+    golden = TflmInterpreter(path.read_bytes()).run_batch(x).reshape(ours.shape)
+    assert np.array_equal(ours, golden), f"{int((ours != golden).sum())} of {ours.size} differ"
