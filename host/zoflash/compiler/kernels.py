@@ -557,7 +557,10 @@ def tanh_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dict
     but only means tanh() for that one."""
     _scale("output_scale", output_scale)
     _zp("output_zp", output_zp)
-    mult, left_shift, radius = quant.logistic_input_params(_scale("input_scale", input_scale))
+    try:
+        mult, left_shift, radius = quant.logistic_input_params(_scale("input_scale", input_scale))
+    except ValueError as exc:
+        raise ValueError(f"tanh: {exc}".replace("logistic ", "")) from None
     return dict(size=_int("size", size, 1), input_zp=_zp("input_zp", input_zp), input_range_radius=radius,
                 input_multiplier=mult, input_left_shift=left_shift)
 
