@@ -58,8 +58,6 @@ def broadcasts_to_output(graph: Graph, op: Op) -> str | None:
 def lower_binary(graph: Graph, op: Op) -> Step:
     a, b, y = input_tensor(graph, op, 0), input_tensor(graph, op, 1), output_tensor(graph, op)
     kernel = ADD if op.type == "ADD" else MUL
-    if op.type in _MORE_KERNELS:
-        return _lower_more(graph, op, a, b, y)
     params = build(graph, op, kernel, input1_shape=a.shape, input2_shape=b.shape, output_shape=y.shape,
                    input1_scale=a.quant.scale, input1_zp=a.quant.zero_point, input2_scale=b.quant.scale,
                    input2_zp=b.quant.zero_point, output_scale=y.quant.scale, output_zp=y.quant.zero_point,
@@ -89,7 +87,8 @@ _MORE_KERNELS = {"SUB": SUB, "SQUARED_DIFFERENCE": SQUARED_DIFFERENCE, "MAXIMUM"
                  "PRELU": PRELU}
 
 
-def _lower_more(graph: Graph, op: Op, a, b, y) -> Step:
+def lower_more(graph: Graph, op: Op) -> Step:
+    a, b, y = input_tensor(graph, op, 0), input_tensor(graph, op, 1), output_tensor(graph, op)
     kernel = _MORE_KERNELS[op.type]
     shapes = dict(input1_shape=a.shape, input2_shape=b.shape, output_shape=y.shape)
     if op.type == "PRELU":
@@ -110,23 +109,23 @@ def _lower_more(graph: Graph, op: Op, a, b, y) -> Step:
 
 register(OpEntry(
     types=("SUB",), summary="broadcasting up to 4-D, different input scales",
-    inputs=(Arg("first input"), Arg("second input")), outputs=(Arg("output"),), lower=lower_binary,
+    inputs=(Arg("first input"), Arg("second input")), outputs=(Arg("output"),), lower=lower_more,
     kernels=(SUB,), options=(FUSED_ACTIVATION,), constraints=(at_most_4d, broadcasts_to_output)))
 
 register(OpEntry(
     types=("SQUARED_DIFFERENCE",), summary="broadcasting up to 4-D, different input scales",
-    inputs=(Arg("first input"), Arg("second input")), outputs=(Arg("output"),), lower=lower_binary,
+    inputs=(Arg("first input"), Arg("second input")), outputs=(Arg("output"),), lower=lower_more,
     kernels=(SQUARED_DIFFERENCE,), constraints=(at_most_4d, broadcasts_to_output)))
 
 register(OpEntry(
     types=("MAXIMUM", "MINIMUM"),
     summary="broadcasting up to 4-D; compares the stored values (as TFLM), so the inputs and output "
             "should share one quantization",
-    inputs=(Arg("first input"), Arg("second input")), outputs=(Arg("output"),), lower=lower_binary,
+    inputs=(Arg("first input"), Arg("second input")), outputs=(Arg("output"),), lower=lower_more,
     kernels=(MAXIMUM, MINIMUM), constraints=(at_most_4d, broadcasts_to_output)))
 
 register(OpEntry(
     types=("PRELU",), summary="alpha broadcast against the input (up to 4-D)",
-    inputs=(Arg("input"), Arg("alpha")), outputs=(Arg("output"),), lower=lower_binary,
+    inputs=(Arg("input"), Arg("alpha")), outputs=(Arg("output"),), lower=lower_more,
     kernels=(PRELU,), constraints=(at_most_4d, broadcasts_to_output)))
 # ------------------------------------------------------------------ end of SUB ... PRELU ----------
