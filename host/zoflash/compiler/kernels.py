@@ -619,3 +619,147 @@ def gather_params(*, input_shape, axis, indices) -> dict:
     return dict(outer=math.prod(shape[:ax]), axis_size=shape[ax], inner=math.prod(shape[ax + 1:]),
                 num_indices=int(idx.size), indices=idx.astype(np.int32))
 # ==================================================================== end of data movement
+
+# ------------------------------------------- element-wise and activation ops (issue 9) ----------
+
+def sub_params(*, input1_shape, input2_shape, output_shape, input1_scale, input1_zp, input2_scale,
+               input2_zp, output_scale, output_zp, activation) -> dict:
+    """SUB (int8): ADD's left shift of 20 and three multipliers < 1, but TFLM computes them in
+    float32 (then widens to double), where ADD uses double."""
+    layout = _broadcast_layout("sub", input1_shape, input2_shape, output_shape)
+    s1, s2 = _scale("input1_scale", input1_scale), _scale("input2_scale", input2_scale)
+    so = _scale("output_scale", output_scale)
+    zp1, zp2, zpo = _zp("input1_zp", input1_zp), _zp("input2_zp", input2_zp), _zp("output_zp", output_zp)
+    left_shift = 20
+    twice_max = quant.f32(2.0 * max(s1, s2))
+    try:
+        m1, sh1 = quant.quantize_multiplier_smaller_than_one_exp(quant.f32(s1 / twice_max))
+        m2, sh2 = quant.quantize_multiplier_smaller_than_one_exp(quant.f32(s2 / twice_max))
+        mo, sho = quant.quantize_multiplier_smaller_than_one_exp(
+            quant.f32(twice_max / quant.f32((1 << left_shift) * so)))
+    except ValueError:
+        raise ValueError(f"sub: output scale {so} is too small for input scales {s1} and {s2} "
+                         "(TFLM needs 2 * max(input scales) / (2^20 * output scale) < 1)") from None
+    act_min, act_max = quant.activation_range(activation, so, zpo)
+    return dict(layout, input1_zp=zp1, input2_zp=zp2, output_zp=zpo, left_shift=left_shift,
+                input1_multiplier=m1, input1_shift=sh1, input2_multiplier=m2, input2_shift=sh2,
+                output_multiplier=mo, output_shift=sho, act_min=act_min, act_max=act_max)
+
+
+def squared_difference_params(*, input1_shape, input2_shape, output_shape, input1_scale, input1_zp,
+                              input2_scale, input2_zp, output_scale, output_zp) -> dict:
+    """SQUARED_DIFFERENCE (int8): left shift 7, input multipliers < 1 as ADD's (double), and an
+    output multiplier (2 max scale)^2 / (2^14 output scale) that may exceed one."""
+    layout = _broadcast_layout("squared_difference", input1_shape, input2_shape, output_shape)
+    s1, s2 = _scale("input1_scale", input1_scale), _scale("input2_scale", input2_scale)
+    so = _scale("output_scale", output_scale)
+    zp1, zp2, zpo = _zp("input1_zp", input1_zp), _zp("input2_zp", input2_zp), _zp("output_zp", output_zp)
+    left_shift = 7
+    twice_max = 2.0 * max(s1, s2)
+    m1, sh1 = quant.quantize_multiplier_smaller_than_one_exp(s1 / twice_max)
+    m2, sh2 = quant.quantize_multiplier_smaller_than_one_exp(s2 / twice_max)
+    mo, sho = quant.quantize_multiplier(twice_max * twice_max / quant.f32((1 << 2 * left_shift) * so))
+    _check_shift("squared_difference", sho)
+    return dict(layout, input1_zp=zp1, input2_zp=zp2, output_zp=zpo, left_shift=left_shift,
+                input1_multiplier=m1, input1_shift=sh1, input2_multiplier=m2, input2_shift=sh2,
+                output_multiplier=mo, output_shift=sho, act_min=quant.INT8_MIN, act_max=quant.INT8_MAX)
+
+
+def minmax_params(*, input1_shape, input2_shape, output_shape) -> dict:
+    """MINIMUM / MAXIMUM (int8): TFLM compares the stored values, whatever the quantization."""
+    return _broadcast_layout("minimum/maximum", input1_shape, input2_shape, output_shape)
+
+
+def prelu_params(*, input_shape, alpha_shape, output_shape, input_scale, input_zp, alpha_scale, alpha_zp,
+                 output_scale, output_zp) -> dict:
+    """PRELU (int8): identity multiplier input/output scale, alpha multiplier input * alpha /
+    output scale (doubles)."""
+    layout = _broadcast_layout("prelu", input_shape, alpha_shape, output_shape)
+    si, sa, so = _scale("input_scale", input_scale), _scale("alpha_scale", alpha_scale), _scale("output_scale", output_scale)
+    m1, s1 = quant.quantize_multiplier(si / so)
+    m2, s2 = quant.quantize_multiplier(si * sa / so)
+    _check_shift("prelu", max(s1, s2))
+    return dict(layout, input_zp=_zp("input_zp", input_zp), alpha_zp=_zp("alpha_zp", alpha_zp),
+                output_zp=_zp("output_zp", output_zp), identity_multiplier=m1, identity_shift=s1,
+                alpha_multiplier=m2, alpha_shift=s2)
+
+
+def relu_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dict:
+    """RELU (int8): rescale by input/output scale (float32), clamp below at the output zero point."""
+    in_s, out_s = _scale("input_scale", input_scale), _scale("output_scale", output_scale)
+    m, s = quant.quantize_multiplier(quant.f32(in_s / out_s))
+    _check_shift("relu", s)
+    zpo = _zp("output_zp", output_zp)
+    return dict(size=_int("size", size, 1), input_zp=_zp("input_zp", input_zp), output_zp=zpo, multiplier=m,
+                shift=s, act_min=zpo, act_max=quant.INT8_MAX)
+
+
+def relu6_params(*, size, input_scale, input_zp) -> dict:
+    """RELU6 (int8): TFLM clamps the stored values to the input's 0 and round(6 / scale) + zero
+    point; it does not rescale, so the output quantization is not used."""
+    in_s, zp = _scale("input_scale", input_scale), _zp("input_zp", input_zp)
+    six = int(quant.round_half_away(float(np.float32(6.0) / np.float32(in_s)))) + zp
+    return dict(size=_int("size", size, 1), lower=zp, upper=min(max(six, quant.INT8_MIN), quant.INT8_MAX))
+
+
+def leaky_relu_params(*, size, alpha, input_scale, input_zp, output_scale, output_zp) -> dict:
+    """LEAKY_RELU (int8): identity multiplier input/output scale and alpha multiplier
+    input scale * alpha / output scale, both in float32; a negative alpha keeps its sign."""
+    in_s, out_s = _scale("input_scale", input_scale), _scale("output_scale", output_scale)
+    a = quant.f32(float(alpha))
+    if not math.isfinite(a):
+        raise ValueError(f"leaky_relu: alpha must be finite, got {alpha!r}")
+    mi, si = quant.quantize_multiplier(quant.f32(in_s / out_s))
+    ma, sa = quant.quantize_multiplier(abs(quant.f32(quant.f32(in_s * a) / out_s)))
+    _check_shift("leaky_relu", max(si, sa))
+    return dict(size=_int("size", size, 1), input_zp=_zp("input_zp", input_zp), output_zp=_zp("output_zp", output_zp),
+                identity_multiplier=mi, identity_shift=si, alpha_multiplier=-ma if a < 0 else ma, alpha_shift=sa)
+
+
+def tanh_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dict:
+    """TANH (int8): LOGISTIC's input multiplier; TFLM writes Q0.7 (scale 1/128, zero point 0)
+    without checking the output tensor, so the result is bit-exact for any output quantization
+    but only means tanh() for that one."""
+    _scale("output_scale", output_scale)
+    _zp("output_zp", output_zp)
+    try:
+        mult, left_shift, radius = quant.logistic_input_params(_scale("input_scale", input_scale))
+    except ValueError as exc:
+        raise ValueError(f"tanh: {exc}".replace("logistic ", "")) from None
+    return dict(size=_int("size", size, 1), input_zp=_zp("input_zp", input_zp), input_range_radius=radius,
+                input_multiplier=mult, input_left_shift=left_shift)
+
+
+def _int16_multiplier(real: float) -> tuple[int, int]:
+    """TFLM QuantizeMultiplier then DownScaleInt32ToInt16Multiplier."""
+    m, s = quant.quantize_multiplier(real)
+    return (32767 if m >= quant.INT32_MAX - (1 << 15) else (m + (1 << 15)) >> 16), s
+
+
+def hard_swish_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dict:
+    """HARD_SWISH (int8): TFLM's 16-bit output and reluish multipliers from the input scale / 128,
+    in float32."""
+    in_s, out_s = _scale("input_scale", input_scale), _scale("output_scale", output_scale)
+    hires = quant.f32(in_s / 128.0)
+    mo, so = _int16_multiplier(quant.f32(hires / out_s))
+    if so > 0:
+        raise ValueError(f"hard_swish: input scale {in_s} / output scale {out_s} must be at most 128 (TFLM)")
+    if so < -15:
+        raise ValueError(f"hard_swish: input scale {in_s} / output scale {out_s} is below 2^-9 "
+                         "(the 16-bit output shift would exceed 15)")
+    mr, sr = _int16_multiplier(quant.f32(hires / quant.f32(3.0 / 32768.0)))
+    if not -15 <= sr <= 30:
+        raise ValueError(f"hard_swish: input scale {in_s} is out of the supported range")
+    return dict(size=_int("size", size, 1), input_zp=_zp("input_zp", input_zp), output_zp=_zp("output_zp", output_zp),
+                output_multiplier=mo, output_shift=so, reluish_multiplier=mr, reluish_shift=sr)
+
+
+def rsqrt_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dict:
+    """RSQRT (int8): multiplier 1 / (sqrt(input scale) * output scale), the product in float32."""
+    in_s, out_s = _scale("input_scale", input_scale), _scale("output_scale", output_scale)
+    m, s = quant.quantize_multiplier(1.0 / float(np.sqrt(np.float32(in_s)) * np.float32(out_s)))
+    if not -11 <= s <= 30:  # the kernel applies shift - 20, which must stay a right shift <= 31
+        raise ValueError(f"rsqrt: 1 / (sqrt(input scale {in_s}) * output scale {out_s}) is out of range")
+    return dict(size=_int("size", size, 1), input_zp=_zp("input_zp", input_zp), output_zp=_zp("output_zp", output_zp),
+                multiplier=m, shift=s)
+# ---------------------------------------------------- end of element-wise and activation ops ----------

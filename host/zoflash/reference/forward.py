@@ -253,3 +253,21 @@ DISPATCH.update({
     "gather": _gather,
 })
 # ==================================================================== end of data movement
+
+
+
+# ------------------------------------------- element-wise and activation ops (issue 9) ----------
+DISPATCH.update({
+    "sub": _binary(ref.sub_s8),
+    "squared_difference": _binary(ref.squared_difference_s8),
+    "maximum": _binary(ref.maximum_s8),
+    "minimum": _binary(ref.minimum_s8),
+    "prelu": _binary(ref.prelu_s8),
+    "relu": _elementwise(ref.relu_s8),
+    "relu6": _elementwise(ref.relu6_s8),
+    "leaky_relu": _elementwise(ref.leaky_relu_s8),
+    "tanh": _elementwise(ref.tanh_s8),
+    "hard_swish": _elementwise(ref.hard_swish_s8),
+    "rsqrt": _elementwise(ref.rsqrt_s8),
+})
+# ---------------------------------------------------- end of element-wise and activation ops ----------

@@ -369,3 +369,144 @@ def strided_slice_op(x, begin, end, strides, begin_mask, end_mask, shrink_axis_m
                                strides[k]))
     return np.asarray(x)[tuple(index)]
 # ==================================================================== end of data movement
+
+# ------------------------------------------- element-wise and activation ops (issue 9) ----------
+
+def _offsets(p, a, b, zp1="input1_zp", zp2="input2_zp"):
+    a = np.asarray(a).astype(np.int64) - p[zp1]
+    b = np.asarray(b).astype(np.int64) - p[zp2]
+    return np.broadcast_arrays(a, b)
+
+
+def _rescaled_pair(p, a, b):
+    """ADD/SUB/SQUARED_DIFFERENCE: both offset inputs on a common scale, 2^left_shift finer."""
+    a, b = _offsets(p, a, b)
+    ra = mbqm(a << p["left_shift"], p["input1_multiplier"], p["input1_shift"])
+    rb = mbqm(b << p["left_shift"], p["input2_multiplier"], p["input2_shift"])
+    return ra, rb
+
+
+def sub_s8(p, a, b) -> np.ndarray:
+    ra, rb = _rescaled_pair(p, a, b)
+    out = mbqm(ra - rb, p["output_multiplier"], p["output_shift"]) + p["output_zp"]
+    return np.clip(out, p["act_min"], p["act_max"]).astype(np.int8)
+
+
+def squared_difference_s8(p, a, b) -> np.ndarray:
+    ra, rb = _rescaled_pair(p, a, b)
+    out = mbqm((ra - rb) ** 2, p["output_multiplier"], p["output_shift"]) + p["output_zp"]
+    return np.clip(out, p["act_min"], p["act_max"]).astype(np.int8)
+
+
+def maximum_s8(p, a, b) -> np.ndarray:
+    return np.maximum(np.asarray(a), np.asarray(b)).astype(np.int8)
+
+
+def minimum_s8(p, a, b) -> np.ndarray:
+    return np.minimum(np.asarray(a), np.asarray(b)).astype(np.int8)
+
+
+def prelu_s8(p, x, alpha) -> np.ndarray:
+    v, al = _offsets(p, x, alpha, "input_zp", "alpha_zp")
+    pos = mbqm(np.maximum(v, 0), p["identity_multiplier"], p["identity_shift"])
+    neg = mbqm(np.minimum(v, 0) * al, p["alpha_multiplier"], p["alpha_shift"])
+    return np.clip(np.where(v >= 0, pos, neg) + p["output_zp"], -128, 127).astype(np.int8)
+
+
+def relu_s8(p, x) -> np.ndarray:
+    v = np.asarray(x).astype(np.int64) - p["input_zp"]
+    out = mbqm(v, p["multiplier"], p["shift"]) + p["output_zp"]
+    return np.clip(out, p["act_min"], p["act_max"]).astype(np.int8)
+
+
+def relu6_s8(p, x) -> np.ndarray:
+    return np.clip(np.asarray(x).astype(np.int64), p["lower"], p["upper"]).astype(np.int8)
+
+
+def leaky_relu_s8(p, x) -> np.ndarray:
+    v = np.asarray(x).astype(np.int64) - p["input_zp"]
+    identity = mbqm(v, p["identity_multiplier"], p["identity_shift"])
+    alpha = np.sign(p["alpha_multiplier"]) * mbqm(v, abs(p["alpha_multiplier"]), p["alpha_shift"])
+    return np.clip(np.where(v >= 0, identity, alpha) + p["output_zp"], -128, 127).astype(np.int8)
+
+
+def tanh_q4(a) -> np.ndarray:
+    """gemmlowp tanh() of a Q4.27 value; result Q0.31.  With e = exp(-2|a|) (the raw -|a| read as
+    Q5.26), tanh|a| = (1 - e) / (1 + e) = 2 / (1 + e) - 1: Newton-Raphson for 1 / ((1 + e) / 2) in Q2.29,
+    minus one, back to Q0.31."""
+    a = np.asarray(a, dtype=np.int64)
+    e = exp_on_negative_values(-np.abs(a), 5)
+    s = e + _I32_MAX
+    d = np.where(s >= 0, (s + 1) // 2, -((-(s - 1)) // 2))  # (1 + e) / 2, rounded half away
+    x = wrap_int32(1515870810 + srdhm(d, -1010580540))
+    for _ in range(3):
+        x = wrap_int32(x + _sat_shl(srdhm(x, wrap_int32((1 << 29) - srdhm(d, x))), 2))
+    t = _sat_shl(wrap_int32(x - (1 << 29)), 2)
+    return np.where(a == 0, 0, np.where(a < 0, -t, t))
+
+
+def tanh_s8(p, x) -> np.ndarray:
+    v = np.asarray(x).astype(np.int64) - p["input_zp"]
+    radius = p["input_range_radius"]
+    q4 = mbqm(np.clip(v, -radius, radius), p["input_multiplier"], p["input_left_shift"])
+    y = np.clip(rounding_divide_by_pot(tanh_q4(q4), 24), -128, 127)
+    return np.where(v <= -radius, -128, np.where(v >= radius, 127, y)).astype(np.int8)
+
+
+def _srdhm16(a, b):
+    """gemmlowp SaturatingRoundingDoublingHighMul for int16 (the -32768^2 case never occurs here)."""
+    ab = np.asarray(a, dtype=np.int64) * b
+    num = ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    return np.where(num >= 0, num >> 15, -((-num) >> 15))
+
+
+def hard_swish_s8(p, x) -> np.ndarray:
+    """x * relu6(x + 3) / 6 in TFLM's int16 fixed point: the input at scale in/128, a 'reluish'
+    factor in [0, 1] (Q0.15, -3..3 mapped onto it with saturation) times the input on the output scale."""
+    hires = (np.asarray(x).astype(np.int64) - p["input_zp"]) * 128
+    on_output = _srdhm16(hires, p["output_multiplier"])
+    e = p["reluish_shift"]
+    r = hires
+    if e > 0:  # all but one bit of the left shift before the multiply, the last one after
+        r = np.clip(r << (e - 1), -32768, 32767)
+    r = _srdhm16(r, p["reluish_multiplier"])
+    if e > 0:
+        r = np.clip(r * 2, -32768, 32767)
+    elif e < 0:
+        r = rounding_divide_by_pot(r, -e)
+    factor = (r + 32768) >> 1
+    prod = factor * on_output
+    prod = np.where(prod >= 0, prod >> 15, -((-prod) >> 15))  # doubling high mul, truncated
+    out = rounding_divide_by_pot(prod, -p["output_shift"]) + p["output_zp"]
+    return np.clip(out, -128, 127).astype(np.int8)
+
+
+def _inv_sqrt(v: int) -> tuple[int, int]:
+    """TFLM GetInvSqrtQuantizedMultiplierExp(v, -1) for v >= 2: (multiplier, left shift)."""
+    shift, pairs = 11, 0
+    while v << (2 * pairs) < (1 << 27):  # v * 4^pairs in [2^27, 2^29)
+        pairs += 1
+    shift -= pairs
+    v <<= 2 * pairs
+    half = int(rounding_divide_by_pot(v >> 1, 1))
+    y = 1 << 28  # 1.0 in Q3.28
+    for _ in range(5):
+        y3 = int(_sat_shl(srdhm(srdhm(y, y), y), 6))
+        y = int(_sat_shl(wrap_int32(srdhm(3 << 27, y) - srdhm(half, y3)), 3))
+    y = int(srdhm(y, 1518500250))
+    if shift < 0:
+        y, shift = int(wrap_int32(y << -shift)), 0
+    return y, -shift
+
+
+def rsqrt_s8(p, x) -> np.ndarray:
+    """1 / sqrt(x) per input value; the zero point (and, unlike TFLM, which stops, anything below) gives 127."""
+    table = np.full(256, 127, dtype=np.int64)
+    for q in range(-128, 128):
+        v = q - p["input_zp"]
+        if v > 0:
+            m, s = _inv_sqrt(v) if v > 1 else (_I32_MAX, 0)
+            data = mbqm(1, m, s + 20)
+            table[q + 128] = np.clip(mbqm(data, p["multiplier"], p["shift"] - 20) + p["output_zp"], -128, 127)
+    return table[np.asarray(x).astype(np.int64) + 128].astype(np.int8)
+# ---------------------------------------------------- end of element-wise and activation ops ----------

@@ -1,7 +1,9 @@
 """One input, one output of the same shape: SOFTMAX, LOGISTIC, QUANTIZE (int8 -> int8, and at the
-model's edges uint8 -> int8, float32 -> int8, int8 -> uint8) and DEQUANTIZE (int8 -> float32, as a
-model output)."""
+model's edges uint8 -> int8, float32 -> int8, int8 -> uint8), DEQUANTIZE (int8 -> float32, as a
+model output), RELU, RELU6, LEAKY_RELU, TANH, HARD_SWISH and RSQRT."""
 from __future__ import annotations
+
+import math
 
 from zoflash.compiler import kernels, quant
 from zoflash.compiler.ir import Graph, Op
@@ -11,6 +13,7 @@ from zoflash.compiler.ops.registry import (
     Arg,
     Kernel,
     OpEntry,
+    Option,
     build,
     input_tensor,
     option,
@@ -139,3 +142,65 @@ register(OpEntry(
     types=("DEQUANTIZE",), summary="int8 -> float32, as a model output", inputs=(Arg("input"),),
     outputs=(Arg("output", DATA, ("float32",)),), lower=lower_dequantize, kernels=(DEQUANTIZE,),
     constraints=(same_shape, model_output_only)))
+
+
+# ------------------------------------------- RELU, RELU6, LEAKY_RELU, TANH, HARD_SWISH, RSQRT ----------
+
+def _unary(name: str, struct: str, builder) -> Kernel:
+    return Kernel(name, f"zo_{name}_s8", struct, builder, ("int8", "int8"), lambda p: (p["size"], p["size"]))
+
+
+RELU = _unary("relu", "zo_relu_params_t", kernels.relu_params)
+RELU6 = _unary("relu6", "zo_relu6_params_t", kernels.relu6_params)
+LEAKY_RELU = _unary("leaky_relu", "zo_leaky_relu_params_t", kernels.leaky_relu_params)
+TANH = _unary("tanh", "zo_logistic_params_t", kernels.tanh_params)
+HARD_SWISH = _unary("hard_swish", "zo_hard_swish_params_t", kernels.hard_swish_params)
+RSQRT = _unary("rsqrt", "zo_rsqrt_params_t", kernels.rsqrt_params)
+_UNARY = {"RELU": RELU, "LEAKY_RELU": LEAKY_RELU, "TANH": TANH, "HARD_SWISH": HARD_SWISH, "RSQRT": RSQRT}
+
+
+# LEAKY_RELU's alpha: any finite float (the schema's default is 0).
+_ALPHA = Option("alpha", "a finite number",
+                lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), default=0.0)
+
+
+def lower_unary(graph: Graph, op: Op) -> Step:
+    x, y, q = _io(graph, op)
+    if op.type == "RELU6":
+        kernel, params = RELU6, build(graph, op, RELU6, size=x.num_elements, input_scale=x.quant.scale,
+                                      input_zp=x.quant.zero_point)
+    else:
+        kernel = _UNARY[op.type]
+        extra = dict(alpha=option(op, "alpha")) if op.type == "LEAKY_RELU" else {}
+        params = build(graph, op, kernel, size=x.num_elements, **extra, **q)
+    return Step(op, kernel.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
+
+
+register(OpEntry(
+    types=("RELU",), summary="int8 -> int8, rescaled to the output", inputs=(Arg("input"),),
+    outputs=(Arg("output"),), lower=lower_unary, kernels=(RELU,), constraints=(same_shape,)))
+
+register(OpEntry(
+    types=("RELU6",), summary="int8 -> int8; clamps the stored values to the input's 0 and 6 without rescaling, as TFLM "
+                                "does (the output should share the input's quantization)",
+    inputs=(Arg("input"),), outputs=(Arg("output"),), lower=lower_unary, kernels=(RELU6,),
+    constraints=(same_shape,)))
+
+register(OpEntry(
+    types=("LEAKY_RELU",), summary="int8 -> int8, any alpha", inputs=(Arg("input"),), outputs=(Arg("output"),),
+    lower=lower_unary, kernels=(LEAKY_RELU,), options=(_ALPHA,),
+    constraints=(same_shape,)))
+
+register(OpEntry(
+    types=("TANH",), summary="int8 -> int8 (TFLM's output is Q0.7: scale 1/128, zero point 0)",
+    inputs=(Arg("input"),), outputs=(Arg("output"),), lower=lower_unary, kernels=(TANH,), constraints=(same_shape,)))
+
+register(OpEntry(
+    types=("HARD_SWISH",), summary="int8 -> int8 (input scale / output scale at most 128)",
+    inputs=(Arg("input"),), outputs=(Arg("output"),), lower=lower_unary, kernels=(HARD_SWISH,),
+    constraints=(same_shape,)))
+
+register(OpEntry(
+    types=("RSQRT",), summary="int8 -> int8; inputs below the zero point give 127 (TFLM stops with an error)",
+    inputs=(Arg("input"),), outputs=(Arg("output"),), lower=lower_unary, kernels=(RSQRT,), constraints=(same_shape,)))
+# -------------------------------------------------------------- end of RELU ... RSQRT ----------

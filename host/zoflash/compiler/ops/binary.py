@@ -1,4 +1,4 @@
-"""ADD and MUL (int8, broadcasting)."""
+"""ADD, MUL, SUB, SQUARED_DIFFERENCE, MINIMUM, MAXIMUM and PRELU (int8, broadcasting)."""
 from __future__ import annotations
 
 import numpy as np
@@ -70,3 +70,62 @@ register(OpEntry(
     types=("ADD", "MUL"), summary="broadcasting up to 4-D, different input scales",
     inputs=(Arg("first input"), Arg("second input")), outputs=(Arg("output"),), lower=lower_binary,
     kernels=(ADD, MUL), options=(FUSED_ACTIVATION,), constraints=(at_most_4d, broadcasts_to_output)))
+
+
+# ------------------------------------------- SUB, SQUARED_DIFFERENCE, MINIMUM, MAXIMUM, PRELU ----------
+
+SUB = Kernel("sub", "zo_sub_s8", "zo_add_params_t", kernels.sub_params, ("int8", "int8", "int8"), _binary_extents)
+SQUARED_DIFFERENCE = Kernel("squared_difference", "zo_squared_difference_s8", "zo_add_params_t",
+                            kernels.squared_difference_params, ("int8", "int8", "int8"), _binary_extents)
+MAXIMUM = Kernel("maximum", "zo_maximum_s8", "zo_minmax_params_t", kernels.minmax_params, ("int8", "int8", "int8"),
+                 _binary_extents)
+MINIMUM = Kernel("minimum", "zo_minimum_s8", "zo_minmax_params_t", kernels.minmax_params, ("int8", "int8", "int8"),
+                 _binary_extents)
+PRELU = Kernel("prelu", "zo_prelu_s8", "zo_prelu_params_t", kernels.prelu_params, ("int8", "int8", "int8"),
+               _binary_extents)
+_MORE_KERNELS = {"SUB": SUB, "SQUARED_DIFFERENCE": SQUARED_DIFFERENCE, "MAXIMUM": MAXIMUM, "MINIMUM": MINIMUM,
+                 "PRELU": PRELU}
+
+
+def lower_more(graph: Graph, op: Op) -> Step:
+    a, b, y = input_tensor(graph, op, 0), input_tensor(graph, op, 1), output_tensor(graph, op)
+    kernel = _MORE_KERNELS[op.type]
+    shapes = dict(input1_shape=a.shape, input2_shape=b.shape, output_shape=y.shape)
+    if op.type == "PRELU":
+        params = build(graph, op, kernel, input_shape=a.shape, alpha_shape=b.shape, output_shape=y.shape,
+                       input_scale=a.quant.scale, input_zp=a.quant.zero_point, alpha_scale=b.quant.scale,
+                       alpha_zp=b.quant.zero_point, output_scale=y.quant.scale, output_zp=y.quant.zero_point)
+    elif op.type in ("MAXIMUM", "MINIMUM"):
+        params = build(graph, op, kernel, **shapes)
+    else:
+        q = dict(input1_scale=a.quant.scale, input1_zp=a.quant.zero_point, input2_scale=b.quant.scale,
+                 input2_zp=b.quant.zero_point, output_scale=y.quant.scale, output_zp=y.quant.zero_point)
+        if op.type == "SUB":
+            q["activation"] = option(op, "fused_activation_function")
+        params = build(graph, op, kernel, **shapes, **q)
+    return Step(op, kernel.name, params, args=[a.index, b.index, y.index],
+                inputs=tuple(t.index for t in (a, b) if not t.is_constant), outputs=(y.index,))
+
+
+register(OpEntry(
+    types=("SUB",), summary="broadcasting up to 4-D, different input scales",
+    inputs=(Arg("first input"), Arg("second input")), outputs=(Arg("output"),), lower=lower_more,
+    kernels=(SUB,), options=(FUSED_ACTIVATION,), constraints=(at_most_4d, broadcasts_to_output)))
+
+register(OpEntry(
+    types=("SQUARED_DIFFERENCE",), summary="broadcasting up to 4-D, different input scales",
+    inputs=(Arg("first input"), Arg("second input")), outputs=(Arg("output"),), lower=lower_more,
+    kernels=(SQUARED_DIFFERENCE,), constraints=(at_most_4d, broadcasts_to_output)))
+
+register(OpEntry(
+    types=("MAXIMUM", "MINIMUM"),
+    summary="broadcasting up to 4-D; compares the stored values (as TFLM), so the inputs and output "
+            "should share one quantization",
+    inputs=(Arg("first input"), Arg("second input")), outputs=(Arg("output"),), lower=lower_more,
+    kernels=(MAXIMUM, MINIMUM), constraints=(at_most_4d, broadcasts_to_output)))
+
+register(OpEntry(
+    types=("PRELU",), summary="alpha broadcast against the input (up to 4-D)",
+    inputs=(Arg("input"), Arg("alpha")), outputs=(Arg("output"),), lower=lower_more,
+    kernels=(PRELU,), constraints=(at_most_4d, broadcasts_to_output)))
+# ------------------------------------------------------------------ end of SUB ... PRELU ----------
