@@ -18,6 +18,7 @@ from zoflash.compiler.ops import KERNELS
 from zoflash.compiler.pipeline import CompiledModel
 
 _C_TYPES = {"int8": "int8_t", "int32": "int32_t", "float32": "float", "int16": "int16_t", "uint8": "uint8_t"}
+_IO_TYPES = {"int8": "ZO_INT8", "float32": "ZO_FLOAT32", "int32": "ZO_INT32"}  # zo_dtype_t of zo_runtime.h
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
@@ -184,7 +185,7 @@ def _io(model: CompiledModel, names: _Names, indices) -> list[dict]:
         q = model.io_quantization(i)
         scale, zp = (q.scale, q.zero_point) if q is not None and not q.per_channel else (0.0, 0)
         out.append(dict(name=c_string(t.name), comment=c_comment(t.name),
-                        dtype="ZO_FLOAT32" if t.dtype == "float32" else "ZO_INT8",
+                        dtype=_IO_TYPES[t.dtype],
                         ctype=_ctype(t.dtype), rank=len(t.shape), shape=", ".join(str(d) for d in t.shape) or "0",
                         bytes=t.nbytes, scale=c_float(scale), zero_point=zp,
                         offset=model.arena_offset[model.root[i]]))

@@ -19,9 +19,10 @@ def graph_problems(graph: Graph) -> list[str]:
     for role, tensors in (("input", graph.inputs), ("output", graph.outputs)):
         for i in tensors:
             t = graph.tensors[i]
-            float_out = role == "output" and t.dtype == "float32" and producer.get(i) is not None \
-                and producer[i].type == "DEQUANTIZE"
-            if t.dtype != "int8" and not float_out:
+            made_by = producer[i].type if role == "output" and i in producer else None
+            # A float output of DEQUANTIZE, or ARG_MAX's indices (whose type ARG_MAX's own constraints check)
+            typed_by_op = (t.dtype == "float32" and made_by == "DEQUANTIZE") or made_by == "ARG_MAX"
+            if t.dtype != "int8" and not typed_by_op:
                 hint = (" (int16 activations, 16x8 quantization, are not supported: convert with int8 activations)"
                         if t.dtype == "int16" else
                         " (a float model, or float I/O: convert with full-integer quantization and "
