@@ -210,15 +210,33 @@ def _inputs(model_file: str, n: int = 120) -> np.ndarray:
     return x
 
 
+@pytest.fixture(scope="module")
+def host_bundles(tmp_path_factory):
+    """Every positive fixture generated for the host under its own prefix, and all of them compiled
+    with the kernels once into one shared library that each bundle's HostModel loads (one compile
+    instead of one make per model)."""
+    root = tmp_path_factory.mktemp("ops")
+    bundles = {f: api.generate(OPS_FIXTURES / f, "host", root / Path(f).stem, prefix=Path(f).stem) for f in POSITIVE}
+    models = [b.path / name for b in bundles.values() for name in (f"{b.prefix}.c", f"{b.prefix}_weights.c")]
+    lib = root / "libops.so"
+    cmd = [cbuild.host_cc(), *cbuild.HOST_FLAGS, "-fPIC", "-shared", "-I", str(cbuild.INFERENCE),
+           *map(str, models + cbuild.KERNEL_SOURCES), "-o", str(lib)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for b in bundles.values():
+        (b.path / "build").mkdir(exist_ok=True)
+        (b.path / "build" / f"lib{b.prefix}.so").symlink_to(lib)
+    return bundles
+
+
 @pytest.mark.cc
 @pytest.mark.tflm
 @pytest.mark.parametrize("model_file", POSITIVE)
-def test_fixture_bit_exact_against_tflm(model_file, tmp_path):
+def test_fixture_bit_exact_against_tflm(model_file, host_bundles):
     from zoflash.reference.tflm import TflmInterpreter
 
     x = _inputs(model_file)
-    bundle = api.build(OPS_FIXTURES / model_file, "host", tmp_path / "b").bundle
-    ours = HostModel(bundle).run(x)
+    ours = HostModel(host_bundles[model_file]).run(x)
     golden = TflmInterpreter((OPS_FIXTURES / model_file).read_bytes()).run_batch(x).reshape(ours.shape)
     assert ours.dtype == golden.dtype
     assert_same(ours, golden, f"{model_file}: C vs TFLM")
