@@ -10,6 +10,7 @@ import hashlib
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cbuild  # noqa: E402
 from zoflash import api  # noqa: E402
 from zoflash.compiler import kernels as kb  # noqa: E402
+from zoflash.compiler.ir import Quantization  # noqa: E402
 from zoflash.compiler.ops import KERNELS  # noqa: E402
 from zoflash.compiler.pipeline import compile_graph  # noqa: E402
 from zoflash.errors import UnsupportedModelError  # noqa: E402
@@ -262,6 +264,71 @@ def test_generated_api_declares_int32_output(tmp_path):
     bundle = api.generate(OPS_FIXTURES / "arg_max_i32.tflite", "host", tmp_path / "b")
     assert bundle.manifest["outputs"][0]["dtype"] == "int32"
     assert "ZO_INT32" in (bundle.path / f"{bundle.prefix}.c").read_text()
+
+
+# ----------------------------------------------------------------------- what legality refuses
+
+def _graph_and_op(model_file: str, op_type: str):
+    graph = api.load_model(OPS_FIXTURES / model_file).graph
+    return graph, next(op for op in graph.ops if op.type == op_type)
+
+
+def _problems(graph) -> str:
+    with pytest.raises(UnsupportedModelError) as err:
+        compile_graph(graph)
+    return "\n".join(err.value.problems)
+
+
+def _set_data(graph, index: int, values) -> None:
+    data = np.array(values, dtype=np.int32)
+    graph.tensors[index] = replace(graph.tensors[index], shape=data.shape, data=data)
+
+
+def _requantize(graph, index: int, scale: float):
+    graph.tensors[index] = replace(graph.tensors[index], quant=Quantization((scale,), (0,)))
+
+
+@pytest.mark.parametrize("model_file, op_type", [("reduce_max_c.tflite", "REDUCE_MAX"),
+                                                 ("bilinear_down.tflite", "RESIZE_BILINEAR"),
+                                                 ("nearest_align.tflite", "RESIZE_NEAREST_NEIGHBOR")])
+def test_output_must_keep_the_input_quantization(model_file, op_type):
+    graph, op = _graph_and_op(model_file, op_type)
+    _requantize(graph, op.outputs[0], 0.5)
+    assert "input and output must share scale and zero point" in _problems(graph)
+
+
+@pytest.mark.parametrize("axes, words", [([1, 1], "the axes must be distinct"), ([3, 4], "each in [-rank, rank)"),
+                                         ([1], "the output must be the input without the reduced dimensions")])
+def test_reduce_max_axes(axes, words):
+    graph, op = _graph_and_op("reduce_max_split.tflite", "REDUCE_MAX")
+    _set_data(graph, op.inputs[1], axes)
+    assert words in _problems(graph)
+
+
+def test_arg_max_axis_must_be_one_value_giving_the_output():
+    graph, op = _graph_and_op("arg_max_i32.tflite", "ARG_MAX")
+    _set_data(graph, op.inputs[1], [1, 2])
+    assert "the axis must be one value" in _problems(graph)
+    _set_data(graph, op.inputs[1], [1])
+    assert "the output must be the input without the axis" in _problems(graph)
+
+
+def test_resize_size_and_flags():
+    graph, op = _graph_and_op("bilinear_align.tflite", "RESIZE_BILINEAR")
+    op.options["half_pixel_centers"] = True
+    assert "cannot both be true" in _problems(graph)
+    op.options["half_pixel_centers"] = False
+    _set_data(graph, op.inputs[1], [11, 8])
+    assert "the size must be 2 positive values [height, width], the output's" in _problems(graph)
+
+
+def test_transpose_conv_shapes():
+    graph, op = _graph_and_op("tconv_same_s2.tflite", "TRANSPOSE_CONV")
+    op.options["stride_h"] = 3  # a 8-row output at stride 3 comes from 3 rows, the input has 4
+    assert "the input height and width must be what a convolution of the output" in _problems(graph)
+    op.options["stride_h"] = 2
+    _set_data(graph, op.inputs[0], [1, 8, 10, 5])
+    assert "the output shape input must hold the output's shape" in _problems(graph)
 
 
 @pytest.mark.cross
