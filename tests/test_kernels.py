@@ -639,3 +639,23 @@ from test_kernels_activation import SAMPLES as _ACTIVATION_SAMPLES  # noqa: E402
 
 SAMPLE_ARGS.update(_ACTIVATION_SAMPLES)
 # ---------------------------------------------------- end of element-wise and activation ops ----------
+
+# ==== reductions, resizing, transposed convolution (the kernels: tests/test_kernels_resize.py) ====
+
+_RESIZE_FAMILY = {
+    "reduce_max": dict(input_shape=(1, 4, 5, 3), axes=(1, -2)),
+    "arg_max": dict(input_shape=(1, 4, 10), axis=-1),
+    "resize_bilinear": dict(input_hwc=(3, 4, 2), output_hwc=(6, 8, 2), align_corners=False, half_pixel_centers=True),
+    "resize_nearest": dict(input_hwc=(3, 4, 2), output_hwc=(6, 8, 2), align_corners=True, half_pixel_centers=False),
+    "transpose_conv": dict(input_hwc=(3, 3, 4), output_hwc=(6, 6, 2), filter_ohwi=(2, 3, 3, 4), stride_hw=(2, 2),
+                           padding="SAME", input_scale=0.05, input_zp=-3, filter_scales=[0.01, 0.02],
+                           output_scale=0.1, output_zp=2, activation="NONE"),
+}
+SAMPLE_ARGS.update(_RESIZE_FAMILY)
+
+
+@pytest.mark.parametrize("name", sorted(_RESIZE_FAMILY))
+def test_resize_family_builders_fill_their_structs(name):
+    test_builder_keys_are_exactly_the_struct_fields(name)
+    test_builders_are_keyword_only(name)
+# ==== end of reductions, resizing, transposed convolution ========================================

@@ -763,3 +763,127 @@ def rsqrt_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dic
     return dict(size=_int("size", size, 1), input_zp=_zp("input_zp", input_zp), output_zp=_zp("output_zp", output_zp),
                 multiplier=m, shift=s)
 # ---------------------------------------------------- end of element-wise and activation ops ----------
+
+# ==== reductions, resizing, transposed convolution (zo_kernels_resize.c) ====================
+
+_MAX_RANK = 6  # the C odometer of REDUCE_MAX (TFLM's RuntimeShape holds 6 dimensions too)
+
+
+def reduce_max_params(*, input_shape, axes) -> dict:
+    """REDUCE_MAX int8.  TFLM requires input and output to share scale and zero point (the caller
+    checks), so the maximum needs no requantization.  Neighbouring dimensions that are both
+    reduced or both kept merge; each input dimension gets its output stride (0 when reduced)."""
+    shape = _dims("input_shape", input_shape)
+    if not 1 <= len(shape) <= _MAX_RANK:
+        raise ValueError(f"reduce_max: rank {len(shape)} (1 to {_MAX_RANK} supported)")
+    reduced = set()
+    for a in axes:
+        a = _int("axis", a, -len(shape), len(shape) - 1)
+        reduced.add(a % len(shape))
+    if not reduced:
+        raise ValueError("reduce_max: no axes")
+    merged: list[list] = []  # [size, is reduced]
+    for k, d in enumerate(shape):
+        if merged and merged[-1][1] == (k in reduced):
+            merged[-1][0] *= d
+        else:
+            merged.append([d, k in reduced])
+    strides, step = [0] * len(merged), 1
+    for k in range(len(merged) - 1, -1, -1):
+        if not merged[k][1]:
+            strides[k], step = step, step * merged[k][0]
+    return dict(rank=len(merged), output_size=step, dims=np.array([m[0] for m in merged], dtype=np.int32),
+                out_stride=np.array(strides, dtype=np.int32))
+
+
+def arg_max_params(*, input_shape, axis) -> dict:
+    """ARG_MAX int8: the input as [outer][axis][inner]."""
+    shape = _dims("input_shape", input_shape)
+    a = _int("axis", axis, -len(shape), len(shape) - 1) % len(shape)
+    return dict(outer=int(np.prod(shape[:a], dtype=np.int64)), axis=shape[a],
+                inner=int(np.prod(shape[a + 1:], dtype=np.int64)))
+
+
+def _resize_geometry(what, input_hwc, output_hwc, align_corners, half_pixel_centers):
+    h, w, c = _dims("input_hwc", input_hwc, 3)
+    oh, ow, oc = _dims("output_hwc", output_hwc, 3)
+    if oc != c:
+        raise ValueError(f"{what}: output has {oc} channels, input has {c}")
+    if align_corners and half_pixel_centers:
+        raise ValueError(f"{what}: align_corners and half_pixel_centers cannot both be set (TFLM)")
+    return h, w, c, oh, ow
+
+
+def _scale_10(in_size: int, out_size: int, align_corners: bool) -> int:
+    """TFLM's 1/1024-unit scale, rounded to nearest."""
+    if align_corners and out_size > 1:
+        return ((1 << 10) * (in_size - 1) + (out_size - 1) // 2) // (out_size - 1)
+    return ((1 << 10) * in_size + out_size // 2) // out_size
+
+
+def resize_bilinear_params(*, input_hwc, output_hwc, align_corners, half_pixel_centers) -> dict:
+    """RESIZE_BILINEAR int8, TFLM's integer path (ResizeBilinearInteger).  Input and output share
+    the quantization: TFLM interpolates the int8 values without requantizing."""
+    h, w, c, oh, ow = _resize_geometry("resize_bilinear", input_hwc, output_hwc, align_corners, half_pixel_centers)
+    sh, sw = _scale_10(h, oh, align_corners), _scale_10(w, ow, align_corners)
+    for size, out, s in ((h, oh, sh), (w, ow, sw)):
+        # The last row's (column's) position, and the lower neighbour TFLM reads there.
+        last = (out - 1) * s + (s // 2 - (1 << 9) if half_pixel_centers else 0)
+        if last >= (1 << 30) or last // (1 << 10) > size - 1:
+            raise ValueError(f"resize_bilinear: resizing {size} to {out} makes TFLM read outside the input "
+                             "(its 1/1024 scale rounds up too far)")
+    return dict(input_h=h, input_w=w, channels=c, output_h=oh, output_w=ow, height_scale_10=sh,
+                width_scale_10=sw, half_pixel_centers=int(bool(half_pixel_centers)))
+
+
+def _nearest_index(in_size: int, out_size: int, align_corners: bool, half_pixel_centers: bool) -> np.ndarray:
+    """TFLM GetNearestNeighbor for every output position, in float32 as TFLM computes it."""
+    f = np.float32
+    if align_corners and out_size > 1:
+        scale = f(in_size - 1) / f(out_size - 1)
+    else:
+        scale = f(in_size) / f(out_size)
+    pos = (np.arange(out_size, dtype=np.float32) + f(0.5 if half_pixel_centers else 0.0)) * scale
+    if align_corners:  # TfLiteRound: halves away from zero (positions are >= 0)
+        index = np.floor(pos + f(0.5))
+    else:
+        index = np.floor(pos)
+    index = np.minimum(index.astype(np.int64), in_size - 1)
+    if half_pixel_centers:
+        index = np.maximum(index, 0)
+    return index.astype(np.int32)
+
+
+def resize_nearest_params(*, input_hwc, output_hwc, align_corners, half_pixel_centers) -> dict:
+    """RESIZE_NEAREST_NEIGHBOR int8: the source row and column tables (TFLM copies int8 values, so
+    input and output share the quantization)."""
+    h, w, c, oh, ow = _resize_geometry("resize_nearest", input_hwc, output_hwc, align_corners, half_pixel_centers)
+    return dict(input_h=h, input_w=w, channels=c, output_h=oh, output_w=ow,
+                y_index=_nearest_index(h, oh, align_corners, half_pixel_centers),
+                x_index=_nearest_index(w, ow, align_corners, half_pixel_centers))
+
+
+def transpose_conv_params(*, input_hwc, output_hwc, filter_ohwi, stride_hw, padding, input_scale, input_zp,
+                          filter_scales, output_scale, output_zp, activation) -> dict:
+    """TRANSPOSE_CONV int8 with per-channel weights.  TFLM computes the padding as for a
+    convolution of the *output* size with the filter (dilation 1), and the multipliers as CONV_2D."""
+    h, w, c = _dims("input_hwc", input_hwc, 3)
+    oh, ow, oc = _dims("output_hwc", output_hwc, 3)
+    f_oc, kh, kw, fc = _dims("filter_ohwi", filter_ohwi, 4)
+    if f_oc != oc or fc != c:
+        raise ValueError(f"transpose_conv: filter {(f_oc, kh, kw, fc)} for {c} input and {oc} output channels")
+    if kh * kw * c > _MAX_ACCUM_DEPTH:
+        raise ValueError(f"transpose_conv: accumulation depth {kh * kw * c} exceeds {_MAX_ACCUM_DEPTH}")
+    stride, pad = _pair("stride_hw", stride_hw), _padding(padding)
+    (ih, iw), (pad_h, pad_w) = quant.compute_padding_hw(stride, (1, 1), (oh, ow), (kh, kw), pad)
+    if (ih, iw) != (h, w):
+        raise ValueError(f"transpose_conv: a {oh}x{ow} output with a {kh}x{kw} window, stride {stride} and "
+                         f"{pad} padding needs a {ih}x{iw} input, not {h}x{w}")
+    in_s, out_s = _scale("input_scale", input_scale), _scale("output_scale", output_scale)
+    in_zp, out_zp = _zp("input_zp", input_zp), _zp("output_zp", output_zp)
+    mult, shift = _per_channel_multipliers(in_s, filter_scales, out_s, oc, "transpose_conv")
+    act_min, act_max = quant.activation_range(activation, out_s, out_zp)
+    return dict(input_h=h, input_w=w, input_c=c, output_h=oh, output_w=ow, output_c=oc, filter_h=kh,
+                filter_w=kw, stride_h=stride[0], stride_w=stride[1], pad_h=pad_h, pad_w=pad_w,
+                input_zp=in_zp, output_zp=out_zp, act_min=act_min, act_max=act_max, multiplier=mult, shift=shift)
+# ==== end of reductions, resizing, transposed convolution ===================================

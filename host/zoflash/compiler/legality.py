@@ -20,14 +20,15 @@ def graph_problems(graph: Graph) -> list[str]:
         for i in tensors:
             t = graph.tensors[i]
             # uint8 and float32 I/O exist only at QUANTIZE and DEQUANTIZE, whose constraints check them;
-            # a model input of another type reaches its ops' int8 checks.
-            float_out = role == "output" and t.dtype == "float32" and producer.get(i) is not None \
-                and producer[i].type == "DEQUANTIZE"
+            # a model input of another type reaches its ops' int8 checks. ARG_MAX's int32 indices may
+            # be an output too (its own constraints check their type).
+            made_by = producer[i].type if role == "output" and i in producer else None
+            float_out = role == "output" and t.dtype == "float32" and made_by == "DEQUANTIZE"
             float_in = role == "input" and t.dtype == "float32"
             if t.dtype == "float32" and not (float_out or float_in):
                 problems.append(f"model output {t.describe()} is float32 but no DEQUANTIZE makes it (a float "
                                 "model: convert with full-integer quantization)")
-            elif t.dtype not in ("int8", "uint8", "float32"):
+            elif t.dtype not in ("int8", "uint8", "float32") and made_by != "ARG_MAX":
                 hint = (" (int16 activations, 16x8 quantization, are not supported: convert with int8 activations)"
                         if t.dtype == "int16" else "")
                 problems.append(f"model {role} {t.describe()} is {t.dtype}, not int8, uint8 or float32{hint}")

@@ -108,6 +108,18 @@ DISPATCH = {
     "quantize_f32_s8": _elementwise(ref.quantize_f32_s8),
 }
 
+# ==== reductions, resizing, transposed convolution ============================================
+# TRANSPOSE_CONV's weights and bias are parameters; the other kernels run one sample at a time.
+_PARAM_ARGS["transpose_conv"] = (1, 2)
+DISPATCH.update({
+    "reduce_max": _per_sample(ref.reduce_max_s8),
+    "arg_max": _per_sample(ref.arg_max_s8),
+    "resize_bilinear": _per_sample(ref.resize_bilinear_s8),
+    "resize_nearest": _per_sample(ref.resize_nearest_s8),
+    "transpose_conv": _per_sample(ref.transpose_conv_s8),
+})
+# ==== end of reductions, resizing, transposed convolution =====================================
+
 
 # ------------------------------------------------------------------------------- the executor
 

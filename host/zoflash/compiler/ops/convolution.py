@@ -1,9 +1,18 @@
-"""CONV_2D and DEPTHWISE_CONV_2D."""
+"""CONV_2D, DEPTHWISE_CONV_2D and TRANSPOSE_CONV."""
 from __future__ import annotations
 
-from zoflash.compiler import kernels
+import numpy as np
+
+from zoflash.compiler import kernels, quant
 from zoflash.compiler.ir import Graph, Op
-from zoflash.compiler.ops.common import WEIGHTS, image_4d, window_output_size
+from zoflash.compiler.ops.common import (
+    WEIGHTS,
+    image_4d,
+    weights_quantized,
+    weights_scales_per_output_channel,
+    weights_symmetric,
+    window_output_size,
+)
 from zoflash.compiler.ops.registry import (
     CONSTANT,
     FUSED_ACTIVATION,
@@ -92,3 +101,78 @@ register(OpEntry(
     inputs=INPUTS, outputs=(Arg("output"),), lower=lower_conv, kernels=(DEPTHWISE_CONV2D,),
     options=OPTIONS + (at_least("depth_multiplier", 1, default=1),),
     constraints=(image_4d, weights_4d, *WEIGHTS, depthwise_channels, window_output_size)))
+
+
+# ==== TRANSPOSE_CONV ==========================================================================
+# Inputs: 0 the output shape (constant int32), 1 weights [out, h, w, in], 2 input, 3 bias (optional).
+
+TRANSPOSE_CONV = Kernel("transpose_conv", "zo_transpose_conv_s8", "zo_transpose_conv_params_t",
+                        kernels.transpose_conv_params, ("int8", "int8", "int32", "int8"),
+                        lambda p: (p["input_h"] * p["input_w"] * p["input_c"],
+                                   p["output_c"] * p["filter_h"] * p["filter_w"] * p["input_c"],
+                                   4 * p["output_c"], p["output_h"] * p["output_w"] * p["output_c"]))
+
+
+def tconv_4d(graph: Graph, op: Op) -> str | None:
+    """input and output must be 4-D [1, height, width, channels] (batch 1), the weights 4-D"""
+    x, w, y = input_tensor(graph, op, 2), input_tensor(graph, op, 1), output_tensor(graph, op)
+    bad = [t.describe() for t in (x, y) if len(t.shape) != 4 or t.shape[0] != 1]
+    return "; ".join(bad + ([w.describe()] if len(w.shape) != 4 else [])) or None
+
+
+def output_shape_matches(graph: Graph, op: Op) -> str | None:
+    """the output shape input must hold the output's shape"""
+    values = [int(v) for v in np.asarray(input_tensor(graph, op, 0).data).reshape(-1)]
+    y = output_tensor(graph, op)
+    return None if values == list(y.shape) else f"output shape {values}, the output is {shape(y)}"
+
+
+def tconv_channels(graph: Graph, op: Op) -> str | None:
+    """the weights [out, h, w, in] must have the output's and the input's channels"""
+    x, w, y = input_tensor(graph, op, 2), input_tensor(graph, op, 1), output_tensor(graph, op)
+    if w.shape[0] == y.shape[3] and w.shape[3] == x.shape[3]:
+        return None
+    return f"input channels {x.shape[3]}, weights {shape(w)}, output channels {y.shape[3]}"
+
+
+def tconv_bias(graph: Graph, op: Op) -> str | None:
+    """the bias must have one value per output channel"""
+    w, b = input_tensor(graph, op, 1), input_tensor(graph, op, 3)
+    if b is None or b.num_elements == w.shape[0]:
+        return None
+    return f"bias '{b.name}' has {b.num_elements} values for {w.shape[0]} output channels"
+
+
+def tconv_input_size(graph: Graph, op: Op) -> str | None:
+    """the input height and width must be what a convolution of the output with the window, strides
+    and padding gives"""
+    x, w, y = input_tensor(graph, op, 2), input_tensor(graph, op, 1), output_tensor(graph, op)
+    stride, padding = (option(op, "stride_h"), option(op, "stride_w")), option(op, "padding")
+    (h, wd), _ = quant.compute_padding_hw(stride, (1, 1), y.shape[1:3], w.shape[1:3], padding)
+    if (h, wd) == tuple(x.shape[1:3]):
+        return None
+    return (f"output {shape(y)}, window {w.shape[1]}x{w.shape[2]}, stride {stride}, {padding} padding give "
+            f"{h}x{wd}; the input is {shape(x)}")
+
+
+def lower_transpose_conv(graph: Graph, op: Op) -> Step:
+    w, x, b, y = (input_tensor(graph, op, 1), input_tensor(graph, op, 2), input_tensor(graph, op, 3),
+                  output_tensor(graph, op))
+    params = build(graph, op, TRANSPOSE_CONV, input_hwc=x.shape[1:], output_hwc=y.shape[1:], filter_ohwi=w.shape,
+                   stride_hw=(option(op, "stride_h"), option(op, "stride_w")), padding=option(op, "padding"),
+                   input_scale=x.quant.scale, input_zp=x.quant.zero_point, filter_scales=w.quant.scales,
+                   output_scale=y.quant.scale, output_zp=y.quant.zero_point,
+                   activation=option(op, "fused_activation_function"))
+    return Step(op, TRANSPOSE_CONV.name, params,
+                args=[x.index, w.index, b.index if b is not None else None, y.index],
+                inputs=(x.index,), outputs=(y.index,))
+
+
+register(OpEntry(
+    types=("TRANSPOSE_CONV",), summary="stride, SAME/VALID, per-channel weights, optional bias; fused activation",
+    inputs=(Arg("output_shape", CONSTANT, ("int32",)), Arg("weights", CONSTANT, ("int8",)), Arg("input"),
+            Arg("bias", CONSTANT, ("int32",), optional=True)),
+    outputs=(Arg("output"),), lower=lower_transpose_conv, kernels=(TRANSPOSE_CONV,),
+    options=(at_least("stride_h", 1), at_least("stride_w", 1), one_of("padding", "SAME", "VALID"), FUSED_ACTIVATION),
+    constraints=(tconv_4d, output_shape_matches, weights_quantized, weights_symmetric,
+                 weights_scales_per_output_channel, tconv_bias, tconv_input_size)))

@@ -1,4 +1,4 @@
-"""MEAN (int8)."""
+"""MEAN, REDUCE_MAX and ARG_MAX (int8 input)."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,6 +7,7 @@ from zoflash.compiler import kernels
 from zoflash.compiler.ir import Graph, Op
 from zoflash.compiler.ops.registry import (
     CONSTANT,
+    DATA,
     Arg,
     Kernel,
     OpEntry,
@@ -83,3 +84,72 @@ register(OpEntry(
     inputs=(Arg("input"), Arg("axes", CONSTANT, ("int32", "int64"))), outputs=(Arg("output"),), lower=lower_mean,
     kernels=(MEAN,), options=(any_value("keep_dims", "true, false", default=False),),
     constraints=(axes_in_range, axes_distinct, axes_contiguous, mean_output_shape)))
+
+
+# ==== REDUCE_MAX and ARG_MAX ==================================================================
+
+REDUCE_MAX = Kernel("reduce_max", "zo_reduce_max_s8", "zo_reduce_max_params_t", kernels.reduce_max_params,
+                    ("int8", "int8"), lambda p: (int(np.prod(p["dims"])), p["output_size"]))
+ARG_MAX = Kernel("arg_max", "zo_arg_max_s8", "zo_arg_max_params_t", kernels.arg_max_params, ("int8", "int32"),
+                 lambda p: (p["outer"] * p["axis"] * p["inner"], 4 * p["outer"] * p["inner"]))
+
+
+def rank_at_most_6(graph: Graph, op: Op) -> str | None:
+    """the input must have 1 to 6 dimensions"""
+    x = input_tensor(graph, op, 0)
+    return None if 1 <= len(x.shape) <= 6 else f"input {shape(x)}"
+
+
+def max_same_quantization(graph: Graph, op: Op) -> str | None:
+    """input and output must share scale and zero point (TFLM copies the int8 maximum without
+    requantizing)"""
+    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
+    if x.quant.scale == y.quant.scale and x.quant.zero_point == y.quant.zero_point:
+        return None
+    return (f"input scale {x.quant.scale:.9g}, zero point {x.quant.zero_point}; output scale {y.quant.scale:.9g}, "
+            f"zero point {y.quant.zero_point}")
+
+
+def lower_reduce_max(graph: Graph, op: Op) -> Step:
+    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
+    params = build(graph, op, REDUCE_MAX, input_shape=x.shape, axes=tuple(_reduced(graph, op)))
+    return Step(op, REDUCE_MAX.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
+
+
+register(OpEntry(
+    types=("REDUCE_MAX",), summary="any set of axes, keep_dims (global max pooling)",
+    inputs=(Arg("input"), Arg("axes", CONSTANT, ("int32",))), outputs=(Arg("output"),), lower=lower_reduce_max,
+    kernels=(REDUCE_MAX,), options=(any_value("keep_dims", "true, false", default=False),),
+    constraints=(rank_at_most_6, axes_in_range, axes_distinct, mean_output_shape, max_same_quantization)))
+
+
+def one_axis(graph: Graph, op: Op) -> str | None:
+    """the axis must be one value in [-rank, rank) of the input"""
+    x, axes = input_tensor(graph, op, 0), _axes(graph, op)
+    if len(axes) == 1 and -len(x.shape) <= axes[0] < len(x.shape):
+        return None
+    return f"axis {axes} for a {shape(x)} input"
+
+
+def arg_max_output_shape(graph: Graph, op: Op) -> str | None:
+    """the output must be the input without the axis"""
+    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
+    axis = _reduced(graph, op)[0]
+    expected = [d for k, d in enumerate(x.shape) if k != axis]
+    return None if list(y.shape) == expected else f"input {shape(x)}, axis {axis}: expected {expected}, " \
+        f"the output is {shape(y)}"
+
+
+def lower_arg_max(graph: Graph, op: Op) -> Step:
+    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
+    params = build(graph, op, ARG_MAX, input_shape=x.shape, axis=_reduced(graph, op)[0])
+    return Step(op, ARG_MAX.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
+
+
+register(OpEntry(
+    types=("ARG_MAX",), summary="one axis; int32 indices (may be a model output)",
+    inputs=(Arg("input"), Arg("axis", CONSTANT, ("int32",))),
+    outputs=(Arg("indices", DATA, ("int32",), hint="TFLM computes int32 indices only: "
+                 "use tf.math.argmax(..., output_type=tf.int32)"),),
+    lower=lower_arg_max, kernels=(ARG_MAX,),
+    constraints=(one_axis, arg_max_output_shape)))

@@ -1,0 +1,80 @@
+"""RESIZE_BILINEAR and RESIZE_NEAREST_NEIGHBOR (int8)."""
+from __future__ import annotations
+
+import numpy as np
+
+from zoflash.compiler import kernels
+from zoflash.compiler.ir import Graph, Op
+from zoflash.compiler.ops.common import image_4d
+from zoflash.compiler.ops.registry import (
+    CONSTANT,
+    Arg,
+    Kernel,
+    OpEntry,
+    build,
+    input_tensor,
+    one_of,
+    option,
+    output_tensor,
+    register,
+    shape,
+)
+from zoflash.compiler.program import Step
+
+
+def _extents(p):
+    return (p["input_h"] * p["input_w"] * p["channels"], p["output_h"] * p["output_w"] * p["channels"])
+
+
+BILINEAR = Kernel("resize_bilinear", "zo_resize_bilinear_s8", "zo_resize_bilinear_params_t",
+                  kernels.resize_bilinear_params, ("int8", "int8"), _extents)
+NEAREST = Kernel("resize_nearest", "zo_resize_nearest_s8", "zo_resize_nearest_params_t",
+                 kernels.resize_nearest_params, ("int8", "int8"), _extents)
+
+INPUTS = (Arg("input"), Arg("size", CONSTANT, ("int32",)))
+OPTIONS = (one_of("align_corners", False, True, default=False),
+           one_of("half_pixel_centers", False, True, default=False))
+
+
+def size_matches_output(graph: Graph, op: Op) -> str | None:
+    """the size must be 2 positive values [height, width], the output's, with the input's channels"""
+    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
+    size = [int(v) for v in np.asarray(input_tensor(graph, op, 1).data).reshape(-1)]
+    if len(size) == 2 and min(size) > 0 and size == list(y.shape[1:3]) and x.shape[3] == y.shape[3]:
+        return None
+    return f"size {size}, input {shape(x)}, output {shape(y)}"
+
+
+def not_both_flags(graph: Graph, op: Op) -> str | None:
+    """align_corners and half_pixel_centers cannot both be true (TFLM refuses it)"""
+    return "both are true" if option(op, "align_corners") and option(op, "half_pixel_centers") else None
+
+
+def resize_same_quantization(graph: Graph, op: Op) -> str | None:
+    """input and output must share scale and zero point (TFLM resizes the int8 values without
+    requantizing)"""
+    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
+    if x.quant.scale == y.quant.scale and x.quant.zero_point == y.quant.zero_point:
+        return None
+    return (f"input scale {x.quant.scale:.9g}, zero point {x.quant.zero_point}; output scale {y.quant.scale:.9g}, "
+            f"zero point {y.quant.zero_point}")
+
+
+def lower_resize(graph: Graph, op: Op) -> Step:
+    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
+    kernel = BILINEAR if op.type == "RESIZE_BILINEAR" else NEAREST
+    params = build(graph, op, kernel, input_hwc=x.shape[1:], output_hwc=y.shape[1:],
+                   align_corners=bool(option(op, "align_corners")),
+                   half_pixel_centers=bool(option(op, "half_pixel_centers")))
+    return Step(op, kernel.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
+
+
+register(OpEntry(
+    types=("RESIZE_BILINEAR",), summary="any size; align_corners or half_pixel_centers (TFLM's integer path)",
+    inputs=INPUTS, outputs=(Arg("output"),), lower=lower_resize, kernels=(BILINEAR,), options=OPTIONS,
+    constraints=(image_4d, size_matches_output, not_both_flags, resize_same_quantization)))
+
+register(OpEntry(
+    types=("RESIZE_NEAREST_NEIGHBOR",), summary="any size; align_corners, half_pixel_centers",
+    inputs=INPUTS, outputs=(Arg("output"),), lower=lower_resize, kernels=(NEAREST,), options=OPTIONS,
+    constraints=(image_4d, size_matches_output, not_both_flags, resize_same_quantization)))
