@@ -138,7 +138,20 @@ def test_cwd_project_file_is_used_and_an_explicit_one_wins(tmp_path):
 
 
 def test_project_file_without_train_table(tmp_path):
-    assert make_options(project(tmp_path, "[board]\nid = 'host'\n", "p.toml")) == TrainOptions()
+    assert make_options(project(tmp_path, "# nothing to set yet\n", "p.toml")) == TrainOptions()
+
+
+@pytest.mark.parametrize("text", ["[trian]\nsteps = 5\n", "[board]\nid = 'host'\n"])
+def test_a_table_zoflash_does_not_read_is_an_error_not_ignored(tmp_path, text):
+    with pytest.raises(OptionsError, match=r"unknown table\(s\) \[\w+\]; zoflash.toml holds \[train\]"):
+        make_options(project(tmp_path, text, "p.toml"))
+
+
+def test_a_project_file_that_is_not_utf8_is_an_error(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_bytes(b"[train]\nsteps = 5\n\xff = 1\n")
+    with pytest.raises(OptionsError, match="not UTF-8"):
+        make_options(path)
 
 
 # ------------------------------------------------------------------------------------ the lr

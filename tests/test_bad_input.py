@@ -1,0 +1,63 @@
+"""Bad input from the command line is a one-line error with exit 2, never a traceback: outputs that
+cannot be written (checked before any work), unknown port URLs, broken logs, options outside the
+ranges of the C fields they become."""
+from __future__ import annotations
+
+import pytest
+from conftest import FIXTURES
+from zoflash.cli import main
+
+MODEL = str(FIXTURES / "digits_cnn.tflite")
+DATA = str(FIXTURES / "digits_shift.npz")
+
+
+def _fails(capsys, argv, *expected):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    for text in expected:
+        assert text in err, err
+    return err
+
+
+@pytest.mark.parametrize("argv", [
+    ["build", "--model", MODEL, "--no-compile", "--out", "{bad}/bundle"],
+    ["simulate", "--model", MODEL, "--data", DATA, "--steps", "2", "--log", "{bad}/run.jsonl"],
+    ["infer", "--model", MODEL, "--inputs", str(FIXTURES.parent.parent / "examples" / "digits_test_x.npy"),
+     "--out", "{bad}/y.npy"],
+    ["monitor", "--port", "loop://", "--log", "{bad}/run.jsonl"],
+    ["monitor", "--port", "loop://", "--csv", "{bad}/run.csv"],
+    ["run", "--board", "mps3-an547", "--model", MODEL, "--data", DATA, "--log", "{bad}/run.jsonl"],
+])
+def test_an_output_that_cannot_be_written_fails_before_any_work(capsys, tmp_path, argv):
+    """A path below a regular file cannot be created by anyone, root included."""
+    (tmp_path / "file").write_text("x")
+    _fails(capsys, [a.format(bad=tmp_path / "file") for a in argv], "cannot write there")
+
+
+def test_an_unknown_port_scheme_is_refused_at_once(capsys):
+    _fails(capsys, ["monitor", "--port", "bogus://x"], "'bogus://x'", "protocol 'bogus' not known")
+
+
+def test_compare_names_the_broken_line(capsys, tmp_path):
+    log = tmp_path / "broken.jsonl"
+    log.write_text('{"type": "step", "step": 0}\nnot json\n')
+    _fails(capsys, ["compare", str(log), str(log)], "line 2 is not JSON")
+    log.write_text('[1, 2]\n')
+    _fails(capsys, ["compare", str(log), str(log)], "line 1 is not a training record")
+
+
+def test_validate_needs_at_least_one_random_input(capsys):
+    assert main(["validate", "--model", MODEL, "--random", "-3"]) == 2
+    assert "give at least 1 input" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value, expected", [
+    ("--steps", "99999999999", "--steps must be in 1..4294967295"),
+    ("--eval-every", "4294967296", "--eval-every must be in 1..4294967295"),
+    ("--lr", "1e39", "does not fit a float32"),
+    ("--bias-bound", "2000000000", "past int32; use at most"),
+])
+def test_options_are_range_checked_against_their_c_fields(capsys, tmp_path, flag, value, expected):
+    _fails(capsys, ["build", "--model", MODEL, "--data", DATA, flag, value, "--no-compile", "--out",
+                    str(tmp_path / "b")], expected)
