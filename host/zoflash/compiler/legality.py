@@ -5,11 +5,13 @@ from __future__ import annotations
 from zoflash.compiler.ir import Graph, Op
 from zoflash.compiler.ops import OPS, SUPPORTED_OPS
 from zoflash.compiler.ops.common import GENERIC, STRUCTURE
+from zoflash.compiler.ops.sequence import STATE_INPUTS
 from zoflash.compiler.ops.registry import Constraint, message
 
 
 def graph_problems(graph: Graph) -> list[str]:
-    """Whole-model checks: subgraphs, I/O types, dynamic shapes, batch, sparse/variable tensors."""
+    """Whole-model checks: subgraphs, I/O types, dynamic shapes, batch, sparse tensors, state as I/O.
+    Which ops may read a variable tensor (state) is each op's own check (`variables_are_state`)."""
     problems = []
     if graph.num_subgraphs > 1:
         problems.append(f"the model has {graph.num_subgraphs} subgraphs (control flow); only one is supported")
@@ -46,8 +48,17 @@ def graph_problems(graph: Graph) -> list[str]:
                             "(tf.keras.Input(shape, batch_size=1))")
         if t.sparse:
             problems.append(f"tensor {t.describe()} is sparse; sparse weights are not supported")
-        if t.is_variable:
-            problems.append(f"tensor {t.describe()} is a variable (stateful model); not supported")
+        if t.is_variable and (t.index in graph.inputs or t.index in graph.outputs):
+            problems.append(f"tensor {t.describe()} is a variable (state) and a model input or output; "
+                            "state must stay inside the model")
+    for op in graph.ops:
+        for pos, i in enumerate(op.inputs + op.outputs):
+            if 0 <= i < len(graph.tensors) and graph.tensors[i].is_variable \
+                    and pos not in STATE_INPUTS.get(op.type, ()):
+                where = "an output" if pos >= len(op.inputs) else f"input {pos}"
+                problems.append(f"{op.where(graph)}: tensor {graph.tensors[i].describe()} is a variable (state) "
+                                f"as {where}; only {', '.join(sorted(STATE_INPUTS))} state inputs are supported "
+                                "(resource variables, VAR_HANDLE/READ_VARIABLE/ASSIGN_VARIABLE, are not)")
     return problems
 
 

@@ -31,6 +31,7 @@ class HostModel:
         self._output.restype = ctypes.c_void_p
         self._input.argtypes = [ctypes.c_int32]
         self._output.argtypes = [ctypes.c_int32]
+        self._reset = getattr(self.lib, f"{p}_reset")
         self._init()
         self.inputs = bundle.manifest["inputs"]
         self.outputs = bundle.manifest["outputs"]
@@ -49,6 +50,11 @@ class HostModel:
             self._invoke()
             ctypes.memmove(y[i].ctypes.data, out_ptr, n_out)
         return y
+
+    def reset(self) -> None:
+        """Re-initialise the model's state (variable tensors), as TFLM's interpreter reset does;
+        `run` keeps it from one sample to the next, so a stateful model sees a sequence."""
+        self._reset()
 
     def invoke(self) -> None:
         """Run once on the data already at input 0 (for benchmarks)."""
