@@ -88,6 +88,21 @@ def test_svdf_sequences(K, dtype):
             assert_same(state_c, state_ref, what + " state")
 
 
+@pytest.mark.cc
+def test_requantize_s16_s8(K):
+    rng = np.random.default_rng(23)
+    kernel = KERNELS["requantize_s16_s8"]
+    for _ in range(40):
+        p = kb.requantize_s16_params(size=64, input_scale=f32(rng.uniform(1e-5, 1e-3)),
+                                     input_zp=int(rng.integers(-300, 300)), output_scale=f32(rng.uniform(0.001, 0.1)),
+                                     output_zp=int(rng.integers(-128, 128)))
+        x = rng.integers(-32768, 32768, 64).astype(np.int16)
+        x[:2] = -32768, 32767
+        out = np.zeros(64, np.int8)
+        K.call(kernel.function, kernel.struct, p, x, out)
+        assert_same(out, ref.requantize_s16_s8(p, x), "requantize_s16_s8")
+
+
 def test_svdf_reference_by_definition():
     """Unit scales, one filter, memory 2: the state shifts left and the newest activation is the
     feature dot product; the output is the time weights against the memory."""
@@ -115,12 +130,13 @@ def test_svdf_builder_refuses_what_tflm_does_not_run():
 def test_fixture_index_matches_the_files():
     for f in INDEX:
         assert hashlib.sha256((OPS_FIXTURES / f["file"]).read_bytes()).hexdigest() == f["sha256"], f["file"]
-    assert {"SVDF"} <= {op for f in INDEX if f["kind"] == "positive" for op in f["ops"]}
+    assert {"SVDF", "QUANTIZE"} <= {op for f in INDEX if f["kind"] == "positive" for op in f["ops"]}
 
 
 def _inputs(model_file: str, n: int = 120) -> np.ndarray:
     x = api.random_inputs(api.load_model(OPS_FIXTURES / model_file), n, seed=3)
-    x[0], x[1], x[2] = -128, 127, 0
+    x[0], x[1], x[2] = np.iinfo(x.dtype).min, np.iinfo(x.dtype).max, 0
+    x[3] = np.arange(x[3].size).reshape(x[3].shape) % 256 - 128  # every int8 value
     return x
 
 
@@ -157,6 +173,8 @@ def test_fixture_sequence_bit_exact_against_tflm(model_file, host_bundles):
     assert_same(ours, golden, f"{model_file}: C vs TFLM")
     model = compile_graph(api.load_model(OPS_FIXTURES / model_file).graph)
     assert_same(ReferenceForward(model).forward(x), golden, f"{model_file}: reference vs TFLM")
+    if not model.stateful:
+        return
     # The state matters: each input alone, from a reset state, gives other outputs.
     alone = np.stack([(m.reset(), m.run(x[i:i + 1]))[1][0] for i in range(20, 40)])
     assert np.mean(alone != ours[20:40]) > 0.5
@@ -200,6 +218,16 @@ def test_generated_api_has_state_and_reset(tmp_path):
     assert "state: 1024 bytes" in text and "state 1024 B" in text
     int16 = compile_graph(api.load_model(OPS_FIXTURES / "svdf_s16_rank2.tflite").graph)
     assert int16.state_size == 2048 and not int16.state_init().any()  # zeros for int16
+
+
+def test_int16_input_only_through_quantize(tmp_path):
+    bundle = api.generate(OPS_FIXTURES / "quantize_s16.tflite", "host", tmp_path / "b")
+    assert bundle.manifest["inputs"][0]["dtype"] == "int16"
+    assert "ZO_INT16" in (bundle.path / f"{bundle.prefix}.c").read_text()
+    graph = api.load_model(OPS_FIXTURES / "svdf_s8.tflite").graph
+    x = graph.tensors[graph.inputs[0]]
+    graph.tensors[x.index] = replace(x, dtype="int16")
+    assert "is int16, not int8, uint8 or float32" in _problems(graph)
 
 
 def test_stateless_models_have_an_empty_reset(tmp_path):

@@ -148,7 +148,7 @@ def input_quantization(graph: Graph):
 
 
 def random_inputs(model: LoadedModel, n: int, seed: int = 0) -> np.ndarray:
-    """n random samples of the model's input type: int8 or uint8 uniform over the whole range, float32
+    """n random samples of the model's input type: int8, uint8 or int16 uniform over the whole range, float32
     uniform over the range the model's QUANTIZE represents widened by a quarter each side (values it
     saturates), every tenth value at (or next to) a rounding tie x / scale = k + 0.5."""
     t = model.graph.tensors[model.graph.inputs[0]]
@@ -156,6 +156,8 @@ def random_inputs(model: LoadedModel, n: int, seed: int = 0) -> np.ndarray:
     size = (n,) + t.shape
     if t.dtype == "uint8":
         return rng.integers(0, 256, size=size, dtype=np.uint8)
+    if t.dtype == "int16":
+        return rng.integers(-32768, 32768, size=size, dtype=np.int16)
     if t.dtype != "float32":
         return rng.integers(-128, 128, size=size, dtype=np.int8)
     q = input_quantization(model.graph)

@@ -361,6 +361,8 @@ void zo_svdf_s8(const zo_svdf_params_t *p, const int8_t *input, const int8_t *we
                 const int8_t *weights_time, const int32_t *bias, int8_t *state, int8_t *output);
 void zo_svdf_s8_s16(const zo_svdf_params_t *p, const int8_t *input, const int8_t *weights_feature,
                     const int16_t *weights_time, const int32_t *bias, int16_t *state, int8_t *output);
+/* QUANTIZE int16 -> int8 (an int16 model input, keyword models). */
+void zo_requantize_s16_s8(const zo_requantize_params_t *p, const int16_t *input, int8_t *output);
 /* ==== end of sequence ops =================================================================== */
 
 #ifdef __cplusplus

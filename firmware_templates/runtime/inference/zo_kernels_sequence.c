@@ -1,5 +1,6 @@
 /* zo_kernels_sequence.c - stateful sequence ops: SVDF (int8 input, int8 or int16 activation
- * state), bit-exact with TFLite Micro's integer reference (svdf_common.cc).
+ * state), bit-exact with TFLite Micro's integer reference (svdf_common.cc), and the QUANTIZE
+ * int16 -> int8 that feeds keyword models' int16 input to them.
  *
  * The state is a variable tensor in the model's state array: [batches][filters][memory], the
  * newest activation last in each filter's row. It is updated in place on every call.
@@ -60,4 +61,14 @@ void zo_svdf_s8_s16(const zo_svdf_params_t *p, const int8_t *input, const int8_t
                     const int16_t *weights_time, const int32_t *bias, int16_t *state, int8_t *output)
 {
     ZO_SVDF_BODY(int16_t, -32768, 32767)
+}
+
+/* QUANTIZE int16 -> int8, TFLM's Requantize: clamp(MultiplyByQuantizedMultiplier(in - input_zp)
+ * + output_zp). */
+void zo_requantize_s16_s8(const zo_requantize_params_t *p, const int16_t *input, int8_t *output)
+{
+    for (int32_t i = 0; i < p->size; ++i) {
+        const int32_t v = zo_mbqm((int32_t)input[i] - p->input_zp, p->multiplier, p->shift) + p->output_zp;
+        output[i] = (int8_t)zo_clamp32(v, -128, 127);
+    }
 }

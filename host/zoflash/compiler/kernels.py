@@ -915,4 +915,14 @@ def svdf_params(*, batches, input_size, num_filters, rank, memory_size, input_sc
                 rank=rank, memory_size=memory_size, input_zp=_zp("input_zp", input_zp), state_zp=st_zp,
                 output_zp=_zp("output_zp", output_zp), multiplier_1=m1, shift_1=_check_shift("svdf feature", s1),
                 multiplier_2=m2, shift_2=_check_shift("svdf time", s2))
+
+
+def requantize_s16_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dict:
+    """QUANTIZE int16 -> int8 (the int16 input of keyword models): TFLM's Requantize with multiplier
+    input_scale / output_scale (double)."""
+    size = _int("size", size, 1)
+    in_s, out_s = _scale("input_scale", input_scale), _scale("output_scale", output_scale)
+    m, s = quant.quantize_multiplier(in_s / out_s)
+    return dict(size=size, input_zp=_int("input_zp", input_zp, -32768, 32767), output_zp=_zp("output_zp", output_zp),
+                multiplier=m, shift=_check_shift("requantize", s))
 # ==== end of sequence ops ====================================================================

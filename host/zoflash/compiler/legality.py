@@ -5,8 +5,8 @@ from __future__ import annotations
 from zoflash.compiler.ir import Graph, Op
 from zoflash.compiler.ops import OPS, SUPPORTED_OPS
 from zoflash.compiler.ops.common import GENERIC, STRUCTURE
-from zoflash.compiler.ops.sequence import STATE_INPUTS
 from zoflash.compiler.ops.registry import Constraint, message
+from zoflash.compiler.ops.sequence import STATE_INPUTS
 
 
 def graph_problems(graph: Graph) -> list[str]:
@@ -27,10 +27,13 @@ def graph_problems(graph: Graph) -> list[str]:
             made_by = producer[i].type if role == "output" and i in producer else None
             float_out = role == "output" and t.dtype == "float32" and made_by == "DEQUANTIZE"
             float_in = role == "input" and t.dtype == "float32"
+            # An int16 input read only by QUANTIZE (int16 -> int8, keyword models) is converted at once.
+            int16_in = role == "input" and t.dtype == "int16" and bool(graph.consumers().get(i)) and all(
+                op.type == "QUANTIZE" for op in graph.consumers()[i])
             if t.dtype == "float32" and not (float_out or float_in):
                 problems.append(f"model output {t.describe()} is float32 but no DEQUANTIZE makes it (a float "
                                 "model: convert with full-integer quantization)")
-            elif t.dtype not in ("int8", "uint8", "float32") and made_by != "ARG_MAX":
+            elif t.dtype not in ("int8", "uint8", "float32") and made_by != "ARG_MAX" and not int16_in:
                 hint = (" (int16 activations, 16x8 quantization, are not supported: convert with int8 activations)"
                         if t.dtype == "int16" else "")
                 problems.append(f"model {role} {t.describe()} is {t.dtype}, not int8, uint8 or float32{hint}")

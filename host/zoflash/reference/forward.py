@@ -306,5 +306,5 @@ def _svdf(p, n, x, wf, wt, b, state):
 
 
 _PARAM_ARGS.update({"svdf_s8": (1, 2, 3), "svdf_s8_s16": (1, 2, 3)})
-DISPATCH.update({"svdf_s8": _svdf, "svdf_s8_s16": _svdf})
+DISPATCH.update({"svdf_s8": _svdf, "svdf_s8_s16": _svdf, "requantize_s16_s8": _elementwise(ref.requantize_s16_s8)})
 # ==== end of sequence ops ====================================================================

@@ -617,4 +617,9 @@ def svdf(p, x, wf, wt, b, state) -> np.ndarray:
         acc = acc + np.asarray(b, np.int64).reshape(1, -1)
     y = mbqm(wrap_int32(acc), p["multiplier_2"], p["shift_2"]) + p["output_zp"]
     return np.clip(y, -128, 127).astype(np.int8).reshape(-1)
+
+
+def requantize_s16_s8(p, x) -> np.ndarray:
+    out = mbqm(np.asarray(x).astype(np.int64) - p["input_zp"], p["multiplier"], p["shift"]) + p["output_zp"]
+    return np.clip(out, -128, 127).astype(np.int8)
 # ==== end of sequence ops ====================================================================

@@ -10,7 +10,7 @@ from zoflash.compiler.bundle import Bundle
 from zoflash.compiler.quant import as_samples
 from zoflash.errors import ZoflashError
 
-_NP_TYPES = {"int8": np.int8, "uint8": np.uint8, "float32": np.float32, "int32": np.int32}
+_NP_TYPES = {"int8": np.int8, "uint8": np.uint8, "float32": np.float32, "int32": np.int32, "int16": np.int16}
 
 
 class HostModel:
