@@ -207,7 +207,7 @@ def test_generated_api_has_state_and_reset(tmp_path):
     model = compile_graph(api.load_model(OPS_FIXTURES / "svdf_s8.tflite").graph)
     s = model.graph.tensors[next(iter(model.state_offset))]
     assert model.state_size == 1024 and s.quant.zero_point == 7
-    assert (model.state_init() == 7).all()  # TFLM writes an int8 state's zero point
+    assert (ReferenceForward(model).state[s.index] == 7).all()  # TFLM writes an int8 state's zero point
     bundle = api.generate(OPS_FIXTURES / "svdf_s8.tflite", "host", tmp_path / "b")
     p = bundle.prefix
     header, source = (bundle.path / f"{p}.h").read_text(), (bundle.path / f"{p}.c").read_text()
@@ -217,7 +217,7 @@ def test_generated_api_has_state_and_reset(tmp_path):
     text = api.inspect(OPS_FIXTURES / "svdf_s8.tflite").text
     assert "state: 1024 bytes" in text and "state 1024 B" in text
     int16 = compile_graph(api.load_model(OPS_FIXTURES / "svdf_s16_rank2.tflite").graph)
-    assert int16.state_size == 2048 and not int16.state_init().any()  # zeros for int16
+    assert int16.state_size == 2048 and not any(v.any() for v in ReferenceForward(int16).state.values())  # zeros
 
 
 def test_int16_input_only_through_quantize(tmp_path):
@@ -235,6 +235,15 @@ def test_stateless_models_have_an_empty_reset(tmp_path):
     source = (bundle.path / f"{bundle.prefix}.c").read_text()
     assert f"void {bundle.prefix}_reset(void)" in source and "_state[" not in source
     assert bundle.manifest["memory"]["state_bytes"] == 0
+
+
+def test_training_a_stateful_model_is_refused(tmp_path):
+    rng = np.random.default_rng(0)
+    data = tmp_path / "d.npz"
+    np.savez(data, x_train=rng.uniform(-1, 1, (8, 1, 16)).astype(np.float32), y_train=rng.integers(0, 32, 8),
+             x_test=rng.uniform(-1, 1, (4, 1, 16)).astype(np.float32), y_test=rng.integers(0, 32, 4))
+    with pytest.raises(UnsupportedModelError, match="training a stateful model is not supported"):
+        api.generate(OPS_FIXTURES / "svdf_s8.tflite", "host", tmp_path / "b", data_path=data)
 
 
 def test_firmware_budget_counts_the_state():

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from zoflash.compiler.ir import Graph, Quantization, Tensor
 from zoflash.compiler.lowering import lower_graph
 from zoflash.compiler.passes import fold_shape_arithmetic
@@ -37,16 +35,6 @@ class CompiledModel:
     @property
     def stateful(self) -> bool:
         return bool(self.state_offset)
-
-    def state_init(self) -> np.ndarray:
-        """The state array's bytes after a reset, as TFLM's ResetVariableTensors writes them: an int8
-        tensor's zero point in every byte, zeros for the other types."""
-        out = np.zeros(self.state_size, np.int8)
-        for r, off in self.state_offset.items():
-            t = self.graph.tensors[r]
-            if t.dtype == "int8" and t.quant is not None:
-                out[off:off + t.nbytes] = t.quant.zero_point
-        return out
 
     @property
     def arena_size(self) -> int:
