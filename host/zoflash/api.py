@@ -63,6 +63,10 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
         from zoflash.training.options import make_options
         from zoflash.training.pipeline import compile_training, training_bundle
 
+        if any(t.is_variable for t in load_model(model_path).graph.tensors):
+            raise UnsupportedModelError(str(model_path), [
+                "the model keeps state across invokes (variable tensors, e.g. SVDF); training a stateful model "
+                "is not supported yet: build it without --data for inference"])
         prep = compile_training(model_path, data_path, options or make_options())
         _check_fit(board, prep.model, prep.training)
         out = Path(out_dir) if out_dir is not None else default_bundle_dir(prep.path, board.id)
@@ -144,7 +148,7 @@ def input_quantization(graph: Graph):
 
 
 def random_inputs(model: LoadedModel, n: int, seed: int = 0) -> np.ndarray:
-    """n random samples of the model's input type: int8 or uint8 uniform over the whole range, float32
+    """n random samples of the model's input type: int8, uint8 or int16 uniform over the whole range, float32
     uniform over the range the model's QUANTIZE represents widened by a quarter each side (values it
     saturates), every tenth value at (or next to) a rounding tie x / scale = k + 0.5."""
     t = model.graph.tensors[model.graph.inputs[0]]
@@ -152,6 +156,8 @@ def random_inputs(model: LoadedModel, n: int, seed: int = 0) -> np.ndarray:
     size = (n,) + t.shape
     if t.dtype == "uint8":
         return rng.integers(0, 256, size=size, dtype=np.uint8)
+    if t.dtype == "int16":
+        return rng.integers(-32768, 32768, size=size, dtype=np.int16)
     if t.dtype != "float32":
         return rng.integers(-128, 128, size=size, dtype=np.int8)
     q = input_quantization(model.graph)
@@ -162,16 +168,22 @@ def random_inputs(model: LoadedModel, n: int, seed: int = 0) -> np.ndarray:
 
 def validate(model_path: str | Path, x: np.ndarray) -> ValidationReport:
     """Run the generated C and the tflite-micro interpreter on the same inputs (of the model's input
-    type, or float in its real units, quantized once here for an integer input) and compare."""
+    type, or float in its real units, quantized once here for an integer input) and compare. The
+    samples are a sequence: a stateful model's state carries from one to the next in both."""
     from zoflash.reference.tflm import TflmInterpreter  # optional dependency, loaded only here
 
     model = load_model(model_path)
     t_in = model.graph.tensors[model.graph.inputs[0]]
     q = input_quantization(model.graph)
     x = as_samples(x, t_in.shape, q.scale if q else None, q.zero_point if q else None, dtype=t_in.dtype)
+    # Both engines start from a reset state and keep it across the samples, so a stateful model
+    # (SVDF) is checked on the whole sequence, its state's evolution included.
     with host_model(model_path) as m:
+        m.reset()
         ours = m.run(x)
-    golden = TflmInterpreter(model.raw).run_batch(x)
+    interpreter = TflmInterpreter(model.raw)
+    interpreter.reset()
+    golden = interpreter.run_batch(x)
     golden = golden.reshape(ours.shape)
     diff = np.abs(ours.astype(np.float64) - golden.astype(np.float64))
     name = model.graph.tensors[model.graph.outputs[0]].name
@@ -203,7 +215,7 @@ def inspect(model_path: str | Path) -> Inspection:
         lines.append(f"  {op.index:3d} {op.type:<18} {ins} -> {outs}" + (f"  [{opts}]" if opts else ""))
     lines += ["", "tensors:"]
     for t in g.tensors:
-        kind = f"const {t.nbytes} B" if t.is_constant else "activation"
+        kind = f"const {t.nbytes} B" if t.is_constant else f"state {t.nbytes} B" if t.is_variable else "activation"
         lines.append(f"  {t.index:3d} {kind:<14} {t.describe()}")
     lines.append("")
     dynamic = sum(t.dynamic_batch for t in g.tensors)
@@ -226,6 +238,11 @@ def inspect(model_path: str | Path) -> Inspection:
         t = g.tensors[int(b.name)]
         lines.append(f"  [{compiled.plan.offsets[b.name]:7d}, {compiled.plan.offsets[b.name] + b.size:7d})  "
                      f"steps {b.first:3d}..{b.last:3d}  '{t.name}'")
+    if compiled.stateful:
+        lines.append(f"state: {compiled.state_size} bytes beside the arena, never shared, kept across invokes "
+                     "until <prefix>_reset()")
+        for r, off in sorted(compiled.state_offset.items(), key=lambda item: item[1]):
+            lines.append(f"  [{off:7d}, {off + g.tensors[r].nbytes:7d})  '{g.tensors[r].name}'")
     lines.append(f"legality: supported ({len(compiled.program.steps)} kernel calls, "
                  f"{len(compiled.program.aliases)} reshapes without code)")
     return Inspection("\n".join(lines), supported=True)

@@ -18,8 +18,8 @@
 #define ZO_TRAIN_ATTR __attribute__((aligned(16)))
 #endif
 
-/* ZO_INT32: ARG_MAX's indices. */
-typedef enum { ZO_INT8 = 0, ZO_FLOAT32 = 1, ZO_UINT8 = 2, ZO_INT32 = 3 } zo_dtype_t;
+/* ZO_INT32: ARG_MAX's indices; ZO_INT16: an int16 input read by QUANTIZE (keyword models). */
+typedef enum { ZO_INT8 = 0, ZO_FLOAT32 = 1, ZO_UINT8 = 2, ZO_INT32 = 3, ZO_INT16 = 4 } zo_dtype_t;
 
 #define ZO_MAX_RANK 6
 

@@ -100,6 +100,7 @@ def make_manifest(model: CompiledModel, board: Board, prefix: str, source_name: 
         "memory": {
             "arena_bytes": model.arena_size,
             "io_bytes_in_arena": model.io_bytes,
+            "state_bytes": model.state_size,
             "weights_bytes": model.weights_bytes,
             "plan_strategy": model.plan.strategy,
         },

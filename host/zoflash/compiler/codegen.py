@@ -18,7 +18,8 @@ from zoflash.compiler.ops import KERNELS
 from zoflash.compiler.pipeline import CompiledModel
 
 _C_TYPES = {"int8": "int8_t", "int32": "int32_t", "float32": "float", "int16": "int16_t", "uint8": "uint8_t"}
-_IO_DTYPES = {"int8": "ZO_INT8", "float32": "ZO_FLOAT32", "uint8": "ZO_UINT8", "int32": "ZO_INT32"}  # zo_dtype_t
+_IO_DTYPES = {"int8": "ZO_INT8", "float32": "ZO_FLOAT32", "uint8": "ZO_UINT8", "int32": "ZO_INT32",
+              "int16": "ZO_INT16"}  # zo_dtype_t
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
@@ -122,6 +123,7 @@ class _Names:
             raise ValueError(f"invalid C prefix {prefix!r}")
         self.prefix = prefix
         self.arena = f"{prefix}_arena"
+        self.state = f"{prefix}_state"
 
     def constant(self, index: int) -> str:
         return f"{self.prefix}_t{index}"
@@ -137,13 +139,14 @@ def _address(model: CompiledModel, names: _Names, tensor: int | None, const: boo
     root = model.root[tensor]
     t = model.graph.tensors[root]
     ctype = _ctype(model.graph.tensors[tensor].dtype)
-    qual = "const " if const else ""
+    qual = "const " if const and not t.is_variable else ""  # a kernel updates a state in place
     if t.is_constant:
         return names.constant(root)
-    offset = model.arena_offset[root]
+    array, offset = (names.state, model.state_offset[root]) if t.is_variable else (names.arena,
+                                                                                   model.arena_offset[root])
     if ctype == "int8_t":
-        return f"&{names.arena}[{offset}]"
-    return f"({qual}{ctype} *)(void *)&{names.arena}[{offset}]"
+        return f"&{array}[{offset}]"
+    return f"({qual}{ctype} *)(void *)&{array}[{offset}]"
 
 
 def _step_call(model: CompiledModel, names: _Names, n: int, step) -> CCall:
@@ -193,6 +196,17 @@ def _io(model: CompiledModel, names: _Names, indices) -> list[dict]:
     return out
 
 
+def _state(model: CompiledModel) -> list[dict]:
+    """What the reset writes into each variable tensor: TFLM's ResetVariableTensors fills an int8
+    one with its zero point, any other type with zeros."""
+    out = []
+    for r, off in sorted(model.state_offset.items(), key=lambda item: item[1]):
+        t = model.graph.tensors[r]
+        value = t.quant.zero_point if t.dtype == "int8" and t.quant is not None else 0
+        out.append(dict(offset=off, bytes=t.nbytes, value=value, comment=c_comment(t.describe())))
+    return out
+
+
 def render_context(model: CompiledModel, prefix: str, source_name: str, source_sha256: str,
                    trainable: dict[int, np.ndarray] | None = None) -> dict:
     """`trainable`: root tensor index -> initial values of the tensors that train (in RAM)."""
@@ -223,6 +237,9 @@ def render_context(model: CompiledModel, prefix: str, source_name: str, source_s
         arena_name=names.arena,
         arena_linkage="" if trainable else "static ",
         plan_strategy=model.plan.strategy,
+        state_name=names.state,
+        state_size=model.state_size,
+        state=_state(model),
         weights_bytes=model.weights_bytes,
         constants=constants,
         calls=[_step_call(model, names, n, s) for n, s in enumerate(model.program.steps)],

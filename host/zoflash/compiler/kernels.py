@@ -887,3 +887,42 @@ def transpose_conv_params(*, input_hwc, output_hwc, filter_ohwi, stride_hw, padd
                 filter_w=kw, stride_h=stride[0], stride_w=stride[1], pad_h=pad_h, pad_w=pad_w,
                 input_zp=in_zp, output_zp=out_zp, act_min=act_min, act_max=act_max, multiplier=mult, shift=shift)
 # ==== end of reductions, resizing, transposed convolution ===================================
+
+
+# ==== sequence ops: SVDF (issue 9, stateful models) ==========================================
+
+def svdf_params(*, batches, input_size, num_filters, rank, memory_size, input_scale, input_zp,
+                feature_scale, state_scale, state_zp, time_scale, output_scale, output_zp, state_dtype) -> dict:
+    """SVDF, TFLM's integer path (PrepareSvdf): both effective scales are products and quotients
+    of the float32 scales, rounded to float32, then widened to double for QuantizeMultiplier."""
+    batches, input_size = _int("batches", batches, 1), _int("input_size", input_size, 1)
+    num_filters, rank = _int("num_filters", num_filters, 1), _int("rank", rank, 1)
+    memory_size = _int("memory_size", memory_size, 1)
+    if num_filters % rank:
+        raise ValueError(f"svdf: {num_filters} filters are not a multiple of rank {rank}")
+    if max(input_size, memory_size * rank) > _MAX_ACCUM_DEPTH:
+        raise ValueError(f"svdf: accumulation depth exceeds {_MAX_ACCUM_DEPTH}")
+    if state_dtype not in ("int8", "int16"):
+        raise ValueError(f"svdf: the state must be int8 or int16, not {state_dtype}")
+    in_s, f_s = _scale("input_scale", input_scale), _scale("feature_scale", feature_scale)
+    st_s, t_s = _scale("state_scale", state_scale), _scale("time_scale", time_scale)
+    out_s = _scale("output_scale", output_scale)
+    lo, hi = (-128, 127) if state_dtype == "int8" else (-32768, 32767)
+    st_zp = _int("state_zp", state_zp, lo, hi)
+    m1, s1 = quant.quantize_multiplier(quant.f32(quant.f32(in_s * f_s) / st_s))
+    m2, s2 = quant.quantize_multiplier(quant.f32(quant.f32(st_s * t_s) / out_s))
+    return dict(batches=batches, input_size=input_size, num_filters=num_filters, num_units=num_filters // rank,
+                rank=rank, memory_size=memory_size, input_zp=_zp("input_zp", input_zp), state_zp=st_zp,
+                output_zp=_zp("output_zp", output_zp), multiplier_1=m1, shift_1=_check_shift("svdf feature", s1),
+                multiplier_2=m2, shift_2=_check_shift("svdf time", s2))
+
+
+def requantize_s16_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dict:
+    """QUANTIZE int16 -> int8 (the int16 input of keyword models): TFLM's Requantize with multiplier
+    input_scale / output_scale (double)."""
+    size = _int("size", size, 1)
+    in_s, out_s = _scale("input_scale", input_scale), _scale("output_scale", output_scale)
+    m, s = quant.quantize_multiplier(in_s / out_s)
+    return dict(size=size, input_zp=_int("input_zp", input_zp, -32768, 32767), output_zp=_zp("output_zp", output_zp),
+                multiplier=m, shift=_check_shift("requantize", s))
+# ==== end of sequence ops ====================================================================

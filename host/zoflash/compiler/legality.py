@@ -6,10 +6,12 @@ from zoflash.compiler.ir import Graph, Op
 from zoflash.compiler.ops import OPS, SUPPORTED_OPS
 from zoflash.compiler.ops.common import GENERIC, STRUCTURE
 from zoflash.compiler.ops.registry import Constraint, message
+from zoflash.compiler.ops.sequence import STATE_INPUTS
 
 
 def graph_problems(graph: Graph) -> list[str]:
-    """Whole-model checks: subgraphs, I/O types, dynamic shapes, batch, sparse/variable tensors."""
+    """Whole-model checks: subgraphs, I/O types, dynamic shapes, batch, sparse tensors, state as I/O.
+    Which ops may read a variable tensor (state) is each op's own check (`variables_are_state`)."""
     problems = []
     if graph.num_subgraphs > 1:
         problems.append(f"the model has {graph.num_subgraphs} subgraphs (control flow); only one is supported")
@@ -25,10 +27,13 @@ def graph_problems(graph: Graph) -> list[str]:
             made_by = producer[i].type if role == "output" and i in producer else None
             float_out = role == "output" and t.dtype == "float32" and made_by == "DEQUANTIZE"
             float_in = role == "input" and t.dtype == "float32"
+            # An int16 input read only by QUANTIZE (int16 -> int8, keyword models) is converted at once.
+            int16_in = role == "input" and t.dtype == "int16" and bool(graph.consumers().get(i)) and all(
+                op.type == "QUANTIZE" for op in graph.consumers()[i])
             if t.dtype == "float32" and not (float_out or float_in):
                 problems.append(f"model output {t.describe()} is float32 but no DEQUANTIZE makes it (a float "
                                 "model: convert with full-integer quantization)")
-            elif t.dtype not in ("int8", "uint8", "float32") and made_by != "ARG_MAX":
+            elif t.dtype not in ("int8", "uint8", "float32") and made_by != "ARG_MAX" and not int16_in:
                 hint = (" (int16 activations, 16x8 quantization, are not supported: convert with int8 activations)"
                         if t.dtype == "int16" else "")
                 problems.append(f"model {role} {t.describe()} is {t.dtype}, not int8, uint8 or float32{hint}")
@@ -46,8 +51,17 @@ def graph_problems(graph: Graph) -> list[str]:
                             "(tf.keras.Input(shape, batch_size=1))")
         if t.sparse:
             problems.append(f"tensor {t.describe()} is sparse; sparse weights are not supported")
-        if t.is_variable:
-            problems.append(f"tensor {t.describe()} is a variable (stateful model); not supported")
+        if t.is_variable and (t.index in graph.inputs or t.index in graph.outputs):
+            problems.append(f"tensor {t.describe()} is a variable (state) and a model input or output; "
+                            "state must stay inside the model")
+    for op in graph.ops:
+        for pos, i in enumerate(op.inputs + op.outputs):
+            if 0 <= i < len(graph.tensors) and graph.tensors[i].is_variable \
+                    and pos not in STATE_INPUTS.get(op.type, ()):
+                where = "an output" if pos >= len(op.inputs) else f"input {pos}"
+                problems.append(f"{op.where(graph)}: tensor {graph.tensors[i].describe()} is a variable (state) "
+                                f"as {where}; only {', '.join(sorted(STATE_INPUTS))} state inputs are supported "
+                                "(resource variables, VAR_HANDLE/READ_VARIABLE/ASSIGN_VARIABLE, are not)")
     return problems
 
 

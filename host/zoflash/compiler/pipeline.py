@@ -6,12 +6,12 @@ module. Nothing here writes C: codegen.py renders a CompiledModel.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from zoflash.compiler.ir import Graph, Quantization, Tensor
 from zoflash.compiler.lowering import lower_graph
 from zoflash.compiler.passes import fold_shape_arithmetic
-from zoflash.compiler.planner import Buffer, MemoryPlan, plan_memory
+from zoflash.compiler.planner import Buffer, MemoryPlan, align, plan_memory
 from zoflash.compiler.program import Program
 from zoflash.compiler.verify import verify_graph, verify_plan, verify_program
 
@@ -24,6 +24,17 @@ class CompiledModel:
     root: dict  # tensor index -> the tensor index whose storage it uses (aliases resolved)
     arena_offset: dict  # root tensor index -> arena offset (activations only)
     constants: list  # root tensor indices of constant tensors the steps read, in first-use order
+    # Variable tensors (an SVDF's activation state): root index -> offset in the persistent state
+    # array, which the plan never shares, so their values survive from one invoke to the next.
+    state_offset: dict = field(default_factory=dict)
+
+    @property
+    def state_size(self) -> int:
+        return max((align(self.graph.tensors[r].nbytes) + off for r, off in self.state_offset.items()), default=0)
+
+    @property
+    def stateful(self) -> bool:
+        return bool(self.state_offset)
 
     @property
     def arena_size(self) -> int:
@@ -91,7 +102,7 @@ def collect_buffers(program: Program, root: dict) -> list[Buffer]:
     for s, step in enumerate(program.steps):
         for t in step_tensors(step):
             r = root[t]
-            if graph.tensors[r].is_constant:
+            if graph.tensors[r].is_constant or graph.tensors[r].is_variable:  # the state is not planned
                 continue
             first.setdefault(r, s)
             last[r] = max(last.get(r, s), s)
@@ -111,12 +122,16 @@ def compile_graph(graph: Graph, strategies: tuple[str, ...] | None = None) -> Co
     buffers = collect_buffers(program, root)
     plan = plan_memory(buffers, strategies)
     constants: list[int] = []
+    state: dict[int, int] = {}
     for step in program.steps:
         for t in step_tensors(step):
             r = root[t]
             if graph.tensors[r].is_constant and r not in constants:
                 constants.append(r)
+            elif graph.tensors[r].is_variable and r not in state:
+                state[r] = sum(align(graph.tensors[v].nbytes) for v in state)
     model = CompiledModel(graph=graph, program=program, plan=plan, root=root,
-                          arena_offset={int(k): v for k, v in plan.offsets.items()}, constants=constants)
+                          arena_offset={int(k): v for k, v in plan.offsets.items()}, constants=constants,
+                          state_offset=state)
     verify_plan(model)
     return model

@@ -275,7 +275,7 @@ def as_samples(x: np.ndarray, shape: tuple[int, ...], scale: float | None, zero_
     if x.dtype.kind == "f":
         if scale is None:
             raise DataError(f"{what} are float but the model input has no quantization")
-        lo, hi = (0, 255) if dtype == "uint8" else (INT8_MIN, INT8_MAX)
+        lo, hi = {"uint8": (0, 255), "int16": (-32768, 32767)}.get(dtype, (INT8_MIN, INT8_MAX))
         q = round_half_away_array(np.asarray(x, np.float64) / scale) + zero_point
         return np.clip(q, lo, hi).astype(dtype)
     raise DataError(f"{what} are {x.dtype}; give {dtype} data (the model's input type) or float32 in the "

@@ -107,6 +107,12 @@ def verify_plan(model: CompiledModel) -> None:
             if t in graph.inputs or t in graph.outputs:
                 fail(t, "is a model input or output but constant")
             continue
+        if graph.tensors[r].is_variable:
+            if t in graph.inputs or t in graph.outputs:
+                fail(t, "is a model input or output but a variable (state)")
+            if r not in model.state_offset:
+                fail(t, "is a variable with no place in the state array")
+            continue
         if r not in model.arena_offset:
             fail(t, "has no place in the arena")
         offset = model.arena_offset[r]

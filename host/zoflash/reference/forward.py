@@ -166,6 +166,18 @@ class ReferenceForward:
             out = tuple(self.root[t] for t in last) if isinstance(last, tuple) else self.root[last]
             self._plan.append((DISPATCH[step.kernel], step.params, ins, out))
         self.logits_index, self.logits_end = self._find_logits()
+        self.state: dict[int, np.ndarray] = {}  # variable tensors by root index, kept across runs
+        self.reset()
+
+    def reset(self) -> None:
+        """The variable tensors (state) as TFLM's reset leaves them: an int8 one at its zero point,
+        any other type at zero. Each `run` then carries them on, sample after sample."""
+        self.state = {}
+        for r in sorted(set(self.root.values())):
+            t = self.graph.tensors[r]
+            if t.is_variable:
+                zp = t.quant.zero_point if t.dtype == "int8" and t.quant is not None else 0
+                self.state[r] = np.full(t.num_elements, zp, dtype=t.dtype)
 
     def _find_logits(self) -> tuple[int, int]:
         """The int8 logits (output 0 before SOFTMAX / DEQUANTIZE) and one past its step."""
@@ -204,6 +216,8 @@ class ReferenceForward:
             if slot is None:
                 return None
             r, const, param = slot
+            if r in self.state:  # updated in place by the step
+                return self.state[r]
             if not const:
                 try:
                     return env[r]
@@ -283,3 +297,14 @@ DISPATCH.update({
     "rsqrt": _elementwise(ref.rsqrt_s8),
 })
 # ---------------------------------------------------- end of element-wise and activation ops ----------
+
+
+# ==== sequence ops: SVDF (issue 9, stateful models) ==========================================
+def _svdf(p, n, x, wf, wt, b, state):
+    # The samples are a sequence: each one sees the state the previous one left.
+    return np.stack([ref.svdf(p, x[i], wf, wt, b, state) for i in range(n)])
+
+
+_PARAM_ARGS.update({"svdf_s8": (1, 2, 3), "svdf_s8_s16": (1, 2, 3)})
+DISPATCH.update({"svdf_s8": _svdf, "svdf_s8_s16": _svdf, "requantize_s16_s8": _elementwise(ref.requantize_s16_s8)})
+# ==== end of sequence ops ====================================================================

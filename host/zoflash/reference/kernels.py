@@ -593,3 +593,33 @@ def transpose_conv_s8(p, x, w, b=None) -> np.ndarray:
         acc = wrap_int32(acc + np.asarray(b, dtype=np.int64))
     return _requant(acc, p, np.asarray(p["multiplier"], np.int64), np.asarray(p["shift"], np.int64))
 # ==== end of reductions, resizing, transposed convolution =====================================
+
+
+# ==== sequence ops: SVDF (issue 9, stateful models) ==========================================
+
+def svdf(p, x, wf, wt, b, state) -> np.ndarray:
+    """SVDF on one input [batches * input_size]: updates `state` (int8 or int16, flat
+    [batches, filters, memory]) in place, as TFLM does, and returns the int8 output."""
+    nb, n_in, nf, mem = p["batches"], p["input_size"], p["num_filters"], p["memory_size"]
+    dtype = state.dtype
+    lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
+    s = state.astype(np.int64)
+    s[:-1] = s[1:]  # the whole buffer moves one element left
+    s = s.reshape(nb, nf, mem)
+    xs = np.asarray(x, np.int64).reshape(nb, n_in) - p["input_zp"]
+    feat = xs @ np.asarray(wf, np.int64).reshape(nf, n_in).T  # [batches, filters]
+    feat = np.clip(mbqm(feat, p["multiplier_1"], p["shift_1"]), lo, hi) + p["state_zp"]
+    s[:, :, -1] = feat.astype(dtype).astype(np.int64)  # narrowed as C does: wraps, no saturation
+    state[:] = s.reshape(-1).astype(dtype)
+    per_filter = ((s - p["state_zp"]) * np.asarray(wt, np.int64).reshape(nf, mem)).sum(axis=2)
+    acc = per_filter.reshape(nb, p["num_units"], p["rank"]).sum(axis=2)
+    if b is not None:
+        acc = acc + np.asarray(b, np.int64).reshape(1, -1)
+    y = mbqm(wrap_int32(acc), p["multiplier_2"], p["shift_2"]) + p["output_zp"]
+    return np.clip(y, -128, 127).astype(np.int8).reshape(-1)
+
+
+def requantize_s16_s8(p, x) -> np.ndarray:
+    out = mbqm(np.asarray(x).astype(np.int64) - p["input_zp"], p["multiplier"], p["shift"]) + p["output_zp"]
+    return np.clip(out, -128, 127).astype(np.int8)
+# ==== end of sequence ops ====================================================================

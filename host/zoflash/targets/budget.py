@@ -61,6 +61,11 @@ def _by_region(board: Board, items: list[tuple[str, str, int]]) -> list[RegionUs
 # ------------------------------------------------------------------------- before compiling
 
 
+def _state(model) -> list[tuple[str, str, int]]:
+    """A stateful model's variable tensors: beside the arena, never shared (<prefix>_state)."""
+    return [("arena", "model state (variable tensors)", model.state_size)] if model.state_size else []
+
+
 def estimate_regions(board: Board, model, training=None) -> list[RegionUse]:
     """Estimated bytes per region: exact for data, weights, arena, training state and stack;
     the machine code is the port's estimate (port.toml code_bytes)."""
@@ -69,7 +74,7 @@ def estimate_regions(board: Board, model, training=None) -> list[RegionUse]:
     if training is None:  # the model as a library: the application brings its own code and stack
         items += [("code", "code (estimate)", port.code_bytes_inference),
                   ("weights", "constant weights", model.weights_bytes),
-                  ("arena", "arena", model.arena_size)]
+                  ("arena", "arena", model.arena_size)] + _state(model)
         return _by_region(board, items)
     mem = training.plan.memory()
     trainable = mem["trainable_bytes_in_ram"]
@@ -80,7 +85,7 @@ def estimate_regions(board: Board, model, training=None) -> list[RegionUse]:
               ("train_data", "training data", training.data.nbytes),
               ("rodata", "bias perturbation sizes", mem["eps_bytes"]),
               ("data", "trainable weights", trainable),
-              ("arena", "arena", model.arena_size),
+              ("arena", "arena", model.arena_size), *_state(model),
               ("bss", f"training state (residuals {mem['residual_bytes']}, feature cache "
                       f"{mem['feature_cache_bytes']}, snapshot {mem['snapshot_bytes']}, statistics "
                       f"{mem['statistics_bytes']})", work),

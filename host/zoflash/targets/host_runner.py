@@ -10,7 +10,7 @@ from zoflash.compiler.bundle import Bundle
 from zoflash.compiler.quant import as_samples
 from zoflash.errors import ZoflashError
 
-_NP_TYPES = {"int8": np.int8, "uint8": np.uint8, "float32": np.float32, "int32": np.int32}
+_NP_TYPES = {"int8": np.int8, "uint8": np.uint8, "float32": np.float32, "int32": np.int32, "int16": np.int16}
 
 
 class HostModel:
@@ -31,6 +31,7 @@ class HostModel:
         self._output.restype = ctypes.c_void_p
         self._input.argtypes = [ctypes.c_int32]
         self._output.argtypes = [ctypes.c_int32]
+        self._reset = getattr(self.lib, f"{p}_reset")
         self._init()
         self.inputs = bundle.manifest["inputs"]
         self.outputs = bundle.manifest["outputs"]
@@ -49,6 +50,11 @@ class HostModel:
             self._invoke()
             ctypes.memmove(y[i].ctypes.data, out_ptr, n_out)
         return y
+
+    def reset(self) -> None:
+        """Re-initialise the model's state (variable tensors), as TFLM's interpreter reset does;
+        `run` keeps it from one sample to the next, so a stateful model sees a sequence."""
+        self._reset()
 
     def invoke(self) -> None:
         """Run once on the data already at input 0 (for benchmarks)."""

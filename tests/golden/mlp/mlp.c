@@ -97,9 +97,14 @@ const zo_io_desc_t mlp_outputs[1] = {
 static const int32_t mlp_input_offsets[1] = { 0, };
 static const int32_t mlp_output_offsets[1] = { 0, };
 
+void mlp_reset(void)
+{
+}
+
 int mlp_init(void)
 {
     memset(mlp_arena, 0, sizeof mlp_arena);
+    mlp_reset();
     return 0;
 }
 

@@ -12,6 +12,7 @@ extern "C" {
 
 #define MLP_ARENA_BYTES 96
 #define MLP_WEIGHTS_BYTES 2952
+#define MLP_STATE_BYTES 0
 #define MLP_NUM_INPUTS 1
 #define MLP_NUM_OUTPUTS 1
 
@@ -19,8 +20,13 @@ extern "C" {
 extern const zo_io_desc_t mlp_inputs[1];
 extern const zo_io_desc_t mlp_outputs[1];
 
-/* Prepares the model; returns 0. Call once before anything else. */
+/* Prepares the model and resets its state; returns 0. Call once before anything else. */
 int mlp_init(void);
+
+/* Re-initialises the model's state (variable tensors, MLP_STATE_BYTES bytes), as TFLM's
+ * MicroInterpreter::Reset does; without it the state persists across mlp_invoke calls.
+ * Nothing to do for a stateless model. */
+void mlp_reset(void);
 
 /* Where to write input i and read output i (inside the model's static arena). */
 void *mlp_input(int32_t i);

@@ -35,9 +35,12 @@ REQUANTIZE_S8_U8 = Kernel("requantize_s8_u8", "zo_requantize_s8_u8", "zo_requant
                           kernels.requantize_u8_params, ("int8", "uint8"), lambda p: (p["size"], p["size"]))
 QUANTIZE_F32 = Kernel("quantize_f32_s8", "zo_quantize_f32_s8", "zo_quantize_params_t", kernels.quantize_f32_params,
                       ("float32", "int8"), lambda p: (4 * p["size"], p["size"]))
+REQUANTIZE_S16_S8 = Kernel("requantize_s16_s8", "zo_requantize_s16_s8", "zo_requantize_params_t",
+                           kernels.requantize_s16_params, ("int16", "int8"), lambda p: (2 * p["size"], p["size"]))
 # QUANTIZE's kernel by (input, output) type: the pairs TFLM's QUANTIZE runs that an int8 model uses.
 _QUANTIZE_KERNELS = {("int8", "int8"): REQUANTIZE, ("uint8", "int8"): REQUANTIZE_U8_S8,
-                     ("int8", "uint8"): REQUANTIZE_S8_U8, ("float32", "int8"): QUANTIZE_F32}
+                     ("int8", "uint8"): REQUANTIZE_S8_U8, ("float32", "int8"): QUANTIZE_F32,
+                     ("int16", "int8"): REQUANTIZE_S16_S8}
 DEQUANTIZE = Kernel("dequantize", "zo_dequantize_s8", "zo_dequantize_params_t", kernels.dequantize_params,
                     ("int8", "float32"), lambda p: (p["size"], 4 * p["size"]))
 
@@ -69,7 +72,8 @@ def model_output_only(graph: Graph, op: Op) -> str | None:
 
 
 def quantize_types(graph: Graph, op: Op) -> str | None:
-    """QUANTIZE must be int8 -> int8, uint8 -> int8, float32 -> int8 or int8 -> uint8"""
+    """QUANTIZE must be int8 -> int8, uint8 -> int8, float32 -> int8, int16 -> int8 (a model input) or
+    int8 -> uint8"""
     x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
     return None if (x.dtype, y.dtype) in _QUANTIZE_KERNELS else f"{x.dtype} -> {y.dtype}"
 
@@ -110,6 +114,8 @@ def lower_quantize(graph: Graph, op: Op) -> Step:
         return lower_elementwise(graph, op)
     if kernel is QUANTIZE_F32:  # a float input has no quantization of its own
         params = build(graph, op, kernel, size=x.num_elements, output_scale=y.quant.scale, output_zp=y.quant.zero_point)
+    elif kernel is REQUANTIZE_S16_S8:
+        params = build(graph, op, kernel, size=x.num_elements, **_io(graph, op)[2])
     else:
         params = build(graph, op, kernel, size=x.num_elements, input_dtype=x.dtype, output_dtype=y.dtype,
                        **_io(graph, op)[2])
@@ -132,9 +138,9 @@ register(OpEntry(
     lower=lower_elementwise, kernels=(LOGISTIC,), constraints=(same_shape, logistic_output_zero_point)))
 
 register(OpEntry(
-    types=("QUANTIZE",), summary="int8 -> int8 requantization; uint8 -> int8, float32 -> int8 and int8 -> uint8 "
-                                 "(a model taking or giving uint8 or float data)",
-    inputs=(Arg("input", DATA, ("int8", "uint8", "float32")),), outputs=(Arg("output", DATA, ("int8", "uint8")),),
+    types=("QUANTIZE",), summary="int8 -> int8 requantization; uint8 -> int8, float32 -> int8, int16 -> int8 and "
+                                 "int8 -> uint8 (a model taking or giving uint8, int16 or float data)",
+    inputs=(Arg("input", DATA, ("int8", "uint8", "float32", "int16")),), outputs=(Arg("output", DATA, ("int8", "uint8")),),
     lower=lower_quantize, kernels=tuple(_QUANTIZE_KERNELS.values()),
     constraints=(same_shape, quantize_types, quantize_per_tensor)))
 
