@@ -659,3 +659,22 @@ def test_resize_family_builders_fill_their_structs(name):
     test_builder_keys_are_exactly_the_struct_fields(name)
     test_builders_are_keyword_only(name)
 # ==== end of reductions, resizing, transposed convolution ========================================
+
+
+# ==== sequence ops: SVDF (the kernels: tests/test_kernels_sequence.py) ===========================
+
+_SVDF = dict(batches=1, input_size=8, num_filters=4, rank=2, memory_size=5, input_scale=0.05, input_zp=-3,
+             feature_scale=0.01, state_scale=0.02, state_zp=3, time_scale=0.004, output_scale=0.1, output_zp=1)
+_SEQUENCE_FAMILY = {
+    "svdf_s8": dict(_SVDF, state_dtype="int8"),
+    "svdf_s8_s16": dict(_SVDF, state_zp=0, state_dtype="int16"),
+    "requantize_s16_s8": dict(size=10, input_scale=0.0005, input_zp=0, output_scale=0.05, output_zp=-4),
+}
+SAMPLE_ARGS.update(_SEQUENCE_FAMILY)
+
+
+@pytest.mark.parametrize("name", sorted(_SEQUENCE_FAMILY))
+def test_sequence_family_builders_fill_their_structs(name):
+    test_builder_keys_are_exactly_the_struct_fields(name)
+    test_builders_are_keyword_only(name)
+# ==== end of sequence ops ========================================================================

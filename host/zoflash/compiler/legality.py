@@ -55,7 +55,7 @@ def graph_problems(graph: Graph) -> list[str]:
             problems.append(f"tensor {t.describe()} is a variable (state) and a model input or output; "
                             "state must stay inside the model")
     for op in graph.ops:
-        for pos, i in enumerate(op.inputs + op.outputs):
+        for pos, i in enumerate((*op.inputs, *op.outputs)):
             if 0 <= i < len(graph.tensors) and graph.tensors[i].is_variable \
                     and pos not in STATE_INPUTS.get(op.type, ()):
                 where = "an output" if pos >= len(op.inputs) else f"input {pos}"
