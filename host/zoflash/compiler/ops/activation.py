@@ -140,7 +140,8 @@ register(OpEntry(
 register(OpEntry(
     types=("QUANTIZE",), summary="int8 -> int8 requantization; uint8 -> int8, float32 -> int8, int16 -> int8 and "
                                  "int8 -> uint8 (a model taking or giving uint8, int16 or float data)",
-    inputs=(Arg("input", DATA, ("int8", "uint8", "float32", "int16")),), outputs=(Arg("output", DATA, ("int8", "uint8")),),
+    inputs=(Arg("input", DATA, ("int8", "uint8", "float32", "int16")),),
+    outputs=(Arg("output", DATA, ("int8", "uint8")),),
     lower=lower_quantize, kernels=tuple(_QUANTIZE_KERNELS.values()),
     constraints=(same_shape, quantize_types, quantize_per_tensor)))
 
@@ -187,7 +188,8 @@ register(OpEntry(
     outputs=(Arg("output"),), lower=lower_unary, kernels=(RELU,), constraints=(same_shape,)))
 
 register(OpEntry(
-    types=("RELU6",), summary="int8 -> int8; clamps the stored values to the input's 0 and 6 without rescaling, as TFLM "
+    types=("RELU6",),
+    summary="int8 -> int8; clamps the stored values to the input's 0 and 6 without rescaling, as TFLM "
                                 "does (the output should share the input's quantization)",
     inputs=(Arg("input"),), outputs=(Arg("output"),), lower=lower_unary, kernels=(RELU6,),
     constraints=(same_shape,)))

@@ -202,3 +202,17 @@ def same_quantization(a: Tensor, b: Tensor, tolerance: float = 0.0) -> bool:
     """TFLM's checks: pooling allows |scale difference| <= 1e-6, concatenation wants equality."""
     return abs(a.quant.scale - b.quant.scale) <= tolerance and a.quant.zero_point == b.quant.zero_point
 
+
+def output_keeps_input_quantization(why: str):
+    """A constraint: input 0 and output 0 share scale and zero point exactly; `why` says why the op
+    needs it (it goes into the rule the user reads)."""
+    def check(graph, op) -> str | None:
+        x, y = graph.tensors[op.inputs[0]], graph.tensors[op.outputs[0]]
+        if same_quantization(x, y):
+            return None
+        return (f"input scale {x.quant.scale:.9g}, zero point {x.quant.zero_point}; output scale "
+                f"{y.quant.scale:.9g}, zero point {y.quant.zero_point}")
+    check.__doc__ = f"input and output must share scale and zero point ({why})"
+    check.__name__ = "output_keeps_input_quantization"
+    return check
+

@@ -81,6 +81,7 @@ register(OpEntry(
     summary="per-channel and per-tensor weights, any input rank (rows x depth), keep_num_dims",
     inputs=(Arg("input"), Arg("weights", CONSTANT, ("int8",)), Arg("bias", CONSTANT, ("int32",), optional=True)),
     outputs=(Arg("output"),), lower=lower_fully_connected, kernels=(FULLY_CONNECTED,),
-    options=(FUSED_ACTIVATION, Option("weights_format", "DEFAULT (not the shuffled formats)", lambda v: v == 0, default=0),
+    options=(FUSED_ACTIVATION,
+             Option("weights_format", "DEFAULT (not the shuffled formats)", lambda v: v == 0, default=0),
              any_value("keep_num_dims", "true, false", default=False)),
     constraints=(weights_2d, *WEIGHTS, input_rows, output_rows_by_units, bias_scale_matches)))

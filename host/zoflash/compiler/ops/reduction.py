@@ -5,6 +5,7 @@ import numpy as np
 
 from zoflash.compiler import kernels
 from zoflash.compiler.ir import Graph, Op
+from zoflash.compiler.ops.common import output_keeps_input_quantization
 from zoflash.compiler.ops.registry import (
     CONSTANT,
     DATA,
@@ -23,6 +24,8 @@ from zoflash.compiler.program import Step
 
 MEAN = Kernel("mean", "zo_mean_s8", "zo_mean_params_t", kernels.mean_params, ("int8", "int8"),
               lambda p: (p["outer"] * p["reduce"] * p["inner"], p["outer"] * p["inner"]))
+
+MAX_KEEPS_QUANTIZATION = output_keeps_input_quantization("TFLM copies the int8 maximum without requantizing")
 
 
 def _axes(graph: Graph, op: Op) -> list[int]:
@@ -100,15 +103,6 @@ def rank_at_most_6(graph: Graph, op: Op) -> str | None:
     return None if 1 <= len(x.shape) <= 6 else f"input {shape(x)}"
 
 
-def max_same_quantization(graph: Graph, op: Op) -> str | None:
-    """input and output must share scale and zero point (TFLM copies the int8 maximum without
-    requantizing)"""
-    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
-    if x.quant.scale == y.quant.scale and x.quant.zero_point == y.quant.zero_point:
-        return None
-    return (f"input scale {x.quant.scale:.9g}, zero point {x.quant.zero_point}; output scale {y.quant.scale:.9g}, "
-            f"zero point {y.quant.zero_point}")
-
 
 def lower_reduce_max(graph: Graph, op: Op) -> Step:
     x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
@@ -120,7 +114,7 @@ register(OpEntry(
     types=("REDUCE_MAX",), summary="any set of axes, keep_dims (global max pooling)",
     inputs=(Arg("input"), Arg("axes", CONSTANT, ("int32",))), outputs=(Arg("output"),), lower=lower_reduce_max,
     kernels=(REDUCE_MAX,), options=(any_value("keep_dims", "true, false", default=False),),
-    constraints=(rank_at_most_6, axes_in_range, axes_distinct, mean_output_shape, max_same_quantization)))
+    constraints=(rank_at_most_6, axes_in_range, axes_distinct, mean_output_shape, MAX_KEEPS_QUANTIZATION)))
 
 
 def one_axis(graph: Graph, op: Op) -> str | None:

@@ -5,7 +5,7 @@ import numpy as np
 
 from zoflash.compiler import kernels
 from zoflash.compiler.ir import Graph, Op
-from zoflash.compiler.ops.common import image_4d
+from zoflash.compiler.ops.common import image_4d, output_keeps_input_quantization
 from zoflash.compiler.ops.registry import (
     CONSTANT,
     Arg,
@@ -20,6 +20,8 @@ from zoflash.compiler.ops.registry import (
     shape,
 )
 from zoflash.compiler.program import Step
+
+RESIZE_KEEPS_QUANTIZATION = output_keeps_input_quantization("TFLM resizes the int8 values without requantizing")
 
 
 def _extents(p):
@@ -50,15 +52,6 @@ def not_both_flags(graph: Graph, op: Op) -> str | None:
     return "both are true" if option(op, "align_corners") and option(op, "half_pixel_centers") else None
 
 
-def resize_same_quantization(graph: Graph, op: Op) -> str | None:
-    """input and output must share scale and zero point (TFLM resizes the int8 values without
-    requantizing)"""
-    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
-    if x.quant.scale == y.quant.scale and x.quant.zero_point == y.quant.zero_point:
-        return None
-    return (f"input scale {x.quant.scale:.9g}, zero point {x.quant.zero_point}; output scale {y.quant.scale:.9g}, "
-            f"zero point {y.quant.zero_point}")
-
 
 def lower_resize(graph: Graph, op: Op) -> Step:
     x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
@@ -72,9 +65,9 @@ def lower_resize(graph: Graph, op: Op) -> Step:
 register(OpEntry(
     types=("RESIZE_BILINEAR",), summary="any size; align_corners or half_pixel_centers (TFLM's integer path)",
     inputs=INPUTS, outputs=(Arg("output"),), lower=lower_resize, kernels=(BILINEAR,), options=OPTIONS,
-    constraints=(image_4d, size_matches_output, not_both_flags, resize_same_quantization)))
+    constraints=(image_4d, size_matches_output, not_both_flags, RESIZE_KEEPS_QUANTIZATION)))
 
 register(OpEntry(
     types=("RESIZE_NEAREST_NEIGHBOR",), summary="any size; align_corners, half_pixel_centers",
     inputs=INPUTS, outputs=(Arg("output"),), lower=lower_resize, kernels=(NEAREST,), options=OPTIONS,
-    constraints=(image_4d, size_matches_output, not_both_flags, resize_same_quantization)))
+    constraints=(image_4d, size_matches_output, not_both_flags, RESIZE_KEEPS_QUANTIZATION)))
