@@ -61,3 +61,41 @@ def test_validate_needs_at_least_one_random_input(capsys):
 def test_options_are_range_checked_against_their_c_fields(capsys, tmp_path, flag, value, expected):
     _fails(capsys, ["build", "--model", MODEL, "--data", DATA, flag, value, "--no-compile", "--out",
                     str(tmp_path / "b")], expected)
+
+
+def test_infer_refuses_nan_inputs(capsys, tmp_path):
+    import numpy as np
+
+    x = np.zeros((3, 8, 8, 1), np.float32)
+    x[1, 2, 3, 0] = np.nan
+    np.save(tmp_path / "x.npy", x)
+    _fails(capsys, ["infer", "--model", MODEL, "--inputs", str(tmp_path / "x.npy"), "--out", str(tmp_path / "y.npy")],
+           "1 NaN or infinite value(s)")
+
+
+def test_float_data_far_outside_the_input_range_warns(caplog):
+    import numpy as np
+    from zoflash.compiler.quant import as_samples
+
+    pixels = np.arange(0, 256, dtype=np.float32).reshape(4, 64)  # 0..255 for a model of [0, 1]
+    with caplog.at_level("WARNING", logger="zoflash"):
+        as_samples(pixels, (1, 64), 1 / 255, -128)
+    assert "fall outside the input's range [0, 1]" in caplog.text and "saturate" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="zoflash"):
+        as_samples(pixels / 255, (1, 64), 1 / 255, -128)
+    assert caplog.text == ""
+
+
+def test_tiny_or_one_class_training_data_warns(caplog, tmp_path):
+    import numpy as np
+    from zoflash.training.options import make_options
+    from zoflash.training.pipeline import compile_training
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "d.npz", x_train=rng.random((5, 8, 8, 1), np.float32), y_train=np.full(5, 3),
+             x_test=rng.random((4, 8, 8, 1), np.float32), y_test=np.arange(4))
+    with caplog.at_level("WARNING", logger="zoflash"):
+        compile_training(MODEL, tmp_path / "d.npz", make_options(batch=16))
+    assert "5 training samples for a batch of 16" in caplog.text
+    assert "every training sample has label 3" in caplog.text

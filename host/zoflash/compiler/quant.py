@@ -12,6 +12,7 @@ Integer conventions (same as TFLM):
 """
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -28,6 +29,9 @@ ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 
 
 # --------------------------------------------------------------------------- basic helpers
+
+log = logging.getLogger("zoflash")
+SATURATION_WARNING = 0.05  # the fraction of saturated values in user data that earns a warning
 
 def f32(x: float) -> float:
     """The float32 value nearest to x, as a Python float (exact if x already is a float32)."""
@@ -266,6 +270,9 @@ def as_samples(x: np.ndarray, shape: tuple[int, ...], scale: float | None, zero_
     else:
         raise DataError(f"{what} have shape {list(x.shape)}; expected [N, {', '.join(map(str, shape))}]"
                         + (f" or [N, {', '.join(map(str, shape[1:]))}]" if shape and shape[0] == 1 else ""))
+    if x.dtype.kind == "f" and not np.all(np.isfinite(x)):
+        bad = int(np.count_nonzero(~np.isfinite(x)))
+        raise DataError(f"{what} hold {bad} NaN or infinite value(s); give finite numbers")
     if dtype == "float32":
         if x.dtype.kind != "f":
             raise DataError(f"{what} are {x.dtype}; the model takes float32 input: give float data in its real units")
@@ -277,6 +284,11 @@ def as_samples(x: np.ndarray, shape: tuple[int, ...], scale: float | None, zero_
             raise DataError(f"{what} are float but the model input has no quantization")
         lo, hi = {"uint8": (0, 255), "int16": (-32768, 32767)}.get(dtype, (INT8_MIN, INT8_MAX))
         q = round_half_away_array(np.asarray(x, np.float64) / scale) + zero_point
+        saturated = float(np.mean((q < lo) | (q > hi))) if q.size else 0.0
+        if saturated > SATURATION_WARNING:  # e.g. 0..255 pixels for a model trained on [0, 1]
+            real_lo, real_hi = (lo - zero_point) * scale, (hi - zero_point) * scale
+            log.warning("%s: %.1f%% of the values fall outside the input's range [%.4g, %.4g] and saturate; "
+                        "are they in the model's units?", what, 100 * saturated, real_lo, real_hi)
         return np.clip(q, lo, hi).astype(dtype)
     raise DataError(f"{what} are {x.dtype}; give {dtype} data (the model's input type) or float32 in the "
                     "model's real units")

@@ -5,6 +5,7 @@ surfaces here, before anything is generated.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from zoflash.training.options import TrainOptions
 from zoflash.training.plan import TrainPlan, plan_training
 from zoflash.training.render import render_training
 
+log = logging.getLogger("zoflash")
 
 @dataclass
 class Training:
@@ -56,10 +58,23 @@ def compile_training(model_path: str | Path, data_path: str | Path, opts: TrainO
     q = t_in.quant
     data = load_dataset(data_path, t_in.shape, q.scale if q else None, q.zero_point if q else None, plan.classes,
                         dtype=t_in.dtype)
+    _warn_about(data, opts)
     report = None
     if opts.headroom:
         model, plan, report = _with_headroom(model, plan, opts, data)
     return CompiledTraining(Path(model_path), model_sha256(raw), model, Training(plan, opts, data, headroom=report))
+
+
+def _warn_about(data: Dataset, opts: TrainOptions) -> None:
+    """Data that trains, but probably not as the user meant."""
+    n = len(data.y_train)
+    if n < opts.batch:
+        log.warning("%s: %d training samples for a batch of %d: every step draws samples more than once",
+                    data.source, n, opts.batch)
+    labels = np.unique(data.y_train)
+    if len(labels) == 1:
+        log.warning("%s: every training sample has label %d: the model can only learn to answer %d",
+                    data.source, int(labels[0]), int(labels[0]))
 
 
 def _with_headroom(model: CompiledModel, plan, opts: TrainOptions, data):
