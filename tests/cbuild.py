@@ -138,3 +138,18 @@ class Kernels:
                 assert a.flags["C_CONTIGUOUS"]
                 args.append(ctypes.c_void_p(a.ctypes.data))
         getattr(self.lib, func)(*args)
+
+
+def cross_compile_bundle(bundle_dir: Path, obj_dir: Path, generated_only: bool = False) -> None:
+    """Compile a bundle's C sources for the Cortex-M55 with -Werror and assert each is clean (the
+    host runner's main is host-only; `generated_only` skips the static zo_* files, which
+    tests/test_kernels.py cross-compiles once)."""
+    import subprocess
+
+    for src in sorted(Path(bundle_dir).glob("*.c")):
+        if src.name == "zo_host_main.c" or (generated_only and src.name.startswith("zo_")):
+            continue
+        proc = subprocess.run(["arm-none-eabi-gcc", *CROSS_FLAGS, "-ffreestanding", "-c", "-o",
+                               str(Path(obj_dir) / (src.stem + ".o")), str(src)], capture_output=True, text=True)
+        assert proc.returncode == 0, f"{src.name}:\n{proc.stderr}"
+
