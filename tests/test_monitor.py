@@ -9,6 +9,8 @@
   sent before the fault is lost, the reconnection is counted, and it stops at done.
 - End to end: the host training program paused, resumed, queried, dumped and stopped by the
   monitor through pipes; without commands its records are those of an undisturbed run.
+- Stopping when the run cannot go on: a fault line, the emulator ended (QEMU killed under
+  `zoflash run`), a port away longer than --reconnect-timeout; Ctrl-C fetches the weights.
 """
 from __future__ import annotations
 
@@ -18,8 +20,10 @@ import json
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -37,6 +41,7 @@ from zoflash.monitor.serial_monitor import DeviceError, KeyCommands, Monitor, Po
 from zoflash.monitor.serialport import PortError, ProgramPort, find_port, open_port, parse_usb_id
 from zoflash.monitor.session import comparable, read_log
 from zoflash.targets.host_build import run_make
+from zoflash.targets.runners.qemu import emulator_ended
 from zoflash.targets.simulate import reference_frames
 from zoflash.training.options import make_options
 from zoflash.training.pipeline import compile_training, training_bundle
@@ -768,3 +773,174 @@ def test_commands_on_the_emulated_m55(tmp_path, small_data):
     # The dump at step k is the host's end of run after k steps (the same run, stopped there).
     at_k = simulate(DIGITS, small_data, make_options(**{**options, "steps": st["step"]}), None, engine="c", plot=False)
     assert {key: dump.get(*key, np.uint8).tobytes() for key in dump.keys()} == weights_of(at_k.records)
+
+
+# ============================================================================== stopping when the run cannot go on
+# A fault reported by the device, the emulator ended, a port that stays away longer than
+# --reconnect-timeout: monitor and run stop at once with a clear message and a non-zero exit.
+# Ctrl-C asks the device for its weights first; lost weights frames are reported.
+
+FAULT = b"\nzoflash: fault 003 (HardFault) pc=0000abcd lr=ffffffff cfsr=00020000 hfsr=40000000\n"
+
+
+def test_a_fault_line_stops_the_monitor_at_once(tmp_path, stream):
+    port, opener = loop_opener()
+    mon = Monitor(opener=opener, log_path=tmp_path / "run.jsonl")
+    mon.connect()
+    write_later(port, b"".join(stream[:6]) + FAULT)  # no done follows: without the fault line it would wait
+    t0 = time.monotonic()
+    mon.run(timeout=20)
+    res = mon.close()
+    assert time.monotonic() - t0 < 5 and not res.timed_out and res.done is None
+    assert res.faulted and "fault 003 (HardFault) pc=0000abcd" in res.stopped
+
+
+class DyingPort:
+    """A port that delivers `data`, then breaks like a socket whose peer has gone."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self.timeout = 0.05
+
+    def read(self, n):
+        if not self.data:
+            raise serial.SerialException("socket disconnected")
+        out, self.data = self.data[:n], self.data[n:]
+        return out
+
+    def write(self, data):
+        return len(data)
+
+    def close(self):
+        pass
+
+
+def dying_opener(data: bytes):
+    opened = []
+
+    def opener():
+        if opened:
+            raise ConnectionRefusedError("connection refused")
+        opened.append(1)
+        return DyingPort(data)
+    return opener
+
+
+def test_an_ended_emulator_stops_the_monitor(tmp_path, stream):
+    mon = Monitor(opener=dying_opener(b"".join(stream[:6])), log_path=tmp_path / "run.jsonl",
+                  ended=lambda: "the emulator has ended (exited with status 3)")
+    mon.connect()
+    t0 = time.monotonic()
+    mon.run(timeout=30)
+    res = mon.close()
+    assert time.monotonic() - t0 < 5 and not res.timed_out and not res.faulted
+    assert res.stopped == "the emulator has ended (exited with status 3)"
+    assert len([r for r in res.records if r["type"] == "step"]) > 0  # what came before is kept
+
+
+def test_a_lost_port_is_retried_for_the_reconnect_timeout(tmp_path, stream):
+    mon = Monitor(opener=dying_opener(b"".join(stream[:6])), reconnect_timeout=0.6, max_backoff=0.1)
+    mon.connect()
+    t0 = time.monotonic()
+    mon.run(timeout=30)
+    res = mon.close()
+    assert 0.5 < time.monotonic() - t0 < 5 and not res.timed_out
+    assert "did not come back within 0.6 s (--reconnect-timeout)" in res.stopped
+    assert "connection refused" in res.stopped
+
+
+def test_emulator_ended_reads_the_supervisors_note(tmp_path):
+    """emulator_ended: None while the process of the state file runs, then how it ended."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    argv = Path(f"/proc/{proc.pid}/cmdline").read_bytes().rstrip(b"\0").decode().split("\0")
+    log = tmp_path / ".zoflash-qemu.log"
+    log.write_text("QEMU waiting for connection on: disconnected:tcp:127.0.0.1:4444,server=on\n"
+                   "qemu: fatal: Lockup: can't escalate 3 to HardFault\n")
+    (tmp_path / ".zoflash-qemu.json").write_text(json.dumps({"pid": proc.pid, "command": argv, "log": str(log)}))
+    ended = emulator_ended(tmp_path)
+    assert ended() is None
+    proc.kill()
+    proc.wait()
+    with log.open("a") as f:
+        f.write("[zoflash] qemu ended by signal 9\n")
+    assert ended() == (f"the emulator has ended (ended by signal 9): qemu: fatal: Lockup: can't escalate 3 to "
+                       f"HardFault (output in {log})")
+
+
+def test_lost_weights_frames_are_reported(tmp_path, stream):
+    """The done record arrives, but one weights frame was damaged: no weights file, and the
+    reason says the frame was lost."""
+    frames = list(stream)
+    k = next(i for i, f in enumerate(frames) if tm.TYPE_NAMES[tm.Decoder().feed(f)[0].type] == "weights")
+    damaged = bytearray(frames[k])
+    damaged[-3] ^= 0xFF  # the CRC no longer matches
+    frames[k] = bytes(damaged)
+    port, opener = loop_opener()
+    mon = Monitor(opener=opener, log_path=tmp_path / "run.jsonl", model_path=DIGITS)
+    mon.connect()
+    write_later(port, b"".join(frames))
+    mon.run(timeout=20)
+    res = mon.close()
+    assert res.done is not None and res.weights_path is None
+    assert "damaged telemetry frame(s) were dropped" in res.weights_error
+    assert not (tmp_path / "run.weights.npz").exists()
+
+
+@pytest.mark.cc
+def test_ctrl_c_asks_the_device_for_its_weights(tmp_path, program, capsys):
+    bridge = Bridge(program.exe)
+    bridge.start()
+    log = tmp_path / "mon.jsonl"
+
+    def interrupt_after_a_step():
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            if log.exists() and '"type": "step"' in log.read_text():
+                _thread.interrupt_main()
+                return
+            time.sleep(0.02)
+
+    threading.Thread(target=interrupt_after_a_step, daemon=True).start()
+    from zoflash.cli import main
+
+    rc = main(["monitor", "--port", f"socket://127.0.0.1:{bridge.port}", "--log", str(log), "--model", str(DIGITS),
+               "--timeout", "60"])
+    out = capsys.readouterr().out
+    bridge.join(20)
+    assert rc == 0, out
+    assert "Ctrl-C: asking the device for its weights" in out and "stopped (Ctrl-C)" in out
+    w = load_weights(tmp_path / "mon.weights.npz")
+    assert w.model_sha256 == program.prep.sha256 and w.tensors
+    steps = [json.loads(line) for line in log.read_text().splitlines() if '"type": "step"' in line]
+    assert 0 < len(steps) < 3000  # the run was cut short
+
+
+@pytest.mark.cc
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_run_stops_when_the_emulator_is_killed(tmp_path, capsys):
+    """`zoflash run` on the emulated M55; QEMU killed in the middle of training: the run stops
+    at once (no endless reconnection) with exit status 1, the log kept."""
+    bundle, log = tmp_path / "bundle", tmp_path / "m55.jsonl"
+    state = bundle / ".zoflash-qemu.json"
+
+    def kill_qemu_after_a_step():
+        end = time.monotonic() + 240
+        while time.monotonic() < end:
+            if state.exists() and log.exists() and '"type": "step"' in log.read_text():
+                os.kill(json.loads(state.read_text())["pid"], signal.SIGKILL)
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=kill_qemu_after_a_step, daemon=True).start()
+    t0 = time.monotonic()
+    from zoflash.cli import main
+
+    rc = main(["run", "--board", "mps3-an547", "--model", str(DIGITS), "--data", str(FIXTURES / "digits_shift.npz"),
+               "--steps", "100000", "--out", str(bundle), "--log", str(log), "--timeout", "300"])
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    assert "stopped: the emulator has ended (ended by signal 9)" in out
+    assert time.monotonic() - t0 < 200
+    assert any(json.loads(line)["type"] == "step" for line in log.read_text().splitlines())
+    assert not state.exists()

@@ -11,6 +11,7 @@ import numpy as np
 
 from zoflash import __version__
 from zoflash.errors import ZoflashError
+from zoflash.monitor.serial_monitor import RECONNECT_TIMEOUT
 from zoflash.monitor.serialport import DEFAULT_BAUD
 from zoflash.targets.runners.base import DEFAULT_QEMU_TIMEOUT
 from zoflash.targets.simulate import ENGINES
@@ -406,6 +407,12 @@ def export(model_path: str, weights_path: str | None, port: str | None, baud: in
     _say(f"wrote {report.out_path}: {len(report.tensors)} tensor(s), {report.values_changed} value(s) changed{note}")
 
 
+CTRL_C_DUMP_TIMEOUT = 3.0  # seconds Ctrl-C waits for the device's weights before giving up
+RECONNECT_OPTION = click.option(
+    "--reconnect-timeout", type=float, default=RECONNECT_TIMEOUT, show_default=True,
+    help="Seconds to keep retrying a serial port that disappeared before stopping (exit status 1).")
+
+
 def _serial_settings(board: str | None, baud: int | None) -> tuple[list | None, int]:
     """USB ids for --port auto and the baud rate: from the board's data when --board is given."""
     if not board:
@@ -437,25 +444,31 @@ def _serial_settings(board: str | None, baud: int | None) -> tuple[list | None, 
 @click.option("--timeout", type=float, help="Stop after this many seconds.")
 @click.option("--wait", "connect_wait", type=float, default=5.0, show_default=True,
               help="Seconds to keep trying to open the port at the start.")
+@RECONNECT_OPTION
 def monitor(port: str, baud: int | None, board: str | None, log_path: str, csv_path: str | None, plot_path: str | None,
-            model_path: str | None, until_done: bool, timeout: float | None, connect_wait: float) -> int:
-    """Watch a training run on a board: live view, log, and the trained weights at the end."""
+            model_path: str | None, until_done: bool, timeout: float | None, connect_wait: float,
+            reconnect_timeout: float) -> int:
+    """Watch a training run on a board: live view, log, and the trained weights at the end.
+
+    Exit status: 0 done (or --timeout/Ctrl-C with --forever), 1 stopped before done (timeout, port
+    lost), 3 the device reported a fault."""
     _check_outputs(log=log_path, csv=csv_path, plot=plot_path)
     usb_ids, baud = _serial_settings(board, baud)
     return _monitor_and_report(port, baud, usb_ids, log_path, csv_path, plot_path, model_path, until_done, timeout,
-                               connect_wait)
+                               connect_wait, reconnect_timeout=reconnect_timeout)
 
 
 def _monitor_and_report(port: str, baud: int, usb_ids, log_path: str, csv_path: str | None, plot_path: str | None,
                         model_path: str | None, until_done: bool, timeout: float | None, connect_wait: float,
-                        headroom: int = 0) -> int:
+                        headroom: int = 0, reconnect_timeout: float | None = None, ended=None) -> int:
     from zoflash.monitor.live_view import LiveView
-    from zoflash.monitor.serial_monitor import KeyCommands, Monitor
+    from zoflash.monitor.serial_monitor import DeviceError, KeyCommands, Monitor, PortError
 
     quiet = logging.getLogger().level >= logging.ERROR
     view = LiveView(enabled=not quiet)
     mon = Monitor(port, baud=baud, usb_ids=usb_ids, log_path=log_path, csv_path=csv_path,
-                  plot_path=plot_path, model_path=model_path, view=view, headroom=headroom)
+                  plot_path=plot_path, model_path=model_path, view=view, headroom=headroom,
+                  reconnect_timeout=reconnect_timeout, ended=ended)
     try:
         mon.connect(connect_wait)
         _say(f"monitor {mon.device} at {baud} baud ({'until done' if until_done else 'until Ctrl-C'})")
@@ -463,9 +476,18 @@ def _monitor_and_report(port: str, baud: int, usb_ids, log_path: str, csv_path: 
             if keys.active:
                 _say(KeyCommands.HELP)
             mon.run(until_done=until_done, timeout=timeout, on_tick=keys)
+        if mon.interrupted and mon.done is None and mon.stopped is None and model_path is not None:
+            _say(f"Ctrl-C: asking the device for its weights ({CTRL_C_DUMP_TIMEOUT:g} s; Ctrl-C again to skip)")
+            try:
+                mon.dump(timeout=CTRL_C_DUMP_TIMEOUT)
+            except (DeviceError, PortError) as exc:
+                _say(f"no weights from the device: {exc}")
+            except KeyboardInterrupt:
+                _say("no weights from the device: skipped")
     finally:
         res = mon.close()
     end = (f"done ({res.done['reason']}) after {res.done['steps']} steps" if res.done else
+           f"stopped: {res.stopped}" if res.stopped else
            "stopped (Ctrl-C)" if res.interrupted else f"stopped after {timeout:g} s" if res.timed_out else "stopped")
     _say(f"{end}; {res.segments} run segment(s), {res.reconnects} reconnection(s)")
     bad = {k: v for k, v in res.stats.items()
@@ -482,7 +504,9 @@ def _monitor_and_report(port: str, baud: int, usb_ids, log_path: str, csv_path: 
         _say("weights not saved: give --model M.tflite to keep the weights the device sent")
     if res.plot_path is not None:
         _say(f"plot    {res.plot_path}")
-    return 1 if until_done and res.done is None and res.timed_out else 0
+    if res.faulted:
+        return 3
+    return 1 if res.stopped or (until_done and res.done is None and res.timed_out) else 0
 
 
 @cli.command()
@@ -529,15 +553,19 @@ def flash(bundle_dir: str, method: str | None, stop: bool, dry_run: bool, pack_p
               help="JSONL log; the weights (<log>.weights.npz) and the plot (<log>.png) go next to it.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Also write step and evaluation records as CSV.")
 @click.option("--timeout", type=float, help="Stop monitoring after this many seconds.")
+@RECONNECT_OPTION
 @training_options
 def run(board: str, model_path: str, data_path: str, out_dir: str | None, method: str | None, port: str | None,
-        baud: int | None, log_path: str, csv_path: str | None, timeout: float | None, **kwargs) -> int:
-    """Build, flash and monitor: train on a board (or on the emulated Cortex-M55) from one command."""
+        baud: int | None, log_path: str, csv_path: str | None, timeout: float | None, reconnect_timeout: float,
+        **kwargs) -> int:
+    """Build, flash and monitor: train on a board (or on the emulated Cortex-M55) from one command.
+
+    Stops at once when the emulator ends or the device reports a fault (exit status 3)."""
     _check_outputs(log=log_path, csv=csv_path, out=out_dir and str(Path(out_dir) / "manifest.json"))
 
     from zoflash.targets.boards import resolve_board
     from zoflash.targets.runners import FlashOptions, flash_bundle
-    from zoflash.targets.runners.qemu import stop_qemu
+    from zoflash.targets.runners.qemu import emulator_ended, stop_qemu
 
     opts = _options_from(kwargs)
     if not resolve_board(board)[0].is_firmware:
@@ -551,8 +579,10 @@ def run(board: str, model_path: str, data_path: str, out_dir: str | None, method
             usb_ids, baud = _serial_settings(board_obj.id, baud)
         else:
             usb_ids, baud = None, baud or int((board_obj.console or {}).get("baud", DEFAULT_BAUD))
+        ended = emulator_ended(bundle.path) if flashed.pid is not None else None
         return _monitor_and_report(serial, baud, usb_ids, log_path, csv_path, str(Path(log_path).with_suffix(".png")),
-                                   model_path, True, timeout, 10.0, headroom=opts.headroom)
+                                   model_path, True, timeout, 10.0, headroom=opts.headroom,
+                                   reconnect_timeout=reconnect_timeout, ended=ended)
     finally:
         if flashed.serial_url is not None and flashed.pid is not None:
             notes: list[str] = []

@@ -4,9 +4,11 @@ command channel to the device (docs/training.md, "Commands").
 The bytes go into a Session (JSONL log in the schema of `zoflash simulate`, live view, device
 text passed through), plus an optional CSV of step and evaluation records.  The monitor survives
 the device resetting (each hello starts a new run segment) and the port disappearing and coming
-back (reconnects with backoff; bytes read before a fault are never dropped).  It stops when the
-device reports done (after its weights frames) or on Ctrl-C; then the log is closed, the weights
-file written (with the model given) and the plot drawn.
+back (reconnects with backoff for up to `reconnect_timeout` seconds; bytes read before a fault
+are never dropped).  It stops when the device reports done (after its weights frames), on Ctrl-C,
+and at once when the device reports a fault, the process behind the port has ended (`ended`:
+the emulator) or the port stays away; then the log is closed, the weights file written (with
+the model given) and the plot drawn.
 
     mon = Monitor("socket://127.0.0.1:4321", log_path="run.jsonl", model_path="m.tflite")
     mon.connect(); mon.run()           # until done
@@ -45,6 +47,8 @@ from zoflash.monitor.session import Session, SessionResult, assembled_arrays, we
 CSV_COLUMNS = ("type", "step", "q", "state", "calibrating", "centre", "diverged", "lr", "loss", "m2", "v", "zero_frac",
                "sat_frac", "accuracy", "correct", "count", "prefix_passes", "suffix_passes", "eval_passes", "time_s")
 MAX_BACKOFF = 2.0  # seconds between reconnection attempts, at most
+RECONNECT_TIMEOUT = 60.0  # seconds a lost port is retried before the monitor gives up
+FAULT_PREFIX = "zoflash: fault"  # the fault line of the Cortex-M ports (zo_port_cortex_m.c): the firmware stopped
 
 
 class PortGone(ZoflashError):
@@ -84,6 +88,8 @@ class MonitorResult(SessionResult):
     log_path: Path | None = None
     csv_path: Path | None = None
     weights_error: str | None = None  # why the weights file could not be written
+    stopped: str | None = None  # why the monitor stopped before the run was done (fault, emulator ended, port lost)
+    faulted: bool = False  # the device reported a fault
 
     @property
     def last_segment(self) -> list[dict]:
@@ -135,13 +141,17 @@ class Monitor:
     `port`: a device, a pyserial URL, or "auto" (the one port whose USB VID:PID is in `usb_ids`,
     looked up again at every reconnection since the device name may change).  `opener`, instead
     of `port`: a function returning an open port (raises serial.SerialException, OSError or
-    PortError to be retried, PortGone when the port can never come back)."""
+    PortError to be retried, PortGone when the port can never come back).  `ended`: called while
+    a lost port is retried; a message when what feeds the port has ended for good (the emulator
+    exited), which stops the monitor at once.  A lost port is retried for `reconnect_timeout`
+    seconds (None: for ever)."""
 
     def __init__(self, port: str | None = None, *, baud: int = DEFAULT_BAUD, usb_ids: Iterable | None = None,
                  opener: Callable[[], object] | None = None, log_path: str | Path | None = None,
                  csv_path: str | Path | None = None, plot_path: str | Path | None = None,
                  model_path: str | Path | None = None, weights_path: str | Path | None = None,
-                 view: LiveView | None = None, max_backoff: float = MAX_BACKOFF, headroom: int = 0):
+                 view: LiveView | None = None, max_backoff: float = MAX_BACKOFF, headroom: int = 0,
+                 reconnect_timeout: float | None = RECONNECT_TIMEOUT, ended: Callable[[], str | None] | None = None):
         self.headroom = headroom  # --headroom of the firmware (its bundle manifest): weights files record the scales
         if opener is None:
             if port is None:
@@ -160,9 +170,15 @@ class Monitor:
         self._port = None
         self._connected_once = False
         self.max_backoff = max_backoff
+        self.reconnect_timeout = reconnect_timeout
+        self._ended = ended
+        self._lost_at: float | None = None
+        self.stopped: str | None = None
+        self.faulted = False
         self.reconnects = self.segments = 0
         self.interrupted = self.timed_out = False
         self.done: dict | None = None  # the current run's done record
+        self.hello: dict | None = None  # the current run's hello record
         self.last_status: dict | None = None
         self.model_prefix: str | None = None  # 16 hex digits, from hello or status
         self._seq = 0
@@ -194,12 +210,19 @@ class Monitor:
             except PortGone:
                 raise
             except (serial.SerialException, OSError, PortError) as exc:
+                why = self._ended() if self._ended is not None and self._connected_once else None
+                if why:
+                    raise PortGone(why) from None
                 if deadline is not None and time.monotonic() + delay > deadline:
+                    if self._lost_at is not None and deadline == self._reconnect_deadline(None):
+                        raise PortError(f"{self.port_name} did not come back within {self.reconnect_timeout:g} s "
+                                        f"(--reconnect-timeout): {exc}") from None
                     if isinstance(exc, PortError):
                         raise
                     raise PortError(f"cannot open {self.port_name}: {exc}") from None
                 time.sleep(delay)
                 delay = min(2 * delay, self.max_backoff)
+        self._lost_at = None
         if self._connected_once:
             self.reconnects += 1
             self.session.note(self._note("reconnected", reconnects=self.reconnects))
@@ -211,7 +234,15 @@ class Monitor:
         except Exception:  # noqa: BLE001 - the port is already broken; closing is best effort
             pass
         self._port = None
+        self._lost_at = time.monotonic()
         self.session.note(self._note("disconnected", reason=str(exc)))
+
+    def _reconnect_deadline(self, deadline: float | None) -> float | None:
+        """The earlier of `deadline` and the end of the reconnection time of a lost port."""
+        if self._lost_at is None or self.reconnect_timeout is None:
+            return deadline
+        end = self._lost_at + self.reconnect_timeout
+        return end if deadline is None else min(deadline, end)
 
     def _note(self, event: str, **fields) -> dict:
         return {"type": "monitor", "event": event, **fields, "time_s": round(time.monotonic() - self._t0, 6)}
@@ -221,7 +252,7 @@ class Monitor:
         lost connection is reopened, retrying until `deadline` (None: for ever; then PortError).
         Returns the number of bytes read."""
         if self._port is None:
-            self._open(deadline)
+            self._open(self._reconnect_deadline(deadline))
         port = self._port
         try:
             size = 65536 if getattr(port, "returns_early", False) else max(getattr(port, "in_waiting", 0), 1)
@@ -235,12 +266,13 @@ class Monitor:
 
     def run(self, until_done: bool = True, timeout: float | None = None,
             on_tick: Callable[["Monitor"], None] | None = None) -> "Monitor":
-        """Pump until the device reports done (`until_done`), `timeout` seconds pass, or Ctrl-C
-        (flagged `interrupted`, not raised).  `on_tick(monitor)` runs between reads (it may
-        send commands: KeyCommands)."""
+        """Pump until the device reports done (`until_done`), `timeout` seconds pass, Ctrl-C
+        (flagged `interrupted`, not raised), or the run cannot go on: a fault reported by the
+        device, the emulator ended, the port lost for longer than `reconnect_timeout` (`stopped`
+        says which).  `on_tick(monitor)` runs between reads (it may send commands: KeyCommands)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            while not (until_done and self.done is not None):
+            while not (until_done and self.done is not None) and self.stopped is None:
                 if deadline is not None and time.monotonic() >= deadline:
                     self.timed_out = True
                     break
@@ -248,11 +280,11 @@ class Monitor:
                     on_tick(self)
                 try:
                     self.pump(deadline)
-                except PortError:
+                except (PortError, PortGone) as exc:
                     if deadline is not None and time.monotonic() >= deadline:
                         self.timed_out = True
                         break
-                    raise
+                    self.stopped = str(exc)
         except KeyboardInterrupt:
             self.interrupted = True
         return self
@@ -263,6 +295,7 @@ class Monitor:
         """Bookkeeping on every record before it is logged; returns notes to log before it."""
         kind, notes = rec["type"], []
         if kind == "hello":
+            self.hello = rec
             self.segments += 1
             self.done = None
             self.model_prefix = rec["model_sha256_prefix"]
@@ -277,6 +310,9 @@ class Monitor:
             self._dump.add(rec)
         elif kind == "done":
             self.done = rec
+        elif kind == "text" and rec["text"].lstrip().startswith(FAULT_PREFIX):
+            self.faulted = True
+            self.stopped = f"the device reported a fault: {rec['text'].strip()}"
         return notes
 
     # ---------------------------------------------------------------------------- commands
@@ -378,14 +414,23 @@ class Monitor:
             self.csv.close()
         out = MonitorResult(**vars(res), reconnects=self.reconnects, segments=self.segments,
                             interrupted=self.interrupted, timed_out=self.timed_out, log_path=self.log_path,
-                            csv_path=self.csv.path if self.csv else None)
+                            csv_path=self.csv.path if self.csv else None, stopped=self.stopped,
+                            faulted=self.faulted)
         self.result = out
-        if self.weights_path is not None and self.model_path is not None and self.session.weights.keys():
+        damaged = sum(res.stats.get(k, 0) for k in ("crc_errors", "truncated", "malformed"))
+        if self.weights_path is not None and self.model_path is not None and (self.session.weights.keys()
+                                                                              or self.done is not None):
             try:
+                sent = {index for index, part in self.session.weights.keys() if part == 0}
+                expected = (self.hello or {}).get("n_tensors")
+                if expected is not None and len(sent) < expected:
+                    raise DataError(f"the device trains {expected} tensor(s) but the weights of only {len(sent)} "
+                                    "arrived")
                 out.weights_path = save_dumped(self.session.weights, self.model_path, self.weights_path,
                                                self.model_prefix, headroom=self.headroom)
             except DataError as exc:  # the log and the plot are still worth having
-                out.weights_error = str(exc)
+                out.weights_error = str(exc) + (f" ({damaged} damaged telemetry frame(s) were dropped: the missing "
+                                                "weights were among them)" if damaged else "")
         if self.plot_path is not None and any(r["type"] == "step" for r in out.last_segment):
             out.plot_path = plot_run(out.last_segment, self.plot_path, f"zoflash monitor {self.port_name}")
         return out

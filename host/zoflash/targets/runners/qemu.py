@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from zoflash.targets.runners.base import (
     QEMU_LOG,
@@ -118,6 +119,24 @@ def stop_qemu(bundle_dir: str | Path, say: Say = print, grace: float = 5.0) -> b
     path.unlink(missing_ok=True)
     say(f"qemu    stopped (pid {pid}, {state.get('url', 'serial port')})")
     return True
+
+
+def emulator_ended(bundle_dir: str | Path) -> Callable[[], str | None]:
+    """For the monitor (Monitor(ended=...)): None while the QEMU started for this bundle runs,
+    then a message saying how it ended (its supervisor's note and QEMU's last words)."""
+    state = read_state(Path(bundle_dir)) or {}
+    pid, argv = state.get("pid"), state.get("command")
+    log = Path(state.get("log", Path(bundle_dir) / QEMU_LOG))
+
+    def ended() -> str | None:
+        if isinstance(pid, int) and isinstance(argv, list) and _is_qemu(pid, argv):
+            return None
+        how = _log_tail(log, match="[zoflash] qemu").replace("[zoflash] qemu ", "")
+        said = [ln for ln in _log_tail(log, 3).split(" / ") if ln and "[zoflash]" not in ln
+                and "waiting for connection" not in ln]
+        return ("the emulator has ended" + (f" ({how})" if how else "") + (f": {said[-1]}" if said else "")
+                + f" (output in {log})")
+    return ended
 
 
 def supervise(argv: list[str]) -> int:
