@@ -49,6 +49,11 @@ def test_stm32n6_facts():
         assert (b.console["uart"], b.console["tx"], b.console["rx"]) == ("USART1", "PE5", "PE6")
         assert all(vid == 0x0483 for vid, _ in b.usb_ids) and (0x0483, 0x374E) in b.usb_ids
         assert b.region_of("code").origin == 0x34180400  # where the boot ROM copies the FSBL image
+        sram = sum(r.size for r in b.memory if r.kind == "ram")
+        assert sram == 4096 * 1024 - 1024  # all the SRAM but the video encoder's 128 KiB and the image header
+        assert {r.name: r.enable for r in b.memory if r.enable} == {
+            "AXISRAM3_6": ("AXISRAM3", "AXISRAM4", "AXISRAM5", "AXISRAM6"), "NPU_CACHE_RAM": ("CACHEAXIRAM",)}
+        assert b.region("AXISRAM3_6").origin == 0x34200000 and b.region("AXISRAM3_6").end == 0x343C0000
         methods = {f["name"]: f for f in b.flash}
         assert {m["method"] for m in methods.values()} == {"stm32cubeprogrammer", "pyocd", "openocd"}
         assert methods["flash"]["address"] == 0x70000000 and "fsbl" in methods["flash"]["sign"]
@@ -74,7 +79,11 @@ def test_family_name_selects_the_reference_board():
     ("baud = 115200", "", r"\[console\]: missing required key 'baud'"),
     ("baud = 115200", 'baud = "fast"', "'baud' must be an integer"),
     ('kind = "flash"', 'kind = "rom"', "'kind' must be one of 'ram', 'flash'"),
-    ('arena = "RAM"', 'arena = "SRAM9"', r"\[placement\] 'arena' names region 'SRAM9'.*regions: AXISRAM1, IMAGE"),
+    ('arena = ["RAM", ', 'arena = ["SRAM9", ', r"\[placement\] 'arena' names region 'SRAM9'.*regions: FLEXMEM, AXISRAM1"),
+    ('arena = ["RAM", ', 'arena = [7, ', "'arena' must be a string or a list of strings"),
+    ('code = "IMAGE"', 'code = ["IMAGE", "RAM"]', "'code' must name one region"),
+    ('stack = "RAM"', 'stack = "AXISRAM3_6"', "'stack' must be in a region that is on at reset"),
+    ('enable = ["CACHEAXIRAM"]', 'enable = ["DDR"]', "needs memory switch 'DDR', which port 'stm32n6' does not have"),
     ('stack = "RAM"', 'stack = "XSPI2_FLASH"', "'stack' must be in a region of kind 'ram'"),
     ("origin = 0x341C_0000", "origin = 0x341B_0000", "regions 'IMAGE' .* and 'RAM' .* overlap"),
     ('name = "RAM"', 'name = "IMAGE"', "name 'IMAGE' is defined 2 times"),
@@ -119,7 +128,7 @@ def test_a_new_board_is_a_toml_file_only(tmp_path, monkeypatch):
         (root / f"{bid}.toml").write_text(board_text(bid))
     text = edited("stm32n6570-dk", 'id = "stm32n6570-dk"', 'id = "my-n6-board"').replace(
         "reference = true", "reference = false")
-    (root / "my-n6-board.toml").write_text(text.replace('arena = "RAM"', 'arena = "AXISRAM1"'))
+    (root / "my-n6-board.toml").write_text(text.replace('arena = ["RAM", ', 'arena = ["AXISRAM1", '))
     monkeypatch.setattr(boards, "_board_files", lambda: {p.stem: p for p in root.glob("*.toml")})
     b = boards.load_board("my-n6-board")
     assert b.region_of("arena").name == "AXISRAM1" and b.family == "stm32n6"

@@ -6,6 +6,7 @@ simulation.
 """
 from __future__ import annotations
 
+import re
 import subprocess
 
 import numpy as np
@@ -129,18 +130,34 @@ def _no_compiling(monkeypatch):
 def test_too_big_dataset_fails_before_compiling(tmp_path, monkeypatch, capsys):
     _no_compiling(monkeypatch)
     data = tmp_path / "big.npz"
-    _big_dataset(data, 9000)  # 9000 x 64 bytes of images + labels: more than the 512 KiB ITCM
+    _big_dataset(data, 30000)  # 30000 x 64 bytes of images + labels: more than any SRAM region of the STM32N6
     out = tmp_path / "bundle"
-    assert main(["build", "--board", "mps3-an547", "--model", str(DIGITS), "--data", str(data), "--steps", "5",
+    assert main(["build", "--board", "stm32n6", "--model", str(DIGITS), "--data", str(data), "--steps", "5",
                  "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "does not fit board 'mps3-an547'" in err
-    assert "region ITCM (ram, 524288 bytes at 0x00000000)" in err
-    assert f"training data {9010 * (64 + 2)}" in err  # images and uint16 labels, train and test
-    used = int(err.split("region ITCM")[1].split(" needed")[0].split(": ")[-1])
-    assert f"{used - 524288} bytes more than its 524288" in err
-    assert "fits: region DTCM" in err
+    assert "does not fit board 'stm32n6570-dk'" in err
+    need = 30010 * (64 + 2)  # images and uint16 labels, train and test
+    # placed where it misses by least: the largest region the data may use
+    assert f"region AXISRAM3_6 (ram, 1835008 bytes at 0x34200000): {need} needed" in err
+    assert f"training data {need}; {need - 1835008} bytes more than its 1835008" in err
+    fits = (1835008 - 10 * 66) // 66
+    assert f"At most {fits} of the 30000 training samples (66 bytes each, with the 10 test samples) fit" in err
+    assert "fits: region RAM" in err and "fits: region IMAGE" in err
     assert not out.exists()
+
+
+def test_the_plan_moves_what_does_not_fit_to_the_next_region(tmp_path, monkeypatch):
+    """9000 samples overflow the mps3-an547's 512 KiB ITCM: the data goes to its 2 MiB SRAM, the
+    rest stays in the TCMs; the link script and the manifest follow the plan."""
+    _no_compiling(monkeypatch)
+    data = tmp_path / "big.npz"
+    _big_dataset(data, 9000)
+    bundle = api.generate(DIGITS, "mps3-an547", tmp_path / "b", data_path=data, options=make_options(steps=5))
+    place = bundle.manifest["placement"]
+    assert (place["train_data"], place["weights"], place["code"], place["arena"]) == ("SRAM", "ITCM", "ITCM", "DTCM")
+    link = (tmp_path / "b" / "link.ld").read_text()
+    assert "} > SRAM" in link.split(".train_data :")[1].split(".rodata :")[0]
+    assert "__zo_enable_memories = 0x00000000;" in link
 
 
 def _tiny_board(monkeypatch, tmp_path):
@@ -150,7 +167,9 @@ def _tiny_board(monkeypatch, tmp_path):
     root = tmp_path / "boards"
     root.mkdir()
     text = board_text("stm32n6570-dk").replace('id = "stm32n6570-dk"', 'id = "tiny"').replace(
-        "reference = true", "reference = false").replace("size = 0x0004_0000", "size = 0x0000_8000")
+        "reference = true", "reference = false").replace(
+        'origin = 0x341C_0000\nsize = 0x0004_0000', 'origin = 0x341C_0000\nsize = 0x0000_8000')
+    text = re.sub(r'^(data|bss|arena) = \[.*\]$', r'\1 = "RAM"', text, flags=re.M)  # RAM only
     (root / "tiny.toml").write_text(text)
     for bid in ("host", "stm32n6570-dk"):
         (root / f"{bid}.toml").write_text(board_text(bid))

@@ -68,26 +68,27 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
                 "the model keeps state across invokes (variable tensors, e.g. SVDF); training a stateful model "
                 "is not supported yet: build it without --data for inference"])
         prep = compile_training(model_path, data_path, options or make_options())
-        _check_fit(board, prep.model, prep.training)
+        board = _fit(board, prep.model, prep.training)
         out = Path(out_dir) if out_dir is not None else default_bundle_dir(prep.path, board.id)
-        bundle = training_bundle(prep, board.id, out, prefix)
+        bundle = training_bundle(prep, board, out, prefix)
         log.info("wrote training bundle %s (%d files)", out, len(bundle.manifest["files"]))
         return bundle
     model = load_model(model_path)
     compiled = compile_model(model)
-    _check_fit(board, compiled, None)
+    board = _fit(board, compiled, None)
     out = Path(out_dir) if out_dir is not None else default_bundle_dir(model.path, board.id)
     bundle = generate_bundle(compiled, board, out, model.path.name, model.sha256, prefix=prefix)
     log.info("wrote bundle %s (%d files)", out, len(bundle.manifest["files"]))
     return bundle
 
 
-def _check_fit(board, compiled: CompiledModel, training) -> None:
-    if board.is_firmware:
-        from zoflash.targets.budget import check_fit, estimate_regions
+def _fit(board, compiled: CompiledModel, training):
+    """A firmware board with its memory plan for this model (budget.fit); a host board as it is."""
+    if not board.is_firmware:
+        return board
+    from zoflash.targets.budget import fit
 
-        check_fit(board, estimate_regions(board, compiled, training),
-                  "the model with its training state and data" if training is not None else "the model")
+    return fit(board, compiled, training)
 
 
 def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
@@ -98,9 +99,10 @@ def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | 
     bundle = generate(model_path, board_id, out_dir, prefix, data_path, options)
     board = boards_mod.load_board(bundle.board)
     if board.is_firmware:
+        from zoflash.targets.budget import placed_board
         from zoflash.targets.firmware_build import build_firmware
 
-        return build_firmware(bundle, board)
+        return build_firmware(bundle, placed_board(bundle))
     return build_host(bundle)
 
 

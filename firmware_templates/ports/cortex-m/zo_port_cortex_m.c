@@ -11,6 +11,7 @@
 extern uint32_t __zo_stack_top[], __zo_stack_limit[];
 extern uint32_t __zo_data_start[], __zo_data_end[], __zo_data_load[];
 extern uint32_t __zo_bss_start[], __zo_bss_end[], __zo_arena_start[], __zo_arena_end[];
+extern const uint8_t __zo_enable_memories[]; /* an absolute symbol: its address is the mask */
 
 int main(void);
 void zo_reset_handler(void);
@@ -95,7 +96,14 @@ __attribute__((noreturn)) void zo_cm_start(void)
     ZO_SCB_CPACR |= ZO_CPACR_CP10_CP11;
     ZO_SCB_SHCSR |= ZO_SHCSR_ENABLES;
     __asm volatile("dsb\n\tisb" ::: "memory");
+    zo_port_enable_memories((uint32_t)(uintptr_t)__zo_enable_memories);
     init_memory_and_run();
+}
+
+/* Ports whose memories are all on at reset need nothing. */
+__attribute__((weak)) void zo_port_enable_memories(uint32_t mask)
+{
+    (void)mask;
 }
 
 /* ---- faults ------------------------------------------------------------------------------ */

@@ -57,6 +57,11 @@
 /* Provided by the port: serve device interrupt `irq` (only those it enabled can occur). */
 void zo_port_irq(uint32_t irq);
 
+/* Turn on the memories the linker script's plan uses (bit i: the port's port.toml `memories`[i])
+ * before any RAM is touched: system registers only, no floating point, no stack beyond a few
+ * words.  Weak no-op by default; a port with memories off at reset defines it. */
+void zo_port_enable_memories(uint32_t mask);
+
 /* Enable device interrupt `irq` in the NVIC (priority 0). */
 void zo_cm_irq_enable(uint32_t irq);
 

@@ -3,9 +3,10 @@
  * in zo_port_cortex_m.c.
  *
  * NOT VERIFIED ON HARDWARE: no STM32N6 board was available.  The register addresses and bits
- * below were written for this project from the reference manual's facts (RM0486) as quoted in
- * public documentation and device headers; each is marked with what it is.  Check them against
- * RM0486 before relying on them; report corrections in boards/ or here.
+ * below were written for this project and cross-checked against ST's device header
+ * stm32n657xx.h (STMicroelectronics/cmsis-device-n6 v1.1.0, commit f818b00f): every base
+ * address, register offset and bit position here agrees with it.  Not in that header, so
+ * unchecked: USART1SEL value 6 = HSI (from the HAL's documentation).
  *
  * Console: USART1, TX on PE5 and RX on PE6 (alternate function 7), the ST-LINK V3 virtual COM
  * port on both boards, 8N1 at the board file's baud rate; transmit polled, receive by interrupt
@@ -30,14 +31,39 @@
  * atomic set register xxxENSR at +0x800. */
 #define RCC_BASE        0x56028000u
 #define RCC_CCIPR13     ZO_REG32(RCC_BASE + 0x174u) /* bits 2:0 USART1SEL: 0 PCLK2 ... 6 HSI */
+#define RCC_AHB2ENR     ZO_REG32(RCC_BASE + 0x254u) /* bit 12 RAMCFGEN */
 #define RCC_AHB4ENR     ZO_REG32(RCC_BASE + 0x25Cu) /* bit 4 GPIOEEN */
+#define RCC_MEMENR      ZO_REG32(RCC_BASE + 0x24Cu) /* embedded memories: bits 0-3 AXISRAM3..6, 10 CACHEAXIRAM */
 #define RCC_APB2ENR     ZO_REG32(RCC_BASE + 0x26Cu) /* bit 4 USART1EN */
+#define RCC_AHB2ENSR    ZO_REG32(RCC_BASE + 0xA54u)
 #define RCC_AHB4ENSR    ZO_REG32(RCC_BASE + 0xA5Cu)
+#define RCC_MEMENSR     ZO_REG32(RCC_BASE + 0xA4Cu)
 #define RCC_APB2ENSR    ZO_REG32(RCC_BASE + 0xA6Cu)
 #define RCC_GPIOE_EN    (1u << 4)
 #define RCC_USART1_EN   (1u << 4)
+#define RCC_RAMCFG_EN   (1u << 12)
 #define USART1SEL_MASK  0x7u
 #define USART1SEL_HSI   0x6u
+
+/* RAMCFG, Secure alias 0x52023000: one block of registers per SRAM, CR first; AXISRAM3..6 are
+ * blocks 2..5 (0x80 bytes each).  CR bit 20 SRAMSD: the SRAM is shut down (its reset
+ * state for AXISRAM3..6, the NPU's RAMs). */
+#define RAMCFG_BASE     0x52023000u
+#define RAMCFG_CR(block) ZO_REG32(RAMCFG_BASE + 0x80u * (block))
+#define RAMCFG_SRAMSD   (1u << 20)
+
+/* The port's memory switches, in port.toml `memories` order (bit i of the plan's mask): the
+ * RCC_MEMENR bit of each and its RAMCFG block (-1: none). */
+static const struct {
+    uint32_t rcc_bit;
+    int32_t ramcfg_block;
+} memory_switches[] = {
+    {1u << 0, 2}, /* AXISRAM3 */
+    {1u << 1, 3}, /* AXISRAM4 */
+    {1u << 2, 4}, /* AXISRAM5 */
+    {1u << 3, 5}, /* AXISRAM6 */
+    {1u << 10, -1}, /* CACHEAXIRAM: the NPU cache's RAM, used as plain RAM while the cache is off */
+};
 
 /* GPIO port E, Secure alias: GPIOA at 0x56020000, one port every 0x400. */
 #define GPIOE_BASE      0x56021000u
@@ -73,6 +99,31 @@
 #define ISR_TEACK       (1u << 21)
 #define ISR_REACK       (1u << 22)
 #define ICR_ORECF       (1u << 3)
+
+/* Called from the reset code before RAM is touched (zo_port_cortex_m.c): clock the memories the
+ * plan uses and take AXISRAM3..6 out of shut-down. */
+void zo_port_enable_memories(uint32_t mask)
+{
+    if (mask == 0u) {
+        return;
+    }
+    uint32_t rcc = 0u;
+    for (uint32_t i = 0; i < sizeof(memory_switches) / sizeof(memory_switches[0]); ++i) {
+        if (mask & (1u << i)) {
+            rcc |= memory_switches[i].rcc_bit;
+        }
+    }
+    RCC_AHB2ENSR = RCC_RAMCFG_EN;
+    RCC_MEMENSR = rcc;
+    (void)RCC_AHB2ENR; /* read back: the clocks are on before the first access */
+    (void)RCC_MEMENR;
+    for (uint32_t i = 0; i < sizeof(memory_switches) / sizeof(memory_switches[0]); ++i) {
+        if ((mask & (1u << i)) && memory_switches[i].ramcfg_block >= 0) {
+            RAMCFG_CR((uint32_t)memory_switches[i].ramcfg_block) &= ~RAMCFG_SRAMSD;
+        }
+    }
+    __asm volatile("dsb\n\tisb" ::: "memory");
+}
 
 static void set_field(volatile uint32_t *reg, uint32_t shift, uint32_t width, uint32_t value)
 {

@@ -23,6 +23,7 @@ from zoflash.compiler.codegen import (
 from zoflash.compiler.pipeline import CompiledModel
 from zoflash.errors import ZoflashError
 from zoflash.targets.boards import Board, load_port
+from zoflash.targets.budget import enable_mask
 
 MANIFEST_VERSION = 1
 
@@ -94,6 +95,7 @@ def make_manifest(model: CompiledModel, board: Board, prefix: str, source_name: 
         "port_kind": board.port_kind,
         "toolchain": {"cc": board.toolchain.cc, "objcopy": board.toolchain.objcopy, "size": board.toolchain.size,
                       "install": board.toolchain.install},
+        "placement": board.placement or None,  # firmware boards: where the memory plan put each part
         "prefix": prefix,
         "inputs": _io_manifest(model, model.graph.inputs),
         "outputs": _io_manifest(model, model.graph.outputs),
@@ -138,7 +140,8 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
                ldflags=" ".join(board.toolchain.ldflags), sources=" ".join(sources), headers=" ".join(headers),
                train_sources=" ".join(train_sources),
                port_sources=" ".join(sorted(n for n in static if n.endswith(".c"))),
-               board=board, place=board.placement)
+               board=board, place=board.placement,
+               enable_memories=f"0x{enable_mask(board):08X}" if board.is_firmware else "")
     files["zo_bundle.h"] = env.get_template("zo_bundle.h.j2").render(**ctx).encode()
     for out_name, tpl in templates.items():
         files[out_name] = env.get_template(tpl).render(**ctx).encode()

@@ -25,6 +25,7 @@ class Enum(tuple):
 
 
 LIST = "list of strings"
+STR_OR_LIST = "a string or a list of strings"
 
 # Schemas: key -> (kind, required). kind: a Python type, LIST, Enum, a nested schema (dict:
 # a table) or [schema] (an array of tables). Unknown keys are errors.
@@ -45,11 +46,13 @@ _REGION = {
     "origin": (int, True),
     "size": (int, True),
     "kind": (Enum(("ram", "flash")), True),
+    "enable": (LIST, False),  # the port's memory switches (port.toml `memories`) to turn on before use
     "description": (str, False),
 }
 PLACEMENT_KEYS = ("code", "rodata", "weights", "train_data", "data", "bss", "arena", "stack")
 WRITABLE_PLACEMENTS = ("data", "bss", "arena", "stack")
-_PLACEMENT = {**{k: (str, True) for k in PLACEMENT_KEYS}, "stack_bytes": (int, True)}
+# a region, or the regions to choose from, fastest first (the plan takes the first with room)
+_PLACEMENT = {**{k: (STR_OR_LIST, True) for k in PLACEMENT_KEYS}, "stack_bytes": (int, True)}
 _CONSOLE = {
     "uart": (str, True),
     "baud": (int, True),
@@ -107,6 +110,7 @@ _PORT_SCHEMA = {
     "consoles": (LIST, False),  # the console UARTs the port drives
     "code_bytes": (int, False),            # pre-compile estimate: machine code + small constants,
     "code_bytes_inference": (int, False),  # of the training firmware and of the inference library
+    "memories": (LIST, False),  # memory switches the start-up code turns on: bit i of __zo_enable_memories
 }
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _USB = re.compile(r"^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{4}$")
@@ -140,6 +144,9 @@ def _check_value(value, kind, where: str, key: str) -> None:
                 _check(item, kind[0], f"{where} [[{key}]] #{i + 1}")
     elif kind == LIST:
         bad = not isinstance(value, list) or not all(isinstance(v, str) for v in value)
+    elif kind == STR_OR_LIST:
+        bad = not (isinstance(value, str) or (isinstance(value, list) and value
+                                               and all(isinstance(v, str) for v in value)))
     elif kind is int:
         bad = isinstance(value, bool) or not isinstance(value, int)
     else:
@@ -177,6 +184,7 @@ class Region:
     size: int
     kind: str
     description: str = ""
+    enable: tuple[str, ...] = ()  # port memory switches it needs
 
     @property
     def end(self) -> int:
@@ -192,6 +200,7 @@ class Port:
     code_bytes: int = 0
     code_bytes_inference: int = 0
     description: str = ""
+    memories: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -207,7 +216,8 @@ class Board:
     emulated: bool = False
     cpu: dict = field(default_factory=dict)
     memory: tuple[Region, ...] = ()
-    placement: dict = field(default_factory=dict)
+    placement: dict = field(default_factory=dict)  # key -> the region it is in (the first candidate until planned)
+    candidates: dict = field(default_factory=dict)  # key -> the regions it may go to, fastest first
     console: dict = field(default_factory=dict)
     boot: dict = field(default_factory=dict)
     flash: tuple[dict, ...] = ()
@@ -252,7 +262,7 @@ def load_port(name: str, board_where: str = "") -> Port:
         raise BoardError(f"{where}: base '{data['base']}' is not a directory under ports/")
     return Port(name=name, kind=data["kind"], base=data.get("base", ""), consoles=tuple(data.get("consoles", ())),
                 code_bytes=data.get("code_bytes", 0), code_bytes_inference=data.get("code_bytes_inference", 0),
-                description=data.get("description", ""))
+                description=data.get("description", ""), memories=tuple(data.get("memories", ())))
 
 
 # ------------------------------------------------------------------------------- semantics
@@ -267,7 +277,8 @@ def _check_memory(data: dict, where: str) -> tuple[Region, ...]:
         if r["size"] <= 0 or r["origin"] < 0 or r["origin"] + r["size"] > 1 << 32:
             raise BoardError(f"{w}: origin 0x{r['origin']:X} and size {r['size']} must lie inside the 32-bit "
                              "address space, with size > 0")
-        regions.append(Region(r["name"], r["origin"], r["size"], r["kind"], r.get("description", "")))
+        regions.append(Region(r["name"], r["origin"], r["size"], r["kind"], r.get("description", ""),
+                              tuple(r.get("enable", ()))))
     names = [r.name for r in regions]
     for n in names:
         if names.count(n) > 1:
@@ -277,18 +288,36 @@ def _check_memory(data: dict, where: str) -> tuple[Region, ...]:
         if b.origin < a.end:
             raise BoardError(f"{where}: [[memory]] regions '{a.name}' [0x{a.origin:08X}, 0x{a.end:08X}) and "
                              f"'{b.name}' [0x{b.origin:08X}, 0x{b.end:08X}) overlap")
+    for key, choices in placement_candidates(data["placement"]).items():
+        for name in choices:
+            if name not in names:
+                raise BoardError(f"{where}: [placement] '{key}' names region '{name}', which [[memory]] does not "
+                                 f"define (regions: {', '.join(names)})")
+            if key in WRITABLE_PLACEMENTS and regions[names.index(name)].kind != "ram":
+                raise BoardError(f"{where}: [placement] '{key}' must be in a region of kind 'ram', but "
+                                 f"'{name}' is '{regions[names.index(name)].kind}'")
+        if key == "stack" and any(regions[names.index(n)].enable for n in choices):
+            raise BoardError(f"{where}: [placement] 'stack' must be in a region that is on at reset (no 'enable')")
+        if key == "code" and len(choices) > 1:
+            raise BoardError(f"{where}: [placement] 'code' must name one region (the image starts at its origin)")
     place = data["placement"]
-    for key in PLACEMENT_KEYS:
-        if place[key] not in names:
-            raise BoardError(f"{where}: [placement] '{key}' names region '{place[key]}', which [[memory]] does not "
-                             f"define (regions: {', '.join(names)})")
-        if key in WRITABLE_PLACEMENTS and regions[names.index(place[key])].kind != "ram":
-            raise BoardError(f"{where}: [placement] '{key}' must be in a region of kind 'ram', but "
-                             f"'{place[key]}' is '{regions[names.index(place[key])].kind}'")
     if place["stack_bytes"] < 256 or place["stack_bytes"] % 8:
         raise BoardError(f"{where}: [placement] 'stack_bytes' must be a multiple of 8 and at least 256, "
                          f"got {place['stack_bytes']}")
     return tuple(regions)
+
+
+def placement_candidates(place: dict) -> dict[str, tuple[str, ...]]:
+    """[placement] as key -> candidate regions (a single region is a list of one)."""
+    return {k: (place[k],) if isinstance(place[k], str) else tuple(place[k]) for k in PLACEMENT_KEYS}
+
+
+def _check_enables(memory: tuple[Region, ...], port: Port, where: str) -> None:
+    for r in memory:
+        for switch in r.enable:
+            if switch not in port.memories:
+                raise BoardError(f"{where}: [[memory]] '{r.name}' needs memory switch '{switch}', which port "
+                                 f"'{port.name}' does not have (its switches: {', '.join(port.memories) or 'none'})")
 
 
 def _check_firmware(data: dict, port: Port, where: str) -> None:
@@ -349,9 +378,14 @@ def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
         raise BoardError(f"{where}: id '{data['id']}' must equal the file name '{expected_id}'")
     port = load_port(data["port"], where)
     memory: tuple[Region, ...] = ()
+    placement: dict = {}
+    candidates: dict = {}
     if port.kind == "firmware":
         _check_firmware(data, port, where)
         memory = _check_memory(data, where)
+        _check_enables(memory, port, where)
+        candidates = placement_candidates(data["placement"])
+        placement = {**{k: c[0] for k, c in candidates.items()}, "stack_bytes": data["placement"]["stack_bytes"]}
     else:
         for table in (*FIRMWARE_TABLES, "boot"):
             if table in data:
@@ -364,7 +398,7 @@ def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
                  toolchain=Toolchain(cc=tc["cc"], cflags=tuple(tc["cflags"]), ldflags=tuple(tc.get("ldflags", ())),
                                      objcopy=tc.get("objcopy", ""), size=tc.get("size", ""),
                                      install=tc.get("install", "")),
-                 cpu=dict(data.get("cpu", {})), memory=memory, placement=dict(data.get("placement", {})),
+                 cpu=dict(data.get("cpu", {})), memory=memory, placement=placement, candidates=candidates,
                  console=dict(data.get("console", {})), boot=dict(data.get("boot", {})),
                  flash=tuple(dict(f) for f in data.get("flash", ())), raw=data)
 
@@ -449,9 +483,12 @@ def describe(board: Board) -> str:
     if board.memory:
         lines.append("  memory")
         for r in board.memory:
-            used = [k for k in PLACEMENT_KEYS if board.placement[k] == r.name]
-            lines.append(f"    {r.name:<12} {r.kind:<5} 0x{r.origin:08X}-0x{r.end - 1:08X} {_size(r.size):>8}  "
+            used = [k if board.candidates[k][0] == r.name else f"({k})" for k in PLACEMENT_KEYS
+                    if r.name in board.candidates[k]]
+            lines.append(f"    {r.name:<14} {r.kind:<5} 0x{r.origin:08X}-0x{r.end - 1:08X} {_size(r.size):>8}  "
                          f"{', '.join(used) or '-'}" + (f"  ({r.description})" if r.description else ""))
+        if any(len(c) > 1 for c in board.candidates.values()):
+            lines.append("    (key): used when the key's earlier regions are full (the plan takes the first with room)")
         lines.append(f"  stack      {board.placement['stack_bytes']} bytes in {board.placement['stack']}")
     if board.console:
         c = board.console

@@ -1,18 +1,24 @@
 """The memory budget of boards with memory regions (port kind "firmware"): what goes in which
 region, the check that a plan fits before anything is compiled, and the size report after linking.
 
-Placement comes from the board file's [placement] table (code, rodata, weights, train_data,
-data, bss, arena, stack); the bundle's link.ld is rendered from the same table, so the report
-after linking groups the ELF's sections exactly as the estimate before compiling did.
+The board file's [placement] table gives each key (code, rodata, weights, train_data, data, bss,
+arena, stack) a region or a list of candidate regions, fastest first; `fit` plans where this
+model's bytes go (each key in the first candidate with room, the keys in PLAN_ORDER) and checks
+the plan.  The planned placement goes into the bundle (link.ld, manifest "placement"), so the
+report after linking groups the ELF's sections exactly as the estimate before compiling did.
 """
 from __future__ import annotations
 
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from zoflash.errors import BuildError, ZoflashError
-from zoflash.targets.boards import Board, Region, load_port
+from zoflash.targets.boards import PLACEMENT_KEYS, Board, Region, load_board, load_port
+
+# The memory touched on every pass gets the first choice of the fast regions: the stack, the
+# trainable weights, the training state and the arena; then code and constants; the data last.
+PLAN_ORDER = ("stack", "data", "bss", "arena", "code", "rodata", "weights", "train_data")
 
 
 class BudgetError(ZoflashError):
@@ -66,16 +72,87 @@ def _state(model) -> list[tuple[str, str, int]]:
     return [("arena", "model state (variable tensors)", model.state_size)] if model.state_size else []
 
 
+def plan_placement(board: Board, items: list[tuple[str, str, int]]) -> Board:
+    """The board with a placement for these (key, label, bytes): each key in the first of its
+    candidate regions that still has room for all of its bytes; a key that fits none goes where
+    it misses by least (check_fit then reports it)."""
+    need = {k: 0 for k in PLACEMENT_KEYS}
+    for key, _, n in items:
+        need[key] += n
+    free = {r.name: r.size for r in board.memory}
+    chosen = {}
+    for key in PLAN_ORDER:
+        choices = board.candidates[key]
+        name = next((c for c in choices if need[key] <= free[c]), None) or max(choices, key=free.get)
+        chosen[key] = name
+        free[name] -= need[key]
+    return replace(board, placement={**chosen, "stack_bytes": board.placement["stack_bytes"]})
+
+
+def enable_mask(board: Board) -> int:
+    """Bit i set when the placement uses a region that needs the port's memory switch i."""
+    port = load_port(board.port)
+    used = {board.placement[k] for k in PLACEMENT_KEYS}
+    switches = {s for r in board.memory if r.name in used for s in r.enable}
+    return sum(1 << i for i, s in enumerate(port.memories) if s in switches)
+
+
+def placed_board(bundle) -> Board:
+    """The board of a bundle with the placement its plan chose (manifest "placement")."""
+    board = load_board(bundle.board)
+    place = bundle.manifest.get("placement")
+    return replace(board, placement=dict(place)) if place else board
+
+
+def fit(board: Board, model, training=None) -> Board:
+    """Plan the placement of the model (with its training state and data) on the board and
+    check it fits; returns the board with that placement.  BudgetError says what does not fit,
+    by how much, and how many training samples would."""
+    items = _items(board, model, training)
+    placed = plan_placement(board, items)
+    what = "the model with its training state and data" if training is not None else "the model"
+    check_fit(placed, _by_region(placed, items), what, hint=_samples_hint(board, placed, items, training))
+    return placed
+
+
+def _samples_hint(board: Board, placed: Board, items, training) -> str:
+    """How many training samples would fit where the data may go, when the data is what overflows."""
+    if training is None:
+        return ""
+    data = training.data
+    n = len(data.x_train)
+    per_sample = (data.x_train.nbytes + data.y_train.nbytes) // max(n, 1)
+    test_bytes = data.x_test.nbytes + data.y_test.nbytes
+    others = [it for it in items if it[0] != "train_data"]
+    without = _by_region(plan_placement(board, others), others)
+    free = {u.region.name: u.region.size - u.used for u in without}
+    for r in board.memory:
+        free.setdefault(r.name, r.size)
+    room = max(free[c] for c in board.candidates["train_data"]) - test_bytes
+    fits = max(room, 0) // max(per_sample, 1)
+    if fits >= n:
+        return ""
+    return (f"At most {fits} of the {n} training samples ({per_sample} bytes each, with the "
+            f"{len(data.x_test)} test samples) fit in the regions the data may use "
+            f"({', '.join(board.candidates['train_data'])}).")
+
+
 def estimate_regions(board: Board, model, training=None) -> list[RegionUse]:
-    """Estimated bytes per region: exact for data, weights, arena, training state and stack;
-    the machine code is the port's estimate (port.toml code_bytes)."""
+    """Estimated bytes per region under the planned placement: exact for data, weights, arena,
+    training state and stack; the machine code is the port's estimate (port.toml code_bytes)."""
+    items = _items(board, model, training)
+    placed = plan_placement(board, items)
+    return _by_region(placed, items)
+
+
+def _items(board: Board, model, training=None) -> list[tuple[str, str, int]]:
     port = load_port(board.port)
     items: list[tuple[str, str, int]] = []
     if training is None:  # the model as a library: the application brings its own code and stack
         items += [("code", "code (estimate)", port.code_bytes_inference),
                   ("weights", "constant weights", model.weights_bytes),
                   ("arena", "arena", model.arena_size)] + _state(model)
-        return _by_region(board, items)
+        return items
     mem = training.plan.memory()
     trainable = mem["trainable_bytes_in_ram"]
     work = mem["residual_bytes"] + mem["feature_cache_bytes"] + mem["statistics_bytes"] + mem["snapshot_bytes"]
@@ -90,10 +167,10 @@ def estimate_regions(board: Board, model, training=None) -> list[RegionUse]:
                       f"{mem['feature_cache_bytes']}, snapshot {mem['snapshot_bytes']}, statistics "
                       f"{mem['statistics_bytes']})", work),
               ("stack", "stack", board.placement["stack_bytes"])]
-    return _by_region(board, items)
+    return items
 
 
-def check_fit(board: Board, usage: list[RegionUse], what: str = "this plan") -> None:
+def check_fit(board: Board, usage: list[RegionUse], what: str = "this plan", hint: str = "") -> None:
     over = [u for u in usage if u.over > 0]
     if not over:
         return
@@ -103,8 +180,10 @@ def check_fit(board: Board, usage: list[RegionUse], what: str = "this plan") -> 
     for u in usage:
         if u.over <= 0:
             lines.append(f"  - fits: region {u.describe()}")
-    lines.append(f"Use less data or fewer trainable parameters (--max-params, --train), or place the data in "
-                 f"a larger region ([placement] in boards/{board.id}.toml).")
+    if hint:
+        lines.append(hint)
+    lines.append(f"Use less data or fewer trainable parameters (--max-params, --train), or let the data use "
+                 f"a larger region ([placement] in boards/{board.id}.toml lists the regions each part may use).")
     raise BudgetError("\n".join(lines))
 
 

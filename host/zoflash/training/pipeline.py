@@ -102,9 +102,12 @@ def _with_headroom(model: CompiledModel, plan, opts: TrainOptions, data):
     return new_model, new_plan, report
 
 
-def training_bundle(prep: CompiledTraining, board_id: str, out_dir: str | Path, prefix: str | None = None) -> Bundle:
-    """The training bundle for a board: the model, the training wiring and the data."""
-    board = boards_mod.load_board(board_id)
+def training_bundle(prep: CompiledTraining, board: str | boards_mod.Board, out_dir: str | Path,
+                    prefix: str | None = None) -> Bundle:
+    """The training bundle for a board (an id, or a Board with its memory plan: budget.fit): the
+    model, the training wiring and the data."""
+    if isinstance(board, str):
+        board = boards_mod.load_board(board)
     prefix = prefix or c_identifier(prep.path.stem)
     sources = render_training(prep.model, prep.training, prefix, prep.path.name, prep.sha256)
     return generate_bundle(prep.model, board, Path(out_dir), prep.path.name, prep.sha256, prefix=prefix,

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from zoflash.errors import ToolMissingError, ZoflashError
-from zoflash.targets.boards import Board, load_board
+from zoflash.targets.boards import Board
+from zoflash.targets.budget import placed_board
 
 Say = Callable[[str], None]
 
@@ -113,7 +114,7 @@ def load_firmware(bundle_dir: str | Path, method: str | None = None) -> Firmware
     from zoflash.compiler.bundle import load_bundle
 
     bundle = load_bundle(bundle_dir)
-    board = load_board(bundle.board)
+    board = placed_board(bundle)
     entry = select_entry(board, method)
     return Firmware(dir=Path(bundle_dir).resolve(), board=board, entry=entry, prefix=bundle.prefix)
 
