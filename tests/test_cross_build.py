@@ -382,3 +382,31 @@ def test_console_receive_is_buffered_by_interrupt(firmware, tmp_path):
     assert proc.returncode == 0, proc.stdout[-500:]
     assert proc.stdout.split(b"got ", 1)[1] == sent[:200] + b"\n"
     assert int(proc.stdout.split(b"buffered ", 1)[1][:3]) > 1  # more than the UART's one byte
+
+
+@pytest.mark.slow
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_person_detect_trains_on_the_emulated_m55_from_ddr(tmp_path):
+    """A real vision model with 1000 training images (9.4 MB, more than the TCMs and the SRAM):
+    the plan puts the data in the DDR, the data is linked from binary files (no C array text),
+    and the head training on QEMU sends the host simulation's records."""
+    model = FIXTURES / "public" / "person_detect.tflite"
+    rng = np.random.default_rng(3)
+    x = rng.random((1000, 96, 96, 1), dtype=np.float32)
+    data = tmp_path / "pd.npz"
+    np.savez(data, x_train=x, y_train=rng.integers(0, 2, 1000), x_test=x[:16], y_test=rng.integers(0, 2, 16))
+    options = dict(steps=3, eval_every=3, batch=8)
+    result = api.build(model, "mps3-an547", tmp_path / "b", data_path=data, options=make_options(**options))
+    place = result.bundle.manifest["placement"]
+    assert place["train_data"] == "DDR" and place["weights"] == "ITCM" and place["arena"] == "DTCM"
+    data_c = (tmp_path / "b" / "person_detect_data.c").read_text()
+    assert len(data_c) < 4000 and (tmp_path / "b" / "person_detect_x_train.bin").stat().st_size == x.size
+    ddr = next(u for u in result.regions if u.region.name == "DDR")
+    assert [(i.label, i.bytes) for i in ddr.items] == [("training data", x.size + 16 * 9216 + 2 * 1016)]
+    proc = _run_qemu(result.outputs[0], timeout=600)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
+    dec = Decoder()
+    device = comparable(dec.records(dec.feed(proc.stdout) + dec.flush()))
+    host = comparable(simulate(model, data, make_options(**options), None, engine="c", plot=False).records)
+    assert device == host and sum(r["type"] == "step" for r in device) == 3

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -23,7 +23,7 @@ from zoflash.compiler.codegen import (
 from zoflash.compiler.pipeline import CompiledModel
 from zoflash.errors import ZoflashError
 from zoflash.targets.boards import Board, load_port
-from zoflash.targets.budget import enable_mask
+from zoflash.targets.budget import enable_mask, image_sections
 
 MANIFEST_VERSION = 1
 
@@ -35,6 +35,7 @@ class TrainingSources:
     files: dict[str, str]  # file name -> C source (the training wiring, the data)
     manifest: dict  # manifest.json's "training" entry
     trainable: dict  # tensor index -> values of the tensors trained in RAM (not const)
+    blobs: dict[str, bytes] = field(default_factory=dict)  # binary files the data source links (zo_incbin.h)
 
 
 @dataclass
@@ -127,6 +128,7 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
         for name, text in training.files.items():
             files[name] = text.encode()
             train_files.append(name)
+        files.update(training.blobs)
     files.update(runtime_sources(training is not None))
     static, templates = _port_files(board, training is not None)
     files.update(static)
@@ -140,8 +142,10 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
                ldflags=" ".join(board.toolchain.ldflags), sources=" ".join(sources), headers=" ".join(headers),
                train_sources=" ".join(train_sources),
                port_sources=" ".join(sorted(n for n in static if n.endswith(".c"))),
+               data_blobs=" ".join(sorted(training.blobs)) if training is not None else "",
                board=board, place=board.placement,
-               enable_memories=f"0x{enable_mask(board):08X}" if board.is_firmware else "")
+               enable_memories=f"0x{enable_mask(board):08X}" if board.is_firmware else "",
+               image_sections=" ".join(f"-j {s}" for s in image_sections(board)) if board.is_firmware else "")
     files["zo_bundle.h"] = env.get_template("zo_bundle.h.j2").render(**ctx).encode()
     for out_name, tpl in templates.items():
         files[out_name] = env.get_template(tpl).render(**ctx).encode()

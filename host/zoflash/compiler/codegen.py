@@ -91,6 +91,27 @@ class CArray:
         return int(np.asarray(self.values).size)
 
 
+C_SIZES = {"int8_t": 1, "uint8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4, "uint32_t": 4, "float": 4}
+
+
+@dataclass
+class Blob:
+    """A read-only array kept as a binary file of the bundle (<name>.bin) and linked as it is
+    (zo_incbin.h): large data without C array text."""
+
+    ctype: str
+    name: str
+    data: bytes
+    comment: str = ""
+
+    file = property(lambda self: f"{self.name}.bin")
+    nbytes = property(lambda self: len(self.data))
+
+    @property
+    def length(self) -> int:
+        return len(self.data) // C_SIZES[self.ctype]
+
+
 @dataclass
 class CField:
     name: str

@@ -203,6 +203,19 @@ SECTIONS = {
     ".stack": ("stack", "stack"),
 }
 DATA_IMAGE = "RAM data initial values"
+LOADED = (".text", ".ARM.extab", ".ARM.exidx", ".weights", ".train_data", ".rodata", ".data")  # with contents
+
+
+def image_sections(board: Board) -> list[str]:
+    """The loaded sections whose bytes lie in the code region: the raw image (.bin) a boot ROM
+    copies (.data by its load address, which follows the code)."""
+    return [s for s in LOADED if s == ".data" or board.placement[SECTIONS[s][0]] == board.placement["code"]]
+
+
+def loaded_elsewhere(board: Board) -> list[tuple[str, str]]:
+    """(section, region) of the loaded sections the plan put outside the code region: only a
+    debugger or an emulator loads them, not a boot ROM that copies the image."""
+    return [(s, board.placement[SECTIONS[s][0]]) for s in LOADED if s not in image_sections(board)]
 _NOT_LOADED = (".debug", ".comment", ".ARM.attributes", ".stab", ".gnu.attributes", ".note.gnu.build-id")
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from zoflash import __version__
 from zoflash.compiler.bundle import TrainingSources
-from zoflash.compiler.codegen import CArray, CField, c_comment, c_float, c_int, template_env
+from zoflash.compiler.codegen import Blob, CArray, CField, c_comment, c_float, c_int, template_env
 from zoflash.compiler.pipeline import CompiledModel
 from zoflash.training import spec
 from zoflash.training.options import TrainOptions
@@ -77,13 +77,15 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
             max_step=t.max_step if t.is_bias else 0,
             comment=c_comment(f"'{t.name}' of op {t.op_index}, {'bias' if t.is_bias else 'weights'}")))
     # The samples as bytes (a uint8 or float32 input too): the trainer copies input_bytes per sample.
-    data_arrays = [
-        CArray("int8_t", f"{prefix}_x_train", data.x_train.view(np.int8),
-               c_comment(f"x_train {data.x_train.dtype}{list(data.x_train.shape)}")),
-        CArray("uint16_t", f"{prefix}_y_train", data.y_train, c_comment(f"y_train [{len(data.y_train)}]")),
-        CArray("int8_t", f"{prefix}_x_test", data.x_test.view(np.int8),
-               c_comment(f"x_test {data.x_test.dtype}{list(data.x_test.shape)}")),
-        CArray("uint16_t", f"{prefix}_y_test", data.y_test, c_comment(f"y_test [{len(data.y_test)}]")),
+    data_blobs = [
+        Blob("int8_t", f"{prefix}_x_train", _le_bytes(data.x_train),
+             c_comment(f"x_train {data.x_train.dtype}{list(data.x_train.shape)}")),
+        Blob("uint16_t", f"{prefix}_y_train", _le_bytes(data.y_train.astype("<u2")),
+             c_comment(f"y_train uint16[{len(data.y_train)}]")),
+        Blob("int8_t", f"{prefix}_x_test", _le_bytes(data.x_test),
+             c_comment(f"x_test {data.x_test.dtype}{list(data.x_test.shape)}")),
+        Blob("uint16_t", f"{prefix}_y_test", _le_bytes(data.y_test.astype("<u2")),
+             c_comment(f"y_test uint16[{len(data.y_test)}]")),
     ]
     mem = plan.memory()
     in_root = model.root[g.inputs[0]]
@@ -92,7 +94,7 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
                     for k, v in opts.sched_config(len(data.y_train)).items()]
     ctx = dict(
         version=__version__, source=c_comment(source_name), source_sha256=source_sha256, prefix=prefix,
-        data_source=c_comment(data.source), data_bytes=data.nbytes, data_arrays=data_arrays,
+        data_source=c_comment(data.source), data_bytes=data.nbytes, data_blobs=data_blobs,
         options_comment=c_comment(opts.describe()),
         arena_name=f"{prefix}_arena", arena_size=model.arena_array_size, tensors=tensors,
         trainable_params=plan.params,
@@ -108,4 +110,11 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
         config_fields=config_fields, sched_fields=sched_fields)
     env = template_env()
     files = {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in TRAIN_TEMPLATES.items()}
-    return TrainingSources(files=files, manifest=training_manifest(training), trainable=training.trainable)
+    return TrainingSources(files=files, manifest=training_manifest(training), trainable=training.trainable,
+                           blobs={b.file: b.data for b in data_blobs})
+
+
+def _le_bytes(a: np.ndarray) -> bytes:
+    """The array's bytes as a little-endian target reads them (every zoflash target is)."""
+    a = np.ascontiguousarray(a)
+    return a.astype(a.dtype.newbyteorder("<")).tobytes()

@@ -8,6 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from zoflash.targets.budget import loaded_elsewhere
 from zoflash.targets.runners.base import (
     FLASH_LOG,
     FlashError,
@@ -77,6 +78,12 @@ class StM32CubeProgrammerRunner(Runner):
     server_exit_wait = 10.0  # seconds for ST-LINK_gdbserver to exit after gdb detached, before it is ended
 
     def prepare(self, fw, opts, dry_run=False):
+        elsewhere = loaded_elsewhere(fw.board) if fw.entry["mode"] == "flash" else []
+        if elsewhere:  # the boot ROM copies the image only: the rest would be missing at run time
+            where = ", ".join(f"{s} in {r}" for s, r in elsewhere)
+            raise FlashError(f"flash boot copies only the {fw.board.placement['code']} image, but the memory plan put "
+                             f"{where}: load this build in development mode (method 'ram'), or use less data "
+                             "(it must fit the image region to boot from the flash)")
         if opts.programmer_bin is None:
             found, how = find_programmer_bin()
             if found is not None:
