@@ -627,3 +627,19 @@ def test_qemu_time_limit_and_restart(echo_bundle, capsys):
     assert main(["flash", "--bundle", str(d), "--stop"]) == 0
     assert ("was not running any more (stale .zoflash-qemu.json removed): [zoflash] qemu stopped: time limit of 1 s "
             "reached") in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("board", [DK, NUCLEO])
+def test_flash_boot_refuses_a_plan_with_data_outside_the_image(tmp_path, capsys, board):
+    """The boot ROM copies only the image region: a build whose memory plan put the training
+    data in AXISRAM1 runs in development mode only, and flash boot says so before any tool runs."""
+    d = make_bundle(tmp_path, board)
+    manifest = json.loads((d / "manifest.json").read_text())
+    place = {"code": "IMAGE", "rodata": "IMAGE", "weights": "IMAGE", "train_data": "AXISRAM1", "data": "RAM",
+             "bss": "RAM", "arena": "AXISRAM3_6", "stack": "RAM", "stack_bytes": 16384}
+    (d / "manifest.json").write_text(json.dumps({**manifest, "placement": place}))
+    assert main(["flash", "--bundle", str(d), "--method", "flash", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "flash boot copies only the IMAGE image, but the memory plan put .train_data in AXISRAM1" in err
+    assert "development mode (method 'ram')" in err
+    assert main(["flash", "--bundle", str(d), "--method", "ram", "--dry-run"]) == 0  # the arena is not loaded
