@@ -973,7 +973,7 @@ def lstm_params(*, batches, time_steps, input_size, units, time_major, input_sca
     if not -30 <= shift <= 14:  # beyond, the int32 products of TFLM's tanh overflow or shift out
         raise ValueError(f"lstm: cell scale {c_s:.6g} is outside what the int16 tanh reads")
     tanh_multiplier, tanh_shift = (3 << shift, 0) if shift >= 0 else (3, -shift)
-    clip = float(cell_clip)
+    clip = quant.f32(float(cell_clip))  # a float32 option
     quantized_clip = int(min(max(clip / c_s, -32768.0), 32767.0)) if clip > 0 else 0  # truncated, as C
     return dict(batches=batches, time_steps=time_steps, input_size=input_size, units=units,
                 time_major=1 if time_major else 0, input_zp=_zp("input_zp", input_zp),

@@ -200,17 +200,17 @@ def _lstm_sizes(graph: Graph, op: Op) -> tuple[int, int, int, int]:
     x, h = input_tensor(graph, op, 0), input_tensor(graph, op, LSTM_HIDDEN)
     time_major = option(op, "time_major")
     return (x.shape[1] if time_major else x.shape[0], x.shape[0] if time_major else x.shape[1], x.shape[2],
-            h.shape[-1])
+            h.shape[1])
 
 
 def lstm_shapes(graph: Graph, op: Op) -> str | None:
-    """input [batches, time, features] ([time, batches, features] when time-major), input weights
-    [units, features], recurrent weights [units, units], biases [units], hidden and cell states of
-    batches x units elements, and the output the input's first two dimensions by units (TFLM's
-    ValidateTensorSize)"""
+    """input [batches, time, features] ([time, batches, features] when time-major), hidden state
+    [batches, units], input weights [units, features], recurrent weights [units, units], biases [units],
+    a cell state of batches x units elements, and the output the input's first two dimensions by units
+    (TFLM's CreateLstmSizeInfo and ValidateTensorSize)"""
     x, h, c, y = (input_tensor(graph, op, 0), input_tensor(graph, op, LSTM_HIDDEN),
                   input_tensor(graph, op, LSTM_CELL), output_tensor(graph, op))
-    if len(x.shape) != 3 or not h.shape:
+    if len(x.shape) != 3 or len(h.shape) != 2:  # TFLM reads their dimensions 2 and 1
         return f"input {shape(x)}, hidden state {shape(h)}"
     batches, _, features, units = _lstm_sizes(graph, op)
     bad = [f"'{w.name}' {shape(w)}" for w, depth in zip(_lstm_weights(graph, op), [features] * 4 + [units] * 4)
