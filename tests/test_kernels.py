@@ -678,3 +678,16 @@ def test_sequence_family_builders_fill_their_structs(name):
     test_builder_keys_are_exactly_the_struct_fields(name)
     test_builders_are_keyword_only(name)
 # ==== end of sequence ops ========================================================================
+
+
+# ==== UNIDIRECTIONAL_SEQUENCE_LSTM (the kernel: tests/test_kernels_lstm.py) ======================
+from test_kernels_lstm import SAMPLES as _LSTM_SAMPLES  # noqa: E402
+
+SAMPLE_ARGS.update(_LSTM_SAMPLES)
+
+
+@pytest.mark.parametrize("name", sorted(_LSTM_SAMPLES))
+def test_lstm_builder_fills_its_struct(name):
+    test_builder_keys_are_exactly_the_struct_fields(name)
+    test_builders_are_keyword_only(name)
+# ==== end of UNIDIRECTIONAL_SEQUENCE_LSTM ========================================================

@@ -23,7 +23,7 @@ EXPECTED = {
     "person_detect.tflite": "bit-exact",
     "micro_speech.tflite": "bit-exact",
     "hello_world.tflite": "bit-exact",
-    "mnist_lstm.tflite": "UNIDIRECTIONAL_SEQUENCE_LSTM is not supported",
+    "mnist_lstm.tflite": "bit-exact",
     "keyword_svdf.tflite": "op 13 SOFTMAX (inputs: tensor50; outputs: tensor51): activations must be int8",
     "audio_preprocessor.tflite": "CUSTOM:SignalWindow is not supported",
     "mlperf_resnet8.tflite": "bit-exact",

@@ -308,3 +308,19 @@ def _svdf(p, n, x, wf, wt, b, state):
 _PARAM_ARGS.update({"svdf_s8": (1, 2, 3), "svdf_s8_s16": (1, 2, 3)})
 DISPATCH.update({"svdf_s8": _svdf, "svdf_s8_s16": _svdf, "requantize_s16_s8": _elementwise(ref.requantize_s16_s8)})
 # ==== end of sequence ops ====================================================================
+
+
+# ==== UNIDIRECTIONAL_SEQUENCE_LSTM (int8, int16 cell state) ==================================
+from zoflash.reference import lstm as ref_lstm  # noqa: E402  (this block's own import, for easy merges)
+
+
+def _lstm(p, n, x, *rest):
+    *weights, b_i, b_f, b_c, b_o, hidden, cell = rest
+    # The samples are a sequence: each one starts from the states the previous one left.
+    return np.stack([ref_lstm.lstm(p, x[i], weights[:4], weights[4:], (b_i, b_f, b_c, b_o), hidden, cell)
+                     for i in range(n)])
+
+
+_PARAM_ARGS["lstm_s8_s16"] = tuple(range(1, 13))
+DISPATCH["lstm_s8_s16"] = _lstm
+# ==== end of UNIDIRECTIONAL_SEQUENCE_LSTM ====================================================
