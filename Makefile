@@ -51,6 +51,7 @@ demo: setup
 bench: setup
 	$(PY) benchmarks/bench_inference.py --write docs/benchmarks.md
 	$(PY) benchmarks/bench_training.py --write docs/benchmarks.md
+	$(PY) benchmarks/bench_build.py --write docs/benchmarks.md
 
 # Regenerate the op docs from the op registry: docs/ops.md and the README's operator table.
 docs: setup

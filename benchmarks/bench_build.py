@@ -1,0 +1,128 @@
+"""Build benchmark: how long the user waits for `zoflash validate` and `zoflash build`.
+
+  * `zoflash validate` of the digits CNN on 100 random inputs, cold (empty object cache) and warm
+    (the static runtime's objects reused from the cache);
+  * `zoflash build` of person_detect's head training for the emulated M55 (mps3-an547) with 10,
+    250, 500 and 1000 training images (0 to 9.4 MB of data), cold and warm; the slope says how
+    much each 5 MB of data adds (the data is linked from binary files, not compiled as C text);
+  * the same build without the cache (ZOFLASH_CACHE=off): the ratio is what the cache saves.
+
+Each command runs as a user runs it (a subprocess of the CLI); the best of `--rounds` is kept.
+Usage: python benchmarks/bench_build.py [--write docs/benchmarks.md] [--rounds 3]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_inference import cpu_name, write_section  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+ZOFLASH = [sys.executable, "-m", "zoflash.cli"]
+PERSON = FIXTURES / "public" / "person_detect.tflite"
+SIZES = (10, 250, 500, 1000)
+
+
+def timed(argv: list[str], env: dict) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+    dt = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed:\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}")
+    return dt
+
+
+def best(argv: list[str], env: dict, rounds: int, before=None) -> float:
+    times = []
+    for _ in range(rounds):
+        if before is not None:
+            before()
+        times.append(timed(argv, env))
+    return min(times)
+
+
+def person_data(path: Path, n: int) -> Path:
+    rng = np.random.default_rng(0)
+    x = rng.random((max(n, 1), 96, 96, 1), dtype=np.float32)[:n]
+    np.savez(path, x_train=x, y_train=rng.integers(0, 2, n), x_test=rng.random((16, 96, 96, 1), dtype=np.float32),
+             y_test=rng.integers(0, 2, 16))
+    return path
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", type=Path, help="write the markdown report here")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="zoflash-bench-build-") as tmp:
+        tmp = Path(tmp)
+        cache = tmp / "cache"
+        env = {**os.environ, "ZOFLASH_CACHE": str(cache)}
+        off = {**os.environ, "ZOFLASH_CACHE": "off"}
+
+        def clear():
+            subprocess.run([*ZOFLASH, "cache", "--clear"], env=env, capture_output=True)
+
+        validate = [*ZOFLASH, "-q", "validate", "--model", str(FIXTURES / "digits_cnn.tflite"), "--random", "100"]
+        cold = best(validate, env, args.rounds, before=clear)
+        timed(validate, env)
+        warm = best(validate, env, args.rounds)
+        rows.append(("`zoflash validate` digits CNN, 100 inputs", cold, warm, best(validate, off, 1)))
+        print(f"validate digits: cold {cold:.2f} s, warm {warm:.2f} s", flush=True)
+        builds = {}
+        for n in SIZES:
+            data = person_data(tmp / f"pd{n}.npz", n)
+            build = [*ZOFLASH, "-q", "build", "--board", "mps3-an547", "--model", str(PERSON), "--data", str(data),
+                     "--steps", "3", "--out", str(tmp / f"b{n}")]
+            cold = best(build, env, args.rounds, before=clear)
+            warm = best(build, env, args.rounds)
+            nocache = best(build, off, 1)
+            mb = n * 96 * 96 / 1e6  # the images as int8 samples
+            builds[n] = (mb, warm)
+            rows.append((f"`zoflash build --board mps3-an547` person_detect, {n} training images ({mb:.1f} MB)",
+                         cold, warm, nocache))
+            print(f"build person_detect {n} images: cold {cold:.2f} s, warm {warm:.2f} s, no cache {nocache:.2f} s",
+                  flush=True)
+    (m0, t0), (m1, t1) = builds[SIZES[0]], builds[SIZES[-1]]
+    slope = (t1 - t0) / (m1 - m0) * 5.0
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    lines = [
+        "## Builds: what the user waits for",
+        "",
+        "Command: `python benchmarks/bench_build.py --write docs/benchmarks.md` (also `make bench`). Machine: "
+        f"{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}; "
+        f"1-minute load average {load:.2f} at the end (other work on the machine inflates the times).",
+        "",
+        "Each command is run as a user runs it (the CLI in a subprocess), best of "
+        f"{args.rounds}. Cold: the object cache emptied first; warm: the static runtime's objects "
+        "come from the cache (`zoflash cache`); no cache: `ZOFLASH_CACHE=off`.",
+        "",
+        "| command | cold s | warm s | no cache s |",
+        "|---|---:|---:|---:|",
+        *[f"| {name} | {c:.2f} | {w:.2f} | {n:.2f} |" for name, c, w, n in rows],
+        "",
+        f"Data slope (warm, {SIZES[0]} to {SIZES[-1]} images): {slope:+.2f} s per 5 MB of training data "
+        "(the data is linked from binary files with `.incbin`).",
+        "",
+    ]
+    report = "\n".join(lines)
+    print(report)
+    if args.write:
+        write_section(args.write, "build", report)
+        print(f"wrote {args.write}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
