@@ -365,6 +365,15 @@ void zo_svdf_s8_s16(const zo_svdf_params_t *p, const int8_t *input, const int8_t
 void zo_requantize_s16_s8(const zo_requantize_params_t *p, const int16_t *input, int8_t *output);
 /* ==== end of sequence ops =================================================================== */
 
+/* ==== resource variables (zo_kernels_variables.c): READ_VARIABLE / ASSIGN_VARIABLE ========== */
+/* A variable's bytes copied from the state array to the arena (READ) or back (ASSIGN). */
+typedef struct {
+    int32_t size;                  /* bytes */
+} zo_copy_params_t;
+
+void zo_copy_s8(const zo_copy_params_t *p, const int8_t *input, int8_t *output);
+/* ==== end of resource variables ============================================================= */
+
 #ifdef __cplusplus
 }
 #endif

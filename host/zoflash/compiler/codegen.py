@@ -207,6 +207,19 @@ def _state(model: CompiledModel) -> list[dict]:
     return out
 
 
+def _initial(model: CompiledModel, names: _Names) -> list[dict]:
+    """The values CALL_ONCE's init subgraph gives the variables, where they differ from the reset's fill
+    (TFLM writes them at the first invoke; its reset fills with the zero point and does not re-run it)."""
+    out = []
+    for r, off in sorted(model.state_offset.items(), key=lambda item: item[1]):
+        t = model.graph.tensors[r]
+        fill = t.quant.zero_point if t.dtype == "int8" and t.quant is not None else 0
+        if t.initial is not None and (t.initial != fill).any():
+            out.append(dict(offset=off, bytes=t.nbytes, array=CArray(
+                _ctype(t.dtype), f"{names.prefix}_initial{len(out)}", t.initial, c_comment(t.describe()))))
+    return out
+
+
 def render_context(model: CompiledModel, prefix: str, source_name: str, source_sha256: str,
                    trainable: dict[int, np.ndarray] | None = None) -> dict:
     """`trainable`: root tensor index -> initial values of the tensors that train (in RAM)."""
@@ -240,6 +253,7 @@ def render_context(model: CompiledModel, prefix: str, source_name: str, source_s
         state_name=names.state,
         state_size=model.state_size,
         state=_state(model),
+        initial=_initial(model, names),
         weights_bytes=model.weights_bytes,
         constants=constants,
         calls=[_step_call(model, names, n, s) for n, s in enumerate(model.program.steps)],

@@ -926,3 +926,11 @@ def requantize_s16_params(*, size, input_scale, input_zp, output_scale, output_z
     return dict(size=size, input_zp=_int("input_zp", input_zp, -32768, 32767), output_zp=_zp("output_zp", output_zp),
                 multiplier=m, shift=_check_shift("requantize", s))
 # ==== end of sequence ops ====================================================================
+
+
+# ==== resource variables: READ_VARIABLE / ASSIGN_VARIABLE ===================================
+
+def copy_params(*, size) -> dict:
+    """A variable's bytes copied whole (TFLM's MicroResourceVariables::Read and Assign)."""
+    return dict(size=_int("size", size, 1))
+# ==== end of resource variables =============================================================

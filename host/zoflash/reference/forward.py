@@ -168,6 +168,12 @@ class ReferenceForward:
         self.logits_index, self.logits_end = self._find_logits()
         self.state: dict[int, np.ndarray] = {}  # variable tensors by root index, kept across runs
         self.reset()
+        # CALL_ONCE's initial values, written at the first run (TFLM's reset does not run it again).
+        self._call_once = {r: self.graph.tensors[r].initial for r in self.state
+                           if self.graph.tensors[r].initial is not None}
+        # A step writing a variable (ASSIGN_VARIABLE) makes each sample depend on the previous one.
+        self._sequential = any(not isinstance(out, tuple) and self.graph.tensors[out].is_variable
+                               for _, _, _, out in self._plan)
 
     def reset(self) -> None:
         """The variable tensors (state) as TFLM's reset leaves them: an int8 one at its zero point,
@@ -209,6 +215,11 @@ class ReferenceForward:
         if not env:
             raise ValueError("no inputs and no env: nothing to run on")
         n = len(next(iter(env.values())))
+        if self._sequential and n != 1:
+            raise ValueError("a model that assigns variables runs one sample at a time (forward does)")
+        for r, initial in self._call_once.items():
+            self.state[r][:] = initial.reshape(-1)
+        self._call_once = {}
         over = self._overrides(weights)
         tensors = self.graph.tensors
 
@@ -231,6 +242,8 @@ class ReferenceForward:
             y = fn(p, n, *[value(s) for s in ins])
             if isinstance(out, tuple):  # several outputs (SPLIT, UNPACK): the adapter returns one each
                 env.update(zip(out, y))
+            elif out in self.state:  # ASSIGN_VARIABLE: the state, one sample at a time
+                self.state[out][:] = y.reshape(-1)
             else:
                 env[out] = y
         return env
@@ -249,7 +262,11 @@ class ReferenceForward:
         """The whole model on input 0 (int8, or float in real units quantized as zoflash.api.infer
         does) -> output 0 as [B, *output shape]."""
         t = self.graph.tensors[self.graph.inputs[0]]
-        return self.output(self.run({t.index: _samples(x, t.shape, t.quant, t.dtype)}, weights=weights))
+        x = _samples(x, t.shape, t.quant, t.dtype)
+        if self._sequential:  # each sample sees the variables the previous one assigned
+            return np.concatenate([self.output(self.run({t.index: x[i:i + 1]}, weights=weights))
+                                   for i in range(len(x))])
+        return self.output(self.run({t.index: x}, weights=weights))
 
 
 # ==================================================================== data movement (movement ops)
@@ -308,3 +325,13 @@ def _svdf(p, n, x, wf, wt, b, state):
 _PARAM_ARGS.update({"svdf_s8": (1, 2, 3), "svdf_s8_s16": (1, 2, 3)})
 DISPATCH.update({"svdf_s8": _svdf, "svdf_s8_s16": _svdf, "requantize_s16_s8": _elementwise(ref.requantize_s16_s8)})
 # ==== end of sequence ops ====================================================================
+
+
+# ==== resource variables: READ_VARIABLE / ASSIGN_VARIABLE ===================================
+def _copy(p, n, x):
+    # A state (one flat row) broadcasts over the batch; an activation is already [B, elements].
+    return np.broadcast_to(x, (n, p["size"])).copy()
+
+
+DISPATCH.update({"copy_s8": _copy})
+# ==== end of resource variables =============================================================
