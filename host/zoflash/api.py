@@ -63,10 +63,11 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
         from zoflash.training.options import make_options
         from zoflash.training.pipeline import compile_training, training_bundle
 
-        if any(t.is_variable for t in load_model(model_path).graph.tensors):
+        graph = load_model(model_path).graph
+        if any(t.is_variable for t in graph.tensors) or any(op.type == "VAR_HANDLE" for op in graph.ops):
             raise UnsupportedModelError(str(model_path), [
-                "the model keeps state across invokes (variable tensors, e.g. SVDF); training a stateful model "
-                "is not supported yet: build it without --data for inference"])
+                "the model keeps state across invokes (variable tensors, e.g. SVDF, or resource variables); "
+                "training a stateful model is not supported yet: build it without --data for inference"])
         prep = compile_training(model_path, data_path, options or make_options())
         _check_fit(board, prep.model, prep.training)
         out = Path(out_dir) if out_dir is not None else default_bundle_dir(prep.path, board.id)

@@ -43,6 +43,7 @@ class _Binding:
     variables: dict[tuple, _Variable] = field(default_factory=dict)  # (container, shared_name) -> variable
     handles: dict[int, tuple] = field(default_factory=dict)  # resource tensor of subgraph 0 -> key
     problems: dict[int, list[str]] = field(default_factory=dict)  # op index -> why it cannot be compiled
+    initialised: set[tuple] = field(default_factory=set)  # the variables the init subgraph assigns
 
     def refuse(self, op: Op, why: str) -> None:
         self.problems.setdefault(op.index, []).append(why)
@@ -82,11 +83,13 @@ def _fold_init(graph: Graph, op: Op, b: _Binding) -> list[tuple[tuple, Tensor]]:
         value = init.tensors[o.inputs[1]] if o.type == "ASSIGN_VARIABLE" and len(o.inputs) == 2 else None
         if value is None or o.inputs[0] not in handles:
             b.refuse(op, f"init subgraph op {o.index} {o.type} is not an ASSIGN_VARIABLE of a VAR_HANDLE")
-        elif not value.is_constant:
-            b.refuse(op, f"init subgraph op {o.index} ASSIGN_VARIABLE of '{_name(handles[o.inputs[0]])}' "
-                         f"assigns '{value.name}', computed at run time, not a constant")
         else:
-            assigned.append((handles[o.inputs[0]], value))
+            b.initialised.add(handles[o.inputs[0]])
+            if value.is_constant:
+                assigned.append((handles[o.inputs[0]], value))
+            else:
+                b.refuse(op, f"init subgraph op {o.index} ASSIGN_VARIABLE of '{_name(handles[o.inputs[0]])}' "
+                             f"assigns '{value.name}', computed at run time, not a constant")
     return assigned
 
 
@@ -108,7 +111,7 @@ def bind(graph: Graph) -> _Binding:
             var = b.variables[key]
             var.first = var.first or value
             var.initial = value.data
-    assigned: set[tuple] = {key for key, var in b.variables.items() if var.initial is not None}
+    assigned = set(b.initialised)  # (an init value that does not fold is CALL_ONCE's problem)
     for op in graph.ops:
         is_read = op.type == "READ_VARIABLE"
         value = _value(graph, op)
