@@ -30,7 +30,8 @@ def graph_problems(graph: Graph) -> list[str]:
             # a model input of another type reaches its ops' int8 checks. ARG_MAX's int32 indices may
             # be an output too (its own constraints check their type).
             made_by = producer[i].type if role == "output" and i in producer else None
-            float_out = role == "output" and t.dtype == "float32" and made_by == "DEQUANTIZE"
+            # CAST may make an output of any type it converts to (its own constraints check them).
+            float_out = role == "output" and t.dtype == "float32" and made_by in ("DEQUANTIZE", "CAST")
             float_in = role == "input" and t.dtype == "float32"
             # An int16 input read only by QUANTIZE (int16 -> int8, keyword models) is converted at once.
             int16_in = role == "input" and t.dtype == "int16" and bool(graph.consumers().get(i)) and all(
@@ -38,7 +39,7 @@ def graph_problems(graph: Graph) -> list[str]:
             if t.dtype == "float32" and not (float_out or float_in):
                 problems.append(f"model output {t.describe()} is float32 but no DEQUANTIZE makes it (a float "
                                 "model: convert with full-integer quantization)")
-            elif t.dtype not in ("int8", "uint8", "float32") and made_by != "ARG_MAX" and not int16_in:
+            elif t.dtype not in ("int8", "uint8", "float32") and made_by not in ("ARG_MAX", "CAST") and not int16_in:
                 hint = (" (int16 activations, 16x8 quantization, are not supported: convert with int8 activations)"
                         if t.dtype == "int16" else "")
                 problems.append(f"model {role} {t.describe()} is {t.dtype}, not int8, uint8 or float32{hint}")

@@ -335,3 +335,13 @@ def _copy(p, n, x):
 
 DISPATCH.update({"copy_s8": _copy})
 # ==== end of resource variables =============================================================
+
+
+# ==== CAST ==================================================================================
+def _cast(p, n, x):
+    return ref.cast(p, np.broadcast_to(x, (n, p["size"]))).reshape(n, -1)
+
+
+_CAST_TYPES = ("int8", "int16", "int32", "float32")
+DISPATCH.update({f"cast_{s}_{d}": _cast for s in _CAST_TYPES for d in _CAST_TYPES if s != "float32" or d == "float32"})
+# ==== end of CAST ===========================================================================
