@@ -153,7 +153,8 @@ class ReferenceForward:
         self.steps = model.program.steps
         tensors = self.graph.tensors
         # Per step: the adapter, its params, each input as (root index, is a constant, is a
-        # parameter) or None, and the output's root index (a tuple of them for several outputs).
+        # parameter, aliases a variable) or None, and the output's root index (a tuple of them for
+        # several outputs).
         self._plan = []
         for step in self.steps:
             params = _PARAM_ARGS.get(step.kernel, ())
@@ -161,7 +162,8 @@ class ReferenceForward:
             for pos, a in enumerate(step.args[:-1]):
                 for t in a if isinstance(a, tuple) else (a,):  # a tuple (concat) becomes *inputs
                     ins.append(None if t is None else (self.root[t], tensors[self.root[t]].is_constant,
-                                                       pos in params))
+                                                       pos in params, tensors[self.root[t]].is_variable
+                                                       and not tensors[t].is_variable))
             last = step.args[-1]
             out = tuple(self.root[t] for t in last) if isinstance(last, tuple) else self.root[last]
             self._plan.append((DISPATCH[step.kernel], step.params, ins, out))
@@ -226,7 +228,9 @@ class ReferenceForward:
         def value(slot):
             if slot is None:
                 return None
-            r, const, param = slot
+            r, const, param, aliases_state = slot
+            if aliases_state:  # READ_VARIABLE's value left in the state: one row, broadcast over the batch
+                return self.state[r][None]
             if r in self.state:  # updated in place by the step
                 return self.state[r]
             if not const:

@@ -9,8 +9,9 @@ not run CALL_ONCE a second time.
 `bind_resource_variables` (a pass before legality) compiles that into plain state: each variable
 becomes a variable tensor of the model's state array (never planned, kept across invokes, filled
 by <prefix>_reset), holding `initial`, the init subgraph's constants, written at the first invoke
-after <prefix>_init; READ_VARIABLE then copies the state to the arena, ASSIGN_VARIABLE the arena to
-the state; VAR_HANDLE and CALL_ONCE need no code. A model the pass cannot bind is left as it is,
+after <prefix>_init; READ_VARIABLE then aliases the state (or copies it to the arena when an
+ASSIGN_VARIABLE could overwrite it while the value is still read), ASSIGN_VARIABLE copies the arena
+to the state; VAR_HANDLE and CALL_ONCE need no code. A model the pass cannot bind is left as it is,
 and the constraints below say why.
 """
 from __future__ import annotations
@@ -21,8 +22,8 @@ import numpy as np
 
 from zoflash.compiler import kernels
 from zoflash.compiler.ir import Graph, Op, Tensor
-from zoflash.compiler.ops.registry import DATA, Arg, Kernel, OpEntry, any_value, build, register
-from zoflash.compiler.program import Step
+from zoflash.compiler.ops.registry import DATA, OPS, Arg, Kernel, OpEntry, any_value, build, register
+from zoflash.compiler.program import Alias, Step
 
 # The positions of the state tensor after binding (legality lets a variable tensor reach only these).
 STATE_INPUTS = {"READ_VARIABLE": (0,), "ASSIGN_VARIABLE": (0,)}
@@ -213,7 +214,22 @@ def _copy(graph: Graph, op: Op, source: int, target: int) -> Step:
     return Step(op, COPY_S8.name, params, args=[source, target], inputs=(source,), outputs=(target,))
 
 
-def lower_read(graph: Graph, op: Op) -> Step:
+def _alias_is_safe(graph: Graph, op: Op) -> bool:
+    """The value may stay in the state, with no copy, when it is not a model output, every reader is a
+    kernel call (not an alias carrying the state further) and all of them run before the variable is
+    assigned again."""
+    value = op.outputs[0]
+    readers = graph.consumers().get(value, [])
+    position = {o.index: k for k, o in enumerate(graph.ops)}
+    assigns = [position[o.index] for o in graph.ops if o.type == "ASSIGN_VARIABLE" and o.inputs[0] == op.inputs[0]
+               and position[o.index] > position[op.index]]
+    return (value not in graph.outputs and all(OPS[o.type].kernels for o in readers)
+            and all(position[o.index] < min(assigns, default=len(graph.ops)) for o in readers))
+
+
+def lower_read(graph: Graph, op: Op) -> Step | Alias:
+    if _alias_is_safe(graph, op):
+        return Alias(op, op.inputs[0], op.outputs[0])
     return _copy(graph, op, op.inputs[0], op.outputs[0])
 
 
@@ -240,7 +256,8 @@ register(OpEntry(
 
 register(OpEntry(
     types=("READ_VARIABLE",),
-    summary="int8 variable: a copy of its state to the output",
+    summary="int8 variable: the output aliases its state (a copy if an ASSIGN_VARIABLE could overwrite it "
+            "while the output is still read)",
     inputs=(_VARIABLE,), outputs=(Arg("value", DATA, ("int8",)),), lower=lower_read, kernels=(COPY_S8,),
     constraints=(variable_use,)))
 
