@@ -171,6 +171,8 @@ def test_generated_state_and_call_once(tmp_path):
     assert source.count(f"static const int8_t {p}_initial") == 1
     assert f"if (!{p}_call_once_done)" in source and f"{p}_call_once_done = 0;" in source
     assert "memset(&" in source.split(f"void {p}_reset(void)")[1].split("}")[0]
+    text = api.inspect(OPS_FIXTURES / "var_two_states.tflite").text
+    assert "state: 32 bytes" in text and "'Variable', initial values from CALL_ONCE" in text
     plain = api.generate(FIXTURES / "mlp.tflite", "host", tmp_path / "mlp")
     assert "call_once" not in (plain.path / f"{plain.prefix}.c").read_text()
 

@@ -243,9 +243,11 @@ def inspect(model_path: str | Path) -> Inspection:
         lines.append(f"state: {compiled.state_size} bytes beside the arena, never shared, kept across invokes "
                      "until <prefix>_reset()")
         for r, off in sorted(compiled.state_offset.items(), key=lambda item: item[1]):
-            lines.append(f"  [{off:7d}, {off + g.tensors[r].nbytes:7d})  '{g.tensors[r].name}'")
+            t = compiled.graph.tensors[r]  # a resource variable's state is a tensor the compiler added
+            initial = ", initial values from CALL_ONCE" if t.initial is not None else ""
+            lines.append(f"  [{off:7d}, {off + t.nbytes:7d})  '{t.name}'{initial}")
     lines.append(f"legality: supported ({len(compiled.program.steps)} kernel calls, "
-                 f"{len(compiled.program.aliases)} reshapes without code)")
+                 f"{len(compiled.program.aliases)} aliases without code: reshapes, variable reads)")
     return Inspection("\n".join(lines), supported=True)
 
 
