@@ -209,6 +209,14 @@ def test_init_subgraph_that_does_not_fold_is_refused():
     assert "computed at run time, not a constant" in text and text.count("\n  - ") == 1
 
 
+def test_init_subgraph_with_other_ops_is_refused():
+    g = _graph()
+    init = g.subgraphs[0]
+    read = replace(init.ops[1], type="READ_VARIABLE", inputs=(0,), outputs=(1,))
+    text = _problems(replace(g, subgraphs=(replace(init, ops=[init.ops[0], read, *init.ops[2:]]),)))
+    assert "init subgraph op 1 READ_VARIABLE is not an ASSIGN_VARIABLE of a VAR_HANDLE" in text
+
+
 def test_call_once_not_first_is_refused():
     g = _graph()
     ops = [g.ops[1], g.ops[0], *g.ops[2:]]

@@ -62,7 +62,7 @@ def _init_subgraph(graph: Graph, op: Op, b: _Binding) -> Graph | None:
     """CALL_ONCE's init subgraph when zoflash can fold it, else None (and why, in `b`)."""
     k = op.options.get("init_subgraph_index")
     calls = [o.index for o in graph.ops if o.type == "CALL_ONCE"]
-    if calls != [graph.ops[0].index] or op is not graph.ops[0]:
+    if calls != [graph.ops[0].index]:
         b.refuse(op, f"CALL_ONCE ops at {calls}; one, the first op, is supported")
         return None
     if not isinstance(k, int) or not 1 <= k <= len(graph.subgraphs):
@@ -81,7 +81,7 @@ def _fold_init(graph: Graph, op: Op, b: _Binding) -> list[tuple[tuple, Tensor]]:
     for o in init.ops:
         if o.type == "VAR_HANDLE":
             continue
-        value = init.tensors[o.inputs[1]] if o.type == "ASSIGN_VARIABLE" and len(o.inputs) == 2 else None
+        value = _value(init, o) if o.type == "ASSIGN_VARIABLE" else None
         if value is None or o.inputs[0] not in handles:
             b.refuse(op, f"init subgraph op {o.index} {o.type} is not an ASSIGN_VARIABLE of a VAR_HANDLE")
         else:
@@ -126,13 +126,16 @@ def bind(graph: Graph) -> _Binding:
         if is_read and key not in assigned:
             b.refuse(op, f"variable '{var.name}' is read before anything assigns it (no CALL_ONCE init "
                          "value, no earlier ASSIGN_VARIABLE)")
+        elif var.first is None:  # assigned only by an init value that does not fold: CALL_ONCE's problem
+            continue
         elif value.dtype != "int8" or var.first.dtype != "int8":
             b.refuse(op, f"variable '{var.name}' is {var.first.dtype}, its value '{value.name}' {value.dtype}; "
                          "int8 variables are supported")
         elif value.nbytes != var.first.nbytes:
             b.refuse(op, f"variable '{var.name}' holds {var.first.nbytes} bytes ({list(var.first.shape)}), "
                          f"'{value.name}' {value.nbytes} ({list(value.shape)})")
-        assigned.add(key)
+        if not is_read:
+            assigned.add(key)
     for key, value in init:
         var = b.variables.get(key)
         if var is not None and (value.dtype, value.nbytes) != ("int8", var.first.nbytes):
@@ -142,10 +145,10 @@ def bind(graph: Graph) -> _Binding:
 
 
 def _value(graph: Graph, op: Op) -> Tensor | None:
-    """The value a well-formed READ_VARIABLE reads or ASSIGN_VARIABLE assigns."""
-    if op.type == "READ_VARIABLE" and len(op.inputs) == 1 and len(op.outputs) == 1:
+    """The value a well-formed READ_VARIABLE reads or ASSIGN_VARIABLE assigns (None for other ops)."""
+    if op.type == "READ_VARIABLE" and len(op.inputs) == 1 and op.inputs[0] >= 0 and len(op.outputs) == 1:
         return graph.tensors[op.outputs[0]]
-    if op.type == "ASSIGN_VARIABLE" and len(op.inputs) == 2 and not op.outputs:
+    if op.type == "ASSIGN_VARIABLE" and len(op.inputs) == 2 and min(op.inputs) >= 0 and not op.outputs:
         return graph.tensors[op.inputs[1]]
     return None
 
