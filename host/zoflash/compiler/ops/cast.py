@@ -35,8 +35,8 @@ CASTS = {(s, d): _kernel(s, d) for s in TYPES for d in TYPES if s != "float32" o
 
 
 def cast_types(graph: Graph, op: Op) -> str | None:
-    """CAST must convert between int8, int16, int32 and float32, and not float32 to an integer type
-    (undefined out of range, in TFLM as in C)"""
+    """CAST must convert between int8, int16, int32 and float32 (TFLM's CAST reads no uint8), and not
+    float32 to an integer type (undefined out of range, in TFLM as in C)"""
     x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
     return None if (x.dtype, y.dtype) in CASTS else f"{x.dtype} -> {y.dtype}"
 
