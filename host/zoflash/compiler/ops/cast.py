@@ -58,7 +58,8 @@ register(OpEntry(
     types=("CAST",),
     summary="int8, int16, int32 -> int8, int16, int32, float32 (a C cast: narrowing keeps the low bits) and "
             "float32 -> float32; may make a model output (e.g. of ARG_MAX's indices)",
-    inputs=(Arg("input", DATA, TYPES),), outputs=(Arg("output", DATA, TYPES),), lower=lower_cast,
+    # Any type here: cast_types says which pairs, in one message.
+    inputs=(Arg("input", DATA, ()),), outputs=(Arg("output", DATA, ()),), lower=lower_cast,
     kernels=tuple(CASTS.values()),
     options=(any_value("in_data_type", "any (the tensors' types decide)", default=None),
              any_value("out_data_type", "any (the tensors' types decide)", default=None)),
