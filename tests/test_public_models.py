@@ -31,7 +31,7 @@ EXPECTED = {
     "mlperf_kws_dscnn.tflite": "bit-exact",
     "mlperf_ad_autoencoder.tflite": "bit-exact",
     "mlperf_streaming_wakeword.tflite": "bit-exact",
-    "microwakeword_hey_jarvis.tflite": "bit-exact",
+    "microwakeword_hey_mycroft.tflite": "bit-exact",
 }
 
 
