@@ -277,7 +277,7 @@ def test_a_variable_elsewhere_is_refused():
     graph, op = _graph()
     graph.tensors[op.outputs[0]] = replace(graph.tensors[op.outputs[0]], is_variable=True)
     problems = _problems(graph)
-    assert "is a variable (state) as an output" in problems and "resource variables" in problems
+    assert "is a variable (state) as an output" in problems and "READ_VARIABLE, SVDF, UNIDIRECTIONAL_SEQUENCE_LSTM state inputs" in problems
 
 
 def test_state_type_must_match_the_time_weights():

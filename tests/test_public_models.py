@@ -25,12 +25,13 @@ EXPECTED = {
     "hello_world.tflite": "bit-exact",
     "mnist_lstm.tflite": "bit-exact",
     "keyword_svdf.tflite": "op 13 SOFTMAX (inputs: tensor50; outputs: tensor51): activations must be int8",
-    "audio_preprocessor.tflite": "CUSTOM:SignalWindow is not supported",
+    "audio_preprocessor.tflite": "op 0 CUSTOM:SignalWindow, op 2 CUSTOM:SignalFftAutoScale, op 3 CUSTOM:SignalRfft",
     "mlperf_resnet8.tflite": "bit-exact",
     "mlperf_vww_mobilenetv1.tflite": "bit-exact",
     "mlperf_kws_dscnn.tflite": "bit-exact",
     "mlperf_ad_autoencoder.tflite": "bit-exact",
     "mlperf_streaming_wakeword.tflite": "bit-exact",
+    "microwakeword_hey_mycroft.tflite": "bit-exact",
 }
 
 

@@ -63,10 +63,11 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
         from zoflash.training.options import make_options
         from zoflash.training.pipeline import compile_training, training_bundle
 
-        if any(t.is_variable for t in load_model(model_path).graph.tensors):
+        graph = load_model(model_path).graph
+        if any(t.is_variable for t in graph.tensors) or any(op.type == "VAR_HANDLE" for op in graph.ops):
             raise UnsupportedModelError(str(model_path), [
-                "the model keeps state across invokes (variable tensors, e.g. SVDF); training a stateful model "
-                "is not supported yet: build it without --data for inference"])
+                "the model keeps state across invokes (variable tensors, e.g. SVDF, or resource variables); "
+                "training a stateful model is not supported yet: build it without --data for inference"])
         prep = compile_training(model_path, data_path, options or make_options())
         board = _fit(board, prep.model, prep.training)
         out = Path(out_dir) if out_dir is not None else default_bundle_dir(prep.path, board.id)
@@ -244,9 +245,11 @@ def inspect(model_path: str | Path) -> Inspection:
         lines.append(f"state: {compiled.state_size} bytes beside the arena, never shared, kept across invokes "
                      "until <prefix>_reset()")
         for r, off in sorted(compiled.state_offset.items(), key=lambda item: item[1]):
-            lines.append(f"  [{off:7d}, {off + g.tensors[r].nbytes:7d})  '{g.tensors[r].name}'")
+            t = compiled.graph.tensors[r]  # a resource variable's state is a tensor the compiler added
+            initial = ", initial values from CALL_ONCE" if t.initial is not None else ""
+            lines.append(f"  [{off:7d}, {off + t.nbytes:7d})  '{t.name}'{initial}")
     lines.append(f"legality: supported ({len(compiled.program.steps)} kernel calls, "
-                 f"{len(compiled.program.aliases)} reshapes without code)")
+                 f"{len(compiled.program.aliases)} aliases without code: reshapes, variable reads)")
     return Inspection("\n".join(lines), supported=True)
 
 

@@ -392,6 +392,25 @@ void zo_lstm_s8_s16(const zo_lstm_params_t *p, const int8_t *input, const int8_t
                     const int32_t *b_cell, const int32_t *b_output, int8_t *hidden, int16_t *cell, int8_t *output);
 /* ==== end of UNIDIRECTIONAL_SEQUENCE_LSTM =================================================== */
 
+/* ==== resource variables (zo_kernels_variables.c): READ_VARIABLE / ASSIGN_VARIABLE ========== */
+/* A variable's bytes copied from the state array to the arena (READ) or back (ASSIGN). */
+typedef struct {
+    int32_t size;                  /* bytes */
+} zo_copy_params_t;
+
+void zo_copy_s8(const zo_copy_params_t *p, const int8_t *input, int8_t *output);
+/* ==== end of resource variables ============================================================= */
+
+/* ==== CAST (zo_kernels_cast.c): int8, int16, int32, float32 (float32 to float32 only) ======== */
+enum { ZO_CAST_S8 = 0, ZO_CAST_S16 = 1, ZO_CAST_S32 = 2, ZO_CAST_F32 = 3 };  /* element types */
+typedef struct {
+    int32_t size;                  /* elements */
+    int32_t input_type, output_type;
+} zo_cast_params_t;
+
+void zo_cast(const zo_cast_params_t *p, const void *input, void *output);
+/* ==== end of CAST =========================================================================== */
+
 #ifdef __cplusplus
 }
 #endif

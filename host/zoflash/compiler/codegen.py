@@ -217,14 +217,29 @@ def _io(model: CompiledModel, names: _Names, indices) -> list[dict]:
     return out
 
 
+def _reset_value(t) -> int:
+    return t.quant.zero_point if t.dtype == "int8" and t.quant is not None else 0
+
+
 def _state(model: CompiledModel) -> list[dict]:
     """What the reset writes into each variable tensor: TFLM's ResetVariableTensors fills an int8
     one with its zero point, any other type with zeros."""
     out = []
     for r, off in sorted(model.state_offset.items(), key=lambda item: item[1]):
         t = model.graph.tensors[r]
-        value = t.quant.zero_point if t.dtype == "int8" and t.quant is not None else 0
-        out.append(dict(offset=off, bytes=t.nbytes, value=value, comment=c_comment(t.describe())))
+        out.append(dict(offset=off, bytes=t.nbytes, value=_reset_value(t), comment=c_comment(t.describe())))
+    return out
+
+
+def _initial(model: CompiledModel, names: _Names) -> list[dict]:
+    """The values CALL_ONCE's init subgraph gives the variables, where they differ from the reset's fill
+    (TFLM writes them at the first invoke; its reset fills with the zero point and does not re-run it)."""
+    out = []
+    for r, off in sorted(model.state_offset.items(), key=lambda item: item[1]):
+        t = model.graph.tensors[r]
+        if t.initial is not None and (t.initial != _reset_value(t)).any():
+            out.append(dict(offset=off, bytes=t.nbytes, array=CArray(
+                _ctype(t.dtype), f"{names.prefix}_initial{len(out)}", t.initial, c_comment(t.describe()))))
     return out
 
 
@@ -261,6 +276,7 @@ def render_context(model: CompiledModel, prefix: str, source_name: str, source_s
         state_name=names.state,
         state_size=model.state_size,
         state=_state(model),
+        initial=_initial(model, names),
         weights_bytes=model.weights_bytes,
         constants=constants,
         calls=[_step_call(model, names, n, s) for n, s in enumerate(model.program.steps)],

@@ -1,4 +1,5 @@
-"""The intermediate representation: a single-subgraph dataflow graph of tensors and ops.
+"""The intermediate representation: a dataflow graph of tensors and ops (subgraph 0; the others are
+kept for CALL_ONCE, whose init subgraph the compiler folds into the initial state).
 
 The importer builds it from a .tflite file; passes read it; nothing in it knows about C.
 """
@@ -49,6 +50,8 @@ class Tensor:
     shape_signature: tuple[int, ...] | None = None  # -1 marks a dynamic dimension
     is_variable: bool = False
     sparse: bool = False
+    # A resource variable's value after CALL_ONCE's init subgraph (None: it is never initialised).
+    initial: np.ndarray | None = None
 
     @property
     def is_constant(self) -> bool:
@@ -112,6 +115,7 @@ class Graph:
     outputs: tuple[int, ...]
     description: str = ""
     num_subgraphs: int = 1
+    subgraphs: tuple["Graph", ...] = ()  # the model's other subgraphs (k at [k - 1]): CALL_ONCE's init
 
     def producer(self) -> dict[int, Op]:
         """Tensor index -> the op writing it."""

@@ -928,7 +928,7 @@ def requantize_s16_params(*, size, input_scale, input_zp, output_scale, output_z
 # ==== end of sequence ops ====================================================================
 
 
-# ==== UNIDIRECTIONAL_SEQUENCE_LSTM (int8, int16 cell state) ==================================
+# ==== UNIDIRECTIONAL_SEQUENCE_LSTM (int8, int16 cell state) ===========================
 
 _LSTM_GATES = ("input", "forget", "cell", "output")  # the order of every per-gate array
 _Q3_12, _Q0_15 = 2.0 ** -12, 2.0 ** -15  # TFLM's scales of a gate's pre-activation and of its output
@@ -983,3 +983,26 @@ def lstm_params(*, batches, time_steps, input_size, units, time_major, input_sca
                 hidden_shift=_check_shift("lstm output x tanh", hidden_s), tanh_multiplier=tanh_multiplier,
                 tanh_shift=tanh_shift, use_cell_clip=1 if clip > 0 else 0, cell_clip=quantized_clip)
 # ==== end of UNIDIRECTIONAL_SEQUENCE_LSTM ====================================================
+
+# ==== resource variables: READ_VARIABLE / ASSIGN_VARIABLE ===================================
+
+def copy_params(*, size) -> dict:
+    """A variable's bytes copied whole (TFLM's MicroResourceVariables::Read and Assign)."""
+    return dict(size=_int("size", size, 1))
+# ==== end of resource variables =============================================================
+
+
+# ==== CAST ==================================================================================
+
+CAST_TYPES = {"int8": 0, "int16": 1, "int32": 2, "float32": 3}  # zo_kernels.h's ZO_CAST_* element types
+
+
+def cast_params(*, size, input_dtype, output_dtype) -> dict:
+    """CAST (TFLM's cast.cc: a C++ static_cast per element); float32 to an integer type is refused
+    (undefined out of range in C and C++, so no reproducible reference)."""
+    if input_dtype not in CAST_TYPES or output_dtype not in CAST_TYPES:
+        raise ValueError(f"cast: {input_dtype} -> {output_dtype}; the types are {', '.join(CAST_TYPES)}")
+    if input_dtype == "float32" and output_dtype != "float32":
+        raise ValueError(f"cast: float32 -> {output_dtype} is undefined for values out of range")
+    return dict(size=_int("size", size, 1), input_type=CAST_TYPES[input_dtype], output_type=CAST_TYPES[output_dtype])
+# ==== end of CAST ===========================================================================

@@ -6,15 +6,20 @@ from zoflash.compiler.ir import Graph, Op
 from zoflash.compiler.ops import OPS, SUPPORTED_OPS
 from zoflash.compiler.ops.common import GENERIC, STRUCTURE
 from zoflash.compiler.ops.registry import Constraint, message
-from zoflash.compiler.ops.sequence import STATE_INPUTS
+from zoflash.compiler.ops.sequence import STATE_INPUTS as SVDF_STATE
+from zoflash.compiler.ops.variables import STATE_INPUTS as VARIABLE_STATE
+
+STATE_INPUTS = {**SVDF_STATE, **VARIABLE_STATE}  # op type -> the positions a variable tensor may take
 
 
 def graph_problems(graph: Graph) -> list[str]:
     """Whole-model checks: subgraphs, I/O types, dynamic shapes, batch, sparse tensors, state as I/O.
     Which ops may read a variable tensor (state) is each op's own check (`variables_are_state`)."""
     problems = []
-    if graph.num_subgraphs > 1:
-        problems.append(f"the model has {graph.num_subgraphs} subgraphs (control flow); only one is supported")
+    init = {op.options.get("init_subgraph_index") for op in graph.ops if op.type == "CALL_ONCE"}
+    if set(range(1, graph.num_subgraphs)) - init:  # CALL_ONCE's init subgraph is its own op's check
+        problems.append(f"the model has {graph.num_subgraphs} subgraphs (control flow); only one, and "
+                        "CALL_ONCE's init subgraph, are supported")
     if not graph.ops:
         problems.append("the model has no operators")
     producer = graph.producer()
@@ -25,7 +30,8 @@ def graph_problems(graph: Graph) -> list[str]:
             # a model input of another type reaches its ops' int8 checks. ARG_MAX's int32 indices may
             # be an output too (its own constraints check their type).
             made_by = producer[i].type if role == "output" and i in producer else None
-            float_out = role == "output" and t.dtype == "float32" and made_by == "DEQUANTIZE"
+            # CAST may make an output of any type it converts to (its own constraints check them).
+            float_out = role == "output" and t.dtype == "float32" and made_by in ("DEQUANTIZE", "CAST")
             float_in = role == "input" and t.dtype == "float32"
             # An int16 input read only by QUANTIZE (int16 -> int8, keyword models) is converted at once.
             int16_in = role == "input" and t.dtype == "int16" and bool(graph.consumers().get(i)) and all(
@@ -33,7 +39,7 @@ def graph_problems(graph: Graph) -> list[str]:
             if t.dtype == "float32" and not (float_out or float_in):
                 problems.append(f"model output {t.describe()} is float32 but no DEQUANTIZE makes it (a float "
                                 "model: convert with full-integer quantization)")
-            elif t.dtype not in ("int8", "uint8", "float32") and made_by != "ARG_MAX" and not int16_in:
+            elif t.dtype not in ("int8", "uint8", "float32") and made_by not in ("ARG_MAX", "CAST") and not int16_in:
                 hint = (" (int16 activations, 16x8 quantization, are not supported: convert with int8 activations)"
                         if t.dtype == "int16" else "")
                 problems.append(f"model {role} {t.describe()} is {t.dtype}, not int8, uint8 or float32{hint}")
@@ -60,8 +66,7 @@ def graph_problems(graph: Graph) -> list[str]:
                     and pos not in STATE_INPUTS.get(op.type, ()):
                 where = "an output" if pos >= len(op.inputs) else f"input {pos}"
                 problems.append(f"{op.where(graph)}: tensor {graph.tensors[i].describe()} is a variable (state) "
-                                f"as {where}; only {', '.join(sorted(STATE_INPUTS))} state inputs are supported "
-                                "(resource variables, VAR_HANDLE/READ_VARIABLE/ASSIGN_VARIABLE, are not)")
+                                f"as {where}; only {', '.join(sorted(STATE_INPUTS))} state inputs are supported")
     return problems
 
 
@@ -89,6 +94,37 @@ def op_problems(graph: Graph, op: Op) -> list[str]:
     return _failures(graph, op, STRUCTURE) or _failures(graph, op, GENERIC + entry.constraints)
 
 
+# Where known custom ops come from, by the start of their custom code.
+_VENDORS = (("Signal", "the TFLM Signal library, an audio front end to run before the model"),
+            ("ethos-u", "Arm's Vela compiler for the Ethos-U NPU: compile the .tflite given to Vela instead"),
+            ("TFLite_Detection_PostProcess", "TFLite's object-detection post-processing"),
+            ("Flex", "TensorFlow Select, the converter's fallback to TensorFlow ops"))
+
+
+def custom_op_problem(graph: Graph) -> str | None:
+    """One line for every CUSTOM op of the model, naming each with its position and, for known ones,
+    where it comes from: a model that needs them cannot run, so their consequences are noise."""
+    custom = [op for op in graph.ops if op.type.startswith("CUSTOM:")]
+    if not custom:
+        return None
+    sources = []
+    for op in custom:
+        code = op.type.removeprefix("CUSTOM:")
+        source = next((where for prefix, where in _VENDORS if code.startswith(prefix)), None)
+        if source not in sources:
+            sources.append(source)
+    one = len(custom) == 1
+    names = ", ".join(f"op {op.index} {op.type}" for op in custom)
+    kind = ("vendor custom op" if None not in sources else "custom op") + ("" if one else "s")
+    known = "; ".join(s for s in sources if s)
+    return (f"{names} {'is a' if one else 'are'} {kind}" + (f" ({known})" if known else "")
+            + f"; zoflash does not run {'it' if one else 'them'}")
+
+
 def model_problems(graph: Graph) -> list[str]:
-    """Every problem of the whole model, each naming the op (index, type, tensors) it is about."""
+    """Every problem of the whole model, each naming the op (index, type, tensors) it is about; a model
+    with CUSTOM ops gets the one line that names them."""
+    custom = custom_op_problem(graph)
+    if custom:
+        return [custom]
     return graph_problems(graph) + [p for op in graph.ops for p in op_problems(graph, op)]

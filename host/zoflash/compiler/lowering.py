@@ -1,5 +1,6 @@
-"""Lowering: every op of a legal graph becomes a kernel call with its parameters (a `Step`) or an
-`Alias` (RESHAPE-like ops: the output reuses the input's bytes).
+"""Lowering: every op of a legal graph becomes a kernel call with its parameters (a `Step`), an
+`Alias` (RESHAPE-like ops: the output reuses the input's bytes) or nothing (ops bound at compile
+time: VAR_HANDLE, CALL_ONCE).
 
 The op registry (compiler/ops/) says how each op lowers; the legality pass (compiler/legality.py)
 runs first, so a lowering only meets ops that satisfy their constraints. A kernel's parameter
@@ -28,7 +29,8 @@ def lower_graph(graph: Graph) -> Program:
         except Problem as p:
             problems.append(str(p))
             continue
-        (aliases if isinstance(result, Alias) else steps).append(result)
+        if result is not None:  # None: no code at run time (VAR_HANDLE, CALL_ONCE)
+            (aliases if isinstance(result, Alias) else steps).append(result)
     if problems:
         raise UnsupportedModelError(graph.name, problems)
     return Program(graph=graph, steps=steps, aliases=aliases)

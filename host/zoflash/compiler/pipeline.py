@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from zoflash.compiler.ir import Graph, Quantization, Tensor
 from zoflash.compiler.lowering import lower_graph
+from zoflash.compiler.ops.variables import bind_resource_variables
 from zoflash.compiler.passes import fold_shape_arithmetic
 from zoflash.compiler.planner import Buffer, MemoryPlan, align, plan_memory
 from zoflash.compiler.program import Program
@@ -116,6 +117,7 @@ def collect_buffers(program: Program, root: dict) -> list[Buffer]:
 def compile_graph(graph: Graph, strategies: tuple[str, ...] | None = None) -> CompiledModel:
     verify_graph(graph)
     graph, _ = fold_shape_arithmetic(graph)  # compile-time shape computations become constants
+    graph = bind_resource_variables(graph)  # resource variables become state, CALL_ONCE initial values
     program = lower_graph(graph)  # raises UnsupportedModelError with every problem
     verify_program(program)
     root = _resolve_aliases(program)

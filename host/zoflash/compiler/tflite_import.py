@@ -21,6 +21,7 @@ _TENSOR_TYPES = {
     tflite.TensorType.INT64: "int64", tflite.TensorType.STRING: "string",
     tflite.TensorType.BOOL: "bool", tflite.TensorType.INT16: "int16",
     tflite.TensorType.INT8: "int8", tflite.TensorType.FLOAT64: "float64",
+    tflite.TensorType.RESOURCE: "resource",  # a resource variable's handle (VAR_HANDLE's output)
 }
 _NUMPY_TYPES = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "uint8": np.uint8,
                 "int64": np.int64, "bool": np.bool_, "int16": np.int16, "int8": np.int8,
@@ -124,8 +125,33 @@ def _read_tensor(model, raw: bytes, t, index: int) -> Tensor:
                   shape_signature=sig, is_variable=bool(t.IsVariable()), sparse=t.Sparsity() is not None)
 
 
+def _read_subgraph(model, raw: bytes, codes: list[str], k: int, name: str) -> Graph:
+    sub = model.Subgraphs(k)
+    where = name if k == 0 else f"{name} subgraph {k}"
+    tensors = [_read_tensor(model, raw, sub.Tensors(i), i) for i in range(sub.TensorsLength())]
+    ops = []
+    for i in range(sub.OperatorsLength()):
+        o = sub.Operators(i)
+        idx = o.OpcodeIndex()
+        if idx >= len(codes):
+            raise ModelFormatError(f"{where}: op {i} uses operator code {idx}, which does not exist")
+        ins = tuple(int(x) for x in o.InputsAsNumpy()) if o.InputsLength() else ()
+        outs = tuple(int(x) for x in o.OutputsAsNumpy()) if o.OutputsLength() else ()
+        for tix in ins + outs:
+            if tix >= len(tensors) or tix < -1:
+                raise ModelFormatError(f"{where}: op {i} refers to tensor {tix}, which does not exist")
+        ops.append(Op(index=i, type=codes[idx], inputs=ins, outputs=outs, options=_decode_options(o),
+                      version=model.OperatorCodes(idx).Version()))
+    inputs = tuple(int(x) for x in sub.InputsAsNumpy()) if sub.InputsLength() else ()
+    outputs = tuple(int(x) for x in sub.OutputsAsNumpy()) if sub.OutputsLength() else ()
+    for tix in inputs + outputs:
+        if not 0 <= tix < len(tensors):
+            raise ModelFormatError(f"{where}: graph input/output refers to tensor {tix}, which does not exist")
+    return Graph(name=name, tensors=tensors, ops=ops, inputs=inputs, outputs=outputs)
+
+
 def parse_tflite(raw: bytes, name: str = "model") -> Graph:
-    """Parse flatbuffer bytes into a Graph (the first subgraph; the count is kept for legality)."""
+    """Parse flatbuffer bytes into a Graph: subgraph 0, the others beside it (`Graph.subgraphs`)."""
     if len(raw) < 8:
         raise ModelFormatError(f"{name}: the file is {len(raw)} bytes, too short to be a TFLite model")
     if raw[4:8] != b"TFL3":
@@ -135,37 +161,18 @@ def parse_tflite(raw: bytes, name: str = "model") -> Graph:
         model = tflite.Model.GetRootAs(raw, 0)
         if model.SubgraphsLength() < 1:
             raise ModelFormatError(f"{name}: the model has no subgraph")
-        sub = model.Subgraphs(0)
         codes = [_op_type(model.OperatorCodes(i)) for i in range(model.OperatorCodesLength())]
-        tensors = [_read_tensor(model, raw, sub.Tensors(i), i) for i in range(sub.TensorsLength())]
-        ops = []
-        for i in range(sub.OperatorsLength()):
-            o = sub.Operators(i)
-            idx = o.OpcodeIndex()
-            if idx >= len(codes):
-                raise ModelFormatError(f"{name}: op {i} uses operator code {idx}, which does not exist")
-            ins = tuple(int(x) for x in o.InputsAsNumpy()) if o.InputsLength() else ()
-            outs = tuple(int(x) for x in o.OutputsAsNumpy()) if o.OutputsLength() else ()
-            for tix in ins + outs:
-                if tix >= len(tensors) or tix < -1:
-                    raise ModelFormatError(f"{name}: op {i} refers to tensor {tix}, which does not exist")
-            ops.append(Op(index=i, type=codes[idx], inputs=ins, outputs=outs, options=_decode_options(o),
-                          version=model.OperatorCodes(idx).Version()))
-        inputs = tuple(int(x) for x in sub.InputsAsNumpy()) if sub.InputsLength() else ()
-        outputs = tuple(int(x) for x in sub.OutputsAsNumpy()) if sub.OutputsLength() else ()
-        for tix in inputs + outputs:
-            if not 0 <= tix < len(tensors):
-                raise ModelFormatError(f"{name}: graph input/output refers to tensor {tix}, which does not exist")
+        graphs = [_read_subgraph(model, raw, codes, k, name) for k in range(model.SubgraphsLength())]
         desc = (model.Description() or b"").decode("utf-8", "replace")
-        num_subgraphs = model.SubgraphsLength()
     except ModelFormatError:
         raise
     except Exception as exc:  # damaged offsets make the generated accessors fail in many ways
         raise ModelFormatError(
             f"{name}: the flatbuffer is damaged or truncated ({type(exc).__name__}: {exc}); "
             "re-export the model with the TFLite converter") from None
-    return Graph(name=name, tensors=tensors, ops=ops, inputs=inputs, outputs=outputs, description=desc,
-                 num_subgraphs=num_subgraphs)
+    main = graphs[0]
+    main.description, main.num_subgraphs, main.subgraphs = desc, len(graphs), tuple(graphs[1:])
+    return main
 
 
 def load_tflite(path: str | Path) -> tuple[Graph, bytes]:

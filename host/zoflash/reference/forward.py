@@ -153,7 +153,8 @@ class ReferenceForward:
         self.steps = model.program.steps
         tensors = self.graph.tensors
         # Per step: the adapter, its params, each input as (root index, is a constant, is a
-        # parameter) or None, and the output's root index (a tuple of them for several outputs).
+        # parameter, aliases a variable) or None, and the output's root index (a tuple of them for
+        # several outputs).
         self._plan = []
         for step in self.steps:
             params = _PARAM_ARGS.get(step.kernel, ())
@@ -161,13 +162,20 @@ class ReferenceForward:
             for pos, a in enumerate(step.args[:-1]):
                 for t in a if isinstance(a, tuple) else (a,):  # a tuple (concat) becomes *inputs
                     ins.append(None if t is None else (self.root[t], tensors[self.root[t]].is_constant,
-                                                       pos in params))
+                                                       pos in params, tensors[self.root[t]].is_variable
+                                                       and not tensors[t].is_variable))
             last = step.args[-1]
             out = tuple(self.root[t] for t in last) if isinstance(last, tuple) else self.root[last]
             self._plan.append((DISPATCH[step.kernel], step.params, ins, out))
         self.logits_index, self.logits_end = self._find_logits()
         self.state: dict[int, np.ndarray] = {}  # variable tensors by root index, kept across runs
         self.reset()
+        # CALL_ONCE's initial values, written at the first run (TFLM's reset does not run it again).
+        self._call_once = {r: self.graph.tensors[r].initial for r in self.state
+                           if self.graph.tensors[r].initial is not None}
+        # A step writing a variable (ASSIGN_VARIABLE) makes each sample depend on the previous one.
+        self._sequential = any(not isinstance(out, tuple) and self.graph.tensors[out].is_variable
+                               for _, _, _, out in self._plan)
 
     def reset(self) -> None:
         """The variable tensors (state) as TFLM's reset leaves them: an int8 one at its zero point,
@@ -209,13 +217,20 @@ class ReferenceForward:
         if not env:
             raise ValueError("no inputs and no env: nothing to run on")
         n = len(next(iter(env.values())))
+        if self._sequential and n != 1:
+            raise ValueError("a model that assigns variables runs one sample at a time (forward does)")
+        for r, initial in self._call_once.items():
+            self.state[r][:] = initial.reshape(-1)
+        self._call_once = {}
         over = self._overrides(weights)
         tensors = self.graph.tensors
 
         def value(slot):
             if slot is None:
                 return None
-            r, const, param = slot
+            r, const, param, aliases_state = slot
+            if aliases_state:  # READ_VARIABLE's value left in the state: one row, broadcast over the batch
+                return self.state[r][None]
             if r in self.state:  # updated in place by the step
                 return self.state[r]
             if not const:
@@ -231,6 +246,8 @@ class ReferenceForward:
             y = fn(p, n, *[value(s) for s in ins])
             if isinstance(out, tuple):  # several outputs (SPLIT, UNPACK): the adapter returns one each
                 env.update(zip(out, y))
+            elif out in self.state:  # ASSIGN_VARIABLE: the state, one sample at a time
+                self.state[out][:] = y.reshape(-1)
             else:
                 env[out] = y
         return env
@@ -249,7 +266,11 @@ class ReferenceForward:
         """The whole model on input 0 (int8, or float in real units quantized as zoflash.api.infer
         does) -> output 0 as [B, *output shape]."""
         t = self.graph.tensors[self.graph.inputs[0]]
-        return self.output(self.run({t.index: _samples(x, t.shape, t.quant, t.dtype)}, weights=weights))
+        x = _samples(x, t.shape, t.quant, t.dtype)
+        if self._sequential:  # each sample sees the variables the previous one assigned
+            return np.concatenate([self.output(self.run({t.index: x[i:i + 1]}, weights=weights))
+                                   for i in range(len(x))])
+        return self.output(self.run({t.index: x}, weights=weights))
 
 
 # ==================================================================== data movement (movement ops)
@@ -310,7 +331,7 @@ DISPATCH.update({"svdf_s8": _svdf, "svdf_s8_s16": _svdf, "requantize_s16_s8": _e
 # ==== end of sequence ops ====================================================================
 
 
-# ==== UNIDIRECTIONAL_SEQUENCE_LSTM (int8, int16 cell state) ==================================
+# ==== UNIDIRECTIONAL_SEQUENCE_LSTM (int8, int16 cell state) ===========================
 from zoflash.reference import lstm as ref_lstm  # noqa: E402  (this block's own import, for easy merges)
 
 
@@ -324,3 +345,22 @@ def _lstm(p, n, x, *rest):
 _PARAM_ARGS["lstm_s8_s16"] = tuple(range(1, 13))
 DISPATCH["lstm_s8_s16"] = _lstm
 # ==== end of UNIDIRECTIONAL_SEQUENCE_LSTM ====================================================
+
+# ==== resource variables: READ_VARIABLE / ASSIGN_VARIABLE ===================================
+def _copy(p, n, x):
+    # A state (one flat row) broadcasts over the batch; an activation is already [B, elements].
+    return np.broadcast_to(x, (n, p["size"])).copy()
+
+
+DISPATCH.update({"copy_s8": _copy})
+# ==== end of resource variables =============================================================
+
+
+# ==== CAST ==================================================================================
+def _cast(p, n, x):
+    return ref.cast(p, np.broadcast_to(x, (n, p["size"]))).reshape(n, -1)
+
+
+_CAST_TYPES = ("int8", "int16", "int32", "float32")
+DISPATCH.update({f"cast_{s}_{d}": _cast for s in _CAST_TYPES for d in _CAST_TYPES if s != "float32" or d == "float32"})
+# ==== end of CAST ===========================================================================

@@ -20,6 +20,8 @@ What the runtime offers (tflite-micro 0.dev2026, ``tflite_micro.python.tflite_mi
   ``kPreserveAllTensors`` mode and *segfaults* on an out-of-range index, hence the bound
   check in :meth:`TflmInterpreter.tensor`.
 * ``reset()`` restores variable tensors / kernel state (for stateful models such as LSTMs).
+  Resource variables are filled with their zero point; CALL_ONCE does not run its init
+  subgraph again (it runs at the first invoke after construction, a reset before it or not).
   The fixture models are stateless: repeated invokes with the same input give identical
   output whatever ran in between, with or without ``reset()`` (checked in tests/test_tflm.py).
 

@@ -8,7 +8,7 @@ import importlib
 from zoflash.compiler.ops.registry import OPS, Kernel, OpEntry, Problem
 
 FAMILIES = ("convolution", "fully_connected", "pooling", "binary", "data_movement", "movement", "reduction",
-            "activation", "resize", "sequence")
+            "activation", "resize", "sequence", "variables", "cast")
 for _family in FAMILIES:
     importlib.import_module(f"{__name__}.{_family}")
 

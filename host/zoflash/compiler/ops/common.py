@@ -68,7 +68,7 @@ def has_every_tensor(graph: Graph, op: Op) -> str | None:
             issues.append(f"the {arg.role} input is missing")
     if not (entry.inputs and entry.inputs[-1].variadic) and len(op.inputs) > len(entry.inputs):
         issues.append(f"{len(op.inputs)} inputs, at most {len(entry.inputs)} expected")
-    if entry.outputs[-1].variadic:  # SPLIT and UNPACK: one or more
+    if entry.outputs and entry.outputs[-1].variadic:  # SPLIT and UNPACK: one or more
         if len(op.outputs) < len(entry.outputs):
             issues.append(f"{len(op.outputs)} outputs, at least {len(entry.outputs)} expected")
     elif len(op.outputs) != len(entry.outputs):

@@ -102,7 +102,7 @@ class OpEntry:
     summary: str  # one line for the README
     inputs: tuple[Arg, ...]
     outputs: tuple[Arg, ...]
-    lower: Callable  # (graph, op) -> Step | Alias; runs only when every constraint holds
+    lower: Callable  # (graph, op) -> Step | Alias | None (no code); runs only when every constraint holds
     kernels: tuple[Kernel, ...] = ()  # none: the op aliases its input
     options: tuple[Option, ...] = ()
     constraints: tuple[Constraint, ...] = ()
