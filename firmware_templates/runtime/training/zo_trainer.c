@@ -107,6 +107,29 @@ static uint32_t count_saturated(const zo_train_model_t *m, uint32_t label, const
     return n;
 }
 
+/* 1 when every output is saturated towards its target (sigmoid-bce, mse): the output is pinned
+ * where the target lies beyond its range, so a zero loss difference there is no dead zone. */
+static uint8_t is_settled(const zo_train_model_t *m, uint32_t label, const float *target)
+{
+    if (m->loss == ZO_LOSS_SOFTMAX_CE) {
+        return 0u;
+    }
+    for (int32_t k = 0; k < m->classes; ++k) {
+        const int32_t v = m->logits[k];
+        int towards;
+        if (m->loss == ZO_LOSS_SIGMOID_BCE) {
+            towards = (v == SAT_HI && label != 0u) || (v == SAT_LO && label == 0u);
+        } else {
+            const float x = m->logits_scale * (float)(v - m->logits_zp);
+            towards = (v == SAT_HI && target[k] >= x) || (v == SAT_LO && target[k] <= x);
+        }
+        if (!towards) {
+            return 0u;
+        }
+    }
+    return 1u;
+}
+
 /* The loss of the output now in the arena. */
 static float sample_loss(const zo_train_model_t *m, uint32_t label, const float *target)
 {
@@ -137,8 +160,9 @@ static const float *batch_target(const zo_train_model_t *m, uint32_t j)
     return m->loss == ZO_LOSS_MSE ? m->targets + (size_t)j * (size_t)m->classes : NULL;
 }
 
-/* The suffix on every cached sample of the minibatch: per-sample losses into out[]. */
-static uint32_t suffix_losses(trainer_t *tr, float *out)
+/* The suffix on every cached sample of the minibatch: per-sample losses into out[] and, when
+ * settled is not NULL, which samples are settled (is_settled). */
+static uint32_t suffix_losses(trainer_t *tr, float *out, uint8_t *settled)
 {
     const zo_train_model_t *m = tr->m;
     uint32_t saturated = 0;
@@ -147,6 +171,9 @@ static uint32_t suffix_losses(trainer_t *tr, float *out)
         m->run_steps(m->split, m->logits_end);
         out[j] = sample_loss(m, m->labels[j], batch_target(m, j));
         saturated += count_saturated(m, m->labels[j], batch_target(m, j));
+        if (settled != NULL) {
+            settled[j] = is_settled(m, m->labels[j], batch_target(m, j));
+        }
     }
     tr->suffix_passes += tr->cfg->batch;
     return saturated;
@@ -268,13 +295,13 @@ static step_stats_t run_step(trainer_t *tr, uint32_t t, uint32_t q, int centre)
 
     load_minibatch(tr, t);
     if (centre) {
-        saturated += suffix_losses(tr, m->l0);
+        saturated += suffix_losses(tr, m->l0, NULL);
     }
     for (uint32_t i = 0; i < q; ++i) {
         perturb_all(tr, +1, t, i);
-        saturated += suffix_losses(tr, m->lp);
+        saturated += suffix_losses(tr, m->lp, m->settled);
         perturb_all(tr, -2, t, i);
-        saturated += suffix_losses(tr, m->lm);
+        saturated += suffix_losses(tr, m->lm, NULL);
         perturb_all(tr, +1, t, i);
 
         float dsum = 0.0f;
@@ -289,7 +316,7 @@ static step_stats_t run_step(trainer_t *tr, uint32_t t, uint32_t q, int centre)
         }
         float vi = (b > 1u) ? (ssum / (float)(b - 1u)) / (float)b : 0.0f;
         for (uint32_t j = 0; j < b; ++j) {
-            zeros += (m->lp[j] == m->lm[j]) ? 1u : 0u;
+            zeros += (m->lp[j] == m->lm[j] && !m->settled[j]) ? 1u : 0u;
             loss_sum += m->lp[j];
             loss_sum += m->lm[j];
             if (centre) {

@@ -67,6 +67,7 @@ typedef struct {
     uint8_t *snapshot;      /* sum of trainable bytes + residual bytes */
     float *lp, *lm, *l0;    /* batch each */
     uint16_t *labels;       /* batch */
+    uint8_t *settled;       /* batch: outputs of the + pass pinned towards their target */
     float *targets;         /* batch * classes (mse), else unused */
     float *delta, *c;       /* q_buffer each */
     uint32_t q_buffer;

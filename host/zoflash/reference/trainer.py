@@ -151,16 +151,31 @@ class ReferenceTrainer:
             hi, lo = hi & (targets < x), lo & (targets > x)
         return int(np.count_nonzero(hi | lo))
 
+    def _settled(self, out: np.ndarray, labels: np.ndarray, targets: np.ndarray | None) -> np.ndarray:
+        """Per sample: every output saturated towards its target (never for softmax-ce)."""
+        hi, lo = out == 127, out == -128
+        if self.loss == "sigmoid-bce":
+            one = (np.asarray(labels) != 0).reshape(-1, 1)
+            towards = (hi & one) | (lo & ~one)
+        elif self.loss == "mse":
+            x = F32(self.plan.logits_scale) * (out.astype(np.int32) - np.int32(self.plan.logits_zp)).astype(F32)
+            towards = (hi & (targets >= x)) | (lo & (targets <= x))
+        else:
+            towards = np.zeros_like(hi)
+        return towards.all(axis=1)
+
     def _outputs(self, env: dict, first: int) -> np.ndarray:
         """The int8 output the loss reads, [B, classes], running [first, logits_end)."""
         out = self.fwd.run({}, first, self.plan.logits_end, env, self._weights())[self.plan.logits]
         return out.reshape(len(out), -1)
 
-    def _losses(self, env: dict, labels: np.ndarray, targets: np.ndarray | None) -> tuple[np.ndarray, int]:
-        """Suffix on the minibatch: per-sample float32 losses and the saturated output count."""
+    def _losses(self, env: dict, labels: np.ndarray, targets: np.ndarray | None) -> tuple[np.ndarray, int, np.ndarray]:
+        """Suffix on the minibatch: per-sample float32 losses, the saturated output count and which
+        samples are settled."""
         out = self._outputs(env, self.plan.split)
         self.suffix_passes += len(labels)
-        return self._loss(out, labels, targets), self._saturated(out, labels, targets)
+        return self._loss(out, labels, targets), self._saturated(out, labels, targets), \
+            self._settled(out, labels, targets)
 
     def _frame(self, frame_type: str, **fields) -> bytes:
         return self.tm.frame(frame_type, fields)
@@ -204,7 +219,7 @@ class ReferenceTrainer:
         saturated = 0
         l0 = None
         if centre:
-            l0, s = self._losses(env, labels, targets)
+            l0, s, _ = self._losses(env, labels, targets)
             saturated += s
         half = F32(F32(0.5) / F32(o.eps))
         loss_sum, m2_sum, v_sum, k_sum = F32(0), F32(0), F32(0), F32(0)
@@ -212,9 +227,9 @@ class ReferenceTrainer:
         self.delta = []
         for i in range(q):
             self._perturb(+1, t, i)
-            lp, s1 = self._losses(env, labels, targets)
+            lp, s1, settled = self._losses(env, labels, targets)
             self._perturb(-2, t, i)
-            lm, s2 = self._losses(env, labels, targets)
+            lm, s2, _ = self._losses(env, labels, targets)
             self._perturb(+1, t, i)
             saturated += s1 + s2
             dsum = F32(0)
@@ -227,7 +242,7 @@ class ReferenceTrainer:
                 ssum = F32(ssum + F32(e * e))
             vi = F32(F32(ssum / F32(b - 1)) / F32(b)) if b > 1 else F32(0)
             for j in range(b):
-                zeros += int(lp[j] == lm[j])
+                zeros += int(lp[j] == lm[j] and not settled[j])
                 loss_sum = F32(loss_sum + lp[j])
                 loss_sum = F32(loss_sum + lm[j])
                 if centre:

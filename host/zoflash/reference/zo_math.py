@@ -309,10 +309,12 @@ def cross_entropy(logits, scale, zero_point, label):
 
 
 def sigmoid_bce(logit, scale, zero_point, label):
-    """Per-sample binary cross-entropy of sigmoid(x) (float32); logit: int8 scalar or [samples],
-    label 0/1.  ((x > 0 ? x : 0) - (label ? x : 0)) + logf(1 + expf(-|x|))."""
+    """Per-sample binary cross-entropy of sigmoid(x) (float32); logit: int8 scalar or [samples];
+    scale, zero_point, label (0/1): scalars or per-sample arrays.
+    ((x > 0 ? x : 0) - (label ? x : 0)) + logf(1 + expf(-|x|))."""
     q = np.asarray(logit, dtype=np.int8)
-    x = (F32(scale) * (q.astype(np.int32) - np.int32(zero_point)).astype(F32)).astype(F32)
+    scale, zp = np.asarray(scale, F32), np.asarray(zero_point, np.int32)
+    x = (scale * (q.astype(np.int32) - zp).astype(F32)).astype(F32)
     tail = logf((F32(1.0) + expf(-np.abs(x))).astype(F32))
     loss = (np.where(x > 0, x, F32(0)) - np.where(np.asarray(label) != 0, x, F32(0))).astype(F32) + tail
     return loss.astype(F32)

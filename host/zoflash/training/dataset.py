@@ -122,8 +122,9 @@ def load_dataset(path: str | Path, input_shape: tuple[int, ...], scale: float | 
             if not from_input:
                 out[f"t_{split}"] = _targets(arrays[f"y_{split}"], name, xs.shape[0], output_shape or (classes,))
         else:
-            out[f"y_{split}"] = _labels(arrays[f"y_{split}"], name, xs.shape[0], 2 if loss == "sigmoid-bce" else classes,
-                                        binary=loss == "sigmoid-bce")
+            binary = loss == "sigmoid-bce"
+            out[f"y_{split}"] = _labels(arrays[f"y_{split}"], name, xs.shape[0], 2 if binary else classes,
+                                        binary=binary)
     if out["x_train"].shape[0] >= 2**32 or out["x_test"].shape[0] >= 2**32:
         raise DataError("datasets are limited to 2^32 - 1 samples per split")
     return Dataset(source=path.name, labels=loss != "mse", **out)

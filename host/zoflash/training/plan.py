@@ -88,7 +88,7 @@ class TrainPlan:
             "trainable_bytes_in_ram": sum(t.nbytes for t in self.tensors),
             "residual_bytes": residual,
             "feature_cache_bytes": self.batch * self.boundary_bytes,
-            "statistics_bytes": 3 * 4 * self.batch + 2 * 4 * self.q_buffer + 2 * self.batch
+            "statistics_bytes": 3 * 4 * self.batch + 2 * 4 * self.q_buffer + 3 * self.batch
                                 + (4 * self.batch * self.classes if self.loss == "mse" else 0),
             "snapshot_bytes": snapshot,
             "eps_bytes": sum(4 * t.count for t in self.tensors if t.is_bias),
