@@ -246,3 +246,13 @@ def test_live_view_shows_no_accuracy_for_mse(tmp_path):
                "prefix_passes": 0, "suffix_passes": 0})
     text = out.getvalue()
     assert "loss mse" in text and "eval after 0 steps: loss 0.1200" in text and "accuracy" not in text
+
+
+@pytest.mark.cc
+def test_headroom_report_follows_the_loss():
+    """The re-quantization report judges predictions as the loss does: threshold 0.5 for
+    sigmoid-bce, none for mse (only how far the outputs moved)."""
+    bce = _prep(BINARY, BINARY_DATA, headroom=1).training.headroom["outputs"]
+    assert 0.7 < bce["accuracy_before"] < 0.95 and "changed_predictions" in bce
+    mse = _prep(REGRESSOR, REGRESS_DATA, loss="mse", headroom=1).training.headroom["outputs"]
+    assert "accuracy_before" not in mse and mse["max_abs_logit_change"] >= 0

@@ -481,6 +481,10 @@ static const char *check_config(const zo_train_model_t *m, const zo_train_config
     if (cfg->eps < ZO_TRAIN_EPS_MIN || cfg->eps > ZO_TRAIN_EPS_MAX) {
         return "eps must be 1..8 LSB";
     }
+    if (m->loss == ZO_LOSS_MSE ? (m->targets == NULL || (m->t_train == NULL && m->input_bytes != m->classes))
+                               : (m->loss > ZO_LOSS_MSE || m->y_train == NULL || m->y_test == NULL)) {
+        return "the loss has no labels or targets";
+    }
     if (cfg->max_steps == 0u && cfg->budget == 0u) {
         return "neither a step limit nor a budget";
     }

@@ -104,7 +104,7 @@ def _with_headroom(model: CompiledModel, plan, opts: TrainOptions, data):
                      "scales": [float(s) for s in g[i].quant.scales] if g[i].quant else None,
                      "values_changed": int(np.count_nonzero(g[i].data != model.graph.tensors[i].data))}
                     for i in changed],
-        "outputs": output_change(model, new_model, plan.logits, data.x_test, data.y_test),
+        "outputs": output_change(model, new_model, plan.logits, data.x_test, data.y_test, plan.loss),
     }
     return new_model, new_plan, report
 
