@@ -129,7 +129,7 @@ def test_regressor_learns_with_mse(tmp_path):
 @pytest.mark.cc
 def test_autoencoder_identical_to_reference(tmp_path, ad_data):
     """The reconstruction of the input: 640 outputs, the targets the dequantized int8 inputs."""
-    runs = run_both(tmp_path, AUTOENCODER, ad_data, target="input", density=1 / 16, steps=40, eval_every=20)
+    runs = run_both(tmp_path, AUTOENCODER, ad_data, target="input", density=1 / 16, steps=24, eval_every=12)
     assert_identical(runs)
     assert runs["c"].records[0]["loss_kind"] == "mse"
 
@@ -256,3 +256,33 @@ def test_headroom_report_follows_the_loss():
     assert 0.7 < bce["accuracy_before"] < 0.95 and "changed_predictions" in bce
     mse = _prep(REGRESSOR, REGRESS_DATA, loss="mse", headroom=1).training.headroom["outputs"]
     assert "accuracy_before" not in mse and mse["max_abs_logit_change"] >= 0
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+@pytest.mark.parametrize("case", ["bce", "autoencoder"])
+def test_qemu_losses_bit_identical_to_the_host(tmp_path, case):
+    """The mps3-an547 firmware (Cortex-M55 under QEMU) sends the host simulation's records."""
+    import subprocess
+
+    from zoflash import api
+    from zoflash.monitor.session import comparable
+    from zoflash.monitor.telemetry import Decoder
+
+    small = tmp_path / "small_machine.npz"  # the board's 512 KiB TCM holds the model and 160 samples
+    x = new_machine(n=160)
+    np.savez(small, x_train=x[:128], x_test=x[128:])
+    model, data, options = {"bce": (BINARY, BINARY_DATA, dict(steps=30, eval_every=15)),
+                            "autoencoder": (AUTOENCODER, small, dict(steps=12, eval_every=6, target="input",
+                                                                     density=1 / 16))}[case]
+    opts = make_options(**options)
+    elf = api.build(model, "mps3-an547", tmp_path / "b", data_path=data, options=opts).outputs[0]
+    proc = subprocess.run(["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-icount", "shift=0",
+                           "-kernel", str(elf)], capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
+    dec = Decoder()
+    device = comparable(dec.records(dec.feed(proc.stdout) + dec.flush()))
+    host = comparable(simulate(model, data, opts, None, engine="c", plot=False).records)
+    assert dec.stats()["crc_errors"] == 0 and len(device) == len(host)
+    for k, (a, b) in enumerate(zip(device, host)):
+        assert a == b, f"record {k} differs:\nQEMU {a}\nhost {b}"
