@@ -286,3 +286,11 @@ def test_qemu_losses_bit_identical_to_the_host(tmp_path, case):
     assert dec.stats()["crc_errors"] == 0 and len(device) == len(host)
     for k, (a, b) in enumerate(zip(device, host)):
         assert a == b, f"record {k} differs:\nQEMU {a}\nhost {b}"
+
+
+def test_fixtures_match_their_index():
+    import hashlib
+    import json
+
+    for entry in json.loads((FIXTURES / "losses.json").read_text()):
+        assert hashlib.sha256((FIXTURES / entry["file"]).read_bytes()).hexdigest() == entry["sha256"], entry["file"]
