@@ -63,6 +63,7 @@ CSTRUCTS = {k: type(f"zo_tm_{k}_t", (ctypes.Structure,),
 # Names as the brief states them (not taken from the module under test).
 STATES = ["FIXED", "WARMUP", "MONITOR", "COOLDOWN", "CAPPED", "DIVERGE", "CALIBRATE", "TRACK", "RAMP"]
 ENUMS = {"scheduler": ["fixed", "plateau", "critical", "adazeta"], "rounding": ["split16", "nearest", "stochastic"],
+         "loss_kind": ["softmax-ce", "sigmoid-bce", "mse"],
          "kind": [None, "scheduler", "lr", "rollback", "stop"],
          "reason": ["steps", "budget", "scheduler", "command", "dead-zone", "guard"],
          "command": [None] * 16 + ["pause", "resume", "status", "dump", "stop"], "result": ["ok", "ignored", "unknown"]}

@@ -24,7 +24,8 @@ N_TRAIN, N_TEST = 1000, 497  # digits_shift.npz
 # docs/training.md, "Telemetry" (as decoded by telemetry.decode: time_us -> time_s, flags -> booleans)
 FIELDS = {
     "hello": {"seed", "batch", "classes", "n_train", "n_test", "trainable_params", "scheduler", "rounding",
-              "density_log2", "lr_auto", "lr", "max_steps", "budget", "q_max", "n_tensors", "model_sha256_prefix"},
+              "density_log2", "lr_auto", "lr", "max_steps", "budget", "q_max", "n_tensors", "model_sha256_prefix",
+              "loss_kind"},
     "step": {"step", "q", "state", "calibrating", "centre", "diverged", "lr", "loss", "m2", "v", "zero_frac",
              "sat_frac", "prefix_passes", "suffix_passes", "time_s"},
     "eval": {"step", "correct", "count", "accuracy", "loss", "prefix_passes", "suffix_passes", "eval_passes",
@@ -50,7 +51,7 @@ def expected_memory(batch: int, q_buffer: int) -> dict:
     """digits_cnn, default --train last:1: the dense layer reads the 256-byte flattened conv output."""
     w, b = cnn_last_layer()
     return {"trainable_bytes_in_ram": w.size + 4 * b.size, "residual_bytes": w.size,
-            "feature_cache_bytes": batch * 256, "statistics_bytes": 3 * 4 * batch + 2 * batch + 2 * 4 * q_buffer,
+            "feature_cache_bytes": batch * 256, "statistics_bytes": 3 * 4 * batch + 3 * batch + 2 * 4 * q_buffer,
             "snapshot_bytes": 2 * w.size + 4 * b.size, "eps_bytes": 4 * b.size}
 
 
@@ -92,7 +93,7 @@ def check_training_bundle(out, text, batch):
     nbytes = {name: size[t] * n for name, (t, n) in arrays.items()}
     residuals = sum(n for name, n in nbytes.items() if re.fullmatch(rf"{prefix}_r\d+", name))
     eps = sum(n for name, n in nbytes.items() if re.fullmatch(rf"{prefix}_eps\d+", name))
-    stats = sum(nbytes[f"{prefix}_{k}"] for k in ("lp", "lm", "l0", "labels", "delta", "c"))
+    stats = sum(nbytes[f"{prefix}_{k}"] for k in ("lp", "lm", "l0", "labels", "settled", "delta", "c"))
     assert (residuals, eps, stats) == (mem["residual_bytes"], mem["eps_bytes"], mem["statistics_bytes"])
     assert nbytes[f"{prefix}_feature_cache"] == mem["feature_cache_bytes"]
     assert nbytes[f"{prefix}_snapshot"] == mem["snapshot_bytes"]

@@ -115,8 +115,8 @@ def expected_eps(m, s) -> list[int]:
 
 
 def statistics_bytes(batch, q_buffer) -> int:
-    # lp, lm, l0: float[batch]; labels: uint16[batch]; delta, c: float[q_buffer]
-    return 3 * 4 * batch + 2 * batch + 2 * 4 * q_buffer
+    # lp, lm, l0: float[batch]; labels: uint16[batch]; settled: uint8[batch]; delta, c: float[q_buffer]
+    return 3 * 4 * batch + 3 * batch + 2 * 4 * q_buffer
 
 
 def check_plan(m, plan, steps, o):

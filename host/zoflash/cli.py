@@ -135,6 +135,12 @@ def training_options(f):
                      help=f"Guard: stop after this many rollbacks [{d['guard_max_rollbacks']}; 0 never]."),
         click.option("--headroom", type=int, help="Re-quantize the trainable layers with H bits of headroom "
                                                   f"(scales x 2^H, weights / 2^H) [{d['headroom']}]."),
+        click.option("--loss", type=click.Choice(spec.LOSS_CHOICES),
+                     help="Loss: auto = mse with --target input, sigmoid-bce for one output (labels 0/1), "
+                          f"else softmax-ce; mse for float targets [{d['loss']}]."),
+        click.option("--target", type=click.Choice(spec.TARGETS),
+                     help=f"What the output should match: the data's y, or the sample's own input "
+                          f"(autoencoders; no y needed) [{d['target']}]."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -256,9 +262,11 @@ def simulate(model_path: str, data_path: str, log_path: str, engine: str, bundle
 
         _say(f"requant {describe(result.headroom)}")
     first, last = result.evals[0], result.evals[-1]
-    _say(f"accuracy {first['accuracy'] * 100:.1f}% -> {last['accuracy'] * 100:.1f}% "
-         f"({(last['accuracy'] - first['accuracy']) * 100:+.1f} points), test loss {first['loss']:.4f} -> "
-         f"{last['loss']:.4f}")
+    from zoflash.monitor.telemetry import has_accuracy
+
+    accuracy = (f"accuracy {first['accuracy'] * 100:.1f}% -> {last['accuracy'] * 100:.1f}% "
+                f"({(last['accuracy'] - first['accuracy']) * 100:+.1f} points), ") if has_accuracy(result.records) else ""
+    _say(f"{accuracy}test loss {first['loss']:.4f} -> {last['loss']:.4f}")
     _say(f"log     {result.log_path}")
     _say(f"weights {result.weights_path}  (zoflash export --model {model_path} --weights {result.weights_path} "
          "--out trained.tflite)")

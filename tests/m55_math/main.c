@@ -90,6 +90,21 @@ int main(void)
     put("ce", h);
     put("argmax", ha);
 
+    /* sigmoid-bce of each case's first logit (label & 1); mse of its logits against mse_t */
+    h = 2166136261u;
+    ha = 2166136261u;
+    for (int32_t k = 0; k < CE_N; ++k) {
+        const int8_t *lg = ce_logits + ce_offset[k];
+        float t[32];
+        for (int32_t j = 0; j < ce_classes[k]; ++j) {
+            t[j] = bitsf(mse_t[ce_offset[k] + j]);
+        }
+        h = fnv(h, fbits(zo_sigmoid_bce_s8(lg[0], bitsf(ce_scale[k]), ce_zp[k], ce_label[k] & 1)));
+        ha = fnv(ha, fbits(zo_mse_s8(lg, ce_classes[k], bitsf(ce_scale[k]), ce_zp[k], t)));
+    }
+    put("bce", h);
+    put("mse", ha);
+
     /* perturb +1, -2, +1 (must restore), then the update, per configuration */
     h = 2166136261u;
     uint32_t hb = 2166136261u;

@@ -84,6 +84,7 @@ typedef struct {
     uint16_t q_max;
     uint16_t n_tensors;    /* trainable tensors */
     uint8_t model_sha256[8]; /* first 8 bytes of the model file's SHA-256 */
+    uint8_t loss_kind;     /* zo_loss_t: 0 softmax-ce, 1 sigmoid-bce, 2 mse */
 } zo_tm_hello_t;
 
 typedef struct {

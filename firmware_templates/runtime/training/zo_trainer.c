@@ -84,25 +84,96 @@ static void load_boundary(const zo_train_model_t *m, uint32_t j)
     }
 }
 
-static uint32_t count_saturated(const zo_train_model_t *m)
+/* Saturated outputs (-128 or 127).  softmax-ce counts every one; sigmoid-bce and mse only those
+ * saturated away from their target (a confident right answer, or a target beyond the output's
+ * range, is no collapse). */
+static uint32_t count_saturated(const zo_train_model_t *m, uint32_t label, const float *target)
 {
     uint32_t n = 0;
     for (int32_t k = 0; k < m->classes; ++k) {
-        n += (m->logits[k] == SAT_LO || m->logits[k] == SAT_HI) ? 1u : 0u;
+        const int32_t v = m->logits[k];
+        if (v != SAT_LO && v != SAT_HI) {
+            continue;
+        }
+        if (m->loss == ZO_LOSS_SOFTMAX_CE) {
+            ++n;
+        } else if (m->loss == ZO_LOSS_SIGMOID_BCE) {
+            n += ((v == SAT_HI) == (label == 0u)) ? 1u : 0u;
+        } else {
+            const float x = m->logits_scale * (float)(v - m->logits_zp);
+            n += ((v == SAT_HI) ? (target[k] < x) : (target[k] > x)) ? 1u : 0u;
+        }
     }
     return n;
 }
 
-/* The suffix on every cached sample of the minibatch: per-sample losses into out[]. */
-static uint32_t suffix_losses(trainer_t *tr, float *out)
+/* 1 when every output is saturated towards its target (sigmoid-bce, mse): the output is pinned
+ * where the target lies beyond its range, so a zero loss difference there is no dead zone. */
+static uint8_t is_settled(const zo_train_model_t *m, uint32_t label, const float *target)
+{
+    if (m->loss == ZO_LOSS_SOFTMAX_CE) {
+        return 0u;
+    }
+    for (int32_t k = 0; k < m->classes; ++k) {
+        const int32_t v = m->logits[k];
+        int towards;
+        if (m->loss == ZO_LOSS_SIGMOID_BCE) {
+            towards = (v == SAT_HI && label != 0u) || (v == SAT_LO && label == 0u);
+        } else {
+            const float x = m->logits_scale * (float)(v - m->logits_zp);
+            towards = (v == SAT_HI && target[k] >= x) || (v == SAT_LO && target[k] <= x);
+        }
+        if (!towards) {
+            return 0u;
+        }
+    }
+    return 1u;
+}
+
+/* The loss of the output now in the arena. */
+static float sample_loss(const zo_train_model_t *m, uint32_t label, const float *target)
+{
+    if (m->loss == ZO_LOSS_SIGMOID_BCE) {
+        return zo_sigmoid_bce_s8(m->logits[0], m->logits_scale, m->logits_zp, (int32_t)label);
+    }
+    if (m->loss == ZO_LOSS_MSE) {
+        return zo_mse_s8(m->logits, m->classes, m->logits_scale, m->logits_zp, target);
+    }
+    return zo_cross_entropy_s8(m->logits, m->classes, m->logits_scale, m->logits_zp, (int32_t)label);
+}
+
+/* The mse target of sample idx of a split: its target row, or its own input dequantized. */
+static void load_target(const zo_train_model_t *m, const float *t, const int8_t *x, uint32_t idx, float *out)
+{
+    if (t != NULL) {
+        memcpy(out, t + (size_t)idx * (size_t)m->classes, (size_t)m->classes * sizeof(float));
+        return;
+    }
+    const int8_t *in = x + (size_t)idx * (size_t)m->input_bytes;
+    for (int32_t k = 0; k < m->classes; ++k) {
+        out[k] = m->target_scale * (float)((int32_t)in[k] - m->target_zp);
+    }
+}
+
+static const float *batch_target(const zo_train_model_t *m, uint32_t j)
+{
+    return m->loss == ZO_LOSS_MSE ? m->targets + (size_t)j * (size_t)m->classes : NULL;
+}
+
+/* The suffix on every cached sample of the minibatch: per-sample losses into out[] and, when
+ * settled is not NULL, which samples are settled (is_settled). */
+static uint32_t suffix_losses(trainer_t *tr, float *out, uint8_t *settled)
 {
     const zo_train_model_t *m = tr->m;
     uint32_t saturated = 0;
     for (uint32_t j = 0; j < tr->cfg->batch; ++j) {
         load_boundary(m, j);
         m->run_steps(m->split, m->logits_end);
-        out[j] = zo_cross_entropy_s8(m->logits, m->classes, m->logits_scale, m->logits_zp, m->labels[j]);
-        saturated += count_saturated(m);
+        out[j] = sample_loss(m, m->labels[j], batch_target(m, j));
+        saturated += count_saturated(m, m->labels[j], batch_target(m, j));
+        if (settled != NULL) {
+            settled[j] = is_settled(m, m->labels[j], batch_target(m, j));
+        }
     }
     tr->suffix_passes += tr->cfg->batch;
     return saturated;
@@ -113,7 +184,12 @@ static void load_minibatch(trainer_t *tr, uint32_t t)
     const zo_train_model_t *m = tr->m;
     for (uint32_t j = 0; j < tr->cfg->batch; ++j) {
         uint32_t idx = zo_sample_index(tr->cfg->seed, t, j, m->n_train);
-        m->labels[j] = m->y_train[idx];
+        if (m->loss == ZO_LOSS_MSE) {
+            m->labels[j] = 0u;
+            load_target(m, m->t_train, m->x_train, idx, m->targets + (size_t)j * (size_t)m->classes);
+        } else {
+            m->labels[j] = m->y_train[idx];
+        }
         memcpy(m->input, m->x_train + (size_t)idx * (size_t)m->input_bytes, (size_t)m->input_bytes);
         m->run_steps(0, m->split);
         save_boundary(m, j);
@@ -169,18 +245,28 @@ static void send_event(const trainer_t *tr, uint32_t step, uint8_t kind, uint8_t
 
 /* ---- evaluation on the test set ----------------------------------------------------------- */
 
-/* Reports accuracy and loss; returns the loss and, in *saturated, the saturated test logits. */
+/* Reports accuracy and loss; returns the loss and, in *saturated, the saturated test logits.
+ * Correct: the argmax is the label (softmax-ce), sigmoid(x) > 0.5 iff the label is 1
+ * (sigmoid-bce); mse has no accuracy (correct 0). */
 static float evaluate(trainer_t *tr, uint32_t steps_done, uint32_t *saturated)
 {
     const zo_train_model_t *m = tr->m;
     float loss_sum = 0.0f;
     uint32_t correct = 0, sat = 0;
+    const float *target = batch_target(m, 0); /* the minibatch's row 0 is reloaded at the next step */
     for (uint32_t n = 0; n < m->n_test; ++n) {
         memcpy(m->input, m->x_test + (size_t)n * (size_t)m->input_bytes, (size_t)m->input_bytes);
         m->run_steps(0, m->logits_end);
-        loss_sum += zo_cross_entropy_s8(m->logits, m->classes, m->logits_scale, m->logits_zp, m->y_test[n]);
-        correct += (zo_argmax_s8(m->logits, m->classes) == (int32_t)m->y_test[n]) ? 1u : 0u;
-        sat += count_saturated(m);
+        const uint32_t label = m->loss == ZO_LOSS_MSE ? 0u : m->y_test[n];
+        if (m->loss == ZO_LOSS_MSE) {
+            load_target(m, m->t_test, m->x_test, n, m->targets);
+        } else if (m->loss == ZO_LOSS_SIGMOID_BCE) {
+            correct += (((int32_t)m->logits[0] > m->logits_zp) == (label != 0u)) ? 1u : 0u;
+        } else {
+            correct += (zo_argmax_s8(m->logits, m->classes) == (int32_t)label) ? 1u : 0u;
+        }
+        loss_sum += sample_loss(m, label, target);
+        sat += count_saturated(m, label, target);
     }
     *saturated = sat;
     tr->eval_passes += m->n_test;
@@ -209,13 +295,13 @@ static step_stats_t run_step(trainer_t *tr, uint32_t t, uint32_t q, int centre)
 
     load_minibatch(tr, t);
     if (centre) {
-        saturated += suffix_losses(tr, m->l0);
+        saturated += suffix_losses(tr, m->l0, NULL);
     }
     for (uint32_t i = 0; i < q; ++i) {
         perturb_all(tr, +1, t, i);
-        saturated += suffix_losses(tr, m->lp);
+        saturated += suffix_losses(tr, m->lp, m->settled);
         perturb_all(tr, -2, t, i);
-        saturated += suffix_losses(tr, m->lm);
+        saturated += suffix_losses(tr, m->lm, NULL);
         perturb_all(tr, +1, t, i);
 
         float dsum = 0.0f;
@@ -230,7 +316,7 @@ static step_stats_t run_step(trainer_t *tr, uint32_t t, uint32_t q, int centre)
         }
         float vi = (b > 1u) ? (ssum / (float)(b - 1u)) / (float)b : 0.0f;
         for (uint32_t j = 0; j < b; ++j) {
-            zeros += (m->lp[j] == m->lm[j]) ? 1u : 0u;
+            zeros += (m->lp[j] == m->lm[j] && !m->settled[j]) ? 1u : 0u;
             loss_sum += m->lp[j];
             loss_sum += m->lm[j];
             if (centre) {
@@ -293,6 +379,7 @@ static void send_hello(const trainer_t *tr)
     h.q_max = (uint16_t)cfg->sched.q_max;
     h.n_tensors = (uint16_t)m->n_tensors;
     memcpy(h.model_sha256, m->model_sha256, sizeof h.model_sha256);
+    h.loss_kind = (uint8_t)m->loss;
     zo_tm_hello(&h);
 }
 
@@ -393,6 +480,10 @@ static const char *check_config(const zo_train_model_t *m, const zo_train_config
     }
     if (cfg->eps < ZO_TRAIN_EPS_MIN || cfg->eps > ZO_TRAIN_EPS_MAX) {
         return "eps must be 1..8 LSB";
+    }
+    if (m->loss == ZO_LOSS_MSE ? (m->targets == NULL || (m->t_train == NULL && m->input_bytes != m->classes))
+                               : (m->loss > ZO_LOSS_MSE || m->y_train == NULL || m->y_test == NULL)) {
+        return "the loss has no labels or targets";
     }
     if (cfg->max_steps == 0u && cfg->budget == 0u) {
         return "neither a step limit nor a budget";

@@ -41,26 +41,34 @@ typedef struct {
     const zo_span_t *boundary;
     int32_t n_boundary;
     int32_t boundary_bytes;
-    const int8_t *logits;
-    int32_t classes;
+    const int8_t *logits;                          /* the output the loss reads */
+    int32_t classes;                               /* its elements */
     float logits_scale;
     int32_t logits_zp;
+    zo_loss_t loss;
     const zo_trainable_t *tensors;
     int32_t n_tensors;
     uint32_t trainable_params;
     uint8_t model_sha256[8];
     /* the data */
     const int8_t *x_train;
-    const uint16_t *y_train;
+    const uint16_t *y_train;    /* labels (softmax-ce, sigmoid-bce; NULL for mse) */
     uint32_t n_train;
     const int8_t *x_test;
     const uint16_t *y_test;
     uint32_t n_test;
+    /* mse targets, `classes` floats per sample; NULL: the sample's own int8 input (input_bytes ==
+     * classes), dequantized as target_scale * (x - target_zp) */
+    const float *t_train, *t_test;
+    float target_scale;
+    int32_t target_zp;
     /* work memory (sizes in docs/training.md; the generator allocates them) */
     int8_t *feature_cache;  /* batch * boundary_bytes */
     uint8_t *snapshot;      /* sum of trainable bytes + residual bytes */
     float *lp, *lm, *l0;    /* batch each */
     uint16_t *labels;       /* batch */
+    uint8_t *settled;       /* batch: outputs of the + pass pinned towards their target */
+    float *targets;         /* batch * classes (mse), else unused */
     float *delta, *c;       /* q_buffer each */
     uint32_t q_buffer;
 } zo_train_model_t;

@@ -553,6 +553,23 @@ float zo_cross_entropy_s8(const int8_t *logits, int32_t classes, float scale, in
     return zo_logf(s) - (xl - m);
 }
 
+float zo_sigmoid_bce_s8(int8_t logit, float scale, int32_t zero_point, int32_t label)
+{
+    float x = scale * (float)((int32_t)logit - zero_point);
+    float a = x < 0.0f ? -x : x;
+    return ((x > 0.0f ? x : 0.0f) - (label ? x : 0.0f)) + zo_logf(1.0f + zo_expf(-a));
+}
+
+float zo_mse_s8(const int8_t *out, int32_t n, float scale, int32_t zero_point, const float *target)
+{
+    float s = 0.0f;
+    for (int32_t j = 0; j < n; ++j) {
+        float d = scale * (float)((int32_t)out[j] - zero_point) - target[j];
+        s = s + d * d;
+    }
+    return s / (float)n;
+}
+
 int32_t zo_argmax_s8(const int8_t *x, int32_t n)
 {
     int32_t best = 0;

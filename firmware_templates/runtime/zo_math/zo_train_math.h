@@ -74,6 +74,18 @@ float zo_logf(float x);
 float zo_cross_entropy_s8(const int8_t *logits, int32_t classes, float scale, int32_t zero_point,
                           int32_t label);
 
+/* The training losses (host/zoflash/training/spec.py LOSSES). */
+typedef enum { ZO_LOSS_SOFTMAX_CE = 0, ZO_LOSS_SIGMOID_BCE = 1, ZO_LOSS_MSE = 2 } zo_loss_t;
+
+/* Binary cross-entropy of sigmoid(x), x = scale * (float)(logit - zero_point), label 0 or 1, in
+ * the form that never overflows: loss = ((x > 0 ? x : 0) - (label ? x : 0)) + zo_logf(1.0f +
+ * zo_expf(-|x|)). */
+float zo_sigmoid_bce_s8(int8_t logit, float scale, int32_t zero_point, int32_t label);
+
+/* Mean squared error of x_j = scale * (float)(out[j] - zero_point) against target[j]:
+ * d = x_j - target[j]; s += d * d (increasing j, from 0.0f); loss = s / (float)n. */
+float zo_mse_s8(const int8_t *out, int32_t n, float scale, int32_t zero_point, const float *target);
+
 /* Index of the first maximum of x[0..n-1]. */
 int32_t zo_argmax_s8(const int8_t *x, int32_t n);
 

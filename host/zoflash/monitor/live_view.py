@@ -7,6 +7,7 @@ from typing import TextIO
 
 import numpy as np
 
+from zoflash.monitor.telemetry import has_accuracy
 from zoflash.training import spec
 
 
@@ -27,6 +28,7 @@ class LiveView:
         self._status_shown = False
         self._t_start = time.monotonic()
         self._passes_start: int | None = None
+        self.accuracy = True  # the run's loss has an accuracy (not mse: its hello says)
 
     def _line(self, text: str) -> None:
         if not self.enabled:
@@ -53,7 +55,7 @@ class LiveView:
             before = float(np.mean(self.losses[-40:-20]))
             now = float(np.mean(recent))
             trend = " \u2193" if now < before else " \u2191"
-        acc = f"  acc {self.last_eval['accuracy'] * 100:5.1f}%" if self.last_eval else ""
+        acc = f"  acc {self.last_eval['accuracy'] * 100:5.1f}%" if self.last_eval and self.accuracy else ""
         text = (f"step {rec['step']:6d}  q {rec['q']:2d}  {rec['state']:<9}  loss {float(np.mean(recent)):.4f}{trend}"
                 f"{acc}  passes {rec['prefix_passes']}+{rec['suffix_passes']}  {rate:,.0f} passes/s"
                 + ("  [lr calibration]" if rec.get("calibrating") else ""))
@@ -75,8 +77,8 @@ class LiveView:
         elif kind == "eval":
             self.first_eval = self.first_eval or rec
             self.last_eval = rec
-            self._line(f"eval after {rec['step']} steps: accuracy {rec['accuracy'] * 100:.1f}% "
-                       f"({rec['correct']}/{rec['count']}), loss {rec['loss']:.4f}, "
+            acc = f"accuracy {rec['accuracy'] * 100:.1f}% ({rec['correct']}/{rec['count']}), " if self.accuracy else ""
+            self._line(f"eval after {rec['step']} steps: {acc}loss {rec['loss']:.4f}, "
                        f"passes {rec['prefix_passes']} prefix + {rec['suffix_passes']} suffix")
         elif kind == "event":
             if rec["kind"] == "scheduler":
@@ -94,7 +96,9 @@ class LiveView:
             else:
                 self._line(f"step {rec['step']}: event {rec['kind']}")
         elif kind == "hello":
-            self._line(f"training: scheduler {rec['scheduler']}, batch {rec['batch']}, {rec['trainable_params']} "
+            self.accuracy = has_accuracy([rec])
+            self._line(f"training: loss {rec['loss_kind']}, scheduler {rec['scheduler']}, batch {rec['batch']}, "
+                       f"{rec['trainable_params']} "
                        f"trainable parameters, {rec['n_train']} training / {rec['n_test']} test samples, "
                        f"lr {'auto' if rec['lr_auto'] else format(rec['lr'], 'g')}")
         elif kind == "done":

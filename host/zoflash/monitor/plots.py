@@ -1,13 +1,17 @@
-"""The plot of a run: loss, test accuracy and q against forward passes (matplotlib, optional)."""
+"""The plot of a run: loss, test accuracy (not for mse) and q against forward passes (matplotlib,
+optional)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
 
+from zoflash.monitor.telemetry import has_accuracy
+
 
 def plot_run(records: list[dict], out: str | Path, title: str = "") -> Path | None:
-    """Loss, test accuracy and q against cumulative forward passes. None without matplotlib."""
+    """Loss, test accuracy (if the loss has one) and q against cumulative forward passes. None
+    without matplotlib."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -16,7 +20,10 @@ def plot_run(records: list[dict], out: str | Path, title: str = "") -> Path | No
         return None
     steps = [r for r in records if r["type"] == "step"]
     evals = [r for r in records if r["type"] == "eval"]
-    fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True, gridspec_kw={"height_ratios": [3, 3, 1.5]})
+    accuracy = has_accuracy(records)  # mse runs have none: loss and q only
+    ratios = [3, 3, 1.5] if accuracy else [3, 1.5]
+    fig, axes = plt.subplots(len(ratios), 1, figsize=(8, 8 if accuracy else 5.5), sharex=True,
+                             gridspec_kw={"height_ratios": ratios})
     x = [r["prefix_passes"] + r["suffix_passes"] for r in steps]
     loss = np.array([r["loss"] for r in steps])
     axes[0].plot(x, loss, lw=0.6, alpha=0.4, label="step mean loss")
@@ -28,13 +35,14 @@ def plot_run(records: list[dict], out: str | Path, title: str = "") -> Path | No
     axes[0].plot(ex, [r["loss"] for r in evals], "o-", ms=3, label="test loss")
     axes[0].set_ylabel("loss")
     axes[0].legend(fontsize=8)
-    axes[1].plot(ex, [100 * r["accuracy"] for r in evals], "o-", ms=3, color="tab:green")
-    axes[1].set_ylabel("test accuracy (%)")
-    axes[1].grid(alpha=0.3)
-    axes[2].step(x, [r["q"] for r in steps], where="post", color="tab:purple")
-    axes[2].set_yscale("log", base=2)
-    axes[2].set_ylabel("q")
-    axes[2].set_xlabel("forward passes (prefix + suffix sample-passes)")
+    if accuracy:
+        axes[1].plot(ex, [100 * r["accuracy"] for r in evals], "o-", ms=3, color="tab:green")
+        axes[1].set_ylabel("test accuracy (%)")
+        axes[1].grid(alpha=0.3)
+    axes[-1].step(x, [r["q"] for r in steps], where="post", color="tab:purple")
+    axes[-1].set_yscale("log", base=2)
+    axes[-1].set_ylabel("q")
+    axes[-1].set_xlabel("forward passes (prefix + suffix sample-passes)")
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()

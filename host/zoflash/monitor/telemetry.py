@@ -60,6 +60,7 @@ _CONVERT = {
     "flags": lambda v: {name: bool(v & bit) for name, bit in spec.STEP_FLAGS.items()},
     "scheduler": lambda v: {"scheduler": _name(spec.SCHEDULERS, v, "scheduler")},
     "rounding": lambda v: {"rounding": _name(spec.ROUNDINGS, v, "rounding")},
+    "loss_kind": lambda v: {"loss_kind": _name(spec.LOSSES, v, "loss_kind")},
     "kind": lambda v: {"kind": _name(EVENT_KIND_NAMES, v, "kind")},
     "reason": lambda v: {"reason": _name(spec.DONE_REASONS, v, "reason")},
     "lr_auto": lambda v: {"lr_auto": bool(v)},
@@ -69,6 +70,12 @@ _CONVERT = {
     "command": lambda v: {"command": COMMAND_NAMES.get(v, f"command{v}")},
     "result": lambda v: {"result": _name(spec.ACK_RESULTS, v, "result")},
 }
+
+
+def has_accuracy(records) -> bool:
+    """Whether a run's evaluations report an accuracy: not with mse (its `accuracy` and `correct`
+    are 0); records without a hello (a late attach) are taken to have one."""
+    return not any(r.get("type") == "hello" and r.get("loss_kind") == "mse" for r in records)
 
 
 def _malformed(frame: Frame, reason: str) -> dict:

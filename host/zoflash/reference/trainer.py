@@ -62,6 +62,16 @@ def scheduler_params(opts: TrainOptions, n_train: int) -> dict:
     return params
 
 
+def resolve_loss(opts: TrainOptions, outputs: int) -> str:
+    """--loss auto as this reference reads it: mse against the input, sigmoid-bce for one output,
+    else softmax-ce."""
+    if opts.loss != "auto":
+        return opts.loss
+    if opts.target == "input":
+        return "mse"
+    return "sigmoid-bce" if outputs == 1 else "softmax-ce"
+
+
 def lr_at_q(lr1: np.float32, q: int, scaling: str) -> np.float32:
     if scaling == "fixed":
         return F32(lr1)
@@ -89,6 +99,13 @@ class ReferenceTrainer:
         self.residual = [None if t.is_bias else np.zeros(t.count, np.int8) for t in plan.tensors]
         self.shapes = [model.storage(t.index).data.shape for t in plan.tensors]
         self.sched = Scheduler(opts.scheduler, **scheduler_params(opts, len(data.y_train)))
+        self.loss = resolve_loss(opts, plan.classes)
+        if self.loss == "mse":  # float32 targets per sample: the data's, or the input dequantized
+            q_in = g.tensors[g.inputs[0]].quant
+            self.t_train, self.t_test = (
+                np.asarray(t, F32) if t is not None else
+                (F32(q_in.scale) * (x.reshape(len(x), -1).astype(np.int32) - np.int32(q_in.zero_point)).astype(F32))
+                for x, t in ((data.x_train, data.t_train), (data.x_test, data.t_test)))
         # the frozen prefix, once per training sample: boundary root index -> [N, bytes]
         env = self.fwd.run({g.inputs[0]: data.x_train}, 0, plan.split)
         self.features = {b.index: env[b.index] for b in plan.boundary}
@@ -114,13 +131,51 @@ class ReferenceTrainer:
                 self.values[k] = zm.perturb_s8(self.values[k], sign, o.seed, t, i, tt.stream,
                                                self.settings.density_log2)
 
-    def _losses(self, env: dict, labels: np.ndarray) -> tuple[np.ndarray, int]:
-        """Suffix on the minibatch: per-sample float32 losses and the saturated logit count."""
-        logits = self.fwd.logits(env, self.plan.split, self._weights())
+    def _loss(self, out: np.ndarray, labels: np.ndarray, targets: np.ndarray | None) -> np.ndarray:
+        """Per-sample float32 losses of the int8 outputs [B, classes]."""
+        scale, zp = F32(self.plan.logits_scale), self.plan.logits_zp
+        if self.loss == "sigmoid-bce":
+            return zm.sigmoid_bce(out[:, 0], scale, zp, labels)
+        if self.loss == "mse":
+            return zm.mse(out, scale, zp, targets)
+        return np.asarray(zm.cross_entropy(out, scale, zp, labels), F32).reshape(-1)
+
+    def _saturated(self, out: np.ndarray, labels: np.ndarray, targets: np.ndarray | None) -> int:
+        """Outputs at -128 or 127; for sigmoid-bce and mse only those saturated away from the target."""
+        hi, lo = out == 127, out == -128
+        if self.loss == "sigmoid-bce":
+            one = (np.asarray(labels) != 0).reshape(-1, 1)
+            hi, lo = hi & ~one, lo & one
+        elif self.loss == "mse":
+            x = F32(self.plan.logits_scale) * (out.astype(np.int32) - np.int32(self.plan.logits_zp)).astype(F32)
+            hi, lo = hi & (targets < x), lo & (targets > x)
+        return int(np.count_nonzero(hi | lo))
+
+    def _settled(self, out: np.ndarray, labels: np.ndarray, targets: np.ndarray | None) -> np.ndarray:
+        """Per sample: every output saturated towards its target (never for softmax-ce)."""
+        hi, lo = out == 127, out == -128
+        if self.loss == "sigmoid-bce":
+            one = (np.asarray(labels) != 0).reshape(-1, 1)
+            towards = (hi & one) | (lo & ~one)
+        elif self.loss == "mse":
+            x = F32(self.plan.logits_scale) * (out.astype(np.int32) - np.int32(self.plan.logits_zp)).astype(F32)
+            towards = (hi & (targets >= x)) | (lo & (targets <= x))
+        else:
+            towards = np.zeros_like(hi)
+        return towards.all(axis=1)
+
+    def _outputs(self, env: dict, first: int) -> np.ndarray:
+        """The int8 output the loss reads, [B, classes], running [first, logits_end)."""
+        out = self.fwd.run({}, first, self.plan.logits_end, env, self._weights())[self.plan.logits]
+        return out.reshape(len(out), -1)
+
+    def _losses(self, env: dict, labels: np.ndarray, targets: np.ndarray | None) -> tuple[np.ndarray, int, np.ndarray]:
+        """Suffix on the minibatch: per-sample float32 losses, the saturated output count and which
+        samples are settled."""
+        out = self._outputs(env, self.plan.split)
         self.suffix_passes += len(labels)
-        loss = zm.cross_entropy(logits, F32(self.plan.logits_scale), self.plan.logits_zp, labels)
-        sat = int(np.count_nonzero((logits == -128) | (logits == 127)))
-        return np.asarray(loss, F32).reshape(-1), sat
+        return self._loss(out, labels, targets), self._saturated(out, labels, targets), \
+            self._settled(out, labels, targets)
 
     def _frame(self, frame_type: str, **fields) -> bytes:
         return self.tm.frame(frame_type, fields)
@@ -132,17 +187,21 @@ class ReferenceTrainer:
     def _evaluate(self, steps_done: int) -> tuple[bytes, np.float32, int]:
         """The eval frame, the test loss and the number of saturated test logits."""
         x, y = self.data.x_test, self.data.y_test
-        env = self.fwd.run({self.model.graph.inputs[0]: x}, 0, self.plan.logits_end, weights=self._weights())
-        logits = env[self.plan.logits]
-        losses = np.asarray(zm.cross_entropy(logits, F32(self.plan.logits_scale), self.plan.logits_zp, y), F32)
+        targets = self.t_test if self.loss == "mse" else None
+        out = self._outputs({self.input_root: x.reshape(len(x), -1)}, 0)
         total = F32(0.0)
-        for v in losses.reshape(-1):
+        for v in self._loss(out, y, targets):
             total = F32(total + v)
-        correct = int(np.count_nonzero(zm.argmax(logits) == y))
+        if self.loss == "sigmoid-bce":  # sigmoid(x) > 0.5 is class 1
+            correct = int(np.count_nonzero((out[:, 0].astype(np.int32) > self.plan.logits_zp) == (y != 0)))
+        elif self.loss == "mse":  # no accuracy
+            correct = 0
+        else:
+            correct = int(np.count_nonzero(zm.argmax(out) == y))
         n = len(y)
         self.eval_passes += n
         loss = F32(total / F32(n))
-        saturated = int(np.count_nonzero((logits == -128) | (logits == 127)))
+        saturated = self._saturated(out, y, targets)
         return self._frame("eval", step=steps_done, correct=correct, count=n, accuracy=F32(correct) / F32(n),
                            loss=loss, prefix_passes=self.prefix_passes, suffix_passes=self.suffix_passes,
                            eval_passes=self.eval_passes, time_us=self._time_us()), loss, saturated
@@ -153,13 +212,14 @@ class ReferenceTrainer:
         o, b = self.opts, self.opts.batch
         idx = np.asarray(zm.sample_index(o.seed, t, np.arange(b, dtype=np.uint32), len(self.data.y_train)))
         labels = self.data.y_train[idx]
+        targets = self.t_train[idx] if self.loss == "mse" else None
         env = {r: f[idx] for r, f in self.features.items()}
         if self.plan.split > 0:
             self.prefix_passes += b
         saturated = 0
         l0 = None
         if centre:
-            l0, s = self._losses(env, labels)
+            l0, s, _ = self._losses(env, labels, targets)
             saturated += s
         half = F32(F32(0.5) / F32(o.eps))
         loss_sum, m2_sum, v_sum, k_sum = F32(0), F32(0), F32(0), F32(0)
@@ -167,9 +227,9 @@ class ReferenceTrainer:
         self.delta = []
         for i in range(q):
             self._perturb(+1, t, i)
-            lp, s1 = self._losses(env, labels)
+            lp, s1, settled = self._losses(env, labels, targets)
             self._perturb(-2, t, i)
-            lm, s2 = self._losses(env, labels)
+            lm, s2, _ = self._losses(env, labels, targets)
             self._perturb(+1, t, i)
             saturated += s1 + s2
             dsum = F32(0)
@@ -182,7 +242,7 @@ class ReferenceTrainer:
                 ssum = F32(ssum + F32(e * e))
             vi = F32(F32(ssum / F32(b - 1)) / F32(b)) if b > 1 else F32(0)
             for j in range(b):
-                zeros += int(lp[j] == lm[j])
+                zeros += int(lp[j] == lm[j] and not settled[j])
                 loss_sum = F32(loss_sum + lp[j])
                 loss_sum = F32(loss_sum + lm[j])
                 if centre:
@@ -221,7 +281,8 @@ class ReferenceTrainer:
                           scheduler=spec.SCHEDULER_IDS[o.scheduler], rounding=spec.ROUNDING_IDS[o.rounding],
                           density_log2=self.settings.density_log2, lr_auto=int(self.settings.lr_auto),
                           lr=F32(0.0) if self.settings.lr_auto else F32(o.lr), max_steps=self.settings.max_steps,
-                          budget=o.budget or 0, q_max=o.q_max, n_tensors=len(plan.tensors), model_sha256=self.sha)
+                          budget=o.budget or 0, q_max=o.q_max, n_tensors=len(plan.tensors), model_sha256=self.sha,
+                          loss_kind=spec.LOSS_IDS[self.loss])
         lr1 = F32(o.lr or 0.0)
         frame, best_loss, _ = self._evaluate(0)
         yield frame

@@ -308,6 +308,32 @@ def cross_entropy(logits, scale, zero_point, label):
     return loss[0] if single else loss.astype(F32)
 
 
+def sigmoid_bce(logit, scale, zero_point, label):
+    """Per-sample binary cross-entropy of sigmoid(x) (float32); logit: int8 scalar or [samples];
+    scale, zero_point, label (0/1): scalars or per-sample arrays.
+    ((x > 0 ? x : 0) - (label ? x : 0)) + logf(1 + expf(-|x|))."""
+    q = np.asarray(logit, dtype=np.int8)
+    scale, zp = np.asarray(scale, F32), np.asarray(zero_point, np.int32)
+    x = (scale * (q.astype(np.int32) - zp).astype(F32)).astype(F32)
+    tail = logf((F32(1.0) + expf(-np.abs(x))).astype(F32))
+    loss = (np.where(x > 0, x, F32(0)) - np.where(np.asarray(label) != 0, x, F32(0))).astype(F32) + tail
+    return loss.astype(F32)
+
+
+def mse(out, scale, zero_point, target):
+    """Per-sample mean squared error (float32) of the dequantized int8 outputs [samples, n]
+    against float32 targets [samples, n]; the sum over j is sequential."""
+    q = np.asarray(out, dtype=np.int8)
+    q = q.reshape(-1, q.shape[-1])
+    t = np.asarray(target, dtype=F32).reshape(q.shape)
+    x = (F32(scale) * (q.astype(np.int32) - np.int32(zero_point)).astype(F32)).astype(F32)
+    s = np.zeros(q.shape[0], dtype=F32)
+    for j in range(q.shape[1]):
+        d = (x[:, j] - t[:, j]).astype(F32)
+        s = (s + (d * d).astype(F32)).astype(F32)
+    return (s / F32(q.shape[1])).astype(F32)
+
+
 def argmax(x) -> int | np.ndarray:
     """First maximum (along the last axis)."""
     return np.argmax(np.asarray(x), axis=-1)

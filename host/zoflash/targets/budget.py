@@ -121,8 +121,10 @@ def _samples_hint(board: Board, placed: Board, items, training) -> str:
         return ""
     data = training.data
     n = len(data.x_train)
-    per_sample = (data.x_train.nbytes + data.y_train.nbytes) // max(n, 1)
-    test_bytes = data.x_test.nbytes + data.y_test.nbytes
+    train_bytes = sum(a.nbytes for a in (data.x_train, data.y_train if data.labels else None, data.t_train)
+                      if a is not None)
+    per_sample = train_bytes // max(n, 1)
+    test_bytes = data.nbytes - train_bytes
     others = [it for it in items if it[0] != "train_data"]
     without = _by_region(plan_placement(board, others), others)
     free = {u.region.name: u.region.size - u.used for u in without}

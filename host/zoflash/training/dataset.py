@@ -1,5 +1,7 @@
 """Training data: an .npz with x_train, y_train, x_test, y_test, checked against the model and
-brought to the model input's type and layout, which the firmware embeds."""
+the loss and brought to the model input's type and layout, which the firmware embeds.  y holds
+class labels (softmax-ce), labels 0/1 (sigmoid-bce) or float targets of the output's shape in
+real units (mse); with --target input (mse against the sample's own input) y is not needed."""
 from __future__ import annotations
 
 import zipfile
@@ -21,17 +23,37 @@ class Dataset:
     x_test: np.ndarray
     y_test: np.ndarray
     source: str
+    # mse against y: float32 [N, output elements] (the labels are then 0 and not embedded); None
+    # for the label losses and for --target input
+    t_train: np.ndarray | None = None
+    t_test: np.ndarray | None = None
+    labels: bool = True  # y_train/y_test are labels the firmware embeds (not with mse)
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.x_train, self.y_train, self.x_test, self.y_test))
+        arrays = (self.x_train, self.x_test) + ((self.y_train, self.y_test) if self.labels else ())
+        return sum(a.nbytes for a in arrays + tuple(t for t in (self.t_train, self.t_test) if t is not None))
 
     def describe(self) -> str:
         return (f"{self.source}: {len(self.y_train)} training and {len(self.y_test)} test samples, "
                 f"{self.nbytes} bytes embedded")
 
 
-def _labels(y: np.ndarray, name: str, n: int, classes: int) -> np.ndarray:
+def _targets(y: np.ndarray, name: str, n: int, output_shape: tuple[int, ...]) -> np.ndarray:
+    """mse targets: one float per output value, in the output's real units."""
+    y = np.asarray(y)
+    size = int(np.prod(output_shape))
+    if y.dtype.kind not in "fiub":
+        raise DataError(f"{name} is {y.dtype}; --loss mse needs numeric targets")
+    if y.shape[:1] != (n,) or int(np.prod(y.shape[1:])) != size:
+        raise DataError(f"{name} has shape {list(y.shape)}; --loss mse needs [{n}, {size}] targets (one per sample "
+                        f"and output value; the output is {list(output_shape)})")
+    if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+        raise DataError(f"{name} contains NaN or infinity")
+    return y.reshape(n, size).astype(np.float32)
+
+
+def _labels(y: np.ndarray, name: str, n: int, classes: int, binary: bool = False) -> np.ndarray:
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
@@ -39,9 +61,13 @@ def _labels(y: np.ndarray, name: str, n: int, classes: int) -> np.ndarray:
         raise DataError(f"{name} has shape {list(y.shape)}; expected [{n}] integer labels (one per sample)")
     if y.dtype.kind == "f":
         if not np.all(np.isfinite(y)) or not np.all(y == np.round(y)):
-            raise DataError(f"{name} holds non-integer values; labels must be class indices")
+            raise DataError(f"{name} holds non-integer values; labels must be class indices "
+                            "(for real-valued targets use --loss mse)")
     elif y.dtype.kind not in "iub":
         raise DataError(f"{name} is {y.dtype}; labels must be integers")
+    if binary and n and (y.min() < 0 or y.max() > 1):
+        raise DataError(f"{name} has labels in [{int(y.min())}, {int(y.max())}]; --loss sigmoid-bce takes labels 0/1 "
+                        "(for real-valued targets use --loss mse)")
     if n and (y.min() < 0 or y.max() >= classes):
         raise DataError(f"{name} has labels in [{int(y.min())}, {int(y.max())}] but the model has {classes} "
                         f"classes (valid labels 0..{classes - 1})")
@@ -49,21 +75,30 @@ def _labels(y: np.ndarray, name: str, n: int, classes: int) -> np.ndarray:
 
 
 def load_dataset(path: str | Path, input_shape: tuple[int, ...], scale: float | None, zero_point: int | None,
-                 classes: int, dtype: str = "int8") -> Dataset:
+                 classes: int, dtype: str = "int8", loss: str = "softmax-ce", target: str = "labels",
+                 output_shape: tuple[int, ...] | None = None) -> Dataset:
     """`dtype`: the model input's type (int8, uint8 or float32), which the samples take: the firmware
-    embeds their bytes and the model's first QUANTIZE converts a uint8 or float32 input."""
+    embeds their bytes and the model's first QUANTIZE converts a uint8 or float32 input.  `loss`
+    (resolved, spec.LOSSES) and `target` say what y must hold; `output_shape` is the shape of
+    the output the loss reads (mse)."""
+    from_input = target == "input"
+    if from_input and (dtype != "int8" or int(np.prod(input_shape)) != classes):
+        raise DataError(f"--target input needs an int8 model input with as many values as the output ({classes}); "
+                        f"this model's input is {dtype}{list(input_shape)}")
+    keys = KEYS if not from_input else ("x_train", "x_test")
     path = Path(path)
     if path.is_file() and not zipfile.is_zipfile(path):  # np.load would return a .npy array or try pickle
         with open(path, "rb") as f:
             kind = "a single .npy array" if f.read(6) == b"\x93NUMPY" else "not a zip archive"
-        raise DataError(f"'{path}' is {kind}; a dataset is an .npz (numpy.savez) holding {', '.join(KEYS)}")
+        raise DataError(f"'{path}' is {kind}; a dataset is an .npz (numpy.savez) holding {', '.join(keys)}")
     try:
         with np.load(path, allow_pickle=False) as npz:
-            missing = [k for k in KEYS if k not in npz.files]
+            missing = [k for k in keys if k not in npz.files]
             if missing:
-                raise DataError(f"'{path}' lacks {', '.join(missing)}; a dataset .npz needs {', '.join(KEYS)}")
+                raise DataError(f"'{path}' lacks {', '.join(missing)}; a dataset .npz needs {', '.join(keys)}"
+                                + (" (with --target input, y is not needed)" if from_input else ""))
             arrays = {}
-            for k in KEYS:
+            for k in keys:
                 try:
                     arrays[k] = npz[k]
                 except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:  # pickled objects, damage
@@ -74,14 +109,22 @@ def load_dataset(path: str | Path, input_shape: tuple[int, ...], scale: float | 
         raise DataError(f"cannot read '{path}' as an .npz dataset: {exc}") from None
     out = {}
     for split in ("train", "test"):
-        x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
+        x = arrays[f"x_{split}"]
         if x.dtype.kind == "f" and not np.all(np.isfinite(x)):
             raise DataError(f"x_{split} in '{path}' contains NaN or infinity")
         xs = as_samples(x, input_shape, scale, zero_point, what=f"x_{split} in '{path}'", dtype=dtype)
         if xs.shape[0] == 0:
             raise DataError(f"x_{split} in '{path}' is empty")
         out[f"x_{split}"] = xs
-        out[f"y_{split}"] = _labels(y, f"y_{split} in '{path}'", xs.shape[0], classes)
+        name = f"y_{split} in '{path}'"
+        if loss == "mse":
+            out[f"y_{split}"] = np.zeros(xs.shape[0], np.uint16)  # no labels; the targets are t or the input
+            if not from_input:
+                out[f"t_{split}"] = _targets(arrays[f"y_{split}"], name, xs.shape[0], output_shape or (classes,))
+        else:
+            binary = loss == "sigmoid-bce"
+            out[f"y_{split}"] = _labels(arrays[f"y_{split}"], name, xs.shape[0], 2 if binary else classes,
+                                        binary=binary)
     if out["x_train"].shape[0] >= 2**32 or out["x_test"].shape[0] >= 2**32:
         raise DataError("datasets are limited to 2^32 - 1 samples per split")
-    return Dataset(source=path.name, **out)
+    return Dataset(source=path.name, labels=loss != "mse", **out)

@@ -103,28 +103,37 @@ def c_logits(model: CompiledModel, logits: int, x: np.ndarray) -> np.ndarray:
 
 
 def output_change(before: CompiledModel, after: CompiledModel, logits: int, x_test: np.ndarray,
-                  y_test: np.ndarray) -> dict:
+                  y_test: np.ndarray, loss: str = "softmax-ce") -> dict:
     """How re-quantization moved the int8 logits (root tensor `logits` of both models) on the
-    test set, run by the generated C: accuracies, fraction of changed predictions, logit changes
-    in LSB."""
+    test set, run by the generated C: accuracies and the fraction of changed predictions (argmax;
+    sigmoid-bce: logit above its zero point; none for mse), logit changes in LSB."""
     if not len(x_test):
         return {"n_test": 0}
     la = c_logits(before, logits, x_test).astype(np.int32)
     lb = c_logits(after, logits, x_test).astype(np.int32)
-    pa, pb = la.argmax(axis=1), lb.argmax(axis=1)
     y = np.asarray(y_test).astype(np.int64)
     diff = np.abs(la - lb)
-    return {"n_test": len(y), "accuracy_before": float(np.mean(pa == y)), "accuracy_after": float(np.mean(pb == y)),
-            "changed_predictions": float(np.mean(pa != pb)), "max_abs_logit_change": int(diff.max()),
-            "mean_abs_logit_change": float(diff.mean())}
+    out = {"n_test": len(y), "max_abs_logit_change": int(diff.max()), "mean_abs_logit_change": float(diff.mean())}
+    if loss == "mse":
+        return out
+    if loss == "sigmoid-bce":
+        zp = before.storage(logits).quant.zero_point
+        pa, pb = (la[:, 0] > zp).astype(np.int64), (lb[:, 0] > zp).astype(np.int64)
+    else:
+        pa, pb = la.argmax(axis=1), lb.argmax(axis=1)
+    return {**out, "accuracy_before": float(np.mean(pa == y)), "accuracy_after": float(np.mean(pb == y)),
+            "changed_predictions": float(np.mean(pa != pb))}
 
 
 def describe(report: dict) -> str:
     """One line for `zoflash build` / `simulate`."""
     out = report["outputs"]
     text = f"headroom {report['bits']} bit(s) on {len(report['tensors'])} tensor(s)"
-    if out.get("n_test"):
+    if "accuracy_before" in out:
         text += (f": test accuracy {out['accuracy_before'] * 100:.1f}% -> {out['accuracy_after'] * 100:.1f}%, "
                  f"{out['changed_predictions'] * 100:.1f}% of predictions changed, logits moved by at most "
                  f"{out['max_abs_logit_change']} LSB (mean {out['mean_abs_logit_change']:.2f})")
+    elif out.get("n_test"):
+        text += (f": outputs moved by at most {out['max_abs_logit_change']} LSB "
+                 f"(mean {out['mean_abs_logit_change']:.2f})")
     return text

@@ -61,6 +61,8 @@ class TrainOptions:
     guard_loss: float = spec.TRAIN_DEFAULTS["guard_loss"]
     guard_max_rollbacks: int = spec.TRAIN_DEFAULTS["guard_max_rollbacks"]
     headroom: int = spec.TRAIN_DEFAULTS["headroom"]
+    loss: str = spec.TRAIN_DEFAULTS["loss"]
+    target: str = spec.TRAIN_DEFAULTS["target"]
 
     DEFAULT_STEPS = spec.DEFAULT_STEPS
 
@@ -114,7 +116,9 @@ class TrainOptions:
         return (f"train {self.train}{' (biases only)' if self.biases_only else ''}, batch {self.batch}, "
                 + (f"eps {self.eps}, " if self.eps != 1 else "") +
                 f"scheduler {self.scheduler}, lr {lr}, rounding {self.rounding}, density {self.density:g}, "
-                f"seed {self.seed}, {length}" + (f", headroom {self.headroom}" if self.headroom else ""))
+                f"seed {self.seed}, {length}" + (f", headroom {self.headroom}" if self.headroom else "")
+                + (f", loss {self.loss}" if self.loss != "auto" else "")
+                + (f", target {self.target}" if self.target != "labels" else ""))
 
 
 OPTION_NAMES = tuple(f.name for f in fields(TrainOptions))
@@ -181,6 +185,10 @@ def validate(opts: TrainOptions) -> TrainOptions:
     need(0 <= opts.headroom <= HEADROOM_MAX, f"--headroom {opts.headroom}: must be 0..{HEADROOM_MAX} bits")
     need(not (opts.headroom and opts.biases_only), "--headroom re-quantizes trainable weights: it does not go with "
                                                    "--biases-only")
+    need(opts.loss in spec.LOSS_CHOICES, f"--loss {opts.loss}: use one of {', '.join(spec.LOSS_CHOICES)}")
+    need(opts.target in spec.TARGETS, f"--target {opts.target}: use one of {', '.join(spec.TARGETS)}")
+    need(not (opts.target == "input" and opts.loss not in ("auto", "mse")),
+         f"--target input compares the output with the input: it needs --loss mse (or auto), not {opts.loss}")
     if opts.scheduler in SCHEDULERS:  # also when other options have problems: one error lists all
         q_keys = spec.SCHED_Q_PARAMS
         given_q = sorted(set(opts.sched) & set(q_keys))

@@ -57,22 +57,29 @@ def compile_training(model_path: str | Path, data_path: str | Path, opts: TrainO
     t_in = graph.tensors[graph.inputs[0]]
     q = t_in.quant
     data = load_dataset(data_path, t_in.shape, q.scale if q else None, q.zero_point if q else None, plan.classes,
-                        dtype=t_in.dtype)
-    _warn_about(data, opts)
+                        dtype=t_in.dtype, loss=plan.loss, target=opts.target,
+                        output_shape=model.storage(plan.logits).shape)
+    _warn_about(data, opts, plan)
     report = None
     if opts.headroom:
         model, plan, report = _with_headroom(model, plan, opts, data)
     return CompiledTraining(Path(model_path), model_sha256(raw), model, Training(plan, opts, data, headroom=report))
 
 
-def _warn_about(data: Dataset, opts: TrainOptions) -> None:
+def _warn_about(data: Dataset, opts: TrainOptions, plan: TrainPlan) -> None:
     """Data that trains, but probably not as the user meant."""
     n = len(data.y_train)
     if n < opts.batch:
         log.warning("%s: %d training samples for a batch of %d: every step draws samples more than once",
                     data.source, n, opts.batch)
+    if data.t_train is not None:  # mse targets the int8 output cannot reach pull it to saturation
+        lo, hi = (plan.logits_scale * (v - plan.logits_zp) for v in (-128, 127))
+        outside = float(np.mean((data.t_train < lo) | (data.t_train > hi)))
+        if outside > 0.1:
+            log.warning("%s: %.0f%% of the training targets lie outside the output's range [%.4g, %.4g] (targets "
+                        "not in the output's real units?)", data.source, 100 * outside, lo, hi)
     labels = np.unique(data.y_train)
-    if len(labels) == 1:
+    if data.labels and len(labels) == 1:
         log.warning("%s: every training sample has label %d: the model can only learn to answer %d",
                     data.source, int(labels[0]), int(labels[0]))
 
@@ -97,7 +104,7 @@ def _with_headroom(model: CompiledModel, plan, opts: TrainOptions, data):
                      "scales": [float(s) for s in g[i].quant.scales] if g[i].quant else None,
                      "values_changed": int(np.count_nonzero(g[i].data != model.graph.tensors[i].data))}
                     for i in changed],
-        "outputs": output_change(model, new_model, plan.logits, data.x_test, data.y_test),
+        "outputs": output_change(model, new_model, plan.logits, data.x_test, data.y_test, plan.loss),
     }
     return new_model, new_plan, report
 

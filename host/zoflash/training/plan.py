@@ -20,7 +20,12 @@ from zoflash.training import spec
 from zoflash.training.options import OptionsError, TrainOptions
 
 WEIGHTED_KERNELS = ("conv2d", "depthwise_conv2d", "fully_connected")
-HEAD_KERNELS = ("softmax", "dequantize", "requantize_s8_u8")  # walked back through to find the logits
+# Walked back through from output 0 to find the tensor the loss reads: the type conversions keep
+# the real values; softmax-ce reads the logits before a SOFTMAX, sigmoid-bce before a LOGISTIC;
+# mse compares the output itself.
+CONVERSION_KERNELS = ("dequantize", "requantize_s8_u8")
+HEAD_KERNELS = {"softmax-ce": ("softmax",) + CONVERSION_KERNELS, "sigmoid-bce": ("logistic",) + CONVERSION_KERNELS,
+                "mse": CONVERSION_KERNELS}
 
 
 @dataclass
@@ -59,6 +64,7 @@ class TrainPlan:
     classes: int
     logits_scale: float
     logits_zp: int
+    loss: str             # spec.LOSSES (auto resolved)
     boundary: list[BoundarySpan]
     clamped: int          # int8 weights moved from -127/-128/127 to the trainable range
     batch: int
@@ -82,7 +88,8 @@ class TrainPlan:
             "trainable_bytes_in_ram": sum(t.nbytes for t in self.tensors),
             "residual_bytes": residual,
             "feature_cache_bytes": self.batch * self.boundary_bytes,
-            "statistics_bytes": 3 * 4 * self.batch + 2 * 4 * self.q_buffer + 2 * self.batch,
+            "statistics_bytes": 3 * 4 * self.batch + 2 * 4 * self.q_buffer + 3 * self.batch
+                                + (4 * self.batch * self.classes if self.loss == "mse" else 0),
             "snapshot_bytes": snapshot,
             "eps_bytes": sum(4 * t.count for t in self.tensors if t.is_bias),
         }
@@ -145,8 +152,27 @@ def _bias_eps(model: CompiledModel, step) -> np.ndarray:
     return np.array([max(1, int(round_half_away(0.5 * s_out / (s_in * sw)))) for sw in s_w], dtype=np.int32)
 
 
-def _logits(model: CompiledModel) -> tuple[int, int]:
-    """(root index of the logits tensor, index of the step producing it)."""
+def resolve_loss(model: CompiledModel, opts: TrainOptions) -> str:
+    """The loss of a run: the option's, or for auto mse with --target input, sigmoid-bce for a
+    model with one output, else softmax-ce.  A loss that cannot move is refused here."""
+    outputs = model.graph.tensors[model.graph.outputs[0]].num_elements
+    if opts.loss != "auto":
+        loss = opts.loss
+    elif opts.target == "input":
+        loss = "mse"
+    else:
+        loss = "sigmoid-bce" if outputs == 1 else "softmax-ce"
+    if loss == "softmax-ce" and outputs == 1:
+        raise OptionsError("--loss softmax-ce on a model with one output is always 0 (nothing to learn): use "
+                           "--loss sigmoid-bce for labels 0/1 or --loss mse for a regression target")
+    if loss == "sigmoid-bce" and outputs != 1:
+        raise OptionsError(f"--loss sigmoid-bce needs a model with one output (this one has {outputs}): use "
+                           "--loss softmax-ce for class labels or --loss mse for regression targets")
+    return loss
+
+
+def _logits(model: CompiledModel, loss: str) -> tuple[int, int]:
+    """(root index of the tensor the loss reads, index of the step producing it)."""
     producer = {model.root[o]: s for s, step in enumerate(model.program.steps) for o in step.outputs}
     t = model.root[model.graph.outputs[0]]
     while True:
@@ -154,7 +180,7 @@ def _logits(model: CompiledModel) -> tuple[int, int]:
         if s is None:
             raise UnsupportedModelError(model.graph.name or "model", ["output 0 is not computed by any op"])
         step = model.program.steps[s]
-        if step.kernel in HEAD_KERNELS:
+        if step.kernel in HEAD_KERNELS[loss]:
             t = model.root[step.args[0]]
             continue
         tensor = model.storage(t)
@@ -182,7 +208,8 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
         if not layers:
             raise OptionsError(f"--max-params {opts.max_params}: even the last selected layer alone has "
                                f"{layer_params(dropped[-1])} trainable parameters")
-    logits, logits_step = _logits(model)
+    loss = resolve_loss(model, opts)
+    logits, logits_step = _logits(model, loss)
     tensors: list[TrainableTensor] = []
     clamped = 0
     seen: set[int] = set()
@@ -223,7 +250,8 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
     boundary = _boundary(model, split, logits_step + 1)
     return TrainPlan(tensors=tensors, split=split, logits_end=logits_step + 1, logits=logits,
                      classes=model.storage(logits).num_elements, logits_scale=model.storage(logits).quant.scale,
-                     logits_zp=model.storage(logits).quant.zero_point, boundary=boundary, clamped=clamped,
+                     logits_zp=model.storage(logits).quant.zero_point, loss=loss, boundary=boundary,
+                     clamped=clamped,
                      batch=opts.batch, q_buffer=opts.q_buffer,
                      layers=[model.program.steps[s].op.index for s in layers],
                      dropped_layers=[model.program.steps[s].op.index for s in dropped])

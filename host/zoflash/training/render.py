@@ -53,6 +53,7 @@ def training_manifest(training: Training) -> dict:
         "split_step": plan.split,
         "logits_end_step": plan.logits_end,
         "classes": plan.classes,
+        "loss": plan.loss,
         "boundary_bytes": plan.boundary_bytes,
         "clamped_weights": plan.clamped,
         "headroom": training.headroom,
@@ -77,16 +78,22 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
             max_step=t.max_step if t.is_bias else 0,
             comment=c_comment(f"'{t.name}' of op {t.op_index}, {'bias' if t.is_bias else 'weights'}")))
     # The samples as bytes (a uint8 or float32 input too): the trainer copies input_bytes per sample.
-    data_blobs = [
-        Blob("int8_t", f"{prefix}_x_train", _le_bytes(data.x_train),
-             c_comment(f"x_train {data.x_train.dtype}{list(data.x_train.shape)}")),
-        Blob("uint16_t", f"{prefix}_y_train", _le_bytes(data.y_train.astype("<u2")),
-             c_comment(f"y_train uint16[{len(data.y_train)}]")),
-        Blob("int8_t", f"{prefix}_x_test", _le_bytes(data.x_test),
-             c_comment(f"x_test {data.x_test.dtype}{list(data.x_test.shape)}")),
-        Blob("uint16_t", f"{prefix}_y_test", _le_bytes(data.y_test.astype("<u2")),
-             c_comment(f"y_test uint16[{len(data.y_test)}]")),
-    ]
+    # Labels (not for mse), or mse targets (float32 rows; none with --target input).
+    data_blobs, data_names = [], {}
+    for split in ("train", "test"):
+        x, y, t = getattr(data, f"x_{split}"), getattr(data, f"y_{split}"), getattr(data, f"t_{split}")
+        data_blobs.append(Blob("int8_t", f"{prefix}_x_{split}", _le_bytes(x),
+                               c_comment(f"x_{split} {x.dtype}{list(x.shape)}")))
+        if data.labels:
+            data_blobs.append(Blob("uint16_t", f"{prefix}_y_{split}", _le_bytes(np.asarray(y).astype("<u2")),
+                                   c_comment(f"y_{split} uint16[{len(y)}]")))
+        if t is not None:
+            data_blobs.append(Blob("float", f"{prefix}_t_{split}", _le_bytes(np.asarray(t, dtype=np.float32)),
+                                   c_comment(f"mse targets float32{list(t.shape)}")))
+        data_names[f"y_{split}"] = f"{prefix}_y_{split}" if data.labels else "NULL"
+        data_names[f"t_{split}"] = f"{prefix}_t_{split}" if t is not None else "NULL"
+    in_quant = g.tensors[model.root[g.inputs[0]]].quant
+    from_input = plan.loss == "mse" and data.t_train is None
     mem = plan.memory()
     in_root = model.root[g.inputs[0]]
     config_fields = [CField(k, v if isinstance(v, str) else _value(v)) for k, v in train_config(opts).items()]
@@ -105,6 +112,8 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
         input_offset=model.arena_offset[in_root], input_bytes=g.tensors[in_root].nbytes,
         split=plan.split, logits_end=plan.logits_end, logits_offset=model.arena_offset[plan.logits],
         classes=plan.classes, logits_scale=c_float(plan.logits_scale), logits_zp=plan.logits_zp,
+        loss=spec.c_name("LOSSES", plan.loss), mse=plan.loss == "mse", data_names=data_names,
+        target_scale=c_float(in_quant.scale if from_input else 0.0), target_zp=in_quant.zero_point if from_input else 0,
         sha_bytes=", ".join(f"0x{source_sha256[2 * i:2 * i + 2]}" for i in range(8)),
         n_train=len(data.y_train), n_test=len(data.y_test),
         config_fields=config_fields, sched_fields=sched_fields)

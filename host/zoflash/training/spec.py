@@ -99,10 +99,13 @@ ROUNDINGS = ("split16", "nearest", "stochastic")  # zo_rounding_t: int8 update r
 ROUNDING_IDS = {name: i for i, name in enumerate(ROUNDINGS)}
 LR_SCALINGS = ("sqrt", "linear", "fixed")  # zo_lr_scaling_t: lr at q from lr at q = 1
 LR_SCALING_IDS = {name: i for i, name in enumerate(LR_SCALINGS)}
-# Training losses (zo_cross_entropy_s8 is the only one so far: softmax cross-entropy of the
-# dequantized int8 logits); an id table so that more can be added.
-LOSSES = ("cross_entropy",)
+# Training losses (zo_loss_t; the hello frame's `loss`), of the dequantized int8 output
+# x = scale * (q - zero_point): softmax-ce (zo_cross_entropy_s8, labels 0..classes-1),
+# sigmoid-bce (zo_sigmoid_bce_s8, one output, labels 0/1), mse (zo_mse_s8, float targets).
+LOSSES = ("softmax-ce", "sigmoid-bce", "mse")
 LOSS_IDS = {name: i for i, name in enumerate(LOSSES)}
+LOSS_CHOICES = ("auto",) + LOSSES  # auto: mse for --target input, sigmoid-bce for one output, else softmax-ce
+TARGETS = ("labels", "input")  # what the loss compares the output with: y of the data, or the sample's input
 
 # ---------------------------------------------------------------------------- training options
 
@@ -134,6 +137,8 @@ TRAIN_DEFAULTS = dict(
     guard_loss=1.5,          # roll back when a test loss exceeds best * this (0: off)
     guard_max_rollbacks=10,  # stop after this many rollbacks (0: never)
     headroom=0,              # re-quantize the trainable layers with h bits of headroom
+    loss="auto",             # spec.LOSS_CHOICES
+    target="labels",         # spec.TARGETS
 )
 DEFAULT_STEPS = 500          # when neither steps nor budget is given
 BATCH_RANGE = (1, 1024)
@@ -160,7 +165,8 @@ ACK_RESULTS = ("ok", "ignored", "unknown")  # ack `result`
 
 C_PREFIX = {
     "SCHEDULERS": "ZO_SCHED_", "STATES": "ZO_ST_", "EVENTS": "ZO_EV_", "ACTIONS": "ZO_ACT_",
-    "ROUNDINGS": "ZO_ROUND_", "LR_SCALINGS": "ZO_LR_", "DONE_REASONS": "ZO_TM_DONE_", "STEP_FLAGS": "ZO_TM_FLAG_",
+    "ROUNDINGS": "ZO_ROUND_", "LR_SCALINGS": "ZO_LR_", "LOSSES": "ZO_LOSS_", "DONE_REASONS": "ZO_TM_DONE_",
+    "STEP_FLAGS": "ZO_TM_FLAG_",
     "EVENT_KINDS": "ZO_TM_EV_", "ROLLBACK_CAUSES": "ZO_TM_ROLLBACK_", "WEIGHTS_PARTS": "ZO_TM_PART_",
     "COMMANDS": "ZO_CMD_", "ACK_RESULTS": "ZO_TM_ACK_",
 }

@@ -37,6 +37,7 @@ static int8_t mlp_feature_cache[256] ZO_ARENA_ATTR;
 static uint8_t mlp_snapshot[360];
 static float mlp_lp[16], mlp_lm[16], mlp_l0[16];
 static uint16_t mlp_labels[16];
+static uint8_t mlp_settled[16];
 static float mlp_delta[64], mlp_c[64];
 
 const zo_train_model_t zo_train_model = {
@@ -52,6 +53,7 @@ const zo_train_model_t zo_train_model = {
     .classes = 10,
     .logits_scale = 0.2059948f,
     .logits_zp = 24,
+    .loss = ZO_LOSS_SOFTMAX_CE,
     .tensors = mlp_trainable,
     .n_tensors = 2,
     .trainable_params = 170u,
@@ -68,6 +70,7 @@ const zo_train_model_t zo_train_model = {
     .lm = mlp_lm,
     .l0 = mlp_l0,
     .labels = mlp_labels,
+    .settled = mlp_settled,
     .delta = mlp_delta,
     .c = mlp_c,
     .q_buffer = 64u,
