@@ -365,6 +365,32 @@ void zo_svdf_s8_s16(const zo_svdf_params_t *p, const int8_t *input, const int8_t
 void zo_requantize_s16_s8(const zo_requantize_params_t *p, const int16_t *input, int8_t *output);
 /* ==== end of sequence ops =================================================================== */
 
+/* ==== int16 activations (16x8 quantization, zo_kernels_int16.c) ============================ */
+/* SOFTMAX int8 -> int16 (output scale 1/65536, zero point -32768): zo_softmax_params_t. */
+void zo_softmax_s8_s16(const zo_softmax_params_t *p, const int8_t *input, int16_t *output);
+
+/* ---- SOFTMAX int16 -> int16 (zero points 0, output scale 1/32768).  input_multiplier and
+ * input_left_shift map the difference to the row maximum onto [-65535, 0] = [-10, 0]; the two
+ * 513-entry tables are exp over [-10, 0] and 1 / (1 + x) over [0, 1], as TFLM builds them. */
+typedef struct {
+    int32_t outer, depth;
+    int32_t input_multiplier, input_left_shift;
+    const int16_t *exp_lut;
+    const int16_t *one_over_one_plus_x_lut;
+} zo_softmax_s16_params_t;
+
+void zo_softmax_s16(const zo_softmax_s16_params_t *p, const int16_t *input, int16_t *output);
+
+/* QUANTIZE between integer types (zo_requantize_params_t, zero points in each side's range). */
+void zo_requantize_s8_s16(const zo_requantize_params_t *p, const int8_t *input, int16_t *output);
+void zo_requantize_s16_s16(const zo_requantize_params_t *p, const int16_t *input, int16_t *output);
+void zo_requantize_s16_s32(const zo_requantize_params_t *p, const int16_t *input, int32_t *output);
+void zo_requantize_s8_s32(const zo_requantize_params_t *p, const int8_t *input, int32_t *output);
+/* DEQUANTIZE int16 -> float32 (zo_dequantize_params_t) and QUANTIZE float32 -> int16. */
+void zo_dequantize_s16(const zo_dequantize_params_t *p, const int16_t *input, float *output);
+void zo_quantize_f32_s16(const zo_quantize_params_t *p, const float *input, int16_t *output);
+/* ==== end of int16 activations ============================================================== */
+
 #ifdef __cplusplus
 }
 #endif

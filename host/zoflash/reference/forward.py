@@ -308,3 +308,29 @@ def _svdf(p, n, x, wf, wt, b, state):
 _PARAM_ARGS.update({"svdf_s8": (1, 2, 3), "svdf_s8_s16": (1, 2, 3)})
 DISPATCH.update({"svdf_s8": _svdf, "svdf_s8_s16": _svdf, "requantize_s16_s8": _elementwise(ref.requantize_s16_s8)})
 # ==== end of sequence ops ====================================================================
+
+
+# ==== int16 activations (16x8 quantization) ==================================================
+from zoflash.reference import kernels_int16 as ref16  # noqa: E402
+
+
+def _softmax_rows(kernel):
+    return lambda p, n, x: kernel(dict(p, outer=p["outer"] * n), x).reshape(n, -1)
+
+
+def _requantize_to(dtype: str):
+    return lambda p, n, x: ref16.requantize(p, x, dtype)
+
+
+_AFTER_LOGITS += ("softmax_s8_s16", "softmax_s16", "dequantize_s16")
+DISPATCH.update({
+    "softmax_s8_s16": _softmax_rows(ref16.softmax_s8_s16),
+    "softmax_s16": _softmax_rows(ref16.softmax_s16),
+    "requantize_s8_s16": _requantize_to("int16"),
+    "requantize_s16_s16": _requantize_to("int16"),
+    "requantize_s16_s32": _requantize_to("int32"),
+    "requantize_s8_s32": _requantize_to("int32"),
+    "dequantize_s16": _elementwise(ref16.dequantize_s16),
+    "quantize_f32_s16": _elementwise(ref16.quantize_f32_s16),
+})
+# ==== end of int16 activations ===============================================================

@@ -23,7 +23,7 @@ from zoflash.compiler.ops.registry import (
 )
 
 INT32_MAX = 2**31 - 1
-_INT16_HINT = "int16 activations (16x8 quantization) are not supported; convert with int8 activations"
+_INT16_HINT = "zoflash runs this op on int8 activations only (`zoflash ops` lists the int16 ones)"
 
 
 def bound_tensors(graph: Graph, op: Op) -> Iterator[tuple[Arg, Tensor]]:
@@ -38,9 +38,9 @@ def bound_tensors(graph: Graph, op: Op) -> Iterator[tuple[Arg, Tensor]]:
         yield (outs[pos] if pos < len(outs) else outs[-1]), graph.tensors[index]
 
 
-def activation_issue(t: Tensor, role: str, hint: str = "") -> str | None:
-    """Why `t` cannot be an int8 activation, or None."""
-    if t.dtype != "int8":
+def activation_issue(t: Tensor, role: str, hint: str = "", dtypes: tuple[str, ...] = ("int8",)) -> str | None:
+    """Why `t` cannot be an activation of one of `dtypes` (int8 unless the op lists int16), or None."""
+    if t.dtype not in dtypes:
         hint = _INT16_HINT if t.dtype == "int16" else hint
         return f"{role} {t.describe()} is {t.dtype}" + (f" ({hint})" if hint else "")
     if t.quant is None:
@@ -82,8 +82,10 @@ STRUCTURE = (tensors_exist, has_every_tensor)
 # ----------------------------------------------------------------------------------- GENERIC
 
 def activations_int8(graph: Graph, op: Op) -> str | None:
-    """activations must be int8 with per-tensor quantization (one scale and zero point)"""
-    issues = [activation_issue(t, arg.role, arg.hint) for arg, t in bound_tensors(graph, op) if arg.kind == ACTIVATION]
+    """activations must be int8 (or int16 where `zoflash ops` lists it) with per-tensor quantization (one scale
+    and zero point)"""
+    issues = [activation_issue(t, arg.role, arg.hint, arg.dtypes) for arg, t in bound_tensors(graph, op)
+              if arg.kind == ACTIVATION]
     return "; ".join(i for i in issues if i) or None
 
 

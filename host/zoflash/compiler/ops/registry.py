@@ -54,7 +54,7 @@ class Arg:
     hint: str = ""  # what to do when the dtype is wrong
 
     def describe(self) -> str:
-        what = {ACTIVATION: "int8 per-tensor", CONSTANT: f"constant {'/'.join(self.dtypes)}",
+        what = {ACTIVATION: f"{'/'.join(self.dtypes)} per-tensor", CONSTANT: f"constant {'/'.join(self.dtypes)}",
                 DATA: "/".join(self.dtypes) or "any type"}[self.kind]
         return f"{self.role}{'...' if self.variadic else ''} ({what}{', optional' if self.optional else ''})"
 

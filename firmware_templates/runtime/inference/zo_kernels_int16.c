@@ -1,0 +1,174 @@
+/* zo_kernels_int16.c - int16 activations (16x8 quantization): SOFTMAX int8 -> int16 and
+ * int16 -> int16, the QUANTIZE conversions between int8, int16 and int32, float32 <-> int16,
+ * bit-exact with the TFLite Micro reference kernels. */
+#include "zo_kernels.h"
+#include "zo_fixedpoint.h"
+
+#include <stddef.h>
+
+static int32_t zo_clz32_s16(uint32_t x)
+{
+    int32_t n = 0;
+    if (x == 0) {
+        return 32;
+    }
+    while (!(x & 0x80000000u)) {
+        x <<= 1;
+        ++n;
+    }
+    return n;
+}
+
+/* TFLM's LUTLookup for int16: the high 9 bits index a 513-entry table, the low 7 bits
+ * interpolate linearly to the next entry.  TFLM keeps the slope in an int16_t: so does this. */
+static int16_t zo_lut_lookup_s16(int16_t value, const int16_t *lut)
+{
+    const int32_t index = 256 + (value >> 7);
+    const int32_t offset = value & 0x7f;
+    const int16_t slope = (int16_t)(lut[index + 1] - lut[index]);
+    const int32_t delta = ((int32_t)slope * offset + 64) >> 7;
+    return (int16_t)(lut[index] + delta);
+}
+
+/* ------------------------------------------------------------------------------------ softmax */
+
+/* TFLM's int8 softmax with an int16 output: the int8 kernel's arithmetic (Q5.26 exp, Q12.19 sum,
+ * Newton-Raphson reciprocal), the result in 1/65536 units - 32768. */
+void zo_softmax_s8_s16(const zo_softmax_params_t *p, const int8_t *input, int16_t *output)
+{
+    const int32_t depth = p->depth;
+    for (int32_t r = 0; r < p->outer; ++r) {
+        const int8_t *x = input + (size_t)r * (size_t)depth;
+        int16_t *y = output + (size_t)r * (size_t)depth;
+        int32_t max_in_row = -128;
+        for (int32_t c = 0; c < depth; ++c) {
+            max_in_row = x[c] > max_in_row ? x[c] : max_in_row;
+        }
+        int32_t sum_of_exps = 0;
+        for (int32_t c = 0; c < depth; ++c) {
+            const int32_t diff = (int32_t)x[c] - max_in_row;
+            if (diff >= p->diff_min) {
+                const int32_t scaled = zo_mbqm(diff, p->input_multiplier, p->input_left_shift);
+                sum_of_exps = zo_wrap_add(sum_of_exps, zo_rdbpot(zo_exp_on_negative_values(scaled, 5), 12));
+            }
+        }
+        const int32_t headroom_plus_one = zo_clz32_s16((uint32_t)sum_of_exps);
+        const int32_t num_bits_over_unit = 12 - headroom_plus_one;
+        const int32_t shifted_sum_minus_one =
+            (int32_t)(((uint32_t)sum_of_exps << headroom_plus_one) - 0x80000000u);
+        const int32_t shifted_scale = zo_one_over_one_plus_x_q0(shifted_sum_minus_one);
+        /* TFLM CHECKs 0 <= exponent <= 31; clamp to stay defined. */
+        const int32_t exponent = zo_clamp32(num_bits_over_unit + 31 - 16, 0, 31);
+        for (int32_t c = 0; c < depth; ++c) {
+            const int32_t diff = (int32_t)x[c] - max_in_row;
+            if (diff >= p->diff_min) {
+                const int32_t scaled = zo_mbqm(diff, p->input_multiplier, p->input_left_shift);
+                const int32_t e = zo_exp_on_negative_values(scaled, 5);
+                const int32_t unsat = zo_rdbpot(zo_srdhm(shifted_scale, e), exponent);
+                y[c] = (int16_t)zo_clamp32(unsat - 32768, -32768, 32767);
+            } else {
+                y[c] = -32768;
+            }
+        }
+    }
+}
+
+/* TFLM's SoftmaxInt16: exp of the rescaled difference to the row maximum from a LUT over
+ * [-10, 0], the sum in Q16.15, its reciprocal from a 1 / (1 + x) LUT, output in 1/32768 units.
+ * The exps are kept in the output row meanwhile, as TFLM does. */
+void zo_softmax_s16(const zo_softmax_s16_params_t *p, const int16_t *input, int16_t *output)
+{
+    const int32_t depth = p->depth;
+    for (int32_t r = 0; r < p->outer; ++r) {
+        const int16_t *x = input + (size_t)r * (size_t)depth;
+        int16_t *y = output + (size_t)r * (size_t)depth;
+        int32_t max_in_row = -32768;
+        for (int32_t c = 0; c < depth; ++c) {
+            max_in_row = x[c] > max_in_row ? x[c] : max_in_row;
+        }
+        int32_t sum_of_exps = 0;
+        for (int32_t c = 0; c < depth; ++c) {
+            const int32_t scaled = zo_mbqm((int32_t)x[c] - max_in_row, p->input_multiplier, p->input_left_shift);
+            y[c] = zo_lut_lookup_s16((int16_t)zo_clamp32(scaled + 32767, -32768, 32767), p->exp_lut);
+            sum_of_exps += y[c];
+        }
+        const int32_t headroom_plus_one = zo_clz32_s16((uint32_t)sum_of_exps);
+        const int32_t shifted_sum =
+            (int32_t)((((int64_t)sum_of_exps << (headroom_plus_one - 1)) + (1 << 13)) >> 14);
+        /* the LUT takes x = sum - 1, recentred from [0, 65535] to [-32768, 32767] */
+        const int32_t sym_shifted_sum = shifted_sum - ((1 << 15) + (1 << 16));
+        const int32_t reciprocal = zo_lut_lookup_s16((int16_t)zo_clamp32(sym_shifted_sum, -32768, 32767),
+                                                     p->one_over_one_plus_x_lut);
+        const int32_t right_shift = 31 - headroom_plus_one;
+        const int64_t round = (int64_t)1 << (right_shift - 1);
+        for (int32_t c = 0; c < depth; ++c) {
+            const int32_t v = (int32_t)(((int64_t)y[c] * reciprocal + round) >> right_shift);
+            y[c] = (int16_t)zo_clamp32(v, 0, 32767);
+        }
+    }
+}
+
+/* ----------------------------------------------------------------------------------- quantize */
+
+/* TFLM's Requantize: clamp(MultiplyByQuantizedMultiplier(in - input_zp) + output_zp), for each
+ * pair of integer types its QUANTIZE runs. */
+#define ZO_REQUANTIZE_BODY(lo, hi, out_type)                                                        \
+    for (int32_t i = 0; i < p->size; ++i) {                                                        \
+        const int32_t v = zo_mbqm((int32_t)input[i] - p->input_zp, p->multiplier, p->shift) + p->output_zp; \
+        output[i] = (out_type)zo_clamp32(v, lo, hi);                                                \
+    }
+
+void zo_requantize_s8_s16(const zo_requantize_params_t *p, const int8_t *input, int16_t *output)
+{
+    ZO_REQUANTIZE_BODY(-32768, 32767, int16_t)
+}
+
+void zo_requantize_s16_s16(const zo_requantize_params_t *p, const int16_t *input, int16_t *output)
+{
+    ZO_REQUANTIZE_BODY(-32768, 32767, int16_t)
+}
+
+void zo_requantize_s16_s32(const zo_requantize_params_t *p, const int16_t *input, int32_t *output)
+{
+    ZO_REQUANTIZE_BODY(ZO_INT32_MIN, ZO_INT32_MAX, int32_t)
+}
+
+void zo_requantize_s8_s32(const zo_requantize_params_t *p, const int8_t *input, int32_t *output)
+{
+    ZO_REQUANTIZE_BODY(ZO_INT32_MIN, ZO_INT32_MAX, int32_t)
+}
+
+/* DEQUANTIZE int16 -> float32: TFLM's (float)((double)scale * (q - zp)); the double product is
+ * exact (24 x 17 bits), so the float32 product rounds to the same number. */
+void zo_dequantize_s16(const zo_dequantize_params_t *p, const int16_t *input, float *output)
+{
+    const float scale = p->scale;
+    for (int32_t i = 0; i < p->size; ++i) {
+        output[i] = scale * (float)((int32_t)input[i] - p->zero_point);
+    }
+}
+
+/* Any |v| beyond this gives a saturated int16 whatever the zero point; clamping first keeps the
+ * int32 conversion defined. */
+#define ZO_QUANTIZE_S16_LIMIT 65536.0f
+
+/* QUANTIZE float32 -> int16, TFLM's AffineQuantize: clamp(round(x / scale) + zero_point), the
+ * division in float32, halves away from zero (the fraction of a float is exact); NaN gives the
+ * zero point. */
+void zo_quantize_f32_s16(const zo_quantize_params_t *p, const float *input, int16_t *output)
+{
+    for (int32_t i = 0; i < p->size; ++i) {
+        float v = input[i] / p->scale;
+        if (v != v) {
+            v = 0.0f;
+        } else if (v > ZO_QUANTIZE_S16_LIMIT) {
+            v = ZO_QUANTIZE_S16_LIMIT;
+        } else if (v < -ZO_QUANTIZE_S16_LIMIT) {
+            v = -ZO_QUANTIZE_S16_LIMIT;
+        }
+        int32_t t = (int32_t)v;
+        const float frac = v - (float)t;
+        t += frac >= 0.5f ? 1 : (frac <= -0.5f ? -1 : 0);
+        output[i] = (int16_t)zo_clamp32(t + p->zero_point, -32768, 32767);
+    }
+}

@@ -1,0 +1,135 @@
+"""Parameter builders for the int16-activation kernels (16x8 quantization,
+firmware_templates/runtime/inference/zo_kernels_int16.c): what TFLM computes at prepare time for
+its int16 paths, with the conventions of compiler/kernels.py (keyword-only, dict keys = the C
+struct's fields, ValueError for what TFLM would not run)."""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from zoflash.compiler import quant
+from zoflash.compiler.kernels import _check_shift, _int, _scale, softmax_params
+
+INT16_MIN, INT16_MAX = -32768, 32767
+_ZP_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (INT16_MIN, INT16_MAX),
+              "int32": (quant.INT32_MIN, quant.INT32_MAX)}
+
+
+def _zp16(name: str, v) -> int:
+    return _int(name, v, INT16_MIN, INT16_MAX)
+
+
+def near_f32(value: float, target: float, tolerance: float) -> bool:
+    """TF_LITE_ENSURE_NEAR on floats: |value - target| <= tolerance, in float32."""
+    f = np.float32
+    return bool(abs(f(value) - f(target)) <= f(tolerance))
+
+
+# ------------------------------------------------------------------------------------ LUTs
+
+def _round_f32(v: np.float32) -> np.float32:
+    """TfLiteRound on a float: halves away from zero (exact in float64 for any float32)."""
+    a = math.floor(abs(float(v)) + 0.5)
+    return np.float32(math.copysign(a, float(v)))
+
+
+def lut_int16(input_scale: float, input_zp: int, output_scale: float, output_zp: int, transform) -> np.ndarray:
+    """TFLM's LUTPopulate<int16_t>: 512 samples of `transform` over the int16 input range, each
+    biased by half the interpolation error at the midpoint, plus the end point; float32 arithmetic
+    throughout, as TFLM does it.  `transform` maps a float32 to a float32."""
+    f = np.float32
+    in_s, out_s = f(input_scale), f(output_scale)
+    input_min, input_max = in_s * f(INT16_MIN - input_zp), in_s * f(INT16_MAX - input_zp)
+    output_min, output_max = out_s * f(INT16_MIN - output_zp), out_s * f(INT16_MAX - output_zp)
+    steps = 512
+    step = (input_max - input_min) / f(steps)
+    half_step = step / f(2)
+    inv = f(65536) / (output_max - output_min)
+    lut = np.zeros(steps + 1, np.int16)
+    for i in range(steps):
+        x = input_min + f(i) * step
+        val, mid, nxt = transform(x), transform(x + half_step), transform(input_min + f(i + 1) * step)
+        sample = _round_f32(val * inv)
+        interpolated = _round_f32((nxt * inv + _round_f32(val * inv)) / f(2))
+        bias = _round_f32((interpolated - _round_f32(mid * inv)) / f(2))
+        lut[i] = int(min(max(sample - bias, f(INT16_MIN)), f(INT16_MAX)))
+    lut[steps] = int(min(max(_round_f32(transform(input_max) * inv), f(INT16_MIN)), f(INT16_MAX)))
+    return lut
+
+
+def _exp_f32(x: np.float32) -> np.float32:
+    return np.float32(math.exp(float(x)))  # std::exp on a float: the correctly rounded value
+
+
+def _one_over_one_plus_x(x: np.float32) -> np.float32:
+    return np.float32(1) / (np.float32(1) + x)
+
+
+_RANGE = np.float32(65535)  # int16 max - min
+
+
+@lru_cache(maxsize=1)
+def _softmax_luts() -> tuple[np.ndarray, np.ndarray]:
+    """The tables TFLM builds for every int16 softmax: exp over [-10, 0], 1 / (1 + x) over [0, 1]."""
+    f = np.float32
+    return (lut_int16(f(10) / _RANGE, INT16_MAX, f(2) / _RANGE, 0, _exp_f32),
+            lut_int16(f(1) / _RANGE, INT16_MIN, f(2) / _RANGE, 0, _one_over_one_plus_x))
+
+
+# ----------------------------------------------------------------------------------- softmax
+
+def softmax_s8_s16_params(*, outer, depth, beta, input_scale, input_zp, output_scale, output_zp) -> dict:
+    """SOFTMAX int8 -> int16: the int8 kernel's parameters; TFLM requires output zero point -32768
+    and output scale 1/65536 (within 0.1%)."""
+    if _zp16("output_zp", output_zp) != INT16_MIN:
+        raise ValueError(f"softmax: an int16 output needs zero point -32768 (TFLM), got {output_zp}")
+    if not near_f32(output_scale, 1.0 / 65536, 0.001 / 65536):
+        raise ValueError(f"softmax: an int16 output of an int8 input needs scale 1/65536 (TFLM), got {output_scale!r}")
+    return softmax_params(outer=outer, depth=depth, beta=beta, input_scale=input_scale, input_zp=input_zp,
+                          output_scale=1.0 / 256, output_zp=-128)
+
+
+def softmax_s16_params(*, outer, depth, beta, input_scale, input_zp, output_scale, output_zp) -> dict:
+    """SOFTMAX int16 -> int16: zero points 0, output scale 1/32768 (within 0.1%); the difference
+    to the row maximum is rescaled by input_scale * beta / (10 / 65535) so that [-65535, 0] is
+    [-10, 0], the range of the exp table."""
+    outer, depth = _int("outer", outer, 1), _int("depth", depth, 1)
+    in_s = _scale("input_scale", input_scale)
+    if _zp16("input_zp", input_zp) != 0 or _zp16("output_zp", output_zp) != 0:
+        raise ValueError(f"softmax: int16 zero points must be 0 (TFLM), got {input_zp} and {output_zp}")
+    if not near_f32(output_scale, 1.0 / 32768, 0.001 / 32768):
+        raise ValueError(f"softmax: an int16 output needs scale 1/32768 (TFLM), got {output_scale!r}")
+    b = quant.f32(float(beta))
+    if not b > 0:
+        raise ValueError(f"softmax: beta must be positive, got {beta!r}")
+    mult, shift = quant.quantize_multiplier(in_s * b / (10.0 / 65535.0))
+    exp_lut, reciprocal_lut = _softmax_luts()
+    return dict(outer=outer, depth=depth, input_multiplier=mult, input_left_shift=_check_shift("softmax", shift),
+                exp_lut=exp_lut.copy(), one_over_one_plus_x_lut=reciprocal_lut.copy())
+
+
+# ---------------------------------------------------------------------------------- quantize
+
+def requantize_int_params(*, size, input_scale, input_zp, output_scale, output_zp, input_dtype, output_dtype) -> dict:
+    """QUANTIZE between integer types (int8, int16 -> int8, int16, int32): TFLM's Requantize with
+    multiplier input_scale / output_scale (double), each zero point in its own type's range."""
+    size = _int("size", size, 1)
+    in_s, out_s = _scale("input_scale", input_scale), _scale("output_scale", output_scale)
+    m, s = quant.quantize_multiplier(in_s / out_s)
+    return dict(size=size, input_zp=_int("input_zp", input_zp, *_ZP_RANGES[input_dtype]),
+                output_zp=_int("output_zp", output_zp, *_ZP_RANGES[output_dtype]), multiplier=m,
+                shift=_check_shift("requantize", s))
+
+
+def dequantize_s16_params(*, size, scale, zp) -> dict:
+    """DEQUANTIZE int16 -> float32: (float)((double)scale * (q - zp)), exact in float32 too."""
+    return dict(size=_int("size", size, 1), zero_point=_zp16("zp", zp), scale=_scale("scale", scale))
+
+
+def quantize_f32_s16_params(*, size, output_scale, output_zp) -> dict:
+    """QUANTIZE float32 -> int16: round(x / scale) in float32, halves away from zero, plus the zero point."""
+    return dict(size=_int("size", size, 1), zero_point=_zp16("output_zp", output_zp),
+                scale=_scale("output_scale", output_scale))
+

@@ -1,0 +1,81 @@
+"""NumPy reference of the int16-activation kernels (16x8 quantization), read from TFLM's reference
+kernels independently of the C in zo_kernels_int16.c; each takes the kernel's params dict."""
+from __future__ import annotations
+
+import numpy as np
+
+from zoflash.reference.kernels import (
+    exp_on_negative_values,
+    mbqm,
+    one_over_one_plus_x_for_x_in_0_1,
+    rounding_divide_by_pot,
+    srdhm,
+    wrap_int32,
+)
+
+_LIMITS = {"int8": (-128, 127), "int16": (-32768, 32767), "int32": (-(1 << 31), (1 << 31) - 1)}
+
+
+def lut_lookup_s16(value, lut) -> np.ndarray:
+    """TFLM LUTLookup(int16): entry value // 128 + 256, plus the slope to the next entry (an int16
+    in TFLM) times value mod 128, rounded."""
+    v = np.asarray(value, np.int64)
+    lut = np.asarray(lut, np.int64)
+    index = 256 + (v >> 7)
+    slope = (lut[index + 1] - lut[index]).astype(np.int16).astype(np.int64)
+    return (lut[index] + ((slope * (v & 0x7F) + 64) >> 7)).astype(np.int16)
+
+
+def softmax_s8_s16(p, x) -> np.ndarray:
+    """TFLM's Softmax<int8, int16>: the int8 arithmetic, exponent 31 - 16 + bits over unit."""
+    x = np.asarray(x).reshape(p["outer"], p["depth"]).astype(np.int64)
+    diff = x - x.max(axis=1, keepdims=True)
+    used = diff >= p["diff_min"]
+    e = exp_on_negative_values(mbqm(np.where(used, diff, 0), p["input_multiplier"], p["input_left_shift"]), 5)
+    out = np.empty_like(x)
+    for r in range(len(x)):
+        s = int(wrap_int32(np.where(used[r], rounding_divide_by_pot(e[r], 12), 0).sum())) & 0xFFFFFFFF
+        clz = 32 - s.bit_length()
+        scale = one_over_one_plus_x_for_x_in_0_1(int(wrap_int32(((s << clz) & 0xFFFFFFFF) - (1 << 31))))
+        y = rounding_divide_by_pot(srdhm(scale, e[r]), 12 - clz + 31 - 16) - 32768
+        out[r] = np.where(used[r], np.clip(y, -32768, 32767), -32768)
+    return out.astype(np.int16)
+
+
+def softmax_s16(p, x) -> np.ndarray:
+    """TFLM's SoftmaxInt16: exp from the LUT of the difference to the row maximum mapped onto
+    [-65535, 0] and recentred by 32767; 1 / sum from the reciprocal LUT of the normalised sum."""
+    x = np.asarray(x).reshape(p["outer"], p["depth"]).astype(np.int64)
+    scaled = mbqm(x - x.max(axis=1, keepdims=True), p["input_multiplier"], p["input_left_shift"])
+    e = lut_lookup_s16(np.clip(scaled + 32767, -32768, 32767), p["exp_lut"]).astype(np.int64)
+    out = np.empty_like(x)
+    for r in range(len(x)):
+        total = int(e[r].sum())
+        headroom_plus_one = 32 - total.bit_length()
+        shifted = ((total << (headroom_plus_one - 1)) + (1 << 13)) >> 14
+        reciprocal = int(lut_lookup_s16(np.clip(shifted - (1 << 15) - (1 << 16), -32768, 32767),
+                                        p["one_over_one_plus_x_lut"]))
+        right = 31 - headroom_plus_one
+        out[r] = np.clip((e[r] * reciprocal + (1 << (right - 1))) >> right, 0, 32767)
+    return out.astype(np.int16)
+
+
+def requantize(p, x, output_dtype: str) -> np.ndarray:
+    """TFLM's Requantize between integer types."""
+    out = mbqm(np.asarray(x).astype(np.int64) - p["input_zp"], p["multiplier"], p["shift"]) + p["output_zp"]
+    return np.clip(out, *_LIMITS[output_dtype]).astype(output_dtype)
+
+
+def dequantize_s16(p, x) -> np.ndarray:
+    """(float)((double)scale * (q - zp))."""
+    return (np.float64(p["scale"]) * (np.asarray(x).astype(np.float64) - p["zero_point"])).astype(np.float32)
+
+
+def quantize_f32_s16(p, x) -> np.ndarray:
+    """TFLM's AffineQuantize to int16: round(x / scale) in float32, halves away from zero; NaN gives
+    the zero point."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = (np.asarray(x, np.float32) / np.float32(p["scale"])).astype(np.float64)
+    v = np.clip(np.nan_to_num(v, nan=0.0, posinf=65536.0, neginf=-65536.0), -65536, 65536)
+    r = np.copysign(np.floor(np.abs(v) + 0.5), v)
+    return np.clip(r + p["zero_point"], -32768, 32767).astype(np.int16)

@@ -1,0 +1,255 @@
+"""int16 activations (16x8 quantization): the C kernels of zo_kernels_int16.c against the NumPy
+reference (reference/kernels_int16.py) on random shapes and parameters, the LUTs against the
+functions they tabulate, the 16x8 fixture models (tests/fixtures/ops/int16.json) bit for bit against
+the tflite-micro interpreter through the generated C and the reference forward pass, and what
+legality refuses.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import cbuild  # noqa: E402
+from zoflash import api  # noqa: E402
+from zoflash.compiler import kernels_int16 as kb16  # noqa: E402
+from zoflash.compiler.ops import KERNELS  # noqa: E402
+from zoflash.compiler.pipeline import compile_graph  # noqa: E402
+from zoflash.errors import UnsupportedModelError  # noqa: E402
+from zoflash.reference import kernels_int16 as ref16  # noqa: E402
+from zoflash.reference.forward import ReferenceForward  # noqa: E402
+from zoflash.targets.host_runner import HostModel  # noqa: E402
+
+OPS_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ops"
+INDEX = json.loads((OPS_FIXTURES / "int16.json").read_text())
+FILES = [f["file"] for f in INDEX]
+
+# Builder samples for tests/test_kernels.py's struct contract.
+_Q = dict(size=10, input_scale=0.0005, output_scale=0.05)
+SAMPLES = {
+    "softmax_s8_s16": dict(outer=2, depth=5, beta=1.0, input_scale=0.1, input_zp=3, output_scale=1 / 65536,
+                           output_zp=-32768),
+    "softmax_s16": dict(outer=2, depth=5, beta=1.0, input_scale=0.001, input_zp=0, output_scale=1 / 32768,
+                        output_zp=0),
+    "requantize_s8_s16": dict(_Q, input_zp=-3, output_zp=100, input_dtype="int8", output_dtype="int16"),
+    "requantize_s16_s16": dict(_Q, input_zp=0, output_zp=0, input_dtype="int16", output_dtype="int16"),
+    "requantize_s16_s32": dict(_Q, input_zp=-300, output_zp=7, input_dtype="int16", output_dtype="int32"),
+    "requantize_s8_s32": dict(_Q, input_zp=5, output_zp=0, input_dtype="int8", output_dtype="int32"),
+    "dequantize_s16": dict(size=10, scale=0.0001, zp=0),
+    "quantize_f32_s16": dict(size=10, output_scale=0.0001, output_zp=0),
+}
+
+
+@pytest.fixture(scope="module")
+def K():
+    return cbuild.Kernels()
+
+
+def assert_same(got, want, what):
+    got, want = np.asarray(got), np.asarray(want).reshape(np.shape(got))
+    bad = np.flatnonzero(got.reshape(-1).view(np.uint8) != want.reshape(-1).astype(got.dtype).view(np.uint8))
+    if bad.size:
+        k = bad[0] // got.itemsize
+        raise AssertionError(f"{what}: {bad.size} bytes of {got.nbytes} differ; first at element {k}: "
+                             f"C {got.reshape(-1)[k]} vs reference {want.reshape(-1)[k]}")
+
+
+def f32(v) -> float:
+    return float(np.float32(v))
+
+
+def int16_values(rng, n):
+    """n int16 values, every third one small, the first ones -32768, 32767 and 0."""
+    x = rng.integers(-32768, 32768, n)
+    x[1::3] //= 200
+    k = min(3, n)
+    x[:k] = (-32768, 32767, 0)[:k]
+    return x.astype(np.int16)
+
+
+# ------------------------------------------------------------------------- C vs NumPy reference
+
+def test_luts_tabulate_exp_and_the_reciprocal():
+    """Each table entry is the function at its point to within 2 LSB (TFLM biases each entry by half
+    the midpoint's interpolation error), and interpolating between entries stays within 8 LSB."""
+    p = kb16.softmax_s16_params(**SAMPLES["softmax_s16"])
+    x = np.linspace(-10.0, 0.0, 513)
+    assert np.abs(p["exp_lut"] - np.minimum(np.exp(x) * 32768, 32767)).max() <= 2
+    u = np.linspace(0.0, 1.0, 513)
+    assert np.abs(p["one_over_one_plus_x_lut"] - np.minimum(32768 / (1 + u), 32767)).max() <= 2
+    v = np.arange(-32768, 32768, 37)
+    got = ref16.lut_lookup_s16(v, p["exp_lut"]).astype(np.float64)
+    assert np.abs(got - np.minimum(np.exp((v - 32767) * 10 / 65535) * 32768, 32767)).max() <= 8
+
+
+@pytest.mark.cc
+def test_softmax_s8_s16(K):
+    rng = np.random.default_rng(31)
+    kernel = KERNELS["softmax_s8_s16"]
+    for i in range(40):
+        outer, depth = int(rng.integers(1, 4)), int(rng.integers(1, 40))
+        p = kernel.build(outer=outer, depth=depth, beta=f32(rng.uniform(0.3, 2.0)),
+                         input_scale=f32(rng.uniform(0.01, 0.5)), input_zp=int(rng.integers(-128, 128)),
+                         output_scale=1 / 65536, output_zp=-32768)
+        x = rng.integers(-128, 128, outer * depth).astype(np.int8)
+        x[: min(2, x.size)] = (-128, 127)[: min(2, x.size)]
+        out = np.zeros(outer * depth, np.int16)
+        K.call(kernel.function, kernel.struct, p, x, out)
+        assert_same(out, ref16.softmax_s8_s16(p, x), f"softmax_s8_s16 case {i} ({outer}x{depth})")
+        if depth > 1:  # probabilities: each row sums to about 1
+            assert np.allclose((out.reshape(outer, depth) + 32768.0).sum(axis=1) / 65536, 1.0, atol=0.01 * depth)
+
+
+@pytest.mark.cc
+def test_softmax_s16(K):
+    rng = np.random.default_rng(32)
+    kernel = KERNELS["softmax_s16"]
+    for i in range(40):
+        outer, depth = int(rng.integers(1, 4)), int(rng.integers(1, 60))
+        input_scale, beta = f32(10 ** rng.uniform(-5, -2.5)), f32(rng.uniform(0.3, 2.0))
+        p = kernel.build(outer=outer, depth=depth, beta=beta, input_scale=input_scale, input_zp=0,
+                         output_scale=1 / 32768, output_zp=0)
+        x = int16_values(rng, outer * depth)
+        out = np.zeros(outer * depth, np.int16)
+        K.call(kernel.function, kernel.struct, p, x, out)
+        assert_same(out, ref16.softmax_s16(p, x), f"softmax_s16 case {i} ({outer}x{depth})")
+        # The probabilities to within a few LSB, and exp(-10) (2 LSB), the table's floor, per entry.
+        z = x.reshape(outer, depth) * (input_scale * beta)
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        error = np.abs(out.reshape(outer, depth) / 32768 - e / e.sum(axis=1, keepdims=True)).max()
+        assert error < 0.002 + depth * 2 / 32768, (i, error)
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("name", ["requantize_s8_s16", "requantize_s16_s16", "requantize_s16_s32",
+                                  "requantize_s8_s32"])
+def test_requantize(K, name):
+    rng = np.random.default_rng(33)
+    kernel = KERNELS[name]
+    x_type, y_type = kernel.arg_dtypes
+    lo, hi = np.iinfo(x_type).min, np.iinfo(x_type).max
+    for i in range(40):
+        small = y_type == "int32" or x_type == "int8"  # widening: the ratio may exceed 1
+        ratio = 10 ** rng.uniform(-3, 3 if small else 0.5)
+        in_s = f32(10 ** rng.uniform(-5, -1))
+        out_zp = int(rng.integers(-300, 300)) if y_type != "int8" else int(rng.integers(-128, 128))
+        p = kernel.build(size=64, input_scale=in_s, input_zp=int(rng.integers(lo // 2, hi // 2)) if x_type == "int16"
+                         else int(rng.integers(-128, 128)), output_scale=f32(in_s / ratio), output_zp=out_zp,
+                         input_dtype=x_type, output_dtype=y_type)
+        x = rng.integers(lo, hi + 1, 64).astype(x_type)
+        x[:2] = lo, hi
+        out = np.zeros(64, y_type)
+        K.call(kernel.function, kernel.struct, p, x, out)
+        assert_same(out, ref16.requantize(p, x, y_type), f"{name} case {i}")
+
+
+@pytest.mark.cc
+def test_dequantize_and_quantize_float(K):
+    rng = np.random.default_rng(34)
+    deq, q = KERNELS["dequantize_s16"], KERNELS["quantize_f32_s16"]
+    for i in range(20):
+        scale, zp = f32(10 ** rng.uniform(-6, -1)), int(rng.integers(-100, 100))
+        x = int16_values(rng, 256)
+        y = np.zeros(256, np.float32)
+        p = deq.build(size=256, scale=scale, zp=zp)
+        K.call(deq.function, deq.struct, p, x, y)
+        assert_same(y, ref16.dequantize_s16(p, x), f"dequantize_s16 case {i}")
+        v = np.concatenate([y, rng.normal(0, scale * 40000, 250).astype(np.float32),
+                            np.float32([np.nan, np.inf, -np.inf, 1e30, -1e30, scale * 0.5])])
+        out = np.zeros(v.size, np.int16)
+        pq = q.build(size=v.size, output_scale=scale, output_zp=zp)
+        K.call(q.function, q.struct, pq, v, out)
+        assert_same(out, ref16.quantize_f32_s16(pq, v), f"quantize_f32_s16 case {i}")
+        assert_same(out[:256], np.clip(x.astype(np.int64) - zp + zp, -32768, 32767), "round trip")
+
+
+def test_softmax_builders_refuse_what_tflm_does_not_run():
+    with pytest.raises(ValueError, match="zero point -32768"):
+        kb16.softmax_s8_s16_params(**dict(SAMPLES["softmax_s8_s16"], output_zp=0))
+    with pytest.raises(ValueError, match="scale 1/65536"):
+        kb16.softmax_s8_s16_params(**dict(SAMPLES["softmax_s8_s16"], output_scale=1 / 32768))
+    with pytest.raises(ValueError, match="zero points must be 0"):
+        kb16.softmax_s16_params(**dict(SAMPLES["softmax_s16"], input_zp=4))
+    with pytest.raises(ValueError, match="scale 1/32768"):
+        kb16.softmax_s16_params(**dict(SAMPLES["softmax_s16"], output_scale=1 / 65536))
+    kb16.softmax_s16_params(**dict(SAMPLES["softmax_s16"], output_scale=f32(1 / 32768 * 1.0009)))  # TFLM's 0.1%
+
+
+# ------------------------------------------------------------------------- models against TFLM
+
+def test_fixture_index_matches_the_files():
+    for f in INDEX:
+        assert hashlib.sha256((OPS_FIXTURES / f["file"]).read_bytes()).hexdigest() == f["sha256"], f["file"]
+
+
+def _inputs(model_file: str, n: int = 120) -> np.ndarray:
+    x = api.random_inputs(api.load_model(OPS_FIXTURES / model_file), n, seed=5)
+    if x.dtype.kind == "i":
+        x[0], x[1], x[2] = np.iinfo(x.dtype).min, np.iinfo(x.dtype).max, 0
+    return x
+
+
+@pytest.fixture(scope="module")
+def host_bundles(tmp_path_factory):
+    """Every fixture generated for the host, all compiled with the kernels into one shared library
+    that each bundle's HostModel loads (one compile instead of one make per model)."""
+    root = tmp_path_factory.mktemp("int16")
+    bundles = {f: api.generate(OPS_FIXTURES / f, "host", root / Path(f).stem, prefix=Path(f).stem) for f in FILES}
+    models = [b.path / name for b in bundles.values() for name in (f"{b.prefix}.c", f"{b.prefix}_weights.c")]
+    lib = root / "libint16.so"
+    cmd = [cbuild.host_cc(), *cbuild.HOST_FLAGS, "-fPIC", "-shared", "-I", str(cbuild.INFERENCE),
+           *map(str, models + cbuild.KERNEL_SOURCES), "-o", str(lib)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for b in bundles.values():
+        (b.path / "build").mkdir(exist_ok=True)
+        (b.path / "build" / f"lib{b.prefix}.so").symlink_to(lib)
+    return bundles
+
+
+@pytest.mark.cc
+@pytest.mark.tflm
+@pytest.mark.parametrize("model_file", FILES)
+def test_fixture_bit_exact_against_tflm(model_file, host_bundles):
+    from zoflash.reference.tflm import TflmInterpreter
+
+    x = _inputs(model_file)
+    ours = HostModel(host_bundles[model_file]).run(x)
+    golden = TflmInterpreter((OPS_FIXTURES / model_file).read_bytes()).run_batch(x).reshape(ours.shape)
+    assert_same(ours, golden, f"{model_file}: C vs TFLM")
+    assert len(np.unique(golden)) > 10, "the outputs should vary with the inputs"
+    model = compile_graph(api.load_model(OPS_FIXTURES / model_file).graph)
+    assert_same(ReferenceForward(model).forward(x), golden, f"{model_file}: reference vs TFLM")
+
+
+@pytest.mark.cc
+@pytest.mark.tflm
+def test_validate_takes_int16_inputs():
+    report = api.validate(OPS_FIXTURES / "s16_cnn.tflite", _inputs("s16_cnn.tflite", 100))
+    assert report.ok and report.samples == 100, report
+
+
+# ----------------------------------------------------------------------- what legality refuses
+
+def _problems(graph) -> str:
+    with pytest.raises(UnsupportedModelError) as err:
+        compile_graph(graph)
+    return "\n".join(err.value.problems)
+
+
+def test_int16_softmax_needs_tflm_output_quantization():
+    graph = api.load_model(OPS_FIXTURES / "s16_softmax.tflite").graph
+    op = next(op for op in graph.ops if op.type == "SOFTMAX")
+    y = graph.tensors[op.outputs[0]]
+    graph.tensors[y.index] = replace(y, quant=replace(y.quant, scales=(1 / 65536,)))
+    assert "SOFTMAX" in _problems(graph) and "1/32768 and 0 with an input zero point 0" in _problems(graph)
+    graph.tensors[y.index] = replace(y, dtype="int8")
+    assert "SOFTMAX must be int8 -> int8, int8 -> int16 or int16 -> int16 (int16 -> int8)" in _problems(graph)
