@@ -389,6 +389,14 @@ void zo_requantize_s8_s32(const zo_requantize_params_t *p, const int8_t *input, 
 /* DEQUANTIZE int16 -> float32 (zo_dequantize_params_t) and QUANTIZE float32 -> int16. */
 void zo_dequantize_s16(const zo_dequantize_params_t *p, const int16_t *input, float *output);
 void zo_quantize_f32_s16(const zo_quantize_params_t *p, const float *input, int16_t *output);
+/* 16x8 CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED: int16 input and output (zero points 0, the
+ * params' input_zp and output_zp), int8 weights, int64 bias or NULL, the int8 kernels' params. */
+void zo_conv2d_s16(const zo_conv2d_params_t *p, const int16_t *input, const int8_t *filter,
+                   const int64_t *bias, int16_t *output);
+void zo_depthwise_conv2d_s16(const zo_depthwise_conv2d_params_t *p, const int16_t *input,
+                             const int8_t *filter, const int64_t *bias, int16_t *output);
+void zo_fully_connected_s16(const zo_fully_connected_params_t *p, const int16_t *input,
+                            const int8_t *weights, const int64_t *bias, int16_t *output);
 /* ==== end of int16 activations ============================================================== */
 
 #ifdef __cplusplus

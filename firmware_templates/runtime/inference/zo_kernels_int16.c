@@ -172,3 +172,112 @@ void zo_quantize_f32_s16(const zo_quantize_params_t *p, const float *input, int1
         output[i] = (int16_t)zo_clamp32(t + p->zero_point, -32768, 32767);
     }
 }
+
+/* ------------------------------------------------------- CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED */
+
+/* TFLM's MultiplyByQuantizedMultiplier(int64_t x, ...) of the 16x8 kernels: the multiplier rounded
+ * to 16 bits, one rounding shift (shift < 8, which the builders check). */
+static inline int32_t zo_mbqm64(int64_t x, int32_t multiplier, int32_t shift)
+{
+    const int64_t reduced = multiplier < 0x7FFF0000 ? (multiplier + (1 << 15)) >> 16 : 0x7FFF;
+    const int32_t total_shift = 15 - shift;
+    return (int32_t)((x * reduced + ((int64_t)1 << (total_shift - 1))) >> total_shift);
+}
+
+static inline int16_t zo_requant_s16(int64_t acc, const int64_t *bias, int32_t c, const int32_t *multiplier,
+                                     const int32_t *shift, int32_t act_min, int32_t act_max)
+{
+    if (bias != NULL) {
+        acc += bias[c];
+    }
+    return (int16_t)zo_clamp32(zo_mbqm64(acc, multiplier[c], shift[c]), act_min, act_max);
+}
+
+/* 16x8 CONV_2D (also grouped): int16 input and output with zero point 0, int8 weights, int64 bias
+ * or NULL; padded taps are skipped, as TFLM does. */
+void zo_conv2d_s16(const zo_conv2d_params_t *p, const int16_t *input, const int8_t *filter,
+                   const int64_t *bias, int16_t *output)
+{
+    const int32_t fc = p->filter_c;
+    const int32_t per_group = p->output_c / (p->input_c / fc);
+    for (int32_t oy = 0; oy < p->output_h; ++oy) {
+        for (int32_t ox = 0; ox < p->output_w; ++ox) {
+            int16_t *y = output + ((size_t)oy * (size_t)p->output_w + (size_t)ox) * (size_t)p->output_c;
+            for (int32_t oc = 0; oc < p->output_c; ++oc) {
+                const int32_t c0 = (oc / per_group) * fc;
+                int64_t acc = 0;
+                for (int32_t ky = 0; ky < p->filter_h; ++ky) {
+                    const int32_t iy = oy * p->stride_h - p->pad_h + ky * p->dilation_h;
+                    if (iy < 0 || iy >= p->input_h) {
+                        continue;
+                    }
+                    for (int32_t kx = 0; kx < p->filter_w; ++kx) {
+                        const int32_t ix = ox * p->stride_w - p->pad_w + kx * p->dilation_w;
+                        if (ix < 0 || ix >= p->input_w) {
+                            continue;
+                        }
+                        const int16_t *x = input + ((size_t)iy * (size_t)p->input_w + (size_t)ix) * (size_t)p->input_c
+                                           + (size_t)c0;
+                        const int8_t *w = filter + (((size_t)oc * (size_t)p->filter_h + (size_t)ky) * (size_t)p->filter_w
+                                                    + (size_t)kx) * (size_t)fc;
+                        for (int32_t i = 0; i < fc; ++i) {
+                            acc += (int32_t)x[i] * w[i];
+                        }
+                    }
+                }
+                y[oc] = zo_requant_s16(acc, bias, oc, p->multiplier, p->shift, p->act_min, p->act_max);
+            }
+        }
+    }
+}
+
+/* 16x8 DEPTHWISE_CONV_2D: output channel oc = ic * depth_multiplier + m. */
+void zo_depthwise_conv2d_s16(const zo_depthwise_conv2d_params_t *p, const int16_t *input,
+                             const int8_t *filter, const int64_t *bias, int16_t *output)
+{
+    for (int32_t oy = 0; oy < p->output_h; ++oy) {
+        for (int32_t ox = 0; ox < p->output_w; ++ox) {
+            int16_t *y = output + ((size_t)oy * (size_t)p->output_w + (size_t)ox) * (size_t)p->output_c;
+            for (int32_t oc = 0; oc < p->output_c; ++oc) {
+                const int32_t ic = oc / p->depth_multiplier;
+                int64_t acc = 0;
+                for (int32_t ky = 0; ky < p->filter_h; ++ky) {
+                    const int32_t iy = oy * p->stride_h - p->pad_h + ky * p->dilation_h;
+                    if (iy < 0 || iy >= p->input_h) {
+                        continue;
+                    }
+                    for (int32_t kx = 0; kx < p->filter_w; ++kx) {
+                        const int32_t ix = ox * p->stride_w - p->pad_w + kx * p->dilation_w;
+                        if (ix < 0 || ix >= p->input_w) {
+                            continue;
+                        }
+                        const int32_t xv = input[((size_t)iy * (size_t)p->input_w + (size_t)ix) * (size_t)p->input_c
+                                                 + (size_t)ic];
+                        const int32_t wv = filter[((size_t)ky * (size_t)p->filter_w + (size_t)kx) * (size_t)p->output_c
+                                                  + (size_t)oc];
+                        acc += xv * wv;
+                    }
+                }
+                y[oc] = zo_requant_s16(acc, bias, oc, p->multiplier, p->shift, p->act_min, p->act_max);
+            }
+        }
+    }
+}
+
+/* 16x8 FULLY_CONNECTED: rows x depth int16 input, weights [units][depth], int64 accumulator. */
+void zo_fully_connected_s16(const zo_fully_connected_params_t *p, const int16_t *input,
+                            const int8_t *weights, const int64_t *bias, int16_t *output)
+{
+    for (int32_t r = 0; r < p->rows; ++r) {
+        const int16_t *x = input + (size_t)r * (size_t)p->depth;
+        for (int32_t u = 0; u < p->units; ++u) {
+            const int8_t *w = weights + (size_t)u * (size_t)p->depth;
+            int64_t acc = 0;
+            for (int32_t i = 0; i < p->depth; ++i) {
+                acc += (int32_t)x[i] * w[i];
+            }
+            output[(size_t)r * (size_t)p->units + (size_t)u] =
+                zo_requant_s16(acc, bias, u, p->multiplier, p->shift, p->act_min, p->act_max);
+        }
+    }
+}

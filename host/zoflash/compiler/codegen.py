@@ -17,7 +17,8 @@ from zoflash import __version__
 from zoflash.compiler.ops import KERNELS
 from zoflash.compiler.pipeline import CompiledModel
 
-_C_TYPES = {"int8": "int8_t", "int32": "int32_t", "float32": "float", "int16": "int16_t", "uint8": "uint8_t"}
+_C_TYPES = {"int8": "int8_t", "int32": "int32_t", "float32": "float", "int16": "int16_t", "uint8": "uint8_t",
+            "int64": "int64_t"}
 _IO_DTYPES = {"int8": "ZO_INT8", "float32": "ZO_FLOAT32", "uint8": "ZO_UINT8", "int32": "ZO_INT32",
               "int16": "ZO_INT16"}  # zo_dtype_t
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")

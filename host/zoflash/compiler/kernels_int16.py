@@ -10,6 +10,7 @@ from functools import lru_cache
 import numpy as np
 
 from zoflash.compiler import quant
+from zoflash.compiler import kernels
 from zoflash.compiler.kernels import _check_shift, _int, _scale, softmax_params
 
 INT16_MIN, INT16_MAX = -32768, 32767
@@ -133,3 +134,35 @@ def quantize_f32_s16_params(*, size, output_scale, output_zp) -> dict:
     return dict(size=_int("size", size, 1), zero_point=_zp16("output_zp", output_zp),
                 scale=_scale("output_scale", output_scale))
 
+
+
+# ------------------------------------------------------- CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED
+
+def _weighted_16x8(what: str, builder, kw: dict) -> dict:
+    """The int8 builder's geometry and per-channel multipliers with zero points 0 (TFLM's 16x8 conv
+    kernels ignore them; the converter writes 0) and the int16 activation range.  The int64
+    MultiplyByQuantizedMultiplier of these kernels takes shifts below 8 only."""
+    if kw["input_zp"] != 0 or kw["output_zp"] != 0:
+        raise ValueError(f"{what}: int16 zero points must be 0, got {kw['input_zp']} and {kw['output_zp']}")
+    p = builder(**dict(kw, activation="NONE"))
+    p["act_min"], p["act_max"] = quant.activation_range(kw["activation"], _scale("output_scale", kw["output_scale"]),
+                                                        0, INT16_MIN, INT16_MAX)
+    if int(np.max(p["shift"])) >= 8:
+        raise ValueError(f"{what}: the scale ratio needs a left shift of {int(np.max(p['shift']))} (TFLM's int16 "
+                         "kernels take at most 7)")
+    return p
+
+
+def conv2d_s16_params(**kw) -> dict:
+    """16x8 CONV_2D: conv2d_params' arguments (kernels.py)."""
+    return _weighted_16x8("conv2d", kernels.conv2d_params, kw)
+
+
+def depthwise_conv2d_s16_params(**kw) -> dict:
+    """16x8 DEPTHWISE_CONV_2D: depthwise_conv2d_params' arguments."""
+    return _weighted_16x8("depthwise_conv2d", kernels.depthwise_conv2d_params, kw)
+
+
+def fully_connected_s16_params(**kw) -> dict:
+    """16x8 FULLY_CONNECTED: fully_connected_params' arguments."""
+    return _weighted_16x8("fully_connected", kernels.fully_connected_params, kw)

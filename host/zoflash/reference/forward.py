@@ -332,5 +332,10 @@ DISPATCH.update({
     "requantize_s8_s32": _requantize_to("int32"),
     "dequantize_s16": _elementwise(ref16.dequantize_s16),
     "quantize_f32_s16": _elementwise(ref16.quantize_f32_s16),
+    "conv2d_s16": _per_sample(ref16.conv2d_s16),
+    "depthwise_conv2d_s16": _per_sample(ref16.depthwise_conv2d_s16),
+    "fully_connected_s16": lambda p, n, x, w, b: ref16.fully_connected_s16(dict(p, rows=p["rows"] * n), x, w,
+                                                                            b).reshape(n, -1),
 })
+_PARAM_ARGS.update({"conv2d_s16": (1, 2), "depthwise_conv2d_s16": (1, 2), "fully_connected_s16": (1, 2)})
 # ==== end of int16 activations ===============================================================

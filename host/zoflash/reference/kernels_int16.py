@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from zoflash.reference.kernels import (
+    _shifted_taps,
     exp_on_negative_values,
     mbqm,
     one_over_one_plus_x_for_x_in_0_1,
@@ -79,3 +80,51 @@ def quantize_f32_s16(p, x) -> np.ndarray:
     v = np.clip(np.nan_to_num(v, nan=0.0, posinf=65536.0, neginf=-65536.0), -65536, 65536)
     r = np.copysign(np.floor(np.abs(v) + 0.5), v)
     return np.clip(r + p["zero_point"], -32768, 32767).astype(np.int16)
+
+
+# ------------------------------------------------------- CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED
+
+def mbqm64(x, multiplier, shift) -> np.ndarray:
+    """TFLM's MultiplyByQuantizedMultiplier(int64_t x, ...): the multiplier rounded to Q0.15, then
+    one shift by 15 - shift, rounding half up; the int32 result wraps."""
+    m = np.asarray(multiplier, np.int64)
+    reduced = np.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, 0x7FFF)
+    total = 15 - np.asarray(shift, np.int64)
+    return wrap_int32((np.asarray(x, np.int64) * reduced + (np.int64(1) << (total - 1))) >> total)
+
+
+def _requant16(acc, p, b):
+    if b is not None:
+        acc = acc + np.asarray(b, np.int64)
+    out = mbqm64(acc, np.asarray(p["multiplier"], np.int64), np.asarray(p["shift"], np.int64))
+    return np.clip(out, p["act_min"], p["act_max"]).astype(np.int16)
+
+
+def conv2d_s16(p, x, w, b=None) -> np.ndarray:
+    """x: (H, W, C) int16; w: (OC, KH, KW, FC) int8; b: (OC,) int64 or None -> (OH, OW, OC) int16.
+    No zero points (TFLM's 16x8 convolution has none); padded taps add nothing."""
+    x = np.asarray(x).reshape(p["input_h"], p["input_w"], p["input_c"]).astype(np.int64)
+    w = np.asarray(w).reshape(p["output_c"], p["filter_h"], p["filter_w"], p["filter_c"]).astype(np.int64)
+    fc = p["filter_c"]
+    groups, ocg = p["input_c"] // fc, p["output_c"] // (p["input_c"] // fc)
+    acc = np.zeros((p["output_h"], p["output_w"], p["output_c"]), np.int64)
+    for ky, kx, view in _shifted_taps(x, p, p["filter_h"], p["filter_w"]):
+        for g in range(groups):
+            acc[..., g * ocg:(g + 1) * ocg] += view[..., g * fc:(g + 1) * fc] @ w[g * ocg:(g + 1) * ocg, ky, kx, :].T
+    return _requant16(acc, p, b)
+
+
+def depthwise_conv2d_s16(p, x, w, b=None) -> np.ndarray:
+    """x: (H, W, C) int16; w: (1, KH, KW, C * dm) int8; b: int64 or None -> (OH, OW, C * dm) int16."""
+    x = np.asarray(x).reshape(p["input_h"], p["input_w"], p["input_c"]).astype(np.int64)
+    w = np.asarray(w).reshape(p["filter_h"], p["filter_w"], p["output_c"]).astype(np.int64)
+    acc = np.zeros((p["output_h"], p["output_w"], p["output_c"]), np.int64)
+    for ky, kx, view in _shifted_taps(x, p, p["filter_h"], p["filter_w"]):
+        acc += np.repeat(view, p["depth_multiplier"], axis=-1) * w[ky, kx, :]
+    return _requant16(acc, p, b)
+
+
+def fully_connected_s16(p, x, w, b=None) -> np.ndarray:
+    """x: rows * depth int16; w: (units, depth) int8; b: int64 or None -> (rows, units) int16."""
+    x = np.asarray(x).reshape(p["rows"], p["depth"]).astype(np.int64)
+    return _requant16(x @ np.asarray(w).reshape(p["units"], p["depth"]).astype(np.int64).T, p, b)

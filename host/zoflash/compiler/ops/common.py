@@ -23,7 +23,7 @@ from zoflash.compiler.ops.registry import (
 )
 
 INT32_MAX = 2**31 - 1
-_INT16_HINT = "zoflash runs this op on int8 activations only (`zoflash ops` lists the int16 ones)"
+_INT16_HINT = "zoflash runs this op on int8 activations only"
 
 
 def bound_tensors(graph: Graph, op: Op) -> Iterator[tuple[Arg, Tensor]]:
@@ -218,3 +218,23 @@ def output_keeps_input_quantization(why: str):
     check.__name__ = "output_keeps_input_quantization"
     return check
 
+
+
+# ==== int16 activations (16x8 quantization) ====================================================
+
+INT8_INT16 = ("int8", "int16")  # the activation types of ops with a 16x8 variant
+
+
+def weighted_16x8(graph: Graph, op: Op) -> str | None:
+    """input and output must both be int8 (with an int32 bias) or both int16 with zero point 0 (16x8: an
+    int64 bias, as the converter writes it)"""
+    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
+    b = input_tensor(graph, op, 2)
+    if x.dtype != y.dtype:
+        return f"input {x.describe()}, output {y.describe()}"
+    want = "int32" if x.dtype == "int8" else "int64"
+    issues = [f"bias {b.describe()} is {b.dtype}"] if b is not None and b.dtype != want else []
+    if x.dtype == "int16":
+        issues += [f"{role} {t.describe()}" for role, t in (("input", x), ("output", y)) if t.quant.zero_point != 0]
+    return "; ".join(issues) or None
+# ==== end of int16 activations =================================================================
