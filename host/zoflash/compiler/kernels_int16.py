@@ -9,8 +9,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from zoflash.compiler import quant
-from zoflash.compiler import kernels
+from zoflash.compiler import kernels, quant
 from zoflash.compiler.kernels import _check_shift, _int, _scale, softmax_params
 
 INT16_MIN, INT16_MAX = -32768, 32767

@@ -9,10 +9,10 @@ from zoflash.compiler.ops.common import (
     INT8_INT16,
     WEIGHTS,
     image_4d,
+    weighted_16x8,
     weights_quantized,
     weights_scales_per_output_channel,
     weights_symmetric,
-    weighted_16x8,
     window_output_size,
 )
 from zoflash.compiler.ops.registry import (
