@@ -31,8 +31,8 @@ from zoflash.targets.host_runner import HostModel  # noqa: E402
 OPS_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ops"
 INDEX = json.loads((OPS_FIXTURES / "int16.json").read_text())
 # Fixtures with an op zoflash has no int16 variant of: refused, with this phrase.
-REFUSED = {"s16_mlp.tflite": "op 2 TANH", "s16_pool_add.tflite": "op 0 AVERAGE_POOL_2D",
-           "s16_movement.tflite": "op 0 PAD", "s16_cnn.tflite": "op 1 MAX_POOL_2D", "s16_cnn_float.tflite": "MAX_POOL"}
+REFUSED = {"s16_mlp.tflite": "op 2 TANH", "s16_pool_add.tflite": "op 1 MUL",
+           "s16_movement.tflite": "op 1 LEAKY_RELU"}
 FILES = [f["file"] for f in INDEX if f["file"] not in REFUSED]
 
 # Builder samples for tests/test_kernels.py's struct contract.
@@ -55,6 +55,12 @@ SAMPLES = {
                                  stride_hw=(1, 1), dilation_hw=(1, 1), padding="SAME", depth_multiplier=2,
                                  input_scale=0.0005, input_zp=0, filter_scales=[0.01], output_scale=0.001,
                                  output_zp=0, activation="NONE"),
+    "avg_pool_s16": dict(input_hwc=(4, 4, 3), output_hwc=(2, 2, 3), filter_hw=(2, 2), stride_hw=(2, 2),
+                         padding="VALID", output_scale=0.001, output_zp=0, activation="NONE"),
+    "max_pool_s16": dict(input_hwc=(4, 4, 3), output_hwc=(2, 2, 3), filter_hw=(2, 2), stride_hw=(2, 2),
+                         padding="VALID", output_scale=0.001, output_zp=0, activation="RELU"),
+    "pad_s16": dict(input_shape=(1, 3, 3, 2), paddings=[(0, 0), (1, 1), (0, 2), (0, 0)], pad_value=-5),
+    "concat_s16": dict(input_shapes=[(1, 2, 3), (1, 2, 5)], axis=2),
     "fully_connected_s16": dict(input_elements=16, weights_shape=(3, 8), input_scale=0.0005, input_zp=0,
                                 filter_scales=[0.01, 0.02, 0.03], output_scale=0.001, output_zp=0, activation="NONE"),
 }
@@ -257,6 +263,51 @@ def test_fully_connected_s16(K):
             exact = x.reshape(rows, depth).astype(np.float64) @ wt.reshape(units, depth).T.astype(np.float64) * ratio
             lo = -32768 if i % 2 == 0 else 0
             assert np.abs(want.astype(np.float64) - np.clip(np.round(exact), lo, 32767)).max() <= 1 + exact.max() / 2**15
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("name", ["avg_pool_s16", "max_pool_s16"])
+def test_pool_s16(K, name):
+    rng = np.random.default_rng(38)
+    kernel, want = KERNELS[name], getattr(ref16, name)
+    for i in range(30):
+        h, w, c = int(rng.integers(1, 9)), int(rng.integers(1, 9)), int(rng.integers(1, 6))
+        fh, fw = int(rng.integers(1, h + 1)), int(rng.integers(1, w + 1))
+        stride, padding = (int(rng.integers(1, 3)), int(rng.integers(1, 3))), ("SAME", "VALID")[i % 2]
+        (oh, ow), _ = kb16.quant.compute_padding_hw(stride, (1, 1), (h, w), (fh, fw), padding)
+        p = kernel.build(input_hwc=(h, w, c), output_hwc=(oh, ow, c), filter_hw=(fh, fw), stride_hw=stride,
+                         padding=padding, output_scale=f32(rng.uniform(1e-4, 1e-3)), output_zp=0,
+                         activation=("NONE", "RELU", "RELU6")[i % 3])
+        x = int16_values(rng, h * w * c)
+        out = np.zeros(oh * ow * c, np.int16)
+        K.call(kernel.function, kernel.struct, p, x, out)
+        assert_same(out, want(p, x), f"{name} case {i}")
+    x = np.array([-32768, -32767, 32767, 32767], np.int16)  # halves away from zero, no overflow
+    p = kernel.build(input_hwc=(2, 2, 1), output_hwc=(1, 1, 1), filter_hw=(2, 2), stride_hw=(1, 1), padding="VALID",
+                     output_scale=1e-4, output_zp=0, activation="NONE")
+    assert int(want(p, x)[0, 0, 0]) == (0 if name == "avg_pool_s16" else 32767)
+
+
+@pytest.mark.cc
+def test_pad_and_concat_s16(K):
+    rng = np.random.default_rng(39)
+    pad, concat = KERNELS["pad_s16"], KERNELS["concat_s16"]
+    for i in range(20):
+        shape = tuple(int(d) for d in rng.integers(1, 5, int(rng.integers(1, 6))))
+        pads = [(int(rng.integers(0, 3)), int(rng.integers(0, 3))) for _ in shape]
+        value = int(rng.integers(-32768, 32768))
+        p = pad.build(input_shape=shape, paddings=pads, pad_value=value)
+        x = int16_values(rng, int(np.prod(shape)))
+        out = np.zeros(int(np.prod([d + b + a for d, (b, a) in zip(shape, pads)])), np.int16)
+        K.call(pad.function, pad.struct, p, x, out)
+        assert_same(out, np.pad(x.reshape(shape), pads, constant_values=value), f"pad_s16 case {i}")
+        axis = int(rng.integers(0, len(shape)))
+        parts = [int16_values(rng, int(np.prod(shape))).reshape(shape) for _ in range(int(rng.integers(1, 4)))]
+        parts = [np.concatenate([q] * int(rng.integers(1, 3)), axis=axis) for q in parts]
+        p = concat.build(input_shapes=[q.shape for q in parts], axis=axis)
+        out = np.zeros(sum(q.size for q in parts), np.int16)
+        K.call(concat.function, concat.struct, p, [np.ascontiguousarray(q) for q in parts], out)
+        assert_same(out, np.concatenate(parts, axis=axis), f"concat_s16 case {i}")
 
 
 def test_16x8_builders_refuse_what_tflm_does_not_run():

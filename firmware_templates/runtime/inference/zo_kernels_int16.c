@@ -281,3 +281,105 @@ void zo_fully_connected_s16(const zo_fully_connected_params_t *p, const int16_t 
         }
     }
 }
+
+/* ---------------------------------------------------------------------------- pooling, PAD, CONCATENATION */
+
+/* TFLM's int16 AVERAGE_POOL_2D: the int32 sum of the window's taps inside the image, divided by
+ * their count rounding half away from zero. */
+void zo_avg_pool_s16(const zo_pool_params_t *p, const int16_t *input, int16_t *output)
+{
+    const size_t ch = (size_t)p->channels;
+    for (int32_t oy = 0; oy < p->output_h; ++oy) {
+        for (int32_t ox = 0; ox < p->output_w; ++ox) {
+            const int32_t iy0 = oy * p->stride_h - p->pad_h, ix0 = ox * p->stride_w - p->pad_w;
+            const int32_t ky0 = zo_max32(0, -iy0), ky1 = zo_min32(p->filter_h, p->input_h - iy0);
+            const int32_t kx0 = zo_max32(0, -ix0), kx1 = zo_min32(p->filter_w, p->input_w - ix0);
+            const int32_t count = (ky1 - ky0) * (kx1 - kx0);
+            int16_t *y = output + ((size_t)oy * (size_t)p->output_w + (size_t)ox) * ch;
+            for (size_t c = 0; c < ch; ++c) {
+                int32_t acc = 0;
+                for (int32_t ky = ky0; ky < ky1; ++ky) {
+                    for (int32_t kx = kx0; kx < kx1; ++kx) {
+                        acc += input[((size_t)(iy0 + ky) * (size_t)p->input_w + (size_t)(ix0 + kx)) * ch + c];
+                    }
+                }
+                int32_t v = 0;
+                if (count > 0) {
+                    v = acc > 0 ? (acc + count / 2) / count : (acc - count / 2) / count;
+                }
+                y[c] = (int16_t)zo_clamp32(v, p->act_min, p->act_max);
+            }
+        }
+    }
+}
+
+void zo_max_pool_s16(const zo_pool_params_t *p, const int16_t *input, int16_t *output)
+{
+    const size_t ch = (size_t)p->channels;
+    for (int32_t oy = 0; oy < p->output_h; ++oy) {
+        for (int32_t ox = 0; ox < p->output_w; ++ox) {
+            const int32_t iy0 = oy * p->stride_h - p->pad_h, ix0 = ox * p->stride_w - p->pad_w;
+            const int32_t ky0 = zo_max32(0, -iy0), ky1 = zo_min32(p->filter_h, p->input_h - iy0);
+            const int32_t kx0 = zo_max32(0, -ix0), kx1 = zo_min32(p->filter_w, p->input_w - ix0);
+            int16_t *y = output + ((size_t)oy * (size_t)p->output_w + (size_t)ox) * ch;
+            for (size_t c = 0; c < ch; ++c) {
+                int32_t mx = -32768;
+                for (int32_t ky = ky0; ky < ky1; ++ky) {
+                    for (int32_t kx = kx0; kx < kx1; ++kx) {
+                        mx = zo_max32(mx, input[((size_t)(iy0 + ky) * (size_t)p->input_w + (size_t)(ix0 + kx)) * ch + c]);
+                    }
+                }
+                y[c] = (int16_t)zo_clamp32(mx, p->act_min, p->act_max);
+            }
+        }
+    }
+}
+
+/* PAD / PADV2 on int16: zo_pad_s8's walk over 5-D output rows, two bytes an element. */
+void zo_pad_s16(const zo_pad_params_t *p, const int16_t *input, int16_t *output)
+{
+    const int32_t in_d[5] = {p->in_d0, p->in_d1, p->in_d2, p->in_d3, p->in_d4};
+    const int32_t before[5] = {p->before0, p->before1, p->before2, p->before3, p->before4};
+    int32_t out_d[5];
+    out_d[0] = p->in_d0 + p->before0 + p->after0;
+    out_d[1] = p->in_d1 + p->before1 + p->after1;
+    out_d[2] = p->in_d2 + p->before2 + p->after2;
+    out_d[3] = p->in_d3 + p->before3 + p->after3;
+    out_d[4] = p->in_d4 + p->before4 + p->after4;
+    const int16_t *in = input;
+    int16_t *out = output;
+    for (int32_t o0 = 0; o0 < out_d[0]; ++o0) {
+        for (int32_t o1 = 0; o1 < out_d[1]; ++o1) {
+            for (int32_t o2 = 0; o2 < out_d[2]; ++o2) {
+                for (int32_t o3 = 0; o3 < out_d[3]; ++o3) {
+                    const int32_t o[4] = {o0, o1, o2, o3};
+                    int inside = 1;
+                    for (int k = 0; k < 4; ++k) {
+                        inside = inside && o[k] >= before[k] && o[k] < before[k] + in_d[k];
+                    }
+                    for (int32_t i = 0; i < out_d[4]; ++i) {
+                        const int32_t j = i - before[4];
+                        out[i] = inside && j >= 0 && j < in_d[4] ? in[j] : (int16_t)p->pad_value;
+                    }
+                    in += inside ? in_d[4] : 0;
+                    out += out_d[4];
+                }
+            }
+        }
+    }
+}
+
+void zo_concat_s16(const zo_concat_params_t *p, const int16_t *const *inputs, int16_t *output)
+{
+    int16_t *out = output;
+    for (int32_t o = 0; o < p->outer; ++o) {
+        for (int32_t i = 0; i < p->num_inputs; ++i) {
+            const int32_t n = p->chunk[i];
+            const int16_t *src = inputs[i] + (size_t)o * (size_t)n;
+            for (int32_t k = 0; k < n; ++k) {
+                out[k] = src[k];
+            }
+            out += n;
+        }
+    }
+}

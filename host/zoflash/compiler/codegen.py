@@ -169,7 +169,8 @@ def _step_call(model: CompiledModel, names: _Names, n: int, step) -> CCall:
         is_output = k == n_args - 1  # by convention the output comes last
         if isinstance(arg, tuple):
             lname = f"{pname}_{'outputs' if is_output else 'inputs'}"
-            ctype = "int8_t *const" if is_output else "const int8_t *const"
+            base = _ctype(model.graph.tensors[arg[0]].dtype)
+            ctype = f"{base} *const" if is_output else f"const {base} *const"
             pointer_lists.append(CArray(ctype, lname, [_address(model, names, t, not is_output) for t in arg]))
             args.append(lname)
         else:

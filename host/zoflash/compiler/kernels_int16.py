@@ -165,3 +165,21 @@ def depthwise_conv2d_s16_params(**kw) -> dict:
 def fully_connected_s16_params(**kw) -> dict:
     """16x8 FULLY_CONNECTED: fully_connected_params' arguments."""
     return _weighted_16x8("fully_connected", kernels.fully_connected_params, kw)
+
+
+# ------------------------------------------------------------------ pooling, PAD, CONCATENATION
+
+def pool_s16_params(*, input_hwc, output_hwc, filter_hw, stride_hw, padding, output_scale, output_zp,
+                    activation) -> dict:
+    """AVERAGE_POOL_2D and MAX_POOL_2D on int16: pool_params' geometry, the int16 activation range."""
+    p = kernels.pool_params(input_hwc=input_hwc, output_hwc=output_hwc, filter_hw=filter_hw, stride_hw=stride_hw,
+                            padding=padding, output_scale=output_scale, output_zp=0, activation="NONE")
+    p["act_min"], p["act_max"] = quant.activation_range(activation, _scale("output_scale", output_scale),
+                                                        _zp16("output_zp", output_zp), INT16_MIN, INT16_MAX)
+    return p
+
+
+def pad_s16_params(*, input_shape, paddings, pad_value) -> dict:
+    """PAD / PADV2 on int16: pad_params with an int16 pad value."""
+    return dict(kernels.pad_params(input_shape=input_shape, paddings=paddings, pad_value=0),
+                pad_value=_zp16("pad_value", pad_value))

@@ -322,6 +322,17 @@ def _requantize_to(dtype: str):
     return lambda p, n, x: ref16.requantize(p, x, dtype)
 
 
+def _pad16(p, n, x):
+    if p["before0"] == p["after0"] == 0:  # the batch joins dimension 0, which is not padded
+        return ref16.pad_s16(dict(p, in_d0=p["in_d0"] * n), x).reshape(n, -1)
+    return _per_sample(ref16.pad_s16)(p, n, x)
+
+
+def _concat16(p, n, *xs):
+    parts = [np.broadcast_to(x, (n, x.shape[1])).reshape(n, p["outer"], -1) for x in xs]
+    return np.concatenate(parts, axis=2).reshape(n, -1)
+
+
 _AFTER_LOGITS += ("softmax_s8_s16", "softmax_s16", "dequantize_s16")
 DISPATCH.update({
     "softmax_s8_s16": _softmax_rows(ref16.softmax_s8_s16),
@@ -336,6 +347,10 @@ DISPATCH.update({
     "depthwise_conv2d_s16": _per_sample(ref16.depthwise_conv2d_s16),
     "fully_connected_s16": lambda p, n, x, w, b: ref16.fully_connected_s16(dict(p, rows=p["rows"] * n), x, w,
                                                                             b).reshape(n, -1),
+    "avg_pool_s16": _pool(ref16.avg_pool_s16),
+    "max_pool_s16": _pool(ref16.max_pool_s16),
+    "pad_s16": _pad16,
+    "concat_s16": _concat16,
 })
 _PARAM_ARGS.update({"conv2d_s16": (1, 2), "depthwise_conv2d_s16": (1, 2), "fully_connected_s16": (1, 2)})
 # ==== end of int16 activations ===============================================================

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from zoflash.reference.kernels import (
+    _pool_taps,
     _shifted_taps,
     exp_on_negative_values,
     mbqm,
@@ -128,3 +129,31 @@ def fully_connected_s16(p, x, w, b=None) -> np.ndarray:
     """x: rows * depth int16; w: (units, depth) int8; b: int64 or None -> (rows, units) int16."""
     x = np.asarray(x).reshape(p["rows"], p["depth"]).astype(np.int64)
     return _requant16(x @ np.asarray(w).reshape(p["units"], p["depth"]).astype(np.int64).T, p, b)
+
+
+# ------------------------------------------------------------------ pooling, PAD, CONCATENATION
+
+def avg_pool_s16(p, x) -> np.ndarray:
+    """The sum of the taps inside the image over their count, rounded half away from zero."""
+    x = np.asarray(x).reshape(p["input_h"], p["input_w"], p["channels"]).astype(np.int64)
+    total = np.zeros((p["output_h"], p["output_w"], p["channels"]), np.int64)
+    count = np.zeros((p["output_h"], p["output_w"], 1), np.int64)
+    for inside, view in _pool_taps(p, x, 0):
+        total += view
+        count += inside[..., None]
+    avg = np.sign(total) * ((np.abs(total) + count // 2) // count)
+    return np.clip(avg, p["act_min"], p["act_max"]).astype(np.int16)
+
+
+def max_pool_s16(p, x) -> np.ndarray:
+    x = np.asarray(x).reshape(p["input_h"], p["input_w"], p["channels"]).astype(np.int64)
+    best = np.full((p["output_h"], p["output_w"], p["channels"]), -32768, np.int64)
+    for _, view in _pool_taps(p, x, -32768):
+        best = np.maximum(best, view)
+    return np.clip(best, p["act_min"], p["act_max"]).astype(np.int16)
+
+
+def pad_s16(p, x) -> np.ndarray:
+    shape = tuple(p[f"in_d{k}"] for k in range(5))
+    pads = [(p[f"before{k}"], p[f"after{k}"]) for k in range(5)]
+    return np.pad(np.asarray(x, np.int16).reshape(shape), pads, constant_values=p["pad_value"])

@@ -225,6 +225,14 @@ def output_keeps_input_quantization(why: str):
 INT8_INT16 = ("int8", "int16")  # the activation types of ops with a 16x8 variant
 
 
+def same_type(graph: Graph, op: Op) -> str | None:
+    """every activation must have the same type (all int8 or all int16)"""
+    types = {t.dtype for arg, t in bound_tensors(graph, op) if arg.kind == ACTIVATION and not t.is_constant}
+    if len(types) <= 1:
+        return None
+    return "; ".join(f"{arg.role} {t.describe()}" for arg, t in bound_tensors(graph, op) if arg.kind == ACTIVATION)
+
+
 def weighted_16x8(graph: Graph, op: Op) -> str | None:
     """input and output must both be int8 (with an int32 bias) or both int16 with zero point 0 (16x8: an
     int64 bias, as the converter writes it)"""
