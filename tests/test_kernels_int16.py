@@ -31,11 +31,13 @@ from zoflash.targets.host_runner import HostModel  # noqa: E402
 OPS_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ops"
 INDEX = json.loads((OPS_FIXTURES / "int16.json").read_text())
 # Fixtures with an op zoflash has no int16 variant of: refused, with this phrase.
-REFUSED = {"s16_mlp.tflite": "op 2 TANH", "s16_pool_add.tflite": "op 1 MUL",
+REFUSED = {"s16_mlp.tflite": "op 2 TANH",
            "s16_movement.tflite": "op 1 LEAKY_RELU"}
 FILES = [f["file"] for f in INDEX if f["file"] not in REFUSED]
 
 # Builder samples for tests/test_kernels.py's struct contract.
+_BINARY = dict(input1_shape=(2, 3), input2_shape=(3,), output_shape=(2, 3), input1_scale=1e-4, input1_zp=0,
+               input2_scale=2e-4, input2_zp=0, output_scale=3e-4, output_zp=0, activation="NONE")
 _Q = dict(size=10, input_scale=0.0005, output_scale=0.05)
 SAMPLES = {
     "softmax_s8_s16": dict(outer=2, depth=5, beta=1.0, input_scale=0.1, input_zp=3, output_scale=1 / 65536,
@@ -61,6 +63,9 @@ SAMPLES = {
                          padding="VALID", output_scale=0.001, output_zp=0, activation="RELU"),
     "pad_s16": dict(input_shape=(1, 3, 3, 2), paddings=[(0, 0), (1, 1), (0, 2), (0, 0)], pad_value=-5),
     "concat_s16": dict(input_shapes=[(1, 2, 3), (1, 2, 5)], axis=2),
+    "add_s16": dict(_BINARY, input1_zp=3, output_zp=-2),
+    "sub_s16": dict(_BINARY, input1_zp=3),
+    "mul_s16": dict(_BINARY, output_scale=1e-6),
     "fully_connected_s16": dict(input_elements=16, weights_shape=(3, 8), input_scale=0.0005, input_zp=0,
                                 filter_scales=[0.01, 0.02, 0.03], output_scale=0.001, output_zp=0, activation="NONE"),
 }
@@ -308,6 +313,28 @@ def test_pad_and_concat_s16(K):
         out = np.zeros(sum(q.size for q in parts), np.int16)
         K.call(concat.function, concat.struct, p, [np.ascontiguousarray(q) for q in parts], out)
         assert_same(out, np.concatenate(parts, axis=axis), f"concat_s16 case {i}")
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("name", ["add_s16", "sub_s16", "mul_s16"])
+def test_binary_s16(K, name):
+    rng = np.random.default_rng(40)
+    kernel, want = KERNELS[name], getattr(ref16, name)
+    shapes = [((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (4,)), ((1, 5, 1, 3), (2, 1, 4, 1)), ((6,), ()), ((3, 1), (1, 7))]
+    for i in range(40):
+        s1, s2 = shapes[i % len(shapes)]
+        out_shape = np.broadcast_shapes(s1, s2)
+        zps = (0, 0, 0) if name == "mul_s16" else tuple(int(v) for v in rng.integers(-50, 50, 3))
+        p = kernel.build(input1_shape=s1 or (1,), input2_shape=s2 or (1,), output_shape=out_shape,
+                         input1_scale=f32(10 ** rng.uniform(-5, -3)), input1_zp=zps[0],
+                         input2_scale=f32(10 ** rng.uniform(-5, -3)), input2_zp=zps[1],
+                         output_scale=f32(10 ** rng.uniform(-4.5, -2.5) if name != "mul_s16" else 10 ** rng.uniform(-8, -5)),
+                         output_zp=zps[2], activation=("NONE", "RELU")[i % 2])
+        a, b = int16_values(rng, int(np.prod(s1))), int16_values(rng, int(np.prod(s2)))
+        out = np.zeros(int(np.prod(out_shape)), np.int16)
+        K.call(kernel.function, kernel.struct, p, a, b, out)
+        ref_out = want(p, a.reshape(s1), b.reshape(s2))
+        assert_same(out, np.broadcast_to(ref_out, out_shape), f"{name} case {i} ({s1}, {s2})")
 
 
 def test_16x8_builders_refuse_what_tflm_does_not_run():

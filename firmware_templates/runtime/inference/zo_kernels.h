@@ -402,6 +402,10 @@ void zo_avg_pool_s16(const zo_pool_params_t *p, const int16_t *input, int16_t *o
 void zo_max_pool_s16(const zo_pool_params_t *p, const int16_t *input, int16_t *output);
 void zo_pad_s16(const zo_pad_params_t *p, const int16_t *input, int16_t *output);
 void zo_concat_s16(const zo_concat_params_t *p, const int16_t *const *inputs, int16_t *output);
+/* ADD, SUB (left shift 15) and MUL (zero points 0) on int16, with the int8 kernels' params. */
+void zo_add_s16(const zo_add_params_t *p, const int16_t *input1, const int16_t *input2, int16_t *output);
+void zo_sub_s16(const zo_add_params_t *p, const int16_t *input1, const int16_t *input2, int16_t *output);
+void zo_mul_s16(const zo_mul_params_t *p, const int16_t *input1, const int16_t *input2, int16_t *output);
 /* ==== end of int16 activations ============================================================== */
 
 #ifdef __cplusplus

@@ -383,3 +383,63 @@ void zo_concat_s16(const zo_concat_params_t *p, const int16_t *const *inputs, in
         }
     }
 }
+
+/* ---------------------------------------------------------------------------------- ADD, SUB, MUL */
+
+/* The 4-D broadcasting walk of the int8 binary kernels, on int16 (strides 0 where an input broadcasts). */
+#define ZO_BINARY_S16(p, input1, input2, output, one)                                                   \
+    do {                                                                                               \
+        int16_t *out_ = (output);                                                                      \
+        for (int32_t i0 = 0; i0 < (p)->out_d0; ++i0) {                                                 \
+            for (int32_t i1 = 0; i1 < (p)->out_d1; ++i1) {                                             \
+                for (int32_t i2 = 0; i2 < (p)->out_d2; ++i2) {                                         \
+                    const int16_t *a_ = (input1) + (ptrdiff_t)i0 * (p)->in1_s0 + (ptrdiff_t)i1 * (p)->in1_s1 \
+                                        + (ptrdiff_t)i2 * (p)->in1_s2;                                 \
+                    const int16_t *b_ = (input2) + (ptrdiff_t)i0 * (p)->in2_s0 + (ptrdiff_t)i1 * (p)->in2_s1 \
+                                        + (ptrdiff_t)i2 * (p)->in2_s2;                                 \
+                    for (int32_t i3 = 0; i3 < (p)->out_d3; ++i3) {                                     \
+                        *out_++ = one((p), a_[(ptrdiff_t)i3 * (p)->in1_s3], b_[(ptrdiff_t)i3 * (p)->in2_s3]); \
+                    }                                                                                  \
+                }                                                                                      \
+            }                                                                                          \
+        }                                                                                              \
+    } while (0)
+
+/* TFLM's int16 ADD and SUB (the general path, which TFLM Micro always takes): the int8
+ * arithmetic with a left shift of 15 (in the params). */
+static inline int16_t zo_add_one_s16(const zo_add_params_t *p, int32_t x1, int32_t x2)
+{
+    const int32_t r1 = zo_mbqm((x1 - p->input1_zp) * (1 << p->left_shift), p->input1_multiplier, p->input1_shift);
+    const int32_t r2 = zo_mbqm((x2 - p->input2_zp) * (1 << p->left_shift), p->input2_multiplier, p->input2_shift);
+    const int32_t raw = zo_mbqm(zo_wrap_add(r1, r2), p->output_multiplier, p->output_shift) + p->output_zp;
+    return (int16_t)zo_clamp32(raw, p->act_min, p->act_max);
+}
+
+static inline int16_t zo_sub_one_s16(const zo_add_params_t *p, int32_t x1, int32_t x2)
+{
+    const int32_t r1 = zo_mbqm((x1 - p->input1_zp) * (1 << p->left_shift), p->input1_multiplier, p->input1_shift);
+    const int32_t r2 = zo_mbqm((x2 - p->input2_zp) * (1 << p->left_shift), p->input2_multiplier, p->input2_shift);
+    const int32_t raw = zo_mbqm(zo_wrap_sub(r1, r2), p->output_multiplier, p->output_shift) + p->output_zp;
+    return (int16_t)zo_clamp32(raw, p->act_min, p->act_max);
+}
+
+/* TFLM's int16 MUL (zero points 0): the int32 product rescaled once. */
+static inline int16_t zo_mul_one_s16(const zo_mul_params_t *p, int32_t x1, int32_t x2)
+{
+    return (int16_t)zo_clamp32(zo_mbqm(x1 * x2, p->output_multiplier, p->output_shift), p->act_min, p->act_max);
+}
+
+void zo_add_s16(const zo_add_params_t *p, const int16_t *input1, const int16_t *input2, int16_t *output)
+{
+    ZO_BINARY_S16(p, input1, input2, output, zo_add_one_s16);
+}
+
+void zo_sub_s16(const zo_add_params_t *p, const int16_t *input1, const int16_t *input2, int16_t *output)
+{
+    ZO_BINARY_S16(p, input1, input2, output, zo_sub_one_s16);
+}
+
+void zo_mul_s16(const zo_mul_params_t *p, const int16_t *input1, const int16_t *input2, int16_t *output)
+{
+    ZO_BINARY_S16(p, input1, input2, output, zo_mul_one_s16);
+}

@@ -183,3 +183,50 @@ def pad_s16_params(*, input_shape, paddings, pad_value) -> dict:
     """PAD / PADV2 on int16: pad_params with an int16 pad value."""
     return dict(kernels.pad_params(input_shape=input_shape, paddings=paddings, pad_value=0),
                 pad_value=_zp16("pad_value", pad_value))
+
+
+# ---------------------------------------------------------------------------------- ADD, SUB, MUL
+
+def _add_sub_s16(what: str, *, input1_shape, input2_shape, output_shape, input1_scale, input1_zp,
+                 input2_scale, input2_zp, output_scale, output_zp, activation) -> dict:
+    """TFLM's int16 ADD / SUB prepare: the int8 multipliers with a left shift of 15, in double.  (The
+    TFLM source computes SUB's in float32; the tflite-micro wheel, our oracle, matches double: float32
+    puts 2 of the 7680 outputs of tests/fixtures/ops/s16_pool_add.tflite off by one.)"""
+    layout = kernels._broadcast_layout(what, input1_shape, input2_shape, output_shape)
+    s1, s2 = _scale("input1_scale", input1_scale), _scale("input2_scale", input2_scale)
+    so = _scale("output_scale", output_scale)
+    zp1, zp2, zpo = _zp16("input1_zp", input1_zp), _zp16("input2_zp", input2_zp), _zp16("output_zp", output_zp)
+    left_shift = 15
+    twice_max = 2.0 * max(s1, s2)
+    try:
+        m1, sh1 = quant.quantize_multiplier_smaller_than_one_exp(s1 / twice_max)
+        m2, sh2 = quant.quantize_multiplier_smaller_than_one_exp(s2 / twice_max)
+        mo, sho = quant.quantize_multiplier_smaller_than_one_exp(twice_max / (float(1 << left_shift) * so))
+    except ValueError:
+        raise ValueError(f"{what}: output scale {so} is too small for input scales {s1} and {s2} "
+                         "(TFLM needs 2 * max(input scales) / (2^15 * output scale) < 1)") from None
+    act_min, act_max = quant.activation_range(activation, so, zpo, INT16_MIN, INT16_MAX)
+    return dict(layout, input1_zp=zp1, input2_zp=zp2, output_zp=zpo, left_shift=left_shift,
+                input1_multiplier=m1, input1_shift=sh1, input2_multiplier=m2, input2_shift=sh2,
+                output_multiplier=mo, output_shift=sho, act_min=act_min, act_max=act_max)
+
+
+def add_s16_params(**kw) -> dict:
+    """ADD on int16: add_params' arguments (kernels.py)."""
+    return _add_sub_s16("add", **kw)
+
+
+def sub_s16_params(**kw) -> dict:
+    """SUB on int16: sub_params' arguments."""
+    return _add_sub_s16("sub", **kw)
+
+
+def mul_s16_params(**kw) -> dict:
+    """MUL on int16: mul_params' arguments; TFLM requires zero points 0."""
+    if any(kw[k] != 0 for k in ("input1_zp", "input2_zp", "output_zp")):
+        raise ValueError(f"mul: int16 zero points must be 0 (TFLM), got {kw['input1_zp']}, {kw['input2_zp']} and "
+                         f"{kw['output_zp']}")
+    p = kernels.mul_params(**dict(kw, activation="NONE"))
+    p["act_min"], p["act_max"] = quant.activation_range(kw["activation"], _scale("output_scale", kw["output_scale"]),
+                                                        0, INT16_MIN, INT16_MAX)
+    return p

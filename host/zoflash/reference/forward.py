@@ -349,6 +349,9 @@ DISPATCH.update({
                                                                             b).reshape(n, -1),
     "avg_pool_s16": _pool(ref16.avg_pool_s16),
     "max_pool_s16": _pool(ref16.max_pool_s16),
+    "add_s16": _binary(ref16.add_s16),
+    "sub_s16": _binary(ref16.sub_s16),
+    "mul_s16": _binary(ref16.mul_s16),
     "pad_s16": _pad16,
     "concat_s16": _concat16,
 })

@@ -157,3 +157,31 @@ def pad_s16(p, x) -> np.ndarray:
     shape = tuple(p[f"in_d{k}"] for k in range(5))
     pads = [(p[f"before{k}"], p[f"after{k}"]) for k in range(5)]
     return np.pad(np.asarray(x, np.int16).reshape(shape), pads, constant_values=p["pad_value"])
+
+
+# ---------------------------------------------------------------------------------- ADD, SUB, MUL
+
+def _rescaled(p, a, b):
+    """Both inputs shifted left by left_shift and brought to twice the larger scale (MBQM < 1)."""
+    a = (np.asarray(a).astype(np.int64) - p["input1_zp"]) << p["left_shift"]
+    b = (np.asarray(b).astype(np.int64) - p["input2_zp"]) << p["left_shift"]
+    return (mbqm(a, p["input1_multiplier"], p["input1_shift"]), mbqm(b, p["input2_multiplier"], p["input2_shift"]))
+
+
+def _out16(p, raw, multiplier, shift):
+    return np.clip(mbqm(raw, multiplier, shift) + p["output_zp"], p["act_min"], p["act_max"]).astype(np.int16)
+
+
+def add_s16(p, a, b) -> np.ndarray:
+    r1, r2 = _rescaled(p, a, b)
+    return _out16(p, wrap_int32(r1 + r2), p["output_multiplier"], p["output_shift"])
+
+
+def sub_s16(p, a, b) -> np.ndarray:
+    r1, r2 = _rescaled(p, a, b)
+    return _out16(p, wrap_int32(r1 - r2), p["output_multiplier"], p["output_shift"])
+
+
+def mul_s16(p, a, b) -> np.ndarray:
+    prod = np.asarray(a).astype(np.int64) * np.asarray(b).astype(np.int64)
+    return _out16(p, prod, p["output_multiplier"], p["output_shift"])

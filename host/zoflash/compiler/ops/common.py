@@ -227,7 +227,7 @@ INT8_INT16 = ("int8", "int16")  # the activation types of ops with a 16x8 varian
 
 def same_type(graph: Graph, op: Op) -> str | None:
     """every activation must have the same type (all int8 or all int16)"""
-    types = {t.dtype for arg, t in bound_tensors(graph, op) if arg.kind == ACTIVATION and not t.is_constant}
+    types = {t.dtype for arg, t in bound_tensors(graph, op) if arg.kind == ACTIVATION}
     if len(types) <= 1:
         return None
     return "; ".join(f"{arg.role} {t.describe()}" for arg, t in bound_tensors(graph, op) if arg.kind == ACTIVATION)
