@@ -31,8 +31,7 @@ from zoflash.targets.host_runner import HostModel  # noqa: E402
 OPS_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ops"
 INDEX = json.loads((OPS_FIXTURES / "int16.json").read_text())
 # Fixtures with an op zoflash has no int16 variant of: refused, with this phrase.
-REFUSED = {"s16_mlp.tflite": "op 2 TANH",
-           "s16_movement.tflite": "op 1 LEAKY_RELU"}
+REFUSED = {"s16_mlp.tflite": "op 2 TANH"}
 FILES = [f["file"] for f in INDEX if f["file"] not in REFUSED]
 
 # Builder samples for tests/test_kernels.py's struct contract.
@@ -66,6 +65,11 @@ SAMPLES = {
     "add_s16": dict(_BINARY, input1_zp=3, output_zp=-2),
     "sub_s16": dict(_BINARY, input1_zp=3),
     "mul_s16": dict(_BINARY, output_scale=1e-6),
+    "relu_s16": dict(size=10, input_scale=1e-4, input_zp=0, output_scale=2e-4, output_zp=0),
+    "relu6_s16": dict(size=10, input_scale=1e-3, input_zp=0),
+    "leaky_relu_s16": dict(size=10, alpha=0.2, input_scale=1e-4, input_zp=0, output_scale=1e-4, output_zp=0),
+    "mean_s16": dict(input_shape=(1, 4, 4, 3), axes=(1, 2), input_scale=1e-4, input_zp=0, output_scale=1e-4,
+                     output_zp=0),
     "fully_connected_s16": dict(input_elements=16, weights_shape=(3, 8), input_scale=0.0005, input_zp=0,
                                 filter_scales=[0.01, 0.02, 0.03], output_scale=0.001, output_zp=0, activation="NONE"),
 }
@@ -335,6 +339,33 @@ def test_binary_s16(K, name):
         K.call(kernel.function, kernel.struct, p, a, b, out)
         ref_out = want(p, a.reshape(s1), b.reshape(s2))
         assert_same(out, np.broadcast_to(ref_out, out_shape), f"{name} case {i} ({s1}, {s2})")
+
+
+@pytest.mark.cc
+def test_relu_relu6_leaky_relu_mean_s16(K):
+    rng = np.random.default_rng(41)
+    for i in range(30):
+        n = int(rng.integers(1, 200))
+        x = int16_values(rng, n)
+        in_s, out_s = f32(10 ** rng.uniform(-5, -3)), f32(10 ** rng.uniform(-5, -3))
+        zps = dict(input_zp=int(rng.integers(-100, 100)), output_zp=int(rng.integers(-100, 100)))
+        cases = [("relu_s16", dict(size=n, input_scale=in_s, output_scale=out_s, **zps)),
+                 ("relu6_s16", dict(size=n, input_scale=f32(rng.uniform(3e-4, 1e-3)), input_zp=zps["input_zp"])),
+                 ("leaky_relu_s16", dict(size=n, alpha=f32(rng.uniform(-1, 1)), input_scale=in_s, output_scale=out_s,
+                                         **zps))]
+        for name, kw in cases:
+            kernel = KERNELS[name]
+            p = kernel.build(**kw)
+            out = np.zeros(n, np.int16)
+            K.call(kernel.function, kernel.struct, p, x, out)
+            assert_same(out, getattr(ref16, name)(p, x), f"{name} case {i}")
+        shape = tuple(int(d) for d in rng.integers(1, 6, 3))
+        kernel = KERNELS["mean_s16"]
+        p = kernel.build(input_shape=shape, axes=(1,) if i % 2 else (0, 1), input_scale=in_s, output_scale=out_s, **zps)
+        x = int16_values(rng, int(np.prod(shape)))
+        out = np.zeros(p["outer"] * p["inner"], np.int16)
+        K.call(kernel.function, kernel.struct, p, x, out)
+        assert_same(out, ref16.mean_s16(p, x), f"mean_s16 case {i}")
 
 
 def test_16x8_builders_refuse_what_tflm_does_not_run():

@@ -406,6 +406,11 @@ void zo_concat_s16(const zo_concat_params_t *p, const int16_t *const *inputs, in
 void zo_add_s16(const zo_add_params_t *p, const int16_t *input1, const int16_t *input2, int16_t *output);
 void zo_sub_s16(const zo_add_params_t *p, const int16_t *input1, const int16_t *input2, int16_t *output);
 void zo_mul_s16(const zo_mul_params_t *p, const int16_t *input1, const int16_t *input2, int16_t *output);
+/* RELU, RELU6, LEAKY_RELU and MEAN on int16, with the int8 kernels' params. */
+void zo_relu_s16(const zo_relu_params_t *p, const int16_t *input, int16_t *output);
+void zo_relu6_s16(const zo_relu6_params_t *p, const int16_t *input, int16_t *output);
+void zo_leaky_relu_s16(const zo_leaky_relu_params_t *p, const int16_t *input, int16_t *output);
+void zo_mean_s16(const zo_mean_params_t *p, const int16_t *input, int16_t *output);
 /* ==== end of int16 activations ============================================================== */
 
 #ifdef __cplusplus

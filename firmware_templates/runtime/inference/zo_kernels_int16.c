@@ -443,3 +443,57 @@ void zo_mul_s16(const zo_mul_params_t *p, const int16_t *input1, const int16_t *
 {
     ZO_BINARY_S16(p, input1, input2, output, zo_mul_one_s16);
 }
+
+/* ------------------------------------------------------------------ RELU, RELU6, LEAKY_RELU, MEAN */
+
+/* The int8 kernels' arithmetic (zo_kernels_activation.c, zo_kernels_misc.c), clamped to int16. */
+void zo_relu_s16(const zo_relu_params_t *p, const int16_t *input, int16_t *output)
+{
+    for (int32_t i = 0; i < p->size; ++i) {
+        const int32_t v = zo_mbqm((int32_t)input[i] - p->input_zp, p->multiplier, p->shift) + p->output_zp;
+        output[i] = (int16_t)zo_clamp32(v, p->act_min, p->act_max);
+    }
+}
+
+void zo_relu6_s16(const zo_relu6_params_t *p, const int16_t *input, int16_t *output)
+{
+    for (int32_t i = 0; i < p->size; ++i) {
+        output[i] = (int16_t)zo_clamp32(input[i], p->lower, p->upper);
+    }
+}
+
+void zo_leaky_relu_s16(const zo_leaky_relu_params_t *p, const int16_t *input, int16_t *output)
+{
+    const int32_t negative = p->alpha_multiplier < 0;
+    const int32_t alpha_magnitude = negative ? -p->alpha_multiplier : p->alpha_multiplier;
+    for (int32_t i = 0; i < p->size; ++i) {
+        const int32_t v = (int32_t)input[i] - p->input_zp;
+        int32_t out = p->output_zp;
+        if (v >= 0) {
+            out += zo_mbqm(v, p->identity_multiplier, p->identity_shift);
+        } else {
+            const int32_t scaled = zo_mbqm(v, alpha_magnitude, p->alpha_shift);
+            out += negative ? -scaled : scaled;
+        }
+        output[i] = (int16_t)zo_clamp32(out, -32768, 32767);
+    }
+}
+
+/* TFLM's QuantizedMeanOrSum on int16: the int32 sum minus zp * count, one multiplier that folds
+ * in 1 / count, plus the output zero point. */
+void zo_mean_s16(const zo_mean_params_t *p, const int16_t *input, int16_t *output)
+{
+    const int32_t zp_times_n = zo_wrap_mul(p->input_zp, p->reduce);
+    const size_t inner = (size_t)p->inner;
+    for (int32_t o = 0; o < p->outer; ++o) {
+        const int16_t *base = input + (size_t)o * (size_t)p->reduce * inner;
+        for (size_t j = 0; j < inner; ++j) {
+            int32_t acc = 0;
+            for (int32_t r = 0; r < p->reduce; ++r) {
+                acc = zo_wrap_add(acc, base[(size_t)r * inner + j]);
+            }
+            const int32_t v = zo_mbqm(zo_wrap_sub(acc, zp_times_n), p->multiplier, p->shift) + p->output_zp;
+            output[(size_t)o * inner + j] = (int16_t)zo_clamp32(v, -32768, 32767);
+        }
+    }
+}

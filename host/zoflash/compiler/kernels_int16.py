@@ -230,3 +230,37 @@ def mul_s16_params(**kw) -> dict:
     p["act_min"], p["act_max"] = quant.activation_range(kw["activation"], _scale("output_scale", kw["output_scale"]),
                                                         0, INT16_MIN, INT16_MAX)
     return p
+
+
+# ------------------------------------------------------------------ RELU, RELU6, LEAKY_RELU, MEAN
+
+def relu_s16_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dict:
+    """RELU on int16: relu_params' multiplier, clamped below at the output zero point."""
+    zpo = _zp16("output_zp", output_zp)
+    return dict(kernels.relu_params(size=size, input_scale=input_scale, input_zp=0, output_scale=output_scale,
+                                    output_zp=0), input_zp=_zp16("input_zp", input_zp), output_zp=zpo,
+                act_min=zpo, act_max=INT16_MAX)
+
+
+def relu6_s16_params(*, size, input_scale, input_zp) -> dict:
+    """RELU6 on int16: the stored values clamped to the input's 0 and round(6 / scale) + zero point;
+    TFLM stops when that is past int16."""
+    in_s, zp = _scale("input_scale", input_scale), _zp16("input_zp", input_zp)
+    six = int(quant.round_half_away(float(np.float32(6.0) / np.float32(in_s)))) + zp
+    if six > INT16_MAX:
+        raise ValueError(f"relu6: 6 is {six} in the input's quantization, past int16 (TFLM refuses it)")
+    return dict(size=_int("size", size, 1), lower=zp, upper=six)
+
+
+def leaky_relu_s16_params(*, size, alpha, input_scale, input_zp, output_scale, output_zp) -> dict:
+    """LEAKY_RELU on int16: leaky_relu_params' multipliers, int16 zero points."""
+    return dict(kernels.leaky_relu_params(size=size, alpha=alpha, input_scale=input_scale, input_zp=0,
+                                          output_scale=output_scale, output_zp=0),
+                input_zp=_zp16("input_zp", input_zp), output_zp=_zp16("output_zp", output_zp))
+
+
+def mean_s16_params(*, input_shape, axes, input_scale, input_zp, output_scale, output_zp) -> dict:
+    """MEAN on int16: mean_params' layout and multiplier folding 1 / count, int16 zero points."""
+    return dict(kernels.mean_params(input_shape=input_shape, axes=axes, input_scale=input_scale, input_zp=0,
+                                    output_scale=output_scale, output_zp=0),
+                input_zp=_zp16("input_zp", input_zp), output_zp=_zp16("output_zp", output_zp))

@@ -352,6 +352,10 @@ DISPATCH.update({
     "add_s16": _binary(ref16.add_s16),
     "sub_s16": _binary(ref16.sub_s16),
     "mul_s16": _binary(ref16.mul_s16),
+    "relu_s16": _elementwise(ref16.relu_s16),
+    "relu6_s16": _elementwise(ref16.relu6_s16),
+    "leaky_relu_s16": _elementwise(ref16.leaky_relu_s16),
+    "mean_s16": lambda p, n, x: ref16.mean_s16(dict(p, outer=p["outer"] * n), x).reshape(n, -1),
     "pad_s16": _pad16,
     "concat_s16": _concat16,
 })

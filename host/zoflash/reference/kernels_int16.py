@@ -185,3 +185,30 @@ def sub_s16(p, a, b) -> np.ndarray:
 def mul_s16(p, a, b) -> np.ndarray:
     prod = np.asarray(a).astype(np.int64) * np.asarray(b).astype(np.int64)
     return _out16(p, prod, p["output_multiplier"], p["output_shift"])
+
+
+# ------------------------------------------------------------------ RELU, RELU6, LEAKY_RELU, MEAN
+
+def relu_s16(p, x) -> np.ndarray:
+    out = mbqm(np.asarray(x).astype(np.int64) - p["input_zp"], p["multiplier"], p["shift"]) + p["output_zp"]
+    return np.clip(out, p["act_min"], p["act_max"]).astype(np.int16)
+
+
+def relu6_s16(p, x) -> np.ndarray:
+    return np.clip(np.asarray(x), p["lower"], p["upper"]).astype(np.int16)
+
+
+def leaky_relu_s16(p, x) -> np.ndarray:
+    """x >= 0 by the identity multiplier, below by alpha's (its magnitude, the sign applied after)."""
+    v = np.asarray(x).astype(np.int64) - p["input_zp"]
+    a = p["alpha_multiplier"]
+    below = np.sign(a) * mbqm(v, abs(a), p["alpha_shift"])
+    out = p["output_zp"] + np.where(v >= 0, mbqm(v, p["identity_multiplier"], p["identity_shift"]), below)
+    return np.clip(out, -32768, 32767).astype(np.int16)
+
+
+def mean_s16(p, x) -> np.ndarray:
+    """x: [outer, reduce, inner]; the int32 sum less zp * count, rescaled with 1 / count folded in."""
+    total = np.asarray(x).astype(np.int64).reshape(p["outer"], p["reduce"], p["inner"]).sum(axis=1)
+    out = mbqm(wrap_int32(total - p["input_zp"] * p["reduce"]), p["multiplier"], p["shift"]) + p["output_zp"]
+    return np.clip(out, -32768, 32767).astype(np.int16)

@@ -7,7 +7,7 @@ import math
 
 from zoflash.compiler import kernels, kernels_int16, quant
 from zoflash.compiler.ir import Graph, Op
-from zoflash.compiler.ops.common import same_shape
+from zoflash.compiler.ops.common import same_shape, same_type
 from zoflash.compiler.ops.registry import (
     DATA,
     Arg,
@@ -213,6 +213,13 @@ TANH = _unary("tanh", "zo_logistic_params_t", kernels.tanh_params)
 HARD_SWISH = _unary("hard_swish", "zo_hard_swish_params_t", kernels.hard_swish_params)
 RSQRT = _unary("rsqrt", "zo_rsqrt_params_t", kernels.rsqrt_params)
 _UNARY = {"RELU": RELU, "LEAKY_RELU": LEAKY_RELU, "TANH": TANH, "HARD_SWISH": HARD_SWISH, "RSQRT": RSQRT}
+# int16 (16x8 models): RELU, RELU6 and LEAKY_RELU
+_UNARY_S16 = {op: Kernel(f"{name}_s16", f"zo_{name}_s16", struct, builder, ("int16", "int16"),
+                         lambda p: (2 * p["size"], 2 * p["size"]))
+              for op, name, struct, builder in (
+                  ("RELU", "relu", "zo_relu_params_t", kernels_int16.relu_s16_params),
+                  ("RELU6", "relu6", "zo_relu6_params_t", kernels_int16.relu6_s16_params),
+                  ("LEAKY_RELU", "leaky_relu", "zo_leaky_relu_params_t", kernels_int16.leaky_relu_s16_params))}
 
 
 # LEAKY_RELU's alpha: any finite float (the schema's default is 0).
@@ -222,31 +229,33 @@ _ALPHA = Option("alpha", "a finite number",
 
 def lower_unary(graph: Graph, op: Op) -> Step:
     x, y, q = _io(graph, op)
+    int16 = x.dtype == "int16"
     if op.type == "RELU6":
-        kernel, params = RELU6, build(graph, op, RELU6, size=x.num_elements, input_scale=x.quant.scale,
-                                      input_zp=x.quant.zero_point)
+        kernel = _UNARY_S16["RELU6"] if int16 else RELU6
+        params = build(graph, op, kernel, size=x.num_elements, input_scale=x.quant.scale, input_zp=x.quant.zero_point)
     else:
-        kernel = _UNARY[op.type]
+        kernel = _UNARY_S16[op.type] if int16 else _UNARY[op.type]
         extra = dict(alpha=option(op, "alpha")) if op.type == "LEAKY_RELU" else {}
         params = build(graph, op, kernel, size=x.num_elements, **extra, **q)
     return Step(op, kernel.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
 
 
 register(OpEntry(
-    types=("RELU",), summary="int8 -> int8, rescaled to the output", inputs=(Arg("input"),),
-    outputs=(Arg("output"),), lower=lower_unary, kernels=(RELU,), constraints=(same_shape,)))
+    types=("RELU",), summary="int8 -> int8 or int16 -> int16, rescaled to the output",
+    inputs=(Arg("input", dtypes=_INT16),), outputs=(Arg("output", dtypes=_INT16),), lower=lower_unary,
+    kernels=(RELU, _UNARY_S16["RELU"]), constraints=(same_shape, same_type)))
 
 register(OpEntry(
     types=("RELU6",),
-    summary="int8 -> int8; clamps the stored values to the input's 0 and 6 without rescaling, as TFLM "
-                                "does (the output should share the input's quantization)",
-    inputs=(Arg("input"),), outputs=(Arg("output"),), lower=lower_unary, kernels=(RELU6,),
-    constraints=(same_shape,)))
+    summary="int8 -> int8 or int16 -> int16; clamps the stored values to the input's 0 and 6 without "
+            "rescaling, as TFLM does (the output should share the input's quantization)",
+    inputs=(Arg("input", dtypes=_INT16),), outputs=(Arg("output", dtypes=_INT16),), lower=lower_unary,
+    kernels=(RELU6, _UNARY_S16["RELU6"]), constraints=(same_shape, same_type)))
 
 register(OpEntry(
-    types=("LEAKY_RELU",), summary="int8 -> int8, any alpha", inputs=(Arg("input"),), outputs=(Arg("output"),),
-    lower=lower_unary, kernels=(LEAKY_RELU,), options=(_ALPHA,),
-    constraints=(same_shape,)))
+    types=("LEAKY_RELU",), summary="int8 -> int8 or int16 -> int16, any alpha", inputs=(Arg("input", dtypes=_INT16),),
+    outputs=(Arg("output", dtypes=_INT16),), lower=lower_unary, kernels=(LEAKY_RELU, _UNARY_S16["LEAKY_RELU"]),
+    options=(_ALPHA,), constraints=(same_shape, same_type)))
 
 register(OpEntry(
     types=("TANH",), summary="int8 -> int8 (TFLM's output is Q0.7: scale 1/128, zero point 0)",
