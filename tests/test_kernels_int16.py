@@ -439,9 +439,16 @@ def test_fixture_bit_exact_against_tflm(model_file, host_bundles):
 
 @pytest.mark.cc
 @pytest.mark.tflm
-def test_validate_takes_int16_inputs():
-    report = api.validate(OPS_FIXTURES / "s16_cnn.tflite", _inputs("s16_cnn.tflite", 100))
+def test_validate_and_infer_take_int16_inputs():
+    path = OPS_FIXTURES / "s16_cnn.tflite"
+    x = _inputs("s16_cnn.tflite", 100)
+    report = api.validate(path, x)
     assert report.ok and report.samples == 100, report
+    y = api.infer(path, x)
+    assert y.dtype == np.int16 and len(y) == 100
+    t = api.load_model(path).graph
+    scale = t.tensors[t.inputs[0]].quant.scale
+    assert_same(api.infer(path, x.astype(np.float64) * scale), y, "float data in real units, quantized to int16")
 
 
 # ----------------------------------------------------------------------- what legality refuses
@@ -467,3 +474,13 @@ def test_int16_softmax_needs_tflm_output_quantization():
     assert "SOFTMAX" in _problems(graph) and "1/32768 and 0 with an input zero point 0" in _problems(graph)
     graph.tensors[y.index] = replace(y, dtype="int8")
     assert "SOFTMAX must be int8 -> int8, int8 -> int16 or int16 -> int16 (int16 -> int8)" in _problems(graph)
+
+
+def test_training_a_16x8_model_is_refused(tmp_path):
+    rng = np.random.default_rng(0)
+    data = tmp_path / "d.npz"
+    np.savez(data, x_train=rng.uniform(-1, 1, (8, 6, 6, 3)).astype(np.float32), y_train=rng.integers(0, 5, 8),
+             x_test=rng.uniform(-1, 1, (4, 6, 6, 3)).astype(np.float32), y_test=rng.integers(0, 5, 4))
+    refusal = r"op \d+ \w+ .* has int16 activations \(16x8\): training is int8-only"
+    with pytest.raises(UnsupportedModelError, match=refusal):
+        api.generate(OPS_FIXTURES / "s16_cnn_float.tflite", "host", tmp_path / "b", data_path=data)
