@@ -439,6 +439,18 @@ def test_fixture_bit_exact_against_tflm(model_file, host_bundles):
 
 @pytest.mark.cc
 @pytest.mark.tflm
+def test_trained_16x8_mlp_bit_exact_against_tflm():
+    """tests/fixtures/int16_act.tflite: the digits MLP of tests/fixtures, trained, converted 16x8."""
+    from conftest import FIXTURES, fixture_index
+
+    assert next(f for f in fixture_index() if f["file"] == "int16_act.tflite")["kind"] == "int16"
+    report = api.validate(FIXTURES / "int16_act.tflite", api.random_inputs(api.load_model(FIXTURES / "int16_act.tflite"),
+                                                                          100, seed=6))
+    assert report.ok and report.samples == 100, report
+
+
+@pytest.mark.cc
+@pytest.mark.tflm
 def test_validate_and_infer_take_int16_inputs():
     path = OPS_FIXTURES / "s16_cnn.tflite"
     x = _inputs("s16_cnn.tflite", 100)
