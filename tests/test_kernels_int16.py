@@ -70,6 +70,12 @@ SAMPLES = {
     "leaky_relu_s16": dict(size=10, alpha=0.2, input_scale=1e-4, input_zp=0, output_scale=1e-4, output_zp=0),
     "mean_s16": dict(input_shape=(1, 4, 4, 3), axes=(1, 2), input_scale=1e-4, input_zp=0, output_scale=1e-4,
                      output_zp=0),
+    "transpose_s16": dict(input_shape=(1, 2, 3, 4), perm=(0, 3, 1, 2)),
+    "slice_s16": dict(input_shape=(1, 4, 5), begin=(0, 1, 2), size=(1, 2, -1)),
+    "strided_slice_s16": dict(input_shape=(1, 6, 4), begin=(0, 0, 1), end=(1, 6, 4), strides=(1, 2, 1), begin_mask=0,
+                              end_mask=0, shrink_axis_mask=0),
+    "split_s16": dict(input_shape=(1, 6, 4), axis=1, sizes=(2, 4)),
+    "pack_s16": dict(input_shape=(2, 3), count=3, axis=1),
     "fully_connected_s16": dict(input_elements=16, weights_shape=(3, 8), input_scale=0.0005, input_zp=0,
                                 filter_scales=[0.01, 0.02, 0.03], output_scale=0.001, output_zp=0, activation="NONE"),
 }
@@ -207,13 +213,15 @@ def test_conv2d_s16(K):
     rng = np.random.default_rng(35)
     kernel = KERNELS["conv2d_s16"]
     for i in range(30):
-        h, w, groups, fc = int(rng.integers(1, 8)), int(rng.integers(1, 8)), int(rng.integers(1, 3)), int(rng.integers(1, 6))
+        h, w, groups, fc = (int(v) for v in (rng.integers(1, 8), rng.integers(1, 8), rng.integers(1, 3),
+                                              rng.integers(1, 6)))
         oc = groups * int(rng.integers(1, 4))
         kh, kw = int(rng.integers(1, min(h, 3) + 1)), int(rng.integers(1, min(w, 3) + 1))
         stride, padding = (int(rng.integers(1, 3)), int(rng.integers(1, 3))), ("SAME", "VALID")[i % 2]
         (oh, ow), _ = kb16.quant.compute_padding_hw(stride, (1, 1), (h, w), (kh, kw), padding)
         p = kernel.build(input_hwc=(h, w, groups * fc), output_hwc=(oh, ow, oc), filter_ohwi=(oc, kh, kw, fc),
-                         stride_hw=stride, dilation_hw=(1, 1), padding=padding, input_scale=f32(rng.uniform(1e-4, 1e-3)),
+                         stride_hw=stride, dilation_hw=(1, 1), padding=padding,
+                         input_scale=f32(rng.uniform(1e-4, 1e-3)),
                          input_zp=0, filter_scales=[f32(v) for v in rng.uniform(0.001, 0.02, oc)],
                          output_scale=f32(rng.uniform(1e-3, 1e-2)), output_zp=0,
                          activation=("NONE", "RELU", "RELU6", "RELU_N1_TO_1")[i % 4])
@@ -271,7 +279,8 @@ def test_fully_connected_s16(K):
             ratio = p["multiplier"].astype(np.float64) / 2**31 * 2.0 ** p["shift"]
             exact = x.reshape(rows, depth).astype(np.float64) @ wt.reshape(units, depth).T.astype(np.float64) * ratio
             lo = -32768 if i % 2 == 0 else 0
-            assert np.abs(want.astype(np.float64) - np.clip(np.round(exact), lo, 32767)).max() <= 1 + exact.max() / 2**15
+            error = np.abs(want.astype(np.float64) - np.clip(np.round(exact), lo, 32767)).max()
+            assert error <= 1 + exact.max() / 2**15
 
 
 @pytest.mark.cc
@@ -329,10 +338,11 @@ def test_binary_s16(K, name):
         s1, s2 = shapes[i % len(shapes)]
         out_shape = np.broadcast_shapes(s1, s2)
         zps = (0, 0, 0) if name == "mul_s16" else tuple(int(v) for v in rng.integers(-50, 50, 3))
+        out_exp = rng.uniform(-8, -5) if name == "mul_s16" else rng.uniform(-4.5, -2.5)  # MUL: a product's scale
         p = kernel.build(input1_shape=s1 or (1,), input2_shape=s2 or (1,), output_shape=out_shape,
                          input1_scale=f32(10 ** rng.uniform(-5, -3)), input1_zp=zps[0],
                          input2_scale=f32(10 ** rng.uniform(-5, -3)), input2_zp=zps[1],
-                         output_scale=f32(10 ** rng.uniform(-4.5, -2.5) if name != "mul_s16" else 10 ** rng.uniform(-8, -5)),
+                         output_scale=f32(10 ** out_exp),
                          output_zp=zps[2], activation=("NONE", "RELU")[i % 2])
         a, b = int16_values(rng, int(np.prod(s1))), int16_values(rng, int(np.prod(s2)))
         out = np.zeros(int(np.prod(out_shape)), np.int16)
@@ -366,6 +376,29 @@ def test_relu_relu6_leaky_relu_mean_s16(K):
         out = np.zeros(p["outer"] * p["inner"], np.int16)
         K.call(kernel.function, kernel.struct, p, x, out)
         assert_same(out, ref16.mean_s16(p, x), f"mean_s16 case {i}")
+
+
+@pytest.mark.cc
+def test_movement_s16(K):
+    """TRANSPOSE (a strided copy) and SPLIT on int16 against the NumPy definitions."""
+    rng = np.random.default_rng(42)
+    copy, split = KERNELS["transpose_s16"], KERNELS["split_s16"]
+    for i in range(20):
+        shape = tuple(int(d) for d in rng.integers(1, 5, int(rng.integers(1, 6))))
+        perm = [int(a) for a in rng.permutation(len(shape))]
+        x = int16_values(rng, int(np.prod(shape)))
+        p = copy.build(input_shape=shape, perm=perm)
+        out = np.zeros(x.size, np.int16)
+        K.call(copy.function, copy.struct, p, x, out)
+        assert_same(out, np.transpose(x.reshape(shape), perm), f"transpose_s16 case {i}")
+        assert_same(out, ref16.strided_copy_s16(p, x), f"transpose_s16 case {i} (reference)")
+        axis = int(rng.integers(0, len(shape)))
+        cut = int(rng.integers(0, shape[axis] + 1))
+        p = split.build(input_shape=shape, axis=axis, sizes=[cut, shape[axis] - cut])
+        outs = [np.zeros(int(np.prod(shape)) // shape[axis] * n, np.int16) for n in (cut, shape[axis] - cut)]
+        K.call(split.function, split.struct, p, x, outs)
+        for got, want in zip(outs, np.split(x.reshape(shape), [cut], axis=axis)):
+            assert_same(got, want, f"split_s16 case {i}")
 
 
 def test_16x8_builders_refuse_what_tflm_does_not_run():
@@ -444,8 +477,8 @@ def test_trained_16x8_mlp_bit_exact_against_tflm():
     from conftest import FIXTURES, fixture_index
 
     assert next(f for f in fixture_index() if f["file"] == "int16_act.tflite")["kind"] == "int16"
-    report = api.validate(FIXTURES / "int16_act.tflite", api.random_inputs(api.load_model(FIXTURES / "int16_act.tflite"),
-                                                                          100, seed=6))
+    path = FIXTURES / "int16_act.tflite"
+    report = api.validate(path, api.random_inputs(api.load_model(path), 100, seed=6))
     assert report.ok and report.samples == 100, report
 
 

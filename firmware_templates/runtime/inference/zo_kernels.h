@@ -411,6 +411,11 @@ void zo_relu_s16(const zo_relu_params_t *p, const int16_t *input, int16_t *outpu
 void zo_relu6_s16(const zo_relu6_params_t *p, const int16_t *input, int16_t *output);
 void zo_leaky_relu_s16(const zo_leaky_relu_params_t *p, const int16_t *input, int16_t *output);
 void zo_mean_s16(const zo_mean_params_t *p, const int16_t *input, int16_t *output);
+/* TRANSPOSE, SLICE, STRIDED_SLICE, SPLIT / SPLIT_V / UNPACK and GATHER on int16 (the int8 kernels'
+ * params, which count elements; PACK is zo_concat_s16). */
+void zo_strided_copy_s16(const zo_strided_copy_params_t *p, const int16_t *input, int16_t *output);
+void zo_split_s16(const zo_split_params_t *p, const int16_t *input, int16_t *const *outputs);
+void zo_gather_s16(const zo_gather_params_t *p, const int16_t *input, int16_t *output);
 /* ==== end of int16 activations ============================================================== */
 
 #ifdef __cplusplus

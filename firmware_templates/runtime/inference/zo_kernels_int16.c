@@ -218,8 +218,9 @@ void zo_conv2d_s16(const zo_conv2d_params_t *p, const int16_t *input, const int8
                         }
                         const int16_t *x = input + ((size_t)iy * (size_t)p->input_w + (size_t)ix) * (size_t)p->input_c
                                            + (size_t)c0;
-                        const int8_t *w = filter + (((size_t)oc * (size_t)p->filter_h + (size_t)ky) * (size_t)p->filter_w
-                                                    + (size_t)kx) * (size_t)fc;
+                        const size_t tap = ((size_t)oc * (size_t)p->filter_h + (size_t)ky) * (size_t)p->filter_w
+                                           + (size_t)kx;
+                        const int8_t *w = filter + tap * (size_t)fc;
                         for (int32_t i = 0; i < fc; ++i) {
                             acc += (int32_t)x[i] * w[i];
                         }
@@ -326,7 +327,8 @@ void zo_max_pool_s16(const zo_pool_params_t *p, const int16_t *input, int16_t *o
                 int32_t mx = -32768;
                 for (int32_t ky = ky0; ky < ky1; ++ky) {
                     for (int32_t kx = kx0; kx < kx1; ++kx) {
-                        mx = zo_max32(mx, input[((size_t)(iy0 + ky) * (size_t)p->input_w + (size_t)(ix0 + kx)) * ch + c]);
+                        const size_t at = (size_t)(iy0 + ky) * (size_t)p->input_w + (size_t)(ix0 + kx);
+                        mx = zo_max32(mx, input[at * ch + c]);
                     }
                 }
                 y[c] = (int16_t)zo_clamp32(mx, p->act_min, p->act_max);
@@ -494,6 +496,60 @@ void zo_mean_s16(const zo_mean_params_t *p, const int16_t *input, int16_t *outpu
             }
             const int32_t v = zo_mbqm(zo_wrap_sub(acc, zp_times_n), p->multiplier, p->shift) + p->output_zp;
             output[(size_t)o * inner + j] = (int16_t)zo_clamp32(v, -32768, 32767);
+        }
+    }
+}
+
+/* ------------------------------------------- TRANSPOSE, SLICE, STRIDED_SLICE, SPLIT, UNPACK, GATHER */
+
+/* The int8 movement kernels (zo_kernels_movement.c) on int16: the params count elements. */
+void zo_strided_copy_s16(const zo_strided_copy_params_t *p, const int16_t *input, int16_t *output)
+{
+    int16_t *out = output;
+    for (int32_t i0 = 0; i0 < p->out_d0; ++i0) {
+        for (int32_t i1 = 0; i1 < p->out_d1; ++i1) {
+            for (int32_t i2 = 0; i2 < p->out_d2; ++i2) {
+                for (int32_t i3 = 0; i3 < p->out_d3; ++i3) {
+                    for (int32_t i4 = 0; i4 < p->out_d4; ++i4) {
+                        const int32_t o = p->offset + i0 * p->in_s0 + i1 * p->in_s1 + i2 * p->in_s2 + i3 * p->in_s3
+                                          + i4 * p->in_s4;
+                        for (int32_t i5 = 0; i5 < p->out_d5; ++i5) {
+                            *out++ = input[o + i5 * p->in_s5];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+void zo_split_s16(const zo_split_params_t *p, const int16_t *input, int16_t *const *outputs)
+{
+    const int16_t *src = input;
+    for (int32_t o = 0; o < p->outer; ++o) {
+        for (int32_t i = 0; i < p->num_outputs; ++i) {
+            const int32_t n = p->chunk[i];
+            int16_t *dst = outputs[i] + (size_t)o * (size_t)n;
+            for (int32_t k = 0; k < n; ++k) {
+                dst[k] = src[k];
+            }
+            src += n;
+        }
+    }
+}
+
+void zo_gather_s16(const zo_gather_params_t *p, const int16_t *input, int16_t *output)
+{
+    const size_t inner = (size_t)p->inner;
+    int16_t *out = output;
+    for (int32_t o = 0; o < p->outer; ++o) {
+        const int16_t *block = input + (size_t)o * (size_t)p->axis_size * inner;
+        for (int32_t j = 0; j < p->num_indices; ++j) {
+            const int16_t *src = block + (size_t)p->indices[j] * inner;
+            for (size_t k = 0; k < inner; ++k) {
+                out[k] = src[k];
+            }
+            out += inner;
         }
     }
 }

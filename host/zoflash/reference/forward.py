@@ -333,6 +333,15 @@ def _concat16(p, n, *xs):
     return np.concatenate(parts, axis=2).reshape(n, -1)
 
 
+def _copy16(p, n, x):
+    return np.stack([ref16.strided_copy_s16(p, row).reshape(-1) for row in np.broadcast_to(x, (n, x.shape[1]))])
+
+
+def _split16(p, n, x):
+    x = np.broadcast_to(x, (n, x.shape[1]))  # the batch joins the outer blocks, which split independently
+    return [y.reshape(n, -1) for y in ref16.split_s16(dict(p, outer=p["outer"] * n), x)]
+
+
 _AFTER_LOGITS += ("softmax_s8_s16", "softmax_s16", "dequantize_s16")
 DISPATCH.update({
     "softmax_s8_s16": _softmax_rows(ref16.softmax_s8_s16),
@@ -356,6 +365,11 @@ DISPATCH.update({
     "relu6_s16": _elementwise(ref16.relu6_s16),
     "leaky_relu_s16": _elementwise(ref16.leaky_relu_s16),
     "mean_s16": lambda p, n, x: ref16.mean_s16(dict(p, outer=p["outer"] * n), x).reshape(n, -1),
+    "transpose_s16": _copy16,
+    "slice_s16": _copy16,
+    "strided_slice_s16": _copy16,
+    "split_s16": _split16,
+    "pack_s16": _concat16,
     "pad_s16": _pad16,
     "concat_s16": _concat16,
 })

@@ -212,3 +212,21 @@ def mean_s16(p, x) -> np.ndarray:
     total = np.asarray(x).astype(np.int64).reshape(p["outer"], p["reduce"], p["inner"]).sum(axis=1)
     out = mbqm(wrap_int32(total - p["input_zp"] * p["reduce"]), p["multiplier"], p["shift"]) + p["output_zp"]
     return np.clip(out, -32768, 32767).astype(np.int16)
+
+
+# ------------------------------------------------------------ TRANSPOSE, SLICE, STRIDED_SLICE, SPLIT
+
+def strided_copy_s16(p, x) -> np.ndarray:
+    """output[i] = x.flat[offset + sum(i_k * in_s_k)] over the 6-D output shape."""
+    flat = np.ascontiguousarray(x, dtype=np.int16).reshape(-1)
+    dims = [p[f"out_d{k}"] for k in range(6)]
+    index = np.full(dims, p["offset"], dtype=np.int64)
+    for k, d in enumerate(dims):
+        index += (np.arange(d) * p[f"in_s{k}"]).reshape([-1 if j == k else 1 for j in range(6)])
+    return flat[index]
+
+
+def split_s16(p, x) -> list[np.ndarray]:
+    """x viewed as [outer, sum(chunk)] -> one [outer, chunk[i]] array per output."""
+    rows = np.asarray(x, dtype=np.int16).reshape(p["outer"], -1)
+    return np.split(rows, np.cumsum(p["chunk"])[:-1], axis=1)
