@@ -529,3 +529,11 @@ def test_training_a_16x8_model_is_refused(tmp_path):
     refusal = r"op \d+ \w+ .* has int16 activations \(16x8\): training is int8-only"
     with pytest.raises(UnsupportedModelError, match=refusal):
         api.generate(OPS_FIXTURES / "s16_cnn_float.tflite", "host", tmp_path / "b", data_path=data)
+
+
+@pytest.mark.cross
+@pytest.mark.parametrize("model_file", ["s16_cnn.tflite", "s16_shuffle.tflite"])
+def test_cortex_m55_compile_is_warning_free(model_file, tmp_path):
+    """The generated C (int16 tensors, int16 LUTs, int64 biases, int16 pointer lists) and the kernels."""
+    bundle = api.generate(OPS_FIXTURES / model_file, "host", tmp_path / "b")
+    cbuild.cross_compile_bundle(bundle.path, tmp_path)
