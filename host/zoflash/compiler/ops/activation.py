@@ -7,7 +7,7 @@ import math
 
 from zoflash.compiler import kernels, kernels_int16, quant
 from zoflash.compiler.ir import Graph, Op
-from zoflash.compiler.ops.common import same_shape, same_type
+from zoflash.compiler.ops.common import INT8_INT16, same_shape, same_type
 from zoflash.compiler.ops.registry import (
     DATA,
     Arg,
@@ -173,12 +173,10 @@ def lower_dequantize(graph: Graph, op: Op) -> Step:
     return Step(op, kernel.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
 
 
-_INT16 = ("int8", "int16")
-
 register(OpEntry(
     types=("SOFTMAX",), summary="int8 -> int8 (scale 1/256, zero point -128), int8 -> int16 (scale 1/65536, zero "
                                 "point -32768) and int16 -> int16 (scale 1/32768, zero points 0)",
-    inputs=(Arg("input", dtypes=_INT16),), outputs=(Arg("output", dtypes=_INT16),), lower=lower_softmax,
+    inputs=(Arg("input", dtypes=INT8_INT16),), outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_softmax,
     kernels=tuple(_SOFTMAX_KERNELS.values()), options=(positive("beta", default=1.0),),
     constraints=(same_shape, softmax_types, softmax_output_quantization)))
 
@@ -195,7 +193,8 @@ register(OpEntry(
     constraints=(same_shape, quantize_types, quantize_per_tensor)))
 
 register(OpEntry(
-    types=("DEQUANTIZE",), summary="int8 or int16 -> float32, as a model output", inputs=(Arg("input", dtypes=_INT16),),
+    types=("DEQUANTIZE",), summary="int8 or int16 -> float32, as a model output",
+    inputs=(Arg("input", dtypes=INT8_INT16),),
     outputs=(Arg("output", DATA, ("float32",)),), lower=lower_dequantize, kernels=(DEQUANTIZE, DEQUANTIZE_S16),
     constraints=(same_shape, model_output_only)))
 
@@ -242,19 +241,20 @@ def lower_unary(graph: Graph, op: Op) -> Step:
 
 register(OpEntry(
     types=("RELU",), summary="int8 -> int8 or int16 -> int16, rescaled to the output",
-    inputs=(Arg("input", dtypes=_INT16),), outputs=(Arg("output", dtypes=_INT16),), lower=lower_unary,
+    inputs=(Arg("input", dtypes=INT8_INT16),), outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_unary,
     kernels=(RELU, _UNARY_S16["RELU"]), constraints=(same_shape, same_type)))
 
 register(OpEntry(
     types=("RELU6",),
     summary="int8 -> int8 or int16 -> int16; clamps the stored values to the input's 0 and 6 without "
             "rescaling, as TFLM does (the output should share the input's quantization)",
-    inputs=(Arg("input", dtypes=_INT16),), outputs=(Arg("output", dtypes=_INT16),), lower=lower_unary,
+    inputs=(Arg("input", dtypes=INT8_INT16),), outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_unary,
     kernels=(RELU6, _UNARY_S16["RELU6"]), constraints=(same_shape, same_type)))
 
 register(OpEntry(
-    types=("LEAKY_RELU",), summary="int8 -> int8 or int16 -> int16, any alpha", inputs=(Arg("input", dtypes=_INT16),),
-    outputs=(Arg("output", dtypes=_INT16),), lower=lower_unary, kernels=(LEAKY_RELU, _UNARY_S16["LEAKY_RELU"]),
+    types=("LEAKY_RELU",), summary="int8 -> int8 or int16 -> int16, any alpha",
+    inputs=(Arg("input", dtypes=INT8_INT16),),
+    outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_unary, kernels=(LEAKY_RELU, _UNARY_S16["LEAKY_RELU"]),
     options=(_ALPHA,), constraints=(same_shape, same_type)))
 
 register(OpEntry(

@@ -18,7 +18,7 @@ from zoflash.compiler.ir import Graph, Op, Tensor
 
 Constraint = Callable[[Graph, Op], "str | None"]
 
-ACTIVATION = "activation"  # int8, quantized per tensor; computed at run time or constant
+ACTIVATION = "activation"  # int8 (or the Arg's dtypes), quantized per tensor; computed at run time or constant
 CONSTANT = "constant"  # a constant tensor of one of `dtypes`
 DATA = "data"  # any bytes (the RESHAPE family moves no data)
 
