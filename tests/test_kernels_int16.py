@@ -76,6 +76,10 @@ SAMPLES = {
                               end_mask=0, shrink_axis_mask=0),
     "split_s16": dict(input_shape=(1, 6, 4), axis=1, sizes=(2, 4)),
     "pack_s16": dict(input_shape=(2, 3), count=3, axis=1),
+    "maximum_s16": dict(input1_shape=(2, 3), input2_shape=(3,), output_shape=(2, 3)),
+    "minimum_s16": dict(input1_shape=(2, 3), input2_shape=(2, 3), output_shape=(2, 3)),
+    "resize_nearest_s16": dict(input_hwc=(3, 4, 2), output_hwc=(6, 8, 2), align_corners=False,
+                               half_pixel_centers=True),
     "fully_connected_s16": dict(input_elements=16, weights_shape=(3, 8), input_scale=0.0005, input_zp=0,
                                 filter_scales=[0.01, 0.02, 0.03], output_scale=0.001, output_zp=0, activation="NONE"),
 }
@@ -399,6 +403,29 @@ def test_movement_s16(K):
         K.call(split.function, split.struct, p, x, outs)
         for got, want in zip(outs, np.split(x.reshape(shape), [cut], axis=axis)):
             assert_same(got, want, f"split_s16 case {i}")
+
+
+@pytest.mark.cc
+def test_minmax_and_resize_nearest_s16(K):
+    rng = np.random.default_rng(43)
+    for i, (s1, s2) in enumerate([((2, 3, 4), (4,)), ((1, 5, 1, 3), (2, 1, 4, 1)), ((7,), (7,))]):
+        out_shape = np.broadcast_shapes(s1, s2)
+        a, b = int16_values(rng, int(np.prod(s1))), int16_values(rng, int(np.prod(s2)))
+        for name, numpy_op in (("maximum_s16", np.maximum), ("minimum_s16", np.minimum)):
+            kernel = KERNELS[name]
+            p = kernel.build(input1_shape=s1, input2_shape=s2, output_shape=out_shape)
+            out = np.zeros(int(np.prod(out_shape)), np.int16)
+            K.call(kernel.function, kernel.struct, p, a, b, out)
+            assert_same(out, numpy_op(a.reshape(s1), b.reshape(s2)), f"{name} case {i}")
+    kernel = KERNELS["resize_nearest_s16"]
+    for i in range(10):
+        h, w, c, oh, ow = (int(v) for v in rng.integers(1, 7, 5))
+        p = kernel.build(input_hwc=(h, w, c), output_hwc=(oh, ow, c), align_corners=i % 3 == 1,
+                         half_pixel_centers=i % 3 == 2)
+        x = int16_values(rng, h * w * c)
+        out = np.zeros(oh * ow * c, np.int16)
+        K.call(kernel.function, kernel.struct, p, x, out)
+        assert_same(out, ref16.resize_nearest_s16(p, x), f"resize_nearest_s16 case {i}")
 
 
 def test_16x8_builders_refuse_what_tflm_does_not_run():

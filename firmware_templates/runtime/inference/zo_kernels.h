@@ -416,6 +416,10 @@ void zo_mean_s16(const zo_mean_params_t *p, const int16_t *input, int16_t *outpu
 void zo_strided_copy_s16(const zo_strided_copy_params_t *p, const int16_t *input, int16_t *output);
 void zo_split_s16(const zo_split_params_t *p, const int16_t *input, int16_t *const *outputs);
 void zo_gather_s16(const zo_gather_params_t *p, const int16_t *input, int16_t *output);
+/* MAXIMUM, MINIMUM and RESIZE_NEAREST_NEIGHBOR on int16 (the int8 kernels' params). */
+void zo_maximum_s16(const zo_minmax_params_t *p, const int16_t *input1, const int16_t *input2, int16_t *output);
+void zo_minimum_s16(const zo_minmax_params_t *p, const int16_t *input1, const int16_t *input2, int16_t *output);
+void zo_resize_nearest_s16(const zo_resize_nearest_params_t *p, const int16_t *input, int16_t *output);
 /* ==== end of int16 activations ============================================================== */
 
 #ifdef __cplusplus

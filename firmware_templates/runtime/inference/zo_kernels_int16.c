@@ -553,3 +553,35 @@ void zo_gather_s16(const zo_gather_params_t *p, const int16_t *input, int16_t *o
         }
     }
 }
+
+/* ------------------------------------------------------- MAXIMUM, MINIMUM, RESIZE_NEAREST_NEIGHBOR */
+
+/* TFLM compares the stored int16 values (no rescaling), as for int8. */
+#define ZO_MAX_ONE_S16(p, a, b) ((a) > (b) ? (a) : (b))
+#define ZO_MIN_ONE_S16(p, a, b) ((a) < (b) ? (a) : (b))
+
+void zo_maximum_s16(const zo_minmax_params_t *p, const int16_t *input1, const int16_t *input2, int16_t *output)
+{
+    ZO_BINARY_S16(p, input1, input2, output, ZO_MAX_ONE_S16);
+}
+
+void zo_minimum_s16(const zo_minmax_params_t *p, const int16_t *input1, const int16_t *input2, int16_t *output)
+{
+    ZO_BINARY_S16(p, input1, input2, output, ZO_MIN_ONE_S16);
+}
+
+/* The int8 kernel's source rows and columns (y_index, x_index), two bytes an element. */
+void zo_resize_nearest_s16(const zo_resize_nearest_params_t *p, const int16_t *input, int16_t *output)
+{
+    const size_t c = (size_t)p->channels;
+    for (int32_t y = 0; y < p->output_h; ++y) {
+        const int16_t *src = input + (size_t)p->y_index[y] * (size_t)p->input_w * c;
+        for (int32_t x = 0; x < p->output_w; ++x) {
+            const int16_t *px = src + (size_t)p->x_index[x] * c;
+            for (size_t k = 0; k < c; ++k) {
+                output[k] = px[k];
+            }
+            output += c;
+        }
+    }
+}

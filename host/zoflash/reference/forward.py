@@ -370,6 +370,9 @@ DISPATCH.update({
     "strided_slice_s16": _copy16,
     "split_s16": _split16,
     "pack_s16": _concat16,
+    "maximum_s16": _binary(ref16.maximum_s16),
+    "minimum_s16": _binary(ref16.minimum_s16),
+    "resize_nearest_s16": _per_sample(ref16.resize_nearest_s16),
     "pad_s16": _pad16,
     "concat_s16": _concat16,
 })

@@ -230,3 +230,19 @@ def split_s16(p, x) -> list[np.ndarray]:
     """x viewed as [outer, sum(chunk)] -> one [outer, chunk[i]] array per output."""
     rows = np.asarray(x, dtype=np.int16).reshape(p["outer"], -1)
     return np.split(rows, np.cumsum(p["chunk"])[:-1], axis=1)
+
+
+# ------------------------------------------------------- MAXIMUM, MINIMUM, RESIZE_NEAREST_NEIGHBOR
+
+def maximum_s16(p, a, b) -> np.ndarray:
+    return np.maximum(np.asarray(a), np.asarray(b)).astype(np.int16)
+
+
+def minimum_s16(p, a, b) -> np.ndarray:
+    return np.minimum(np.asarray(a), np.asarray(b)).astype(np.int16)
+
+
+def resize_nearest_s16(p, x) -> np.ndarray:
+    """(H, W, C) -> (OH, OW, C): rows p["y_index"], columns p["x_index"]."""
+    x = np.asarray(x, np.int16).reshape(p["input_h"], p["input_w"], p["channels"])
+    return x[np.asarray(p["y_index"])][:, np.asarray(p["x_index"])]

@@ -99,11 +99,13 @@ PRELU = Kernel("prelu", "zo_prelu_s8", "zo_prelu_params_t", kernels.prelu_params
                _binary_extents)
 _MORE_KERNELS = {"SUB": SUB, "SQUARED_DIFFERENCE": SQUARED_DIFFERENCE, "MAXIMUM": MAXIMUM, "MINIMUM": MINIMUM,
                  "PRELU": PRELU}
+_INT16_KERNELS.update(MAXIMUM=_int16_binary("maximum", "zo_minmax_params_t", kernels.minmax_params),
+                      MINIMUM=_int16_binary("minimum", "zo_minmax_params_t", kernels.minmax_params))
 
 
 def lower_more(graph: Graph, op: Op) -> Step:
     a, b, y = input_tensor(graph, op, 0), input_tensor(graph, op, 1), output_tensor(graph, op)
-    kernel = SUB_S16 if op.type == "SUB" and y.dtype == "int16" else _MORE_KERNELS[op.type]
+    kernel = _INT16_KERNELS[op.type] if y.dtype == "int16" else _MORE_KERNELS[op.type]
     shapes = dict(input1_shape=a.shape, input2_shape=b.shape, output_shape=y.shape)
     if op.type == "PRELU":
         params = build(graph, op, kernel, input_shape=a.shape, alpha_shape=b.shape, output_shape=y.shape,
@@ -133,10 +135,11 @@ register(OpEntry(
 
 register(OpEntry(
     types=("MAXIMUM", "MINIMUM"),
-    summary="broadcasting up to 4-D; compares the stored values (as TFLM), so the inputs and output "
-            "should share one quantization",
-    inputs=(Arg("first input"), Arg("second input")), outputs=(Arg("output"),), lower=lower_more,
-    kernels=(MAXIMUM, MINIMUM), constraints=(at_most_4d, broadcasts_to_output)))
+    summary="int8 or int16, broadcasting up to 4-D; compares the stored values (as TFLM), so the inputs and "
+            "output should share one quantization",
+    inputs=_INT16_ARGS, outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_more,
+    kernels=(MAXIMUM, MINIMUM, _INT16_KERNELS["MAXIMUM"], _INT16_KERNELS["MINIMUM"]),
+    constraints=(same_type, at_most_4d, broadcasts_to_output)))
 
 register(OpEntry(
     types=("PRELU",), summary="alpha broadcast against the input (up to 4-D)",
