@@ -63,7 +63,7 @@ _CTYPES = {"int32_t": ctypes.c_int32, "float": ctypes.c_float}
 
 
 def parse_structs(header: Path = KERNEL_HEADER) -> dict[str, list[tuple[str, str]]]:
-    """{struct name: [(field, kind)]} with kind 'int32_t', 'float' or 'int32_t*'."""
+    """{struct name: [(field, kind)]} with kind 'int32_t', 'float', 'int32_t*', 'int16_t*' or 'int64_t*'."""
     text = header.read_text()
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     structs = {}
@@ -73,7 +73,7 @@ def parse_structs(header: Path = KERNEL_HEADER) -> dict[str, list[tuple[str, str
             decl = decl.strip()
             if not decl:
                 continue
-            m = re.match(r"(const\s+)?(int32_t|float)\s+(.*)", decl)
+            m = re.match(r"(const\s+)?(int32_t|int16_t|int64_t|float)\s+(.*)", decl)
             if not m:
                 raise ValueError(f"cannot parse field declaration {decl!r} in {name}")
             ctype = m.group(2)
@@ -95,7 +95,7 @@ class Kernels:
         self.fields = parse_structs()
         self.structs = {}
         for name, fields in self.fields.items():
-            cfields = [(f, ctypes.POINTER(ctypes.c_int32) if k.endswith("*") else _CTYPES[k]) for f, k in fields]
+            cfields = [(f, ctypes.c_void_p if k.endswith("*") else _CTYPES[k]) for f, k in fields]
             self.structs[name] = type(name, (ctypes.Structure,), {"_fields_": cfields})
 
     def make(self, struct_name: str, params: dict):
@@ -109,10 +109,10 @@ class Kernels:
         s = self.structs[struct_name]()
         for f, kind in self.fields[struct_name]:
             v = params[f]
-            if kind == "int32_t*":
-                arr = np.ascontiguousarray(v, dtype=np.int32)
+            if kind.endswith("*"):
+                arr = np.ascontiguousarray(v, dtype=kind[:-1].replace("_t", ""))
                 keep.append(arr)
-                setattr(s, f, arr.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)))
+                setattr(s, f, arr.ctypes.data)
             elif kind == "float":
                 setattr(s, f, float(v))
             else:

@@ -286,10 +286,10 @@ def test_legality_names_the_unsupported_type_pairs():
     g = model.graph
     assert model_problems(g) == []
     out = g.outputs[0]
-    g.tensors[out] = dataclasses.replace(g.tensors[out], dtype="int16")  # QUANTIZE int8 -> int16
+    g.tensors[out] = dataclasses.replace(g.tensors[out], dtype="int64")  # QUANTIZE int8 -> int64
     problems = "\n".join(model_problems(g))
-    assert ("QUANTIZE must be int8 -> int8, uint8 -> int8, float32 -> int8, int16 -> int8 (a model input) or "
-            "int8 -> uint8 (int8 -> int16)") in problems
-    assert "is int16, not int8, uint8 or float32" in problems
+    assert ("QUANTIZE must be int8 -> int8, int16, int32 or uint8; int16 -> int8, int16 or int32; uint8 -> int8; "
+            "or float32 -> int8 or int16 (int8 -> int64)") in problems
+    assert "is int64, not int8, int16, uint8 or float32" in problems
     g.tensors[out] = dataclasses.replace(g.tensors[out], dtype="float32")  # a float output without DEQUANTIZE
     assert "is float32 but no DEQUANTIZE makes it" in "\n".join(model_problems(g))

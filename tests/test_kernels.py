@@ -103,8 +103,8 @@ def test_builder_keys_are_exactly_the_struct_fields(name):
     fields = dict(structs[info.struct])
     assert list(params) == list(fields), "dict keys must be the struct fields, in order"
     for key, value in params.items():
-        if fields[key] == "int32_t*":
-            assert isinstance(value, np.ndarray) and value.dtype == np.int32, key
+        if fields[key].endswith("*"):  # int32_t*, int16_t* (LUTs), int64_t*
+            assert isinstance(value, np.ndarray) and value.dtype == fields[key][:-3], key
         elif fields[key] == "float":
             assert isinstance(value, float) and value == f32(value), key
         else:
@@ -680,7 +680,7 @@ def test_sequence_family_builders_fill_their_structs(name):
 # ==== end of sequence ops ========================================================================
 
 
-# ==== UNIDIRECTIONAL_SEQUENCE_LSTM (the kernel: tests/test_kernels_lstm.py) ======================
+# ==== UNIDIRECTIONAL_SEQUENCE_LSTM (the kernel: tests/test_kernels_lstm.py) ===============
 from test_kernels_lstm import SAMPLES as _LSTM_SAMPLES  # noqa: E402
 
 SAMPLE_ARGS.update(_LSTM_SAMPLES)
@@ -691,3 +691,14 @@ def test_lstm_builder_fills_its_struct(name):
     test_builder_keys_are_exactly_the_struct_fields(name)
     test_builders_are_keyword_only(name)
 # ==== end of UNIDIRECTIONAL_SEQUENCE_LSTM ========================================================
+# ==== int16 activations (16x8 quantization; the kernels: tests/test_kernels_int16.py) ============
+from test_kernels_int16 import SAMPLES as _INT16_SAMPLES  # noqa: E402
+
+SAMPLE_ARGS.update(_INT16_SAMPLES)
+
+
+@pytest.mark.parametrize("name", sorted(_INT16_SAMPLES))
+def test_int16_builders_fill_their_structs(name):
+    test_builder_keys_are_exactly_the_struct_fields(name)
+    test_builders_are_keyword_only(name)
+# ==== end of int16 activations ===================================================================

@@ -41,8 +41,10 @@ def test_index_matches_files():
         assert len(raw) == e["size_bytes"] and hashlib.sha256(raw).hexdigest() == e["sha256"], \
             f"{e['file']} differs from fixtures.json: rerun tests/fixtures/make_fixtures.py"
         assert e["ops"] == sorted(set(e["op_sequence"]))
-        assert e["kind"] in ("positive", "negative")
-        if e["kind"] == "negative":
+        assert e["kind"] in ("positive", "negative", "int16")  # int16: tests/test_kernels_int16.py
+        if e["kind"] == "int16":
+            assert e["inputs"][0]["dtype"] == "int16"
+        elif e["kind"] == "negative":
             assert e["expected_problem"] in ("float", "int16", "dynamic") or \
                 e["expected_problem"].startswith("unsupported_op:")
         else:

@@ -117,7 +117,7 @@ def host_model(model_path: str | Path, bundle_dir: str | Path | None = None):
 
 def infer(model_path: str | Path, x: np.ndarray) -> np.ndarray:
     """Run the generated C on every sample of x ([N, *input shape], leading batch 1 optional), data of
-    the model's input type (int8, uint8 or float32) or float in its real units; returns output 0 of
+    the model's input type (int8, int16, uint8 or float32) or float in its real units; returns output 0 of
     the model's output type."""
     with host_model(model_path) as m:
         return m.run(x)

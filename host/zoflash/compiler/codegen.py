@@ -17,7 +17,8 @@ from zoflash import __version__
 from zoflash.compiler.ops import KERNELS
 from zoflash.compiler.pipeline import CompiledModel
 
-_C_TYPES = {"int8": "int8_t", "int32": "int32_t", "float32": "float", "int16": "int16_t", "uint8": "uint8_t"}
+_C_TYPES = {"int8": "int8_t", "int32": "int32_t", "float32": "float", "int16": "int16_t", "uint8": "uint8_t",
+            "int64": "int64_t"}
 _IO_DTYPES = {"int8": "ZO_INT8", "float32": "ZO_FLOAT32", "uint8": "ZO_UINT8", "int32": "ZO_INT32",
               "int16": "ZO_INT16"}  # zo_dtype_t
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -189,7 +190,8 @@ def _step_call(model: CompiledModel, names: _Names, n: int, step) -> CCall:
         is_output = k == n_args - 1  # by convention the output comes last
         if isinstance(arg, tuple):
             lname = f"{pname}_{'outputs' if is_output else 'inputs'}"
-            ctype = "int8_t *const" if is_output else "const int8_t *const"
+            base = _ctype(model.graph.tensors[arg[0]].dtype)
+            ctype = f"{base} *const" if is_output else f"const {base} *const"
             pointer_lists.append(CArray(ctype, lname, [_address(model, names, t, not is_output) for t in arg]))
             args.append(lname)
         else:

@@ -27,22 +27,19 @@ def graph_problems(graph: Graph) -> list[str]:
         for i in tensors:
             t = graph.tensors[i]
             # uint8 and float32 I/O exist only at QUANTIZE and DEQUANTIZE, whose constraints check them;
-            # a model input of another type reaches its ops' int8 checks. ARG_MAX's int32 indices may
-            # be an output too (its own constraints check their type).
+            # int16 I/O (16x8 models, keyword models) reaches its ops' own type checks. ARG_MAX's int32
+            # indices and QUANTIZE's int32 requantization may be an output too (their constraints check
+            # their types).
             made_by = producer[i].type if role == "output" and i in producer else None
             # CAST may make an output of any type it converts to (its own constraints check them).
             float_out = role == "output" and t.dtype == "float32" and made_by in ("DEQUANTIZE", "CAST")
             float_in = role == "input" and t.dtype == "float32"
-            # An int16 input read only by QUANTIZE (int16 -> int8, keyword models) is converted at once.
-            int16_in = role == "input" and t.dtype == "int16" and bool(graph.consumers().get(i)) and all(
-                op.type == "QUANTIZE" for op in graph.consumers()[i])
+            int32_out = t.dtype == "int32" and made_by in ("ARG_MAX", "QUANTIZE")
             if t.dtype == "float32" and not (float_out or float_in):
                 problems.append(f"model output {t.describe()} is float32 but no DEQUANTIZE makes it (a float "
                                 "model: convert with full-integer quantization)")
-            elif t.dtype not in ("int8", "uint8", "float32") and made_by not in ("ARG_MAX", "CAST") and not int16_in:
-                hint = (" (int16 activations, 16x8 quantization, are not supported: convert with int8 activations)"
-                        if t.dtype == "int16" else "")
-                problems.append(f"model {role} {t.describe()} is {t.dtype}, not int8, uint8 or float32{hint}")
+            elif t.dtype not in ("int8", "uint8", "float32", "int16") and not int32_out and made_by != "CAST":
+                problems.append(f"model {role} {t.describe()} is {t.dtype}, not int8, int16, uint8 or float32")
             if t.shape and t.shape[0] != 1 and role == "input":
                 problems.append(f"model input {t.describe()} has batch {t.shape[0]}; export with batch size 1")
             if t.is_constant:

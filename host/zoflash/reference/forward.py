@@ -331,7 +331,7 @@ DISPATCH.update({"svdf_s8": _svdf, "svdf_s8_s16": _svdf, "requantize_s16_s8": _e
 # ==== end of sequence ops ====================================================================
 
 
-# ==== UNIDIRECTIONAL_SEQUENCE_LSTM (int8, int16 cell state) ===========================
+# ==== UNIDIRECTIONAL_SEQUENCE_LSTM (int8, int16 cell state) ====================
 from zoflash.reference import lstm as ref_lstm  # noqa: E402  (this block's own import, for easy merges)
 
 
@@ -364,3 +364,71 @@ def _cast(p, n, x):
 _CAST_TYPES = ("int8", "int16", "int32", "float32")
 DISPATCH.update({f"cast_{s}_{d}": _cast for s in _CAST_TYPES for d in _CAST_TYPES if s != "float32" or d == "float32"})
 # ==== end of CAST ===========================================================================
+# ==== int16 activations (16x8 quantization) ==================================================
+from zoflash.reference import kernels_int16 as ref16  # noqa: E402
+
+
+def _softmax_rows(kernel):
+    return lambda p, n, x: kernel(dict(p, outer=p["outer"] * n), x).reshape(n, -1)
+
+
+def _requantize_to(dtype: str):
+    return lambda p, n, x: ref16.requantize(p, x, dtype)
+
+
+def _pad16(p, n, x):
+    if p["before0"] == p["after0"] == 0:  # the batch joins dimension 0, which is not padded
+        return ref16.pad_s16(dict(p, in_d0=p["in_d0"] * n), x).reshape(n, -1)
+    return _per_sample(ref16.pad_s16)(p, n, x)
+
+
+def _concat16(p, n, *xs):
+    parts = [np.broadcast_to(x, (n, x.shape[1])).reshape(n, p["outer"], -1) for x in xs]
+    return np.concatenate(parts, axis=2).reshape(n, -1)
+
+
+def _copy16(p, n, x):
+    return np.stack([ref16.strided_copy_s16(p, row).reshape(-1) for row in np.broadcast_to(x, (n, x.shape[1]))])
+
+
+def _split16(p, n, x):
+    x = np.broadcast_to(x, (n, x.shape[1]))  # the batch joins the outer blocks, which split independently
+    return [y.reshape(n, -1) for y in ref16.split_s16(dict(p, outer=p["outer"] * n), x)]
+
+
+_AFTER_LOGITS += ("softmax_s8_s16", "softmax_s16", "dequantize_s16")
+DISPATCH.update({
+    "softmax_s8_s16": _softmax_rows(ref16.softmax_s8_s16),
+    "softmax_s16": _softmax_rows(ref16.softmax_s16),
+    "requantize_s8_s16": _requantize_to("int16"),
+    "requantize_s16_s16": _requantize_to("int16"),
+    "requantize_s16_s32": _requantize_to("int32"),
+    "requantize_s8_s32": _requantize_to("int32"),
+    "dequantize_s16": _elementwise(ref16.dequantize_s16),
+    "quantize_f32_s16": _elementwise(ref16.quantize_f32_s16),
+    "conv2d_s16": _per_sample(ref16.conv2d_s16),
+    "depthwise_conv2d_s16": _per_sample(ref16.depthwise_conv2d_s16),
+    "fully_connected_s16": lambda p, n, x, w, b: ref16.fully_connected_s16(dict(p, rows=p["rows"] * n), x, w,
+                                                                            b).reshape(n, -1),
+    "avg_pool_s16": _pool(ref16.avg_pool_s16),
+    "max_pool_s16": _pool(ref16.max_pool_s16),
+    "add_s16": _binary(ref16.add_s16),
+    "sub_s16": _binary(ref16.sub_s16),
+    "mul_s16": _binary(ref16.mul_s16),
+    "relu_s16": _elementwise(ref16.relu_s16),
+    "relu6_s16": _elementwise(ref16.relu6_s16),
+    "leaky_relu_s16": _elementwise(ref16.leaky_relu_s16),
+    "mean_s16": lambda p, n, x: ref16.mean_s16(dict(p, outer=p["outer"] * n), x).reshape(n, -1),
+    "transpose_s16": _copy16,
+    "slice_s16": _copy16,
+    "strided_slice_s16": _copy16,
+    "split_s16": _split16,
+    "pack_s16": _concat16,
+    "maximum_s16": _binary(ref16.maximum_s16),
+    "minimum_s16": _binary(ref16.minimum_s16),
+    "resize_nearest_s16": _per_sample(ref16.resize_nearest_s16),
+    "pad_s16": _pad16,
+    "concat_s16": _concat16,
+})
+_PARAM_ARGS.update({"conv2d_s16": (1, 2), "depthwise_conv2d_s16": (1, 2), "fully_connected_s16": (1, 2)})
+# ==== end of int16 activations ===============================================================

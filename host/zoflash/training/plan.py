@@ -190,9 +190,20 @@ def _logits(model: CompiledModel, loss: str) -> tuple[int, int]:
         return t, s
 
 
+def _int16_refusal(model: CompiledModel, steps) -> None:
+    """Training is int8-only: refuse a 16x8 layer (int16 activations) among `steps`."""
+    for step in steps:
+        if any(model.graph.tensors[t].dtype == "int16" for t in step.written):
+            raise UnsupportedModelError(model.graph.name or "model", [
+                f"{step.op.where(model.graph)} has int16 activations (16x8): training is int8-only, and this "
+                "op would be in the trained part of the model"])
+
+
 def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
     g = model.graph
     weighted = _weighted_steps(model)
+    if not weighted:
+        _int16_refusal(model, model.program.steps)
     layers = _select_layers(model, opts, weighted)
     dropped: list[int] = []
 
@@ -247,6 +258,7 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
     split = min(s for s, step in enumerate(model.program.steps)
                 if any(a is not None and not isinstance(a, tuple) and model.root[a] in trainable_roots
                        for a in step.args))
+    _int16_refusal(model, model.program.steps[split:logits_step + 1])
     boundary = _boundary(model, split, logits_step + 1)
     return TrainPlan(tensors=tensors, split=split, logits_end=logits_step + 1, logits=logits,
                      classes=model.storage(logits).num_elements, logits_scale=model.storage(logits).quant.scale,

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from zoflash.compiler import kernels
+from zoflash.compiler import kernels, kernels_int16
 from zoflash.compiler.ir import Graph, Op
+from zoflash.compiler.ops.common import INT8_INT16, same_type
 from zoflash.compiler.ops.registry import (
     FUSED_ACTIVATION,
     Arg,
@@ -35,6 +36,18 @@ ADD = Kernel("add", "zo_add_s8", "zo_add_params_t", kernels.add_params, ("int8",
 MUL = Kernel("mul", "zo_mul_s8", "zo_mul_params_t", kernels.mul_params, ("int8", "int8", "int8"), _binary_extents)
 
 
+def _int16_binary(name: str, struct: str, builder) -> Kernel:
+    return Kernel(f"{name}_s16", f"zo_{name}_s16", struct, builder, ("int16", "int16", "int16"),
+                  lambda p: tuple(2 * n for n in _binary_extents(p)))
+
+
+ADD_S16 = _int16_binary("add", "zo_add_params_t", kernels_int16.add_s16_params)
+SUB_S16 = _int16_binary("sub", "zo_add_params_t", kernels_int16.sub_s16_params)
+MUL_S16 = _int16_binary("mul", "zo_mul_params_t", kernels_int16.mul_s16_params)
+_INT16_KERNELS = {"ADD": ADD_S16, "SUB": SUB_S16, "MUL": MUL_S16}
+_INT16_ARGS = (Arg("first input", dtypes=INT8_INT16), Arg("second input", dtypes=INT8_INT16))
+
+
 def at_most_4d(graph: Graph, op: Op) -> str | None:
     """inputs and output must have at most 4 dimensions"""
     tensors = (input_tensor(graph, op, 0), input_tensor(graph, op, 1), output_tensor(graph, op))
@@ -57,7 +70,7 @@ def broadcasts_to_output(graph: Graph, op: Op) -> str | None:
 
 def lower_binary(graph: Graph, op: Op) -> Step:
     a, b, y = input_tensor(graph, op, 0), input_tensor(graph, op, 1), output_tensor(graph, op)
-    kernel = ADD if op.type == "ADD" else MUL
+    kernel = _INT16_KERNELS[op.type] if y.dtype == "int16" else ADD if op.type == "ADD" else MUL
     params = build(graph, op, kernel, input1_shape=a.shape, input2_shape=b.shape, output_shape=y.shape,
                    input1_scale=a.quant.scale, input1_zp=a.quant.zero_point, input2_scale=b.quant.scale,
                    input2_zp=b.quant.zero_point, output_scale=y.quant.scale, output_zp=y.quant.zero_point,
@@ -67,9 +80,10 @@ def lower_binary(graph: Graph, op: Op) -> Step:
 
 
 register(OpEntry(
-    types=("ADD", "MUL"), summary="broadcasting up to 4-D, different input scales",
-    inputs=(Arg("first input"), Arg("second input")), outputs=(Arg("output"),), lower=lower_binary,
-    kernels=(ADD, MUL), options=(FUSED_ACTIVATION,), constraints=(at_most_4d, broadcasts_to_output)))
+    types=("ADD", "MUL"), summary="broadcasting up to 4-D, different input scales; int8 or int16 (MUL: zero points 0)",
+    inputs=_INT16_ARGS, outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_binary,
+    kernels=(ADD, MUL, ADD_S16, MUL_S16), options=(FUSED_ACTIVATION,),
+    constraints=(same_type, at_most_4d, broadcasts_to_output)))
 
 
 # ------------------------------------------- SUB, SQUARED_DIFFERENCE, MINIMUM, MAXIMUM, PRELU ----------
@@ -85,11 +99,13 @@ PRELU = Kernel("prelu", "zo_prelu_s8", "zo_prelu_params_t", kernels.prelu_params
                _binary_extents)
 _MORE_KERNELS = {"SUB": SUB, "SQUARED_DIFFERENCE": SQUARED_DIFFERENCE, "MAXIMUM": MAXIMUM, "MINIMUM": MINIMUM,
                  "PRELU": PRELU}
+_INT16_KERNELS.update(MAXIMUM=_int16_binary("maximum", "zo_minmax_params_t", kernels.minmax_params),
+                      MINIMUM=_int16_binary("minimum", "zo_minmax_params_t", kernels.minmax_params))
 
 
 def lower_more(graph: Graph, op: Op) -> Step:
     a, b, y = input_tensor(graph, op, 0), input_tensor(graph, op, 1), output_tensor(graph, op)
-    kernel = _MORE_KERNELS[op.type]
+    kernel = _INT16_KERNELS[op.type] if y.dtype == "int16" else _MORE_KERNELS[op.type]
     shapes = dict(input1_shape=a.shape, input2_shape=b.shape, output_shape=y.shape)
     if op.type == "PRELU":
         params = build(graph, op, kernel, input_shape=a.shape, alpha_shape=b.shape, output_shape=y.shape,
@@ -108,9 +124,9 @@ def lower_more(graph: Graph, op: Op) -> Step:
 
 
 register(OpEntry(
-    types=("SUB",), summary="broadcasting up to 4-D, different input scales",
-    inputs=(Arg("first input"), Arg("second input")), outputs=(Arg("output"),), lower=lower_more,
-    kernels=(SUB,), options=(FUSED_ACTIVATION,), constraints=(at_most_4d, broadcasts_to_output)))
+    types=("SUB",), summary="broadcasting up to 4-D, different input scales; int8 or int16",
+    inputs=_INT16_ARGS, outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_more,
+    kernels=(SUB, SUB_S16), options=(FUSED_ACTIVATION,), constraints=(same_type, at_most_4d, broadcasts_to_output)))
 
 register(OpEntry(
     types=("SQUARED_DIFFERENCE",), summary="broadcasting up to 4-D, different input scales",
@@ -119,10 +135,11 @@ register(OpEntry(
 
 register(OpEntry(
     types=("MAXIMUM", "MINIMUM"),
-    summary="broadcasting up to 4-D; compares the stored values (as TFLM), so the inputs and output "
-            "should share one quantization",
-    inputs=(Arg("first input"), Arg("second input")), outputs=(Arg("output"),), lower=lower_more,
-    kernels=(MAXIMUM, MINIMUM), constraints=(at_most_4d, broadcasts_to_output)))
+    summary="int8 or int16, broadcasting up to 4-D; compares the stored values (as TFLM), so the inputs and "
+            "output should share one quantization",
+    inputs=_INT16_ARGS, outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_more,
+    kernels=(MAXIMUM, MINIMUM, _INT16_KERNELS["MAXIMUM"], _INT16_KERNELS["MINIMUM"]),
+    constraints=(same_type, at_most_4d, broadcasts_to_output)))
 
 register(OpEntry(
     types=("PRELU",), summary="alpha broadcast against the input (up to 4-D)",

@@ -23,7 +23,7 @@ from zoflash.compiler.ops.registry import (
 )
 
 INT32_MAX = 2**31 - 1
-_INT16_HINT = "int16 activations (16x8 quantization) are not supported; convert with int8 activations"
+_INT16_HINT = "zoflash runs this op on int8 activations only"
 
 
 def bound_tensors(graph: Graph, op: Op) -> Iterator[tuple[Arg, Tensor]]:
@@ -38,9 +38,9 @@ def bound_tensors(graph: Graph, op: Op) -> Iterator[tuple[Arg, Tensor]]:
         yield (outs[pos] if pos < len(outs) else outs[-1]), graph.tensors[index]
 
 
-def activation_issue(t: Tensor, role: str, hint: str = "") -> str | None:
-    """Why `t` cannot be an int8 activation, or None."""
-    if t.dtype != "int8":
+def activation_issue(t: Tensor, role: str, hint: str = "", dtypes: tuple[str, ...] = ("int8",)) -> str | None:
+    """Why `t` cannot be an activation of one of `dtypes` (int8 unless the op lists int16), or None."""
+    if t.dtype not in dtypes:
         hint = _INT16_HINT if t.dtype == "int16" else hint
         return f"{role} {t.describe()} is {t.dtype}" + (f" ({hint})" if hint else "")
     if t.quant is None:
@@ -82,8 +82,10 @@ STRUCTURE = (tensors_exist, has_every_tensor)
 # ----------------------------------------------------------------------------------- GENERIC
 
 def activations_int8(graph: Graph, op: Op) -> str | None:
-    """activations must be int8 with per-tensor quantization (one scale and zero point)"""
-    issues = [activation_issue(t, arg.role, arg.hint) for arg, t in bound_tensors(graph, op) if arg.kind == ACTIVATION]
+    """activations must be int8 (or int16 where `zoflash ops` lists it) with per-tensor quantization (one scale
+    and zero point)"""
+    issues = [activation_issue(t, arg.role, arg.hint, arg.dtypes) for arg, t in bound_tensors(graph, op)
+              if arg.kind == ACTIVATION]
     return "; ".join(i for i in issues if i) or None
 
 
@@ -216,3 +218,31 @@ def output_keeps_input_quantization(why: str):
     check.__name__ = "output_keeps_input_quantization"
     return check
 
+
+
+# ==== int16 activations (16x8 quantization) ====================================================
+
+INT8_INT16 = ("int8", "int16")  # the activation types of ops with a 16x8 variant
+
+
+def same_type(graph: Graph, op: Op) -> str | None:
+    """every activation must have the same type (all int8 or all int16)"""
+    types = {t.dtype for arg, t in bound_tensors(graph, op) if arg.kind == ACTIVATION}
+    if len(types) <= 1:
+        return None
+    return "; ".join(f"{arg.role} {t.describe()}" for arg, t in bound_tensors(graph, op) if arg.kind == ACTIVATION)
+
+
+def weighted_16x8(graph: Graph, op: Op) -> str | None:
+    """input and output must both be int8 (with an int32 bias) or both int16 with zero point 0 (16x8: an
+    int64 bias, as the converter writes it)"""
+    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
+    b = input_tensor(graph, op, 2)
+    if x.dtype != y.dtype:
+        return f"input {x.describe()}, output {y.describe()}"
+    want = "int32" if x.dtype == "int8" else "int64"
+    issues = [f"bias {b.describe()} is {b.dtype}"] if b is not None and b.dtype != want else []
+    if x.dtype == "int16":
+        issues += [f"{role} {t.describe()}" for role, t in (("input", x), ("output", y)) if t.quant.zero_point != 0]
+    return "; ".join(issues) or None
+# ==== end of int16 activations =================================================================

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from zoflash.compiler import kernels, quant
+from zoflash.compiler import kernels, kernels_int16, quant
 from zoflash.compiler.ir import Graph, Op
 from zoflash.compiler.ops.common import (
+    INT8_INT16,
     WEIGHTS,
     image_4d,
+    weighted_16x8,
     weights_quantized,
     weights_scales_per_output_channel,
     weights_symmetric,
@@ -41,7 +43,19 @@ DEPTHWISE_CONV2D = Kernel("depthwise_conv2d", "zo_depthwise_conv2d_s8", "zo_dept
                                      p["filter_h"] * p["filter_w"] * p["output_c"],
                                      4 * p["output_c"], p["output_h"] * p["output_w"] * p["output_c"]))
 
-INPUTS = (Arg("input"), Arg("weights", CONSTANT, ("int8",)), Arg("bias", CONSTANT, ("int32",), optional=True))
+CONV2D_S16 = Kernel("conv2d_s16", "zo_conv2d_s16", "zo_conv2d_params_t", kernels_int16.conv2d_s16_params,
+                    ("int16", "int8", "int64", "int16"),
+                    lambda p: (2 * p["input_h"] * p["input_w"] * p["input_c"],
+                               p["output_c"] * p["filter_h"] * p["filter_w"] * p["filter_c"],
+                               8 * p["output_c"], 2 * p["output_h"] * p["output_w"] * p["output_c"]))
+DEPTHWISE_CONV2D_S16 = Kernel("depthwise_conv2d_s16", "zo_depthwise_conv2d_s16", "zo_depthwise_conv2d_params_t",
+                              kernels_int16.depthwise_conv2d_s16_params, ("int16", "int8", "int64", "int16"),
+                              lambda p: (2 * p["input_h"] * p["input_w"] * p["input_c"],
+                                         p["filter_h"] * p["filter_w"] * p["output_c"],
+                                         8 * p["output_c"], 2 * p["output_h"] * p["output_w"] * p["output_c"]))
+
+INPUTS = (Arg("input", dtypes=INT8_INT16), Arg("weights", CONSTANT, ("int8",)),
+          Arg("bias", CONSTANT, ("int32", "int64"), optional=True))
 OPTIONS = (at_least("stride_h", 1), at_least("stride_w", 1), at_least("dilation_h_factor", 1, default=1),
            at_least("dilation_w_factor", 1, default=1), one_of("padding", "SAME", "VALID"), FUSED_ACTIVATION)
 
@@ -80,27 +94,30 @@ def lower_conv(graph: Graph, op: Op) -> Step:
                   padding=option(op, "padding"), input_scale=x.quant.scale, input_zp=x.quant.zero_point,
                   filter_scales=w.quant.scales, output_scale=y.quant.scale, output_zp=y.quant.zero_point,
                   activation=option(op, "fused_activation_function"))
+    int16 = x.dtype == "int16"
     if op.type == "DEPTHWISE_CONV_2D":
-        kernel = DEPTHWISE_CONV2D
+        kernel = DEPTHWISE_CONV2D_S16 if int16 else DEPTHWISE_CONV2D
         params = build(graph, op, kernel, filter_1hwo=w.shape, depth_multiplier=option(op, "depth_multiplier"),
                        **common)
     else:
-        kernel = CONV2D
+        kernel = CONV2D_S16 if int16 else CONV2D
         params = build(graph, op, kernel, filter_ohwi=w.shape, **common)
     return Step(op, kernel.name, params, args=[x.index, w.index, b.index if b is not None else None, y.index],
                 inputs=(x.index,), outputs=(y.index,))
 
 
 register(OpEntry(
-    types=("CONV_2D",), summary="stride, SAME/VALID, dilation, grouped; fused NONE/RELU/RELU6/RELU_N1_TO_1",
-    inputs=INPUTS, outputs=(Arg("output"),), lower=lower_conv, kernels=(CONV2D,), options=OPTIONS,
-    constraints=(image_4d, weights_4d, *WEIGHTS, conv_channels, window_output_size)))
+    types=("CONV_2D",), summary="stride, SAME/VALID, dilation, grouped; fused NONE/RELU/RELU6/RELU_N1_TO_1; int8, "
+                                "or 16x8 (int16 activations, int64 bias)",
+    inputs=INPUTS, outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_conv, kernels=(CONV2D, CONV2D_S16),
+    options=OPTIONS, constraints=(image_4d, weights_4d, *WEIGHTS, weighted_16x8, conv_channels, window_output_size)))
 
 register(OpEntry(
-    types=("DEPTHWISE_CONV_2D",), summary="depth multiplier, stride, SAME/VALID, dilation",
-    inputs=INPUTS, outputs=(Arg("output"),), lower=lower_conv, kernels=(DEPTHWISE_CONV2D,),
-    options=OPTIONS + (at_least("depth_multiplier", 1, default=1),),
-    constraints=(image_4d, weights_4d, *WEIGHTS, depthwise_channels, window_output_size)))
+    types=("DEPTHWISE_CONV_2D",), summary="depth multiplier, stride, SAME/VALID, dilation; int8, or 16x8 (int16 "
+                                          "activations, int64 bias)",
+    inputs=INPUTS, outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_conv,
+    kernels=(DEPTHWISE_CONV2D, DEPTHWISE_CONV2D_S16), options=OPTIONS + (at_least("depth_multiplier", 1, default=1),),
+    constraints=(image_4d, weights_4d, *WEIGHTS, weighted_16x8, depthwise_channels, window_output_size)))
 
 
 # ==== TRANSPOSE_CONV ==========================================================================

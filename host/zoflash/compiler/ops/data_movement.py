@@ -5,9 +5,9 @@ import math
 
 import numpy as np
 
-from zoflash.compiler import kernels
+from zoflash.compiler import kernels, kernels_int16
 from zoflash.compiler.ir import Graph, Op
-from zoflash.compiler.ops.common import INT32_MAX, activation_issue, same_quantization
+from zoflash.compiler.ops.common import INT8_INT16, INT32_MAX, activation_issue, same_quantization, same_type
 from zoflash.compiler.ops.registry import (
     CONSTANT,
     DATA,
@@ -34,6 +34,10 @@ PAD = Kernel("pad", "zo_pad_s8", "zo_pad_params_t", kernels.pad_params, ("int8",
                         math.prod(p[f"in_d{k}"] + p[f"before{k}"] + p[f"after{k}"] for k in range(5))))
 CONCAT = Kernel("concat", "zo_concat_s8", "zo_concat_params_t", kernels.concat_params, ("int8", "int8"),
                 lambda p: ([p["outer"] * int(c) for c in p["chunk"]], p["outer"] * int(sum(p["chunk"]))))
+PAD_S16 = Kernel("pad_s16", "zo_pad_s16", "zo_pad_params_t", kernels_int16.pad_s16_params, ("int16", "int16"),
+                 lambda p: tuple(2 * n for n in PAD.extents(p)))
+CONCAT_S16 = Kernel("concat_s16", "zo_concat_s16", "zo_concat_params_t", kernels.concat_params, ("int16", "int16"),
+                    lambda p: ([2 * n for n in CONCAT.extents(p)[0]], 2 * CONCAT.extents(p)[1]))
 
 
 # ------------------------------------------------------------------------------- RESHAPE family
@@ -45,9 +49,9 @@ def same_bytes(graph: Graph, op: Op) -> str | None:
 
 
 def computed_input_int8(graph: Graph, op: Op) -> str | None:
-    """an input computed at run time must be an int8 activation quantized per tensor"""
+    """an input computed at run time must be an int8 or int16 activation quantized per tensor"""
     x = input_tensor(graph, op, 0)
-    return None if x.is_constant else activation_issue(x, "input")
+    return None if x.is_constant else activation_issue(x, "input", dtypes=INT8_INT16)
 
 
 def lower_reshape(graph: Graph, op: Op) -> Alias:
@@ -98,11 +102,11 @@ def pad_output_shape(graph: Graph, op: Op) -> str | None:
 
 
 def pad_value_quantization(graph: Graph, op: Op) -> str | None:
-    """the constant value (PADV2) must be one int8 value with the output's scale and zero point"""
+    """the constant value (PADV2) must be one value of the output's type, scale and zero point"""
     v, y = input_tensor(graph, op, 2), output_tensor(graph, op)
     if v is None:
         return None
-    issue = activation_issue(v, "constant value")
+    issue = activation_issue(v, "constant value", dtypes=(y.dtype,))
     if issue is None and (v.num_elements != 1 or not same_quantization(v, y)):
         issue = f"constant value {v.describe()}, output {y.describe()}"
     return issue
@@ -112,16 +116,17 @@ def lower_pad(graph: Graph, op: Op) -> Step:
     x, value, y = input_tensor(graph, op, 0), input_tensor(graph, op, 2), output_tensor(graph, op)
     # TFLM copies bytes: the pad value is the output's zero point unless the model gives one
     pad_value = int(value.data.reshape(-1)[0]) if value is not None else y.quant.zero_point
-    params = build(graph, op, PAD, input_shape=x.shape, paddings=_paddings(graph, op), pad_value=pad_value)
-    return Step(op, PAD.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
+    kernel = PAD if x.dtype == "int8" else PAD_S16
+    params = build(graph, op, kernel, input_shape=x.shape, paddings=_paddings(graph, op), pad_value=pad_value)
+    return Step(op, kernel.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
 
 
 register(OpEntry(
-    types=("PAD", "PADV2"), summary="up to 5-D, pad value = output zero point or the constant",
-    inputs=(Arg("input"), Arg("paddings", CONSTANT, ("int32", "int64")),
-            Arg("constant value", CONSTANT, ("int8",), optional=True)),
-    outputs=(Arg("output"),), lower=lower_pad, kernels=(PAD,),
-    constraints=(pad_rank, paddings_shape, paddings_in_range, pad_output_shape, pad_value_quantization)))
+    types=("PAD", "PADV2"), summary="int8 or int16, up to 5-D, pad value = output zero point or the constant",
+    inputs=(Arg("input", dtypes=INT8_INT16), Arg("paddings", CONSTANT, ("int32", "int64")),
+            Arg("constant value", CONSTANT, INT8_INT16, optional=True)),
+    outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_pad, kernels=(PAD, PAD_S16),
+    constraints=(same_type, pad_rank, paddings_shape, paddings_in_range, pad_output_shape, pad_value_quantization)))
 
 
 # --------------------------------------------------------------------------------- CONCATENATION
@@ -169,14 +174,17 @@ def concat_quantization(graph: Graph, op: Op) -> str | None:
 def lower_concat(graph: Graph, op: Op) -> Step:
     y = output_tensor(graph, op)
     xs = [graph.tensors[i] for i in op.inputs]
-    params = build(graph, op, CONCAT, input_shapes=[x.shape for x in xs], axis=_concat_axis(graph, op))
-    return Step(op, CONCAT.name, params, args=[tuple(x.index for x in xs), y.index],
+    kernel = CONCAT if y.dtype == "int8" else CONCAT_S16
+    params = build(graph, op, kernel, input_shapes=[x.shape for x in xs], axis=_concat_axis(graph, op))
+    return Step(op, kernel.name, params, args=[tuple(x.index for x in xs), y.index],
                 inputs=tuple(x.index for x in xs if not x.is_constant), outputs=(y.index,))
 
 
 register(OpEntry(
-    types=("CONCATENATION",), summary="any axis, inputs share the output's quantization (as TFLM requires)",
-    inputs=(Arg("inputs", variadic=True),), outputs=(Arg("output"),), lower=lower_concat, kernels=(CONCAT,),
+    types=("CONCATENATION",), summary="int8 or int16, any axis, inputs share the output's quantization (as TFLM "
+                                      "requires)",
+    inputs=(Arg("inputs", dtypes=INT8_INT16, variadic=True),), outputs=(Arg("output", dtypes=INT8_INT16),),
+    lower=lower_concat, kernels=(CONCAT, CONCAT_S16),
     options=(any_value("axis", "a dimension of the output (negative counts from the end)", default=0),
              one_of("fused_activation_function", "NONE", default="NONE")),
-    constraints=(concat_limits, concat_axis_in_range, concat_shapes, concat_quantization)))
+    constraints=(same_type, concat_limits, concat_axis_in_range, concat_shapes, concat_quantization)))

@@ -10,7 +10,8 @@ import numpy as np
 
 from zoflash.compiler import kernels
 from zoflash.compiler.ir import Graph, Op
-from zoflash.compiler.ops.data_movement import CONCAT
+from zoflash.compiler.ops.common import INT8_INT16, same_type
+from zoflash.compiler.ops.data_movement import CONCAT, CONCAT_S16
 from zoflash.compiler.ops.registry import (
     CONSTANT,
     Arg,
@@ -47,6 +48,13 @@ STRIDED_SLICE = _copy_kernel("strided_slice", kernels.strided_slice_params)
 PACK = Kernel("pack", CONCAT.function, CONCAT.struct, kernels.pack_params, CONCAT.arg_dtypes, CONCAT.extents)
 SPLIT = Kernel("split", "zo_split_s8", "zo_split_params_t", kernels.split_params, ("int8", "int8"),
                lambda p: (p["outer"] * int(sum(p["chunk"])), [p["outer"] * int(c) for c in p["chunk"]]))
+# int16 (16x8 models): the same params (they count elements), the C kernels of zo_kernels_int16.c
+_S16 = {k: Kernel(f"{k.name}_s16", f, k.struct, k.build, ("int16", "int16"),
+                  lambda p, k=k: tuple([2 * v for v in e] if isinstance(e, list) else 2 * e for e in k.extents(p)))
+        for k, f in ((TRANSPOSE, "zo_strided_copy_s16"), (SLICE, "zo_strided_copy_s16"),
+                     (STRIDED_SLICE, "zo_strided_copy_s16"), (SPLIT, "zo_split_s16"))}
+_S16[PACK] = Kernel("pack_s16", CONCAT_S16.function, CONCAT_S16.struct, kernels.pack_params, CONCAT_S16.arg_dtypes,
+                    CONCAT_S16.extents)
 GATHER = Kernel("gather", "zo_gather_s8", "zo_gather_params_t", kernels.gather_params, ("int8", "int8"),
                 lambda p: (p["outer"] * p["axis_size"] * p["inner"], p["outer"] * p["num_indices"] * p["inner"]))
 
@@ -60,10 +68,13 @@ def _normalized(axis: int, rank: int) -> int:
 
 
 def _step(graph: Graph, op: Op, kernel: Kernel, params: dict, inputs: list[int]) -> Step:
-    """One kernel call: the inputs, then the output (or the tuple of outputs)."""
+    """One kernel call: the inputs, then the output (or the tuple of outputs); on int16 data, the
+    kernel's int16 twin (same params)."""
     outs = tuple(op.outputs)
     read = tuple(t for t in inputs if not graph.tensors[t].is_constant)
     args = [tuple(inputs) if kernel is PACK else inputs[0], outs if kernel is SPLIT else outs[0]]
+    if graph.tensors[outs[0]].dtype == "int16":
+        kernel = _S16[kernel]
     return Step(op, kernel.name, params, args=args, inputs=read, outputs=outs)
 
 
@@ -114,9 +125,10 @@ def lower_transpose(graph: Graph, op: Op) -> Step:
 
 register(OpEntry(
     types=("TRANSPOSE",), summary="any permutation, up to 5-D",
-    inputs=(Arg("input"), Arg("perm", CONSTANT, _INDEX_TYPES)), outputs=(Arg("output"),),
-    lower=lower_transpose, kernels=(TRANSPOSE,),
-    constraints=(_rank_at_most(_TRANSPOSE_MAX_RANK), perm_valid, transpose_output_shape)))
+    inputs=(Arg("input", dtypes=INT8_INT16), Arg("perm", CONSTANT, _INDEX_TYPES)),
+    outputs=(Arg("output", dtypes=INT8_INT16),),
+    lower=lower_transpose, kernels=(TRANSPOSE, _S16[TRANSPOSE]),
+    constraints=(same_type, _rank_at_most(_TRANSPOSE_MAX_RANK), perm_valid, transpose_output_shape)))
 
 
 # ---------------------------------------------------------------------------------------- SLICE
@@ -157,9 +169,10 @@ def lower_slice(graph: Graph, op: Op) -> Step:
 
 register(OpEntry(
     types=("SLICE",), summary="up to 5-D",
-    inputs=(Arg("input"), Arg("begin", CONSTANT, _INDEX_TYPES), Arg("size", CONSTANT, _INDEX_TYPES)),
-    outputs=(Arg("output"),), lower=lower_slice, kernels=(SLICE,),
-    constraints=(_rank_at_most(_SLICE_MAX_RANK), slice_within_input, slice_output_shape)))
+    inputs=(Arg("input", dtypes=INT8_INT16), Arg("begin", CONSTANT, _INDEX_TYPES),
+            Arg("size", CONSTANT, _INDEX_TYPES)),
+    outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_slice, kernels=(SLICE, _S16[SLICE]),
+    constraints=(same_type, _rank_at_most(_SLICE_MAX_RANK), slice_within_input, slice_output_shape)))
 
 
 # -------------------------------------------------------------------------------- STRIDED_SLICE
@@ -207,14 +220,16 @@ def _unsupported_mask(name: str) -> Option:
 
 register(OpEntry(
     types=("STRIDED_SLICE",), summary="up to 4-D, any strides, begin/end/shrink-axis masks",
-    inputs=(Arg("input"), Arg("begin", CONSTANT, ("int32",)), Arg("end", CONSTANT, ("int32",)),
+    inputs=(Arg("input", dtypes=INT8_INT16), Arg("begin", CONSTANT, ("int32",)), Arg("end", CONSTANT, ("int32",)),
             Arg("strides", CONSTANT, ("int32",))),
-    outputs=(Arg("output"),), lower=lower_strided_slice, kernels=(STRIDED_SLICE,),
+    outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_strided_slice,
+    kernels=(STRIDED_SLICE, _S16[STRIDED_SLICE]),
     options=(any_value("begin_mask", "any bit mask", default=0), any_value("end_mask", "any bit mask", default=0),
              any_value("shrink_axis_mask", "any bit mask", default=0),
              _unsupported_mask("ellipsis_mask"), _unsupported_mask("new_axis_mask"),
              one_of("offset", False, default=False)),
-    constraints=(_rank_at_most(_STRIDED_SLICE_MAX_RANK), strided_slice_indices, strided_slice_output_shape)))
+    constraints=(same_type, _rank_at_most(_STRIDED_SLICE_MAX_RANK), strided_slice_indices,
+                 strided_slice_output_shape)))
 
 
 # ----------------------------------------------------------------------------------------- PACK
@@ -251,10 +266,11 @@ def lower_pack(graph: Graph, op: Op) -> Step:
 
 register(OpEntry(
     types=("PACK",), summary="any axis",
-    inputs=(Arg("values", variadic=True),), outputs=(Arg("output"),), lower=lower_pack, kernels=(PACK,),
+    inputs=(Arg("values", dtypes=INT8_INT16, variadic=True),), outputs=(Arg("output", dtypes=INT8_INT16),),
+    lower=lower_pack, kernels=(PACK, _S16[PACK]),
     options=(at_least("values_count", 1), any_value("axis", "a dimension of the output (negative counts from the end)",
                                                     default=0)),
-    constraints=(pack_inputs, pack_axis_in_range, pack_output_shape)))
+    constraints=(same_type, pack_inputs, pack_axis_in_range, pack_output_shape)))
 
 
 # ------------------------------------------------------------------------- UNPACK, SPLIT, SPLIT_V
@@ -331,23 +347,27 @@ def lower_split(graph: Graph, op: Op) -> Step:
 
 _SPLIT_CONSTRAINTS = (split_axis_in_range, split_sizes, split_output_shapes)
 _AXIS = Arg("axis", CONSTANT, ("int32",))
+_SPLIT_OUTPUTS = (Arg("outputs", dtypes=INT8_INT16, variadic=True),)
 
 register(OpEntry(
     types=("UNPACK",), summary="any axis, one output per index",
-    inputs=(Arg("input"),), outputs=(Arg("outputs", variadic=True),), lower=lower_split, kernels=(SPLIT,),
+    inputs=(Arg("input", dtypes=INT8_INT16),), outputs=_SPLIT_OUTPUTS, lower=lower_split,
+    kernels=(SPLIT, _S16[SPLIT]),
     options=(at_least("num", 1), any_value("axis", "a dimension of the input (negative counts from the end)",
                                            default=0)),
-    constraints=_SPLIT_CONSTRAINTS))
+    constraints=(same_type, *_SPLIT_CONSTRAINTS)))
 
 register(OpEntry(
     types=("SPLIT",), summary="any axis, equal parts",
-    inputs=(_AXIS, Arg("input")), outputs=(Arg("outputs", variadic=True),), lower=lower_split, kernels=(SPLIT,),
-    options=(at_least("num_splits", 1),), constraints=_SPLIT_CONSTRAINTS))
+    inputs=(_AXIS, Arg("input", dtypes=INT8_INT16)), outputs=_SPLIT_OUTPUTS, lower=lower_split,
+    kernels=(SPLIT, _S16[SPLIT]),
+    options=(at_least("num_splits", 1),), constraints=(same_type, *_SPLIT_CONSTRAINTS)))
 
 register(OpEntry(
     types=("SPLIT_V",), summary="any axis, parts of the given sizes",
-    inputs=(Arg("input"), Arg("size_splits", CONSTANT, _INDEX_TYPES), _AXIS), outputs=(Arg("outputs", variadic=True),),
-    lower=lower_split, kernels=(SPLIT,), options=(at_least("num_splits", 1),), constraints=_SPLIT_CONSTRAINTS))
+    inputs=(Arg("input", dtypes=INT8_INT16), Arg("size_splits", CONSTANT, _INDEX_TYPES), _AXIS),
+    outputs=_SPLIT_OUTPUTS, lower=lower_split, kernels=(SPLIT, _S16[SPLIT]), options=(at_least("num_splits", 1),),
+    constraints=(same_type, *_SPLIT_CONSTRAINTS)))
 
 
 # --------------------------------------------------------------------------------------- GATHER

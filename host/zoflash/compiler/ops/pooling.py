@@ -1,9 +1,9 @@
 """AVERAGE_POOL_2D and MAX_POOL_2D."""
 from __future__ import annotations
 
-from zoflash.compiler import kernels
+from zoflash.compiler import kernels, kernels_int16
 from zoflash.compiler.ir import Graph, Op
-from zoflash.compiler.ops.common import image_4d, same_quantization, window_output_size
+from zoflash.compiler.ops.common import INT8_INT16, image_4d, same_quantization, same_type, window_output_size
 from zoflash.compiler.ops.registry import (
     FUSED_ACTIVATION,
     Arg,
@@ -28,6 +28,12 @@ AVG_POOL = Kernel("avg_pool", "zo_avg_pool_s8", "zo_pool_params_t", kernels.pool
                   _pool_extents)
 MAX_POOL = Kernel("max_pool", "zo_max_pool_s8", "zo_pool_params_t", kernels.pool_params, ("int8", "int8"),
                   _pool_extents)
+AVG_POOL_S16 = Kernel("avg_pool_s16", "zo_avg_pool_s16", "zo_pool_params_t", kernels_int16.pool_s16_params,
+                      ("int16", "int16"), lambda p: tuple(2 * n for n in _pool_extents(p)))
+MAX_POOL_S16 = Kernel("max_pool_s16", "zo_max_pool_s16", "zo_pool_params_t", kernels_int16.pool_s16_params,
+                      ("int16", "int16"), lambda p: tuple(2 * n for n in _pool_extents(p)))
+_KERNELS = {("AVERAGE_POOL_2D", "int8"): AVG_POOL, ("MAX_POOL_2D", "int8"): MAX_POOL,
+            ("AVERAGE_POOL_2D", "int16"): AVG_POOL_S16, ("MAX_POOL_2D", "int16"): MAX_POOL_S16}
 
 
 def same_channels(graph: Graph, op: Op) -> str | None:
@@ -44,7 +50,7 @@ def pool_quantization(graph: Graph, op: Op) -> str | None:
 
 def lower_pool(graph: Graph, op: Op) -> Step:
     x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
-    kernel = AVG_POOL if op.type == "AVERAGE_POOL_2D" else MAX_POOL
+    kernel = _KERNELS[op.type, x.dtype]
     params = build(graph, op, kernel, input_hwc=x.shape[1:], output_hwc=y.shape[1:],
                    filter_hw=(option(op, "filter_height"), option(op, "filter_width")),
                    stride_hw=(option(op, "stride_h"), option(op, "stride_w")), padding=option(op, "padding"),
@@ -54,8 +60,10 @@ def lower_pool(graph: Graph, op: Op) -> Step:
 
 
 register(OpEntry(
-    types=("AVERAGE_POOL_2D", "MAX_POOL_2D"), summary="input and output share quantization (as TFLM requires)",
-    inputs=(Arg("input"),), outputs=(Arg("output"),), lower=lower_pool, kernels=(AVG_POOL, MAX_POOL),
+    types=("AVERAGE_POOL_2D", "MAX_POOL_2D"), summary="int8 or int16; input and output share quantization (as TFLM "
+                                                     "requires)",
+    inputs=(Arg("input", dtypes=INT8_INT16),), outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_pool,
+    kernels=tuple(_KERNELS.values()),
     options=(at_least("filter_height", 1), at_least("filter_width", 1), at_least("stride_h", 1),
              at_least("stride_w", 1), one_of("padding", "SAME", "VALID"), FUSED_ACTIVATION),
-    constraints=(image_4d, same_channels, pool_quantization, window_output_size)))
+    constraints=(image_4d, same_type, same_channels, pool_quantization, window_output_size)))

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from zoflash.compiler import kernels
+from zoflash.compiler import kernels, kernels_int16
 from zoflash.compiler.ir import Graph, Op
-from zoflash.compiler.ops.common import output_keeps_input_quantization
+from zoflash.compiler.ops.common import INT8_INT16, output_keeps_input_quantization, same_type
 from zoflash.compiler.ops.registry import (
     CONSTANT,
     DATA,
@@ -24,6 +24,9 @@ from zoflash.compiler.program import Step
 
 MEAN = Kernel("mean", "zo_mean_s8", "zo_mean_params_t", kernels.mean_params, ("int8", "int8"),
               lambda p: (p["outer"] * p["reduce"] * p["inner"], p["outer"] * p["inner"]))
+
+MEAN_S16 = Kernel("mean_s16", "zo_mean_s16", "zo_mean_params_t", kernels_int16.mean_s16_params, ("int16", "int16"),
+                  lambda p: (2 * p["outer"] * p["reduce"] * p["inner"], 2 * p["outer"] * p["inner"]))
 
 MAX_KEEPS_QUANTIZATION = output_keeps_input_quantization("TFLM copies the int8 maximum without requantizing")
 
@@ -77,16 +80,18 @@ def mean_output_shape(graph: Graph, op: Op) -> str | None:
 
 def lower_mean(graph: Graph, op: Op) -> Step:
     x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
-    params = build(graph, op, MEAN, input_shape=x.shape, axes=tuple(_reduced(graph, op)), input_scale=x.quant.scale,
+    kernel = MEAN if x.dtype == "int8" else MEAN_S16
+    params = build(graph, op, kernel, input_shape=x.shape, axes=tuple(_reduced(graph, op)), input_scale=x.quant.scale,
                    input_zp=x.quant.zero_point, output_scale=y.quant.scale, output_zp=y.quant.zero_point)
-    return Step(op, MEAN.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
+    return Step(op, kernel.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
 
 
 register(OpEntry(
-    types=("MEAN",), summary="one contiguous run of axes (global average pooling, Conv1D time pooling)",
-    inputs=(Arg("input"), Arg("axes", CONSTANT, ("int32", "int64"))), outputs=(Arg("output"),), lower=lower_mean,
-    kernels=(MEAN,), options=(any_value("keep_dims", "true, false", default=False),),
-    constraints=(axes_in_range, axes_distinct, axes_contiguous, mean_output_shape)))
+    types=("MEAN",), summary="int8 or int16, one contiguous run of axes (global average pooling, Conv1D time pooling)",
+    inputs=(Arg("input", dtypes=INT8_INT16), Arg("axes", CONSTANT, ("int32", "int64"))),
+    outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_mean, kernels=(MEAN, MEAN_S16),
+    options=(any_value("keep_dims", "true, false", default=False),),
+    constraints=(same_type, axes_in_range, axes_distinct, axes_contiguous, mean_output_shape)))
 
 
 # ==== REDUCE_MAX and ARG_MAX ==================================================================

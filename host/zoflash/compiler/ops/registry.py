@@ -18,7 +18,7 @@ from zoflash.compiler.ir import Graph, Op, Tensor
 
 Constraint = Callable[[Graph, Op], "str | None"]
 
-ACTIVATION = "activation"  # int8, quantized per tensor; computed at run time or constant
+ACTIVATION = "activation"  # int8 (or the Arg's dtypes), quantized per tensor; computed at run time or constant
 CONSTANT = "constant"  # a constant tensor of one of `dtypes`
 DATA = "data"  # any bytes (the RESHAPE family moves no data)
 
@@ -54,7 +54,7 @@ class Arg:
     hint: str = ""  # what to do when the dtype is wrong
 
     def describe(self) -> str:
-        what = {ACTIVATION: "int8 per-tensor", CONSTANT: f"constant {'/'.join(self.dtypes)}",
+        what = {ACTIVATION: f"{'/'.join(self.dtypes)} per-tensor", CONSTANT: f"constant {'/'.join(self.dtypes)}",
                 DATA: "/".join(self.dtypes) or "any type"}[self.kind]
         return f"{self.role}{'...' if self.variadic else ''} ({what}{', optional' if self.optional else ''})"
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from zoflash.compiler import kernels
 from zoflash.compiler.ir import Graph, Op
-from zoflash.compiler.ops.common import image_4d, output_keeps_input_quantization
+from zoflash.compiler.ops.common import INT8_INT16, image_4d, output_keeps_input_quantization, same_type
 from zoflash.compiler.ops.registry import (
     CONSTANT,
     Arg,
@@ -33,6 +33,9 @@ BILINEAR = Kernel("resize_bilinear", "zo_resize_bilinear_s8", "zo_resize_bilinea
 NEAREST = Kernel("resize_nearest", "zo_resize_nearest_s8", "zo_resize_nearest_params_t",
                  kernels.resize_nearest_params, ("int8", "int8"), _extents)
 
+NEAREST_S16 = Kernel("resize_nearest_s16", "zo_resize_nearest_s16", "zo_resize_nearest_params_t",
+                     kernels.resize_nearest_params, ("int16", "int16"), lambda p: tuple(2 * n for n in _extents(p)))
+
 INPUTS = (Arg("input"), Arg("size", CONSTANT, ("int32",)))
 OPTIONS = (one_of("align_corners", False, True, default=False),
            one_of("half_pixel_centers", False, True, default=False))
@@ -55,7 +58,7 @@ def not_both_flags(graph: Graph, op: Op) -> str | None:
 
 def lower_resize(graph: Graph, op: Op) -> Step:
     x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
-    kernel = BILINEAR if op.type == "RESIZE_BILINEAR" else NEAREST
+    kernel = BILINEAR if op.type == "RESIZE_BILINEAR" else NEAREST_S16 if x.dtype == "int16" else NEAREST
     params = build(graph, op, kernel, input_hwc=x.shape[1:], output_hwc=y.shape[1:],
                    align_corners=bool(option(op, "align_corners")),
                    half_pixel_centers=bool(option(op, "half_pixel_centers")))
@@ -68,6 +71,7 @@ register(OpEntry(
     constraints=(image_4d, size_matches_output, not_both_flags, RESIZE_KEEPS_QUANTIZATION)))
 
 register(OpEntry(
-    types=("RESIZE_NEAREST_NEIGHBOR",), summary="any size; align_corners, half_pixel_centers",
-    inputs=INPUTS, outputs=(Arg("output"),), lower=lower_resize, kernels=(NEAREST,), options=OPTIONS,
-    constraints=(image_4d, size_matches_output, not_both_flags, RESIZE_KEEPS_QUANTIZATION)))
+    types=("RESIZE_NEAREST_NEIGHBOR",), summary="int8 or int16, any size; align_corners, half_pixel_centers",
+    inputs=(Arg("input", dtypes=INT8_INT16), INPUTS[1]), outputs=(Arg("output", dtypes=INT8_INT16),),
+    lower=lower_resize, kernels=(NEAREST, NEAREST_S16), options=OPTIONS,
+    constraints=(same_type, image_4d, size_matches_output, not_both_flags, RESIZE_KEEPS_QUANTIZATION)))
