@@ -365,6 +365,25 @@ void zo_svdf_s8_s16(const zo_svdf_params_t *p, const int8_t *input, const int8_t
 void zo_requantize_s16_s8(const zo_requantize_params_t *p, const int16_t *input, int8_t *output);
 /* ==== end of sequence ops =================================================================== */
 
+/* ==== Helium (MVE) kernels (zo_kernels_mve.c) ============================================== */
+/* On targets with integer MVE (the Cortex-M55), unless ZO_NO_MVE is defined, zo_kernels_mve.c
+ * defines the public entry points below with Helium kernels, bit-exact with the portable C; the
+ * portable kernels then keep a _portable name (the MVE ones call them for shapes they do not take,
+ * and the tests compare the two on the emulated M55). Elsewhere ZO_PORTABLE(name) is just name. */
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1) && !defined(ZO_NO_MVE)
+#define ZO_KERNELS_MVE 1
+#define ZO_PORTABLE(name) name##_portable
+void zo_conv2d_s8_portable(const zo_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
+                           const int32_t *bias, int8_t *output);
+void zo_depthwise_conv2d_s8_portable(const zo_depthwise_conv2d_params_t *p, const int8_t *input,
+                                     const int8_t *filter, const int32_t *bias, int8_t *output);
+void zo_fully_connected_s8_portable(const zo_fully_connected_params_t *p, const int8_t *input,
+                                    const int8_t *weights, const int32_t *bias, int8_t *output);
+#else
+#define ZO_PORTABLE(name) name
+#endif
+/* ==== end of Helium kernels ================================================================= */
+
 #ifdef __cplusplus
 }
 #endif

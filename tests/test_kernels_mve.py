@@ -1,0 +1,258 @@
+"""The Helium (MVE) kernels on the emulated Cortex-M55, bit for bit against the portable C and the
+NumPy reference.
+
+Random cases (odd channel counts, tails not a multiple of 16, strides, dilations, paddings, depth
+multipliers, per-channel scales, extreme zero points and inputs) are written into one C file; a
+bare-metal program (tests/m55_math's start-up and linker script) runs every case through the
+public kernel (the Helium one, zo_kernels_mve.c) and through its _portable twin in the same
+binary, checks the guard bytes after each output, and prints one FNV-1a hash per result under
+QEMU mps3-an547. The test recomputes the hashes from zoflash.reference.kernels.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import cbuild  # noqa: E402
+from test_kernels import ACTS, conv_scales, rand_i8, random_conv_case  # noqa: E402
+from zoflash.compiler import kernels as kb  # noqa: E402
+from zoflash.compiler import quant  # noqa: E402
+from zoflash.compiler.ops import KERNELS  # noqa: E402
+from zoflash.reference import kernels as ref  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+M55 = HERE / "m55_math"
+GUARD = 16  # bytes after each output that must stay untouched
+
+pytestmark = [pytest.mark.cross, pytest.mark.qemu]
+
+
+def fnv(values) -> int:
+    h = 2166136261
+    for v in np.asarray(values, dtype=np.int64).ravel().tolist():
+        h = ((h ^ (v & 0xFFFFFFFF)) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def extreme_i8(rng, shape):
+    """Random int8 with runs of -128 and 127 mixed in."""
+    x = rand_i8(rng, shape)
+    mask = rng.random(x.shape)
+    x[mask < 0.15] = -128
+    x[mask > 0.85] = 127
+    return x
+
+
+def zp(rng):
+    return int(rng.choice([-128, 127, 0, int(rng.integers(-128, 128))]))
+
+
+def conv_case(rng, i):
+    c = random_conv_case(rng, pointwise=(i % 3 == 0))
+    k = c["kh"] * c["kw"] * c["fc"]
+    in_s, fs, out_s = conv_scales(rng, k, bool(i % 2), c["oc"])
+    params = kb.conv2d_params(input_hwc=(c["h"], c["w"], c["c"]), output_hwc=(c["oh"], c["ow"], c["oc"]),
+                              filter_ohwi=(c["oc"], c["kh"], c["kw"], c["fc"]), stride_hw=(c["sh"], c["sw"]),
+                              dilation_hw=(c["dh"], c["dw"]), padding=c["padding"], input_scale=in_s,
+                              input_zp=zp(rng), filter_scales=fs, output_scale=out_s, output_zp=zp(rng),
+                              activation=ACTS[i % 4])
+    x = extreme_i8(rng, (c["h"], c["w"], c["c"]))
+    w = extreme_i8(rng, (c["oc"], c["kh"], c["kw"], c["fc"]))
+    b = rng.integers(-30000, 30000, c["oc"]).astype(np.int32) if i % 5 else None
+    return "conv2d", params, x, w, b, ref.conv2d_s8(params, x, w, b)
+
+
+def depthwise_case(rng, i):
+    while True:
+        h, w = int(rng.integers(1, 12)), int(rng.integers(1, 12))
+        c = int(rng.choice([1, 3, 8, 15, 16, 17, 24, 64, int(rng.integers(1, 80))]))
+        dm = int(rng.choice([1, 1, 1, 2, 3]))
+        kh, kw = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        sh, sw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        dh, dw = (1, 1) if rng.random() < 0.6 else (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        padding = str(rng.choice(["SAME", "VALID"]))
+        (oh, ow), _ = quant.compute_padding_hw((sh, sw), (dh, dw), (h, w), (kh, kw), padding)
+        if oh >= 1 and ow >= 1 and h * w * c * dm <= 6000:
+            break
+    oc = c * dm
+    in_s, fs, out_s = conv_scales(rng, kh * kw, bool(i % 2), oc)
+    params = kb.depthwise_conv2d_params(
+        input_hwc=(h, w, c), output_hwc=(oh, ow, oc), filter_1hwo=(1, kh, kw, oc), stride_hw=(sh, sw),
+        dilation_hw=(dh, dw), padding=padding, depth_multiplier=dm, input_scale=in_s, input_zp=zp(rng),
+        filter_scales=fs, output_scale=out_s, output_zp=zp(rng), activation=ACTS[i % 4])
+    x = extreme_i8(rng, (h, w, c))
+    wt = extreme_i8(rng, (1, kh, kw, oc))
+    b = rng.integers(-20000, 20000, oc).astype(np.int32) if i % 3 else None
+    return "depthwise_conv2d", params, x, wt, b, ref.depthwise_conv2d_s8(params, x, wt, b)
+
+
+def fc_case(rng, i):
+    rows = int(rng.choice([1, 1, 2, 3]))
+    depth = int(rng.choice([1, 7, 15, 16, 17, 64, 250, int(rng.integers(1, 300))]))
+    units = int(rng.choice([1, 3, 4, 5, 10, 65, int(rng.integers(1, 80))]))
+    per_channel = bool(i % 2) and units > 1
+    in_s, fs, out_s = conv_scales(rng, depth, per_channel, units)
+    params = kb.fully_connected_params(input_elements=rows * depth, weights_shape=(units, depth),
+                                       input_scale=in_s, input_zp=zp(rng), filter_scales=fs,
+                                       output_scale=out_s, output_zp=zp(rng), activation=ACTS[i % 4])
+    x = extreme_i8(rng, rows * depth)
+    w = extreme_i8(rng, (units, depth))
+    b = rng.integers(-50000, 50000, units).astype(np.int32) if i % 3 else None
+    return "fully_connected", params, x, w, b, ref.fully_connected_s8(params, x, w, b)
+
+
+def _array(ctype, name, values):
+    vals = ", ".join(str(int(v)) for v in np.asarray(values).ravel())
+    return f"static const {ctype} {name}[] __attribute__((aligned(4))) = {{{vals}}};\n"
+
+
+def render(cases) -> str:
+    """C source: the case data and a table of calls, each into out[] followed by GUARD bytes."""
+    fields = cbuild.parse_structs()
+    src = ['#include "zo_kernels.h"', "#include <stddef.h>", ""]
+    calls = []
+    max_out = 1
+    for n, (name, params, x, w, b, want) in enumerate(cases):
+        info = KERNELS[name]
+        src.append(_array("int8_t", f"x{n}", x))
+        src.append(_array("int8_t", f"w{n}", w))
+        if b is not None:
+            src.append(_array("int32_t", f"b{n}", b))
+        inits = []
+        for f, kind in fields[info.struct]:
+            if kind == "int32_t*":
+                src.append(_array("int32_t", f"p{n}_{f}", params[f]))
+                inits.append(f".{f} = p{n}_{f}")
+            else:
+                inits.append(f".{f} = {int(params[f])}")
+        src.append(f"static const {info.struct} p{n} = {{{', '.join(inits)}}};\n")
+        bias = f"b{n}" if b is not None else "NULL"
+        for variant, fn in (("mve", info.function), ("portable", info.function + "_portable")):
+            calls.append(f"    case {2 * n + (variant == 'portable')}: {fn}(&p{n}, x{n}, w{n}, {bias}, out); "
+                         f"return {want.size};")
+        max_out = max(max_out, want.size)
+    src.append(f"#define N_CALLS {2 * len(cases)}")
+    src.append(f"static int8_t out[{max_out + GUARD}] __attribute__((aligned(4)));")
+    src.append(f"#define GUARD {GUARD}")
+    src.append("static int32_t run_call(int32_t i)\n{\n    switch (i) {")
+    src += calls
+    src.append("    default: return 0;\n    }\n}")
+    return "\n".join(src) + "\n"
+
+
+MAIN_C = r"""
+void semihost_write0(const char *s);
+
+static void put_hex(uint32_t v, char end)
+{
+    char line[10];
+    for (int s = 0; s < 8; ++s) {
+        line[s] = "0123456789abcdef"[(v >> (28 - 4 * s)) & 0xFu];
+    }
+    line[8] = end;
+    line[9] = 0;
+    semihost_write0(line);
+}
+
+int main(void)
+{
+    for (int32_t i = 0; i < N_CALLS; ++i) {
+        for (int32_t j = 0; j < (int32_t)sizeof out; ++j) {
+            out[j] = (int8_t)0x5a;
+        }
+        const int32_t n = run_call(i);
+        uint32_t h = 2166136261u;
+        for (int32_t j = 0; j < n; ++j) {
+            h = (h ^ (uint32_t)(int32_t)out[j]) * 16777619u;
+        }
+        int32_t guard_ok = 1;
+        for (int32_t j = n; j < n + GUARD; ++j) {
+            guard_ok &= out[j] == (int8_t)0x5a;
+        }
+        put_hex((uint32_t)i, ' ');
+        put_hex(h, ' ');
+        put_hex((uint32_t)guard_ok, '\n');
+    }
+    return 0;
+}
+"""
+
+
+def run_on_m55(tmp_path, cases, opt="-O2"):
+    """{call index: (hash, guard intact)} from QEMU."""
+    (tmp_path / "cases.c").write_text(render(cases) + MAIN_C)
+    elf = tmp_path / "mve.elf"
+    flags = [f if f != "-O2" else opt for f in cbuild.CROSS_FLAGS]
+    cmd = ["arm-none-eabi-gcc", *flags, "-ffreestanding", "-nostdlib", "-nostartfiles", f"-I{cbuild.INFERENCE}",
+           "-T", str(M55 / "link.ld"), str(M55 / "startup.c"), str(tmp_path / "cases.c"),
+           *map(str, cbuild.KERNEL_SOURCES), "-lgcc", "-o", str(elf)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-4000:]
+    run = subprocess.run(["timeout", "60", "qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting",
+                          "-kernel", str(elf)], capture_output=True, text=True)
+    assert run.returncode == 0, (run.returncode, run.stdout[-2000:], run.stderr[-2000:])
+    got = {}
+    for line in (run.stdout + run.stderr).splitlines():  # semihosting output goes to stderr
+        parts = line.split()
+        if len(parts) == 3:
+            got[int(parts[0], 16)] = (int(parts[1], 16), int(parts[2], 16) == 1)
+    assert len(got) == 2 * len(cases), f"{len(got)} results for {2 * len(cases)} calls:\n{run.stderr[-2000:]}"
+    return got
+
+
+def check(tmp_path, cases, opt="-O2"):
+    got = run_on_m55(tmp_path, cases, opt)
+    bad = []
+    for n, (name, params, *_, want) in enumerate(cases):
+        h_mve, guard_mve = got[2 * n]
+        h_port, guard_port = got[2 * n + 1]
+        if not (guard_mve and guard_port):
+            bad.append(f"case {n} ({name}): wrote past its output")
+        if h_port != fnv(want):
+            bad.append(f"case {n} ({name}): portable C on the M55 differs from the reference")
+        if h_mve != fnv(want):
+            shape = {k: v for k, v in params.items() if not isinstance(v, (list, np.ndarray))}
+            bad.append(f"case {n} ({name}): Helium kernel differs from the reference: {shape}")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_conv2d_mve(tmp_path, seed):
+    rng = np.random.default_rng(7100 + seed)
+    check(tmp_path, [conv_case(rng, i) for i in range(30)])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_depthwise_conv2d_mve(tmp_path, seed):
+    rng = np.random.default_rng(7200 + seed)
+    check(tmp_path, [depthwise_case(rng, i) for i in range(30)])
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_fully_connected_mve(tmp_path, seed):
+    rng = np.random.default_rng(7300 + seed)
+    check(tmp_path, [fc_case(rng, i) for i in range(30)])
+
+
+def test_requant_extremes_mve(tmp_path):
+    """Multipliers > 1 (left shifts), the largest right shifts, accumulators that saturate the
+    doubling multiply, and ties: 1x1 convolutions and FCs whose outputs cover every rounding case."""
+    rng = np.random.default_rng(7400)
+    cases = []
+    for i in range(12):
+        name, params, x, w, b, _ = (conv_case if i % 2 else fc_case)(rng, i)
+        oc = len(params["multiplier"])
+        params = dict(params)
+        params["multiplier"] = [int(v) for v in rng.choice([2**30, 2**31 - 1, 1 << 16, 1518500250], oc)]
+        params["shift"] = [int(v) for v in rng.choice([-31, -20, -1, 0, 1, 10], oc)]
+        if b is not None:
+            b = rng.choice(np.array([-2**31, 2**31 - 1, -(1 << 20), 1 << 19], dtype=np.int64), oc).astype(np.int32)
+        want = (ref.conv2d_s8 if name == "conv2d" else ref.fully_connected_s8)(params, x, w, b)
+        cases.append((name, params, x, w, b, want))
+    check(tmp_path, cases, opt="-O3")
