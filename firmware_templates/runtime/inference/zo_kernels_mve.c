@@ -10,8 +10,9 @@
  *   with the input zero point folded into the bias, as the portable kernels do; four weight rows
  *   share each input vector.  Non-1x1 convolutions gather each output pixel's receptive field
  *   into a patch on the stack first (im2col).
- * - DEPTHWISE_CONV_2D: 16 channels in registers, int16 lanes (x - zp fits, w fits), even and
- *   odd channels widened by VMULLB/VMULLT into int32 accumulators.
+ * - DEPTHWISE_CONV_2D: 16 (or 8) channels in registers, int16 lanes (x - zp fits, w fits), even
+ *   and odd channels widened by VMULLB/VMULLT into int32 accumulators; a depth multiplier > 1
+ *   gathers each output channel's input.
  * Tails are predicated (VCTP): no load or store goes past a buffer.
  */
 #include "zo_kernels.h"
@@ -46,15 +47,6 @@ static inline int32x4_t zo_mve_mbqm(int32x4_t x, int32x4_t mult, int32x4_t shift
     return vrshlq_s32(x, right);
 }
 
-/* Requantise 4 accumulators of channels [0, n) (n <= 4 lanes used) and clamp. */
-static inline int32x4_t zo_mve_requant(int32x4_t acc, const int32_t *mult, const int32_t *shift, mve_pred16_t p,
-                                       const zo_mve_out_t *q)
-{
-    int32x4_t v = zo_mve_mbqm(acc, vldrwq_z_s32(mult, p), vldrwq_z_s32(shift, p));
-    v = vaddq_n_s32(v, q->zp);
-    return vminq_s32(vmaxq_s32(v, vdupq_n_s32(q->act_min)), vdupq_n_s32(q->act_max));
-}
-
 /* ------------------------------------------------------------------ matrix products */
 
 /* eff[j] = bias[j] - input_zp * sum(w row j), as zo_fold_bias (wrapping int32). */
@@ -72,33 +64,140 @@ static void zo_mve_fold_bias(const int8_t *w, int32_t k, int32_t n, const int32_
     }
 }
 
-/* out[j] = requant(eff[j] + dot(x, w row j)) for n rows of k weights; four rows share each load
- * of x (a last group of fewer rows repeats the last row and stores only the real ones). */
+/* a0..a3 += dot(x, w0..w3) over k bytes: whole 16-byte blocks unpredicated, the tail predicated. */
+#define ZO_MVE_DOT4(x, w0, w1, w2, w3, k, a0, a1, a2, a3)                                           \
+    do {                                                                                            \
+        const int8_t *px = (x), *p0 = (w0), *p1 = (w1), *p2 = (w2), *p3 = (w3);                     \
+        for (int32_t blocks = (k) >> 4; blocks > 0; --blocks) {                                     \
+            const int8x16_t xv = vldrbq_s8(px);                                                     \
+            a0 = vmladavaq_s8(a0, xv, vldrbq_s8(p0));                                               \
+            a1 = vmladavaq_s8(a1, xv, vldrbq_s8(p1));                                               \
+            a2 = vmladavaq_s8(a2, xv, vldrbq_s8(p2));                                               \
+            a3 = vmladavaq_s8(a3, xv, vldrbq_s8(p3));                                               \
+            px += 16, p0 += 16, p1 += 16, p2 += 16, p3 += 16;                                       \
+        }                                                                                           \
+        if ((k) & 15) {                                                                             \
+            const mve_pred16_t pt = vctp8q((uint32_t)((k) & 15));                                   \
+            const int8x16_t xv = vldrbq_z_s8(px, pt);                                               \
+            a0 = vmladavaq_s8(a0, xv, vldrbq_z_s8(p0, pt));                                         \
+            a1 = vmladavaq_s8(a1, xv, vldrbq_z_s8(p1, pt));                                         \
+            a2 = vmladavaq_s8(a2, xv, vldrbq_z_s8(p2, pt));                                         \
+            a3 = vmladavaq_s8(a3, xv, vldrbq_z_s8(p3, pt));                                         \
+        }                                                                                           \
+    } while (0)
+
+/* One group of 4 outputs of zo_mve_requant_store (p: the lanes to load and store). */
+__attribute__((always_inline)) static inline void zo_mve_requant4(const int32_t *acc, const int32_t *bias,
+                                                                  const int32_t *mult, const int32_t *shift,
+                                                                  int32_t zp, int32x4_t lo, int32x4_t hi,
+                                                                  mve_pred16_t p, int8_t *out)
+{
+    int32x4_t v = vldrwq_z_s32(acc, p);
+    if (bias != NULL) {
+        v = vaddq_s32(v, vldrwq_z_s32(bias, p));
+    }
+    v = zo_mve_mbqm(v, vldrwq_z_s32(mult, p), vldrwq_z_s32(shift, p));
+    v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, zp), lo), hi);
+    vstrbq_p_s32(out, v, p);
+}
+
+/* out[j] = requant(acc[j] + bias[j]) for j < n (bias may be NULL), 4 lanes at a time. */
+static void zo_mve_requant_store(const int32_t *acc, int32_t n, const int32_t *bias, const int32_t *mult,
+                                 const int32_t *shift, const zo_mve_out_t *q, int8_t *out)
+{
+    const int32x4_t lo = vdupq_n_s32(q->act_min), hi = vdupq_n_s32(q->act_max);
+    const mve_pred16_t all = vctp32q(4u);
+    int32_t j = 0;
+    if (bias != NULL) {
+        for (; j + 4 <= n; j += 4) {
+            zo_mve_requant4(acc + j, bias + j, mult + j, shift + j, q->zp, lo, hi, all, out + j);
+        }
+    } else {
+        for (; j + 4 <= n; j += 4) {
+            zo_mve_requant4(acc + j, NULL, mult + j, shift + j, q->zp, lo, hi, all, out + j);
+        }
+    }
+    if (j < n) {
+        zo_mve_requant4(acc + j, bias != NULL ? bias + j : NULL, mult + j, shift + j, q->zp, lo, hi,
+                        vctp32q((uint32_t)(n - j)), out + j);
+    }
+}
+
+/* acc[j] = eff[j] + dot(x, w row j) for n rows of k <= 16 * blocks weights, with x's blocks held
+ * in registers: each row costs its weight loads and VMLADAVAs (rows are contiguous: one
+ * pointer). blocks is a constant at each call. */
+__attribute__((always_inline)) static inline void zo_mve_rows_x_in_regs(const int8_t *x, const int8_t *w, int32_t k,
+                                                                        int32_t n, const int32_t *eff, int32_t *acc,
+                                                                        const int blocks)
+{
+    const mve_pred16_t pt = vctp8q((uint32_t)(k - 16 * (blocks - 1))); /* the last block */
+    int8x16_t x0 = vdupq_n_s8(0), x1 = x0, x2 = x0, x3 = x0;
+    x0 = blocks == 1 ? vldrbq_z_s8(x, pt) : vldrbq_s8(x);
+    if (blocks >= 2) {
+        x1 = blocks == 2 ? vldrbq_z_s8(x + 16, pt) : vldrbq_s8(x + 16);
+    }
+    if (blocks >= 3) {
+        x2 = blocks == 3 ? vldrbq_z_s8(x + 32, pt) : vldrbq_s8(x + 32);
+    }
+    if (blocks >= 4) {
+        x3 = vldrbq_z_s8(x + 48, pt);
+    }
+    for (int32_t j = 0; j < n; ++j) {
+        int32_t a = eff[j];
+        a = vmladavaq_s8(a, x0, blocks == 1 ? vldrbq_z_s8(w, pt) : vldrbq_s8(w));
+        if (blocks >= 2) {
+            a = vmladavaq_s8(a, x1, blocks == 2 ? vldrbq_z_s8(w + 16, pt) : vldrbq_s8(w + 16));
+        }
+        if (blocks >= 3) {
+            a = vmladavaq_s8(a, x2, blocks == 3 ? vldrbq_z_s8(w + 32, pt) : vldrbq_s8(w + 32));
+        }
+        if (blocks >= 4) {
+            a = vmladavaq_s8(a, x3, vldrbq_z_s8(w + 48, pt));
+        }
+        acc[j] = a;
+        w += k;
+    }
+}
+
+/* out[j] = requant(eff[j] + dot(x, w row j)) for n <= ZO_MVE_OC_BLOCK rows of k weights. */
 static void zo_mve_gemv(const int8_t *x, const int8_t *w, int32_t k, int32_t n, const int32_t *eff,
                         const int32_t *mult, const int32_t *shift, const zo_mve_out_t *q, int8_t *out)
 {
-    for (int32_t j = 0; j < n; j += 4) {
-        const int8_t *w0 = w + (size_t)j * (size_t)k;
-        const int8_t *w1 = w + (size_t)zo_min32(j + 1, n - 1) * (size_t)k;
-        const int8_t *w2 = w + (size_t)zo_min32(j + 2, n - 1) * (size_t)k;
-        const int8_t *w3 = w + (size_t)zo_min32(j + 3, n - 1) * (size_t)k;
-        int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-        for (int32_t i = 0; i < k; i += 16) {
-            const mve_pred16_t p = vctp8q((uint32_t)(k - i));
-            const int8x16_t xv = vldrbq_z_s8(x + i, p);
-            a0 = vmladavaq_s8(a0, xv, vldrbq_z_s8(w0 + i, p));
-            a1 = vmladavaq_s8(a1, xv, vldrbq_z_s8(w1 + i, p));
-            a2 = vmladavaq_s8(a2, xv, vldrbq_z_s8(w2 + i, p));
-            a3 = vmladavaq_s8(a3, xv, vldrbq_z_s8(w3 + i, p));
+    int32_t acc[ZO_MVE_OC_BLOCK];
+    if (k <= 16) {
+        zo_mve_rows_x_in_regs(x, w, k, n, eff, acc, 1);
+    } else if (k <= 32) {
+        zo_mve_rows_x_in_regs(x, w, k, n, eff, acc, 2);
+    } else if (k <= 48) {
+        zo_mve_rows_x_in_regs(x, w, k, n, eff, acc, 3);
+    } else if (k <= 64) {
+        zo_mve_rows_x_in_regs(x, w, k, n, eff, acc, 4);
+    } else {
+        /* longer rows: four rows share each load of x */
+        int32_t j = 0;
+        for (; j + 4 <= n; j += 4) {
+            const int8_t *w0 = w + (size_t)j * (size_t)k;
+            int32_t a0 = eff[j], a1 = eff[j + 1], a2 = eff[j + 2], a3 = eff[j + 3];
+            ZO_MVE_DOT4(x, w0, w0 + k, w0 + 2 * k, w0 + 3 * k, k, a0, a1, a2, a3);
+            acc[j] = a0, acc[j + 1] = a1, acc[j + 2] = a2, acc[j + 3] = a3;
         }
-        const mve_pred16_t p = vctp32q((uint32_t)(n - j));
-        int32x4_t acc = vdupq_n_s32(a0);
-        acc = vsetq_lane_s32(a1, acc, 1);
-        acc = vsetq_lane_s32(a2, acc, 2);
-        acc = vsetq_lane_s32(a3, acc, 3);
-        acc = vaddq_s32(acc, vldrwq_z_s32(eff + j, p));
-        vstrbq_p_s32(out + j, zo_mve_requant(acc, mult + j, shift + j, p, q), p);
+        if (j < n) {
+            /* 1 to 3 rows left: the missing ones repeat the last row, their sums are not stored */
+            const int8_t *w0 = w + (size_t)j * (size_t)k;
+            const int8_t *w1 = j + 1 < n ? w0 + k : w0;
+            const int8_t *w2 = j + 2 < n ? w1 + k : w1;
+            int32_t a0 = eff[j], a1 = 0, a2 = 0, a3 = 0;
+            ZO_MVE_DOT4(x, w0, w1, w2, w2, k, a0, a1, a2, a3);
+            acc[j] = a0;
+            if (j + 1 < n) {
+                acc[j + 1] = zo_wrap_add(a1, eff[j + 1]);
+            }
+            if (j + 2 < n) {
+                acc[j + 2] = zo_wrap_add(a2, eff[j + 2]);
+            }
+        }
     }
+    zo_mve_requant_store(acc, n, NULL, mult, shift, q, out);
 }
 
 static inline void zo_mve_copy(int8_t *dst, const int8_t *src, int32_t n)
@@ -239,120 +338,87 @@ void zo_fully_connected_s8(const zo_fully_connected_params_t *p, const int8_t *i
 
 /* ------------------------------------------------------------------------ depthwise */
 
-/* One tap for 16 output channels: x (16 input values, or gathered through offs when the depth
- * multiplier is not 1) minus the zero point, times w, widened and added to the even/odd channel
- * accumulators. */
-__attribute__((always_inline)) static inline void zo_mve_dw_tap(const int8_t *x, const int8_t *w, int gather,
-                                                                uint16x8_t offs0, uint16x8_t offs1, int16_t zp,
-                                                                mve_pred16_t p0, mve_pred16_t p1, int32x4_t *acc)
-{
-    int16x8_t x0, x1;
-    if (gather) {
-        x0 = vldrbq_gather_offset_z_s16(x, offs0, p0);
-        x1 = vldrbq_gather_offset_z_s16(x, offs1, p1);
-    } else {
-        x0 = vldrbq_z_s16(x, p0);
-        x1 = vldrbq_z_s16(x + 8, p1);
-    }
-    x0 = vsubq_n_s16(x0, zp);
-    x1 = vsubq_n_s16(x1, zp);
-    const int16x8_t w0 = vldrbq_z_s16(w, p0);
-    const int16x8_t w1 = vldrbq_z_s16(w + 8, p1);
-    acc[0] = vaddq_s32(acc[0], vmullbq_int_s16(x0, w0));
-    acc[1] = vaddq_s32(acc[1], vmulltq_int_s16(x0, w0));
-    acc[2] = vaddq_s32(acc[2], vmullbq_int_s16(x1, w1));
-    acc[3] = vaddq_s32(acc[3], vmulltq_int_s16(x1, w1));
-}
-
-/* Requantise 8 channels held as even (e) and odd (o) lanes and store them in order. */
-static inline void zo_mve_dw_store(int32x4_t e, int32x4_t o, const int32_t *mult, const int32_t *shift,
-                                   int32_t n, const zo_mve_out_t *q, int8_t *out)
-{
-    const uint32x4_t even = vidupq_n_u32(0, 2); /* 0, 2, 4, 6 */
-    const uint32x4_t odd = vaddq_n_u32(even, 1);
-    const mve_pred16_t pe = vctp32q((uint32_t)((n + 1) / 2)); /* channels 0, 2, .. below n */
-    const mve_pred16_t po = vctp32q((uint32_t)(n / 2));
-    const zo_mve_out_t qq = *q;
-    int32x4_t re = zo_mve_mbqm(e, vldrwq_gather_shifted_offset_z_s32(mult, even, pe),
-                               vldrwq_gather_shifted_offset_z_s32(shift, even, pe));
-    int32x4_t ro = zo_mve_mbqm(o, vldrwq_gather_shifted_offset_z_s32(mult, odd, po),
-                               vldrwq_gather_shifted_offset_z_s32(shift, odd, po));
-    const int32x4_t lo = vdupq_n_s32(qq.act_min), hi = vdupq_n_s32(qq.act_max);
-    re = vminq_s32(vmaxq_s32(vaddq_n_s32(re, qq.zp), lo), hi);
-    ro = vminq_s32(vmaxq_s32(vaddq_n_s32(ro, qq.zp), lo), hi);
-    /* interleave back: even lanes from re, odd from ro, as int16, then store the low bytes */
-    int16x8_t v = vmovnbq_s32(vdupq_n_s16(0), re);
-    v = vmovntq_s32(v, ro);
-    vstrbq_p_s16(out, v, vctp16q((uint32_t)n));
-}
-
-/* Even/odd lanes of 8 consecutive int32 values (the bias), zero past n. */
-static inline void zo_mve_dw_load_bias(const int32_t *b, int32_t n, int32x4_t *e, int32x4_t *o)
-{
-    const uint32x4_t even = vidupq_n_u32(0, 2);
-    if (b == NULL || n <= 0) {
-        *e = vdupq_n_s32(0);
-        *o = vdupq_n_s32(0);
-        return;
-    }
-    *e = vldrwq_gather_shifted_offset_z_s32(b, even, vctp32q((uint32_t)((n + 1) / 2)));
-    *o = vldrwq_gather_shifted_offset_z_s32(b, vaddq_n_u32(even, 1), vctp32q((uint32_t)(n / 2)));
-}
-
-__attribute__((always_inline)) static inline void zo_mve_dw_pixels(const zo_depthwise_conv2d_params_t *p,
-                                                                   const int8_t *input, const int8_t *filter,
-                                                                   const int32_t *bias, int8_t *output, int gather)
+/* One output channel block [oc0, oc0 + n) over every output pixel.  The flags are constants at
+ * each call, so each use compiles to its own loop: `two` = 16 channels (else 8), `pred` = fewer
+ * than that (predicated loads), `gather` = depth multiplier > 1 (input channel (oc0 + j) / dm).
+ * int16 lanes: x - zp and w both fit, their products (VMULLB/VMULLT, even and odd lanes) are
+ * added to int32 accumulators. */
+__attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depthwise_conv2d_params_t *p,
+                                                                  const int8_t *input, const int8_t *filter,
+                                                                  const int32_t *bias, int8_t *output,
+                                                                  int32_t oc0, int32_t n, const int two,
+                                                                  const int pred, const int gather)
 {
     const int32_t oc_total = p->output_c;
-    const int32_t dm = p->depth_multiplier;
+    const int32_t ic0 = oc0 / p->depth_multiplier;
     const size_t in_c = (size_t)p->input_c;
+    const size_t x_step = (size_t)p->dilation_w * in_c;
     const int16_t zp = (int16_t)p->input_zp;
     const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max};
-    for (int32_t oc0 = 0; oc0 < oc_total; oc0 += 16) {
-        const int32_t n = zo_min32(16, oc_total - oc0);
-        const mve_pred16_t p0 = vctp16q((uint32_t)n);
-        const mve_pred16_t p1 = vctp16q((uint32_t)(n > 8 ? n - 8 : 0));
-        /* gather: output channel oc0 + j reads input channel (oc0 + j) / dm; offsets from oc0 / dm */
-        uint16x8_t offs0 = vdupq_n_u16(0), offs1 = vdupq_n_u16(0);
-        const int32_t ic0 = oc0 / dm;
-        if (gather) {
-            uint16_t t[16];
-            for (int32_t l = 0; l < 16; ++l) {
-                t[l] = (uint16_t)((oc0 + l) / dm - ic0);
-            }
-            offs0 = vld1q_u16(t);
-            offs1 = vld1q_u16(t + 8);
+    const mve_pred16_t p0 = vctp16q((uint32_t)n);
+    const mve_pred16_t p1 = vctp16q((uint32_t)(n > 8 ? n - 8 : 0));
+    uint16x8_t offs0 = vdupq_n_u16(0), offs1 = vdupq_n_u16(0);
+    if (gather) {
+        uint16_t t[16];
+        for (int32_t l = 0; l < 16; ++l) {
+            t[l] = (uint16_t)((oc0 + l) / p->depth_multiplier - ic0);
         }
-        for (int32_t oy = 0; oy < p->output_h; ++oy) {
-            const int32_t iy0 = oy * p->stride_h - p->pad_h;
-            int32_t ky_lo, ky_hi;
-            zo_mve_tap_range(iy0, p->dilation_h, p->input_h, p->filter_h, &ky_lo, &ky_hi);
-            for (int32_t ox = 0; ox < p->output_w; ++ox) {
-                const int32_t ix0 = ox * p->stride_w - p->pad_w;
-                int32_t kx_lo, kx_hi;
-                zo_mve_tap_range(ix0, p->dilation_w, p->input_w, p->filter_w, &kx_lo, &kx_hi);
-                int32x4_t acc[4];
-                /* TFLM adds the bias last; int32 addition wraps, so starting from it is the same */
-                zo_mve_dw_load_bias(bias != NULL ? bias + oc0 : NULL, n, &acc[0], &acc[1]);
-                zo_mve_dw_load_bias(bias != NULL ? bias + oc0 + 8 : NULL, n - 8, &acc[2], &acc[3]);
-                for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {
-                    const int32_t iy = iy0 + ky * p->dilation_h;
-                    const int8_t *x = input + ((size_t)iy * (size_t)p->input_w + (size_t)(ix0 + kx_lo * p->dilation_w))
-                                                  * in_c + (size_t)ic0;
-                    const int8_t *w = filter + ((size_t)ky * (size_t)p->filter_w + (size_t)kx_lo) * (size_t)oc_total
-                                      + (size_t)oc0;
-                    for (int32_t kx = kx_lo; kx < kx_hi; ++kx) {
-                        zo_mve_dw_tap(x, w, gather, offs0, offs1, zp, p0, p1, acc);
-                        x += (size_t)p->dilation_w * in_c;
-                        w += oc_total;
+        offs0 = vld1q_u16(t);
+        offs1 = vld1q_u16(t + 8);
+    }
+    int32_t acc[16] __attribute__((aligned(16)));
+    for (int32_t oy = 0; oy < p->output_h; ++oy) {
+        const int32_t iy0 = oy * p->stride_h - p->pad_h;
+        int32_t ky_lo, ky_hi;
+        zo_mve_tap_range(iy0, p->dilation_h, p->input_h, p->filter_h, &ky_lo, &ky_hi);
+        for (int32_t ox = 0; ox < p->output_w; ++ox) {
+            const int32_t ix0 = ox * p->stride_w - p->pad_w;
+            int32_t kx_lo, kx_hi;
+            zo_mve_tap_range(ix0, p->dilation_w, p->input_w, p->filter_w, &kx_lo, &kx_hi);
+            int32x4_t e0 = vdupq_n_s32(0), o0 = e0, e1 = e0, o1 = e0;
+            for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {
+                const int32_t iy = iy0 + ky * p->dilation_h;
+                const int8_t *x = input + ((size_t)iy * (size_t)p->input_w + (size_t)(ix0 + kx_lo * p->dilation_w))
+                                              * in_c + (size_t)ic0;
+                const int8_t *w = filter + ((size_t)ky * (size_t)p->filter_w + (size_t)kx_lo) * (size_t)oc_total
+                                  + (size_t)oc0;
+                for (int32_t kx = kx_lo; kx < kx_hi; ++kx) {
+                    int16x8_t xa, wa;
+                    if (gather) {
+                        xa = vldrbq_gather_offset_z_s16(x, offs0, p0);
+                    } else {
+                        xa = pred ? vldrbq_z_s16(x, p0) : vldrbq_s16(x);
                     }
-                }
-                int8_t *out = output + ((size_t)oy * (size_t)p->output_w + (size_t)ox) * (size_t)oc_total + (size_t)oc0;
-                zo_mve_dw_store(acc[0], acc[1], p->multiplier + oc0, p->shift + oc0, zo_min32(n, 8), &q, out);
-                if (n > 8) {
-                    zo_mve_dw_store(acc[2], acc[3], p->multiplier + oc0 + 8, p->shift + oc0 + 8, n - 8, &q, out + 8);
+                    wa = pred ? vldrbq_z_s16(w, p0) : vldrbq_s16(w);
+                    xa = vsubq_n_s16(xa, zp);
+                    e0 = vaddq_s32(e0, vmullbq_int_s16(xa, wa));
+                    o0 = vaddq_s32(o0, vmulltq_int_s16(xa, wa));
+                    if (two) {
+                        int16x8_t xb, wb;
+                        if (gather) {
+                            xb = vldrbq_gather_offset_z_s16(x, offs1, p1);
+                        } else {
+                            xb = pred ? vldrbq_z_s16(x + 8, p1) : vldrbq_s16(x + 8);
+                        }
+                        wb = pred ? vldrbq_z_s16(w + 8, p1) : vldrbq_s16(w + 8);
+                        xb = vsubq_n_s16(xb, zp);
+                        e1 = vaddq_s32(e1, vmullbq_int_s16(xb, wb));
+                        o1 = vaddq_s32(o1, vmulltq_int_s16(xb, wb));
+                    }
+                    x += x_step;
+                    w += oc_total;
                 }
             }
+            /* back to channel order (VST2 interleaves), then bias and requantisation */
+            int32x4x2_t eo0 = {{e0, o0}};
+            vst2q_s32(acc, eo0);
+            if (two) {
+                int32x4x2_t eo1 = {{e1, o1}};
+                vst2q_s32(acc + 8, eo1);
+            }
+            int8_t *out = output + ((size_t)oy * (size_t)p->output_w + (size_t)ox) * (size_t)oc_total + (size_t)oc0;
+            zo_mve_requant_store(acc, n, bias != NULL ? bias + oc0 : NULL, p->multiplier + oc0, p->shift + oc0, &q,
+                                 out);
         }
     }
 }
@@ -360,10 +426,17 @@ __attribute__((always_inline)) static inline void zo_mve_dw_pixels(const zo_dept
 void zo_depthwise_conv2d_s8(const zo_depthwise_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
                             const int32_t *bias, int8_t *output)
 {
-    if (p->depth_multiplier == 1) {
-        zo_mve_dw_pixels(p, input, filter, bias, output, 0);
-    } else {
-        zo_mve_dw_pixels(p, input, filter, bias, output, 1);
+    for (int32_t oc0 = 0; oc0 < p->output_c; oc0 += 16) {
+        const int32_t n = zo_min32(16, p->output_c - oc0);
+        if (p->depth_multiplier != 1) {
+            zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 1, 1, 1);
+        } else if (n == 16) {
+            zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 1, 0, 0);
+        } else if (n == 8) {
+            zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 0, 0, 0);
+        } else {
+            zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 1, 1, 0);
+        }
     }
 }
 
