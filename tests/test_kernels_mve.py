@@ -10,6 +10,7 @@ QEMU mps3-an547. The test recomputes the hashes from zoflash.reference.kernels.
 """
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cbuild  # noqa: E402
-from test_kernels import ACTS, conv_scales, rand_i8, random_conv_case  # noqa: E402
+from test_kernels import ACTS, conv_scales, f32, rand_i8, random_broadcast_shapes, random_conv_case  # noqa: E402
 from zoflash.compiler import kernels as kb  # noqa: E402
 from zoflash.compiler import quant  # noqa: E402
 from zoflash.compiler.ops import KERNELS  # noqa: E402
@@ -65,7 +66,7 @@ def conv_case(rng, i):
     x = extreme_i8(rng, (c["h"], c["w"], c["c"]))
     w = extreme_i8(rng, (c["oc"], c["kh"], c["kw"], c["fc"]))
     b = rng.integers(-30000, 30000, c["oc"]).astype(np.int32) if i % 5 else None
-    return "conv2d", params, x, w, b, ref.conv2d_s8(params, x, w, b)
+    return "conv2d", params, [x, w, b], ref.conv2d_s8(params, x, w, b)
 
 
 def depthwise_case(rng, i):
@@ -89,7 +90,7 @@ def depthwise_case(rng, i):
     x = extreme_i8(rng, (h, w, c))
     wt = extreme_i8(rng, (1, kh, kw, oc))
     b = rng.integers(-20000, 20000, oc).astype(np.int32) if i % 3 else None
-    return "depthwise_conv2d", params, x, wt, b, ref.depthwise_conv2d_s8(params, x, wt, b)
+    return "depthwise_conv2d", params, [x, wt, b], ref.depthwise_conv2d_s8(params, x, wt, b)
 
 
 def fc_case(rng, i):
@@ -104,12 +105,36 @@ def fc_case(rng, i):
     x = extreme_i8(rng, rows * depth)
     w = extreme_i8(rng, (units, depth))
     b = rng.integers(-50000, 50000, units).astype(np.int32) if i % 3 else None
-    return "fully_connected", params, x, w, b, ref.fully_connected_s8(params, x, w, b)
+    return "fully_connected", params, [x, w, b], ref.fully_connected_s8(params, x, w, b)
+
+
+def binary_case(rng, i, kind):
+    """Same-shape operands (the Helium path) most of the time, broadcasts (portable) sometimes."""
+    if i % 4 == 3:
+        s1, s2, so = random_broadcast_shapes(rng)
+        if math.prod(so) == 0:
+            s1 = s2 = so = (3,)
+    else:
+        so = tuple(int(v) for v in rng.choice([1, 3, 5, 8, 16, 17], int(rng.integers(1, 5))))
+        s1 = s2 = so
+    a_s, b_s = f32(rng.uniform(0.01, 0.2)), f32(rng.uniform(0.01, 0.2) * (10 if i % 4 == 0 else 1))
+    if kind == "add":
+        o_s = f32(max(a_s, b_s) * rng.uniform(0.5, 3.0))
+    else:
+        o_s = f32(a_s * b_s * 128 * rng.uniform(0.05, 2.0) * (0.002 if i % 5 == 0 else 1.0))
+    params = KERNELS[kind].build(input1_shape=s1, input2_shape=s2, output_shape=so, input1_scale=a_s,
+                                 input1_zp=zp(rng), input2_scale=b_s, input2_zp=zp(rng), output_scale=o_s,
+                                 output_zp=zp(rng), activation=ACTS[i % 4])
+    a, b = extreme_i8(rng, s1), extreme_i8(rng, s2)
+    return kind, params, [a, b], (ref.add_s8 if kind == "add" else ref.mul_s8)(params, a, b)
 
 
 def _array(ctype, name, values):
     vals = ", ".join(str(int(v)) for v in np.asarray(values).ravel())
     return f"static const {ctype} {name}[] __attribute__((aligned(4))) = {{{vals}}};\n"
+
+
+CTYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int32): "int32_t"}
 
 
 def render(cases) -> str:
@@ -118,12 +143,15 @@ def render(cases) -> str:
     src = ['#include "zo_kernels.h"', "#include <stddef.h>", ""]
     calls = []
     max_out = 1
-    for n, (name, params, x, w, b, want) in enumerate(cases):
+    for n, (name, params, arrays, want) in enumerate(cases):
         info = KERNELS[name]
-        src.append(_array("int8_t", f"x{n}", x))
-        src.append(_array("int8_t", f"w{n}", w))
-        if b is not None:
-            src.append(_array("int32_t", f"b{n}", b))
+        args = []
+        for a, arr in enumerate(arrays):
+            if arr is None:
+                args.append("NULL")
+            else:
+                src.append(_array(CTYPES[arr.dtype], f"a{n}_{a}", arr))
+                args.append(f"a{n}_{a}")
         inits = []
         for f, kind in fields[info.struct]:
             if kind == "int32_t*":
@@ -132,9 +160,8 @@ def render(cases) -> str:
             else:
                 inits.append(f".{f} = {int(params[f])}")
         src.append(f"static const {info.struct} p{n} = {{{', '.join(inits)}}};\n")
-        bias = f"b{n}" if b is not None else "NULL"
         for variant, fn in (("mve", info.function), ("portable", info.function + "_portable")):
-            calls.append(f"    case {2 * n + (variant == 'portable')}: {fn}(&p{n}, x{n}, w{n}, {bias}, out); "
+            calls.append(f"    case {2 * n + (variant == 'portable')}: {fn}(&p{n}, {', '.join(args)}, out); "
                          f"return {want.size};")
         max_out = max(max_out, want.size)
     src.append(f"#define N_CALLS {2 * len(cases)}")
@@ -209,7 +236,7 @@ def run_on_m55(tmp_path, cases, opt="-O2"):
 def check(tmp_path, cases, opt="-O2"):
     got = run_on_m55(tmp_path, cases, opt)
     bad = []
-    for n, (name, params, *_, want) in enumerate(cases):
+    for n, (name, params, _, want) in enumerate(cases):
         h_mve, guard_mve = got[2 * n]
         h_port, guard_port = got[2 * n + 1]
         if not (guard_mve and guard_port):
@@ -240,13 +267,19 @@ def test_fully_connected_mve(tmp_path, seed):
     check(tmp_path, [fc_case(rng, i) for i in range(30)])
 
 
+@pytest.mark.parametrize("kind", ["add", "mul"])
+def test_binary_mve(tmp_path, kind):
+    rng = np.random.default_rng(7500 + (kind == "mul"))
+    check(tmp_path, [binary_case(rng, i, kind) for i in range(40)])
+
+
 def test_requant_extremes_mve(tmp_path):
     """Multipliers > 1 (left shifts), the largest right shifts, accumulators that saturate the
     doubling multiply, and ties: 1x1 convolutions and FCs whose outputs cover every rounding case."""
     rng = np.random.default_rng(7400)
     cases = []
     for i in range(12):
-        name, params, x, w, b, _ = (conv_case if i % 2 else fc_case)(rng, i)
+        name, params, (x, w, b), _ = (conv_case if i % 2 else fc_case)(rng, i)
         oc = len(params["multiplier"])
         params = dict(params)
         params["multiplier"] = [int(v) for v in rng.choice([2**30, 2**31 - 1, 1 << 16, 1518500250], oc)]
@@ -254,5 +287,5 @@ def test_requant_extremes_mve(tmp_path):
         if b is not None:
             b = rng.choice(np.array([-2**31, 2**31 - 1, -(1 << 20), 1 << 19], dtype=np.int64), oc).astype(np.int32)
         want = (ref.conv2d_s8 if name == "conv2d" else ref.fully_connected_s8)(params, x, w, b)
-        cases.append((name, params, x, w, b, want))
+        cases.append((name, params, [x, w, b], want))
     check(tmp_path, cases, opt="-O3")

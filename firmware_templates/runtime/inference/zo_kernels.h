@@ -379,6 +379,8 @@ void zo_depthwise_conv2d_s8_portable(const zo_depthwise_conv2d_params_t *p, cons
                                      const int8_t *filter, const int32_t *bias, int8_t *output);
 void zo_fully_connected_s8_portable(const zo_fully_connected_params_t *p, const int8_t *input,
                                     const int8_t *weights, const int32_t *bias, int8_t *output);
+void zo_add_s8_portable(const zo_add_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output);
+void zo_mul_s8_portable(const zo_mul_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output);
 #else
 #define ZO_PORTABLE(name) name
 #endif

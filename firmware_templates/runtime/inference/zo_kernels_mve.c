@@ -1,6 +1,6 @@
-/* zo_kernels_mve.c - Helium (MVE) versions of CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED for
- * the Cortex-M55, bit-exact with the portable kernels of zo_kernels_conv.c (and so with TFLM's
- * reference kernels).  Compiled to nothing where ZO_KERNELS_MVE is not set (zo_kernels.h).
+/* zo_kernels_mve.c - Helium (MVE) versions of CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD and
+ * MUL for the Cortex-M55, bit-exact with the portable kernels (zo_kernels_conv.c and
+ * zo_kernels_elementwise.c), and so with TFLM's reference kernels.  Compiled to nothing where ZO_KERNELS_MVE is not set (zo_kernels.h).
  *
  * - Requantisation on 4 lanes, TFLM's MultiplyByQuantizedMultiplier exactly: VQRDMULH is
  *   gemmlowp's SaturatingRoundingDoublingHighMul (same rounding, same saturation), and the
@@ -13,6 +13,7 @@
  * - DEPTHWISE_CONV_2D: 16 (or 8) channels in registers, int16 lanes (x - zp fits, w fits), even
  *   and odd channels widened by VMULLB/VMULLT into int32 accumulators; a depth multiplier > 1
  *   gathers each output channel's input.
+ * - ADD and MUL without broadcasting: 4 lanes of TFLM's per-element arithmetic.
  * Tails are predicated (VCTP): no load or store goes past a buffer.
  */
 #include "zo_kernels.h"
@@ -35,16 +36,22 @@ typedef struct {
     int32_t zp, act_min, act_max;
 } zo_mve_out_t;
 
-/* TFLM MultiplyByQuantizedMultiplier on 4 lanes (shift > 0: left, < 0: right). */
-static inline int32x4_t zo_mve_mbqm(int32x4_t x, int32x4_t mult, int32x4_t shift)
+/* TFLM MultiplyByQuantizedMultiplier on 4 lanes, the shift split into left >= 0 and right <= 0
+ * (VRSHL shifts right by -right). */
+static inline int32x4_t zo_mve_mbqm_lr(int32x4_t x, int32x4_t mult, int32x4_t left, int32x4_t right)
 {
-    const int32x4_t zero = vdupq_n_s32(0);
-    const int32x4_t right = vminq_s32(shift, zero); /* <= 0: VRSHL shifts right by -right */
-    x = vqrdmulhq_s32(vshlq_s32(x, vmaxq_s32(shift, zero)), mult);
+    x = vqrdmulhq_s32(vshlq_s32(x, left), mult);
     /* x & right has the sign bit only when x < 0 and there is a right shift: then x - 1 (never
      * wrapping: saturating), so the ties that VRSHL rounds up go away from zero instead. */
     x = vqaddq_s32(x, vshrq_n_s32(vandq_s32(x, right), 31));
     return vrshlq_s32(x, right);
+}
+
+/* The same with TFLM's shift (> 0: left, < 0: right). */
+static inline int32x4_t zo_mve_mbqm(int32x4_t x, int32x4_t mult, int32x4_t shift)
+{
+    const int32x4_t zero = vdupq_n_s32(0);
+    return zo_mve_mbqm_lr(x, mult, vmaxq_s32(shift, zero), vminq_s32(shift, zero));
 }
 
 /* ------------------------------------------------------------------ matrix products */
@@ -437,6 +444,63 @@ void zo_depthwise_conv2d_s8(const zo_depthwise_conv2d_params_t *p, const int8_t 
         } else {
             zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 1, 1, 0);
         }
+    }
+}
+
+/* ------------------------------------------------------------------ ADD and MUL */
+
+/* TFLM's per-tensor requantisation constants as vectors: multiplier, left and right shift. */
+typedef struct {
+    int32x4_t m, left, right;
+} zo_mve_scale_t;
+
+static inline zo_mve_scale_t zo_mve_scale(int32_t multiplier, int32_t shift)
+{
+    const zo_mve_scale_t s = {vdupq_n_s32(multiplier), vdupq_n_s32(shift > 0 ? shift : 0),
+                              vdupq_n_s32(shift > 0 ? 0 : shift)};
+    return s;
+}
+
+/* Same-shape ADD (zo_add_one on 4 lanes at a time); broadcasts take the portable kernel. */
+void zo_add_s8(const zo_add_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output)
+{
+    if (p->broadcast) {
+        zo_add_s8_portable(p, input1, input2, output);
+        return;
+    }
+    const int32_t size = p->out_d0 * p->out_d1 * p->out_d2 * p->out_d3;
+    const zo_mve_scale_t s1 = zo_mve_scale(p->input1_multiplier, p->input1_shift);
+    const zo_mve_scale_t s2 = zo_mve_scale(p->input2_multiplier, p->input2_shift);
+    const zo_mve_scale_t so = zo_mve_scale(p->output_multiplier, p->output_shift);
+    const int32x4_t lo = vdupq_n_s32(p->act_min), hi = vdupq_n_s32(p->act_max);
+    const int32x4_t ls = vdupq_n_s32(p->left_shift);
+    for (int32_t i = 0; i < size; i += 4) {
+        const mve_pred16_t pr = vctp32q((uint32_t)(size - i));
+        const int32x4_t a = vshlq_s32(vsubq_n_s32(vldrbq_z_s32(input1 + i, pr), p->input1_zp), ls);
+        const int32x4_t b = vshlq_s32(vsubq_n_s32(vldrbq_z_s32(input2 + i, pr), p->input2_zp), ls);
+        const int32x4_t sum = vaddq_s32(zo_mve_mbqm_lr(a, s1.m, s1.left, s1.right),
+                                        zo_mve_mbqm_lr(b, s2.m, s2.left, s2.right));
+        int32x4_t v = vaddq_n_s32(zo_mve_mbqm_lr(sum, so.m, so.left, so.right), p->output_zp);
+        vstrbq_p_s32(output + i, vminq_s32(vmaxq_s32(v, lo), hi), pr);
+    }
+}
+
+/* Same-shape MUL (zo_mul_one on 4 lanes); broadcasts take the portable kernel. */
+void zo_mul_s8(const zo_mul_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output)
+{
+    if (p->broadcast) {
+        zo_mul_s8_portable(p, input1, input2, output);
+        return;
+    }
+    const int32_t size = p->out_d0 * p->out_d1 * p->out_d2 * p->out_d3;
+    const zo_mve_scale_t so = zo_mve_scale(p->output_multiplier, p->output_shift);
+    const int32x4_t lo = vdupq_n_s32(p->act_min), hi = vdupq_n_s32(p->act_max);
+    for (int32_t i = 0; i < size; i += 4) {
+        const mve_pred16_t pr = vctp32q((uint32_t)(size - i));
+        const int32x4_t a = vsubq_n_s32(vldrbq_z_s32(input1 + i, pr), p->input1_zp);
+        const int32x4_t b = vsubq_n_s32(vldrbq_z_s32(input2 + i, pr), p->input2_zp);
+        int32x4_t v = vaddq_n_s32(zo_mve_mbqm_lr(vmulq_s32(a, b), so.m, so.left, so.right), p->output_zp);
+        vstrbq_p_s32(output + i, vminq_s32(vmaxq_s32(v, lo), hi), pr);
     }
 }
 
