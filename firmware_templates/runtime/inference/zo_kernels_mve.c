@@ -345,6 +345,34 @@ void zo_fully_connected_s8(const zo_fully_connected_params_t *p, const int8_t *i
 
 /* ------------------------------------------------------------------------ depthwise */
 
+/* Output pixels of one row whose accumulators are kept before requantisation. */
+#define ZO_MVE_DW_PIXELS 32
+
+/* out[px * out_stride + j] = requant(acc[px * 16 + j] + bias[j]) for px < pixels, j < n: each
+ * channel group's bias, multiplier and shifts are loaded once for all the pixels. */
+static void zo_mve_requant_pixels(const int32_t *acc, int32_t pixels, int32_t n, const int32_t *bias,
+                                  const int32_t *mult, const int32_t *shift, const zo_mve_out_t *q, int8_t *out,
+                                  int32_t out_stride)
+{
+    const int32x4_t zero = vdupq_n_s32(0);
+    for (int32_t j = 0; j < n; j += 4) {
+        const mve_pred16_t p = vctp32q((uint32_t)(n - j));
+        const int32x4_t b = bias != NULL ? vldrwq_z_s32(bias + j, p) : zero;
+        const int32x4_t m = vldrwq_z_s32(mult + j, p);
+        const int32x4_t s = vldrwq_z_s32(shift + j, p);
+        const int32x4_t left = vmaxq_s32(s, zero), right = vminq_s32(s, zero);
+        const int32_t *a = acc + j;
+        int8_t *o = out + j;
+        for (int32_t px = 0; px < pixels; ++px) {
+            int32x4_t v = zo_mve_mbqm_lr(vaddq_s32(vldrwq_s32(a), b), m, left, right);
+            v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, q->zp), vdupq_n_s32(q->act_min)), vdupq_n_s32(q->act_max));
+            vstrbq_p_s32(o, v, p);
+            a += 16;
+            o += out_stride;
+        }
+    }
+}
+
 /* One output channel block [oc0, oc0 + n) over every output pixel.  The flags are constants at
  * each call, so each use compiles to its own loop: `two` = 16 channels (else 8), `pred` = fewer
  * than that (predicated loads), `gather` = depth multiplier > 1 (input channel (oc0 + j) / dm).
@@ -360,6 +388,8 @@ __attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depth
     const int32_t ic0 = oc0 / p->depth_multiplier;
     const size_t in_c = (size_t)p->input_c;
     const size_t x_step = (size_t)p->dilation_w * in_c;
+    const size_t x_row_step = (size_t)p->dilation_h * (size_t)p->input_w * in_c;
+    const size_t w_row_step = (size_t)p->filter_w * (size_t)oc_total;
     const int16_t zp = (int16_t)p->input_zp;
     const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max};
     const mve_pred16_t p0 = vctp16q((uint32_t)n);
@@ -373,59 +403,66 @@ __attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depth
         offs0 = vld1q_u16(t);
         offs1 = vld1q_u16(t + 8);
     }
-    int32_t acc[16] __attribute__((aligned(16)));
+    int32_t acc[ZO_MVE_DW_PIXELS * 16] __attribute__((aligned(16)));
     for (int32_t oy = 0; oy < p->output_h; ++oy) {
         const int32_t iy0 = oy * p->stride_h - p->pad_h;
         int32_t ky_lo, ky_hi;
         zo_mve_tap_range(iy0, p->dilation_h, p->input_h, p->filter_h, &ky_lo, &ky_hi);
-        for (int32_t ox = 0; ox < p->output_w; ++ox) {
-            const int32_t ix0 = ox * p->stride_w - p->pad_w;
-            int32_t kx_lo, kx_hi;
-            zo_mve_tap_range(ix0, p->dilation_w, p->input_w, p->filter_w, &kx_lo, &kx_hi);
-            int32x4_t e0 = vdupq_n_s32(0), o0 = e0, e1 = e0, o1 = e0;
-            for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {
-                const int32_t iy = iy0 + ky * p->dilation_h;
-                const int8_t *x = input + ((size_t)iy * (size_t)p->input_w + (size_t)(ix0 + kx_lo * p->dilation_w))
-                                              * in_c + (size_t)ic0;
-                const int8_t *w = filter + ((size_t)ky * (size_t)p->filter_w + (size_t)kx_lo) * (size_t)oc_total
-                                  + (size_t)oc0;
-                for (int32_t kx = kx_lo; kx < kx_hi; ++kx) {
-                    int16x8_t xa, wa;
-                    if (gather) {
-                        xa = vldrbq_gather_offset_z_s16(x, offs0, p0);
-                    } else {
-                        xa = pred ? vldrbq_z_s16(x, p0) : vldrbq_s16(x);
-                    }
-                    wa = pred ? vldrbq_z_s16(w, p0) : vldrbq_s16(w);
-                    xa = vsubq_n_s16(xa, zp);
-                    e0 = vaddq_s32(e0, vmullbq_int_s16(xa, wa));
-                    o0 = vaddq_s32(o0, vmulltq_int_s16(xa, wa));
-                    if (two) {
-                        int16x8_t xb, wb;
+        const int8_t *x_top = input + (size_t)(iy0 + ky_lo * p->dilation_h) * (size_t)p->input_w * in_c + (size_t)ic0;
+        const int8_t *w_top = filter + (size_t)ky_lo * w_row_step + (size_t)oc0;
+        for (int32_t ox0 = 0; ox0 < p->output_w; ox0 += ZO_MVE_DW_PIXELS) {
+            const int32_t pixels = zo_min32(ZO_MVE_DW_PIXELS, p->output_w - ox0);
+            for (int32_t px = 0; px < pixels; ++px) {
+                const int32_t ix0 = (ox0 + px) * p->stride_w - p->pad_w;
+                int32_t kx_lo, kx_hi;
+                zo_mve_tap_range(ix0, p->dilation_w, p->input_w, p->filter_w, &kx_lo, &kx_hi);
+                int32x4_t e0 = vdupq_n_s32(0), o0 = e0, e1 = e0, o1 = e0;
+                const int8_t *x_row = x_top + (ptrdiff_t)(ix0 + kx_lo * p->dilation_w) * (ptrdiff_t)in_c;
+                const int8_t *w_row = w_top + (size_t)kx_lo * (size_t)oc_total;
+                for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {
+                    const int8_t *x = x_row;
+                    const int8_t *w = w_row;
+                    for (int32_t kx = kx_lo; kx < kx_hi; ++kx) {
+                        int16x8_t xa, wa;
                         if (gather) {
-                            xb = vldrbq_gather_offset_z_s16(x, offs1, p1);
+                            xa = vldrbq_gather_offset_z_s16(x, offs0, p0);
                         } else {
-                            xb = pred ? vldrbq_z_s16(x + 8, p1) : vldrbq_s16(x + 8);
+                            xa = pred ? vldrbq_z_s16(x, p0) : vldrbq_s16(x);
                         }
-                        wb = pred ? vldrbq_z_s16(w + 8, p1) : vldrbq_s16(w + 8);
-                        xb = vsubq_n_s16(xb, zp);
-                        e1 = vaddq_s32(e1, vmullbq_int_s16(xb, wb));
-                        o1 = vaddq_s32(o1, vmulltq_int_s16(xb, wb));
+                        wa = pred ? vldrbq_z_s16(w, p0) : vldrbq_s16(w);
+                        xa = vsubq_n_s16(xa, zp);
+                        e0 = vaddq_s32(e0, vmullbq_int_s16(xa, wa));
+                        o0 = vaddq_s32(o0, vmulltq_int_s16(xa, wa));
+                        if (two) {
+                            int16x8_t xb, wb;
+                            if (gather) {
+                                xb = vldrbq_gather_offset_z_s16(x, offs1, p1);
+                            } else {
+                                xb = pred ? vldrbq_z_s16(x + 8, p1) : vldrbq_s16(x + 8);
+                            }
+                            wb = pred ? vldrbq_z_s16(w + 8, p1) : vldrbq_s16(w + 8);
+                            xb = vsubq_n_s16(xb, zp);
+                            e1 = vaddq_s32(e1, vmullbq_int_s16(xb, wb));
+                            o1 = vaddq_s32(o1, vmulltq_int_s16(xb, wb));
+                        }
+                        x += x_step;
+                        w += oc_total;
                     }
-                    x += x_step;
-                    w += oc_total;
+                    x_row += x_row_step;
+                    w_row += w_row_step;
+                }
+                /* back to channel order (VST2 interleaves even and odd lanes) */
+                int32x4x2_t eo0 = {{e0, o0}};
+                vst2q_s32(acc + px * 16, eo0);
+                if (two) {
+                    int32x4x2_t eo1 = {{e1, o1}};
+                    vst2q_s32(acc + px * 16 + 8, eo1);
                 }
             }
-            /* back to channel order (VST2 interleaves), then bias and requantisation */
-            int32x4x2_t eo0 = {{e0, o0}};
-            vst2q_s32(acc, eo0);
-            if (two) {
-                int32x4x2_t eo1 = {{e1, o1}};
-                vst2q_s32(acc + 8, eo1);
-            }
-            int8_t *out = output + ((size_t)oy * (size_t)p->output_w + (size_t)ox) * (size_t)oc_total + (size_t)oc0;
-            zo_mve_requant_store(acc, n, bias != NULL ? bias + oc0 : NULL, p->multiplier + oc0, p->shift + oc0, &q,
-                                 out);
+            /* TFLM adds the bias last, as here */
+            int8_t *out = output + ((size_t)oy * (size_t)p->output_w + (size_t)ox0) * (size_t)oc_total + (size_t)oc0;
+            zo_mve_requant_pixels(acc, pixels, n, bias != NULL ? bias + oc0 : NULL, p->multiplier + oc0,
+                                  p->shift + oc0, &q, out, oc_total);
         }
     }
 }
@@ -435,8 +472,10 @@ void zo_depthwise_conv2d_s8(const zo_depthwise_conv2d_params_t *p, const int8_t 
 {
     for (int32_t oc0 = 0; oc0 < p->output_c; oc0 += 16) {
         const int32_t n = zo_min32(16, p->output_c - oc0);
-        if (p->depth_multiplier != 1) {
+        if (p->depth_multiplier != 1 && n > 8) {
             zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 1, 1, 1);
+        } else if (p->depth_multiplier != 1) {
+            zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 0, 1, 1);
         } else if (n == 16) {
             zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 1, 0, 0);
         } else if (n == 8) {
