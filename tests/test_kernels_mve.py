@@ -129,6 +129,23 @@ def binary_case(rng, i, kind):
     return kind, params, [a, b], (ref.add_s8 if kind == "add" else ref.mul_s8)(params, a, b)
 
 
+def max_pool_case(rng, i):
+    while True:
+        h, w = int(rng.integers(1, 14)), int(rng.integers(1, 14))
+        c = int(rng.choice([1, 3, 8, 15, 16, 17, 70, int(rng.integers(1, 40))]))
+        fh, fw = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        sh, sw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        padding = str(rng.choice(["SAME", "VALID"]))
+        (oh, ow), _ = quant.compute_padding_hw((sh, sw), (1, 1), (h, w), (fh, fw), padding)
+        if oh >= 1 and ow >= 1:
+            break
+    params = kb.pool_params(input_hwc=(h, w, c), output_hwc=(oh, ow, c), filter_hw=(fh, fw), stride_hw=(sh, sw),
+                            padding=padding, output_scale=f32(rng.uniform(0.01, 0.1)), output_zp=zp(rng),
+                            activation=ACTS[i % 4])
+    x = extreme_i8(rng, (h, w, c))
+    return "max_pool", params, [x], ref.max_pool_s8(params, x)
+
+
 def _array(ctype, name, values):
     vals = ", ".join(str(int(v)) for v in np.asarray(values).ravel())
     return f"static const {ctype} {name}[] __attribute__((aligned(4))) = {{{vals}}};\n"
@@ -271,6 +288,11 @@ def test_fully_connected_mve(tmp_path, seed):
 def test_binary_mve(tmp_path, kind):
     rng = np.random.default_rng(7500 + (kind == "mul"))
     check(tmp_path, [binary_case(rng, i, kind) for i in range(40)])
+
+
+def test_max_pool_mve(tmp_path):
+    rng = np.random.default_rng(7600)
+    check(tmp_path, [max_pool_case(rng, i) for i in range(40)])
 
 
 def test_requant_extremes_mve(tmp_path):

@@ -381,6 +381,7 @@ void zo_fully_connected_s8_portable(const zo_fully_connected_params_t *p, const 
                                     const int8_t *weights, const int32_t *bias, int8_t *output);
 void zo_add_s8_portable(const zo_add_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output);
 void zo_mul_s8_portable(const zo_mul_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output);
+void zo_max_pool_s8_portable(const zo_pool_params_t *p, const int8_t *input, int8_t *output);
 #else
 #define ZO_PORTABLE(name) name
 #endif

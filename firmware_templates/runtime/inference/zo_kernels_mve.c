@@ -1,6 +1,7 @@
-/* zo_kernels_mve.c - Helium (MVE) versions of CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD and
- * MUL for the Cortex-M55, bit-exact with the portable kernels (zo_kernels_conv.c and
- * zo_kernels_elementwise.c), and so with TFLM's reference kernels.  Compiled to nothing where ZO_KERNELS_MVE is not set (zo_kernels.h).
+/* zo_kernels_mve.c - Helium (MVE) versions of CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MUL
+ * and MAX_POOL_2D for the Cortex-M55, bit-exact with the portable kernels (zo_kernels_conv.c,
+ * _elementwise.c, _misc.c), and so with TFLM's reference kernels.  Compiled to nothing where
+ * ZO_KERNELS_MVE is not set (zo_kernels.h).
  *
  * - Requantisation on 4 lanes, TFLM's MultiplyByQuantizedMultiplier exactly: VQRDMULH is
  *   gemmlowp's SaturatingRoundingDoublingHighMul (same rounding, same saturation), and the
@@ -13,7 +14,8 @@
  * - DEPTHWISE_CONV_2D: 16 (or 8) channels in registers, int16 lanes (x - zp fits, w fits), even
  *   and odd channels widened by VMULLB/VMULLT into int32 accumulators; a depth multiplier > 1
  *   gathers each output channel's input.
- * - ADD and MUL without broadcasting: 4 lanes of TFLM's per-element arithmetic.
+ * - ADD and MUL without broadcasting: 4 lanes of TFLM's per-element arithmetic; MAX_POOL_2D on
+ *   16 channels.
  * Tails are predicated (VCTP): no load or store goes past a buffer.
  */
 #include "zo_kernels.h"
@@ -207,6 +209,68 @@ static void zo_mve_gemv(const int8_t *x, const int8_t *w, int32_t k, int32_t n, 
     zo_mve_requant_store(acc, n, NULL, mult, shift, q, out);
 }
 
+/* Two pixels at once: acc0[j], acc1[j] = eff[j] + dot(x0 or x1, w row j), k <= 16 * blocks <= 48,
+ * both pixels' blocks in registers, so each weight vector loaded serves two dot products. */
+__attribute__((always_inline)) static inline void zo_mve_rows2_x_in_regs(const int8_t *x0, const int8_t *x1,
+                                                                         const int8_t *w, int32_t k, int32_t n,
+                                                                         const int32_t *eff, int32_t *acc0,
+                                                                         int32_t *acc1, const int blocks)
+{
+    const mve_pred16_t pt = vctp8q((uint32_t)(k - 16 * (blocks - 1)));
+    int8x16_t a0 = vdupq_n_s8(0), a1 = a0, a2 = a0, b0 = a0, b1 = a0, b2 = a0;
+    a0 = blocks == 1 ? vldrbq_z_s8(x0, pt) : vldrbq_s8(x0);
+    b0 = blocks == 1 ? vldrbq_z_s8(x1, pt) : vldrbq_s8(x1);
+    if (blocks >= 2) {
+        a1 = blocks == 2 ? vldrbq_z_s8(x0 + 16, pt) : vldrbq_s8(x0 + 16);
+        b1 = blocks == 2 ? vldrbq_z_s8(x1 + 16, pt) : vldrbq_s8(x1 + 16);
+    }
+    if (blocks >= 3) {
+        a2 = vldrbq_z_s8(x0 + 32, pt);
+        b2 = vldrbq_z_s8(x1 + 32, pt);
+    }
+    for (int32_t j = 0; j < n; ++j) {
+        int32_t s0 = eff[j], s1 = s0;
+        int8x16_t wv = blocks == 1 ? vldrbq_z_s8(w, pt) : vldrbq_s8(w);
+        s0 = vmladavaq_s8(s0, a0, wv);
+        s1 = vmladavaq_s8(s1, b0, wv);
+        if (blocks >= 2) {
+            wv = blocks == 2 ? vldrbq_z_s8(w + 16, pt) : vldrbq_s8(w + 16);
+            s0 = vmladavaq_s8(s0, a1, wv);
+            s1 = vmladavaq_s8(s1, b1, wv);
+        }
+        if (blocks >= 3) {
+            wv = vldrbq_z_s8(w + 32, pt);
+            s0 = vmladavaq_s8(s0, a2, wv);
+            s1 = vmladavaq_s8(s1, b2, wv);
+        }
+        acc0[j] = s0;
+        acc1[j] = s1;
+        w += k;
+    }
+}
+
+/* zo_mve_gemv for two pixels x0, x1 (outputs out0, out1). */
+static void zo_mve_gemv2(const int8_t *x0, const int8_t *x1, const int8_t *w, int32_t k, int32_t n,
+                         const int32_t *eff, const int32_t *mult, const int32_t *shift, const zo_mve_out_t *q,
+                         int8_t *out0, int8_t *out1)
+{
+    int32_t acc0[ZO_MVE_OC_BLOCK], acc1[ZO_MVE_OC_BLOCK];
+    if (k > 48) {
+        zo_mve_gemv(x0, w, k, n, eff, mult, shift, q, out0);
+        zo_mve_gemv(x1, w, k, n, eff, mult, shift, q, out1);
+        return;
+    }
+    if (k <= 16) {
+        zo_mve_rows2_x_in_regs(x0, x1, w, k, n, eff, acc0, acc1, 1);
+    } else if (k <= 32) {
+        zo_mve_rows2_x_in_regs(x0, x1, w, k, n, eff, acc0, acc1, 2);
+    } else {
+        zo_mve_rows2_x_in_regs(x0, x1, w, k, n, eff, acc0, acc1, 3);
+    }
+    zo_mve_requant_store(acc0, n, NULL, mult, shift, q, out0);
+    zo_mve_requant_store(acc1, n, NULL, mult, shift, q, out1);
+}
+
 static inline void zo_mve_copy(int8_t *dst, const int8_t *src, int32_t n)
 {
     for (int32_t i = 0; i < n; i += 16) {
@@ -285,19 +349,28 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
             const int32_t n = zo_min32(ZO_MVE_OC_BLOCK, oc_end - oc0);
             const int8_t *w = filter + (size_t)oc0 * (size_t)k;
             zo_mve_fold_bias(w, k, n, bias != NULL ? bias + oc0 : NULL, p->input_zp, eff);
-            for (int32_t oy = 0; oy < p->output_h; ++oy) {
-                for (int32_t ox = 0; ox < p->output_w; ++ox) {
-                    const int8_t *x;
+            /* output pixels in pairs (the patch buffer holds two patches when they fit) */
+            const int32_t pixels = p->output_h * p->output_w;
+            const int32_t step = patch == NULL || 2 * k <= ZO_CONV_PATCH_MAX ? 2 : 1;
+            for (int32_t pix = 0; pix < pixels; pix += step) {
+                const int32_t two = step == 2 && pix + 1 < pixels;
+                const int8_t *x[2];
+                for (int32_t i = 0; i <= two; ++i) {
+                    const int32_t oy = (pix + i) / p->output_w, ox = (pix + i) - oy * p->output_w;
                     if (patch == NULL) {
-                        x = input + ((size_t)(oy * p->stride_h) * (size_t)p->input_w + (size_t)(ox * p->stride_w))
-                                        * (size_t)p->input_c + (size_t)c0;
+                        x[i] = input + ((size_t)(oy * p->stride_h) * (size_t)p->input_w + (size_t)(ox * p->stride_w))
+                                           * (size_t)p->input_c + (size_t)c0;
                     } else {
-                        zo_mve_im2col(p, input, oy, ox, c0, patch);
-                        x = patch;
+                        zo_mve_im2col(p, input, oy, ox, c0, patch + i * k);
+                        x[i] = patch + i * k;
                     }
-                    int8_t *out = output + ((size_t)oy * (size_t)p->output_w + (size_t)ox) * (size_t)p->output_c
-                                  + (size_t)oc0;
-                    zo_mve_gemv(x, w, k, n, eff, p->multiplier + oc0, p->shift + oc0, &q, out);
+                }
+                int8_t *out = output + (size_t)pix * (size_t)p->output_c + (size_t)oc0;
+                if (two) {
+                    zo_mve_gemv2(x[0], x[1], w, k, n, eff, p->multiplier + oc0, p->shift + oc0, &q, out,
+                                 out + p->output_c);
+                } else {
+                    zo_mve_gemv(x[0], w, k, n, eff, p->multiplier + oc0, p->shift + oc0, &q, out);
                 }
             }
         }
@@ -540,6 +613,38 @@ void zo_mul_s8(const zo_mul_params_t *p, const int8_t *input1, const int8_t *inp
         const int32x4_t b = vsubq_n_s32(vldrbq_z_s32(input2 + i, pr), p->input2_zp);
         int32x4_t v = vaddq_n_s32(zo_mve_mbqm_lr(vmulq_s32(a, b), so.m, so.left, so.right), p->output_zp);
         vstrbq_p_s32(output + i, vminq_s32(vmaxq_s32(v, lo), hi), pr);
+    }
+}
+
+/* ------------------------------------------------------------------------ MAX_POOL_2D */
+
+/* 16 channels per vector: the running maximum of the window's taps (inside the image), clamped. */
+void zo_max_pool_s8(const zo_pool_params_t *p, const int8_t *input, int8_t *output)
+{
+    const int32_t ch = p->channels;
+    const int8x16_t lo = vdupq_n_s8((int8_t)p->act_min), hi = vdupq_n_s8((int8_t)p->act_max);
+    int8_t *out = output;
+    for (int32_t oy = 0; oy < p->output_h; ++oy) {
+        const int32_t iy0 = oy * p->stride_h - p->pad_h;
+        const int32_t ky0 = zo_max32(0, -iy0), ky1 = zo_min32(p->filter_h, p->input_h - iy0);
+        for (int32_t ox = 0; ox < p->output_w; ++ox) {
+            const int32_t ix0 = ox * p->stride_w - p->pad_w;
+            const int32_t kx0 = zo_max32(0, -ix0), kx1 = zo_min32(p->filter_w, p->input_w - ix0);
+            for (int32_t c0 = 0; c0 < ch; c0 += 16) {
+                const mve_pred16_t pr = vctp8q((uint32_t)(ch - c0));
+                int8x16_t m = vdupq_n_s8(-128);
+                for (int32_t ky = ky0; ky < ky1; ++ky) {
+                    const int8_t *x = input + ((size_t)(iy0 + ky) * (size_t)p->input_w + (size_t)(ix0 + kx0)) * (size_t)ch
+                                      + (size_t)c0;
+                    for (int32_t kx = kx0; kx < kx1; ++kx) {
+                        m = vmaxq_s8(m, vldrbq_z_s8(x, pr));
+                        x += ch;
+                    }
+                }
+                vstrbq_p_s8(out + c0, vminq_s8(vmaxq_s8(m, lo), hi), pr);
+            }
+            out += ch;
+        }
     }
 }
 
