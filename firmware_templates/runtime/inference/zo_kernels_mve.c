@@ -290,9 +290,14 @@ static inline void zo_mve_fill(int8_t *dst, int8_t v, int32_t n)
 /* Taps kx in [lo, hi) of a filter row read inside the image: ix0 + kx * d in [0, size). */
 static inline void zo_mve_tap_range(int32_t ix0, int32_t d, int32_t size, int32_t taps, int32_t *lo, int32_t *hi)
 {
-    int32_t a = ix0 < 0 ? (-ix0 + d - 1) / d : 0;
-    int32_t b = size - ix0 <= 0 ? 0 : (size - ix0 + d - 1) / d;
-    *lo = zo_min32(a, taps);
+    int32_t a, b;
+    if (d == 1) {
+        a = -ix0, b = size - ix0;
+    } else {
+        a = ix0 < 0 ? (-ix0 + d - 1) / d : 0;
+        b = size - ix0 <= 0 ? 0 : (size - ix0 + d - 1) / d;
+    }
+    *lo = zo_min32(zo_max32(a, 0), taps);
     *hi = zo_max32(zo_min32(b, taps), *lo);
 }
 
@@ -318,7 +323,9 @@ static void zo_mve_im2col(const zo_conv2d_params_t *p, const int8_t *input, int3
         }
         const int8_t *src = input + ((size_t)iy * (size_t)p->input_w + (size_t)(ix0 + lo * p->dilation_w)) * (size_t)c
                             + (size_t)c0;
-        zo_mve_fill(dst, zp, lo * fc);
+        if (lo > 0) {
+            zo_mve_fill(dst, zp, lo * fc);
+        }
         if (p->dilation_w == 1 && fc == c) {
             zo_mve_copy(dst + lo * fc, src, (hi - lo) * fc); /* the valid taps are one run */
         } else {
@@ -327,7 +334,99 @@ static void zo_mve_im2col(const zo_conv2d_params_t *p, const int8_t *input, int3
                 src += (size_t)p->dilation_w * (size_t)c;
             }
         }
-        zo_mve_fill(dst + hi * fc, zp, (p->filter_w - hi) * fc);
+        if (hi < p->filter_w) {
+            zo_mve_fill(dst + hi * fc, zp, (p->filter_w - hi) * fc);
+        }
+    }
+}
+
+/* acc[j] = eff[j] + dot(patch, w row j) where the patch is `rows` runs of `run` <= 16 bytes read
+ * in place (x[r]: one input row of a pixel whose taps are all inside the image), each in one
+ * register; w row j's run r starts at r * run. rows is a constant at each call. */
+__attribute__((always_inline)) static inline void zo_mve_rows_runs(const int8_t *const *x, int32_t run,
+                                                                   const int8_t *w, int32_t k, int32_t n,
+                                                                   const int32_t *eff, int32_t *acc, const int rows)
+{
+    const mve_pred16_t pr = vctp8q((uint32_t)run);
+    const int8x16_t zero = vdupq_n_s8(0);
+    const int8x16_t x0 = vldrbq_z_s8(x[0], pr);
+    const int8x16_t x1 = rows >= 2 ? vldrbq_z_s8(x[1], pr) : zero;
+    const int8x16_t x2 = rows >= 3 ? vldrbq_z_s8(x[2], pr) : zero;
+    const int8x16_t x3 = rows >= 4 ? vldrbq_z_s8(x[3], pr) : zero;
+    for (int32_t j = 0; j < n; ++j) {
+        int32_t a = vmladavaq_s8(eff[j], x0, vldrbq_z_s8(w, pr));
+        if (rows >= 2) {
+            a = vmladavaq_s8(a, x1, vldrbq_z_s8(w + run, pr));
+        }
+        if (rows >= 3) {
+            a = vmladavaq_s8(a, x2, vldrbq_z_s8(w + 2 * run, pr));
+        }
+        if (rows >= 4) {
+            a = vmladavaq_s8(a, x3, vldrbq_z_s8(w + 3 * run, pr));
+        }
+        acc[j] = a;
+        w += k;
+    }
+}
+
+/* Whether output pixel (oy, ox) of a convolution with unit dilation and whole-pixel channels can
+ * be read in place: every tap inside the image; then x[ky] = its filter row ky's input run. */
+static inline int zo_mve_interior_runs(const zo_conv2d_params_t *p, const int8_t *input, int32_t oy, int32_t ox,
+                                       const int8_t **x)
+{
+    const int32_t iy0 = oy * p->stride_h - p->pad_h;
+    const int32_t ix0 = ox * p->stride_w - p->pad_w;
+    if (iy0 < 0 || ix0 < 0 || iy0 + p->filter_h > p->input_h || ix0 + p->filter_w > p->input_w) {
+        return 0;
+    }
+    const size_t row = (size_t)p->input_w * (size_t)p->input_c;
+    for (int32_t ky = 0; ky < p->filter_h; ++ky) {
+        x[ky] = input + (size_t)(iy0 + ky) * row + (size_t)ix0 * (size_t)p->input_c;
+    }
+    return 1;
+}
+
+/* Small-patch convolutions (unit dilation, one group, filter_h <= 4, filter_w * input_c <= 16):
+ * interior pixels straight from the input rows, border pixels through a patch. */
+static void zo_mve_conv2d_runs(const zo_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
+                               const int32_t *bias, int8_t *output)
+{
+    const int32_t k = p->filter_h * p->filter_w * p->filter_c;
+    const int32_t run = p->filter_w * p->filter_c;
+    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max};
+    int32_t eff[ZO_MVE_OC_BLOCK], acc[ZO_MVE_OC_BLOCK];
+    int8_t patch[64];
+    for (int32_t oc0 = 0; oc0 < p->output_c; oc0 += ZO_MVE_OC_BLOCK) {
+        const int32_t n = zo_min32(ZO_MVE_OC_BLOCK, p->output_c - oc0);
+        const int8_t *w = filter + (size_t)oc0 * (size_t)k;
+        zo_mve_fold_bias(w, k, n, bias != NULL ? bias + oc0 : NULL, p->input_zp, eff);
+        for (int32_t oy = 0; oy < p->output_h; ++oy) {
+            for (int32_t ox = 0; ox < p->output_w; ++ox) {
+                int8_t *out = output + ((size_t)oy * (size_t)p->output_w + (size_t)ox) * (size_t)p->output_c
+                              + (size_t)oc0;
+                const int8_t *x[4];
+                if (!zo_mve_interior_runs(p, input, oy, ox, x)) {
+                    zo_mve_im2col(p, input, oy, ox, 0, patch);
+                    zo_mve_gemv(patch, w, k, n, eff, p->multiplier + oc0, p->shift + oc0, &q, out);
+                    continue;
+                }
+                switch (p->filter_h) {
+                case 1:
+                    zo_mve_rows_runs(x, run, w, k, n, eff, acc, 1);
+                    break;
+                case 2:
+                    zo_mve_rows_runs(x, run, w, k, n, eff, acc, 2);
+                    break;
+                case 3:
+                    zo_mve_rows_runs(x, run, w, k, n, eff, acc, 3);
+                    break;
+                default:
+                    zo_mve_rows_runs(x, run, w, k, n, eff, acc, 4);
+                    break;
+                }
+                zo_mve_requant_store(acc, n, NULL, p->multiplier + oc0, p->shift + oc0, &q, out);
+            }
+        }
     }
 }
 
@@ -392,6 +491,9 @@ void zo_conv2d_s8(const zo_conv2d_params_t *p, const int8_t *input, const int8_t
     const int32_t k = p->filter_h * p->filter_w * p->filter_c;
     if (p->filter_h == 1 && p->filter_w == 1 && p->pad_h == 0 && p->pad_w == 0) {
         zo_mve_conv2d_gemm(p, input, filter, bias, output, NULL);
+    } else if (p->dilation_h == 1 && p->dilation_w == 1 && p->filter_c == p->input_c && p->filter_h <= 4
+               && p->filter_w * p->filter_c <= 16) {
+        zo_mve_conv2d_runs(p, input, filter, bias, output);
     } else if (k <= ZO_CONV_PATCH_MAX) {
         zo_mve_conv2d_im2col(p, input, filter, bias, output);
     } else {
