@@ -95,6 +95,32 @@ static void zo_mve_fold_bias(const int8_t *w, int32_t k, int32_t n, const int32_
         }                                                                                           \
     } while (0)
 
+/* out[px * out_stride + j] = requant(acc[px * acc_stride + j] + bias[j]) for px < pixels, j < n: each
+ * channel group's bias, multiplier and shifts are loaded once for all the pixels. */
+static void zo_mve_requant_pixels(const int32_t *acc, int32_t acc_stride, int32_t pixels, int32_t n,
+                                  const int32_t *bias,
+                                  const int32_t *mult, const int32_t *shift, const zo_mve_out_t *q, int8_t *out,
+                                  int32_t out_stride)
+{
+    const int32x4_t zero = vdupq_n_s32(0);
+    for (int32_t j = 0; j < n; j += 4) {
+        const mve_pred16_t p = vctp32q((uint32_t)(n - j));
+        const int32x4_t b = bias != NULL ? vldrwq_z_s32(bias + j, p) : zero;
+        const int32x4_t m = vldrwq_z_s32(mult + j, p);
+        const int32x4_t s = vldrwq_z_s32(shift + j, p);
+        const int32x4_t left = vmaxq_s32(s, zero), right = vminq_s32(s, zero);
+        const int32_t *a = acc + j;
+        int8_t *o = out + j;
+        for (int32_t px = 0; px < pixels; ++px) {
+            int32x4_t v = zo_mve_mbqm_lr(vaddq_s32(vldrwq_s32(a), b), m, left, right);
+            v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, q->zp), vdupq_n_s32(q->act_min)), vdupq_n_s32(q->act_max));
+            vstrbq_p_s32(o, v, p);
+            a += acc_stride;
+            o += out_stride;
+        }
+    }
+}
+
 /* One group of 4 outputs of zo_mve_requant_store (p: the lanes to load and store). */
 __attribute__((always_inline)) static inline void zo_mve_requant4(const int32_t *acc, const int32_t *bias,
                                                                   const int32_t *mult, const int32_t *shift,
@@ -168,11 +194,9 @@ __attribute__((always_inline)) static inline void zo_mve_rows_x_in_regs(const in
     }
 }
 
-/* out[j] = requant(eff[j] + dot(x, w row j)) for n <= ZO_MVE_OC_BLOCK rows of k weights. */
-static void zo_mve_gemv(const int8_t *x, const int8_t *w, int32_t k, int32_t n, const int32_t *eff,
-                        const int32_t *mult, const int32_t *shift, const zo_mve_out_t *q, int8_t *out)
+/* acc[j] = eff[j] + dot(x, w row j) for n <= ZO_MVE_OC_BLOCK rows of k weights. */
+static void zo_mve_dots(const int8_t *x, const int8_t *w, int32_t k, int32_t n, const int32_t *eff, int32_t *acc)
 {
-    int32_t acc[ZO_MVE_OC_BLOCK];
     if (k <= 16) {
         zo_mve_rows_x_in_regs(x, w, k, n, eff, acc, 1);
     } else if (k <= 32) {
@@ -206,6 +230,14 @@ static void zo_mve_gemv(const int8_t *x, const int8_t *w, int32_t k, int32_t n, 
             }
         }
     }
+}
+
+/* out[j] = requant(eff[j] + dot(x, w row j)) for n <= ZO_MVE_OC_BLOCK rows of k weights. */
+static void zo_mve_gemv(const int8_t *x, const int8_t *w, int32_t k, int32_t n, const int32_t *eff,
+                        const int32_t *mult, const int32_t *shift, const zo_mve_out_t *q, int8_t *out)
+{
+    int32_t acc[ZO_MVE_OC_BLOCK];
+    zo_mve_dots(x, w, k, n, eff, acc);
     zo_mve_requant_store(acc, n, NULL, mult, shift, q, out);
 }
 
@@ -249,26 +281,47 @@ __attribute__((always_inline)) static inline void zo_mve_rows2_x_in_regs(const i
     }
 }
 
-/* zo_mve_gemv for two pixels x0, x1 (outputs out0, out1). */
-static void zo_mve_gemv2(const int8_t *x0, const int8_t *x1, const int8_t *w, int32_t k, int32_t n,
-                         const int32_t *eff, const int32_t *mult, const int32_t *shift, const zo_mve_out_t *q,
-                         int8_t *out0, int8_t *out1)
+/* Four pixels at once for rows of k <= 16 bytes: one register per pixel, each weight vector
+ * serves four dot products; acc[i * ZO_MVE_OC_BLOCK + j] for pixel i. */
+static void zo_mve_rows4_k16(const int8_t *const *x, const int8_t *w, int32_t k, int32_t n, const int32_t *eff,
+                             int32_t *acc)
 {
-    int32_t acc0[ZO_MVE_OC_BLOCK], acc1[ZO_MVE_OC_BLOCK];
-    if (k > 48) {
-        zo_mve_gemv(x0, w, k, n, eff, mult, shift, q, out0);
-        zo_mve_gemv(x1, w, k, n, eff, mult, shift, q, out1);
-        return;
+    const mve_pred16_t pt = vctp8q((uint32_t)k);
+    const int8x16_t x0 = vldrbq_z_s8(x[0], pt), x1 = vldrbq_z_s8(x[1], pt);
+    const int8x16_t x2 = vldrbq_z_s8(x[2], pt), x3 = vldrbq_z_s8(x[3], pt);
+    for (int32_t j = 0; j < n; ++j) {
+        const int8x16_t wv = vldrbq_z_s8(w, pt);
+        const int32_t e = eff[j];
+        acc[j] = vmladavaq_s8(e, x0, wv);
+        acc[ZO_MVE_OC_BLOCK + j] = vmladavaq_s8(e, x1, wv);
+        acc[2 * ZO_MVE_OC_BLOCK + j] = vmladavaq_s8(e, x2, wv);
+        acc[3 * ZO_MVE_OC_BLOCK + j] = vmladavaq_s8(e, x3, wv);
+        w += k;
     }
-    if (k <= 16) {
-        zo_mve_rows2_x_in_regs(x0, x1, w, k, n, eff, acc0, acc1, 1);
-    } else if (k <= 32) {
-        zo_mve_rows2_x_in_regs(x0, x1, w, k, n, eff, acc0, acc1, 2);
+}
+
+/* acc[i * ZO_MVE_OC_BLOCK + j] = eff[j] + dot(x[i], w row j) for a tile of `tile` pixels (4 when
+ * k <= 16, 2 when k <= 48, else 1; see zo_mve_tile). */
+static void zo_mve_tile_dots(const int8_t *const *x, int32_t tile, const int8_t *w, int32_t k, int32_t n,
+                             const int32_t *eff, int32_t *acc)
+{
+    if (tile == 4) {
+        zo_mve_rows4_k16(x, w, k, n, eff, acc);
+    } else if (tile == 2 && k <= 16) {
+        zo_mve_rows2_x_in_regs(x[0], x[1], w, k, n, eff, acc, acc + ZO_MVE_OC_BLOCK, 1);
+    } else if (tile == 2 && k <= 32) {
+        zo_mve_rows2_x_in_regs(x[0], x[1], w, k, n, eff, acc, acc + ZO_MVE_OC_BLOCK, 2);
+    } else if (tile == 2) {
+        zo_mve_rows2_x_in_regs(x[0], x[1], w, k, n, eff, acc, acc + ZO_MVE_OC_BLOCK, 3);
     } else {
-        zo_mve_rows2_x_in_regs(x0, x1, w, k, n, eff, acc0, acc1, 3);
+        zo_mve_dots(x[0], w, k, n, eff, acc);
     }
-    zo_mve_requant_store(acc0, n, NULL, mult, shift, q, out0);
-    zo_mve_requant_store(acc1, n, NULL, mult, shift, q, out1);
+}
+
+/* Pixels per tile for rows of k bytes. */
+static inline int32_t zo_mve_tile(int32_t k)
+{
+    return k <= 16 ? 4 : (k <= 48 ? 2 : 1);
 }
 
 static inline void zo_mve_copy(int8_t *dst, const int8_t *src, int32_t n)
@@ -440,7 +493,7 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
     const int32_t oc_per_group = p->output_c / groups;
     const int32_t k = p->filter_h * p->filter_w * fc;
     const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max};
-    int32_t eff[ZO_MVE_OC_BLOCK];
+    int32_t eff[ZO_MVE_OC_BLOCK], acc[4 * ZO_MVE_OC_BLOCK];
     for (int32_t g = 0; g < groups; ++g) {
         const int32_t c0 = g * fc;
         const int32_t oc_end = (g + 1) * oc_per_group;
@@ -448,14 +501,19 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
             const int32_t n = zo_min32(ZO_MVE_OC_BLOCK, oc_end - oc0);
             const int8_t *w = filter + (size_t)oc0 * (size_t)k;
             zo_mve_fold_bias(w, k, n, bias != NULL ? bias + oc0 : NULL, p->input_zp, eff);
-            /* output pixels in pairs (the patch buffer holds two patches when they fit) */
+            /* output pixels in tiles that share each weight vector (patches permitting) */
             const int32_t pixels = p->output_h * p->output_w;
-            const int32_t step = patch == NULL || 2 * k <= ZO_CONV_PATCH_MAX ? 2 : 1;
-            for (int32_t pix = 0; pix < pixels; pix += step) {
-                const int32_t two = step == 2 && pix + 1 < pixels;
-                const int8_t *x[2];
-                for (int32_t i = 0; i <= two; ++i) {
-                    const int32_t oy = (pix + i) / p->output_w, ox = (pix + i) - oy * p->output_w;
+            int32_t tile = zo_mve_tile(k);
+            while (patch != NULL && tile * k > ZO_CONV_PATCH_MAX) {
+                tile /= 2;
+            }
+            for (int32_t pix = 0; pix < pixels; pix += tile) {
+                const int32_t count = zo_min32(tile, pixels - pix);
+                const int8_t *x[4];
+                for (int32_t i = 0; i < tile; ++i) {
+                    /* a short last tile repeats its last pixel; those sums are not stored */
+                    const int32_t at = pix + zo_min32(i, count - 1);
+                    const int32_t oy = at / p->output_w, ox = at - oy * p->output_w;
                     if (patch == NULL) {
                         x[i] = input + ((size_t)(oy * p->stride_h) * (size_t)p->input_w + (size_t)(ox * p->stride_w))
                                            * (size_t)p->input_c + (size_t)c0;
@@ -464,12 +522,17 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
                         x[i] = patch + i * k;
                     }
                 }
+                zo_mve_tile_dots(x, tile, w, k, n, eff, acc);
                 int8_t *out = output + (size_t)pix * (size_t)p->output_c + (size_t)oc0;
-                if (two) {
-                    zo_mve_gemv2(x[0], x[1], w, k, n, eff, p->multiplier + oc0, p->shift + oc0, &q, out,
-                                 out + p->output_c);
+                if (tile == 4) {
+                    /* the channel constants loaded once for the 4 pixels */
+                    zo_mve_requant_pixels(acc, ZO_MVE_OC_BLOCK, count, n, NULL, p->multiplier + oc0, p->shift + oc0,
+                                          &q, out, p->output_c);
                 } else {
-                    zo_mve_gemv(x[0], w, k, n, eff, p->multiplier + oc0, p->shift + oc0, &q, out);
+                    for (int32_t i = 0; i < count; ++i) {
+                        zo_mve_requant_store(acc + i * ZO_MVE_OC_BLOCK, n, NULL, p->multiplier + oc0, p->shift + oc0,
+                                             &q, out + i * p->output_c);
+                    }
                 }
             }
         }
@@ -522,31 +585,6 @@ void zo_fully_connected_s8(const zo_fully_connected_params_t *p, const int8_t *i
 
 /* Output pixels of one row whose accumulators are kept before requantisation. */
 #define ZO_MVE_DW_PIXELS 32
-
-/* out[px * out_stride + j] = requant(acc[px * 16 + j] + bias[j]) for px < pixels, j < n: each
- * channel group's bias, multiplier and shifts are loaded once for all the pixels. */
-static void zo_mve_requant_pixels(const int32_t *acc, int32_t pixels, int32_t n, const int32_t *bias,
-                                  const int32_t *mult, const int32_t *shift, const zo_mve_out_t *q, int8_t *out,
-                                  int32_t out_stride)
-{
-    const int32x4_t zero = vdupq_n_s32(0);
-    for (int32_t j = 0; j < n; j += 4) {
-        const mve_pred16_t p = vctp32q((uint32_t)(n - j));
-        const int32x4_t b = bias != NULL ? vldrwq_z_s32(bias + j, p) : zero;
-        const int32x4_t m = vldrwq_z_s32(mult + j, p);
-        const int32x4_t s = vldrwq_z_s32(shift + j, p);
-        const int32x4_t left = vmaxq_s32(s, zero), right = vminq_s32(s, zero);
-        const int32_t *a = acc + j;
-        int8_t *o = out + j;
-        for (int32_t px = 0; px < pixels; ++px) {
-            int32x4_t v = zo_mve_mbqm_lr(vaddq_s32(vldrwq_s32(a), b), m, left, right);
-            v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, q->zp), vdupq_n_s32(q->act_min)), vdupq_n_s32(q->act_max));
-            vstrbq_p_s32(o, v, p);
-            a += 16;
-            o += out_stride;
-        }
-    }
-}
 
 /* One output channel block [oc0, oc0 + n) over every output pixel.  The flags are constants at
  * each call, so each use compiles to its own loop: `two` = 16 channels (else 8), `pred` = fewer
@@ -636,7 +674,7 @@ __attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depth
             }
             /* TFLM adds the bias last, as here */
             int8_t *out = output + ((size_t)oy * (size_t)p->output_w + (size_t)ox0) * (size_t)oc_total + (size_t)oc0;
-            zo_mve_requant_pixels(acc, pixels, n, bias != NULL ? bias + oc0 : NULL, p->multiplier + oc0,
+            zo_mve_requant_pixels(acc, 16, pixels, n, bias != NULL ? bias + oc0 : NULL, p->multiplier + oc0,
                                   p->shift + oc0, &q, out, oc_total);
         }
     }
