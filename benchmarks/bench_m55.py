@@ -326,7 +326,7 @@ def main(argv=None) -> int:
         peer = {k: (int(v), RECORDED_PEER.get(k, (None, None))[1]) for k, v in json.loads(args.peer.read_text()).items()}
         note = f"TFLM + CMSIS-NN from {args.peer.name} (measured); TFLM reference {RECORDED_PROVENANCE}"
     else:
-        peer, note = RECORDED_PEER, RECORDED_PROVENANCE
+        peer, note = RECORDED_PEER, f"not measured in this run, {RECORDED_PROVENANCE}"
         print(f"bench_m55: TFLM + CMSIS-NN is not built here; showing its numbers {RECORDED_PROVENANCE}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="zoflash-bench-m55-") as tmp:
