@@ -647,6 +647,9 @@ __attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depth
                         e0 = vaddq_s32(e0, vmullbq_int_s16(xa, wa));
                         o0 = vaddq_s32(o0, vmulltq_int_s16(xa, wa));
                         if (two) {
+                            /* keeps the second half's loads after the first half's sums: fewer
+                             * live vectors, no accumulator spilled to the stack */
+                            __asm__ volatile("" ::: "memory");
                             int16x8_t xb, wb;
                             if (gather) {
                                 xb = vldrbq_gather_offset_z_s16(x, offs1, p1);
