@@ -326,6 +326,11 @@ static inline int32_t zo_mve_tile(int32_t k)
 
 static inline void zo_mve_copy(int8_t *dst, const int8_t *src, int32_t n)
 {
+    if (n <= 16) { /* the common case of a filter row: no loop */
+        const mve_pred16_t p = vctp8q((uint32_t)n);
+        vstrbq_p_s8(dst, vldrbq_z_s8(src, p), p);
+        return;
+    }
     for (int32_t i = 0; i < n; i += 16) {
         const mve_pred16_t p = vctp8q((uint32_t)(n - i));
         vstrbq_p_s8(dst + i, vldrbq_z_s8(src + i, p), p);
@@ -335,6 +340,10 @@ static inline void zo_mve_copy(int8_t *dst, const int8_t *src, int32_t n)
 static inline void zo_mve_fill(int8_t *dst, int8_t v, int32_t n)
 {
     const int8x16_t vv = vdupq_n_s8(v);
+    if (n <= 16) {
+        vstrbq_p_s8(dst, vv, vctp8q((uint32_t)n));
+        return;
+    }
     for (int32_t i = 0; i < n; i += 16) {
         vstrbq_p_s8(dst + i, vv, vctp8q((uint32_t)(n - i)));
     }
@@ -352,6 +361,34 @@ static inline void zo_mve_tap_range(int32_t ix0, int32_t d, int32_t size, int32_
     }
     *lo = zo_min32(zo_max32(a, 0), taps);
     *hi = zo_max32(zo_min32(b, taps), *lo);
+}
+
+/* zo_mve_im2col for unit horizontal dilation and whole-pixel channels: each filter row's taps
+ * inside the image are one run of the input row (the row is filled with the zero point first
+ * when some are not). */
+static void zo_mve_im2col_runs(const zo_conv2d_params_t *p, const int8_t *input, int32_t oy, int32_t ox,
+                               int8_t *patch)
+{
+    const int32_t c = p->input_c;
+    const int32_t run = p->filter_w * c;
+    const int32_t iy0 = oy * p->stride_h - p->pad_h;
+    const int32_t ix0 = ox * p->stride_w - p->pad_w;
+    const int32_t lo = zo_min32(zo_max32(0, -ix0), p->filter_w);
+    const int32_t hi = zo_max32(zo_min32(p->filter_w, p->input_w - ix0), lo);
+    const int32_t take = (hi - lo) * c;
+    const int8_t zp = (int8_t)p->input_zp;
+    for (int32_t ky = 0; ky < p->filter_h; ++ky) {
+        const int32_t iy = iy0 + ky * p->dilation_h;
+        const int inside = iy >= 0 && iy < p->input_h;
+        if (!inside || take < run) {
+            zo_mve_fill(patch, zp, run);
+        }
+        if (inside && take > 0) {
+            zo_mve_copy(patch + lo * c, input + ((size_t)iy * (size_t)p->input_w + (size_t)(ix0 + lo)) * (size_t)c,
+                        take);
+        }
+        patch += run;
+    }
 }
 
 /* The receptive field of output pixel (oy, ox), channels [c0, c0 + fc), laid out like a filter
@@ -459,7 +496,7 @@ static void zo_mve_conv2d_runs(const zo_conv2d_params_t *p, const int8_t *input,
                               + (size_t)oc0;
                 const int8_t *x[4];
                 if (!zo_mve_interior_runs(p, input, oy, ox, x)) {
-                    zo_mve_im2col(p, input, oy, ox, 0, patch);
+                    zo_mve_im2col_runs(p, input, oy, ox, patch);
                     zo_mve_gemv(patch, w, k, n, eff, p->multiplier + oc0, p->shift + oc0, &q, out);
                     continue;
                 }
@@ -518,7 +555,11 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
                         x[i] = input + ((size_t)(oy * p->stride_h) * (size_t)p->input_w + (size_t)(ox * p->stride_w))
                                            * (size_t)p->input_c + (size_t)c0;
                     } else {
-                        zo_mve_im2col(p, input, oy, ox, c0, patch + i * k);
+                        if (p->dilation_w == 1 && fc == p->input_c) {
+                            zo_mve_im2col_runs(p, input, oy, ox, patch + i * k);
+                        } else {
+                            zo_mve_im2col(p, input, oy, ox, c0, patch + i * k);
+                        }
                         x[i] = patch + i * k;
                     }
                 }
