@@ -8,9 +8,14 @@
  *   rounding right shift is made ties-away-from-zero (TFLM) rather than VRSHL's ties-up
  *   (CMSIS-NN) by first moving negative values down by one.
  * - CONV_2D and FULLY_CONNECTED are matrix products: int8 dot products of 16 lanes (VMLADAVA)
- *   with the input zero point folded into the bias, as the portable kernels do; four weight rows
- *   share each input vector.  Non-1x1 convolutions gather each output pixel's receptive field
- *   into a patch on the stack first (im2col).
+ *   with the input zero point folded into the bias, as the portable kernels do.  Rows of up to
+ *   64 bytes keep the input in registers and walk the weight rows; tiles of 4 (rows <= 16 bytes)
+ *   or 2 (<= 48) output pixels share each weight vector; longer rows share each input vector
+ *   between four weight rows.  Other convolutions gather each output pixel's receptive field
+ *   into a patch on the stack (im2col), except small filters (filter_h <= 4 rows of <= 16
+ *   bytes), whose interior pixels are read in place, one register per filter row.
+ * - Stack: up to ~3.5 KiB in CONV_2D (a 2 KiB patch, as the portable kernel, and the
+ *   accumulators of a tile), ~2.1 KiB in DEPTHWISE_CONV_2D (a row's accumulators).
  * - DEPTHWISE_CONV_2D: 16 (or 8) channels in registers, int16 lanes (x - zp fits, w fits), even
  *   and odd channels widened by VMULLB/VMULLT into int32 accumulators; a depth multiplier > 1
  *   gathers each output channel's input.
