@@ -6,7 +6,7 @@ APT_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm make g
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: setup system-packages test test-fast demo bench docs fixtures clean
+.PHONY: setup system-packages test test-fast demo bench bench-m55 docs fixtures clean
 
 setup: system-packages $(VENV)/.installed
 
@@ -52,6 +52,10 @@ bench: setup
 	$(PY) benchmarks/bench_inference.py --write docs/benchmarks.md
 	$(PY) benchmarks/bench_training.py --write docs/benchmarks.md
 	$(PY) benchmarks/bench_build.py --write docs/benchmarks.md
+
+# Instructions per inference on the emulated Cortex-M55 (QEMU), Helium and portable kernels.
+bench-m55: setup
+	$(PY) benchmarks/bench_m55.py --write docs/benchmarks.md
 
 # Regenerate the op docs from the op registry: docs/ops.md and the README's operator table.
 docs: setup

@@ -702,3 +702,17 @@ def test_int16_builders_fill_their_structs(name):
     test_builder_keys_are_exactly_the_struct_fields(name)
     test_builders_are_keyword_only(name)
 # ==== end of int16 activations ===================================================================
+
+
+# ==== resource variables and CAST (the kernels: tests/test_resource_variables.py, tests/test_cast.py) ====
+_VARIABLES_AND_CAST = {"copy_s8": dict(size=12)}
+_VARIABLES_AND_CAST.update({name: dict(size=7, input_dtype=k.arg_dtypes[0], output_dtype=k.arg_dtypes[1])
+                            for name, k in KERNELS.items() if name.startswith("cast_")})
+SAMPLE_ARGS.update(_VARIABLES_AND_CAST)
+
+
+@pytest.mark.parametrize("name", sorted(_VARIABLES_AND_CAST))
+def test_variable_and_cast_builders_fill_their_structs(name):
+    test_builder_keys_are_exactly_the_struct_fields(name)
+    test_builders_are_keyword_only(name)
+# ==== end of resource variables and CAST ===================================================================

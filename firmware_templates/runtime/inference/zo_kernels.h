@@ -468,6 +468,28 @@ void zo_minimum_s16(const zo_minmax_params_t *p, const int16_t *input1, const in
 void zo_resize_nearest_s16(const zo_resize_nearest_params_t *p, const int16_t *input, int16_t *output);
 /* ==== end of int16 activations ============================================================== */
 
+/* ==== Helium (MVE) kernels (zo_kernels_mve.c) ============================================== */
+/* On targets with integer MVE (the Cortex-M55), unless ZO_NO_MVE is defined, zo_kernels_mve.c
+ * defines the public entry points below with Helium kernels, bit-exact with the portable C; the
+ * portable kernels then keep a _portable name (the MVE ones call them for shapes they do not take,
+ * and the tests compare the two on the emulated M55). Elsewhere ZO_PORTABLE(name) is just name. */
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1) && !defined(ZO_NO_MVE)
+#define ZO_KERNELS_MVE 1
+#define ZO_PORTABLE(name) name##_portable
+void zo_conv2d_s8_portable(const zo_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
+                           const int32_t *bias, int8_t *output);
+void zo_depthwise_conv2d_s8_portable(const zo_depthwise_conv2d_params_t *p, const int8_t *input,
+                                     const int8_t *filter, const int32_t *bias, int8_t *output);
+void zo_fully_connected_s8_portable(const zo_fully_connected_params_t *p, const int8_t *input,
+                                    const int8_t *weights, const int32_t *bias, int8_t *output);
+void zo_add_s8_portable(const zo_add_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output);
+void zo_mul_s8_portable(const zo_mul_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output);
+void zo_max_pool_s8_portable(const zo_pool_params_t *p, const int8_t *input, int8_t *output);
+#else
+#define ZO_PORTABLE(name) name
+#endif
+/* ==== end of Helium kernels ================================================================= */
+
 #ifdef __cplusplus
 }
 #endif

@@ -282,7 +282,7 @@ static void zo_conv2d_im2col(const zo_conv2d_params_t *p, const int8_t *input, c
     zo_conv2d_gemm(p, input, filter, bias, output, patch);
 }
 
-void zo_conv2d_s8(const zo_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
+void ZO_PORTABLE(zo_conv2d_s8)(const zo_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
                   const int32_t *bias, int8_t *output)
 {
     const int32_t k = p->filter_h * p->filter_w * p->filter_c;
@@ -310,7 +310,7 @@ static inline void zo_dw_tap(int32_t *acc, const int8_t *w, const int8_t *x, int
     }
 }
 
-void zo_depthwise_conv2d_s8(const zo_depthwise_conv2d_params_t *p, const int8_t *input,
+void ZO_PORTABLE(zo_depthwise_conv2d_s8)(const zo_depthwise_conv2d_params_t *p, const int8_t *input,
                             const int8_t *filter, const int32_t *bias, int8_t *output)
 {
     const int32_t dm = p->depth_multiplier;
@@ -366,7 +366,7 @@ void zo_depthwise_conv2d_s8(const zo_depthwise_conv2d_params_t *p, const int8_t 
     }
 }
 
-void zo_fully_connected_s8(const zo_fully_connected_params_t *p, const int8_t *input,
+void ZO_PORTABLE(zo_fully_connected_s8)(const zo_fully_connected_params_t *p, const int8_t *input,
                            const int8_t *weights, const int32_t *bias, int8_t *output)
 {
     int32_t eff[ZO_OC_BLOCK];

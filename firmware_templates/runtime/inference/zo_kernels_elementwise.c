@@ -17,7 +17,7 @@ static inline int8_t zo_add_one(const zo_add_params_t *p, int32_t x1, int32_t x2
     return (int8_t)zo_clamp32(raw, p->act_min, p->act_max);
 }
 
-void zo_add_s8(const zo_add_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output)
+void ZO_PORTABLE(zo_add_s8)(const zo_add_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output)
 {
     if (!p->broadcast) {
         const int32_t size = p->out_d0 * p->out_d1 * p->out_d2 * p->out_d3;
@@ -48,7 +48,7 @@ static inline int8_t zo_mul_one(const zo_mul_params_t *p, int32_t x1, int32_t x2
     return (int8_t)zo_clamp32(raw, p->act_min, p->act_max);
 }
 
-void zo_mul_s8(const zo_mul_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output)
+void ZO_PORTABLE(zo_mul_s8)(const zo_mul_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output)
 {
     if (!p->broadcast) {
         const int32_t size = p->out_d0 * p->out_d1 * p->out_d2 * p->out_d3;

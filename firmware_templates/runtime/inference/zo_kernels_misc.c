@@ -59,7 +59,7 @@ void zo_avg_pool_s8(const zo_pool_params_t *p, const int8_t *input, int8_t *outp
     }
 }
 
-void zo_max_pool_s8(const zo_pool_params_t *p, const int8_t *input, int8_t *output)
+void ZO_PORTABLE(zo_max_pool_s8)(const zo_pool_params_t *p, const int8_t *input, int8_t *output)
 {
     const int32_t ch = p->channels;
     int8_t mx[ZO_CH_BLOCK];

@@ -1,0 +1,842 @@
+/* zo_kernels_mve.c - Helium (MVE) versions of CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MUL
+ * and MAX_POOL_2D for the Cortex-M55, bit-exact with the portable kernels (zo_kernels_conv.c,
+ * _elementwise.c, _misc.c), and so with TFLM's reference kernels.  Compiled to nothing where
+ * ZO_KERNELS_MVE is not set (zo_kernels.h).
+ *
+ * - Requantisation on 4 lanes, TFLM's MultiplyByQuantizedMultiplier exactly: VQRDMULH is
+ *   gemmlowp's SaturatingRoundingDoublingHighMul (same rounding, same saturation), and the
+ *   rounding right shift is made ties-away-from-zero (TFLM) rather than VRSHL's ties-up
+ *   (CMSIS-NN) by first moving negative values down by one.
+ * - CONV_2D and FULLY_CONNECTED are matrix products: int8 dot products of 16 lanes (VMLADAVA)
+ *   with the input zero point folded into the bias, as the portable kernels do.  Rows of up to
+ *   64 bytes keep the input in registers and walk the weight rows; tiles of 4 (rows <= 16 bytes)
+ *   or 2 (<= 48) output pixels share each weight vector; longer rows share each input vector
+ *   between four weight rows.  Other convolutions gather each output pixel's receptive field
+ *   into a patch on the stack (im2col), except small filters (filter_h <= 4 rows of <= 16
+ *   bytes), whose interior pixels are read in place, one register per filter row.
+ * - Stack: up to ~3.5 KiB in CONV_2D (a 2 KiB patch, as the portable kernel, and the
+ *   accumulators of a tile), ~2.1 KiB in DEPTHWISE_CONV_2D (a row's accumulators).
+ * - DEPTHWISE_CONV_2D: 16 (or 8) channels in registers, int16 lanes (x - zp fits, w fits), even
+ *   and odd channels widened by VMULLB/VMULLT into int32 accumulators; a depth multiplier > 1
+ *   gathers each output channel's input.
+ * - ADD and MUL without broadcasting: 4 lanes of TFLM's per-element arithmetic; MAX_POOL_2D on
+ *   16 channels.
+ * Tails are predicated (VCTP): no load or store goes past a buffer.
+ */
+#include "zo_kernels.h"
+
+#if defined(ZO_KERNELS_MVE)
+
+#include <arm_mve.h>
+#include <stddef.h>
+
+#include "zo_fixedpoint.h"
+
+/* Same limits as the portable kernels. */
+#ifndef ZO_CONV_PATCH_MAX
+#define ZO_CONV_PATCH_MAX 2048
+#endif
+#define ZO_MVE_OC_BLOCK 64
+
+/* The output side of a requantisation: zero point and activation clamp. */
+typedef struct {
+    int32_t zp, act_min, act_max;
+} zo_mve_out_t;
+
+/* TFLM MultiplyByQuantizedMultiplier on 4 lanes, the shift split into left >= 0 and right <= 0
+ * (VRSHL shifts right by -right). */
+static inline int32x4_t zo_mve_mbqm_lr(int32x4_t x, int32x4_t mult, int32x4_t left, int32x4_t right)
+{
+    x = vqrdmulhq_s32(vshlq_s32(x, left), mult);
+    /* x & right has the sign bit only when x < 0 and there is a right shift: then x - 1 (never
+     * wrapping: saturating), so the ties that VRSHL rounds up go away from zero instead. */
+    x = vqaddq_s32(x, vshrq_n_s32(vandq_s32(x, right), 31));
+    return vrshlq_s32(x, right);
+}
+
+/* The same with TFLM's shift (> 0: left, < 0: right). */
+static inline int32x4_t zo_mve_mbqm(int32x4_t x, int32x4_t mult, int32x4_t shift)
+{
+    const int32x4_t zero = vdupq_n_s32(0);
+    return zo_mve_mbqm_lr(x, mult, vmaxq_s32(shift, zero), vminq_s32(shift, zero));
+}
+
+/* ------------------------------------------------------------------ matrix products */
+
+/* eff[j] = bias[j] - input_zp * sum(w row j), as zo_fold_bias (wrapping int32). */
+static void zo_mve_fold_bias(const int8_t *w, int32_t k, int32_t n, const int32_t *bias, int32_t input_zp,
+                             int32_t *eff)
+{
+    for (int32_t j = 0; j < n; ++j) {
+        const int8_t *row = w + (size_t)j * (size_t)k;
+        int32_t s = 0;
+        for (int32_t i = 0; i < k; i += 16) {
+            s = vaddvaq_s8(s, vldrbq_z_s8(row + i, vctp8q((uint32_t)(k - i))));
+        }
+        const int32_t b = bias != NULL ? bias[j] : 0;
+        eff[j] = zo_wrap_sub(b, zo_wrap_mul(input_zp, s));
+    }
+}
+
+/* a0..a3 += dot(x, w0..w3) over k bytes: whole 16-byte blocks unpredicated, the tail predicated. */
+#define ZO_MVE_DOT4(x, w0, w1, w2, w3, k, a0, a1, a2, a3)                                           \
+    do {                                                                                            \
+        const int8_t *px = (x), *p0 = (w0), *p1 = (w1), *p2 = (w2), *p3 = (w3);                     \
+        for (int32_t blocks = (k) >> 4; blocks > 0; --blocks) {                                     \
+            const int8x16_t xv = vldrbq_s8(px);                                                     \
+            a0 = vmladavaq_s8(a0, xv, vldrbq_s8(p0));                                               \
+            a1 = vmladavaq_s8(a1, xv, vldrbq_s8(p1));                                               \
+            a2 = vmladavaq_s8(a2, xv, vldrbq_s8(p2));                                               \
+            a3 = vmladavaq_s8(a3, xv, vldrbq_s8(p3));                                               \
+            px += 16, p0 += 16, p1 += 16, p2 += 16, p3 += 16;                                       \
+        }                                                                                           \
+        if ((k) & 15) {                                                                             \
+            const mve_pred16_t pt = vctp8q((uint32_t)((k) & 15));                                   \
+            const int8x16_t xv = vldrbq_z_s8(px, pt);                                               \
+            a0 = vmladavaq_s8(a0, xv, vldrbq_z_s8(p0, pt));                                         \
+            a1 = vmladavaq_s8(a1, xv, vldrbq_z_s8(p1, pt));                                         \
+            a2 = vmladavaq_s8(a2, xv, vldrbq_z_s8(p2, pt));                                         \
+            a3 = vmladavaq_s8(a3, xv, vldrbq_z_s8(p3, pt));                                         \
+        }                                                                                           \
+    } while (0)
+
+/* out[px * out_stride + j] = requant(acc[px * acc_stride + j] + bias[j]) for px < pixels, j < n: each
+ * channel group's bias, multiplier and shifts are loaded once for all the pixels. */
+static void zo_mve_requant_pixels(const int32_t *acc, int32_t acc_stride, int32_t pixels, int32_t n,
+                                  const int32_t *bias,
+                                  const int32_t *mult, const int32_t *shift, const zo_mve_out_t *q, int8_t *out,
+                                  int32_t out_stride)
+{
+    const int32x4_t zero = vdupq_n_s32(0);
+    for (int32_t j = 0; j < n; j += 4) {
+        const mve_pred16_t p = vctp32q((uint32_t)(n - j));
+        const int32x4_t b = bias != NULL ? vldrwq_z_s32(bias + j, p) : zero;
+        const int32x4_t m = vldrwq_z_s32(mult + j, p);
+        const int32x4_t s = vldrwq_z_s32(shift + j, p);
+        const int32x4_t left = vmaxq_s32(s, zero), right = vminq_s32(s, zero);
+        const int32_t *a = acc + j;
+        int8_t *o = out + j;
+        for (int32_t px = 0; px < pixels; ++px) {
+            int32x4_t v = zo_mve_mbqm_lr(vaddq_s32(vldrwq_s32(a), b), m, left, right);
+            v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, q->zp), vdupq_n_s32(q->act_min)), vdupq_n_s32(q->act_max));
+            vstrbq_p_s32(o, v, p);
+            a += acc_stride;
+            o += out_stride;
+        }
+    }
+}
+
+/* One group of 4 outputs of zo_mve_requant_store (p: the lanes to load and store). */
+__attribute__((always_inline)) static inline void zo_mve_requant4(const int32_t *acc, const int32_t *bias,
+                                                                  const int32_t *mult, const int32_t *shift,
+                                                                  int32_t zp, int32x4_t lo, int32x4_t hi,
+                                                                  mve_pred16_t p, int8_t *out)
+{
+    int32x4_t v = vldrwq_z_s32(acc, p);
+    if (bias != NULL) {
+        v = vaddq_s32(v, vldrwq_z_s32(bias, p));
+    }
+    v = zo_mve_mbqm(v, vldrwq_z_s32(mult, p), vldrwq_z_s32(shift, p));
+    v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, zp), lo), hi);
+    vstrbq_p_s32(out, v, p);
+}
+
+/* out[j] = requant(acc[j] + bias[j]) for j < n (bias may be NULL), 4 lanes at a time. */
+static void zo_mve_requant_store(const int32_t *acc, int32_t n, const int32_t *bias, const int32_t *mult,
+                                 const int32_t *shift, const zo_mve_out_t *q, int8_t *out)
+{
+    const int32x4_t lo = vdupq_n_s32(q->act_min), hi = vdupq_n_s32(q->act_max);
+    const mve_pred16_t all = vctp32q(4u);
+    int32_t j = 0;
+    if (bias != NULL) {
+        for (; j + 4 <= n; j += 4) {
+            zo_mve_requant4(acc + j, bias + j, mult + j, shift + j, q->zp, lo, hi, all, out + j);
+        }
+    } else {
+        for (; j + 4 <= n; j += 4) {
+            zo_mve_requant4(acc + j, NULL, mult + j, shift + j, q->zp, lo, hi, all, out + j);
+        }
+    }
+    if (j < n) {
+        zo_mve_requant4(acc + j, bias != NULL ? bias + j : NULL, mult + j, shift + j, q->zp, lo, hi,
+                        vctp32q((uint32_t)(n - j)), out + j);
+    }
+}
+
+/* acc[j] = eff[j] + dot(x, w row j) for n rows of k <= 16 * blocks weights, with x's blocks held
+ * in registers: each row costs its weight loads and VMLADAVAs (rows are contiguous: one
+ * pointer). blocks is a constant at each call. */
+__attribute__((always_inline)) static inline void zo_mve_rows_x_in_regs(const int8_t *x, const int8_t *w, int32_t k,
+                                                                        int32_t n, const int32_t *eff, int32_t *acc,
+                                                                        const int blocks)
+{
+    const mve_pred16_t pt = vctp8q((uint32_t)(k - 16 * (blocks - 1))); /* the last block */
+    int8x16_t x0 = vdupq_n_s8(0), x1 = x0, x2 = x0, x3 = x0;
+    x0 = blocks == 1 ? vldrbq_z_s8(x, pt) : vldrbq_s8(x);
+    if (blocks >= 2) {
+        x1 = blocks == 2 ? vldrbq_z_s8(x + 16, pt) : vldrbq_s8(x + 16);
+    }
+    if (blocks >= 3) {
+        x2 = blocks == 3 ? vldrbq_z_s8(x + 32, pt) : vldrbq_s8(x + 32);
+    }
+    if (blocks >= 4) {
+        x3 = vldrbq_z_s8(x + 48, pt);
+    }
+    for (int32_t j = 0; j < n; ++j) {
+        int32_t a = eff[j];
+        a = vmladavaq_s8(a, x0, blocks == 1 ? vldrbq_z_s8(w, pt) : vldrbq_s8(w));
+        if (blocks >= 2) {
+            a = vmladavaq_s8(a, x1, blocks == 2 ? vldrbq_z_s8(w + 16, pt) : vldrbq_s8(w + 16));
+        }
+        if (blocks >= 3) {
+            a = vmladavaq_s8(a, x2, blocks == 3 ? vldrbq_z_s8(w + 32, pt) : vldrbq_s8(w + 32));
+        }
+        if (blocks >= 4) {
+            a = vmladavaq_s8(a, x3, vldrbq_z_s8(w + 48, pt));
+        }
+        acc[j] = a;
+        w += k;
+    }
+}
+
+/* acc[j] = eff[j] + dot(x, w row j) for n <= ZO_MVE_OC_BLOCK rows of k weights. */
+static void zo_mve_dots(const int8_t *x, const int8_t *w, int32_t k, int32_t n, const int32_t *eff, int32_t *acc)
+{
+    if (k <= 16) {
+        zo_mve_rows_x_in_regs(x, w, k, n, eff, acc, 1);
+    } else if (k <= 32) {
+        zo_mve_rows_x_in_regs(x, w, k, n, eff, acc, 2);
+    } else if (k <= 48) {
+        zo_mve_rows_x_in_regs(x, w, k, n, eff, acc, 3);
+    } else if (k <= 64) {
+        zo_mve_rows_x_in_regs(x, w, k, n, eff, acc, 4);
+    } else {
+        /* longer rows: four rows share each load of x */
+        int32_t j = 0;
+        for (; j + 4 <= n; j += 4) {
+            const int8_t *w0 = w + (size_t)j * (size_t)k;
+            int32_t a0 = eff[j], a1 = eff[j + 1], a2 = eff[j + 2], a3 = eff[j + 3];
+            ZO_MVE_DOT4(x, w0, w0 + k, w0 + 2 * k, w0 + 3 * k, k, a0, a1, a2, a3);
+            acc[j] = a0, acc[j + 1] = a1, acc[j + 2] = a2, acc[j + 3] = a3;
+        }
+        if (j < n) {
+            /* 1 to 3 rows left: the missing ones repeat the last row, their sums are not stored */
+            const int8_t *w0 = w + (size_t)j * (size_t)k;
+            const int8_t *w1 = j + 1 < n ? w0 + k : w0;
+            const int8_t *w2 = j + 2 < n ? w1 + k : w1;
+            int32_t a0 = eff[j], a1 = 0, a2 = 0, a3 = 0;
+            ZO_MVE_DOT4(x, w0, w1, w2, w2, k, a0, a1, a2, a3);
+            acc[j] = a0;
+            if (j + 1 < n) {
+                acc[j + 1] = zo_wrap_add(a1, eff[j + 1]);
+            }
+            if (j + 2 < n) {
+                acc[j + 2] = zo_wrap_add(a2, eff[j + 2]);
+            }
+        }
+    }
+}
+
+/* out[j] = requant(eff[j] + dot(x, w row j)) for n <= ZO_MVE_OC_BLOCK rows of k weights. */
+static void zo_mve_gemv(const int8_t *x, const int8_t *w, int32_t k, int32_t n, const int32_t *eff,
+                        const int32_t *mult, const int32_t *shift, const zo_mve_out_t *q, int8_t *out)
+{
+    int32_t acc[ZO_MVE_OC_BLOCK];
+    zo_mve_dots(x, w, k, n, eff, acc);
+    zo_mve_requant_store(acc, n, NULL, mult, shift, q, out);
+}
+
+/* Two pixels at once: acc0[j], acc1[j] = eff[j] + dot(x0 or x1, w row j), k <= 16 * blocks <= 48,
+ * both pixels' blocks in registers, so each weight vector loaded serves two dot products. */
+__attribute__((always_inline)) static inline void zo_mve_rows2_x_in_regs(const int8_t *x0, const int8_t *x1,
+                                                                         const int8_t *w, int32_t k, int32_t n,
+                                                                         const int32_t *eff, int32_t *acc0,
+                                                                         int32_t *acc1, const int blocks)
+{
+    const mve_pred16_t pt = vctp8q((uint32_t)(k - 16 * (blocks - 1)));
+    int8x16_t a0 = vdupq_n_s8(0), a1 = a0, a2 = a0, b0 = a0, b1 = a0, b2 = a0;
+    a0 = blocks == 1 ? vldrbq_z_s8(x0, pt) : vldrbq_s8(x0);
+    b0 = blocks == 1 ? vldrbq_z_s8(x1, pt) : vldrbq_s8(x1);
+    if (blocks >= 2) {
+        a1 = blocks == 2 ? vldrbq_z_s8(x0 + 16, pt) : vldrbq_s8(x0 + 16);
+        b1 = blocks == 2 ? vldrbq_z_s8(x1 + 16, pt) : vldrbq_s8(x1 + 16);
+    }
+    if (blocks >= 3) {
+        a2 = vldrbq_z_s8(x0 + 32, pt);
+        b2 = vldrbq_z_s8(x1 + 32, pt);
+    }
+    for (int32_t j = 0; j < n; ++j) {
+        int32_t s0 = eff[j], s1 = s0;
+        int8x16_t wv = blocks == 1 ? vldrbq_z_s8(w, pt) : vldrbq_s8(w);
+        s0 = vmladavaq_s8(s0, a0, wv);
+        s1 = vmladavaq_s8(s1, b0, wv);
+        if (blocks >= 2) {
+            wv = blocks == 2 ? vldrbq_z_s8(w + 16, pt) : vldrbq_s8(w + 16);
+            s0 = vmladavaq_s8(s0, a1, wv);
+            s1 = vmladavaq_s8(s1, b1, wv);
+        }
+        if (blocks >= 3) {
+            wv = vldrbq_z_s8(w + 32, pt);
+            s0 = vmladavaq_s8(s0, a2, wv);
+            s1 = vmladavaq_s8(s1, b2, wv);
+        }
+        acc0[j] = s0;
+        acc1[j] = s1;
+        w += k;
+    }
+}
+
+/* Four pixels at once for rows of k <= 16 bytes: one register per pixel, each weight vector
+ * serves four dot products; acc[i * ZO_MVE_OC_BLOCK + j] for pixel i. */
+static void zo_mve_rows4_k16(const int8_t *const *x, const int8_t *w, int32_t k, int32_t n, const int32_t *eff,
+                             int32_t *acc)
+{
+    const mve_pred16_t pt = vctp8q((uint32_t)k);
+    const int8x16_t x0 = vldrbq_z_s8(x[0], pt), x1 = vldrbq_z_s8(x[1], pt);
+    const int8x16_t x2 = vldrbq_z_s8(x[2], pt), x3 = vldrbq_z_s8(x[3], pt);
+    for (int32_t j = 0; j < n; ++j) {
+        const int8x16_t wv = vldrbq_z_s8(w, pt);
+        const int32_t e = eff[j];
+        acc[j] = vmladavaq_s8(e, x0, wv);
+        acc[ZO_MVE_OC_BLOCK + j] = vmladavaq_s8(e, x1, wv);
+        acc[2 * ZO_MVE_OC_BLOCK + j] = vmladavaq_s8(e, x2, wv);
+        acc[3 * ZO_MVE_OC_BLOCK + j] = vmladavaq_s8(e, x3, wv);
+        w += k;
+    }
+}
+
+/* acc[i * ZO_MVE_OC_BLOCK + j] = eff[j] + dot(x[i], w row j) for a tile of `tile` pixels (4 when
+ * k <= 16, 2 when k <= 48, else 1; see zo_mve_tile). */
+static void zo_mve_tile_dots(const int8_t *const *x, int32_t tile, const int8_t *w, int32_t k, int32_t n,
+                             const int32_t *eff, int32_t *acc)
+{
+    if (tile == 4) {
+        zo_mve_rows4_k16(x, w, k, n, eff, acc);
+    } else if (tile == 2 && k <= 16) {
+        zo_mve_rows2_x_in_regs(x[0], x[1], w, k, n, eff, acc, acc + ZO_MVE_OC_BLOCK, 1);
+    } else if (tile == 2 && k <= 32) {
+        zo_mve_rows2_x_in_regs(x[0], x[1], w, k, n, eff, acc, acc + ZO_MVE_OC_BLOCK, 2);
+    } else if (tile == 2) {
+        zo_mve_rows2_x_in_regs(x[0], x[1], w, k, n, eff, acc, acc + ZO_MVE_OC_BLOCK, 3);
+    } else {
+        zo_mve_dots(x[0], w, k, n, eff, acc);
+    }
+}
+
+/* Pixels per tile for rows of k bytes. */
+static inline int32_t zo_mve_tile(int32_t k)
+{
+    return k <= 16 ? 4 : (k <= 48 ? 2 : 1);
+}
+
+static inline void zo_mve_copy(int8_t *dst, const int8_t *src, int32_t n)
+{
+    if (n <= 16) { /* the common case of a filter row: no loop */
+        const mve_pred16_t p = vctp8q((uint32_t)n);
+        vstrbq_p_s8(dst, vldrbq_z_s8(src, p), p);
+        return;
+    }
+    for (int32_t i = 0; i < n; i += 16) {
+        const mve_pred16_t p = vctp8q((uint32_t)(n - i));
+        vstrbq_p_s8(dst + i, vldrbq_z_s8(src + i, p), p);
+    }
+}
+
+static inline void zo_mve_fill(int8_t *dst, int8_t v, int32_t n)
+{
+    const int8x16_t vv = vdupq_n_s8(v);
+    if (n <= 16) {
+        vstrbq_p_s8(dst, vv, vctp8q((uint32_t)n));
+        return;
+    }
+    for (int32_t i = 0; i < n; i += 16) {
+        vstrbq_p_s8(dst + i, vv, vctp8q((uint32_t)(n - i)));
+    }
+}
+
+/* Taps kx in [lo, hi) of a filter row read inside the image: ix0 + kx * d in [0, size). */
+static inline void zo_mve_tap_range(int32_t ix0, int32_t d, int32_t size, int32_t taps, int32_t *lo, int32_t *hi)
+{
+    int32_t a, b;
+    if (d == 1) {
+        a = -ix0, b = size - ix0;
+    } else {
+        a = ix0 < 0 ? (-ix0 + d - 1) / d : 0;
+        b = size - ix0 <= 0 ? 0 : (size - ix0 + d - 1) / d;
+    }
+    *lo = zo_min32(zo_max32(a, 0), taps);
+    *hi = zo_max32(zo_min32(b, taps), *lo);
+}
+
+/* zo_mve_im2col for unit horizontal dilation and whole-pixel channels: each filter row's taps
+ * inside the image are one run of the input row (the row is filled with the zero point first
+ * when some are not). */
+static void zo_mve_im2col_runs(const zo_conv2d_params_t *p, const int8_t *input, int32_t oy, int32_t ox,
+                               int8_t *patch)
+{
+    const int32_t c = p->input_c;
+    const int32_t run = p->filter_w * c;
+    const int32_t iy0 = oy * p->stride_h - p->pad_h;
+    const int32_t ix0 = ox * p->stride_w - p->pad_w;
+    const int32_t lo = zo_min32(zo_max32(0, -ix0), p->filter_w);
+    const int32_t hi = zo_max32(zo_min32(p->filter_w, p->input_w - ix0), lo);
+    const int32_t take = (hi - lo) * c;
+    const int8_t zp = (int8_t)p->input_zp;
+    for (int32_t ky = 0; ky < p->filter_h; ++ky) {
+        const int32_t iy = iy0 + ky * p->dilation_h;
+        const int inside = iy >= 0 && iy < p->input_h;
+        if (!inside || take < run) {
+            zo_mve_fill(patch, zp, run);
+        }
+        if (inside && take > 0) {
+            zo_mve_copy(patch + lo * c, input + ((size_t)iy * (size_t)p->input_w + (size_t)(ix0 + lo)) * (size_t)c,
+                        take);
+        }
+        patch += run;
+    }
+}
+
+/* The receptive field of output pixel (oy, ox), channels [c0, c0 + fc), laid out like a filter
+ * row; taps outside the image get the input zero point (whose folded contribution is zero). */
+static void zo_mve_im2col(const zo_conv2d_params_t *p, const int8_t *input, int32_t oy, int32_t ox, int32_t c0,
+                          int8_t *patch)
+{
+    const int32_t fc = p->filter_c;
+    const int32_t c = p->input_c;
+    const int8_t zp = (int8_t)p->input_zp;
+    const int32_t iy0 = oy * p->stride_h - p->pad_h;
+    const int32_t ix0 = ox * p->stride_w - p->pad_w;
+    const int32_t row_bytes = p->filter_w * fc;
+    int32_t lo, hi;
+    zo_mve_tap_range(ix0, p->dilation_w, p->input_w, p->filter_w, &lo, &hi);
+    for (int32_t ky = 0; ky < p->filter_h; ++ky) {
+        int8_t *dst = patch + (size_t)ky * (size_t)row_bytes;
+        const int32_t iy = iy0 + ky * p->dilation_h;
+        if (iy < 0 || iy >= p->input_h || lo == hi) {
+            zo_mve_fill(dst, zp, row_bytes);
+            continue;
+        }
+        const int8_t *src = input + ((size_t)iy * (size_t)p->input_w + (size_t)(ix0 + lo * p->dilation_w)) * (size_t)c
+                            + (size_t)c0;
+        if (lo > 0) {
+            zo_mve_fill(dst, zp, lo * fc);
+        }
+        if (p->dilation_w == 1 && fc == c) {
+            zo_mve_copy(dst + lo * fc, src, (hi - lo) * fc); /* the valid taps are one run */
+        } else {
+            for (int32_t kx = lo; kx < hi; ++kx) {
+                zo_mve_copy(dst + kx * fc, src, fc);
+                src += (size_t)p->dilation_w * (size_t)c;
+            }
+        }
+        if (hi < p->filter_w) {
+            zo_mve_fill(dst + hi * fc, zp, (p->filter_w - hi) * fc);
+        }
+    }
+}
+
+/* acc[j] = eff[j] + dot(patch, w row j) where the patch is `rows` runs of `run` <= 16 bytes read
+ * in place (x[r]: one input row of a pixel whose taps are all inside the image), each in one
+ * register; w row j's run r starts at r * run. rows is a constant at each call. */
+__attribute__((always_inline)) static inline void zo_mve_rows_runs(const int8_t *const *x, int32_t run,
+                                                                   const int8_t *w, int32_t k, int32_t n,
+                                                                   const int32_t *eff, int32_t *acc, const int rows)
+{
+    const mve_pred16_t pr = vctp8q((uint32_t)run);
+    const int8x16_t zero = vdupq_n_s8(0);
+    const int8x16_t x0 = vldrbq_z_s8(x[0], pr);
+    const int8x16_t x1 = rows >= 2 ? vldrbq_z_s8(x[1], pr) : zero;
+    const int8x16_t x2 = rows >= 3 ? vldrbq_z_s8(x[2], pr) : zero;
+    const int8x16_t x3 = rows >= 4 ? vldrbq_z_s8(x[3], pr) : zero;
+    for (int32_t j = 0; j < n; ++j) {
+        int32_t a = vmladavaq_s8(eff[j], x0, vldrbq_z_s8(w, pr));
+        if (rows >= 2) {
+            a = vmladavaq_s8(a, x1, vldrbq_z_s8(w + run, pr));
+        }
+        if (rows >= 3) {
+            a = vmladavaq_s8(a, x2, vldrbq_z_s8(w + 2 * run, pr));
+        }
+        if (rows >= 4) {
+            a = vmladavaq_s8(a, x3, vldrbq_z_s8(w + 3 * run, pr));
+        }
+        acc[j] = a;
+        w += k;
+    }
+}
+
+/* Whether output pixel (oy, ox) of a convolution with unit dilation and whole-pixel channels can
+ * be read in place: every tap inside the image; then x[ky] = its filter row ky's input run. */
+static inline int zo_mve_interior_runs(const zo_conv2d_params_t *p, const int8_t *input, int32_t oy, int32_t ox,
+                                       const int8_t **x)
+{
+    const int32_t iy0 = oy * p->stride_h - p->pad_h;
+    const int32_t ix0 = ox * p->stride_w - p->pad_w;
+    if (iy0 < 0 || ix0 < 0 || iy0 + p->filter_h > p->input_h || ix0 + p->filter_w > p->input_w) {
+        return 0;
+    }
+    const size_t row = (size_t)p->input_w * (size_t)p->input_c;
+    for (int32_t ky = 0; ky < p->filter_h; ++ky) {
+        x[ky] = input + (size_t)(iy0 + ky) * row + (size_t)ix0 * (size_t)p->input_c;
+    }
+    return 1;
+}
+
+/* Small-patch convolutions (unit dilation, one group, filter_h <= 4, filter_w * input_c <= 16):
+ * interior pixels straight from the input rows, border pixels through a patch. */
+static void zo_mve_conv2d_runs(const zo_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
+                               const int32_t *bias, int8_t *output)
+{
+    const int32_t k = p->filter_h * p->filter_w * p->filter_c;
+    const int32_t run = p->filter_w * p->filter_c;
+    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max};
+    int32_t eff[ZO_MVE_OC_BLOCK], acc[ZO_MVE_OC_BLOCK];
+    int8_t patch[64];
+    for (int32_t oc0 = 0; oc0 < p->output_c; oc0 += ZO_MVE_OC_BLOCK) {
+        const int32_t n = zo_min32(ZO_MVE_OC_BLOCK, p->output_c - oc0);
+        const int8_t *w = filter + (size_t)oc0 * (size_t)k;
+        zo_mve_fold_bias(w, k, n, bias != NULL ? bias + oc0 : NULL, p->input_zp, eff);
+        for (int32_t oy = 0; oy < p->output_h; ++oy) {
+            for (int32_t ox = 0; ox < p->output_w; ++ox) {
+                int8_t *out = output + ((size_t)oy * (size_t)p->output_w + (size_t)ox) * (size_t)p->output_c
+                              + (size_t)oc0;
+                const int8_t *x[4];
+                if (!zo_mve_interior_runs(p, input, oy, ox, x)) {
+                    zo_mve_im2col_runs(p, input, oy, ox, patch);
+                    zo_mve_gemv(patch, w, k, n, eff, p->multiplier + oc0, p->shift + oc0, &q, out);
+                    continue;
+                }
+                switch (p->filter_h) {
+                case 1:
+                    zo_mve_rows_runs(x, run, w, k, n, eff, acc, 1);
+                    break;
+                case 2:
+                    zo_mve_rows_runs(x, run, w, k, n, eff, acc, 2);
+                    break;
+                case 3:
+                    zo_mve_rows_runs(x, run, w, k, n, eff, acc, 3);
+                    break;
+                default:
+                    zo_mve_rows_runs(x, run, w, k, n, eff, acc, 4);
+                    break;
+                }
+                zo_mve_requant_store(acc, n, NULL, p->multiplier + oc0, p->shift + oc0, &q, out);
+            }
+        }
+    }
+}
+
+/* The matrix product over output pixels: 1x1 without padding reads pixels in place (patch NULL),
+ * the others through im2col. */
+static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
+                               const int32_t *bias, int8_t *output, int8_t *patch)
+{
+    const int32_t fc = p->filter_c;
+    const int32_t groups = p->input_c / fc;
+    const int32_t oc_per_group = p->output_c / groups;
+    const int32_t k = p->filter_h * p->filter_w * fc;
+    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max};
+    int32_t eff[ZO_MVE_OC_BLOCK], acc[4 * ZO_MVE_OC_BLOCK];
+    for (int32_t g = 0; g < groups; ++g) {
+        const int32_t c0 = g * fc;
+        const int32_t oc_end = (g + 1) * oc_per_group;
+        for (int32_t oc0 = g * oc_per_group; oc0 < oc_end; oc0 += ZO_MVE_OC_BLOCK) {
+            const int32_t n = zo_min32(ZO_MVE_OC_BLOCK, oc_end - oc0);
+            const int8_t *w = filter + (size_t)oc0 * (size_t)k;
+            zo_mve_fold_bias(w, k, n, bias != NULL ? bias + oc0 : NULL, p->input_zp, eff);
+            /* output pixels in tiles that share each weight vector (patches permitting) */
+            const int32_t pixels = p->output_h * p->output_w;
+            int32_t tile = zo_mve_tile(k);
+            while (patch != NULL && tile * k > ZO_CONV_PATCH_MAX) {
+                tile /= 2;
+            }
+            for (int32_t pix = 0; pix < pixels; pix += tile) {
+                const int32_t count = zo_min32(tile, pixels - pix);
+                const int8_t *x[4];
+                for (int32_t i = 0; i < tile; ++i) {
+                    /* a short last tile repeats its last pixel; those sums are not stored */
+                    const int32_t at = pix + zo_min32(i, count - 1);
+                    const int32_t oy = at / p->output_w, ox = at - oy * p->output_w;
+                    if (patch == NULL) {
+                        x[i] = input + ((size_t)(oy * p->stride_h) * (size_t)p->input_w + (size_t)(ox * p->stride_w))
+                                           * (size_t)p->input_c + (size_t)c0;
+                    } else {
+                        if (p->dilation_w == 1 && fc == p->input_c) {
+                            zo_mve_im2col_runs(p, input, oy, ox, patch + i * k);
+                        } else {
+                            zo_mve_im2col(p, input, oy, ox, c0, patch + i * k);
+                        }
+                        x[i] = patch + i * k;
+                    }
+                }
+                zo_mve_tile_dots(x, tile, w, k, n, eff, acc);
+                int8_t *out = output + (size_t)pix * (size_t)p->output_c + (size_t)oc0;
+                if (tile == 4) {
+                    /* the channel constants loaded once for the 4 pixels */
+                    zo_mve_requant_pixels(acc, ZO_MVE_OC_BLOCK, count, n, NULL, p->multiplier + oc0, p->shift + oc0,
+                                          &q, out, p->output_c);
+                } else {
+                    for (int32_t i = 0; i < count; ++i) {
+                        zo_mve_requant_store(acc + i * ZO_MVE_OC_BLOCK, n, NULL, p->multiplier + oc0, p->shift + oc0,
+                                             &q, out + i * p->output_c);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Kept out of line so only this path's stack frame holds the patch buffer. */
+__attribute__((noinline)) static void zo_mve_conv2d_im2col(const zo_conv2d_params_t *p, const int8_t *input,
+                                                           const int8_t *filter, const int32_t *bias,
+                                                           int8_t *output)
+{
+    int8_t patch[ZO_CONV_PATCH_MAX];
+    zo_mve_conv2d_gemm(p, input, filter, bias, output, patch);
+}
+
+void zo_conv2d_s8(const zo_conv2d_params_t *p, const int8_t *input, const int8_t *filter, const int32_t *bias,
+                  int8_t *output)
+{
+    const int32_t k = p->filter_h * p->filter_w * p->filter_c;
+    if (p->filter_h == 1 && p->filter_w == 1 && p->pad_h == 0 && p->pad_w == 0) {
+        zo_mve_conv2d_gemm(p, input, filter, bias, output, NULL);
+    } else if (p->dilation_h == 1 && p->dilation_w == 1 && p->filter_c == p->input_c && p->filter_h <= 4
+               && p->filter_w * p->filter_c <= 16) {
+        zo_mve_conv2d_runs(p, input, filter, bias, output);
+    } else if (k <= ZO_CONV_PATCH_MAX) {
+        zo_mve_conv2d_im2col(p, input, filter, bias, output);
+    } else {
+        zo_conv2d_s8_portable(p, input, filter, bias, output);
+    }
+}
+
+void zo_fully_connected_s8(const zo_fully_connected_params_t *p, const int8_t *input, const int8_t *weights,
+                           const int32_t *bias, int8_t *output)
+{
+    const int32_t k = p->depth;
+    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max};
+    int32_t eff[ZO_MVE_OC_BLOCK];
+    for (int32_t oc0 = 0; oc0 < p->units; oc0 += ZO_MVE_OC_BLOCK) {
+        const int32_t n = zo_min32(ZO_MVE_OC_BLOCK, p->units - oc0);
+        const int8_t *w = weights + (size_t)oc0 * (size_t)k;
+        zo_mve_fold_bias(w, k, n, bias != NULL ? bias + oc0 : NULL, p->input_zp, eff);
+        for (int32_t r = 0; r < p->rows; ++r) {
+            zo_mve_gemv(input + (size_t)r * (size_t)k, w, k, n, eff, p->multiplier + oc0, p->shift + oc0, &q,
+                        output + (size_t)r * (size_t)p->units + (size_t)oc0);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ depthwise */
+
+/* Output pixels of one row whose accumulators are kept before requantisation. */
+#define ZO_MVE_DW_PIXELS 32
+
+/* One output channel block [oc0, oc0 + n) over every output pixel.  The flags are constants at
+ * each call, so each use compiles to its own loop: `two` = 16 channels (else 8), `pred` = fewer
+ * than that (predicated loads), `gather` = depth multiplier > 1 (input channel (oc0 + j) / dm).
+ * int16 lanes: x - zp and w both fit, their products (VMULLB/VMULLT, even and odd lanes) are
+ * added to int32 accumulators. */
+__attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depthwise_conv2d_params_t *p,
+                                                                  const int8_t *input, const int8_t *filter,
+                                                                  const int32_t *bias, int8_t *output,
+                                                                  int32_t oc0, int32_t n, const int two,
+                                                                  const int pred, const int gather)
+{
+    const int32_t oc_total = p->output_c;
+    const int32_t ic0 = oc0 / p->depth_multiplier;
+    const size_t in_c = (size_t)p->input_c;
+    const size_t x_step = (size_t)p->dilation_w * in_c;
+    const size_t x_row_step = (size_t)p->dilation_h * (size_t)p->input_w * in_c;
+    const size_t w_row_step = (size_t)p->filter_w * (size_t)oc_total;
+    const int16_t zp = (int16_t)p->input_zp;
+    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max};
+    const mve_pred16_t p0 = vctp16q((uint32_t)n);
+    const mve_pred16_t p1 = vctp16q((uint32_t)(n > 8 ? n - 8 : 0));
+    uint16x8_t offs0 = vdupq_n_u16(0), offs1 = vdupq_n_u16(0);
+    if (gather) {
+        uint16_t t[16];
+        for (int32_t l = 0; l < 16; ++l) {
+            t[l] = (uint16_t)((oc0 + l) / p->depth_multiplier - ic0);
+        }
+        offs0 = vld1q_u16(t);
+        offs1 = vld1q_u16(t + 8);
+    }
+    int32_t acc[ZO_MVE_DW_PIXELS * 16] __attribute__((aligned(16)));
+    for (int32_t oy = 0; oy < p->output_h; ++oy) {
+        const int32_t iy0 = oy * p->stride_h - p->pad_h;
+        int32_t ky_lo, ky_hi;
+        zo_mve_tap_range(iy0, p->dilation_h, p->input_h, p->filter_h, &ky_lo, &ky_hi);
+        const int8_t *x_top = input + (size_t)(iy0 + ky_lo * p->dilation_h) * (size_t)p->input_w * in_c + (size_t)ic0;
+        const int8_t *w_top = filter + (size_t)ky_lo * w_row_step + (size_t)oc0;
+        for (int32_t ox0 = 0; ox0 < p->output_w; ox0 += ZO_MVE_DW_PIXELS) {
+            const int32_t pixels = zo_min32(ZO_MVE_DW_PIXELS, p->output_w - ox0);
+            for (int32_t px = 0; px < pixels; ++px) {
+                const int32_t ix0 = (ox0 + px) * p->stride_w - p->pad_w;
+                int32_t kx_lo, kx_hi;
+                zo_mve_tap_range(ix0, p->dilation_w, p->input_w, p->filter_w, &kx_lo, &kx_hi);
+                int32x4_t e0 = vdupq_n_s32(0), o0 = e0, e1 = e0, o1 = e0;
+                const int8_t *x_row = x_top + (ptrdiff_t)(ix0 + kx_lo * p->dilation_w) * (ptrdiff_t)in_c;
+                const int8_t *w_row = w_top + (size_t)kx_lo * (size_t)oc_total;
+                for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {
+                    const int8_t *x = x_row;
+                    const int8_t *w = w_row;
+                    for (int32_t kx = kx_lo; kx < kx_hi; ++kx) {
+                        int16x8_t xa, wa;
+                        if (gather) {
+                            xa = vldrbq_gather_offset_z_s16(x, offs0, p0);
+                        } else {
+                            xa = pred ? vldrbq_z_s16(x, p0) : vldrbq_s16(x);
+                        }
+                        wa = pred ? vldrbq_z_s16(w, p0) : vldrbq_s16(w);
+                        xa = vsubq_n_s16(xa, zp);
+                        e0 = vaddq_s32(e0, vmullbq_int_s16(xa, wa));
+                        o0 = vaddq_s32(o0, vmulltq_int_s16(xa, wa));
+                        if (two) {
+                            /* keeps the second half's loads after the first half's sums: fewer
+                             * live vectors, no accumulator spilled to the stack */
+                            __asm__ volatile("" ::: "memory");
+                            int16x8_t xb, wb;
+                            if (gather) {
+                                xb = vldrbq_gather_offset_z_s16(x, offs1, p1);
+                            } else {
+                                xb = pred ? vldrbq_z_s16(x + 8, p1) : vldrbq_s16(x + 8);
+                            }
+                            wb = pred ? vldrbq_z_s16(w + 8, p1) : vldrbq_s16(w + 8);
+                            xb = vsubq_n_s16(xb, zp);
+                            e1 = vaddq_s32(e1, vmullbq_int_s16(xb, wb));
+                            o1 = vaddq_s32(o1, vmulltq_int_s16(xb, wb));
+                        }
+                        x += x_step;
+                        w += oc_total;
+                    }
+                    x_row += x_row_step;
+                    w_row += w_row_step;
+                }
+                /* back to channel order (VST2 interleaves even and odd lanes) */
+                int32x4x2_t eo0 = {{e0, o0}};
+                vst2q_s32(acc + px * 16, eo0);
+                if (two) {
+                    int32x4x2_t eo1 = {{e1, o1}};
+                    vst2q_s32(acc + px * 16 + 8, eo1);
+                }
+            }
+            /* TFLM adds the bias last, as here */
+            int8_t *out = output + ((size_t)oy * (size_t)p->output_w + (size_t)ox0) * (size_t)oc_total + (size_t)oc0;
+            zo_mve_requant_pixels(acc, 16, pixels, n, bias != NULL ? bias + oc0 : NULL, p->multiplier + oc0,
+                                  p->shift + oc0, &q, out, oc_total);
+        }
+    }
+}
+
+void zo_depthwise_conv2d_s8(const zo_depthwise_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
+                            const int32_t *bias, int8_t *output)
+{
+    for (int32_t oc0 = 0; oc0 < p->output_c; oc0 += 16) {
+        const int32_t n = zo_min32(16, p->output_c - oc0);
+        if (p->depth_multiplier != 1 && n > 8) {
+            zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 1, 1, 1);
+        } else if (p->depth_multiplier != 1) {
+            zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 0, 1, 1);
+        } else if (n == 16) {
+            zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 1, 0, 0);
+        } else if (n == 8) {
+            zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 0, 0, 0);
+        } else {
+            zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 1, 1, 0);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ ADD and MUL */
+
+/* TFLM's per-tensor requantisation constants as vectors: multiplier, left and right shift. */
+typedef struct {
+    int32x4_t m, left, right;
+} zo_mve_scale_t;
+
+static inline zo_mve_scale_t zo_mve_scale(int32_t multiplier, int32_t shift)
+{
+    const zo_mve_scale_t s = {vdupq_n_s32(multiplier), vdupq_n_s32(shift > 0 ? shift : 0),
+                              vdupq_n_s32(shift > 0 ? 0 : shift)};
+    return s;
+}
+
+/* Same-shape ADD (zo_add_one on 4 lanes at a time); broadcasts take the portable kernel. */
+void zo_add_s8(const zo_add_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output)
+{
+    if (p->broadcast) {
+        zo_add_s8_portable(p, input1, input2, output);
+        return;
+    }
+    const int32_t size = p->out_d0 * p->out_d1 * p->out_d2 * p->out_d3;
+    const zo_mve_scale_t s1 = zo_mve_scale(p->input1_multiplier, p->input1_shift);
+    const zo_mve_scale_t s2 = zo_mve_scale(p->input2_multiplier, p->input2_shift);
+    const zo_mve_scale_t so = zo_mve_scale(p->output_multiplier, p->output_shift);
+    const int32x4_t lo = vdupq_n_s32(p->act_min), hi = vdupq_n_s32(p->act_max);
+    const int32x4_t ls = vdupq_n_s32(p->left_shift);
+    for (int32_t i = 0; i < size; i += 4) {
+        const mve_pred16_t pr = vctp32q((uint32_t)(size - i));
+        const int32x4_t a = vshlq_s32(vsubq_n_s32(vldrbq_z_s32(input1 + i, pr), p->input1_zp), ls);
+        const int32x4_t b = vshlq_s32(vsubq_n_s32(vldrbq_z_s32(input2 + i, pr), p->input2_zp), ls);
+        const int32x4_t sum = vaddq_s32(zo_mve_mbqm_lr(a, s1.m, s1.left, s1.right),
+                                        zo_mve_mbqm_lr(b, s2.m, s2.left, s2.right));
+        int32x4_t v = vaddq_n_s32(zo_mve_mbqm_lr(sum, so.m, so.left, so.right), p->output_zp);
+        vstrbq_p_s32(output + i, vminq_s32(vmaxq_s32(v, lo), hi), pr);
+    }
+}
+
+/* Same-shape MUL (zo_mul_one on 4 lanes); broadcasts take the portable kernel. */
+void zo_mul_s8(const zo_mul_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output)
+{
+    if (p->broadcast) {
+        zo_mul_s8_portable(p, input1, input2, output);
+        return;
+    }
+    const int32_t size = p->out_d0 * p->out_d1 * p->out_d2 * p->out_d3;
+    const zo_mve_scale_t so = zo_mve_scale(p->output_multiplier, p->output_shift);
+    const int32x4_t lo = vdupq_n_s32(p->act_min), hi = vdupq_n_s32(p->act_max);
+    for (int32_t i = 0; i < size; i += 4) {
+        const mve_pred16_t pr = vctp32q((uint32_t)(size - i));
+        const int32x4_t a = vsubq_n_s32(vldrbq_z_s32(input1 + i, pr), p->input1_zp);
+        const int32x4_t b = vsubq_n_s32(vldrbq_z_s32(input2 + i, pr), p->input2_zp);
+        int32x4_t v = vaddq_n_s32(zo_mve_mbqm_lr(vmulq_s32(a, b), so.m, so.left, so.right), p->output_zp);
+        vstrbq_p_s32(output + i, vminq_s32(vmaxq_s32(v, lo), hi), pr);
+    }
+}
+
+/* ------------------------------------------------------------------------ MAX_POOL_2D */
+
+/* 16 channels per vector: the running maximum of the window's taps (inside the image), clamped. */
+void zo_max_pool_s8(const zo_pool_params_t *p, const int8_t *input, int8_t *output)
+{
+    const int32_t ch = p->channels;
+    const int8x16_t lo = vdupq_n_s8((int8_t)p->act_min), hi = vdupq_n_s8((int8_t)p->act_max);
+    int8_t *out = output;
+    for (int32_t oy = 0; oy < p->output_h; ++oy) {
+        const int32_t iy0 = oy * p->stride_h - p->pad_h;
+        const int32_t ky0 = zo_max32(0, -iy0), ky1 = zo_min32(p->filter_h, p->input_h - iy0);
+        for (int32_t ox = 0; ox < p->output_w; ++ox) {
+            const int32_t ix0 = ox * p->stride_w - p->pad_w;
+            const int32_t kx0 = zo_max32(0, -ix0), kx1 = zo_min32(p->filter_w, p->input_w - ix0);
+            for (int32_t c0 = 0; c0 < ch; c0 += 16) {
+                const mve_pred16_t pr = vctp8q((uint32_t)(ch - c0));
+                int8x16_t m = vdupq_n_s8(-128);
+                for (int32_t ky = ky0; ky < ky1; ++ky) {
+                    const int8_t *x = input + ((size_t)(iy0 + ky) * (size_t)p->input_w + (size_t)(ix0 + kx0)) * (size_t)ch
+                                      + (size_t)c0;
+                    for (int32_t kx = kx0; kx < kx1; ++kx) {
+                        m = vmaxq_s8(m, vldrbq_z_s8(x, pr));
+                        x += ch;
+                    }
+                }
+                vstrbq_p_s8(out + c0, vminq_s8(vmaxq_s8(m, lo), hi), pr);
+            }
+            out += ch;
+        }
+    }
+}
+
+#else
+typedef int zo_kernels_mve_unused; /* ISO C: a translation unit is never empty */
+#endif /* ZO_KERNELS_MVE */

@@ -1,0 +1,408 @@
+"""The Helium (MVE) kernels on the emulated Cortex-M55, bit for bit against the portable C and the
+NumPy reference.
+
+Random cases (odd channel counts, tails not a multiple of 16, strides, dilations, paddings, depth
+multipliers, per-channel scales, extreme zero points and inputs) are written into one C file; a
+bare-metal program (tests/m55_math's start-up and linker script) runs every case through the
+public kernel (the Helium one, zo_kernels_mve.c) and through its _portable twin in the same
+binary, checks the guard bytes after each output, and prints one FNV-1a hash per result under
+QEMU mps3-an547. The test recomputes the hashes from zoflash.reference.kernels.
+
+Whole models too: each benchmark model's mps3-an547 bundle, linked with the board's port and a
+small main, runs on QEMU and must give the tflite-micro interpreter's outputs (host) bit for bit.
+"""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import cbuild  # noqa: E402
+from test_kernels import ACTS, conv_scales, f32, rand_i8, random_broadcast_shapes, random_conv_case  # noqa: E402
+from zoflash.compiler import kernels as kb  # noqa: E402
+from zoflash.compiler import quant  # noqa: E402
+from zoflash.compiler.ops import KERNELS  # noqa: E402
+from zoflash.reference import kernels as ref  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+M55 = HERE / "m55_math"
+GUARD = 16  # bytes after each output that must stay untouched
+
+pytestmark = [pytest.mark.cross, pytest.mark.qemu]
+
+
+def fnv(values) -> int:
+    h = 2166136261
+    for v in np.asarray(values, dtype=np.int64).ravel().tolist():
+        h = ((h ^ (v & 0xFFFFFFFF)) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def extreme_i8(rng, shape):
+    """Random int8 with runs of -128 and 127 mixed in."""
+    x = rand_i8(rng, shape)
+    mask = rng.random(x.shape)
+    x[mask < 0.15] = -128
+    x[mask > 0.85] = 127
+    return x
+
+
+def zp(rng):
+    return int(rng.choice([-128, 127, 0, int(rng.integers(-128, 128))]))
+
+
+def conv_case(rng, i):
+    c = random_conv_case(rng, pointwise=(i % 3 == 0))
+    k = c["kh"] * c["kw"] * c["fc"]
+    in_s, fs, out_s = conv_scales(rng, k, bool(i % 2), c["oc"])
+    params = kb.conv2d_params(input_hwc=(c["h"], c["w"], c["c"]), output_hwc=(c["oh"], c["ow"], c["oc"]),
+                              filter_ohwi=(c["oc"], c["kh"], c["kw"], c["fc"]), stride_hw=(c["sh"], c["sw"]),
+                              dilation_hw=(c["dh"], c["dw"]), padding=c["padding"], input_scale=in_s,
+                              input_zp=zp(rng), filter_scales=fs, output_scale=out_s, output_zp=zp(rng),
+                              activation=ACTS[i % 4])
+    x = extreme_i8(rng, (c["h"], c["w"], c["c"]))
+    w = extreme_i8(rng, (c["oc"], c["kh"], c["kw"], c["fc"]))
+    b = rng.integers(-30000, 30000, c["oc"]).astype(np.int32) if i % 5 else None
+    return "conv2d", params, [x, w, b], ref.conv2d_s8(params, x, w, b)
+
+
+def depthwise_case(rng, i):
+    while True:
+        h, w = int(rng.integers(1, 12)), int(rng.integers(1, 12))
+        c = int(rng.choice([1, 3, 8, 15, 16, 17, 24, 64, int(rng.integers(1, 80))]))
+        dm = int(rng.choice([1, 1, 1, 2, 3]))
+        kh, kw = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        sh, sw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        dh, dw = (1, 1) if rng.random() < 0.6 else (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        padding = str(rng.choice(["SAME", "VALID"]))
+        (oh, ow), _ = quant.compute_padding_hw((sh, sw), (dh, dw), (h, w), (kh, kw), padding)
+        if oh >= 1 and ow >= 1 and h * w * c * dm <= 6000:
+            break
+    oc = c * dm
+    in_s, fs, out_s = conv_scales(rng, kh * kw, bool(i % 2), oc)
+    params = kb.depthwise_conv2d_params(
+        input_hwc=(h, w, c), output_hwc=(oh, ow, oc), filter_1hwo=(1, kh, kw, oc), stride_hw=(sh, sw),
+        dilation_hw=(dh, dw), padding=padding, depth_multiplier=dm, input_scale=in_s, input_zp=zp(rng),
+        filter_scales=fs, output_scale=out_s, output_zp=zp(rng), activation=ACTS[i % 4])
+    x = extreme_i8(rng, (h, w, c))
+    wt = extreme_i8(rng, (1, kh, kw, oc))
+    b = rng.integers(-20000, 20000, oc).astype(np.int32) if i % 3 else None
+    return "depthwise_conv2d", params, [x, wt, b], ref.depthwise_conv2d_s8(params, x, wt, b)
+
+
+def fc_case(rng, i):
+    rows = int(rng.choice([1, 1, 2, 3]))
+    depth = int(rng.choice([1, 7, 15, 16, 17, 64, 250, int(rng.integers(1, 300))]))
+    units = int(rng.choice([1, 3, 4, 5, 10, 65, int(rng.integers(1, 80))]))
+    per_channel = bool(i % 2) and units > 1
+    in_s, fs, out_s = conv_scales(rng, depth, per_channel, units)
+    params = kb.fully_connected_params(input_elements=rows * depth, weights_shape=(units, depth),
+                                       input_scale=in_s, input_zp=zp(rng), filter_scales=fs,
+                                       output_scale=out_s, output_zp=zp(rng), activation=ACTS[i % 4])
+    x = extreme_i8(rng, rows * depth)
+    w = extreme_i8(rng, (units, depth))
+    b = rng.integers(-50000, 50000, units).astype(np.int32) if i % 3 else None
+    return "fully_connected", params, [x, w, b], ref.fully_connected_s8(params, x, w, b)
+
+
+def binary_case(rng, i, kind):
+    """Same-shape operands (the Helium path) most of the time, broadcasts (portable) sometimes."""
+    if i % 4 == 3:
+        s1, s2, so = random_broadcast_shapes(rng)
+        if math.prod(so) == 0:
+            s1 = s2 = so = (3,)
+    else:
+        so = tuple(int(v) for v in rng.choice([1, 3, 5, 8, 16, 17], int(rng.integers(1, 5))))
+        s1 = s2 = so
+    a_s, b_s = f32(rng.uniform(0.01, 0.2)), f32(rng.uniform(0.01, 0.2) * (10 if i % 4 == 0 else 1))
+    if kind == "add":
+        o_s = f32(max(a_s, b_s) * rng.uniform(0.5, 3.0))
+    else:
+        o_s = f32(a_s * b_s * 128 * rng.uniform(0.05, 2.0) * (0.002 if i % 5 == 0 else 1.0))
+    params = KERNELS[kind].build(input1_shape=s1, input2_shape=s2, output_shape=so, input1_scale=a_s,
+                                 input1_zp=zp(rng), input2_scale=b_s, input2_zp=zp(rng), output_scale=o_s,
+                                 output_zp=zp(rng), activation=ACTS[i % 4])
+    a, b = extreme_i8(rng, s1), extreme_i8(rng, s2)
+    return kind, params, [a, b], (ref.add_s8 if kind == "add" else ref.mul_s8)(params, a, b)
+
+
+def max_pool_case(rng, i):
+    while True:
+        h, w = int(rng.integers(1, 14)), int(rng.integers(1, 14))
+        c = int(rng.choice([1, 3, 8, 15, 16, 17, 70, int(rng.integers(1, 40))]))
+        fh, fw = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        sh, sw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        padding = str(rng.choice(["SAME", "VALID"]))
+        (oh, ow), _ = quant.compute_padding_hw((sh, sw), (1, 1), (h, w), (fh, fw), padding)
+        if oh >= 1 and ow >= 1:
+            break
+    params = kb.pool_params(input_hwc=(h, w, c), output_hwc=(oh, ow, c), filter_hw=(fh, fw), stride_hw=(sh, sw),
+                            padding=padding, output_scale=f32(rng.uniform(0.01, 0.1)), output_zp=zp(rng),
+                            activation=ACTS[i % 4])
+    x = extreme_i8(rng, (h, w, c))
+    return "max_pool", params, [x], ref.max_pool_s8(params, x)
+
+
+def _array(ctype, name, values):
+    vals = ", ".join(str(int(v)) for v in np.asarray(values).ravel())
+    return f"static const {ctype} {name}[] __attribute__((aligned(4))) = {{{vals}}};\n"
+
+
+CTYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int32): "int32_t"}
+
+
+def render(cases) -> str:
+    """C source: the case data and a table of calls, each into out[] followed by GUARD bytes."""
+    fields = cbuild.parse_structs()
+    src = ['#include "zo_kernels.h"', "#include <stddef.h>", ""]
+    calls = []
+    max_out = 1
+    for n, (name, params, arrays, want) in enumerate(cases):
+        info = KERNELS[name]
+        args = []
+        for a, arr in enumerate(arrays):
+            if arr is None:
+                args.append("NULL")
+            else:
+                src.append(_array(CTYPES[arr.dtype], f"a{n}_{a}", arr))
+                args.append(f"a{n}_{a}")
+        inits = []
+        for f, kind in fields[info.struct]:
+            if kind == "int32_t*":
+                src.append(_array("int32_t", f"p{n}_{f}", params[f]))
+                inits.append(f".{f} = p{n}_{f}")
+            else:
+                inits.append(f".{f} = {int(params[f])}")
+        src.append(f"static const {info.struct} p{n} = {{{', '.join(inits)}}};\n")
+        for variant, fn in (("mve", info.function), ("portable", info.function + "_portable")):
+            calls.append(f"    case {2 * n + (variant == 'portable')}: {fn}(&p{n}, {', '.join(args)}, out); "
+                         f"return {want.size};")
+        max_out = max(max_out, want.size)
+    src.append(f"#define N_CALLS {2 * len(cases)}")
+    src.append(f"static int8_t out[{max_out + GUARD}] __attribute__((aligned(4)));")
+    src.append(f"#define GUARD {GUARD}")
+    src.append("static int32_t run_call(int32_t i)\n{\n    switch (i) {")
+    src += calls
+    src.append("    default: return 0;\n    }\n}")
+    return "\n".join(src) + "\n"
+
+
+MAIN_C = r"""
+void semihost_write0(const char *s);
+
+static void put_hex(uint32_t v, char end)
+{
+    char line[10];
+    for (int s = 0; s < 8; ++s) {
+        line[s] = "0123456789abcdef"[(v >> (28 - 4 * s)) & 0xFu];
+    }
+    line[8] = end;
+    line[9] = 0;
+    semihost_write0(line);
+}
+
+int main(void)
+{
+    for (int32_t i = 0; i < N_CALLS; ++i) {
+        for (int32_t j = 0; j < (int32_t)sizeof out; ++j) {
+            out[j] = (int8_t)0x5a;
+        }
+        const int32_t n = run_call(i);
+        uint32_t h = 2166136261u;
+        for (int32_t j = 0; j < n; ++j) {
+            h = (h ^ (uint32_t)(int32_t)out[j]) * 16777619u;
+        }
+        int32_t guard_ok = 1;
+        for (int32_t j = n; j < n + GUARD; ++j) {
+            guard_ok &= out[j] == (int8_t)0x5a;
+        }
+        put_hex((uint32_t)i, ' ');
+        put_hex(h, ' ');
+        put_hex((uint32_t)guard_ok, '\n');
+    }
+    return 0;
+}
+"""
+
+
+def run_on_m55(tmp_path, cases, opt="-O2"):
+    """{call index: (hash, guard intact)} from QEMU."""
+    (tmp_path / "cases.c").write_text(render(cases) + MAIN_C)
+    elf = tmp_path / "mve.elf"
+    flags = [f if f != "-O2" else opt for f in cbuild.CROSS_FLAGS]
+    cmd = ["arm-none-eabi-gcc", *flags, "-ffreestanding", "-nostdlib", "-nostartfiles", f"-I{cbuild.INFERENCE}",
+           "-T", str(M55 / "link.ld"), str(M55 / "startup.c"), str(tmp_path / "cases.c"),
+           *map(str, cbuild.KERNEL_SOURCES), "-lgcc", "-o", str(elf)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-4000:]
+    run = subprocess.run(["timeout", "60", "qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting",
+                          "-kernel", str(elf)], capture_output=True, text=True)
+    assert run.returncode == 0, (run.returncode, run.stdout[-2000:], run.stderr[-2000:])
+    got = {}
+    for line in (run.stdout + run.stderr).splitlines():  # semihosting output goes to stderr
+        parts = line.split()
+        if len(parts) == 3:
+            got[int(parts[0], 16)] = (int(parts[1], 16), int(parts[2], 16) == 1)
+    assert len(got) == 2 * len(cases), f"{len(got)} results for {2 * len(cases)} calls:\n{run.stderr[-2000:]}"
+    return got
+
+
+def check(tmp_path, cases, opt="-O2"):
+    got = run_on_m55(tmp_path, cases, opt)
+    bad = []
+    for n, (name, params, _, want) in enumerate(cases):
+        h_mve, guard_mve = got[2 * n]
+        h_port, guard_port = got[2 * n + 1]
+        if not (guard_mve and guard_port):
+            bad.append(f"case {n} ({name}): wrote past its output")
+        if h_port != fnv(want):
+            bad.append(f"case {n} ({name}): portable C on the M55 differs from the reference")
+        if h_mve != fnv(want):
+            shape = {k: v for k, v in params.items() if not isinstance(v, (list, np.ndarray))}
+            bad.append(f"case {n} ({name}): Helium kernel differs from the reference: {shape}")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_conv2d_mve(tmp_path, seed):
+    rng = np.random.default_rng(7100 + seed)
+    check(tmp_path, [conv_case(rng, i) for i in range(40)])
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_depthwise_conv2d_mve(tmp_path, seed):
+    rng = np.random.default_rng(7200 + seed)
+    check(tmp_path, [depthwise_case(rng, i) for i in range(40)])
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_fully_connected_mve(tmp_path, seed):
+    rng = np.random.default_rng(7300 + seed)
+    check(tmp_path, [fc_case(rng, i) for i in range(30)])
+
+
+@pytest.mark.parametrize("kind", ["add", "mul"])
+def test_binary_mve(tmp_path, kind):
+    rng = np.random.default_rng(7500 + (kind == "mul"))
+    check(tmp_path, [binary_case(rng, i, kind) for i in range(40)])
+
+
+def test_max_pool_mve(tmp_path):
+    rng = np.random.default_rng(7600)
+    check(tmp_path, [max_pool_case(rng, i) for i in range(40)])
+
+
+def test_requant_extremes_mve(tmp_path):
+    """Multipliers > 1 (left shifts), the largest right shifts, accumulators that saturate the
+    doubling multiply, and ties: 1x1 convolutions and FCs whose outputs cover every rounding case."""
+    rng = np.random.default_rng(7400)
+    cases = []
+    for i in range(12):
+        name, params, (x, w, b), _ = (conv_case if i % 2 else fc_case)(rng, i)
+        oc = len(params["multiplier"])
+        params = dict(params)
+        params["multiplier"] = [int(v) for v in rng.choice([2**30, 2**31 - 1, 1 << 16, 1518500250], oc)]
+        params["shift"] = [int(v) for v in rng.choice([-31, -20, -1, 0, 1, 10], oc)]
+        if b is not None:
+            b = rng.choice(np.array([-2**31, 2**31 - 1, -(1 << 20), 1 << 19], dtype=np.int64), oc).astype(np.int32)
+        want = (ref.conv2d_s8 if name == "conv2d" else ref.fully_connected_s8)(params, x, w, b)
+        cases.append((name, params, [x, w, b], want))
+    check(tmp_path, cases, opt="-O3")
+
+
+# ------------------------------------------------------------------ whole models on the M55
+
+FIRMWARE = HERE.parent / "firmware_templates"
+MODELS = {"kws_dscnn": (HERE / "fixtures" / "kws_dscnn.tflite", 12),
+          "mbv2_block": (HERE / "fixtures" / "mbv2_block.tflite", 12),
+          "digits_cnn": (HERE / "fixtures" / "digits_cnn.tflite", 40),
+          "conv1d_ts": (HERE / "fixtures" / "conv1d_ts.tflite", 40),
+          "person_detect": (HERE / "fixtures" / "public" / "person_detect.tflite", 3)}
+
+MODEL_MAIN_C = r"""/* Runs the model on each input of model_inputs.h; one FNV-1a hash of the outputs per line. */
+#include <stdint.h>
+#include <string.h>
+#include "zo_port.h"
+#include "model_inputs.h"
+
+int main(void)
+{
+    zo_port_init();
+    MODEL_INIT();
+    for (int32_t n = 0; n < N_INPUTS; ++n) {
+        memcpy(MODEL_INPUT, inputs[n], sizeof inputs[n]);
+        MODEL_INVOKE();
+        uint32_t h = 2166136261u;
+        for (int32_t o = 0; o < MODEL_NUM_OUTPUTS; ++o) {
+            const uint8_t *out = (const uint8_t *)MODEL_OUTPUT(o);
+            for (int32_t i = 0; i < MODEL_OUTPUT_BYTES(o); ++i) {
+                h = (h ^ out[i]) * 16777619u;
+            }
+        }
+        char line[12];
+        for (int s = 0; s < 8; ++s) {
+            line[s] = "0123456789abcdef"[(h >> (28 - 4 * s)) & 0xFu];
+        }
+        line[8] = '\n';
+        zo_port_write((const uint8_t *)line, 9u);
+    }
+    zo_port_exit(0);
+}
+"""
+
+MODEL_MK = """ELF_OBJECTS := $(patsubst %.c,build/m55/%.o,$(SOURCES) zo_port_cortex_m.c zo_port_mps3_an547.c model_main.c)
+build/m55/%.o: %.c $(HEADERS) model_inputs.h
+\tmkdir -p build/m55
+\t$(CC) $(CFLAGS) -c -o $@ $<
+build/m55/model.elf: $(ELF_OBJECTS) link.ld
+\t$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(ELF_OBJECTS) $(LIBS)
+"""
+
+
+@pytest.mark.tflm
+@pytest.mark.parametrize("name", list(MODELS))
+def test_model_bit_exact_on_m55(tmp_path, name):
+    """The model's mps3-an547 bundle (Helium kernels) on QEMU gives TFLM's outputs (host) bit for bit,
+    on random inputs and on all -128 / all 127."""
+    import shutil
+
+    from zoflash import api
+    from zoflash.reference.tflm import TflmInterpreter
+
+    path, count = MODELS[name]
+    model = api.load_model(path)
+    xs = api.random_inputs(model, count, seed=11)
+    xs[0], xs[1] = -128, 127
+    tflm = TflmInterpreter(model.raw)
+    want = [fnv(np.frombuffer(b"".join(np.ascontiguousarray(o).tobytes() for o in tflm.invoke([x])), np.uint8))
+            for x in xs]
+    bundle = api.generate(path, "mps3-an547", tmp_path / name)
+    for sub, fname in (("ports/cortex-m", "zo_port_cortex_m.c"), ("ports/cortex-m", "zo_port_cortex_m.h"),
+                       ("ports/mps3-an547", "zo_port_mps3_an547.c"), ("runtime/training", "zo_port.h")):
+        shutil.copy(FIRMWARE / sub / fname, bundle.path / fname)
+    prefix = bundle.prefix
+    rows = ",\n".join("{" + ", ".join(str(int(v)) for v in x.view(np.uint8).ravel()) + "}" for x in xs)
+    (bundle.path / "model_inputs.h").write_text("\n".join([
+        "#include <stdint.h>", f'#include "{prefix}.h"', f"#define N_INPUTS {count}",
+        f"#define MODEL_INIT() {prefix}_init()", f"#define MODEL_INVOKE() {prefix}_invoke()",
+        f"#define MODEL_INPUT {prefix}_input(0)", f"#define MODEL_OUTPUT(o) {prefix}_output(o)",
+        f"#define MODEL_OUTPUT_BYTES(o) {prefix}_outputs[o].bytes",
+        f"#define MODEL_NUM_OUTPUTS {len(bundle.manifest['outputs'])}",
+        f"static const uint8_t inputs[{count}][{xs[0].nbytes}] = {{\n{rows}\n}};", ""]))
+    (bundle.path / "model_main.c").write_text(MODEL_MAIN_C)
+    (bundle.path / "model.mk").write_text(MODEL_MK)
+    res = subprocess.run(["make", "-s", "-C", str(bundle.path), "-f", "Makefile", "-f", "model.mk",
+                          "build/m55/model.elf"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    run = subprocess.run(["timeout", "120", "qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting",
+                          "-kernel", str(bundle.path / "build" / "m55" / "model.elf")], stdin=subprocess.DEVNULL,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, (run.returncode, run.stdout[-2000:], run.stderr[-2000:])
+    got = [int(line, 16) for line in run.stdout.split() if len(line) == 8]
+    assert got == want, [i for i, (g, w) in enumerate(zip(got, want)) if g != w] or (len(got), len(want))
