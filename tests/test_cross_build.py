@@ -107,7 +107,7 @@ def test_build_prints_the_report_per_region(tmp_path, capsys):
 
 @pytest.mark.cross
 def test_inference_only_build_is_a_library(tmp_path):
-    result = api.build(DIGITS, "mps3-an547", tmp_path / "b")
+    result = api.build(DIGITS, "mps3-an547", tmp_path / "my bundle")  # a space in the path builds too
     assert [p.name for p in result.outputs] == ["libdigits_cnn.a"] and result.outputs[0].exists()
     regions = {u.region.name: u for u in result.regions}
     assert {x.label: x.bytes for x in regions["DTCM"].items} == {"arena": 640}

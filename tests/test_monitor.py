@@ -852,7 +852,11 @@ def test_a_lost_port_is_retried_for_the_reconnect_timeout(tmp_path, stream):
 def test_emulator_ended_reads_the_supervisors_note(tmp_path):
     """emulator_ended: None while the process of the state file runs, then how it ended."""
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    argv = Path(f"/proc/{proc.pid}/cmdline").read_bytes().rstrip(b"\0").decode().split("\0")
+    argv: list[str] = []
+    end = time.monotonic() + 10
+    while "time.sleep(30)" not in " ".join(argv) and time.monotonic() < end:  # until the child has exec'd
+        argv = Path(f"/proc/{proc.pid}/cmdline").read_bytes().rstrip(b"\0").decode().split("\0")
+        time.sleep(0.01)
     log = tmp_path / ".zoflash-qemu.log"
     log.write_text("QEMU waiting for connection on: disconnected:tcp:127.0.0.1:4444,server=on\n"
                    "qemu: fatal: Lockup: can't escalate 3 to HardFault\n")
