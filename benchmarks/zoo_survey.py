@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -52,7 +53,7 @@ except Exception as err:  # the interpreter's own refusal: its message is the ro
 try:
     api.compile_model(model)
 except UnsupportedModelError as err:
-    r.update(verdict="refused", reason="; ".join(str(p) for p in err.problems))
+    r.update(verdict="refused", reason=[str(p) for p in err.problems])
     print(json.dumps(r)); sys.exit()
 if not r["tflm"]:
     r.update(verdict="compiles (TFLM cannot run it)"); print(json.dumps(r)); sys.exit()
@@ -81,11 +82,25 @@ def survey_one(path: Path, samples: int, timeout: float) -> dict:
     return r
 
 
+def short_reason(reason) -> str:
+    """A refusal's distinct problems, each once: 'OP: message', without the tensor names and the
+    list of supported ops; the first three."""
+    if isinstance(reason, str):
+        return reason
+    seen = []
+    for problem in reason:
+        problem = re.sub(r"^op \d+ (\S+) \(inputs: .*?; outputs: .*?\): ", r"\1: ", problem)
+        problem = re.sub(r" \(supported: [A-Z0-9_, ]+\)", "", problem)
+        if problem not in seen:
+            seen.append(problem)
+    return "; ".join(seen[:3]) + (f"; and {len(seen) - 3} more" if len(seen) > 3 else "")
+
+
 def table(results: dict) -> str:
     rows = ["| model | ops | TFLM runs? | zoflash verdict | reason |", "|---|---|---|---|---|"]
     for name, r in sorted(results.items()):
         tflm = {True: "yes", False: "no: " + r.get("tflm_error", ""), None: "-"}[r.get("tflm")]
-        reason = r.get("reason", "").replace("|", "\\|")
+        reason = short_reason(r.get("reason", "")).replace("|", "\\|")
         rows.append(f"| {name} | {', '.join(r.get('ops', []))} | {tflm} | {r['verdict']} | {reason} |")
     return "\n".join(rows) + "\n"
 
