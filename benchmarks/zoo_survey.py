@@ -3,8 +3,9 @@ which zoflash compiles, and which are bit-exact with TFLM on random inputs.
 
 For each model: its ops; whether it is INT8 (integer activations: int8/uint8/int16; float models are
 listed and skipped); whether TFLM runs it (constructs and invokes once); `zoflash inspect`'s verdict
-(the first refusal reasons); and, for a compiled model TFLM runs, `api.validate` on N random inputs
-(seed 1, the first two at -128 and 127 as in tests/test_public_models.py). Each model runs in its
+(its refusal's problems); and, for a compiled model TFLM runs, `api.validate` on N random inputs,
+every output compared (seed 1, the first two at the input type's minimum and maximum, as in
+tests/test_public_models.py). Each model runs in its
 own subprocess with a time limit, so a crash or a hang is a row of the table, not the end of the
 survey.
 
