@@ -97,10 +97,15 @@ def short_reason(reason) -> str:
     return "; ".join(seen[:3]) + (f"; and {len(seen) - 3} more" if len(seen) > 3 else "")
 
 
+def short_tflm_error(message: str) -> str:
+    """The interpreter's reason, without the allocation wrapper around it."""
+    return re.sub(r"^TFLM failed to allocate tensors \(arena_size=\d+\): ", "", message)
+
+
 def table(results: dict) -> str:
     rows = ["| model | ops | TFLM runs? | zoflash verdict | reason |", "|---|---|---|---|---|"]
     for name, r in sorted(results.items()):
-        tflm = {True: "yes", False: "no: " + r.get("tflm_error", ""), None: "-"}[r.get("tflm")]
+        tflm = {True: "yes", False: "no: " + short_tflm_error(r.get("tflm_error", "")), None: "-"}[r.get("tflm")]
         reason = short_reason(r.get("reason", "")).replace("|", "\\|")
         rows.append(f"| {name} | {', '.join(r.get('ops', []))} | {tflm} | {r['verdict']} | {reason} |")
     return "\n".join(rows) + "\n"
