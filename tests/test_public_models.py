@@ -1,5 +1,6 @@
-"""Public INT8 models from the TFLM repository and MLPerf Tiny (tests/fixtures/public, unchanged
-from their sources; manifest.json records repository, path, commit, licence and sha256).
+"""Public INT8 models from the TFLM repository, MLPerf Tiny, ST's model zoo and Arm's ML-zoo
+(tests/fixtures/public, unchanged from their sources; manifest.json records repository, path,
+commit, licence and sha256).
 
 Supported models must match the tflite-micro interpreter bit for bit; the others must be
 refused with a clear reason (never a traceback). `EXPECTED` is the current state, one line a
@@ -32,6 +33,10 @@ EXPECTED = {
     "mlperf_ad_autoencoder.tflite": "bit-exact",
     "mlperf_streaming_wakeword.tflite": "bit-exact",
     "microwakeword_hey_mycroft.tflite": "bit-exact",
+    "st_miniresnet_1stacks_64x50_tl_int8.tflite": "bit-exact",
+    "st_miniresnetv2_1stacks_64x50_tl_int8.tflite": "bit-exact",
+    "st_yamnet_256_64x96_tl_int8.tflite": "bit-exact",
+    "arm_har_int8.tflite": "bit-exact",
 }
 
 

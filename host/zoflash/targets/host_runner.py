@@ -39,17 +39,21 @@ class HostModel:
     def run(self, x: np.ndarray) -> np.ndarray:
         """Run input 0 for each of N samples (of the input's type, or float in its real units);
         returns output 0 as [N, *output shape], of the output's type."""
-        spec_in, spec_out = self.inputs[0], self.outputs[0]
+        return self.run_outputs(x)[0]
+
+    def run_outputs(self, x: np.ndarray) -> list[np.ndarray]:
+        """As `run`, but every output of the model, in its order: one [N, *output shape] array each."""
+        spec_in = self.inputs[0]
         x = as_samples(x, spec_in["shape"], spec_in["scale"], spec_in["zero_point"], dtype=spec_in["dtype"])
-        dtype = _NP_TYPES[spec_out["dtype"]]
-        y = np.empty((x.shape[0],) + tuple(spec_out["shape"]), dtype=dtype)
-        in_ptr, out_ptr = self._input(0), self._output(0)
-        n_in, n_out = spec_in["bytes"], spec_out["bytes"]
+        ys = [np.empty((x.shape[0],) + tuple(o["shape"]), dtype=_NP_TYPES[o["dtype"]]) for o in self.outputs]
+        in_ptr = self._input(0)
+        out_ptrs = [self._output(k) for k in range(len(self.outputs))]
         for i in range(x.shape[0]):
-            ctypes.memmove(in_ptr, x[i].ctypes.data, n_in)
+            ctypes.memmove(in_ptr, x[i].ctypes.data, spec_in["bytes"])
             self._invoke()
-            ctypes.memmove(y[i].ctypes.data, out_ptr, n_out)
-        return y
+            for y, ptr, o in zip(ys, out_ptrs, self.outputs):
+                ctypes.memmove(y[i].ctypes.data, ptr, o["bytes"])
+        return ys
 
     def reset(self) -> None:
         """Re-initialise the model's state (variable tensors), as TFLM's interpreter reset does;
