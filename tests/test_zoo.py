@@ -65,13 +65,13 @@ def _survey():
 @pytest.mark.tflm
 def test_survey_rows(tmp_path):
     shutil.copy(TWO_OUTPUTS, tmp_path)
-    shutil.copy(FIXTURES / "public" / "keyword_svdf.tflite", tmp_path)  # int16 SOFTMAX: refused
+    shutil.copy(FIXTURES / "ops" / "s16_mlp.tflite", tmp_path)  # int16 TANH: TFLM runs it, zoflash refuses it
     survey = _survey()
     results = {p.name: survey.survey_one(p, 100, 300) for p in sorted(tmp_path.glob("*.tflite"))}
     assert results["two_outputs.tflite"]["verdict"] == "bit-exact", results
     assert results["two_outputs.tflite"]["ops"] == ["CONV_2D", "LOGISTIC", "RESHAPE"]
-    svdf = results["keyword_svdf.tflite"]
-    assert svdf["verdict"] == "refused" and svdf["tflm"] is True and "SOFTMAX: " in survey.short_reason(svdf["reason"]), svdf
+    s16 = results["s16_mlp.tflite"]
+    assert s16["verdict"] == "refused" and s16["tflm"] is True and "TANH: " in survey.short_reason(s16["reason"]), s16
     table = survey.table(results).splitlines()
     assert table[0].startswith("| model | ops | TFLM runs? |") and len(table) == 4
     assert any("| two_outputs.tflite | CONV_2D, LOGISTIC, RESHAPE | yes | bit-exact |" in row for row in table)
