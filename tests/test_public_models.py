@@ -28,6 +28,7 @@ EXPECTED = {
     "keyword_svdf.tflite": "bit-exact",
     "audio_preprocessor.tflite": "op 0 CUSTOM:SignalWindow, op 2 CUSTOM:SignalFftAutoScale, op 3 CUSTOM:SignalRfft",
     "mlperf_resnet8.tflite": "bit-exact",
+    "arm_ds_cnn_small_int16.tflite": "bit-exact",
     "mlperf_vww_mobilenetv1.tflite": "bit-exact",
     "mlperf_kws_dscnn.tflite": "bit-exact",
     "mlperf_ad_autoencoder.tflite": "bit-exact",
