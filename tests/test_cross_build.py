@@ -7,6 +7,7 @@ simulation.
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 
 import numpy as np
@@ -306,13 +307,11 @@ int main(void)
 def _port_program(bundle, tmp_path, source: str, define: str):
     """A small program on the mps3-an547 port of a bundle: its flags, linker script and port."""
     (tmp_path / "main.c").write_text(source)
-    make = (bundle / "Makefile").read_text()
-    flags = make.split("CFLAGS := ")[1].split("$(EXTRA_CFLAGS)")[0]
-    defs = make.split("BOARD_DEFS := ")[1].splitlines()[0]
-    cflags = flags.replace("$(CSTD)", "-std=c11 -ffp-contract=off").replace("$(WARNINGS)", "-Wall -Wextra -Werror")
-    cflags = cflags.replace("$(BOARD_DEFS)", defs).split()
+    line = subprocess.run(["make", "-s", "--no-print-directory", "-C", str(bundle), "compile-line"],
+                          capture_output=True, text=True, check=True).stdout  # the bundle's compiler and flags
+    cc, *cflags = shlex.split(line)
     elf = tmp_path / "program.elf"
-    subprocess.run(["arm-none-eabi-gcc", *cflags, f"-D{define}", f"-I{bundle}", "-T", str(bundle / "link.ld"),
+    subprocess.run([cc, *cflags, f"-D{define}", f"-I{bundle}", "-T", str(bundle / "link.ld"),
                     "-nostartfiles", "-Wl,--gc-sections", "-o", str(elf), str(tmp_path / "main.c"),
                     str(bundle / "zo_port_cortex_m.c"), str(bundle / "zo_port_mps3_an547.c"), "-lm"],
                    check=True, capture_output=True)
