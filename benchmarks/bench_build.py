@@ -7,7 +7,8 @@
     much each 5 MB of data adds (the data is linked from binary files, not compiled as C text);
   * the same build without the cache (ZOFLASH_CACHE=off): the ratio is what the cache saves.
 
-Each command runs as a user runs it (a subprocess of the CLI); the best of `--rounds` is kept.
+Each command runs as a user runs it (a subprocess of the CLI), into a new bundle directory each
+time; the best of `--rounds` is kept.
 Usage: python benchmarks/bench_build.py [--write docs/benchmarks.md] [--rounds 3]
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -83,11 +85,16 @@ def main(argv=None) -> int:
         builds = {}
         for n in SIZES:
             data = person_data(tmp / f"pd{n}.npz", n)
+            out = tmp / f"b{n}"
             build = [*ZOFLASH, "-q", "build", "--board", "mps3-an547", "--model", str(PERSON), "--data", str(data),
-                     "--steps", "3", "--out", str(tmp / f"b{n}")]
-            cold = best(build, env, args.rounds, before=clear)
-            warm = best(build, env, args.rounds)
-            nocache = best(build, off, 1)
+                     "--steps", "3", "--out", str(out)]
+
+            def fresh():  # a new bundle every time: make must not find the last round's objects
+                shutil.rmtree(out, ignore_errors=True)
+
+            cold = best(build, env, args.rounds, before=lambda: (clear(), fresh()))
+            warm = best(build, env, args.rounds, before=fresh)
+            nocache = best(build, off, 1, before=fresh)
             mb = n * 96 * 96 / 1e6  # the images as int8 samples
             builds[n] = (mb, warm)
             rows.append((f"`zoflash build --board mps3-an547` person_detect, {n} training images ({mb:.1f} MB)",
