@@ -214,7 +214,8 @@ class Monitor:
                 if why:
                     raise PortGone(why) from None
                 if deadline is not None and time.monotonic() + delay > deadline:
-                    if self._lost_at is not None and deadline == self._reconnect_deadline(None):
+                    away = self._reconnect_deadline(None)  # the end of the reconnection time, if a port was lost
+                    if away is not None and time.monotonic() + delay > away:
                         raise PortError(f"{self.port_name} did not come back within {self.reconnect_timeout:g} s "
                                         f"(--reconnect-timeout): {exc}") from None
                     if isinstance(exc, PortError):
