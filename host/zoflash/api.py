@@ -51,14 +51,18 @@ def default_bundle_dir(model_path: Path, board_id: str) -> Path:
 
 
 def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
-             prefix: str | None = None, data_path: str | Path | None = None, options=None) -> Bundle:
+             prefix: str | None = None, data_path: str | Path | None = None, options=None,
+             boot: str = "dev", device_headers=()) -> Bundle:
     """Compile a model and write its bundle for a board (no compiler run). With `data_path`,
     the bundle also trains (options: train_options.TrainOptions, defaults if None). `board_id`
     may be a family name (its reference board). For a board with memory regions, a plan that
-    does not fit them fails here, before any file is written (budget.BudgetError)."""
+    does not fit them fails here, before any file is written (budget.BudgetError). `boot`
+    ('dev' or 'flash': boards.BOOT_MODES) chooses the placement rules; `device_headers` are
+    checkouts of the vendor's headers the port then compiles against (device_headers.py)."""
     board, note = boards_mod.resolve_board(board_id)
     if note:
         log.info("board %s", note)
+    board = _configure(board, boot, device_headers)
     if data_path is not None:
         from zoflash.training.options import make_options
         from zoflash.training.pipeline import compile_training, training_bundle
@@ -83,6 +87,19 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
     return bundle
 
 
+# --- flash boot and device headers (issue 11) ---
+def _configure(board, boot: str, device_headers):
+    """The board with the boot mode's placement rules and the vendor headers' include folders."""
+    from dataclasses import replace
+
+    from zoflash.targets.device_headers import include_dirs
+
+    board = boards_mod.for_boot(board, boot)
+    dirs = include_dirs(board, device_headers)
+    return replace(board, device_includes=tuple(str(d) for d in dirs)) if dirs else board
+# --- end flash boot and device headers ---
+
+
 def _fit(board, compiled: CompiledModel, training):
     """A firmware board with its memory plan for this model (budget.fit); a host board as it is."""
     if not board.is_firmware:
@@ -93,11 +110,12 @@ def _fit(board, compiled: CompiledModel, training):
 
 
 def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
-          prefix: str | None = None, data_path: str | Path | None = None, options=None) -> BuildResult:
+          prefix: str | None = None, data_path: str | Path | None = None, options=None,
+          boot: str = "dev", device_headers=()) -> BuildResult:
     """generate() and compile: for the host a shared library and programs, for a firmware
     board the training firmware (ELF, BIN, HEX; with data) or the model as a static library,
     with the memory used per region (BuildResult.regions)."""
-    bundle = generate(model_path, board_id, out_dir, prefix, data_path, options)
+    bundle = generate(model_path, board_id, out_dir, prefix, data_path, options, boot, device_headers)
     board = boards_mod.load_board(bundle.board)
     if board.is_firmware:
         from zoflash.targets.budget import placed_board

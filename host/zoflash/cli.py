@@ -186,20 +186,34 @@ def _say_training_memory(training: dict) -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Bundle directory [generated/<model>-<board>].")
 @click.option("--prefix", help="C name prefix for the model's functions [from the model file name].")
 @click.option("--no-compile", is_flag=True, help="Only generate the bundle; do not run the compiler.")
+# --- flash boot and device headers (issue 11) ---
+@click.option("--boot", type=click.Choice(("dev", "flash")),
+              help="Memory plan for a boot mode: dev (the debugger loads everything into RAM) or flash (a signed "
+                   "FSBL image, large weights and data read in place from the external flash) [dev; zoflash.toml "
+                   "[build] boot].")
+@click.option("--device-headers", "device_headers", multiple=True, type=click.Path(),
+              help="Compile the port against the vendor's headers from this checkout (repeatable: e.g. "
+                   "cmsis-device-n6 and Arm's CMSIS core, or STM32CubeN6) [zoflash.toml [build] device_headers].")
+# --- end flash boot and device headers ---
 @training_options
 def build(board: str, model_path: str, data_path: str | None, out_dir: str | None, prefix: str | None,
-          no_compile: bool, **kwargs) -> None:
+          no_compile: bool, boot: str | None, device_headers: tuple, **kwargs) -> None:
     """Generate the C bundle for a board (with the training loop if --data) and compile it."""
+    from zoflash.build_options import build_settings
+
     _check_outputs(out=out_dir and str(Path(out_dir) / "manifest.json"))
+    settings = build_settings(kwargs.get("project_file"), boot, device_headers)
     opts = _options_from(kwargs) if data_path else None
-    if opts is None and any(v not in (None, (), False) for v in kwargs.values()):
+    if opts is None and any(v not in (None, (), False) for k, v in kwargs.items() if k != "project_file"):
         raise click.UsageError("training options need --data")
-    _build_and_report(board, model_path, data_path, out_dir, prefix, no_compile, opts)
+    _build_and_report(board, model_path, data_path, out_dir, prefix, no_compile, opts, settings)
 
 
 def _build_and_report(board: str, model_path: str, data_path: str | None, out_dir: str | None, prefix: str | None,
-                      no_compile: bool, opts):
-    """Generate (and compile) a bundle and print what it uses; returns (bundle, board)."""
+                      no_compile: bool, opts, settings=("dev", ())):
+    """Generate (and compile) a bundle and print what it uses; returns (bundle, board).
+    settings: (boot mode, vendor header folders), build_options.build_settings."""
+    boot, device_headers = settings
     from zoflash import api
     from zoflash.targets.boards import resolve_board
 
@@ -208,9 +222,11 @@ def _build_and_report(board: str, model_path: str, data_path: str | None, out_di
         _say(f"board   {note}")
     result = None
     if no_compile:
-        bundle = api.generate(model_path, board_obj.id, out_dir, prefix, data_path=data_path, options=opts)
+        bundle = api.generate(model_path, board_obj.id, out_dir, prefix, data_path=data_path, options=opts,
+                              boot=boot, device_headers=device_headers)
     else:
-        result = api.build(model_path, board_obj.id, out_dir, prefix, data_path=data_path, options=opts)
+        result = api.build(model_path, board_obj.id, out_dir, prefix, data_path=data_path, options=opts,
+                           boot=boot, device_headers=device_headers)
         bundle = result.bundle
     mem = bundle.manifest["memory"]
     _say(f"bundle  {bundle.path}  (board {bundle.board}, prefix {bundle.prefix})")
@@ -232,6 +248,11 @@ def _say_firmware(result, board) -> None:
     _say(f"{kind:<7} {', '.join(outs)}  ({board.toolchain.cc}, code {result.code_bytes} bytes)")
     for use in result.regions:
         _say(f"region  {use.describe()}")
+    if result.bundle.manifest.get("boot") == "flash":  # --- flash boot (issue 11) ---
+        from zoflash.targets.firmware_build import flash_boot_lines
+
+        for line in flash_boot_lines(result):
+            _say(line)
 
 
 @cli.command()
@@ -575,10 +596,13 @@ def run(board: str, model_path: str, data_path: str, out_dir: str | None, method
     from zoflash.targets.runners import FlashOptions, flash_bundle
     from zoflash.targets.runners.qemu import emulator_ended, stop_qemu
 
+    from zoflash.build_options import build_settings
+
+    settings = build_settings(kwargs.get("project_file"))  # zoflash.toml [build]: boot, device_headers
     opts = _options_from(kwargs)
     if not resolve_board(board)[0].is_firmware:
         raise click.UsageError(f"board '{board}' runs no firmware; use `zoflash simulate` for the host")
-    bundle, board_obj = _build_and_report(board, model_path, data_path, out_dir, None, False, opts)
+    bundle, board_obj = _build_and_report(board, model_path, data_path, out_dir, None, False, opts, settings)
     qemu_limit = (timeout or DEFAULT_QEMU_TIMEOUT) + 60.0
     flashed = flash_bundle(bundle.path, method, FlashOptions(timeout=qemu_limit), say=_say)
     try:

@@ -23,7 +23,7 @@ from zoflash.compiler.codegen import (
 from zoflash.compiler.pipeline import CompiledModel
 from zoflash.errors import ZoflashError
 from zoflash.targets.boards import Board, load_port
-from zoflash.targets.budget import enable_mask, image_sections
+from zoflash.targets.budget import enable_mask, flash_data_address, flash_sections, image_sections
 
 MANIFEST_VERSION = 1
 
@@ -97,6 +97,7 @@ def make_manifest(model: CompiledModel, board: Board, prefix: str, source_name: 
         "toolchain": {"cc": board.toolchain.cc, "objcopy": board.toolchain.objcopy, "size": board.toolchain.size,
                       "install": board.toolchain.install},
         "placement": board.placement or None,  # firmware boards: where the memory plan put each part
+        **({"boot": board.boot_mode} if board.is_firmware else {}),  # the boot mode the plan is for
         "prefix": prefix,
         "inputs": _io_manifest(model, model.graph.inputs),
         "outputs": _io_manifest(model, model.graph.outputs),
@@ -145,7 +146,8 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
                data_blobs=" ".join(sorted(training.blobs)) if training is not None else "",
                board=board, place=board.placement,
                enable_memories=f"0x{enable_mask(board):08X}" if board.is_firmware else "",
-               image_sections=" ".join(f"-j {s}" for s in image_sections(board)) if board.is_firmware else "")
+               image_sections=" ".join(f"-j {s}" for s in image_sections(board)) if board.is_firmware else "",
+               **_flash_boot_context(board))
     files["zo_bundle.h"] = env.get_template("zo_bundle.h.j2").render(**ctx).encode()
     for out_name, tpl in templates.items():
         files[out_name] = env.get_template(tpl).render(**ctx).encode()
@@ -154,6 +156,17 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
     manifest["static_files"] = sorted(set(runtime_sources(training is not None)) | set(static))
     _write(out_dir, files, manifest)
     return Bundle(path=out_dir, manifest=manifest)
+
+
+# --- flash boot (issue 11) ---
+def _flash_boot_context(board: Board) -> dict:
+    """The flash data image for the Makefile: objcopy's -j options and the image's address
+    (empty when nothing is placed in a flash region, as in development mode)."""
+    sections = flash_sections(board) if board.is_firmware else []
+    return dict(flash_sections=" ".join(f"-j {s}" for s in sections),
+                flash_address=f"0x{flash_data_address(board):08X}" if sections else "",
+                device_includes=" ".join(f'"-I{d}"' for d in board.device_includes))
+# --- end flash boot ---
 
 
 def _write(out_dir: Path, files: dict[str, bytes], manifest: dict) -> None:

@@ -12,7 +12,7 @@ Users may type a family name (`stm32n6`): it selects the family's board marked
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 
 import tomllib
@@ -62,6 +62,19 @@ _CONSOLE = {
     "usb": (LIST, False),  # "VVVV:PPPP" of the USB serial adapter, to find the port
     "description": (str, False),
 }
+# --- flash boot (issue 11) ---
+# [flash_boot]: the boot ROM copies a signed image from the external flash into `image` (at most
+# its size); the placement keys given here replace [placement]'s candidates in flash boot, so
+# large weights and data may stay in a flash region that the port maps (its `enable` switch).
+BOOT_MODES = ("dev", "flash")  # --boot; the [boot] switch positions of each: development, flash
+BOOT_SWITCHES = {"dev": "development", "flash": "flash"}
+_FLASH_BOOT = {
+    "image": (str, True),  # the RAM region the boot ROM copies the image to (= placement code)
+    "fsbl": (str, True),   # the flash region the signed image is written to
+    "description": (str, False),
+    **{k: (STR_OR_LIST, False) for k in PLACEMENT_KEYS},
+}
+# --- end flash boot ---
 FLASH_METHODS = ("qemu", "stm32cubeprogrammer", "pyocd", "openocd")
 _FLASH_COMMON = {
     "name": (str, True),
@@ -100,6 +113,7 @@ _SCHEMA = {
     "placement": (_PLACEMENT, False),
     "console": (_CONSOLE, False),
     "boot": (dict, False),  # boot mode name -> switch positions (free keys, string values)
+    "flash_boot": (_FLASH_BOOT, False),
     "flash": ([{**_FLASH_COMMON, **_FLASH_ANY}], False),
 }
 FIRMWARE_TABLES = ("cpu", "memory", "placement", "console", "flash")
@@ -111,6 +125,7 @@ _PORT_SCHEMA = {
     "code_bytes": (int, False),            # pre-compile estimate: machine code + small constants,
     "code_bytes_inference": (int, False),  # of the training firmware and of the inference library
     "memories": (LIST, False),  # memory switches the start-up code turns on: bit i of __zo_enable_memories
+    "device_headers": (LIST, False),  # vendor headers --device-headers must provide (device_headers.py)
 }
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _USB = re.compile(r"^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{4}$")
@@ -201,6 +216,7 @@ class Port:
     code_bytes_inference: int = 0
     description: str = ""
     memories: tuple[str, ...] = ()
+    device_headers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -221,6 +237,9 @@ class Board:
     console: dict = field(default_factory=dict)
     boot: dict = field(default_factory=dict)
     flash: tuple[dict, ...] = ()
+    flash_boot: dict = field(default_factory=dict)
+    boot_mode: str = "dev"  # BOOT_MODES: the placement rules in use (for_boot)
+    device_includes: tuple[str, ...] = ()  # --device-headers: include folders of the vendor headers
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -262,7 +281,8 @@ def load_port(name: str, board_where: str = "") -> Port:
         raise BoardError(f"{where}: base '{data['base']}' is not a directory under ports/")
     return Port(name=name, kind=data["kind"], base=data.get("base", ""), consoles=tuple(data.get("consoles", ())),
                 code_bytes=data.get("code_bytes", 0), code_bytes_inference=data.get("code_bytes_inference", 0),
-                description=data.get("description", ""), memories=tuple(data.get("memories", ())))
+                description=data.get("description", ""), memories=tuple(data.get("memories", ())),
+                device_headers=tuple(data.get("device_headers", ())))
 
 
 # ------------------------------------------------------------------------------- semantics
@@ -368,6 +388,51 @@ def _check_firmware(data: dict, port: Port, where: str) -> None:
                     raise BoardError(f"{w}: missing required key '{key}' ({f['mode']} mode)")
 
 
+# --- flash boot (issue 11) ---
+LOADED_PLACEMENTS = ("code", "rodata", "weights", "train_data")  # parts with contents in the image or the flash
+
+
+def _check_flash_boot(data: dict, memory: tuple[Region, ...], where: str) -> None:
+    """[flash_boot] names existing regions; in flash boot every part with contents is in the
+    image or in a flash region (nothing else is there at run time), the image is the code region."""
+    fb, w = data["flash_boot"], f"{where} [flash_boot]"
+    by_name = {r.name: r for r in memory}
+    for key in ("image", "fsbl"):
+        if fb[key] not in by_name:
+            raise BoardError(f"{w}: '{key}' names region '{fb[key]}', which [[memory]] does not define "
+                             f"(regions: {', '.join(by_name)})")
+    if by_name[fb["fsbl"]].kind != "flash":
+        raise BoardError(f"{w}: 'fsbl' must be a region of kind 'flash', but '{fb['fsbl']}' is "
+                         f"'{by_name[fb['fsbl']].kind}'")
+    place = {**data["placement"], **{k: v for k, v in fb.items() if k in PLACEMENT_KEYS}}
+    if placement_candidates(place)["code"] != (fb["image"],):
+        raise BoardError(f"{w}: the code must be placed in the image region '{fb['image']}'")
+    for key, choices in placement_candidates(place).items():
+        for name in choices:
+            if name not in by_name:
+                raise BoardError(f"{w}: '{key}' names region '{name}', which [[memory]] does not define")
+            if key in LOADED_PLACEMENTS and name != fb["image"] and by_name[name].kind != "flash":
+                raise BoardError(f"{w}: '{key}' may use only the image region '{fb['image']}' or flash regions "
+                                 f"(the boot ROM copies nothing else), but lists '{name}'")
+
+
+def for_boot(board: Board, mode: str) -> Board:
+    """The board with the placement rules of a boot mode (BOOT_MODES): 'dev' as the board file's
+    [placement]; 'flash' with [flash_boot]'s candidates instead."""
+    if mode not in BOOT_MODES:
+        raise BoardError(f"unknown boot mode '{mode}' (boot modes: {', '.join(BOOT_MODES)})")
+    if mode == "dev":
+        return board
+    if not board.flash_boot:
+        raise BoardError(f"board '{board.id}' has no flash boot ([flash_boot] in its board file): "
+                         "build it with --boot dev")
+    over = {k: v for k, v in board.flash_boot.items() if k in PLACEMENT_KEYS}
+    candidates = placement_candidates({**board.candidates, **over})
+    placement = {**{k: c[0] for k, c in candidates.items()}, "stack_bytes": board.placement["stack_bytes"]}
+    return replace(board, candidates=candidates, placement=placement, boot_mode=mode)
+# --- end flash boot ---
+
+
 def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
     try:
         data = tomllib.loads(text)
@@ -384,10 +449,12 @@ def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
         _check_firmware(data, port, where)
         memory = _check_memory(data, where)
         _check_enables(memory, port, where)
+        if "flash_boot" in data:
+            _check_flash_boot(data, memory, where)
         candidates = placement_candidates(data["placement"])
         placement = {**{k: c[0] for k, c in candidates.items()}, "stack_bytes": data["placement"]["stack_bytes"]}
     else:
-        for table in (*FIRMWARE_TABLES, "boot"):
+        for table in (*FIRMWARE_TABLES, "boot", "flash_boot"):
             if table in data:
                 raise BoardError(f"{where}: key '{table}' is not used by boards of the '{port.name}' port "
                                  f"(kind {port.kind})")
@@ -400,7 +467,8 @@ def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
                                      install=tc.get("install", "")),
                  cpu=dict(data.get("cpu", {})), memory=memory, placement=placement, candidates=candidates,
                  console=dict(data.get("console", {})), boot=dict(data.get("boot", {})),
-                 flash=tuple(dict(f) for f in data.get("flash", ())), raw=data)
+                 flash=tuple(dict(f) for f in data.get("flash", ())), flash_boot=dict(data.get("flash_boot", {})),
+                 raw=data)
 
 
 # ---------------------------------------------------------------------------- finding boards

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from zoflash.errors import BuildError, ZoflashError
-from zoflash.targets.boards import PLACEMENT_KEYS, Board, Region, load_board, load_port
+from zoflash.targets.boards import PLACEMENT_KEYS, Board, Region, for_boot, load_board, load_port
 
 # The memory touched on every pass gets the first choice of the fast regions: the stack, the
 # trainable weights, the training state and the arena; then code and constants; the data last.
@@ -99,7 +99,7 @@ def enable_mask(board: Board) -> int:
 
 def placed_board(bundle) -> Board:
     """The board of a bundle with the placement its plan chose (manifest "placement")."""
-    board = load_board(bundle.board)
+    board = for_boot(load_board(bundle.board), bundle.manifest.get("boot", "dev"))
     place = bundle.manifest.get("placement")
     return replace(board, placement=dict(place)) if place else board
 
@@ -215,9 +215,28 @@ def image_sections(board: Board) -> list[str]:
 
 
 def loaded_elsewhere(board: Board) -> list[tuple[str, str]]:
-    """(section, region) of the loaded sections the plan put outside the code region: only a
-    debugger or an emulator loads them, not a boot ROM that copies the image."""
-    return [(s, board.placement[SECTIONS[s][0]]) for s in LOADED if s not in image_sections(board)]
+    """(section, region) of the loaded sections the plan put outside the code region and outside
+    the flash: only a debugger or an emulator loads them, not a boot ROM that copies the image."""
+    return [(s, board.placement[SECTIONS[s][0]]) for s in LOADED if s not in image_sections(board)
+            and board.region_of(SECTIONS[s][0]).kind != "flash"]
+
+
+# --- flash boot (issue 11) ---
+def flash_sections(board: Board) -> list[str]:
+    """The loaded sections the plan put in a flash region (flash boot: read there in place); they
+    form the flash data image (<prefix>_nor.bin), written at flash_data_address."""
+    return [s for s in LOADED if s not in image_sections(board) and board.region_of(SECTIONS[s][0]).kind == "flash"]
+
+
+def flash_data_address(board: Board) -> int | None:
+    """Where the flash data image starts: the origin of the (one) flash region holding those
+    sections (link.ld starts the first of them there), or None without such sections."""
+    regions = {board.placement[SECTIONS[s][0]] for s in flash_sections(board)}
+    if len(regions) > 1:
+        raise BuildError(f"the plan put data in several flash regions ({', '.join(sorted(regions))}); "
+                         "[flash_boot] must list one flash region per board")
+    return board.region(regions.pop()).origin if regions else None
+# --- end flash boot ---
 _NOT_LOADED = (".debug", ".comment", ".ARM.attributes", ".stab", ".gnu.attributes", ".note.gnu.build-id")
 
 

@@ -2,12 +2,13 @@
 its per-region size report (budget.py)."""
 from __future__ import annotations
 
+import shlex
 import subprocess
 
 from zoflash.compiler.bundle import Bundle
 from zoflash.errors import ToolMissingError
 from zoflash.targets.boards import Board
-from zoflash.targets.budget import check_fit, library_sizes, section_sizes, size_report
+from zoflash.targets.budget import check_fit, flash_data_address, placed_board, library_sizes, section_sizes, size_report
 from zoflash.targets.host_build import BuildResult, require, run_make
 
 # ----------------------------------------------------------------------------------- build
@@ -33,6 +34,8 @@ def build_firmware(bundle: Bundle, board: Board) -> BuildResult:
     prefix, build_dir = bundle.prefix, bundle.path / "build"
     if bundle.manifest.get("training"):
         outputs = [build_dir / f"{prefix}{s}" for s in FIRMWARE_SUFFIXES]
+        if flash_data_address(board) is not None:  # flash boot: the data read in place from the flash
+            outputs.append(build_dir / f"{prefix}_nor.bin")
         usage = size_report(board, section_sizes(tc["size"], outputs[0]))
     else:
         outputs = [build_dir / f"lib{prefix}.a"]
@@ -43,3 +46,29 @@ def build_firmware(bundle: Bundle, board: Board) -> BuildResult:
     if over:  # cannot happen for a linked ELF (the linker checks); possible for the library
         check_fit(board, usage, "the compiled model")
     return result
+
+
+# --- flash boot (issue 11) ---
+def flash_boot_lines(result: BuildResult) -> list[str]:
+    """What a flash-boot build made and what to do with it: the FSBL image to sign (the exact
+    signing command), the data image and its flash address, the command writing both."""
+    from zoflash.targets.runners.base import Firmware
+    from zoflash.targets.runners.stm32cubeprogrammer import sign_command
+
+    bundle = result.bundle
+    board = placed_board(bundle)
+    entry = next((f for f in board.flash if f.get("mode") == "flash"), None)
+    if entry is None or not bundle.manifest.get("training"):
+        return []
+    fw = Firmware(dir=bundle.path, board=board, entry=entry, prefix=bundle.prefix)
+    image = board.region(board.flash_boot["image"])
+    lines = [f"image   {fw.bin} ({fw.bin.stat().st_size} bytes): the FSBL image the boot ROM copies to "
+             f"{image.name} at 0x{image.origin:08X} (at most {image.size}); signed by: {shlex.join(sign_command(fw))}"]
+    nor = flash_data_address(board)
+    if nor is not None:
+        lines.append(f"image   {fw.nor_bin} ({fw.nor_bin.stat().st_size} bytes): weights and data read in place, "
+                     f"written to the external flash at 0x{nor:08X}")
+    lines.append(f"flash   sign and write: zoflash flash --bundle {bundle.path} --method {entry['name']} "
+                 "(--dry-run prints the commands)")
+    return lines
+# --- end flash boot ---

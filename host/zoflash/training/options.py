@@ -266,7 +266,7 @@ def parse_sched_params(items: tuple[str, ...]) -> dict:
     return out
 
 
-PROJECT_TABLES = ("train",)  # the tables a zoflash.toml may hold
+PROJECT_TABLES = ("train", "build")  # the tables a zoflash.toml may hold ([build]: build_options.py)
 
 
 def load_project_file(path: str | Path) -> dict:

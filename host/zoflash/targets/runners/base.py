@@ -68,6 +68,7 @@ class Firmware:
     bin = property(lambda self: self.output(".bin"))
     hex = property(lambda self: self.output(".hex"))
     signed_bin = property(lambda self: self.output("-trusted.bin"))  # the FSBL image the signing tool writes
+    nor_bin = property(lambda self: self.output("_nor.bin"))  # flash boot: the data read in place (budget.py)
 
     @property
     def runs_from_ram(self) -> bool:

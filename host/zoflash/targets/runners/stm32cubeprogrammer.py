@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from zoflash.targets.budget import loaded_elsewhere
+from zoflash.targets.budget import flash_data_address, loaded_elsewhere
 from zoflash.targets.runners.base import (
     FLASH_LOG,
     FlashError,
@@ -65,6 +65,12 @@ def _cubeclt_dirs(sub: str) -> list[str]:
     return sorted(glob.glob(f"/opt/st/stm32cubeclt*/{sub}"), reverse=True)
 
 
+def sign_command(fw, tool: str = "STM32_SigningTool_CLI") -> list[str]:
+    """ST's signing tool turning the raw image (the IMAGE region's sections) into the FSBL image
+    the boot ROM accepts; the options come from the board's flash entry (`sign`)."""
+    return [tool, "-bin", str(fw.bin), *fw.entry["sign"], "-o", str(fw.signed_bin)]
+
+
 @register
 class StM32CubeProgrammerRunner(Runner):
     """STM32CubeProgrammer. Mode "ram" (development boot): ST-LINK_gdbserver in the background,
@@ -105,7 +111,9 @@ class StM32CubeProgrammerRunner(Runner):
         return str(opts.programmer_bin / name)
 
     def inputs(self, fw):
-        return [fw.elf] if fw.entry["mode"] == "ram" else [fw.bin]
+        if fw.entry["mode"] == "ram":
+            return [fw.elf]
+        return [fw.bin] + ([fw.nor_bin] if flash_data_address(fw.board) is not None else [])
 
     def steps(self, fw, opts):
         e = fw.entry
@@ -117,15 +125,25 @@ class StM32CubeProgrammerRunner(Runner):
                    "-ex", "detach", str(fw.elf)]
             return [ToolCommand(server, "gdb server (ST-LINK)", background=True), ToolCommand(gdb, "load into RAM (gdb)", 300)]
         loader_dir = opts.programmer_bin if opts.programmer_bin else Path("<STM32CubeProgrammer bin>")
-        sign = [self._prg(opts, "STM32_SigningTool_CLI"), "-bin", str(fw.bin), *e["sign"], "-o", str(fw.signed_bin)]
-        prog = [self._prg(opts, PRG_CLI), "--connect", *e["connect"], "-el",
-                str(loader_dir / "ExternalLoader" / e["external_loader"]), "--download", str(fw.signed_bin),
-                f"0x{e['address']:08X}", "--start"]
-        return [ToolCommand(sign, "sign the FSBL image", 120), ToolCommand(prog, "write the external flash", 900)]
+        sign = sign_command(fw, self._prg(opts, "STM32_SigningTool_CLI"))
+        write = [self._prg(opts, PRG_CLI), "--connect", *e["connect"], "-el",
+                 str(loader_dir / "ExternalLoader" / e["external_loader"])]
+        steps = [ToolCommand(sign, "sign the FSBL image", 120)]
+        nor = flash_data_address(fw.board)
+        if nor is not None:  # flash boot: the weights and data read in place, written before the image that reads them
+            steps.append(ToolCommand([*write, "--download", str(fw.nor_bin), f"0x{nor:08X}"],
+                                     "write the data read in place to the external flash", 1800))
+        steps.append(ToolCommand([*write, "--download", str(fw.signed_bin), f"0x{e['address']:08X}", "--start"],
+                                 "write the FSBL image to the external flash", 900))
+        return steps
 
     def done_message(self, fw):
         if fw.entry["mode"] == "ram":
             return f"{fw.elf.name} loaded into RAM and running (lost at power-off; reset the core only)"
+        nor = flash_data_address(fw.board)
+        if nor is not None:
+            return (f"{fw.nor_bin.name} written to the external flash at 0x{nor:08X} and {fw.signed_bin.name} at "
+                    f"0x{fw.entry['address']:08X}; set the boot switches for flash boot and press RESET")
         return (f"{fw.signed_bin.name} written to the external flash at 0x{fw.entry['address']:08X}; set the boot "
                 "switches for flash boot and press RESET")
 
