@@ -52,7 +52,8 @@ def test_stm32n6_facts():
         sram = sum(r.size for r in b.memory if r.kind == "ram")
         assert sram == 4096 * 1024 - 1024  # all the SRAM but the video encoder's 128 KiB and the image header
         assert {r.name: r.enable for r in b.memory if r.enable} == {
-            "AXISRAM3_6": ("AXISRAM3", "AXISRAM4", "AXISRAM5", "AXISRAM6"), "NPU_CACHE_RAM": ("CACHEAXIRAM",)}
+            "AXISRAM3_6": ("AXISRAM3", "AXISRAM4", "AXISRAM5", "AXISRAM6"), "NPU_CACHE_RAM": ("CACHEAXIRAM",),
+            "XSPI2_NOR": ("XSPI2",)}
         assert b.region("AXISRAM3_6").origin == 0x34200000 and b.region("AXISRAM3_6").end == 0x343C0000
         methods = {f["name"]: f for f in b.flash}
         assert {m["method"] for m in methods.values()} == {"stm32cubeprogrammer", "pyocd", "openocd"}
@@ -84,7 +85,7 @@ def test_family_name_selects_the_reference_board():
     ('code = "IMAGE"', 'code = ["IMAGE", "RAM"]', "'code' must name one region"),
     ('stack = "RAM"', 'stack = "AXISRAM3_6"', "'stack' must be in a region that is on at reset"),
     ('enable = ["CACHEAXIRAM"]', 'enable = ["DDR"]', "needs memory switch 'DDR', which port 'stm32n6' does not have"),
-    ('stack = "RAM"', 'stack = "XSPI2_FLASH"', "'stack' must be in a region of kind 'ram'"),
+    ('stack = "RAM"', 'stack = "XSPI2_NOR"', "'stack' must be in a region of kind 'ram'"),
     ("origin = 0x341C_0000", "origin = 0x341B_0000", "regions 'IMAGE' .* and 'RAM' .* overlap"),
     ('name = "RAM"', 'name = "IMAGE"', "name 'IMAGE' is defined 2 times"),
     ('uart = "USART1"', 'uart = "USART2"', "'uart' is 'USART2' but port 'stm32n6' drives only USART1"),

@@ -186,6 +186,12 @@ def check_fit(board: Board, usage: list[RegionUse], what: str = "this plan", hin
         lines.append(hint)
     lines.append(f"Use less data or fewer trainable parameters (--max-params, --train), or let the data use "
                  f"a larger region ([placement] in boards/{board.id}.toml lists the regions each part may use).")
+    if board.flash_boot and board.boot_mode == "dev":  # --- flash boot (issue 11) ---
+        flash = for_boot(board, "flash").candidates
+        nor = sorted({r for c in flash.values() for r in c if board.region(r).kind == "flash"})
+        lines.append(f"Or build for flash boot (--boot flash): weights and data that do not fit the image then stay "
+                     f"in the external flash ({', '.join(f'{n} {board.region(n).size >> 20} MiB' for n in nor)}), "
+                     "read in place.")
     raise BudgetError("\n".join(lines))
 
 

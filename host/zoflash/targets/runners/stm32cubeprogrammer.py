@@ -88,8 +88,9 @@ class StM32CubeProgrammerRunner(Runner):
         if elsewhere:  # the boot ROM copies the image only: the rest would be missing at run time
             where = ", ".join(f"{s} in {r}" for s, r in elsewhere)
             raise FlashError(f"flash boot copies only the {fw.board.placement['code']} image, but the memory plan put "
-                             f"{where}: load this build in development mode (method 'ram'), or use less data "
-                             "(it must fit the image region to boot from the flash)")
+                             f"{where}: load this build in development mode (method 'ram'), or rebuild it with "
+                             "--boot flash (weights and data that do not fit the image then stay in the external "
+                             "flash)")
         if opts.programmer_bin is None:
             found, how = find_programmer_bin()
             if found is not None:
@@ -134,7 +135,7 @@ class StM32CubeProgrammerRunner(Runner):
             steps.append(ToolCommand([*write, "--download", str(fw.nor_bin), f"0x{nor:08X}"],
                                      "write the data read in place to the external flash", 1800))
         steps.append(ToolCommand([*write, "--download", str(fw.signed_bin), f"0x{e['address']:08X}", "--start"],
-                                 "write the FSBL image to the external flash", 900))
+                                 "write the external flash", 900))
         return steps
 
     def done_message(self, fw):
