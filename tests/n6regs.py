@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import tomllib
 from importlib import resources
 from pathlib import Path
+
+import tomllib
 
 MIRROR = Path("/work/.mirror/STMicroelectronics+cmsis-device-n6")
 COMMIT = "f818b00f775444e8d19ef6cad822534c345e054f"  # cmsis-device-n6 v1.1.0

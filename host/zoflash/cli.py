@@ -592,11 +592,10 @@ def run(board: str, model_path: str, data_path: str, out_dir: str | None, method
     Stops at once when the emulator ends or the device reports a fault (exit status 3)."""
     _check_outputs(log=log_path, csv=csv_path, out=out_dir and str(Path(out_dir) / "manifest.json"))
 
+    from zoflash.build_options import build_settings
     from zoflash.targets.boards import resolve_board
     from zoflash.targets.runners import FlashOptions, flash_bundle
     from zoflash.targets.runners.qemu import emulator_ended, stop_qemu
-
-    from zoflash.build_options import build_settings
 
     settings = build_settings(kwargs.get("project_file"))  # zoflash.toml [build]: boot, device_headers
     opts = _options_from(kwargs)

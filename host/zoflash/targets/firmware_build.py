@@ -8,7 +8,14 @@ import subprocess
 from zoflash.compiler.bundle import Bundle
 from zoflash.errors import ToolMissingError
 from zoflash.targets.boards import Board
-from zoflash.targets.budget import check_fit, flash_data_address, placed_board, library_sizes, section_sizes, size_report
+from zoflash.targets.budget import (
+    check_fit,
+    flash_data_address,
+    library_sizes,
+    placed_board,
+    section_sizes,
+    size_report,
+)
 from zoflash.targets.host_build import BuildResult, require, run_make
 
 # ----------------------------------------------------------------------------------- build
