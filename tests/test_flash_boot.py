@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -168,11 +169,19 @@ def test_development_mode_suggests_flash_boot(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.cross
-def test_flash_boot_build_emits_both_images(tmp_path, capsys):
-    """Cross-compiled: the FSBL image holds the image region's sections only, the NOR image
-    exactly the training data's section, linked at the NOR region's origin; the build prints the
-    signing command and the NOR image's address."""
-    data = _dataset(tmp_path / "d.npz", 5000)
+def test_flash_boot_build_emits_both_images(tmp_path, capsys, monkeypatch):
+    """Cross-compiled. With a code estimate far too small (1000 bytes) the plan puts 3600
+    samples in the image, which the linker finds too small: the build plans again with the sizes
+    of the objects it compiled, and the data goes to the NOR. Then the FSBL image holds the image
+    region's sections only, the NOR image exactly the training data's section, linked at the NOR
+    region's origin; the build prints the signing command and the NOR image's address."""
+    from zoflash.targets import budget
+
+    real = budget.load_port
+    monkeypatch.setattr(budget, "load_port", lambda name: replace(real(name), code_bytes=1000))
+    data = _dataset(tmp_path / "d.npz", 3600)
+    estimate = boards.for_boot(boards.load_board(DK), "flash")
+    assert budget.fit(estimate, api.compile_model(api.load_model(DIGITS)), None).placement["weights"] == "IMAGE"
     out = tmp_path / "b"
     assert main(["build", "--board", "stm32n6", "--boot", "flash", "--model", str(DIGITS), "--data", str(data),
                  "--steps", "5", "--out", str(out)]) == 0
@@ -187,7 +196,7 @@ def test_flash_boot_build_emits_both_images(tmp_path, capsys):
     for name in ("x_train", "y_train", "x_test", "y_test"):  # the data files the training reads
         part = (out / f"digits_cnn_{name}.bin").read_bytes()
         assert part in blob and part not in image.read_bytes()
-    assert (out / "digits_cnn_x_train.bin").stat().st_size == 5000 * 64
+    assert (out / "digits_cnn_x_train.bin").stat().st_size == 3600 * 64
     assert sec[".text"][1] == 0x34180400 and image.stat().st_size <= IMAGE_BYTES
     assert f"region  XSPI2_NOR (flash, 133169152 bytes at 0x70100000): {sec['.train_data'][0]} used" in text
     assert (f"signed by: STM32_SigningTool_CLI -bin {image} -nk -of 0x80000000 -t fsbl -hv 2.3 -o "

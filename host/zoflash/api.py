@@ -18,7 +18,7 @@ from zoflash.compiler.ir import Graph
 from zoflash.compiler.pipeline import CompiledModel, collect_buffers, compile_graph
 from zoflash.compiler.quant import as_samples
 from zoflash.compiler.tflite_import import load_tflite, model_sha256
-from zoflash.errors import UnsupportedModelError
+from zoflash.errors import BuildError, UnsupportedModelError
 from zoflash.targets import boards as boards_mod
 from zoflash.targets.host_build import BuildResult, build_host
 from zoflash.targets.host_runner import HostModel
@@ -52,13 +52,14 @@ def default_bundle_dir(model_path: Path, board_id: str) -> Path:
 
 def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
              prefix: str | None = None, data_path: str | Path | None = None, options=None,
-             boot: str = "dev", device_headers=()) -> Bundle:
+             boot: str = "dev", device_headers=(), measured: dict | None = None) -> Bundle:
     """Compile a model and write its bundle for a board (no compiler run). With `data_path`,
     the bundle also trains (options: train_options.TrainOptions, defaults if None). `board_id`
     may be a family name (its reference board). For a board with memory regions, a plan that
     does not fit them fails here, before any file is written (budget.BudgetError). `boot`
     ('dev' or 'flash': boards.BOOT_MODES) chooses the placement rules; `device_headers` are
-    checkouts of the vendor's headers the port then compiles against (device_headers.py)."""
+    checkouts of the vendor's headers the port then compiles against (device_headers.py);
+    `measured` code sizes replace the port's estimate in the plan (build's re-plan)."""
     board, note = boards_mod.resolve_board(board_id)
     if note:
         log.info("board %s", note)
@@ -73,14 +74,14 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
                 "the model keeps state across invokes (variable tensors, e.g. SVDF, or resource variables); "
                 "training a stateful model is not supported yet: build it without --data for inference"])
         prep = compile_training(model_path, data_path, options or make_options())
-        board = _fit(board, prep.model, prep.training)
+        board = _fit(board, prep.model, prep.training, measured)
         out = Path(out_dir) if out_dir is not None else default_bundle_dir(prep.path, board.id)
         bundle = training_bundle(prep, board, out, prefix)
         log.info("wrote training bundle %s (%d files)", out, len(bundle.manifest["files"]))
         return bundle
     model = load_model(model_path)
     compiled = compile_model(model)
-    board = _fit(board, compiled, None)
+    board = _fit(board, compiled, None, measured)
     out = Path(out_dir) if out_dir is not None else default_bundle_dir(model.path, board.id)
     bundle = generate_bundle(compiled, board, out, model.path.name, model.sha256, prefix=prefix)
     log.info("wrote bundle %s (%d files)", out, len(bundle.manifest["files"]))
@@ -100,13 +101,13 @@ def _configure(board, boot: str, device_headers):
 # --- end flash boot and device headers ---
 
 
-def _fit(board, compiled: CompiledModel, training):
+def _fit(board, compiled: CompiledModel, training, measured=None):
     """A firmware board with its memory plan for this model (budget.fit); a host board as it is."""
     if not board.is_firmware:
         return board
     from zoflash.targets.budget import fit
 
-    return fit(board, compiled, training)
+    return fit(board, compiled, training, measured)
 
 
 def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
@@ -121,7 +122,20 @@ def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | 
         from zoflash.targets.budget import placed_board
         from zoflash.targets.firmware_build import build_firmware
 
-        return build_firmware(bundle, placed_board(bundle))
+        try:
+            return build_firmware(bundle, placed_board(bundle))
+        except BuildError as err:  # --- re-plan after a link overflow (issue 11) ---
+            from zoflash.targets.firmware_build import measured_sizes, overflowed_region
+
+            region = overflowed_region(err)
+            if region is None:
+                raise
+            # The plan used the port's code estimate and the linker found region too small: plan
+            # again with the code and constants just compiled (the objects are reused).
+            log.info("region %s overflowed at link time: planning again with the compiled code's sizes", region)
+            bundle = generate(model_path, board_id, out_dir, prefix, data_path, options, boot, device_headers,
+                              measured=measured_sizes(bundle))
+            return build_firmware(bundle, placed_board(bundle))
     return build_host(bundle)
 
 

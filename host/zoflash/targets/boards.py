@@ -565,6 +565,12 @@ def describe(board: Board) -> str:
         if c.get("usb"):
             lines.append(f"  usb serial {', '.join(c['usb'])}" + (f"  ({c['description']})" if "description" in c
                                                                   else ""))
+    if board.flash_boot:  # --- flash boot (issue 11) ---
+        fb = for_boot(board, "flash")
+        moved = ", ".join(f"{k} {' or '.join(fb.candidates[k])}" for k in PLACEMENT_KEYS
+                          if fb.candidates[k] != board.candidates[k])
+        lines.append(f"  flash boot --boot flash: the boot ROM copies the signed image from {board.flash_boot['fsbl']} to "
+                     f"{board.flash_boot['image']}; {moved}")
     if board.boot:
         lines.append("  boot modes")
         for mode, text in board.boot.items():

@@ -104,11 +104,12 @@ def placed_board(bundle) -> Board:
     return replace(board, placement=dict(place)) if place else board
 
 
-def fit(board: Board, model, training=None) -> Board:
+def fit(board: Board, model, training=None, measured: dict | None = None) -> Board:
     """Plan the placement of the model (with its training state and data) on the board and
     check it fits; returns the board with that placement.  BudgetError says what does not fit,
-    by how much, and how many training samples would."""
-    items = _items(board, model, training)
+    by how much, and how many training samples would.  `measured` (measured_code) replaces the
+    port's code estimate with the sizes of objects already compiled."""
+    items = _measured_items(_items(board, model, training), measured)
     placed = plan_placement(board, items)
     what = "the model with its training state and data" if training is not None else "the model"
     check_fit(placed, _by_region(placed, items), what, hint=_samples_hint(board, placed, items, training))
@@ -145,6 +146,30 @@ def estimate_regions(board: Board, model, training=None) -> list[RegionUse]:
     items = _items(board, model, training)
     placed = plan_placement(board, items)
     return _by_region(placed, items)
+
+
+# --- measured code (issue 11) ---
+def _measured_items(items, measured: dict | None):
+    """The plan's items with the code estimate replaced by measured bytes ({"code": n, "rodata": n})."""
+    if not measured:
+        return items
+    kept = [it for it in items if it[1] != "code (estimate)"]
+    return [("code", "code (measured)", measured["code"]), ("rodata", "read-only data (measured)",
+                                                               measured["rodata"]), *kept]
+
+
+def measured_code(size_tool: str, objects: list[Path]) -> dict:
+    """Machine code (.text, .ARM.ex*) and read-only data (.rodata) of compiled objects, from
+    `size -A`: at least what the link keeps of them (--gc-sections only removes)."""
+    out = {"code": 0, "rodata": 0}
+    for obj in objects:
+        for name, size, _ in section_sizes(size_tool, obj):
+            if name.startswith((".text", ".ARM.ex")):
+                out["code"] += size
+            elif name.startswith(".rodata"):
+                out["rodata"] += size
+    return out
+# --- end measured code ---
 
 
 def _items(board: Board, model, training=None) -> list[tuple[str, str, int]]:

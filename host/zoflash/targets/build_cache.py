@@ -110,11 +110,12 @@ class ObjectCache:
         return restored
 
     def store(self, bundle_dir: Path, keys: dict) -> int:
-        """Add the objects make built that the cache lacks; the number added."""
+        """Add the objects make built that the cache lacks; the number added.  Only objects newer
+        than their sources are taken: after a failed make some may be left from an older bundle."""
         added = 0
-        for name, (key, _) in keys.items():
+        for name, (key, files) in keys.items():
             built, cached = bundle_dir / "build" / "obj" / name, self._path(key)
-            if built.is_file() and not cached.is_file():
+            if _up_to_date(built, [bundle_dir / f for f in files + ["Makefile"]]) and not cached.is_file():
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 _atomic_copy(built, cached)
                 added += 1

@@ -2,16 +2,18 @@
 its per-region size report (budget.py)."""
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 
 from zoflash.compiler.bundle import Bundle
-from zoflash.errors import ToolMissingError
+from zoflash.errors import BuildError, ToolMissingError
 from zoflash.targets.boards import Board
 from zoflash.targets.budget import (
     check_fit,
     flash_data_address,
     library_sizes,
+    measured_code,
     placed_board,
     section_sizes,
     size_report,
@@ -79,3 +81,23 @@ def flash_boot_lines(result: BuildResult) -> list[str]:
                  "(--dry-run prints the commands)")
     return lines
 # --- end flash boot ---
+
+
+# --- re-planning after a link overflow (issue 11) ---
+_OVERFLOW = re.compile(r"region `(\w+)' overflowed by (\d+) bytes")
+
+
+def overflowed_region(err: BuildError) -> str | None:
+    """The memory region the linker found too small (the plan used the port's code estimate)."""
+    m = _OVERFLOW.search(str(err))
+    return m[1] if m else None
+
+
+def measured_sizes(bundle: Bundle) -> dict:
+    """Code and read-only data of the bundle's compiled objects other than the weights and the
+    data (their sizes are exact in the plan): what replaces the code estimate when re-planning."""
+    prefix = bundle.prefix
+    objects = [p for p in sorted((bundle.path / "build" / "obj").glob("*.o"))
+               if p.name not in (f"{prefix}_weights.o", f"{prefix}_data.o")]
+    return measured_code(bundle.manifest["toolchain"]["size"], objects)
+# --- end re-planning ---

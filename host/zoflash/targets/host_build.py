@@ -46,6 +46,11 @@ def run_make(bundle: Bundle, *targets: str, extra_cflags: str = "") -> None:
     if extra_cflags:
         cmd.append(f"EXTRA_CFLAGS={extra_cflags}")
     proc = subprocess.run(cmd, capture_output=True, text=True)
+    if cache is not None and proc.returncode != 0:  # the objects compiled before a failed link are good
+        try:
+            cache[0].store(bundle.path, cache[1])
+        except OSError:
+            pass
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-30:])
         raise BuildError(f"building {bundle.path} failed:\n{tail}")
