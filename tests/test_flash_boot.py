@@ -261,3 +261,22 @@ def test_boot_mode_from_the_project_file(tmp_path, monkeypatch, capsys):
     project.write_text('[build]\nbot = "flash"\n')
     assert main([*args, "--out", str(tmp_path / "c")]) == 2
     assert "[build]: unknown key(s) bot; known: boot, device_headers" in capsys.readouterr().err
+
+
+@pytest.mark.cross
+def test_a_library_that_overflows_the_image_is_planned_again(tmp_path, monkeypatch):
+    """The inference library's code estimate (20 KiB) is well below the kernels it compiles: on a
+    board variant whose image has room for the compiled code but not for the weights as well,
+    the size report overflows, and the build plans again with the objects' sizes: the weights go
+    to the NOR."""
+    first = api.build(DIGITS, DK, tmp_path / "probe", boot="flash")
+    image = next(u for u in first.regions if u.region.name == "IMAGE")
+    code = sum(i.bytes for i in image.items if i.label != "constant weights")
+    room = code + 1024  # the compiled code and constants fit, the 3920 bytes of weights do not
+    _shrunk_board(monkeypatch, tmp_path, "origin = 0x3418_0400\nsize = 0x0003_FC00",
+                  f"origin = 0x3418_0400\nsize = {room:#x}")
+    result = api.build(DIGITS, "small", tmp_path / "b", boot="flash")
+    assert result.bundle.manifest["placement"]["weights"] == "XSPI2_NOR"
+    nor = next(u for u in result.regions if u.region.name == "XSPI2_NOR")
+    assert [(i.label, i.bytes) for i in nor.items] == [("constant weights", 3920)]
+    assert "__zo_enable_memories = 0x00000020;" in (tmp_path / "b" / "link.ld").read_text()

@@ -119,20 +119,20 @@ def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | 
     bundle = generate(model_path, board_id, out_dir, prefix, data_path, options, boot, device_headers)
     board = boards_mod.load_board(bundle.board)
     if board.is_firmware:
-        from zoflash.targets.budget import placed_board
+        from zoflash.targets.budget import BudgetError, placed_board
         from zoflash.targets.firmware_build import build_firmware
 
         try:
             return build_firmware(bundle, placed_board(bundle))
-        except BuildError as err:  # --- re-plan after a link overflow (issue 11) ---
+        except (BuildError, BudgetError) as err:  # --- re-plan after an overflow (issue 11) ---
             from zoflash.targets.firmware_build import measured_sizes, overflowed_region
 
-            region = overflowed_region(err)
-            if region is None:
+            if isinstance(err, BuildError) and overflowed_region(err) is None:
                 raise
-            # The plan used the port's code estimate and the linker found region too small: plan
-            # again with the code and constants just compiled (the objects are reused).
-            log.info("region %s overflowed at link time: planning again with the compiled code's sizes", region)
+            # The plan used the port's code estimate and the linker (or, for a library, the size
+            # report) found a region too small: plan again with the code and constants just
+            # compiled (the objects are reused).
+            log.info("a region overflowed after compiling: planning again with the compiled code's sizes")
             bundle = generate(model_path, board_id, out_dir, prefix, data_path, options, boot, device_headers,
                               measured=measured_sizes(bundle))
             return build_firmware(bundle, placed_board(bundle))
