@@ -66,8 +66,7 @@ _CONSOLE = {
 # [flash_boot]: the boot ROM copies a signed image from the external flash into `image` (at most
 # its size); the placement keys given here replace [placement]'s candidates in flash boot, so
 # large weights and data may stay in a flash region that the port maps (its `enable` switch).
-BOOT_MODES = ("dev", "flash")  # --boot; the [boot] switch positions of each: development, flash
-BOOT_SWITCHES = {"dev": "development", "flash": "flash"}
+BOOT_MODES = ("dev", "flash")  # --boot (the [boot] switch positions: 'development', 'flash')
 _FLASH_BOOT = {
     "image": (str, True),  # the RAM region the boot ROM copies the image to (= placement code)
     "fsbl": (str, True),   # the flash region the signed image is written to
