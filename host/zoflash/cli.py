@@ -204,7 +204,7 @@ def build(board: str, model_path: str, data_path: str | None, out_dir: str | Non
     _check_outputs(out=out_dir and str(Path(out_dir) / "manifest.json"))
     settings = build_settings(kwargs.get("project_file"), boot, device_headers)
     opts = _options_from(kwargs) if data_path else None
-    if opts is None and any(v not in (None, (), False) for k, v in kwargs.items() if k != "project_file"):
+    if opts is None and any(v not in (None, (), False) for v in kwargs.values()):
         raise click.UsageError("training options need --data")
     _build_and_report(board, model_path, data_path, out_dir, prefix, no_compile, opts, settings)
 
