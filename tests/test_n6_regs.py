@@ -113,3 +113,17 @@ def test_device_headers_for_a_port_without_them(tmp_path, capsys):
     assert "does not compile against vendor headers" in capsys.readouterr().err
 
 
+
+
+def test_device_headers_from_the_project_file(tmp_path):
+    """[build] device_headers are relative to the project file; the flag replaces them."""
+    proj = tmp_path / "proj"
+    for sub, header in (("cmsis-device-n6/Include", "stm32n657xx.h"), ("CMSIS_6/CMSIS/Core/Include", "core_cm55.h")):
+        (proj / sub).mkdir(parents=True)
+        (proj / sub / header).write_text("/* stand-in: only found, not compiled here */\n")
+    (proj / "zoflash.toml").write_text('[build]\ndevice_headers = ["cmsis-device-n6", "CMSIS_6"]\n')
+    assert main(["build", "--board", "stm32n6", "--model", str(DIGITS), "--data", str(SHIFT), "--steps", "5",
+                 "--no-compile", "--config", str(proj / "zoflash.toml"), "--out", str(tmp_path / "b")]) == 0
+    make = (tmp_path / "b" / "Makefile").read_text()
+    assert (f'DEVICE_CFLAGS := -DZO_DEVICE_HEADERS "-I{(proj / "cmsis-device-n6/Include").resolve()}" '
+            f'"-I{(proj / "CMSIS_6/CMSIS/Core/Include").resolve()}"') in make
