@@ -118,6 +118,7 @@
 #define ZO_XSPI_CCR_ADSIZE_POS XSPI_CCR_ADSIZE_Pos
 #define ZO_XSPI_CCR_DMODE_POS XSPI_CCR_DMODE_Pos
 #define ZO_XSPI_TCR_DCYC_POS  XSPI_TCR_DCYC_Pos
+#define ZO_XSPI_TCR_SSHIFT    XSPI_TCR_SSHIFT
 #define ZO_XSPI_SR_BUSY       XSPI_SR_BUSY
 
 #else /* the port's own numbers (equal to the header's: tests/test_n6_regs.py) */
@@ -219,6 +220,7 @@
 #define ZO_XSPI_CCR_ADSIZE_POS 12u /* bits 13:12 address size: 3 = 32 bits */
 #define ZO_XSPI_CCR_DMODE_POS 24u /* bits 26:24 data lines */
 #define ZO_XSPI_TCR_DCYC_POS  0u  /* bits 4:0 dummy cycles */
+#define ZO_XSPI_TCR_SSHIFT    (1u << 30) /* sample the data half a clock cycle later */
 #define ZO_XSPI_SR_BUSY       (1u << 5)
 
 #endif /* ZO_DEVICE_HEADERS */

@@ -84,7 +84,9 @@ void zo_stm32n6_xspi2_map(void)
     XSPI2_REG(ZO_XSPI_CCR) = (LINES_ONE << ZO_XSPI_CCR_IMODE_POS) | (0u << ZO_XSPI_CCR_ISIZE_POS) |
                          (LINES_ONE << ZO_XSPI_CCR_ADMODE_POS) | (ADSIZE_32BIT << ZO_XSPI_CCR_ADSIZE_POS) |
                          (LINES_ONE << ZO_XSPI_CCR_DMODE_POS);
-    XSPI2_REG(ZO_XSPI_TCR) = NOR_DUMMY_CYCLES << ZO_XSPI_TCR_DCYC_POS;
+    /* single data rate: the flash drives data on the falling edge; sampling half a cycle later
+     * leaves margin for its output delay and the board's traces (verify) */
+    XSPI2_REG(ZO_XSPI_TCR) = ZO_XSPI_TCR_SSHIFT | (NOR_DUMMY_CYCLES << ZO_XSPI_TCR_DCYC_POS);
     XSPI2_REG(ZO_XSPI_IR) = NOR_FAST_READ_4B;
     XSPI2_REG(ZO_XSPI_CR) = (FMODE_MEMORY_MAPPED << ZO_XSPI_CR_FMODE_POS) | ZO_XSPI_CR_EN;
     __asm volatile("dsb\n\tisb" ::: "memory");
