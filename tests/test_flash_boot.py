@@ -283,3 +283,11 @@ def test_a_library_that_overflows_the_image_is_planned_again(tmp_path, monkeypat
     nor = next(u for u in result.regions if u.region.name == "XSPI2_NOR")
     assert [(i.label, i.bytes) for i in nor.items] == [("constant weights", 3920)]
     assert "__zo_enable_memories = 0x00000020;" in (tmp_path / "b" / "link.ld").read_text()
+
+
+@pytest.mark.parametrize("method", ["ram", "pyocd", "openocd"])
+def test_a_flash_boot_build_is_written_by_the_flash_method_only(tmp_path, capsys, method):
+    d = _flash_boot_bundle(tmp_path, DK)
+    assert main(["flash", "--bundle", str(d), "--method", method, "--dry-run"]) == 2
+    assert ("this build keeps weights or data in the external flash at 0x70100000 (--boot flash), which method "
+            f"'{method}' does not write: use --method flash") in capsys.readouterr().err

@@ -28,8 +28,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from zoflash.targets.budget import flash_data_address
 from zoflash.targets.runners import openocd, pyocd, qemu, stm32cubeprogrammer  # noqa: F401  (register)
 from zoflash.targets.runners.base import (
+    FlashError,
     FlashOptions,
     FlashResult,
     Say,
@@ -50,6 +52,12 @@ def flash_bundle(bundle_dir: str | Path, method: str | None = None, options: Fla
     opts = options or FlashOptions()
     runner = runner_for(fw.entry)
     e = fw.entry
+    nor = flash_data_address(fw.board)
+    if nor is not None and e.get("mode") != "flash":  # --- flash boot (issue 11) ---
+        flashers = ", ".join(f["name"] for f in fw.board.flash if f.get("mode") == "flash")
+        raise FlashError(f"this build keeps weights or data in the external flash at 0x{nor:08X} (--boot flash), "
+                         f"which method '{e['name']}' does not write: use --method {flashers or 'with mode flash'}, "
+                         "or rebuild with --boot dev to load everything into RAM")
     mode = f", {e['mode']} mode" if "mode" in e else ""
     say(f"flash   {fw.board.id}: method '{e['name']}' ({e['method']}{mode})"
         + (f": {e['description']}" if e.get("description") else ""))
