@@ -18,7 +18,7 @@ from conftest import FIXTURES
 from test_public_models import EXPECTED, PUBLIC
 from zoflash import api
 from zoflash.cli import main
-from zoflash.errors import UnsupportedModelError
+from zoflash.errors import BoardError, UnsupportedModelError
 from zoflash.targets.boards import load_board
 from zoflash.targets.budget import BudgetError
 from zoflash.training.options import make_options
@@ -126,3 +126,8 @@ def test_build_for_stm32n6_links_the_plan(tmp_path, capsys):
     row = next(line for line in out.splitlines() if line.startswith("region  AXISRAM3_6"))
     images = (150 + TESTS) * 96 * 96  # int8 samples; then a uint16 label each, aligned
     assert images < int(re.search(r"training data (\d+)", row).group(1)) <= images + 2 * (150 + TESTS) + 16
+
+
+def test_plan_memory_needs_a_firmware_board():
+    with pytest.raises(BoardError, match="no memory regions"):
+        api.plan_memory(MODELS[0], "host")
