@@ -5,7 +5,10 @@
   * `zoflash build` of person_detect's head training for the emulated M55 (mps3-an547) with 10,
     250, 500 and 1000 training images (0 to 9.4 MB of data), cold and warm; the slope says how
     much each 5 MB of data adds (the data is linked from binary files, not compiled as C text);
-  * the same build without the cache (ZOFLASH_CACHE=off): the ratio is what the cache saves.
+  * the same build without the cache (ZOFLASH_CACHE=off): the ratio is what the cache saves;
+  * `zoflash build --board stm32n6` of the MobileNetV2 0.35/128 stand-in's head training with as
+    many images as the SRAM holds (21, and 16 test images), and the same model with 1000 images
+    (49 MB) for the emulated board, where they fit (in its DDR).
 
 Each command runs as a user runs it (a subprocess of the CLI), into a new bundle directory each
 time; the best of `--rounds` is kept.
@@ -33,6 +36,8 @@ FIXTURES = ROOT / "tests" / "fixtures"
 ZOFLASH = [sys.executable, "-m", "zoflash.cli"]
 PERSON = FIXTURES / "public" / "person_detect.tflite"
 SIZES = (10, 250, 500, 1000)
+MOBILENET = FIXTURES / "standin_mobilenet_v2_0.35_128.tflite"
+MOBILENET_BUILDS = (("stm32n6", 21), ("mps3-an547", 1000))  # 21: the most the STM32N6's SRAM holds
 
 
 def timed(argv: list[str], env: dict) -> float:
@@ -58,6 +63,14 @@ def person_data(path: Path, n: int) -> Path:
     x = rng.random((max(n, 1), 96, 96, 1), dtype=np.float32)[:n]
     np.savez(path, x_train=x, y_train=rng.integers(0, 2, n), x_test=rng.random((16, 96, 96, 1), dtype=np.float32),
              y_test=rng.integers(0, 2, 16))
+    return path
+
+
+def mobilenet_data(path: Path, n: int) -> Path:
+    """n int8 images of 128x128x3 (the model's input type: 49 MB for 1000, not 4x that as float)."""
+    rng = np.random.default_rng(0)
+    np.savez(path, x_train=rng.integers(-128, 128, (n, 128, 128, 3), dtype=np.int8), y_train=rng.integers(0, 10, n),
+             x_test=rng.integers(-128, 128, (16, 128, 128, 3), dtype=np.int8), y_test=rng.integers(0, 10, 16))
     return path
 
 
@@ -100,6 +113,23 @@ def main(argv=None) -> int:
             rows.append((f"`zoflash build --board mps3-an547` person_detect, {n} training images ({mb:.1f} MB)",
                          cold, warm, nocache))
             print(f"build person_detect {n} images: cold {cold:.2f} s, warm {warm:.2f} s, no cache {nocache:.2f} s",
+                  flush=True)
+        # ---- MobileNetV2 0.35/128 (issue 11)
+        for board, n in MOBILENET_BUILDS:
+            data = mobilenet_data(tmp / f"mn{n}.npz", n)
+            out = tmp / f"mn-{board}"
+            build = [*ZOFLASH, "-q", "build", "--board", board, "--model", str(MOBILENET), "--data", str(data),
+                     "--steps", "3", "--out", str(out)]
+
+            def fresh():
+                shutil.rmtree(out, ignore_errors=True)
+
+            cold = best(build, env, args.rounds, before=lambda: (clear(), fresh()))
+            warm = best(build, env, args.rounds, before=fresh)
+            nocache = best(build, off, 1, before=fresh)
+            rows.append((f"`zoflash build --board {board}` MobileNetV2 0.35/128 stand-in, {n} training images "
+                         f"({n * 128 * 128 * 3 / 1e6:.1f} MB)", cold, warm, nocache))
+            print(f"build mobilenet {board} {n} images: cold {cold:.2f} s, warm {warm:.2f} s, no cache {nocache:.2f} s",
                   flush=True)
     (m0, t0), (m1, t1) = builds[SIZES[0]], builds[SIZES[-1]]
     slope = (t1 - t0) / (m1 - m0) * 5.0

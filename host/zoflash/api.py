@@ -18,7 +18,7 @@ from zoflash.compiler.ir import Graph
 from zoflash.compiler.pipeline import CompiledModel, collect_buffers, compile_graph
 from zoflash.compiler.quant import as_samples
 from zoflash.compiler.tflite_import import load_tflite, model_sha256
-from zoflash.errors import BuildError, UnsupportedModelError
+from zoflash.errors import BoardError, BuildError, UnsupportedModelError
 from zoflash.targets import boards as boards_mod
 from zoflash.targets.host_build import BuildResult, build_host
 from zoflash.targets.host_runner import HostModel
@@ -68,11 +68,7 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
         from zoflash.training.options import make_options
         from zoflash.training.pipeline import compile_training, training_bundle
 
-        graph = load_model(model_path).graph
-        if any(t.is_variable for t in graph.tensors) or any(op.type == "VAR_HANDLE" for op in graph.ops):
-            raise UnsupportedModelError(str(model_path), [
-                "the model keeps state across invokes (variable tensors, e.g. SVDF, or resource variables); "
-                "training a stateful model is not supported yet: build it without --data for inference"])
+        _refuse_stateful_training(model_path)
         prep = compile_training(model_path, data_path, options or make_options())
         board = _fit(board, prep.model, prep.training, measured)
         out = Path(out_dir) if out_dir is not None else default_bundle_dir(prep.path, board.id)
@@ -99,6 +95,14 @@ def _configure(board, boot: str, device_headers):
     dirs = include_dirs(board, device_headers)
     return replace(board, device_includes=tuple(str(d) for d in dirs)) if dirs else board
 # --- end flash boot and device headers ---
+
+
+def _refuse_stateful_training(model_path: str | Path) -> None:
+    graph = load_model(model_path).graph
+    if any(t.is_variable for t in graph.tensors) or any(op.type == "VAR_HANDLE" for op in graph.ops):
+        raise UnsupportedModelError(str(model_path), [
+            "the model keeps state across invokes (variable tensors, e.g. SVDF, or resource variables); "
+            "training a stateful model is not supported yet: build it without --data for inference"])
 
 
 def _fit(board, compiled: CompiledModel, training, measured=None):
@@ -292,3 +296,36 @@ def inspect(model_path: str | Path) -> Inspection:
 
 __all__ = ["load_model", "compile_model", "generate", "build", "infer", "validate", "inspect", "random_inputs",
            "input_quantization", "host_model"]
+
+
+# --------------------------------------------------------------- memory plan only (issue 11)
+
+
+@dataclass
+class MemoryPlan:
+    board: object  # boards.Board with the planned placement
+    regions: list  # budget.RegionUse per region, estimated before compiling
+
+
+def plan_memory(model_path: str | Path, board_id: str, data_path: str | Path | None = None,
+                options=None, boot: str = "dev") -> MemoryPlan:
+    """The placement generate() would choose on a firmware board in boot mode `boot`, region by
+    region, without writing or compiling anything; budget.BudgetError when it does not fit (with
+    how many training samples would)."""
+    from zoflash.targets import budget
+
+    board, _ = boards_mod.resolve_board(board_id)
+    if not board.is_firmware:
+        raise BoardError(f"board '{board.id}' has no memory regions to plan (a firmware board has)")
+    board = boards_mod.for_boot(board, boot)
+    if data_path is None:
+        model, training = compile_model(load_model(model_path)), None
+    else:
+        from zoflash.training.options import make_options
+        from zoflash.training.pipeline import compile_training
+
+        _refuse_stateful_training(model_path)
+        prep = compile_training(model_path, data_path, options or make_options())
+        model, training = prep.model, prep.training
+    placed = budget.fit(board, model, training)
+    return MemoryPlan(placed, budget.estimate_regions(board, model, training))

@@ -13,6 +13,8 @@ import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+
 from zoflash.errors import BuildError, ZoflashError
 from zoflash.targets.boards import PLACEMENT_KEYS, Board, Region, for_boot, load_board, load_port
 
@@ -70,6 +72,12 @@ def _by_region(board: Board, items: list[tuple[str, str, int]]) -> list[RegionUs
 def _state(model) -> list[tuple[str, str, int]]:
     """A stateful model's variable tensors: beside the arena, never shared (<prefix>_state)."""
     return [("arena", "model state (variable tensors)", model.state_size)] if model.state_size else []
+
+
+def _kernel_params(model) -> int:
+    """Bytes of the kernels' parameters in the generated C's .rodata: the per-channel arrays
+    (multipliers, shifts, ...) exactly, each struct field counted as 4 bytes (an estimate)."""
+    return sum(v.nbytes if isinstance(v, np.ndarray) else 4 for s in model.program.steps for v in s.params.values())
 
 
 def plan_placement(board: Board, items: list[tuple[str, str, int]]) -> Board:
@@ -178,6 +186,7 @@ def _items(board: Board, model, training=None) -> list[tuple[str, str, int]]:
     if training is None:  # the model as a library: the application brings its own code and stack
         items += [("code", "code (estimate)", port.code_bytes_inference),
                   ("weights", "constant weights", model.weights_bytes),
+                  ("rodata", "kernel parameters", _kernel_params(model)),
                   ("arena", "arena", model.arena_size)] + _state(model)
         return items
     mem = training.plan.memory()
@@ -188,6 +197,7 @@ def _items(board: Board, model, training=None) -> list[tuple[str, str, int]]:
               ("weights", "constant weights", model.weights_bytes - trainable),
               ("train_data", "training data", training.data.nbytes),
               ("rodata", "bias perturbation sizes", mem["eps_bytes"]),
+              ("rodata", "kernel parameters", _kernel_params(model)),
               ("data", "trainable weights", trainable),
               ("arena", "arena", model.arena_size), *_state(model),
               ("bss", f"training state (residuals {mem['residual_bytes']}, feature cache "
