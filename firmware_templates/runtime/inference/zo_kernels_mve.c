@@ -637,6 +637,71 @@ void zo_fully_connected_s8(const zo_fully_connected_params_t *p, const int8_t *i
 /* Output pixels of one row whose accumulators are kept before requantisation. */
 #define ZO_MVE_DW_PIXELS 32
 
+/* Four lanes (channels c..c+3) of four output pixels whose windows lie inside the image: int32
+ * products of the raw int8 values (no zero point: `eff` = -input_zp * sum of each channel's taps
+ * starts the sums), so each weight vector serves four pixels. `pred`: fewer than 4 channels left,
+ * loads predicated (no byte past the channels is read); `gather`: a depth multiplier > 1, each
+ * lane reads its input channel at x + offs. */
+__attribute__((always_inline)) static inline void zo_mve_dw_lanes4(const int8_t *x, size_t px_step, const int8_t *w,
+                                                                   const zo_depthwise_conv2d_params_t *p,
+                                                                   const int32_t *eff, int32_t *acc,
+                                                                   mve_pred16_t pc, uint32x4_t offs,
+                                                                   const int pred, const int gather)
+{
+    const size_t in_c = (size_t)p->input_c, oc = (size_t)p->output_c;
+    const size_t x_tap = (size_t)p->dilation_w * in_c;
+    const ptrdiff_t x_row = (ptrdiff_t)((size_t)p->dilation_h * (size_t)p->input_w * in_c)
+                            - (ptrdiff_t)((size_t)p->filter_w * x_tap); /* from past a row's taps to the next row */
+#define ZO_MVE_DW_X(ptr) (gather ? vldrbq_gather_offset_z_s32((ptr), offs, pc) \
+                                 : pred ? vldrbq_z_s32((ptr), pc) : vldrbq_s32(ptr))
+    int32x4_t a0 = vldrwq_s32(eff), a1 = a0, a2 = a0, a3 = a0;
+    for (int32_t ky = 0; ky < p->filter_h; ++ky) {
+        for (int32_t kx = 0; kx < p->filter_w; ++kx) {
+            const int32x4_t wv = pred ? vldrbq_z_s32(w, pc) : vldrbq_s32(w);
+            a0 = vaddq_s32(a0, vmulq_s32(ZO_MVE_DW_X(x), wv));
+            a1 = vaddq_s32(a1, vmulq_s32(ZO_MVE_DW_X(x + px_step), wv));
+            a2 = vaddq_s32(a2, vmulq_s32(ZO_MVE_DW_X(x + 2 * px_step), wv));
+            a3 = vaddq_s32(a3, vmulq_s32(ZO_MVE_DW_X(x + 3 * px_step), wv));
+            x += x_tap;
+            w += oc;
+        }
+        x += x_row;
+    }
+#undef ZO_MVE_DW_X
+    vstrwq_s32(acc, a0);
+    vstrwq_s32(acc + 16, a1);
+    vstrwq_s32(acc + 32, a2);
+    vstrwq_s32(acc + 48, a3);
+}
+
+/* acc[px * 16 + j], px < 4, j < n: the sums of four consecutive interior output pixels of the
+ * channel block [oc0, oc0 + n), the first pixel's window starting at x (channel oc0 / depth
+ * multiplier), its weights at w (filter row 0, channel oc0). */
+static void zo_mve_dw_4px(const zo_depthwise_conv2d_params_t *p, const int8_t *x, const int8_t *w, int32_t oc0,
+                          int32_t n, const int32_t *eff, int32_t *acc)
+{
+    const size_t px_step = (size_t)p->stride_w * (size_t)p->input_c;
+    const int32_t dm = p->depth_multiplier, ic0 = oc0 / dm;
+    const uint32x4_t none = vdupq_n_u32(0);
+    int32_t c = 0;
+    if (dm == 1) {
+        for (; c + 4 <= n; c += 4) {
+            zo_mve_dw_lanes4(x + c, px_step, w + c, p, eff + c, acc + c, 0, none, 0, 0);
+        }
+        if (c < n) {
+            zo_mve_dw_lanes4(x + c, px_step, w + c, p, eff + c, acc + c, vctp32q((uint32_t)(n - c)), none, 1, 0);
+        }
+        return;
+    }
+    for (; c < n; c += 4) {
+        uint32_t o[4];
+        for (int32_t l = 0; l < 4; ++l) {
+            o[l] = (uint32_t)((oc0 + c + l) / dm - ic0);
+        }
+        zo_mve_dw_lanes4(x, px_step, w + c, p, eff + c, acc + c, vctp32q((uint32_t)(n - c)), vld1q_u32(o), 1, 1);
+    }
+}
+
 /* One output channel block [oc0, oc0 + n) over every output pixel.  The flags are constants at
  * each call, so each use compiles to its own loop: `two` = 16 channels (else 8), `pred` = fewer
  * than that (predicated loads), `gather` = depth multiplier > 1 (input channel (oc0 + j) / dm).
@@ -668,6 +733,20 @@ __attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depth
         offs1 = vld1q_u16(t + 8);
     }
     int32_t acc[ZO_MVE_DW_PIXELS * 16] __attribute__((aligned(16)));
+    /* -input_zp * the sum of each channel's taps: the start of an interior pixel's sums */
+    int32_t eff[16] __attribute__((aligned(16))) = {0};
+    for (int32_t j = 0; j < n; ++j) {
+        int32_t s = 0;
+        for (int32_t t = 0; t < p->filter_h * p->filter_w; ++t) {
+            s += filter[(size_t)t * (size_t)oc_total + (size_t)(oc0 + j)];
+        }
+        eff[j] = zo_wrap_mul(-p->input_zp, s);
+    }
+    /* output pixels whose windows lie inside the image horizontally: ox in [ox_in0, ox_in1) */
+    const int32_t span = (p->filter_w - 1) * p->dilation_w;
+    const int32_t ox_in0 = (p->pad_w + p->stride_w - 1) / p->stride_w;
+    const int32_t ox_in1 = p->input_w - span + p->pad_w <= 0 ? 0
+                           : zo_min32(p->output_w, (p->input_w - span + p->pad_w - 1) / p->stride_w + 1);
     for (int32_t oy = 0; oy < p->output_h; ++oy) {
         const int32_t iy0 = oy * p->stride_h - p->pad_h;
         int32_t ky_lo, ky_hi;
@@ -676,8 +755,14 @@ __attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depth
         const int8_t *w_top = filter + (size_t)ky_lo * w_row_step + (size_t)oc0;
         for (int32_t ox0 = 0; ox0 < p->output_w; ox0 += ZO_MVE_DW_PIXELS) {
             const int32_t pixels = zo_min32(ZO_MVE_DW_PIXELS, p->output_w - ox0);
+            const int full_rows = ky_lo == 0 && ky_hi == p->filter_h;
             for (int32_t px = 0; px < pixels; ++px) {
                 const int32_t ix0 = (ox0 + px) * p->stride_w - p->pad_w;
+                if (full_rows && px + 4 <= pixels && ox0 + px >= ox_in0 && ox0 + px + 4 <= ox_in1) {
+                    zo_mve_dw_4px(p, x_top + (ptrdiff_t)ix0 * (ptrdiff_t)in_c, w_top, oc0, n, eff, acc + px * 16);
+                    px += 3;
+                    continue;
+                }
                 int32_t kx_lo, kx_hi;
                 zo_mve_tap_range(ix0, p->dilation_w, p->input_w, p->filter_w, &kx_lo, &kx_hi);
                 int32x4_t e0 = vdupq_n_s32(0), o0 = e0, e1 = e0, o1 = e0;
