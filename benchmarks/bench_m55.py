@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import mve_trace  # noqa: E402
 from bench_inference import write_section  # noqa: E402
 from bench_training import tool_version  # noqa: E402
 
@@ -57,6 +58,8 @@ RECORDED_PEER = {
 RECORDED_PROVENANCE = ("recorded in issue 10: TFLM 90b983c2 built with its own Makefile (`TARGET=cortex_m_generic "
                        "TARGET_ARCH=cortex-m55 OPTIMIZED_KERNEL_DIR=cmsis_nn BUILD_TYPE=release`), CMSIS-NN 4ab83cc3, "
                        "arm-none-eabi-gcc 12.2, QEMU 7.2, same -icount method")
+# At most this share of CMSIS-NN's executed instructions is MVE code (functions; measured for issue 10).
+PEER_MVE_BOUND = 0.45
 BUILDS = (("mve", "Helium", ""), ("portable", "portable (-DZO_NO_MVE)", "-DZO_NO_MVE"))
 TARGET_US = 5000  # time repeated inferences for at least this much virtual time (5 M instructions)
 TIMEOUT_S = 600
@@ -98,10 +101,26 @@ static void run_once(void)
     BENCH_INVOKE();
 }
 
+#ifdef BENCH_TRACE
+/* One inference between two calls of this, for mve_trace.py (which watches its address). */
+void zo_bench_mark(void);
+__attribute__((noinline)) void zo_bench_mark(void)
+{
+    __asm volatile("" ::: "memory");
+}
+#endif
+
 int main(void)
 {
     zo_port_init();
     BENCH_INIT();
+#ifdef BENCH_TRACE
+    zo_bench_mark();
+    run_once();
+    zo_bench_mark();
+    put("end\n");
+    zo_port_exit(0);
+#endif
     put("zo_bench_m55\n");
     uint32_t n = 1000000u;
     uint64_t t0 = zo_port_time_us();
@@ -211,7 +230,7 @@ def fnv(data: bytes) -> int:
     return h
 
 
-def measure(name: str, path: Path, workdir: Path, profile: bool = False) -> dict:
+def measure(name: str, path: Path, workdir: Path, profile: bool = False, trace: bool = True) -> dict:
     """Both builds of one model: instructions per inference, code bytes, arena, bit-exactness."""
     from zoflash import api
     from zoflash.reference.tflm import TflmInterpreter
@@ -231,15 +250,9 @@ def measure(name: str, path: Path, workdir: Path, profile: bool = False) -> dict
     row = dict(model=name, macs=macs(compiled), arena=bundle.manifest["memory"]["arena_bytes"],
                ops=bundle.manifest["ops"])
     for build, _, cflags in BUILDS:
-        elf = f"build/bench-{build}/zo_bench_m55.elf"
-        proc = subprocess.run(["make", "-s", "-C", str(bundle.path), "-f", "Makefile", "-f", "bench_m55.mk",
-                               f"BENCH={build}", f"EXTRA_CFLAGS={cflags}{' -DBENCH_PROFILE' if profile else ''}",
-                               "BENCH_PORT_SOURCES=zo_port_cortex_m.c zo_port_mps3_an547.c", elf],
-                              capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{name} ({build}): the harness did not build:\n{proc.stdout}{proc.stderr}")
+        elf = _build_harness(bundle.path, build, cflags + (" -DBENCH_PROFILE" if profile else ""))
         run = subprocess.run(["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-icount",
-                              "shift=0", "-kernel", str(bundle.path / elf)], stdin=subprocess.DEVNULL,
+                              "shift=0", "-kernel", str(elf)], stdin=subprocess.DEVNULL,
                              capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
         vals, steps = {}, []
         for line in run.stdout.splitlines():
@@ -258,11 +271,25 @@ def measure(name: str, path: Path, workdir: Path, profile: bool = False) -> dict
         _, copy_us = vals["copy"]
         row[build] = round((us - copy_us) * 1000 / reps)
         row[f"{build}_exact"] = vals["hash"][0] == want
-        text = subprocess.run(["arm-none-eabi-size", "-A", str(bundle.path / elf)], capture_output=True,
+        text = subprocess.run(["arm-none-eabi-size", "-A", str(elf)], capture_output=True,
                               text=True, check=False).stdout
         row[f"{build}_text"] = next((int(line.split()[1]) for line in text.splitlines()
                                      if line.startswith(".text ")), 0)
+    if trace:
+        traced = mve_trace.count(_build_harness(bundle.path, "trace", "-DBENCH_TRACE"))
+        row["mve_traced"], row["mve_instructions"] = traced["instructions"], traced["mve"]
     return row
+
+
+def _build_harness(bundle: Path, build: str, cflags: str) -> Path:
+    """The harness ELF of one build (its own object directory) with extra C flags."""
+    elf = f"build/bench-{build}/zo_bench_m55.elf"
+    proc = subprocess.run(["make", "-s", "-C", str(bundle), "-f", "Makefile", "-f", "bench_m55.mk", f"BENCH={build}",
+                           f"EXTRA_CFLAGS={cflags}", "BENCH_PORT_SOURCES=zo_port_cortex_m.c zo_port_mps3_an547.c", elf],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{bundle.name} ({build}): the harness did not build:\n{proc.stdout}{proc.stderr}")
+    return bundle / elf
 
 
 def to_markdown(rows: list[dict], peer: dict, peer_note: str) -> str:
@@ -294,7 +321,8 @@ def to_markdown(rows: list[dict], peer: dict, peer_note: str) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
     ]
     for r in rows:
-        cmsis, tref = peer.get(r["model"], (None, None))
+        p = peer.get(r["model"], {})
+        cmsis, tref = p.get("cmsis"), p.get("reference")
         ratio = f"**{r['mve'] / cmsis:.2f}**" if cmsis else "-"
         exact = "yes" if r["mve_exact"] and r["portable_exact"] else "**NO**"
         lines.append(
@@ -302,7 +330,43 @@ def to_markdown(rows: list[dict], peer: dict, peer_note: str) -> str:
             f"{f'{tref:,}' if tref else '-'} | {r['portable']:,} | {r['mve']:,} | {ratio} | "
             f"{r['mve'] / r['portable']:.2f} | {r['mve'] / max(r['macs'], 1):.2f} | {exact} | "
             f"{r['mve_text']:,} | {r['arena']:,} |")
+    lines += estimate_table(rows, peer)
     return "\n".join(lines)
+
+
+def estimate_table(rows: list[dict], peer: dict) -> list[str]:
+    """The cycle estimate: every executed MVE instruction counted twice (two beats), labelled."""
+    if not any("mve_instructions" in r for r in rows):
+        return []
+    lines = [
+        "",
+        "**Estimated cycles (an estimate, not a measurement).** The M55 executes a 128-bit MVE instruction in",
+        "two beats, so `est. cycles` = executed instructions + executed MVE instructions, with the MVE",
+        "instructions of one inference counted by `benchmarks/mve_trace.py` (QEMU `-singlestep -d exec`, each",
+        "executed address classified from the ELF's disassembly: a Q-register operand, or VPT/VPST/VCTP;",
+        "`traced` is that run's instruction count, a cross-check of the `-icount` number plus the input",
+        "copy). Pipeline overlap of MVE with scalar work, dual beats and memory wait states are not modelled.",
+        "Where the peer's own MVE count was not measured, its cycles lie between its instructions (no MVE)",
+        f"and {1 + PEER_MVE_BOUND:.2f}x them (at most {PEER_MVE_BOUND:.0%} of CMSIS-NN's executed instructions "
+        "are in its MVE functions, measured with the peer for issue 10): the ratio is shown as that range.",
+        "",
+        "| model | traced | MVE instructions | MVE share | est. cycles (Helium) | est. cycles / TFLM + CMSIS-NN |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        if "mve_instructions" not in r:
+            continue
+        est = r["mve"] + r["mve_instructions"]
+        p = peer.get(r["model"], {})
+        if p.get("cmsis") and p.get("mve") is not None:
+            ratio = f"**{est / (p['cmsis'] + p['mve']):.2f}**"
+        elif p.get("cmsis"):
+            ratio = f"{est / (p['cmsis'] * (1 + PEER_MVE_BOUND)):.2f} to **{est / p['cmsis']:.2f}**"
+        else:
+            ratio = "-"
+        lines.append(f"| {r['model']} | {r['mve_traced']:,} | {r['mve_instructions']:,} | "
+                     f"{r['mve_instructions'] / r['mve_traced']:.0%} | {est:,} | {ratio} |")
+    return lines
 
 
 def main(argv=None) -> int:
@@ -322,11 +386,15 @@ def main(argv=None) -> int:
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         ap.error(f"unknown models {unknown}; known: {', '.join(MODELS)}")
+    peer = {k: {"cmsis": c, "reference": r, "mve": None} for k, (c, r) in RECORDED_PEER.items()}
     if args.peer:
-        peer = {k: (int(v), RECORDED_PEER.get(k, (None, None))[1]) for k, v in json.loads(args.peer.read_text()).items()}
+        for k, v in json.loads(args.peer.read_text()).items():
+            if isinstance(v, dict) and "instructions" in v:
+                peer.setdefault(k, {"reference": None})
+                peer[k].update(cmsis=int(v["instructions"]), mve=v.get("mve"))
         note = f"TFLM + CMSIS-NN from {args.peer.name} (measured); TFLM reference {RECORDED_PROVENANCE}"
     else:
-        peer, note = RECORDED_PEER, f"not measured in this run, {RECORDED_PROVENANCE}"
+        note = f"not measured in this run, {RECORDED_PROVENANCE}"
         print(f"bench_m55: TFLM + CMSIS-NN is not built here; showing its numbers {RECORDED_PROVENANCE}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="zoflash-bench-m55-") as tmp:
@@ -335,7 +403,7 @@ def main(argv=None) -> int:
             rows.append(row)
             for op, a, b in zip(row["ops"], row["portable_steps"], row["mve_steps"]):
                 print(f"  {op['type']:<22} portable {a:>10,}  Helium {b:>10,}")
-            cmsis = peer.get(name, (None,))[0]
+            cmsis = peer.get(name, {}).get("cmsis")
             print(f"{name}: portable {row['portable']:,}, Helium {row['mve']:,} instructions"
                   + (f" ({row['mve'] / cmsis:.2f}x TFLM + CMSIS-NN)" if cmsis else "")
                   + ("" if row["mve_exact"] and row["portable_exact"] else "  NOT BIT-EXACT"), flush=True)

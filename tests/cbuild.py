@@ -109,6 +109,8 @@ class Kernels:
         s = self.structs[struct_name]()
         for f, kind in self.fields[struct_name]:
             v = params[f]
+            if kind.endswith("*") and v is None:
+                continue  # an optional pointer stays NULL
             if kind.endswith("*"):
                 arr = np.ascontiguousarray(v, dtype=kind[:-1].replace("_t", ""))
                 keep.append(arr)

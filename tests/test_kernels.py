@@ -103,7 +103,9 @@ def test_builder_keys_are_exactly_the_struct_fields(name):
     fields = dict(structs[info.struct])
     assert list(params) == list(fields), "dict keys must be the struct fields, in order"
     for key, value in params.items():
-        if fields[key].endswith("*"):  # int32_t*, int16_t* (LUTs), int64_t*
+        if fields[key].endswith("*") and key == "folded_bias":  # set by the lowering (constant weights)
+            assert value is None, key
+        elif fields[key].endswith("*"):  # int32_t*, int16_t* (LUTs), int64_t*
             assert isinstance(value, np.ndarray) and value.dtype == fields[key][:-3], key
         elif fields[key] == "float":
             assert isinstance(value, float) and value == f32(value), key
@@ -208,6 +210,13 @@ def random_conv_case(rng, pointwise=False, big=False):
     raise AssertionError("no valid case")
 
 
+def folded(w, b, input_zp):
+    """bias - input_zp * sum(weights row), int32 wrapping: the generator's precomputed folded bias."""
+    s = np.asarray(w, np.int64).reshape(len(w), -1).sum(axis=1)
+    v = (0 if b is None else np.asarray(b, np.int64)) - input_zp * s
+    return ((v + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
+
+
 def check_conv(K, rng, case, per_channel, act, with_bias):
     c = case
     k = c["kh"] * c["kw"] * c["fc"]
@@ -222,7 +231,11 @@ def check_conv(K, rng, case, per_channel, act, with_bias):
     b = rng.integers(-30000, 30000, c["oc"]).astype(np.int32) if with_bias else None
     out = np.zeros((c["oh"], c["ow"], c["oc"]), np.int8)
     run(K, "conv2d", params, x, wt, b, out)
-    assert_same(out, ref.conv2d_s8(params, x, wt, b), f"conv2d {case}")
+    want = ref.conv2d_s8(params, x, wt, b)
+    assert_same(out, want, f"conv2d {case}")
+    with_folded = np.zeros_like(out)
+    run(K, "conv2d", dict(params, folded_bias=folded(wt, b, params["input_zp"])), x, wt, b, with_folded)
+    assert_same(with_folded, want, f"conv2d {case}, folded bias precomputed")
     return out
 
 
@@ -299,6 +312,8 @@ def test_fully_connected_random(K, seed):
         wt = rand_i8(rng, (units, depth))
         b = rng.integers(-50000, 50000, units).astype(np.int32) if i % 3 else None
         out = np.zeros((rows, units), np.int8)
+        if i % 2:
+            params["folded_bias"] = folded(wt, b, params["input_zp"])
         run(K, "fully_connected", params, x, wt, b, out)
         assert_same(out, ref.fully_connected_s8(params, x, wt, b), f"fully_connected seed {seed} case {i}")
 

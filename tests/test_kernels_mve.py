@@ -24,7 +24,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cbuild  # noqa: E402
-from test_kernels import ACTS, conv_scales, f32, rand_i8, random_broadcast_shapes, random_conv_case  # noqa: E402
+from test_kernels import (  # noqa: E402
+    ACTS,
+    conv_scales,
+    f32,
+    folded,
+    rand_i8,
+    random_broadcast_shapes,
+    random_conv_case,
+)
 from zoflash.compiler import kernels as kb  # noqa: E402
 from zoflash.compiler import quant  # noqa: E402
 from zoflash.compiler.ops import KERNELS  # noqa: E402
@@ -69,6 +77,8 @@ def conv_case(rng, i):
     x = extreme_i8(rng, (c["h"], c["w"], c["c"]))
     w = extreme_i8(rng, (c["oc"], c["kh"], c["kw"], c["fc"]))
     b = rng.integers(-30000, 30000, c["oc"]).astype(np.int32) if i % 5 else None
+    if i % 2:
+        params["folded_bias"] = folded(w, b, params["input_zp"])
     return "conv2d", params, [x, w, b], ref.conv2d_s8(params, x, w, b)
 
 
@@ -108,6 +118,8 @@ def fc_case(rng, i):
     x = extreme_i8(rng, rows * depth)
     w = extreme_i8(rng, (units, depth))
     b = rng.integers(-50000, 50000, units).astype(np.int32) if i % 3 else None
+    if i % 2 == 0:
+        params["folded_bias"] = folded(w, b, params["input_zp"])
     return "fully_connected", params, [x, w, b], ref.fully_connected_s8(params, x, w, b)
 
 
@@ -132,11 +144,14 @@ def binary_case(rng, i, kind):
     return kind, params, [a, b], (ref.add_s8 if kind == "add" else ref.mul_s8)(params, a, b)
 
 
-def max_pool_case(rng, i):
+def pool_case(rng, i, kind="max_pool", big=False):
     while True:
         h, w = int(rng.integers(1, 14)), int(rng.integers(1, 14))
         c = int(rng.choice([1, 3, 8, 15, 16, 17, 70, int(rng.integers(1, 40))]))
         fh, fw = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        if big:  # global pools; past 256 taps the Helium AVERAGE_POOL_2D hands over to the portable one
+            h, w = int(rng.choice([5, 16, 17, 25])), int(rng.choice([5, 16, 17]))
+            fh, fw, c = h, w, int(rng.choice([3, 16, 64]))
         sh, sw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
         padding = str(rng.choice(["SAME", "VALID"]))
         (oh, ow), _ = quant.compute_padding_hw((sh, sw), (1, 1), (h, w), (fh, fw), padding)
@@ -146,7 +161,7 @@ def max_pool_case(rng, i):
                             padding=padding, output_scale=f32(rng.uniform(0.01, 0.1)), output_zp=zp(rng),
                             activation=ACTS[i % 4])
     x = extreme_i8(rng, (h, w, c))
-    return "max_pool", params, [x], ref.max_pool_s8(params, x)
+    return kind, params, [x], (ref.max_pool_s8 if kind == "max_pool" else ref.avg_pool_s8)(params, x)
 
 
 def _array(ctype, name, values):
@@ -174,7 +189,9 @@ def render(cases) -> str:
                 args.append(f"a{n}_{a}")
         inits = []
         for f, kind in fields[info.struct]:
-            if kind == "int32_t*":
+            if kind == "int32_t*" and params[f] is None:
+                inits.append(f".{f} = NULL")
+            elif kind == "int32_t*":
                 src.append(_array("int32_t", f"p{n}_{f}", params[f]))
                 inits.append(f".{f} = p{n}_{f}")
             else:
@@ -295,7 +312,12 @@ def test_binary_mve(tmp_path, kind):
 
 def test_max_pool_mve(tmp_path):
     rng = np.random.default_rng(7600)
-    check(tmp_path, [max_pool_case(rng, i) for i in range(40)])
+    check(tmp_path, [pool_case(rng, i) for i in range(40)])
+
+
+def test_avg_pool_mve(tmp_path):
+    rng = np.random.default_rng(7350)
+    check(tmp_path, [pool_case(rng, i, "avg_pool", big=i % 5 == 4) for i in range(40)])
 
 
 def test_requant_extremes_mve(tmp_path):
@@ -311,6 +333,8 @@ def test_requant_extremes_mve(tmp_path):
         params["shift"] = [int(v) for v in rng.choice([-31, -20, -1, 0, 1, 10], oc)]
         if b is not None:
             b = rng.choice(np.array([-2**31, 2**31 - 1, -(1 << 20), 1 << 19], dtype=np.int64), oc).astype(np.int32)
+        if params.get("folded_bias") is not None:
+            params["folded_bias"] = folded(w, b, params["input_zp"])
         want = (ref.conv2d_s8 if name == "conv2d" else ref.fully_connected_s8)(params, x, w, b)
         cases.append((name, params, [x, w, b], want))
     check(tmp_path, cases, opt="-O3")

@@ -29,6 +29,9 @@ typedef struct {
     int32_t act_min, act_max;
     const int32_t *multiplier;     /* [output_c] */
     const int32_t *shift;          /* [output_c] */
+    /* [output_c]: bias - input_zp * sum(filter row), precomputed for constant weights; NULL: the
+     * kernel computes it (weights that change at run time, as in training) */
+    const int32_t *folded_bias;
 } zo_conv2d_params_t;
 
 /* ---- DEPTHWISE_CONV_2D: filter [1][filter_h][filter_w][output_c], output channel
@@ -54,6 +57,7 @@ typedef struct {
     int32_t act_min, act_max;
     const int32_t *multiplier;     /* [units] (a per-tensor scale is repeated) */
     const int32_t *shift;          /* [units] */
+    const int32_t *folded_bias;    /* [units] or NULL, as zo_conv2d_params_t's */
 } zo_fully_connected_params_t;
 
 /* ---- AVERAGE_POOL_2D / MAX_POOL_2D (input and output share scale and zero point). */
@@ -485,6 +489,7 @@ void zo_fully_connected_s8_portable(const zo_fully_connected_params_t *p, const 
 void zo_add_s8_portable(const zo_add_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output);
 void zo_mul_s8_portable(const zo_mul_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output);
 void zo_max_pool_s8_portable(const zo_pool_params_t *p, const int8_t *input, int8_t *output);
+void zo_avg_pool_s8_portable(const zo_pool_params_t *p, const int8_t *input, int8_t *output);
 #else
 #define ZO_PORTABLE(name) name
 #endif

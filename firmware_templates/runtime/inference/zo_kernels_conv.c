@@ -48,14 +48,19 @@ static int32_t zo_sum_s8(const int8_t *w, int32_t k)
     return s;
 }
 
-/* eff[j] = bias[j] - input_zp * sum(w row j), wrapping like TFLM's int32 accumulator. */
-static void zo_fold_bias(const int8_t *w, int32_t k, int32_t n, const int32_t *bias,
-                         int32_t input_zp, int32_t *eff)
+/* eff[j] = bias[j] - input_zp * sum(w row j), wrapping like TFLM's int32 accumulator: the
+ * precomputed `folded` (+ oc0) when the generator gave it, else computed into eff. */
+static const int32_t *zo_fold_bias(const int32_t *folded, int32_t oc0, const int8_t *w, int32_t k, int32_t n,
+                                   const int32_t *bias, int32_t input_zp, int32_t *eff)
 {
+    if (folded != NULL) {
+        return folded + oc0;
+    }
     for (int32_t j = 0; j < n; ++j) {
-        const int32_t b = bias != NULL ? bias[j] : 0;
+        const int32_t b = bias != NULL ? bias[oc0 + j] : 0;
         eff[j] = zo_wrap_sub(b, zo_wrap_mul(input_zp, zo_sum_s8(w + (size_t)j * (size_t)k, k)));
     }
+    return eff;
 }
 
 /* out[j] = requant(eff[j] + dot(x, w row j)) for n rows of k weights.  Four rows share each
@@ -251,7 +256,7 @@ static void zo_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input, con
         for (int32_t oc0 = g * oc_per_group; oc0 < oc_end; oc0 += ZO_OC_BLOCK) {
             const int32_t n = zo_min32(ZO_OC_BLOCK, oc_end - oc0);
             const int8_t *w = filter + (size_t)oc0 * (size_t)k;
-            zo_fold_bias(w, k, n, bias != NULL ? bias + oc0 : NULL, p->input_zp, eff);
+            const int32_t *e = zo_fold_bias(p->folded_bias, oc0, w, k, n, bias, p->input_zp, eff);
             for (int32_t oy = 0; oy < p->output_h; ++oy) {
                 for (int32_t ox = 0; ox < p->output_w; ++ox) {
                     const int8_t *x;
@@ -263,7 +268,7 @@ static void zo_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input, con
                         x = patch;
                     }
                     int8_t *out = output + ((size_t)oy * (size_t)p->output_w + (size_t)ox) * out_c + (size_t)oc0;
-                    zo_gemv_s8(x, w, k, n, eff, p->multiplier + oc0, p->shift + oc0, p->output_zp,
+                    zo_gemv_s8(x, w, k, n, e, p->multiplier + oc0, p->shift + oc0, p->output_zp,
                                p->act_min, p->act_max, out);
                 }
             }
@@ -374,9 +379,9 @@ void ZO_PORTABLE(zo_fully_connected_s8)(const zo_fully_connected_params_t *p, co
     for (int32_t oc0 = 0; oc0 < p->units; oc0 += ZO_OC_BLOCK) {
         const int32_t n = zo_min32(ZO_OC_BLOCK, p->units - oc0);
         const int8_t *w = weights + (size_t)oc0 * (size_t)k;
-        zo_fold_bias(w, k, n, bias != NULL ? bias + oc0 : NULL, p->input_zp, eff);
+        const int32_t *e = zo_fold_bias(p->folded_bias, oc0, w, k, n, bias, p->input_zp, eff);
         for (int32_t r = 0; r < p->rows; ++r) {
-            zo_gemv_s8(input + (size_t)r * (size_t)k, w, k, n, eff, p->multiplier + oc0, p->shift + oc0,
+            zo_gemv_s8(input + (size_t)r * (size_t)k, w, k, n, e, p->multiplier + oc0, p->shift + oc0,
                        p->output_zp, p->act_min, p->act_max, output + (size_t)r * (size_t)p->units + (size_t)oc0);
         }
     }

@@ -22,7 +22,7 @@ static void zo_pool_window(const zo_pool_params_t *p, int32_t oy, int32_t ox, in
     *kx1 = zo_min32(p->filter_w, p->input_w - *ix0);
 }
 
-void zo_avg_pool_s8(const zo_pool_params_t *p, const int8_t *input, int8_t *output)
+void ZO_PORTABLE(zo_avg_pool_s8)(const zo_pool_params_t *p, const int8_t *input, int8_t *output)
 {
     const int32_t ch = p->channels;
     int32_t acc[ZO_CH_BLOCK];

@@ -1,5 +1,5 @@
-/* zo_kernels_mve.c - Helium (MVE) versions of CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MUL
- * and MAX_POOL_2D for the Cortex-M55, bit-exact with the portable kernels (zo_kernels_conv.c,
+/* zo_kernels_mve.c - Helium (MVE) versions of CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MUL,
+ * MAX_POOL_2D and AVERAGE_POOL_2D for the Cortex-M55, bit-exact with the portable kernels (zo_kernels_conv.c,
  * _elementwise.c, _misc.c), and so with TFLM's reference kernels.  Compiled to nothing where
  * ZO_KERNELS_MVE is not set (zo_kernels.h).
  *
@@ -20,7 +20,7 @@
  *   and odd channels widened by VMULLB/VMULLT into int32 accumulators; a depth multiplier > 1
  *   gathers each output channel's input.
  * - ADD and MUL without broadcasting: 4 lanes of TFLM's per-element arithmetic; MAX_POOL_2D on
- *   16 channels.
+ *   16 channels; AVERAGE_POOL_2D on 8 (int16 sums, the division as an exact high multiply).
  * Tails are predicated (VCTP): no load or store goes past a buffer.
  */
 #include "zo_kernels.h"
@@ -63,19 +63,24 @@ static inline int32x4_t zo_mve_mbqm(int32x4_t x, int32x4_t mult, int32x4_t shift
 
 /* ------------------------------------------------------------------ matrix products */
 
-/* eff[j] = bias[j] - input_zp * sum(w row j), as zo_fold_bias (wrapping int32). */
-static void zo_mve_fold_bias(const int8_t *w, int32_t k, int32_t n, const int32_t *bias, int32_t input_zp,
-                             int32_t *eff)
+/* eff[j] = bias[j] - input_zp * sum(w row j), as zo_fold_bias (wrapping int32): the precomputed
+ * `folded` (+ oc0) when the generator gave it, else computed into eff. */
+static const int32_t *zo_mve_fold_bias(const int32_t *folded, int32_t oc0, const int8_t *w, int32_t k, int32_t n,
+                                       const int32_t *bias, int32_t input_zp, int32_t *eff)
 {
+    if (folded != NULL) {
+        return folded + oc0;
+    }
     for (int32_t j = 0; j < n; ++j) {
         const int8_t *row = w + (size_t)j * (size_t)k;
         int32_t s = 0;
         for (int32_t i = 0; i < k; i += 16) {
             s = vaddvaq_s8(s, vldrbq_z_s8(row + i, vctp8q((uint32_t)(k - i))));
         }
-        const int32_t b = bias != NULL ? bias[j] : 0;
+        const int32_t b = bias != NULL ? bias[oc0 + j] : 0;
         eff[j] = zo_wrap_sub(b, zo_wrap_mul(input_zp, s));
     }
+    return eff;
 }
 
 /* a0..a3 += dot(x, w0..w3) over k bytes: whole 16-byte blocks unpredicated, the tail predicated. */
@@ -494,7 +499,7 @@ static void zo_mve_conv2d_runs(const zo_conv2d_params_t *p, const int8_t *input,
     for (int32_t oc0 = 0; oc0 < p->output_c; oc0 += ZO_MVE_OC_BLOCK) {
         const int32_t n = zo_min32(ZO_MVE_OC_BLOCK, p->output_c - oc0);
         const int8_t *w = filter + (size_t)oc0 * (size_t)k;
-        zo_mve_fold_bias(w, k, n, bias != NULL ? bias + oc0 : NULL, p->input_zp, eff);
+        const int32_t *e = zo_mve_fold_bias(p->folded_bias, oc0, w, k, n, bias, p->input_zp, eff);
         for (int32_t oy = 0; oy < p->output_h; ++oy) {
             for (int32_t ox = 0; ox < p->output_w; ++ox) {
                 int8_t *out = output + ((size_t)oy * (size_t)p->output_w + (size_t)ox) * (size_t)p->output_c
@@ -502,21 +507,21 @@ static void zo_mve_conv2d_runs(const zo_conv2d_params_t *p, const int8_t *input,
                 const int8_t *x[4];
                 if (!zo_mve_interior_runs(p, input, oy, ox, x)) {
                     zo_mve_im2col_runs(p, input, oy, ox, patch);
-                    zo_mve_gemv(patch, w, k, n, eff, p->multiplier + oc0, p->shift + oc0, &q, out);
+                    zo_mve_gemv(patch, w, k, n, e, p->multiplier + oc0, p->shift + oc0, &q, out);
                     continue;
                 }
                 switch (p->filter_h) {
                 case 1:
-                    zo_mve_rows_runs(x, run, w, k, n, eff, acc, 1);
+                    zo_mve_rows_runs(x, run, w, k, n, e, acc, 1);
                     break;
                 case 2:
-                    zo_mve_rows_runs(x, run, w, k, n, eff, acc, 2);
+                    zo_mve_rows_runs(x, run, w, k, n, e, acc, 2);
                     break;
                 case 3:
-                    zo_mve_rows_runs(x, run, w, k, n, eff, acc, 3);
+                    zo_mve_rows_runs(x, run, w, k, n, e, acc, 3);
                     break;
                 default:
-                    zo_mve_rows_runs(x, run, w, k, n, eff, acc, 4);
+                    zo_mve_rows_runs(x, run, w, k, n, e, acc, 4);
                     break;
                 }
                 zo_mve_requant_store(acc, n, NULL, p->multiplier + oc0, p->shift + oc0, &q, out);
@@ -542,7 +547,7 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
         for (int32_t oc0 = g * oc_per_group; oc0 < oc_end; oc0 += ZO_MVE_OC_BLOCK) {
             const int32_t n = zo_min32(ZO_MVE_OC_BLOCK, oc_end - oc0);
             const int8_t *w = filter + (size_t)oc0 * (size_t)k;
-            zo_mve_fold_bias(w, k, n, bias != NULL ? bias + oc0 : NULL, p->input_zp, eff);
+            const int32_t *e = zo_mve_fold_bias(p->folded_bias, oc0, w, k, n, bias, p->input_zp, eff);
             /* output pixels in tiles that share each weight vector (patches permitting) */
             const int32_t pixels = p->output_h * p->output_w;
             int32_t tile = zo_mve_tile(k);
@@ -568,7 +573,7 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
                         x[i] = patch + i * k;
                     }
                 }
-                zo_mve_tile_dots(x, tile, w, k, n, eff, acc);
+                zo_mve_tile_dots(x, tile, w, k, n, e, acc);
                 int8_t *out = output + (size_t)pix * (size_t)p->output_c + (size_t)oc0;
                 if (tile == 4) {
                     /* the channel constants loaded once for the 4 pixels */
@@ -619,9 +624,9 @@ void zo_fully_connected_s8(const zo_fully_connected_params_t *p, const int8_t *i
     for (int32_t oc0 = 0; oc0 < p->units; oc0 += ZO_MVE_OC_BLOCK) {
         const int32_t n = zo_min32(ZO_MVE_OC_BLOCK, p->units - oc0);
         const int8_t *w = weights + (size_t)oc0 * (size_t)k;
-        zo_mve_fold_bias(w, k, n, bias != NULL ? bias + oc0 : NULL, p->input_zp, eff);
+        const int32_t *e = zo_mve_fold_bias(p->folded_bias, oc0, w, k, n, bias, p->input_zp, eff);
         for (int32_t r = 0; r < p->rows; ++r) {
-            zo_mve_gemv(input + (size_t)r * (size_t)k, w, k, n, eff, p->multiplier + oc0, p->shift + oc0, &q,
+            zo_mve_gemv(input + (size_t)r * (size_t)k, w, k, n, e, p->multiplier + oc0, p->shift + oc0, &q,
                         output + (size_t)r * (size_t)p->units + (size_t)oc0);
         }
     }
@@ -631,6 +636,71 @@ void zo_fully_connected_s8(const zo_fully_connected_params_t *p, const int8_t *i
 
 /* Output pixels of one row whose accumulators are kept before requantisation. */
 #define ZO_MVE_DW_PIXELS 32
+
+/* Four lanes (channels c..c+3) of four output pixels whose windows lie inside the image: int32
+ * products of the raw int8 values (no zero point: `eff` = -input_zp * sum of each channel's taps
+ * starts the sums), so each weight vector serves four pixels. `pred`: fewer than 4 channels left,
+ * loads predicated (no byte past the channels is read); `gather`: a depth multiplier > 1, each
+ * lane reads its input channel at x + offs. */
+__attribute__((always_inline)) static inline void zo_mve_dw_lanes4(const int8_t *x, size_t px_step, const int8_t *w,
+                                                                   const zo_depthwise_conv2d_params_t *p,
+                                                                   const int32_t *eff, int32_t *acc,
+                                                                   mve_pred16_t pc, uint32x4_t offs,
+                                                                   const int pred, const int gather)
+{
+    const size_t in_c = (size_t)p->input_c, oc = (size_t)p->output_c;
+    const size_t x_tap = (size_t)p->dilation_w * in_c;
+    const ptrdiff_t x_row = (ptrdiff_t)((size_t)p->dilation_h * (size_t)p->input_w * in_c)
+                            - (ptrdiff_t)((size_t)p->filter_w * x_tap); /* from past a row's taps to the next row */
+#define ZO_MVE_DW_X(ptr) (gather ? vldrbq_gather_offset_z_s32((ptr), offs, pc) \
+                                 : pred ? vldrbq_z_s32((ptr), pc) : vldrbq_s32(ptr))
+    int32x4_t a0 = vldrwq_s32(eff), a1 = a0, a2 = a0, a3 = a0;
+    for (int32_t ky = 0; ky < p->filter_h; ++ky) {
+        for (int32_t kx = 0; kx < p->filter_w; ++kx) {
+            const int32x4_t wv = pred ? vldrbq_z_s32(w, pc) : vldrbq_s32(w);
+            a0 = vaddq_s32(a0, vmulq_s32(ZO_MVE_DW_X(x), wv));
+            a1 = vaddq_s32(a1, vmulq_s32(ZO_MVE_DW_X(x + px_step), wv));
+            a2 = vaddq_s32(a2, vmulq_s32(ZO_MVE_DW_X(x + 2 * px_step), wv));
+            a3 = vaddq_s32(a3, vmulq_s32(ZO_MVE_DW_X(x + 3 * px_step), wv));
+            x += x_tap;
+            w += oc;
+        }
+        x += x_row;
+    }
+#undef ZO_MVE_DW_X
+    vstrwq_s32(acc, a0);
+    vstrwq_s32(acc + 16, a1);
+    vstrwq_s32(acc + 32, a2);
+    vstrwq_s32(acc + 48, a3);
+}
+
+/* acc[px * 16 + j], px < 4, j < n: the sums of four consecutive interior output pixels of the
+ * channel block [oc0, oc0 + n), the first pixel's window starting at x (channel oc0 / depth
+ * multiplier), its weights at w (filter row 0, channel oc0). */
+static void zo_mve_dw_4px(const zo_depthwise_conv2d_params_t *p, const int8_t *x, const int8_t *w, int32_t oc0,
+                          int32_t n, const int32_t *eff, int32_t *acc)
+{
+    const size_t px_step = (size_t)p->stride_w * (size_t)p->input_c;
+    const int32_t dm = p->depth_multiplier, ic0 = oc0 / dm;
+    const uint32x4_t none = vdupq_n_u32(0);
+    int32_t c = 0;
+    if (dm == 1) {
+        for (; c + 4 <= n; c += 4) {
+            zo_mve_dw_lanes4(x + c, px_step, w + c, p, eff + c, acc + c, 0, none, 0, 0);
+        }
+        if (c < n) {
+            zo_mve_dw_lanes4(x + c, px_step, w + c, p, eff + c, acc + c, vctp32q((uint32_t)(n - c)), none, 1, 0);
+        }
+        return;
+    }
+    for (; c < n; c += 4) {
+        uint32_t o[4];
+        for (int32_t l = 0; l < 4; ++l) {
+            o[l] = (uint32_t)((oc0 + c + l) / dm - ic0);
+        }
+        zo_mve_dw_lanes4(x, px_step, w + c, p, eff + c, acc + c, vctp32q((uint32_t)(n - c)), vld1q_u32(o), 1, 1);
+    }
+}
 
 /* One output channel block [oc0, oc0 + n) over every output pixel.  The flags are constants at
  * each call, so each use compiles to its own loop: `two` = 16 channels (else 8), `pred` = fewer
@@ -663,6 +733,20 @@ __attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depth
         offs1 = vld1q_u16(t + 8);
     }
     int32_t acc[ZO_MVE_DW_PIXELS * 16] __attribute__((aligned(16)));
+    /* -input_zp * the sum of each channel's taps: the start of an interior pixel's sums */
+    int32_t eff[16] __attribute__((aligned(16))) = {0};
+    for (int32_t j = 0; j < n; ++j) {
+        int32_t s = 0;
+        for (int32_t t = 0; t < p->filter_h * p->filter_w; ++t) {
+            s += filter[(size_t)t * (size_t)oc_total + (size_t)(oc0 + j)];
+        }
+        eff[j] = zo_wrap_mul(-p->input_zp, s);
+    }
+    /* output pixels whose windows lie inside the image horizontally: ox in [ox_in0, ox_in1) */
+    const int32_t span = (p->filter_w - 1) * p->dilation_w;
+    const int32_t ox_in0 = (p->pad_w + p->stride_w - 1) / p->stride_w;
+    const int32_t ox_in1 = p->input_w - span + p->pad_w <= 0 ? 0
+                           : zo_min32(p->output_w, (p->input_w - span + p->pad_w - 1) / p->stride_w + 1);
     for (int32_t oy = 0; oy < p->output_h; ++oy) {
         const int32_t iy0 = oy * p->stride_h - p->pad_h;
         int32_t ky_lo, ky_hi;
@@ -671,8 +755,14 @@ __attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depth
         const int8_t *w_top = filter + (size_t)ky_lo * w_row_step + (size_t)oc0;
         for (int32_t ox0 = 0; ox0 < p->output_w; ox0 += ZO_MVE_DW_PIXELS) {
             const int32_t pixels = zo_min32(ZO_MVE_DW_PIXELS, p->output_w - ox0);
+            const int full_rows = ky_lo == 0 && ky_hi == p->filter_h;
             for (int32_t px = 0; px < pixels; ++px) {
                 const int32_t ix0 = (ox0 + px) * p->stride_w - p->pad_w;
+                if (full_rows && px + 4 <= pixels && ox0 + px >= ox_in0 && ox0 + px + 4 <= ox_in1) {
+                    zo_mve_dw_4px(p, x_top + (ptrdiff_t)ix0 * (ptrdiff_t)in_c, w_top, oc0, n, eff, acc + px * 16);
+                    px += 3;
+                    continue;
+                }
                 int32_t kx_lo, kx_hi;
                 zo_mve_tap_range(ix0, p->dilation_w, p->input_w, p->filter_w, &kx_lo, &kx_hi);
                 int32x4_t e0 = vdupq_n_s32(0), o0 = e0, e1 = e0, o1 = e0;
@@ -805,32 +895,104 @@ void zo_mul_s8(const zo_mul_params_t *p, const int8_t *input1, const int8_t *inp
     }
 }
 
-/* ------------------------------------------------------------------------ MAX_POOL_2D */
+/* ------------------------------------------------------------------------ pooling */
 
-/* 16 channels per vector: the running maximum of the window's taps (inside the image), clamped. */
+/* The window of output pixel (oy, ox) clipped to the image: `rows` x `cols` taps, the first at
+ * `first` (channel 0), each row `row_step` bytes after the previous one. */
+typedef struct {
+    const int8_t *first;
+    int32_t rows, cols;
+    size_t row_step;
+} zo_mve_window_t;
+
+static inline zo_mve_window_t zo_mve_pool_window(const zo_pool_params_t *p, const int8_t *input, int32_t oy,
+                                                 int32_t ox)
+{
+    const int32_t iy0 = oy * p->stride_h - p->pad_h, ix0 = ox * p->stride_w - p->pad_w;
+    const int32_t ky0 = zo_max32(0, -iy0), ky1 = zo_min32(p->filter_h, p->input_h - iy0);
+    const int32_t kx0 = zo_max32(0, -ix0), kx1 = zo_min32(p->filter_w, p->input_w - ix0);
+    const size_t ch = (size_t)p->channels;
+    zo_mve_window_t win = {input + ((size_t)(iy0 + ky0) * (size_t)p->input_w + (size_t)(ix0 + kx0)) * ch,
+                           zo_max32(0, ky1 - ky0), zo_max32(0, kx1 - kx0), (size_t)p->input_w * ch};
+    return win;
+}
+
+/* MAX_POOL_2D, 16 channels per vector: the running maximum of the window's taps, clamped. */
 void zo_max_pool_s8(const zo_pool_params_t *p, const int8_t *input, int8_t *output)
 {
     const int32_t ch = p->channels;
     const int8x16_t lo = vdupq_n_s8((int8_t)p->act_min), hi = vdupq_n_s8((int8_t)p->act_max);
     int8_t *out = output;
     for (int32_t oy = 0; oy < p->output_h; ++oy) {
-        const int32_t iy0 = oy * p->stride_h - p->pad_h;
-        const int32_t ky0 = zo_max32(0, -iy0), ky1 = zo_min32(p->filter_h, p->input_h - iy0);
         for (int32_t ox = 0; ox < p->output_w; ++ox) {
-            const int32_t ix0 = ox * p->stride_w - p->pad_w;
-            const int32_t kx0 = zo_max32(0, -ix0), kx1 = zo_min32(p->filter_w, p->input_w - ix0);
+            const zo_mve_window_t win = zo_mve_pool_window(p, input, oy, ox);
             for (int32_t c0 = 0; c0 < ch; c0 += 16) {
                 const mve_pred16_t pr = vctp8q((uint32_t)(ch - c0));
                 int8x16_t m = vdupq_n_s8(-128);
-                for (int32_t ky = ky0; ky < ky1; ++ky) {
-                    const int8_t *x = input + ((size_t)(iy0 + ky) * (size_t)p->input_w + (size_t)(ix0 + kx0)) * (size_t)ch
-                                      + (size_t)c0;
-                    for (int32_t kx = kx0; kx < kx1; ++kx) {
+                for (int32_t r = 0; r < win.rows; ++r) {
+                    const int8_t *x = win.first + (size_t)r * win.row_step + (size_t)c0;
+                    for (int32_t k = 0; k < win.cols; ++k) {
                         m = vmaxq_s8(m, vldrbq_z_s8(x, pr));
                         x += ch;
                     }
                 }
                 vstrbq_p_s8(out + c0, vminq_s8(vmaxq_s8(m, lo), hi), pr);
+            }
+            out += ch;
+        }
+    }
+}
+
+/* Windows of at most this many taps: their int8 sums fit the int16 lanes (256 * -128 = INT16_MIN). */
+#define ZO_MVE_AVG_TAPS 256
+
+/* TFLM's average of 4 sums over `count` taps: (|s| + count / 2) / count with the sign of s, the
+ * division exact as a high multiply by m = floor((2^32 - 1) / count) + 1 (|s| + count / 2 < 2^16,
+ * far below the 2^32 / count up to which that is exact); count 1 is the sum itself. */
+static inline int32x4_t zo_mve_average(int32x4_t s, int32_t count, uint32_t m)
+{
+    if (count == 1) {
+        return s;
+    }
+    const uint32x4_t a = vreinterpretq_u32_s32(vaddq_n_s32(vabsq_s32(s), count / 2));
+    const int32x4_t q = vreinterpretq_s32_u32(vmulhq_u32(a, vdupq_n_u32(m)));
+    const int32x4_t sign = vshrq_n_s32(s, 31); /* -1 where s < 0 */
+    return vsubq_s32(veorq_s32(q, sign), sign);
+}
+
+/* AVERAGE_POOL_2D, 8 channels per int16 vector: the window's taps summed, averaged, clamped.
+ * Larger windows take the portable kernel. */
+void zo_avg_pool_s8(const zo_pool_params_t *p, const int8_t *input, int8_t *output)
+{
+    if (p->filter_h * p->filter_w > ZO_MVE_AVG_TAPS) {
+        zo_avg_pool_s8_portable(p, input, output);
+        return;
+    }
+    const int32_t ch = p->channels;
+    const int16x8_t lo = vdupq_n_s16((int16_t)p->act_min), hi = vdupq_n_s16((int16_t)p->act_max);
+    int8_t *out = output;
+    for (int32_t oy = 0; oy < p->output_h; ++oy) {
+        for (int32_t ox = 0; ox < p->output_w; ++ox) {
+            const zo_mve_window_t win = zo_mve_pool_window(p, input, oy, ox);
+            const int32_t count = win.rows * win.cols;
+            const uint32_t m = count > 1 ? 0xFFFFFFFFu / (uint32_t)count + 1u : 0u;
+            for (int32_t c0 = 0; c0 < ch; c0 += 8) {
+                const mve_pred16_t pr = vctp16q((uint32_t)(ch - c0));
+                int16x8_t sum = vdupq_n_s16(0);
+                for (int32_t r = 0; r < win.rows; ++r) {
+                    const int8_t *x = win.first + (size_t)r * win.row_step + (size_t)c0;
+                    for (int32_t k = 0; k < win.cols; ++k) {
+                        sum = vaddq_s16(sum, vldrbq_z_s16(x, pr));
+                        x += ch;
+                    }
+                }
+                int16x8_t v = vdupq_n_s16(0);
+                if (count > 0) { /* TFLM leaves an empty window's average at 0 */
+                    /* even and odd channels widened, averaged, narrowed back into their lanes */
+                    v = vmovnbq_s32(v, zo_mve_average(vmovlbq_s16(sum), count, m));
+                    v = vmovntq_s32(v, zo_mve_average(vmovltq_s16(sum), count, m));
+                }
+                vstrbq_p_s16(out + c0, vminq_s16(vmaxq_s16(v, lo), hi), pr);
             }
             out += ch;
         }

@@ -176,6 +176,8 @@ def _step_call(model: CompiledModel, names: _Names, n: int, step) -> CCall:
     pname = names.params(n)
     fields, arrays = [], []
     for key, value in step.params.items():
+        if value is None:  # an optional pointer: NULL
+            continue
         if isinstance(value, np.ndarray):
             aname = f"{pname}_{key}"
             arrays.append(CArray(_ctype(str(value.dtype)), aname, value))

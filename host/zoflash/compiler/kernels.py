@@ -142,7 +142,7 @@ def conv2d_params(*, input_hwc, output_hwc, filter_ohwi, stride_hw, dilation_hw,
                 filter_h=kh, filter_w=kw, filter_c=fc, stride_h=stride[0], stride_w=stride[1],
                 dilation_h=dil[0], dilation_w=dil[1], pad_h=pad_h, pad_w=pad_w,
                 input_zp=in_zp, output_zp=out_zp, act_min=act_min, act_max=act_max,
-                multiplier=mult, shift=shift)
+                multiplier=mult, shift=shift, folded_bias=None)  # the lowering folds constant weights
 
 
 def depthwise_conv2d_params(*, input_hwc, output_hwc, filter_1hwo, stride_hw, dilation_hw, padding,
@@ -188,7 +188,7 @@ def fully_connected_params(*, input_elements, weights_shape, input_scale, input_
     mult, shift = _per_channel_multipliers(in_s, filter_scales, out_s, units, "fully_connected")
     act_min, act_max = quant.activation_range(activation, out_s, out_zp)
     return dict(rows=n // depth, depth=depth, units=units, input_zp=in_zp, output_zp=out_zp,
-                act_min=act_min, act_max=act_max, multiplier=mult, shift=shift)
+                act_min=act_min, act_max=act_max, multiplier=mult, shift=shift, folded_bias=None)
 
 
 def pool_params(*, input_hwc, output_hwc, filter_hw, stride_hw, padding, output_scale, output_zp,

@@ -137,3 +137,12 @@ def compile_graph(graph: Graph, strategies: tuple[str, ...] | None = None) -> Co
                           state_offset=state)
     verify_plan(model)
     return model
+
+
+def fold_biases_at_run_time(model: CompiledModel, tensors: set[int]) -> None:
+    """Kernel calls that read one of `tensors` (root indices of weights or biases that change at
+    run time, as trained ones do) fold their bias at run time: a precomputed one would go stale."""
+    for step in model.program.steps:
+        reads = {model.root[a] for a in step.args[:-1] if isinstance(a, int)}
+        if step.params.get("folded_bias") is not None and reads & tensors:
+            step.params["folded_bias"] = None

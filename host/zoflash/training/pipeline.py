@@ -13,7 +13,7 @@ import numpy as np
 
 from zoflash.compiler.bundle import Bundle, generate_bundle
 from zoflash.compiler.codegen import c_identifier
-from zoflash.compiler.pipeline import CompiledModel, compile_graph
+from zoflash.compiler.pipeline import CompiledModel, compile_graph, fold_biases_at_run_time
 from zoflash.compiler.tflite_import import load_tflite, model_sha256
 from zoflash.errors import ZoflashError
 from zoflash.targets import boards as boards_mod
@@ -63,6 +63,7 @@ def compile_training(model_path: str | Path, data_path: str | Path, opts: TrainO
     report = None
     if opts.headroom:
         model, plan, report = _with_headroom(model, plan, opts, data)
+    fold_biases_at_run_time(model, {t.index for t in plan.tensors})
     return CompiledTraining(Path(model_path), model_sha256(raw), model, Training(plan, opts, data, headroom=report))
 
 

@@ -27,6 +27,10 @@ static const int32_t op0_shift[32] = {
     -9, -9, -9, -9, -9, -9, -9, -9, -9, -9, -9, -9, -10, -9, -9, -9,
     -9, -11, -9, -9, -11, -9, -9, -9, -9, -9, -11, -10, -9, -9, -10, -9
 };
+static const int32_t op0_folded_bias[32] = {
+    62993, 53621, 111050, 40280, 88662, 144619, 52708, 124517, 109863, 6373, 170114, 104820, 143470, 15267, 18205, 86224,
+    81025, -129375, 20593, -9447, -98176, 125142, 76100, -18310, -76391, -1057, -100630, 76436, 22734, -15111, 84454, 100681
+};
 static const zo_fully_connected_params_t op0 = {
     .rows = 1,
     .depth = 64,
@@ -37,6 +41,7 @@ static const zo_fully_connected_params_t op0 = {
     .act_max = 127,
     .multiplier = op0_multiplier,
     .shift = op0_shift,
+    .folded_bias = op0_folded_bias,
 };
 
 /* op 1 FULLY_CONNECTED: 'mlp_1/dense_3_1/MatMul;mlp_1/dense_3_1/Relu;mlp_1/dense_3_1/BiasAdd' -> 'mlp_1/dense_4_1/MatMul;mlp_1/dense_4_1/Relu;mlp_1/dense_4_1/BiasAdd' */
@@ -45,6 +50,9 @@ static const int32_t op1_multiplier[16] = {
 };
 static const int32_t op1_shift[16] = {
     -9, -9, -8, -9, -8, -8, -8, -10, -8, -8, -9, -9, -10, -8, -9, -8
+};
+static const int32_t op1_folded_bias[16] = {
+    -59763, 66466, 61995, 84630, 3396, 49456, 20044, -79521, -2622, 47847, 86955, 1476, -134400, 36954, 37382, 8199
 };
 static const zo_fully_connected_params_t op1 = {
     .rows = 1,
@@ -56,6 +64,7 @@ static const zo_fully_connected_params_t op1 = {
     .act_max = 127,
     .multiplier = op1_multiplier,
     .shift = op1_shift,
+    .folded_bias = op1_folded_bias,
 };
 
 /* op 2 FULLY_CONNECTED: 'mlp_1/dense_4_1/MatMul;mlp_1/dense_4_1/Relu;mlp_1/dense_4_1/BiasAdd' -> 'mlp_1/dense_5_1/MatMul;mlp_1/dense_5_1/BiasAdd' */
@@ -64,6 +73,9 @@ static const int32_t op2_multiplier[10] = {
 };
 static const int32_t op2_shift[10] = {
     -8, -8, -8, -8, -8, -8, -8, -8, -8, -8
+};
+static const int32_t op2_folded_bias[10] = {
+    -31553, 5408, -28553, -24152, -37150, -26952, -20521, -54882, -23782, -26676
 };
 static const zo_fully_connected_params_t op2 = {
     .rows = 1,
@@ -75,6 +87,7 @@ static const zo_fully_connected_params_t op2 = {
     .act_max = 127,
     .multiplier = op2_multiplier,
     .shift = op2_shift,
+    .folded_bias = op2_folded_bias,
 };
 
 /* op 3 SOFTMAX: 'mlp_1/dense_5_1/MatMul;mlp_1/dense_5_1/BiasAdd' -> 'StatefulPartitionedCall_1:0' */

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import numpy as np
+
 from zoflash.compiler import quant
 from zoflash.compiler.ir import Graph, Op, Tensor
 from zoflash.compiler.ops.registry import (
@@ -246,3 +248,11 @@ def weighted_16x8(graph: Graph, op: Op) -> str | None:
         issues += [f"{role} {t.describe()}" for role, t in (("input", x), ("output", y)) if t.quant.zero_point != 0]
     return "; ".join(issues) or None
 # ==== end of int16 activations =================================================================
+
+
+def folded_bias(weights: Tensor, bias: Tensor | None, input_zp: int) -> np.ndarray:
+    """bias - input_zp * sum(weights row) per output channel (axis 0), wrapping like the kernels'
+    int32 arithmetic: the kernels' first step, done at generate time for constant weights."""
+    w = np.asarray(weights.data, dtype=np.int64).reshape(weights.shape[0], -1)
+    b = np.zeros(w.shape[0], np.int64) if bias is None else np.asarray(bias.data, dtype=np.int64).ravel()
+    return ((b - int(input_zp) * w.sum(axis=1)) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)

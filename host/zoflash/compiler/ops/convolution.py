@@ -8,6 +8,7 @@ from zoflash.compiler.ir import Graph, Op
 from zoflash.compiler.ops.common import (
     INT8_INT16,
     WEIGHTS,
+    folded_bias,
     image_4d,
     weighted_16x8,
     weights_quantized,
@@ -102,6 +103,8 @@ def lower_conv(graph: Graph, op: Op) -> Step:
     else:
         kernel = CONV2D_S16 if int16 else CONV2D
         params = build(graph, op, kernel, filter_ohwi=w.shape, **common)
+        if not int16:
+            params["folded_bias"] = folded_bias(w, b, x.quant.zero_point)
     return Step(op, kernel.name, params, args=[x.index, w.index, b.index if b is not None else None, y.index],
                 inputs=(x.index,), outputs=(y.index,))
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from zoflash.compiler import kernels, kernels_int16
 from zoflash.compiler.ir import Graph, Op
-from zoflash.compiler.ops.common import INT8_INT16, WEIGHTS, weighted_16x8
+from zoflash.compiler.ops.common import INT8_INT16, WEIGHTS, folded_bias, weighted_16x8
 from zoflash.compiler.ops.registry import (
     CONSTANT,
     FUSED_ACTIVATION,
@@ -78,6 +78,8 @@ def lower_fully_connected(graph: Graph, op: Op) -> Step:
                    input_scale=x.quant.scale, input_zp=x.quant.zero_point, filter_scales=w.quant.scales,
                    output_scale=y.quant.scale, output_zp=y.quant.zero_point,
                    activation=option(op, "fused_activation_function"))
+    if kernel is FULLY_CONNECTED:
+        params["folded_bias"] = folded_bias(w, b, x.quant.zero_point)
     return Step(op, kernel.name, params, args=[x.index, w.index, b.index if b is not None else None, y.index],
                 inputs=(x.index,), outputs=(y.index,))
 
