@@ -8,8 +8,7 @@ public kernel (the Helium one, zo_kernels_mve.c) and through its _portable twin 
 binary, checks the guard bytes after each output, and prints one FNV-1a hash per result under
 QEMU mps3-an547. The test recomputes the hashes from zoflash.reference.kernels.
 
-Whole models too: each benchmark model's mps3-an547 bundle, linked with the board's port and a
-small main, runs on QEMU and must give the tflite-micro interpreter's outputs (host) bit for bit.
+Whole models on the M55 against TFLM: tests/test_m55_models.py.
 """
 from __future__ import annotations
 
@@ -314,95 +313,3 @@ def test_requant_extremes_mve(tmp_path):
         want = (ref.conv2d_s8 if name == "conv2d" else ref.fully_connected_s8)(params, x, w, b)
         cases.append((name, params, [x, w, b], want))
     check(tmp_path, cases, opt="-O3")
-
-
-# ------------------------------------------------------------------ whole models on the M55
-
-FIRMWARE = HERE.parent / "firmware_templates"
-MODELS = {"kws_dscnn": (HERE / "fixtures" / "kws_dscnn.tflite", 12),
-          "mbv2_block": (HERE / "fixtures" / "mbv2_block.tflite", 12),
-          "digits_cnn": (HERE / "fixtures" / "digits_cnn.tflite", 40),
-          "conv1d_ts": (HERE / "fixtures" / "conv1d_ts.tflite", 40),
-          "person_detect": (HERE / "fixtures" / "public" / "person_detect.tflite", 3)}
-
-MODEL_MAIN_C = r"""/* Runs the model on each input of model_inputs.h; one FNV-1a hash of the outputs per line. */
-#include <stdint.h>
-#include <string.h>
-#include "zo_port.h"
-#include "model_inputs.h"
-
-int main(void)
-{
-    zo_port_init();
-    MODEL_INIT();
-    for (int32_t n = 0; n < N_INPUTS; ++n) {
-        memcpy(MODEL_INPUT, inputs[n], sizeof inputs[n]);
-        MODEL_INVOKE();
-        uint32_t h = 2166136261u;
-        for (int32_t o = 0; o < MODEL_NUM_OUTPUTS; ++o) {
-            const uint8_t *out = (const uint8_t *)MODEL_OUTPUT(o);
-            for (int32_t i = 0; i < MODEL_OUTPUT_BYTES(o); ++i) {
-                h = (h ^ out[i]) * 16777619u;
-            }
-        }
-        char line[12];
-        for (int s = 0; s < 8; ++s) {
-            line[s] = "0123456789abcdef"[(h >> (28 - 4 * s)) & 0xFu];
-        }
-        line[8] = '\n';
-        zo_port_write((const uint8_t *)line, 9u);
-    }
-    zo_port_exit(0);
-}
-"""
-
-MODEL_MK = """ELF_OBJECTS := $(patsubst %.c,build/m55/%.o,$(SOURCES) zo_port_cortex_m.c zo_port_mps3_an547.c model_main.c)
-build/m55/%.o: %.c $(HEADERS) model_inputs.h
-\tmkdir -p build/m55
-\t$(CC) $(CFLAGS) -c -o $@ $<
-build/m55/model.elf: $(ELF_OBJECTS) link.ld
-\t$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(ELF_OBJECTS) $(LIBS)
-"""
-
-
-@pytest.mark.tflm
-@pytest.mark.parametrize("name", list(MODELS))
-def test_model_bit_exact_on_m55(tmp_path, name):
-    """The model's mps3-an547 bundle (Helium kernels) on QEMU gives TFLM's outputs (host) bit for bit,
-    on random inputs and on all -128 / all 127."""
-    import shutil
-
-    from zoflash import api
-    from zoflash.reference.tflm import TflmInterpreter
-
-    path, count = MODELS[name]
-    model = api.load_model(path)
-    xs = api.random_inputs(model, count, seed=11)
-    xs[0], xs[1] = -128, 127
-    tflm = TflmInterpreter(model.raw)
-    want = [fnv(np.frombuffer(b"".join(np.ascontiguousarray(o).tobytes() for o in tflm.invoke([x])), np.uint8))
-            for x in xs]
-    bundle = api.generate(path, "mps3-an547", tmp_path / name)
-    for sub, fname in (("ports/cortex-m", "zo_port_cortex_m.c"), ("ports/cortex-m", "zo_port_cortex_m.h"),
-                       ("ports/mps3-an547", "zo_port_mps3_an547.c"), ("runtime/training", "zo_port.h")):
-        shutil.copy(FIRMWARE / sub / fname, bundle.path / fname)
-    prefix = bundle.prefix
-    rows = ",\n".join("{" + ", ".join(str(int(v)) for v in x.view(np.uint8).ravel()) + "}" for x in xs)
-    (bundle.path / "model_inputs.h").write_text("\n".join([
-        "#include <stdint.h>", f'#include "{prefix}.h"', f"#define N_INPUTS {count}",
-        f"#define MODEL_INIT() {prefix}_init()", f"#define MODEL_INVOKE() {prefix}_invoke()",
-        f"#define MODEL_INPUT {prefix}_input(0)", f"#define MODEL_OUTPUT(o) {prefix}_output(o)",
-        f"#define MODEL_OUTPUT_BYTES(o) {prefix}_outputs[o].bytes",
-        f"#define MODEL_NUM_OUTPUTS {len(bundle.manifest['outputs'])}",
-        f"static const uint8_t inputs[{count}][{xs[0].nbytes}] = {{\n{rows}\n}};", ""]))
-    (bundle.path / "model_main.c").write_text(MODEL_MAIN_C)
-    (bundle.path / "model.mk").write_text(MODEL_MK)
-    res = subprocess.run(["make", "-s", "-C", str(bundle.path), "-f", "Makefile", "-f", "model.mk",
-                          "build/m55/model.elf"], capture_output=True, text=True)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    run = subprocess.run(["timeout", "120", "qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting",
-                          "-kernel", str(bundle.path / "build" / "m55" / "model.elf")], stdin=subprocess.DEVNULL,
-                         capture_output=True, text=True)
-    assert run.returncode == 0, (run.returncode, run.stdout[-2000:], run.stderr[-2000:])
-    got = [int(line, 16) for line in run.stdout.split() if len(line) == 8]
-    assert got == want, [i for i, (g, w) in enumerate(zip(got, want)) if g != w] or (len(got), len(want))
