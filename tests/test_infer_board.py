@@ -8,7 +8,7 @@ import pytest
 from conftest import FIXTURES
 from zoflash import api
 from zoflash.cli import main
-from zoflash.errors import DataError
+from zoflash.errors import BuildError, DataError
 from zoflash.targets import emulated
 
 STREAMING = FIXTURES / "public" / "microwakeword_hey_mycroft.tflite"  # resource variables: state across invokes
@@ -38,6 +38,20 @@ def test_infer_on_the_emulated_m55_carries_state_like_tflm(tmp_path, capsys):
     assert not np.array_equal(y, np.stack(fresh).reshape(y.shape))
 
 
+@pytest.mark.cc
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_a_bundle_runs_new_samples_each_time(tmp_path):
+    """The same bundle directory twice (the object cache and make's own objects reused): each run
+    gives its own samples' outputs, equal to the host build's."""
+    path = FIXTURES / "mlp.tflite"
+    rng = np.random.default_rng(5)
+    for n in (3, 2):
+        x = rng.integers(-128, 128, (n, 64), dtype=np.int8)
+        got = api.infer_on_board(path, x, "corstone-300", bundle_dir=tmp_path / "b")  # a family: its reference board
+        assert got[0].shape == (n, 1, 10) and np.array_equal(got[0], api.infer(path, x))
+
+
 def test_infer_refuses_a_board_that_is_not_emulated(tmp_path, capsys):
     np.save(tmp_path / "x.npy", np.zeros((1, 64), np.int8))
     assert main(["infer", "--model", str(FIXTURES / "mlp.tflite"), "--inputs", str(tmp_path / "x.npy"), "--out",
@@ -54,3 +68,7 @@ def test_emulated_run_refuses_inputs_that_do_not_fit(tmp_path):
         emulated.samples(bundle, [x, x])
     with pytest.raises(DataError, match="shape"):
         emulated.samples(bundle, np.zeros((2, 63), np.int8))
+    trains = api.generate(FIXTURES / "digits_cnn.tflite", "mps3-an547", tmp_path / "t",
+                          data_path=FIXTURES / "digits_shift.npz")
+    with pytest.raises(BuildError, match="training bundle"):
+        emulated.run_inference(trains, np.zeros((1, 8, 8, 1), np.int8))

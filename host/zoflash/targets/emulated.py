@@ -91,8 +91,13 @@ def inputs_header(bundle: Bundle, xs: list[np.ndarray], time_us: int, profile: b
 def build_harness(bundle: Bundle, xs: list[np.ndarray], extra_cflags: str = "", time_us: int = 0,
                   profile: bool = False) -> Path:
     """Link the bundle with the port and the harness holding the samples (see samples()): build/<prefix>.elf."""
+    if bundle.manifest.get("training"):
+        raise BuildError(f"{bundle.path} is a training bundle (it has its own firmware): generate the model "
+                         "without --data to run its inference")
     sources = port_sources(bundle)
     (bundle.path / INPUTS_HEADER).write_text(inputs_header(bundle, xs, time_us, profile))
+    # The Makefile does not know the samples header: the harness is compiled anew for each run.
+    (bundle.path / "build" / "obj" / HARNESS.replace(".c", ".o")).unlink(missing_ok=True)
     elf = f"build/{bundle.prefix}.elf"
     # The Makefile's firmware rule links TRAIN_SOURCES and PORT_SOURCES (empty in an inference bundle).
     run_make(bundle, elf, f"TRAIN_SOURCES={HARNESS}", f"PORT_SOURCES={' '.join(s for s in sources if s != HARNESS)}",
