@@ -19,6 +19,7 @@ from zoflash.compiler.bundle import Bundle
 from zoflash.compiler.quant import as_samples
 from zoflash.errors import BoardError, BuildError, DataError
 from zoflash.targets.boards import Board, load_board, load_port
+from zoflash.targets.budget import placed_board
 from zoflash.targets.host_build import require, run_make
 from zoflash.targets.host_runner import _NP_TYPES
 
@@ -141,13 +142,35 @@ def parse_outputs(bundle: Bundle, text: str, n: int) -> EmulatedRun:
     return run
 
 
+def samples_per_run(bundle: Bundle, sample_bytes: int) -> int:
+    """How many samples one image embeds: half of what the memory plan leaves free in the region of
+    the read-only data (the code at the port's estimate, and the weights when they are there too)."""
+    board = placed_board(bundle)
+    region = board.region_of("rodata")
+    used = load_port(board.port).code_bytes_inference
+    if board.placement["weights"] == region.name:
+        used += bundle.manifest["memory"]["weights_bytes"]
+    return max(1, (region.size - used) // 2 // max(sample_bytes, 1))
+
+
 def run_inference(bundle: Bundle, x, extra_cflags: str = "", time_us: int = 0, profile: bool = False,
                   timeout_s: float = TIMEOUT_S) -> EmulatedRun:
-    """Every output of the bundle's model for each sample of x, computed on its emulated board."""
+    """Every output of the bundle's model for each sample of x, computed on its emulated board.
+    Samples that do not fit one image run in several (each from a fresh start): a stateful model's
+    must fit one, so that its state carries through all of them."""
     board = load_board(bundle.board)
     emulator(board)
     xs, n = samples(bundle, x)
-    elf = build_harness(bundle, xs, extra_cflags, time_us, profile)
-    run = parse_outputs(bundle, run_elf(board, elf, timeout_s), n)
-    run.elf = elf
+    per_run = samples_per_run(bundle, sum(a[0].nbytes for a in xs))
+    if n > per_run and bundle.manifest["memory"]["state_bytes"] > 0:
+        raise DataError(f"the model keeps state across samples, so they run in one image, where at most {per_run} "
+                        f"fit on {board.id}: give at most {per_run} samples")
+    runs = []
+    for first in range(0, n, per_run):
+        part = [a[first:first + per_run] for a in xs]
+        elf = build_harness(bundle, part, extra_cflags, time_us if first == 0 else 0, profile)
+        runs.append(parse_outputs(bundle, run_elf(board, elf, timeout_s), part[0].shape[0]))
+        runs[-1].elf = elf
+    run = runs[0]
+    run.outputs = [np.concatenate([r.outputs[o] for r in runs]) for o in range(len(run.outputs))]
     return run
