@@ -43,7 +43,7 @@ def _op_fixtures() -> list[str]:
     return sorted(p.name for p in OPS.glob("*.tflite") if p.name not in negative)
 
 
-N_INPUTS = 6
+N_INPUTS = 4
 # The kernels zo_kernels_mve.c replaces (zo_kernels.h); no other kernel calls them.
 HELIUM_KERNELS = {"conv2d", "depthwise_conv2d", "fully_connected", "add", "mul", "max_pool"}
 

@@ -47,7 +47,7 @@ def emulator(board: Board) -> dict:
 
 def port_sources(bundle: Bundle) -> list[str]:
     """Copy the port (start-up, console, clock: what an inference bundle leaves to the application)
-    and the harness into the bundle; returns the C files to link."""
+    and the harness into the bundle; returns their names."""
     root = resources.files("zoflash.firmware_templates")
     port = load_port(bundle.manifest["port"])
     files = [root / "runtime" / "training" / "zo_port.h", root / "runtime" / "harness" / HARNESS]
@@ -55,7 +55,7 @@ def port_sources(bundle: Bundle) -> list[str]:
         files += [p for p in (root / "ports" / layer).iterdir() if p.name.startswith("zo_port_")]
     for f in files:
         (bundle.path / f.name).write_bytes(f.read_bytes())
-    return sorted(f.name for f in files if f.name.endswith(".c"))
+    return sorted(f.name for f in files)
 
 
 def samples(bundle: Bundle, x) -> tuple[list[np.ndarray], int]:
@@ -95,14 +95,17 @@ def build_harness(bundle: Bundle, xs: list[np.ndarray], extra_cflags: str = "", 
     if bundle.manifest.get("training"):
         raise BuildError(f"{bundle.path} is a training bundle (it has its own firmware): generate the model "
                          "without --data to run its inference")
-    sources = port_sources(bundle)
+    copied = port_sources(bundle)
     (bundle.path / INPUTS_HEADER).write_text(inputs_header(bundle, xs, time_us, profile))
     # The Makefile does not know the samples header: the harness is compiled anew for each run.
     (bundle.path / "build" / "obj" / HARNESS.replace(".c", ".o")).unlink(missing_ok=True)
     elf = f"build/{bundle.prefix}.elf"
+    port = [f for f in copied if f.endswith(".c") and f != HARNESS]
+    # The port's files are copied verbatim like the runtime, so the object cache may share them too
+    # (not the harness: it includes the generated samples).
+    view = Bundle(bundle.path, {**bundle.manifest, "static_files": sorted({*bundle.manifest["static_files"], *copied})})
     # The Makefile's firmware rule links TRAIN_SOURCES and PORT_SOURCES (empty in an inference bundle).
-    run_make(bundle, elf, f"TRAIN_SOURCES={HARNESS}", f"PORT_SOURCES={' '.join(s for s in sources if s != HARNESS)}",
-             extra_cflags=extra_cflags)
+    run_make(view, elf, f"TRAIN_SOURCES={HARNESS}", f"PORT_SOURCES={' '.join(port)}", extra_cflags=extra_cflags)
     return bundle.path / elf
 
 
