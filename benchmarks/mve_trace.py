@@ -4,7 +4,7 @@ QEMU counts every executed instruction as one (`-icount`), but the Cortex-M55 ex
 MVE instruction in two beats, so a cycle estimate needs the MVE count. Debian's QEMU has no TCG
 plugins, so this runs the ELF with `-singlestep -d exec,nochain` (one translation block per
 instruction, one log line per executed instruction, with its address), keeps the addresses
-executed between the harness's first two calls of `zo_bench_mark` (one inference), and classifies
+executed between the harness's first two calls of `zo_infer_mark` (one inference), and classifies
 each address from the ELF's disassembly (`arm-none-eabi-objdump -m armv8.1-m.main`): an MVE
 instruction is one with a Q register operand, or VPT/VPST/VCTP (predication, which also takes
 beats). Slow (a log line per instruction): used once per model, on a build that runs one inference.
@@ -16,7 +16,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-MARK = "zo_bench_mark"
+MARK = "zo_infer_mark"  # firmware_templates/runtime/harness/zo_infer_main.c
 _LINE = re.compile(r"^\s*([0-9a-f]+):\s+(?:[0-9a-f]{4} ?){1,2}\s+(\S+)\s*(.*)$")
 _Q_REG = re.compile(r"\bq[0-7]\b")
 _PREDICATION = ("vpst", "vpt", "vctp")
@@ -38,7 +38,7 @@ def classify(elf: Path) -> tuple[dict[int, str], int]:
         if op.startswith("v") and (op.startswith(_PREDICATION) or _Q_REG.search(m.group(3))):
             mve[int(m.group(1), 16)] = op
     if mark is None:
-        raise RuntimeError(f"{elf}: no {MARK} function (the harness must be built with -DBENCH_TRACE)")
+        raise RuntimeError(f"{elf}: no {MARK} function (the harness must be built with -DZO_INFER_TRACE)")
     return mve, mark
 
 

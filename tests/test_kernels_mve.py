@@ -8,8 +8,7 @@ public kernel (the Helium one, zo_kernels_mve.c) and through its _portable twin 
 binary, checks the guard bytes after each output, and prints one FNV-1a hash per result under
 QEMU mps3-an547. The test recomputes the hashes from zoflash.reference.kernels.
 
-Whole models too: each benchmark model's mps3-an547 bundle, linked with the board's port and a
-small main, runs on QEMU and must give the tflite-micro interpreter's outputs (host) bit for bit.
+Whole models on the M55 against TFLM: tests/test_m55_models.py.
 """
 from __future__ import annotations
 
@@ -340,93 +339,168 @@ def test_requant_extremes_mve(tmp_path):
     check(tmp_path, cases, opt="-O3")
 
 
-# ------------------------------------------------------------------ whole models on the M55
+# ------------------------------------------------ the grid of issue 10 (every case listed, not drawn)
+# Each kernel over the listed channel counts, strides, paddings, dilations, depth multipliers, zero
+# points (the extremes included) and per-channel requantisations whose shifts have both signs, and
+# over the boundaries of the Helium paths (dot-product blocks of 16/32/48/64 bytes, pixel tiles, the
+# 64-channel output blocks, the 32-pixel depthwise rows, the 2 KiB im2col patch).
 
-FIRMWARE = HERE.parent / "firmware_templates"
-MODELS = {"kws_dscnn": (HERE / "fixtures" / "kws_dscnn.tflite", 12),
-          "mbv2_block": (HERE / "fixtures" / "mbv2_block.tflite", 12),
-          "digits_cnn": (HERE / "fixtures" / "digits_cnn.tflite", 40),
-          "conv1d_ts": (HERE / "fixtures" / "conv1d_ts.tflite", 40),
-          "person_detect": (HERE / "fixtures" / "public" / "person_detect.tflite", 3)}
-
-MODEL_MAIN_C = r"""/* Runs the model on each input of model_inputs.h; one FNV-1a hash of the outputs per line. */
-#include <stdint.h>
-#include <string.h>
-#include "zo_port.h"
-#include "model_inputs.h"
-
-int main(void)
-{
-    zo_port_init();
-    MODEL_INIT();
-    for (int32_t n = 0; n < N_INPUTS; ++n) {
-        memcpy(MODEL_INPUT, inputs[n], sizeof inputs[n]);
-        MODEL_INVOKE();
-        uint32_t h = 2166136261u;
-        for (int32_t o = 0; o < MODEL_NUM_OUTPUTS; ++o) {
-            const uint8_t *out = (const uint8_t *)MODEL_OUTPUT(o);
-            for (int32_t i = 0; i < MODEL_OUTPUT_BYTES(o); ++i) {
-                h = (h ^ out[i]) * 16777619u;
-            }
-        }
-        char line[12];
-        for (int s = 0; s < 8; ++s) {
-            line[s] = "0123456789abcdef"[(h >> (28 - 4 * s)) & 0xFu];
-        }
-        line[8] = '\n';
-        zo_port_write((const uint8_t *)line, 9u);
-    }
-    zo_port_exit(0);
-}
-"""
-
-MODEL_MK = """ELF_OBJECTS := $(patsubst %.c,build/m55/%.o,$(SOURCES) zo_port_cortex_m.c zo_port_mps3_an547.c model_main.c)
-build/m55/%.o: %.c $(HEADERS) model_inputs.h
-\tmkdir -p build/m55
-\t$(CC) $(CFLAGS) -c -o $@ $<
-build/m55/model.elf: $(ELF_OBJECTS) link.ld
-\t$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(ELF_OBJECTS) $(LIBS)
-"""
+CHANNELS = (1, 3, 8, 15, 16, 17, 64)
+ZPS = (-128, 127, 0, -5, 3)
 
 
-@pytest.mark.tflm
-@pytest.mark.parametrize("name", list(MODELS))
-def test_model_bit_exact_on_m55(tmp_path, name):
-    """The model's mps3-an547 bundle (Helium kernels) on QEMU gives TFLM's outputs (host) bit for bit,
-    on random inputs and on all -128 / all 127."""
-    import shutil
+def both_sign_scales(rng, oc):
+    """Per-channel scales whose requantisation multipliers span 2^-9 .. 2^2: right and left shifts."""
+    in_s = f32(rng.uniform(0.01, 0.05))
+    base = f32(rng.uniform(0.002, 0.02))
+    fs = [f32(base * 2.0 ** u) for u in np.linspace(-9, 2, oc)[rng.permutation(oc)]]
+    return in_s, fs, f32(in_s * base)
 
-    from zoflash import api
-    from zoflash.reference.tflm import TflmInterpreter
 
-    path, count = MODELS[name]
-    model = api.load_model(path)
-    xs = api.random_inputs(model, count, seed=11)
-    xs[0], xs[1] = -128, 127
-    tflm = TflmInterpreter(model.raw)
-    want = [fnv(np.frombuffer(b"".join(np.ascontiguousarray(o).tobytes() for o in tflm.invoke([x])), np.uint8))
-            for x in xs]
-    bundle = api.generate(path, "mps3-an547", tmp_path / name)
-    for sub, fname in (("ports/cortex-m", "zo_port_cortex_m.c"), ("ports/cortex-m", "zo_port_cortex_m.h"),
-                       ("ports/mps3-an547", "zo_port_mps3_an547.c"), ("runtime/training", "zo_port.h")):
-        shutil.copy(FIRMWARE / sub / fname, bundle.path / fname)
-    prefix = bundle.prefix
-    rows = ",\n".join("{" + ", ".join(str(int(v)) for v in x.view(np.uint8).ravel()) + "}" for x in xs)
-    (bundle.path / "model_inputs.h").write_text("\n".join([
-        "#include <stdint.h>", f'#include "{prefix}.h"', f"#define N_INPUTS {count}",
-        f"#define MODEL_INIT() {prefix}_init()", f"#define MODEL_INVOKE() {prefix}_invoke()",
-        f"#define MODEL_INPUT {prefix}_input(0)", f"#define MODEL_OUTPUT(o) {prefix}_output(o)",
-        f"#define MODEL_OUTPUT_BYTES(o) {prefix}_outputs[o].bytes",
-        f"#define MODEL_NUM_OUTPUTS {len(bundle.manifest['outputs'])}",
-        f"static const uint8_t inputs[{count}][{xs[0].nbytes}] = {{\n{rows}\n}};", ""]))
-    (bundle.path / "model_main.c").write_text(MODEL_MAIN_C)
-    (bundle.path / "model.mk").write_text(MODEL_MK)
-    res = subprocess.run(["make", "-s", "-C", str(bundle.path), "-f", "Makefile", "-f", "model.mk",
-                          "build/m55/model.elf"], capture_output=True, text=True)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    run = subprocess.run(["timeout", "120", "qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting",
-                          "-kernel", str(bundle.path / "build" / "m55" / "model.elf")], stdin=subprocess.DEVNULL,
-                         capture_output=True, text=True)
-    assert run.returncode == 0, (run.returncode, run.stdout[-2000:], run.stderr[-2000:])
-    got = [int(line, 16) for line in run.stdout.split() if len(line) == 8]
-    assert got == want, [i for i, (g, w) in enumerate(zip(got, want)) if g != w] or (len(got), len(want))
+def small_i8(rng, shape, zp=0):
+    """Values near the zero point, so left-shifted channels do not all saturate."""
+    return np.clip(zp + rng.integers(-3, 4, shape), -128, 127).astype(np.int8)
+
+
+def grid_conv(rng, n, h, w, c, oc, kh, kw, stride, padding, dilation=1, groups=1, spread=False):
+    (oh, ow), _ = quant.compute_padding_hw((stride, stride), (dilation, dilation), (h, w), (kh, kw), padding)
+    fc = c // groups
+    in_zp, out_zp = ZPS[n % len(ZPS)], ZPS[(n + 2) % len(ZPS)]
+    in_s, fs, out_s = both_sign_scales(rng, oc) if spread else conv_scales(rng, kh * kw * fc, bool(n % 3), oc)
+    params = kb.conv2d_params(input_hwc=(h, w, c), output_hwc=(oh, ow, oc), filter_ohwi=(oc, kh, kw, fc),
+                              stride_hw=(stride, stride), dilation_hw=(dilation, dilation), padding=padding,
+                              input_scale=in_s, input_zp=in_zp, filter_scales=fs, output_scale=out_s,
+                              output_zp=out_zp, activation=ACTS[n % 4])
+    x = small_i8(rng, (h, w, c), in_zp) if spread else extreme_i8(rng, (h, w, c))
+    wt = small_i8(rng, (oc, kh, kw, fc)) if spread else extreme_i8(rng, (oc, kh, kw, fc))
+    b = rng.integers(-30000, 30000, oc).astype(np.int32) if n % 4 else None
+    return "conv2d", params, [x, wt, b], ref.conv2d_s8(params, x, wt, b)
+
+
+def conv_grid(rng):
+    cases = []
+    for c in CHANNELS:  # 1x1 (the in-place GEMM when VALID), 3x3 (small-patch reads or im2col), 1x5
+        for kh, kw in ((1, 1), (3, 3), (1, 5)):
+            for stride in (1, 2):
+                for padding in ("SAME", "VALID"):
+                    n = len(cases)
+                    cases.append(grid_conv(rng, n, 7, 6, c, CHANNELS[n % len(CHANNELS)], kh, kw, stride, padding,
+                                           spread=n % 5 == 1))
+    for c, oc in ((65, 3), (100, 17), (128, 65), (33, 70), (48, 2), (49, 5)):  # 1x1 rows past 48 and 64 bytes
+        cases.append(grid_conv(rng, len(cases), 3, 5, c, oc, 1, 1, 1, "VALID", spread=len(cases) % 2 == 0))
+    for c, dilation in ((3, 2), (8, 3), (17, 2)):  # dilated: im2col
+        cases.append(grid_conv(rng, len(cases), 9, 8, c, 5, 3, 3, 1, "SAME", dilation=dilation))
+    for c, groups in ((8, 2), (15, 3)):  # grouped convolutions
+        cases.append(grid_conv(rng, len(cases), 6, 6, c, 2 * groups, 3, 3, 1, "SAME", groups=groups))
+    cases.append(grid_conv(rng, len(cases), 4, 4, 240, 3, 3, 3, 1, "SAME"))  # patch of 2160 > 2048 bytes
+    cases.append(grid_conv(rng, len(cases), 5, 5, 4, 6, 4, 4, 2, "SAME", spread=True))  # 4 rows of 16 bytes
+    return cases
+
+
+def grid_depthwise(rng, n, h, w, c, dm, kh, kw, stride, padding, dilation=1, spread=False):
+    (oh, ow), _ = quant.compute_padding_hw((stride, stride), (dilation, dilation), (h, w), (kh, kw), padding)
+    oc = c * dm
+    in_zp, out_zp = ZPS[n % len(ZPS)], ZPS[(n + 3) % len(ZPS)]
+    in_s, fs, out_s = both_sign_scales(rng, oc) if spread else conv_scales(rng, kh * kw, bool(n % 3), oc)
+    params = kb.depthwise_conv2d_params(
+        input_hwc=(h, w, c), output_hwc=(oh, ow, oc), filter_1hwo=(1, kh, kw, oc), stride_hw=(stride, stride),
+        dilation_hw=(dilation, dilation), padding=padding, depth_multiplier=dm, input_scale=in_s, input_zp=in_zp,
+        filter_scales=fs, output_scale=out_s, output_zp=out_zp, activation=ACTS[n % 4])
+    x = small_i8(rng, (h, w, c), in_zp) if spread else extreme_i8(rng, (h, w, c))
+    wt = small_i8(rng, (1, kh, kw, oc)) if spread else extreme_i8(rng, (1, kh, kw, oc))
+    b = rng.integers(-20000, 20000, oc).astype(np.int32) if n % 3 else None
+    return "depthwise_conv2d", params, [x, wt, b], ref.depthwise_conv2d_s8(params, x, wt, b)
+
+
+def depthwise_grid(rng):
+    cases = []
+    for c in CHANNELS:
+        for dm in (1, 2):
+            for stride in (1, 2):
+                for padding in ("SAME", "VALID"):
+                    n = len(cases)
+                    k, dilation = ((3, 3), 1 + (n % 7 == 4)) if n % 3 else ((5, 5), 1)
+                    cases.append(grid_depthwise(rng, n, 7, 8, c, dm, *k, stride, padding, dilation=dilation,
+                                                spread=n % 5 == 2))
+    for c, dm in ((1, 3), (3, 4), (5, 3), (17, 3)):  # larger depth multipliers
+        cases.append(grid_depthwise(rng, len(cases), 5, 6, c, dm, 3, 3, 1, "SAME"))
+    for c, w in ((8, 40), (16, 33), (17, 70), (3, 65)):  # output rows longer than the 32 pixels kept
+        cases.append(grid_depthwise(rng, len(cases), 3, w, c, 1, 3, 3, 1, "SAME", spread=c == 17))
+    cases.append(grid_depthwise(rng, len(cases), 10, 10, 16, 1, 3, 3, 2, "VALID", dilation=3))
+    return cases
+
+
+def fc_grid(rng):
+    cases = []
+    depths = (1, 3, 15, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64, 65, 129, 255)
+    units = (1, 3, 15, 16, 17, 64, 65, 130)
+    for n, depth in enumerate(depths):
+        for u in (units[n % len(units)], units[(n + 3) % len(units)]):
+            rows = (1, 3)[len(cases) % 2]
+            spread = len(cases) % 4 == 1
+            in_s, fs, out_s = both_sign_scales(rng, u) if spread else conv_scales(rng, depth, bool(n % 2), u)
+            in_zp, out_zp = ZPS[len(cases) % len(ZPS)], ZPS[(len(cases) + 1) % len(ZPS)]
+            params = kb.fully_connected_params(input_elements=rows * depth, weights_shape=(u, depth),
+                                               input_scale=in_s, input_zp=in_zp, filter_scales=fs,
+                                               output_scale=out_s, output_zp=out_zp, activation=ACTS[len(cases) % 4])
+            x = small_i8(rng, rows * depth, in_zp) if spread else extreme_i8(rng, rows * depth)
+            w = small_i8(rng, (u, depth)) if spread else extreme_i8(rng, (u, depth))
+            b = rng.integers(-50000, 50000, u).astype(np.int32) if len(cases) % 3 else None
+            cases.append(("fully_connected", params, [x, w, b], ref.fully_connected_s8(params, x, w, b)))
+    return cases
+
+
+BROADCASTS = (((1, 1, 1, 8), (1, 4, 3, 8)), ((4, 3, 1), (1, 1, 5)), ((17,), ()), ((), (3, 16)),
+              ((2, 1, 15), (2, 3, 1)), ((1, 64), (5, 64)), ((3, 17), (3, 17)), ((1,), (1,)), ((2, 8), (2, 8)),
+              ((5, 1, 1, 3), (1, 2, 4, 1)))
+
+
+def binary_grid(rng, kind):
+    cases = []
+    for n, (s1, s2) in enumerate(BROADCASTS * 2):
+        so = tuple(np.broadcast_shapes(s1, s2))
+        a_s, b_s = f32(rng.uniform(0.01, 0.2)), f32(rng.uniform(0.01, 0.2) * (8 if n % 3 == 0 else 1))
+        o_s = f32(max(a_s, b_s) * rng.uniform(0.5, 3.0)) if kind == "add" else f32(a_s * b_s * 128 * rng.uniform(0.05, 2))
+        # Activation ranges: the four fused activations, each with output zero points at both ends.
+        params = KERNELS[kind].build(input1_shape=s1, input2_shape=s2, output_shape=so, input1_scale=a_s,
+                                     input1_zp=ZPS[n % len(ZPS)], input2_scale=b_s, input2_zp=ZPS[(n + 1) % len(ZPS)],
+                                     output_scale=o_s, output_zp=ZPS[(n + 2) % len(ZPS)], activation=ACTS[n % 4])
+        a, b = extreme_i8(rng, s1), extreme_i8(rng, s2)
+        cases.append((kind, params, [a, b], (ref.add_s8 if kind == "add" else ref.mul_s8)(params, a, b)))
+    return cases
+
+
+def max_pool_grid(rng):
+    cases = []
+    windows = ((1, 1, 1), (2, 2, 2), (3, 3, 2), (3, 3, 1), (2, 3, 1), (7, 6, 1), (9, 9, 3))  # fh, fw, stride
+    for n, c in enumerate(CHANNELS + (70,)):
+        for m, (fh, fw, s) in enumerate(windows):
+            if (n + m) % 2:
+                continue
+            padding = ("SAME", "VALID")[(n + m) // 2 % 2]
+            (oh, ow), _ = quant.compute_padding_hw((s, s), (1, 1), (7, 6), (fh, fw), padding)
+            if oh < 1 or ow < 1:
+                continue
+            params = kb.pool_params(input_hwc=(7, 6, c), output_hwc=(oh, ow, c), filter_hw=(fh, fw),
+                                    stride_hw=(s, s), padding=padding, output_scale=f32(rng.uniform(0.01, 0.1)),
+                                    output_zp=ZPS[len(cases) % len(ZPS)], activation=ACTS[len(cases) % 4])
+            x = extreme_i8(rng, (7, 6, c))
+            cases.append(("max_pool", params, [x], ref.max_pool_s8(params, x)))
+    return cases
+
+
+def test_grid_shifts_have_both_signs():
+    """The grid's spread requantisations do shift both ways (what they are there for)."""
+    rng = np.random.default_rng(7700)
+    shifts = [s for _, p, _, _ in conv_grid(rng) + depthwise_grid(rng) + fc_grid(rng) for s in p["shift"]]
+    assert min(shifts) < -5 and max(shifts) > 0
+
+
+def test_conv_and_depthwise_grid_mve(tmp_path):
+    rng = np.random.default_rng(7700)
+    check(tmp_path, conv_grid(rng) + depthwise_grid(rng))
+
+
+def test_fc_binary_pool_grid_mve(tmp_path):
+    rng = np.random.default_rng(7800)
+    check(tmp_path, fc_grid(rng) + binary_grid(rng, "add") + binary_grid(rng, "mul") + max_pool_grid(rng))

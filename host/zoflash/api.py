@@ -159,6 +159,23 @@ def infer(model_path: str | Path, x: np.ndarray) -> np.ndarray:
         return m.run(x)
 
 
+# --- inference on an emulated board (targets/emulated.py) -------------------------------------
+def infer_on_board(model_path: str | Path, x, board_id: str = "mps3-an547",
+                   bundle_dir: str | Path | None = None) -> list[np.ndarray]:
+    """Run the model's inference build for an emulated board (QEMU) on the samples of x, in order
+    (a stateful model's state carries from one to the next), as for infer(); returns every output,
+    [N, *output shape] each. A board QEMU does not emulate is refused (BoardError); so are more
+    samples of a stateful model than one image holds (DataError, see emulated.run_inference)."""
+    from zoflash.targets import emulated
+
+    board, _ = boards_mod.resolve_board(board_id)
+    emulated.emulator(board)
+    with tempfile.TemporaryDirectory(prefix="zoflash-") as tmp:
+        bundle = generate(model_path, board.id, Path(bundle_dir) if bundle_dir else Path(tmp) / "bundle")
+        return emulated.run_inference(bundle, x).outputs
+# --- end of inference on an emulated board -----------------------------------------------------
+
+
 @dataclass
 class OutputComparison:
     name: str

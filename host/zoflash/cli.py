@@ -313,12 +313,17 @@ def _load_array(path: str) -> np.ndarray:
               help=".npy, [N, *input shape] of the model's input type (int8, uint8 or float32); float data for "
                    "an integer input is quantized with the input's parameters.")
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help="Output .npy.")
-def infer(model_path: str, inputs_path: str, out_path: str) -> None:
-    """Run the generated C on every sample and write the outputs."""
+@click.option("--board", "board_id", default="host", show_default=True,
+              help="host, or an emulated board (mps3-an547: the firmware build on QEMU, samples in order).")
+def infer(model_path: str, inputs_path: str, out_path: str, board_id: str) -> None:
+    """Run the generated C on every sample and write the outputs (output 0)."""
     _check_outputs(out=out_path)
     from zoflash import api
 
-    y = api.infer(model_path, _load_array(inputs_path))
+    if board_id == "host":
+        y = api.infer(model_path, _load_array(inputs_path))
+    else:  # --- emulated board (targets/emulated.py)
+        y = api.infer_on_board(model_path, _load_array(inputs_path), board_id)[0]
     np.save(out_path, y)
     _say(f"wrote {out_path}: {y.dtype} {list(y.shape)}")
 
