@@ -217,6 +217,11 @@ uint32_t zo_cm_rx_dropped(void)
     return g_rx_dropped;
 }
 
+uint32_t zo_port_rx_window(void)
+{
+    return ZO_CM_RX_BUFFER;
+}
+
 /* ---- SysTick microseconds ---------------------------------------------------------------- */
 
 static volatile uint64_t g_ticks_hi; /* ticks of completed SysTick periods */

@@ -90,6 +90,12 @@ int zo_port_read_byte(uint8_t *byte)
     return 1;
 }
 
+/* A pipe buffers far more than one frame; 4 KiB keeps the host's chunks at their largest. */
+uint32_t zo_port_rx_window(void)
+{
+    return 4096u;
+}
+
 void zo_port_exit(int code)
 {
     fflush(stdout);

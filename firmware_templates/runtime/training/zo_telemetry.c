@@ -207,6 +207,18 @@ void zo_tm_ack(const zo_tm_ack_t *m)
     finish(&f, NULL, 0u);
 }
 
+void zo_tm_need(const zo_tm_need_t *m)
+{
+    frame_t f;
+    begin(&f, ZO_TM_NEED);
+    put(&f, m->cursor, 4u);
+    put(&f, m->offset, 4u);
+    put(&f, m->count, 4u);
+    put(&f, m->total, 4u);
+    put(&f, m->window, 2u);
+    finish(&f, NULL, 0u);
+}
+
 void zo_tm_weights(uint32_t tensor, uint8_t part, const void *data, uint32_t total)
 {
     const uint8_t *bytes = (const uint8_t *)data;

@@ -457,6 +457,13 @@ static int serve_commands(const trainer_t *tr, uint32_t t, uint32_t calib)
         case ZO_CMD_STOP:
             stop = 1;
             break;
+        case ZO_CMD_SAMPLE: /* answered by the next need frame, not by an ack */
+            if (tr->m->stream != NULL) {
+                zo_stream_accept(tr->m->stream, &c);
+                continue;
+            }
+            result = ZO_TM_ACK_UNKNOWN;
+            break;
         default:
             result = ZO_TM_ACK_UNKNOWN;
             break;
@@ -464,6 +471,20 @@ static int serve_commands(const trainer_t *tr, uint32_t t, uint32_t calib)
         zo_tm_ack_t ack = { t, c.seq, c.type, result };
         zo_tm_ack(&ack);
         if (stop) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* --data-source stream: wait (serving commands) until the ring holds the samples step t trains
+ * on (zo_stream.h).  Returns 1 when a stop command came meanwhile. */
+static int wait_for_samples(const trainer_t *tr, uint32_t t, uint32_t calib)
+{
+    zo_stream_t *s = tr->m->stream;
+    const uint32_t want = zo_stream_target(s, t);
+    while (zo_stream_ask(s, want, zo_port_time_us())) {
+        if (serve_commands(tr, t, calib)) {
             return 1;
         }
     }
@@ -519,7 +540,7 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
     int last_eval = 1;
     zo_done_reason_t reason = ZO_DONE_STEPS;
     for (;;) {
-        if (serve_commands(&tr, t, calib)) {
+        if (serve_commands(&tr, t, calib) || (m->stream != NULL && wait_for_samples(&tr, t, calib))) {
             reason = ZO_DONE_COMMAND;
             break;
         }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "zo_sched.h"
+#include "zo_stream.h"
 #include "zo_train_math.h"
 
 /* One trainable tensor, in RAM. */
@@ -71,6 +72,11 @@ typedef struct {
     float *targets;         /* batch * classes (mse), else unused */
     float *delta, *c;       /* q_buffer each */
     uint32_t q_buffer;
+    /* ---- data sources (docs/training.md "Data sources") ----
+     * --data-source stream: x_train/y_train/t_train are the ring of zo_stream.h (n_train = its
+     * slots), refilled by the host before each step; NULL: the embedded training data. */
+    zo_stream_t *stream;
+    /* ---- end data sources ---- */
 } zo_train_model_t;
 
 typedef enum { ZO_LR_SQRT = 0, ZO_LR_LINEAR = 1, ZO_LR_FIXED = 2 } zo_lr_scaling_t;
