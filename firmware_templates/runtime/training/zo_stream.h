@@ -22,7 +22,7 @@
 
 #include "zo_command.h"
 
-#define ZO_STREAM_TIMEOUT_US 100000u /* a need unanswered this long is sent again */
+#define ZO_STREAM_TIMEOUT_US 200000u /* a need unanswered this long is sent again: a 512-byte window takes 44 ms at 115200 baud */
 #define ZO_STREAM_SAMPLE_HEAD 14u    /* sample payload: index u32, label u16, offset u32, total u32 */
 
 typedef struct {
