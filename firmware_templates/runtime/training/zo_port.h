@@ -31,6 +31,12 @@ int zo_port_read_byte(uint8_t *byte);
  * host never has more than this in flight towards the device (--data-source stream). */
 uint32_t zo_port_rx_window(void);
 
+/* Nothing to do until input arrives (the trainer waits for the host's samples): the port may
+ * sleep until its next interrupt, a received byte or its timer's (Cortex-M: WFI), and must return
+ * within a few hundred milliseconds so that zo_port_time_us timeouts still fire.  A port may
+ * return at once. */
+void zo_port_idle(void);
+
 /* End the program with an exit code (0 = success).  On a board without a process model this
  * may halt or reset; it never returns. */
 _Noreturn void zo_port_exit(int code);

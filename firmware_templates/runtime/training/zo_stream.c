@@ -33,6 +33,11 @@ int zo_stream_ask(zo_stream_t *s, uint32_t want, uint64_t now_us)
     return 1;
 }
 
+int zo_stream_late(const zo_stream_t *s, uint64_t now_us)
+{
+    return s->asked && now_us - s->asked_us >= ZO_STREAM_IDLE_US;
+}
+
 /* Copy `n` bytes of the record at `offset` into the sample's slot: the input, then the targets. */
 static void store(const zo_stream_t *s, uint32_t slot, uint32_t offset, const uint8_t *data, uint32_t n)
 {

@@ -23,6 +23,7 @@
 #include "zo_command.h"
 
 #define ZO_STREAM_TIMEOUT_US 200000u /* a need unanswered this long is sent again: a 512-byte window takes 44 ms at 115200 baud */
+#define ZO_STREAM_IDLE_US 20000u     /* an answer this late: the device sleeps between polls (zo_port_idle) */
 #define ZO_STREAM_SAMPLE_HEAD 14u    /* sample payload: index u32, label u16, offset u32, total u32 */
 
 typedef struct {
@@ -49,6 +50,10 @@ uint32_t zo_stream_target(const zo_stream_t *s, uint32_t t);
 /* Ask for samples up to `want` when no need is outstanding or the last one timed out (now_us:
  * zo_port_time_us()).  Returns 1 while samples are missing, 0 once the cursor reached `want`. */
 int zo_stream_ask(zo_stream_t *s, uint32_t want, uint64_t now_us);
+
+/* 1 when the outstanding need has waited ZO_STREAM_IDLE_US: the answer is late (lost?), so the
+ * trainer may let the port sleep between polls; a prompt answer is never slowed down. */
+int zo_stream_late(const zo_stream_t *s, uint64_t now_us);
 
 /* A sample command frame: taken when it is the chunk asked for, else ignored. */
 void zo_stream_accept(zo_stream_t *s, const zo_cmd_t *c);

@@ -487,6 +487,9 @@ static int wait_for_samples(const trainer_t *tr, uint32_t t, uint32_t calib)
         if (serve_commands(tr, t, calib)) {
             return 1;
         }
+        if (zo_stream_late(s, zo_port_time_us())) {
+            zo_port_idle();
+        }
     }
     return 0;
 }
