@@ -117,6 +117,16 @@ typedef enum {
  * configuration is invalid (reported as a log frame). */
 int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg);
 
+/* The same run a step at a time (zo_train_run is begin, step until it returns 1, end), for the
+ * library form (zo_app.h).  One run at a time.  zo_train_begin: check the configuration (1 and a
+ * log frame if invalid), hello, the first evaluation.  zo_train_step: serve commands, one step,
+ * its records and evaluation; 1 when the run is over.  zo_train_end: the final evaluation if
+ * due, the weights frames and done. */
+int zo_train_begin(const zo_train_model_t *m, const zo_train_config_t *cfg);
+int zo_train_step(void);
+void zo_train_end(void);
+uint32_t zo_train_steps_done(void);
+
 /* lr at q for the scaling rule (docs/training.md "Learning rate"). */
 float zo_lr_at_q(float lr1, uint32_t q, zo_lr_scaling_t scaling);
 
