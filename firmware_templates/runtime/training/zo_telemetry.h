@@ -166,6 +166,10 @@ typedef struct {
     uint16_t window;       /* bytes the device can take in flight (its receive buffer) */
 } zo_tm_need_t;
 
+/* 0: send nothing from now on (the library form without telemetry, zo_app.h); 1 (the default):
+ * send. */
+void zo_tm_enable(int on);
+
 /* Restart the sequence counter at 0 (it starts there; call again only for a new stream). */
 void zo_tm_reset(void);
 

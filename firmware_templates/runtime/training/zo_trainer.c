@@ -663,7 +663,7 @@ int zo_train_step(void)
     return 0;
 }
 
-void zo_train_end(void)
+int zo_train_end(void)
 {
     run_t *r = &g_run;
     trainer_t *tr = &r->tr;
@@ -673,6 +673,7 @@ void zo_train_end(void)
     dump_weights(tr->m);
     zo_tm_done_t done = { r->t, (uint8_t)r->reason, tr->prefix_passes, tr->suffix_passes, now_us(tr) };
     zo_tm_done(&done);
+    return (int)r->reason;
 }
 
 int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
@@ -682,6 +683,6 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
     }
     while (!zo_train_step()) {
     }
-    zo_train_end();
+    (void)zo_train_end();
     return 0;
 }

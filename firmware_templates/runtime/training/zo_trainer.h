@@ -121,10 +121,10 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg);
  * library form (zo_app.h).  One run at a time.  zo_train_begin: check the configuration (1 and a
  * log frame if invalid), hello, the first evaluation.  zo_train_step: serve commands, one step,
  * its records and evaluation; 1 when the run is over.  zo_train_end: the final evaluation if
- * due, the weights frames and done. */
+ * due, the weights frames and done; returns the done reason. */
 int zo_train_begin(const zo_train_model_t *m, const zo_train_config_t *cfg);
 int zo_train_step(void);
-void zo_train_end(void);
+int zo_train_end(void);
 uint32_t zo_train_steps_done(void);
 
 /* lr at q for the scaling rule (docs/training.md "Learning rate"). */

@@ -175,9 +175,9 @@ def _items(board: Board, model, training=None) -> list[tuple[str, str, int]]:
 
 
 def _embedded_data_bytes(training) -> int:
-    """The data built into the firmware: with --data-source stream only the test split."""
+    """The data built into the firmware: with --data-source stream or app only the test split."""
     d = training.data
-    if training.options.data_source != "stream":
+    if training.options.data_source == "embedded":
         return d.nbytes
     return sum(a.nbytes for a in (d.x_test,) + ((d.y_test,) if d.labels else ()) + ((d.t_test,) if d.t_test
                                                                                        is not None else ()))

@@ -31,7 +31,9 @@ def build_firmware(bundle: Bundle, board: Board) -> BuildResult:
     _require_newlib(tc["cc"], hint)
     run_make(bundle, "all")
     prefix, build_dir = bundle.prefix, bundle.path / "build"
-    if bundle.manifest.get("training"):
+    if (bundle.manifest.get("training") or {}).get("data_source", {}).get("kind") == "app":
+        outputs, usage = [build_dir / f"lib{prefix}_train.a"], []  # regions: known once your firmware links it
+    elif bundle.manifest.get("training"):
         outputs = [build_dir / f"{prefix}{s}" for s in FIRMWARE_SUFFIXES]
         usage = size_report(board, section_sizes(tc["size"], outputs[0]))
     else:

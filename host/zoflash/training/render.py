@@ -11,7 +11,7 @@ import numpy as np
 
 from zoflash import __version__
 from zoflash.compiler.bundle import TrainingSources
-from zoflash.compiler.codegen import Blob, CArray, CField, c_comment, c_float, c_int, template_env
+from zoflash.compiler.codegen import Blob, CArray, CField, c_comment, c_float, c_int, runtime_part, template_env
 from zoflash.compiler.pipeline import CompiledModel
 from zoflash.training import spec
 from zoflash.training.options import TrainOptions
@@ -63,7 +63,7 @@ def training_manifest(training: Training) -> dict:
                  "n_test": int(len(training.data.y_test)), "bytes": training.data.nbytes},
         **({"data_source": {"kind": opts.data_source, "buffer": opts.buffer, "refresh": opts.refresh,
                             "record_bytes": stream_record_bytes(plan, training.data),
-                            "embedded": "test split only"}} if opts.data_source == "stream" else {}),
+                            "embedded": "test split only"}} if opts.data_source in RING_SOURCES else {}),
     }
 
 
@@ -83,7 +83,7 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
     # The samples as bytes (a uint8 or float32 input too): the trainer copies input_bytes per sample.
     # Labels (not for mse), or mse targets (float32 rows; none with --target input).
     # --data-source stream: the training split is not embedded; the host feeds it into a RAM ring.
-    stream = _stream_context(prefix, plan, opts, data) if opts.data_source == "stream" else None
+    stream = _stream_context(prefix, plan, opts, data) if opts.data_source in RING_SOURCES else None
     data_blobs, data_names = [], dict(stream["names"]) if stream else {}
     for split in ("test",) if stream else ("train", "test"):
         x, y, t = getattr(data, f"x_{split}"), getattr(data, f"y_{split}"), getattr(data, f"t_{split}")
@@ -126,11 +126,19 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
         config_fields=config_fields, sched_fields=sched_fields)
     env = template_env()
     files = {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in TRAIN_TEMPLATES.items()}
+    app = opts.data_source == "app"
+    if app:  # the library form: zo_app.c instead of the firmware's main
+        files.update({name: text.decode() for name, text in runtime_part(APP_RUNTIME).items()})
     return TrainingSources(files=files, manifest=training_manifest(training), trainable=training.trainable,
-                           blobs={b.file: b.data for b in data_blobs})
+                           blobs={b.file: b.data for b in data_blobs},
+                           unlinked=("zo_train_main.c",) if app else (), app=app)
 
 
 # ---- data sources ----
+RING_SOURCES = ("stream", "app")  # the data sources whose training split is a RAM ring (zo_stream.h)
+APP_RUNTIME = "app"  # firmware_templates/runtime/app/: zo_app.c/.h, only in --data-source app bundles
+
+
 def stream_record_bytes(plan, data) -> dict:
     """Bytes per sample of the stream ring: the input, a label (not for mse), mse targets."""
     return {"input": int(data.x_train[0].nbytes), "label": 2 if data.labels else 0,
@@ -142,9 +150,11 @@ def _stream_context(prefix: str, plan, opts: TrainOptions, data) -> dict:
     rec = stream_record_bytes(plan, data)
     names = {"x_train": f"{prefix}_x_ring", "y_train": f"{prefix}_y_ring" if data.labels else "NULL",
              "t_train": f"{prefix}_t_ring" if rec["targets"] else "NULL"}
+    app = opts.data_source == "app"  # the ring is zo_app.c's (extern), filled by pushes, not by the host
     return dict(slots=opts.buffer, refresh=opts.refresh, input_bytes=rec["input"], target_bytes=rec["targets"],
                 x=names["x_train"], y=names["y_train"], t=names["t_train"], classes=plan.classes,
-                name=f"{prefix}_stream", names=names)
+                name="zo_train_ring" if app else f"{prefix}_stream", storage="" if app else "static ",
+                linked=not app, names=names)
 # ---- end data sources ----
 
 
