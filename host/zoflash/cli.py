@@ -167,6 +167,13 @@ def _options_from(kwargs: dict):
     return make_options(project, sched=sched, **overrides)
 
 
+def _refuse_app(opts) -> None:
+    """--data-source app builds a library for your firmware: nothing to simulate or run as it is."""
+    if opts.data_source == "app":
+        raise click.UsageError("--data-source app builds the trainer as a library for your own firmware: use "
+                               "`zoflash build --data-source app` and link your main() (examples/app_sensor)")
+
+
 def _say_training_memory(training: dict) -> None:
     mem = training["memory"]
     _say(f"train   {training['trainable_params']} parameters in {len(training['tensors'])} tensor(s) "
@@ -181,9 +188,14 @@ def _say_training_memory(training: dict) -> None:
          f"{mem['feature_cache_bytes']}, statistics {mem['statistics_bytes']}, snapshot {mem['snapshot_bytes']}")
     if mem.get("stream_buffer_bytes"):
         ds = training["data_source"]
+        who = "your application pushes" if ds["kind"] == "app" else "the host feeds"
         _say(f"RAM     stream ring {mem['stream_buffer_bytes']} bytes ({ds['buffer']} samples of "
-             f"{sum(ds['record_bytes'].values())} bytes; the host feeds {ds['refresh']} per step; test split embedded)")
+             f"{sum(ds['record_bytes'].values())} bytes; {who} {ds['refresh']} per step; test split embedded)")
     data = training["data"]
+    if training.get("data_source"):
+        _say(f"flash   test data {data['n_test']} samples embedded (the training split is not built in), "
+             f"bias eps tables {mem['eps_bytes']} bytes")
+        return
     _say(f"flash   data {data['bytes']} bytes ({data['n_train']} training, {data['n_test']} test samples), "
          f"bias eps tables {mem['eps_bytes']} bytes")
 
@@ -239,7 +251,14 @@ def _build_and_report(board: str, model_path: str, data_path: str | None, out_di
 
 def _say_firmware(result, board) -> None:
     outs = [str(p.relative_to(result.bundle.path)) for p in result.outputs]
-    kind = "firmware" if result.bundle.manifest.get("training") else "library"
+    training = result.bundle.manifest.get("training") or {}
+    app = training.get("data_source", {}).get("kind") == "app"
+    kind = "firmware" if training and not app else "library"
+    if app:  # ---- data sources: the trainer as a library; your firmware brings main() ----
+        _say(f"library {', '.join(str(p.relative_to(result.bundle.path)) for p in result.outputs)} and zo_app.h "
+             f"({board.toolchain.cc}); link your firmware with `make -C {result.bundle.path} app APP=main.c` "
+             "(see examples/app_sensor)")
+        return
     _say(f"{kind:<7} {', '.join(outs)}  ({board.toolchain.cc}, code {result.code_bytes} bytes)")
     for use in result.regions:
         _say(f"region  {use.describe()}")
@@ -264,6 +283,7 @@ def simulate(model_path: str, data_path: str, log_path: str, engine: str, bundle
     from zoflash.targets.simulate import simulate as run_simulation
 
     opts = _options_from(kwargs)
+    _refuse_app(opts)
     quiet = logging.getLogger().level >= logging.ERROR
     _say(f"simulate {model_path} on {data_path} ({engine}): {opts.describe()}")
     result = run_simulation(model_path, data_path, opts, log_path, engine=engine, bundle_dir=bundle_dir,
@@ -599,6 +619,7 @@ def run(board: str, model_path: str, data_path: str, out_dir: str | None, method
     from zoflash.targets.runners.qemu import emulator_ended, stop_qemu
 
     opts = _options_from(kwargs)
+    _refuse_app(opts)
     if not resolve_board(board)[0].is_firmware:
         raise click.UsageError(f"board '{board}' runs no firmware; use `zoflash simulate` for the host")
     bundle, board_obj = _build_and_report(board, model_path, data_path, out_dir, None, False, opts)
