@@ -198,3 +198,10 @@ def test_qemu_stream_survives_corrupted_and_dropped_frames(tmp_path, flat):
     assert records(tmp_path / "m55.jsonl") == records(host.log_path)
     needs = [r for r in res.records if r["type"] == "need"]
     assert {r["offset"] for r in needs} == {0, 486} and len(needs) == 2 * (8 + 11) + 4  # 2 chunks per sample; 4 asked again
+
+
+def test_cli_refusals(flat, capsys):
+    assert main(["monitor", "--port", "loop://", "--feed", str(flat)]) == 2
+    assert "--feed quantizes the samples for the model: give --model" in capsys.readouterr().err
+    assert main(["simulate", "--model", MLP, "--data", str(flat), "--data-source", "app"]) == 2
+    assert "zoflash build --data-source app" in capsys.readouterr().err
