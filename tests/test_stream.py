@@ -205,3 +205,29 @@ def test_cli_refusals(flat, capsys):
     assert "--feed quantizes the samples for the model: give --model" in capsys.readouterr().err
     assert main(["simulate", "--model", MLP, "--data", str(flat), "--data-source", "app"]) == 2
     assert "zoflash build --data-source app" in capsys.readouterr().err
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("model, loss", [pytest.param("mbv2_block.tflite", "auto", marks=pytest.mark.slow),
+                                         ("regressor.tflite", "mse")])
+def test_chunked_samples_and_mse_targets_c_equals_reference(tmp_path, model, loss):
+    """3072-byte images go as 4 chunks (host window 4096: 1010 bytes a chunk); mse records carry
+    their float32 targets after the input."""
+    path = FIXTURES / model
+    if model == "mbv2_block.tflite":
+        rng = np.random.default_rng(1)
+        data = tmp_path / "img.npz"
+        np.savez(data, x_train=rng.integers(-128, 128, (6, 32, 32, 3), dtype=np.int8), y_train=rng.integers(0, 10, 6),
+                 x_test=rng.integers(-128, 128, (2, 32, 32, 3), dtype=np.int8), y_test=rng.integers(0, 10, 2))
+    else:
+        data = FIXTURES / "regress_shift.npz"
+    opts = make_options(steps=6, eval_every=3, batch=2, lr=1.0, scheduler="fixed", data_source="stream", buffer=4,
+                        refresh=3, loss=loss)
+    c = simulate(path, data, opts, tmp_path / "c.jsonl", plot=False)
+    ref = simulate(path, data, opts, tmp_path / "ref.jsonl", engine="reference", plot=False)
+    assert records(c.log_path) == records(ref.log_path)
+    needs = [r for r in c.records if r["type"] == "need"]
+    if model == "mbv2_block.tflite":
+        assert needs[0]["total"] == 3072 and {r["offset"] for r in needs} == {0, 1010, 2020, 3030}
+    else:
+        assert needs[0]["total"] == 8 + 4  # 8 int8 inputs and one float32 target
