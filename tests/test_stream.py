@@ -167,7 +167,7 @@ def test_qemu_stream_survives_corrupted_and_dropped_frames(tmp_path, flat):
              x_test=rng.integers(-128, 128, (10, 49, 10, 1), dtype=np.int8), y_test=rng.integers(0, 10, 10))
     opts = make_options(steps=12, eval_every=6, data_source="stream", buffer=8, refresh=1, batch=4)
     bundle = api.build(str(model), "mps3-an547", str(tmp_path / "bundle"), data_path=str(big), options=opts).bundle
-    flashed = flash_bundle(bundle.path, None, FlashOptions(timeout=300), say=lambda s: None)
+    flashed = flash_bundle(bundle.path, None, FlashOptions(timeout=700), say=lambda s: None)
 
     class FaultyPort:
         def __init__(self, port):
@@ -189,7 +189,7 @@ def test_qemu_stream_survives_corrupted_and_dropped_frames(tmp_path, flat):
         mon = Monitor(opener=lambda: FaultyPort(open_port(flashed.serial_url, 115200)), log_path=tmp_path / "m55.jsonl",
                       feeder=load_feeder(model, big, opts))
         mon.connect(10)
-        mon.run(timeout=240)
+        mon.run(timeout=600)
         res = mon.close()
     finally:
         stop_qemu(bundle.path, say=lambda s: None)
