@@ -113,6 +113,9 @@ def cmdlib(tmp_path_factory):
     return lib
 
 
+CMD_BOUND = 1024  # ZO_CMD_MAX_PAYLOAD
+
+
 def c_parse(lib, data: bytes, chunk: int | None = None) -> list[tm.Frame]:
     """Every frame the firmware's parser returns for `data` (made available `chunk` bytes at a
     time, as a UART delivers them), polling as the trainer does."""
@@ -120,7 +123,7 @@ def c_parse(lib, data: bytes, chunk: int | None = None) -> list[tm.Frame]:
     lib.t_feed(b"", 0)
     out, pos = [], 0
     t, s, n = ctypes.c_uint8(), ctypes.c_uint16(), ctypes.c_uint16()
-    payload = ctypes.create_string_buffer(64)
+    payload = ctypes.create_string_buffer(CMD_BOUND)
     while True:
         if lib.t_left() == 0 and pos < len(data):
             step = len(data) - pos if chunk is None else chunk
@@ -162,7 +165,7 @@ def test_parser_returns_exactly_the_intact_frames(cmdlib, p_fault):
     for seed in range(60):
         rng = random.Random(seed * 7 + int(p_fault * 10))
         elems = rand_command_stream(rng, rng.randint(1, 30), p_fault)
-        data = b"".join(w for _, _, w, _ in elems) + bytes(tm.HEAD + 16 + 4)  # padding settles a pending candidate
+        data = b"".join(w for _, _, w, _ in elems) + bytes(tm.HEAD + CMD_BOUND + 4)  # settles a pending candidate
         sent = [b for what, b, _, _ in elems if what == "frame"]  # as meant, before any damage
         intact = [b for what, b, _, ok in elems if what == "frame" and ok]
         got = c_parse(cmdlib, data, chunk=rng.choice([None, 1, 7, 64]))
@@ -196,13 +199,13 @@ def test_parser_never_takes_noise_for_a_command(cmdlib):
 @pytest.mark.cc
 def test_parser_length_bound_and_bounded_polls(cmdlib):
     ok = tm.Frame(18, 3, bytes(16)).to_bytes()
-    too_long = tm.Frame(18, 4, bytes(17)).to_bytes()  # valid CRC, but over the bound
+    too_long = tm.Frame(18, 4, bytes(CMD_BOUND + 1)).to_bytes()  # valid CRC, but over the bound
     assert c_parse(cmdlib, too_long + ok) == [tm.Frame(18, 3, bytes(16))]
     # A flood of garbage: each poll returns promptly, having read at most 64 bytes.
     cmdlib.zo_cmd_reset()
     cmdlib.t_feed(b"\xa5" * 10000, 10000)
     t, s, n = ctypes.c_uint8(), ctypes.c_uint16(), ctypes.c_uint16()
-    buf = ctypes.create_string_buffer(64)
+    buf = ctypes.create_string_buffer(CMD_BOUND)
     assert cmdlib.t_poll(ctypes.byref(t), ctypes.byref(s), buf, ctypes.byref(n)) == 0
     assert cmdlib.t_left() == 10000 - 64
     cmdlib.t_feed(b"", 0)

@@ -141,6 +141,13 @@ def training_options(f):
         click.option("--target", type=click.Choice(spec.TARGETS),
                      help=f"What the output should match: the data's y, or the sample's own input "
                           f"(autoencoders; no y needed) [{d['target']}]."),
+        # ---- data sources ----
+        click.option("--data-source", type=click.Choice(spec.DATA_SOURCES),
+                     help="Where training samples come from: built in, fed by the host over the serial link, or "
+                          f"pushed by your own firmware (a library) [{d['data_source']}]."),
+        click.option("--buffer", type=int, help=f"stream/app: samples the device keeps for minibatches [{d['buffer']}]."),
+        click.option("--refresh", type=int, help=f"stream/app: new samples before each step [{d['refresh']}]."),
+        # ---- end data sources ----
     ]
     for o in reversed(opts):
         f = o(f)
@@ -160,6 +167,13 @@ def _options_from(kwargs: dict):
     return make_options(project, sched=sched, **overrides)
 
 
+def _refuse_app(opts) -> None:
+    """--data-source app builds a library for your firmware: nothing to simulate or run as it is."""
+    if opts.data_source == "app":
+        raise click.UsageError("--data-source app builds the trainer as a library for your own firmware: use "
+                               "`zoflash build --data-source app` and link your main() (examples/app_sensor)")
+
+
 def _say_training_memory(training: dict) -> None:
     mem = training["memory"]
     _say(f"train   {training['trainable_params']} parameters in {len(training['tensors'])} tensor(s) "
@@ -172,7 +186,16 @@ def _say_training_memory(training: dict) -> None:
     _say(f"RAM     training beyond inference {training['memory_beyond_inference_bytes']} bytes: trainable tensors "
          f"moved from flash {mem['trainable_bytes_in_ram']}, residuals {mem['residual_bytes']}, feature cache "
          f"{mem['feature_cache_bytes']}, statistics {mem['statistics_bytes']}, snapshot {mem['snapshot_bytes']}")
+    if mem.get("stream_buffer_bytes"):
+        ds = training["data_source"]
+        who = "your application pushes" if ds["kind"] == "app" else "the host feeds"
+        _say(f"RAM     stream ring {mem['stream_buffer_bytes']} bytes ({ds['buffer']} samples of "
+             f"{sum(ds['record_bytes'].values())} bytes; {who} {ds['refresh']} per step; test split embedded)")
     data = training["data"]
+    if training.get("data_source"):
+        _say(f"flash   test data {data['n_test']} samples embedded (the training split is not built in), "
+             f"bias eps tables {mem['eps_bytes']} bytes")
+        return
     _say(f"flash   data {data['bytes']} bytes ({data['n_train']} training, {data['n_test']} test samples), "
          f"bias eps tables {mem['eps_bytes']} bytes")
 
@@ -244,7 +267,14 @@ def _build_and_report(board: str, model_path: str, data_path: str | None, out_di
 
 def _say_firmware(result, board) -> None:
     outs = [str(p.relative_to(result.bundle.path)) for p in result.outputs]
-    kind = "firmware" if result.bundle.manifest.get("training") else "library"
+    training = result.bundle.manifest.get("training") or {}
+    app = training.get("data_source", {}).get("kind") == "app"
+    kind = "firmware" if training and not app else "library"
+    if app:  # ---- data sources: the trainer as a library; your firmware brings main() ----
+        _say(f"library {', '.join(str(p.relative_to(result.bundle.path)) for p in result.outputs)} and zo_app.h "
+             f"({board.toolchain.cc}); link your firmware with `make -C {result.bundle.path} app APP=main.c` "
+             "(see examples/app_sensor)")
+        return
     _say(f"{kind:<7} {', '.join(outs)}  ({board.toolchain.cc}, code {result.code_bytes} bytes)")
     for use in result.regions:
         _say(f"region  {use.describe()}")
@@ -274,6 +304,7 @@ def simulate(model_path: str, data_path: str, log_path: str, engine: str, bundle
     from zoflash.targets.simulate import simulate as run_simulation
 
     opts = _options_from(kwargs)
+    _refuse_app(opts)
     quiet = logging.getLogger().level >= logging.ERROR
     _say(f"simulate {model_path} on {data_path} ({engine}): {opts.describe()}")
     result = run_simulation(model_path, data_path, opts, log_path, engine=engine, bundle_dir=bundle_dir,
@@ -478,23 +509,35 @@ def _serial_settings(board: str | None, baud: int | None) -> tuple[list | None, 
 @click.option("--timeout", type=float, help="Stop after this many seconds.")
 @click.option("--wait", "connect_wait", type=float, default=5.0, show_default=True,
               help="Seconds to keep trying to open the port at the start.")
+@click.option("--feed", "feed_path", type=click.Path(dir_okay=False),
+              help="--data-source stream firmware: feed it the training split of this .npz (needs --model; the loss "
+                   "and target from zoflash.toml).")
 @RECONNECT_OPTION
 def monitor(port: str, baud: int | None, board: str | None, log_path: str, csv_path: str | None, plot_path: str | None,
             model_path: str | None, until_done: bool, timeout: float | None, connect_wait: float,
-            reconnect_timeout: float) -> int:
+            feed_path: str | None, reconnect_timeout: float) -> int:
     """Watch a training run on a board: live view, log, and the trained weights at the end.
 
     Exit status: 0 done (or --timeout/Ctrl-C with --forever), 1 stopped before done (timeout, port
     lost), 3 the device reported a fault."""
     _check_outputs(log=log_path, csv=csv_path, plot=plot_path)
     usb_ids, baud = _serial_settings(board, baud)
+    feeder = None
+    if feed_path is not None:  # ---- data sources ----
+        if model_path is None:
+            raise click.UsageError("--feed quantizes the samples for the model: give --model M.tflite too")
+        from zoflash.monitor.feed import load_feeder
+
+        feeder = load_feeder(model_path, feed_path)
+        _say(f"feed    {feed_path}: {len(feeder.records)} training samples of {len(feeder.records[0])} bytes, "
+             "in file order, on the device's request")
     return _monitor_and_report(port, baud, usb_ids, log_path, csv_path, plot_path, model_path, until_done, timeout,
-                               connect_wait, reconnect_timeout=reconnect_timeout)
+                               connect_wait, reconnect_timeout=reconnect_timeout, feeder=feeder)
 
 
 def _monitor_and_report(port: str, baud: int, usb_ids, log_path: str, csv_path: str | None, plot_path: str | None,
                         model_path: str | None, until_done: bool, timeout: float | None, connect_wait: float,
-                        headroom: int = 0, reconnect_timeout: float | None = None, ended=None) -> int:
+                        headroom: int = 0, reconnect_timeout: float | None = None, ended=None, feeder=None) -> int:
     from zoflash.monitor.live_view import LiveView
     from zoflash.monitor.serial_monitor import DeviceError, KeyCommands, Monitor, PortError
 
@@ -502,7 +545,7 @@ def _monitor_and_report(port: str, baud: int, usb_ids, log_path: str, csv_path: 
     view = LiveView(enabled=not quiet)
     mon = Monitor(port, baud=baud, usb_ids=usb_ids, log_path=log_path, csv_path=csv_path,
                   plot_path=plot_path, model_path=model_path, view=view, headroom=headroom,
-                  reconnect_timeout=reconnect_timeout, ended=ended)
+                  reconnect_timeout=reconnect_timeout, ended=ended, feeder=feeder)
     try:
         mon.connect(connect_wait)
         _say(f"monitor {mon.device} at {baud} baud ({'until done' if until_done else 'until Ctrl-C'})")
@@ -604,6 +647,7 @@ def run(board: str, model_path: str, data_path: str, out_dir: str | None, method
 
     settings = build_settings(kwargs.get("project_file"))  # zoflash.toml [build]: boot, device_headers
     opts = _options_from(kwargs)
+    _refuse_app(opts)
     if not resolve_board(board)[0].is_firmware:
         raise click.UsageError(f"board '{board}' runs no firmware; use `zoflash simulate` for the host")
     bundle, board_obj = _build_and_report(board, model_path, data_path, out_dir, None, False, opts, settings)
@@ -616,9 +660,14 @@ def run(board: str, model_path: str, data_path: str, out_dir: str | None, method
         else:
             usb_ids, baud = None, baud or int((board_obj.console or {}).get("baud", DEFAULT_BAUD))
         ended = emulator_ended(bundle.path) if flashed.pid is not None else None
+        feeder = None
+        if opts.data_source == "stream":  # ---- data sources: the host feeds the training split ----
+            from zoflash.monitor.feed import load_feeder
+
+            feeder = load_feeder(model_path, data_path, opts)
         return _monitor_and_report(serial, baud, usb_ids, log_path, csv_path, str(Path(log_path).with_suffix(".png")),
                                    model_path, True, timeout, 10.0, headroom=opts.headroom,
-                                   reconnect_timeout=reconnect_timeout, ended=ended)
+                                   reconnect_timeout=reconnect_timeout, ended=ended, feeder=feeder)
     finally:
         if flashed.serial_url is not None and flashed.pid is not None:
             notes: list[str] = []

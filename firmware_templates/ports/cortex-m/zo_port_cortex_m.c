@@ -217,6 +217,25 @@ uint32_t zo_cm_rx_dropped(void)
     return g_rx_dropped;
 }
 
+uint32_t zo_port_rx_window(void)
+{
+    return ZO_CM_RX_BUFFER;
+}
+
+/* Sleep until the next interrupt (a received byte, or SysTick's wrap: at most 2^24 clock cycles,
+ * 0.52 s at 32 MHz) unless bytes are waiting.  Interrupts are masked around the check so a byte
+ * arriving between it and WFI still wakes the core (a pending interrupt ends WFI under PRIMASK);
+ * it is served once they are unmasked.  Under QEMU's -icount, virtual time then runs at wall
+ * speed instead of one instruction per nanosecond of a polling loop. */
+void zo_port_idle(void)
+{
+    __asm volatile("cpsid i" ::: "memory");
+    if (g_rx_head == g_rx_tail) {
+        __asm volatile("dsb\n\twfi" ::: "memory");
+    }
+    __asm volatile("cpsie i" ::: "memory");
+}
+
 /* ---- SysTick microseconds ---------------------------------------------------------------- */
 
 static volatile uint64_t g_ticks_hi; /* ticks of completed SysTick periods */

@@ -90,6 +90,22 @@ int zo_port_read_byte(uint8_t *byte)
     return 1;
 }
 
+/* A pipe buffers far more than one frame; 4 KiB keeps the host's chunks at their largest. */
+uint32_t zo_port_rx_window(void)
+{
+    return 4096u;
+}
+
+/* Wait up to 1 ms for command input (none buffered), so a program waiting for samples does not
+ * spin a core. */
+void zo_port_idle(void)
+{
+    if (g_in_pos == g_in_n && g_in_state == 1) {
+        struct pollfd pfd = { STDIN_FILENO, POLLIN, 0 };
+        (void)poll(&pfd, 1, 1);
+    }
+}
+
 void zo_port_exit(int code)
 {
     fflush(stdout);

@@ -1,7 +1,7 @@
 /* zo_port.h - what the training firmware needs from its board (the port contract).
  *
  * Static file, copied verbatim into each bundle.  Each port (the host simulation, a UART board,
- * semihosting under QEMU, ...) implements these five functions; the trainer and the telemetry
+ * semihosting under QEMU, ...) implements these functions; the trainer and the telemetry
  * encoder (zo_telemetry.c) use nothing else of the platform.  Single-threaded: none of them is
  * called from an interrupt by the runtime.
  */
@@ -26,6 +26,16 @@ uint64_t zo_port_time_us(void);
  * per training step, and continuously while paused).  Returns 1 and stores the byte if one was
  * available, 0 otherwise; never waits for a byte.  A port without input returns 0. */
 int zo_port_read_byte(uint8_t *byte);
+
+/* Bytes of input the port buffers until zo_port_read_byte takes them (its receive buffer): the
+ * host never has more than this in flight towards the device (--data-source stream). */
+uint32_t zo_port_rx_window(void);
+
+/* Nothing to do until input arrives (the trainer waits for the host's samples): the port may
+ * sleep until its next interrupt, a received byte or its timer's (Cortex-M: WFI), and must return
+ * within a few hundred milliseconds so that zo_port_time_us timeouts still fire.  A port may
+ * return at once. */
+void zo_port_idle(void);
 
 /* End the program with an exit code (0 = success).  On a board without a process model this
  * may halt or reset; it never returns. */

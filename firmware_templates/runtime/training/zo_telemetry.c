@@ -15,6 +15,12 @@ typedef struct {
 } frame_t;
 
 static uint16_t g_seq;
+static int g_off; /* zo_tm_enable(0): no frames (the library form without telemetry) */
+
+void zo_tm_enable(int on)
+{
+    g_off = !on;
+}
 
 void zo_tm_reset(void)
 {
@@ -77,7 +83,9 @@ static void finish(frame_t *f, const uint8_t *tail, uint32_t tail_n)
     f->b[6] = (uint8_t)len;
     f->b[7] = (uint8_t)(len >> 8);
     uint32_t crc = zo_tm_crc32(zo_tm_crc32(0u, f->b + 2, f->n - 2u), tail, tail_n);
-    if (tail_n == 0u) {
+    if (g_off) {
+        /* nothing leaves the device */
+    } else if (tail_n == 0u) {
         put(f, crc, 4u);
         zo_port_write(f->b, f->n);
     } else {
@@ -204,6 +212,18 @@ void zo_tm_ack(const zo_tm_ack_t *m)
     put(&f, m->command_seq, 2u);
     put(&f, m->command, 1u);
     put(&f, m->result, 1u);
+    finish(&f, NULL, 0u);
+}
+
+void zo_tm_need(const zo_tm_need_t *m)
+{
+    frame_t f;
+    begin(&f, ZO_TM_NEED);
+    put(&f, m->cursor, 4u);
+    put(&f, m->offset, 4u);
+    put(&f, m->count, 4u);
+    put(&f, m->total, 4u);
+    put(&f, m->window, 2u);
     finish(&f, NULL, 0u);
 }
 

@@ -32,6 +32,7 @@
 #define ZO_TM_LOG     7u
 #define ZO_TM_STATUS  8u /* answer to a status command (zo_command.h) */
 #define ZO_TM_ACK     9u /* one per command received */
+#define ZO_TM_NEED    10u /* --data-source stream: the device asks for samples (zo_stream.h) */
 
 /* zo_tm_step_t.flags bits. */
 #define ZO_TM_FLAG_CALIBRATING 0x01u
@@ -156,6 +157,19 @@ typedef struct {
     uint8_t result;        /* ZO_TM_ACK_* */
 } zo_tm_ack_t;
 
+/* --data-source stream: the samples the device asks for (zo_stream.h). */
+typedef struct {
+    uint32_t cursor;       /* the stream index of the sample wanted next */
+    uint32_t offset;       /* bytes of it already received */
+    uint32_t count;        /* samples wanted before the next step, that one included */
+    uint32_t total;        /* bytes of one sample record */
+    uint16_t window;       /* bytes the device can take in flight (its receive buffer) */
+} zo_tm_need_t;
+
+/* 0: send nothing from now on (the library form without telemetry, zo_app.h); 1 (the default):
+ * send. */
+void zo_tm_enable(int on);
+
 /* Restart the sequence counter at 0 (it starts there; call again only for a new stream). */
 void zo_tm_reset(void);
 
@@ -169,6 +183,7 @@ void zo_tm_event(const zo_tm_event_t *m);
 void zo_tm_done(const zo_tm_done_t *m);
 void zo_tm_status(const zo_tm_status_t *m);
 void zo_tm_ack(const zo_tm_ack_t *m);
+void zo_tm_need(const zo_tm_need_t *m);
 
 /* The `total` bytes at `data` (as stored in memory) as frames of at most ZO_TM_WEIGHTS_CHUNK
  * data bytes, in offset order; total == 0 still sends one (empty) frame. */

@@ -457,6 +457,13 @@ static int serve_commands(const trainer_t *tr, uint32_t t, uint32_t calib)
         case ZO_CMD_STOP:
             stop = 1;
             break;
+        case ZO_CMD_SAMPLE: /* answered by the next need frame, not by an ack */
+            if (tr->m->stream != NULL) {
+                zo_stream_accept(tr->m->stream, &c);
+                continue;
+            }
+            result = ZO_TM_ACK_UNKNOWN;
+            break;
         default:
             result = ZO_TM_ACK_UNKNOWN;
             break;
@@ -465,6 +472,23 @@ static int serve_commands(const trainer_t *tr, uint32_t t, uint32_t calib)
         zo_tm_ack(&ack);
         if (stop) {
             return 1;
+        }
+    }
+    return 0;
+}
+
+/* --data-source stream: wait (serving commands) until the ring holds the samples step t trains
+ * on (zo_stream.h).  Returns 1 when a stop command came meanwhile. */
+static int wait_for_samples(const trainer_t *tr, uint32_t t, uint32_t calib)
+{
+    zo_stream_t *s = tr->m->stream;
+    const uint32_t want = zo_stream_target(s, t);
+    while (zo_stream_ask(s, want, zo_port_time_us())) {
+        if (serve_commands(tr, t, calib)) {
+            return 1;
+        }
+        if (zo_stream_late(s, zo_port_time_us())) {
+            zo_port_idle();
         }
     }
     return 0;
@@ -491,130 +515,174 @@ static const char *check_config(const zo_train_model_t *m, const zo_train_config
     return zo_sched_check(&cfg->sched);
 }
 
-int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
-{
+/* The run between steps: the trainer and the loop's own state (zo_train_begin/step/end). */
+typedef struct {
     trainer_t tr;
-    memset(&tr, 0, sizeof tr);
-    tr.m = m;
-    tr.cfg = cfg;
-    tr.t0 = zo_port_time_us();
+    uint32_t eval_sat;
+    float best_loss;
+    float sat_good;    /* a snapshot is good only with few saturated test logits (< guard_sat / 2) */
+    uint32_t rollbacks;
+    uint32_t calib;
+    float m2_calib;
+    uint32_t t;
+    int last_eval;
+    zo_done_reason_t reason;
+} run_t;
+
+static run_t g_run; /* one run at a time (the firmware's, or the library's: zo_app.h) */
+
+int zo_train_begin(const zo_train_model_t *m, const zo_train_config_t *cfg)
+{
+    run_t *r = &g_run;
+    trainer_t *tr = &r->tr;
+    memset(r, 0, sizeof *r);
+    tr->m = m;
+    tr->cfg = cfg;
+    tr->t0 = zo_port_time_us();
     const char *problem = check_config(m, cfg);
     if (problem != NULL) {
         zo_tm_log(problem);
         return 1;
     }
-    send_hello(&tr);
-    zo_sched_init(&tr.sched, &cfg->sched);
-    tr.lr1 = cfg->lr;
-    uint32_t eval_sat = 0;
-    float best_loss = evaluate(&tr, 0, &eval_sat);
+    send_hello(tr);
+    zo_sched_init(&tr->sched, &cfg->sched);
+    tr->lr1 = cfg->lr;
+    r->best_loss = evaluate(tr, 0, &r->eval_sat);
     snapshot_copy(m, 0);
-    /* a snapshot is good only with few saturated test logits (< guard_sat / 2) */
-    const float sat_good = (cfg->guard_sat * 0.5f) * (float)m->n_test * (float)m->classes;
-    uint32_t rollbacks = 0;
+    r->sat_good = (cfg->guard_sat * 0.5f) * (float)m->n_test * (float)m->classes;
+    r->calib = cfg->lr_auto ? cfg->calib_steps : 0u;
+    r->last_eval = 1;
+    r->reason = ZO_DONE_STEPS;
+    return 0;
+}
 
-    const uint32_t calib = cfg->lr_auto ? cfg->calib_steps : 0u;
-    float m2_calib = 0.0f;
-    uint32_t t = 0;
-    int last_eval = 1;
-    zo_done_reason_t reason = ZO_DONE_STEPS;
-    for (;;) {
-        if (serve_commands(&tr, t, calib)) {
-            reason = ZO_DONE_COMMAND;
-            break;
-        }
-        const int calibrating = t < calib;
-        const uint32_t q = calibrating ? cfg->calib_q : zo_sched_q(&tr.sched);
-        const int centre = !calibrating && zo_sched_wants_centre(&tr.sched);
-        const float lr = calibrating ? 0.0f : zo_lr_at_q(tr.lr1, q, cfg->lr_scaling);
-        const uint8_t state = (uint8_t)zo_sched_state(&tr.sched);
-        step_stats_t st = run_step(&tr, t, q, centre);
-        if (!calibrating) {
-            update_all(&tr, t, q, lr);
-        }
-        /* guard: a collapsed head (saturated logits, no loss differences) rolls back */
-        int diverged = 0;
-        if (!calibrating) {
-            tr.sat_run = (st.sat_frac >= cfg->guard_sat) ? tr.sat_run + 1u : 0u;
-            tr.zero_run = (st.zero_frac >= cfg->guard_zero) ? tr.zero_run + 1u : 0u;
-            if (tr.sat_run >= cfg->guard_steps || tr.zero_run >= cfg->guard_steps) {
-                diverged = 1;
-                rollback(&tr);
-                ++rollbacks;
-            }
-        }
-        zo_tm_step_t rec = { t, (uint16_t)q, state,
-                             (uint8_t)((calibrating ? ZO_TM_FLAG_CALIBRATING : 0u) | (centre ? ZO_TM_FLAG_CENTRE : 0u)
-                                       | (diverged ? ZO_TM_FLAG_DIVERGED : 0u)),
-                             lr, st.loss, st.m2, st.v, st.zero_frac, st.sat_frac,
-                             tr.prefix_passes, tr.suffix_passes, now_us(&tr) };
-        zo_tm_step(&rec);
-        if (diverged) {
-            send_event(&tr, t, ZO_TM_EV_ROLLBACK, ZO_TM_ROLLBACK_GUARD, state, state, q, q, tr.lr1, tr.snapshot_step);
-        }
-        if (calibrating) {
-            m2_calib += st.m2;
-            if (t + 1u == calib) {
-                m2_calib = m2_calib / (float)calib;
-                if (!(m2_calib > 0.0f)) {
-                    reason = ZO_DONE_DEAD_ZONE;
-                    ++t;
-                    last_eval = 0;
-                    break;
-                }
-                float p = 1.0f / (float)(1u << cfg->density_log2);
-                tr.lr1 = cfg->rho * sqrtf(p / m2_calib);
-                send_event(&tr, t, ZO_TM_EV_LR, 0u, state, state, q, q, tr.lr1, calib);
-            }
-        } else {
-            zo_sched_obs_t obs = { t, q, (2u * q + (centre ? 1u : 0u)) * cfg->batch, st.loss, st.m2, st.v,
-                                   st.has_kappa, st.kappa, diverged, lr };
-            zo_sched_event_t ev;
-            if (zo_sched_observe(&tr.sched, &obs, &ev)) {
-                send_event(&tr, t, ZO_TM_EV_SCHEDULER, ev.code, ev.state_from, ev.state_to, ev.q_from, ev.q_to, 0.0f, 0u);
-            }
-        }
-        ++t;
-        last_eval = 0;
-        if (t % cfg->eval_every == 0u) {
-            float loss = evaluate(&tr, t, &eval_sat);
-            last_eval = 1;
-            if (!calibrating && cfg->guard_loss > 0.0f && loss > best_loss * cfg->guard_loss) {
-                /* the test loss ran away from the best so far: back to the best state */
-                rollback(&tr);
-                ++rollbacks;
-                last_eval = 0; /* the weights changed: a run ending here evaluates them again */
-                send_event(&tr, t - 1u, ZO_TM_EV_ROLLBACK, ZO_TM_ROLLBACK_LOSS, state, state, q, q, tr.lr1,
-                           tr.snapshot_step);
-            } else if (loss < best_loss && tr.sat_run == 0u && tr.zero_run == 0u && (float)eval_sat < sat_good) {
-                /* the last good state: the lowest test loss so far, no guard run active */
-                best_loss = loss;
-                snapshot_copy(m, 0);
-                tr.snapshot_step = t;
-            }
-        }
-        if (cfg->guard_max_rollbacks != 0u && rollbacks >= cfg->guard_max_rollbacks) {
-            reason = ZO_DONE_GUARD;
-            break;
-        }
-        if (cfg->max_steps != 0u && t >= cfg->max_steps) {
-            reason = ZO_DONE_STEPS;
-            break;
-        }
-        if (cfg->budget != 0u && tr.prefix_passes + tr.suffix_passes >= cfg->budget) {
-            reason = ZO_DONE_BUDGET;
-            break;
-        }
-        if (!calibrating && zo_sched_should_stop(&tr.sched)) {
-            reason = ZO_DONE_SCHEDULER;
-            break;
+uint32_t zo_train_steps_done(void)
+{
+    return g_run.t;
+}
+
+int zo_train_step(void)
+{
+    run_t *r = &g_run;
+    trainer_t *tr = &r->tr;
+    const zo_train_model_t *m = tr->m;
+    const zo_train_config_t *cfg = tr->cfg;
+    const uint32_t t = r->t;
+    const uint32_t calib = r->calib;
+    if (serve_commands(tr, t, calib) || (m->stream != NULL && wait_for_samples(tr, t, calib))) {
+        r->reason = ZO_DONE_COMMAND;
+        return 1;
+    }
+    const int calibrating = t < calib;
+    const uint32_t q = calibrating ? cfg->calib_q : zo_sched_q(&tr->sched);
+    const int centre = !calibrating && zo_sched_wants_centre(&tr->sched);
+    const float lr = calibrating ? 0.0f : zo_lr_at_q(tr->lr1, q, cfg->lr_scaling);
+    const uint8_t state = (uint8_t)zo_sched_state(&tr->sched);
+    step_stats_t st = run_step(tr, t, q, centre);
+    if (!calibrating) {
+        update_all(tr, t, q, lr);
+    }
+    /* guard: a collapsed head (saturated logits, no loss differences) rolls back */
+    int diverged = 0;
+    if (!calibrating) {
+        tr->sat_run = (st.sat_frac >= cfg->guard_sat) ? tr->sat_run + 1u : 0u;
+        tr->zero_run = (st.zero_frac >= cfg->guard_zero) ? tr->zero_run + 1u : 0u;
+        if (tr->sat_run >= cfg->guard_steps || tr->zero_run >= cfg->guard_steps) {
+            diverged = 1;
+            rollback(tr);
+            ++r->rollbacks;
         }
     }
-    if (!last_eval) {
-        evaluate(&tr, t, &eval_sat);
+    zo_tm_step_t rec = { t, (uint16_t)q, state,
+                         (uint8_t)((calibrating ? ZO_TM_FLAG_CALIBRATING : 0u) | (centre ? ZO_TM_FLAG_CENTRE : 0u)
+                                   | (diverged ? ZO_TM_FLAG_DIVERGED : 0u)),
+                         lr, st.loss, st.m2, st.v, st.zero_frac, st.sat_frac,
+                         tr->prefix_passes, tr->suffix_passes, now_us(tr) };
+    zo_tm_step(&rec);
+    if (diverged) {
+        send_event(tr, t, ZO_TM_EV_ROLLBACK, ZO_TM_ROLLBACK_GUARD, state, state, q, q, tr->lr1, tr->snapshot_step);
     }
-    dump_weights(m);
-    zo_tm_done_t done = { t, (uint8_t)reason, tr.prefix_passes, tr.suffix_passes, now_us(&tr) };
+    if (calibrating) {
+        r->m2_calib += st.m2;
+        if (t + 1u == calib) {
+            r->m2_calib = r->m2_calib / (float)calib;
+            if (!(r->m2_calib > 0.0f)) {
+                r->reason = ZO_DONE_DEAD_ZONE;
+                r->t = t + 1u;
+                r->last_eval = 0;
+                return 1;
+            }
+            float p = 1.0f / (float)(1u << cfg->density_log2);
+            tr->lr1 = cfg->rho * sqrtf(p / r->m2_calib);
+            send_event(tr, t, ZO_TM_EV_LR, 0u, state, state, q, q, tr->lr1, calib);
+        }
+    } else {
+        zo_sched_obs_t obs = { t, q, (2u * q + (centre ? 1u : 0u)) * cfg->batch, st.loss, st.m2, st.v,
+                               st.has_kappa, st.kappa, diverged, lr };
+        zo_sched_event_t ev;
+        if (zo_sched_observe(&tr->sched, &obs, &ev)) {
+            send_event(tr, t, ZO_TM_EV_SCHEDULER, ev.code, ev.state_from, ev.state_to, ev.q_from, ev.q_to, 0.0f, 0u);
+        }
+    }
+    const uint32_t done = t + 1u;
+    r->t = done;
+    r->last_eval = 0;
+    if (done % cfg->eval_every == 0u) {
+        float loss = evaluate(tr, done, &r->eval_sat);
+        r->last_eval = 1;
+        if (!calibrating && cfg->guard_loss > 0.0f && loss > r->best_loss * cfg->guard_loss) {
+            /* the test loss ran away from the best so far: back to the best state */
+            rollback(tr);
+            ++r->rollbacks;
+            r->last_eval = 0; /* the weights changed: a run ending here evaluates them again */
+            send_event(tr, done - 1u, ZO_TM_EV_ROLLBACK, ZO_TM_ROLLBACK_LOSS, state, state, q, q, tr->lr1,
+                       tr->snapshot_step);
+        } else if (loss < r->best_loss && tr->sat_run == 0u && tr->zero_run == 0u && (float)r->eval_sat < r->sat_good) {
+            /* the last good state: the lowest test loss so far, no guard run active */
+            r->best_loss = loss;
+            snapshot_copy(m, 0);
+            tr->snapshot_step = done;
+        }
+    }
+    if (cfg->guard_max_rollbacks != 0u && r->rollbacks >= cfg->guard_max_rollbacks) {
+        r->reason = ZO_DONE_GUARD;
+        return 1;
+    }
+    if (cfg->max_steps != 0u && done >= cfg->max_steps) {
+        r->reason = ZO_DONE_STEPS;
+        return 1;
+    }
+    if (cfg->budget != 0u && tr->prefix_passes + tr->suffix_passes >= cfg->budget) {
+        r->reason = ZO_DONE_BUDGET;
+        return 1;
+    }
+    if (!calibrating && zo_sched_should_stop(&tr->sched)) {
+        r->reason = ZO_DONE_SCHEDULER;
+        return 1;
+    }
+    return 0;
+}
+
+int zo_train_end(void)
+{
+    run_t *r = &g_run;
+    trainer_t *tr = &r->tr;
+    if (!r->last_eval) {
+        evaluate(tr, r->t, &r->eval_sat);
+    }
+    dump_weights(tr->m);
+    zo_tm_done_t done = { r->t, (uint8_t)r->reason, tr->prefix_passes, tr->suffix_passes, now_us(tr) };
     zo_tm_done(&done);
+    return (int)r->reason;
+}
+
+int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
+{
+    if (zo_train_begin(m, cfg)) {
+        return 1;
+    }
+    while (!zo_train_step()) {
+    }
+    (void)zo_train_end();
     return 0;
 }

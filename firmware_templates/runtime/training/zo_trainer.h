@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "zo_sched.h"
+#include "zo_stream.h"
 #include "zo_train_math.h"
 
 /* One trainable tensor, in RAM. */
@@ -71,6 +72,11 @@ typedef struct {
     float *targets;         /* batch * classes (mse), else unused */
     float *delta, *c;       /* q_buffer each */
     uint32_t q_buffer;
+    /* ---- data sources (docs/training.md "Data sources") ----
+     * --data-source stream: x_train/y_train/t_train are the ring of zo_stream.h (n_train = its
+     * slots), refilled by the host before each step; NULL: the embedded training data. */
+    zo_stream_t *stream;
+    /* ---- end data sources ---- */
 } zo_train_model_t;
 
 typedef enum { ZO_LR_SQRT = 0, ZO_LR_LINEAR = 1, ZO_LR_FIXED = 2 } zo_lr_scaling_t;
@@ -110,6 +116,16 @@ typedef enum {
 /* Runs the whole training with telemetry through the port; returns 0, or 1 if the
  * configuration is invalid (reported as a log frame). */
 int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg);
+
+/* The same run a step at a time (zo_train_run is begin, step until it returns 1, end), for the
+ * library form (zo_app.h).  One run at a time.  zo_train_begin: check the configuration (1 and a
+ * log frame if invalid), hello, the first evaluation.  zo_train_step: serve commands, one step,
+ * its records and evaluation; 1 when the run is over.  zo_train_end: the final evaluation if
+ * due, the weights frames and done; returns the done reason. */
+int zo_train_begin(const zo_train_model_t *m, const zo_train_config_t *cfg);
+int zo_train_step(void);
+int zo_train_end(void);
+uint32_t zo_train_steps_done(void);
 
 /* lr at q for the scaling rule (docs/training.md "Learning rate"). */
 float zo_lr_at_q(float lr1, uint32_t q, zo_lr_scaling_t scaling);

@@ -36,6 +36,8 @@ class TrainingSources:
     manifest: dict  # manifest.json's "training" entry
     trainable: dict  # tensor index -> values of the tensors trained in RAM (not const)
     blobs: dict[str, bytes] = field(default_factory=dict)  # binary files the data source links (zo_incbin.h)
+    unlinked: tuple[str, ...] = ()  # runtime sources copied but not built (the library form has no main)
+    app: bool = False  # --data-source app: the trainer as a library (Makefile targets lib*_train.a, app)
 
 
 @dataclass
@@ -135,13 +137,16 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
     files.update(static)
     env = template_env()
     training_runtime = runtime_part(TRAINING_RUNTIME)
-    train_sources = sorted(n for n in files if n.endswith(".c") and (n in training_runtime or n in train_files))
-    sources = sorted(n for n in files if n.endswith(".c") and n not in static and n not in train_sources)
+    unlinked = training.unlinked if training is not None else ()
+    train_sources = sorted(n for n in files if n.endswith(".c") and (n in training_runtime or n in train_files)
+                           and n not in unlinked)
+    sources = sorted(n for n in files if n.endswith(".c") and n not in static and n not in train_sources
+                     and n not in unlinked)
     headers = sorted(n for n in files if n.endswith(".h")) + ["zo_bundle.h"]
     ctx = dict(version=__version__, prefix=prefix, guard=prefix.upper(), board_id=board.id,
                cc=board.toolchain.cc, cflags=" ".join(board.toolchain.cflags),
                ldflags=" ".join(board.toolchain.ldflags), sources=" ".join(sources), headers=" ".join(headers),
-               train_sources=" ".join(train_sources),
+               train_sources=" ".join(train_sources), app=training is not None and training.app,
                port_sources=" ".join(sorted(n for n in static if n.endswith(".c"))),
                data_blobs=" ".join(sorted(training.blobs)) if training is not None else "",
                board=board, place=board.placement,

@@ -46,6 +46,9 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
                    ("prefix_passes", "Q"), ("suffix_passes", "Q"), ("eval_passes", "Q"), ("time_us", "Q"),
                    ("model_sha256", "8s"))),
     "ack": (9, (("step", "I"), ("command_seq", "H"), ("command", "B"), ("result", "B"))),
+    # ---- data sources: --data-source stream (zo_stream.h) ----
+    "need": (10, (("cursor", "I"), ("offset", "I"), ("count", "I"), ("total", "I"), ("window", "H"))),
+    # ---- end data sources ----
 }
 STRUCTS = {k: struct.Struct("<" + "".join(c for _, c in lay)) for k, (_, lay) in LAYOUTS.items()}
 TYPE_NAMES = {tid: name for name, (tid, _) in LAYOUTS.items()}
@@ -85,11 +88,13 @@ def encode(kind: str, fields: dict, seq: int = 0) -> bytes:
     return Frame(tid, seq, payload).to_bytes()
 
 
-def encode_command(name: str, seq: int) -> bytes:
-    """A host -> device command frame (empty payload); `seq` comes back in the device's ack."""
+def encode_command(name: str, seq: int, payload: bytes = b"") -> bytes:
+    """A host -> device command frame; `seq` comes back in the device's ack."""
     if name not in COMMANDS:
         raise ValueError(f"unknown command '{name}' (known: {', '.join(COMMANDS)})")
-    return Frame(COMMANDS[name], seq, b"").to_bytes()
+    if len(payload) > MAX_PAYLOAD:
+        raise ValueError(f"command payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
+    return Frame(COMMANDS[name], seq, bytes(payload)).to_bytes()
 
 
 class Encoder:

@@ -151,7 +151,9 @@ class Monitor:
                  csv_path: str | Path | None = None, plot_path: str | Path | None = None,
                  model_path: str | Path | None = None, weights_path: str | Path | None = None,
                  view: LiveView | None = None, max_backoff: float = MAX_BACKOFF, headroom: int = 0,
-                 reconnect_timeout: float | None = RECONNECT_TIMEOUT, ended: Callable[[], str | None] | None = None):
+                 reconnect_timeout: float | None = RECONNECT_TIMEOUT, ended: Callable[[], str | None] | None = None,
+                 feeder=None):
+        self.feeder = feeder  # --data-source stream: a monitor.feed.Feeder answering the device's need frames
         self.headroom = headroom  # --headroom of the firmware (its bundle manifest): weights files record the scales
         if opener is None:
             if port is None:
@@ -311,10 +313,26 @@ class Monitor:
             self._dump.add(rec)
         elif kind == "done":
             self.done = rec
+        elif kind == "need" and self.feeder is not None:
+            self._feed(rec)
         elif kind == "text" and rec["text"].lstrip().startswith(FAULT_PREFIX):
             self.faulted = True
             self.stopped = f"the device reported a fault: {rec['text'].strip()}"
         return notes
+
+    # ---------------------------------------------------------------------------- data sources
+
+    def _feed(self, need: dict) -> None:
+        """Answer a need frame with the sample chunk it asks for (monitor/feed.py)."""
+        try:
+            frame = self.feeder.answer(need)
+        except DataError as exc:
+            self.stopped = str(exc)
+            return
+        try:
+            self._port.write(frame)
+        except (serial.SerialException, OSError, AttributeError):
+            pass  # the port went away: the device asks again after the reconnection
 
     # ---------------------------------------------------------------------------- commands
 

@@ -118,7 +118,7 @@ def assembled_arrays(weights: telemetry.WeightsAssembler,
 
 # Records that depend on who watched the run, not on the training: device text, the command
 # channel's answers and echoes, and the monitor's own notes.
-OBSERVER_TYPES = ("text", "status", "ack", "command", "monitor")
+OBSERVER_TYPES = ("text", "status", "ack", "command", "monitor", "need")  # need: how often depends on the link
 
 
 def comparable(records: list[dict]) -> list[dict]:

@@ -89,7 +89,7 @@ def decode(frame: Frame) -> dict:
     values as Python floats (struct's "<f" widens exactly, like float(np.float32))."""
     kind = TYPE_NAMES.get(frame.type)
     if frame.type in COMMAND_NAMES:  # a command seen on the wire (a loopback, or a host's own echo)
-        if frame.payload:
+        if frame.payload and COMMAND_NAMES[frame.type] != "sample":
             return _malformed(frame, f"command with a payload of {len(frame.payload)} bytes")
         return {"type": "command", "command": COMMAND_NAMES[frame.type], "seq": frame.seq}
     if kind is None:

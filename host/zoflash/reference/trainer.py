@@ -208,9 +208,25 @@ class ReferenceTrainer:
 
     # ---- one step ----------------------------------------------------------------------------
 
+    def _n_train(self) -> int:
+        """The sampler's n: the data's training samples, or the stream ring's slots."""
+        return self.opts.buffer if self.opts.data_source == "stream" else len(self.data.y_train)
+
+    def _sample_indices(self, t: int) -> np.ndarray:
+        """The training samples of step t's minibatch.  --data-source stream: the sampler draws a
+        ring slot s; before step t the ring holds stream samples [t*R, N + t*R) (N slots, R new per
+        step), slot s the one congruent to s mod N; stream sample k is training sample k % n."""
+        o = self.opts
+        slots = np.asarray(zm.sample_index(o.seed, t, np.arange(o.batch, dtype=np.uint32), self._n_train()))
+        if o.data_source != "stream":
+            return slots
+        first = t * o.refresh
+        k = first + (slots.astype(np.int64) - first) % o.buffer
+        return k % len(self.data.y_train)
+
     def _step(self, t: int, q: int, centre: bool) -> dict:
         o, b = self.opts, self.opts.batch
-        idx = np.asarray(zm.sample_index(o.seed, t, np.arange(b, dtype=np.uint32), len(self.data.y_train)))
+        idx = self._sample_indices(t)
         labels = self.data.y_train[idx]
         targets = self.t_train[idx] if self.loss == "mse" else None
         env = {r: f[idx] for r, f in self.features.items()}
@@ -276,7 +292,7 @@ class ReferenceTrainer:
     def frames(self) -> Iterator[bytes]:
         """The whole run as telemetry frames (the bytes the firmware would write)."""
         o, plan = self.opts, self.plan
-        yield self._frame("hello", seed=o.seed, batch=o.batch, classes=plan.classes, n_train=len(self.data.y_train),
+        yield self._frame("hello", seed=o.seed, batch=o.batch, classes=plan.classes, n_train=self._n_train(),
                           n_test=len(self.data.y_test), trainable_params=plan.params,
                           scheduler=spec.SCHEDULER_IDS[o.scheduler], rounding=spec.ROUNDING_IDS[o.rounding],
                           density_log2=self.settings.density_log2, lr_auto=int(self.settings.lr_auto),

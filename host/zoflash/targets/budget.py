@@ -195,7 +195,7 @@ def _items(board: Board, model, training=None) -> list[tuple[str, str, int]]:
     items += [("code", "code (estimate)", port.code_bytes),
               ("code", "RAM data initial values", trainable),
               ("weights", "constant weights", model.weights_bytes - trainable),
-              ("train_data", "training data", training.data.nbytes),
+              ("train_data", "training data", _embedded_data_bytes(training)),
               ("rodata", "bias perturbation sizes", mem["eps_bytes"]),
               ("rodata", "kernel parameters", _kernel_params(model)),
               ("data", "trainable weights", trainable),
@@ -204,7 +204,18 @@ def _items(board: Board, model, training=None) -> list[tuple[str, str, int]]:
                       f"{mem['feature_cache_bytes']}, snapshot {mem['snapshot_bytes']}, statistics "
                       f"{mem['statistics_bytes']})", work),
               ("stack", "stack", board.placement["stack_bytes"])]
+    if mem.get("stream_buffer_bytes"):  # --data-source stream: the ring of fed samples
+        items.insert(-1, ("bss", f"stream ring ({training.options.buffer} samples)", mem["stream_buffer_bytes"]))
     return items
+
+
+def _embedded_data_bytes(training) -> int:
+    """The data built into the firmware: with --data-source stream or app only the test split."""
+    d = training.data
+    if training.options.data_source == "embedded":
+        return d.nbytes
+    return sum(a.nbytes for a in (d.x_test,) + ((d.y_test,) if d.labels else ()) + ((d.t_test,) if d.t_test
+                                                                                       is not None else ()))
 
 
 def check_fit(board: Board, usage: list[RegionUse], what: str = "this plan", hint: str = "") -> None:

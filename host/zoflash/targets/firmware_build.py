@@ -41,7 +41,9 @@ def build_firmware(bundle: Bundle, board: Board) -> BuildResult:
     _require_newlib(tc["cc"], hint)
     run_make(bundle, "all")
     prefix, build_dir = bundle.prefix, bundle.path / "build"
-    if bundle.manifest.get("training"):
+    if (bundle.manifest.get("training") or {}).get("data_source", {}).get("kind") == "app":
+        outputs, usage = [build_dir / f"lib{prefix}_train.a"], []  # regions: known once your firmware links it
+    elif bundle.manifest.get("training"):
         outputs = [build_dir / f"{prefix}{s}" for s in FIRMWARE_SUFFIXES]
         if flash_data_address(board) is not None:  # flash boot: the data read in place from the flash
             outputs.append(build_dir / f"{prefix}_nor.bin")

@@ -13,28 +13,37 @@ from typing import Callable, Iterator
 
 from zoflash.compiler.bundle import Bundle
 from zoflash.errors import BuildError, ZoflashError
+from zoflash.monitor.feed import Feeder
 from zoflash.monitor.live_view import LiveView
 from zoflash.monitor.plots import plot_run
+from zoflash.monitor.protocol import LAYOUTS, Frame
 from zoflash.monitor.session import Session, SessionResult, plot_path_for, weights_path_for
+from zoflash.monitor.telemetry import Decoder, decode
 from zoflash.targets.host_build import run_make
 from zoflash.training.options import TrainOptions
 from zoflash.training.pipeline import CompiledTraining, compile_training, training_bundle
 from zoflash.training.weights_file import save_weights
 
 
-def c_frames(bundle: Bundle) -> Iterator[bytes]:
-    """Build the host training program and stream its stdout."""
+def c_frames(bundle: Bundle, feeder: Feeder | None = None) -> Iterator[bytes]:
+    """Build the host training program and stream its stdout.  With a feeder (--data-source
+    stream) its answers to the program's need frames go to the program's stdin, as a host feeds
+    a board over the serial link."""
     prefix = bundle.prefix
     run_make(bundle, f"build/{prefix}_train")
     exe = bundle.path / "build" / f"{prefix}_train"
-    # stdin: nothing (the program reads commands from a pipe on stdin: not from ours)
-    proc = subprocess.Popen([str(exe)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # stdin: nothing (the program reads commands from a pipe on stdin: not from ours), or the feed
+    proc = subprocess.Popen([str(exe)], stdin=subprocess.PIPE if feeder else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    needs = Decoder() if feeder else None
     try:
         fd = proc.stdout.fileno()
         while True:
             chunk = os.read(fd, 65536)
             if not chunk:
                 break
+            if needs is not None:
+                _answer_needs(needs, chunk, feeder, proc.stdin)
             yield chunk
     finally:
         if proc.poll() is None:
@@ -43,6 +52,19 @@ def c_frames(bundle: Bundle) -> Iterator[bytes]:
         rc = proc.wait()
     if rc != 0:
         raise BuildError(f"the training program {exe} exited with status {rc}: {err.strip()[-2000:]}")
+
+
+def _answer_needs(decoder: Decoder, chunk: bytes, feeder: Feeder, stdin) -> None:
+    for item in decoder.feed(chunk):
+        if isinstance(item, Frame) and item.type == NEED_TYPE:
+            try:
+                stdin.write(feeder.answer(decode(item)))
+                stdin.flush()
+            except BrokenPipeError:  # the program ended: its exit status tells why
+                return
+
+
+NEED_TYPE = LAYOUTS["need"][0]
 
 
 def reference_frames(prep: CompiledTraining) -> Iterator[bytes]:
@@ -55,7 +77,8 @@ def reference_frames(prep: CompiledTraining) -> Iterator[bytes]:
 
 def _c_engine(prep: CompiledTraining, bundle_dir: Path, prefix: str | None) -> tuple[Iterator[bytes], Bundle]:
     bundle = training_bundle(prep, "host", bundle_dir, prefix)
-    return c_frames(bundle), bundle
+    stream = prep.training.options.data_source == "stream"
+    return c_frames(bundle, Feeder.from_dataset(prep.training.data) if stream else None), bundle
 
 
 def _reference_engine(prep: CompiledTraining, bundle_dir: Path, prefix: str | None) -> tuple[Iterator[bytes], None]:

@@ -63,6 +63,11 @@ class TrainOptions:
     headroom: int = spec.TRAIN_DEFAULTS["headroom"]
     loss: str = spec.TRAIN_DEFAULTS["loss"]
     target: str = spec.TRAIN_DEFAULTS["target"]
+    # ---- data sources ----
+    data_source: str = spec.TRAIN_DEFAULTS["data_source"]
+    buffer: int = spec.TRAIN_DEFAULTS["buffer"]
+    refresh: int = spec.TRAIN_DEFAULTS["refresh"]
+    # ---- end data sources ----
 
     DEFAULT_STEPS = spec.DEFAULT_STEPS
 
@@ -118,7 +123,9 @@ class TrainOptions:
                 f"scheduler {self.scheduler}, lr {lr}, rounding {self.rounding}, density {self.density:g}, "
                 f"seed {self.seed}, {length}" + (f", headroom {self.headroom}" if self.headroom else "")
                 + (f", loss {self.loss}" if self.loss != "auto" else "")
-                + (f", target {self.target}" if self.target != "labels" else ""))
+                + (f", target {self.target}" if self.target != "labels" else "")
+                + (f", data {self.data_source}" if self.data_source != "embedded" else "")
+                + (f" (buffer {self.buffer}, refresh {self.refresh})" if self.data_source != "embedded" else ""))
 
 
 OPTION_NAMES = tuple(f.name for f in fields(TrainOptions))
@@ -189,6 +196,13 @@ def validate(opts: TrainOptions) -> TrainOptions:
     need(opts.target in spec.TARGETS, f"--target {opts.target}: use one of {', '.join(spec.TARGETS)}")
     need(not (opts.target == "input" and opts.loss not in ("auto", "mse")),
          f"--target input compares the output with the input: it needs --loss mse (or auto), not {opts.loss}")
+    # ---- data sources ----
+    need(opts.data_source in spec.DATA_SOURCES,
+         f"--data-source {opts.data_source}: use one of {', '.join(spec.DATA_SOURCES)}")
+    buf_lo, buf_hi = spec.BUFFER_RANGE
+    need(buf_lo <= opts.buffer <= buf_hi, f"--buffer {opts.buffer}: must be in {buf_lo}..{buf_hi} samples")
+    need(1 <= opts.refresh <= opts.buffer, f"--refresh {opts.refresh}: must be in 1..--buffer ({opts.buffer})")
+    # ---- end data sources ----
     if opts.scheduler in SCHEDULERS:  # also when other options have problems: one error lists all
         q_keys = spec.SCHED_Q_PARAMS
         given_q = sorted(set(opts.sched) & set(q_keys))

@@ -60,6 +60,10 @@ def compile_training(model_path: str | Path, data_path: str | Path, opts: TrainO
                         dtype=t_in.dtype, loss=plan.loss, target=opts.target,
                         output_shape=model.storage(plan.logits).shape)
     _warn_about(data, opts, plan)
+    if opts.data_source in ("stream", "app"):  # a RAM ring of fed or pushed samples
+        from zoflash.training.render import stream_record_bytes
+
+        plan.stream_buffer_bytes = opts.buffer * sum(stream_record_bytes(plan, data).values())
     report = None
     if opts.headroom:
         model, plan, report = _with_headroom(model, plan, opts, data)

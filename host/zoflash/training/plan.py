@@ -71,6 +71,7 @@ class TrainPlan:
     q_buffer: int  # directions the statistics buffers hold (TrainOptions.q_buffer)
     layers: list[int] = field(default_factory=list)  # op indices of the trained layers
     dropped_layers: list[int] = field(default_factory=list)  # removed by --max-params
+    stream_buffer_bytes: int = 0  # --data-source stream: the ring of fed samples (set with the data)
 
     @property
     def params(self) -> int:
@@ -92,6 +93,7 @@ class TrainPlan:
                                 + (4 * self.batch * self.classes if self.loss == "mse" else 0),
             "snapshot_bytes": snapshot,
             "eps_bytes": sum(4 * t.count for t in self.tensors if t.is_bias),
+            **({"stream_buffer_bytes": self.stream_buffer_bytes} if self.stream_buffer_bytes else {}),
         }
 
     FLASH_KEYS = ("eps_bytes",)  # constant tables (flash on a board)

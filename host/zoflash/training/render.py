@@ -11,7 +11,7 @@ import numpy as np
 
 from zoflash import __version__
 from zoflash.compiler.bundle import TrainingSources
-from zoflash.compiler.codegen import Blob, CArray, CField, c_comment, c_float, c_int, template_env
+from zoflash.compiler.codegen import Blob, CArray, CField, c_comment, c_float, c_int, runtime_part, template_env
 from zoflash.compiler.pipeline import CompiledModel
 from zoflash.training import spec
 from zoflash.training.options import TrainOptions
@@ -61,6 +61,9 @@ def training_manifest(training: Training) -> dict:
         "memory_beyond_inference_bytes": plan.training_ram_bytes(),
         "data": {"source": training.data.source, "n_train": int(len(training.data.y_train)),
                  "n_test": int(len(training.data.y_test)), "bytes": training.data.nbytes},
+        **({"data_source": {"kind": opts.data_source, "buffer": opts.buffer, "refresh": opts.refresh,
+                            "record_bytes": stream_record_bytes(plan, training.data),
+                            "embedded": "test split only"}} if opts.data_source in RING_SOURCES else {}),
     }
 
 
@@ -79,8 +82,10 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
             comment=c_comment(f"'{t.name}' of op {t.op_index}, {'bias' if t.is_bias else 'weights'}")))
     # The samples as bytes (a uint8 or float32 input too): the trainer copies input_bytes per sample.
     # Labels (not for mse), or mse targets (float32 rows; none with --target input).
-    data_blobs, data_names = [], {}
-    for split in ("train", "test"):
+    # --data-source stream: the training split is not embedded; the host feeds it into a RAM ring.
+    stream = _stream_context(prefix, plan, opts, data) if opts.data_source in RING_SOURCES else None
+    data_blobs, data_names = [], dict(stream["names"]) if stream else {}
+    for split in ("test",) if stream else ("train", "test"):
         x, y, t = getattr(data, f"x_{split}"), getattr(data, f"y_{split}"), getattr(data, f"t_{split}")
         data_blobs.append(Blob("int8_t", f"{prefix}_x_{split}", _le_bytes(x),
                                c_comment(f"x_{split} {x.dtype}{list(x.shape)}")))
@@ -90,6 +95,7 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
         if t is not None:
             data_blobs.append(Blob("float", f"{prefix}_t_{split}", _le_bytes(np.asarray(t, dtype=np.float32)),
                                    c_comment(f"mse targets float32{list(t.shape)}")))
+        data_names[f"x_{split}"] = f"{prefix}_x_{split}"
         data_names[f"y_{split}"] = f"{prefix}_y_{split}" if data.labels else "NULL"
         data_names[f"t_{split}"] = f"{prefix}_t_{split}" if t is not None else "NULL"
     in_quant = g.tensors[model.root[g.inputs[0]]].quant
@@ -101,7 +107,8 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
                     for k, v in opts.sched_config(len(data.y_train)).items()]
     ctx = dict(
         version=__version__, source=c_comment(source_name), source_sha256=source_sha256, prefix=prefix,
-        data_source=c_comment(data.source), data_bytes=data.nbytes, data_blobs=data_blobs,
+        data_source=c_comment(data.source), data_bytes=sum(len(b.data) for b in data_blobs), data_blobs=data_blobs,
+        stream=stream,
         options_comment=c_comment(opts.describe()),
         arena_name=f"{prefix}_arena", arena_size=model.arena_array_size, tensors=tensors,
         trainable_params=plan.params,
@@ -115,12 +122,40 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
         loss=spec.c_name("LOSSES", plan.loss), mse=plan.loss == "mse", data_names=data_names,
         target_scale=c_float(in_quant.scale if from_input else 0.0), target_zp=in_quant.zero_point if from_input else 0,
         sha_bytes=", ".join(f"0x{source_sha256[2 * i:2 * i + 2]}" for i in range(8)),
-        n_train=len(data.y_train), n_test=len(data.y_test),
+        n_train=opts.buffer if stream else len(data.y_train), n_test=len(data.y_test),
         config_fields=config_fields, sched_fields=sched_fields)
     env = template_env()
     files = {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in TRAIN_TEMPLATES.items()}
+    app = opts.data_source == "app"
+    if app:  # the library form: zo_app.c instead of the firmware's main
+        files.update({name: text.decode() for name, text in runtime_part(APP_RUNTIME).items()})
     return TrainingSources(files=files, manifest=training_manifest(training), trainable=training.trainable,
-                           blobs={b.file: b.data for b in data_blobs})
+                           blobs={b.file: b.data for b in data_blobs},
+                           unlinked=("zo_train_main.c",) if app else (), app=app)
+
+
+# ---- data sources ----
+RING_SOURCES = ("stream", "app")  # the data sources whose training split is a RAM ring (zo_stream.h)
+APP_RUNTIME = "app"  # firmware_templates/runtime/app/: zo_app.c/.h, only in --data-source app bundles
+
+
+def stream_record_bytes(plan, data) -> dict:
+    """Bytes per sample of the stream ring: the input, a label (not for mse), mse targets."""
+    return {"input": int(data.x_train[0].nbytes), "label": 2 if data.labels else 0,
+            "targets": 4 * plan.classes if data.t_train is not None else 0}
+
+
+def _stream_context(prefix: str, plan, opts: TrainOptions, data) -> dict:
+    """The ring of zo_stream.h and the names the model struct points at."""
+    rec = stream_record_bytes(plan, data)
+    names = {"x_train": f"{prefix}_x_ring", "y_train": f"{prefix}_y_ring" if data.labels else "NULL",
+             "t_train": f"{prefix}_t_ring" if rec["targets"] else "NULL"}
+    app = opts.data_source == "app"  # the ring is zo_app.c's (extern), filled by pushes, not by the host
+    return dict(slots=opts.buffer, refresh=opts.refresh, input_bytes=rec["input"], target_bytes=rec["targets"],
+                x=names["x_train"], y=names["y_train"], t=names["t_train"], classes=plan.classes,
+                name="zo_train_ring" if app else f"{prefix}_stream", storage="" if app else "static ",
+                linked=not app, names=names)
+# ---- end data sources ----
 
 
 def _le_bytes(a: np.ndarray) -> bytes:

@@ -139,7 +139,17 @@ TRAIN_DEFAULTS = dict(
     headroom=0,              # re-quantize the trainable layers with h bits of headroom
     loss="auto",             # spec.LOSS_CHOICES
     target="labels",         # spec.TARGETS
+    # ---- data sources ----
+    data_source="embedded",  # spec.DATA_SOURCES
+    buffer=64,               # stream: samples the device's ring keeps (minibatches are drawn from them)
+    refresh=1,               # stream: new samples the host sends before each step
+    # ---- end data sources ----
 )
+# ---- data sources: where the training samples come from (docs/training.md "Data sources") ----
+DATA_SOURCES = ("embedded", "stream", "app")  # embedded: built in; stream: fed over the serial link; app: pushed
+BUFFER_RANGE = (1, 65535)    # --buffer: ring slots
+STREAM_SAMPLE_HEAD = 14      # sample command payload: index u32, label u16, offset u32, total u32 (ZO_STREAM_SAMPLE_HEAD)
+# ---- end data sources ----
 DEFAULT_STEPS = 500          # when neither steps nor budget is given
 BATCH_RANGE = (1, 1024)
 EPS_RANGE = (1, 8)           # LSB; trainable int8 weights stay in [-(127 - eps), 127 - eps]
@@ -158,6 +168,9 @@ DONE_REASONS = ("steps", "budget", "scheduler", "command", "dead-zone", "guard")
 DONE_REASON_IDS = {name: i for i, name in enumerate(DONE_REASONS)}
 WEIGHTS_PARTS = ("values", "residual")  # weights frame `part`
 COMMANDS = {"pause": 16, "resume": 17, "status": 18, "dump": 19, "stop": 20}  # host -> device frame types
+# ---- data sources (docs/training.md "Data sources") ----
+COMMANDS["sample"] = 21  # a chunk of a training sample (--data-source stream), answered by a need frame
+# ---- end data sources ----
 COMMAND_FIRST = 16  # frame types below are telemetry, never commands
 ACK_RESULTS = ("ok", "ignored", "unknown")  # ack `result`
 

@@ -1,0 +1,90 @@
+/* app_sensor.c - an application that trains a model on the device with zoflash's library form
+ * (`zoflash build --data-source app`, zo_app.h): its own main(), samples pushed from a "sensor",
+ * one training step whenever enough have come, then the trained model used on fresh readings.
+ *
+ * The sensor is synthetic, so the example runs anywhere: reading n is one of 10 fixed patterns of
+ * 64 int8 values (its class, the label) plus noise, all from a 32-bit integer hash
+ * (make_data.py writes the same readings, from other n, as the build's test split).
+ *
+ *     zoflash build --board mps3-an547 --model tests/fixtures/mlp.tflite --data sensor.npz \
+ *         --data-source app --out app_bundle
+ *     make -C app_bundle app APP=$PWD/examples/app_sensor/app_sensor.c    # build/app.elf (build/app on the host)
+ */
+#include <stdint.h>
+
+#include "zo_app.h"
+#include "zo_port.h"
+
+#define INPUTS 64u
+#define CLASSES 10u
+#define FRESH 200u          /* readings the trained model classifies at the end */
+#define FRESH_FIRST 500000u /* far from the readings trained on */
+
+static uint32_t mix(uint32_t v)
+{
+    v ^= v >> 16;
+    v *= 0x7feb352du;
+    v ^= v >> 15;
+    v *= 0x846ca68bu;
+    v ^= v >> 16;
+    return v;
+}
+
+/* Reading n into x; returns its class. */
+static uint16_t sensor_read(uint32_t n, int8_t *x)
+{
+    const uint32_t c = mix(2u * n + 1u) % CLASSES;
+    for (uint32_t i = 0; i < INPUTS; ++i) {
+        const int32_t pattern = (int32_t)(mix(0x10000u + c * INPUTS + i) & 0xFFu) - 128;
+        const int32_t noise = (int32_t)(mix(0x9E3779B9u + n * INPUTS + i) & 0x3Fu) - 32;
+        x[i] = (int8_t)(pattern / 2 + noise);
+    }
+    return (uint16_t)c;
+}
+
+static void say_number(uint32_t v)
+{
+    uint8_t digits[10];
+    uint32_t n = 0;
+    do {
+        digits[9u - n++] = (uint8_t)('0' + v % 10u);
+        v /= 10u;
+    } while (v != 0u);
+    zo_port_write(digits + 10u - n, n);
+}
+
+int main(void)
+{
+    zo_port_init();
+    if (zo_app_input_bytes() != INPUTS || zo_app_init(1) != ZO_APP_OK) {
+        zo_port_exit(1);
+    }
+    int8_t x[INPUTS];
+    uint32_t n = 0;
+    uint16_t label = sensor_read(n, x);
+    for (;;) { /* push until the trainer has what its next step needs, then step */
+        if (zo_app_push(x, label, 0) == ZO_APP_OK) {
+            label = sensor_read(++n, x);
+            continue;
+        }
+        if (zo_app_step() == ZO_APP_DONE) {
+            break;
+        }
+    }
+    uint32_t right = 0;
+    for (uint32_t k = 0; k < FRESH; ++k) {
+        label = sensor_read(FRESH_FIRST + k, x);
+        const int8_t *y = zo_app_forward(x);
+        uint32_t best = 0;
+        for (uint32_t c = 1; c < CLASSES; ++c) {
+            best = y[c] > y[best] ? c : best;
+        }
+        right += best == label ? 1u : 0u;
+    }
+    zo_port_write((const uint8_t *)"\napp_sensor: ", 13u);
+    say_number(right);
+    zo_port_write((const uint8_t *)" of ", 4u);
+    say_number(FRESH);
+    zo_port_write((const uint8_t *)" fresh readings classified right\n", 33u);
+    zo_port_exit(0);
+}
