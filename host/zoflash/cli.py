@@ -116,7 +116,7 @@ def training_options(f):
         click.option("--seed", type=int, help=f"Run seed [{d['seed']}]."),
         click.option("--steps", type=int, help=f"Training steps [{spec.DEFAULT_STEPS} unless --budget]."),
         click.option("--budget", type=int, help="Forward-pass budget (prefix + suffix sample-passes)."),
-        click.option("--eval-every", type=int, help=f"Evaluate on the test set every N steps [{d['eval_every']}]."),
+        click.option("--eval-every", type=int, help=f"Evaluate on the validation and test sets every N steps [{d['eval_every']}]."),
         click.option("--scheduler", type=click.Choice(spec.SCHEDULERS), help=f"q scheduler [{d['scheduler']}]."),
         click.option("--q", type=int, help=f"q of the fixed scheduler, starting q of plateau/adazeta [{d['q']}]."),
         click.option("--q-min", type=int, help=f"Smallest q [{d['q_min']}]."),
@@ -130,7 +130,7 @@ def training_options(f):
         click.option("--guard-steps", type=int,
                      help=f"Guard: consecutive steps before a rollback [{d['guard_steps']}]."),
         click.option("--guard-loss", type=float,
-                     help=f"Guard: roll back when a test loss exceeds best x this [{d['guard_loss']:g}; 0 off]."),
+                     help=f"Guard: roll back when a validation loss exceeds best x this [{d['guard_loss']:g}; 0 off]."),
         click.option("--guard-max-rollbacks", type=int,
                      help=f"Guard: stop after this many rollbacks [{d['guard_max_rollbacks']}; 0 never]."),
         click.option("--headroom", type=int, help="Re-quantize the trainable layers with H bits of headroom "
@@ -141,6 +141,9 @@ def training_options(f):
         click.option("--target", type=click.Choice(spec.TARGETS),
                      help=f"What the output should match: the data's y, or the sample's own input "
                           f"(autoencoders; no y needed) [{d['target']}]."),
+        click.option("--val-fraction", type=float,
+                     help="Share of the training data carved off for validation (guards, snapshots, best weights; "
+                          f"the test set is only reported) [{d['val_fraction']:g}]."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -173,7 +176,8 @@ def _say_training_memory(training: dict) -> None:
          f"moved from flash {mem['trainable_bytes_in_ram']}, residuals {mem['residual_bytes']}, feature cache "
          f"{mem['feature_cache_bytes']}, statistics {mem['statistics_bytes']}, snapshot {mem['snapshot_bytes']}")
     data = training["data"]
-    _say(f"flash   data {data['bytes']} bytes ({data['n_train']} training, {data['n_test']} test samples), "
+    _say(f"flash   data {data['bytes']} bytes ({data['n_train']} training, {data['n_val']} validation, "
+         f"{data['n_test']} test samples), "
          f"bias eps tables {mem['eps_bytes']} bytes")
 
 
@@ -385,8 +389,12 @@ def ops(markdown: bool) -> None:
               help="Accept weights recorded for a model file with another SHA-256 (tensors must still match).")
 @click.option("--headroom", type=int, help="The --headroom the run trained with, for weights that do not record "
                                            "it (taken from a board): their tensors get scales x 2^H.")
+@click.option("--select", type=click.Choice(("best", "last")),
+              help="Which weights: best = the lowest validation loss (the device's last good snapshot), last = "
+                   "the end of the run [best when the file holds them, else last].")
 def export(model_path: str, weights_path: str | None, port: str | None, baud: int | None, board: str | None,
-           save_weights_path: str | None, out_path: str, allow_other_model: bool, headroom: int | None) -> None:
+           save_weights_path: str | None, out_path: str, allow_other_model: bool, headroom: int | None,
+           select: str | None) -> None:
     """Write trained weights (from a weights file or a running board) into a copy of the model."""
     _check_outputs(out=out_path, save_weights=save_weights_path)
     import tempfile
@@ -407,12 +415,13 @@ def export(model_path: str, weights_path: str | None, port: str | None, baud: in
             _say(f"weights from {port} after {st['step']} steps ({'paused' if st['paused'] else 'training'}, "
                  f"q {st['q']}, {st['state']})" + (f": saved in {save_weights_path}" if save_weights_path else ""))
         report = export_weights(model_path, weights_path, out_path, allow_other_model=allow_other_model,
-                                headroom=headroom)
+                                headroom=headroom, select=select)
     for p in report.tensors:
         _say(f"tensor {p.index:3d} '{p.name}' {p.dtype}{list(p.shape)}: {p.changed} of {p.count} values changed"
              + (", quantization scales rewritten" if p.scales is not None else ""))
     note = " (weights recorded for another model file)" if report.other_model else ""
-    _say(f"wrote {report.out_path}: {len(report.tensors)} tensor(s), {report.values_changed} value(s) changed{note}")
+    _say(f"wrote {report.out_path}: {len(report.tensors)} tensor(s), {report.values_changed} value(s) changed{note}, "
+         f"{report.selected} weights" + (" (by validation loss)" if report.selected == "best" else ""))
 
 
 CTRL_C_DUMP_TIMEOUT = 3.0  # seconds Ctrl-C waits for the device's weights before giving up

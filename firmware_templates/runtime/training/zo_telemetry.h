@@ -1,7 +1,7 @@
 /* zo_telemetry.h - binary telemetry frames from the training firmware to the host.
  *
  * Static file, copied verbatim into each bundle.  The wire format is specified in
- * docs/training.md, "Telemetry (protocol version 1)"; the host decoder and a byte-identical
+ * docs/training.md, "Telemetry (protocol version 2)"; the host decoder and a byte-identical
  * Python encoder are in host/zoflash/monitor/telemetry.py and protocol.py (tests/test_telemetry.py
  * checks both); the ids below are those of host/zoflash/training/spec.py (tests/test_spec.py).
  *
@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#define ZO_TM_VERSION       1u
+#define ZO_TM_VERSION       2u
 #define ZO_TM_SYNC0         0xA5u
 #define ZO_TM_SYNC1         0x5Au
 #define ZO_TM_MAX_PAYLOAD   1024u /* bytes; longer log text is truncated */
@@ -64,6 +64,7 @@
 /* zo_tm_weights part. */
 #define ZO_TM_PART_VALUES   0u
 #define ZO_TM_PART_RESIDUAL 1u
+#define ZO_TM_PART_BEST_VALUES 2u /* the snapshot: the best values by validation */
 
 /* Payload structs: fields in wire order (the struct layout itself is never sent).
  * Times are zo_port_time_us() values filled in by the caller. */
@@ -113,6 +114,10 @@ typedef struct {
     uint64_t suffix_passes;
     uint64_t eval_passes;
     uint64_t time_us;
+    uint32_t val_correct;  /* the validation split (correct, count, accuracy, loss above: the test set) */
+    uint32_t val_count;
+    float val_accuracy;
+    float val_loss;
 } zo_tm_eval_t;
 
 typedef struct {

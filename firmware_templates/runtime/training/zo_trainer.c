@@ -243,38 +243,53 @@ static void send_event(const trainer_t *tr, uint32_t step, uint8_t kind, uint8_t
     zo_tm_event(&ev);
 }
 
-/* ---- evaluation on the test set ----------------------------------------------------------- */
+/* ---- evaluation on the validation and the test split -------------------------------------- */
 
-/* Reports accuracy and loss; returns the loss and, in *saturated, the saturated test logits.
- * Correct: the argmax is the label (softmax-ce), sigmoid(x) > 0.5 iff the label is 1
- * (sigmoid-bce); mse has no accuracy (correct 0). */
-static float evaluate(trainer_t *tr, uint32_t steps_done, uint32_t *saturated)
+typedef struct {
+    uint32_t correct, saturated;
+    float loss;
+} split_eval_t;
+
+/* One split in sample order: correct answers, mean loss, saturated logits.  Correct: the argmax
+ * is the label (softmax-ce), sigmoid(x) > 0.5 iff the label is 1 (sigmoid-bce); mse has no
+ * accuracy (correct 0). */
+static split_eval_t evaluate_split(trainer_t *tr, const int8_t *x, const uint16_t *y, const float *t, uint32_t n_samples)
 {
     const zo_train_model_t *m = tr->m;
     float loss_sum = 0.0f;
-    uint32_t correct = 0, sat = 0;
+    split_eval_t r = { 0u, 0u, 0.0f };
     const float *target = batch_target(m, 0); /* the minibatch's row 0 is reloaded at the next step */
-    for (uint32_t n = 0; n < m->n_test; ++n) {
-        memcpy(m->input, m->x_test + (size_t)n * (size_t)m->input_bytes, (size_t)m->input_bytes);
+    for (uint32_t n = 0; n < n_samples; ++n) {
+        memcpy(m->input, x + (size_t)n * (size_t)m->input_bytes, (size_t)m->input_bytes);
         m->run_steps(0, m->logits_end);
-        const uint32_t label = m->loss == ZO_LOSS_MSE ? 0u : m->y_test[n];
+        const uint32_t label = m->loss == ZO_LOSS_MSE ? 0u : y[n];
         if (m->loss == ZO_LOSS_MSE) {
-            load_target(m, m->t_test, m->x_test, n, m->targets);
+            load_target(m, t, x, n, m->targets);
         } else if (m->loss == ZO_LOSS_SIGMOID_BCE) {
-            correct += (((int32_t)m->logits[0] > m->logits_zp) == (label != 0u)) ? 1u : 0u;
+            r.correct += (((int32_t)m->logits[0] > m->logits_zp) == (label != 0u)) ? 1u : 0u;
         } else {
-            correct += (zo_argmax_s8(m->logits, m->classes) == (int32_t)label) ? 1u : 0u;
+            r.correct += (zo_argmax_s8(m->logits, m->classes) == (int32_t)label) ? 1u : 0u;
         }
         loss_sum += sample_loss(m, label, target);
-        sat += count_saturated(m, label, target);
+        r.saturated += count_saturated(m, label, target);
     }
-    *saturated = sat;
-    tr->eval_passes += m->n_test;
-    zo_tm_eval_t e = { steps_done, correct, m->n_test, (float)correct / (float)m->n_test,
-                       loss_sum / (float)m->n_test, tr->prefix_passes, tr->suffix_passes, tr->eval_passes,
-                       now_us(tr) };
+    r.loss = loss_sum / (float)n_samples;
+    tr->eval_passes += n_samples;
+    return r;
+}
+
+/* Evaluates the validation split, then the test split, and reports both; returns the validation
+ * split's result (the only one the guards and the snapshots look at). */
+static split_eval_t evaluate(trainer_t *tr, uint32_t steps_done)
+{
+    const zo_train_model_t *m = tr->m;
+    const split_eval_t val = evaluate_split(tr, m->x_val, m->y_val, m->t_val, m->n_val);
+    const split_eval_t test = evaluate_split(tr, m->x_test, m->y_test, m->t_test, m->n_test);
+    zo_tm_eval_t e = { steps_done, test.correct, m->n_test, (float)test.correct / (float)m->n_test, test.loss,
+                       tr->prefix_passes, tr->suffix_passes, tr->eval_passes, now_us(tr),
+                       val.correct, m->n_val, (float)val.correct / (float)m->n_val, val.loss };
     zo_tm_eval(&e);
-    return e.loss;
+    return val;
 }
 
 /* ---- one step ------------------------------------------------------------------------------ */
@@ -383,6 +398,8 @@ static void send_hello(const trainer_t *tr)
     zo_tm_hello(&h);
 }
 
+/* Every trainable tensor's values and residuals, then its best values (the snapshot, laid out
+ * as snapshot_copy writes it). */
 static void dump_weights(const zo_train_model_t *m)
 {
     for (int32_t k = 0; k < m->n_tensors; ++k) {
@@ -392,6 +409,13 @@ static void dump_weights(const zo_train_model_t *m)
         if (tt->residual != NULL) {
             zo_tm_weights(tt->tensor_index, ZO_TM_PART_RESIDUAL, tt->residual, (uint32_t)tt->count);
         }
+    }
+    const uint8_t *s = m->snapshot;
+    for (int32_t k = 0; k < m->n_tensors; ++k) {
+        const zo_trainable_t *tt = &m->tensors[k];
+        uint32_t bytes = (uint32_t)tt->count * (uint32_t)(tt->eps_b != NULL ? sizeof(int32_t) : sizeof(int8_t));
+        zo_tm_weights(tt->tensor_index, ZO_TM_PART_BEST_VALUES, s, bytes);
+        s += bytes + (tt->residual != NULL ? (uint32_t)tt->count : 0u);
     }
 }
 
@@ -472,8 +496,8 @@ static int serve_commands(const trainer_t *tr, uint32_t t, uint32_t calib)
 
 static const char *check_config(const zo_train_model_t *m, const zo_train_config_t *cfg)
 {
-    if (cfg->batch < 1u || m->n_train < 1u || m->n_test < 1u) {
-        return "batch and both data splits must be non-empty";
+    if (cfg->batch < 1u || m->n_train < 1u || m->n_val < 1u || m->n_test < 1u) {
+        return "batch and the three data splits must be non-empty";
     }
     if (cfg->calib_q > m->q_buffer || cfg->sched.q_max > m->q_buffer) {
         return "q exceeds the statistics buffers";
@@ -482,7 +506,8 @@ static const char *check_config(const zo_train_model_t *m, const zo_train_config
         return "eps must be 1..8 LSB";
     }
     if (m->loss == ZO_LOSS_MSE ? (m->targets == NULL || (m->t_train == NULL && m->input_bytes != m->classes))
-                               : (m->loss > ZO_LOSS_MSE || m->y_train == NULL || m->y_test == NULL)) {
+                               : (m->loss > ZO_LOSS_MSE || m->y_train == NULL || m->y_val == NULL
+                                  || m->y_test == NULL)) {
         return "the loss has no labels or targets";
     }
     if (cfg->max_steps == 0u && cfg->budget == 0u) {
@@ -506,11 +531,10 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
     send_hello(&tr);
     zo_sched_init(&tr.sched, &cfg->sched);
     tr.lr1 = cfg->lr;
-    uint32_t eval_sat = 0;
-    float best_loss = evaluate(&tr, 0, &eval_sat);
+    float best_loss = evaluate(&tr, 0).loss; /* validation loss of the snapshot */
     snapshot_copy(m, 0);
-    /* a snapshot is good only with few saturated test logits (< guard_sat / 2) */
-    const float sat_good = (cfg->guard_sat * 0.5f) * (float)m->n_test * (float)m->classes;
+    /* a snapshot is good only with few saturated validation logits (< guard_sat / 2) */
+    const float sat_good = (cfg->guard_sat * 0.5f) * (float)m->n_val * (float)m->classes;
     uint32_t rollbacks = 0;
 
     const uint32_t calib = cfg->lr_auto ? cfg->calib_steps : 0u;
@@ -577,17 +601,18 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
         ++t;
         last_eval = 0;
         if (t % cfg->eval_every == 0u) {
-            float loss = evaluate(&tr, t, &eval_sat);
+            const split_eval_t val = evaluate(&tr, t);
+            const float loss = val.loss;
             last_eval = 1;
             if (!calibrating && cfg->guard_loss > 0.0f && loss > best_loss * cfg->guard_loss) {
-                /* the test loss ran away from the best so far: back to the best state */
+                /* the validation loss ran away from the best so far: back to the best state */
                 rollback(&tr);
                 ++rollbacks;
                 last_eval = 0; /* the weights changed: a run ending here evaluates them again */
                 send_event(&tr, t - 1u, ZO_TM_EV_ROLLBACK, ZO_TM_ROLLBACK_LOSS, state, state, q, q, tr.lr1,
                            tr.snapshot_step);
-            } else if (loss < best_loss && tr.sat_run == 0u && tr.zero_run == 0u && (float)eval_sat < sat_good) {
-                /* the last good state: the lowest test loss so far, no guard run active */
+            } else if (loss < best_loss && tr.sat_run == 0u && tr.zero_run == 0u && (float)val.saturated < sat_good) {
+                /* the last good state: the lowest validation loss so far, no guard run active */
                 best_loss = loss;
                 snapshot_copy(m, 0);
                 tr.snapshot_step = t;
@@ -611,7 +636,7 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
         }
     }
     if (!last_eval) {
-        evaluate(&tr, t, &eval_sat);
+        (void)evaluate(&tr, t);
     }
     dump_weights(m);
     zo_tm_done_t done = { t, (uint8_t)reason, tr.prefix_passes, tr.suffix_passes, now_us(&tr) };

@@ -54,17 +54,20 @@ typedef struct {
     const int8_t *x_train;
     const uint16_t *y_train;    /* labels (softmax-ce, sigmoid-bce; NULL for mse) */
     uint32_t n_train;
-    const int8_t *x_test;
+    const int8_t *x_val;        /* validation split, carved from the training data at build time: */
+    const uint16_t *y_val;      /* the guards, the snapshots (the best weights) use it */
+    uint32_t n_val;
+    const int8_t *x_test;       /* test split: only reported */
     const uint16_t *y_test;
     uint32_t n_test;
     /* mse targets, `classes` floats per sample; NULL: the sample's own int8 input (input_bytes ==
      * classes), dequantized as target_scale * (x - target_zp) */
-    const float *t_train, *t_test;
+    const float *t_train, *t_val, *t_test;
     float target_scale;
     int32_t target_zp;
     /* work memory (sizes in docs/training.md; the generator allocates them) */
     int8_t *feature_cache;  /* batch * boundary_bytes */
-    uint8_t *snapshot;      /* sum of trainable bytes + residual bytes */
+    uint8_t *snapshot;      /* sum of trainable bytes + residual bytes: the best state by validation */
     float *lp, *lm, *l0;    /* batch each */
     uint16_t *labels;       /* batch */
     uint8_t *settled;       /* batch: outputs of the + pass pinned towards their target */
@@ -96,7 +99,7 @@ typedef struct {
     float guard_sat;
     float guard_zero;
     uint32_t guard_steps;
-    float guard_loss;            /* roll back when an evaluation's loss exceeds best * this (0: off) */
+    float guard_loss;            /* roll back when a validation loss exceeds best * this (0: off) */
     uint32_t guard_max_rollbacks; /* stop after this many rollbacks (0: never) */
     zo_sched_config_t sched;
 } zo_train_config_t;

@@ -1,6 +1,6 @@
-"""The telemetry wire format (protocol version 1) and its encoder; the decoder is telemetry.py.
+"""The telemetry wire format (protocol version 2) and its encoder; the decoder is telemetry.py.
 
-Format: docs/training.md, "Telemetry (protocol version 1)"; the firmware encoder is
+Format: docs/training.md, "Telemetry (protocol version 2)"; the firmware encoder is
 firmware_templates/runtime/zo_telemetry.c.  `encode`/`Encoder` produce byte-identical frames
 (the Python reference trainer uses them, tests/test_telemetry.py checks them against the C).
 Imports only the training spec, so that the reference may import it too.
@@ -18,7 +18,7 @@ import numpy as np
 from zoflash.training import spec
 
 SYNC = b"\xa5\x5a"
-VERSION = 1
+VERSION = 2  # 2: eval frames carry the validation split
 HEAD = 8  # sync, version, type, seq, len
 MAX_PAYLOAD = 1024
 WEIGHTS_CHUNK = 512
@@ -35,7 +35,8 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
                  ("m2", "f"), ("v", "f"), ("zero_frac", "f"), ("sat_frac", "f"), ("prefix_passes", "Q"),
                  ("suffix_passes", "Q"), ("time_us", "Q"))),
     "eval": (3, (("step", "I"), ("correct", "I"), ("count", "I"), ("accuracy", "f"), ("loss", "f"),
-                 ("prefix_passes", "Q"), ("suffix_passes", "Q"), ("eval_passes", "Q"), ("time_us", "Q"))),
+                 ("prefix_passes", "Q"), ("suffix_passes", "Q"), ("eval_passes", "Q"), ("time_us", "Q"),
+                 ("val_correct", "I"), ("val_count", "I"), ("val_accuracy", "f"), ("val_loss", "f"))),
     "event": (4, (("step", "I"), ("kind", "B"), ("code", "B"), ("state_from", "B"), ("state_to", "B"),
                   ("q_from", "H"), ("q_to", "H"), ("value", "f"), ("aux", "I"))),
     "done": (5, (("steps", "I"), ("reason", "B"), ("prefix_passes", "Q"), ("suffix_passes", "Q"),

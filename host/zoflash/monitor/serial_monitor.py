@@ -42,7 +42,7 @@ from zoflash.monitor.serialport import (
     open_port,
     parse_usb_id,
 )
-from zoflash.monitor.session import Session, SessionResult, assembled_arrays, weights_path_for
+from zoflash.monitor.session import Session, SessionResult, assembled_arrays, assembled_best, weights_path_for
 
 CSV_COLUMNS = ("type", "step", "q", "state", "calibrating", "centre", "diverged", "lr", "loss", "m2", "v", "zero_frac",
                "sat_frac", "accuracy", "correct", "count", "prefix_passes", "suffix_passes", "eval_passes", "time_s")
@@ -555,7 +555,8 @@ def save_dumped(dump: telemetry.WeightsAssembler, model_path: str | Path, out_pa
 
         scales = {t["index"]: scaled(graph.tensors[t["index"]].quant, headroom).scales for t in tensors
                   if graph.tensors[t["index"]].quant is not None}
-    return save_weights(out_path, sha, assembled_arrays(dump, tensors), scales=scales, headroom=headroom)
+    return save_weights(out_path, sha, assembled_arrays(dump, tensors), scales=scales, headroom=headroom,
+                        best=assembled_best(dump, tensors))
 
 
 def dump_from_port(port: str, model_path: str | Path, out_path: str | Path, *, baud: int = DEFAULT_BAUD,

@@ -1,7 +1,7 @@
 """Training telemetry, host side: decode the device's byte stream into records.
 
 The wire format and the encoder are protocol.py (docs/training.md, "Telemetry (protocol
-version 1)"); ids become the names of the training spec (training/spec.py).
+version 2)"); ids become the names of the training spec (training/spec.py).
 
     dec = Decoder()
     for item in dec.records(dec.feed(chunk)): ...      # JSON-ready dicts, text lines included

@@ -63,6 +63,7 @@ class TrainOptions:
     headroom: int = spec.TRAIN_DEFAULTS["headroom"]
     loss: str = spec.TRAIN_DEFAULTS["loss"]
     target: str = spec.TRAIN_DEFAULTS["target"]
+    val_fraction: float = spec.TRAIN_DEFAULTS["val_fraction"]
 
     DEFAULT_STEPS = spec.DEFAULT_STEPS
 
@@ -118,7 +119,9 @@ class TrainOptions:
                 f"scheduler {self.scheduler}, lr {lr}, rounding {self.rounding}, density {self.density:g}, "
                 f"seed {self.seed}, {length}" + (f", headroom {self.headroom}" if self.headroom else "")
                 + (f", loss {self.loss}" if self.loss != "auto" else "")
-                + (f", target {self.target}" if self.target != "labels" else ""))
+                + (f", target {self.target}" if self.target != "labels" else "")
+                + (f", validation {self.val_fraction:g}" if self.val_fraction != spec.TRAIN_DEFAULTS["val_fraction"]
+                   else ""))
 
 
 OPTION_NAMES = tuple(f.name for f in fields(TrainOptions))
@@ -189,6 +192,10 @@ def validate(opts: TrainOptions) -> TrainOptions:
     need(opts.target in spec.TARGETS, f"--target {opts.target}: use one of {', '.join(spec.TARGETS)}")
     need(not (opts.target == "input" and opts.loss not in ("auto", "mse")),
          f"--target input compares the output with the input: it needs --loss mse (or auto), not {opts.loss}")
+    val_lo, val_hi = spec.VAL_FRACTION_RANGE
+    need(math.isfinite(opts.val_fraction) and val_lo < opts.val_fraction <= val_hi,
+         f"--val-fraction {opts.val_fraction:g}: must be in ({val_lo:g}, {val_hi:g}] (the share of the training data "
+         "kept for validation)")
     if opts.scheduler in SCHEDULERS:  # also when other options have problems: one error lists all
         q_keys = spec.SCHED_Q_PARAMS
         given_q = sorted(set(opts.sched) & set(q_keys))

@@ -60,7 +60,7 @@ def training_manifest(training: Training) -> dict:
         "memory": plan.memory(),
         "memory_beyond_inference_bytes": plan.training_ram_bytes(),
         "data": {"source": training.data.source, "n_train": int(len(training.data.y_train)),
-                 "n_test": int(len(training.data.y_test)), "bytes": training.data.nbytes},
+                 "n_val": int(len(training.data.y_val)), "n_test": int(len(training.data.y_test)), "bytes": training.data.nbytes},
     }
 
 
@@ -80,7 +80,7 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
     # The samples as bytes (a uint8 or float32 input too): the trainer copies input_bytes per sample.
     # Labels (not for mse), or mse targets (float32 rows; none with --target input).
     data_blobs, data_names = [], {}
-    for split in ("train", "test"):
+    for split in data.SPLITS:
         x, y, t = getattr(data, f"x_{split}"), getattr(data, f"y_{split}"), getattr(data, f"t_{split}")
         data_blobs.append(Blob("int8_t", f"{prefix}_x_{split}", _le_bytes(x),
                                c_comment(f"x_{split} {x.dtype}{list(x.shape)}")))
@@ -115,7 +115,7 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
         loss=spec.c_name("LOSSES", plan.loss), mse=plan.loss == "mse", data_names=data_names,
         target_scale=c_float(in_quant.scale if from_input else 0.0), target_zp=in_quant.zero_point if from_input else 0,
         sha_bytes=", ".join(f"0x{source_sha256[2 * i:2 * i + 2]}" for i in range(8)),
-        n_train=len(data.y_train), n_test=len(data.y_test),
+        n_train=len(data.y_train), n_val=len(data.y_val), n_test=len(data.y_test),
         config_fields=config_fields, sched_fields=sched_fields)
     env = template_env()
     files = {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in TRAIN_TEMPLATES.items()}

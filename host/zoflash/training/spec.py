@@ -134,11 +134,13 @@ TRAIN_DEFAULTS = dict(
     guard_sat=0.25,
     guard_zero=0.98,
     guard_steps=8,
-    guard_loss=1.5,          # roll back when a test loss exceeds best * this (0: off)
+    guard_loss=1.5,          # roll back when a validation loss exceeds best * this (0: off)
     guard_max_rollbacks=10,  # stop after this many rollbacks (0: never)
     headroom=0,              # re-quantize the trainable layers with h bits of headroom
     loss="auto",             # spec.LOSS_CHOICES
     target="labels",         # spec.TARGETS
+    # --- validation split (issue 12)
+    val_fraction=0.1,        # carved from the training data: guards, snapshots and the best weights use it
 )
 DEFAULT_STEPS = 500          # when neither steps nor budget is given
 BATCH_RANGE = (1, 1024)
@@ -147,6 +149,9 @@ INT8_WEIGHT_LIMIT = 127      # w_max = INT8_WEIGHT_LIMIT - eps
 DENSITY_LOG2_MAX = 4         # density 1, 1/2, ..., 1/16
 HEADROOM_MAX = 4             # bits
 SEED_LIMIT = 2**32           # seeds are uint32
+# --- validation split (issue 12)
+VAL_FRACTION_RANGE = (0.0, 0.5)  # (lo, hi]: the split must not starve the training set
+VAL_MIN_COUNT = 8            # fewer validation samples are topped up to this (at most half the data)
 
 # ---------------------------------------------------------------------------- telemetry ids
 
@@ -156,7 +161,7 @@ ROLLBACK_CAUSES = ("guard", "loss")  # rollback event `code`: guard run, or test
 ROLLBACK_CAUSE_IDS = {name: i for i, name in enumerate(ROLLBACK_CAUSES)}
 DONE_REASONS = ("steps", "budget", "scheduler", "command", "dead-zone", "guard")  # done `reason`
 DONE_REASON_IDS = {name: i for i, name in enumerate(DONE_REASONS)}
-WEIGHTS_PARTS = ("values", "residual")  # weights frame `part`
+WEIGHTS_PARTS = ("values", "residual", "best-values")  # weights frame `part` (best: the snapshot, by validation)
 COMMANDS = {"pause": 16, "resume": 17, "status": 18, "dump": 19, "stop": 20}  # host -> device frame types
 COMMAND_FIRST = 16  # frame types below are telemetry, never commands
 ACK_RESULTS = ("ok", "ignored", "unknown")  # ack `result`
