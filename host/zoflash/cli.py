@@ -116,7 +116,8 @@ def training_options(f):
         click.option("--seed", type=int, help=f"Run seed [{d['seed']}]."),
         click.option("--steps", type=int, help=f"Training steps [{spec.DEFAULT_STEPS} unless --budget]."),
         click.option("--budget", type=int, help="Forward-pass budget (prefix + suffix sample-passes)."),
-        click.option("--eval-every", type=int, help=f"Evaluate on the validation and test sets every N steps [{d['eval_every']}]."),
+        click.option("--eval-every", type=int,
+                     help=f"Evaluate on the validation and test sets every N steps [{d['eval_every']}]."),
         click.option("--scheduler", type=click.Choice(spec.SCHEDULERS), help=f"q scheduler [{d['scheduler']}]."),
         click.option("--q", type=int, help=f"q of the fixed scheduler, starting q of plateau/adazeta [{d['q']}]."),
         click.option("--q-min", type=int, help=f"Smallest q [{d['q_min']}]."),
@@ -270,7 +271,8 @@ def simulate(model_path: str, data_path: str, log_path: str, engine: str, bundle
 
     accuracy = (f"accuracy {first['accuracy'] * 100:.1f}% -> {last['accuracy'] * 100:.1f}% "
                 f"({(last['accuracy'] - first['accuracy']) * 100:+.1f} points), ") if has_accuracy(result.records) else ""
-    _say(f"{accuracy}test loss {first['loss']:.4f} -> {last['loss']:.4f}")
+    _say(f"{accuracy}test loss {first['loss']:.4f} -> {last['loss']:.4f}"
+         + (f", validation loss {first['val_loss']:.4f} -> {last['val_loss']:.4f}" if "val_loss" in last else ""))
     _say(f"log     {result.log_path}")
     _say(f"weights {result.weights_path}  (zoflash export --model {model_path} --weights {result.weights_path} "
          "--out trained.tflite)")

@@ -78,7 +78,11 @@ class LiveView:
             self.first_eval = self.first_eval or rec
             self.last_eval = rec
             acc = f"accuracy {rec['accuracy'] * 100:.1f}% ({rec['correct']}/{rec['count']}), " if self.accuracy else ""
-            self._line(f"eval after {rec['step']} steps: {acc}loss {rec['loss']:.4f}, "
+            val = ""
+            if "val_loss" in rec:  # protocol 2: the validation split the guards use
+                val_acc = f"accuracy {rec['val_accuracy'] * 100:.1f}%, " if self.accuracy else ""
+                val = f"; validation {val_acc}loss {rec['val_loss']:.4f}"
+            self._line(f"eval after {rec['step']} steps: test {acc}loss {rec['loss']:.4f}{val}, "
                        f"passes {rec['prefix_passes']} prefix + {rec['suffix_passes']} suffix")
         elif kind == "event":
             if rec["kind"] == "scheduler":
@@ -89,7 +93,7 @@ class LiveView:
             elif rec["kind"] == "lr":
                 self._line(f"step {rec['step']}: learning rate calibrated: lr_1 = {rec['value']:.6g}")
             elif rec["kind"] == "rollback":
-                why = ("the test loss ran away" if rec["code"] == spec.ROLLBACK_CAUSE_IDS["loss"]
+                why = ("the validation loss ran away" if rec["code"] == spec.ROLLBACK_CAUSE_IDS["loss"]
                        else "saturated logits or no loss differences")
                 self._line(f"step {rec['step']}: guard tripped ({why}): "
                            f"rolled back to step {rec['aux']}, lr_1 halved to {rec['value']:.6g}")

@@ -157,7 +157,7 @@ VAL_MIN_COUNT = 8            # fewer validation samples are topped up to this (a
 
 STEP_FLAGS = {"calibrating": 0x01, "centre": 0x02, "diverged": 0x04}  # step frame `flags` (ZO_TM_FLAG_*)
 EVENT_KINDS = {"scheduler": 1, "lr": 2, "rollback": 3, "stop": 4}   # event frame `kind` (ZO_TM_EV_*)
-ROLLBACK_CAUSES = ("guard", "loss")  # rollback event `code`: guard run, or test loss over best * guard_loss
+ROLLBACK_CAUSES = ("guard", "loss")  # rollback event `code`: guard run, or validation loss over best * guard_loss
 ROLLBACK_CAUSE_IDS = {name: i for i, name in enumerate(ROLLBACK_CAUSES)}
 DONE_REASONS = ("steps", "budget", "scheduler", "command", "dead-zone", "guard")  # done `reason`
 DONE_REASON_IDS = {name: i for i, name in enumerate(DONE_REASONS)}
