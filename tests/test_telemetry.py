@@ -337,8 +337,8 @@ def test_decoder_counters():
 
 def test_decoder_rejects_bad_header_without_waiting():
     good = proto.encode("log", {"text": "hi"})
-    too_long = bytes([0xA5, 0x5A, 1, 7, 0, 0, 0x01, 0x08])  # len 2049 > 1024
-    wrong_version = bytes([0xA5, 0x5A, 2, 7, 0, 0, 0, 0])
+    too_long = bytes([0xA5, 0x5A, 2, 7, 0, 0, 0x01, 0x08])  # len 2049 > 1024
+    wrong_version = bytes([0xA5, 0x5A, 1, 7, 0, 0, 0, 0])  # version 1: before the validation split
     dec = tm.Decoder()
     assert dec.feed(too_long + wrong_version + good) == [tm.Frame(7, 0, b"hi")]
     assert dec.crc_errors == 0
@@ -405,8 +405,8 @@ def test_command_frames():
     frames = b"".join(proto.encode_command(name, seq) for seq, name in enumerate(proto.COMMANDS))
     assert dec.records(dec.feed(frames)) == [{"type": "command", "command": name, "seq": seq}
                                              for seq, name in enumerate(proto.COMMANDS)]
-    assert proto.encode_command("pause", 7) == bytes([0xA5, 0x5A, 1, 16, 7, 0, 0, 0]) + struct.pack(
-        "<I", zlib.crc32(bytes([1, 16, 7, 0, 0, 0])))
+    assert proto.encode_command("pause", 7) == bytes([0xA5, 0x5A, 2, 16, 7, 0, 0, 0]) + struct.pack(
+        "<I", zlib.crc32(bytes([2, 16, 7, 0, 0, 0])))
     assert dec.records([tm.Frame(19, 1, b"x")])[0]["type"] == "malformed"  # commands carry no payload (v1)
     with pytest.raises(ValueError, match="unknown command"):
         proto.encode_command("reboot", 0)

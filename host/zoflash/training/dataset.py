@@ -46,8 +46,9 @@ class Dataset:
         return total
 
     def describe(self) -> str:
-        return (f"{self.source}: {len(self.y_train)} training, {len(self.y_val)} validation and "
-                f"{len(self.y_test)} test samples, {self.nbytes} bytes embedded")
+        val = f", {len(self.y_val)} validation" if self.y_val is not None else ""
+        return (f"{self.source}: {len(self.y_train)} training{val} and {len(self.y_test)} test samples, "
+                f"{self.nbytes} bytes embedded")
 
 
 def validation_indices(y: np.ndarray, fraction: float, seed: int, stratify: bool) -> np.ndarray:
