@@ -145,6 +145,9 @@ def training_options(f):
         click.option("--val-fraction", type=float,
                      help="Share of the training data carved off for validation (guards, snapshots, best weights; "
                           f"the test set is only reported) [{d['val_fraction']:g}]."),
+        click.option("--checkpoint-every", type=int,
+                     help=f"Send a checkpoint every N steps (monitor/run --checkpoint keeps it) "
+                          f"[{d['checkpoint_every']}: never]."),
     ]
     for o in reversed(opts):
         f = o(f)

@@ -24,9 +24,11 @@
 #define ZO_CMD_STATUS 18u /* answer with a status frame */
 #define ZO_CMD_DUMP   19u /* send the trainable tensors as weights frames */
 #define ZO_CMD_STOP   20u /* finish the run now (done reason 3, command) */
+/* --- checkpoint and resume (issue 12) */
+#define ZO_CMD_RESTORE 22u /* a chunk of a checkpoint image: u32 offset, u32 total, data */
 #define ZO_CMD_FIRST  16u /* types below are telemetry types, never commands */
 
-#define ZO_CMD_MAX_PAYLOAD 16u /* a longer frame is rejected from its header */
+#define ZO_CMD_MAX_PAYLOAD 1024u /* a longer frame is rejected from its header */
 #define ZO_CMD_POLL_BYTES  64u /* bytes zo_cmd_poll reads per call, at most */
 #define ZO_CMD_FRAME_MAX   (8u + ZO_CMD_MAX_PAYLOAD + 4u)
 

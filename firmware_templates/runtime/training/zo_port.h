@@ -31,4 +31,13 @@ int zo_port_read_byte(uint8_t *byte);
  * may halt or reset; it never returns. */
 _Noreturn void zo_port_exit(int code);
 
+/* --- checkpoint persistence (issue 12): optional; zo_trainer.c has weak defaults that keep
+ * nothing.  save: every checkpoint chunk as it is sent (offset 0 starts a new image, the chunk
+ * with offset + n == total completes it: write the image so that a power cut leaves the last
+ * complete one, or none).  load: at start-up, copy up to n bytes at `offset` of the stored image
+ * to data and return how many there were (0: no image); the trainer checks it (header, CRC,
+ * model, options) and resumes from it exactly as from a restore command. */
+void zo_port_checkpoint_save(uint32_t offset, const uint8_t *data, uint32_t n, uint32_t total);
+uint32_t zo_port_checkpoint_load(uint32_t offset, uint8_t *data, uint32_t n);
+
 #endif /* ZO_PORT_H */

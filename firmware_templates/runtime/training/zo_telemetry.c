@@ -231,6 +231,16 @@ void zo_tm_weights(uint32_t tensor, uint8_t part, const void *data, uint32_t tot
     } while (offset < total);
 }
 
+void zo_tm_checkpoint(uint32_t step, uint32_t offset, uint32_t total, const uint8_t *data, uint32_t n)
+{
+    frame_t f;
+    begin(&f, ZO_TM_CHECKPOINT);
+    put(&f, step, 4u);
+    put(&f, offset, 4u);
+    put(&f, total, 4u);
+    finish(&f, n ? data : NULL, n);
+}
+
 void zo_tm_log(const char *text)
 {
     uint32_t n = 0u; /* bounded strlen: never scans past what can be sent */

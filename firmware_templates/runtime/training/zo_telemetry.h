@@ -32,6 +32,8 @@
 #define ZO_TM_LOG     7u
 #define ZO_TM_STATUS  8u /* answer to a status command (zo_command.h) */
 #define ZO_TM_ACK     9u /* one per command received */
+/* --- checkpoint and resume (issue 12) */
+#define ZO_TM_CHECKPOINT 11u /* a chunk of a checkpoint image (zo_trainer.h, ZO_CKPT_*) */
 
 /* zo_tm_step_t.flags bits. */
 #define ZO_TM_FLAG_CALIBRATING 0x01u
@@ -60,6 +62,7 @@
 #define ZO_TM_ACK_OK      0u
 #define ZO_TM_ACK_IGNORED 1u /* nothing to do in this state (pause while paused, resume while running) */
 #define ZO_TM_ACK_UNKNOWN 2u /* not a command this firmware knows */
+#define ZO_TM_ACK_REFUSED 3u /* restore: a checkpoint of another model, options or format (a log frame says why) */
 
 /* zo_tm_weights part. */
 #define ZO_TM_PART_VALUES   0u
@@ -178,6 +181,10 @@ void zo_tm_ack(const zo_tm_ack_t *m);
 /* The `total` bytes at `data` (as stored in memory) as frames of at most ZO_TM_WEIGHTS_CHUNK
  * data bytes, in offset order; total == 0 still sends one (empty) frame. */
 void zo_tm_weights(uint32_t tensor, uint8_t part, const void *data, uint32_t total);
+
+/* One chunk (n <= ZO_TM_WEIGHTS_CHUNK bytes at `offset` of a `total`-byte image) of the checkpoint
+ * taken after `step` steps. */
+void zo_tm_checkpoint(uint32_t step, uint32_t offset, uint32_t total, const uint8_t *data, uint32_t n);
 
 /* NUL-terminated UTF-8 text, truncated to ZO_TM_MAX_PAYLOAD bytes. */
 void zo_tm_log(const char *text);

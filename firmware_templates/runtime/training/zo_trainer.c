@@ -11,6 +11,7 @@
 #define SAT_LO (-128)
 #define SAT_HI 127
 #define MAX_COMMANDS_PER_STEP 8u /* a flood of commands cannot stall training */
+#define CKPT_HEAD_BYTES (ZO_CKPT_HEADER_BYTES + (uint32_t)sizeof(zo_ckpt_state_t)) /* header + state */
 
 typedef struct {
     const zo_train_model_t *m;
@@ -21,6 +22,13 @@ typedef struct {
     uint32_t sat_run, zero_run;
     uint32_t snapshot_step;
     uint64_t t0;
+    /* --- checkpoint and resume (issue 12): the image's header and state, built to send or
+     * received from a restore; the restore in progress */
+    uint8_t ck_head[CKPT_HEAD_BYTES];
+    uint32_t ck_next;       /* restore: bytes received so far */
+    uint32_t ck_last;       /* restore: offset of the last chunk taken (a repeat is harmless) */
+    int ck_restoring;       /* a restore's header was accepted and its body is arriving */
+    int ck_restored;        /* a restore completed: the loop takes its state (ck_head) */
 } trainer_t;
 
 float zo_lr_at_q(float lr1, uint32_t q, zo_lr_scaling_t scaling)
@@ -445,14 +453,16 @@ static void send_status(const trainer_t *tr, uint32_t t, uint32_t calib, int pau
 /* Serve the commands that arrived, between steps (t = steps done); each gets an ack.  While
  * paused nothing else runs until resume or stop.  Reads nothing and sends nothing when no
  * command came, so a run without commands is unchanged.  Returns 1 when the run must stop. */
-static int serve_commands(const trainer_t *tr, uint32_t t, uint32_t calib)
+static uint8_t restore_chunk(trainer_t *tr, const zo_cmd_t *c);
+
+static int serve_commands(trainer_t *tr, uint32_t t, uint32_t calib)
 {
     int paused = 0;
     uint32_t served = 0;
-    while (paused || served < MAX_COMMANDS_PER_STEP) {
+    while (paused || tr->ck_restoring || served < MAX_COMMANDS_PER_STEP) {
         zo_cmd_t c;
         if (!zo_cmd_poll(&c)) {
-            if (!paused) {
+            if (!paused && !tr->ck_restoring) {
                 return 0;
             }
             continue;
@@ -481,6 +491,9 @@ static int serve_commands(const trainer_t *tr, uint32_t t, uint32_t calib)
         case ZO_CMD_STOP:
             stop = 1;
             break;
+        case ZO_CMD_RESTORE:
+            result = restore_chunk(tr, &c);
+            break;
         default:
             result = ZO_TM_ACK_UNKNOWN;
             break;
@@ -489,6 +502,9 @@ static int serve_commands(const trainer_t *tr, uint32_t t, uint32_t calib)
         zo_tm_ack(&ack);
         if (stop) {
             return 1;
+        }
+        if (tr->ck_restored) {
+            return 2; /* the loop continues from the checkpoint's state */
         }
     }
     return 0;
@@ -514,6 +530,280 @@ static const char *check_config(const zo_train_model_t *m, const zo_train_config
         return "neither a step limit nor a budget";
     }
     return zo_sched_check(&cfg->sched);
+}
+
+/* ---- checkpoint and resume (issue 12; docs/training.md "Checkpoint and resume") --------------- */
+
+static uint32_t trainable_bytes(const zo_train_model_t *m)
+{
+    uint32_t n = 0u;
+    for (int32_t k = 0; k < m->n_tensors; ++k) {
+        const zo_trainable_t *tt = &m->tensors[k];
+        n += (uint32_t)tt->count * (uint32_t)(tt->eps_b != NULL ? sizeof(int32_t) : sizeof(int8_t));
+        n += tt->residual != NULL ? (uint32_t)tt->count : 0u;
+    }
+    return n;
+}
+
+static uint32_t ckpt_total(const zo_train_model_t *m)
+{
+    return CKPT_HEAD_BYTES + 2u * trainable_bytes(m);
+}
+
+/* Where byte `offset` of the image lives (header and state, a tensor's values or residuals, the
+ * snapshot), and how many bytes follow it there; NULL past the end. */
+static uint8_t *ckpt_at(trainer_t *tr, uint32_t offset, uint32_t *avail)
+{
+    const zo_train_model_t *m = tr->m;
+    if (offset < CKPT_HEAD_BYTES) {
+        *avail = CKPT_HEAD_BYTES - offset;
+        return tr->ck_head + offset;
+    }
+    offset -= CKPT_HEAD_BYTES;
+    for (int32_t k = 0; k < m->n_tensors; ++k) {
+        const zo_trainable_t *tt = &m->tensors[k];
+        uint32_t bytes = (uint32_t)tt->count * (uint32_t)(tt->eps_b != NULL ? sizeof(int32_t) : sizeof(int8_t));
+        if (offset < bytes) {
+            *avail = bytes - offset;
+            return (uint8_t *)tt->values + offset;
+        }
+        offset -= bytes;
+        if (tt->residual != NULL) {
+            if (offset < (uint32_t)tt->count) {
+                *avail = (uint32_t)tt->count - offset;
+                return (uint8_t *)tt->residual + offset;
+            }
+            offset -= (uint32_t)tt->count;
+        }
+    }
+    if (offset < trainable_bytes(m)) {
+        *avail = trainable_bytes(m) - offset;
+        return m->snapshot + offset;
+    }
+    *avail = 0u;
+    return NULL;
+}
+
+/* n bytes of the image at `offset` to dst. */
+static void ckpt_read(trainer_t *tr, uint32_t offset, uint8_t *dst, uint32_t n)
+{
+    while (n > 0u) {
+        uint32_t avail;
+        const uint8_t *p = ckpt_at(tr, offset, &avail);
+        uint32_t k = n < avail ? n : avail;
+        memcpy(dst, p, k);
+        offset += k;
+        dst += k;
+        n -= k;
+    }
+}
+
+/* n bytes from src into the image at `offset` (the caller keeps offset + n within it). */
+static void ckpt_write(trainer_t *tr, uint32_t offset, const uint8_t *src, uint32_t n)
+{
+    while (n > 0u) {
+        uint32_t avail;
+        uint8_t *p = ckpt_at(tr, offset, &avail);
+        uint32_t k = n < avail ? n : avail;
+        memcpy(p, src, k);
+        offset += k;
+        src += k;
+        n -= k;
+    }
+}
+
+static uint32_t ckpt_body_crc(trainer_t *tr)
+{
+    uint32_t crc = 0u, offset = ZO_CKPT_HEADER_BYTES;
+    const uint32_t total = ckpt_total(tr->m);
+    while (offset < total) {
+        uint32_t avail;
+        const uint8_t *p = ckpt_at(tr, offset, &avail);
+        crc = zo_tm_crc32(crc, p, avail);
+        offset += avail;
+    }
+    return crc;
+}
+
+static void put_le(uint8_t *p, uint32_t v, uint32_t bytes)
+{
+    for (uint32_t k = 0; k < bytes; ++k) {
+        p[k] = (uint8_t)(v >> (8u * k));
+    }
+}
+
+static uint32_t get_le(const uint8_t *p, uint32_t bytes)
+{
+    uint32_t v = 0u;
+    for (uint32_t k = 0; k < bytes; ++k) {
+        v |= (uint32_t)p[k] << (8u * k);
+    }
+    return v;
+}
+
+static void send_checkpoint(trainer_t *tr, uint32_t t, int last_eval, float best_loss, uint32_t rollbacks,
+                            float m2_calib)
+{
+    const zo_train_model_t *m = tr->m;
+    zo_ckpt_state_t s;
+    memset(&s, 0, sizeof s); /* padding too: the same state gives the same bytes */
+    s.sched = tr->sched;
+    s.lr1 = tr->lr1;
+    s.best_loss = best_loss;
+    s.m2_calib = m2_calib;
+    s.step = t;
+    s.last_eval = (uint32_t)last_eval;
+    s.sat_run = tr->sat_run;
+    s.zero_run = tr->zero_run;
+    s.snapshot_step = tr->snapshot_step;
+    s.rollbacks = rollbacks;
+    s.prefix_passes = tr->prefix_passes;
+    s.suffix_passes = tr->suffix_passes;
+    s.eval_passes = tr->eval_passes;
+    uint8_t *h = tr->ck_head;
+    const uint32_t total = ckpt_total(m);
+    memcpy(h + ZO_CKPT_HEADER_BYTES, &s, sizeof s);
+    memcpy(h, ZO_CKPT_MAGIC, 4u);
+    put_le(h + 4, ZO_CKPT_VERSION, 2u);
+    put_le(h + 6, (uint32_t)sizeof s, 2u);
+    memcpy(h + 8, m->model_sha256, 8u);
+    memcpy(h + 16, m->options_sha256, 8u);
+    put_le(h + 24, t, 4u);
+    put_le(h + 28, total - ZO_CKPT_HEADER_BYTES, 4u);
+    put_le(h + 32, ckpt_body_crc(tr), 4u);
+    uint8_t chunk[ZO_TM_WEIGHTS_CHUNK];
+    for (uint32_t offset = 0u; offset < total;) {
+        uint32_t n = total - offset < ZO_TM_WEIGHTS_CHUNK ? total - offset : ZO_TM_WEIGHTS_CHUNK;
+        ckpt_read(tr, offset, chunk, n);
+        zo_tm_checkpoint(t, offset, total, chunk, n);
+        zo_port_checkpoint_save(offset, chunk, n, total);
+        offset += n;
+    }
+}
+
+/* NULL if the header at h is this build's, else why not. */
+static const char *ckpt_check_header(const trainer_t *tr, const uint8_t *h, uint32_t total)
+{
+    const zo_train_model_t *m = tr->m;
+    if (memcmp(h, ZO_CKPT_MAGIC, 4u) != 0 || get_le(h + 4, 2u) != ZO_CKPT_VERSION
+        || get_le(h + 6, 2u) != (uint32_t)sizeof(zo_ckpt_state_t)) {
+        return "checkpoint refused: not a checkpoint of this firmware's format";
+    }
+    if (memcmp(h + 8, m->model_sha256, 8u) != 0) {
+        return "checkpoint refused: it was taken by a run of another model";
+    }
+    if (memcmp(h + 16, m->options_sha256, 8u) != 0) {
+        return "checkpoint refused: it was taken by a build with other training options or data";
+    }
+    if (total != ckpt_total(m) || get_le(h + 28, 4u) != total - ZO_CKPT_HEADER_BYTES) {
+        return "checkpoint refused: its size does not match this build";
+    }
+    return NULL;
+}
+
+/* A body that fails its CRC after it overwrote the trainable state: nothing to go on with. */
+static _Noreturn void ckpt_broken(const char *why)
+{
+    zo_tm_log(why);
+    zo_port_exit(3);
+}
+
+/* One restore chunk (u32 offset, u32 total, data): the header is checked before anything is
+ * written; the chunks must come in order (a repeat of the last one is ignored); the last one
+ * checks the body's CRC and hands the state to the loop. */
+static uint8_t restore_chunk(trainer_t *tr, const zo_cmd_t *c)
+{
+    if (c->len < 8u) {
+        zo_tm_log("restore refused: a chunk needs offset and total");
+        return ZO_TM_ACK_REFUSED;
+    }
+    const uint32_t offset = get_le(c->payload, 4u), total = get_le(c->payload + 4, 4u);
+    const uint32_t n = (uint32_t)c->len - 8u;
+    if (tr->ck_restoring && offset == tr->ck_last && offset + n == tr->ck_next) {
+        return ZO_TM_ACK_IGNORED; /* the host sent the last chunk again (its ack was lost) */
+    }
+    if (offset == 0u) {
+        const char *why = n < ZO_CKPT_HEADER_BYTES ? "checkpoint refused: the first chunk must hold the header"
+                                                   : ckpt_check_header(tr, c->payload + 8, total);
+        if (why != NULL) {
+            zo_tm_log(why);
+            if (tr->ck_restoring) {
+                ckpt_broken("restore broken off after part of it was written: reset the device");
+            }
+            return ZO_TM_ACK_REFUSED;
+        }
+        tr->ck_restoring = 1;
+        tr->ck_next = 0u;
+    } else if (!tr->ck_restoring || offset != tr->ck_next || total != ckpt_total(tr->m)) {
+        if (tr->ck_restoring) {
+            ckpt_broken("restore broken off (a chunk out of order) after part of it was written: reset the device");
+        }
+        zo_tm_log("restore refused: no restore in progress (send the checkpoint from offset 0)");
+        return ZO_TM_ACK_REFUSED;
+    }
+    if (n > total - offset) {
+        ckpt_broken("restore broken off (a chunk past the end) after part of it was written: reset the device");
+    }
+    ckpt_write(tr, offset, c->payload + 8, n);
+    tr->ck_last = offset;
+    tr->ck_next = offset + n;
+    if (tr->ck_next == total) {
+        tr->ck_restoring = 0;
+        if (ckpt_body_crc(tr) != get_le(tr->ck_head + 32, 4u)) {
+            ckpt_broken("checkpoint refused: its CRC does not match after it was written: reset the device");
+        }
+        tr->ck_restored = 1;
+    }
+    return ZO_TM_ACK_OK;
+}
+
+/* A checkpoint the port kept (zo_port_checkpoint_load), restored chunk by chunk like a restore
+ * command; 1 when the loop starts from it.  A stored image of another build is reported and
+ * left alone. */
+static int load_stored_checkpoint(trainer_t *tr)
+{
+    const uint32_t total = ckpt_total(tr->m);
+    zo_cmd_t c;
+    c.type = ZO_CMD_RESTORE;
+    c.seq = 0u;
+    uint8_t head[ZO_CKPT_HEADER_BYTES];
+    if (zo_port_checkpoint_load(0u, head, ZO_CKPT_HEADER_BYTES) != ZO_CKPT_HEADER_BYTES) {
+        return 0;
+    }
+    const char *why = ckpt_check_header(tr, head, total);
+    if (why != NULL) {
+        zo_tm_log(why); /* the stored image is left alone; the run starts afresh */
+        return 0;
+    }
+    for (uint32_t offset = 0u; offset < total;) {
+        uint32_t n = total - offset < ZO_CMD_MAX_PAYLOAD - 8u ? total - offset : ZO_CMD_MAX_PAYLOAD - 8u;
+        if (zo_port_checkpoint_load(offset, c.payload + 8, n) != n) {
+            ckpt_broken("the stored checkpoint ends early after part of it was written: reset the device");
+        }
+        put_le(c.payload, offset, 4u);
+        put_le(c.payload + 4, total, 4u);
+        c.len = (uint16_t)(n + 8u);
+        (void)restore_chunk(tr, &c);
+        offset += n;
+    }
+    zo_tm_log("resumed from the stored checkpoint");
+    return 1;
+}
+
+__attribute__((weak)) void zo_port_checkpoint_save(uint32_t offset, const uint8_t *data, uint32_t n, uint32_t total)
+{
+    (void)offset;
+    (void)data;
+    (void)n;
+    (void)total;
+}
+
+__attribute__((weak)) uint32_t zo_port_checkpoint_load(uint32_t offset, uint8_t *data, uint32_t n)
+{
+    (void)offset;
+    (void)data;
+    (void)n;
+    return 0u;
 }
 
 int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
@@ -542,8 +832,39 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
     uint32_t t = 0;
     int last_eval = 1;
     zo_done_reason_t reason = ZO_DONE_STEPS;
+    uint32_t ck_sent = 0u; /* the step of the last checkpoint sent or restored */
+    int served = load_stored_checkpoint(&tr) ? 2 : 0;
     for (;;) {
-        if (serve_commands(&tr, t, calib)) {
+        /* --- checkpoint and resume: at a step boundary the loop's whole state is below */
+        if (served == 0 && cfg->checkpoint_every != 0u && t != 0u && t % cfg->checkpoint_every == 0u
+            && t != ck_sent) {
+            send_checkpoint(&tr, t, last_eval, best_loss, rollbacks, m2_calib);
+            ck_sent = t;
+        }
+        if (served == 2) {
+            zo_ckpt_state_t s;
+            memcpy(&s, tr.ck_head + ZO_CKPT_HEADER_BYTES, sizeof s);
+            tr.sched = s.sched;
+            tr.lr1 = s.lr1;
+            tr.sat_run = s.sat_run;
+            tr.zero_run = s.zero_run;
+            tr.snapshot_step = s.snapshot_step;
+            tr.prefix_passes = s.prefix_passes;
+            tr.suffix_passes = s.suffix_passes;
+            tr.eval_passes = s.eval_passes;
+            t = s.step;
+            last_eval = (int)s.last_eval;
+            best_loss = s.best_loss;
+            rollbacks = s.rollbacks;
+            m2_calib = s.m2_calib;
+            ck_sent = t;
+            tr.ck_restored = 0;
+        }
+        served = serve_commands(&tr, t, calib);
+        if (served == 2) {
+            continue;
+        }
+        if (served == 1) {
             reason = ZO_DONE_COMMAND;
             break;
         }

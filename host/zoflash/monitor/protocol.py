@@ -47,7 +47,10 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
                    ("prefix_passes", "Q"), ("suffix_passes", "Q"), ("eval_passes", "Q"), ("time_us", "Q"),
                    ("model_sha256", "8s"))),
     "ack": (9, (("step", "I"), ("command_seq", "H"), ("command", "B"), ("result", "B"))),
+    # --- checkpoint and resume (issue 12): a chunk of a checkpoint image (+ data)
+    "checkpoint": (11, (("step", "I"), ("offset", "I"), ("total", "I"))),
 }
+CMD_MAX_PAYLOAD = 1024  # ZO_CMD_MAX_PAYLOAD: the device's command parser takes no longer frame
 STRUCTS = {k: struct.Struct("<" + "".join(c for _, c in lay)) for k, (_, lay) in LAYOUTS.items()}
 TYPE_NAMES = {tid: name for name, (tid, _) in LAYOUTS.items()}
 
@@ -77,7 +80,7 @@ def encode(kind: str, fields: dict, seq: int = 0) -> bytes:
     also take `data` (bytes), log takes `text` (str, truncated to MAX_PAYLOAD UTF-8 bytes)."""
     tid, layout = LAYOUTS[kind]
     payload = STRUCTS[kind].pack(*(_f32(fields[n]) if c == "f" else fields[n] for n, c in layout))
-    if kind == "weights":
+    if kind in ("weights", "checkpoint"):
         payload += bytes(fields["data"])
     elif kind == "log":
         payload += fields["text"].encode("utf-8")[:MAX_PAYLOAD]
@@ -86,11 +89,13 @@ def encode(kind: str, fields: dict, seq: int = 0) -> bytes:
     return Frame(tid, seq, payload).to_bytes()
 
 
-def encode_command(name: str, seq: int) -> bytes:
-    """A host -> device command frame (empty payload); `seq` comes back in the device's ack."""
+def encode_command(name: str, seq: int, payload: bytes = b"") -> bytes:
+    """A host -> device command frame; `seq` comes back in the device's ack."""
     if name not in COMMANDS:
         raise ValueError(f"unknown command '{name}' (known: {', '.join(COMMANDS)})")
-    return Frame(COMMANDS[name], seq, b"").to_bytes()
+    if len(payload) > CMD_MAX_PAYLOAD:
+        raise ValueError(f"command payload of {len(payload)} bytes exceeds {CMD_MAX_PAYLOAD}")
+    return Frame(COMMANDS[name], seq, bytes(payload)).to_bytes()
 
 
 class Encoder:

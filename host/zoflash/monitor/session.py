@@ -77,6 +77,8 @@ class Session:
             if rec["type"] == "weights":
                 self.weights.add(rec)
                 continue
+            if rec["type"] == "checkpoint":  # bulk chunks, like weights: not logged (the monitor keeps them)
+                continue
             if rec["type"] == "done":
                 self.result.done = rec
             if self._log is not None:

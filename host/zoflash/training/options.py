@@ -64,6 +64,7 @@ class TrainOptions:
     loss: str = spec.TRAIN_DEFAULTS["loss"]
     target: str = spec.TRAIN_DEFAULTS["target"]
     val_fraction: float = spec.TRAIN_DEFAULTS["val_fraction"]
+    checkpoint_every: int = spec.TRAIN_DEFAULTS["checkpoint_every"]
 
     DEFAULT_STEPS = spec.DEFAULT_STEPS
 
@@ -196,6 +197,7 @@ def validate(opts: TrainOptions) -> TrainOptions:
     need(math.isfinite(opts.val_fraction) and val_lo < opts.val_fraction <= val_hi,
          f"--val-fraction {opts.val_fraction:g}: must be in ({val_lo:g}, {val_hi:g}] (the share of the training data "
          "kept for validation)")
+    need(0 <= opts.checkpoint_every <= UINT32_MAX, f"--checkpoint-every must be in 0..{UINT32_MAX} (0: never)")
     if opts.scheduler in SCHEDULERS:  # also when other options have problems: one error lists all
         q_keys = spec.SCHED_Q_PARAMS
         given_q = sorted(set(opts.sched) & set(q_keys))

@@ -5,6 +5,8 @@ itself is static C (zo_trainer.c, zo_sched.c, zo_telemetry.c).
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -37,7 +39,17 @@ def train_config(opts: TrainOptions) -> dict:
                 lr_scaling=spec.c_name("LR_SCALINGS", opts.lr_scaling), calib_steps=opts.calib_steps, calib_q=opts.calib_q,
                 max_steps=opts.max_steps, budget=opts.budget or 0, eval_every=opts.eval_every,
                 guard_sat=float(opts.guard_sat), guard_zero=float(opts.guard_zero), guard_steps=opts.guard_steps,
-                guard_loss=float(opts.guard_loss), guard_max_rollbacks=opts.guard_max_rollbacks)
+                guard_loss=float(opts.guard_loss), guard_max_rollbacks=opts.guard_max_rollbacks,
+                checkpoint_every=opts.checkpoint_every)
+
+
+def options_sha256(opts: TrainOptions, data_blobs: list[Blob]) -> str:
+    """What a checkpoint must have been taken with (besides the model): the options and the
+    embedded data, hashed."""
+    h = hashlib.sha256(json.dumps({k: v for k, v in sorted(vars(opts).items())}, sort_keys=True).encode())
+    for b in data_blobs:
+        h.update(b.name.encode() + b"\0" + hashlib.sha256(b.data).digest())
+    return h.hexdigest()
 
 
 def training_manifest(training: Training) -> dict:
@@ -92,6 +104,7 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
                                    c_comment(f"mse targets float32{list(t.shape)}")))
         data_names[f"y_{split}"] = f"{prefix}_y_{split}" if data.labels else "NULL"
         data_names[f"t_{split}"] = f"{prefix}_t_{split}" if t is not None else "NULL"
+    opts_sha = options_sha256(opts, data_blobs)
     in_quant = g.tensors[model.root[g.inputs[0]]].quant
     from_input = plan.loss == "mse" and data.t_train is None
     mem = plan.memory()
@@ -115,11 +128,13 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
         loss=spec.c_name("LOSSES", plan.loss), mse=plan.loss == "mse", data_names=data_names,
         target_scale=c_float(in_quant.scale if from_input else 0.0), target_zp=in_quant.zero_point if from_input else 0,
         sha_bytes=", ".join(f"0x{source_sha256[2 * i:2 * i + 2]}" for i in range(8)),
+        options_sha_bytes=", ".join(f"0x{opts_sha[2 * i:2 * i + 2]}" for i in range(8)),
         n_train=len(data.y_train), n_val=len(data.y_val), n_test=len(data.y_test),
         config_fields=config_fields, sched_fields=sched_fields)
     env = template_env()
     files = {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in TRAIN_TEMPLATES.items()}
-    return TrainingSources(files=files, manifest=training_manifest(training), trainable=training.trainable,
+    manifest = {**training_manifest(training), "options_sha256": opts_sha}
+    return TrainingSources(files=files, manifest=manifest, trainable=training.trainable,
                            blobs={b.file: b.data for b in data_blobs})
 
 

@@ -141,6 +141,8 @@ TRAIN_DEFAULTS = dict(
     target="labels",         # spec.TARGETS
     # --- validation split (issue 12)
     val_fraction=0.1,        # carved from the training data: guards, snapshots and the best weights use it
+    # --- checkpoint and resume (issue 12)
+    checkpoint_every=0,      # send a checkpoint every N steps (0: never)
 )
 DEFAULT_STEPS = 500          # when neither steps nor budget is given
 BATCH_RANGE = (1, 1024)
@@ -163,8 +165,9 @@ DONE_REASONS = ("steps", "budget", "scheduler", "command", "dead-zone", "guard")
 DONE_REASON_IDS = {name: i for i, name in enumerate(DONE_REASONS)}
 WEIGHTS_PARTS = ("values", "residual", "best-values")  # weights frame `part` (best: the snapshot, by validation)
 COMMANDS = {"pause": 16, "resume": 17, "status": 18, "dump": 19, "stop": 20}  # host -> device frame types
+COMMANDS["restore"] = 22  # --- checkpoint and resume (issue 12): a chunk of a checkpoint image
 COMMAND_FIRST = 16  # frame types below are telemetry, never commands
-ACK_RESULTS = ("ok", "ignored", "unknown")  # ack `result`
+ACK_RESULTS = ("ok", "ignored", "unknown", "refused")  # ack `result` (refused: restore of another build)
 
 # ---------------------------------------------------------------------------- C names
 
