@@ -67,8 +67,8 @@ class Checkpoint:
         """CheckpointError if it was taken by a run of another model (or, given the bundle's
         training.options_sha256, another build)."""
         if model_prefix is not None and model_prefix != self.model_prefix:
-            raise CheckpointError(f"the checkpoint was taken by a run of the model whose SHA-256 starts "
-                                  f"{self.model_prefix}, but the device trains {model_prefix}: resume only the run "
+            raise CheckpointError(f"the checkpoint was taken by a run of another model (SHA-256 "
+                                  f"{self.model_prefix}...), but the device trains {model_prefix}...: resume only the run "
                                   "it came from")
         if options_sha256 is not None and not options_sha256.startswith(self.options_prefix):
             raise CheckpointError("the checkpoint was taken by a build with other training options or data "
