@@ -81,7 +81,8 @@ def test_assembler_takes_only_complete_images():
 def test_restore_payloads_cover_the_image_and_fit_a_command():
     img = image(body=bytes(3000))
     payloads = Checkpoint.from_image(img).restore_payloads()
-    assert all(len(p) <= proto.CMD_MAX_PAYLOAD == 1024 for p in payloads)
+    # a frame (12 bytes more) fits the Cortex-M ports' 512-byte receive ring
+    assert all(len(p) + 12 <= 512 for p in payloads) and proto.CMD_MAX_PAYLOAD == 1024
     got = b""
     for p in payloads:
         offset, total = struct.unpack_from("<II", p)
@@ -92,7 +93,7 @@ def test_restore_payloads_cover_the_image_and_fit_a_command():
     dec = tm.Decoder()
     rec = dec.records(dec.feed(frame))
     assert rec == [{"type": "command", "command": "restore", "seq": 5, "offset": 0, "total": len(img),
-                    "bytes": 1016}]
+                    "bytes": len(payloads[0]) - 8}]
     with pytest.raises(ValueError, match="exceeds 1024"):
         proto.encode_command("restore", 1, bytes(1025))
 
@@ -199,3 +200,54 @@ def test_device_refuses_a_checkpoint_of_other_options(program, tmp_path):
         res = mon.close()
     assert comparable(res.records)[-1] == comparable(program.records)[-1]
     assert [r for r in res.records if r["type"] == "weights"] == [r for r in program.records if r["type"] == "weights"]
+
+
+# ----------------------------------------------------------------------------- the emulated Cortex-M55
+
+
+@pytest.mark.cc
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_killed_emulator_resumes_bit_for_bit(program, tmp_path):
+    """QEMU killed at a random step, started again and resumed: the records after the resume
+    point equal the uninterrupted host program's (the M55 and the host compute the same bits)."""
+    from zoflash.targets.boards import load_board
+    from zoflash.targets.firmware_build import build_firmware
+    from zoflash.targets.runners import FlashOptions, flash_bundle
+    from zoflash.targets.runners.qemu import stop_qemu
+
+    prep = compile_training(DIGITS, program.data, make_options(**program.opts))
+    bundle = training_bundle(prep, "mps3-an547", tmp_path / "bundle")
+    build_firmware(bundle, load_board("mps3-an547"))
+    assert bundle.manifest["training"]["options_sha256"] == program.options_sha256
+    kill_at = random.Random().randrange(EVERY + 1, 300)
+    ckpt = tmp_path / "ckpt.npz"
+
+    def start(name: str) -> Monitor:
+        flashed = flash_bundle(bundle.path, None, FlashOptions(timeout=300), say=lambda _: None)
+        mon = Monitor(flashed.serial_url, log_path=tmp_path / f"{name}.jsonl", checkpoint_path=ckpt,
+                      reconnect_timeout=5)
+        mon.connect(10)
+        return mon
+
+    mon = start("first")
+    try:
+        end = time.monotonic() + 240
+        while not any(r["type"] == "step" and r["step"] >= kill_at for r in mon.session.result.records):
+            assert time.monotonic() < end and mon.done is None
+            mon.pump(time.monotonic() + 1)
+        assert stop_qemu(bundle.path, say=lambda _: None)  # the emulator is killed mid-run
+    finally:
+        mon.close()
+    saved = load_checkpoint(ckpt)
+    assert saved.step % EVERY == 0 and 0 < saved.step <= kill_at + EVERY, (kill_at, saved.step)
+    mon = start("second")
+    try:
+        mon.restore(ckpt, options_sha256=bundle.manifest["training"]["options_sha256"])
+        mon.run(until_done=True, timeout=240)
+    finally:
+        res = mon.close()
+        stop_qemu(bundle.path, say=lambda _: None)
+    restored = [r for r in res.records if r["type"] == "ack" and r["command"] == "restore"]
+    tail = res.records[res.records.index(restored[-1]) + 1:]
+    assert res.done is not None and after(tail, saved.step) == after(program.records, saved.step), (kill_at, saved.step)

@@ -435,6 +435,15 @@ RECONNECT_OPTION = click.option(
     help="Seconds to keep retrying a serial port that disappeared before stopping (exit status 1).")
 
 
+# --- checkpoint and resume (issue 12)
+def checkpoint_options(f):
+    f = click.option("--resume", "resume_path", type=click.Path(dir_okay=False),
+                     help="Send this checkpoint to the device first: training continues from its step.")(f)
+    return click.option("--checkpoint", "checkpoint_path", type=click.Path(dir_okay=False),
+                        help="Keep the latest valid checkpoint the device sends (build with --checkpoint-every N) "
+                             "in this file.")(f)
+
+
 def _serial_settings(board: str | None, baud: int | None) -> tuple[list | None, int]:
     """USB ids for --port auto and the baud rate: from the board's data when --board is given."""
     if not board:
@@ -467,22 +476,26 @@ def _serial_settings(board: str | None, baud: int | None) -> tuple[list | None, 
 @click.option("--wait", "connect_wait", type=float, default=5.0, show_default=True,
               help="Seconds to keep trying to open the port at the start.")
 @RECONNECT_OPTION
+@checkpoint_options
 def monitor(port: str, baud: int | None, board: str | None, log_path: str, csv_path: str | None, plot_path: str | None,
             model_path: str | None, until_done: bool, timeout: float | None, connect_wait: float,
-            reconnect_timeout: float) -> int:
+            reconnect_timeout: float, checkpoint_path: str | None, resume_path: str | None) -> int:
     """Watch a training run on a board: live view, log, and the trained weights at the end.
 
     Exit status: 0 done (or --timeout/Ctrl-C with --forever), 1 stopped before done (timeout, port
     lost), 3 the device reported a fault."""
-    _check_outputs(log=log_path, csv=csv_path, plot=plot_path)
+    _check_outputs(log=log_path, csv=csv_path, plot=plot_path, checkpoint=checkpoint_path)
     usb_ids, baud = _serial_settings(board, baud)
     return _monitor_and_report(port, baud, usb_ids, log_path, csv_path, plot_path, model_path, until_done, timeout,
-                               connect_wait, reconnect_timeout=reconnect_timeout)
+                               connect_wait, reconnect_timeout=reconnect_timeout, checkpoint_path=checkpoint_path,
+                               resume_path=resume_path)
 
 
 def _monitor_and_report(port: str, baud: int, usb_ids, log_path: str, csv_path: str | None, plot_path: str | None,
                         model_path: str | None, until_done: bool, timeout: float | None, connect_wait: float,
-                        headroom: int = 0, reconnect_timeout: float | None = None, ended=None) -> int:
+                        headroom: int = 0, reconnect_timeout: float | None = None, ended=None,
+                        checkpoint_path: str | None = None, resume_path: str | None = None,
+                        options_sha256: str | None = None) -> int:
     from zoflash.monitor.live_view import LiveView
     from zoflash.monitor.serial_monitor import DeviceError, KeyCommands, Monitor, PortError
 
@@ -490,10 +503,13 @@ def _monitor_and_report(port: str, baud: int, usb_ids, log_path: str, csv_path: 
     view = LiveView(enabled=not quiet)
     mon = Monitor(port, baud=baud, usb_ids=usb_ids, log_path=log_path, csv_path=csv_path,
                   plot_path=plot_path, model_path=model_path, view=view, headroom=headroom,
-                  reconnect_timeout=reconnect_timeout, ended=ended)
+                  reconnect_timeout=reconnect_timeout, ended=ended, checkpoint_path=checkpoint_path)
     try:
         mon.connect(connect_wait)
         _say(f"monitor {mon.device} at {baud} baud ({'until done' if until_done else 'until Ctrl-C'})")
+        if resume_path is not None:
+            ckpt = mon.restore(resume_path, options_sha256=options_sha256)
+            _say(f"resumed from {resume_path}: training continues after step {ckpt.step}")
         with KeyCommands(sys.stdin, view.message) as keys:
             if keys.active:
                 _say(KeyCommands.HELP)
@@ -526,6 +542,9 @@ def _monitor_and_report(port: str, baud: int, usb_ids, log_path: str, csv_path: 
         _say("weights not saved: give --model M.tflite to keep the weights the device sent")
     if res.plot_path is not None:
         _say(f"plot    {res.plot_path}")
+    if checkpoint_path is not None:
+        _say(f"checkpoint {checkpoint_path} (step {mon.checkpoint.step}; resume with --resume {checkpoint_path})"
+             if mon.checkpoint is not None else "checkpoint none arrived (was the firmware built with --checkpoint-every?)")
     if res.faulted:
         return 3
     return 1 if res.stopped or (until_done and res.done is None and res.timed_out) else 0
@@ -576,14 +595,20 @@ def flash(bundle_dir: str, method: str | None, stop: bool, dry_run: bool, pack_p
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Also write step and evaluation records as CSV.")
 @click.option("--timeout", type=float, help="Stop monitoring after this many seconds.")
 @RECONNECT_OPTION
+@checkpoint_options
 @training_options
 def run(board: str, model_path: str, data_path: str, out_dir: str | None, method: str | None, port: str | None,
         baud: int | None, log_path: str, csv_path: str | None, timeout: float | None, reconnect_timeout: float,
-        **kwargs) -> int:
+        checkpoint_path: str | None, resume_path: str | None, **kwargs) -> int:
     """Build, flash and monitor: train on a board (or on the emulated Cortex-M55) from one command.
 
     Stops at once when the emulator ends or the device reports a fault (exit status 3)."""
-    _check_outputs(log=log_path, csv=csv_path, out=out_dir and str(Path(out_dir) / "manifest.json"))
+    _check_outputs(log=log_path, csv=csv_path, out=out_dir and str(Path(out_dir) / "manifest.json"),
+                   checkpoint=checkpoint_path)
+    if resume_path is not None:  # a damaged file is refused before building
+        from zoflash.monitor.checkpoint import load_checkpoint
+
+        load_checkpoint(resume_path)
 
     from zoflash.targets.boards import resolve_board
     from zoflash.targets.runners import FlashOptions, flash_bundle
@@ -604,7 +629,9 @@ def run(board: str, model_path: str, data_path: str, out_dir: str | None, method
         ended = emulator_ended(bundle.path) if flashed.pid is not None else None
         return _monitor_and_report(serial, baud, usb_ids, log_path, csv_path, str(Path(log_path).with_suffix(".png")),
                                    model_path, True, timeout, 10.0, headroom=opts.headroom,
-                                   reconnect_timeout=reconnect_timeout, ended=ended)
+                                   reconnect_timeout=reconnect_timeout, ended=ended, checkpoint_path=checkpoint_path,
+                                   resume_path=resume_path,
+                                   options_sha256=bundle.manifest["training"]["options_sha256"])
     finally:
         if flashed.serial_url is not None and flashed.pid is not None:
             notes: list[str] = []

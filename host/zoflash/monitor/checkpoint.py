@@ -19,14 +19,17 @@ from pathlib import Path
 import numpy as np
 
 from zoflash.errors import DataError
-from zoflash.monitor.protocol import CMD_MAX_PAYLOAD
 from zoflash.training.weights_file import atomic_write
 
 HEADER = struct.Struct("<4sHH8s8sIII")
 MAGIC = b"ZOCK"
 VERSION = 1  # ZO_CKPT_VERSION
 FILE_FORMAT = "zoflash-checkpoint"
-RESTORE_CHUNK = CMD_MAX_PAYLOAD - 8  # image bytes per restore command (after offset and total)
+# Image bytes per restore command (after offset and total).  The device takes up to
+# CMD_MAX_PAYLOAD - 8, but a frame must also fit the receive ring of the Cortex-M ports (512 bytes,
+# ZO_CM_RX_BUFFER): 448 makes frames of 468 bytes.  One frame is in flight at a time (each waits
+# for its ack).
+RESTORE_CHUNK = 448
 
 
 class CheckpointError(DataError):
@@ -103,6 +106,7 @@ class CheckpointAssembler:
 def save_checkpoint(path: str | Path, ckpt: Checkpoint) -> Path:
     """An .npz holding `image` (uint8) and `meta` (JSON), written atomically."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     meta = {"format": FILE_FORMAT, "version": VERSION, "step": ckpt.step, "model_sha256_prefix": ckpt.model_prefix,
             "options_sha256_prefix": ckpt.options_prefix}
     arrays = {"image": np.frombuffer(ckpt.image, np.uint8), "meta": np.array(json.dumps(meta))}
