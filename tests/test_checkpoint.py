@@ -202,6 +202,29 @@ def test_device_refuses_a_checkpoint_of_other_options(program, tmp_path):
     assert [r for r in res.records if r["type"] == "weights"] == [r for r in program.records if r["type"] == "weights"]
 
 
+@pytest.mark.cc
+def test_program_resumes_alone_from_its_stored_checkpoint(program, tmp_path):
+    """The host port's persistence hook (ZOFLASH_CHECKPOINT_FILE): killed, started again with the
+    same file, the program resumes by itself."""
+    import os
+
+    env = {**os.environ, "ZOFLASH_CHECKPOINT_FILE": str(tmp_path / "stored.ckpt")}
+    kill_at = random.Random().randrange(EVERY + 1, 300)
+    proc = subprocess.Popen([str(program.exe)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env)
+    dec, recs = tm.Decoder(), []
+    while not any(r["type"] == "step" and r["step"] >= kill_at for r in recs):
+        recs += dec.records(dec.feed(proc.stdout.read1(4096)))
+    proc.kill()
+    proc.wait()
+    proc.stdout.close()
+    stored = Checkpoint.from_image((tmp_path / "stored.ckpt").read_bytes())  # a complete image, never a torn one
+    raw = subprocess.run([str(program.exe)], stdin=subprocess.DEVNULL, capture_output=True, env=env, check=True).stdout
+    dec = tm.Decoder()
+    again = dec.records(dec.feed(raw))
+    assert {"type": "log", "text": "resumed from the stored checkpoint"} in again
+    assert after(again, stored.step) == after(program.records, stored.step), (kill_at, stored.step)
+
+
 # ----------------------------------------------------------------------------- the emulated Cortex-M55
 
 
