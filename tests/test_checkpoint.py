@@ -231,6 +231,7 @@ def test_program_resumes_alone_from_its_stored_checkpoint(program, tmp_path):
 @pytest.mark.cc
 @pytest.mark.cross
 @pytest.mark.qemu
+@pytest.mark.slow
 def test_killed_emulator_resumes_bit_for_bit(program, tmp_path):
     """QEMU killed at a random step, started again and resumed: the records after the resume
     point equal the uninterrupted host program's (the M55 and the host compute the same bits)."""
