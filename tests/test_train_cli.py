@@ -208,8 +208,10 @@ def check_run(log):
     assert [e["step"] for e in evals] == [0, 20, 40]
     by_step = {s["step"]: s for s in steps}
     for k, e in enumerate(evals):
-        assert e["count"] == N_TEST and e["eval_passes"] == N_TEST * (k + 1)
+        # every evaluation runs the 100 validation and the N_TEST test samples
+        assert e["count"] == N_TEST and e["val_count"] == 100 and e["eval_passes"] == (100 + N_TEST) * (k + 1)
         assert e["accuracy"] == float(np.float32(e["correct"]) / np.float32(N_TEST))
+        assert e["val_accuracy"] == float(np.float32(e["val_correct"]) / np.float32(100))
         before = by_step.get(e["step"] - 1, {"prefix_passes": 0, "suffix_passes": 0})
         assert (e["prefix_passes"], e["suffix_passes"]) == (before["prefix_passes"], before["suffix_passes"])
     done = recs[-1]
