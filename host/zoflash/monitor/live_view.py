@@ -117,6 +117,8 @@ class LiveView:
                        f"{rec['state']}{', calibrating lr' if rec['calibrating'] else ''}, lr {rec['lr']:.6g}, "
                        f"passes {rec['prefix_passes']}+{rec['suffix_passes']} (+{rec['eval_passes']} eval)")
         elif kind == "ack":
+            if rec["command"] == "restore" and rec["result"] != "refused":
+                return  # one per checkpoint chunk: the monitor reports the resume once
             note = {"ok": "", "ignored": " (nothing to do)", "unknown": " (unknown to the firmware)"}
             self._line(f"device: {rec['command']} at step {rec['step']}{note.get(rec['result'], ' ' + rec['result'])}")
         elif kind == "monitor":
