@@ -275,3 +275,30 @@ def test_killed_emulator_resumes_bit_for_bit(program, tmp_path):
     restored = [r for r in res.records if r["type"] == "ack" and r["command"] == "restore"]
     tail = res.records[res.records.index(restored[-1]) + 1:]
     assert res.done is not None and after(tail, saved.step) == after(program.records, saved.step), (kill_at, saved.step)
+
+
+@pytest.mark.cc
+def test_c_checkpoint_frames_equal_python_frames(tmp_path):
+    """zo_tm_checkpoint (C) and protocol.encode("checkpoint") write the same bytes."""
+    import ctypes
+
+    from ccompile import TRAINING, build_shared
+    from test_telemetry import SHIM, take
+
+    lib = build_shared([TRAINING / "zo_telemetry.c"], tmp_path, "zo_tm_ck", {"shim.c": SHIM})
+    lib.t_take.restype = ctypes.c_uint32
+    lib.t_take.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    lib.zo_tm_checkpoint.argtypes = [ctypes.c_uint32] * 3 + [ctypes.c_char_p, ctypes.c_uint32]
+    rng = random.Random(3)
+    enc = proto.Encoder()
+    for _ in range(20):
+        total = rng.randrange(1, 5000)
+        offset = rng.randrange(total)
+        data = rng.randbytes(min(512, total - offset))
+        step = rng.getrandbits(32)
+        lib.zo_tm_checkpoint(step, offset, total, data, len(data))
+        want = enc.frame("checkpoint", dict(step=step, offset=offset, total=total, data=data))
+        assert take(lib) == want
+        dec = tm.Decoder()
+        assert dec.records(dec.feed(want)) == [dict(type="checkpoint", step=step, offset=offset, total=total,
+                                                    data=data)]
