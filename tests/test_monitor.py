@@ -120,7 +120,7 @@ def c_parse(lib, data: bytes, chunk: int | None = None) -> list[tm.Frame]:
     lib.t_feed(b"", 0)
     out, pos = [], 0
     t, s, n = ctypes.c_uint8(), ctypes.c_uint16(), ctypes.c_uint16()
-    payload = ctypes.create_string_buffer(64)
+    payload = ctypes.create_string_buffer(proto.CMD_MAX_PAYLOAD)
     while True:
         if lib.t_left() == 0 and pos < len(data):
             step = len(data) - pos if chunk is None else chunk
@@ -137,7 +137,7 @@ def c_parse(lib, data: bytes, chunk: int | None = None) -> list[tm.Frame]:
 
 def rand_command_stream(rng: random.Random, n: int, p_fault: float):
     """Elements (what, bytes, bytes on the wire, intact): command frames (known and unknown types, payloads up to
-    the 16-byte bound), telemetry frames, text and garbage; some damaged."""
+    16 bytes, within the 1024-byte bound), telemetry frames, text and garbage; some damaged."""
     out = []
     for _ in range(n):
         r = rng.random()
@@ -162,7 +162,7 @@ def test_parser_returns_exactly_the_intact_frames(cmdlib, p_fault):
     for seed in range(60):
         rng = random.Random(seed * 7 + int(p_fault * 10))
         elems = rand_command_stream(rng, rng.randint(1, 30), p_fault)
-        data = b"".join(w for _, _, w, _ in elems) + bytes(tm.HEAD + 16 + 4)  # padding settles a pending candidate
+        data = b"".join(w for _, _, w, _ in elems) + bytes(tm.HEAD + proto.CMD_MAX_PAYLOAD + 4)  # settles a pending candidate
         sent = [b for what, b, _, _ in elems if what == "frame"]  # as meant, before any damage
         intact = [b for what, b, _, ok in elems if what == "frame" and ok]
         got = c_parse(cmdlib, data, chunk=rng.choice([None, 1, 7, 64]))
@@ -195,9 +195,9 @@ def test_parser_never_takes_noise_for_a_command(cmdlib):
 
 @pytest.mark.cc
 def test_parser_length_bound_and_bounded_polls(cmdlib):
-    ok = tm.Frame(18, 3, bytes(16)).to_bytes()
-    too_long = tm.Frame(18, 4, bytes(17)).to_bytes()  # valid CRC, but over the bound
-    assert c_parse(cmdlib, too_long + ok) == [tm.Frame(18, 3, bytes(16))]
+    ok = tm.Frame(22, 3, bytes(1024)).to_bytes()  # ZO_CMD_MAX_PAYLOAD
+    too_long = tm.Frame(22, 4, bytes(1025)).to_bytes()  # valid CRC, but over the bound
+    assert c_parse(cmdlib, too_long + ok) == [tm.Frame(22, 3, bytes(1024))]
     # A flood of garbage: each poll returns promptly, having read at most 64 bytes.
     cmdlib.zo_cmd_reset()
     cmdlib.t_feed(b"\xa5" * 10000, 10000)
