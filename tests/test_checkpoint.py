@@ -302,3 +302,19 @@ def test_c_checkpoint_frames_equal_python_frames(tmp_path):
         dec = tm.Decoder()
         assert dec.records(dec.feed(want)) == [dict(type="checkpoint", step=step, offset=offset, total=total,
                                                     data=data)]
+
+
+def test_cli_refuses_a_damaged_checkpoint(tmp_path, capsys):
+    from zoflash.cli import main
+
+    bad = tmp_path / "bad.npz"
+    save_checkpoint(bad, Checkpoint.from_image(image()))
+    raw = bytearray(np.load(bad)["image"].tobytes())
+    raw[-1] ^= 1  # one flipped bit in the body
+    np.savez(bad, image=np.frombuffer(bytes(raw), np.uint8), meta=np.load(bad)["meta"])
+    assert main(["monitor", "--port", "loop://", "--resume", str(bad), "--log", str(tmp_path / "m.jsonl"),
+                 "--timeout", "1"]) == 2
+    assert "is damaged (its CRC does not match)" in capsys.readouterr().err
+    assert main(["run", "--board", "mps3-an547", "--model", str(DIGITS), "--data", str(SHIFT), "--resume", str(bad),
+                 "--log", str(tmp_path / "r.jsonl")]) == 2  # refused before anything is built
+    assert "is damaged" in capsys.readouterr().err and not (tmp_path / "r.jsonl").exists()

@@ -404,7 +404,10 @@ def test_person_detect_trains_on_the_emulated_m55_from_ddr(tmp_path):
     place = result.bundle.manifest["placement"]
     assert place["train_data"] == "DDR" and place["weights"] == "ITCM" and place["arena"] == "DTCM"
     data_c = (tmp_path / "b" / "person_detect_data.c").read_text()
-    assert len(data_c) < 4000 and (tmp_path / "b" / "person_detect_x_train.bin").stat().st_size == x.size
+    # 100 of the 1000 images (0.1 of each class) became the validation split: its own file
+    n_val = int(sum(np.floor(0.1 * np.bincount(np.load(data)["y_train"]) + 0.5)))
+    assert len(data_c) < 4000 and (tmp_path / "b" / "person_detect_x_train.bin").stat().st_size == x.size - n_val * 9216
+    assert (tmp_path / "b" / "person_detect_x_val.bin").stat().st_size == n_val * 9216
     ddr = next(u for u in result.regions if u.region.name == "DDR")
     assert [(i.label, i.bytes) for i in ddr.items] == [("training data", x.size + 16 * 9216 + 2 * 1016)]
     proc = _run_qemu(result.outputs[0], timeout=600)
