@@ -155,7 +155,8 @@ def test_killed_program_resumes_bit_for_bit(program, tmp_path):
     port.proc.wait()
     saved = mon.checkpoint
     mon.close()
-    assert saved is not None and saved.step % EVERY == 0 and saved.step <= kill_at + EVERY, (kill_at, saved)
+    # the checkpoint before step kill_at was seen; the program may have run further (what the pipe holds)
+    assert saved is not None and saved.step % EVERY == 0 and saved.step >= kill_at // EVERY * EVERY, (kill_at, saved)
     assert load_checkpoint(tmp_path / "ckpt.npz") == saved
 
     # a restart, paused at its first command poll, then restored; the restore ends the pause
@@ -264,7 +265,7 @@ def test_killed_emulator_resumes_bit_for_bit(program, tmp_path):
     finally:
         mon.close()
     saved = load_checkpoint(ckpt)
-    assert saved.step % EVERY == 0 and 0 < saved.step <= kill_at + EVERY, (kill_at, saved.step)
+    assert saved.step % EVERY == 0 and saved.step >= kill_at // EVERY * EVERY, (kill_at, saved.step)
     mon = start("second")
     try:
         mon.restore(ckpt, options_sha256=bundle.manifest["training"]["options_sha256"])
