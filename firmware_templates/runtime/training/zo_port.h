@@ -1,7 +1,8 @@
 /* zo_port.h - what the training firmware needs from its board (the port contract).
  *
  * Static file, copied verbatim into each bundle.  Each port (the host simulation, a UART board,
- * semihosting under QEMU, ...) implements these five functions; the trainer and the telemetry
+ * semihosting under QEMU, ...) implements these five functions (and optionally the two
+ * checkpoint hooks at the end); the trainer and the telemetry
  * encoder (zo_telemetry.c) use nothing else of the platform.  Single-threaded: none of them is
  * called from an interrupt by the runtime.
  */
