@@ -261,7 +261,8 @@ typedef struct {
 /* One split in sample order: correct answers, mean loss, saturated logits.  Correct: the argmax
  * is the label (softmax-ce), sigmoid(x) > 0.5 iff the label is 1 (sigmoid-bce); mse has no
  * accuracy (correct 0). */
-static split_eval_t evaluate_split(trainer_t *tr, const int8_t *x, const uint16_t *y, const float *t, uint32_t n_samples)
+static split_eval_t evaluate_split(trainer_t *tr, const int8_t *x, const uint16_t *y, const float *t,
+                                   uint32_t n_samples)
 {
     const zo_train_model_t *m = tr->m;
     float loss_sum = 0.0f;

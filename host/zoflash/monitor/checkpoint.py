@@ -71,8 +71,8 @@ class Checkpoint:
         training.options_sha256, another build)."""
         if model_prefix is not None and model_prefix != self.model_prefix:
             raise CheckpointError(f"the checkpoint was taken by a run of another model (SHA-256 "
-                                  f"{self.model_prefix}...), but the device trains {model_prefix}...: resume only the run "
-                                  "it came from")
+                                  f"{self.model_prefix}...), but the device trains {model_prefix}...: resume only "
+                                  "the run it came from")
         if options_sha256 is not None and not options_sha256.startswith(self.options_prefix):
             raise CheckpointError("the checkpoint was taken by a build with other training options or data "
                                   f"(options hash {self.options_prefix}, this build's {options_sha256[:16]}): "
