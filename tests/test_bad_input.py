@@ -97,5 +97,5 @@ def test_tiny_or_one_class_training_data_warns(caplog, tmp_path):
              x_test=rng.random((4, 8, 8, 1), np.float32), y_test=np.arange(4))
     with caplog.at_level("WARNING", logger="zoflash"):
         compile_training(MODEL, tmp_path / "d.npz", make_options(batch=16))
-    assert "5 training samples for a batch of 16" in caplog.text
+    assert "3 training samples for a batch of 16" in caplog.text  # 2 of the 5 became the validation split
     assert "every training sample has label 3" in caplog.text

@@ -141,8 +141,12 @@ def test_too_big_dataset_fails_before_compiling(tmp_path, monkeypatch, capsys):
     # placed where it misses by least: the largest region the data may use
     assert f"region AXISRAM3_6 (ram, 1835008 bytes at 0x34200000): {need} needed" in err
     assert f"training data {need}; {need - 1835008} bytes more than its 1835008" in err
-    fits = (1835008 - 10 * 66) // 66
-    assert f"At most {fits} of the 30000 training samples (66 bytes each, with the 10 test samples) fit" in err
+    # the validation split: 0.1 of each class rounded half up (docs/training.md), carved from the 30000
+    counts = np.bincount(np.load(data)["y_train"])
+    n_val = int(sum(np.floor(0.1 * counts + 0.5)))
+    fits = (1835008 - (n_val + 10) * 66) // 66
+    assert (f"At most {fits} of the {30000 - n_val} training samples (66 bytes each, with the {n_val} validation "
+            "and 10 test samples) fit") in err
     assert "fits: region RAM" in err and "fits: region IMAGE" in err
     assert not out.exists()
 
@@ -400,9 +404,14 @@ def test_person_detect_trains_on_the_emulated_m55_from_ddr(tmp_path):
     place = result.bundle.manifest["placement"]
     assert place["train_data"] == "DDR" and place["weights"] == "ITCM" and place["arena"] == "DTCM"
     data_c = (tmp_path / "b" / "person_detect_data.c").read_text()
-    assert len(data_c) < 4000 and (tmp_path / "b" / "person_detect_x_train.bin").stat().st_size == x.size
+    # 100 of the 1000 images (0.1 of each class) became the validation split: its own file
+    n_val = int(sum(np.floor(0.1 * np.bincount(np.load(data)["y_train"]) + 0.5)))
+    assert len(data_c) < 4000 and (tmp_path / "b" / "person_detect_x_train.bin").stat().st_size == x.size - n_val * 9216
+    assert (tmp_path / "b" / "person_detect_x_val.bin").stat().st_size == n_val * 9216
     ddr = next(u for u in result.regions if u.region.name == "DDR")
-    assert [(i.label, i.bytes) for i in ddr.items] == [("training data", x.size + 16 * 9216 + 2 * 1016)]
+    # the x and y of the three splits as binary blobs, each 16-byte aligned (zo_incbin.h)
+    blobs = [(1000 - n_val) * 9216, n_val * 9216, 16 * 9216, 2 * (1000 - n_val), 2 * n_val, 2 * 16]
+    assert [(i.label, i.bytes) for i in ddr.items] == [("training data", sum(-(-b // 16) * 16 for b in blobs))]
     proc = _run_qemu(result.outputs[0], timeout=600)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
     dec = Decoder()

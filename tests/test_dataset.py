@@ -10,7 +10,7 @@ import pytest
 from conftest import FIXTURES
 from zoflash.compiler.tflite_import import load_tflite
 from zoflash.errors import DataError
-from zoflash.training.dataset import load_dataset
+from zoflash.training.dataset import carve_validation, load_dataset
 
 RNG = np.random.default_rng(7)
 
@@ -112,6 +112,8 @@ def test_size_and_description(tmp_path):
     d = load(save(tmp_path, n_train=6, n_test=4))
     assert d.nbytes == 6 * 64 + 6 * 2 + 4 * 64 + 4 * 2
     assert "6 training and 4 test samples" in d.describe() and "data.npz" in d.describe()
+    carved = carve_validation(d, 0.1, seed=1)  # 0.1 of one sample per class rounds to 0: topped up to 3
+    assert carved.nbytes == d.nbytes and "3 training, 3 validation and 4 test samples" in carved.describe()
 
 
 # -------------------------------------------------------------------------------------- errors

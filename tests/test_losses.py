@@ -112,7 +112,9 @@ def test_binary_classifier_learns_with_sigmoid_bce(tmp_path):
     assert hello["type"] == "hello" and hello["loss_kind"] == "sigmoid-bce" and hello["classes"] == 1
     first, last = runs["c"].evals[0], runs["c"].evals[-1]
     assert last["loss"] < 0.8 * first["loss"], (first, last)
-    assert last["accuracy"] > first["accuracy"] + 0.03, (first, last)
+    # 82.5% -> 83.1% since the guards and snapshots use a validation split (32 of the 320 training
+    # samples) instead of the test set (82.5% -> 87.5% before, partly test-set selection)
+    assert last["accuracy"] >= first["accuracy"], (first, last)
     # the accuracy at threshold 0.5, from the exported logits, as the records say
     assert 0 < first["correct"] < first["count"]
 
@@ -175,7 +177,8 @@ def test_saturation_towards_the_target_is_no_collapse(tmp_path):
     assert all(s["sat_frac"] < 0.25 for s in steps) and all(s["zero_frac"] < 0.98 for s in steps)
     plan = _prep(REGRESSOR, path, loss="mse").training.plan
     pinned = (1e3 - plan.logits_scale * (127 - plan.logits_zp)) ** 2  # every output at 127
-    assert abs(runs["c"].evals[-1]["loss"] - pinned) < 1e-5 * pinned
+    # (within 2.1e-5 of it since the validation split: 60 steps on 288 samples leave a few just below)
+    assert abs(runs["c"].evals[-1]["loss"] - pinned) < 1e-4 * pinned
 
 
 # ---- choosing the loss, and refusing what cannot train ---------------------------------------------
@@ -232,7 +235,8 @@ def test_data_that_does_not_fit_the_loss(tmp_path):
 
 def test_target_input_needs_no_y(ad_data):
     data = _prep(AUTOENCODER, ad_data, target="input", steps=1).training.data
-    assert data.t_train is None and not data.labels and len(data.y_train) == 256
+    assert data.t_train is None and not data.labels and len(data.y_train) + len(data.y_val) == 256
+    assert data.t_val is None and len(data.y_val) == 26  # 0.1 of 256, rounded: the validation split
 
 
 def test_live_view_shows_no_accuracy_for_mse(tmp_path):
@@ -245,7 +249,7 @@ def test_live_view_shows_no_accuracy_for_mse(tmp_path):
     view.show({"type": "eval", "step": 0, "correct": 0, "count": 160, "accuracy": 0.0, "loss": 0.12,
                "prefix_passes": 0, "suffix_passes": 0})
     text = out.getvalue()
-    assert "loss mse" in text and "eval after 0 steps: loss 0.1200" in text and "accuracy" not in text
+    assert "loss mse" in text and "eval after 0 steps: test loss 0.1200" in text and "accuracy" not in text
 
 
 @pytest.mark.cc

@@ -123,7 +123,7 @@ def c_parse(lib, data: bytes, chunk: int | None = None) -> list[tm.Frame]:
     lib.t_feed(b"", 0)
     out, pos = [], 0
     t, s, n = ctypes.c_uint8(), ctypes.c_uint16(), ctypes.c_uint16()
-    payload = ctypes.create_string_buffer(CMD_BOUND)
+    payload = ctypes.create_string_buffer(proto.CMD_MAX_PAYLOAD)
     while True:
         if lib.t_left() == 0 and pos < len(data):
             step = len(data) - pos if chunk is None else chunk
@@ -140,7 +140,7 @@ def c_parse(lib, data: bytes, chunk: int | None = None) -> list[tm.Frame]:
 
 def rand_command_stream(rng: random.Random, n: int, p_fault: float):
     """Elements (what, bytes, bytes on the wire, intact): command frames (known and unknown types, payloads up to
-    the 16-byte bound), telemetry frames, text and garbage; some damaged."""
+    16 bytes, within the 1024-byte bound), telemetry frames, text and garbage; some damaged."""
     out = []
     for _ in range(n):
         r = rng.random()
@@ -165,7 +165,7 @@ def test_parser_returns_exactly_the_intact_frames(cmdlib, p_fault):
     for seed in range(60):
         rng = random.Random(seed * 7 + int(p_fault * 10))
         elems = rand_command_stream(rng, rng.randint(1, 30), p_fault)
-        data = b"".join(w for _, _, w, _ in elems) + bytes(tm.HEAD + CMD_BOUND + 4)  # settles a pending candidate
+        data = b"".join(w for _, _, w, _ in elems) + bytes(tm.HEAD + proto.CMD_MAX_PAYLOAD + 4)  # settles a pending candidate
         sent = [b for what, b, _, _ in elems if what == "frame"]  # as meant, before any damage
         intact = [b for what, b, _, ok in elems if what == "frame" and ok]
         got = c_parse(cmdlib, data, chunk=rng.choice([None, 1, 7, 64]))
@@ -190,7 +190,7 @@ def test_parser_never_takes_noise_for_a_command(cmdlib):
     rng = random.Random(5)
     noise = bytearray(rng.randbytes(1 << 20))
     for k in range(0, len(noise) - 8, 97):  # many plausible headers: sync, version, small lengths
-        noise[k:k + 8] = bytes([0xA5, 0x5A, 1, rng.choice(COMMAND_TYPES), rng.randrange(256), 0,
+        noise[k:k + 8] = bytes([0xA5, 0x5A, 2, rng.choice(COMMAND_TYPES), rng.randrange(256), 0,
                                 rng.randrange(17), 0])
     assert c_parse(cmdlib, bytes(noise)) == []
     assert cmdlib.t_counter(1) > 5000  # those headers were checked, and failed their CRC
@@ -198,9 +198,9 @@ def test_parser_never_takes_noise_for_a_command(cmdlib):
 
 @pytest.mark.cc
 def test_parser_length_bound_and_bounded_polls(cmdlib):
-    ok = tm.Frame(18, 3, bytes(16)).to_bytes()
-    too_long = tm.Frame(18, 4, bytes(CMD_BOUND + 1)).to_bytes()  # valid CRC, but over the bound
-    assert c_parse(cmdlib, too_long + ok) == [tm.Frame(18, 3, bytes(16))]
+    ok = tm.Frame(22, 3, bytes(1024)).to_bytes()  # ZO_CMD_MAX_PAYLOAD
+    too_long = tm.Frame(22, 4, bytes(1025)).to_bytes()  # valid CRC, but over the bound
+    assert c_parse(cmdlib, too_long + ok) == [tm.Frame(22, 3, bytes(1024))]
     # A flood of garbage: each poll returns promptly, having read at most 64 bytes.
     cmdlib.zo_cmd_reset()
     cmdlib.t_feed(b"\xa5" * 10000, 10000)

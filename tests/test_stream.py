@@ -113,14 +113,17 @@ def test_stream_c_equals_reference_and_survives_a_faulty_link(tmp_path, flat, mo
 
 @pytest.mark.cc
 def test_a_ring_of_the_whole_split_refreshed_each_step_is_the_embedded_run(tmp_path, flat):
-    """buffer = refresh = n: before step t the ring holds stream samples [t*n, (t+1)*n), slot s
-    training sample s: the very data of an embedded run."""
+    """buffer = refresh = n (the training samples the validation split leaves): before step t the
+    ring holds stream samples [t*n, (t+1)*n), slot s training sample s: the very data of an
+    embedded run."""
     d = dict(np.load(flat))
     small = tmp_path / "small.npz"
     np.savez(small, **{**d, "x_train": d["x_train"][:24], "y_train": d["y_train"][:24]})
     base = dict(steps=20, eval_every=10, batch=8)
     embedded = simulate(MLP, small, make_options(**base), tmp_path / "e.jsonl", plot=False)
-    fed = simulate(MLP, small, make_options(**base, data_source="stream", buffer=24, refresh=24), tmp_path / "s.jsonl",
+    n = next(r for r in embedded.records if r["type"] == "hello")["n_train"]  # what the validation split leaves
+    assert n < 24
+    fed = simulate(MLP, small, make_options(**base, data_source="stream", buffer=n, refresh=n), tmp_path / "s.jsonl",
                    plot=False)
     assert records(fed.log_path) == records(embedded.log_path)
 

@@ -66,7 +66,8 @@ ENUMS = {"scheduler": ["fixed", "plateau", "critical", "adazeta"], "rounding": [
          "loss_kind": ["softmax-ce", "sigmoid-bce", "mse"],
          "kind": [None, "scheduler", "lr", "rollback", "stop"],
          "reason": ["steps", "budget", "scheduler", "command", "dead-zone", "guard"],
-         "command": [None] * 16 + ["pause", "resume", "status", "dump", "stop"], "result": ["ok", "ignored", "unknown"]}
+         "command": [None] * 16 + ["pause", "resume", "status", "dump", "stop", None, "restore"],
+         "result": ["ok", "ignored", "unknown", "refused"]}
 
 
 @pytest.fixture(scope="module")
@@ -337,8 +338,8 @@ def test_decoder_counters():
 
 def test_decoder_rejects_bad_header_without_waiting():
     good = proto.encode("log", {"text": "hi"})
-    too_long = bytes([0xA5, 0x5A, 1, 7, 0, 0, 0x01, 0x08])  # len 2049 > 1024
-    wrong_version = bytes([0xA5, 0x5A, 2, 7, 0, 0, 0, 0])
+    too_long = bytes([0xA5, 0x5A, 2, 7, 0, 0, 0x01, 0x08])  # len 2049 > 1024
+    wrong_version = bytes([0xA5, 0x5A, 1, 7, 0, 0, 0, 0])  # version 1: before the validation split
     dec = tm.Decoder()
     assert dec.feed(too_long + wrong_version + good) == [tm.Frame(7, 0, b"hi")]
     assert dec.crc_errors == 0
@@ -402,11 +403,12 @@ def test_weights_assembler():
 
 def test_command_frames():
     dec = tm.Decoder()
-    frames = b"".join(proto.encode_command(name, seq) for seq, name in enumerate(proto.COMMANDS))
+    plain = [name for name in proto.COMMANDS if name != "restore"]  # restore carries a chunk: test_checkpoint.py
+    frames = b"".join(proto.encode_command(name, seq) for seq, name in enumerate(plain))
     assert dec.records(dec.feed(frames)) == [{"type": "command", "command": name, "seq": seq}
-                                             for seq, name in enumerate(proto.COMMANDS)]
-    assert proto.encode_command("pause", 7) == bytes([0xA5, 0x5A, 1, 16, 7, 0, 0, 0]) + struct.pack(
-        "<I", zlib.crc32(bytes([1, 16, 7, 0, 0, 0])))
-    assert dec.records([tm.Frame(19, 1, b"x")])[0]["type"] == "malformed"  # commands carry no payload (v1)
+                                             for seq, name in enumerate(plain)]
+    assert proto.encode_command("pause", 7) == bytes([0xA5, 0x5A, 2, 16, 7, 0, 0, 0]) + struct.pack(
+        "<I", zlib.crc32(bytes([2, 16, 7, 0, 0, 0])))
+    assert dec.records([tm.Frame(19, 1, b"x")])[0]["type"] == "malformed"  # only restore carries a payload
     with pytest.raises(ValueError, match="unknown command"):
         proto.encode_command("reboot", 0)

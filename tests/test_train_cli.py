@@ -29,7 +29,7 @@ FIELDS = {
     "step": {"step", "q", "state", "calibrating", "centre", "diverged", "lr", "loss", "m2", "v", "zero_frac",
              "sat_frac", "prefix_passes", "suffix_passes", "time_s"},
     "eval": {"step", "correct", "count", "accuracy", "loss", "prefix_passes", "suffix_passes", "eval_passes",
-             "time_s"},
+             "time_s", "val_correct", "val_count", "val_accuracy", "val_loss"},
     "event": {"step", "kind", "code", "state_from", "state_to", "q_from", "q_to", "value", "aux"},
     "done": {"steps", "reason", "prefix_passes", "suffix_passes", "time_s"},
 }
@@ -83,7 +83,8 @@ def check_training_bundle(out, text, batch):
     assert tr["boundary_bytes"] == 256 and tr["classes"] == 10
     steps = [o["type"] for o in manifest["ops"]]  # kernel calls (the reshape has none)
     assert steps[tr["split_step"]] == "FULLY_CONNECTED" and steps[tr["logits_end_step"]] == "SOFTMAX"
-    assert tr["data"] == {"source": "digits_shift.npz", "n_train": N_TRAIN, "n_test": N_TEST,
+    # the default validation split: 0.1 of each class, rounded (100 of the 1000 training samples)
+    assert tr["data"] == {"source": "digits_shift.npz", "n_train": N_TRAIN - 100, "n_val": 100, "n_test": N_TEST,
                           "bytes": (N_TRAIN + N_TEST) * (64 + 2)}
     assert tr["options"]["batch"] == batch
     # the generated work memory is what the manifest reports
@@ -183,7 +184,7 @@ def check_run(log):
     assert {k: hello[k] for k in ("seed", "batch", "classes", "n_train", "n_test", "trainable_params", "scheduler",
                                   "rounding", "density_log2", "lr_auto", "max_steps", "budget", "q_max",
                                   "n_tensors")} == \
-        dict(seed=1, batch=16, classes=10, n_train=N_TRAIN, n_test=N_TEST, trainable_params=w.size + b.size,
+        dict(seed=1, batch=16, classes=10, n_train=N_TRAIN - 100, n_test=N_TEST, trainable_params=w.size + b.size,
              scheduler="plateau", rounding="split16", density_log2=0, lr_auto=True, max_steps=40, budget=0, q_max=64,
              n_tensors=2)
     assert hello["model_sha256_prefix"] == hashlib.sha256(CNN.read_bytes()).hexdigest()[:16]
@@ -207,8 +208,10 @@ def check_run(log):
     assert [e["step"] for e in evals] == [0, 20, 40]
     by_step = {s["step"]: s for s in steps}
     for k, e in enumerate(evals):
-        assert e["count"] == N_TEST and e["eval_passes"] == N_TEST * (k + 1)
+        # every evaluation runs the 100 validation and the N_TEST test samples
+        assert e["count"] == N_TEST and e["val_count"] == 100 and e["eval_passes"] == (100 + N_TEST) * (k + 1)
         assert e["accuracy"] == float(np.float32(e["correct"]) / np.float32(N_TEST))
+        assert e["val_accuracy"] == float(np.float32(e["val_correct"]) / np.float32(100))
         before = by_step.get(e["step"] - 1, {"prefix_passes": 0, "suffix_passes": 0})
         assert (e["prefix_passes"], e["suffix_passes"]) == (before["prefix_passes"], before["suffix_passes"])
     done = recs[-1]

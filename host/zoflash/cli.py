@@ -116,7 +116,8 @@ def training_options(f):
         click.option("--seed", type=int, help=f"Run seed [{d['seed']}]."),
         click.option("--steps", type=int, help=f"Training steps [{spec.DEFAULT_STEPS} unless --budget]."),
         click.option("--budget", type=int, help="Forward-pass budget (prefix + suffix sample-passes)."),
-        click.option("--eval-every", type=int, help=f"Evaluate on the test set every N steps [{d['eval_every']}]."),
+        click.option("--eval-every", type=int,
+                     help=f"Evaluate on the validation and test sets every N steps [{d['eval_every']}]."),
         click.option("--scheduler", type=click.Choice(spec.SCHEDULERS), help=f"q scheduler [{d['scheduler']}]."),
         click.option("--q", type=int, help=f"q of the fixed scheduler, starting q of plateau/adazeta [{d['q']}]."),
         click.option("--q-min", type=int, help=f"Smallest q [{d['q_min']}]."),
@@ -130,7 +131,7 @@ def training_options(f):
         click.option("--guard-steps", type=int,
                      help=f"Guard: consecutive steps before a rollback [{d['guard_steps']}]."),
         click.option("--guard-loss", type=float,
-                     help=f"Guard: roll back when a test loss exceeds best x this [{d['guard_loss']:g}; 0 off]."),
+                     help=f"Guard: roll back when a validation loss exceeds best x this [{d['guard_loss']:g}; 0 off]."),
         click.option("--guard-max-rollbacks", type=int,
                      help=f"Guard: stop after this many rollbacks [{d['guard_max_rollbacks']}; 0 never]."),
         click.option("--headroom", type=int, help="Re-quantize the trainable layers with H bits of headroom "
@@ -148,6 +149,12 @@ def training_options(f):
         click.option("--buffer", type=int, help=f"stream/app: samples the device keeps for minibatches [{d['buffer']}]."),
         click.option("--refresh", type=int, help=f"stream/app: new samples before each step [{d['refresh']}]."),
         # ---- end data sources ----
+        click.option("--val-fraction", type=float,
+                     help="Share of the training data carved off for validation (guards, snapshots, best weights; "
+                          f"the test set is only reported) [{d['val_fraction']:g}]."),
+        click.option("--checkpoint-every", type=int,
+                     help=f"Send a checkpoint every N steps (monitor/run --checkpoint keeps it) "
+                          f"[{d['checkpoint_every']}: never]."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -193,10 +200,12 @@ def _say_training_memory(training: dict) -> None:
              f"{sum(ds['record_bytes'].values())} bytes; {who} {ds['refresh']} per step; test split embedded)")
     data = training["data"]
     if training.get("data_source"):
-        _say(f"flash   test data {data['n_test']} samples embedded (the training split is not built in), "
+        _say(f"flash   validation and test data {data['n_val']} + {data['n_test']} samples embedded (the training "
+             "split is not built in), "
              f"bias eps tables {mem['eps_bytes']} bytes")
         return
-    _say(f"flash   data {data['bytes']} bytes ({data['n_train']} training, {data['n_test']} test samples), "
+    _say(f"flash   data {data['bytes']} bytes ({data['n_train']} training, {data['n_val']} validation, "
+         f"{data['n_test']} test samples), "
          f"bias eps tables {mem['eps_bytes']} bytes")
 
 
@@ -318,7 +327,8 @@ def simulate(model_path: str, data_path: str, log_path: str, engine: str, bundle
 
     accuracy = (f"accuracy {first['accuracy'] * 100:.1f}% -> {last['accuracy'] * 100:.1f}% "
                 f"({(last['accuracy'] - first['accuracy']) * 100:+.1f} points), ") if has_accuracy(result.records) else ""
-    _say(f"{accuracy}test loss {first['loss']:.4f} -> {last['loss']:.4f}")
+    _say(f"{accuracy}test loss {first['loss']:.4f} -> {last['loss']:.4f}"
+         + (f", validation loss {first['val_loss']:.4f} -> {last['val_loss']:.4f}" if "val_loss" in last else ""))
     _say(f"log     {result.log_path}")
     _say(f"weights {result.weights_path}  (zoflash export --model {model_path} --weights {result.weights_path} "
          "--out trained.tflite)")
@@ -442,8 +452,12 @@ def ops(markdown: bool) -> None:
               help="Accept weights recorded for a model file with another SHA-256 (tensors must still match).")
 @click.option("--headroom", type=int, help="The --headroom the run trained with, for weights that do not record "
                                            "it (taken from a board): their tensors get scales x 2^H.")
+@click.option("--select", type=click.Choice(("best", "last")),
+              help="Which weights: best = the lowest validation loss (the device's last good snapshot), last = "
+                   "the end of the run [best when the file holds them, else last].")
 def export(model_path: str, weights_path: str | None, port: str | None, baud: int | None, board: str | None,
-           save_weights_path: str | None, out_path: str, allow_other_model: bool, headroom: int | None) -> None:
+           save_weights_path: str | None, out_path: str, allow_other_model: bool, headroom: int | None,
+           select: str | None) -> None:
     """Write trained weights (from a weights file or a running board) into a copy of the model."""
     _check_outputs(out=out_path, save_weights=save_weights_path)
     import tempfile
@@ -464,18 +478,28 @@ def export(model_path: str, weights_path: str | None, port: str | None, baud: in
             _say(f"weights from {port} after {st['step']} steps ({'paused' if st['paused'] else 'training'}, "
                  f"q {st['q']}, {st['state']})" + (f": saved in {save_weights_path}" if save_weights_path else ""))
         report = export_weights(model_path, weights_path, out_path, allow_other_model=allow_other_model,
-                                headroom=headroom)
+                                headroom=headroom, select=select)
     for p in report.tensors:
         _say(f"tensor {p.index:3d} '{p.name}' {p.dtype}{list(p.shape)}: {p.changed} of {p.count} values changed"
              + (", quantization scales rewritten" if p.scales is not None else ""))
     note = " (weights recorded for another model file)" if report.other_model else ""
-    _say(f"wrote {report.out_path}: {len(report.tensors)} tensor(s), {report.values_changed} value(s) changed{note}")
+    _say(f"wrote {report.out_path}: {len(report.tensors)} tensor(s), {report.values_changed} value(s) changed{note}, "
+         f"{report.selected} weights" + (" (by validation loss)" if report.selected == "best" else ""))
 
 
 CTRL_C_DUMP_TIMEOUT = 3.0  # seconds Ctrl-C waits for the device's weights before giving up
 RECONNECT_OPTION = click.option(
     "--reconnect-timeout", type=float, default=RECONNECT_TIMEOUT, show_default=True,
     help="Seconds to keep retrying a serial port that disappeared before stopping (exit status 1).")
+
+
+# --- checkpoint and resume (issue 12)
+def checkpoint_options(f):
+    f = click.option("--resume", "resume_path", type=click.Path(dir_okay=False),
+                     help="Send this checkpoint to the device first: training continues from its step.")(f)
+    return click.option("--checkpoint", "checkpoint_path", type=click.Path(dir_okay=False),
+                        help="Keep the latest valid checkpoint the device sends (build with --checkpoint-every N) "
+                             "in this file.")(f)
 
 
 def _serial_settings(board: str | None, baud: int | None) -> tuple[list | None, int]:
@@ -513,14 +537,16 @@ def _serial_settings(board: str | None, baud: int | None) -> tuple[list | None, 
               help="--data-source stream firmware: feed it the training split of this .npz (needs --model; the loss "
                    "and target from zoflash.toml).")
 @RECONNECT_OPTION
+@checkpoint_options
 def monitor(port: str, baud: int | None, board: str | None, log_path: str, csv_path: str | None, plot_path: str | None,
             model_path: str | None, until_done: bool, timeout: float | None, connect_wait: float,
-            feed_path: str | None, reconnect_timeout: float) -> int:
+            feed_path: str | None, reconnect_timeout: float, checkpoint_path: str | None,
+            resume_path: str | None) -> int:
     """Watch a training run on a board: live view, log, and the trained weights at the end.
 
     Exit status: 0 done (or --timeout/Ctrl-C with --forever), 1 stopped before done (timeout, port
     lost), 3 the device reported a fault."""
-    _check_outputs(log=log_path, csv=csv_path, plot=plot_path)
+    _check_outputs(log=log_path, csv=csv_path, plot=plot_path, checkpoint=checkpoint_path)
     usb_ids, baud = _serial_settings(board, baud)
     feeder = None
     if feed_path is not None:  # ---- data sources ----
@@ -532,12 +558,15 @@ def monitor(port: str, baud: int | None, board: str | None, log_path: str, csv_p
         _say(f"feed    {feed_path}: {len(feeder.records)} training samples of {len(feeder.records[0])} bytes, "
              "in file order, on the device's request")
     return _monitor_and_report(port, baud, usb_ids, log_path, csv_path, plot_path, model_path, until_done, timeout,
-                               connect_wait, reconnect_timeout=reconnect_timeout, feeder=feeder)
+                               connect_wait, reconnect_timeout=reconnect_timeout, feeder=feeder,
+                               checkpoint_path=checkpoint_path, resume_path=resume_path)
 
 
 def _monitor_and_report(port: str, baud: int, usb_ids, log_path: str, csv_path: str | None, plot_path: str | None,
                         model_path: str | None, until_done: bool, timeout: float | None, connect_wait: float,
-                        headroom: int = 0, reconnect_timeout: float | None = None, ended=None, feeder=None) -> int:
+                        headroom: int = 0, reconnect_timeout: float | None = None, ended=None, feeder=None,
+                        checkpoint_path: str | None = None, resume_path: str | None = None,
+                        options_sha256: str | None = None) -> int:
     from zoflash.monitor.live_view import LiveView
     from zoflash.monitor.serial_monitor import DeviceError, KeyCommands, Monitor, PortError
 
@@ -545,10 +574,13 @@ def _monitor_and_report(port: str, baud: int, usb_ids, log_path: str, csv_path: 
     view = LiveView(enabled=not quiet)
     mon = Monitor(port, baud=baud, usb_ids=usb_ids, log_path=log_path, csv_path=csv_path,
                   plot_path=plot_path, model_path=model_path, view=view, headroom=headroom,
-                  reconnect_timeout=reconnect_timeout, ended=ended, feeder=feeder)
+                  reconnect_timeout=reconnect_timeout, ended=ended, feeder=feeder, checkpoint_path=checkpoint_path)
     try:
         mon.connect(connect_wait)
         _say(f"monitor {mon.device} at {baud} baud ({'until done' if until_done else 'until Ctrl-C'})")
+        if resume_path is not None:
+            ckpt = mon.restore(resume_path, options_sha256=options_sha256)
+            _say(f"resumed from {resume_path}: training continues after step {ckpt.step}")
         with KeyCommands(sys.stdin, view.message) as keys:
             if keys.active:
                 _say(KeyCommands.HELP)
@@ -581,6 +613,9 @@ def _monitor_and_report(port: str, baud: int, usb_ids, log_path: str, csv_path: 
         _say("weights not saved: give --model M.tflite to keep the weights the device sent")
     if res.plot_path is not None:
         _say(f"plot    {res.plot_path}")
+    if checkpoint_path is not None:
+        _say(f"checkpoint {checkpoint_path} (step {mon.checkpoint.step}; resume with --resume {checkpoint_path})"
+             if mon.checkpoint is not None else "checkpoint none arrived (was the firmware built with --checkpoint-every?)")
     if res.faulted:
         return 3
     return 1 if res.stopped or (until_done and res.done is None and res.timed_out) else 0
@@ -631,14 +666,20 @@ def flash(bundle_dir: str, method: str | None, stop: bool, dry_run: bool, pack_p
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Also write step and evaluation records as CSV.")
 @click.option("--timeout", type=float, help="Stop monitoring after this many seconds.")
 @RECONNECT_OPTION
+@checkpoint_options
 @training_options
 def run(board: str, model_path: str, data_path: str, out_dir: str | None, method: str | None, port: str | None,
         baud: int | None, log_path: str, csv_path: str | None, timeout: float | None, reconnect_timeout: float,
-        **kwargs) -> int:
+        checkpoint_path: str | None, resume_path: str | None, **kwargs) -> int:
     """Build, flash and monitor: train on a board (or on the emulated Cortex-M55) from one command.
 
     Stops at once when the emulator ends or the device reports a fault (exit status 3)."""
-    _check_outputs(log=log_path, csv=csv_path, out=out_dir and str(Path(out_dir) / "manifest.json"))
+    _check_outputs(log=log_path, csv=csv_path, out=out_dir and str(Path(out_dir) / "manifest.json"),
+                   checkpoint=checkpoint_path)
+    if resume_path is not None:  # a damaged file is refused before building
+        from zoflash.monitor.checkpoint import load_checkpoint
+
+        load_checkpoint(resume_path)
 
     from zoflash.build_options import build_settings
     from zoflash.targets.boards import resolve_board
@@ -667,7 +708,9 @@ def run(board: str, model_path: str, data_path: str, out_dir: str | None, method
             feeder = load_feeder(model_path, data_path, opts)
         return _monitor_and_report(serial, baud, usb_ids, log_path, csv_path, str(Path(log_path).with_suffix(".png")),
                                    model_path, True, timeout, 10.0, headroom=opts.headroom,
-                                   reconnect_timeout=reconnect_timeout, ended=ended, feeder=feeder)
+                                   reconnect_timeout=reconnect_timeout, ended=ended, feeder=feeder,
+                                   checkpoint_path=checkpoint_path, resume_path=resume_path,
+                                   options_sha256=bundle.manifest["training"]["options_sha256"])
     finally:
         if flashed.serial_url is not None and flashed.pid is not None:
             notes: list[str] = []

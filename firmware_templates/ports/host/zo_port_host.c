@@ -111,3 +111,56 @@ void zo_port_exit(int code)
     fflush(stdout);
     exit(code);
 }
+
+/* --- checkpoint persistence (issue 12): the file named by ZOFLASH_CHECKPOINT_FILE, if set.  Each
+ * image goes to <file>.tmp and is renamed over <file> once complete, so a kill leaves the last
+ * complete image (or none); at start-up the trainer resumes from it. */
+#define CKPT_ENV "ZOFLASH_CHECKPOINT_FILE"
+static FILE *g_ckpt_out;
+
+static const char *ckpt_tmp_name(const char *path)
+{
+    static char name[4096];
+    return snprintf(name, sizeof name, "%s.tmp", path) < (int)sizeof name ? name : NULL;
+}
+
+void zo_port_checkpoint_save(uint32_t offset, const uint8_t *data, uint32_t n, uint32_t total)
+{
+    const char *path = getenv(CKPT_ENV);
+    const char *tmp = path != NULL ? ckpt_tmp_name(path) : NULL;
+    if (tmp == NULL) {
+        return;
+    }
+    if (offset == 0u) {
+        if (g_ckpt_out != NULL) {
+            fclose(g_ckpt_out);
+        }
+        g_ckpt_out = fopen(tmp, "wb");
+    }
+    if (g_ckpt_out == NULL) {
+        return;
+    }
+    int ok = fwrite(data, 1, n, g_ckpt_out) == n;
+    if (offset + n == total || !ok) {
+        ok = fclose(g_ckpt_out) == 0 && ok;
+        g_ckpt_out = NULL;
+        if (!ok || rename(tmp, path) != 0) {
+            fputs("zo_port_host: cannot write the checkpoint file " CKPT_ENV " names\n", stderr);
+        }
+    }
+}
+
+uint32_t zo_port_checkpoint_load(uint32_t offset, uint8_t *data, uint32_t n)
+{
+    const char *path = getenv(CKPT_ENV);
+    FILE *f = path != NULL ? fopen(path, "rb") : NULL;
+    if (f == NULL) {
+        return 0u;
+    }
+    uint32_t got = 0u;
+    if (fseek(f, (long)offset, SEEK_SET) == 0) {
+        got = (uint32_t)fread(data, 1, n, f);
+    }
+    fclose(f);
+    return got;
+}

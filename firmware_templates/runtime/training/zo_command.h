@@ -3,11 +3,11 @@
  * Static file, copied verbatim into training bundles.  Commands use the telemetry frame format
  * (docs/training.md, "Telemetry", "Commands"):
  *
- *     0xA5 0x5A | version u8 = 1 | type u8 | seq u16 | len u16 | payload[len] | crc32 u32
+ *     0xA5 0x5A | version u8 = 2 | type u8 | seq u16 | len u16 | payload[len] | crc32 u32
  *
  * with the command types below and `len` <= ZO_CMD_MAX_PAYLOAD.  The parser is fed one byte at
  * a time from zo_port_read_byte and never blocks: zo_cmd_poll reads at most ZO_CMD_POLL_BYTES
- * bytes per call.  A candidate frame needs the sync, version 1, a length within the bound and a
+ * bytes per call.  A candidate frame needs the sync, version 2, a length within the bound and a
  * matching CRC-32; if any check fails only its first byte is given up and the scan goes on from
  * the next byte (as the host decoder does), so a frame starting inside a damaged one is found.
  * The parser returns every valid frame of any type; the trainer ignores types below 16 (its own
@@ -25,6 +25,8 @@
 #define ZO_CMD_DUMP   19u /* send the trainable tensors as weights frames */
 #define ZO_CMD_STOP   20u /* finish the run now (done reason 3, command) */
 #define ZO_CMD_SAMPLE 21u /* a chunk of a training sample (--data-source stream, zo_stream.h) */
+/* --- checkpoint and resume (issue 12) */
+#define ZO_CMD_RESTORE 22u /* a chunk of a checkpoint image: u32 offset, u32 total, data */
 #define ZO_CMD_FIRST  16u /* types below are telemetry types, never commands */
 
 #define ZO_CMD_MAX_PAYLOAD 1024u /* a longer frame is rejected from its header */

@@ -1,7 +1,8 @@
 /* zo_port.h - what the training firmware needs from its board (the port contract).
  *
  * Static file, copied verbatim into each bundle.  Each port (the host simulation, a UART board,
- * semihosting under QEMU, ...) implements these functions; the trainer and the telemetry
+ * semihosting under QEMU, ...) implements these functions (and optionally the two checkpoint
+ * hooks at the end); the trainer and the telemetry
  * encoder (zo_telemetry.c) use nothing else of the platform.  Single-threaded: none of them is
  * called from an interrupt by the runtime.
  */
@@ -40,5 +41,14 @@ void zo_port_idle(void);
 /* End the program with an exit code (0 = success).  On a board without a process model this
  * may halt or reset; it never returns. */
 _Noreturn void zo_port_exit(int code);
+
+/* --- checkpoint persistence (issue 12): optional; zo_trainer.c has weak defaults that keep
+ * nothing.  save: every checkpoint chunk as it is sent (offset 0 starts a new image, the chunk
+ * with offset + n == total completes it: write the image so that a power cut leaves the last
+ * complete one, or none).  load: at start-up, copy up to n bytes at `offset` of the stored image
+ * to data and return how many there were (0: no image); the trainer checks it (header, CRC,
+ * model, options) and resumes from it exactly as from a restore command. */
+void zo_port_checkpoint_save(uint32_t offset, const uint8_t *data, uint32_t n, uint32_t total);
+uint32_t zo_port_checkpoint_load(uint32_t offset, uint8_t *data, uint32_t n);
 
 #endif /* ZO_PORT_H */

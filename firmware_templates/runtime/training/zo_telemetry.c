@@ -5,7 +5,7 @@
 #include "zo_telemetry.h"
 
 #define HEAD 8u       /* sync, version, type, seq, len */
-#define FIXED_MAX 56u /* largest fixed payload (step) */
+#define FIXED_MAX 68u /* largest fixed payload (eval) */
 
 /* Header + fixed payload + CRC, built on the stack.  Variable data (weights, log text) is not
  * copied in: it is written straight from the caller's memory, so no 1 KiB buffer is needed. */
@@ -155,6 +155,10 @@ void zo_tm_eval(const zo_tm_eval_t *m)
     put(&f, m->suffix_passes, 8u);
     put(&f, m->eval_passes, 8u);
     put(&f, m->time_us, 8u);
+    put(&f, m->val_correct, 4u);
+    put(&f, m->val_count, 4u);
+    put_f32(&f, m->val_accuracy);
+    put_f32(&f, m->val_loss);
     finish(&f, NULL, 0u);
 }
 
@@ -245,6 +249,16 @@ void zo_tm_weights(uint32_t tensor, uint8_t part, const void *data, uint32_t tot
         finish(&f, n ? bytes + offset : NULL, n); /* data may be NULL when total is 0 */
         offset += n;
     } while (offset < total);
+}
+
+void zo_tm_checkpoint(uint32_t step, uint32_t offset, uint32_t total, const uint8_t *data, uint32_t n)
+{
+    frame_t f;
+    begin(&f, ZO_TM_CHECKPOINT);
+    put(&f, step, 4u);
+    put(&f, offset, 4u);
+    put(&f, total, 4u);
+    finish(&f, n ? data : NULL, n);
 }
 
 void zo_tm_log(const char *text)

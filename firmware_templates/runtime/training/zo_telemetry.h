@@ -1,7 +1,7 @@
 /* zo_telemetry.h - binary telemetry frames from the training firmware to the host.
  *
  * Static file, copied verbatim into each bundle.  The wire format is specified in
- * docs/training.md, "Telemetry (protocol version 1)"; the host decoder and a byte-identical
+ * docs/training.md, "Telemetry (protocol version 2)"; the host decoder and a byte-identical
  * Python encoder are in host/zoflash/monitor/telemetry.py and protocol.py (tests/test_telemetry.py
  * checks both); the ids below are those of host/zoflash/training/spec.py (tests/test_spec.py).
  *
@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#define ZO_TM_VERSION       1u
+#define ZO_TM_VERSION       2u
 #define ZO_TM_SYNC0         0xA5u
 #define ZO_TM_SYNC1         0x5Au
 #define ZO_TM_MAX_PAYLOAD   1024u /* bytes; longer log text is truncated */
@@ -33,6 +33,8 @@
 #define ZO_TM_STATUS  8u /* answer to a status command (zo_command.h) */
 #define ZO_TM_ACK     9u /* one per command received */
 #define ZO_TM_NEED    10u /* --data-source stream: the device asks for samples (zo_stream.h) */
+/* --- checkpoint and resume (issue 12) */
+#define ZO_TM_CHECKPOINT 11u /* a chunk of a checkpoint image (zo_trainer.h, ZO_CKPT_*) */
 
 /* zo_tm_step_t.flags bits. */
 #define ZO_TM_FLAG_CALIBRATING 0x01u
@@ -61,10 +63,12 @@
 #define ZO_TM_ACK_OK      0u
 #define ZO_TM_ACK_IGNORED 1u /* nothing to do in this state (pause while paused, resume while running) */
 #define ZO_TM_ACK_UNKNOWN 2u /* not a command this firmware knows */
+#define ZO_TM_ACK_REFUSED 3u /* restore: a checkpoint of another model, options or format (a log frame says why) */
 
 /* zo_tm_weights part. */
 #define ZO_TM_PART_VALUES   0u
 #define ZO_TM_PART_RESIDUAL 1u
+#define ZO_TM_PART_BEST_VALUES 2u /* the snapshot: the best values by validation */
 
 /* Payload structs: fields in wire order (the struct layout itself is never sent).
  * Times are zo_port_time_us() values filled in by the caller. */
@@ -114,6 +118,10 @@ typedef struct {
     uint64_t suffix_passes;
     uint64_t eval_passes;
     uint64_t time_us;
+    uint32_t val_correct;  /* the validation split (correct, count, accuracy, loss above: the test set) */
+    uint32_t val_count;
+    float val_accuracy;
+    float val_loss;
 } zo_tm_eval_t;
 
 typedef struct {
@@ -188,6 +196,10 @@ void zo_tm_need(const zo_tm_need_t *m);
 /* The `total` bytes at `data` (as stored in memory) as frames of at most ZO_TM_WEIGHTS_CHUNK
  * data bytes, in offset order; total == 0 still sends one (empty) frame. */
 void zo_tm_weights(uint32_t tensor, uint8_t part, const void *data, uint32_t total);
+
+/* One chunk (n <= ZO_TM_WEIGHTS_CHUNK bytes at `offset` of a `total`-byte image) of the checkpoint
+ * taken after `step` steps. */
+void zo_tm_checkpoint(uint32_t step, uint32_t offset, uint32_t total, const uint8_t *data, uint32_t n);
 
 /* NUL-terminated UTF-8 text, truncated to ZO_TM_MAX_PAYLOAD bytes. */
 void zo_tm_log(const char *text);

@@ -11,6 +11,7 @@
 #define SAT_LO (-128)
 #define SAT_HI 127
 #define MAX_COMMANDS_PER_STEP 8u /* a flood of commands cannot stall training */
+#define CKPT_HEAD_BYTES (ZO_CKPT_HEADER_BYTES + (uint32_t)sizeof(zo_ckpt_state_t)) /* header + state */
 
 typedef struct {
     const zo_train_model_t *m;
@@ -21,6 +22,13 @@ typedef struct {
     uint32_t sat_run, zero_run;
     uint32_t snapshot_step;
     uint64_t t0;
+    /* --- checkpoint and resume (issue 12): the image's header and state, built to send or
+     * received from a restore; the restore in progress */
+    uint8_t ck_head[CKPT_HEAD_BYTES];
+    uint32_t ck_next;       /* restore: bytes received so far */
+    uint32_t ck_last;       /* restore: offset of the last chunk taken (a repeat is harmless) */
+    int ck_restoring;       /* a restore's header was accepted and its body is arriving */
+    int ck_restored;        /* a restore completed: the loop takes its state (ck_head) */
 } trainer_t;
 
 float zo_lr_at_q(float lr1, uint32_t q, zo_lr_scaling_t scaling)
@@ -243,38 +251,54 @@ static void send_event(const trainer_t *tr, uint32_t step, uint8_t kind, uint8_t
     zo_tm_event(&ev);
 }
 
-/* ---- evaluation on the test set ----------------------------------------------------------- */
+/* ---- evaluation on the validation and the test split -------------------------------------- */
 
-/* Reports accuracy and loss; returns the loss and, in *saturated, the saturated test logits.
- * Correct: the argmax is the label (softmax-ce), sigmoid(x) > 0.5 iff the label is 1
- * (sigmoid-bce); mse has no accuracy (correct 0). */
-static float evaluate(trainer_t *tr, uint32_t steps_done, uint32_t *saturated)
+typedef struct {
+    uint32_t correct, saturated;
+    float loss;
+} split_eval_t;
+
+/* One split in sample order: correct answers, mean loss, saturated logits.  Correct: the argmax
+ * is the label (softmax-ce), sigmoid(x) > 0.5 iff the label is 1 (sigmoid-bce); mse has no
+ * accuracy (correct 0). */
+static split_eval_t evaluate_split(trainer_t *tr, const int8_t *x, const uint16_t *y, const float *t,
+                                   uint32_t n_samples)
 {
     const zo_train_model_t *m = tr->m;
     float loss_sum = 0.0f;
-    uint32_t correct = 0, sat = 0;
+    split_eval_t r = { 0u, 0u, 0.0f };
     const float *target = batch_target(m, 0); /* the minibatch's row 0 is reloaded at the next step */
-    for (uint32_t n = 0; n < m->n_test; ++n) {
-        memcpy(m->input, m->x_test + (size_t)n * (size_t)m->input_bytes, (size_t)m->input_bytes);
+    for (uint32_t n = 0; n < n_samples; ++n) {
+        memcpy(m->input, x + (size_t)n * (size_t)m->input_bytes, (size_t)m->input_bytes);
         m->run_steps(0, m->logits_end);
-        const uint32_t label = m->loss == ZO_LOSS_MSE ? 0u : m->y_test[n];
+        const uint32_t label = m->loss == ZO_LOSS_MSE ? 0u : y[n];
         if (m->loss == ZO_LOSS_MSE) {
-            load_target(m, m->t_test, m->x_test, n, m->targets);
+            load_target(m, t, x, n, m->targets);
         } else if (m->loss == ZO_LOSS_SIGMOID_BCE) {
-            correct += (((int32_t)m->logits[0] > m->logits_zp) == (label != 0u)) ? 1u : 0u;
+            r.correct += (((int32_t)m->logits[0] > m->logits_zp) == (label != 0u)) ? 1u : 0u;
         } else {
-            correct += (zo_argmax_s8(m->logits, m->classes) == (int32_t)label) ? 1u : 0u;
+            r.correct += (zo_argmax_s8(m->logits, m->classes) == (int32_t)label) ? 1u : 0u;
         }
         loss_sum += sample_loss(m, label, target);
-        sat += count_saturated(m, label, target);
+        r.saturated += count_saturated(m, label, target);
     }
-    *saturated = sat;
-    tr->eval_passes += m->n_test;
-    zo_tm_eval_t e = { steps_done, correct, m->n_test, (float)correct / (float)m->n_test,
-                       loss_sum / (float)m->n_test, tr->prefix_passes, tr->suffix_passes, tr->eval_passes,
-                       now_us(tr) };
+    r.loss = loss_sum / (float)n_samples;
+    tr->eval_passes += n_samples;
+    return r;
+}
+
+/* Evaluates the validation split, then the test split, and reports both; returns the validation
+ * split's result (the only one the guards and the snapshots look at). */
+static split_eval_t evaluate(trainer_t *tr, uint32_t steps_done)
+{
+    const zo_train_model_t *m = tr->m;
+    const split_eval_t val = evaluate_split(tr, m->x_val, m->y_val, m->t_val, m->n_val);
+    const split_eval_t test = evaluate_split(tr, m->x_test, m->y_test, m->t_test, m->n_test);
+    zo_tm_eval_t e = { steps_done, test.correct, m->n_test, (float)test.correct / (float)m->n_test, test.loss,
+                       tr->prefix_passes, tr->suffix_passes, tr->eval_passes, now_us(tr),
+                       val.correct, m->n_val, (float)val.correct / (float)m->n_val, val.loss };
     zo_tm_eval(&e);
-    return e.loss;
+    return val;
 }
 
 /* ---- one step ------------------------------------------------------------------------------ */
@@ -383,6 +407,8 @@ static void send_hello(const trainer_t *tr)
     zo_tm_hello(&h);
 }
 
+/* Every trainable tensor's values and residuals, then its best values (the snapshot, laid out
+ * as snapshot_copy writes it). */
 static void dump_weights(const zo_train_model_t *m)
 {
     for (int32_t k = 0; k < m->n_tensors; ++k) {
@@ -392,6 +418,13 @@ static void dump_weights(const zo_train_model_t *m)
         if (tt->residual != NULL) {
             zo_tm_weights(tt->tensor_index, ZO_TM_PART_RESIDUAL, tt->residual, (uint32_t)tt->count);
         }
+    }
+    const uint8_t *s = m->snapshot;
+    for (int32_t k = 0; k < m->n_tensors; ++k) {
+        const zo_trainable_t *tt = &m->tensors[k];
+        uint32_t bytes = (uint32_t)tt->count * (uint32_t)(tt->eps_b != NULL ? sizeof(int32_t) : sizeof(int8_t));
+        zo_tm_weights(tt->tensor_index, ZO_TM_PART_BEST_VALUES, s, bytes);
+        s += bytes + (tt->residual != NULL ? (uint32_t)tt->count : 0u);
     }
 }
 
@@ -421,14 +454,16 @@ static void send_status(const trainer_t *tr, uint32_t t, uint32_t calib, int pau
 /* Serve the commands that arrived, between steps (t = steps done); each gets an ack.  While
  * paused nothing else runs until resume or stop.  Reads nothing and sends nothing when no
  * command came, so a run without commands is unchanged.  Returns 1 when the run must stop. */
-static int serve_commands(const trainer_t *tr, uint32_t t, uint32_t calib)
+static uint8_t restore_chunk(trainer_t *tr, const zo_cmd_t *c);
+
+static int serve_commands(trainer_t *tr, uint32_t t, uint32_t calib)
 {
     int paused = 0;
     uint32_t served = 0;
-    while (paused || served < MAX_COMMANDS_PER_STEP) {
+    while (paused || tr->ck_restoring || served < MAX_COMMANDS_PER_STEP) {
         zo_cmd_t c;
         if (!zo_cmd_poll(&c)) {
-            if (!paused) {
+            if (!paused && !tr->ck_restoring) {
                 return 0;
             }
             continue;
@@ -464,6 +499,9 @@ static int serve_commands(const trainer_t *tr, uint32_t t, uint32_t calib)
             }
             result = ZO_TM_ACK_UNKNOWN;
             break;
+        case ZO_CMD_RESTORE:
+            result = restore_chunk(tr, &c);
+            break;
         default:
             result = ZO_TM_ACK_UNKNOWN;
             break;
@@ -473,19 +511,23 @@ static int serve_commands(const trainer_t *tr, uint32_t t, uint32_t calib)
         if (stop) {
             return 1;
         }
+        if (tr->ck_restored) {
+            return 2; /* the loop continues from the checkpoint's state */
+        }
     }
     return 0;
 }
 
 /* --data-source stream: wait (serving commands) until the ring holds the samples step t trains
- * on (zo_stream.h).  Returns 1 when a stop command came meanwhile. */
-static int wait_for_samples(const trainer_t *tr, uint32_t t, uint32_t calib)
+ * on (zo_stream.h).  Returns serve_commands' 1 (stop) or 2 (restored) when that came meanwhile. */
+static int wait_for_samples(trainer_t *tr, uint32_t t, uint32_t calib)
 {
     zo_stream_t *s = tr->m->stream;
     const uint32_t want = zo_stream_target(s, t);
     while (zo_stream_ask(s, want, zo_port_time_us())) {
-        if (serve_commands(tr, t, calib)) {
-            return 1;
+        const int served = serve_commands(tr, t, calib);
+        if (served != 0) {
+            return served;
         }
         if (zo_stream_late(s, zo_port_time_us())) {
             zo_port_idle();
@@ -496,8 +538,8 @@ static int wait_for_samples(const trainer_t *tr, uint32_t t, uint32_t calib)
 
 static const char *check_config(const zo_train_model_t *m, const zo_train_config_t *cfg)
 {
-    if (cfg->batch < 1u || m->n_train < 1u || m->n_test < 1u) {
-        return "batch and both data splits must be non-empty";
+    if (cfg->batch < 1u || m->n_train < 1u || m->n_val < 1u || m->n_test < 1u) {
+        return "batch and the three data splits must be non-empty";
     }
     if (cfg->calib_q > m->q_buffer || cfg->sched.q_max > m->q_buffer) {
         return "q exceeds the statistics buffers";
@@ -506,7 +548,8 @@ static const char *check_config(const zo_train_model_t *m, const zo_train_config
         return "eps must be 1..8 LSB";
     }
     if (m->loss == ZO_LOSS_MSE ? (m->targets == NULL || (m->t_train == NULL && m->input_bytes != m->classes))
-                               : (m->loss > ZO_LOSS_MSE || m->y_train == NULL || m->y_test == NULL)) {
+                               : (m->loss > ZO_LOSS_MSE || m->y_train == NULL || m->y_val == NULL
+                                  || m->y_test == NULL)) {
         return "the loss has no labels or targets";
     }
     if (cfg->max_steps == 0u && cfg->budget == 0u) {
@@ -515,18 +558,293 @@ static const char *check_config(const zo_train_model_t *m, const zo_train_config
     return zo_sched_check(&cfg->sched);
 }
 
+/* ---- checkpoint and resume (issue 12; docs/training.md "Checkpoint and resume") --------------- */
+
+static uint32_t trainable_bytes(const zo_train_model_t *m)
+{
+    uint32_t n = 0u;
+    for (int32_t k = 0; k < m->n_tensors; ++k) {
+        const zo_trainable_t *tt = &m->tensors[k];
+        n += (uint32_t)tt->count * (uint32_t)(tt->eps_b != NULL ? sizeof(int32_t) : sizeof(int8_t));
+        n += tt->residual != NULL ? (uint32_t)tt->count : 0u;
+    }
+    return n;
+}
+
+static uint32_t ckpt_total(const zo_train_model_t *m)
+{
+    return CKPT_HEAD_BYTES + 2u * trainable_bytes(m);
+}
+
+/* Where byte `offset` of the image lives (header and state, a tensor's values or residuals, the
+ * snapshot), and how many bytes follow it there; NULL past the end. */
+static uint8_t *ckpt_at(trainer_t *tr, uint32_t offset, uint32_t *avail)
+{
+    const zo_train_model_t *m = tr->m;
+    if (offset < CKPT_HEAD_BYTES) {
+        *avail = CKPT_HEAD_BYTES - offset;
+        return tr->ck_head + offset;
+    }
+    offset -= CKPT_HEAD_BYTES;
+    for (int32_t k = 0; k < m->n_tensors; ++k) {
+        const zo_trainable_t *tt = &m->tensors[k];
+        uint32_t bytes = (uint32_t)tt->count * (uint32_t)(tt->eps_b != NULL ? sizeof(int32_t) : sizeof(int8_t));
+        if (offset < bytes) {
+            *avail = bytes - offset;
+            return (uint8_t *)tt->values + offset;
+        }
+        offset -= bytes;
+        if (tt->residual != NULL) {
+            if (offset < (uint32_t)tt->count) {
+                *avail = (uint32_t)tt->count - offset;
+                return (uint8_t *)tt->residual + offset;
+            }
+            offset -= (uint32_t)tt->count;
+        }
+    }
+    if (offset < trainable_bytes(m)) {
+        *avail = trainable_bytes(m) - offset;
+        return m->snapshot + offset;
+    }
+    *avail = 0u;
+    return NULL;
+}
+
+/* n bytes of the image at `offset` to dst. */
+static void ckpt_read(trainer_t *tr, uint32_t offset, uint8_t *dst, uint32_t n)
+{
+    while (n > 0u) {
+        uint32_t avail;
+        const uint8_t *p = ckpt_at(tr, offset, &avail);
+        uint32_t k = n < avail ? n : avail;
+        memcpy(dst, p, k);
+        offset += k;
+        dst += k;
+        n -= k;
+    }
+}
+
+/* n bytes from src into the image at `offset` (the caller keeps offset + n within it). */
+static void ckpt_write(trainer_t *tr, uint32_t offset, const uint8_t *src, uint32_t n)
+{
+    while (n > 0u) {
+        uint32_t avail;
+        uint8_t *p = ckpt_at(tr, offset, &avail);
+        uint32_t k = n < avail ? n : avail;
+        memcpy(p, src, k);
+        offset += k;
+        src += k;
+        n -= k;
+    }
+}
+
+static uint32_t ckpt_body_crc(trainer_t *tr)
+{
+    uint32_t crc = 0u, offset = ZO_CKPT_HEADER_BYTES;
+    const uint32_t total = ckpt_total(tr->m);
+    while (offset < total) {
+        uint32_t avail;
+        const uint8_t *p = ckpt_at(tr, offset, &avail);
+        crc = zo_tm_crc32(crc, p, avail);
+        offset += avail;
+    }
+    return crc;
+}
+
+static void put_le(uint8_t *p, uint32_t v, uint32_t bytes)
+{
+    for (uint32_t k = 0; k < bytes; ++k) {
+        p[k] = (uint8_t)(v >> (8u * k));
+    }
+}
+
+static uint32_t get_le(const uint8_t *p, uint32_t bytes)
+{
+    uint32_t v = 0u;
+    for (uint32_t k = 0; k < bytes; ++k) {
+        v |= (uint32_t)p[k] << (8u * k);
+    }
+    return v;
+}
+
+static void send_checkpoint(trainer_t *tr, uint32_t t, int last_eval, float best_loss, uint32_t rollbacks,
+                            float m2_calib)
+{
+    const zo_train_model_t *m = tr->m;
+    zo_ckpt_state_t s;
+    memset(&s, 0, sizeof s); /* padding too: the same state gives the same bytes */
+    s.sched = tr->sched;
+    s.lr1 = tr->lr1;
+    s.best_loss = best_loss;
+    s.m2_calib = m2_calib;
+    s.step = t;
+    s.last_eval = (uint32_t)last_eval;
+    s.sat_run = tr->sat_run;
+    s.zero_run = tr->zero_run;
+    s.snapshot_step = tr->snapshot_step;
+    s.rollbacks = rollbacks;
+    s.prefix_passes = tr->prefix_passes;
+    s.suffix_passes = tr->suffix_passes;
+    s.eval_passes = tr->eval_passes;
+    uint8_t *h = tr->ck_head;
+    const uint32_t total = ckpt_total(m);
+    memcpy(h + ZO_CKPT_HEADER_BYTES, &s, sizeof s);
+    memcpy(h, ZO_CKPT_MAGIC, 4u);
+    put_le(h + 4, ZO_CKPT_VERSION, 2u);
+    put_le(h + 6, (uint32_t)sizeof s, 2u);
+    memcpy(h + 8, m->model_sha256, 8u);
+    memcpy(h + 16, m->options_sha256, 8u);
+    put_le(h + 24, t, 4u);
+    put_le(h + 28, total - ZO_CKPT_HEADER_BYTES, 4u);
+    put_le(h + 32, ckpt_body_crc(tr), 4u);
+    uint8_t chunk[ZO_TM_WEIGHTS_CHUNK];
+    for (uint32_t offset = 0u; offset < total;) {
+        uint32_t n = total - offset < ZO_TM_WEIGHTS_CHUNK ? total - offset : ZO_TM_WEIGHTS_CHUNK;
+        ckpt_read(tr, offset, chunk, n);
+        zo_tm_checkpoint(t, offset, total, chunk, n);
+        zo_port_checkpoint_save(offset, chunk, n, total);
+        offset += n;
+    }
+}
+
+/* NULL if the header at h is this build's, else why not. */
+static const char *ckpt_check_header(const trainer_t *tr, const uint8_t *h, uint32_t total)
+{
+    const zo_train_model_t *m = tr->m;
+    if (memcmp(h, ZO_CKPT_MAGIC, 4u) != 0 || get_le(h + 4, 2u) != ZO_CKPT_VERSION
+        || get_le(h + 6, 2u) != (uint32_t)sizeof(zo_ckpt_state_t)) {
+        return "checkpoint refused: not a checkpoint of this firmware's format";
+    }
+    if (memcmp(h + 8, m->model_sha256, 8u) != 0) {
+        return "checkpoint refused: it was taken by a run of another model";
+    }
+    if (memcmp(h + 16, m->options_sha256, 8u) != 0) {
+        return "checkpoint refused: it was taken by a build with other training options or data";
+    }
+    if (total != ckpt_total(m) || get_le(h + 28, 4u) != total - ZO_CKPT_HEADER_BYTES) {
+        return "checkpoint refused: its size does not match this build";
+    }
+    return NULL;
+}
+
+/* A body that fails its CRC after it overwrote the trainable state: nothing to go on with. */
+static _Noreturn void ckpt_broken(const char *why)
+{
+    zo_tm_log(why);
+    zo_port_exit(3);
+}
+
+/* One restore chunk (u32 offset, u32 total, data): the header is checked before anything is
+ * written; the chunks must come in order (a repeat of the last one is ignored); the last one
+ * checks the body's CRC and hands the state to the loop. */
+static uint8_t restore_chunk(trainer_t *tr, const zo_cmd_t *c)
+{
+    if (c->len < 8u) {
+        zo_tm_log("restore refused: a chunk needs offset and total");
+        return ZO_TM_ACK_REFUSED;
+    }
+    const uint32_t offset = get_le(c->payload, 4u), total = get_le(c->payload + 4, 4u);
+    const uint32_t n = (uint32_t)c->len - 8u;
+    if (tr->ck_restoring && offset == tr->ck_last && offset + n == tr->ck_next) {
+        return ZO_TM_ACK_IGNORED; /* the host sent the last chunk again (its ack was lost) */
+    }
+    if (offset == 0u) {
+        const char *why = n < ZO_CKPT_HEADER_BYTES ? "checkpoint refused: the first chunk must hold the header"
+                                                   : ckpt_check_header(tr, c->payload + 8, total);
+        if (why != NULL) {
+            zo_tm_log(why);
+            if (tr->ck_restoring) {
+                ckpt_broken("restore broken off after part of it was written: reset the device");
+            }
+            return ZO_TM_ACK_REFUSED;
+        }
+        tr->ck_restoring = 1;
+        tr->ck_next = 0u;
+    } else if (!tr->ck_restoring || offset != tr->ck_next || total != ckpt_total(tr->m)) {
+        if (tr->ck_restoring) {
+            ckpt_broken("restore broken off (a chunk out of order) after part of it was written: reset the device");
+        }
+        zo_tm_log("restore refused: no restore in progress (send the checkpoint from offset 0)");
+        return ZO_TM_ACK_REFUSED;
+    }
+    if (n > total - offset) {
+        ckpt_broken("restore broken off (a chunk past the end) after part of it was written: reset the device");
+    }
+    ckpt_write(tr, offset, c->payload + 8, n);
+    tr->ck_last = offset;
+    tr->ck_next = offset + n;
+    if (tr->ck_next == total) {
+        tr->ck_restoring = 0;
+        if (ckpt_body_crc(tr) != get_le(tr->ck_head + 32, 4u)) {
+            ckpt_broken("checkpoint refused: its CRC does not match after it was written: reset the device");
+        }
+        tr->ck_restored = 1;
+    }
+    return ZO_TM_ACK_OK;
+}
+
+/* A checkpoint the port kept (zo_port_checkpoint_load), restored chunk by chunk like a restore
+ * command; 1 when the loop starts from it.  A stored image of another build is reported and
+ * left alone. */
+static int load_stored_checkpoint(trainer_t *tr)
+{
+    const uint32_t total = ckpt_total(tr->m);
+    zo_cmd_t c;
+    c.type = ZO_CMD_RESTORE;
+    c.seq = 0u;
+    uint8_t head[ZO_CKPT_HEADER_BYTES];
+    if (zo_port_checkpoint_load(0u, head, ZO_CKPT_HEADER_BYTES) != ZO_CKPT_HEADER_BYTES) {
+        return 0;
+    }
+    const char *why = ckpt_check_header(tr, head, total);
+    if (why != NULL) {
+        zo_tm_log(why); /* the stored image is left alone; the run starts afresh */
+        return 0;
+    }
+    for (uint32_t offset = 0u; offset < total;) {
+        uint32_t n = total - offset < ZO_CMD_MAX_PAYLOAD - 8u ? total - offset : ZO_CMD_MAX_PAYLOAD - 8u;
+        if (zo_port_checkpoint_load(offset, c.payload + 8, n) != n) {
+            ckpt_broken("the stored checkpoint ends early after part of it was written: reset the device");
+        }
+        put_le(c.payload, offset, 4u);
+        put_le(c.payload + 4, total, 4u);
+        c.len = (uint16_t)(n + 8u);
+        (void)restore_chunk(tr, &c);
+        offset += n;
+    }
+    zo_tm_log("resumed from the stored checkpoint");
+    return 1;
+}
+
+__attribute__((weak)) void zo_port_checkpoint_save(uint32_t offset, const uint8_t *data, uint32_t n, uint32_t total)
+{
+    (void)offset;
+    (void)data;
+    (void)n;
+    (void)total;
+}
+
+__attribute__((weak)) uint32_t zo_port_checkpoint_load(uint32_t offset, uint8_t *data, uint32_t n)
+{
+    (void)offset;
+    (void)data;
+    (void)n;
+    return 0u;
+}
+
 /* The run between steps: the trainer and the loop's own state (zo_train_begin/step/end). */
 typedef struct {
     trainer_t tr;
-    uint32_t eval_sat;
     float best_loss;
-    float sat_good;    /* a snapshot is good only with few saturated test logits (< guard_sat / 2) */
+    float sat_good;    /* a snapshot is good only with few saturated validation logits (< guard_sat / 2) */
     uint32_t rollbacks;
     uint32_t calib;
     float m2_calib;
     uint32_t t;
     int last_eval;
     zo_done_reason_t reason;
+    uint32_t ck_sent; /* the step of the last checkpoint sent or restored */
+    int served;       /* the last serve_commands result: 2 after a restore */
 } run_t;
 
 static run_t g_run; /* one run at a time (the firmware's, or the library's: zo_app.h) */
@@ -547,13 +865,46 @@ int zo_train_begin(const zo_train_model_t *m, const zo_train_config_t *cfg)
     send_hello(tr);
     zo_sched_init(&tr->sched, &cfg->sched);
     tr->lr1 = cfg->lr;
-    r->best_loss = evaluate(tr, 0, &r->eval_sat);
+    r->best_loss = evaluate(tr, 0).loss; /* validation loss of the snapshot */
     snapshot_copy(m, 0);
-    r->sat_good = (cfg->guard_sat * 0.5f) * (float)m->n_test * (float)m->classes;
+    /* a snapshot is good only with few saturated validation logits (< guard_sat / 2) */
+    r->sat_good = (cfg->guard_sat * 0.5f) * (float)m->n_val * (float)m->classes;
     r->calib = cfg->lr_auto ? cfg->calib_steps : 0u;
     r->last_eval = 1;
     r->reason = ZO_DONE_STEPS;
+    r->served = load_stored_checkpoint(tr) ? 2 : 0;
     return 0;
+}
+
+/* --- checkpoint and resume: between steps the run's whole state is in g_run and the trainer. */
+static void checkpoint_between_steps(run_t *r)
+{
+    trainer_t *tr = &r->tr;
+    const zo_train_config_t *cfg = tr->cfg;
+    if (r->served == 0 && cfg->checkpoint_every != 0u && r->t != 0u && r->t % cfg->checkpoint_every == 0u
+        && r->t != r->ck_sent) {
+        send_checkpoint(tr, r->t, r->last_eval, r->best_loss, r->rollbacks, r->m2_calib);
+        r->ck_sent = r->t;
+    }
+    if (r->served == 2) { /* a checkpoint was restored (stored, or sent down): continue from its state */
+        zo_ckpt_state_t s;
+        memcpy(&s, tr->ck_head + ZO_CKPT_HEADER_BYTES, sizeof s);
+        tr->sched = s.sched;
+        tr->lr1 = s.lr1;
+        tr->sat_run = s.sat_run;
+        tr->zero_run = s.zero_run;
+        tr->snapshot_step = s.snapshot_step;
+        tr->prefix_passes = s.prefix_passes;
+        tr->suffix_passes = s.suffix_passes;
+        tr->eval_passes = s.eval_passes;
+        r->t = s.step;
+        r->last_eval = (int)s.last_eval;
+        r->best_loss = s.best_loss;
+        r->rollbacks = s.rollbacks;
+        r->m2_calib = s.m2_calib;
+        r->ck_sent = r->t;
+        tr->ck_restored = 0;
+    }
 }
 
 uint32_t zo_train_steps_done(void)
@@ -567,9 +918,17 @@ int zo_train_step(void)
     trainer_t *tr = &r->tr;
     const zo_train_model_t *m = tr->m;
     const zo_train_config_t *cfg = tr->cfg;
+    checkpoint_between_steps(r);
     const uint32_t t = r->t;
     const uint32_t calib = r->calib;
-    if (serve_commands(tr, t, calib) || (m->stream != NULL && wait_for_samples(tr, t, calib))) {
+    r->served = serve_commands(tr, t, calib);
+    if (r->served == 0 && m->stream != NULL) {
+        r->served = wait_for_samples(tr, t, calib);
+    }
+    if (r->served == 2) {
+        return 0; /* restored: the next step starts from the checkpoint */
+    }
+    if (r->served == 1) {
         r->reason = ZO_DONE_COMMAND;
         return 1;
     }
@@ -628,17 +987,18 @@ int zo_train_step(void)
     r->t = done;
     r->last_eval = 0;
     if (done % cfg->eval_every == 0u) {
-        float loss = evaluate(tr, done, &r->eval_sat);
+        const split_eval_t val = evaluate(tr, done);
+        const float loss = val.loss;
         r->last_eval = 1;
         if (!calibrating && cfg->guard_loss > 0.0f && loss > r->best_loss * cfg->guard_loss) {
-            /* the test loss ran away from the best so far: back to the best state */
+            /* the validation loss ran away from the best so far: back to the best state */
             rollback(tr);
             ++r->rollbacks;
             r->last_eval = 0; /* the weights changed: a run ending here evaluates them again */
             send_event(tr, done - 1u, ZO_TM_EV_ROLLBACK, ZO_TM_ROLLBACK_LOSS, state, state, q, q, tr->lr1,
                        tr->snapshot_step);
-        } else if (loss < r->best_loss && tr->sat_run == 0u && tr->zero_run == 0u && (float)r->eval_sat < r->sat_good) {
-            /* the last good state: the lowest test loss so far, no guard run active */
+        } else if (loss < r->best_loss && tr->sat_run == 0u && tr->zero_run == 0u && (float)val.saturated < r->sat_good) {
+            /* the last good state: the lowest validation loss so far, no guard run active */
             r->best_loss = loss;
             snapshot_copy(m, 0);
             tr->snapshot_step = done;
@@ -668,7 +1028,7 @@ int zo_train_end(void)
     run_t *r = &g_run;
     trainer_t *tr = &r->tr;
     if (!r->last_eval) {
-        evaluate(tr, r->t, &r->eval_sat);
+        (void)evaluate(tr, r->t);
     }
     dump_weights(tr->m);
     zo_tm_done_t done = { r->t, (uint8_t)r->reason, tr->prefix_passes, tr->suffix_passes, now_us(tr) };

@@ -51,21 +51,25 @@ typedef struct {
     int32_t n_tensors;
     uint32_t trainable_params;
     uint8_t model_sha256[8];
+    uint8_t options_sha256[8];  /* the build's options and data: checkpoints of other builds are refused */
     /* the data */
     const int8_t *x_train;
     const uint16_t *y_train;    /* labels (softmax-ce, sigmoid-bce; NULL for mse) */
     uint32_t n_train;
-    const int8_t *x_test;
+    const int8_t *x_val;        /* validation split, carved from the training data at build time: */
+    const uint16_t *y_val;      /* the guards, the snapshots (the best weights) use it */
+    uint32_t n_val;
+    const int8_t *x_test;       /* test split: only reported */
     const uint16_t *y_test;
     uint32_t n_test;
     /* mse targets, `classes` floats per sample; NULL: the sample's own int8 input (input_bytes ==
      * classes), dequantized as target_scale * (x - target_zp) */
-    const float *t_train, *t_test;
+    const float *t_train, *t_val, *t_test;
     float target_scale;
     int32_t target_zp;
     /* work memory (sizes in docs/training.md; the generator allocates them) */
     int8_t *feature_cache;  /* batch * boundary_bytes */
-    uint8_t *snapshot;      /* sum of trainable bytes + residual bytes */
+    uint8_t *snapshot;      /* sum of trainable bytes + residual bytes: the best state by validation */
     float *lp, *lm, *l0;    /* batch each */
     uint16_t *labels;       /* batch */
     uint8_t *settled;       /* batch: outputs of the + pass pinned towards their target */
@@ -102,8 +106,9 @@ typedef struct {
     float guard_sat;
     float guard_zero;
     uint32_t guard_steps;
-    float guard_loss;            /* roll back when an evaluation's loss exceeds best * this (0: off) */
+    float guard_loss;            /* roll back when a validation loss exceeds best * this (0: off) */
     uint32_t guard_max_rollbacks; /* stop after this many rollbacks (0: never) */
+    uint32_t checkpoint_every;    /* send a checkpoint every N steps (0: never) */
     zo_sched_config_t sched;
 } zo_train_config_t;
 
@@ -112,6 +117,25 @@ typedef enum {
     ZO_DONE_STEPS = 0, ZO_DONE_BUDGET = 1, ZO_DONE_SCHEDULER = 2, ZO_DONE_COMMAND = 3, ZO_DONE_DEAD_ZONE = 4,
     ZO_DONE_GUARD = 5 /* too many rollbacks: the weights are the last good snapshot */
 } zo_done_reason_t;
+
+/* --- checkpoint and resume (issue 12; docs/training.md "Checkpoint and resume") ---------------
+ * A checkpoint image: a ZO_CKPT_HEADER_BYTES header (little-endian: magic "ZOCK", u16 format
+ * version, u16 state bytes, model_sha256[8], options_sha256[8], u32 step, u32 body bytes, u32
+ * CRC-32 of the body), then the body: the trainer state (zo_ckpt_state_t as stored in memory,
+ * so an image belongs to one firmware build), every trainable tensor's values and residuals in
+ * tensor order, and the snapshot (the best state by validation). */
+#define ZO_CKPT_MAGIC "ZOCK"
+#define ZO_CKPT_VERSION 1u
+#define ZO_CKPT_HEADER_BYTES 36u
+
+/* Everything the loop carries from one step to the next; the RNG is counter-based (seed, step,
+ * direction), so the step is its counter, and the minibatch cursor too. */
+typedef struct {
+    zo_sched_t sched;
+    float lr1, best_loss, m2_calib;
+    uint32_t step, last_eval, sat_run, zero_run, snapshot_step, rollbacks;
+    uint64_t prefix_passes, suffix_passes, eval_passes;
+} zo_ckpt_state_t;
 
 /* Runs the whole training with telemetry through the port; returns 0, or 1 if the
  * configuration is invalid (reported as a log frame). */

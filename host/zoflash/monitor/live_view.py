@@ -78,7 +78,11 @@ class LiveView:
             self.first_eval = self.first_eval or rec
             self.last_eval = rec
             acc = f"accuracy {rec['accuracy'] * 100:.1f}% ({rec['correct']}/{rec['count']}), " if self.accuracy else ""
-            self._line(f"eval after {rec['step']} steps: {acc}loss {rec['loss']:.4f}, "
+            val = ""
+            if "val_loss" in rec:  # protocol 2: the validation split the guards use
+                val_acc = f"accuracy {rec['val_accuracy'] * 100:.1f}%, " if self.accuracy else ""
+                val = f"; validation {val_acc}loss {rec['val_loss']:.4f}"
+            self._line(f"eval after {rec['step']} steps: test {acc}loss {rec['loss']:.4f}{val}, "
                        f"passes {rec['prefix_passes']} prefix + {rec['suffix_passes']} suffix")
         elif kind == "event":
             if rec["kind"] == "scheduler":
@@ -89,7 +93,7 @@ class LiveView:
             elif rec["kind"] == "lr":
                 self._line(f"step {rec['step']}: learning rate calibrated: lr_1 = {rec['value']:.6g}")
             elif rec["kind"] == "rollback":
-                why = ("the test loss ran away" if rec["code"] == spec.ROLLBACK_CAUSE_IDS["loss"]
+                why = ("the validation loss ran away" if rec["code"] == spec.ROLLBACK_CAUSE_IDS["loss"]
                        else "saturated logits or no loss differences")
                 self._line(f"step {rec['step']}: guard tripped ({why}): "
                            f"rolled back to step {rec['aux']}, lr_1 halved to {rec['value']:.6g}")
@@ -113,6 +117,8 @@ class LiveView:
                        f"{rec['state']}{', calibrating lr' if rec['calibrating'] else ''}, lr {rec['lr']:.6g}, "
                        f"passes {rec['prefix_passes']}+{rec['suffix_passes']} (+{rec['eval_passes']} eval)")
         elif kind == "ack":
+            if rec["command"] == "restore" and rec["result"] != "refused":
+                return  # one per checkpoint chunk: the monitor reports the resume once
             note = {"ok": "", "ignored": " (nothing to do)", "unknown": " (unknown to the firmware)"}
             self._line(f"device: {rec['command']} at step {rec['step']}{note.get(rec['result'], ' ' + rec['result'])}")
         elif kind == "monitor":

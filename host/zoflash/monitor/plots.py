@@ -33,11 +33,17 @@ def plot_run(records: list[dict], out: str | Path, title: str = "") -> Path | No
         axes[0].plot(x[k - 1:], smooth, lw=1.5, label=f"moving mean ({k} steps)")
     ex = [r["prefix_passes"] + r["suffix_passes"] for r in evals]
     axes[0].plot(ex, [r["loss"] for r in evals], "o-", ms=3, label="test loss")
+    if evals and all("val_loss" in r for r in evals):
+        axes[0].plot(ex, [r["val_loss"] for r in evals], "s--", ms=3, label="validation loss")
     axes[0].set_ylabel("loss")
     axes[0].legend(fontsize=8)
     if accuracy:
-        axes[1].plot(ex, [100 * r["accuracy"] for r in evals], "o-", ms=3, color="tab:green")
-        axes[1].set_ylabel("test accuracy (%)")
+        axes[1].plot(ex, [100 * r["accuracy"] for r in evals], "o-", ms=3, color="tab:green", label="test")
+        if evals and all("val_accuracy" in r for r in evals):
+            axes[1].plot(ex, [100 * r["val_accuracy"] for r in evals], "s--", ms=3, color="tab:olive",
+                         label="validation")
+            axes[1].legend(fontsize=8)
+        axes[1].set_ylabel("accuracy (%)")
         axes[1].grid(alpha=0.3)
     axes[-1].step(x, [r["q"] for r in steps], where="post", color="tab:purple")
     axes[-1].set_yscale("log", base=2)

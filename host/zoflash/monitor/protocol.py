@@ -1,6 +1,6 @@
-"""The telemetry wire format (protocol version 1) and its encoder; the decoder is telemetry.py.
+"""The telemetry wire format (protocol version 2) and its encoder; the decoder is telemetry.py.
 
-Format: docs/training.md, "Telemetry (protocol version 1)"; the firmware encoder is
+Format: docs/training.md, "Telemetry (protocol version 2)"; the firmware encoder is
 firmware_templates/runtime/zo_telemetry.c.  `encode`/`Encoder` produce byte-identical frames
 (the Python reference trainer uses them, tests/test_telemetry.py checks them against the C).
 Imports only the training spec, so that the reference may import it too.
@@ -18,7 +18,7 @@ import numpy as np
 from zoflash.training import spec
 
 SYNC = b"\xa5\x5a"
-VERSION = 1
+VERSION = 2  # 2: eval frames carry the validation split
 HEAD = 8  # sync, version, type, seq, len
 MAX_PAYLOAD = 1024
 WEIGHTS_CHUNK = 512
@@ -35,7 +35,8 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
                  ("m2", "f"), ("v", "f"), ("zero_frac", "f"), ("sat_frac", "f"), ("prefix_passes", "Q"),
                  ("suffix_passes", "Q"), ("time_us", "Q"))),
     "eval": (3, (("step", "I"), ("correct", "I"), ("count", "I"), ("accuracy", "f"), ("loss", "f"),
-                 ("prefix_passes", "Q"), ("suffix_passes", "Q"), ("eval_passes", "Q"), ("time_us", "Q"))),
+                 ("prefix_passes", "Q"), ("suffix_passes", "Q"), ("eval_passes", "Q"), ("time_us", "Q"),
+                 ("val_correct", "I"), ("val_count", "I"), ("val_accuracy", "f"), ("val_loss", "f"))),
     "event": (4, (("step", "I"), ("kind", "B"), ("code", "B"), ("state_from", "B"), ("state_to", "B"),
                   ("q_from", "H"), ("q_to", "H"), ("value", "f"), ("aux", "I"))),
     "done": (5, (("steps", "I"), ("reason", "B"), ("prefix_passes", "Q"), ("suffix_passes", "Q"),
@@ -49,7 +50,10 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
     # ---- data sources: --data-source stream (zo_stream.h) ----
     "need": (10, (("cursor", "I"), ("offset", "I"), ("count", "I"), ("total", "I"), ("window", "H"))),
     # ---- end data sources ----
+    # --- checkpoint and resume (issue 12): a chunk of a checkpoint image (+ data)
+    "checkpoint": (11, (("step", "I"), ("offset", "I"), ("total", "I"))),
 }
+CMD_MAX_PAYLOAD = 1024  # ZO_CMD_MAX_PAYLOAD: the device's command parser takes no longer frame
 STRUCTS = {k: struct.Struct("<" + "".join(c for _, c in lay)) for k, (_, lay) in LAYOUTS.items()}
 TYPE_NAMES = {tid: name for name, (tid, _) in LAYOUTS.items()}
 
@@ -79,7 +83,7 @@ def encode(kind: str, fields: dict, seq: int = 0) -> bytes:
     also take `data` (bytes), log takes `text` (str, truncated to MAX_PAYLOAD UTF-8 bytes)."""
     tid, layout = LAYOUTS[kind]
     payload = STRUCTS[kind].pack(*(_f32(fields[n]) if c == "f" else fields[n] for n, c in layout))
-    if kind == "weights":
+    if kind in ("weights", "checkpoint"):
         payload += bytes(fields["data"])
     elif kind == "log":
         payload += fields["text"].encode("utf-8")[:MAX_PAYLOAD]
@@ -92,8 +96,8 @@ def encode_command(name: str, seq: int, payload: bytes = b"") -> bytes:
     """A host -> device command frame; `seq` comes back in the device's ack."""
     if name not in COMMANDS:
         raise ValueError(f"unknown command '{name}' (known: {', '.join(COMMANDS)})")
-    if len(payload) > MAX_PAYLOAD:
-        raise ValueError(f"command payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
+    if len(payload) > CMD_MAX_PAYLOAD:
+        raise ValueError(f"command payload of {len(payload)} bytes exceeds {CMD_MAX_PAYLOAD}")
     return Frame(COMMANDS[name], seq, bytes(payload)).to_bytes()
 
 

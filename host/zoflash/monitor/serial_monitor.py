@@ -31,6 +31,13 @@ import serial
 
 from zoflash.errors import DataError, ZoflashError
 from zoflash.monitor import protocol, telemetry
+from zoflash.monitor.checkpoint import (
+    Checkpoint,
+    CheckpointAssembler,
+    CheckpointError,
+    load_checkpoint,
+    save_checkpoint,
+)
 from zoflash.monitor.live_view import LiveView
 from zoflash.monitor.plots import plot_run
 from zoflash.monitor.serialport import (
@@ -42,7 +49,7 @@ from zoflash.monitor.serialport import (
     open_port,
     parse_usb_id,
 )
-from zoflash.monitor.session import Session, SessionResult, assembled_arrays, weights_path_for
+from zoflash.monitor.session import Session, SessionResult, assembled_arrays, assembled_best, weights_path_for
 
 CSV_COLUMNS = ("type", "step", "q", "state", "calibrating", "centre", "diverged", "lr", "loss", "m2", "v", "zero_frac",
                "sat_frac", "accuracy", "correct", "count", "prefix_passes", "suffix_passes", "eval_passes", "time_s")
@@ -152,7 +159,8 @@ class Monitor:
                  model_path: str | Path | None = None, weights_path: str | Path | None = None,
                  view: LiveView | None = None, max_backoff: float = MAX_BACKOFF, headroom: int = 0,
                  reconnect_timeout: float | None = RECONNECT_TIMEOUT, ended: Callable[[], str | None] | None = None,
-                 feeder=None):
+                 feeder=None, checkpoint_path: str | Path | None = None):
+        """`checkpoint_path`: keep the latest complete, valid checkpoint the device sends there."""
         self.feeder = feeder  # --data-source stream: a monitor.feed.Feeder answering the device's need frames
         self.headroom = headroom  # --headroom of the firmware (its bundle manifest): weights files record the scales
         if opener is None:
@@ -195,6 +203,11 @@ class Monitor:
         self.csv = CsvSink(csv_path) if csv_path else None
         self.session = _MonitorSession(self.log_path, view, self.csv, self._before_record)
         self.result: MonitorResult | None = None
+        # --- checkpoint and resume (issue 12)
+        self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else None
+        self.checkpoint: Checkpoint | None = None  # the latest complete, valid one
+        self._checkpoints = CheckpointAssembler()
+        self.last_log: str | None = None  # the device's last log frame (why a restore was refused)
 
     # ---------------------------------------------------------------------------- connection
 
@@ -315,6 +328,10 @@ class Monitor:
             self.done = rec
         elif kind == "need" and self.feeder is not None:
             self._feed(rec)
+        elif kind == "log":
+            self.last_log = rec["text"]
+        elif kind == "checkpoint":
+            notes += self._checkpoint_chunk(rec)
         elif kind == "text" and rec["text"].lstrip().startswith(FAULT_PREFIX):
             self.faulted = True
             self.stopped = f"the device reported a fault: {rec['text'].strip()}"
@@ -336,9 +353,9 @@ class Monitor:
 
     # ---------------------------------------------------------------------------- commands
 
-    def send(self, command: str) -> int:
+    def send(self, command: str, payload: bytes = b"") -> int:
         """Send one command frame (telemetry.COMMANDS); returns its seq, which its ack carries."""
-        frame = protocol.encode_command(command, self._seq)
+        frame = protocol.encode_command(command, self._seq, payload)
         seq, self._seq = self._seq, (self._seq + 1) & 0xFFFF
         if self._port is None:
             self._open(time.monotonic() + 5.0)
@@ -350,7 +367,7 @@ class Monitor:
         self.session.note(self._note("command", command=command, seq=seq))
         return seq
 
-    def request(self, command: str, timeout: float = 5.0, attempts: int = 3) -> dict:
+    def request(self, command: str, timeout: float = 5.0, attempts: int = 3, payload: bytes = b"") -> dict:
         """Send a command and wait for its ack, sending it again if no ack comes within
         timeout / attempts (or the device restarted meanwhile).  Returns the ack record.
         DeviceError if the run ends first (except for stop) or nothing answers."""
@@ -362,7 +379,7 @@ class Monitor:
             if command == "dump":
                 self._dump = telemetry.WeightsAssembler()
             segment = self.segments
-            seqs.append(self.send(command))
+            seqs.append(self.send(command, payload))
             end = time.monotonic() + timeout / attempts
             while time.monotonic() < end:
                 for seq in seqs:
@@ -414,6 +431,37 @@ class Monitor:
             self.status()
         return save_dumped(self.dump(timeout), model_path, out_path, self.model_prefix, allow_other_model,
                            headroom=self.headroom)
+
+    # ---------------------------------------------------------------------------- checkpoint and resume
+
+    def _checkpoint_chunk(self, rec: dict) -> list[dict]:
+        """Assemble; a complete valid checkpoint replaces the kept one (atomically)."""
+        try:
+            ckpt = self._checkpoints.add(rec)
+        except CheckpointError as exc:
+            return [self._note("checkpoint-dropped", step=rec["step"], reason=str(exc))]
+        if ckpt is None:
+            return []
+        self.checkpoint = ckpt
+        if self.checkpoint_path is not None:
+            save_checkpoint(self.checkpoint_path, ckpt)
+        return [self._note("checkpoint", step=ckpt.step, bytes=len(ckpt.image))]
+
+    def restore(self, path: str | Path, options_sha256: str | None = None, timeout: float = 10.0) -> Checkpoint:
+        """Send the checkpoint in `path` down (restore commands); training continues from its step.
+        Refused here when it is of another model (or, given the bundle's options_sha256, another
+        build), and by the device for any mismatch (CheckpointError with the device's reason)."""
+        ckpt = load_checkpoint(path)
+        ckpt.check_for(None, options_sha256)
+        if self.model_prefix is None:
+            self.status()
+        ckpt.check_for(self.model_prefix)
+        for payload in ckpt.restore_payloads():
+            ack = self.request("restore", timeout=timeout, payload=payload)
+            if ack["result"] == "refused":
+                raise CheckpointError(f"the device refused the checkpoint: {self.last_log or 'no reason given'}")
+        self.session.note(self._note("resumed", step=ckpt.step, path=str(path)))
+        return ckpt
 
     # ---------------------------------------------------------------------------- the end
 
@@ -573,7 +621,8 @@ def save_dumped(dump: telemetry.WeightsAssembler, model_path: str | Path, out_pa
 
         scales = {t["index"]: scaled(graph.tensors[t["index"]].quant, headroom).scales for t in tensors
                   if graph.tensors[t["index"]].quant is not None}
-    return save_weights(out_path, sha, assembled_arrays(dump, tensors), scales=scales, headroom=headroom)
+    return save_weights(out_path, sha, assembled_arrays(dump, tensors), scales=scales, headroom=headroom,
+                        best=assembled_best(dump, tensors))
 
 
 def dump_from_port(port: str, model_path: str | Path, out_path: str | Path, *, baud: int = DEFAULT_BAUD,

@@ -14,6 +14,7 @@ import numpy as np
 from zoflash.errors import DataError
 from zoflash.monitor import telemetry
 from zoflash.monitor.live_view import LiveView
+from zoflash.training import spec
 
 TIME_FIELDS = ("time_s",)
 
@@ -76,6 +77,8 @@ class Session:
             if rec["type"] == "weights":
                 self.weights.add(rec)
                 continue
+            if rec["type"] == "checkpoint":  # bulk chunks, like weights: not logged (the monitor keeps them)
+                continue
             if rec["type"] == "done":
                 self.result.done = rec
             if self._log is not None:
@@ -98,6 +101,9 @@ class Session:
         the manifest's training tensors (index, name, dtype, shape)."""
         return assembled_arrays(self.weights, tensors)
 
+    def best_arrays(self, tensors: list[dict]) -> dict[int, np.ndarray]:
+        return assembled_best(self.weights, tensors)
+
 
 def assembled_arrays(weights: telemetry.WeightsAssembler,
                      tensors: list[dict]) -> list[tuple[int, str, np.ndarray, np.ndarray | None]]:
@@ -114,6 +120,14 @@ def assembled_arrays(weights: telemetry.WeightsAssembler,
             residual = weights.get(t["index"], 1, np.int8).reshape(t["shape"])
         out.append((t["index"], t["name"], values, residual))
     return out
+
+
+def assembled_best(weights: telemetry.WeightsAssembler, tensors: list[dict]) -> dict[int, np.ndarray]:
+    """The best values by validation (weights part best-values) per tensor index, for
+    save_weights(best=...); empty when the run sent none (a firmware older than protocol 2)."""
+    part = spec.WEIGHTS_PARTS.index("best-values")
+    return {t["index"]: weights.get(t["index"], part, np.dtype(t["dtype"])).reshape(t["shape"])
+            for t in tensors if (t["index"], part) in weights.keys()}
 
 
 # Records that depend on who watched the run, not on the training: device text, the command

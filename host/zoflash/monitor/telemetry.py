@@ -1,7 +1,7 @@
 """Training telemetry, host side: decode the device's byte stream into records.
 
 The wire format and the encoder are protocol.py (docs/training.md, "Telemetry (protocol
-version 1)"); ids become the names of the training spec (training/spec.py).
+version 2)"); ids become the names of the training spec (training/spec.py).
 
     dec = Decoder()
     for item in dec.records(dec.feed(chunk)): ...      # JSON-ready dicts, text lines included
@@ -9,6 +9,7 @@ version 1)"); ids become the names of the training spec (training/spec.py).
 """
 from __future__ import annotations
 
+import struct
 from typing import NamedTuple
 
 import numpy as np
@@ -89,23 +90,30 @@ def decode(frame: Frame) -> dict:
     values as Python floats (struct's "<f" widens exactly, like float(np.float32))."""
     kind = TYPE_NAMES.get(frame.type)
     if frame.type in COMMAND_NAMES:  # a command seen on the wire (a loopback, or a host's own echo)
-        if frame.payload and COMMAND_NAMES[frame.type] != "sample":
+        name = COMMAND_NAMES[frame.type]
+        if name == "restore":  # --- checkpoint and resume: a chunk of an image (offset, total, data)
+            if len(frame.payload) < 8:
+                return _malformed(frame, f"restore with a payload of {len(frame.payload)} bytes")
+            offset, total = struct.unpack_from("<II", frame.payload)
+            return {"type": "command", "command": name, "seq": frame.seq, "offset": offset, "total": total,
+                    "bytes": len(frame.payload) - 8}
+        if frame.payload and name != "sample":  # a sample chunk (--data-source stream) has one
             return _malformed(frame, f"command with a payload of {len(frame.payload)} bytes")
-        return {"type": "command", "command": COMMAND_NAMES[frame.type], "seq": frame.seq}
+        return {"type": "command", "command": name, "seq": frame.seq}
     if kind is None:
         return _malformed(frame, "unknown frame type")
     st, payload = STRUCTS[kind], bytes(frame.payload)
     if kind == "log":
         return {"type": "log", "text": payload.decode("utf-8", errors="replace")}
-    if len(payload) < st.size or (kind != "weights" and len(payload) != st.size):
+    if len(payload) < st.size or (kind not in ("weights", "checkpoint") and len(payload) != st.size):
         return _malformed(frame, f"payload of {len(payload)} bytes")
     rec = {"type": kind}
     for (name, _), v in zip(LAYOUTS[kind][1], st.unpack_from(payload)):
         rec.update(_CONVERT[name](v) if name in _CONVERT else {name: v})
-    if kind == "weights":
+    if kind in ("weights", "checkpoint"):
         rec["data"] = payload[st.size:]
         if rec["offset"] + len(rec["data"]) > rec["total"]:
-            return _malformed(frame, "weights chunk past total")
+            return _malformed(frame, f"{kind} chunk past total")
     return rec
 
 

@@ -34,7 +34,7 @@ DONE_STEPS, DONE_BUDGET, DONE_SCHEDULER, DONE_DEAD_ZONE, DONE_GUARD = (
 EVENT_SCHEDULER, EVENT_LR, EVENT_ROLLBACK = (spec.EVENT_KINDS[k] for k in ("scheduler", "lr", "rollback"))
 ROLLBACK_GUARD, ROLLBACK_LOSS = spec.ROLLBACK_CAUSE_IDS["guard"], spec.ROLLBACK_CAUSE_IDS["loss"]
 FLAG = spec.STEP_FLAGS
-VALUES, RESIDUAL = spec.WEIGHTS_PARTS.index("values"), spec.WEIGHTS_PARTS.index("residual")
+VALUES, RESIDUAL, BEST = (spec.WEIGHTS_PARTS.index(p) for p in ("values", "residual", "best-values"))
 
 
 class RunSettings(NamedTuple):
@@ -102,10 +102,10 @@ class ReferenceTrainer:
         self.loss = resolve_loss(opts, plan.classes)
         if self.loss == "mse":  # float32 targets per sample: the data's, or the input dequantized
             q_in = g.tensors[g.inputs[0]].quant
-            self.t_train, self.t_test = (
+            self.t_train, self.t_val, self.t_test = (
                 np.asarray(t, F32) if t is not None else
                 (F32(q_in.scale) * (x.reshape(len(x), -1).astype(np.int32) - np.int32(q_in.zero_point)).astype(F32))
-                for x, t in ((data.x_train, data.t_train), (data.x_test, data.t_test)))
+                for x, t in ((data.x_train, data.t_train), (data.x_val, data.t_val), (data.x_test, data.t_test)))
         # the frozen prefix, once per training sample: boundary root index -> [N, bytes]
         env = self.fwd.run({g.inputs[0]: data.x_train}, 0, plan.split)
         self.features = {b.index: env[b.index] for b in plan.boundary}
@@ -184,10 +184,8 @@ class ReferenceTrainer:
         return self._frame("event", step=step, kind=kind, code=code, state_from=s_from, state_to=s_to,
                            q_from=q_from, q_to=q_to, value=value, aux=aux)
 
-    def _evaluate(self, steps_done: int) -> tuple[bytes, np.float32, int]:
-        """The eval frame, the test loss and the number of saturated test logits."""
-        x, y = self.data.x_test, self.data.y_test
-        targets = self.t_test if self.loss == "mse" else None
+    def _evaluate_split(self, x: np.ndarray, y: np.ndarray, targets: np.ndarray | None) -> tuple[int, np.float32, int]:
+        """Correct answers, mean loss and saturated logits of one split, samples in order."""
         out = self._outputs({self.input_root: x.reshape(len(x), -1)}, 0)
         total = F32(0.0)
         for v in self._loss(out, y, targets):
@@ -198,13 +196,21 @@ class ReferenceTrainer:
             correct = 0
         else:
             correct = int(np.count_nonzero(zm.argmax(out) == y))
-        n = len(y)
-        self.eval_passes += n
-        loss = F32(total / F32(n))
-        saturated = self._saturated(out, y, targets)
+        self.eval_passes += len(y)
+        return correct, F32(total / F32(len(y))), self._saturated(out, y, targets)
+
+    def _evaluate(self, steps_done: int) -> tuple[bytes, np.float32, int]:
+        """The eval frame (validation, then test), the validation loss and its saturated logits:
+        the guards and the snapshots see only the validation split."""
+        mse = self.loss == "mse"
+        d = self.data
+        v_correct, v_loss, v_sat = self._evaluate_split(d.x_val, d.y_val, self.t_val if mse else None)
+        correct, loss, _ = self._evaluate_split(d.x_test, d.y_test, self.t_test if mse else None)
+        n, n_val = len(d.y_test), len(d.y_val)
         return self._frame("eval", step=steps_done, correct=correct, count=n, accuracy=F32(correct) / F32(n),
                            loss=loss, prefix_passes=self.prefix_passes, suffix_passes=self.suffix_passes,
-                           eval_passes=self.eval_passes, time_us=self._time_us()), loss, saturated
+                           eval_passes=self.eval_passes, time_us=self._time_us(), val_correct=v_correct,
+                           val_count=n_val, val_accuracy=F32(v_correct) / F32(n_val), val_loss=v_loss), v_loss, v_sat
 
     # ---- one step ----------------------------------------------------------------------------
 
@@ -303,8 +309,8 @@ class ReferenceTrainer:
         frame, best_loss, _ = self._evaluate(0)
         yield frame
         snapshot, snapshot_step = self._snapshot(), 0
-        # a snapshot is good only with few saturated test logits (< guard_sat / 2)
-        sat_good = F32(F32(F32(F32(o.guard_sat) * F32(0.5)) * F32(len(self.data.y_test))) * F32(plan.classes))
+        # a snapshot is good only with few saturated validation logits (< guard_sat / 2)
+        sat_good = F32(F32(F32(F32(o.guard_sat) * F32(0.5)) * F32(len(self.data.y_val))) * F32(plan.classes))
         rollbacks = 0
 
         def rollback():
@@ -368,7 +374,7 @@ class ReferenceTrainer:
                 yield frame
                 last_eval = True
                 if not calibrating and o.guard_loss > 0 and loss > F32(best_loss * F32(o.guard_loss)):
-                    rollback()  # the test loss ran away from the best so far
+                    rollback()  # the validation loss ran away from the best so far
                     last_eval = False  # the weights changed: a run ending here evaluates them again
                     yield self._event(t - 1, EVENT_ROLLBACK, ROLLBACK_LOSS, state, state, q, q, lr1, snapshot_step)
                 elif loss < best_loss and sat_run == 0 and zero_run == 0 and F32(eval_sat) < sat_good:
@@ -392,5 +398,7 @@ class ReferenceTrainer:
             yield self.tm.weights(tt.index, VALUES, v.astype("<i4" if tt.is_bias else np.int8).tobytes())
             if r is not None:
                 yield self.tm.weights(tt.index, RESIDUAL, r.tobytes())
+        for tt, v in zip(plan.tensors, snapshot[0]):  # the best values: the last good snapshot
+            yield self.tm.weights(tt.index, BEST, v.astype("<i4" if tt.is_bias else np.int8).tobytes())
         yield self._frame("done", steps=t, reason=reason, prefix_passes=self.prefix_passes,
                           suffix_passes=self.suffix_passes, time_us=self._time_us())

@@ -144,7 +144,7 @@ def _samples_hint(board: Board, placed: Board, items, training) -> str:
     if fits >= n:
         return ""
     return (f"At most {fits} of the {n} training samples ({per_sample} bytes each, with the "
-            f"{len(data.x_test)} test samples) fit in the regions the data may use "
+            f"{len(data.x_val)} validation and {len(data.x_test)} test samples) fit in the regions the data may use "
             f"({', '.join(board.candidates['train_data'])}).")
 
 

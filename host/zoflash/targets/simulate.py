@@ -125,7 +125,7 @@ def simulate(model_path: str | Path, data_path: str | Path, opts: TrainOptions, 
         hr = prep.training.headroom
         out.weights_path = save_weights(weights_path_for(log_path), prep.sha256, session.trained_arrays(tensors),
                                         scales={t["index"]: t["scales"] for t in hr["tensors"]} if hr else None,
-                                        headroom=hr["bits"] if hr else 0)
+                                        headroom=hr["bits"] if hr else 0, best=session.best_arrays(tensors))
         if plot:
             out.plot_path = plot_run(out.records, plot_path_for(log_path),
                                      f"{prep.path.name}: {opts.describe()} ({engine})")

@@ -1,7 +1,8 @@
 """Training data: an .npz with x_train, y_train, x_test, y_test, checked against the model and
 the loss and brought to the model input's type and layout, which the firmware embeds.  y holds
 class labels (softmax-ce), labels 0/1 (sigmoid-bce) or float targets of the output's shape in
-real units (mse); with --target input (mse against the sample's own input) y is not needed."""
+real units (mse); with --target input (mse against the sample's own input) y is not needed.
+A validation split is carved from the training data here (carve_validation)."""
 from __future__ import annotations
 
 import zipfile
@@ -12,6 +13,7 @@ import numpy as np
 
 from zoflash.compiler.quant import as_samples
 from zoflash.errors import DataError
+from zoflash.training import spec
 
 KEYS = ("x_train", "y_train", "x_test", "y_test")
 
@@ -28,15 +30,62 @@ class Dataset:
     t_train: np.ndarray | None = None
     t_test: np.ndarray | None = None
     labels: bool = True  # y_train/y_test are labels the firmware embeds (not with mse)
+    # the validation split carved from the .npz's training data (carve_validation); empty until then
+    x_val: np.ndarray | None = None
+    y_val: np.ndarray | None = None
+    t_val: np.ndarray | None = None
+
+    SPLITS = ("train", "val", "test")
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.x_train, self.x_test) + ((self.y_train, self.y_test) if self.labels else ())
-        return sum(a.nbytes for a in arrays + tuple(t for t in (self.t_train, self.t_test) if t is not None))
+        total = 0
+        for split in self.SPLITS:
+            x, y, t = (getattr(self, f"{k}_{split}") for k in "xyt")
+            total += sum(a.nbytes for a in (x, y if self.labels else None, t) if a is not None)
+        return total
 
     def describe(self) -> str:
-        return (f"{self.source}: {len(self.y_train)} training and {len(self.y_test)} test samples, "
+        val = f", {len(self.y_val)} validation" if self.y_val is not None else ""
+        return (f"{self.source}: {len(self.y_train)} training{val} and {len(self.y_test)} test samples, "
                 f"{self.nbytes} bytes embedded")
+
+
+def validation_indices(y: np.ndarray, fraction: float, seed: int, stratify: bool) -> np.ndarray:
+    """The training-data indices that become the validation split (ascending).
+
+    Seeded by the run's seed (NumPy's default_rng), so a build is reproducible.  Stratified when
+    y holds labels: each class in ascending order gives round_half_up(fraction * its count) of
+    its samples, drawn by one permutation of its indices; without labels one permutation of all.
+    Fewer than spec.VAL_MIN_COUNT (but at most half the data) are topped up from the remaining
+    samples in a further permutation."""
+    n = len(y)
+    rng = np.random.default_rng(seed)
+    groups = [np.flatnonzero(y == c) for c in np.unique(y)] if stratify else [np.arange(n)]
+    chosen = [g[rng.permutation(len(g))[:int(np.floor(fraction * len(g) + 0.5))]] for g in groups]
+    val = np.sort(np.concatenate(chosen)).astype(np.int64)
+    want = min(spec.VAL_MIN_COUNT, n // 2)
+    if len(val) < want:
+        rest = np.setdiff1d(np.arange(n), val)
+        val = np.sort(np.concatenate([val, rest[rng.permutation(len(rest))[:want - len(val)]]]))
+    return val
+
+
+def carve_validation(data: Dataset, fraction: float, seed: int) -> Dataset:
+    """The dataset with validation_indices moved from the training split to the validation split
+    (the rest keep their order)."""
+    n = len(data.y_train)
+    val = validation_indices(data.y_train, fraction, seed, stratify=data.labels)
+    if len(val) == 0 or len(val) == n:
+        raise DataError(f"{data.source}: {n} training sample(s) cannot give both a training and a validation "
+                        "split; give at least 2 training samples")
+    keep = np.setdiff1d(np.arange(n), val)
+    out = {}
+    for k in "xyt":
+        a = getattr(data, f"{k}_train")
+        out[f"{k}_train"], out[f"{k}_val"] = (None, None) if a is None else (a[keep], a[val])
+    return Dataset(x_test=data.x_test, y_test=data.y_test, t_test=data.t_test, source=data.source,
+                   labels=data.labels, **out)
 
 
 def _targets(y: np.ndarray, name: str, n: int, output_shape: tuple[int, ...]) -> np.ndarray:

@@ -22,6 +22,7 @@ from zoflash.errors import DataError, ModelFormatError, ZoflashError
 from zoflash.training.weights_file import TrainedWeights, atomic_write, load_weights
 
 log = logging.getLogger("zoflash")
+SELECT_CHOICES = ("best", "last")  # export --select: the best values by validation, or the last ones
 
 
 @dataclass
@@ -50,6 +51,7 @@ class ExportReport:
     weights_model_sha256: str  # the model the weights were trained from
     out_sha256: str
     tensors: list[PatchedTensor]
+    selected: str = "last"  # which values were written: best (by validation) or last
 
     @property
     def requantized(self) -> list[int]:
@@ -268,8 +270,13 @@ def _headroom_scales(graph: Graph, weights: TrainedWeights, headroom: int | None
 
 
 def export_weights(model_path: str | Path, weights_path: str | Path, out_path: str | Path,
-                   allow_other_model: bool = False, headroom: int | None = None) -> ExportReport:
+                   allow_other_model: bool = False, headroom: int | None = None,
+                   select: str | None = None) -> ExportReport:
     """Write a copy of the model with the trained tensors' values replaced in place.
+
+    `select`: "best" (the best values by validation, the device's last good snapshot), "last"
+    (the values at the end of the run), or None: best when the file holds them (files written
+    since protocol 2), else last.  The report's `selected` says which.
 
     Tensors the weights file records new quantization scales for (training with --headroom) get
     those scales written over their scale vectors, in place too. `headroom`: the bits a run
@@ -288,6 +295,15 @@ def export_weights(model_path: str | Path, weights_path: str | Path, out_path: s
     if out_path.is_dir():
         raise ZoflashError(f"the output '{out_path}' is a directory; give a file name such as trained.tflite")
     weights = load_weights(weights_path)
+    if select not in (None,) + SELECT_CHOICES:
+        raise ZoflashError(f"--select {select}: use one of {', '.join(SELECT_CHOICES)}")
+    if select == "best" and set(weights.best) != set(weights.tensors):
+        raise DataError(f"{weights_path} holds no best weights (written by a zoflash or a firmware from before the "
+                        "validation split); export the last ones with --select last")
+    selected = "best" if select == "best" or (select is None and weights.best
+                                              and set(weights.best) == set(weights.tensors)) else "last"
+    if selected == "best":
+        weights.tensors = {index: weights.best[index] for index in weights.tensors}
     graph, raw = load_tflite(model_path)
     sha = model_sha256(raw)
     if weights.model_sha256 != sha:
@@ -316,6 +332,6 @@ def export_weights(model_path: str | Path, weights_path: str | Path, out_path: s
         raise ZoflashError(f"cannot write '{out_path}': {exc.strerror or exc}") from None
     report = ExportReport(model_path=model_path, weights_path=weights_path, out_path=out_path, model_sha256=sha,
                           weights_model_sha256=weights.model_sha256, out_sha256=model_sha256(out),
-                          tensors=[p for p, _ in patches])
+                          tensors=[p for p, _ in patches], selected=selected)
     log.info("wrote %s: %d tensor(s), %d value(s) changed", out_path, len(report.tensors), report.values_changed)
     return report

@@ -68,6 +68,8 @@ class TrainOptions:
     buffer: int = spec.TRAIN_DEFAULTS["buffer"]
     refresh: int = spec.TRAIN_DEFAULTS["refresh"]
     # ---- end data sources ----
+    val_fraction: float = spec.TRAIN_DEFAULTS["val_fraction"]
+    checkpoint_every: int = spec.TRAIN_DEFAULTS["checkpoint_every"]
 
     DEFAULT_STEPS = spec.DEFAULT_STEPS
 
@@ -125,7 +127,9 @@ class TrainOptions:
                 + (f", loss {self.loss}" if self.loss != "auto" else "")
                 + (f", target {self.target}" if self.target != "labels" else "")
                 + (f", data {self.data_source}" if self.data_source != "embedded" else "")
-                + (f" (buffer {self.buffer}, refresh {self.refresh})" if self.data_source != "embedded" else ""))
+                + (f" (buffer {self.buffer}, refresh {self.refresh})" if self.data_source != "embedded" else "")
+                + (f", validation {self.val_fraction:g}" if self.val_fraction != spec.TRAIN_DEFAULTS["val_fraction"]
+                   else ""))
 
 
 OPTION_NAMES = tuple(f.name for f in fields(TrainOptions))
@@ -203,6 +207,11 @@ def validate(opts: TrainOptions) -> TrainOptions:
     need(buf_lo <= opts.buffer <= buf_hi, f"--buffer {opts.buffer}: must be in {buf_lo}..{buf_hi} samples")
     need(1 <= opts.refresh <= opts.buffer, f"--refresh {opts.refresh}: must be in 1..--buffer ({opts.buffer})")
     # ---- end data sources ----
+    val_lo, val_hi = spec.VAL_FRACTION_RANGE
+    need(math.isfinite(opts.val_fraction) and val_lo < opts.val_fraction <= val_hi,
+         f"--val-fraction {opts.val_fraction:g}: must be in ({val_lo:g}, {val_hi:g}] (the share of the training data "
+         "kept for validation)")
+    need(0 <= opts.checkpoint_every <= UINT32_MAX, f"--checkpoint-every must be in 0..{UINT32_MAX} (0: never)")
     if opts.scheduler in SCHEDULERS:  # also when other options have problems: one error lists all
         q_keys = spec.SCHED_Q_PARAMS
         given_q = sorted(set(opts.sched) & set(q_keys))

@@ -17,7 +17,7 @@ from zoflash.compiler.pipeline import CompiledModel, compile_graph, fold_biases_
 from zoflash.compiler.tflite_import import load_tflite, model_sha256
 from zoflash.errors import ZoflashError
 from zoflash.targets import boards as boards_mod
-from zoflash.training.dataset import Dataset, load_dataset
+from zoflash.training.dataset import Dataset, carve_validation, load_dataset
 from zoflash.training.headroom import apply_headroom, output_change
 from zoflash.training.options import TrainOptions
 from zoflash.training.plan import TrainPlan, plan_training
@@ -59,6 +59,7 @@ def compile_training(model_path: str | Path, data_path: str | Path, opts: TrainO
     data = load_dataset(data_path, t_in.shape, q.scale if q else None, q.zero_point if q else None, plan.classes,
                         dtype=t_in.dtype, loss=plan.loss, target=opts.target,
                         output_shape=model.storage(plan.logits).shape)
+    data = carve_validation(data, opts.val_fraction, opts.seed)  # guards and snapshots never see the test set
     _warn_about(data, opts, plan)
     if opts.data_source in ("stream", "app"):  # a RAM ring of fed or pushed samples
         from zoflash.training.render import stream_record_bytes

@@ -5,6 +5,8 @@ itself is static C (zo_trainer.c, zo_sched.c, zo_telemetry.c).
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -37,7 +39,17 @@ def train_config(opts: TrainOptions) -> dict:
                 lr_scaling=spec.c_name("LR_SCALINGS", opts.lr_scaling), calib_steps=opts.calib_steps, calib_q=opts.calib_q,
                 max_steps=opts.max_steps, budget=opts.budget or 0, eval_every=opts.eval_every,
                 guard_sat=float(opts.guard_sat), guard_zero=float(opts.guard_zero), guard_steps=opts.guard_steps,
-                guard_loss=float(opts.guard_loss), guard_max_rollbacks=opts.guard_max_rollbacks)
+                guard_loss=float(opts.guard_loss), guard_max_rollbacks=opts.guard_max_rollbacks,
+                checkpoint_every=opts.checkpoint_every)
+
+
+def options_sha256(opts: TrainOptions, data_blobs: list[Blob]) -> str:
+    """What a checkpoint must have been taken with (besides the model): the options and the
+    embedded data, hashed."""
+    h = hashlib.sha256(json.dumps({k: v for k, v in sorted(vars(opts).items())}, sort_keys=True).encode())
+    for b in data_blobs:
+        h.update(b.name.encode() + b"\0" + hashlib.sha256(b.data).digest())
+    return h.hexdigest()
 
 
 def training_manifest(training: Training) -> dict:
@@ -60,10 +72,10 @@ def training_manifest(training: Training) -> dict:
         "memory": plan.memory(),
         "memory_beyond_inference_bytes": plan.training_ram_bytes(),
         "data": {"source": training.data.source, "n_train": int(len(training.data.y_train)),
-                 "n_test": int(len(training.data.y_test)), "bytes": training.data.nbytes},
+                 "n_val": int(len(training.data.y_val)), "n_test": int(len(training.data.y_test)), "bytes": training.data.nbytes},
         **({"data_source": {"kind": opts.data_source, "buffer": opts.buffer, "refresh": opts.refresh,
                             "record_bytes": stream_record_bytes(plan, training.data),
-                            "embedded": "test split only"}} if opts.data_source in RING_SOURCES else {}),
+                            "embedded": "validation and test splits"}} if opts.data_source in RING_SOURCES else {}),
     }
 
 
@@ -85,7 +97,7 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
     # --data-source stream: the training split is not embedded; the host feeds it into a RAM ring.
     stream = _stream_context(prefix, plan, opts, data) if opts.data_source in RING_SOURCES else None
     data_blobs, data_names = [], dict(stream["names"]) if stream else {}
-    for split in ("test",) if stream else ("train", "test"):
+    for split in tuple(s for s in data.SPLITS if s != "train") if stream else data.SPLITS:
         x, y, t = getattr(data, f"x_{split}"), getattr(data, f"y_{split}"), getattr(data, f"t_{split}")
         data_blobs.append(Blob("int8_t", f"{prefix}_x_{split}", _le_bytes(x),
                                c_comment(f"x_{split} {x.dtype}{list(x.shape)}")))
@@ -98,6 +110,7 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
         data_names[f"x_{split}"] = f"{prefix}_x_{split}"
         data_names[f"y_{split}"] = f"{prefix}_y_{split}" if data.labels else "NULL"
         data_names[f"t_{split}"] = f"{prefix}_t_{split}" if t is not None else "NULL"
+    opts_sha = options_sha256(opts, data_blobs)
     in_quant = g.tensors[model.root[g.inputs[0]]].quant
     from_input = plan.loss == "mse" and data.t_train is None
     mem = plan.memory()
@@ -122,14 +135,16 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
         loss=spec.c_name("LOSSES", plan.loss), mse=plan.loss == "mse", data_names=data_names,
         target_scale=c_float(in_quant.scale if from_input else 0.0), target_zp=in_quant.zero_point if from_input else 0,
         sha_bytes=", ".join(f"0x{source_sha256[2 * i:2 * i + 2]}" for i in range(8)),
-        n_train=opts.buffer if stream else len(data.y_train), n_test=len(data.y_test),
+        options_sha_bytes=", ".join(f"0x{opts_sha[2 * i:2 * i + 2]}" for i in range(8)),
+        n_train=opts.buffer if stream else len(data.y_train), n_val=len(data.y_val), n_test=len(data.y_test),
         config_fields=config_fields, sched_fields=sched_fields)
     env = template_env()
     files = {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in TRAIN_TEMPLATES.items()}
     app = opts.data_source == "app"
     if app:  # the library form: zo_app.c instead of the firmware's main
         files.update({name: text.decode() for name, text in runtime_part(APP_RUNTIME).items()})
-    return TrainingSources(files=files, manifest=training_manifest(training), trainable=training.trainable,
+    manifest = {**training_manifest(training), "options_sha256": opts_sha}
+    return TrainingSources(files=files, manifest=manifest, trainable=training.trainable,
                            blobs={b.file: b.data for b in data_blobs},
                            unlinked=("zo_train_main.c",) if app else (), app=app)
 

@@ -134,7 +134,7 @@ TRAIN_DEFAULTS = dict(
     guard_sat=0.25,
     guard_zero=0.98,
     guard_steps=8,
-    guard_loss=1.5,          # roll back when a test loss exceeds best * this (0: off)
+    guard_loss=1.5,          # roll back when a validation loss exceeds best * this (0: off)
     guard_max_rollbacks=10,  # stop after this many rollbacks (0: never)
     headroom=0,              # re-quantize the trainable layers with h bits of headroom
     loss="auto",             # spec.LOSS_CHOICES
@@ -144,6 +144,10 @@ TRAIN_DEFAULTS = dict(
     buffer=64,               # stream: samples the device's ring keeps (minibatches are drawn from them)
     refresh=1,               # stream: new samples the host sends before each step
     # ---- end data sources ----
+    # --- validation split (issue 12)
+    val_fraction=0.1,        # carved from the training data: guards, snapshots and the best weights use it
+    # --- checkpoint and resume (issue 12)
+    checkpoint_every=0,      # send a checkpoint every N steps (0: never)
 )
 # ---- data sources: where the training samples come from (docs/training.md "Data sources") ----
 DATA_SOURCES = ("embedded", "stream", "app")  # embedded: built in; stream: fed over the serial link; app: pushed
@@ -157,22 +161,26 @@ INT8_WEIGHT_LIMIT = 127      # w_max = INT8_WEIGHT_LIMIT - eps
 DENSITY_LOG2_MAX = 4         # density 1, 1/2, ..., 1/16
 HEADROOM_MAX = 4             # bits
 SEED_LIMIT = 2**32           # seeds are uint32
+# --- validation split (issue 12)
+VAL_FRACTION_RANGE = (0.0, 0.5)  # (lo, hi]: the split must not starve the training set
+VAL_MIN_COUNT = 8            # fewer validation samples are topped up to this (at most half the data)
 
 # ---------------------------------------------------------------------------- telemetry ids
 
 STEP_FLAGS = {"calibrating": 0x01, "centre": 0x02, "diverged": 0x04}  # step frame `flags` (ZO_TM_FLAG_*)
 EVENT_KINDS = {"scheduler": 1, "lr": 2, "rollback": 3, "stop": 4}   # event frame `kind` (ZO_TM_EV_*)
-ROLLBACK_CAUSES = ("guard", "loss")  # rollback event `code`: guard run, or test loss over best * guard_loss
+ROLLBACK_CAUSES = ("guard", "loss")  # rollback event `code`: guard run, or validation loss over best * guard_loss
 ROLLBACK_CAUSE_IDS = {name: i for i, name in enumerate(ROLLBACK_CAUSES)}
 DONE_REASONS = ("steps", "budget", "scheduler", "command", "dead-zone", "guard")  # done `reason`
 DONE_REASON_IDS = {name: i for i, name in enumerate(DONE_REASONS)}
-WEIGHTS_PARTS = ("values", "residual")  # weights frame `part`
+WEIGHTS_PARTS = ("values", "residual", "best-values")  # weights frame `part` (best: the snapshot, by validation)
 COMMANDS = {"pause": 16, "resume": 17, "status": 18, "dump": 19, "stop": 20}  # host -> device frame types
 # ---- data sources (docs/training.md "Data sources") ----
 COMMANDS["sample"] = 21  # a chunk of a training sample (--data-source stream), answered by a need frame
 # ---- end data sources ----
+COMMANDS["restore"] = 22  # --- checkpoint and resume (issue 12): a chunk of a checkpoint image
 COMMAND_FIRST = 16  # frame types below are telemetry, never commands
-ACK_RESULTS = ("ok", "ignored", "unknown")  # ack `result`
+ACK_RESULTS = ("ok", "ignored", "unknown", "refused")  # ack `result` (refused: restore of another build)
 
 # ---------------------------------------------------------------------------- C names
 

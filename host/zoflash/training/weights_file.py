@@ -9,6 +9,9 @@ trained tensor, `t<index>` (its values, int8 or int32, model shape), for int8 te
 Version 2 (written only when training re-quantized tensors, `--headroom`): tensor entries may
 carry `"scales"`, the tensor's new quantization scales (float32 values, as many as the model's
 scale vector), and meta `"headroom"` holds the bits; export writes those scales into the model.
+
+Any version may also hold `b<index>` (the best values by validation: the device's last good
+snapshot, same dtype and shape as `t<index>`), which `zoflash export --select best` writes.
 """
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ class TrainedWeights:
     path: Path | None = None
     scales: dict[int, np.ndarray] = field(default_factory=dict)  # re-quantized tensors: new scales (float32)
     headroom: int = 0
+    best: dict[int, np.ndarray] = field(default_factory=dict)  # b<index>: the best values by validation
 
 
 def atomic_write(path: str | Path, write) -> None:
@@ -78,12 +82,14 @@ def _check_sha256(value, where: str) -> str:
 
 def save_weights(path: str | Path, model_sha256: str,
                  tensors: Iterable[tuple[int, str, np.ndarray, np.ndarray | None]],
-                 scales: dict[int, Iterable[float]] | None = None, headroom: int = 0) -> Path:
+                 scales: dict[int, Iterable[float]] | None = None, headroom: int = 0,
+                 best: dict[int, np.ndarray] | None = None) -> Path:
     """Write a weights file. `tensors`: (model tensor index, name, values, residuals or None).
 
     Values must be int8 or int32; residuals only go with int8 values and have their shape.
     `scales`: model tensor index -> its new quantization scales (re-quantized tensors, which
     must be in `tensors`); with them the file is version 2 and records `headroom` (bits).
+    `best`: model tensor index -> its best values by validation (same dtype and shape).
     The file is written atomically (temporary file, then rename). Returns the path.
     """
     path = Path(path)
@@ -112,6 +118,13 @@ def save_weights(path: str | Path, model_sha256: str,
                                 f"{list(residual.shape)}; they must be int8{list(values.shape)} like the values")
             arrays[f"r{index}"] = np.ascontiguousarray(residual, dtype=np.int8)
         entries.append({"index": index, "name": str(name), "dtype": dtype, "shape": list(values.shape)})
+    for index, values in (best or {}).items():
+        index, values = int(index), np.asarray(values)
+        if f"t{index}" not in arrays or values.dtype != arrays[f"t{index}"].dtype \
+                or values.shape != arrays[f"t{index}"].shape:
+            raise DataError(f"{path}: the best values of tensor {index} are {values.dtype}{list(values.shape)}; "
+                            "they must belong to a tensor in the file and have its dtype and shape")
+        arrays[f"b{index}"] = np.ascontiguousarray(values)
     scales = {int(k): v for k, v in (scales or {}).items()}
     for e in entries:
         if e["index"] in scales:
@@ -220,8 +233,8 @@ def load_weights(path: str | Path) -> TrainedWeights:
         for e in meta["tensors"]:
             index, dtype, shape = e["index"], e["dtype"], tuple(e["shape"])
             desc = f"{dtype}{list(shape)}"
-            key, rkey = f"t{index}", f"r{index}"
-            expected |= {key, rkey}
+            key, rkey, bkey = f"t{index}", f"r{index}", f"b{index}"
+            expected |= {key, rkey, bkey}
             if key not in members:
                 raise DataError(f"{where}: meta lists tensor {index} '{e['name']}' but the file has no '{key}' "
                                 f"array; {_RETAKE}")
@@ -239,6 +252,12 @@ def load_weights(path: str | Path) -> TrainedWeights:
                     raise DataError(f"{where}: '{rkey}' is {residual.dtype}{list(residual.shape)}; residuals "
                                     f"belong to int8 tensors and must be int8{list(shape)}; {_RETAKE}")
                 weights.residuals[index] = residual
+            if bkey in members:
+                best = member(bkey)
+                if best.dtype != DTYPES[dtype] or best.shape != shape:
+                    raise DataError(f"{where}: '{bkey}' is {best.dtype}{list(best.shape)} but meta says {desc}; "
+                                    f"{_RETAKE}")
+                weights.best[index] = best
         extra = sorted(members - expected)
         if extra:
             raise DataError(f"{where}: unexpected entries {extra} (meta lists tensors "

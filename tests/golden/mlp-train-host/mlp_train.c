@@ -10,8 +10,10 @@
 extern int8_t mlp_arena[96];
 extern int8_t mlp_t2[160];
 extern int32_t mlp_t1[10];
-extern const int8_t mlp_x_train[512];
-extern const uint16_t mlp_y_train[8];
+extern const int8_t mlp_x_train[256];
+extern const uint16_t mlp_y_train[4];
+extern const int8_t mlp_x_val[256];
+extern const uint16_t mlp_y_val[4];
 extern const int8_t mlp_x_test[256];
 extern const uint16_t mlp_y_test[4];
 
@@ -58,9 +60,13 @@ const zo_train_model_t zo_train_model = {
     .n_tensors = 2,
     .trainable_params = 170u,
     .model_sha256 = { 0x78, 0x7e, 0xc1, 0xb9, 0xc0, 0xfb, 0x38, 0xef },
+    .options_sha256 = { 0x94, 0x1d, 0x34, 0x86, 0x91, 0x9a, 0x61, 0x10 },
     .x_train = mlp_x_train,
     .y_train = mlp_y_train,
-    .n_train = 8u,
+    .n_train = 4u,
+    .x_val = mlp_x_val,
+    .y_val = mlp_y_val,
+    .n_val = 4u,
     .x_test = mlp_x_test,
     .y_test = mlp_y_test,
     .n_test = 4u,
@@ -96,6 +102,7 @@ const zo_train_config_t zo_train_config = {
     .guard_steps = 8u,
     .guard_loss = 1.5f,
     .guard_max_rollbacks = 10u,
+    .checkpoint_every = 0u,
     .sched = {
         .kind = 1u,
         .q0 = 1u,
