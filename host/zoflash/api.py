@@ -329,3 +329,49 @@ def plan_memory(model_path: str | Path, board_id: str, data_path: str | Path | N
         model, training = prep.model, prep.training
     placed = budget.fit(board, model, training)
     return MemoryPlan(placed, budget.estimate_regions(board, model, training))
+
+
+# --------------------------------------------------------------- zoflash split (issue 14)
+
+
+@dataclass
+class SplitResult:
+    tensor: str        # the cut tensor's name
+    prefix_path: Path  # model inputs -> tensor
+    suffix_path: Path  # tensor -> model outputs
+    prefix_ops: list[int]
+    suffix_ops: list[int]
+
+
+def training_cut(model_path: str | Path, options=None) -> str:
+    """The name of the tensor the training plan cuts the model at (options: TrainOptions, defaults if
+    None): the one activation the frozen prefix writes and the trainable suffix reads."""
+    from zoflash.errors import SplitError
+    from zoflash.training.options import make_options
+    from zoflash.training.plan import plan_training
+
+    compiled = compile_model(load_model(model_path))
+    plan = plan_training(compiled, options or make_options())
+    if plan.split == 0:
+        raise SplitError("the training plan trains the first layer: the frozen prefix is empty (train fewer "
+                         "layers with --train, or give the cut with --at)")
+    names = [compiled.graph.tensors[b.index].name for b in plan.boundary]
+    if len(names) != 1:
+        raise SplitError(f"the training plan's suffix reads {len(names)} activations of the prefix "
+                         f"({', '.join(names)}): give the cut with --at")
+    return names[0]
+
+
+def split_model(model_path: str | Path, out_dir: str | Path, at: str | None = None, options=None) -> SplitResult:
+    """Write prefix.tflite and suffix.tflite into `out_dir`: the model cut at tensor `at`, or where the
+    training plan for `options` cuts it."""
+    from zoflash.compiler.tflite_split import split_tflite
+
+    model = load_model(model_path)  # checks the file (ModelFormatError) before any surgery
+    parts = split_tflite(model.raw, at if at is not None else training_cut(model_path, options))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    prefix, suffix = out / "prefix.tflite", out / "suffix.tflite"
+    prefix.write_bytes(parts.prefix)
+    suffix.write_bytes(parts.suffix)
+    return SplitResult(parts.tensor, prefix, suffix, parts.prefix_ops, parts.suffix_ops)
