@@ -59,7 +59,7 @@ def _parts(sub, cut: int) -> tuple[list[int], list[int]]:
     for i in suffix:
         for t in _ints(ops[i], "Inputs"):
             if t != cut and t in crossing:
-                raise SplitError(f"tensor '{name}' is not a cut: op {i} of the suffix also reads '{names[t]}', "
+                raise SplitError(f"tensor '{name}' is not a cut: op {i}, in the suffix, also reads '{names[t]}', "
                                  "which the prefix computes or the model takes as input")
     for t in _ints(sub, "Outputs"):
         if t in producer and producer[t] in prefix:
@@ -96,7 +96,7 @@ class _Writer:
             self.b.StartVector(1, len(data), _BUFFER_ALIGN)
             self.b.head -= len(data)
             self.b.Bytes[self.b.head: self.b.head + len(data)] = data
-            vec = self.b.EndVector(len(data))
+            vec = self.b.EndVector()
         tflite.BufferStart(self.b)
         if vec is not None:
             tflite.BufferAddData(self.b, vec)
@@ -197,7 +197,7 @@ class _Writer:
         start(self.b, len(offsets))
         for off in reversed(offsets):
             self.b.PrependUOffsetTRelative(off)
-        return self.b.EndVector(len(offsets))
+        return self.b.EndVector()
 
     def build(self, sub, op_indices: list[int], inputs: list[int], outputs: list[int]) -> bytes:
         ops = [sub.Operators(i) for i in op_indices]
