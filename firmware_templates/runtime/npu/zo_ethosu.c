@@ -1,0 +1,64 @@
+/* zo_ethosu.c - the frozen prefix on an Arm Ethos-U NPU (see zo_ethosu.h). */
+#include "zo_ethosu.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "ethosu_driver.h"
+
+#define ZO_ETHOSU_REGIONS 3 /* weights, scratch, fast scratch: the order TFLM's ethos-u kernel uses */
+
+static struct ethosu_driver zo_ethosu_drv;
+static int zo_ethosu_ready;
+volatile uint32_t zo_ethosu_errors;
+
+void zo_ethosu_irq(void)
+{
+    ethosu_irq_handler(&zo_ethosu_drv);
+}
+
+static void run_prefix(const zo_ethosu_prefix_t *p)
+{
+    if (!zo_ethosu_ready) {
+        /* secure and privileged: the firmware runs in the Secure state, privileged (the reset state) */
+        if (ethosu_init(&zo_ethosu_drv, (void *)p->base, NULL, 0u, 1u, 1u) != 0) {
+            zo_ethosu_errors++;
+            return;
+        }
+        zo_ethosu_ready = 1;
+    }
+    uint64_t base[ZO_ETHOSU_REGIONS] = {0u, 0u, 0u};
+    size_t size[ZO_ETHOSU_REGIONS] = {0u, 0u, 0u};
+    base[p->weights_region] = (uint64_t)(uintptr_t)p->weights;
+    size[p->weights_region] = p->weights_bytes;
+    base[p->scratch_region] = (uint64_t)(uintptr_t)p->scratch;
+    size[p->scratch_region] = p->scratch_bytes;
+    if (p->fast_scratch != NULL) {
+        base[p->fast_scratch_region] = (uint64_t)(uintptr_t)p->fast_scratch;
+        size[p->fast_scratch_region] = p->fast_scratch_bytes;
+    }
+    memcpy(p->scratch + p->input_offset, p->input, p->input_bytes);
+    struct ethosu_driver *drv = ethosu_reserve_driver();
+    if (drv == NULL) {
+        zo_ethosu_errors++;
+        return;
+    }
+    /* the driver cleans and invalidates the D-cache over the regions through its weak hooks */
+    if (ethosu_invoke_v3(drv, p->cmd, (int)p->cmd_bytes, base, size, ZO_ETHOSU_REGIONS, NULL) != 0) {
+        zo_ethosu_errors++;
+    } else {
+        memcpy(p->boundary, p->scratch + p->output_offset, p->output_bytes);
+    }
+    ethosu_release_driver(drv);
+}
+
+void zo_ethosu_run_steps(const zo_ethosu_prefix_t *p, int32_t first, int32_t end)
+{
+    if (first == 0 && end >= p->split && p->split > 0) {
+        run_prefix(p);
+        first = p->split;
+    }
+    if (first < end) {
+        p->cpu_run_steps(first, end);
+    }
+}
