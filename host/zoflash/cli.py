@@ -195,22 +195,48 @@ def _say_training_memory(training: dict) -> None:
               help="Compile the port against the vendor's headers from this checkout (repeatable: e.g. "
                    "cmsis-device-n6 and Arm's CMSIS core, or STM32CubeN6) [zoflash.toml [build] device_headers].")
 # --- end flash boot and device headers ---
+# --- NPU (issue 14) ---
+@click.option("--npu", "npu_config", metavar="CONFIG",
+              help="Run the frozen prefix on the board's NPU: an Ethos-U configuration (ethos-u55-128, ...; "
+                   "`zoflash boards show ID` lists the board's). Needs --data, Vela and Arm's Ethos-U driver.")
+@click.option("--ethosu-driver", "ethosu_driver", type=click.Path(file_okay=False),
+              help="Checkout of Arm's Ethos-U core driver [$ZOFLASH_ETHOSU_DRIVER].")
+@click.option("--dry-run", is_flag=True, help="With --npu: print the commands the build runs, run nothing.")
+# --- end NPU ---
 @training_options
 def build(board: str, model_path: str, data_path: str | None, out_dir: str | None, prefix: str | None,
-          no_compile: bool, boot: str | None, device_headers: tuple, **kwargs) -> None:
+          no_compile: bool, boot: str | None, device_headers: tuple, npu_config: str | None, ethosu_driver: str | None,
+          dry_run: bool, **kwargs) -> None:
     """Generate the C bundle for a board (with the training loop if --data) and compile it."""
     from zoflash.build_options import build_settings
+
+    if npu_config is None and (ethosu_driver or dry_run):
+        raise click.UsageError("--ethosu-driver and --dry-run go with --npu")
+    npu = None
+    if npu_config is not None:  # --- NPU (issue 14) ---
+        from zoflash.targets import ethosu
+        from zoflash.targets.boards import resolve_board
+
+        ethosu.check_accelerator(resolve_board(board)[0], npu_config)
+        if dry_run:
+            bundle_dir = out_dir or "generated/<model>-<board>"
+            _say(f"# in {bundle_dir}, after writing the prefix ({ethosu.PREFIX_MODEL}, the training plan's cut)")
+            for command in ethosu.commands(npu_config):
+                _say(" ".join(command))
+            _say(f"make -C {bundle_dir}")
+            return
+        npu = ethosu.NpuRequest(npu_config, ethosu_driver)
 
     _check_outputs(out=out_dir and str(Path(out_dir) / "manifest.json"))
     settings = build_settings(kwargs.get("project_file"), boot, device_headers)
     opts = _options_from(kwargs) if data_path else None
     if opts is None and any(v not in (None, (), False) for v in kwargs.values()):
         raise click.UsageError("training options need --data")
-    _build_and_report(board, model_path, data_path, out_dir, prefix, no_compile, opts, settings)
+    _build_and_report(board, model_path, data_path, out_dir, prefix, no_compile, opts, settings, npu)
 
 
 def _build_and_report(board: str, model_path: str, data_path: str | None, out_dir: str | None, prefix: str | None,
-                      no_compile: bool, opts, settings=("dev", ())):
+                      no_compile: bool, opts, settings=("dev", ()), npu=None):
     """Generate (and compile) a bundle and print what it uses; returns (bundle, board).
     settings: (boot mode, vendor header folders), build_options.build_settings."""
     boot, device_headers = settings
@@ -223,10 +249,10 @@ def _build_and_report(board: str, model_path: str, data_path: str | None, out_di
     result = None
     if no_compile:
         bundle = api.generate(model_path, board_obj.id, out_dir, prefix, data_path=data_path, options=opts,
-                              boot=boot, device_headers=device_headers)
+                              boot=boot, device_headers=device_headers, npu=npu)
     else:
         result = api.build(model_path, board_obj.id, out_dir, prefix, data_path=data_path, options=opts,
-                           boot=boot, device_headers=device_headers)
+                           boot=boot, device_headers=device_headers, npu=npu)
         bundle = result.bundle
     mem = bundle.manifest["memory"]
     _say(f"bundle  {bundle.path}  (board {bundle.board}, prefix {bundle.prefix})")
@@ -237,6 +263,11 @@ def _build_and_report(board: str, model_path: str, data_path: str | None, out_di
     _say(flash)
     if bundle.manifest.get("training"):
         _say_training_memory(bundle.manifest["training"])
+        if bundle.manifest["training"].get("npu"):  # --- NPU (issue 14) ---
+            from zoflash.targets.ethosu import describe
+
+            for line in describe(bundle.manifest["training"]["npu"]):
+                _say(line)
     if result is not None and board_obj.is_firmware:
         _say_firmware(result, board_obj)
     return bundle, board_obj

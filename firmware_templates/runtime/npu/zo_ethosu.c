@@ -12,6 +12,45 @@ static struct ethosu_driver zo_ethosu_drv;
 static int zo_ethosu_ready;
 volatile uint32_t zo_ethosu_errors;
 
+/* The driver's weak bare-metal semaphores allocate with malloc; the firmware has no heap, so
+ * they come from a static pool (the driver makes one per driver instance and one of its own). */
+#define ZO_ETHOSU_SEMAPHORES 4
+static volatile uint32_t zo_ethosu_sem[ZO_ETHOSU_SEMAPHORES];
+static uint32_t zo_ethosu_sem_used;
+
+void *ethosu_semaphore_create(void)
+{
+    if (zo_ethosu_sem_used == ZO_ETHOSU_SEMAPHORES) {
+        return NULL;
+    }
+    zo_ethosu_sem[zo_ethosu_sem_used] = 0u;
+    return (void *)&zo_ethosu_sem[zo_ethosu_sem_used++];
+}
+
+void ethosu_semaphore_destroy(void *sem)
+{
+    (void)sem; /* the pool is static: nothing to free */
+}
+
+int ethosu_semaphore_take(void *sem, uint64_t timeout)
+{
+    (void)timeout; /* no timer: wait for the NPU's interrupt */
+    volatile uint32_t *count = sem;
+    while (*count == 0u) {
+        __asm volatile("wfe");
+    }
+    (*count)--;
+    return 0;
+}
+
+int ethosu_semaphore_give(void *sem)
+{
+    volatile uint32_t *count = sem;
+    (*count)++;
+    __asm volatile("sev");
+    return 0;
+}
+
 void zo_ethosu_irq(void)
 {
     ethosu_irq_handler(&zo_ethosu_drv);
