@@ -214,12 +214,14 @@ def build(board: str, model_path: str, data_path: str | None, out_dir: str | Non
         raise click.UsageError("--ethosu-driver and --dry-run go with --npu")
     npu = None
     if npu_config is not None:  # --- NPU (issue 14) ---
+        from zoflash.api import default_bundle_dir
         from zoflash.targets import ethosu
         from zoflash.targets.boards import resolve_board
 
-        ethosu.check_accelerator(resolve_board(board)[0], npu_config)
+        board_obj = resolve_board(board)[0]
+        ethosu.check_accelerator(board_obj, npu_config)
         if dry_run:
-            bundle_dir = out_dir or "generated/<model>-<board>"
+            bundle_dir = out_dir or str(default_bundle_dir(Path(model_path), board_obj.id))
             _say(f"# in {bundle_dir}, after writing the prefix ({ethosu.PREFIX_MODEL}, the training plan's cut)")
             for command in ethosu.commands(npu_config):
                 _say(" ".join(command))

@@ -83,6 +83,11 @@ static void run_prefix(const zo_ethosu_prefix_t *p)
     if (p->fast_scratch != NULL) {
         base[p->fast_scratch_region] = (uint64_t)(uintptr_t)p->fast_scratch;
         size[p->fast_scratch_region] = p->fast_scratch_bytes;
+    } else {
+        /* no fast scratch (Shared_Sram: the fast storage is the SRAM): TFLM's third base address
+         * then points at the scratch too (not checked on hardware) */
+        base[2] = base[p->scratch_region];
+        size[2] = size[p->scratch_region];
     }
     memcpy(p->scratch + p->input_offset, p->input, p->input_bytes);
     struct ethosu_driver *drv = ethosu_reserve_driver();

@@ -86,8 +86,8 @@ def vela_command(vela: str, model: Path, accelerator: str, out_dir: Path) -> lis
             "--verbose-performance", "--output-dir", str(out_dir)]
 
 
-def run_vela(command: list[str]) -> None:
-    proc = subprocess.run(command, capture_output=True, text=True)
+def run_vela(command: list[str], cwd: Path | None = None) -> None:
+    proc = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
         raise BuildError(f"vela failed (exit {proc.returncode}): {tail}")
@@ -156,7 +156,6 @@ PREFIX_MODEL = "npu_prefix.tflite"  # the Vela input, written in the bundle besi
 class NpuRequest:
     accelerator: str                 # --npu
     driver: str | None = None        # --ethosu-driver (else $ZOFLASH_ETHOSU_DRIVER)
-    dry_run: bool = False            # print the commands, run nothing
 
 
 @dataclass
@@ -193,7 +192,7 @@ def npu_sources(prep, board, request: NpuRequest, prefix: str) -> NpuSources:
     with tempfile.TemporaryDirectory(prefix="zoflash-vela-") as tmp:
         work = Path(tmp)
         (work / PREFIX_MODEL).write_bytes(split_tflite(Path(prep.path).read_bytes(), name).prefix)
-        run_vela_in(work, commands(request.accelerator, vela)[0])
+        run_vela(commands(request.accelerator, vela)[0], cwd=work)
         stem = Path(PREFIX_MODEL).stem
         out = read_vela(work, stem)
         vela_files = {f"{prefix}_{p.name}": p.read_bytes() for p in sorted(work.iterdir()) if p.suffix == ".csv"}
@@ -229,13 +228,6 @@ def npu_sources(prep, board, request: NpuRequest, prefix: str) -> NpuSources:
                     commands=[" ".join(c) for c in commands(request.accelerator)], estimates=out.estimates,
                     executed=False)
     return NpuSources(files=files, blobs=blobs, manifest=manifest, make=make, run_steps=f"{prefix}_npu_run_steps")
-
-
-def run_vela_in(work: Path, command: list[str]) -> None:
-    proc = subprocess.run(command, cwd=work, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
-        raise BuildError(f"vela failed (exit {proc.returncode}): {tail}")
 
 
 def describe(manifest: dict) -> list[str]:
