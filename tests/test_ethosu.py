@@ -204,3 +204,29 @@ def test_the_glue_runs_the_prefix_on_the_npu_and_the_rest_on_the_cpu(tmp_path):
     expected = (f"inits 1 reserved 0 errors 0 weights 1 cpu [3,7) [3,7) boundary {arena[19]} "
                 + " ".join(map(str, npu_out)) + f" {arena[26]}").split()
     assert out == expected
+
+
+@pytest.mark.vela
+@pytest.mark.cross
+def test_the_generated_glue_compiles_for_the_m55(tmp_path):
+    """The bundle's NPU sources with Vela's real output, compiled for the Cortex-M55 against the
+    driver's API as declared above (CI has no driver checkout; the link test uses a real one)."""
+    fake = tmp_path / "driver"
+    (fake / "include").mkdir(parents=True)
+    (fake / "src").mkdir()
+    (fake / "include" / "ethosu_driver.h").write_text(FAKE_DRIVER_H)
+    (fake / "src" / "ethosu_driver.c").write_text("")
+    bundle = api.generate(MODEL, "mps3-an547", tmp_path / "b", data_path=DATA,
+                          npu=ethosu.NpuRequest("ethos-u55-128", str(fake)))
+    npu = bundle.manifest["training"]["npu"]
+    assert npu["commands"] == ["vela npu_prefix.tflite --accelerator-config ethos-u55-128 --output-format raw "
+                               "--verbose-performance --output-dir ."]
+    assert npu["base"] == 0x48102000 and npu["irq"] == 56 and npu["executed"] is False
+    makefile = (bundle.path / "Makefile").read_text()
+    assert "-DZO_NPU_IRQ=56u" in makefile and f"{fake}/src/ethosu_driver.c" in makefile
+    assert "> ISRAM" in (bundle.path / "link.ld").read_text()
+    flags = ["-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror",
+             f"-I{fake / 'include'}", "-I."]
+    for source in ("digits_cnn_npu.c", "zo_ethosu.c"):
+        subprocess.run(["arm-none-eabi-gcc", *flags, "-c", source, "-o", str(tmp_path / f"{source}.o")],
+                       cwd=bundle.path, check=True)
