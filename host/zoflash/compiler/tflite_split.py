@@ -141,7 +141,9 @@ class _Writer:
         kind = op.BuiltinOptionsType()
         if kind == 0 or op.BuiltinOptions() is None:
             return None
-        cls_name = _OPTION_CLASSES[kind]
+        cls_name = _OPTION_CLASSES.get(kind)
+        if cls_name is None:
+            raise SplitError(f"an op has builtin options of type {kind}, which this tflite schema does not know")
         functions = importlib.import_module(f"tflite.{cls_name}")  # the class and its builder functions
         table = op.BuiltinOptions()
         obj = getattr(functions, cls_name)()
@@ -154,6 +156,8 @@ class _Writer:
                     values[field] = self.b.CreateNumpyVector(getattr(obj, field + "AsNumpy")())
             else:
                 values[field] = getattr(obj, field)()
+                if not isinstance(values[field], (bool, int, float)):  # no option table holds more today
+                    raise SplitError(f"{cls_name}.{field} is neither a number nor a vector: the split cannot copy it")
         getattr(functions, cls_name + "Start")(self.b)
         for field, value in values.items():
             getattr(functions, f"{cls_name}Add{field}")(self.b, value)
