@@ -230,3 +230,14 @@ def test_the_generated_glue_compiles_for_the_m55(tmp_path):
     for source in ("digits_cnn_npu.c", "zo_ethosu.c"):
         subprocess.run(["arm-none-eabi-gcc", *flags, "-c", source, "-o", str(tmp_path / f"{source}.o")],
                        cwd=bundle.path, check=True)
+
+
+def test_qemu_refuses_an_npu_firmware(tmp_path, capsys):
+    """QEMU emulates no Ethos-U: an --npu firmware would wait for the NPU forever."""
+    bundle = api.generate(MODEL, "mps3-an547", tmp_path / "b", data_path=DATA)
+    manifest = bundle.path / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"training": {', '"training": {"npu": {"type": "ethos-u55"}, ', 1))
+    (bundle.path / "build").mkdir()
+    (bundle.path / "build" / "digits_cnn.elf").write_bytes(b"\x7fELF")  # never loaded: refused before
+    assert main(["flash", "--bundle", str(bundle.path), "--method", "qemu"]) == 2
+    assert "which QEMU does not emulate" in capsys.readouterr().err
