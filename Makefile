@@ -30,7 +30,7 @@ test: setup
 
 # Unit tier only (no compilers): seconds.
 test-fast: setup
-	$(PY) -m pytest -q -m "not cc and not cross and not qemu and not tflm and not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not cc and not cross and not qemu and not tflm and not vela and not slow" $(PYTEST_ARGS)
 
 # The main job: compile the example digits CNN and check it bit for bit against TFLM; then train it
 # on the emulated Cortex-M55 (QEMU mps3-an547) to adapt it to rotated digits, with live metrics over

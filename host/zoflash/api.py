@@ -52,15 +52,18 @@ def default_bundle_dir(model_path: Path, board_id: str) -> Path:
 
 def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
              prefix: str | None = None, data_path: str | Path | None = None, options=None,
-             boot: str = "dev", device_headers=(), measured: dict | None = None) -> Bundle:
+             boot: str = "dev", device_headers=(), measured: dict | None = None, npu=None) -> Bundle:
     """Compile a model and write its bundle for a board (no compiler run). With `data_path`,
     the bundle also trains (options: train_options.TrainOptions, defaults if None). `board_id`
     may be a family name (its reference board). For a board with memory regions, a plan that
     does not fit them fails here, before any file is written (budget.BudgetError). `boot`
     ('dev' or 'flash': boards.BOOT_MODES) chooses the placement rules; `device_headers` are
     checkouts of the vendor's headers the port then compiles against (device_headers.py);
-    `measured` code sizes replace the port's estimate in the plan (build's re-plan)."""
+    `measured` code sizes replace the port's estimate in the plan (build's re-plan); `npu`
+    (targets.ethosu.NpuRequest) runs the frozen prefix on the board's NPU (training bundles only)."""
     board, note = boards_mod.resolve_board(board_id)
+    if npu is not None and data_path is None:
+        raise BuildError(f"--npu {npu.accelerator} runs the training plan's frozen prefix on the NPU: it needs --data")
     if note:
         log.info("board %s", note)
     board = _configure(board, boot, device_headers)
@@ -72,7 +75,7 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
         prep = compile_training(model_path, data_path, options or make_options())
         board = _fit(board, prep.model, prep.training, measured)
         out = Path(out_dir) if out_dir is not None else default_bundle_dir(prep.path, board.id)
-        bundle = training_bundle(prep, board, out, prefix)
+        bundle = training_bundle(prep, board, out, prefix, npu=npu)
         log.info("wrote training bundle %s (%d files)", out, len(bundle.manifest["files"]))
         return bundle
     model = load_model(model_path)
@@ -116,11 +119,11 @@ def _fit(board, compiled: CompiledModel, training, measured=None):
 
 def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
           prefix: str | None = None, data_path: str | Path | None = None, options=None,
-          boot: str = "dev", device_headers=()) -> BuildResult:
+          boot: str = "dev", device_headers=(), npu=None) -> BuildResult:
     """generate() and compile: for the host a shared library and programs, for a firmware
     board the training firmware (ELF, BIN, HEX; with data) or the model as a static library,
     with the memory used per region (BuildResult.regions)."""
-    bundle = generate(model_path, board_id, out_dir, prefix, data_path, options, boot, device_headers)
+    bundle = generate(model_path, board_id, out_dir, prefix, data_path, options, boot, device_headers, npu=npu)
     board = boards_mod.load_board(bundle.board)
     if board.is_firmware:
         from zoflash.targets.budget import BudgetError, placed_board
@@ -138,7 +141,7 @@ def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | 
             # compiled (the objects are reused).
             log.info("a region overflowed after compiling: planning again with the compiled code's sizes")
             bundle = generate(model_path, board_id, out_dir, prefix, data_path, options, boot, device_headers,
-                              measured=measured_sizes(bundle))
+                              measured=measured_sizes(bundle), npu=npu)
             return build_firmware(bundle, placed_board(bundle))
     return build_host(bundle)
 
@@ -346,3 +349,49 @@ def plan_memory(model_path: str | Path, board_id: str, data_path: str | Path | N
         model, training = prep.model, prep.training
     placed = budget.fit(board, model, training)
     return MemoryPlan(placed, budget.estimate_regions(board, model, training))
+
+
+# --------------------------------------------------------------- zoflash split (issue 14)
+
+
+@dataclass
+class SplitResult:
+    tensor: str        # the cut tensor's name
+    prefix_path: Path  # model inputs -> tensor
+    suffix_path: Path  # tensor -> model outputs
+    prefix_ops: list[int]
+    suffix_ops: list[int]
+
+
+def training_cut(model_path: str | Path, options=None) -> str:
+    """The name of the tensor the training plan cuts the model at (options: TrainOptions, defaults if
+    None): the one activation the frozen prefix writes and the trainable suffix reads."""
+    from zoflash.errors import SplitError
+    from zoflash.training.options import make_options
+    from zoflash.training.plan import plan_training
+
+    compiled = compile_model(load_model(model_path))
+    plan = plan_training(compiled, options or make_options())
+    if plan.split == 0:
+        raise SplitError("the training plan trains the first layer: the frozen prefix is empty (train fewer "
+                         "layers with --train, or give the cut with --at)")
+    names = [compiled.graph.tensors[b.index].name for b in plan.boundary]
+    if len(names) != 1:
+        raise SplitError(f"the training plan's suffix reads {len(names)} activations of the prefix "
+                         f"({', '.join(names)}): give the cut with --at")
+    return names[0]
+
+
+def split_model(model_path: str | Path, out_dir: str | Path, at: str | None = None, options=None) -> SplitResult:
+    """Write prefix.tflite and suffix.tflite into `out_dir`: the model cut at tensor `at`, or where the
+    training plan for `options` cuts it."""
+    from zoflash.compiler.tflite_split import split_tflite
+
+    model = load_model(model_path)  # checks the file (ModelFormatError) before any surgery
+    parts = split_tflite(model.raw, at if at is not None else training_cut(model_path, options))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    prefix, suffix = out / "prefix.tflite", out / "suffix.tflite"
+    prefix.write_bytes(parts.prefix)
+    suffix.write_bytes(parts.suffix)
+    return SplitResult(parts.tensor, prefix, suffix, parts.prefix_ops, parts.suffix_ops)

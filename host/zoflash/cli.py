@@ -227,22 +227,50 @@ def _say_training_memory(training: dict) -> None:
               help="Compile the port against the vendor's headers from this checkout (repeatable: e.g. "
                    "cmsis-device-n6 and Arm's CMSIS core, or STM32CubeN6) [zoflash.toml [build] device_headers].")
 # --- end flash boot and device headers ---
+# --- NPU (issue 14) ---
+@click.option("--npu", "npu_config", metavar="CONFIG",
+              help="Run the frozen prefix on the board's NPU: an Ethos-U configuration (ethos-u55-128, ...; "
+                   "`zoflash boards show ID` lists the board's). Needs --data, Vela and Arm's Ethos-U driver.")
+@click.option("--ethosu-driver", "ethosu_driver", type=click.Path(file_okay=False),
+              help="Checkout of Arm's Ethos-U core driver [$ZOFLASH_ETHOSU_DRIVER].")
+@click.option("--dry-run", is_flag=True, help="With --npu: print the commands the build runs, run nothing.")
+# --- end NPU ---
 @training_options
 def build(board: str, model_path: str, data_path: str | None, out_dir: str | None, prefix: str | None,
-          no_compile: bool, boot: str | None, device_headers: tuple, **kwargs) -> None:
+          no_compile: bool, boot: str | None, device_headers: tuple, npu_config: str | None, ethosu_driver: str | None,
+          dry_run: bool, **kwargs) -> None:
     """Generate the C bundle for a board (with the training loop if --data) and compile it."""
     from zoflash.build_options import build_settings
+
+    if npu_config is None and (ethosu_driver or dry_run):
+        raise click.UsageError("--ethosu-driver and --dry-run go with --npu")
+    npu = None
+    if npu_config is not None:  # --- NPU (issue 14) ---
+        from zoflash.api import default_bundle_dir
+        from zoflash.targets import ethosu
+        from zoflash.targets.boards import resolve_board
+
+        board_obj = resolve_board(board)[0]
+        ethosu.check_accelerator(board_obj, npu_config)
+        if dry_run:
+            bundle_dir = out_dir or str(default_bundle_dir(Path(model_path), board_obj.id))
+            _say(f"# in {bundle_dir}, after writing the prefix ({ethosu.PREFIX_MODEL}, the training plan's cut)")
+            for command in ethosu.commands(npu_config):
+                _say(" ".join(command))
+            _say(f"make -C {bundle_dir}")
+            return
+        npu = ethosu.NpuRequest(npu_config, ethosu_driver)
 
     _check_outputs(out=out_dir and str(Path(out_dir) / "manifest.json"))
     settings = build_settings(kwargs.get("project_file"), boot, device_headers)
     opts = _options_from(kwargs) if data_path else None
     if opts is None and any(v not in (None, (), False) for v in kwargs.values()):
         raise click.UsageError("training options need --data")
-    _build_and_report(board, model_path, data_path, out_dir, prefix, no_compile, opts, settings)
+    _build_and_report(board, model_path, data_path, out_dir, prefix, no_compile, opts, settings, npu)
 
 
 def _build_and_report(board: str, model_path: str, data_path: str | None, out_dir: str | None, prefix: str | None,
-                      no_compile: bool, opts, settings=("dev", ())):
+                      no_compile: bool, opts, settings=("dev", ()), npu=None):
     """Generate (and compile) a bundle and print what it uses; returns (bundle, board).
     settings: (boot mode, vendor header folders), build_options.build_settings."""
     boot, device_headers = settings
@@ -255,10 +283,10 @@ def _build_and_report(board: str, model_path: str, data_path: str | None, out_di
     result = None
     if no_compile:
         bundle = api.generate(model_path, board_obj.id, out_dir, prefix, data_path=data_path, options=opts,
-                              boot=boot, device_headers=device_headers)
+                              boot=boot, device_headers=device_headers, npu=npu)
     else:
         result = api.build(model_path, board_obj.id, out_dir, prefix, data_path=data_path, options=opts,
-                           boot=boot, device_headers=device_headers)
+                           boot=boot, device_headers=device_headers, npu=npu)
         bundle = result.bundle
     mem = bundle.manifest["memory"]
     _say(f"bundle  {bundle.path}  (board {bundle.board}, prefix {bundle.prefix})")
@@ -269,6 +297,11 @@ def _build_and_report(board: str, model_path: str, data_path: str | None, out_di
     _say(flash)
     if bundle.manifest.get("training"):
         _say_training_memory(bundle.manifest["training"])
+        if bundle.manifest["training"].get("npu"):  # --- NPU (issue 14) ---
+            from zoflash.targets.ethosu import describe
+
+            for line in describe(bundle.manifest["training"]["npu"]):
+                _say(line)
     if result is not None and board_obj.is_firmware:
         _say_firmware(result, board_obj)
     return bundle, board_obj
@@ -759,6 +792,34 @@ def compare(log_a: str, log_b: str) -> int:
     steps = sum(r["type"] == "step" for r in a)
     click.echo(f"IDENTICAL: {len(a)} records ({steps} steps), every field but the times")
     return 0
+
+
+# --- zoflash split (issue 14) ---
+@cli.command()
+@click.option("--model", "model_path", required=True, type=click.Path(dir_okay=False), help="INT8 .tflite model.")
+@click.option("--at", "tensor", help="Cut at this tensor (its name, as `zoflash inspect` shows it) [where the "
+                                     "training plan cuts].")
+@click.option("--config", "project_file", type=click.Path(dir_okay=False),
+              help="Project file with a [train] table [./zoflash.toml if present].")
+@click.option("--train", help=f"Trainable layers, as `zoflash build` takes them [{spec.TRAIN_DEFAULTS['train']}].")
+@click.option("--max-params", type=int, help="Cap on trainable parameters (drops the earliest layers).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Folder for prefix.tflite and suffix.tflite.")
+def split(model_path: str, tensor: str | None, project_file: str | None, train: str | None, max_params: int | None,
+          out_dir: str) -> None:
+    """Cut a model in two .tflite files: the frozen prefix and the trainable suffix."""
+    from zoflash import api
+    from zoflash.training.options import make_options
+
+    if tensor is not None and (train is not None or max_params is not None):
+        raise click.UsageError("give either --at or the training options (--train, --max-params), not both")
+    _check_outputs(out=str(Path(out_dir) / "prefix.tflite"))
+    opts = None if tensor is not None else make_options(project_file, train=train, max_params=max_params)
+    result = api.split_model(model_path, out_dir, tensor, opts)
+    _say(f"cut     at '{result.tensor}'")
+    _say(f"prefix  {result.prefix_path}  ({len(result.prefix_ops)} ops)")
+    _say(f"suffix  {result.suffix_path}  ({len(result.suffix_ops)} ops)")
+# --- end zoflash split ---
 
 
 def main(argv: list[str] | None = None) -> int:

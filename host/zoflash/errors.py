@@ -53,3 +53,10 @@ class InternalError(ZoflashError):
         self.stage = stage
         super().__init__(f"internal error after {stage}: {what}. This is a zoflash bug, not a problem with "
                          "the model; please report it with the model file")
+
+
+# --------------------------------------------------------------- zoflash split (issue 14)
+
+
+class SplitError(ZoflashError):
+    """A model cannot be cut at the tensor asked for."""

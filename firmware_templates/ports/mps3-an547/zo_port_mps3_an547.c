@@ -22,6 +22,12 @@
 #include "zo_port.h"
 #include "zo_port_cortex_m.h"
 
+/* --- NPU (issue 14): a --npu build defines ZO_NPU_IRQ (the board's [npu] irq); the Ethos-U
+ * driver's interrupt handler runs from here. --- */
+#ifdef ZO_NPU_IRQ
+void zo_ethosu_irq(void);
+#endif
+
 #ifndef ZO_CONSOLE_BAUD
 #error "ZO_CONSOLE_BAUD and ZO_CONSOLE_CLOCK_HZ come from the board file through the Makefile"
 #endif
@@ -50,11 +56,20 @@ void zo_port_init(void)
     UART_BAUDDIV = (uint32_t)ZO_CONSOLE_CLOCK_HZ / (uint32_t)ZO_CONSOLE_BAUD;
     UART_CTRL = CTRL_TX_EN | CTRL_RX_EN | CTRL_RX_INT_EN;
     zo_cm_irq_enable(UART0_RX_IRQ);
+#ifdef ZO_NPU_IRQ
+    zo_cm_irq_enable(ZO_NPU_IRQ);
+#endif
     zo_cm_timer_start();
 }
 
 void zo_port_irq(uint32_t irq)
 {
+#ifdef ZO_NPU_IRQ
+    if (irq == ZO_NPU_IRQ) {
+        zo_ethosu_irq();
+        return;
+    }
+#endif
     if (irq != UART0_RX_IRQ) {
         return;
     }

@@ -38,6 +38,7 @@ class TrainingSources:
     blobs: dict[str, bytes] = field(default_factory=dict)  # binary files the data source links (zo_incbin.h)
     unlinked: tuple[str, ...] = ()  # runtime sources copied but not built (the library form has no main)
     app: bool = False  # --data-source app: the trainer as a library (Makefile targets lib*_train.a, app)
+    make: dict = field(default_factory=dict)  # --npu (issue 14): npu_cflags, npu_sources for the Makefile
 
 
 @dataclass
@@ -152,6 +153,10 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
                board=board, place=board.placement,
                enable_memories=f"0x{enable_mask(board):08X}" if board.is_firmware else "",
                image_sections=" ".join(f"-j {s}" for s in image_sections(board)) if board.is_firmware else "",
+               npu_cflags=training.make.get("npu_cflags", "") if training is not None else "",
+               npu_sources=training.make.get("npu_sources", "") if training is not None else "",
+               npu_driver_cflags=training.make.get("npu_driver_cflags", "") if training is not None else "",
+               npu_region=training.make.get("npu_region", "") if training is not None else "",
                **_flash_boot_context(board))
     files["zo_bundle.h"] = env.get_template("zo_bundle.h.j2").render(**ctx).encode()
     for out_name, tpl in templates.items():

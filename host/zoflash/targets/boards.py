@@ -74,6 +74,19 @@ _FLASH_BOOT = {
     **{k: (STR_OR_LIST, False) for k in PLACEMENT_KEYS},
 }
 # --- end flash boot ---
+# --- NPU (issue 14) ---
+# [npu]: the board's neural processing unit; `zoflash build --npu CONFIG` runs the frozen prefix on it.
+NPU_TYPES = ("ethos-u55", "ethos-u65", "ethos-u85")
+_NPU = {
+    "type": (Enum(NPU_TYPES), True),
+    "base": (int, True),       # register base address
+    "irq": (int, True),        # device interrupt number (NVIC)
+    "configs": (LIST, True),   # accelerator configurations (Vela's --accelerator-config) the part has
+    "regions": (LIST, True),   # [[memory]] regions the NPU's AXI ports reach (weights, scratch, I/O)
+    "verified": (bool, True),  # false: the facts are from a public example, not checked on the part
+    "description": (str, False),
+}
+# --- end NPU ---
 FLASH_METHODS = ("qemu", "stm32cubeprogrammer", "pyocd", "openocd")
 _FLASH_COMMON = {
     "name": (str, True),
@@ -113,6 +126,7 @@ _SCHEMA = {
     "console": (_CONSOLE, False),
     "boot": (dict, False),  # boot mode name -> switch positions (free keys, string values)
     "flash_boot": (_FLASH_BOOT, False),
+    "npu": (_NPU, False),  # NPU (issue 14)
     "flash": ([{**_FLASH_COMMON, **_FLASH_ANY}], False),
 }
 FIRMWARE_TABLES = ("cpu", "memory", "placement", "console", "flash")
@@ -237,6 +251,7 @@ class Board:
     boot: dict = field(default_factory=dict)
     flash: tuple[dict, ...] = ()
     flash_boot: dict = field(default_factory=dict)
+    npu: dict = field(default_factory=dict)  # [npu] (issue 14)
     boot_mode: str = "dev"  # BOOT_MODES: the placement rules in use (for_boot)
     device_includes: tuple[str, ...] = ()  # --device-headers: include folders of the vendor headers
     raw: dict = field(default_factory=dict, compare=False, repr=False)
@@ -432,6 +447,21 @@ def for_boot(board: Board, mode: str) -> Board:
 # --- end flash boot ---
 
 
+# --- NPU (issue 14) ---
+def _check_npu(npu: dict, memory: tuple[Region, ...], where: str) -> None:
+    """The regions are the board's, the configurations are of the NPU's type."""
+    names = [r.name for r in memory]
+    for name in npu["regions"]:
+        if name not in names:
+            raise BoardError(f"{where}: 'regions' names '{name}', which [[memory]] does not define "
+                             f"(regions: {', '.join(names)})")
+    for config in npu["configs"]:
+        if not config.startswith(npu["type"] + "-"):
+            raise BoardError(f"{where}: configuration '{config}' is not of type '{npu['type']}' "
+                             f"(write it as {npu['type']}-MACS, e.g. {npu['type']}-128)")
+# --- end NPU ---
+
+
 def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
     try:
         data = tomllib.loads(text)
@@ -450,10 +480,12 @@ def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
         _check_enables(memory, port, where)
         if "flash_boot" in data:
             _check_flash_boot(data, memory, where)
+        if "npu" in data:
+            _check_npu(data["npu"], memory, f"{where} [npu]")
         candidates = placement_candidates(data["placement"])
         placement = {**{k: c[0] for k, c in candidates.items()}, "stack_bytes": data["placement"]["stack_bytes"]}
     else:
-        for table in (*FIRMWARE_TABLES, "boot", "flash_boot"):
+        for table in (*FIRMWARE_TABLES, "boot", "flash_boot", "npu"):
             if table in data:
                 raise BoardError(f"{where}: key '{table}' is not used by boards of the '{port.name}' port "
                                  f"(kind {port.kind})")
@@ -467,7 +499,7 @@ def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
                  cpu=dict(data.get("cpu", {})), memory=memory, placement=placement, candidates=candidates,
                  console=dict(data.get("console", {})), boot=dict(data.get("boot", {})),
                  flash=tuple(dict(f) for f in data.get("flash", ())), flash_boot=dict(data.get("flash_boot", {})),
-                 raw=data)
+                 npu=dict(data.get("npu", {})), raw=data)
 
 
 # ---------------------------------------------------------------------------- finding boards
@@ -570,6 +602,10 @@ def describe(board: Board) -> str:
                           if fb.candidates[k] != board.candidates[k])
         lines.append(f"  flash boot --boot flash: the boot ROM copies the signed image from {board.flash_boot['fsbl']} to "
                      f"{board.flash_boot['image']}; {moved}")
+    if board.npu:  # --- NPU (issue 14) ---
+        n = board.npu
+        lines.append(f"  npu        {n['type']} at 0x{n['base']:08X}, IRQ {n['irq']}{'' if n['verified'] else ' (unverified)'}; "
+                     f"--npu {' | '.join(n['configs'])}; reaches {', '.join(n['regions'])}")
     if board.boot:
         lines.append("  boot modes")
         for mode, text in board.boot.items():

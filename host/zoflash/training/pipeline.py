@@ -116,12 +116,24 @@ def _with_headroom(model: CompiledModel, plan, opts: TrainOptions, data):
 
 
 def training_bundle(prep: CompiledTraining, board: str | boards_mod.Board, out_dir: str | Path,
-                    prefix: str | None = None) -> Bundle:
+                    prefix: str | None = None, npu=None) -> Bundle:
     """The training bundle for a board (an id, or a Board with its memory plan: budget.fit): the
-    model, the training wiring and the data."""
+    model, the training wiring and the data. `npu` (targets.ethosu.NpuRequest): the frozen prefix
+    runs on the board's NPU."""
     if isinstance(board, str):
         board = boards_mod.load_board(board)
     prefix = prefix or c_identifier(prep.path.stem)
+    if npu is not None:  # --- NPU (issue 14) ---
+        from zoflash.targets.ethosu import npu_sources
+
+        extra = npu_sources(prep, board, npu, prefix)
+        sources = render_training(prep.model, prep.training, prefix, prep.path.name, prep.sha256, extra.run_steps)
+        sources.files.update(extra.files)
+        sources.blobs.update(extra.blobs)
+        sources.make.update(extra.make)
+        sources.manifest["npu"] = extra.manifest
+        return generate_bundle(prep.model, board, Path(out_dir), prep.path.name, prep.sha256, prefix=prefix,
+                               training=sources)
     sources = render_training(prep.model, prep.training, prefix, prep.path.name, prep.sha256)
     return generate_bundle(prep.model, board, Path(out_dir), prep.path.name, prep.sha256, prefix=prefix,
                            training=sources)

@@ -80,7 +80,9 @@ def training_manifest(training: Training) -> dict:
 
 
 def render_training(model: CompiledModel, training: Training, prefix: str, source_name: str,
-                    source_sha256: str) -> TrainingSources:
+                    source_sha256: str, npu_run_steps: str | None = None) -> TrainingSources:
+    """`npu_run_steps`: the function the trainer runs kernel calls with when an NPU runs the prefix
+    (--npu, targets/ethosu.py), instead of the model's own."""
     plan, opts, data = training.plan, training.options, training.data
     g = model.graph
     tensors = []
@@ -137,7 +139,8 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
         sha_bytes=", ".join(f"0x{source_sha256[2 * i:2 * i + 2]}" for i in range(8)),
         options_sha_bytes=", ".join(f"0x{opts_sha[2 * i:2 * i + 2]}" for i in range(8)),
         n_train=opts.buffer if stream else len(data.y_train), n_val=len(data.y_val), n_test=len(data.y_test),
-        config_fields=config_fields, sched_fields=sched_fields)
+        config_fields=config_fields, sched_fields=sched_fields,
+        run_steps=npu_run_steps or f"{prefix}_run_steps", npu_run_steps=[npu_run_steps] if npu_run_steps else [])
     env = template_env()
     files = {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in TRAIN_TEMPLATES.items()}
     app = opts.data_source == "app"

@@ -162,6 +162,17 @@ def supervise(argv: list[str]) -> int:
 _BACKGROUND: list = []  # keeps the supervisors' Popen objects alive in this process
 
 
+# --- NPU (issue 14) ---
+def _runs_on_an_npu(bundle_dir: Path) -> bool:
+    """The bundle was built with --npu (its manifest's training.npu)."""
+    try:
+        manifest = json.loads((Path(bundle_dir) / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False  # check_files and the loader report a broken bundle
+    return bool((manifest.get("training") or {}).get("npu"))
+# --- end NPU ---
+
+
 @register
 class QemuRunner(Runner):
     """qemu-system-arm in the background, the console UART on a local TCP port.
@@ -183,6 +194,9 @@ class QemuRunner(Runner):
             raise FlashError("running QEMU in the background is supported on Linux and macOS only; run the "
                              "command of `zoflash flash --dry-run` by hand")
         _require(opts, fw.entry["program"], dry_run)
+        if not dry_run and _runs_on_an_npu(fw.dir):  # --- NPU (issue 14) ---
+            raise FlashError("this firmware runs its frozen prefix on the Ethos-U NPU (built with --npu), which QEMU "
+                             "does not emulate: load it on the board, or build without --npu for QEMU")
         if opts.port is None:
             opts.port, opts.auto_port = free_port(), True
         if opts.timeout is None or opts.timeout <= 0:
