@@ -472,6 +472,10 @@ void zo_minimum_s16(const zo_minmax_params_t *p, const int16_t *input1, const in
 void zo_resize_nearest_s16(const zo_resize_nearest_params_t *p, const int16_t *input, int16_t *output);
 /* ==== end of int16 activations ============================================================== */
 
+/* The portable CONV_2D path for receptive fields over ZO_CONV_PATCH_MAX bytes (no patch buffer). */
+void zo_conv2d_s8_direct(const zo_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
+                         const int32_t *bias, int8_t *output);
+
 /* ==== Helium (MVE) kernels (zo_kernels_mve.c) ============================================== */
 /* On targets with integer MVE (the Cortex-M55), unless ZO_NO_MVE is defined, zo_kernels_mve.c
  * defines the public entry points below with Helium kernels, bit-exact with the portable C; the

@@ -611,7 +611,7 @@ void zo_conv2d_s8(const zo_conv2d_params_t *p, const int8_t *input, const int8_t
     } else if (k <= ZO_CONV_PATCH_MAX) {
         zo_mve_conv2d_im2col(p, input, filter, bias, output);
     } else {
-        zo_conv2d_s8_portable(p, input, filter, bias, output);
+        zo_conv2d_s8_direct(p, input, filter, bias, output); /* links only that part of the portable C */
     }
 }
 
@@ -703,7 +703,7 @@ static void zo_mve_dw_4px(const zo_depthwise_conv2d_params_t *p, const int8_t *x
 }
 
 /* One output channel block [oc0, oc0 + n) over every output pixel.  The flags are constants at
- * each call, so each use compiles to its own loop: `two` = 16 channels (else 8), `pred` = fewer
+ * each call (but `two` with `gather`), so each use compiles to its own loop: `two` = 16 channels (else 8), `pred` = fewer
  * than that (predicated loads), `gather` = depth multiplier > 1 (input channel (oc0 + j) / dm).
  * int16 lanes: x - zp and w both fit, their products (VMULLB/VMULLT, even and odd lanes) are
  * added to int32 accumulators. */
@@ -824,10 +824,8 @@ void zo_depthwise_conv2d_s8(const zo_depthwise_conv2d_params_t *p, const int8_t 
 {
     for (int32_t oc0 = 0; oc0 < p->output_c; oc0 += 16) {
         const int32_t n = zo_min32(16, p->output_c - oc0);
-        if (p->depth_multiplier != 1 && n > 8) {
-            zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 1, 1, 1);
-        } else if (p->depth_multiplier != 1) {
-            zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 0, 1, 1);
+        if (p->depth_multiplier != 1) { /* rare (first layers): one copy, the second half decided at run time */
+            zo_mve_dw_block(p, input, filter, bias, output, oc0, n, n > 8, 1, 1);
         } else if (n == 16) {
             zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 1, 0, 0);
         } else if (n == 8) {
