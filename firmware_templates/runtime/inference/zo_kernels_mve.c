@@ -822,6 +822,19 @@ __attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depth
 void zo_depthwise_conv2d_s8(const zo_depthwise_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
                             const int32_t *bias, int8_t *output)
 {
+    zo_depthwise_conv2d_params_t along_w;
+    if (p->input_w == 1 && p->output_w == 1 && p->filter_w == 1 && p->input_h > 1) {
+        /* A 1-D convolution along H (time series): the same bytes read as one row along W, where
+         * four output pixels run at once. */
+        along_w = *p;
+        along_w.input_h = 1, along_w.input_w = p->input_h;
+        along_w.output_h = 1, along_w.output_w = p->output_h;
+        along_w.filter_h = 1, along_w.filter_w = p->filter_h;
+        along_w.stride_h = 1, along_w.stride_w = p->stride_h;
+        along_w.dilation_h = 1, along_w.dilation_w = p->dilation_h;
+        along_w.pad_h = 0, along_w.pad_w = p->pad_h;
+        p = &along_w;
+    }
     for (int32_t oc0 = 0; oc0 < p->output_c; oc0 += 16) {
         const int32_t n = zo_min32(16, p->output_c - oc0);
         if (p->depth_multiplier != 1) { /* rare (first layers): one copy, the second half decided at run time */

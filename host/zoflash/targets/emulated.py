@@ -145,15 +145,27 @@ def parse_outputs(bundle: Bundle, text: str, n: int) -> EmulatedRun:
     return run
 
 
+def _model_rodata(bundle: Bundle) -> int:
+    """The read-only data of the model's own C (kernel parameters: multipliers, shifts, folded
+    biases), from its compiled object."""
+    obj = f"build/obj/{bundle.prefix}.o"
+    run_make(bundle, obj)
+    tool = bundle.manifest["toolchain"]["cc"].replace("gcc", "size")
+    out = subprocess.run([tool, "-A", str(bundle.path / obj)], capture_output=True, text=True).stdout
+    return sum(int(line.split()[1]) for line in out.splitlines() if line.startswith(".rodata"))
+
+
 def samples_per_run(bundle: Bundle, sample_bytes: int) -> int:
     """How many samples one image embeds: half of what the memory plan leaves free in the region of
-    the read-only data (the code at the port's estimate, and the weights when they are there too)."""
+    the read-only data (the code at the port's estimate, the model's parameters, and the weights
+    when they are there too); 0 when not even one fits."""
     board = placed_board(bundle)
     region = board.region_of("rodata")
-    used = load_port(board.port).code_bytes_inference
+    used = load_port(board.port).code_bytes_inference + _model_rodata(bundle)
     if board.placement["weights"] == region.name:
         used += bundle.manifest["memory"]["weights_bytes"]
-    return max(1, (region.size - used) // 2 // max(sample_bytes, 1))
+    free = region.size - used
+    return 0 if free < sample_bytes else max(1, free // 2 // max(sample_bytes, 1))
 
 
 def run_inference(bundle: Bundle, x, extra_cflags: str = "", time_us: int = 0, profile: bool = False,
@@ -164,7 +176,13 @@ def run_inference(bundle: Bundle, x, extra_cflags: str = "", time_us: int = 0, p
     board = load_board(bundle.board)
     emulator(board)
     xs, n = samples(bundle, x)
-    per_run = samples_per_run(bundle, sum(a[0].nbytes for a in xs))
+    sample_bytes = sum(a[0].nbytes for a in xs)
+    per_run = samples_per_run(bundle, sample_bytes)
+    if per_run == 0:
+        region = placed_board(bundle).region_of("rodata")
+        raise DataError(f"one input ({sample_bytes} bytes) does not fit beside the model in {region.name} on "
+                        f"{board.id}: the emulated run embeds its inputs with the read-only data, and the weights "
+                        "fill that region")
     if n > per_run and bundle.manifest["memory"]["state_bytes"] > 0:
         raise DataError(f"the model keeps state across samples, so they run in one image, where at most {per_run} "
                         f"fit on {board.id}: give at most {per_run} samples")
