@@ -47,6 +47,32 @@ static uint64_t now_us(const trainer_t *tr)
     return zo_port_time_us() - tr->t0;
 }
 
+/* ---- auto lr step size ------------------------------------------------------------------- */
+
+/* LSB RMS per step of the first updates: rho, at most max(1, w_rms / ZO_LR_W_RMS_DIV) where
+ * w_rms is the RMS of the trainable int8 weights, so that a few hundred mostly-noise steps do
+ * not move a small pretrained layer by more than its own size (docs/training.md "Learning rate"). */
+static float auto_step_lsb(const zo_train_model_t *m, float rho)
+{
+    uint64_t sq = 0u, n = 0u;
+    for (int32_t k = 0; k < m->n_tensors; ++k) {
+        const zo_trainable_t *tt = &m->tensors[k];
+        if (tt->eps_b == NULL) {
+            const int8_t *w = (const int8_t *)tt->values;
+            for (int32_t e = 0; e < tt->count; ++e) {
+                sq += (uint64_t)((int32_t)w[e] * (int32_t)w[e]);
+            }
+            n += (uint64_t)tt->count;
+        }
+    }
+    if (n == 0u) {
+        return rho;
+    }
+    const float by_w = sqrtf((float)sq / (float)n) / (float)ZO_LR_W_RMS_DIV;
+    const float bound = (by_w > 1.0f) ? by_w : 1.0f;
+    return (rho < bound) ? rho : bound;
+}
+
 /* ---- perturbation of every trainable tensor along direction (t, i) ---------------------- */
 
 static void perturb_all(const trainer_t *tr, int32_t sign, uint32_t t, uint32_t i)
@@ -563,7 +589,7 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
                     break;
                 }
                 float p = 1.0f / (float)(1u << cfg->density_log2);
-                tr.lr1 = cfg->rho * sqrtf(p / m2_calib);
+                tr.lr1 = auto_step_lsb(m, cfg->rho) * sqrtf(p / m2_calib);
                 send_event(&tr, t, ZO_TM_EV_LR, 0u, state, state, q, q, tr.lr1, calib);
             }
         } else {
