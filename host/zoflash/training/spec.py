@@ -123,7 +123,7 @@ TRAIN_DEFAULTS = dict(
     rounding="split16",
     lr=None,                 # None = auto-calibrated
     rho=4.0,                 # auto lr: RMS update in LSB per step at q = 1
-    lr_scaling="sqrt",
+    lr_scaling="linear",     # lr at q = lr_1 * q (ZO theory for q << d; docs/training.md "Learning rate")
     calib_steps=8,
     calib_q=8,
     seed=1,
