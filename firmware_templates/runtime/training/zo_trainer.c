@@ -49,10 +49,11 @@ static uint64_t now_us(const trainer_t *tr)
 
 /* ---- auto lr step size ------------------------------------------------------------------- */
 
-/* LSB RMS per step of the first updates: rho, at most max(1, w_rms / ZO_LR_W_RMS_DIV) where
- * w_rms is the RMS of the trainable int8 weights, so that a few hundred mostly-noise steps do
- * not move a small pretrained layer by more than its own size (docs/training.md "Learning rate"). */
-static float auto_step_lsb(const zo_train_model_t *m, float rho)
+/* LSB RMS per step of the first updates (over the directions' nonzero entries, density p): rho,
+ * at most max(1, w_rms / ZO_LR_W_RMS_DIV / sqrt(p)) where w_rms is the RMS of the trainable int8
+ * weights, so that a few hundred mostly-noise steps do not move a pretrained layer by more than
+ * its own size (docs/training.md "Learning rate"). */
+static float auto_step_lsb(const zo_train_model_t *m, float rho, float p)
 {
     uint64_t sq = 0u, n = 0u;
     for (int32_t k = 0; k < m->n_tensors; ++k) {
@@ -68,7 +69,7 @@ static float auto_step_lsb(const zo_train_model_t *m, float rho)
     if (n == 0u) {
         return rho;
     }
-    const float by_w = sqrtf((float)sq / (float)n) / (float)ZO_LR_W_RMS_DIV;
+    const float by_w = (sqrtf((float)sq / (float)n) / (float)ZO_LR_W_RMS_DIV) / sqrtf(p);
     const float bound = (by_w > 1.0f) ? by_w : 1.0f;
     return (rho < bound) ? rho : bound;
 }
@@ -589,7 +590,7 @@ int zo_train_run(const zo_train_model_t *m, const zo_train_config_t *cfg)
                     break;
                 }
                 float p = 1.0f / (float)(1u << cfg->density_log2);
-                tr.lr1 = auto_step_lsb(m, cfg->rho) * sqrtf(p / m2_calib);
+                tr.lr1 = auto_step_lsb(m, cfg->rho, p) * sqrtf(p / m2_calib);
                 send_event(&tr, t, ZO_TM_EV_LR, 0u, state, state, q, q, tr.lr1, calib);
             }
         } else {
