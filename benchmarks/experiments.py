@@ -43,7 +43,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_inference import cpu_name  # noqa: E402
-
 from zoflash.training import spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
