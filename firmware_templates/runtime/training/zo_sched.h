@@ -56,10 +56,10 @@ typedef enum {
     ZO_EV_STEP = 1,           /* an ordinary step: no window closed, nothing due */
     ZO_EV_DIVERGED = 2,       /* the trainer rolled this step back (plateau, critical) */
     ZO_EV_WINDOW_FIRST = 3,   /* plateau: the first window closed (WARMUP) */
-    ZO_EV_IMPROVED = 4,       /* plateau: window mean beat best by > max(tau*best, z*se) */
+    ZO_EV_IMPROVED = 4,       /* plateau: mean beat best by > tau*best and z * both windows' se */
     ZO_EV_STALE = 5,          /* plateau: no improvement, patience not yet exhausted */
     ZO_EV_PATIENCE = 6,       /* plateau: no improvement for `patience` windows */
-    ZO_EV_RISE = 7,           /* plateau: window mean > best * (1 + rise) */
+    ZO_EV_RISE = 7,           /* plateau: mean > best * (1 + rise), significant; counts as stale */
     ZO_EV_COOLED = 8,         /* plateau, critical: the window after a change closed */
     ZO_EV_CALIBRATED = 9,     /* critical: calib_steps observations done */
     ZO_EV_TARGET_HOLD = 10,   /* critical: window closed, target q* == q */

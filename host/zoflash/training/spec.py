@@ -31,10 +31,10 @@ EVENTS = ("NONE",            # no observation yet
           "STEP",            # nothing closed or due
           "DIVERGED",        # the trainer rolled the step back (plateau, critical)
           "WINDOW_FIRST",    # plateau: first window closed
-          "IMPROVED",        # plateau: mean beat best by > max(tau*best, z*se)
+          "IMPROVED",        # plateau: mean beat best by > tau*best and z * both windows' se
           "STALE",           # plateau: no improvement, patience left
           "PATIENCE",        # plateau: no improvement for `patience` windows
-          "RISE",            # plateau: mean > best * (1 + rise)
+          "RISE",            # plateau: mean > best * (1 + rise), significant (counts as stale)
           "COOLED",          # plateau, critical: the window after a change closed
           "CALIBRATED",      # critical: calib_steps observations done
           "TARGET_HOLD",     # critical: target == q
