@@ -16,7 +16,7 @@ Methods:
     grid run are counted as the search cost;
   * fixed q with one common lr: the auto lr (rho 4) with lr_scaling fixed, i.e. the same lr at
     every q;
-  * adazeta, plateau, critical with their defaults (lr auto, rho 4, lr_scaling sqrt);
+  * adazeta, plateau, critical with their defaults (lr auto, rho 4, lr_scaling linear);
   * an lr sweep over a 16x range (lr_1 = L0 * 2^k, k = -2..2) for fixed q = 1, fixed q = 16 (taken
     from the grid), plateau, critical and adazeta;
   * no adaptation: the step-0 evaluation (the pretrained model).
@@ -43,6 +43,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_inference import cpu_name  # noqa: E402
+from zoflash.training import spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "tests" / "fixtures" / "digits_cnn.tflite"
@@ -54,6 +55,7 @@ SWEEP_FIXED_Q = (1, 16)
 EXTEND = 2            # grid extensions per side at most
 ADAPTIVE_EVAL_EVERY = 8  # steps between evaluations for the adaptive schedulers
 BEGIN, END = "<!-- experiments:results:begin -->", "<!-- experiments:results:end -->"
+DEFAULT_SCALING = spec.TRAIN_DEFAULTS["lr_scaling"]  # the adaptive schedulers' lr at q
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ QUICK = Config("quick", (1, 2), 100_000, (1, 4, 16, 64), (-1, 0, 1), (-2, 0, 2),
 # ----------------------------------------------------------------------------------- one run
 
 def run_key(sched: str, q: int, lr: str, seed: int) -> str:
-    """lr: 'auto' (lr_scaling sqrt), 'common' (auto, lr_scaling fixed) or 'k<n>' (lr_1 = L0 * 2^n)."""
+    """lr: 'auto' (default lr_scaling), 'common' (auto, lr_scaling fixed) or 'k<n>' (lr_1 = L0 * 2^n)."""
     return f"{sched}|q{q}|{lr}|s{seed}"
 
 
@@ -114,12 +116,14 @@ def run_one(spec: dict) -> dict:
 
 
 def make_spec(cfg: Config, sched: str, q: int, lr: str, seed: int, l0: float | None = None) -> dict:
+    # the fixed-q grid is in lr_1 units with sqrt scaling; the adaptive schedulers use the default
+    scaling = "sqrt" if sched == "fixed" else DEFAULT_SCALING
     if lr == "auto":
-        value, scaling = None, "sqrt"
+        value = None
     elif lr == "common":
         value, scaling = None, "fixed"
     else:
-        value, scaling = float(np.float32(l0 * 2.0 ** int(lr[1:]))), "sqrt"
+        value = float(np.float32(l0 * 2.0 ** int(lr[1:])))
     if sched == "fixed":
         every = max(1, round(cfg.eval_passes / passes_per_step(q)))
     else:
@@ -237,7 +241,7 @@ def analyse(data: dict) -> dict:
         rows.append(Row(f"fixed q={q}, common lr", "auto, lr_scaling fixed",
                         [run_key("fixed", q, "common", s) for s in seeds], group="common"))
     for s_name in ADAPTIVE:
-        rows.append(Row(s_name, "auto (rho 4, sqrt)", [run_key(s_name, 1, "auto", s) for s in seeds], group="adaptive"))
+        rows.append(Row(s_name, "auto (rho 4, linear)", [run_key(s_name, 1, "auto", s) for s in seeds], group="adaptive"))
     best_row = next(r for r in rows if r.label == f"fixed q={best_q}, tuned lr")
     best_finals = np.array([res[k]["final_acc"] for k in best_row.keys])
     floor = res[rows[0].keys[0]]["eval_acc"][0]
@@ -405,12 +409,12 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
         (f"Learning rates: the auto lr calibrates lr_1 = rho·sqrt(p/m2) with rho = 4 over 8 steps at q = 8 "
         f"(2176 passes, inside the budget); per seed lr_1 = "
         f"{', '.join(f'{v:.3g}' for v in data['lr1_per_seed'])}, geometric mean L0 = {a['l0']:g}. "
-        f"Explicit rates are lr_1 = L0·2^k with lr_scaling sqrt (the lr used at q is lr_1·sqrt(q)), so "
-        f"k = 0 is the auto rule at every q. Tuned fixed q: grid k = {min(cfg.grid)}..{max(cfg.grid)} "
+        f"Explicit rates are lr_1 = L0·2^k, with lr_scaling sqrt for fixed q (the lr used at q is lr_1·sqrt(q)) "
+        f"and the default linear for the adaptive schedulers (lr_1·q), so k = 0 is the auto rule. Tuned fixed q: grid k = {min(cfg.grid)}..{max(cfg.grid)} "
         f"({2 ** (max(cfg.grid) - min(cfg.grid))}x), extended by one step while the best mean final "
         f"accuracy sat at an edge (at most {EXTEND} per side), the best mean final accuracy picked per q. "
         f"Common lr: the auto lr_1 with lr_scaling fixed, the same lr at every q. adazeta, plateau, "
-        f"critical: defaults (lr auto, rho 4, sqrt scaling). Not included: q = 1 with lr decay "
+        f"critical: defaults (lr auto, rho 4, linear scaling). Not included: q = 1 with lr decay "
         f"(zoflash has no lr-decay option)."),
         "",
         (f"Floor (no adaptation, the step-0 evaluation): **{pct(a['floor'])}%**. Best tuned fixed q: "

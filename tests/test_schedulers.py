@@ -24,8 +24,9 @@ SOURCES = [TRAINING / "zo_sched.c", ZO_MATH / "zo_train_math.c", ZO_MATH / "zo_r
 BATCH = 4
 
 INT_STATE = ("q", "state", "stop", "n_obs", "last_event", "w_passes", "w_steps", "has_best", "stale",
-             "has_ema", "has_kappa", "pending", "count")
-FLOAT_STATE = ("w_sum", "w_sq", "w_mean", "w_se2", "best", "one_minus_a", "e_m2", "e_v", "e_kappa", "q_star")
+             "has_ema", "has_kappa", "pending", "count", "raised", "gained")
+FLOAT_STATE = ("w_sum", "w_sq", "w_mean", "w_se2", "best", "one_minus_a", "e_m2", "e_v", "e_kappa", "q_star",
+               "best_se2")
 # per step: before (wants_centre, q, state), the event (filled, 6 fields), after (should_stop)
 REC = ("centre", "q", "state", "filled", "ev_step", "code", "state_from", "state_to", "q_from", "q_to", "stop")
 
@@ -35,9 +36,10 @@ SHIM = r"""
 
 static void dump(const zo_sched_t *s, int64_t *i, float *f) {
     const int64_t iv[] = { s->q, s->state, s->stop, s->n_obs, s->last_event, (int64_t)s->w_passes,
-                           s->w_steps, s->has_best, s->stale, s->has_ema, s->has_kappa, s->pending, s->count };
+                           s->w_steps, s->has_best, s->stale, s->has_ema, s->has_kappa, s->pending, s->count,
+                           s->raised, s->gained };
     const float fv[] = { s->w_sum, s->w_sq, s->w_mean, s->w_se2, s->best, s->one_minus_a, s->e_m2, s->e_v,
-                         s->e_kappa, s->q_star };
+                         s->e_kappa, s->q_star, s->best_se2 };
     memcpy(i, iv, sizeof iv);
     memcpy(f, fv, sizeof fv);
 }
@@ -58,7 +60,7 @@ void t_run(const zo_sched_config_t *cfg, const zo_sched_obs_t *obs, int32_t n, i
         r[4] = ev.step; r[5] = ev.code; r[6] = ev.state_from; r[7] = ev.state_to;
         r[8] = ev.q_from; r[9] = ev.q_to;
         r[10] = zo_sched_should_stop(&s);
-        dump(&s, ints + 13 * k, floats + 10 * k);
+        dump(&s, ints + 15 * k, floats + 11 * k);
     }
 }
 
@@ -185,8 +187,14 @@ class Run:
             if r[3]:
                 assert (r[6], r[8]) != (r[7], r[9]), "an event is a change"
                 assert r[8] == r[1]
-        for (passes, steps, _mean, _se2), last_passes in self.windows:
+        for (passes, steps, mean, se2), last_passes in self.windows:
             assert passes >= cfg["window_passes"] and steps >= cfg["window_min_steps"]
+            if self.sched.kind == S.PLATEAU_KIND:
+                # plateau windows close once precise enough (z * se <= tau * mean), or at the cap
+                assert steps <= cfg["window_max_steps"]
+                if steps < cfg["window_max_steps"]:
+                    assert float(cfg["z"]) * math.sqrt(se2) <= float(cfg["tau"]) * float(mean) * (1 + 1e-5)
+                continue
             # it closed at the first step that met both
             assert passes - last_passes < cfg["window_passes"] or steps - 1 < cfg["window_min_steps"]
 
@@ -276,7 +284,8 @@ def test_fixed(lib):
 
 # ---------------------------------------------------------------------------- plateau
 
-PLATEAU_SMALL = {"window_passes": 64, "window_min_steps": 4, "tau": 0.01, "z": 1.0, "patience": 2}
+PLATEAU_SMALL = {"window_passes": 64, "window_min_steps": 4, "window_max_steps": 16, "tau": 0.01, "z": 1.0,
+                 "patience": 2}
 
 
 def _loss_gen(fn, div=None):
@@ -290,6 +299,8 @@ def plateau_runs() -> dict[str, Run]:
     runs["decreasing"] = Run("plateau", PLATEAU_SMALL, _loss_gen(lambda t, r: 2.0 * 0.99 ** t), 300)
     runs["flat_stop"] = Run("plateau", {**PLATEAU_SMALL, "q_max": 8, "stop_when_capped": True},
                             _loss_gen(lambda t, r: 1.0), 500, until_stop=True)
+    runs["stairs"] = Run("plateau", {**PLATEAU_SMALL, "q_max": 8, "stop_when_capped": True},
+                         lambda t, s, centre, rng, ctx: obs(loss=1.0 / s.q), 500, until_stop=True)
     # a sharp rise after a descent (MONITOR), then a slower one
     runs["rise"] = Run("plateau", {**PLATEAU_SMALL, "q_max": 16},
                        _loss_gen(lambda t, r: 2.0 * 0.99 ** t * (3.0 if 60 <= t < 100 else 1.0)), 200)
@@ -302,6 +313,11 @@ def plateau_runs() -> dict[str, Run]:
     runs["diverge_everywhere"] = Run("plateau", PLATEAU_SMALL,
                                      _loss_gen(lambda t, r: 1.0 + 0.001 * r.standard_normal(),
                                                diverge_in_each_state()), 600, seed=3)
+    stairs_div = diverge_in_each_state(states={S.COOLDOWN, S.CAPPED})
+    runs["diverge_stairs"] = Run("plateau", {**PLATEAU_SMALL, "q_max": 8}, lambda t, s, centre, rng, ctx: obs(
+        loss=1.0 / s.q, diverged=stairs_div(s, ctx)), 300)
+    runs["diverge_capped"] = Run("plateau", {**PLATEAU_SMALL, "q0": 4, "q_max": 4}, _loss_gen(
+        lambda t, r: 1.0, diverge_in_each_state(4, states={S.CAPPED})), 60)
     runs["diverge_twice"] = Run("plateau", {**PLATEAU_SMALL, "q0": 2},
                                 _loss_gen(lambda t, r: 1.5 - 0.002 * t, lambda s, c: s.state == S.DIVERGE and c["in_state"] == 2),
                                 300)
@@ -316,13 +332,23 @@ def test_plateau_traces(lib):
     assert codes[0] == EV.WINDOW_FIRST and dec.sched.q == 1 and dec.sched.state == S.MONITOR
     assert (S.MONITOR, EV.IMPROVED) in dec.pairs and (S.MONITOR, EV.PATIENCE) not in dec.pairs
 
+    # a flat loss: one raise, which brings nothing, so q holds there (and stops when asked)
     flat = runs["flat_stop"]
-    assert flat.sched.should_stop() and flat.sched.state == S.CAPPED and flat.sched.q == 8
-    assert [e[5] for e in flat.events if e[5] != e[4]] == [2, 4, 8], "one doubling per patience"
-    assert (S.CAPPED, EV.PATIENCE) in flat.pairs and flat.rec[-1, 10] == 1 and not flat.rec[:-1, 10].any()
+    assert flat.sched.should_stop() and flat.sched.state == S.HOLD and flat.sched.q == 2
+    assert (S.MONITOR, EV.NO_GAIN) in flat.pairs and flat.rec[-1, 10] == 1 and not flat.rec[:-1, 10].any()
 
+    # a loss that drops at every raise: each raise paid off, so q keeps doubling up to q_max
+    stairs = runs["stairs"]
+    assert [e[5] for e in stairs.events if e[5] != e[4]] == [2, 4, 8], "one doubling per patience"
+    assert stairs.sched.should_stop() and stairs.sched.state == S.CAPPED
+    assert (S.CAPPED, EV.PATIENCE) in stairs.pairs and (S.MONITOR, EV.NO_GAIN) not in stairs.pairs
+
+    # a rise never doubles q: it counts as a stale window
     rise = runs["rise"]
     assert (S.MONITOR, EV.RISE) in rise.pairs and (S.COOLDOWN, EV.COOLED) in rise.pairs
+    for k, row in enumerate(rise.rec):
+        if rise.ints[k][INT_STATE.index("last_event")] == EV.RISE:
+            assert rise.ints[k][0] == row[1]
 
     capped = runs["capped"]
     assert {(S.CAPPED, EV.IMPROVED), (S.CAPPED, EV.STALE), (S.CAPPED, EV.PATIENCE), (S.CAPPED, EV.RISE)} <= capped.pairs
@@ -362,7 +388,7 @@ def test_plateau_diverge_sets_best_from_fresh_window(lib):
 def test_plateau_comparisons_at_equality(lib):
     """Exact ties (one-step windows, so mean = loss and se = 0): improvement and rise are
     strict, and rise compares with best * (1 + rise) rounded as written."""
-    one = {"window_passes": 1, "window_min_steps": 1, "patience": 10, "q_max": 64}
+    one = {"window_passes": 1, "window_min_steps": 1, "window_max_steps": 1, "patience": 10, "q_max": 64}
 
     def seq(losses):
         return lambda t, s, centre, rng, ctx: obs(loss=losses[min(t, len(losses) - 1)])
@@ -382,9 +408,9 @@ def test_plateau_comparisons_at_equality(lib):
             seq([best, edge, np.nextafter(edge, F32(10))]), 3)
     r.compare_with_c(lib)
     assert r.ints[:, INT_STATE.index("last_event")].tolist() == [EV.WINDOW_FIRST, EV.STALE, EV.RISE]
-    assert r.sched.q == 2
+    assert r.sched.q == 1, "a rise is not a reason to double q"
     # gain^2 exactly at one rounding of z^2 se^2: the spec's (z * z) * se2 decides
-    two = {**one, "window_min_steps": 2, "tau": 0.0, "rise": 1.0}
+    two = {**one, "window_min_steps": 2, "window_max_steps": 2, "tau": 0.0, "rise": 1.0}
     for improved in (True, False):
         best, (a, b), z = _se_tie(improved)
         r = Run("plateau", {**two, "z": float(z)}, seq([best, best, a, b]), 4)

@@ -61,7 +61,7 @@ CSTRUCTS = {k: type(f"zo_tm_{k}_t", (ctypes.Structure,),
                     {"_fields_": [(n, _CTYPES[c]) for n, c in proto.LAYOUTS[k][1]]}) for k in FIXED_KINDS}
 
 # Names as the brief states them (not taken from the module under test).
-STATES = ["FIXED", "WARMUP", "MONITOR", "COOLDOWN", "CAPPED", "DIVERGE", "CALIBRATE", "TRACK", "RAMP"]
+STATES = ["FIXED", "WARMUP", "MONITOR", "COOLDOWN", "CAPPED", "DIVERGE", "CALIBRATE", "TRACK", "RAMP", "HOLD"]
 ENUMS = {"scheduler": ["fixed", "plateau", "critical", "adazeta"], "rounding": ["split16", "nearest", "stochastic"],
          "loss_kind": ["softmax-ce", "sigmoid-bce", "mse"],
          "kind": [None, "scheduler", "lr", "rollback", "stop"],

@@ -47,15 +47,16 @@ def test_defaults_are_the_documented_ones():
     assert (o.train, o.biases_only, o.max_params) == ("last:1", False, None)
     assert (o.batch, o.eps, o.density, o.density_log2, o.rounding, o.seed) == (16, 1, 1.0, 0, "split16", 1)
     assert o.lr is None and o.lr_auto
-    assert (o.rho, o.lr_scaling, o.calib_steps, o.calib_q) == (4.0, "sqrt", 8, 8)
+    assert (o.rho, o.lr_scaling, o.calib_steps, o.calib_q) == (4.0, "linear", 8, 8)
     assert (o.steps, o.budget, o.max_steps, o.eval_every) == (None, None, 500, 50)
     assert (o.scheduler, o.q, o.q_min, o.q_max, o.sched) == ("plateau", 1, 1, 64, {})
     # docs/training.md, "Guards and rollback": guard_sat 0.25, guard_zero 0.98, guard_steps 8
     assert (o.bias_bound, o.guard_sat, o.guard_zero, o.guard_steps) == (8, 0.25, 0.98, 8)
-    # docs/training.md, "plateau": q0 = 1, tau = 0.01, z = 1, patience 2, window 4096 passes / 8 steps
+    # docs/training.md, "plateau": q0 = 1, tau = 0.01, z = 2, patience 2, window 4096 passes / 16-128 steps
     p = o.sched_params()
     assert (p["q0"], p["q_min"], p["q_max"]) == (1, 1, 64)
-    assert (p["tau"], p["z"], p["patience"], p["window_passes"], p["window_min_steps"]) == (0.01, 1.0, 2, 4096, 8)
+    assert (p["tau"], p["z"], p["patience"], p["window_passes"], p["window_min_steps"], p["window_max_steps"]) == (
+        0.01, 2.0, 2, 4096, 16, 128)
     assert not p["stop_when_capped"]
 
 

@@ -19,26 +19,36 @@ static const zo_sched_rule_t FIXED_RULES[] = {
     R(FIXED, STEP, FIXED, FIXED, 0),
 };
 
-/* plateau: doubling into COOLDOWN lands in CAPPED instead when q reaches q_max. */
+/* plateau: doubling into COOLDOWN lands in CAPPED instead when q reaches q_max.  A rise only
+ * counts as a stale window (noise must not double q); patience at a q whose raise brought no
+ * significant gain holds q there (HOLD). */
+#define NOTE_GAIN (ZO_ACT_BEST_SET | ZO_ACT_STALE_CLEAR | ZO_ACT_GAINED)
 static const zo_sched_rule_t PLATEAU_RULES[] = {
     R(WARMUP, STEP, WARMUP, WARMUP, 0),
     R(WARMUP, DIVERGED, DIVERGE, DIVERGE, DIVERGE_ACTS | ZO_ACT_STALE_CLEAR),
     R(WARMUP, WINDOW_FIRST, MONITOR, CAPPED, ZO_ACT_BEST_SET),
     R(MONITOR, STEP, MONITOR, CAPPED, 0),
     R(MONITOR, DIVERGED, DIVERGE, DIVERGE, DIVERGE_ACTS | ZO_ACT_STALE_CLEAR),
-    R(MONITOR, IMPROVED, MONITOR, CAPPED, ZO_ACT_BEST_SET | ZO_ACT_STALE_CLEAR),
+    R(MONITOR, IMPROVED, MONITOR, CAPPED, NOTE_GAIN),
     R(MONITOR, STALE, MONITOR, CAPPED, ZO_ACT_BEST_MIN | ZO_ACT_STALE_INC),
     R(MONITOR, PATIENCE, COOLDOWN, CAPPED, ZO_ACT_BEST_MIN | ZO_ACT_STALE_CLEAR | ZO_ACT_DOUBLE),
-    R(MONITOR, RISE, COOLDOWN, CAPPED, ZO_ACT_DOUBLE),
+    R(MONITOR, RISE, MONITOR, CAPPED, ZO_ACT_STALE_INC),
+    R(MONITOR, NO_GAIN, HOLD, HOLD, ZO_ACT_BEST_MIN | ZO_ACT_STALE_CLEAR | ZO_ACT_STOP),
     R(COOLDOWN, STEP, COOLDOWN, COOLDOWN, 0),
     R(COOLDOWN, DIVERGED, DIVERGE, DIVERGE, DIVERGE_ACTS | ZO_ACT_STALE_CLEAR),
-    R(COOLDOWN, COOLED, MONITOR, CAPPED, ZO_ACT_BEST_MIN | ZO_ACT_STALE_CLEAR),
+    R(COOLDOWN, COOLED, MONITOR, CAPPED, ZO_ACT_STALE_CLEAR), /* best stays: the raise's gain is judged next */
     R(CAPPED, STEP, CAPPED, CAPPED, 0),
     R(CAPPED, DIVERGED, DIVERGE, DIVERGE, DIVERGE_ACTS | ZO_ACT_STALE_CLEAR),
-    R(CAPPED, IMPROVED, CAPPED, CAPPED, ZO_ACT_BEST_SET | ZO_ACT_STALE_CLEAR),
+    R(CAPPED, IMPROVED, CAPPED, CAPPED, NOTE_GAIN),
     R(CAPPED, STALE, CAPPED, CAPPED, ZO_ACT_BEST_MIN | ZO_ACT_STALE_INC),
     R(CAPPED, PATIENCE, CAPPED, CAPPED, ZO_ACT_BEST_MIN | ZO_ACT_STALE_CLEAR | ZO_ACT_STOP),
-    R(CAPPED, RISE, CAPPED, CAPPED, 0), /* q cannot grow; a rise is not a plateau */
+    R(CAPPED, RISE, CAPPED, CAPPED, ZO_ACT_STALE_INC),
+    R(HOLD, STEP, HOLD, HOLD, 0),
+    R(HOLD, DIVERGED, DIVERGE, DIVERGE, DIVERGE_ACTS | ZO_ACT_STALE_CLEAR),
+    R(HOLD, IMPROVED, HOLD, HOLD, NOTE_GAIN),
+    R(HOLD, STALE, HOLD, HOLD, ZO_ACT_BEST_MIN | ZO_ACT_STALE_INC),
+    R(HOLD, PATIENCE, HOLD, HOLD, ZO_ACT_BEST_MIN | ZO_ACT_STALE_CLEAR | ZO_ACT_STOP),
+    R(HOLD, RISE, HOLD, HOLD, ZO_ACT_STALE_INC),
     R(DIVERGE, STEP, DIVERGE, DIVERGE, 0),
     R(DIVERGE, DIVERGED, DIVERGE, DIVERGE, DIVERGE_ACTS | ZO_ACT_STALE_CLEAR),
     R(DIVERGE, COOLED, MONITOR, CAPPED, ZO_ACT_BEST_SET | ZO_ACT_STALE_CLEAR),
@@ -70,6 +80,7 @@ static const zo_sched_rule_t ADAZETA_RULES[] = {
 };
 
 #undef R
+#undef NOTE_GAIN
 
 typedef struct {
     const zo_sched_rule_t *rules;
@@ -88,12 +99,12 @@ static const zo_sched_kind_def_t KINDS[ZO_SCHED_N_KINDS] = {
 
 static const char *const KIND_NAMES[ZO_SCHED_N_KINDS] = { "fixed", "plateau", "critical", "adazeta" };
 static const char *const STATE_NAMES[ZO_SCHED_N_STATES] = {
-    "FIXED", "WARMUP", "MONITOR", "COOLDOWN", "CAPPED", "DIVERGE", "CALIBRATE", "TRACK", "RAMP"
+    "FIXED", "WARMUP", "MONITOR", "COOLDOWN", "CAPPED", "DIVERGE", "CALIBRATE", "TRACK", "RAMP", "HOLD"
 };
 static const char *const EVENT_NAMES[ZO_SCHED_N_EVENTS] = {
     "NONE", "STEP", "DIVERGED", "WINDOW_FIRST", "IMPROVED", "STALE", "PATIENCE", "RISE", "COOLED",
     "CALIBRATED", "TARGET_HOLD", "TARGET_PENDING", "TARGET_UP", "TARGET_DOWN", "EPOCH_HOLD",
-    "EPOCH_UP", "EPOCH_DOWN"
+    "EPOCH_UP", "EPOCH_DOWN", "NO_GAIN"
 };
 
 static const char *name_of(const char *const *names, int32_t n, int32_t id)
@@ -147,6 +158,9 @@ const char *zo_sched_check(const zo_sched_config_t *c)
         }
         if (c->patience < 1u) {
             return "patience must be >= 1";
+        }
+        if (c->window_max_steps < c->window_min_steps) {
+            return "window_max_steps must be >= window_min_steps";
         }
         if (c->stop_when_capped != 0 && c->stop_when_capped != 1) {
             return "stop_when_capped must be 0 or 1";
@@ -245,19 +259,28 @@ static void measure(zo_sched_t *s, const zo_sched_obs_t *o, zo_meas_t *m)
     s->w_steps += 1u;
     s->w_sum += o->loss;
     s->w_sq += o->loss * o->loss;
-    if (s->w_passes >= c->window_passes && s->w_steps >= c->window_min_steps) {
-        const float n = (float)s->w_steps;
-        m->closed = 1;
-        m->mean = s->w_sum / n;
-        float var = s->w_sq / n - m->mean * m->mean;
-        if (var < 0.0f) {
-            var = 0.0f;
-        }
-        m->se2 = var / n;
-        s->w_mean = m->mean;
-        s->w_se2 = m->se2;
-        window_reset(s);
+    if (s->w_passes < c->window_passes || s->w_steps < c->window_min_steps) {
+        return;
     }
+    const float n = (float)s->w_steps;
+    const float mean = s->w_sum / n;
+    float var = s->w_sq / n - mean * mean;
+    if (var < 0.0f) {
+        var = 0.0f;
+    }
+    const float se2 = var / n;
+    /* plateau: the window grows until its standard error is below tau * mean / z (so a gain of
+     * tau * mean stands out of the noise), at most window_max_steps */
+    const float tol = c->tau * mean;
+    if (c->kind == ZO_SCHED_PLATEAU && s->w_steps < c->window_max_steps && (c->z * c->z) * se2 > tol * tol) {
+        return;
+    }
+    m->closed = 1;
+    m->mean = mean;
+    m->se2 = se2;
+    s->w_mean = mean;
+    s->w_se2 = se2;
+    window_reset(s);
 }
 
 /* Rounded target of a critical window (docs: "At each window close in TRACK"); *qs = q*. */
@@ -297,13 +320,19 @@ static uint8_t plateau_judge(const zo_sched_t *s, const zo_meas_t *m)
 {
     const zo_sched_config_t *c = &s->cfg;
     const float gain = s->best - m->mean;
-    if (gain > c->tau * s->best && gain * gain > (c->z * c->z) * m->se2) {
+    const float z2se2 = (c->z * c->z) * (s->best_se2 + m->se2); /* both windows are noisy */
+    if (gain > c->tau * s->best && gain * gain > z2se2) {
         return ZO_EV_IMPROVED;
     }
-    if (m->mean > s->best * (1.0f + c->rise)) {
+    if (s->stale + 1u >= c->patience) {
+        /* raise q again only if the last raise brought a significant gain: the loss was flat
+         * (zero decrease per pass) before it, so a gain is a higher decrease per pass */
+        return (s->state == ZO_ST_MONITOR && s->raised && !s->gained) ? ZO_EV_NO_GAIN : ZO_EV_PATIENCE;
+    }
+    if (m->mean > s->best * (1.0f + c->rise) && gain * gain > z2se2) {
         return ZO_EV_RISE;
     }
-    return (s->stale + 1u >= c->patience) ? ZO_EV_PATIENCE : ZO_EV_STALE;
+    return ZO_EV_STALE;
 }
 
 static uint8_t critical_judge(const zo_sched_t *s, float lr, zo_meas_t *m)
@@ -373,10 +402,12 @@ static void apply(zo_sched_t *s, uint16_t act, const zo_meas_t *m)
     }
     if (act & ZO_ACT_BEST_SET) {
         s->best = m->mean;
+        s->best_se2 = m->se2;
         s->has_best = 1;
     }
-    if (act & ZO_ACT_BEST_MIN) {
-        s->best = (m->mean < s->best) ? m->mean : s->best;
+    if ((act & ZO_ACT_BEST_MIN) && m->mean < s->best) {
+        s->best = m->mean;
+        s->best_se2 = m->se2;
     }
     if (act & ZO_ACT_STALE_INC) {
         s->stale += 1u;
@@ -389,12 +420,17 @@ static void apply(zo_sched_t *s, uint16_t act, const zo_meas_t *m)
     }
     if ((act & ZO_ACT_DOUBLE) && s->q < c->q_max) {
         s->q *= 2u;
+        s->raised = 1;
+        s->gained = 0;
     }
     if ((act & ZO_ACT_HALVE) && s->q > c->q_min) {
         s->q /= 2u;
     }
     if (act & ZO_ACT_WINDOW_RESET) {
         window_reset(s);
+    }
+    if (act & ZO_ACT_GAINED) {
+        s->gained = 1;
     }
 }
 

@@ -45,7 +45,8 @@ typedef enum {
     ZO_ST_CALIBRATE = 6, /* critical: filling the EMAs at calib_q */
     ZO_ST_TRACK = 7,     /* critical: following the confirmed target q* */
     ZO_ST_RAMP = 8,      /* adazeta: open-loop growth per epoch */
-    ZO_SCHED_N_STATES = 9
+    ZO_ST_HOLD = 9,      /* plateau: the last raise brought no significant gain: q stays */
+    ZO_SCHED_N_STATES = 10
 } zo_sched_state_t;
 
 /* Scheduler events: what one observation means, computed before the table lookup.  Their
@@ -55,10 +56,10 @@ typedef enum {
     ZO_EV_STEP = 1,           /* an ordinary step: no window closed, nothing due */
     ZO_EV_DIVERGED = 2,       /* the trainer rolled this step back (plateau, critical) */
     ZO_EV_WINDOW_FIRST = 3,   /* plateau: the first window closed (WARMUP) */
-    ZO_EV_IMPROVED = 4,       /* plateau: window mean beat best by > max(tau*best, z*se) */
+    ZO_EV_IMPROVED = 4,       /* plateau: mean beat best by > tau*best and z * both windows' se */
     ZO_EV_STALE = 5,          /* plateau: no improvement, patience not yet exhausted */
     ZO_EV_PATIENCE = 6,       /* plateau: no improvement for `patience` windows */
-    ZO_EV_RISE = 7,           /* plateau: window mean > best * (1 + rise) */
+    ZO_EV_RISE = 7,           /* plateau: mean > best * (1 + rise), significant; counts as stale */
     ZO_EV_COOLED = 8,         /* plateau, critical: the window after a change closed */
     ZO_EV_CALIBRATED = 9,     /* critical: calib_steps observations done */
     ZO_EV_TARGET_HOLD = 10,   /* critical: window closed, target q* == q */
@@ -68,7 +69,8 @@ typedef enum {
     ZO_EV_EPOCH_HOLD = 14,    /* adazeta: new epoch, target == q */
     ZO_EV_EPOCH_UP = 15,      /* adazeta: new epoch, target > q */
     ZO_EV_EPOCH_DOWN = 16,    /* adazeta: new epoch, target < q */
-    ZO_SCHED_N_EVENTS = 17
+    ZO_EV_NO_GAIN = 17,       /* plateau: patience ran out at a q whose raise brought no gain */
+    ZO_SCHED_N_EVENTS = 18
 } zo_sched_event_code_t;
 
 /* Actions of a rule (bit set), applied in this bit order. */
@@ -83,7 +85,8 @@ enum {
     ZO_ACT_STOP = 1u << 7,          /* plateau: stop, if stop_when_capped */
     ZO_ACT_DOUBLE = 1u << 8,        /* q = min(2q, q_max) */
     ZO_ACT_HALVE = 1u << 9,         /* q = max(q/2, q_min) */
-    ZO_ACT_WINDOW_RESET = 1u << 10  /* drop the open window */
+    ZO_ACT_WINDOW_RESET = 1u << 10, /* drop the open window */
+    ZO_ACT_GAINED = 1u << 11        /* plateau: a significant improvement since the last raise */
 };
 
 /* One table row: in `state`, on `event`, apply `actions`; then go to `next`, or to
@@ -103,6 +106,7 @@ typedef struct {
     uint32_t q0, q_min, q_max;  /* powers of two, q_min <= q0 <= q_max <= 64 (critical: no q0) */
     uint32_t window_passes;     /* plateau, critical: a window needs this many suffix passes */
     uint32_t window_min_steps;  /* ... and this many steps */
+    uint32_t window_max_steps;  /* plateau: ... and a standard error below tau * mean / z, or this many */
     float tau, z, rise;         /* plateau */
     uint32_t patience;          /* plateau */
     int32_t stop_when_capped;   /* plateau: 0 or 1 */
@@ -148,7 +152,10 @@ typedef struct {
     /* plateau */
     int32_t has_best;
     float best;
+    float best_se2;        /* squared standard error of the window that set best */
     uint32_t stale;
+    int32_t raised;        /* q was raised at least once */
+    int32_t gained;        /* a significant improvement since the last raise */
     /* critical */
     float one_minus_a;     /* 1 - ema, rounded once */
     int32_t has_ema, has_kappa;

@@ -55,6 +55,33 @@ static uint64_t now_us(const trainer_t *tr)
     return zo_port_time_us() - tr->t0;
 }
 
+/* ---- auto lr step size ------------------------------------------------------------------- */
+
+/* LSB RMS per step of the first updates (over the directions' nonzero entries, density p): rho,
+ * at most max(1, w_rms / ZO_LR_W_RMS_DIV / sqrt(p)) where w_rms is the RMS of the trainable int8
+ * weights, so that a few hundred mostly-noise steps do not move a pretrained layer by more than
+ * its own size (docs/training.md "Learning rate"). */
+static float auto_step_lsb(const zo_train_model_t *m, float rho, float p)
+{
+    uint64_t sq = 0u, n = 0u;
+    for (int32_t k = 0; k < m->n_tensors; ++k) {
+        const zo_trainable_t *tt = &m->tensors[k];
+        if (tt->eps_b == NULL) {
+            const int8_t *w = (const int8_t *)tt->values;
+            for (int32_t e = 0; e < tt->count; ++e) {
+                sq += (uint64_t)((int32_t)w[e] * (int32_t)w[e]);
+            }
+            n += (uint64_t)tt->count;
+        }
+    }
+    if (n == 0u) {
+        return rho;
+    }
+    const float by_w = (sqrtf((float)sq / (float)n) / (float)ZO_LR_W_RMS_DIV) / sqrtf(p);
+    const float bound = (by_w > 1.0f) ? by_w : 1.0f;
+    return (rho < bound) ? rho : bound;
+}
+
 /* ---- perturbation of every trainable tensor along direction (t, i) ---------------------- */
 
 static void perturb_all(const trainer_t *tr, int32_t sign, uint32_t t, uint32_t i)
@@ -972,7 +999,7 @@ int zo_train_step(void)
                 return 1;
             }
             float p = 1.0f / (float)(1u << cfg->density_log2);
-            tr->lr1 = cfg->rho * sqrtf(p / r->m2_calib);
+            tr->lr1 = auto_step_lsb(m, cfg->rho, p) * sqrtf(p / r->m2_calib);
             send_event(tr, t, ZO_TM_EV_LR, 0u, state, state, q, q, tr->lr1, calib);
         }
     } else {

@@ -87,6 +87,8 @@ typedef enum { ZO_LR_SQRT = 0, ZO_LR_LINEAR = 1, ZO_LR_FIXED = 2 } zo_lr_scaling
 
 #define ZO_TRAIN_EPS_MIN 1u /* perturbation size in LSB */
 #define ZO_TRAIN_EPS_MAX 8u
+/* auto lr: the first updates move the int8 weights min(rho, max(1, w_rms / this)) LSB RMS per step */
+#define ZO_LR_W_RMS_DIV 32u
 
 typedef struct {
     uint32_t seed;

@@ -31,11 +31,12 @@ F32 = np.float32
 SQRT2 = F32(1.41421354)
 
 FIXED_KIND, PLATEAU_KIND, CRITICAL_KIND, ADAZETA_KIND = (spec.SCHEDULER_IDS[k] for k in spec.SCHEDULERS)
-FIXED, WARMUP, MONITOR, COOLDOWN, CAPPED, DIVERGE, CALIBRATE, TRACK, RAMP = (spec.STATE_IDS[s] for s in spec.STATES)
+FIXED, WARMUP, MONITOR, COOLDOWN, CAPPED, DIVERGE, CALIBRATE, TRACK, RAMP, HOLD = (spec.STATE_IDS[s] for s in spec.STATES)
 EV = IntEnum("EV", {name: i for i, name in enumerate(spec.EVENTS)})  # scheduler events (spec.EVENTS)
 Act = IntFlag("Act", spec.ACTION_BITS)  # actions of a table row (spec.ACTIONS), applied in bit order
 
 _DIV = Act.DOUBLE | Act.WINDOW_RESET
+_GAIN = Act.BEST_SET | Act.STALE_CLEAR | Act.GAINED
 NONE = Act(0)
 
 # (state, event) -> (next state, next state if q == q_max afterwards, actions)
@@ -49,19 +50,26 @@ TABLES: dict[int, dict[tuple[int, int], tuple[int, int, Act]]] = {
         (WARMUP, EV.WINDOW_FIRST): (MONITOR, CAPPED, Act.BEST_SET),
         (MONITOR, EV.STEP): (MONITOR, CAPPED, NONE),
         (MONITOR, EV.DIVERGED): (DIVERGE, DIVERGE, _DIV | Act.STALE_CLEAR),
-        (MONITOR, EV.IMPROVED): (MONITOR, CAPPED, Act.BEST_SET | Act.STALE_CLEAR),
+        (MONITOR, EV.IMPROVED): (MONITOR, CAPPED, _GAIN),
         (MONITOR, EV.STALE): (MONITOR, CAPPED, Act.BEST_MIN | Act.STALE_INC),
         (MONITOR, EV.PATIENCE): (COOLDOWN, CAPPED, Act.BEST_MIN | Act.STALE_CLEAR | Act.DOUBLE),
-        (MONITOR, EV.RISE): (COOLDOWN, CAPPED, Act.DOUBLE),
+        (MONITOR, EV.RISE): (MONITOR, CAPPED, Act.STALE_INC),
+        (MONITOR, EV.NO_GAIN): (HOLD, HOLD, Act.BEST_MIN | Act.STALE_CLEAR | Act.STOP),
         (COOLDOWN, EV.STEP): (COOLDOWN, COOLDOWN, NONE),
         (COOLDOWN, EV.DIVERGED): (DIVERGE, DIVERGE, _DIV | Act.STALE_CLEAR),
-        (COOLDOWN, EV.COOLED): (MONITOR, CAPPED, Act.BEST_MIN | Act.STALE_CLEAR),
+        (COOLDOWN, EV.COOLED): (MONITOR, CAPPED, Act.STALE_CLEAR),
         (CAPPED, EV.STEP): (CAPPED, CAPPED, NONE),
         (CAPPED, EV.DIVERGED): (DIVERGE, DIVERGE, _DIV | Act.STALE_CLEAR),
-        (CAPPED, EV.IMPROVED): (CAPPED, CAPPED, Act.BEST_SET | Act.STALE_CLEAR),
+        (CAPPED, EV.IMPROVED): (CAPPED, CAPPED, _GAIN),
         (CAPPED, EV.STALE): (CAPPED, CAPPED, Act.BEST_MIN | Act.STALE_INC),
         (CAPPED, EV.PATIENCE): (CAPPED, CAPPED, Act.BEST_MIN | Act.STALE_CLEAR | Act.STOP),
-        (CAPPED, EV.RISE): (CAPPED, CAPPED, NONE),
+        (CAPPED, EV.RISE): (CAPPED, CAPPED, Act.STALE_INC),
+        (HOLD, EV.STEP): (HOLD, HOLD, NONE),
+        (HOLD, EV.DIVERGED): (DIVERGE, DIVERGE, _DIV | Act.STALE_CLEAR),
+        (HOLD, EV.IMPROVED): (HOLD, HOLD, _GAIN),
+        (HOLD, EV.STALE): (HOLD, HOLD, Act.BEST_MIN | Act.STALE_INC),
+        (HOLD, EV.PATIENCE): (HOLD, HOLD, Act.BEST_MIN | Act.STALE_CLEAR | Act.STOP),
+        (HOLD, EV.RISE): (HOLD, HOLD, Act.STALE_INC),
         (DIVERGE, EV.STEP): (DIVERGE, DIVERGE, NONE),
         (DIVERGE, EV.DIVERGED): (DIVERGE, DIVERGE, _DIV | Act.STALE_CLEAR),
         (DIVERGE, EV.COOLED): (MONITOR, CAPPED, Act.BEST_SET | Act.STALE_CLEAR),
@@ -160,7 +168,8 @@ class Scheduler:
         self.n_obs = 0
         self.last_event = EV.NONE
         self._window_reset()
-        self.has_best, self.best, self.stale = False, F32(0), 0
+        self.has_best, self.best, self.best_se2, self.stale = False, F32(0), F32(0), 0
+        self.raised, self.gained = False, False
         self.one_minus_a = F32(1) - c["ema"]
         self.has_ema, self.has_kappa = False, False
         self.e_m2, self.e_v, self.e_kappa = F32(0), F32(0), F32(0)
@@ -178,7 +187,7 @@ class Scheduler:
     def internal_state(self) -> dict:
         """Everything zo_sched_t holds besides the config (the tests compare it with the C)."""
         names = ("q", "state", "stop", "n_obs", "last_event", "w_passes", "w_steps", "w_sum", "w_sq",
-                 "w_mean", "w_se2", "has_best", "best", "stale", "one_minus_a", "has_ema", "has_kappa", "e_m2",
+                 "w_mean", "w_se2", "has_best", "best", "best_se2", "stale", "raised", "gained", "one_minus_a", "has_ema", "has_kappa", "e_m2",
                  "e_v", "e_kappa", "q_star", "pending", "count")
         return {n: (getattr(self, n) if isinstance(getattr(self, n), np.floating) else int(getattr(self, n)))
                 for n in names}
@@ -224,6 +233,11 @@ class Scheduler:
         var = self.w_sq / n - mean * mean
         var = max(var, F32(0))
         se2 = var / n
+        # plateau: grow the window until z * se <= tau * mean, or window_max_steps
+        tol = c["tau"] * mean
+        if (self.kind == PLATEAU_KIND and self.w_steps < c["window_max_steps"]
+                and (c["z"] * c["z"]) * se2 > tol * tol):
+            return None
         self.w_mean, self.w_se2 = mean, se2
         self.last_window = (self.w_passes, self.w_steps, mean, se2)
         self._window_reset()
@@ -254,7 +268,7 @@ class Scheduler:
             return EV.COOLED if self.state == DIVERGE else self._target_event(F32(obs.lr), judged)
         if closed is None:
             return EV.STEP
-        judged["mean"] = closed[0]
+        judged["mean"], judged["se2"] = closed
         if self.state == WARMUP:
             return EV.WINDOW_FIRST
         if self.state in (COOLDOWN, DIVERGE):
@@ -264,11 +278,14 @@ class Scheduler:
     def _plateau_event(self, mean, se2) -> int:
         c = self.cfg
         gain = self.best - mean
-        if gain > c["tau"] * self.best and gain * gain > (c["z"] * c["z"]) * se2:
+        z2se2 = (c["z"] * c["z"]) * (self.best_se2 + se2)
+        if gain > c["tau"] * self.best and gain * gain > z2se2:
             return EV.IMPROVED
-        if mean > self.best * (F32(1) + c["rise"]):
+        if self.stale + 1 >= c["patience"]:
+            return EV.NO_GAIN if self.state == MONITOR and self.raised and not self.gained else EV.PATIENCE
+        if mean > self.best * (F32(1) + c["rise"]) and gain * gain > z2se2:
             return EV.RISE
-        return EV.PATIENCE if self.stale + 1 >= c["patience"] else EV.STALE
+        return EV.STALE
 
     def target(self, lr) -> tuple[int, np.float32]:
         """critical: (rounded target, q*) from the current EMAs and lr (q* = 0: unknown)."""
@@ -323,21 +340,24 @@ class Scheduler:
         if Act.PENDING_CLEAR in acts:
             self.pending, self.count = 0, 0
         if Act.BEST_SET in acts:
-            self.best, self.has_best = judged["mean"], True
-        if Act.BEST_MIN in acts:
-            self.best = min(self.best, judged["mean"])  # best unless mean < best, as in the C
+            self.best, self.best_se2, self.has_best = judged["mean"], judged["se2"], True
+        if Act.BEST_MIN in acts and judged["mean"] < self.best:
+            self.best, self.best_se2 = judged["mean"], judged["se2"]
         if Act.STALE_INC in acts:
             self.stale += 1
         if Act.STALE_CLEAR in acts:
             self.stale = 0
         if Act.STOP in acts and c["stop_when_capped"]:
             self.stop = True
-        if Act.DOUBLE in acts:
-            self.q = min(2 * self.q, c["q_max"])
+        if Act.DOUBLE in acts and self.q < c["q_max"]:
+            self.q = 2 * self.q
+            self.raised, self.gained = True, False
         if Act.HALVE in acts:
             self.q = max(self.q // 2, c["q_min"])
         if Act.WINDOW_RESET in acts:
             self._window_reset()
+        if Act.GAINED in acts:
+            self.gained = True
 
 
 def make_scheduler(kind, **params) -> Scheduler:

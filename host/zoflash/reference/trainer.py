@@ -278,6 +278,18 @@ class ReferenceTrainer:
                     sat_frac=F32(F32(saturated) / F32(F32(passes) * F32(self.plan.classes))),
                     kappa=F32(k_sum / F32(q * b)) if centre else F32(0), passes=passes)
 
+    def _auto_step_lsb(self, rho: np.float32, p: np.float32) -> np.float32:
+        """Auto lr: RMS step in LSB, rho but at most max(1, w_rms / LR_W_RMS_DIV / sqrt(p)) (w_rms:
+        the trainable int8 weights' RMS, from an exact integer sum of squares; p: direction density)."""
+        weights = [v for v, tt in zip(self.values, self.plan.tensors) if not tt.is_bias]
+        n = sum(len(v) for v in weights)
+        if n == 0:
+            return rho
+        sq = sum(int(np.sum(v.astype(np.int64) ** 2)) for v in weights)
+        by_w = F32(F32(np.sqrt(F32(F32(sq) / F32(n))) / F32(spec.LR_W_RMS_DIV)) / np.sqrt(p))
+        bound = by_w if by_w > F32(1) else F32(1)
+        return rho if rho < bound else bound
+
     def _update(self, t: int, q: int, lr: np.float32) -> None:
         o = self.opts
         c = np.array([F32(F32(lr * d) / F32(q)) for d in self.delta], dtype=F32)
@@ -358,7 +370,7 @@ class ReferenceTrainer:
                         t += 1
                         break
                     p = F32(F32(1.0) / F32(1 << self.settings.density_log2))
-                    lr1 = F32(F32(o.rho) * np.sqrt(F32(p / m2_calib)))
+                    lr1 = F32(self._auto_step_lsb(F32(o.rho), p) * np.sqrt(F32(p / m2_calib)))
                     yield self._event(t, EVENT_LR, 0, state, state, q, q, lr1, calib)
             else:
                 obs = dict(step=t, q=q, passes=st["passes"], loss=st["loss"], m2=st["m2"], v=st["v"],

@@ -110,6 +110,9 @@ def validate_params(kind, params: Mapping) -> list[str]:
     if name == "critical":
         need(_pow2(vals["calib_q"]) and q_min <= vals["calib_q"] <= q_max,
              f"calib_q {vals['calib_q']} must be a power of two in [q_min, q_max] = [{q_min}, {q_max}]")
+    if name == "plateau":
+        need(vals["window_max_steps"] >= vals["window_min_steps"],
+             f"window_max_steps {vals['window_max_steps']} must be >= window_min_steps {vals['window_min_steps']}")
     for k, v in vals.items():
         if k in spec.SCHED_LIMITS and v is not None:
             need(_within(v, spec.SCHED_LIMITS[k]), f"{k} must be {_describe(k, spec.SCHED_LIMITS[k])} (got {v})")

@@ -22,7 +22,8 @@ STATES = ("FIXED",      # fixed: q = q0 forever
           "DIVERGE",    # plateau, critical: first window after a rollback
           "CALIBRATE",  # critical: filling the EMAs at calib_q
           "TRACK",      # critical: following the confirmed target q*
-          "RAMP")       # adazeta: open-loop growth per epoch
+          "RAMP",       # adazeta: open-loop growth per epoch
+          "HOLD")       # plateau: the last raise of q brought no significant gain: q stays
 STATE_IDS = {name: i for i, name in enumerate(STATES)}
 
 # zo_sched_event_code_t: what one observation means (the `code` of scheduler telemetry events)
@@ -30,10 +31,10 @@ EVENTS = ("NONE",            # no observation yet
           "STEP",            # nothing closed or due
           "DIVERGED",        # the trainer rolled the step back (plateau, critical)
           "WINDOW_FIRST",    # plateau: first window closed
-          "IMPROVED",        # plateau: mean beat best by > max(tau*best, z*se)
+          "IMPROVED",        # plateau: mean beat best by > tau*best and z * both windows' se
           "STALE",           # plateau: no improvement, patience left
           "PATIENCE",        # plateau: no improvement for `patience` windows
-          "RISE",            # plateau: mean > best * (1 + rise)
+          "RISE",            # plateau: mean > best * (1 + rise), significant (counts as stale)
           "COOLED",          # plateau, critical: the window after a change closed
           "CALIBRATED",      # critical: calib_steps observations done
           "TARGET_HOLD",     # critical: target == q
@@ -42,7 +43,8 @@ EVENTS = ("NONE",            # no observation yet
           "TARGET_DOWN",     # critical: target < q confirmed `confirm` times
           "EPOCH_HOLD",      # adazeta: new epoch, target == q
           "EPOCH_UP",        # adazeta: new epoch, target > q
-          "EPOCH_DOWN")      # adazeta: new epoch, target < q
+          "EPOCH_DOWN",      # adazeta: new epoch, target < q
+          "NO_GAIN")         # plateau: patience ran out at a q whose raise brought no improvement
 EVENT_IDS = {name: i for i, name in enumerate(EVENTS)}
 
 # Actions of a transition-table row: name k is bit 1 << k (ZO_ACT_*), applied in bit order.
@@ -56,7 +58,8 @@ ACTIONS = ("TARGET",         # critical: store q*, the judged pending target and
            "STOP",           # plateau: stop if stop_when_capped
            "DOUBLE",         # q = min(2q, q_max)
            "HALVE",          # q = max(q/2, q_min)
-           "WINDOW_RESET")   # drop the open window
+           "WINDOW_RESET",   # drop the open window
+           "GAINED")         # plateau: a significant improvement since the last raise of q
 ACTION_BITS = {name: 1 << k for k, name in enumerate(ACTIONS)}
 
 Q_LIMIT = 64  # q_max may not exceed this (the statistics buffers): ZO_SCHED_Q_LIMIT
@@ -67,8 +70,8 @@ Q_LIMIT = 64  # q_max may not exceed this (the statistics buffers): ZO_SCHED_Q_L
 _Q = {"q0": 1, "q_min": 1, "q_max": Q_LIMIT}
 SCHED_DEFAULTS: dict[str, dict] = {
     "fixed": dict(_Q),
-    "plateau": {**_Q, "tau": 0.01, "z": 1.0, "patience": 2, "rise": None, "window_passes": 4096,
-                "window_min_steps": 8, "stop_when_capped": False},
+    "plateau": {**_Q, "tau": 0.01, "z": 2.0, "patience": 2, "rise": None, "window_passes": 4096,
+                "window_min_steps": 16, "window_max_steps": 128, "stop_when_capped": False},
     "critical": {"q_min": 1, "q_max": Q_LIMIT, "c": 1.0, "ema": 0.9, "floor": 0.05, "centre_every": 8,
                  "calib_steps": 8, "calib_q": 8, "confirm": 3, "window_passes": 1024, "window_min_steps": 8},
     "adazeta": {**_Q, "alpha": 1.0, "beta": 1.0, "steps_per_epoch": None},
@@ -77,7 +80,7 @@ SCHED_DEFAULTS: dict[str, dict] = {
 # allowed where the default is None.  q0, q_min, q_max (and critical's calib_q) are powers of two
 # with q_min <= q0 (calib_q) <= q_max <= Q_LIMIT.
 SCHED_LIMITS = {
-    "window_passes": "[1, inf)", "window_min_steps": "[1, inf)",
+    "window_passes": "[1, inf)", "window_min_steps": "[1, inf)", "window_max_steps": "[1, inf)",
     "tau": "[0, inf)", "z": "[0, inf)", "rise": "[0, inf)", "patience": "[1, inf)",
     "c": "(0, inf)", "ema": "[0, 1)", "floor": "(0, 1]", "p": "(0, 1]", "centre_every": "[1, inf)",
     "calib_steps": "[1, inf)", "confirm": "[1, inf)",
@@ -89,7 +92,8 @@ SCHED_FLOAT_PARAMS = frozenset({"tau", "z", "rise", "c", "ema", "floor", "p", "a
 SCHED_RISE_PER_TAU = 5  # plateau: rise defaults to 5 * tau
 
 # zo_sched_config_t, in field order (fields a kind does not use are 0).
-SCHED_CONFIG_FIELDS = ("kind", "q0", "q_min", "q_max", "window_passes", "window_min_steps", "tau", "z", "rise",
+SCHED_CONFIG_FIELDS = ("kind", "q0", "q_min", "q_max", "window_passes", "window_min_steps", "window_max_steps",
+                       "tau", "z", "rise",
                        "patience", "stop_when_capped", "c", "ema", "floor", "p", "centre_every", "calib_steps",
                        "calib_q", "confirm", "alpha", "beta", "steps_per_epoch")
 
@@ -119,7 +123,7 @@ TRAIN_DEFAULTS = dict(
     rounding="split16",
     lr=None,                 # None = auto-calibrated
     rho=4.0,                 # auto lr: RMS update in LSB per step at q = 1
-    lr_scaling="sqrt",
+    lr_scaling="linear",     # lr at q = lr_1 * q (ZO theory for q << d; docs/training.md "Learning rate")
     calib_steps=8,
     calib_q=8,
     seed=1,
@@ -154,6 +158,9 @@ DATA_SOURCES = ("embedded", "stream", "app")  # embedded: built in; stream: fed 
 BUFFER_RANGE = (1, 65535)    # --buffer: ring slots
 STREAM_SAMPLE_HEAD = 14      # sample command payload: index u32, label u16, offset u32, total u32 (ZO_STREAM_SAMPLE_HEAD)
 # ---- end data sources ----
+# auto lr: the first updates move the int8 weights by min(rho, max(1, w_rms / LR_W_RMS_DIV)) LSB RMS
+# per step (w_rms: RMS of the trainable int8 weights at the start): ZO_LR_W_RMS_DIV
+LR_W_RMS_DIV = 32
 DEFAULT_STEPS = 500          # when neither steps nor budget is given
 BATCH_RANGE = (1, 1024)
 EPS_RANGE = (1, 8)           # LSB; trainable int8 weights stay in [-(127 - eps), 127 - eps]
