@@ -14,9 +14,10 @@ as much as a scalar add: not cycles).
 
 Two builds of zoflash's C: as generated (the Helium kernels of zo_kernels_mve.c) and with
 -DZO_NO_MVE (the portable kernels, what the M55 ran before them). The peer, TFLM with Arm's
-CMSIS-NN kernels, is shown from its recorded measurement (issue 10: TFLM 90b983c2 built with its
-own Makefile, CMSIS-NN 4ab83cc3), labelled as recorded; `--peer FILE` takes a JSON file
-{model: {"instructions": N, "mve": M}} measured the same way instead. The MVE instructions of
+CMSIS-NN kernels, is read from benchmarks/peer_m55.json (TFLM 90b983c2 built with its own
+Makefile, CMSIS-NN 4ab83cc3, measured the same way here from fetched sources; the repository
+carries no build of fetched code, so this command does not rebuild it); `--peer FILE` takes another
+such file. The MVE instructions of
 one Helium inference are counted by mve_trace.py for a labelled cycle estimate (each counted twice).
 
 Usage: python benchmarks/bench_m55.py [--write docs/benchmarks.md] [--models kws_dscnn,...]
@@ -53,19 +54,13 @@ _ALL = [f"{n}.tflite" for n in _FIRST] + sorted(
     str(p.relative_to(FIXTURES)) for p in [*FIXTURES.glob("*.tflite"), *FIXTURES.glob("public/*.tflite")]
     if p.name not in _NEGATIVE and str(p.relative_to(FIXTURES)) not in {f"{n}.tflite" for n in _FIRST})
 MODELS = {Path(f).stem: FIXTURES / f for f in _ALL}
-# TFLM + CMSIS-NN and TFLM's reference kernels, instructions per inference, as measured for issue 10.
-RECORDED_PEER = {
-    "kws_dscnn": (1_358_133, 29_528_000),
-    "mbv2_block": (1_869_182, 26_297_000),
-    "digits_cnn": (52_513, 446_956),
-    "conv1d_ts": (114_942, 914_682),
-    "person_detect": (6_508_000, 91_475_000),
-}
-RECORDED_PROVENANCE = ("recorded in issue 10: TFLM 90b983c2 built with its own Makefile (`TARGET=cortex_m_generic "
-                       "TARGET_ARCH=cortex-m55 OPTIMIZED_KERNEL_DIR=cmsis_nn BUILD_TYPE=release`), CMSIS-NN 4ab83cc3, "
-                       "arm-none-eabi-gcc 12.2, QEMU 7.2, same -icount method")
-# At most this share of CMSIS-NN's executed instructions is MVE code (functions; measured for issue 10).
-PEER_MVE_BOUND = 0.45
+# TFLM with its reference kernels, instructions per inference, as measured for issue 10.
+TFLM_REFERENCE = {"kws_dscnn": 29_528_000, "mbv2_block": 26_297_000, "digits_cnn": 446_956, "conv1d_ts": 914_682,
+                  "person_detect": 91_475_000}
+REFERENCE_PROVENANCE = ("TFLM's reference kernels: recorded in issue 10 (TFLM 90b983c2, its Makefile without "
+                        "OPTIMIZED_KERNEL_DIR, same method)")
+# TFLM + CMSIS-NN measured the same way (instructions, MVE instructions, code, arena), with provenance.
+PEER_FILE = Path(__file__).resolve().parent / "peer_m55.json"
 BUILDS = (("mve", "Helium", ""), ("portable", "portable (-DZO_NO_MVE)", "-DZO_NO_MVE"))
 TARGET_US = 5000  # time repeated inferences for at least this much virtual time (5 M instructions)
 TIMEOUT_S = 600
@@ -144,24 +139,26 @@ def to_markdown(rows: list[dict], peer: dict, peer_note: str) -> str:
         "one, like a scalar add; the M55 executes a 128-bit MVE instruction in two beats.",
         "`Helium` is the bundle as generated (zo_kernels_mve.c), `portable` the same bundle with",
         "`-DZO_NO_MVE` (the scalar kernels: the M55 before the Helium kernels). MACs: conv, depthwise and FC.",
-        "`code` is the harness ELF's `.text` (kernels, model, port, harness; weights are in `.weights`).",
+        "`code` is the harness ELF's `.text` (kernels, model, port, harness; weights are in `.weights`);",
+        "`code / TFLM's` divides it by the `.text` of the peer's harness ELF (TFLM, CMSIS-NN, start-up, libc pieces).",
         "",
         f"TFLM + CMSIS-NN and TFLM's reference kernels: {peer_note}.",
         "",
         "| model | MACs | TFLM + CMSIS-NN | TFLM reference | zoflash portable | zoflash Helium | "
-        "Helium / CMSIS-NN | Helium / portable | instr/MAC (Helium) | bit-exact | code (Helium) | arena |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
+        "Helium / CMSIS-NN | Helium / portable | instr/MAC (Helium) | bit-exact | code (Helium) | code / TFLM's | arena |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|",
     ]
     for r in rows:
         p = peer.get(r["model"], {})
         cmsis, tref = p.get("cmsis"), p.get("reference")
         ratio = f"**{r['mve'] / cmsis:.2f}**" if cmsis else "-"
         exact = "yes" if r["mve_exact"] and r["portable_exact"] else "**NO**"
+        code_ratio = f"{r['mve_text'] / p['text']:.2f}" if p.get("text") else "-"
         lines.append(
             f"| {r['model']} | {r['macs'] / 1e6:.3g} M | {f'{cmsis:,}' if cmsis else '-'} | "
             f"{f'{tref:,}' if tref else '-'} | {r['portable']:,} | {r['mve']:,} | {ratio} | "
             f"{r['mve'] / r['portable']:.2f} | {r['mve'] / max(r['macs'], 1):.2f} | {exact} | "
-            f"{r['mve_text']:,} | {r['arena']:,} |")
+            f"{r['mve_text']:,} | {code_ratio} | {r['arena']:,} |")
     lines += estimate_table(rows, peer)
     return "\n".join(lines)
 
@@ -178,9 +175,7 @@ def estimate_table(rows: list[dict], peer: dict) -> list[str]:
         "executed address classified from the ELF's disassembly: a Q-register operand, or VPT/VPST/VCTP;",
         "`traced` is that run's instruction count, a cross-check of the `-icount` number plus the input",
         "copy). Pipeline overlap of MVE with scalar work, dual beats and memory wait states are not modelled.",
-        "Where the peer's own MVE count was not measured, its cycles lie between its instructions (no MVE)",
-        f"and {1 + PEER_MVE_BOUND:.2f}x them (at most {PEER_MVE_BOUND:.0%} of CMSIS-NN's executed instructions "
-        "are in its MVE functions, measured with the peer for issue 10): the ratio is shown as that range.",
+        "The peer's MVE instructions are counted the same way on its ELF.",
         "",
         "| model | traced | MVE instructions | MVE share | est. cycles (Helium) | est. cycles / TFLM + CMSIS-NN |",
         "|---|---:|---:|---:|---:|---:|",
@@ -190,12 +185,7 @@ def estimate_table(rows: list[dict], peer: dict) -> list[str]:
             continue
         est = r["mve"] + r["mve_instructions"]
         p = peer.get(r["model"], {})
-        if p.get("cmsis") and p.get("mve") is not None:
-            ratio = f"**{est / (p['cmsis'] + p['mve']):.2f}**"
-        elif p.get("cmsis"):
-            ratio = f"{est / (p['cmsis'] * (1 + PEER_MVE_BOUND)):.2f} to **{est / p['cmsis']:.2f}**"
-        else:
-            ratio = "-"
+        ratio = f"**{est / (p['cmsis'] + p['mve']):.2f}**" if p.get("cmsis") and p.get("mve") is not None else "-"
         lines.append(f"| {r['model']} | {r['mve_traced']:,} | {r['mve_instructions']:,} | "
                      f"{r['mve_instructions'] / r['mve_traced']:.0%} | {est:,} | {ratio} |")
     return lines
@@ -205,8 +195,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", type=Path, help="write (or replace) the m55 section of this markdown file")
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of " + ", ".join(MODELS))
-    ap.add_argument("--peer", type=Path, help="JSON {model: TFLM + CMSIS-NN instructions per inference} "
-                                              "measured the same way (default: the recorded numbers)")
+    ap.add_argument("--peer", type=Path, help="JSON like benchmarks/peer_m55.json ({\"models\": {model: "
+                                              "{\"instructions\", \"mve\", \"text\"}}}) measured the same way "
+                                              "(default: that file)")
     ap.add_argument("--profile", action="store_true", help="also print the instructions of each kernel call")
     args = ap.parse_args(argv)
     missing = available()
@@ -218,16 +209,18 @@ def main(argv=None) -> int:
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         ap.error(f"unknown models {unknown}; known: {', '.join(MODELS)}")
-    peer = {k: {"cmsis": c, "reference": r, "mve": None} for k, (c, r) in RECORDED_PEER.items()}
-    if args.peer:
-        for k, v in json.loads(args.peer.read_text()).items():
-            if isinstance(v, dict) and "instructions" in v:
-                peer.setdefault(k, {"reference": None})
-                peer[k].update(cmsis=int(v["instructions"]), mve=v.get("mve"))
-        note = f"TFLM + CMSIS-NN from {args.peer.name} (measured); TFLM reference {RECORDED_PROVENANCE}"
-    else:
-        note = f"not measured in this run, {RECORDED_PROVENANCE}"
-        print(f"bench_m55: TFLM + CMSIS-NN is not built here; showing its numbers {RECORDED_PROVENANCE}")
+    source = args.peer or PEER_FILE
+    recorded = json.loads(source.read_text())
+    peer = {k: {"cmsis": int(v["instructions"]), "mve": v.get("mve"), "text": v.get("text")}
+            for k, v in recorded["models"].items()}
+    for k, r in TFLM_REFERENCE.items():
+        peer.setdefault(k, {})["reference"] = r
+    prov = recorded.get("provenance", {})
+    note = (f"`{source.name}`, measured the same way on a build of TFLM {prov.get('tflm', '?')[-40:][:8]} with "
+            f"CMSIS-NN {prov.get('cmsis_nn', '?')[-40:][:8]} made here from fetched sources ({prov.get('build', '')}); "
+            "this command does not rebuild it (the repository carries no build of fetched code). "
+            f"{REFERENCE_PROVENANCE}")
+    print(f"bench_m55: TFLM + CMSIS-NN is not built by this command; its numbers come from {source.name}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="zoflash-bench-m55-") as tmp:
         for name in names:
