@@ -145,23 +145,23 @@ def parse_outputs(bundle: Bundle, text: str, n: int) -> EmulatedRun:
     return run
 
 
-def _model_rodata(bundle: Bundle) -> int:
+def _model_rodata(bundle: Bundle, extra_cflags: str = "") -> int:
     """The read-only data of the model's own C (kernel parameters: multipliers, shifts, folded
-    biases), from its compiled object."""
+    biases), from its compiled object (built with the run's flags: make then keeps them all)."""
     obj = f"build/obj/{bundle.prefix}.o"
-    run_make(bundle, obj)
+    run_make(bundle, obj, extra_cflags=extra_cflags)
     tool = bundle.manifest["toolchain"]["cc"].replace("gcc", "size")
     out = subprocess.run([tool, "-A", str(bundle.path / obj)], capture_output=True, text=True).stdout
     return sum(int(line.split()[1]) for line in out.splitlines() if line.startswith(".rodata"))
 
 
-def samples_per_run(bundle: Bundle, sample_bytes: int) -> int:
+def samples_per_run(bundle: Bundle, sample_bytes: int, extra_cflags: str = "") -> int:
     """How many samples one image embeds: half of what the memory plan leaves free in the region of
     the read-only data (the code at the port's estimate, the model's parameters, and the weights
     when they are there too); 0 when not even one fits."""
     board = placed_board(bundle)
     region = board.region_of("rodata")
-    used = load_port(board.port).code_bytes_inference + _model_rodata(bundle)
+    used = load_port(board.port).code_bytes_inference + _model_rodata(bundle, extra_cflags)
     if board.placement["weights"] == region.name:
         used += bundle.manifest["memory"]["weights_bytes"]
     free = region.size - used
@@ -177,7 +177,7 @@ def run_inference(bundle: Bundle, x, extra_cflags: str = "", time_us: int = 0, p
     emulator(board)
     xs, n = samples(bundle, x)
     sample_bytes = sum(a[0].nbytes for a in xs)
-    per_run = samples_per_run(bundle, sample_bytes)
+    per_run = samples_per_run(bundle, sample_bytes, extra_cflags)
     if per_run == 0:
         region = placed_board(bundle).region_of("rodata")
         raise DataError(f"one input ({sample_bytes} bytes) does not fit beside the model in {region.name} on "
