@@ -4,8 +4,8 @@ budgets, on one adaptation task (zo-training.md, "What the project must show").
 Tasks (--task; TASKS below): digits (tests/fixtures/digits_cnn.tflite, an int8 CNN pretrained on
 upright digits, adapted to rotated digits), sensor (motions_cnn.tflite, a 1D CNN on BasicMotions,
 adapted to the watch worn rotated), vision (fmnist_mbv2.tflite, MobileNetV2 0.35 on Fashion-MNIST,
-adapted to rotated images; vision-block trains its last block as well as the head). Every run
-trains with the host simulation (the generated training C, built and run on the host). Every run has the same
+adapted to rotated images; vision-block trains its last block as well as the head), each with the
+host simulation (the generated training C, built and run on the host). Every run has the same
 forward-pass budget (prefix + suffix sample-passes, evaluation excluded) and every method is run
 on the same seeds (the run seed: minibatch order and perturbation directions), so results are
 paired.
@@ -72,7 +72,7 @@ TASKS = {
                    "FULLY_CONNECTED layer and bias"),
     "vision": Task(FIXTURES / "fmnist_mbv2.tflite", FIXTURES / "fmnist_shift.npz", "last:1",
                    "`fmnist_mbv2.tflite` (int8 MobileNetV2 0.35, 32x32x1, pretrained on upright Fashion-MNIST) "
-                   "adapted to `fmnist_shift.npz` (images rotated by 90 degrees) by training its "
+                   "adapted to `fmnist_shift.npz` (images rotated by 30 degrees) by training its "
                    "FULLY_CONNECTED head and bias"),
     "vision-block": Task(FIXTURES / "fmnist_mbv2.tflite", FIXTURES / "fmnist_shift.npz", "last:2",
                          "`fmnist_mbv2.tflite` (as for vision) adapted to `fmnist_shift.npz` by training its "
@@ -166,7 +166,7 @@ def run_experiments(cfg: Config, task_name: str, executor, workers: str) -> dict
         n_train, n_test = len(d["y_train"]), len(d["y_test"])
     results: dict = {}
 
-    def run_all(specs: list[dict], *_) -> None:
+    def run_all(specs: list[dict]) -> None:
         results.update(run_grid(specs, run_one, executor, CACHE / "runs", lambda m: print(m, flush=True)))
 
     # phase 1: everything with the auto lr (this also measures the calibrated lr_1 per seed)
