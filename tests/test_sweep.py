@@ -21,7 +21,7 @@ def _load(name: str):
     return sys.modules[name]
 
 
-def _specs(tmp_path):
+def _specs():
     ex = _load("experiments")
     cfg = ex.Config("test", (1, 2), 3000, (1, 4), (0,), (0,), 1000)
     task = ex.TASKS["sensor"]
@@ -39,7 +39,7 @@ def _strip(results: dict) -> dict:
 
 def test_hash_follows_options_and_file_bytes(tmp_path):
     sweep = _load("sweep")
-    _, specs = _specs(tmp_path)
+    _, specs = _specs()
     spec = specs[0]
     data = tmp_path / "data.npz"
     shutil.copy(spec["data"], data)
@@ -54,7 +54,7 @@ def test_hash_follows_options_and_file_bytes(tmp_path):
 @pytest.mark.cc
 def test_local_and_dask_runs_agree_and_reruns_are_cached(tmp_path):
     sweep = _load("sweep")
-    ex, specs = _specs(tmp_path)
+    ex, specs = _specs()
     assert (FIXTURES / "motions_cnn.tflite").exists()
     log: list[str] = []
     with sweep.make_executor(workers=2) as executor:
