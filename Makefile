@@ -62,9 +62,15 @@ docs: setup
 	$(PY) -m zoflash.compiler.ops.docs README.md docs/ops.md
 
 # Regenerate the checked-in fixture models (needs TensorFlow: pip install '.[fixtures]').
+# The adaptation tasks of benchmarks/experiments.py: sensor (aeon's BasicMotions, in the extra) and
+# vision (Fashion-MNIST from a Debian package).
 fixtures: setup
 	$(PY) -m pip install -q -e '.[fixtures]'
 	$(PY) tests/fixtures/make_fixtures.py
+	$(PY) tests/fixtures/make_sensor_task.py
+	@dpkg -s dataset-fashion-mnist >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq dataset-fashion-mnist; }
+	$(PY) tests/fixtures/make_vision_task.py
 
 clean:
 	rm -rf generated/*/ .pytest_cache

@@ -1,9 +1,11 @@
 """Experiments: fixed q (tuned and untuned) against the adaptive q schedulers at equal forward-pass
-budgets, on the digits adaptation task (zo-training.md, "What the project must show").
+budgets, on one adaptation task (zo-training.md, "What the project must show").
 
-Task: tests/fixtures/digits_cnn.tflite (int8 CNN, pretrained on upright digits) adapted to
-tests/fixtures/digits_shift.npz (rotated digits) by training the last FULLY_CONNECTED layer with
-the host simulation (the generated training C, built and run on the host). Every run has the same
+Tasks (--task; TASKS below): digits (tests/fixtures/digits_cnn.tflite, an int8 CNN pretrained on
+upright digits, adapted to rotated digits), sensor (motions_cnn.tflite, a 1D CNN on BasicMotions,
+adapted to the watch worn rotated), vision (fmnist_mbv2.tflite, MobileNetV2 0.35 on Fashion-MNIST,
+adapted to rotated images; vision-block trains its last block as well as the head), each with the
+host simulation (the generated training C, built and run on the host). Every run has the same
 forward-pass budget (prefix + suffix sample-passes, evaluation excluded) and every method is run
 on the same seeds (the run seed: minibatch order and perturbation directions), so results are
 paired.
@@ -22,9 +24,12 @@ Methods:
   * no adaptation: the step-0 evaluation (the pretrained model).
 Not included: q = 1 with lr decay (zoflash has no lr-decay option).
 
-Usage: python benchmarks/experiments.py [--quick] [--write docs/experiments.md] [--workers 2]
-       [--reuse]   (redo tables and plots from the cached results of the last run)
-Results are cached in build/experiments/; the plots go next to the --write file (else the cache).
+Usage: python benchmarks/experiments.py [--task digits] [--quick] [--write docs/experiments.md]
+       [--workers 2 | --cluster tcp://HOST:8786] [--reuse]
+The runs go through a concurrent.futures executor (sweep.py): local processes, or a Dask cluster.
+Every run's result is cached in build/experiments/runs/ by a hash of its options, model, data and
+zoflash version, so a re-run skips finished runs; --reuse redoes tables and plots from the last
+grid's summary. The plots go next to the --write file (else the cache).
 """
 from __future__ import annotations
 
@@ -36,19 +41,44 @@ import platform
 import sys
 import time
 from dataclasses import dataclass
-from multiprocessing import Pool
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_inference import cpu_name  # noqa: E402
+from sweep import make_executor, run_grid  # noqa: E402
 from zoflash.training import spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-MODEL = ROOT / "tests" / "fixtures" / "digits_cnn.tflite"
-DATA = ROOT / "tests" / "fixtures" / "digits_shift.npz"
+FIXTURES = ROOT / "tests" / "fixtures"
 CACHE = ROOT / "build" / "experiments"
+
+
+@dataclass(frozen=True)
+class Task:
+    model: Path
+    data: Path
+    train: str            # the --train option: which layers are trained
+    what: str             # for the setup paragraph: model, domains, trained set
+
+
+TASKS = {
+    "digits": Task(FIXTURES / "digits_cnn.tflite", FIXTURES / "digits_shift.npz", "last:1",
+                   "`digits_cnn.tflite` (int8, pretrained on upright digits) adapted to `digits_shift.npz` "
+                   "(rotated digits) by training its last FULLY_CONNECTED layer and bias"),
+    "sensor": Task(FIXTURES / "motions_cnn.tflite", FIXTURES / "motions_shift.npz", "last:1",
+                   "`motions_cnn.tflite` (int8 1D CNN, pretrained on BasicMotions as recorded) adapted to "
+                   "`motions_shift.npz` (the watch rotated by 90 degrees about z) by training its last "
+                   "FULLY_CONNECTED layer and bias"),
+    "vision": Task(FIXTURES / "fmnist_mbv2.tflite", FIXTURES / "fmnist_shift.npz", "last:1",
+                   "`fmnist_mbv2.tflite` (int8 MobileNetV2 0.35, 32x32x1, pretrained on upright Fashion-MNIST) "
+                   "adapted to `fmnist_shift.npz` (images rotated by 30 degrees) by training its "
+                   "FULLY_CONNECTED head and bias"),
+    "vision-block": Task(FIXTURES / "fmnist_mbv2.tflite", FIXTURES / "fmnist_shift.npz", "last:2",
+                         "`fmnist_mbv2.tflite` (as for vision) adapted to `fmnist_shift.npz` by training its "
+                         "last block (the 1x1 CONV_2D to 1280 channels) and the FULLY_CONNECTED head"),
+}
 ADAPTIVE = ("adazeta", "plateau", "critical")
 SWEEP_SCHEDULERS = ("plateau", "critical", "adazeta")
 SWEEP_FIXED_Q = (1, 16)
@@ -91,9 +121,10 @@ def run_one(spec: dict) -> dict:
     from zoflash.training.options import make_options
 
     opts = make_options(scheduler=spec["sched"], q=spec["q"], lr=spec["lr"], lr_scaling=spec["lr_scaling"],
-                        seed=spec["seed"], budget=spec["budget"], eval_every=spec["eval_every"])
+                        seed=spec["seed"], budget=spec["budget"], eval_every=spec["eval_every"],
+                        train=spec["train"])
     t0 = time.perf_counter()
-    res = simulate(MODEL, DATA, opts, log_path=None, engine="c", plot=False)
+    res = simulate(spec["model"], spec["data"], opts, log_path=None, engine="c", plot=False)
     wall = time.perf_counter() - t0
     evals = [r for r in res.records if r["type"] == "eval"]
     steps = [r for r in res.records if r["type"] == "step"]
@@ -115,7 +146,7 @@ def run_one(spec: dict) -> dict:
         lr1=lr_set[0] if lr_set else spec["lr"], final_lr=steps[-1]["lr"], wall_s=wall)
 
 
-def make_spec(cfg: Config, sched: str, q: int, lr: str, seed: int, l0: float | None = None) -> dict:
+def make_spec(cfg: Config, task: Task, sched: str, q: int, lr: str, seed: int, l0: float | None = None) -> dict:
     # the fixed-q grid is in lr_1 units with sqrt scaling; the adaptive schedulers use the default
     scaling = "sqrt" if sched == "fixed" else DEFAULT_SCALING
     if lr == "auto":
@@ -129,40 +160,34 @@ def make_spec(cfg: Config, sched: str, q: int, lr: str, seed: int, l0: float | N
     else:
         every = ADAPTIVE_EVAL_EVERY
     return dict(key=run_key(sched, q, lr, seed), sched=sched, q=q, lr=value, lr_scaling=scaling, seed=seed,
-                budget=cfg.budget, eval_every=every)
+                budget=cfg.budget, eval_every=every, train=task.train, model=str(task.model), data=str(task.data))
 
 
-def run_all(specs: list[dict], results: dict, workers: int, t_start: float) -> None:
-    todo = list({s["key"]: s for s in specs if s["key"] not in results}.values())
-    if not todo:
-        return
-    done = 0
-    with Pool(workers) as pool:
-        for r in pool.imap_unordered(run_one, todo):
-            results[r["key"]] = r
-            done += 1
-            if done % 10 == 0 or done == len(todo):
-                print(f"  {done}/{len(todo)} runs ({time.perf_counter() - t_start:.0f} s)", flush=True)
-
-
-def run_experiments(cfg: Config, workers: int) -> dict:
+def run_experiments(cfg: Config, task_name: str, executor, workers: str) -> dict:
     t_start = time.perf_counter()
+    task = TASKS[task_name]
+    with np.load(task.data) as d:
+        n_train, n_test = len(d["y_train"]), len(d["y_test"])
     results: dict = {}
+
+    def run_all(specs: list[dict]) -> None:
+        results.update(run_grid(specs, run_one, executor, CACHE / "runs", lambda m: print(m, flush=True)))
+
     # phase 1: everything with the auto lr (this also measures the calibrated lr_1 per seed)
-    specs = [make_spec(cfg, s, 1, "auto", seed) for s in ADAPTIVE for seed in cfg.seeds]
-    specs += [make_spec(cfg, "fixed", q, "common", seed) for q in cfg.qs for seed in cfg.seeds]
+    specs = [make_spec(cfg, task, s, 1, "auto", seed) for s in ADAPTIVE for seed in cfg.seeds]
+    specs += [make_spec(cfg, task, "fixed", q, "common", seed) for q in cfg.qs for seed in cfg.seeds]
     print(f"phase 1: {len(specs)} runs with the auto lr", flush=True)
-    run_all(specs, results, workers, t_start)
+    run_all(specs)
     lr1 = [results[run_key("plateau", 1, "auto", seed)]["lr1"] for seed in cfg.seeds]
     l0 = float(f"{math.exp(np.mean(np.log(lr1))):.3g}")
     # phase 2: the tuning grid of every fixed q and the lr sweep of the adaptive schedulers
-    specs = [make_spec(cfg, "fixed", q, f"k{k}", seed, l0) for q in cfg.qs for k in cfg.grid for seed in cfg.seeds]
-    specs += [make_spec(cfg, s, 1, f"k{k}", seed, l0) for s in SWEEP_SCHEDULERS for k in cfg.sweep
+    specs = [make_spec(cfg, task, "fixed", q, f"k{k}", seed, l0) for q in cfg.qs for k in cfg.grid for seed in cfg.seeds]
+    specs += [make_spec(cfg, task, s, 1, f"k{k}", seed, l0) for s in SWEEP_SCHEDULERS for k in cfg.sweep
               for seed in cfg.seeds]
-    specs += [make_spec(cfg, "fixed", q, f"k{k}", seed, l0) for q in SWEEP_FIXED_Q if q in cfg.qs
+    specs += [make_spec(cfg, task, "fixed", q, f"k{k}", seed, l0) for q in SWEEP_FIXED_Q if q in cfg.qs
               for k in cfg.sweep for seed in cfg.seeds]
     print(f"phase 2: {len(specs)} runs at explicit lr (L0 = {l0:g})", flush=True)
-    run_all(specs, results, workers, t_start)
+    run_all(specs)
     # phase 3: extend the grid of a q while its best lr sits at an edge
     grids = {q: sorted({k for k in cfg.grid}) for q in cfg.qs}
     for _ in range(EXTEND):
@@ -174,13 +199,14 @@ def run_experiments(cfg: Config, workers: int) -> dict:
                 new = best - 1 if best == ks[0] else best + 1
                 ks.append(new)
                 ks.sort()
-                specs += [make_spec(cfg, "fixed", q, f"k{new}", seed, l0) for seed in cfg.seeds]
+                specs += [make_spec(cfg, task, "fixed", q, f"k{new}", seed, l0) for seed in cfg.seeds]
         if not specs:
             break
         print(f"phase 3: {len(specs)} runs extending the grid", flush=True)
-        run_all(specs, results, workers, t_start)
+        run_all(specs)
     return dict(config=cfg.__dict__, l0=l0, lr1_per_seed=lr1, grids={str(q): ks for q, ks in grids.items()},
-                wall_s=time.perf_counter() - t_start, workers=workers, date=time.strftime("%Y-%m-%d"),
+                wall_s=time.perf_counter() - t_start, workers=workers, task=task_name,
+                n_train=n_train, n_test=n_test, date=time.strftime("%Y-%m-%d"),
                 machine=f"{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}",
                 results=results)
 
@@ -277,7 +303,7 @@ def analyse(data: dict) -> dict:
         sweep[s_name] = {k: finals(res, s_name, 1, f"k{k}", seeds) for k in cfg.sweep}
     sweep_rollbacks = {name: {k: np.mean([res[run_key(*_sweep_run(name), f"k{k}", s)]["rollbacks"] for s in seeds])
                               for k in cfg.sweep} for name in sweep}
-    return dict(cfg=cfg, l0=l0, xs=xs, rows=table, curves=curves, best_q=best_q, tuned=tuned, floor=floor,
+    return dict(cfg=cfg, task=data["task"], l0=l0, xs=xs, rows=table, curves=curves, best_q=best_q, tuned=tuned, floor=floor,
                 best_mean=float(best_finals.mean()),
                 target=target, grid_table=grid_table, sweep=sweep, sweep_rollbacks=sweep_rollbacks,
                 total_search=total_search, n_runs=len(res),
@@ -351,7 +377,8 @@ def plot_accuracy(a: dict, out: Path) -> None:
         ax.set_xlabel("cumulative training forward passes, prefix + suffix (thousands)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper left", ncol=2)
-    fig.suptitle(f"digits_cnn on rotated digits: ZO training of the last FC layer, budget {cfg.budget:,} "
+    fig.suptitle(f"task {a['task']} ({TASKS[a['task']].model.name}, --train {TASKS[a['task']].train}): "
+                 f"ZO training, budget {cfg.budget:,} "
                  f"passes, seeds {', '.join(map(str, cfg.seeds))}", fontsize=11)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
@@ -394,15 +421,14 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
     cfg = a["cfg"]
     n = len(cfg.seeds)
     lines = [
-        (f"Command: `{command}`. Date: {data['date']}. Machine: {data['machine']}; {data['workers']} worker "
-        f"processes, {a['n_runs']} runs, {data['wall_s'] / 60:.1f} min wall time."),
+        (f"Command: `{command}`. Date: {data['date']}. Machine: {data['machine']}; workers: {data['workers']}, "
+        f"{a['n_runs']} runs, {data['wall_s'] / 60:.1f} min wall time."),
         "",
-        (f"Setup: `digits_cnn.tflite` (int8, pretrained on upright digits) adapted to `digits_shift.npz` "
-        f"(rotated digits, 1000 train / 497 test) by training its last FULLY_CONNECTED layer and bias "
-        f"(defaults: b = 16, eps = 1 LSB, split-16 rounding, dense Rademacher directions, guards on). "
+        (f"Setup: {TASKS[data['task']].what} ({data['n_train']} train / {data['n_test']} test samples; "
+        f"defaults: b = 16, eps = 1 LSB, split-16 rounding, dense Rademacher directions, guards on). "
         f"Every run stops at the first step reaching {cfg.budget:,} training forward passes (prefix + suffix "
         f"sample-passes; evaluation passes are not counted). Seeds {', '.join(map(str, cfg.seeds))} (the run "
-        f"seed) for every method, so every comparison is paired. Accuracy is on the 497 test samples; "
+        f"seed) for every method, so every comparison is paired. Accuracy is on the {data['n_test']} test samples; "
         f"curves are linear interpolations between evaluations (every ~{cfg.eval_passes} passes at fixed q, "
         f"every {ADAPTIVE_EVAL_EVERY} steps for the adaptive schedulers), averaged over seeds."),
         "",
@@ -521,16 +547,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="2 seeds, 4 values of q, 100k passes")
     ap.add_argument("--write", type=Path, help="write the results into this markdown file (and its PNGs next to it)")
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--task", choices=sorted(TASKS), default="digits")
+    ap.add_argument("--workers", type=int, default=2, help="local worker processes")
+    ap.add_argument("--cluster", metavar="tcp://HOST:8786", help="run on this Dask distributed scheduler instead")
     ap.add_argument("--reuse", action="store_true", help="tables and plots from the cached results")
     args = ap.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     CACHE.mkdir(parents=True, exist_ok=True)
-    cache = CACHE / f"results-{cfg.name}.json"
+    cache = CACHE / f"results-{args.task}-{cfg.name}.json"
     if args.reuse:
         data = json.loads(cache.read_text())
     else:
-        data = run_experiments(cfg, args.workers)
+        with make_executor(args.workers, args.cluster) as executor:
+            data = run_experiments(cfg, args.task, executor, args.cluster or f"{args.workers} local")
         cache.write_text(json.dumps(data))
     a = analyse(data)
     out_dir = args.write.parent if args.write else CACHE
@@ -538,7 +567,8 @@ def main(argv: list[str] | None = None) -> int:
     acc_png, sweep_png = out_dir / f"{stem}_accuracy.png", out_dir / f"{stem}_lr_sweep.png"
     plot_accuracy(a, acc_png)
     plot_sweep(a, sweep_png)
-    command = "python benchmarks/experiments.py" + (" --quick" if args.quick else "") + \
+    command = "python benchmarks/experiments.py" + (f" --task {args.task}" if args.task != "digits" else "") + \
+        (" --quick" if args.quick else "") + \
         (f" --write {args.write}" if args.write else "")
     body = to_markdown(a, data, command, acc_png.name, sweep_png.name)
     if args.write:

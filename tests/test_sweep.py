@@ -1,0 +1,74 @@
+"""The experiment sweep engine (benchmarks/sweep.py): a re-run skips finished runs, the cache key
+follows the options and the files' bytes, and local processes and a Dask cluster give the same
+results."""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import importlib.util
+import shutil
+import sys
+
+import pytest
+from conftest import FIXTURES, ROOT
+
+
+def _load(name: str):
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # Dask ships the run function by value from a registered module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def _specs():
+    ex = _load("experiments")
+    cfg = ex.Config("test", (1, 2), 3000, (1, 4), (0,), (0,), 1000)
+    task = ex.TASKS["sensor"]
+    return ex, [ex.make_spec(cfg, task, "fixed", 1, "auto", 1), ex.make_spec(cfg, task, "adazeta", 1, "auto", 2)]
+
+
+class _NoRuns(cf.Executor):
+    def submit(self, fn, /, *args, **kwargs):
+        raise AssertionError("a cached run was run again")
+
+
+def _strip(results: dict) -> dict:
+    return {k: {f: v for f, v in r.items() if f != "wall_s"} for k, r in results.items()}
+
+
+def test_hash_follows_options_and_file_bytes(tmp_path):
+    sweep = _load("sweep")
+    _, specs = _specs()
+    spec = specs[0]
+    data = tmp_path / "data.npz"
+    shutil.copy(spec["data"], data)
+    moved = dict(spec, data=str(data))
+    assert sweep.run_hash(moved) == sweep.run_hash(spec)  # the bytes count, not the path
+    assert sweep.run_hash(dict(spec, seed=3)) != sweep.run_hash(spec)
+    changed = tmp_path / "changed.npz"
+    changed.write_bytes(data.read_bytes() + b"\0")
+    assert sweep.run_hash(dict(spec, data=str(changed))) != sweep.run_hash(spec)
+
+
+@pytest.mark.cc
+def test_local_and_dask_runs_agree_and_reruns_are_cached(tmp_path):
+    sweep = _load("sweep")
+    ex, specs = _specs()
+    assert (FIXTURES / "motions_cnn.tflite").exists()
+    log: list[str] = []
+    with sweep.make_executor(workers=2) as executor:
+        local = sweep.run_grid(specs, ex.run_one, executor, tmp_path / "local", log.append)
+    assert set(local) == {s["key"] for s in specs}
+    assert all(r["steps"] > 0 and 0 <= r["final_acc"] <= 1 for r in local.values())
+    again = sweep.run_grid(specs, ex.run_one, _NoRuns(), tmp_path / "local", log.append)
+    assert again == local and log[-1] == "  2 runs: 2 cached, 0 to run"
+
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        pytest.skip("dask[distributed] is missing: pip install -e '.[sweep]' to test the Dask executor")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        remote = sweep.run_grid(specs, ex.run_one, client.get_executor(), tmp_path / "dask", log.append)
+    assert _strip(remote) == _strip(local)
