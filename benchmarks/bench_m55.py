@@ -74,11 +74,11 @@ def macs(model) -> int:
     total = 0
     for step in model.program.steps:
         p = step.params
-        if step.kernel == "conv2d":
+        if step.kernel in ("conv2d", "conv2d_s16"):
             total += p["output_h"] * p["output_w"] * p["output_c"] * p["filter_h"] * p["filter_w"] * p["filter_c"]
-        elif step.kernel == "depthwise_conv2d":
+        elif step.kernel in ("depthwise_conv2d", "depthwise_conv2d_s16"):
             total += p["output_h"] * p["output_w"] * p["output_c"] * p["filter_h"] * p["filter_w"]
-        elif step.kernel == "fully_connected":
+        elif step.kernel in ("fully_connected", "fully_connected_s16"):
             total += p["rows"] * p["units"] * p["depth"]
     return total
 
@@ -154,10 +154,11 @@ def to_markdown(rows: list[dict], peer: dict, peer_note: str) -> str:
         ratio = f"**{r['mve'] / cmsis:.2f}**" if cmsis else "-"
         exact = "yes" if r["mve_exact"] and r["portable_exact"] else "**NO**"
         code_ratio = f"{r['mve_text'] / p['text']:.2f}" if p.get("text") else "-"
+        per_mac = f"{r['mve'] / r['macs']:.2f}" if r["macs"] else "-"
         lines.append(
             f"| {r['model']} | {r['macs'] / 1e6:.3g} M | {f'{cmsis:,}' if cmsis else '-'} | "
             f"{f'{tref:,}' if tref else '-'} | {r['portable']:,} | {r['mve']:,} | {ratio} | "
-            f"{r['mve'] / r['portable']:.2f} | {r['mve'] / max(r['macs'], 1):.2f} | {exact} | "
+            f"{r['mve'] / r['portable']:.2f} | {per_mac} | {exact} | "
             f"{r['mve_text']:,} | {code_ratio} | {r['arena']:,} |")
     lines += estimate_table(rows, peer)
     return "\n".join(lines)

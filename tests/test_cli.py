@@ -64,3 +64,19 @@ def test_bad_inputs_file(tmp_path, capsys):
     assert main(["infer", "--model", str(FIXTURES / "mlp.tflite"), "--inputs", str(tmp_path / "x.npy"),
                  "--out", str(tmp_path / "y.npy")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_simulate_without_an_evaluation_says_why(tmp_path, capsys, monkeypatch):
+    """A training program that stops before its first evaluation (its log frame says why) is an
+    error message, not a traceback."""
+    from types import SimpleNamespace
+
+    def stopped(*args, **kwargs):
+        return SimpleNamespace(headroom=None, evals=[], log_path=tmp_path / "run.jsonl",
+                               records=[{"type": "log", "text": "batch and the three data splits must be non-empty"}])
+
+    monkeypatch.setattr("zoflash.targets.simulate.simulate", stopped)
+    code = main(["simulate", "--model", str(FIXTURES / "mlp.tflite"), "--data", str(FIXTURES / "digits_shift.npz"),
+                 "--no-plot"])
+    err = capsys.readouterr().err
+    assert code == 2 and "ended without an evaluation: batch and the three data splits" in err

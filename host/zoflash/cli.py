@@ -355,6 +355,10 @@ def simulate(model_path: str, data_path: str, log_path: str, engine: str, bundle
         from zoflash.training.headroom import describe
 
         _say(f"requant {describe(result.headroom)}")
+    if not result.evals:  # the program stopped before its first evaluation (its log frames say why)
+        why = [r["text"] for r in result.records if r.get("type") == "log"]
+        raise ZoflashError("the training program ended without an evaluation"
+                           + (f": {why[-1]}" if why else "") + f" (log {result.log_path})")
     first, last = result.evals[0], result.evals[-1]
     from zoflash.monitor.telemetry import has_accuracy
 
