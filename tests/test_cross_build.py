@@ -141,12 +141,10 @@ def test_too_big_dataset_fails_before_compiling(tmp_path, monkeypatch, capsys):
     # placed where it misses by least: the largest region the data may use
     assert f"region AXISRAM3_6 (ram, 1835008 bytes at 0x34200000): {need} needed" in err
     assert f"training data {need}; {need - 1835008} bytes more than its 1835008" in err
-    # the validation split: 0.1 of each class rounded half up (docs/training.md), carved from the 30000
-    counts = np.bincount(np.load(data)["y_train"])
-    n_val = int(sum(np.floor(0.1 * counts + 0.5)))
-    fits = (1835008 - (n_val + 10) * 66) // 66
-    assert (f"At most {fits} of the {30000 - n_val} training samples (66 bytes each, with the {n_val} validation "
-            "and 10 test samples) fit") in err
+    # counted in the file's training samples: the validation split is carved from them, embedded likewise
+    fits = (1835008 - 10 * 66) // 66
+    assert (f"At most {fits} of the 30000 training samples (66 bytes each, with the 10 test samples; the validation "
+            "split is carved from them) fit") in err
     assert "fits: region RAM" in err and "fits: region IMAGE" in err
     assert not out.exists()
 

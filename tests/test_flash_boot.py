@@ -152,8 +152,8 @@ def test_flash_boot_says_what_does_not_fit_and_what_would(tmp_path, monkeypatch)
     assert m and int(m[2]) == need and int(m[1]) - 261120 == int(m[3])
     others = int(m[1]) - need  # code and constants in the image
     fits = (261120 - others - 10 * SAMPLE) // SAMPLE
-    assert f"At most {fits} of the 5000 training samples ({SAMPLE} bytes each, with the 10 test samples) fit " \
-           "in the regions the data may use (IMAGE, XSPI2_NOR)." in text
+    assert f"At most {fits} of the 5000 training samples ({SAMPLE} bytes each, with the 10 test samples; the " \
+           "validation split is carved from them) fit in the regions the data may use (IMAGE, XSPI2_NOR)." in text
     assert "Or build for flash boot" not in text  # it is a flash-boot build already
 
 
@@ -199,7 +199,8 @@ def test_flash_boot_build_emits_both_images(tmp_path, capsys, monkeypatch):
     for name in ("x_train", "y_train", "x_test", "y_test"):  # the data files the training reads
         part = (out / f"digits_cnn_{name}.bin").read_bytes()
         assert part in blob and part not in image.read_bytes()
-    assert (out / "digits_cnn_x_train.bin").stat().st_size == 3600 * 64
+    # the file's 3600 training images: the training split and the validation split carved from it
+    assert sum((out / f"digits_cnn_x_{split}.bin").stat().st_size for split in ("train", "val")) == 3600 * 64
     assert sec[".text"][1] == 0x34180400 and image.stat().st_size <= IMAGE_BYTES
     assert f"region  XSPI2_NOR (flash, 133169152 bytes at 0x70100000): {sec['.train_data'][0]} used" in text
     assert (f"signed by: STM32_SigningTool_CLI -bin {image} -nk -of 0x80000000 -t fsbl -hv 2.3 -o "

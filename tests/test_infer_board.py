@@ -56,7 +56,7 @@ def test_a_bundle_runs_new_samples_each_time(tmp_path):
 @pytest.mark.cross
 @pytest.mark.qemu
 def test_samples_beyond_one_image_run_in_several(tmp_path, monkeypatch):
-    monkeypatch.setattr(emulated, "samples_per_run", lambda bundle, sample_bytes: 2)
+    monkeypatch.setattr(emulated, "samples_per_run", lambda bundle, sample_bytes, extra_cflags="": 2)
     path = FIXTURES / "mlp.tflite"
     x = np.random.default_rng(6).integers(-128, 128, (5, 64), dtype=np.int8)
     got = emulated.run_inference(api.generate(path, "mps3-an547", tmp_path / "b"), x).outputs[0]
@@ -64,7 +64,7 @@ def test_samples_beyond_one_image_run_in_several(tmp_path, monkeypatch):
 
 
 def test_a_stateful_models_samples_must_fit_one_image(tmp_path, monkeypatch):
-    monkeypatch.setattr(emulated, "samples_per_run", lambda bundle, sample_bytes: 2)
+    monkeypatch.setattr(emulated, "samples_per_run", lambda bundle, sample_bytes, extra_cflags="": 2)
     bundle = api.generate(STREAMING, "mps3-an547", tmp_path / "b")
     with pytest.raises(DataError, match="at most 2 samples"):
         emulated.run_inference(bundle, np.zeros((3, 3, 40), np.int8))

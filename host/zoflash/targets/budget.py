@@ -129,9 +129,11 @@ def _samples_hint(board: Board, placed: Board, items, training) -> str:
     if training is None:
         return ""
     data = training.data
-    n = len(data.x_train)
-    train_bytes = sum(a.nbytes for a in (data.x_train, data.y_train if data.labels else None, data.t_train)
-                      if a is not None)
+    # the file's training samples: the validation split is carved from them and embedded likewise
+    n = len(data.x_train) + (len(data.x_val) if data.x_val is not None else 0)
+    train_bytes = sum(a.nbytes for split in ("train", "val") for a in (
+        getattr(data, f"x_{split}"), getattr(data, f"y_{split}") if data.labels else None,
+        getattr(data, f"t_{split}")) if a is not None)
     per_sample = train_bytes // max(n, 1)
     test_bytes = data.nbytes - train_bytes
     others = [it for it in items if it[0] != "train_data"]
@@ -144,8 +146,8 @@ def _samples_hint(board: Board, placed: Board, items, training) -> str:
     if fits >= n:
         return ""
     return (f"At most {fits} of the {n} training samples ({per_sample} bytes each, with the "
-            f"{len(data.x_val)} validation and {len(data.x_test)} test samples) fit in the regions the data may use "
-            f"({', '.join(board.candidates['train_data'])}).")
+            f"{len(data.x_test)} test samples; the validation split is carved from them) fit in the regions the data "
+            f"may use ({', '.join(board.candidates['train_data'])}).")
 
 
 def estimate_regions(board: Board, model, training=None) -> list[RegionUse]:
