@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import test_monitor as monitor_tests
 from conftest import FIXTURES, need_program
 from zoflash.monitor import protocol as proto
 from zoflash.monitor import telemetry as tm
@@ -25,8 +26,7 @@ from zoflash.monitor.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from zoflash.monitor.serial_monitor import Monitor, PortGone
-from zoflash.monitor.serialport import ProgramPort
+from zoflash.monitor.serial_monitor import Monitor
 from zoflash.monitor.session import comparable
 from zoflash.targets.host_build import run_make
 from zoflash.training.options import make_options
@@ -122,18 +122,8 @@ def program(tmp_path_factory):
 
 
 def program_monitor(exe: Path, tmp_path: Path, name: str, queued: tuple[str, ...] = ()):
-    port = ProgramPort([exe], preload=b"".join(proto.encode_command(c, 1000 + k) for k, c in enumerate(queued)))
-    opened = []
-
-    def opener():
-        if opened:
-            raise PortGone("the program ended")
-        opened.append(port)
-        return port
-
-    mon = Monitor(opener=opener, log_path=tmp_path / f"{name}.jsonl", checkpoint_path=tmp_path / "ckpt.npz")
-    mon.connect()
-    return mon, port
+    """test_monitor's program monitor, keeping checkpoints in tmp_path/ckpt.npz."""
+    return monitor_tests.program_monitor(exe, tmp_path, queued, name, checkpoint_path=tmp_path / "ckpt.npz")
 
 
 def after(records: list[dict], step: int) -> list[dict]:

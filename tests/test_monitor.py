@@ -527,7 +527,8 @@ def program(tmp_path_factory, small_data):
     return SimpleNamespace(exe=exe, records=dec.records(dec.feed(raw)), prep=prep)
 
 
-def program_monitor(exe: Path, tmp_path: Path, queued: tuple[str, ...] = ()) -> tuple[Monitor, ProgramPort]:
+def program_monitor(exe: Path, tmp_path: Path, queued: tuple[str, ...] = (), name: str = "run",
+                    **monitor_options) -> tuple[Monitor, ProgramPort]:
     # the queued commands are already waiting when the program starts
     port = ProgramPort([exe], preload=b"".join(proto.encode_command(c, 1000 + k) for k, c in enumerate(queued)))
     opened = []
@@ -538,7 +539,7 @@ def program_monitor(exe: Path, tmp_path: Path, queued: tuple[str, ...] = ()) -> 
         opened.append(port)
         return port
 
-    mon = Monitor(opener=opener, log_path=tmp_path / "run.jsonl")
+    mon = Monitor(opener=opener, log_path=tmp_path / f"{name}.jsonl", **monitor_options)
     mon.connect()
     return mon, port
 
