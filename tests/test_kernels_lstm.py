@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -56,6 +57,17 @@ def assert_same(got, want, what):
 
 def f32(v) -> float:
     return float(np.float32(v))
+
+
+def test_sigmoid_table_is_the_same_in_c_and_in_the_reference():
+    """The C kernel and the reference each carry TFLM's sigmoid table: the same 256 values, and
+    within 1.5 units of sigmoid(i / 24) in Q0.16 (TFLM rounds some entries off by a little more than one)."""
+    text = (cbuild.INFERENCE / "zo_kernels_lstm.c").read_text()
+    body = re.search(r"zo_sigmoid_table\[256\] = \{(.*?)\};", text, re.S).group(1)
+    c_table = np.array([int(v) for v in body.replace("\n", " ").split(",") if v.strip()])
+    assert c_table.tolist() == ref.SIGMOID_TABLE.tolist()
+    exact = 65536.0 / (1.0 + np.exp(-np.arange(256) / 24.0))
+    assert np.max(np.abs(c_table - np.minimum(exact, 65535))) <= 1.5
 
 
 # ------------------------------------------------------------------------- C vs NumPy reference

@@ -32,6 +32,20 @@ static inline int32_t zo_wrap_mul(int32_t a, int32_t b)
 static inline int32_t zo_min32(int32_t a, int32_t b) { return a < b ? a : b; }
 static inline int32_t zo_max32(int32_t a, int32_t b) { return a > b ? a : b; }
 
+/* Leading zeros of a 32-bit word (32 for 0). */
+static inline int32_t zo_clz32(uint32_t x)
+{
+#if defined(__GNUC__)
+    return x == 0 ? 32 : (int32_t)__builtin_clz(x);
+#else
+    int32_t n = 0;
+    for (uint32_t bit = 0x80000000u; bit != 0 && !(x & bit); bit >>= 1) {
+        ++n;
+    }
+    return n;
+#endif
+}
+
 static inline int32_t zo_clamp32(int32_t v, int32_t lo, int32_t hi)
 {
     return v < lo ? lo : (v > hi ? hi : v);

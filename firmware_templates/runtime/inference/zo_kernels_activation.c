@@ -92,39 +92,51 @@ void zo_prelu_s8(const zo_prelu_params_t *p, const int8_t *input, const int8_t *
     ZO_BROADCAST_WALK(p, input, alpha, output, zo_prelu_one);
 }
 
+/* RELU, RELU6 and LEAKY_RELU do the same arithmetic on int8 and on int16 (16x8) tensors: each body
+ * is written once, for the element type and its range. */
+
 /* TFLM ReluQuantized: rescale to the output, clamp below at the output's zero. */
-void zo_relu_s8(const zo_relu_params_t *p, const int8_t *input, int8_t *output)
-{
-    for (int32_t i = 0; i < p->size; ++i) {
-        const int32_t v = zo_mbqm((int32_t)input[i] - p->input_zp, p->multiplier, p->shift) + p->output_zp;
-        output[i] = (int8_t)zo_clamp32(v, p->act_min, p->act_max);
+#define ZO_RELU_BODY(type)                                                                               \
+    for (int32_t i = 0; i < p->size; ++i) {                                                              \
+        const int32_t v = zo_mbqm((int32_t)input[i] - p->input_zp, p->multiplier, p->shift) + p->output_zp; \
+        output[i] = (type)zo_clamp32(v, p->act_min, p->act_max);                                         \
     }
-}
 
 /* TFLM Relu6Quantized: a clamp of the stored values to the input's 0 and 6 (no rescaling). */
-void zo_relu6_s8(const zo_relu6_params_t *p, const int8_t *input, int8_t *output)
-{
-    for (int32_t i = 0; i < p->size; ++i) {
-        output[i] = (int8_t)zo_clamp32(input[i], p->lower, p->upper);
+#define ZO_RELU6_BODY(type)                                                                              \
+    for (int32_t i = 0; i < p->size; ++i) {                                                              \
+        output[i] = (type)zo_clamp32(input[i], p->lower, p->upper);                                      \
     }
-}
 
 /* TFLM QuantizeLeakyRelu: a negative alpha multiplier is applied as its magnitude, then negated. */
+#define ZO_LEAKY_RELU_BODY(type, lo, hi)                                                                 \
+    const int32_t negative = p->alpha_multiplier < 0;                                                    \
+    const int32_t alpha_magnitude = negative ? -p->alpha_multiplier : p->alpha_multiplier;               \
+    for (int32_t i = 0; i < p->size; ++i) {                                                              \
+        const int32_t v = (int32_t)input[i] - p->input_zp;                                               \
+        int32_t out = p->output_zp;                                                                      \
+        if (v >= 0) {                                                                                    \
+            out += zo_mbqm(v, p->identity_multiplier, p->identity_shift);                                \
+        } else {                                                                                         \
+            const int32_t scaled = zo_mbqm(v, alpha_magnitude, p->alpha_shift);                          \
+            out += negative ? -scaled : scaled;                                                          \
+        }                                                                                                \
+        output[i] = (type)zo_clamp32(out, lo, hi);                                                       \
+    }
+
+void zo_relu_s8(const zo_relu_params_t *p, const int8_t *input, int8_t *output) { ZO_RELU_BODY(int8_t) }
+void zo_relu_s16(const zo_relu_params_t *p, const int16_t *input, int16_t *output) { ZO_RELU_BODY(int16_t) }
+void zo_relu6_s8(const zo_relu6_params_t *p, const int8_t *input, int8_t *output) { ZO_RELU6_BODY(int8_t) }
+void zo_relu6_s16(const zo_relu6_params_t *p, const int16_t *input, int16_t *output) { ZO_RELU6_BODY(int16_t) }
+
 void zo_leaky_relu_s8(const zo_leaky_relu_params_t *p, const int8_t *input, int8_t *output)
 {
-    const int32_t negative = p->alpha_multiplier < 0;
-    const int32_t alpha_magnitude = negative ? -p->alpha_multiplier : p->alpha_multiplier;
-    for (int32_t i = 0; i < p->size; ++i) {
-        const int32_t v = (int32_t)input[i] - p->input_zp;
-        int32_t out = p->output_zp;
-        if (v >= 0) {
-            out += zo_mbqm(v, p->identity_multiplier, p->identity_shift);
-        } else {
-            const int32_t scaled = zo_mbqm(v, alpha_magnitude, p->alpha_shift);
-            out += negative ? -scaled : scaled;
-        }
-        output[i] = (int8_t)zo_clamp32(out, -128, 127);
-    }
+    ZO_LEAKY_RELU_BODY(int8_t, -128, 127)
+}
+
+void zo_leaky_relu_s16(const zo_leaky_relu_params_t *p, const int16_t *input, int16_t *output)
+{
+    ZO_LEAKY_RELU_BODY(int16_t, -32768, 32767)
 }
 
 /* gemmlowp (1 - a) / (1 + a) for a Q0.31 a in [0, 1): LOGISTIC's Newton-Raphson reciprocal of

@@ -6,19 +6,6 @@
 
 #include <stddef.h>
 
-static int32_t zo_clz32_s16(uint32_t x)
-{
-    int32_t n = 0;
-    if (x == 0) {
-        return 32;
-    }
-    while (!(x & 0x80000000u)) {
-        x <<= 1;
-        ++n;
-    }
-    return n;
-}
-
 /* TFLM's LUTLookup for int16: the high 9 bits index a 513-entry table, the low 7 bits
  * interpolate linearly to the next entry.  TFLM keeps the slope in an int16_t: so does this. */
 static int16_t zo_lut_lookup_s16(int16_t value, const int16_t *lut)
@@ -31,47 +18,6 @@ static int16_t zo_lut_lookup_s16(int16_t value, const int16_t *lut)
 }
 
 /* ------------------------------------------------------------------------------------ softmax */
-
-/* TFLM's int8 softmax with an int16 output: the int8 kernel's arithmetic (Q5.26 exp, Q12.19 sum,
- * Newton-Raphson reciprocal), the result in 1/65536 units - 32768. */
-void zo_softmax_s8_s16(const zo_softmax_params_t *p, const int8_t *input, int16_t *output)
-{
-    const int32_t depth = p->depth;
-    for (int32_t r = 0; r < p->outer; ++r) {
-        const int8_t *x = input + (size_t)r * (size_t)depth;
-        int16_t *y = output + (size_t)r * (size_t)depth;
-        int32_t max_in_row = -128;
-        for (int32_t c = 0; c < depth; ++c) {
-            max_in_row = x[c] > max_in_row ? x[c] : max_in_row;
-        }
-        int32_t sum_of_exps = 0;
-        for (int32_t c = 0; c < depth; ++c) {
-            const int32_t diff = (int32_t)x[c] - max_in_row;
-            if (diff >= p->diff_min) {
-                const int32_t scaled = zo_mbqm(diff, p->input_multiplier, p->input_left_shift);
-                sum_of_exps = zo_wrap_add(sum_of_exps, zo_rdbpot(zo_exp_on_negative_values(scaled, 5), 12));
-            }
-        }
-        const int32_t headroom_plus_one = zo_clz32_s16((uint32_t)sum_of_exps);
-        const int32_t num_bits_over_unit = 12 - headroom_plus_one;
-        const int32_t shifted_sum_minus_one =
-            (int32_t)(((uint32_t)sum_of_exps << headroom_plus_one) - 0x80000000u);
-        const int32_t shifted_scale = zo_one_over_one_plus_x_q0(shifted_sum_minus_one);
-        /* TFLM CHECKs 0 <= exponent <= 31; clamp to stay defined. */
-        const int32_t exponent = zo_clamp32(num_bits_over_unit + 31 - 16, 0, 31);
-        for (int32_t c = 0; c < depth; ++c) {
-            const int32_t diff = (int32_t)x[c] - max_in_row;
-            if (diff >= p->diff_min) {
-                const int32_t scaled = zo_mbqm(diff, p->input_multiplier, p->input_left_shift);
-                const int32_t e = zo_exp_on_negative_values(scaled, 5);
-                const int32_t unsat = zo_rdbpot(zo_srdhm(shifted_scale, e), exponent);
-                y[c] = (int16_t)zo_clamp32(unsat - 32768, -32768, 32767);
-            } else {
-                y[c] = -32768;
-            }
-        }
-    }
-}
 
 /* TFLM's SoftmaxInt16: exp of the rescaled difference to the row maximum from a LUT over
  * [-10, 0], the sum in Q16.15, its reciprocal from a 1 / (1 + x) LUT, output in 1/32768 units.
@@ -92,7 +38,7 @@ void zo_softmax_s16(const zo_softmax_s16_params_t *p, const int16_t *input, int1
             y[c] = zo_lut_lookup_s16((int16_t)zo_clamp32(scaled + 32767, -32768, 32767), p->exp_lut);
             sum_of_exps += y[c];
         }
-        const int32_t headroom_plus_one = zo_clz32_s16((uint32_t)sum_of_exps);
+        const int32_t headroom_plus_one = zo_clz32((uint32_t)sum_of_exps);
         const int32_t shifted_sum =
             (int32_t)((((int64_t)sum_of_exps << (headroom_plus_one - 1)) + (1 << 13)) >> 14);
         /* the LUT takes x = sum - 1, recentred from [0, 65535] to [-32768, 32767] */
@@ -446,40 +392,7 @@ void zo_mul_s16(const zo_mul_params_t *p, const int16_t *input1, const int16_t *
     ZO_BINARY_S16(p, input1, input2, output, zo_mul_one_s16);
 }
 
-/* ------------------------------------------------------------------ RELU, RELU6, LEAKY_RELU, MEAN */
-
-/* The int8 kernels' arithmetic (zo_kernels_activation.c, zo_kernels_misc.c), clamped to int16. */
-void zo_relu_s16(const zo_relu_params_t *p, const int16_t *input, int16_t *output)
-{
-    for (int32_t i = 0; i < p->size; ++i) {
-        const int32_t v = zo_mbqm((int32_t)input[i] - p->input_zp, p->multiplier, p->shift) + p->output_zp;
-        output[i] = (int16_t)zo_clamp32(v, p->act_min, p->act_max);
-    }
-}
-
-void zo_relu6_s16(const zo_relu6_params_t *p, const int16_t *input, int16_t *output)
-{
-    for (int32_t i = 0; i < p->size; ++i) {
-        output[i] = (int16_t)zo_clamp32(input[i], p->lower, p->upper);
-    }
-}
-
-void zo_leaky_relu_s16(const zo_leaky_relu_params_t *p, const int16_t *input, int16_t *output)
-{
-    const int32_t negative = p->alpha_multiplier < 0;
-    const int32_t alpha_magnitude = negative ? -p->alpha_multiplier : p->alpha_multiplier;
-    for (int32_t i = 0; i < p->size; ++i) {
-        const int32_t v = (int32_t)input[i] - p->input_zp;
-        int32_t out = p->output_zp;
-        if (v >= 0) {
-            out += zo_mbqm(v, p->identity_multiplier, p->identity_shift);
-        } else {
-            const int32_t scaled = zo_mbqm(v, alpha_magnitude, p->alpha_shift);
-            out += negative ? -scaled : scaled;
-        }
-        output[i] = (int16_t)zo_clamp32(out, -32768, 32767);
-    }
-}
+/* ------------------------------------------------------------------------------------------ MEAN */
 
 /* TFLM's QuantizedMeanOrSum on int16: the int32 sum minus zp * count, one multiplier that folds
  * in 1 / count, plus the output zero point. */

@@ -187,31 +187,18 @@ void zo_mean_s8(const zo_mean_params_t *p, const int8_t *input, int8_t *output)
 
 /* ------------------------------------------------------------------------------------ softmax */
 
-static int32_t zo_clz32(uint32_t x)
-{
-    if (x == 0) {
-        return 32;
-    }
-#if defined(__GNUC__)
-    return (int32_t)__builtin_clz(x);
-#else
-    int32_t n = 0;
-    while (!(x & 0x80000000u)) {
-        x <<= 1;
-        ++n;
-    }
-    return n;
-#endif
-}
-
-/* TFLM int8 softmax: exp of the beta-scaled difference to the row maximum in Q5.26, summed in
- * Q12.19, reciprocal by Newton-Raphson, output = exp * (1 / sum) in 1/256 units - 128. */
-void zo_softmax_s8(const zo_softmax_params_t *p, const int8_t *input, int8_t *output)
+/* TFLM's int8 softmax: exp of the beta-scaled difference to the row maximum in Q5.26, summed in
+ * Q12.19, reciprocal by Newton-Raphson, output = exp * (1 / sum) in 1/2^out_bits units - 2^(out_bits-1).
+ * One routine for both output widths (TFLM's int8 and int16 outputs differ only there): exactly one
+ * of y8 / y16 is the output. */
+static void softmax_s8_rows(const zo_softmax_params_t *p, const int8_t *input, int8_t *y8, int16_t *y16,
+                            int32_t out_bits)
 {
     const int32_t depth = p->depth;
+    const int32_t offset = (int32_t)1 << (out_bits - 1);
     for (int32_t r = 0; r < p->outer; ++r) {
         const int8_t *x = input + (size_t)r * (size_t)depth;
-        int8_t *y = output + (size_t)r * (size_t)depth;
+        const size_t row = (size_t)r * (size_t)depth;
         int32_t max_in_row = -128;
         for (int32_t c = 0; c < depth; ++c) {
             max_in_row = x[c] > max_in_row ? x[c] : max_in_row;
@@ -231,17 +218,31 @@ void zo_softmax_s8(const zo_softmax_params_t *p, const int8_t *input, int8_t *ou
             (int32_t)(((uint32_t)sum_of_exps << headroom_plus_one) - 0x80000000u);
         const int32_t shifted_scale = zo_one_over_one_plus_x_q0(shifted_sum_minus_one);
         /* TFLM CHECKs 0 <= exponent <= 31 (sums of exps stay below 2^28); clamp to stay defined. */
-        const int32_t exponent = zo_clamp32(num_bits_over_unit + 31 - 8, 0, 31);
+        const int32_t exponent = zo_clamp32(num_bits_over_unit + 31 - out_bits, 0, 31);
         for (int32_t c = 0; c < depth; ++c) {
             const int32_t diff = (int32_t)x[c] - max_in_row;
+            int32_t v = -offset;
             if (diff >= p->diff_min) {
                 const int32_t scaled = zo_mbqm(diff, p->input_multiplier, p->input_left_shift);
                 const int32_t e = zo_exp_on_negative_values(scaled, 5);
-                const int32_t unsat = zo_rdbpot(zo_srdhm(shifted_scale, e), exponent);
-                y[c] = (int8_t)zo_clamp32(unsat - 128, -128, 127);
+                v = zo_clamp32(zo_rdbpot(zo_srdhm(shifted_scale, e), exponent) - offset, -offset, offset - 1);
+            }
+            if (y8 != NULL) {
+                y8[row + (size_t)c] = (int8_t)v;
             } else {
-                y[c] = -128;
+                y16[row + (size_t)c] = (int16_t)v;
             }
         }
     }
+}
+
+void zo_softmax_s8(const zo_softmax_params_t *p, const int8_t *input, int8_t *output)
+{
+    softmax_s8_rows(p, input, output, NULL, 8);
+}
+
+/* SOFTMAX int8 -> int16: the result in 1/65536 units - 32768. */
+void zo_softmax_s8_s16(const zo_softmax_params_t *p, const int8_t *input, int16_t *output)
+{
+    softmax_s8_rows(p, input, NULL, output, 16);
 }
