@@ -5,6 +5,9 @@ ZOFLASH := $(VENV)/bin/zoflash
 APT_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm make gcc binutils
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
+# Test workers: one per core; each test file runs whole on one worker (its module fixtures built once).
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+PARALLEL := -n $(TEST_JOBS) --dist loadfile
 
 .PHONY: setup system-packages test test-fast demo bench bench-m55 docs fixtures clean
 
@@ -26,11 +29,11 @@ $(VENV)/.installed: pyproject.toml
 
 # Every tier; ZOFLASH_REQUIRE_ALL turns a skipped tier (missing tool) into a failure.
 test: setup
-	ZOFLASH_REQUIRE_ALL=1 $(PY) -m pytest -q $(PYTEST_ARGS)
+	ZOFLASH_REQUIRE_ALL=1 $(PY) -m pytest -q $(PARALLEL) $(PYTEST_ARGS)
 
 # Unit tier only (no compilers): seconds.
 test-fast: setup
-	$(PY) -m pytest -q -m "not cc and not cross and not qemu and not tflm and not vela and not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(PARALLEL) -m "not cc and not cross and not qemu and not tflm and not vela and not slow" $(PYTEST_ARGS)
 
 # The main job: compile the example digits CNN and check it bit for bit against TFLM; then train it
 # on the emulated Cortex-M55 (QEMU mps3-an547) to adapt it to rotated digits, with live metrics over
