@@ -19,7 +19,9 @@
  * leaves the previous image valid, and a slot without the magic or with a wrong CRC is never
  * offered.  The load offers the valid slot with the higher step; the trainer then checks the
  * header (model, options) as for a restore command.  Code and data of this file are in RAM: no
- * read of the NOR while it is out of memory-mapped mode.
+ * read of the NOR while it is out of memory-mapped mode.  The port never enables the data cache;
+ * (verify) that the boot ROM leaves it off, or the read-back could see stale lines (the CRC
+ * check would then fail safe: the image is not marked valid).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -54,7 +56,8 @@ extern const uint8_t __zo_ckpt_store[] __attribute__((weak));       /* absent: n
 extern const uint8_t __zo_ckpt_store_bytes[] __attribute__((weak)); /* its value is the size */
 
 static int g_xspi_ready;   /* XSPI2 configured (zo_stm32n6_xspi2_map) */
-static int g_slot = -1;    /* the slot being written (-1: none), or chosen by the load */
+static int g_slot = -1;    /* the slot being written (-1: none) */
+static int g_load_slot = -1; /* the slot the load reads (-1: none) */
 static int g_failed;       /* the image being written failed (too big, a flash error): abandoned */
 static uint32_t g_erased;  /* bytes of the slot erased so far */
 static uint8_t g_first_page[PAGE_BYTES]; /* the image's first page, programmed last */
@@ -253,13 +256,13 @@ uint32_t zo_port_checkpoint_load(uint32_t offset, uint8_t *data, uint32_t n)
         return 0u;
     }
     if (offset == 0u) {
-        g_slot = newest_slot();
+        g_load_slot = newest_slot();
     }
-    if (g_slot < 0) {
+    if (g_load_slot < 0) {
         return 0u;
     }
-    const uint32_t total = ZO_CKPT_HEADER_BYTES + get_le32(mapped(g_slot) + 28);
+    const uint32_t total = ZO_CKPT_HEADER_BYTES + get_le32(mapped(g_load_slot) + 28);
     const uint32_t k = offset >= total ? 0u : (total - offset < n ? total - offset : n);
-    memcpy(data, mapped(g_slot) + offset, k);
+    memcpy(data, mapped(g_load_slot) + offset, k);
     return k;
 }
