@@ -7,6 +7,7 @@ the emulated Cortex-M55 (mps3-an547)."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import struct
 import subprocess
@@ -29,20 +30,22 @@ HEADER = struct.Struct("<4sHH8s8sIII")  # docs/training.md "Checkpoint and resum
 class App:
     """The example built against one board's bundle; run(line) feeds it its input line."""
 
-    def __init__(self, tmp_path, board: str, data):
+    def __init__(self, tmp_path, board: str, data, **options):
         self.board = board
         out = tmp_path / board
-        self.bundle = api.build(str(MLP), board, str(out), data_path=str(data), options=make_options(**OPTS)).bundle
+        self.bundle = api.build(str(MLP), board, str(out), data_path=str(data),
+                                options=make_options(**{**OPTS, **options})).bundle
         subprocess.run(["make", "-s", "-C", str(self.bundle.path), "app", f"APP={APP}"], check=True)
 
-    def run(self, stop: int, image: bytes = b"") -> list[dict]:
+    def run(self, stop: int, image: bytes = b"", env: dict | None = None) -> list[dict]:
         if self.board == "host":
             argv = [str(self.bundle.path / "build" / "app")]
         else:
             argv = ["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-icount", "shift=0",
                     "-monitor", "none", "-kernel", str(self.bundle.path / "build" / "app.elf")]
         line = f"{stop} {image.hex()}\n" if image else f"{stop}\n"
-        out = subprocess.run(argv, input=line.encode(), capture_output=True, timeout=300, check=True).stdout
+        out = subprocess.run(argv, input=line.encode(), capture_output=True, timeout=300, check=True,
+                             env=env).stdout
         session = Session(None, None)
         session.feed(out)
         return session.close().records
@@ -86,7 +89,8 @@ def check_resume_and_refusals(app: App, stop: int) -> None:
 
     resumed = app.run(0, img)
     # the ring refills from the first sample step `stop` trains on: t R (--refresh R)
-    assert text(resumed, "put") == [f"{OK} pushed {stop * OPTS['refresh']}"]
+    assert text(resumed, "put") == [str(OK)]
+    assert text(resumed, "start") == [f"at step {stop}, pushed {stop * OPTS['refresh']}"]
     assert after(resumed, stop) == after(whole, stop)
     assert [r for r in resumed if r["type"] == "weights"] == [r for r in whole if r["type"] == "weights"]
 
@@ -97,7 +101,7 @@ def check_resume_and_refusals(app: App, stop: int) -> None:
     other_model = forged(img, model=bytes(8))
     for bad, status in ((bytes(damaged), CKPT_BAD), (other_model, CKPT_MODEL)):
         recs = app.run(1, bad)
-        assert text(recs, "put") == [f"{status} pushed 0"]
+        assert text(recs, "put") == [str(status)] and text(recs, "start") == ["at step 0, pushed 0"]
         assert image_of(recs) == fresh
     logs = [r["text"] for r in recs if r["type"] == "log"]
     assert "checkpoint refused: it was taken by a run of another model" in logs
@@ -114,8 +118,22 @@ def test_app_checkpoint_on_the_host(tmp_path, sensor_data):  # noqa: F811
             (forged(img, magic=b"ZOCX"), CKPT_BAD, "not a checkpoint of this firmware's format"),
             (forged(img, crc=0), CKPT_BAD, "its CRC does not match")):
         recs = app.run(1, bad)
-        assert text(recs, "put") == [f"{status} pushed 0"]
+        assert text(recs, "put") == [str(status)]
         assert any(r["type"] == "log" and why in r["text"] for r in recs), why
+
+
+@pytest.mark.cc
+def test_app_resumes_alone_from_the_ports_stored_checkpoint(tmp_path, sensor_data):  # noqa: F811
+    """--checkpoint-every with the host port's file hook: zo_app_init() restores the stored
+    checkpoint by itself, and the ring restarts at that step's first sample (as after a put)."""
+    app = App(tmp_path, "host", sensor_data, checkpoint_every=10)
+    whole = app.run(0)
+    env = {**os.environ, "ZOFLASH_CHECKPOINT_FILE": str(tmp_path / "stored.ckpt")}
+    app.run(35, env=env)  # stops after step 35: the stored checkpoint is step 30's
+    again = app.run(0, env=env)
+    assert {"type": "log", "text": "resumed from the stored checkpoint"} in again
+    assert text(again, "start") == [f"at step 30, pushed {30 * OPTS['refresh']}"]
+    assert after(again, 30) == after(whole, 30)
 
 
 @pytest.mark.cc

@@ -3,12 +3,14 @@
  *
  *     <steps> [<checkpoint image as hex>]\n
  *
- * With an image it puts it right after init and prints "put <status> pushed <n>" (status 0:
- * ZO_APP_OK; n = zo_app_status().pushed), then pushes the sensor's readings from n on (the sensor can replay them: reading n is
- * a function of n).  It trains until <steps> steps are done (0: to the end), then gets a
- * checkpoint, prints it as "ckpt <hex>" lines and exits, as a firmware that stores its checkpoint
- * before a reset would (a real one writes it to its flash).  tests/test_app_checkpoint.py feeds
- * the printed image to a new process and compares the run with an uninterrupted one.
+ * With an image it puts it right after init and prints "put <status>" (0: ZO_APP_OK); then
+ * "start at step <t>, pushed <n>" (zo_app_status(): t > 0 after a put, or when the port kept a
+ * checkpoint), and it pushes the sensor's readings from n on (the sensor can replay them:
+ * reading n is a function of n).  It trains until <steps> steps are done (0: to the end), then
+ * gets a checkpoint, prints it as "ckpt <hex>" lines and exits, as a firmware that stores its
+ * checkpoint before a reset would (a real one writes it to its flash).
+ * tests/test_app_checkpoint.py feeds the printed image to a new process and compares the run
+ * with an uninterrupted one.
  *
  *     make -C app_bundle app APP=$PWD/examples/app_sensor/app_resume.c
  */
@@ -94,17 +96,18 @@ int main(void)
     if (zo_app_input_bytes() != INPUTS || zo_app_checkpoint_size() > IMAGE_CAP || zo_app_init(1) != ZO_APP_OK) {
         zo_port_exit(1);
     }
-    zo_app_status_t st;
     if (len != 0u) {
         const int status = zo_app_checkpoint_put(g_image, len); /* refused: the run goes on afresh */
-        zo_app_status(&st);
         say("\nput ");
         say_number((uint32_t)status);
-        say(" pushed ");
-        say_number(st.pushed);
-        say("\n");
     }
+    zo_app_status_t st;
     zo_app_status(&st);
+    say("\nstart at step ");
+    say_number(st.steps_done);
+    say(", pushed ");
+    say_number(st.pushed);
+    say("\n");
     int8_t x[INPUTS];
     uint32_t n = st.pushed; /* 0, or t R after a put: the first reading step t trains on */
     uint16_t label = sensor_read(n, x);

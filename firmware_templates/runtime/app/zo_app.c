@@ -14,12 +14,22 @@ static int g_done;
 static uint8_t g_reason;
 static int g_ready; /* init succeeded */
 
+/* The ring restarts at the first sample step t trains on: pushes [t R, N + t R) refill it
+ * (after a checkpoint is put or restored; t = 0: a fresh ring). */
+static void restart_ring(void)
+{
+    zo_stream_t *s = &zo_train_ring;
+    s->cursor = zo_stream_target(s, zo_train_steps_done()) - s->slots;
+    s->got = 0u;
+}
+
 int zo_app_init(int telemetry)
 {
     zo_tm_enable(telemetry);
     ZO_MODEL_INIT();
     g_done = 0;
     g_ready = !zo_train_begin(&zo_train_model, &zo_train_config);
+    restart_ring(); /* a checkpoint the port kept may have been restored */
     return g_ready ? ZO_APP_OK : ZO_APP_INVALID;
 }
 
@@ -119,9 +129,6 @@ int zo_app_checkpoint_put(const uint8_t *buf, uint32_t len)
     default:
         return ZO_APP_CKPT_BAD;
     }
-    /* the ring restarts at the first sample step t trains on: pushes [t R, N + t R) refill it */
-    zo_stream_t *s = &zo_train_ring;
-    s->cursor = zo_stream_target(s, zo_train_steps_done()) - s->slots;
-    s->got = 0u;
+    restart_ring();
     return ZO_APP_OK;
 }

@@ -897,6 +897,29 @@ typedef struct {
 
 static run_t g_run; /* one run at a time (the firmware's, or the library's: zo_app.h) */
 
+/* The loop's state from a restored image's (tr->ck_head; the tensors are already in place). */
+static void take_restored_state(run_t *r)
+{
+    trainer_t *tr = &r->tr;
+    zo_ckpt_state_t s;
+    memcpy(&s, tr->ck_head + ZO_CKPT_HEADER_BYTES, sizeof s);
+    tr->sched = s.sched;
+    tr->lr1 = s.lr1;
+    tr->sat_run = s.sat_run;
+    tr->zero_run = s.zero_run;
+    tr->snapshot_step = s.snapshot_step;
+    tr->prefix_passes = s.prefix_passes;
+    tr->suffix_passes = s.suffix_passes;
+    tr->eval_passes = s.eval_passes;
+    r->t = s.step;
+    r->last_eval = (int)s.last_eval;
+    r->best_loss = s.best_loss;
+    r->rollbacks = s.rollbacks;
+    r->m2_calib = s.m2_calib;
+    r->ck_sent = r->t;
+    tr->ck_restored = 0;
+}
+
 int zo_train_begin(const zo_train_model_t *m, const zo_train_config_t *cfg)
 {
     run_t *r = &g_run;
@@ -920,31 +943,10 @@ int zo_train_begin(const zo_train_model_t *m, const zo_train_config_t *cfg)
     r->calib = cfg->lr_auto ? cfg->calib_steps : 0u;
     r->last_eval = 1;
     r->reason = ZO_DONE_STEPS;
-    r->served = load_stored_checkpoint(tr) ? 2 : 0;
+    if (load_stored_checkpoint(tr)) {
+        take_restored_state(r); /* zo_train_steps_done() is the checkpoint's step from here on */
+    }
     return 0;
-}
-
-/* The loop's state from a restored image's (tr->ck_head; the tensors are already in place). */
-static void take_restored_state(run_t *r)
-{
-    trainer_t *tr = &r->tr;
-    zo_ckpt_state_t s;
-    memcpy(&s, tr->ck_head + ZO_CKPT_HEADER_BYTES, sizeof s);
-    tr->sched = s.sched;
-    tr->lr1 = s.lr1;
-    tr->sat_run = s.sat_run;
-    tr->zero_run = s.zero_run;
-    tr->snapshot_step = s.snapshot_step;
-    tr->prefix_passes = s.prefix_passes;
-    tr->suffix_passes = s.suffix_passes;
-    tr->eval_passes = s.eval_passes;
-    r->t = s.step;
-    r->last_eval = (int)s.last_eval;
-    r->best_loss = s.best_loss;
-    r->rollbacks = s.rollbacks;
-    r->m2_calib = s.m2_calib;
-    r->ck_sent = r->t;
-    tr->ck_restored = 0;
 }
 
 /* --- checkpoint and resume: between steps the run's whole state is in g_run and the trainer. */
