@@ -60,7 +60,9 @@ def test_flash_boot_is_board_data(board_id, nor_mib):
     assert (image.origin, image.size) == (0x34180400, IMAGE_BYTES)
     entry = next(f for f in dev.flash if f["name"] == "flash")
     assert fsbl.origin == entry["address"] == 0x70000000 and fsbl.end == nor.origin == 0x70100000
-    assert nor.end - fsbl.origin == nor_mib << 20 and nor.kind == "flash" and nor.enable == ("XSPI2",)
+    store = dev.region(dev.checkpoint_store)  # the NOR's last sectors: checkpoints (issue 12, test_n6_nor.py)
+    assert store.end - fsbl.origin == nor_mib << 20 and nor.end == store.origin
+    assert nor.kind == "flash" and nor.enable == ("XSPI2",)
     switches = boards.load_port("stm32n6").memories
     port_c = (port_dir() / "zo_port_stm32n6.c").read_text()  # the start-up code tests the same bit
     assert int(re.search(r"#define SWITCH_XSPI2 (\d+)u", port_c)[1]) == switches.index("XSPI2") == 5
@@ -107,7 +109,7 @@ def test_flash_boot_keeps_large_data_in_the_nor(tmp_path, monkeypatch):
     assert {k: v for k, v in pf.items() if k != "train_data"} == {k: v for k, v in pd.items() if k != "train_data"}
     link = (tmp_path / "flash" / "link.ld").read_text()
     assert "} > XSPI2_NOR" in link.split(".train_data :")[1].split(".rodata :")[0]
-    assert "XSPI2_NOR (rx) : ORIGIN = 0x70100000, LENGTH = 0x7F00000" in link
+    assert "XSPI2_NOR (rx) : ORIGIN = 0x70100000, LENGTH = 0x7B00000" in link  # the last 4 MiB: checkpoints
     assert "__zo_enable_memories = 0x00000020;" in link  # XSPI2 only
     make = (tmp_path / "flash" / "Makefile").read_text()
     assert "all: build/digits_cnn.elf build/digits_cnn.bin build/digits_cnn.hex build/digits_cnn_nor.bin\n" in make
@@ -140,7 +142,7 @@ def test_flash_boot_says_what_does_not_fit_and_what_would(tmp_path, monkeypatch)
     """A board variant with a 64 KiB NOR: 5000 samples fit neither the image nor the NOR; the
     error gives both regions' numbers and how many samples would fit."""
     _no_compiling(monkeypatch)
-    _shrunk_board(monkeypatch, tmp_path, "size = 0x07F0_0000", "size = 0x0001_0000")
+    _shrunk_board(monkeypatch, tmp_path, "size = 0x07B0_0000", "size = 0x0001_0000")
     data = _dataset(tmp_path / "d.npz", 5000)
     with pytest.raises(BudgetError) as err:
         api.generate(DIGITS, "small", tmp_path / "b", data_path=data, options=make_options(steps=5), boot="flash")
@@ -163,7 +165,7 @@ def test_development_mode_suggests_flash_boot(tmp_path, monkeypatch, capsys):
     assert main(["build", "--board", "stm32n6", "--model", str(DIGITS), "--data", str(data), "--steps", "5",
                  "--out", str(tmp_path / "b")]) == 2
     assert ("Or build for flash boot (--boot flash): weights and data that do not fit the image then stay in "
-            "the external flash (XSPI2_NOR 127 MiB), read in place.") in capsys.readouterr().err
+            "the external flash (XSPI2_NOR 123 MiB), read in place.") in capsys.readouterr().err
     assert main(["build", "--board", "stm32n6", "--boot", "flash", "--model", str(DIGITS), "--data", str(data),
                  "--steps", "5", "--out", str(tmp_path / "b"), "--no-compile"]) == 0
 
@@ -202,7 +204,7 @@ def test_flash_boot_build_emits_both_images(tmp_path, capsys, monkeypatch):
     # the file's 3600 training images: the training split and the validation split carved from it
     assert sum((out / f"digits_cnn_x_{split}.bin").stat().st_size for split in ("train", "val")) == 3600 * 64
     assert sec[".text"][1] == 0x34180400 and image.stat().st_size <= IMAGE_BYTES
-    assert f"region  XSPI2_NOR (flash, 133169152 bytes at 0x70100000): {sec['.train_data'][0]} used" in text
+    assert f"region  XSPI2_NOR (flash, 128974848 bytes at 0x70100000): {sec['.train_data'][0]} used" in text
     assert (f"signed by: STM32_SigningTool_CLI -bin {image} -nk -of 0x80000000 -t fsbl -hv 2.3 -o "
             f"{build / 'digits_cnn-trusted.bin'}") in text
     assert f"image   {nor} ({nor.stat().st_size} bytes): weights and data read in place, written to the " \

@@ -12,35 +12,12 @@
  */
 #include <stdint.h>
 
+#include "sensor.h"
 #include "zo_app.h"
 #include "zo_port.h"
 
-#define INPUTS 64u
-#define CLASSES 10u
 #define FRESH 200u          /* readings the trained model classifies at the end */
 #define FRESH_FIRST 500000u /* far from the readings trained on */
-
-static uint32_t mix(uint32_t v)
-{
-    v ^= v >> 16;
-    v *= 0x7feb352du;
-    v ^= v >> 15;
-    v *= 0x846ca68bu;
-    v ^= v >> 16;
-    return v;
-}
-
-/* Reading n into x; returns its class. */
-static uint16_t sensor_read(uint32_t n, int8_t *x)
-{
-    const uint32_t c = mix(2u * n + 1u) % CLASSES;
-    for (uint32_t i = 0; i < INPUTS; ++i) {
-        const int32_t pattern = (int32_t)(mix(0x10000u + c * INPUTS + i) & 0xFFu) - 128;
-        const int32_t noise = (int32_t)(mix(0x9E3779B9u + n * INPUTS + i) & 0x3Fu) - 32;
-        x[i] = (int8_t)(pattern / 2 + noise);
-    }
-    return (uint16_t)c;
-}
 
 static void say_number(uint32_t v)
 {

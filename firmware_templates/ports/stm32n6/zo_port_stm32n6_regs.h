@@ -120,6 +120,18 @@
 #define ZO_XSPI_TCR_DCYC_POS  XSPI_TCR_DCYC_Pos
 #define ZO_XSPI_TCR_SSHIFT    XSPI_TCR_SSHIFT
 #define ZO_XSPI_SR_BUSY       XSPI_SR_BUSY
+/* --- checkpoint store (issue 12): XSPI indirect mode (zo_port_stm32n6_nor.c) */
+#define ZO_XSPI2_MEM_BASE     XSPI2_BASE
+#define ZO_XSPI_FCR           offsetof(XSPI_TypeDef, FCR)
+#define ZO_XSPI_DLR           offsetof(XSPI_TypeDef, DLR)
+#define ZO_XSPI_AR            offsetof(XSPI_TypeDef, AR)
+#define ZO_XSPI_DR            offsetof(XSPI_TypeDef, DR)
+#define ZO_XSPI_SR_TEF        XSPI_SR_TEF
+#define ZO_XSPI_SR_TCF        XSPI_SR_TCF
+#define ZO_XSPI_SR_FTF        XSPI_SR_FTF
+#define ZO_XSPI_FCR_CTEF      XSPI_FCR_CTEF
+#define ZO_XSPI_FCR_CTCF      XSPI_FCR_CTCF
+/* --- end checkpoint store */
 
 #else /* the port's own numbers (equal to the header's: tests/test_n6_regs.py) */
 
@@ -222,6 +234,18 @@
 #define ZO_XSPI_TCR_DCYC_POS  0u  /* bits 4:0 dummy cycles */
 #define ZO_XSPI_TCR_SSHIFT    (1u << 30) /* sample the data half a clock cycle later */
 #define ZO_XSPI_SR_BUSY       (1u << 5)
+/* --- checkpoint store (issue 12): XSPI indirect mode (zo_port_stm32n6_nor.c) */
+#define ZO_XSPI2_MEM_BASE     0x70000000u /* XSPI2's memory window: NOR offset 0 in memory-mapped mode */
+#define ZO_XSPI_FCR           0x024u /* flag clear */
+#define ZO_XSPI_DLR           0x040u /* data length - 1 (indirect mode) */
+#define ZO_XSPI_AR            0x048u /* address: writing it starts a command with an address and no data */
+#define ZO_XSPI_DR            0x050u /* data: the FIFO, byte accesses */
+#define ZO_XSPI_SR_TEF        (1u << 0) /* transfer error */
+#define ZO_XSPI_SR_TCF        (1u << 1) /* transfer complete */
+#define ZO_XSPI_SR_FTF        (1u << 2) /* FIFO threshold: room for a byte (write), a byte there (read) */
+#define ZO_XSPI_FCR_CTEF      (1u << 0)
+#define ZO_XSPI_FCR_CTCF      (1u << 1)
+/* --- end checkpoint store */
 
 #endif /* ZO_DEVICE_HEADERS */
 
@@ -234,5 +258,7 @@ static inline void zo_set_field(volatile uint32_t *reg, uint32_t shift, uint32_t
 
 /* Flash boot: XSPI2 in memory-mapped mode (zo_port_stm32n6_xspi.c). */
 void zo_stm32n6_xspi2_map(void);
+/* Back to memory-mapped mode (the read command) after indirect commands: zo_port_stm32n6_nor.c. */
+void zo_stm32n6_xspi2_memory_mapped(void);
 
 #endif /* ZO_PORT_STM32N6_REGS_H */

@@ -73,13 +73,20 @@ void zo_stm32n6_xspi2_map(void)
         zo_set_field(&GPION_REG(ZO_GPIO_MODER), 2u * pin, 2u, 2u);   /* alternate function */
     }
 
-    /* the device, then the read command memory-mapped reads issue; the registers are written
-     * while XSPI2 is disabled and not busy */
+    /* the device, then (zo_stm32n6_xspi2_memory_mapped) the read command memory-mapped reads
+     * issue; the registers are written while XSPI2 is disabled and not busy */
     while (XSPI2_REG(ZO_XSPI_SR) & ZO_XSPI_SR_BUSY) {
     }
     XSPI2_REG(ZO_XSPI_DCR1) = (MTYP_STANDARD << ZO_XSPI_DCR1_MTYP_POS) | (DEVSIZE_128MIB << ZO_XSPI_DCR1_DEVSIZE_POS) |
                           ((CSHT_CYCLES - 1u) << ZO_XSPI_DCR1_CSHT_POS);
     XSPI2_REG(ZO_XSPI_DCR2) = PRESCALER_DIV4 << ZO_XSPI_DCR2_PRESCALER_POS;
+    zo_stm32n6_xspi2_memory_mapped();
+}
+
+void zo_stm32n6_xspi2_memory_mapped(void)
+{
+    while (XSPI2_REG(ZO_XSPI_SR) & ZO_XSPI_SR_BUSY) {
+    }
     XSPI2_REG(ZO_XSPI_CR) = FMODE_MEMORY_MAPPED << ZO_XSPI_CR_FMODE_POS;
     XSPI2_REG(ZO_XSPI_CCR) = (LINES_ONE << ZO_XSPI_CCR_IMODE_POS) | (0u << ZO_XSPI_CCR_ISIZE_POS) |
                          (LINES_ONE << ZO_XSPI_CCR_ADMODE_POS) | (ADSIZE_32BIT << ZO_XSPI_CCR_ADSIZE_POS) |

@@ -12,13 +12,25 @@ extern zo_stream_t zo_train_ring; /* the generated wiring's ring (x_train/y_trai
 
 static int g_done;
 static uint8_t g_reason;
+static int g_ready; /* init succeeded */
+
+/* The ring restarts at the first sample step t trains on: pushes [t R, N + t R) refill it
+ * (after a checkpoint is put or restored; t = 0: a fresh ring). */
+static void restart_ring(void)
+{
+    zo_stream_t *s = &zo_train_ring;
+    s->cursor = zo_stream_target(s, zo_train_steps_done()) - s->slots;
+    s->got = 0u;
+}
 
 int zo_app_init(int telemetry)
 {
     zo_tm_enable(telemetry);
     ZO_MODEL_INIT();
     g_done = 0;
-    return zo_train_begin(&zo_train_model, &zo_train_config) ? ZO_APP_INVALID : ZO_APP_OK;
+    g_ready = !zo_train_begin(&zo_train_model, &zo_train_config);
+    restart_ring(); /* a checkpoint the port kept may have been restored */
+    return g_ready ? ZO_APP_OK : ZO_APP_INVALID;
 }
 
 int zo_app_push(const int8_t *x, uint16_t label, const float *target)
@@ -79,4 +91,44 @@ const int8_t *zo_app_forward(const int8_t *x)
 uint32_t zo_app_input_bytes(void)
 {
     return (uint32_t)zo_train_model.input_bytes;
+}
+
+/* --- checkpoints (zo_app.h) */
+uint32_t zo_app_checkpoint_size(void)
+{
+    return zo_train_checkpoint_bytes(&zo_train_model);
+}
+
+int zo_app_checkpoint_get(uint8_t *buf, uint32_t cap)
+{
+    if (!g_ready) {
+        return ZO_APP_INVALID;
+    }
+    if (cap < zo_app_checkpoint_size()) {
+        return ZO_APP_SMALL_BUFFER;
+    }
+    zo_train_checkpoint_get(buf);
+    return ZO_APP_OK;
+}
+
+int zo_app_checkpoint_put(const uint8_t *buf, uint32_t len)
+{
+    if (!g_ready) {
+        return ZO_APP_INVALID;
+    }
+    if (g_done) {
+        return ZO_APP_DONE;
+    }
+    switch (zo_train_checkpoint_put(buf, len)) {
+    case ZO_CKPT_OK:
+        break;
+    case ZO_CKPT_OTHER_MODEL:
+        return ZO_APP_CKPT_MODEL;
+    case ZO_CKPT_OTHER_BUILD:
+        return ZO_APP_CKPT_BUILD;
+    default:
+        return ZO_APP_CKPT_BAD;
+    }
+    restart_ring();
+    return ZO_APP_OK;
 }

@@ -694,8 +694,10 @@ static uint32_t get_le(const uint8_t *p, uint32_t bytes)
     return v;
 }
 
-static void send_checkpoint(trainer_t *tr, uint32_t t, int last_eval, float best_loss, uint32_t rollbacks,
-                            float m2_calib)
+/* The image's header and state into tr->ck_head (the tensors and the snapshot are read in place);
+ * returns the image's size. */
+static uint32_t ckpt_build_head(trainer_t *tr, uint32_t t, int last_eval, float best_loss, uint32_t rollbacks,
+                                float m2_calib)
 {
     const zo_train_model_t *m = tr->m;
     zo_ckpt_state_t s;
@@ -724,6 +726,13 @@ static void send_checkpoint(trainer_t *tr, uint32_t t, int last_eval, float best
     put_le(h + 24, t, 4u);
     put_le(h + 28, total - ZO_CKPT_HEADER_BYTES, 4u);
     put_le(h + 32, ckpt_body_crc(tr), 4u);
+    return total;
+}
+
+static void send_checkpoint(trainer_t *tr, uint32_t t, int last_eval, float best_loss, uint32_t rollbacks,
+                            float m2_calib)
+{
+    const uint32_t total = ckpt_build_head(tr, t, last_eval, best_loss, rollbacks, m2_calib);
     uint8_t chunk[ZO_TM_WEIGHTS_CHUNK];
     for (uint32_t offset = 0u; offset < total;) {
         uint32_t n = total - offset < ZO_TM_WEIGHTS_CHUNK ? total - offset : ZO_TM_WEIGHTS_CHUNK;
@@ -734,24 +743,36 @@ static void send_checkpoint(trainer_t *tr, uint32_t t, int last_eval, float best
     }
 }
 
-/* NULL if the header at h is this build's, else why not. */
-static const char *ckpt_check_header(const trainer_t *tr, const uint8_t *h, uint32_t total)
+/* ZO_CKPT_OK if the header at h is this build's, else a ZO_CKPT_* code and *why. */
+static int ckpt_header_problem(const trainer_t *tr, const uint8_t *h, uint32_t total, const char **why)
 {
     const zo_train_model_t *m = tr->m;
     if (memcmp(h, ZO_CKPT_MAGIC, 4u) != 0 || get_le(h + 4, 2u) != ZO_CKPT_VERSION
         || get_le(h + 6, 2u) != (uint32_t)sizeof(zo_ckpt_state_t)) {
-        return "checkpoint refused: not a checkpoint of this firmware's format";
+        *why = "checkpoint refused: not a checkpoint of this firmware's format";
+        return ZO_CKPT_BAD;
     }
     if (memcmp(h + 8, m->model_sha256, 8u) != 0) {
-        return "checkpoint refused: it was taken by a run of another model";
+        *why = "checkpoint refused: it was taken by a run of another model";
+        return ZO_CKPT_OTHER_MODEL;
     }
     if (memcmp(h + 16, m->options_sha256, 8u) != 0) {
-        return "checkpoint refused: it was taken by a build with other training options or data";
+        *why = "checkpoint refused: it was taken by a build with other training options or data";
+        return ZO_CKPT_OTHER_BUILD;
     }
     if (total != ckpt_total(m) || get_le(h + 28, 4u) != total - ZO_CKPT_HEADER_BYTES) {
-        return "checkpoint refused: its size does not match this build";
+        *why = "checkpoint refused: its size does not match this build";
+        return ZO_CKPT_BAD;
     }
-    return NULL;
+    return ZO_CKPT_OK;
+}
+
+/* NULL if the header at h is this build's, else why not. */
+static const char *ckpt_check_header(const trainer_t *tr, const uint8_t *h, uint32_t total)
+{
+    const char *why = NULL;
+    (void)ckpt_header_problem(tr, h, total, &why);
+    return why;
 }
 
 /* A body that fails its CRC after it overwrote the trainable state: nothing to go on with. */
@@ -876,6 +897,29 @@ typedef struct {
 
 static run_t g_run; /* one run at a time (the firmware's, or the library's: zo_app.h) */
 
+/* The loop's state from a restored image's (tr->ck_head; the tensors are already in place). */
+static void take_restored_state(run_t *r)
+{
+    trainer_t *tr = &r->tr;
+    zo_ckpt_state_t s;
+    memcpy(&s, tr->ck_head + ZO_CKPT_HEADER_BYTES, sizeof s);
+    tr->sched = s.sched;
+    tr->lr1 = s.lr1;
+    tr->sat_run = s.sat_run;
+    tr->zero_run = s.zero_run;
+    tr->snapshot_step = s.snapshot_step;
+    tr->prefix_passes = s.prefix_passes;
+    tr->suffix_passes = s.suffix_passes;
+    tr->eval_passes = s.eval_passes;
+    r->t = s.step;
+    r->last_eval = (int)s.last_eval;
+    r->best_loss = s.best_loss;
+    r->rollbacks = s.rollbacks;
+    r->m2_calib = s.m2_calib;
+    r->ck_sent = r->t;
+    tr->ck_restored = 0;
+}
+
 int zo_train_begin(const zo_train_model_t *m, const zo_train_config_t *cfg)
 {
     run_t *r = &g_run;
@@ -899,7 +943,9 @@ int zo_train_begin(const zo_train_model_t *m, const zo_train_config_t *cfg)
     r->calib = cfg->lr_auto ? cfg->calib_steps : 0u;
     r->last_eval = 1;
     r->reason = ZO_DONE_STEPS;
-    r->served = load_stored_checkpoint(tr) ? 2 : 0;
+    if (load_stored_checkpoint(tr)) {
+        take_restored_state(r); /* zo_train_steps_done() is the checkpoint's step from here on */
+    }
     return 0;
 }
 
@@ -914,23 +960,7 @@ static void checkpoint_between_steps(run_t *r)
         r->ck_sent = r->t;
     }
     if (r->served == 2) { /* a checkpoint was restored (stored, or sent down): continue from its state */
-        zo_ckpt_state_t s;
-        memcpy(&s, tr->ck_head + ZO_CKPT_HEADER_BYTES, sizeof s);
-        tr->sched = s.sched;
-        tr->lr1 = s.lr1;
-        tr->sat_run = s.sat_run;
-        tr->zero_run = s.zero_run;
-        tr->snapshot_step = s.snapshot_step;
-        tr->prefix_passes = s.prefix_passes;
-        tr->suffix_passes = s.suffix_passes;
-        tr->eval_passes = s.eval_passes;
-        r->t = s.step;
-        r->last_eval = (int)s.last_eval;
-        r->best_loss = s.best_loss;
-        r->rollbacks = s.rollbacks;
-        r->m2_calib = s.m2_calib;
-        r->ck_sent = r->t;
-        tr->ck_restored = 0;
+        take_restored_state(r);
     }
 }
 
@@ -938,6 +968,45 @@ uint32_t zo_train_steps_done(void)
 {
     return g_run.t;
 }
+
+/* --- checkpoint get/put for the library form (zo_app.h; issue 12) ---------------------------- */
+uint32_t zo_train_checkpoint_bytes(const zo_train_model_t *m)
+{
+    return ckpt_total(m);
+}
+
+void zo_train_checkpoint_get(uint8_t *image)
+{
+    run_t *r = &g_run;
+    if (r->served == 2) { /* a restore command completed in the last step: its state first */
+        take_restored_state(r);
+        r->served = 0;
+    }
+    const uint32_t total = ckpt_build_head(&r->tr, r->t, r->last_eval, r->best_loss, r->rollbacks, r->m2_calib);
+    ckpt_read(&r->tr, 0u, image, total);
+}
+
+int zo_train_checkpoint_put(const uint8_t *image, uint32_t n)
+{
+    run_t *r = &g_run;
+    trainer_t *tr = &r->tr;
+    const char *why = "checkpoint refused: it is shorter than a checkpoint header";
+    int problem = n < ZO_CKPT_HEADER_BYTES ? ZO_CKPT_BAD : ckpt_header_problem(tr, image, n, &why);
+    if (problem == ZO_CKPT_OK
+        && zo_tm_crc32(0u, image + ZO_CKPT_HEADER_BYTES, n - ZO_CKPT_HEADER_BYTES) != get_le(image + 32, 4u)) {
+        why = "checkpoint refused: its CRC does not match (a damaged copy)";
+        problem = ZO_CKPT_BAD;
+    }
+    if (problem != ZO_CKPT_OK) {
+        zo_tm_log(why);
+        return problem;
+    }
+    ckpt_write(tr, 0u, image, n);
+    take_restored_state(r);
+    r->served = 0;
+    return ZO_CKPT_OK;
+}
+/* --- end checkpoint get/put */
 
 int zo_train_step(void)
 {

@@ -153,6 +153,19 @@ int zo_train_step(void);
 int zo_train_end(void);
 uint32_t zo_train_steps_done(void);
 
+/* --- checkpoint get/put for the library form (zo_app.h; issue 12) ---------------------------
+ * The image of the checkpoint frames (ZO_CKPT_*, above) between steps, as one buffer.  put
+ * checks it whole (format, size, model, options, the body's CRC) before anything is written, so
+ * a refused image leaves the run untouched; the log frame says why. */
+#define ZO_CKPT_OK 0
+#define ZO_CKPT_BAD 1         /* not this firmware's format, the wrong size, or its CRC does not match */
+#define ZO_CKPT_OTHER_MODEL 2 /* taken by a run of another model */
+#define ZO_CKPT_OTHER_BUILD 3 /* taken by a build with other training options or data */
+uint32_t zo_train_checkpoint_bytes(const zo_train_model_t *m);
+void zo_train_checkpoint_get(uint8_t *image); /* zo_train_checkpoint_bytes(m) bytes; after zo_train_begin */
+int zo_train_checkpoint_put(const uint8_t *image, uint32_t n);
+/* --- end checkpoint get/put */
+
 /* lr at q for the scaling rule (docs/training.md "Learning rate"). */
 float zo_lr_at_q(float lr1, uint32_t q, zo_lr_scaling_t scaling);
 

@@ -87,6 +87,16 @@ _NPU = {
     "description": (str, False),
 }
 # --- end NPU ---
+# --- checkpoint store (issue 12) ---
+# [checkpoint_store]: a [[memory]] region of kind 'flash' that nothing is placed in, where the
+# port's checkpoint hooks (zo_port.h) keep the training checkpoints (link.ld names it
+# __zo_ckpt_store); two slots of half its size, whole sectors each.
+CHECKPOINT_STORE_ALIGN = 8192  # two slots of whole 4 KiB sectors
+_CHECKPOINT_STORE = {
+    "region": (str, True),
+    "description": (str, False),
+}
+# --- end checkpoint store ---
 FLASH_METHODS = ("qemu", "stm32cubeprogrammer", "pyocd", "openocd")
 _FLASH_COMMON = {
     "name": (str, True),
@@ -127,6 +137,7 @@ _SCHEMA = {
     "boot": (dict, False),  # boot mode name -> switch positions (free keys, string values)
     "flash_boot": (_FLASH_BOOT, False),
     "npu": (_NPU, False),  # NPU (issue 14)
+    "checkpoint_store": (_CHECKPOINT_STORE, False),  # checkpoint store (issue 12)
     "flash": ([{**_FLASH_COMMON, **_FLASH_ANY}], False),
 }
 FIRMWARE_TABLES = ("cpu", "memory", "placement", "console", "flash")
@@ -252,6 +263,7 @@ class Board:
     flash: tuple[dict, ...] = ()
     flash_boot: dict = field(default_factory=dict)
     npu: dict = field(default_factory=dict)  # [npu] (issue 14)
+    checkpoint_store: str = ""  # [checkpoint_store] region (issue 12); "" : none
     boot_mode: str = "dev"  # BOOT_MODES: the placement rules in use (for_boot)
     device_includes: tuple[str, ...] = ()  # --device-headers: include folders of the vendor headers
     raw: dict = field(default_factory=dict, compare=False, repr=False)
@@ -462,6 +474,27 @@ def _check_npu(npu: dict, memory: tuple[Region, ...], where: str) -> None:
 # --- end NPU ---
 
 
+# --- checkpoint store (issue 12) ---
+def _check_checkpoint_store(data: dict, memory: tuple[Region, ...], where: str) -> None:
+    """The store is a flash region of whole slots that no placement (dev or flash boot) uses."""
+    name, w = data["checkpoint_store"]["region"], f"{where} [checkpoint_store]"
+    by_name = {r.name: r for r in memory}
+    if name not in by_name:
+        raise BoardError(f"{w}: 'region' names '{name}', which [[memory]] does not define "
+                         f"(regions: {', '.join(by_name)})")
+    if by_name[name].kind != "flash":
+        raise BoardError(f"{w}: 'region' must be of kind 'flash', but '{name}' is '{by_name[name].kind}'")
+    if by_name[name].size == 0 or by_name[name].size % CHECKPOINT_STORE_ALIGN:
+        raise BoardError(f"{w}: region '{name}' must be a non-zero multiple of {CHECKPOINT_STORE_ALIGN} bytes "
+                         "(two slots of whole 4 KiB sectors)")
+    for place in (data["placement"], data.get("flash_boot", {})):
+        for key, choices in place.items():
+            if key in PLACEMENT_KEYS and name in ((choices,) if isinstance(choices, str) else choices):
+                raise BoardError(f"{w}: region '{name}' is reserved for checkpoints, but the placement of "
+                                 f"'{key}' lists it")
+# --- end checkpoint store ---
+
+
 def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
     try:
         data = tomllib.loads(text)
@@ -482,10 +515,12 @@ def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
             _check_flash_boot(data, memory, where)
         if "npu" in data:
             _check_npu(data["npu"], memory, f"{where} [npu]")
+        if "checkpoint_store" in data:
+            _check_checkpoint_store(data, memory, where)
         candidates = placement_candidates(data["placement"])
         placement = {**{k: c[0] for k, c in candidates.items()}, "stack_bytes": data["placement"]["stack_bytes"]}
     else:
-        for table in (*FIRMWARE_TABLES, "boot", "flash_boot", "npu"):
+        for table in (*FIRMWARE_TABLES, "boot", "flash_boot", "npu", "checkpoint_store"):
             if table in data:
                 raise BoardError(f"{where}: key '{table}' is not used by boards of the '{port.name}' port "
                                  f"(kind {port.kind})")
@@ -499,7 +534,8 @@ def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
                  cpu=dict(data.get("cpu", {})), memory=memory, placement=placement, candidates=candidates,
                  console=dict(data.get("console", {})), boot=dict(data.get("boot", {})),
                  flash=tuple(dict(f) for f in data.get("flash", ())), flash_boot=dict(data.get("flash_boot", {})),
-                 npu=dict(data.get("npu", {})), raw=data)
+                 npu=dict(data.get("npu", {})), checkpoint_store=data.get("checkpoint_store", {}).get("region", ""),
+                 raw=data)
 
 
 # ---------------------------------------------------------------------------- finding boards
