@@ -73,7 +73,7 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
 
         _refuse_stateful_training(model_path)
         prep = compile_training(model_path, data_path, options or make_options())
-        board = _fit(board, prep.model, prep.training, measured)
+        board = _fit(board, prep.model, prep.training, measured, npu)
         out = Path(out_dir) if out_dir is not None else default_bundle_dir(prep.path, board.id)
         bundle = training_bundle(prep, board, out, prefix, npu=npu)
         log.info("wrote training bundle %s (%d files)", out, len(bundle.manifest["files"]))
@@ -108,13 +108,15 @@ def _refuse_stateful_training(model_path: str | Path) -> None:
             "training a stateful model is not supported yet: build it without --data for inference"])
 
 
-def _fit(board, compiled: CompiledModel, training, measured=None):
-    """A firmware board with its memory plan for this model (budget.fit); a host board as it is."""
+def _fit(board, compiled: CompiledModel, training, measured=None, npu=None):
+    """A firmware board with its memory plan for this model (budget.fit; an NPU's pools set apart);
+    a host board as it is."""
     if not board.is_firmware:
         return board
     from zoflash.targets.budget import fit
+    from zoflash.targets.npu import reserved
 
-    return fit(board, compiled, training, measured)
+    return fit(board, compiled, training, measured, reserved(board, npu))
 
 
 def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
@@ -328,10 +330,11 @@ class MemoryPlan:
 
 
 def plan_memory(model_path: str | Path, board_id: str, data_path: str | Path | None = None,
-                options=None, boot: str = "dev") -> MemoryPlan:
+                options=None, boot: str = "dev", npu=None) -> MemoryPlan:
     """The placement generate() would choose on a firmware board in boot mode `boot`, region by
     region, without writing or compiling anything; budget.BudgetError when it does not fit (with
-    how many training samples would)."""
+    how many training samples would). `npu` (an NpuRequest, targets/npu.py): the NPU's pools are
+    counted in the regions they occupy, so the CPU's placement keeps out of them."""
     from zoflash.targets import budget
 
     board, _ = boards_mod.resolve_board(board_id)
@@ -347,8 +350,11 @@ def plan_memory(model_path: str | Path, board_id: str, data_path: str | Path | N
         _refuse_stateful_training(model_path)
         prep = compile_training(model_path, data_path, options or make_options())
         model, training = prep.model, prep.training
-    placed = budget.fit(board, model, training)
-    return MemoryPlan(placed, budget.estimate_regions(board, model, training))
+    from zoflash.targets.npu import reserved
+
+    npu_pools = reserved(board, npu)
+    placed = budget.fit(board, model, training, reserved=npu_pools)
+    return MemoryPlan(placed, budget.estimate_regions(board, model, training, npu_pools))
 
 
 # --------------------------------------------------------------- zoflash split (issue 14)

@@ -230,36 +230,43 @@ def _say_training_memory(training: dict) -> None:
 # --- NPU (issue 14) ---
 @click.option("--npu", "npu_config", metavar="CONFIG",
               help="Run the frozen prefix on the board's NPU: an Ethos-U configuration (ethos-u55-128, ...; "
-                   "`zoflash boards show ID` lists the board's). Needs --data, Vela and Arm's Ethos-U driver.")
+                   "needs Vela and Arm's Ethos-U driver) or neural-art (STM32N6; needs ST Edge AI Core and "
+                   "ST's runtime); `zoflash boards show ID` lists the board's. Needs --data.")
 @click.option("--ethosu-driver", "ethosu_driver", type=click.Path(file_okay=False),
               help="Checkout of Arm's Ethos-U core driver [$ZOFLASH_ETHOSU_DRIVER].")
+@click.option("--stedgeai", "stedgeai", type=click.Path(),
+              help="ST Edge AI Core: the stedgeai program or its install folder [$ZOFLASH_STEDGEAI, "
+                   "$STEDGEAI_CORE_DIR].")
+@click.option("--st-runtime", "st_runtime", type=click.Path(file_okay=False),
+              help="ST install holding the Neural-ART runtime ll_aton (ST Edge AI Core, STM32CubeN6, X-CUBE-AI) "
+                   "[$ZOFLASH_ST_RUNTIME, else the stedgeai install].")
 @click.option("--dry-run", is_flag=True, help="With --npu: print the commands the build runs, run nothing.")
 # --- end NPU ---
 @training_options
 def build(board: str, model_path: str, data_path: str | None, out_dir: str | None, prefix: str | None,
           no_compile: bool, boot: str | None, device_headers: tuple, npu_config: str | None, ethosu_driver: str | None,
-          dry_run: bool, **kwargs) -> None:
+          stedgeai: str | None, st_runtime: str | None, dry_run: bool, **kwargs) -> None:
     """Generate the C bundle for a board (with the training loop if --data) and compile it."""
     from zoflash.build_options import build_settings
 
-    if npu_config is None and (ethosu_driver or dry_run):
-        raise click.UsageError("--ethosu-driver and --dry-run go with --npu")
+    tools = dict(ethosu_driver=ethosu_driver, stedgeai=stedgeai, st_runtime=st_runtime)
+    if npu_config is None and (dry_run or any(tools.values())):
+        raise click.UsageError("--ethosu-driver, --stedgeai, --st-runtime and --dry-run go with --npu")
     npu = None
     if npu_config is not None:  # --- NPU (issue 14) ---
         from zoflash.api import default_bundle_dir
-        from zoflash.targets import ethosu
-        from zoflash.targets.boards import resolve_board
+        from zoflash.targets.boards import for_boot, resolve_board
+        from zoflash.targets.npu import backend_for
 
-        board_obj = resolve_board(board)[0]
-        ethosu.check_accelerator(board_obj, npu_config)
+        board_obj = for_boot(resolve_board(board)[0], boot or "dev")
+        backend = backend_for(npu_config).load()
+        backend.check(board_obj, npu_config)
+        npu = backend.request(npu_config, tools)
         if dry_run:
             bundle_dir = out_dir or str(default_bundle_dir(Path(model_path), board_obj.id))
-            _say(f"# in {bundle_dir}, after writing the prefix ({ethosu.PREFIX_MODEL}, the training plan's cut)")
-            for command in ethosu.commands(npu_config):
-                _say(" ".join(command))
-            _say(f"make -C {bundle_dir}")
+            for line in backend.dry_run(board_obj, npu, bundle_dir):
+                _say(line)
             return
-        npu = ethosu.NpuRequest(npu_config, ethosu_driver)
 
     _check_outputs(out=out_dir and str(Path(out_dir) / "manifest.json"))
     settings = build_settings(kwargs.get("project_file"), boot, device_headers)
@@ -298,9 +305,10 @@ def _build_and_report(board: str, model_path: str, data_path: str | None, out_di
     if bundle.manifest.get("training"):
         _say_training_memory(bundle.manifest["training"])
         if bundle.manifest["training"].get("npu"):  # --- NPU (issue 14) ---
-            from zoflash.targets.ethosu import describe
+            from zoflash.targets.npu import backend_of_manifest
 
-            for line in describe(bundle.manifest["training"]["npu"]):
+            npu_manifest = bundle.manifest["training"]["npu"]
+            for line in backend_of_manifest(npu_manifest).load().describe(npu_manifest):
                 _say(line)
     if result is not None and board_obj.is_firmware:
         _say_firmware(result, board_obj)

@@ -157,6 +157,8 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
                npu_sources=training.make.get("npu_sources", "") if training is not None else "",
                npu_driver_cflags=training.make.get("npu_driver_cflags", "") if training is not None else "",
                npu_region=training.make.get("npu_region", "") if training is not None else "",
+               npu_blob_deps=training.make.get("npu_blob_deps", "") if training is not None else "",
+               npu_hex=training.make.get("npu_hex", []) if training is not None else [],
                **_flash_boot_context(board))
     files["zo_bundle.h"] = env.get_template("zo_bundle.h.j2").render(**ctx).encode()
     for out_name, tpl in templates.items():

@@ -118,15 +118,15 @@ def _with_headroom(model: CompiledModel, plan, opts: TrainOptions, data):
 def training_bundle(prep: CompiledTraining, board: str | boards_mod.Board, out_dir: str | Path,
                     prefix: str | None = None, npu=None) -> Bundle:
     """The training bundle for a board (an id, or a Board with its memory plan: budget.fit): the
-    model, the training wiring and the data. `npu` (targets.ethosu.NpuRequest): the frozen prefix
+    model, the training wiring and the data. `npu` (an NpuRequest of targets/npu.py's backends): the frozen prefix
     runs on the board's NPU."""
     if isinstance(board, str):
         board = boards_mod.load_board(board)
     prefix = prefix or c_identifier(prep.path.stem)
     if npu is not None:  # --- NPU (issue 14) ---
-        from zoflash.targets.ethosu import npu_sources
+        from zoflash.targets.npu import backend_for
 
-        extra = npu_sources(prep, board, npu, prefix)
+        extra = backend_for(npu.accelerator).load().npu_sources(prep, board, npu, prefix)
         sources = render_training(prep.model, prep.training, prefix, prep.path.name, prep.sha256, extra.run_steps)
         sources.files.update(extra.files)
         sources.blobs.update(extra.blobs)
