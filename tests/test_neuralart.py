@@ -157,8 +157,8 @@ def test_the_glue_compiles_for_the_m55_against_the_standin(board_id, tmp_path):
     ll_aton = runtime / "Middlewares" / "ST" / "AI" / "Npu" / "ll_aton"
     assert f"NPU_SOURCES := {ll_aton}/ll_aton.c {ll_aton}/ll_aton_runtime.c\n" in makefile  # no RTOS adaptation
     assert "--change-addresses 0x34350000 $< $@" in makefile
-    wiring = (bundle.path / "digits_cnn_npu.c").read_text()
-    assert ".memories = 0x1Fu," in wiring  # the port's switches AXISRAM3..6 and CACHEAXIRAM (port.toml)
+    # the start-up code turns on the NPU's RAMs: the port's switches AXISRAM3..6 and CACHEAXIRAM (port.toml)
+    assert "__zo_enable_memories = 0x0000001F;" in (bundle.path / "link.ld").read_text()
     # the bundle's own compile lines (its Makefile: -Wall -Wextra -Werror), the stand-in first on the path
     objects = ["build/obj/digits_cnn_npu.o", "build/obj/zo_neuralart.o", "build/obj/network.o"]
     subprocess.run(["make", "-C", str(bundle.path), *objects, f"EXTRA_CFLAGS=-I{STANDIN}"], check=True,

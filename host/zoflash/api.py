@@ -52,7 +52,8 @@ def default_bundle_dir(model_path: Path, board_id: str) -> Path:
 
 def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
              prefix: str | None = None, data_path: str | Path | None = None, options=None,
-             boot: str = "dev", device_headers=(), measured: dict | None = None, npu=None) -> Bundle:
+             boot: str = "dev", device_headers=(), measured: dict | None = None, npu=None,
+             check_boundary: bool = False) -> Bundle:
     """Compile a model and write its bundle for a board (no compiler run). With `data_path`,
     the bundle also trains (options: train_options.TrainOptions, defaults if None). `board_id`
     may be a family name (its reference board). For a board with memory regions, a plan that
@@ -60,7 +61,8 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
     ('dev' or 'flash': boards.BOOT_MODES) chooses the placement rules; `device_headers` are
     checkouts of the vendor's headers the port then compiles against (device_headers.py);
     `measured` code sizes replace the port's estimate in the plan (build's re-plan); `npu`
-    (targets.ethosu.NpuRequest) runs the frozen prefix on the board's NPU (training bundles only)."""
+    (an NpuRequest of targets/npu.py) runs the frozen prefix on the board's NPU (training bundles only);
+    `check_boundary` (always with `npu`) builds in the host simulation's boundary checksum."""
     board, note = boards_mod.resolve_board(board_id)
     if npu is not None and data_path is None:
         raise BuildError(f"--npu {npu.accelerator} runs the training plan's frozen prefix on the NPU: it needs --data")
@@ -75,7 +77,7 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
         prep = compile_training(model_path, data_path, options or make_options())
         board = _fit(board, prep.model, prep.training, measured, npu)
         out = Path(out_dir) if out_dir is not None else default_bundle_dir(prep.path, board.id)
-        bundle = training_bundle(prep, board, out, prefix, npu=npu)
+        bundle = training_bundle(prep, board, out, prefix, npu=npu, check_boundary=check_boundary)
         log.info("wrote training bundle %s (%d files)", out, len(bundle.manifest["files"]))
         return bundle
     model = load_model(model_path)
@@ -121,11 +123,12 @@ def _fit(board, compiled: CompiledModel, training, measured=None, npu=None):
 
 def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
           prefix: str | None = None, data_path: str | Path | None = None, options=None,
-          boot: str = "dev", device_headers=(), npu=None) -> BuildResult:
+          boot: str = "dev", device_headers=(), npu=None, check_boundary: bool = False) -> BuildResult:
     """generate() and compile: for the host a shared library and programs, for a firmware
     board the training firmware (ELF, BIN, HEX; with data) or the model as a static library,
     with the memory used per region (BuildResult.regions)."""
-    bundle = generate(model_path, board_id, out_dir, prefix, data_path, options, boot, device_headers, npu=npu)
+    bundle = generate(model_path, board_id, out_dir, prefix, data_path, options, boot, device_headers, npu=npu,
+                      check_boundary=check_boundary)
     board = boards_mod.load_board(bundle.board)
     if board.is_firmware:
         from zoflash.targets.budget import BudgetError, placed_board
@@ -143,7 +146,7 @@ def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | 
             # compiled (the objects are reused).
             log.info("a region overflowed after compiling: planning again with the compiled code's sizes")
             bundle = generate(model_path, board_id, out_dir, prefix, data_path, options, boot, device_headers,
-                              measured=measured_sizes(bundle), npu=npu)
+                              measured=measured_sizes(bundle), npu=npu, check_boundary=check_boundary)
             return build_firmware(bundle, placed_board(bundle))
     return build_host(bundle)
 

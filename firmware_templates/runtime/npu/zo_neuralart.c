@@ -1,16 +1,17 @@
 /* zo_neuralart.c - the frozen prefix on the STM32N6's Neural-ART NPU (see zo_neuralart.h).
  *
- * The bring-up follows the sequence of ST's getting-started applications (docs: targets.md):
- * NPU and NPU-cache clocks on and out of reset, the NPU's RAMs (AXISRAM3..6) clocked and out of
- * shut-down, the NPU cache enabled, the NPU a secure privileged bus master (RIF), then ll_aton's
- * runtime and the network initialised once.  Register numbers: zo_port_stm32n6_regs.h, checked
- * against ST's device header by tests/test_n6_regs.py.  Not executed here. */
+ * The bring-up follows the sequence of ST's getting-started applications (docs: targets.md): the
+ * NPU and NPU-cache clocks on and their resets pulsed, the NPU cache enabled, the NPU a secure
+ * privileged bus master (RIF), then ll_aton's runtime and the network initialised once.  The
+ * NPU's RAMs (AXISRAM3..6, RCC and RAMCFG; the cache RAM) are turned on by the start-up code: the
+ * build adds their memory switches to the plan's (__zo_enable_memories).  Register numbers:
+ * zo_port_stm32n6_regs.h, checked against ST's device header by tests/test_n6_regs.py.  Not
+ * executed here. */
 #include "zo_neuralart.h"
 
 #include <stddef.h>
 #include <string.h>
 
-#include "zo_port_cortex_m.h"
 #include "zo_port_stm32n6_regs.h"
 #include "zo_telemetry.h"
 
@@ -39,7 +40,7 @@ static void dcache_by_line(volatile uint32_t *op, const void *p, uint32_t n)
     dsb();
 }
 
-static void npu_power_up(uint32_t memories)
+static void npu_power_up(void)
 {
     volatile uint32_t *rcc = (volatile uint32_t *)(uintptr_t)ZO_RCC_BASE;
     const uint32_t npu = ZO_RCC_NPUEN | ZO_RCC_CACHEAXIEN;
@@ -47,7 +48,6 @@ static void npu_power_up(uint32_t memories)
     (void)rcc[ZO_RCC_AHB5ENR / 4u];
     rcc[ZO_RCC_AHB5RSTSR / 4u] = ZO_RCC_NPURST | ZO_RCC_CACHEAXIRST;
     rcc[ZO_RCC_AHB5RSTCR / 4u] = ZO_RCC_NPURST | ZO_RCC_CACHEAXIRST;
-    zo_port_enable_memories(memories); /* AXISRAM3..6: RCC MEMENR and RAMCFG (the port's switches) */
 
     /* The NPU cache on: its RAM is then no plain RAM (the plan keeps the CPU out of it). */
     REG32(ZO_CACHEAXI_BASE + ZO_CACHEAXI_CR1) |= ZO_CACHEAXI_CR1_EN;
@@ -93,7 +93,7 @@ static const char *output_mismatch(const zo_neuralart_prefix_t *p, const LL_Buff
 
 static void bring_up(const zo_neuralart_prefix_t *p)
 {
-    npu_power_up(p->memories);
+    npu_power_up();
     LL_ATON_RT_RuntimeInit();
     LL_ATON_RT_Init_Network(p->instance);
     const char *why = output_mismatch(p, p->outputs());

@@ -20,7 +20,6 @@ typedef struct {
     NN_Instance_TypeDef *instance;                      /* LL_ATON_DECLARE_NAMED_NN_INSTANCE_AND_INTERFACE */
     const LL_Buffer_InfoTypeDef *(*inputs)(void);       /* LL_ATON_Input_Buffers_Info_<name> */
     const LL_Buffer_InfoTypeDef *(*outputs)(void);
-    uint32_t memories;         /* the port's memory switches of the NPU's pools (zo_port_enable_memories) */
     const int8_t *input;       /* the model input in the arena */
     uint32_t input_bytes;
     int8_t *boundary;          /* the boundary tensor in the arena */

@@ -110,6 +110,10 @@ class LiveView:
                        f"{rec['suffix_passes']} suffix passes, {rec['time_s']:.1f} s")
         elif kind in ("text", "log"):
             self._line(f"device: {rec['text']}")
+        elif kind == "boundary":  # --- boundary checksum (issue 14)
+            from zoflash.targets.boundary_check import describe
+
+            self._line(describe(rec))
         elif kind == "malformed":
             self._line(f"warning: malformed frame ({rec['reason']})")
         elif kind == "status":

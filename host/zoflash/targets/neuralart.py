@@ -226,12 +226,13 @@ class NpuSources:
 
 
 def _memory_mask(board, names) -> int:
-    """The port's memory switches (port.toml `memories`) the NPU's regions need: bit i of the mask
-    zo_port_enable_memories takes."""
+    """The port's memory switches (port.toml `memories`) the NPU's regions need, which the start-up
+    code then turns on with the plan's own (bit i of __zo_enable_memories): AXISRAM3..6 and the
+    cache RAM clocked and out of shut-down, the NOR mapped in flash boot."""
     from zoflash.targets.boards import load_port
 
     switches = {s for r in board.memory if r.name in names for s in r.enable}
-    return sum(1 << i for i, s in enumerate(load_port(board.port).memories) if s in switches and s != "XSPI2")
+    return sum(1 << i for i, s in enumerate(load_port(board.port).memories) if s in switches)
 
 
 def npu_sources(prep, board, request: NpuRequest, prefix: str) -> NpuSources:
@@ -269,14 +270,13 @@ def npu_sources(prep, board, request: NpuRequest, prefix: str) -> NpuSources:
                split=plan.split, boundary_name=c_comment(f"'{name}'"), arena_name=f"{prefix}_arena",
                arena_size=model.arena_array_size, arena_input=model.arena_offset[model.root[g.inputs[0]]],
                input_bytes=g.tensors[model.root[g.inputs[0]]].nbytes, arena_boundary=boundary.offset,
-               boundary_bytes=boundary.nbytes, boundary_scale=c_float(t.quant.scale), boundary_zp=t.quant.zero_point,
-               memory_mask=f"0x{_memory_mask(board, [p['region'] for p in pools(board)]):02X}u")
+               boundary_bytes=boundary.nbytes, boundary_scale=c_float(t.quant.scale), boundary_zp=t.quant.zero_point)
     files = {f"{prefix}_npu.c": template_env().get_template("model_neuralart.c.j2").render(**ctx)}
     files.update({n: data.decode() for n, data in runtime_part("npu").items() if n in GLUE})
     files.update(generated)
     blobs = {**raws, **{n: text.encode() for n, text in profiles.items()}, f"{prefix}_{PREFIX_MODEL}": prefix_model}
     sources = runtime_sources(ll_aton)
-    make = dict(npu_cflags=runtime_cflags(ll_aton),
+    make = dict(npu_cflags=runtime_cflags(ll_aton), npu_memories=_memory_mask(board, [p["region"] for p in pools(board)]),
                 npu_sources=" ".join(str(s) for s in sources), npu_hex=hex_rules(board, prefix, [known[r] for r in raws]))
     manifest = dict(type="neural-art", accelerator=request.accelerator, base=board.npu["base"], irq=board.npu["irq"],
                     verified_board_facts=board.npu["verified"], boundary=name, prefix_kernel_calls=plan.split,
