@@ -16,10 +16,10 @@ from conftest import FIXTURES
 from zoflash import api
 from zoflash.monitor import protocol as proto
 from zoflash.monitor import telemetry as tm
-from zoflash.monitor.live_view import LiveView
+from zoflash.monitor.live_view import LiveView, boundary_line
 from zoflash.monitor.serial_monitor import Monitor
 from zoflash.reference.tflm import TflmInterpreter
-from zoflash.targets.boundary_check import describe, simulated_crc32
+from zoflash.targets.boundary_check import simulated_crc32
 from zoflash.training import spec
 from zoflash.training.options import make_options
 from zoflash.training.pipeline import compile_training
@@ -39,7 +39,7 @@ def _tflm_crc32(prep, tmp_path) -> int:
                                          ("motions_cnn.tflite", "motions_shift.npz")])
 def test_the_host_simulation_s_checksum_is_tflm_s(model, data, tmp_path):
     prep = compile_training(FIXTURES / model, FIXTURES / data, make_options(steps=5))
-    assert simulated_crc32(prep, "m") == _tflm_crc32(prep, tmp_path)
+    assert simulated_crc32(prep) == _tflm_crc32(prep, tmp_path)
 
 
 def test_the_frame_decodes_and_the_monitor_says_agree_or_not():
@@ -50,10 +50,10 @@ def test_the_frame_decodes_and_the_monitor_says_agree_or_not():
     npu = spec.BOUNDARY_FLAGS["npu"] | spec.BOUNDARY_FLAGS["expected"]
     agree, differ, unknown = rec(0x1234ABCD, 0x1234ABCD, npu), rec(0x1234ABCD, 0x0BADF00D, npu), rec(7, 0, 0)
     assert (agree["agree"], differ["agree"], unknown["agree"]) == (True, False, None)
-    assert describe(agree) == ("boundary check: the NPU's prefix on the first test sample gives CRC-32 0x1234ABCD "
+    assert boundary_line(agree) == ("boundary check: the NPU's prefix on the first test sample gives CRC-32 0x1234ABCD "
                                "(256 bytes): agrees with the host simulation")
-    assert "DISAGREES with the host simulation (0x0BADF00D)" in describe(differ)
-    assert describe(unknown).endswith("no simulation value built in (zoflash build --check-boundary)")
+    assert "DISAGREES with the host simulation (0x0BADF00D)" in boundary_line(differ)
+    assert boundary_line(unknown).endswith("no simulation value built in (zoflash build --check-boundary)")
 
 
 def _qemu_records(elf, tmp_path, name: str) -> tuple[list[dict], str]:

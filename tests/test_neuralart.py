@@ -155,12 +155,13 @@ def test_the_glue_compiles_for_the_m55_against_the_standin(board_id, tmp_path):
     assert [p["blob"] for p in npu["pools"] if p["blob"]] == ["network_atonbuf.AXISRAM6.raw"]
     makefile = (bundle.path / "Makefile").read_text()
     ll_aton = runtime / "Middlewares" / "ST" / "AI" / "Npu" / "ll_aton"
-    assert f"NPU_SOURCES := {ll_aton}/ll_aton.c {ll_aton}/ll_aton_runtime.c\n" in makefile  # no RTOS adaptation
+    # stedgeai's network.c and ll_aton (no RTOS adaptation), built with the vendor's flags
+    assert f"NPU_SOURCES := network.c {ll_aton}/ll_aton.c {ll_aton}/ll_aton_runtime.c\n" in makefile
     assert "--change-addresses 0x34350000 $< $@" in makefile
     # the start-up code turns on the NPU's RAMs: the port's switches AXISRAM3..6 and CACHEAXIRAM (port.toml)
     assert "__zo_enable_memories = 0x0000001F;" in (bundle.path / "link.ld").read_text()
     # the bundle's own compile lines (its Makefile: -Wall -Wextra -Werror), the stand-in first on the path
-    objects = ["build/obj/digits_cnn_npu.o", "build/obj/zo_neuralart.o", "build/obj/network.o"]
+    objects = ["build/obj/digits_cnn_npu.o", "build/obj/zo_neuralart.o", "build/obj/npu/network.o"]
     subprocess.run(["make", "-C", str(bundle.path), *objects, f"EXTRA_CFLAGS=-I{STANDIN}"], check=True,
                    capture_output=True)
     assert all((bundle.path / o).is_file() for o in objects)

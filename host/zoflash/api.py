@@ -77,7 +77,12 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
         prep = compile_training(model_path, data_path, options or make_options())
         board = _fit(board, prep.model, prep.training, measured, npu)
         out = Path(out_dir) if out_dir is not None else default_bundle_dir(prep.path, board.id)
-        bundle = training_bundle(prep, board, out, prefix, npu=npu, check_boundary=check_boundary)
+        expected = None
+        if npu is not None or check_boundary:  # --- boundary checksum (issue 14) ---
+            from zoflash.targets.boundary_check import simulated_crc32
+
+            expected = simulated_crc32(prep)
+        bundle = training_bundle(prep, board, out, prefix, npu=npu, boundary_expected=expected)
         log.info("wrote training bundle %s (%d files)", out, len(bundle.manifest["files"]))
         return bundle
     model = load_model(model_path)

@@ -12,7 +12,7 @@ from pathlib import Path
 from zoflash.errors import BuildError
 
 
-def simulated_crc32(prep, prefix: str) -> int:
+def simulated_crc32(prep) -> int:
     """The host simulation's boundary checksum: the training program built for the host, run until
     it sends its boundary frame (then stopped)."""
     from zoflash.monitor.telemetry import Decoder
@@ -25,7 +25,7 @@ def simulated_crc32(prep, prefix: str) -> int:
         raise BuildError("the boundary checksum is computed by the host training program, which --data-source app "
                          "does not build: use embedded or stream data for this build")
     with tempfile.TemporaryDirectory(prefix="zoflash-boundary-") as tmp:
-        bundle = training_bundle(prep, "host", Path(tmp) / "bundle", prefix)
+        bundle = training_bundle(prep, "host", Path(tmp) / "bundle")
         decoder, frames = Decoder(), c_frames(bundle)
         try:
             for chunk in frames:
@@ -36,14 +36,3 @@ def simulated_crc32(prep, prefix: str) -> int:
             frames.close()
     raise BuildError("the host training program ended without its boundary frame")
 
-
-def describe(rec: dict) -> str:
-    """The monitor's line for a boundary frame."""
-    where = "the NPU's" if rec["npu"] else "the device's"
-    head = f"boundary check: {where} prefix on the first test sample gives CRC-32 0x{rec['crc32']:08X} ({rec['bytes']} bytes)"
-    if rec["agree"] is None:
-        return head + "; no simulation value built in (zoflash build --check-boundary)"
-    if rec["agree"]:
-        return head + ": agrees with the host simulation"
-    return (head + f": DISAGREES with the host simulation (0x{rec['expected_crc32']:08X}): the prefix's activations "
-            "differ from zoflash's C (bit-exact with TFLM); the suffix trains on these features")

@@ -312,7 +312,8 @@ def section_sizes(size_tool: str, elf: Path) -> list[tuple[str, int, int]]:
     return out
 
 
-def size_report(board: Board, sections: list[tuple[str, int, int]]) -> list[RegionUse]:
+def size_report(board: Board, sections: list[tuple[str, int, int]], reserved=()) -> list[RegionUse]:
+    """The linked ELF's sections per region, with `reserved` (region, label, bytes: an NPU's pools)."""
     items: list[tuple[str, str, int]] = []
     sums: dict[tuple[str, str], int] = {}
     for name, size, addr in sections:
@@ -331,7 +332,7 @@ def size_report(board: Board, sections: list[tuple[str, int, int]]) -> list[Regi
     items = [(where, label, n) for (where, label), n in sums.items()]
     order = [label for _, label in SECTIONS.values()] + [DATA_IMAGE]
     items.sort(key=lambda it: order.index(it[1]) if it[1] in order else len(order))
-    return _by_region(board, items)
+    return _by_region(board, items + list(reserved))
 
 
 def library_sizes(size_tool: str, lib: Path, prefix: str, board: Board) -> list[RegionUse]:

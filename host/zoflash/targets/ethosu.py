@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from zoflash.errors import BoardError, BuildError, ToolMissingError
+from zoflash.targets.npu import ETHOSU_CONFIGS, prefix_boundary
 
-ACCELERATORS = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u65-512",
-                "ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048")
+ACCELERATORS = ETHOSU_CONFIGS
 DRIVER_ENV = "ZOFLASH_ETHOSU_DRIVER"
 VELA_HINT = "pip install ethos-u-vela (or pip install 'zoflash[npu]')"
 DRIVER_HINT = (f"get Arm's Ethos-U core driver (ethos-u-core-driver; mirrors: zephyrproject-rtos/hal_ethos_u, "
@@ -180,7 +180,6 @@ def npu_sources(prep, board, request: NpuRequest, prefix: str) -> NpuSources:
     from zoflash import __version__
     from zoflash.compiler.codegen import c_comment, runtime_part, template_env
     from zoflash.compiler.tflite_split import split_tflite
-    from zoflash.targets.npu import prefix_boundary
 
     check_accelerator(board, request.accelerator)
     plan, model = prep.training.plan, prep.model

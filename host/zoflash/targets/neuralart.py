@@ -80,7 +80,9 @@ def constants_pool(board) -> str:
 
 
 def reserved(board) -> list[tuple[str, str, int]]:
-    return [(p["region"], f"NPU {p['use']} pool {p['name']}", p["size"]) for p in pools(board)]
+    from zoflash.targets.npu import pool_items
+
+    return pool_items(pools(board))
 
 
 def _kib(n: int) -> dict:
@@ -258,7 +260,7 @@ def npu_sources(prep, board, request: NpuRequest, prefix: str) -> NpuSources:
         out = work / OUTPUT
         if not (out / f"{NETWORK}.c").is_file():
             raise BuildError(f"stedgeai wrote no {OUTPUT}/{NETWORK}.c")
-        generated = {p.name: p.read_text() for p in sorted(out.glob(f"{NETWORK}*.[ch]"))}
+        generated = {p.name: p.read_bytes() for p in sorted(out.glob(f"{NETWORK}*.[ch]"))}
         raws = {p.name: p.read_bytes() for p in sorted(out.glob(f"{NETWORK}_atonbuf.*.raw"))}
     known = {raw_name(p["name"]): p["name"] for p in pools(board)}
     stray = sorted(set(raws) - set(known))
@@ -273,11 +275,15 @@ def npu_sources(prep, board, request: NpuRequest, prefix: str) -> NpuSources:
                boundary_bytes=boundary.nbytes, boundary_scale=c_float(t.quant.scale), boundary_zp=t.quant.zero_point)
     files = {f"{prefix}_npu.c": template_env().get_template("model_neuralart.c.j2").render(**ctx)}
     files.update({n: data.decode() for n, data in runtime_part("npu").items() if n in GLUE})
-    files.update(generated)
-    blobs = {**raws, **{n: text.encode() for n, text in profiles.items()}, f"{prefix}_{PREFIX_MODEL}": prefix_model}
-    sources = runtime_sources(ll_aton)
-    make = dict(npu_cflags=runtime_cflags(ll_aton), npu_memories=_memory_mask(board, [p["region"] for p in pools(board)]),
-                npu_sources=" ".join(str(s) for s in sources), npu_hex=hex_rules(board, prefix, [known[r] for r in raws]))
+    # ST's generated files are built like ST's runtime (the vendor's flags, not zoflash's -Werror)
+    blobs = {**generated, **raws, **{n: text.encode() for n, text in profiles.items()},
+             f"{prefix}_{PREFIX_MODEL}": prefix_model}
+    sources = [n for n in generated if n.endswith(".c")] + [str(s) for s in runtime_sources(ll_aton)]
+    # ll_aton includes ST's device header and Arm's CMSIS core: --device-headers names their folders
+    includes = " ".join(f'"-I{d}"' for d in board.device_includes)
+    make = dict(npu_cflags=f"{runtime_cflags(ll_aton)} {includes}".strip(),
+                npu_memories=_memory_mask(board, [p["region"] for p in pools(board)]),
+                npu_sources=" ".join(sources), npu_hex=hex_rules(board, prefix, [known[r] for r in raws]))
     manifest = dict(type="neural-art", accelerator=request.accelerator, base=board.npu["base"], irq=board.npu["irq"],
                     verified_board_facts=board.npu["verified"], boundary=name, prefix_kernel_calls=plan.split,
                     pools=[dict(name=p["name"], region=p["region"], origin=p["origin"], size=p["size"], use=p["use"],

@@ -28,14 +28,11 @@ class Backend:
         return importlib.import_module(self.module)
 
 
-def _ethosu_configs() -> tuple[str, ...]:
-    from zoflash.targets.ethosu import ACCELERATORS
-
-    return ACCELERATORS
-
-
+# Vela's --accelerator-config values
+ETHOSU_CONFIGS = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u65-512",
+                  "ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048")
 BACKENDS = (
-    Backend("ethos-u", ("ethos-u55", "ethos-u65", "ethos-u85"), _ethosu_configs(), "zoflash.targets.ethosu"),
+    Backend("ethos-u", ("ethos-u55", "ethos-u65", "ethos-u85"), ETHOSU_CONFIGS, "zoflash.targets.ethosu"),
     Backend("neural-art", ("neural-art",), ("neural-art",), "zoflash.targets.neuralart"),
 )
 
@@ -72,3 +69,9 @@ def prefix_boundary(prep):
                          f"{plan.split} kernel calls and {len(plan.boundary)} boundary tensor(s) (choose --train)")
     boundary = plan.boundary[0]
     return boundary, prep.model.graph.tensors[boundary.index].name
+
+
+def pool_items(pools) -> list[tuple[str, str, int]]:
+    """An NPU's memory pools (board [[npu.pools]] or a manifest's) as (region, label, bytes) for
+    the memory plan and the size report."""
+    return [(p["region"], f"NPU {p['use']} pool {p['name']}", p["size"]) for p in pools]

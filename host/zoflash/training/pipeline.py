@@ -116,19 +116,15 @@ def _with_headroom(model: CompiledModel, plan, opts: TrainOptions, data):
 
 
 def training_bundle(prep: CompiledTraining, board: str | boards_mod.Board, out_dir: str | Path,
-                    prefix: str | None = None, npu=None, check_boundary: bool = False) -> Bundle:
+                    prefix: str | None = None, npu=None, boundary_expected: int | None = None) -> Bundle:
     """The training bundle for a board (an id, or a Board with its memory plan: budget.fit): the
     model, the training wiring and the data. `npu` (an NpuRequest of targets/npu.py's backends): the frozen prefix
-    runs on the board's NPU. `check_boundary` (always with `npu`): the host simulation's boundary
-    checksum is built in (targets/boundary_check.py)."""
+    runs on the board's NPU. `boundary_expected`: the host simulation's boundary checksum, built in
+    (targets/boundary_check.py)."""
     if isinstance(board, str):
         board = boards_mod.load_board(board)
     prefix = prefix or c_identifier(prep.path.stem)
-    expected = None
-    if npu is not None or check_boundary:  # --- boundary checksum (issue 14) ---
-        from zoflash.targets.boundary_check import simulated_crc32
-
-        expected = simulated_crc32(prep, prefix)
+    expected = boundary_expected
     if npu is not None:  # --- NPU (issue 14) ---
         from zoflash.targets.npu import backend_for
 
