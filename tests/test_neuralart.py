@@ -99,7 +99,7 @@ def test_dry_run_prints_the_commands_and_writes_the_profile(capsys, monkeypatch,
     assert "-DLL_ATON_PLATFORM=LL_ATON_PLAT_STM32N6" in lines[2]
     assert ("arm-none-eabi-objcopy -I binary -O ihex --change-addresses 0x34350000 "
             "st_ai_output/network_atonbuf.AXISRAM6.raw build/PREFIX_npu_AXISRAM6.hex") in lines
-    assert lines[-1] == f"make -C {out_dir}"
+    assert lines[-1] == f"make -C {out_dir}  # zoflash's sources and the glue, then the link"
     assert sorted(p.name for p in out_dir.iterdir()) == ["user_neuralart.json", "zoflash.mpool"]
 
 

@@ -208,10 +208,10 @@ def dry_run(board, request: NpuRequest, bundle_dir: str) -> list[str]:
     cc = " ".join([board.toolchain.cc, *board.toolchain.cflags, "-std=c11", "-ffunction-sections", "-fdata-sections"])
     lines = [f"# in {bundle_dir} (wrote {PROFILE} and {MPOOL}), after writing the prefix ({PREFIX_MODEL}, the "
              "training plan's cut)", " ".join(stedgeai_command(stedgeai))]
-    lines += [f"{cc} {cflags} -I. -c {s}" for s in [f"{OUTPUT}/{NETWORK}.c", "zo_neuralart.c", *sources]]
+    lines += [f"{cc} {cflags} -c {s}" for s in [f"{OUTPUT}/{NETWORK}.c", *sources]]
     lines += [f"{board.toolchain.objcopy} -I binary -O ihex --change-addresses {h['address']} {OUTPUT}/{h['raw']} "
               f"build/{h['hex']}" for h in hex_rules(board, "PREFIX", [constants_pool(board)])]
-    return lines + [f"make -C {bundle_dir}"]
+    return lines + [f"make -C {bundle_dir}  # zoflash's sources and the glue, then the link"]
 
 
 def _given(path, *env) -> bool:
