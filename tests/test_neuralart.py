@@ -165,3 +165,15 @@ def test_the_glue_compiles_for_the_m55_against_the_standin(board_id, tmp_path):
     subprocess.run(["make", "-C", str(bundle.path), *objects, f"EXTRA_CFLAGS=-I{STANDIN}"], check=True,
                    capture_output=True)
     assert all((bundle.path / o).is_file() for o in objects)
+
+
+def test_flash_boot_puts_the_constants_in_the_nor_and_maps_it(tmp_path):
+    stedgeai, runtime = _fake_tools(tmp_path)
+    bundle = api.generate(MODEL, "nucleo-n657x0-q", tmp_path / "b", data_path=DATA, boot="flash",
+                          npu=neuralart.NpuRequest("neural-art", str(stedgeai), str(runtime)))
+    npu = bundle.manifest["training"]["npu"]
+    assert npu["constants_pool"] == "xSPI2"
+    # the last 16 MiB of the NUCLEO's 64 MiB NOR (XSPI2_NOR: 0x70100000 + 63 MiB)
+    assert "--change-addresses 0x73000000 $< $@" in (bundle.path / "Makefile").read_text()
+    # AXISRAM3..6, CACHEAXIRAM and XSPI2 (the NOR mapped for the NPU's weights)
+    assert "__zo_enable_memories = 0x0000003F;" in (bundle.path / "link.ld").read_text()

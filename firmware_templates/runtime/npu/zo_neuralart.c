@@ -71,6 +71,13 @@ static uint32_t elements(const LL_Buffer_InfoTypeDef *b)
     return n;
 }
 
+/* Equal up to float32 rounding (the scale may be recomputed from the TFLite file's). */
+static int same_scale(float a, float b)
+{
+    const float d = a > b ? a - b : b - a;
+    return d <= 1e-6f * (b > 0.0f ? b : -b);
+}
+
 /* The output buffer holds the boundary tensor as TFLite lays it out: int8, channels last (or no
  * channel axis), as many elements, the same scale and zero point.  NULL, or what differs. */
 static const char *output_mismatch(const zo_neuralart_prefix_t *p, const LL_Buffer_InfoTypeDef *out)
@@ -84,7 +91,7 @@ static const char *output_mismatch(const zo_neuralart_prefix_t *p, const LL_Buff
     if (out->mem_ndims >= 3u && out->chpos != CHPos_Last) {
         return "its channels are not last (TFLite's layout): the features would be permuted";
     }
-    if (out->scale == NULL || out->offset == NULL || out->scale[0] != p->boundary_scale ||
+    if (out->scale == NULL || out->offset == NULL || !same_scale(out->scale[0], p->boundary_scale) ||
         (int32_t)out->offset[0] != p->boundary_zero_point) {
         return "its scale or zero point differs from the boundary tensor's";
     }
