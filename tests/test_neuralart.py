@@ -101,6 +101,12 @@ def test_dry_run_prints_the_commands_and_writes_the_profile(capsys, monkeypatch,
             "st_ai_output/network_atonbuf.AXISRAM6.raw build/PREFIX_npu_AXISRAM6.hex") in lines
     assert lines[-1] == f"make -C {out_dir}  # zoflash's sources and the glue, then the link"
     assert sorted(p.name for p in out_dir.iterdir()) == ["user_neuralart.json", "zoflash.mpool"]
+    # the build itself then writes its bundle there (the profile files are its own)
+    stedgeai, runtime = _fake_tools(tmp_path)
+    bundle = api.generate(MODEL, "stm32n6", out_dir, data_path=DATA,
+                          npu=neuralart.NpuRequest("neural-art", str(stedgeai), str(runtime)))
+    assert (bundle.path / "zoflash.mpool").read_text() == neuralart.profile_files(boards.load_board("stm32n6570-dk"))[
+        "zoflash.mpool"]
 
 
 def test_the_plan_keeps_the_cpu_out_of_the_npu_s_pools():
