@@ -78,6 +78,10 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
         board = _fit(board, prep.model, prep.training, measured, npu)
         out = Path(out_dir) if out_dir is not None else default_bundle_dir(prep.path, board.id)
         expected = None
+        if npu is not None:  # --- NPU (issue 14): a missing tool is said before the host simulation runs
+            from zoflash.targets.npu import backend_for
+
+            backend_for(npu.accelerator).load().find_tools(npu)
         if npu is not None or check_boundary:  # --- boundary checksum (issue 14) ---
             from zoflash.targets.boundary_check import simulated_crc32
 

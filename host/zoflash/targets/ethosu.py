@@ -236,6 +236,11 @@ def request(config: str, tools: dict) -> NpuRequest:
     return NpuRequest(config, tools.get("ethosu_driver"))
 
 
+def find_tools(request: NpuRequest) -> None:
+    find_driver(request.driver)
+    find_vela()
+
+
 def dry_run(board, request: NpuRequest, bundle_dir: str) -> list[str]:
     return ([f"# in {bundle_dir}, after writing the prefix ({PREFIX_MODEL}, the training plan's cut)"]
             + [" ".join(c) for c in commands(request.accelerator)] + [f"make -C {bundle_dir}"])

@@ -192,6 +192,11 @@ def request(config: str, tools: dict) -> NpuRequest:
     return NpuRequest(config, tools.get("stedgeai"), tools.get("st_runtime"))
 
 
+def find_tools(request: NpuRequest) -> None:
+    find_stedgeai(request.stedgeai)
+    find_runtime(request.runtime)
+
+
 def dry_run(board, request: NpuRequest, bundle_dir: str) -> list[str]:
     """The commands of the build (the profile files are written into the bundle folder first)."""
     out = Path(bundle_dir)

@@ -4,6 +4,7 @@ configuration and a board's [npu] type, and the calls every backend answers.
 A backend module provides:
   check(board, config)                  the board has this NPU (BoardError otherwise)
   request(config, tools)                its NpuRequest from the CLI's tool paths (None: the environment)
+  find_tools(request)                   the tools it runs and builds with (ToolMissingError, before any work)
   dry_run(board, request, bundle_dir)   the exact commands the build would run (and files it writes first)
   npu_sources(prep, board, request, prefix) -> NpuSources (the glue, its blobs, make variables, manifest)
   reserved(board)                       (region, label, bytes) the NPU owns: the CPU's plan keeps out of them
