@@ -52,7 +52,8 @@ def default_bundle_dir(model_path: Path, board_id: str) -> Path:
 
 def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
              prefix: str | None = None, data_path: str | Path | None = None, options=None,
-             boot: str = "dev", device_headers=(), measured: dict | None = None, npu=None) -> Bundle:
+             boot: str = "dev", device_headers=(), measured: dict | None = None, npu=None,
+             check_boundary: bool = False) -> Bundle:
     """Compile a model and write its bundle for a board (no compiler run). With `data_path`,
     the bundle also trains (options: train_options.TrainOptions, defaults if None). `board_id`
     may be a family name (its reference board). For a board with memory regions, a plan that
@@ -60,7 +61,8 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
     ('dev' or 'flash': boards.BOOT_MODES) chooses the placement rules; `device_headers` are
     checkouts of the vendor's headers the port then compiles against (device_headers.py);
     `measured` code sizes replace the port's estimate in the plan (build's re-plan); `npu`
-    (targets.ethosu.NpuRequest) runs the frozen prefix on the board's NPU (training bundles only)."""
+    (an NpuRequest of targets/npu.py) runs the frozen prefix on the board's NPU (training bundles only);
+    `check_boundary` (always with `npu`) builds in the host simulation's boundary checksum."""
     board, note = boards_mod.resolve_board(board_id)
     if npu is not None and data_path is None:
         raise BuildError(f"--npu {npu.accelerator} runs the training plan's frozen prefix on the NPU: it needs --data")
@@ -73,9 +75,18 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
 
         _refuse_stateful_training(model_path)
         prep = compile_training(model_path, data_path, options or make_options())
-        board = _fit(board, prep.model, prep.training, measured)
+        board = _fit(board, prep.model, prep.training, measured, npu)
         out = Path(out_dir) if out_dir is not None else default_bundle_dir(prep.path, board.id)
-        bundle = training_bundle(prep, board, out, prefix, npu=npu)
+        expected = None
+        if npu is not None:  # --- NPU (issue 14): a missing tool is said before the host simulation runs
+            from zoflash.targets.npu import backend_for
+
+            backend_for(npu.accelerator).load().find_tools(npu)
+        if npu is not None or check_boundary:  # --- boundary checksum (issue 14) ---
+            from zoflash.targets.boundary_check import simulated_crc32
+
+            expected = simulated_crc32(prep)
+        bundle = training_bundle(prep, board, out, prefix, npu=npu, boundary_expected=expected)
         log.info("wrote training bundle %s (%d files)", out, len(bundle.manifest["files"]))
         return bundle
     model = load_model(model_path)
@@ -108,22 +119,25 @@ def _refuse_stateful_training(model_path: str | Path) -> None:
             "training a stateful model is not supported yet: build it without --data for inference"])
 
 
-def _fit(board, compiled: CompiledModel, training, measured=None):
-    """A firmware board with its memory plan for this model (budget.fit); a host board as it is."""
+def _fit(board, compiled: CompiledModel, training, measured=None, npu=None):
+    """A firmware board with its memory plan for this model (budget.fit; an NPU's pools set apart);
+    a host board as it is."""
     if not board.is_firmware:
         return board
     from zoflash.targets.budget import fit
+    from zoflash.targets.npu import reserved
 
-    return fit(board, compiled, training, measured)
+    return fit(board, compiled, training, measured, reserved(board, npu))
 
 
 def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
           prefix: str | None = None, data_path: str | Path | None = None, options=None,
-          boot: str = "dev", device_headers=(), npu=None) -> BuildResult:
+          boot: str = "dev", device_headers=(), npu=None, check_boundary: bool = False) -> BuildResult:
     """generate() and compile: for the host a shared library and programs, for a firmware
     board the training firmware (ELF, BIN, HEX; with data) or the model as a static library,
     with the memory used per region (BuildResult.regions)."""
-    bundle = generate(model_path, board_id, out_dir, prefix, data_path, options, boot, device_headers, npu=npu)
+    bundle = generate(model_path, board_id, out_dir, prefix, data_path, options, boot, device_headers, npu=npu,
+                      check_boundary=check_boundary)
     board = boards_mod.load_board(bundle.board)
     if board.is_firmware:
         from zoflash.targets.budget import BudgetError, placed_board
@@ -141,7 +155,7 @@ def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | 
             # compiled (the objects are reused).
             log.info("a region overflowed after compiling: planning again with the compiled code's sizes")
             bundle = generate(model_path, board_id, out_dir, prefix, data_path, options, boot, device_headers,
-                              measured=measured_sizes(bundle), npu=npu)
+                              measured=measured_sizes(bundle), npu=npu, check_boundary=check_boundary)
             return build_firmware(bundle, placed_board(bundle))
     return build_host(bundle)
 
@@ -328,10 +342,11 @@ class MemoryPlan:
 
 
 def plan_memory(model_path: str | Path, board_id: str, data_path: str | Path | None = None,
-                options=None, boot: str = "dev") -> MemoryPlan:
+                options=None, boot: str = "dev", npu=None) -> MemoryPlan:
     """The placement generate() would choose on a firmware board in boot mode `boot`, region by
     region, without writing or compiling anything; budget.BudgetError when it does not fit (with
-    how many training samples would)."""
+    how many training samples would). `npu` (an NpuRequest, targets/npu.py): the NPU's pools are
+    counted in the regions they occupy, so the CPU's placement keeps out of them."""
     from zoflash.targets import budget
 
     board, _ = boards_mod.resolve_board(board_id)
@@ -347,8 +362,11 @@ def plan_memory(model_path: str | Path, board_id: str, data_path: str | Path | N
         _refuse_stateful_training(model_path)
         prep = compile_training(model_path, data_path, options or make_options())
         model, training = prep.model, prep.training
-    placed = budget.fit(board, model, training)
-    return MemoryPlan(placed, budget.estimate_regions(board, model, training))
+    from zoflash.targets.npu import reserved
+
+    npu_pools = reserved(board, npu)
+    placed = budget.fit(board, model, training, reserved=npu_pools)
+    return MemoryPlan(placed, budget.estimate_regions(board, model, training, npu_pools))
 
 
 # --------------------------------------------------------------- zoflash split (issue 14)

@@ -230,47 +230,59 @@ def _say_training_memory(training: dict) -> None:
 # --- NPU (issue 14) ---
 @click.option("--npu", "npu_config", metavar="CONFIG",
               help="Run the frozen prefix on the board's NPU: an Ethos-U configuration (ethos-u55-128, ...; "
-                   "`zoflash boards show ID` lists the board's). Needs --data, Vela and Arm's Ethos-U driver.")
+                   "needs Vela and Arm's Ethos-U driver) or neural-art (STM32N6; needs ST Edge AI Core and "
+                   "ST's runtime); `zoflash boards show ID` lists the board's. Needs --data.")
 @click.option("--ethosu-driver", "ethosu_driver", type=click.Path(file_okay=False),
               help="Checkout of Arm's Ethos-U core driver [$ZOFLASH_ETHOSU_DRIVER].")
+@click.option("--stedgeai", "stedgeai", type=click.Path(),
+              help="ST Edge AI Core: the stedgeai program or its install folder [$ZOFLASH_STEDGEAI, "
+                   "$STEDGEAI_CORE_DIR].")
+@click.option("--st-runtime", "st_runtime", type=click.Path(file_okay=False),
+              help="ST install holding the Neural-ART runtime ll_aton (ST Edge AI Core, STM32CubeN6, X-CUBE-AI) "
+                   "[$ZOFLASH_ST_RUNTIME, else the stedgeai install].")
 @click.option("--dry-run", is_flag=True, help="With --npu: print the commands the build runs, run nothing.")
+@click.option("--check-boundary", is_flag=True,
+              help="Build in the host simulation's boundary checksum (always with --npu): the device reports "
+                   "whether its prefix gives the same activations (`zoflash monitor`).")
 # --- end NPU ---
 @training_options
 def build(board: str, model_path: str, data_path: str | None, out_dir: str | None, prefix: str | None,
           no_compile: bool, boot: str | None, device_headers: tuple, npu_config: str | None, ethosu_driver: str | None,
-          dry_run: bool, **kwargs) -> None:
+          stedgeai: str | None, st_runtime: str | None, dry_run: bool, check_boundary: bool, **kwargs) -> None:
     """Generate the C bundle for a board (with the training loop if --data) and compile it."""
     from zoflash.build_options import build_settings
 
-    if npu_config is None and (ethosu_driver or dry_run):
-        raise click.UsageError("--ethosu-driver and --dry-run go with --npu")
+    tools = dict(ethosu_driver=ethosu_driver, stedgeai=stedgeai, st_runtime=st_runtime)
+    if npu_config is None and (dry_run or any(tools.values())):
+        raise click.UsageError("--ethosu-driver, --stedgeai, --st-runtime and --dry-run go with --npu")
     npu = None
     if npu_config is not None:  # --- NPU (issue 14) ---
         from zoflash.api import default_bundle_dir
-        from zoflash.targets import ethosu
-        from zoflash.targets.boards import resolve_board
+        from zoflash.targets.boards import for_boot, resolve_board
+        from zoflash.targets.npu import backend_for
 
-        board_obj = resolve_board(board)[0]
-        ethosu.check_accelerator(board_obj, npu_config)
+        board_obj = for_boot(resolve_board(board)[0], boot or "dev")
+        backend = backend_for(npu_config).load()
+        backend.check(board_obj, npu_config)
+        npu = backend.request(npu_config, tools)
         if dry_run:
             bundle_dir = out_dir or str(default_bundle_dir(Path(model_path), board_obj.id))
-            _say(f"# in {bundle_dir}, after writing the prefix ({ethosu.PREFIX_MODEL}, the training plan's cut)")
-            for command in ethosu.commands(npu_config):
-                _say(" ".join(command))
-            _say(f"make -C {bundle_dir}")
+            for line in backend.dry_run(board_obj, npu, bundle_dir):
+                _say(line)
             return
-        npu = ethosu.NpuRequest(npu_config, ethosu_driver)
 
     _check_outputs(out=out_dir and str(Path(out_dir) / "manifest.json"))
     settings = build_settings(kwargs.get("project_file"), boot, device_headers)
     opts = _options_from(kwargs) if data_path else None
     if opts is None and any(v not in (None, (), False) for v in kwargs.values()):
         raise click.UsageError("training options need --data")
-    _build_and_report(board, model_path, data_path, out_dir, prefix, no_compile, opts, settings, npu)
+    if check_boundary and data_path is None:
+        raise click.UsageError("--check-boundary needs --data (a training build)")
+    _build_and_report(board, model_path, data_path, out_dir, prefix, no_compile, opts, settings, npu, check_boundary)
 
 
 def _build_and_report(board: str, model_path: str, data_path: str | None, out_dir: str | None, prefix: str | None,
-                      no_compile: bool, opts, settings=("dev", ()), npu=None):
+                      no_compile: bool, opts, settings=("dev", ()), npu=None, check_boundary: bool = False):
     """Generate (and compile) a bundle and print what it uses; returns (bundle, board).
     settings: (boot mode, vendor header folders), build_options.build_settings."""
     boot, device_headers = settings
@@ -283,10 +295,10 @@ def _build_and_report(board: str, model_path: str, data_path: str | None, out_di
     result = None
     if no_compile:
         bundle = api.generate(model_path, board_obj.id, out_dir, prefix, data_path=data_path, options=opts,
-                              boot=boot, device_headers=device_headers, npu=npu)
+                              boot=boot, device_headers=device_headers, npu=npu, check_boundary=check_boundary)
     else:
         result = api.build(model_path, board_obj.id, out_dir, prefix, data_path=data_path, options=opts,
-                           boot=boot, device_headers=device_headers, npu=npu)
+                           boot=boot, device_headers=device_headers, npu=npu, check_boundary=check_boundary)
         bundle = result.bundle
     mem = bundle.manifest["memory"]
     _say(f"bundle  {bundle.path}  (board {bundle.board}, prefix {bundle.prefix})")
@@ -297,10 +309,15 @@ def _build_and_report(board: str, model_path: str, data_path: str | None, out_di
     _say(flash)
     if bundle.manifest.get("training"):
         _say_training_memory(bundle.manifest["training"])
+        check = bundle.manifest["training"].get("boundary_check")
+        if check:  # --- boundary checksum (issue 14) ---
+            _say(f"check   boundary CRC-32 0x{check['crc32']:08X} of {check['sample']} ({check['bytes']} bytes, "
+                 "by the host simulation): the device reports its own beside it")
         if bundle.manifest["training"].get("npu"):  # --- NPU (issue 14) ---
-            from zoflash.targets.ethosu import describe
+            from zoflash.targets.npu import backend_of_manifest
 
-            for line in describe(bundle.manifest["training"]["npu"]):
+            npu_manifest = bundle.manifest["training"]["npu"]
+            for line in backend_of_manifest(npu_manifest).load().describe(npu_manifest):
                 _say(line)
     if result is not None and board_obj.is_firmware:
         _say_firmware(result, board_obj)
@@ -702,12 +719,15 @@ def flash(bundle_dir: str, method: str | None, stop: bool, dry_run: bool, pack_p
               help="JSONL log; the weights (<log>.weights.npz) and the plot (<log>.png) go next to it.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Also write step and evaluation records as CSV.")
 @click.option("--timeout", type=float, help="Stop monitoring after this many seconds.")
+@click.option("--check-boundary", is_flag=True,  # --- boundary checksum (issue 14)
+              help="Build in the host simulation's boundary checksum: the run says whether the device's prefix "
+                   "agrees with it.")
 @RECONNECT_OPTION
 @checkpoint_options
 @training_options
 def run(board: str, model_path: str, data_path: str, out_dir: str | None, method: str | None, port: str | None,
-        baud: int | None, log_path: str, csv_path: str | None, timeout: float | None, reconnect_timeout: float,
-        checkpoint_path: str | None, resume_path: str | None, **kwargs) -> int:
+        baud: int | None, log_path: str, csv_path: str | None, timeout: float | None, check_boundary: bool,
+        reconnect_timeout: float, checkpoint_path: str | None, resume_path: str | None, **kwargs) -> int:
     """Build, flash and monitor: train on a board (or on the emulated Cortex-M55) from one command.
 
     Stops at once when the emulator ends or the device reports a fault (exit status 3)."""
@@ -728,7 +748,8 @@ def run(board: str, model_path: str, data_path: str, out_dir: str | None, method
     _refuse_app(opts)
     if not resolve_board(board)[0].is_firmware:
         raise click.UsageError(f"board '{board}' runs no firmware; use `zoflash simulate` for the host")
-    bundle, board_obj = _build_and_report(board, model_path, data_path, out_dir, None, False, opts, settings)
+    bundle, board_obj = _build_and_report(board, model_path, data_path, out_dir, None, False, opts, settings,
+                                          check_boundary=check_boundary)
     qemu_limit = (timeout or DEFAULT_QEMU_TIMEOUT) + 60.0
     flashed = flash_bundle(bundle.path, method, FlashOptions(timeout=qemu_limit), say=_say)
     try:

@@ -133,6 +133,28 @@
 #define ZO_XSPI_FCR_CTCF      XSPI_FCR_CTCF
 /* --- end checkpoint store */
 
+/* --- NPU (issue 14): the Neural-ART glue (runtime/npu/zo_neuralart.c) */
+#define ZO_NPU_BASE           NPU_BASE_S
+#define ZO_CACHEAXI_BASE      CACHEAXI_BASE_S
+#define ZO_RIFSC_BASE         RIFSC_BASE_S
+#define ZO_NPU0_IRQ           ((uint32_t)NPU0_IRQn)
+#define ZO_RCC_AHB3ENR        offsetof(RCC_TypeDef, AHB3ENR)
+#define ZO_RCC_AHB3ENSR       offsetof(RCC_TypeDef, AHB3ENSR)
+#define ZO_RCC_NPUEN          RCC_AHB5ENR_NPUEN
+#define ZO_RCC_CACHEAXIEN     RCC_AHB5ENR_CACHEAXIEN
+#define ZO_RCC_NPURST         RCC_AHB5RSTR_NPURST
+#define ZO_RCC_CACHEAXIRST    RCC_AHB5RSTR_CACHEAXIRST
+#define ZO_RCC_RIFSCEN        RCC_AHB3ENR_RIFSCEN
+#define ZO_CACHEAXI_CR1       offsetof(CACHEAXI_TypeDef, CR1)
+#define ZO_CACHEAXI_CR1_EN    CACHEAXI_CR1_EN
+#define ZO_RIFSC_RISC_SECCFGR0 offsetof(RIFSC_TypeDef, RISC_SECCFGRx[0])
+#define ZO_RIFSC_RISC_PRIVCFGR0 offsetof(RIFSC_TypeDef, RISC_PRIVCFGRx[0])
+#define ZO_RIFSC_RIMC_ATTR0   offsetof(RIFSC_TypeDef, RIMC_ATTRx[0])
+#define ZO_RIFSC_RIMC_MCID_POS RIFSC_RIMC_ATTRx_MCID_Pos
+#define ZO_RIFSC_RIMC_MSEC    RIFSC_RIMC_ATTRx_MSEC
+#define ZO_RIFSC_RIMC_MPRIV   RIFSC_RIMC_ATTRx_MPRIV
+/* --- end NPU */
+
 #else /* the port's own numbers (equal to the header's: tests/test_n6_regs.py) */
 
 /* Secure aliases; non-secure = minus 0x10000000. */
@@ -247,7 +269,36 @@
 #define ZO_XSPI_FCR_CTCF      (1u << 1)
 /* --- end checkpoint store */
 
+/* --- NPU (issue 14): the Neural-ART glue (runtime/npu/zo_neuralart.c) */
+#define ZO_NPU_BASE           0x580E0000u
+#define ZO_CACHEAXI_BASE      0x580DFC00u /* the NPU cache's registers */
+#define ZO_RIFSC_BASE         0x54024000u
+#define ZO_NPU0_IRQ           53u /* NPU0..3: 53..56; the NPU cache: 57 */
+#define ZO_RCC_AHB3ENR        0x258u
+#define ZO_RCC_AHB3ENSR       0xA58u
+#define ZO_RCC_NPUEN          (1u << 31) /* AHB5 */
+#define ZO_RCC_CACHEAXIEN     (1u << 30) /* AHB5 */
+#define ZO_RCC_NPURST         (1u << 31) /* AHB5 reset */
+#define ZO_RCC_CACHEAXIRST    (1u << 30) /* AHB5 reset */
+#define ZO_RCC_RIFSCEN        (1u << 9)  /* AHB3 */
+#define ZO_CACHEAXI_CR1       0x00u
+#define ZO_CACHEAXI_CR1_EN    (1u << 0)
+#define ZO_RIFSC_RISC_SECCFGR0 0x010u /* one bit per peripheral, 32 per register */
+#define ZO_RIFSC_RISC_PRIVCFGR0 0x030u
+#define ZO_RIFSC_RIMC_ATTR0   0xC10u /* one register per bus master */
+#define ZO_RIFSC_RIMC_MCID_POS 4u /* bits 6:4 the master's compartment */
+#define ZO_RIFSC_RIMC_MSEC    (1u << 8)
+#define ZO_RIFSC_RIMC_MPRIV   (1u << 9)
+/* --- end NPU */
+
 #endif /* ZO_DEVICE_HEADERS */
+
+/* --- NPU (issue 14): RIF indices of the NPU, from ST's HAL (stm32n6xx_hal_rif.h: RIF_MASTER_INDEX_NPU,
+ * RIF_RISC_PERIPH_INDEX_NPU), not in the device header: the port's own in both. */
+#define ZO_RIF_MASTER_NPU      1u
+#define ZO_RIF_PERIPH_NPU_REG  3u  /* RISC_SECCFGR3 / RISC_PRIVCFGR3 */
+#define ZO_RIF_PERIPH_NPU_BIT  10u
+/* --- end NPU */
 
 /* A register field of `width` bits at `shift` set to `value`. */
 static inline void zo_set_field(volatile uint32_t *reg, uint32_t shift, uint32_t width, uint32_t value)

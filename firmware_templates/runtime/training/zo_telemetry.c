@@ -231,6 +231,18 @@ void zo_tm_need(const zo_tm_need_t *m)
     finish(&f, NULL, 0u);
 }
 
+/* --- boundary checksum (issue 14) */
+void zo_tm_boundary(const zo_tm_boundary_t *m)
+{
+    frame_t f;
+    begin(&f, ZO_TM_BOUNDARY);
+    put(&f, m->crc32, 4u);
+    put(&f, m->expected_crc32, 4u);
+    put(&f, m->bytes, 4u);
+    put(&f, m->boundary_flags, 1u);
+    finish(&f, NULL, 0u);
+}
+
 void zo_tm_weights(uint32_t tensor, uint8_t part, const void *data, uint32_t total)
 {
     const uint8_t *bytes = (const uint8_t *)data;

@@ -434,6 +434,25 @@ static void send_hello(const trainer_t *tr)
     zo_tm_hello(&h);
 }
 
+/* --- boundary checksum (issue 14): the prefix on the first test sample (a known input in every
+ * data source), its boundary's CRC-32 in one frame; not a training pass (no pass is counted).  On
+ * an NPU build the NPU computes it; the host simulation computes it with zoflash's C prefix. */
+static void send_boundary_check(const zo_train_model_t *m)
+{
+    if (m->split <= 0) {
+        return; /* the first layer trains: no prefix */
+    }
+    memcpy(m->input, m->x_test, (size_t)m->input_bytes);
+    m->run_steps(0, m->split);
+    uint32_t crc = 0u;
+    for (int32_t k = 0; k < m->n_boundary; ++k) {
+        crc = zo_tm_crc32(crc, (const uint8_t *)m->boundary[k].data, (uint32_t)m->boundary[k].bytes);
+    }
+    zo_tm_boundary_t b = { crc, m->boundary_crc_expected, (uint32_t)m->boundary_bytes, m->boundary_flags };
+    zo_tm_boundary(&b);
+}
+/* --- end boundary checksum */
+
 /* Every trainable tensor's values and residuals, then its best values (the snapshot, laid out
  * as snapshot_copy writes it). */
 static void dump_weights(const zo_train_model_t *m)
@@ -934,6 +953,7 @@ int zo_train_begin(const zo_train_model_t *m, const zo_train_config_t *cfg)
         return 1;
     }
     send_hello(tr);
+    send_boundary_check(m);
     zo_sched_init(&tr->sched, &cfg->sched);
     tr->lr1 = cfg->lr;
     r->best_loss = evaluate(tr, 0).loss; /* validation loss of the snapshot */

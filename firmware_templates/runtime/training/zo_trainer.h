@@ -81,6 +81,9 @@ typedef struct {
      * slots), refilled by the host before each step; NULL: the embedded training data. */
     zo_stream_t *stream;
     /* ---- end data sources ---- */
+    /* --- boundary checksum (issue 14): the boundary of the first test sample is reported once */
+    uint32_t boundary_crc_expected; /* the host simulation's CRC-32 (valid with ZO_TM_BOUNDARY_EXPECTED) */
+    uint8_t boundary_flags;         /* ZO_TM_BOUNDARY_EXPECTED, ZO_TM_BOUNDARY_NPU */
 } zo_train_model_t;
 
 typedef enum { ZO_LR_SQRT = 0, ZO_LR_LINEAR = 1, ZO_LR_FIXED = 2 } zo_lr_scaling_t;

@@ -151,12 +151,16 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
                port_sources=" ".join(sorted(n for n in static if n.endswith(".c"))),
                data_blobs=" ".join(sorted(training.blobs)) if training is not None else "",
                board=board, place=board.placement,
-               enable_memories=f"0x{enable_mask(board):08X}" if board.is_firmware else "",
+               # the plan's memory switches, and those of an NPU's pools (--npu neural-art)
+               enable_memories=f"0x{enable_mask(board) | (training.make.get('npu_memories', 0) if training else 0):08X}"
+               if board.is_firmware else "",
                image_sections=" ".join(f"-j {s}" for s in image_sections(board)) if board.is_firmware else "",
                npu_cflags=training.make.get("npu_cflags", "") if training is not None else "",
                npu_sources=training.make.get("npu_sources", "") if training is not None else "",
                npu_driver_cflags=training.make.get("npu_driver_cflags", "") if training is not None else "",
                npu_region=training.make.get("npu_region", "") if training is not None else "",
+               npu_blob_deps=training.make.get("npu_blob_deps", "") if training is not None else "",
+               npu_hex=training.make.get("npu_hex", []) if training is not None else [],
                **_flash_boot_context(board))
     files["zo_bundle.h"] = env.get_template("zo_bundle.h.j2").render(**ctx).encode()
     for out_name, tpl in templates.items():
@@ -190,7 +194,7 @@ def _write(out_dir: Path, files: dict[str, bytes], manifest: dict) -> None:
             stale = set()
         for name in stale:
             (out_dir / name).unlink(missing_ok=True)
-    elif any(out_dir.iterdir()):
+    elif any(p.name not in files for p in out_dir.iterdir()):  # (a dry run's profile files are ours)
         raise ZoflashError(f"output directory '{out_dir}' is not empty and is not a zoflash bundle; "
                            "choose another --out")
     for name, data in sorted(files.items()):

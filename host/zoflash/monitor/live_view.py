@@ -110,6 +110,8 @@ class LiveView:
                        f"{rec['suffix_passes']} suffix passes, {rec['time_s']:.1f} s")
         elif kind in ("text", "log"):
             self._line(f"device: {rec['text']}")
+        elif kind == "boundary":  # --- boundary checksum (issue 14)
+            self._line(boundary_line(rec))
         elif kind == "malformed":
             self._line(f"warning: malformed frame ({rec['reason']})")
         elif kind == "status":
@@ -128,3 +130,16 @@ class LiveView:
                 self._line(f"monitor: reconnected ({rec['reconnects']} so far)")
             elif rec["event"] == "restart":
                 self._line(f"monitor: the device restarted (run segment {rec['segment']})")
+
+
+# --- boundary checksum (issue 14)
+def boundary_line(rec: dict) -> str:
+    """The verdict on a boundary frame: the device's prefix against the host simulation's (built in)."""
+    where = "the NPU's" if rec["npu"] else "the device's"
+    head = f"boundary check: {where} prefix on the first test sample gives CRC-32 0x{rec['crc32']:08X} ({rec['bytes']} bytes)"
+    if rec["agree"] is None:
+        return head + "; no simulation value built in (zoflash build --check-boundary)"
+    if rec["agree"]:
+        return head + ": agrees with the host simulation"
+    return (head + f": DISAGREES with the host simulation (0x{rec['expected_crc32']:08X}): the prefix's activations "
+            "differ from zoflash's C (bit-exact with TFLM); the suffix trains on these features")

@@ -52,6 +52,8 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
     # ---- end data sources ----
     # --- checkpoint and resume (issue 12): a chunk of a checkpoint image (+ data)
     "checkpoint": (11, (("step", "I"), ("offset", "I"), ("total", "I"))),
+    # --- boundary checksum (issue 14): the first test sample's boundary activations, once after hello
+    "boundary": (12, (("crc32", "I"), ("expected_crc32", "I"), ("bytes", "I"), ("boundary_flags", "B"))),
 }
 CMD_MAX_PAYLOAD = 1024  # ZO_CMD_MAX_PAYLOAD: the device's command parser takes no longer frame
 STRUCTS = {k: struct.Struct("<" + "".join(c for _, c in lay)) for k, (_, lay) in LAYOUTS.items()}

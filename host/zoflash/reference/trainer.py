@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+import zlib
 from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 import numpy as np
@@ -305,6 +306,16 @@ class ReferenceTrainer:
     def _snapshot(self) -> tuple:
         return [v.copy() for v in self.values], [None if r is None else r.copy() for r in self.residual]
 
+    def boundary_crc32(self) -> int:
+        """zlib's CRC-32 of the boundary activations of the first test sample (the boundary tensors in
+        the plan's order, each in its C layout): what the device's boundary frame reports."""
+        x = self.data.x_test[:1]
+        env = self.fwd.run({self.model.graph.inputs[0]: x}, 0, self.plan.split)
+        crc = 0
+        for b in self.plan.boundary:
+            crc = zlib.crc32(np.ascontiguousarray(env[b.index][0]).tobytes(), crc)
+        return crc
+
     # ---- the run -------------------------------------------------------------------------------
 
     def frames(self) -> Iterator[bytes]:
@@ -317,6 +328,9 @@ class ReferenceTrainer:
                           lr=F32(0.0) if self.settings.lr_auto else F32(o.lr), max_steps=self.settings.max_steps,
                           budget=o.budget or 0, q_max=o.q_max, n_tensors=len(plan.tensors), model_sha256=self.sha,
                           loss_kind=spec.LOSS_IDS[self.loss])
+        if plan.split > 0:  # --- boundary checksum (issue 14): the first test sample's prefix, once
+            yield self._frame("boundary", crc32=self.boundary_crc32(), expected_crc32=0, bytes=plan.boundary_bytes,
+                              boundary_flags=0)
         lr1 = F32(o.lr or 0.0)
         frame, best_loss, _ = self._evaluate(0)
         yield frame

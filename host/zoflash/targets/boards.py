@@ -76,7 +76,18 @@ _FLASH_BOOT = {
 # --- end flash boot ---
 # --- NPU (issue 14) ---
 # [npu]: the board's neural processing unit; `zoflash build --npu CONFIG` runs the frozen prefix on it.
-NPU_TYPES = ("ethos-u55", "ethos-u65", "ethos-u85")
+NPU_TYPES = ("ethos-u55", "ethos-u65", "ethos-u85", "neural-art")
+# [[npu.pools]] (Neural-ART): the memory the NPU owns, the pools of ST's memory-pool profile (.mpool);
+# the CPU's plan never places anything there (budget.py).
+_NPU_POOL = {
+    "name": (str, True),       # the pool's name in the profile; its weight blob is network_atonbuf.<name>.raw
+    "region": (str, True),     # the [[memory]] region holding it
+    "origin": (int, True),
+    "size": (int, True),
+    "use": (Enum(("activations", "constants", "cache")), True),  # cache: the NPU cache's RAM, no pool
+    "boot": (Enum(("any", "flash")), False),  # flash: only in flash boot (the NOR holds the constants)
+    "description": (str, False),
+}
 _NPU = {
     "type": (Enum(NPU_TYPES), True),
     "base": (int, True),       # register base address
@@ -85,6 +96,7 @@ _NPU = {
     "regions": (LIST, True),   # [[memory]] regions the NPU's AXI ports reach (weights, scratch, I/O)
     "verified": (bool, True),  # false: the facts are from a public example, not checked on the part
     "description": (str, False),
+    "pools": ([_NPU_POOL], False),  # Neural-ART
 }
 # --- end NPU ---
 # --- checkpoint store (issue 12) ---
@@ -467,8 +479,19 @@ def _check_npu(npu: dict, memory: tuple[Region, ...], where: str) -> None:
         if name not in names:
             raise BoardError(f"{where}: 'regions' names '{name}', which [[memory]] does not define "
                              f"(regions: {', '.join(names)})")
+    for pool in npu.get("pools", ()):
+        if pool["region"] not in names:
+            raise BoardError(f"{where}: pool '{pool['name']}' is in region '{pool['region']}', which [[memory]] "
+                             f"does not define")
+        r = memory[names.index(pool["region"])]
+        if not (r.origin <= pool["origin"] and pool["origin"] + pool["size"] <= r.origin + r.size):
+            raise BoardError(f"{where}: pool '{pool['name']}' (0x{pool['origin']:08X}, {pool['size']} bytes) is not "
+                             f"inside region '{r.name}'")
+        if pool["origin"] % 1024 or pool["size"] % 1024:
+            raise BoardError(f"{where}: pool '{pool['name']}': origin and size must be multiples of 1 KiB "
+                             "(the profile gives them in KiB)")
     for config in npu["configs"]:
-        if not config.startswith(npu["type"] + "-"):
+        if config != npu["type"] and not config.startswith(npu["type"] + "-"):
             raise BoardError(f"{where}: configuration '{config}' is not of type '{npu['type']}' "
                              f"(write it as {npu['type']}-MACS, e.g. {npu['type']}-128)")
 # --- end NPU ---

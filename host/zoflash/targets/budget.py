@@ -85,9 +85,12 @@ def plan_placement(board: Board, items: list[tuple[str, str, int]]) -> Board:
     candidate regions that still has room for all of its bytes; a key that fits none goes where
     it misses by least (check_fit then reports it)."""
     need = {k: 0 for k in PLACEMENT_KEYS}
-    for key, _, n in items:
-        need[key] += n
     free = {r.name: r.size for r in board.memory}
+    for key, _, n in items:
+        if key in need:
+            need[key] += n
+        else:  # a region by name: memory set apart (an NPU's pools, `reserved`)
+            free[key] -= n
     chosen = {}
     for key in PLAN_ORDER:
         choices = board.candidates[key]
@@ -112,12 +115,13 @@ def placed_board(bundle) -> Board:
     return replace(board, placement=dict(place)) if place else board
 
 
-def fit(board: Board, model, training=None, measured: dict | None = None) -> Board:
+def fit(board: Board, model, training=None, measured: dict | None = None, reserved=()) -> Board:
     """Plan the placement of the model (with its training state and data) on the board and
     check it fits; returns the board with that placement.  BudgetError says what does not fit,
     by how much, and how many training samples would.  `measured` (measured_code) replaces the
-    port's code estimate with the sizes of objects already compiled."""
-    items = _measured_items(_items(board, model, training), measured)
+    port's code estimate with the sizes of objects already compiled.  `reserved`: (region, label,
+    bytes) set apart before anything is placed (an NPU's pools: targets/npu.py reserved)."""
+    items = _measured_items(_items(board, model, training), measured) + list(reserved)
     placed = plan_placement(board, items)
     what = "the model with its training state and data" if training is not None else "the model"
     check_fit(placed, _by_region(placed, items), what, hint=_samples_hint(board, placed, items, training))
@@ -150,10 +154,11 @@ def _samples_hint(board: Board, placed: Board, items, training) -> str:
             f"may use ({', '.join(board.candidates['train_data'])}).")
 
 
-def estimate_regions(board: Board, model, training=None) -> list[RegionUse]:
+def estimate_regions(board: Board, model, training=None, reserved=()) -> list[RegionUse]:
     """Estimated bytes per region under the planned placement: exact for data, weights, arena,
-    training state and stack; the machine code is the port's estimate (port.toml code_bytes)."""
-    items = _items(board, model, training)
+    training state and stack; the machine code is the port's estimate (port.toml code_bytes);
+    `reserved` as for fit."""
+    items = _items(board, model, training) + list(reserved)
     placed = plan_placement(board, items)
     return _by_region(placed, items)
 
@@ -307,7 +312,8 @@ def section_sizes(size_tool: str, elf: Path) -> list[tuple[str, int, int]]:
     return out
 
 
-def size_report(board: Board, sections: list[tuple[str, int, int]]) -> list[RegionUse]:
+def size_report(board: Board, sections: list[tuple[str, int, int]], reserved=()) -> list[RegionUse]:
+    """The linked ELF's sections per region, with `reserved` (region, label, bytes: an NPU's pools)."""
     items: list[tuple[str, str, int]] = []
     sums: dict[tuple[str, str], int] = {}
     for name, size, addr in sections:
@@ -326,7 +332,7 @@ def size_report(board: Board, sections: list[tuple[str, int, int]]) -> list[Regi
     items = [(where, label, n) for (where, label), n in sums.items()]
     order = [label for _, label in SECTIONS.values()] + [DATA_IMAGE]
     items.sort(key=lambda it: order.index(it[1]) if it[1] in order else len(order))
-    return _by_region(board, items)
+    return _by_region(board, items + list(reserved))
 
 
 def library_sizes(size_tool: str, lib: Path, prefix: str, board: Board) -> list[RegionUse]:

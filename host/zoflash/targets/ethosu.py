@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from zoflash.errors import BoardError, BuildError, ToolMissingError
+from zoflash.targets.npu import ETHOSU_CONFIGS, prefix_boundary
 
-ACCELERATORS = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u65-512",
-                "ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048")
+ACCELERATORS = ETHOSU_CONFIGS
 DRIVER_ENV = "ZOFLASH_ETHOSU_DRIVER"
 VELA_HINT = "pip install ethos-u-vela (or pip install 'zoflash[npu]')"
 DRIVER_HINT = (f"get Arm's Ethos-U core driver (ethos-u-core-driver; mirrors: zephyrproject-rtos/hal_ethos_u, "
@@ -149,6 +149,7 @@ def read_vela(out_dir: Path, stem: str) -> VelaOutput:
 DRIVER_SOURCES = {"ethos-u55": ("ethosu_driver.c", "ethosu_pmu.c", "ethosu_device_u55_u65.c"),
                   "ethos-u65": ("ethosu_driver.c", "ethosu_pmu.c", "ethosu_device_u55_u65.c"),
                   "ethos-u85": ("ethosu_driver.c", "ethosu_pmu.c", "ethosu_device_u85.c")}
+GLUE = ("zo_ethosu.c", "zo_ethosu.h", "cmsis_compiler.h")  # of firmware_templates/runtime/npu/
 PREFIX_MODEL = "npu_prefix.tflite"  # the Vela input, written in the bundle beside its outputs
 
 
@@ -182,13 +183,9 @@ def npu_sources(prep, board, request: NpuRequest, prefix: str) -> NpuSources:
 
     check_accelerator(board, request.accelerator)
     plan, model = prep.training.plan, prep.model
-    if plan.split == 0 or len(plan.boundary) != 1:
-        raise BuildError(f"--npu needs a frozen prefix handing one tensor to the suffix; this plan has a prefix of "
-                         f"{plan.split} kernel calls and {len(plan.boundary)} boundary tensor(s) (choose --train)")
+    boundary, name = prefix_boundary(prep)
     driver = find_driver(request.driver)
     vela = find_vela()
-    boundary = plan.boundary[0]
-    name = model.graph.tensors[boundary.index].name
     with tempfile.TemporaryDirectory(prefix="zoflash-vela-") as tmp:
         work = Path(tmp)
         (work / PREFIX_MODEL).write_bytes(split_tflite(Path(prep.path).read_bytes(), name).prefix)
@@ -213,13 +210,14 @@ def npu_sources(prep, board, request: NpuRequest, prefix: str) -> NpuSources:
                output_bytes=out.output_bytes, arena_input=model.arena_offset[in_root], arena_boundary=boundary.offset)
     files = {f"{prefix}_npu.c": template_env().get_template("model_npu.c.j2").render(**ctx)}
     # the glue and the driver's cmsis_compiler.h stand-in (firmware_templates/runtime/npu/), verbatim
-    files.update({n: data.decode() for n, data in runtime_part("npu").items()})
+    files.update({n: data.decode() for n, data in runtime_part("npu").items() if n in GLUE})
     arch, macs = request.accelerator.split("-")[1:]
     sources = [str(driver / "src" / f) for f in DRIVER_SOURCES[board.npu["type"]]]
     make = dict(npu_cflags=f'"-I{driver / "include"}" -DZO_NPU_IRQ={board.npu["irq"]}u',
                 npu_driver_cflags=f'"-I{driver / "src"}" -I. -DETHOSU_ARCH={arch} -DETHOSU_MACS={macs} '
                                   f'-DETHOS{arch.upper()} -DETHOSU_LOG_ENABLE=0 -DETHOSU_LOG_SEVERITY=0 -DNDEBUG',
-                npu_sources=" ".join(sources), npu_region=board.npu["regions"][0])
+                npu_sources=" ".join(sources), npu_region=board.npu["regions"][0],
+                npu_blob_deps=f"{prefix}_npu_cmd.bin {prefix}_npu_weights.bin")
     blobs = {f"{prefix}_npu_cmd.bin": out.cmd, f"{prefix}_npu_weights.bin": out.weights, **vela_files}
     manifest = dict(type=board.npu["type"], accelerator=request.accelerator, base=board.npu["base"],
                     irq=board.npu["irq"], verified_board_facts=board.npu["verified"], boundary=name,
@@ -228,6 +226,30 @@ def npu_sources(prep, board, request: NpuRequest, prefix: str) -> NpuSources:
                     commands=[" ".join(c) for c in commands(request.accelerator)], estimates=out.estimates,
                     executed=False)
     return NpuSources(files=files, blobs=blobs, manifest=manifest, make=make, run_steps=f"{prefix}_npu_run_steps")
+
+
+# --- the NPU-backend interface (targets/npu.py) ---
+check = check_accelerator
+
+
+def request(config: str, tools: dict) -> NpuRequest:
+    return NpuRequest(config, tools.get("ethosu_driver"))
+
+
+def find_tools(request: NpuRequest) -> None:
+    find_driver(request.driver)
+    find_vela()
+
+
+def dry_run(board, request: NpuRequest, bundle_dir: str) -> list[str]:
+    return ([f"# in {bundle_dir}, after writing the prefix ({PREFIX_MODEL}, the training plan's cut)"]
+            + [" ".join(c) for c in commands(request.accelerator)] + [f"make -C {bundle_dir}"])
+
+
+def reserved(board) -> list[tuple[str, str, int]]:
+    """Vela's scratch and blobs are linked into the NPU's region like any section: nothing set apart."""
+    return []
+# --- end the NPU-backend interface ---
 
 
 def describe(manifest: dict) -> list[str]:

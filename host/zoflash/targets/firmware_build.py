@@ -19,6 +19,7 @@ from zoflash.targets.budget import (
     size_report,
 )
 from zoflash.targets.host_build import BuildResult, require, run_make
+from zoflash.targets.npu import pool_items
 
 # ----------------------------------------------------------------------------------- build
 
@@ -47,7 +48,8 @@ def build_firmware(bundle: Bundle, board: Board) -> BuildResult:
         outputs = [build_dir / f"{prefix}{s}" for s in FIRMWARE_SUFFIXES]
         if flash_data_address(board) is not None:  # flash boot: the data read in place from the flash
             outputs.append(build_dir / f"{prefix}_nor.bin")
-        usage = size_report(board, section_sizes(tc["size"], outputs[0]))
+        npu = bundle.manifest["training"].get("npu") or {}  # --- NPU (issue 14): its pools, beside the ELF's
+        usage = size_report(board, section_sizes(tc["size"], outputs[0]), pool_items(npu.get("pools", ())))
     else:
         outputs = [build_dir / f"lib{prefix}.a"]
         usage = library_sizes(tc["size"], outputs[0], prefix, board)

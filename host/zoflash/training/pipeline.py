@@ -116,25 +116,29 @@ def _with_headroom(model: CompiledModel, plan, opts: TrainOptions, data):
 
 
 def training_bundle(prep: CompiledTraining, board: str | boards_mod.Board, out_dir: str | Path,
-                    prefix: str | None = None, npu=None) -> Bundle:
+                    prefix: str | None = None, npu=None, boundary_expected: int | None = None) -> Bundle:
     """The training bundle for a board (an id, or a Board with its memory plan: budget.fit): the
-    model, the training wiring and the data. `npu` (targets.ethosu.NpuRequest): the frozen prefix
-    runs on the board's NPU."""
+    model, the training wiring and the data. `npu` (an NpuRequest of targets/npu.py's backends): the frozen prefix
+    runs on the board's NPU. `boundary_expected`: the host simulation's boundary checksum, built in
+    (targets/boundary_check.py)."""
     if isinstance(board, str):
         board = boards_mod.load_board(board)
     prefix = prefix or c_identifier(prep.path.stem)
+    expected = boundary_expected
     if npu is not None:  # --- NPU (issue 14) ---
-        from zoflash.targets.ethosu import npu_sources
+        from zoflash.targets.npu import backend_for
 
-        extra = npu_sources(prep, board, npu, prefix)
-        sources = render_training(prep.model, prep.training, prefix, prep.path.name, prep.sha256, extra.run_steps)
+        extra = backend_for(npu.accelerator).load().npu_sources(prep, board, npu, prefix)
+        sources = render_training(prep.model, prep.training, prefix, prep.path.name, prep.sha256, extra.run_steps,
+                                  expected)
         sources.files.update(extra.files)
         sources.blobs.update(extra.blobs)
         sources.make.update(extra.make)
         sources.manifest["npu"] = extra.manifest
         return generate_bundle(prep.model, board, Path(out_dir), prep.path.name, prep.sha256, prefix=prefix,
                                training=sources)
-    sources = render_training(prep.model, prep.training, prefix, prep.path.name, prep.sha256)
+    sources = render_training(prep.model, prep.training, prefix, prep.path.name, prep.sha256,
+                              boundary_expected=expected)
     return generate_bundle(prep.model, board, Path(out_dir), prep.path.name, prep.sha256, prefix=prefix,
                            training=sources)
 

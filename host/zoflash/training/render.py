@@ -80,9 +80,12 @@ def training_manifest(training: Training) -> dict:
 
 
 def render_training(model: CompiledModel, training: Training, prefix: str, source_name: str,
-                    source_sha256: str, npu_run_steps: str | None = None) -> TrainingSources:
+                    source_sha256: str, npu_run_steps: str | None = None,
+                    boundary_expected: int | None = None) -> TrainingSources:
     """`npu_run_steps`: the function the trainer runs kernel calls with when an NPU runs the prefix
-    (--npu, targets/ethosu.py), instead of the model's own."""
+    (--npu, targets/npu.py), instead of the model's own. `boundary_expected`: the host simulation's
+    CRC-32 of the first test sample's boundary (targets/boundary_check.py), which the device reports
+    beside its own."""
     plan, opts, data = training.plan, training.options, training.data
     g = model.graph
     tensors = []
@@ -140,13 +143,19 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
         options_sha_bytes=", ".join(f"0x{opts_sha[2 * i:2 * i + 2]}" for i in range(8)),
         n_train=opts.buffer if stream else len(data.y_train), n_val=len(data.y_val), n_test=len(data.y_test),
         config_fields=config_fields, sched_fields=sched_fields,
-        run_steps=npu_run_steps or f"{prefix}_run_steps", npu_run_steps=[npu_run_steps] if npu_run_steps else [])
+        run_steps=npu_run_steps or f"{prefix}_run_steps", npu_run_steps=[npu_run_steps] if npu_run_steps else [],
+        boundary_expected=boundary_expected or 0,
+        boundary_flags=(spec.BOUNDARY_FLAGS["expected"] if boundary_expected is not None else 0)
+        | (spec.BOUNDARY_FLAGS["npu"] if npu_run_steps else 0))
     env = template_env()
     files = {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in TRAIN_TEMPLATES.items()}
     app = opts.data_source == "app"
     if app:  # the library form: zo_app.c instead of the firmware's main
         files.update({name: text.decode() for name, text in runtime_part(APP_RUNTIME).items()})
     manifest = {**training_manifest(training), "options_sha256": opts_sha}
+    if boundary_expected is not None:  # --- boundary checksum (issue 14)
+        manifest["boundary_check"] = {"sample": "x_test[0]", "bytes": plan.boundary_bytes,
+                                      "crc32": boundary_expected, "computed_by": "host simulation (zoflash's C)"}
     return TrainingSources(files=files, manifest=manifest, trainable=training.trainable,
                            blobs={b.file: b.data for b in data_blobs},
                            unlinked=("zo_train_main.c",) if app else (), app=app)

@@ -188,6 +188,8 @@ COMMANDS["sample"] = 21  # a chunk of a training sample (--data-source stream), 
 COMMANDS["restore"] = 22  # --- checkpoint and resume (issue 12): a chunk of a checkpoint image
 COMMAND_FIRST = 16  # frame types below are telemetry, never commands
 ACK_RESULTS = ("ok", "ignored", "unknown", "refused")  # ack `result` (refused: restore of another build)
+# --- boundary checksum (issue 14): boundary frame `flags` (ZO_TM_BOUNDARY_*)
+BOUNDARY_FLAGS = {"expected": 0x01, "npu": 0x02}  # expected: the host simulation's CRC is baked in
 
 # ---------------------------------------------------------------------------- C names
 
@@ -197,6 +199,7 @@ C_PREFIX = {
     "STEP_FLAGS": "ZO_TM_FLAG_",
     "EVENT_KINDS": "ZO_TM_EV_", "ROLLBACK_CAUSES": "ZO_TM_ROLLBACK_", "WEIGHTS_PARTS": "ZO_TM_PART_",
     "COMMANDS": "ZO_CMD_", "ACK_RESULTS": "ZO_TM_ACK_",
+    "BOUNDARY_FLAGS": "ZO_TM_BOUNDARY_",  # boundary checksum (issue 14)
 }
 
 

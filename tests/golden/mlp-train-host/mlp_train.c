@@ -80,6 +80,8 @@ const zo_train_model_t zo_train_model = {
     .delta = mlp_delta,
     .c = mlp_c,
     .q_buffer = 64u,
+    .boundary_crc_expected = 0x00000000u, /* the boundary checksum (zo_trainer.c) */
+    .boundary_flags = 0u,
 };
 
 const zo_train_config_t zo_train_config = {

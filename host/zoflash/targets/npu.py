@@ -1,0 +1,78 @@
+"""The NPU backends of `zoflash build --npu CONFIG`, one registry: which backend serves a
+configuration and a board's [npu] type, and the calls every backend answers.
+
+A backend module provides:
+  check(board, config)                  the board has this NPU (BoardError otherwise)
+  request(config, tools)                its NpuRequest from the CLI's tool paths (None: the environment)
+  find_tools(request)                   the tools it runs and builds with (ToolMissingError, before any work)
+  dry_run(board, request, bundle_dir)   the exact commands the build would run (and files it writes first)
+  npu_sources(prep, board, request, prefix) -> NpuSources (the glue, its blobs, make variables, manifest)
+  reserved(board)                       (region, label, bytes) the NPU owns: the CPU's plan keeps out of them
+  describe(manifest)                    the build report's lines
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from zoflash.errors import BoardError
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    board_types: tuple[str, ...]  # the [npu] `type` values of the boards it serves
+    configs: tuple[str, ...]      # --npu values (a board file lists those its part has)
+    module: str
+
+    def load(self):
+        return importlib.import_module(self.module)
+
+
+# Vela's --accelerator-config values
+ETHOSU_CONFIGS = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u65-512",
+                  "ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048")
+BACKENDS = (
+    Backend("ethos-u", ("ethos-u55", "ethos-u65", "ethos-u85"), ETHOSU_CONFIGS, "zoflash.targets.ethosu"),
+    Backend("neural-art", ("neural-art",), ("neural-art",), "zoflash.targets.neuralart"),
+)
+
+
+def backend_for(config: str) -> Backend:
+    """The backend of a --npu value."""
+    for b in BACKENDS:
+        if config in b.configs or config.startswith(b.name + "-"):  # the backend names a wrong variant itself
+            return b
+    known = ", ".join(f"{b.name} ({b.configs[0]}{', ...' if len(b.configs) > 1 else ''})" for b in BACKENDS)
+    raise BoardError(f"--npu {config}: not an NPU configuration zoflash knows (backends: {known})")
+
+
+def backend_of_manifest(manifest: dict) -> Backend:
+    """The backend that built a bundle (its manifest's training.npu)."""
+    return next(b for b in BACKENDS if manifest["type"] in b.board_types)
+
+
+def reserved(board, request) -> list[tuple[str, str, int]]:
+    """The memory the NPU of an --npu build owns, per region (none without a request)."""
+    if request is None:
+        return []
+    return backend_for(request.accelerator).load().reserved(board)
+
+
+def prefix_boundary(prep):
+    """The training plan's one boundary tensor (the prefix's output) and its name; BuildError for a
+    plan with no frozen prefix or several tensors crossing the cut."""
+    from zoflash.errors import BuildError
+
+    plan = prep.training.plan
+    if plan.split == 0 or len(plan.boundary) != 1:
+        raise BuildError(f"--npu needs a frozen prefix handing one tensor to the suffix; this plan has a prefix of "
+                         f"{plan.split} kernel calls and {len(plan.boundary)} boundary tensor(s) (choose --train)")
+    boundary = plan.boundary[0]
+    return boundary, prep.model.graph.tensors[boundary.index].name
+
+
+def pool_items(pools) -> list[tuple[str, str, int]]:
+    """An NPU's memory pools (board [[npu.pools]] or a manifest's) as (region, label, bytes) for
+    the memory plan and the size report."""
+    return [(p["region"], f"NPU {p['use']} pool {p['name']}", p["size"]) for p in pools]
