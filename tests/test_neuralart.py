@@ -66,7 +66,7 @@ def test_the_profile_gives_the_npu_its_pools_and_the_constants_one_pool():
     flash = json.loads(neuralart.profile_files(boards.for_boot(dev, "flash"))["zoflash.mpool"])["memory"]["mempools"]
     nor = flash[-1]
     assert (nor["name"], nor["offset"]["value"], nor["prop"]["rights"], nor["prop"]["constantsPreferred"]) == (
-        "xSPI2", str(0x77000000 // 1024), "ACC_READ", True)
+        "xSPI2", str(0x76C00000 // 1024), "ACC_READ", True)
     assert files == neuralart.profile_files(dev)  # deterministic
 
 
@@ -179,7 +179,7 @@ def test_flash_boot_puts_the_constants_in_the_nor_and_maps_it(tmp_path):
                           npu=neuralart.NpuRequest("neural-art", str(stedgeai), str(runtime)))
     npu = bundle.manifest["training"]["npu"]
     assert npu["constants_pool"] == "xSPI2"
-    # the last 16 MiB of the NUCLEO's 64 MiB NOR (XSPI2_NOR: 0x70100000 + 63 MiB)
-    assert "--change-addresses 0x73000000 $< $@" in (bundle.path / "Makefile").read_text()
+    # the last 16 MiB of the NUCLEO's XSPI2_NOR (0x70100000 + 59 MiB, below the 4 MiB checkpoint store)
+    assert "--change-addresses 0x72C00000 $< $@" in (bundle.path / "Makefile").read_text()
     # AXISRAM3..6, CACHEAXIRAM and XSPI2 (the NOR mapped for the NPU's weights)
     assert "__zo_enable_memories = 0x0000003F;" in (bundle.path / "link.ld").read_text()
