@@ -92,7 +92,7 @@ def test_family_name_selects_the_reference_board():
     ('"0483:374E", ', '"0483-374E", ', "'usb' entries are 'VVVV:PPPP'"),
     ('pack = "Keil.STM32N6xx_DFP"\n', "",
      r"\[\[flash\]\] #3 \('pyocd'\) \(method pyocd\): missing required key 'pack'"),
-    ('external_loader = "MX66UW1G45G_STM32N6570-DK.stldr"\n', "", "missing required key 'external_loader' "
+    ('external_loader = "MX66UW1G45G_STM32N6570-DK.stldr"\naddress', "address", "missing required key 'external_loader' "
                                                                   r"\(flash mode\)"),
     ('run_boot = "flash"', 'run_boot = "sd-card"', "'run_boot' names boot mode 'sd-card'"),
     ('method = "pyocd"', 'method = "jlink"', "'method' must be one of"),

@@ -129,14 +129,18 @@ def _no_compiling(monkeypatch):
 
 
 def test_too_big_dataset_fails_before_compiling(tmp_path, monkeypatch, capsys):
+    """A DK variant whose NOR holds 64 KiB: 30000 x 64 bytes of images + labels fit no region."""
+    from test_flash_boot import _shrunk_board
+
     _no_compiling(monkeypatch)
+    _shrunk_board(monkeypatch, tmp_path, "size = 0x07B0_0000", "size = 0x0001_0000")
     data = tmp_path / "big.npz"
-    _big_dataset(data, 30000)  # 30000 x 64 bytes of images + labels: more than any SRAM region of the STM32N6
+    _big_dataset(data, 30000)
     out = tmp_path / "bundle"
-    assert main(["build", "--board", "stm32n6", "--model", str(DIGITS), "--data", str(data), "--steps", "5",
+    assert main(["build", "--board", "small", "--model", str(DIGITS), "--data", str(data), "--steps", "5",
                  "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "does not fit board 'stm32n6570-dk'" in err
+    assert "does not fit board 'small'" in err
     need = 30010 * (64 + 2)  # images and uint16 labels, train and test
     # placed where it misses by least: the largest region the data may use
     assert f"region AXISRAM3_6 (ram, 1835008 bytes at 0x34200000): {need} needed" in err

@@ -161,15 +161,34 @@ def test_flash_boot_says_what_does_not_fit_and_what_would(tmp_path, monkeypatch)
     assert "Or build for flash boot" not in text  # it is a flash-boot build already
 
 
-def test_development_mode_suggests_flash_boot(tmp_path, monkeypatch, capsys):
+def test_development_mode_reads_large_data_from_the_nor(tmp_path, monkeypatch, capsys):
+    """30000 samples fit no SRAM region: in development mode they are read in place from the NOR
+    too. The ram method writes them there (external loader), then gdb loads the ELF without them;
+    methods that cannot write the NOR refuse and name the one that can."""
     _no_compiling(monkeypatch)
-    data = _dataset(tmp_path / "d.npz", 30000)  # more than any SRAM region
+    data = _dataset(tmp_path / "d.npz", 30000)
+    d = tmp_path / "b"
     assert main(["build", "--board", "stm32n6", "--model", str(DIGITS), "--data", str(data), "--steps", "5",
-                 "--out", str(tmp_path / "b")]) == 2
-    assert ("Or build for flash boot (--boot flash): weights and data that do not fit the image then stay in "
-            "the external flash (XSPI2_NOR 123 MiB), read in place.") in capsys.readouterr().err
-    assert main(["build", "--board", "stm32n6", "--boot", "flash", "--model", str(DIGITS), "--data", str(data),
-                 "--steps", "5", "--out", str(tmp_path / "b"), "--no-compile"]) == 0
+                 "--out", str(d), "--no-compile"]) == 0
+    manifest = json.loads((d / "manifest.json").read_text())
+    assert (manifest["boot"], manifest["placement"]["train_data"]) == ("dev", "XSPI2_NOR")
+    assert manifest["placement"]["arena"] != "XSPI2_NOR"
+    make = (d / "Makefile").read_text()
+    assert "build/digits_cnn_nor.bin build/digits_cnn_ram.elf\n" in make
+    assert "\t$(OBJCOPY) -R .train_data $< $@" in make
+    assert "__zo_enable_memories = 0x00000020;" in (d / "link.ld").read_text()  # the port maps the NOR
+    capsys.readouterr()
+    cube = tmp_path / "cube" / "bin"
+    fw = base.load_firmware(d, "ram")
+    b = d / "build"
+    cmds = base.runner_for(fw.entry).commands(fw, base.FlashOptions(programmer_bin=cube))
+    assert cmds[0] == [f"{cube}/STM32_Programmer_CLI", "--connect", "port=swd", "mode=HOTPLUG", "ap=1", "-el",
+                       f"{cube}/ExternalLoader/MX66UW1G45G_STM32N6570-DK.stldr",
+                       "--download", f"{b}/digits_cnn_nor.bin", "0x70100000"]
+    assert cmds[1][0].endswith("ST-LINK_gdbserver") and cmds[2][-1] == f"{b}/digits_cnn_ram.elf"
+    assert main(["flash", "--bundle", str(d), "--method", "pyocd", "--dry-run"]) == 2
+    assert ("reads weights or data in place from the external flash at 0x70100000, which method 'pyocd' does "
+            "not write: use --method ram") in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------- the images

@@ -1,11 +1,11 @@
 """Every public model zoflash compiles, on both STM32N6 boards in development mode (the debugger
-loads the whole ELF into the SRAM) and in flash boot: inference fits, and head training (the default trainable part)
+loads the ELF into the SRAM) and in flash boot: inference fits, and head training (the default trainable part)
 with 1000 training samples at the model's input size fits, with its plan per region.
 
 The STM32N657 has 4 MiB of SRAM and the training data is one array in one region: where 1000
-samples are more than the largest region the data may use (person_detect's are 9.2 MB), the plan
-must refuse with how many samples do fit, that many must really fit and one more must not, and
-flash boot (`--boot flash`: the data read in place from the memory-mapped NOR) must fit the 1000.
+samples are more than the largest SRAM region the data may use (person_detect's are 9.2 MB), the
+data is read in place from the memory-mapped NOR, in development mode (the ram method writes it
+there first) as in flash boot; the hot state (arena, stack, RAM data) stays in the SRAM.
 The MobileNetV2 0.35 is the stand-in (tests/fixtures/make_standin_mobilenetv2.py), not a public model.
 """
 from __future__ import annotations
@@ -19,8 +19,6 @@ from test_public_models import EXPECTED, PUBLIC
 from zoflash import api
 from zoflash.cli import main
 from zoflash.errors import BoardError, UnsupportedModelError
-from zoflash.targets.boards import load_board
-from zoflash.targets.budget import BudgetError
 from zoflash.training.options import make_options
 from zoflash.training.plan import plan_training
 
@@ -59,26 +57,31 @@ def synthetic_data(path, model_path, n: int):
     return path, x.itemsize * int(np.prod(t.shape[1:]))
 
 
-def check_plan(plan, data_bytes: int | None = None, boot: str = "dev"):
-    """The per-region plan: every region within its size, the hot state in the board's RAM."""
+def check_plan(plan, data_bytes: int | None = None):
+    """The per-region plan: every region within its size, the hot state in the board's RAM, only
+    weights and training data (read in place) in the external flash, and there only when they fit
+    no SRAM region of theirs."""
     assert plan.regions and all(u.used <= u.region.size for u in plan.regions)
-    names = {u.region.name for u in plan.regions}
-    kinds = ("ram",) if boot == "dev" else ("ram", "flash")  # development mode: SRAM only
-    assert names <= {r.name for r in plan.board.memory if r.kind in kinds}
-    ram = {r.name for r in plan.board.memory if r.kind == "ram"}
-    assert {plan.board.placement[p] for p in ("arena", "stack")} <= ram
+    kind = {r.name: r.kind for r in plan.board.memory}
+    for part in ("arena", "stack", "data", "bss"):
+        assert kind[plan.board.placement[part]] == "ram", part
     by_name = {u.region.name: u for u in plan.regions}
     assert "arena" in {it.label for it in by_name[plan.board.placement["arena"]].items}
+    for u in plan.regions:
+        if kind[u.region.name] == "flash":
+            assert {it.label for it in u.items} <= {"training data", "constant weights"}, u.describe()
     if data_bytes is not None:
-        data = by_name[plan.board.placement["train_data"]]
-        assert {it.label: it.bytes for it in data.items}["training data"] >= data_bytes
+        region = plan.board.placement["train_data"]
+        assert {it.label: it.bytes for it in by_name[region].items}["training data"] >= data_bytes
+        sram = [plan.board.region(c).size for c in plan.board.candidates["train_data"] if kind[c] == "ram"]
+        assert (kind[region] == "flash") == (data_bytes > max(sram)), region
 
 
 @pytest.mark.parametrize("board", BOARDS)
 @pytest.mark.parametrize("model", MODELS, ids=ids(MODELS))
 def test_inference_fits(model, board):
     check_plan(api.plan_memory(model, board))
-    check_plan(api.plan_memory(model, board, boot="flash"), boot="flash")
+    check_plan(api.plan_memory(model, board, boot="flash"))
 
 
 @pytest.mark.parametrize("model", MODELS, ids=ids(MODELS))
@@ -93,28 +96,8 @@ def test_head_training_with_1000_samples(model, tmp_path):
         return
     data, sample_bytes = synthetic_data(tmp_path / "data.npz", model, SAMPLES)
     for board in BOARDS:
-        # flash boot: whatever does not fit the image is read in place from the NOR
-        check_plan(api.plan_memory(model, board, data, boot="flash"), SAMPLES * sample_bytes, boot="flash")
-        try:
-            plan = api.plan_memory(model, board, data)
-        except BudgetError as err:
-            too_big_for_sram(model, board, str(err), sample_bytes, tmp_path)
-            continue
-        check_plan(plan, SAMPLES * sample_bytes)
-
-
-def too_big_for_sram(model, board: str, message: str, sample_bytes: int, tmp_path):
-    b = load_board(board)
-    regions = {r.name: r for r in b.memory}
-    data_bytes = (SAMPLES + TESTS) * sample_bytes
-    assert data_bytes > max(regions[c].size for c in b.candidates["train_data"]), message
-    assert "--boot flash" in message  # what would fit: the 1000 samples, read in place from the NOR
-    fits = int(re.search(rf"At most (\d+) of the {SAMPLES} training samples", message).group(1))
-    assert 0 < fits < SAMPLES
-    check_plan(api.plan_memory(model, board, synthetic_data(tmp_path / "n.npz", model, fits)[0]),
-               fits * sample_bytes)
-    with pytest.raises(BudgetError):
-        api.plan_memory(model, board, synthetic_data(tmp_path / "n1.npz", model, fits + 1)[0])
+        for boot in ("dev", "flash"):  # whatever fits no SRAM region is read in place from the NOR
+            check_plan(api.plan_memory(model, board, data, boot=boot), SAMPLES * sample_bytes)
 
 
 @pytest.mark.cross
@@ -135,3 +118,28 @@ def test_build_for_stm32n6_links_the_plan(tmp_path, capsys):
 def test_plan_memory_needs_a_firmware_board():
     with pytest.raises(BoardError, match="no memory regions"):
         api.plan_memory(MODELS[0], "host")
+
+
+@pytest.mark.cross
+def test_development_mode_links_the_data_in_the_nor(tmp_path, capsys):
+    """30000 digits (2 MB, more than any SRAM region) in development mode: the linked ELF holds them
+    at the NOR's address; the ELF the debugger loads (_ram.elf) holds everything else but them."""
+    import subprocess
+
+    model = FIXTURES.parent.parent / "examples" / "digits_cnn.tflite"
+    data, _ = synthetic_data(tmp_path / "d.npz", model, 30000)
+    assert main(["build", "--board", "stm32n6", "--model", str(model), "--data", str(data), "--steps", "3",
+                 "--out", str(tmp_path / "b")]) == 0
+    assert re.search(r"^region  XSPI2_NOR \(flash, \d+ bytes at 0x70100000\): \d+ used .*: training data \d+$",
+                     capsys.readouterr().out, re.M)
+    build = tmp_path / "b" / "build"
+
+    def sections(elf):
+        out = subprocess.run(["arm-none-eabi-objdump", "-h", str(elf)], capture_output=True, text=True).stdout
+        return {f[1]: int(f[3], 16) for f in (line.split() for line in out.splitlines()) if len(f) > 3 and
+                f[0].isdigit()}
+
+    whole, ram = sections(build / "digits_cnn.elf"), sections(build / "digits_cnn_ram.elf")
+    assert whole[".train_data"] == 0x70100000 and ".train_data" not in ram
+    assert {k: v for k, v in whole.items() if k != ".train_data"} == ram
+    assert (build / "digits_cnn_nor.bin").stat().st_size >= 30000 * 64

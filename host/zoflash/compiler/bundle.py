@@ -175,10 +175,13 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
 # --- flash boot and device headers (issue 11) ---
 def _flash_boot_context(board: Board) -> dict:
     """For the Makefile: the flash data image (objcopy's -j options and the image's address;
-    empty when nothing is placed in a flash region, as in development mode) and the include
+    empty when nothing is placed in a flash region), the ELF without it (-R, for a debugger's
+    load in development mode) and the include
     folders of the vendor headers (--device-headers)."""
     sections = flash_sections(board) if board.is_firmware else []
     return dict(flash_sections=" ".join(f"-j {s}" for s in sections),
+                ram_elf=bool(sections) and board.boot_mode == "dev",
+                without_flash_sections=" ".join(f"-R {s}" for s in sections),
                 flash_address=f"0x{flash_data_address(board):08X}" if sections else "",
                 device_includes=" ".join(f'"-I{d}"' for d in board.device_includes))
 # --- end flash boot and device headers ---

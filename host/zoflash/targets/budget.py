@@ -240,12 +240,19 @@ def check_fit(board: Board, usage: list[RegionUse], what: str = "this plan", hin
     lines.append(f"Use less data or fewer trainable parameters (--max-params, --train), or let the data use "
                  f"a larger region ([placement] in boards/{board.id}.toml lists the regions each part may use).")
     if board.flash_boot and board.boot_mode == "dev":  # --- flash boot (issue 11) ---
-        flash = for_boot(board, "flash").candidates
-        nor = sorted({r for c in flash.values() for r in c if board.region(r).kind == "flash"})
-        lines.append(f"Or build for flash boot (--boot flash): weights and data that do not fit the image then stay "
-                     f"in the external flash ({', '.join(f'{n} {board.region(n).size >> 20} MiB' for n in nor)}), "
-                     "read in place.")
+        nor = _flash_boot_only_regions(board)
+        if nor:
+            lines.append(f"Or build for flash boot (--boot flash): weights and data that do not fit the image then "
+                         f"stay in the external flash ({', '.join(f'{n} {board.region(n).size >> 20} MiB' for n in nor)}), "
+                         "read in place.")
     raise BudgetError("\n".join(lines))
+
+
+def _flash_boot_only_regions(board: Board) -> list[str]:
+    """The external-flash regions flash boot may place parts in and this (development-mode) plan may not."""
+    here = {r for c in board.candidates.values() for r in c}
+    flash = for_boot(board, "flash").candidates
+    return sorted({r for c in flash.values() for r in c if board.region(r).kind == "flash"} - here)
 
 
 # --------------------------------------------------------------------------- after linking

@@ -46,8 +46,10 @@ def build_firmware(bundle: Bundle, board: Board) -> BuildResult:
         outputs, usage = [build_dir / f"lib{prefix}_train.a"], []  # regions: known once your firmware links it
     elif bundle.manifest.get("training"):
         outputs = [build_dir / f"{prefix}{s}" for s in FIRMWARE_SUFFIXES]
-        if flash_data_address(board) is not None:  # flash boot: the data read in place from the flash
+        if flash_data_address(board) is not None:  # the data read in place from the flash
             outputs.append(build_dir / f"{prefix}_nor.bin")
+            if board.boot_mode == "dev":  # what the debugger loads into RAM (the ram method writes the NOR first)
+                outputs.append(build_dir / f"{prefix}_ram.elf")
         npu = bundle.manifest["training"].get("npu") or {}  # --- NPU (issue 14): its pools, beside the ELF's
         usage = size_report(board, section_sizes(tc["size"], outputs[0]), pool_items(npu.get("pools", ())))
     else:

@@ -53,11 +53,17 @@ def flash_bundle(bundle_dir: str | Path, method: str | None = None, options: Fla
     runner = runner_for(fw.entry)
     e = fw.entry
     nor = flash_data_address(fw.board)
-    if nor is not None and e.get("mode") != "flash":  # --- flash boot (issue 11) ---
+    if nor is not None and fw.board.boot_mode == "flash" and e.get("mode") != "flash":  # --- flash boot (issue 11) ---
         flashers = ", ".join(f["name"] for f in fw.board.flash if f.get("mode") == "flash")
         raise FlashError(f"this build keeps weights or data in the external flash at 0x{nor:08X} (--boot flash), "
                          f"which method '{e['name']}' does not write: use --method {flashers or 'with mode flash'}, "
-                         "or rebuild with --boot dev to load everything into RAM")
+                         "or rebuild with --boot dev to load it in development mode")
+    if nor is not None and "external_loader" not in e:  # development mode, data read in place from the NOR
+        writers = ", ".join(f["name"] for f in fw.board.flash if "external_loader" in f and f.get("mode") != "flash")
+        raise FlashError(f"this build reads weights or data in place from the external flash at 0x{nor:08X}, which "
+                         f"method '{e['name']}' does not write: use --method {writers or '(none on this board)'} "
+                         "(it writes them with the external loader, then loads the rest into RAM), or use less "
+                         "data so that everything fits in RAM")
     mode = f", {e['mode']} mode" if "mode" in e else ""
     say(f"flash   {fw.board.id}: method '{e['name']}' ({e['method']}{mode})"
         + (f": {e['description']}" if e.get("description") else ""))

@@ -68,7 +68,8 @@ class Firmware:
     bin = property(lambda self: self.output(".bin"))
     hex = property(lambda self: self.output(".hex"))
     signed_bin = property(lambda self: self.output("-trusted.bin"))  # the FSBL image the signing tool writes
-    nor_bin = property(lambda self: self.output("_nor.bin"))  # flash boot: the data read in place (budget.py)
+    nor_bin = property(lambda self: self.output("_nor.bin"))  # the data read in place from the external flash (budget.py)
+    ram_elf = property(lambda self: self.output("_ram.elf"))  # the ELF without those sections, for a debugger's load
 
     @property
     def runs_from_ram(self) -> bool:

@@ -112,9 +112,22 @@ class StM32CubeProgrammerRunner(Runner):
         return str(opts.programmer_bin / name)
 
     def inputs(self, fw):
+        nor = [fw.nor_bin] if flash_data_address(fw.board) is not None else []
         if fw.entry["mode"] == "ram":
-            return [fw.elf]
-        return [fw.bin] + ([fw.nor_bin] if flash_data_address(fw.board) is not None else [])
+            return [fw.ram_elf] + nor if nor else [fw.elf]
+        return [fw.bin] + nor
+
+    def _write_nor(self, fw, opts) -> list[ToolCommand]:
+        """The weights and data read in place, written to the external flash before the program that reads them."""
+        nor = flash_data_address(fw.board)
+        if nor is None:
+            return []
+        e = fw.entry
+        loader_dir = opts.programmer_bin if opts.programmer_bin else Path("<STM32CubeProgrammer bin>")
+        write = [self._prg(opts, PRG_CLI), "--connect", *e["connect"], "-el",
+                 str(loader_dir / "ExternalLoader" / e["external_loader"])]
+        return [ToolCommand([*write, "--download", str(fw.nor_bin), f"0x{nor:08X}"],
+                            "write the data read in place to the external flash", 1800)]
 
     def steps(self, fw, opts):
         e = fw.entry
@@ -122,26 +135,25 @@ class StM32CubeProgrammerRunner(Runner):
             port = str(e["gdbserver_port"])
             cp = str(opts.programmer_bin) if opts.programmer_bin else "<STM32CubeProgrammer bin>"
             server = [*opts.tool("ST-LINK_gdbserver"), "-p", port, *e["gdbserver_args"], "-cp", cp]
+            # with data in the external flash, gdb loads the ELF without those sections (_ram.elf)
+            elf = fw.ram_elf if flash_data_address(fw.board) is not None else fw.elf
             gdb = [*opts.tool("arm-none-eabi-gdb"), "-nx", "-batch", "-ex", f"target remote :{port}", "-ex", "load",
-                   "-ex", "detach", str(fw.elf)]
-            return [ToolCommand(server, "gdb server (ST-LINK)", background=True), ToolCommand(gdb, "load into RAM (gdb)", 300)]
+                   "-ex", "detach", str(elf)]
+            return [*self._write_nor(fw, opts), ToolCommand(server, "gdb server (ST-LINK)", background=True),
+                    ToolCommand(gdb, "load into RAM (gdb)", 300)]
         loader_dir = opts.programmer_bin if opts.programmer_bin else Path("<STM32CubeProgrammer bin>")
         sign = sign_command(fw, self._prg(opts, "STM32_SigningTool_CLI"))
         write = [self._prg(opts, PRG_CLI), "--connect", *e["connect"], "-el",
                  str(loader_dir / "ExternalLoader" / e["external_loader"])]
-        steps = [ToolCommand(sign, "sign the FSBL image", 120)]
-        nor = flash_data_address(fw.board)
-        if nor is not None:  # flash boot: the weights and data read in place, written before the image that reads them
-            steps.append(ToolCommand([*write, "--download", str(fw.nor_bin), f"0x{nor:08X}"],
-                                     "write the data read in place to the external flash", 1800))
-        steps.append(ToolCommand([*write, "--download", str(fw.signed_bin), f"0x{e['address']:08X}", "--start"],
-                                 "write the external flash", 900))
-        return steps
+        return [ToolCommand(sign, "sign the FSBL image", 120), *self._write_nor(fw, opts),
+                ToolCommand([*write, "--download", str(fw.signed_bin), f"0x{e['address']:08X}", "--start"],
+                            "write the external flash", 900)]
 
     def done_message(self, fw):
-        if fw.entry["mode"] == "ram":
-            return f"{fw.elf.name} loaded into RAM and running (lost at power-off; reset the core only)"
         nor = flash_data_address(fw.board)
+        if fw.entry["mode"] == "ram":
+            where = f"{fw.nor_bin.name} written to the external flash at 0x{nor:08X}; " if nor is not None else ""
+            return f"{where}{fw.elf.name} loaded into RAM and running (lost at power-off; reset the core only)"
         if nor is not None:
             return (f"{fw.nor_bin.name} written to the external flash at 0x{nor:08X} and {fw.signed_bin.name} at "
                     f"0x{fw.entry['address']:08X}; set the boot switches for flash boot and press RESET")
@@ -160,10 +172,16 @@ class StM32CubeProgrammerRunner(Runner):
 
     def _run_ram(self, fw, opts, say):
         check_files(fw, self.inputs(fw))
-        server, gdb = self.steps(fw, opts)
+        *before, server, gdb = self.steps(fw, opts)
+        n = len(before) + 2
         log = fw.dir / FLASH_LOG
         with open(log, "w") as out:
-            say(f"flash   [1/2] {server.what}: {_show(server.argv)}")
+            for i, step in enumerate(before, 1):  # the external flash's part first
+                if _which(PRG_CLI, [opts.programmer_bin] if opts.programmer_bin else []) is None:
+                    raise _missing(PRG_CLI)
+                say(f"flash   [{i}/{n}] {step.what}: {_show(step.argv)}")
+                self._run_step(step, out, log)
+            say(f"flash   [{n - 1}/{n}] {server.what}: {_show(server.argv)}")
             out.write(f"$ {_show(server.argv)} &\n")
             out.flush()
             try:
@@ -171,7 +189,7 @@ class StM32CubeProgrammerRunner(Runner):
             except FileNotFoundError:
                 raise _missing("ST-LINK_gdbserver") from None
             try:
-                say(f"flash   [2/2] {gdb.what}: {_show(gdb.argv)}")
+                say(f"flash   [{n}/{n}] {gdb.what}: {_show(gdb.argv)}")
                 deadline = time.monotonic() + 20.0
                 while True:  # the server needs a moment to open its port; a refused connection is retried
                     try:
@@ -196,6 +214,6 @@ class StM32CubeProgrammerRunner(Runner):
                     _end(proc)
         msg = self.done_message(fw)
         say(f"flash   done: {msg}")
-        return FlashResult(self.method, fw.entry["name"], [server.argv, gdb.argv], message=msg)
+        return FlashResult(self.method, fw.entry["name"], [s.argv for s in (*before, server, gdb)], message=msg)
 
 
