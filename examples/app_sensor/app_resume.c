@@ -16,6 +16,7 @@
  */
 #include <stdint.h>
 
+#include "console.h"
 #include "sensor.h"
 #include "zo_app.h"
 #include "zo_port.h"
@@ -55,26 +56,6 @@ static uint32_t read_line(uint32_t *len)
     }
     *len = n;
     return steps;
-}
-
-static void say(const char *s)
-{
-    uint32_t n = 0;
-    while (s[n] != '\0') {
-        ++n;
-    }
-    zo_port_write((const uint8_t *)s, n);
-}
-
-static void say_number(uint32_t v)
-{
-    uint8_t digits[10];
-    uint32_t n = 0;
-    do {
-        digits[9u - n++] = (uint8_t)('0' + v % 10u);
-        v /= 10u;
-    } while (v != 0u);
-    zo_port_write(digits + 10u - n, n);
 }
 
 static void say_hex(const uint8_t *p, uint32_t n)

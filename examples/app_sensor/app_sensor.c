@@ -12,23 +12,13 @@
  */
 #include <stdint.h>
 
+#include "console.h"
 #include "sensor.h"
 #include "zo_app.h"
 #include "zo_port.h"
 
 #define FRESH 200u          /* readings the trained model classifies at the end */
 #define FRESH_FIRST 500000u /* far from the readings trained on */
-
-static void say_number(uint32_t v)
-{
-    uint8_t digits[10];
-    uint32_t n = 0;
-    do {
-        digits[9u - n++] = (uint8_t)('0' + v % 10u);
-        v /= 10u;
-    } while (v != 0u);
-    zo_port_write(digits + 10u - n, n);
-}
 
 int main(void)
 {
@@ -58,10 +48,10 @@ int main(void)
         }
         right += best == label ? 1u : 0u;
     }
-    zo_port_write((const uint8_t *)"\napp_sensor: ", 13u);
+    say("\napp_sensor: ");
     say_number(right);
-    zo_port_write((const uint8_t *)" of ", 4u);
+    say(" of ");
     say_number(FRESH);
-    zo_port_write((const uint8_t *)" fresh readings classified right\n", 33u);
+    say(" fresh readings classified right\n");
     zo_port_exit(0);
 }
