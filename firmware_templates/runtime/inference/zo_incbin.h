@@ -26,14 +26,17 @@
             ".size " #name ", . - " #name "\n"                      \
             ".previous\n")
 
-/* Defines `name` (declare it as `extern const T name[N];`) with the bytes of `file`. */
-#define ZO_INCBIN(name, file)                                       \
-    __asm__(".section .rodata." #name ",\"a\",%progbits\n"          \
+/* The same in the input section `section` (a string), for a linker script that places it apart. */
+#define ZO_INCBIN_SECTION(name, file, section)                      \
+    __asm__(".section " section ",\"a\",%progbits\n"                \
             ".balign 16\n"                                          \
             ".globl " #name "\n"                                    \
             ".type " #name ", %object\n" #name ":\n"                \
             ".incbin \"" file "\"\n"                                \
             ".size " #name ", . - " #name "\n"                      \
             ".previous\n")
+
+/* Defines `name` (declare it as `extern const T name[N];`) with the bytes of `file`. */
+#define ZO_INCBIN(name, file) ZO_INCBIN_SECTION(name, file, ".rodata." #name)
 
 #endif /* ZO_INCBIN_H */
