@@ -148,7 +148,6 @@ def as_blob(array: CArray, prefix: str) -> Blob | None:
     """A constant array large enough to link from a binary file, as a Blob named under the model's
     prefix (a global symbol: models linked together must not clash); None to keep it as text."""
     values = np.ascontiguousarray(array.values)
-    assert values.dtype.itemsize == C_SIZES[array.ctype], (array.name, values.dtype, array.ctype)
     if array.qualifier != "const " or values.nbytes < BLOB_MIN_BYTES:
         return None
     name = array.name if array.name.startswith(prefix + "_") else f"{prefix}_{array.name}"
@@ -326,7 +325,6 @@ def render_context(model: CompiledModel, prefix: str, source_name: str, source_s
         weights_bytes=model.weights_bytes,
         constants=constants,
         weight_blobs=weight_blobs,
-        param_blobs=param_blobs,
         blob_files=blob_files,
         calls=calls,
         inputs=_io(model, names, g.inputs),
