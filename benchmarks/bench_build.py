@@ -125,7 +125,7 @@ def main(argv=None) -> int:
             warm_cpu = LAST_CPU[0]
             nocache = best(build, off, 1, before=fresh)
             mb = n * 96 * 96 / 1e6  # the images as int8 samples
-            builds[n] = (mb, warm)
+            builds[n] = (mb, warm, warm_cpu)
             rows.append((f"`zoflash build --board mps3-an547` person_detect, {n} training images ({mb:.1f} MB)",
                          cold, warm, nocache, warm_cpu))
             print(f"build person_detect {n} images: cold {cold:.2f} s, warm {warm:.2f} s, no cache {nocache:.2f} s",
@@ -146,16 +146,16 @@ def main(argv=None) -> int:
             warm_cpu = LAST_CPU[0]
             nocache = best(build, off, 1, before=fresh)
             mb = n * 128 * 128 * 3 / 1e6
-            mobilenet[(board, n)] = (mb, warm)
+            mobilenet[(board, n)] = (mb, warm, warm_cpu)
             flag = " --boot flash" if boot == "flash" else ""
             rows.append((f"`zoflash build --board {board}{flag}` MobileNetV2 0.35/128 stand-in, {n} training images "
                          f"({mb:.1f} MB)", cold, warm, nocache, warm_cpu))
             print(f"build mobilenet {board} {boot} {n} images: cold {cold:.2f} s, warm {warm:.2f} s "
                   f"(CPU {warm_cpu:.2f} s), no cache {nocache:.2f} s", flush=True)
 
-    def per_5mb(a, b):
-        (m0, t0), (m1, t1) = a, b
-        return (t1 - t0) / (m1 - m0) * 5.0
+    def per_5mb(a, b) -> str:
+        """Wall and CPU seconds added per 5 MB of data between two builds (mb, wall, cpu)."""
+        return "{:+.2f} s ({:+.2f} s of CPU)".format(*((b[k] - a[k]) / (b[0] - a[0]) * 5.0 for k in (1, 2)))
 
     slope = per_5mb(builds[SIZES[0]], builds[SIZES[-1]])
     mn_slope = per_5mb(mobilenet[("stm32n6", 10)], mobilenet[("stm32n6", 1000)])
@@ -175,8 +175,8 @@ def main(argv=None) -> int:
         "|---|---:|---:|---:|---:|",
         *[f"| {name} | {c:.2f} | {w:.2f} | {n:.2f} | {cpu:.2f} |" for name, c, w, n, cpu in rows],
         "",
-        f"Data slope (warm): person_detect {SIZES[0]} to {SIZES[-1]} images {slope:+.2f} s per 5 MB of training "
-        f"data; MobileNetV2 0.35/128 on stm32n6 (flash boot) 10 to 1000 images {mn_slope:+.2f} s per 5 MB. The "
+        f"Data slope (warm): person_detect {SIZES[0]} to {SIZES[-1]} images {slope} per 5 MB of training "
+        f"data; MobileNetV2 0.35/128 on stm32n6 (flash boot) 10 to 1000 images {mn_slope} per 5 MB. The "
         "data and the model's large weights are linked from binary files with `.incbin` (zo_incbin.h), not "
         "compiled as C text. The MobileNetV2 stand-in is `tests/fixtures/standin_mobilenet_v2_0.35_128.tflite`; "
         "`--board stm32n6` in development mode holds at most 21 of its training images (SRAM), flash boot keeps "
