@@ -142,6 +142,14 @@ class Kernels:
         getattr(self.lib, func)(*args)
 
 
+def model_sources(bundles) -> tuple[list[Path], list[str]]:
+    """The generated model sources of these bundles and the flags that let the assembler find the
+    binary files they link (zo_incbin.h: .incbin looks in the -I folders), to compile them together
+    from any directory."""
+    sources = [b.path / name for b in bundles for name in (f"{b.prefix}.c", f"{b.prefix}_weights.c")]
+    return sources, [f"-Wa,-I{b.path}" for b in bundles]
+
+
 def cross_compile_bundle(bundle_dir: Path, obj_dir: Path, generated_only: bool = False) -> None:
     """Compile a bundle's C sources for the Cortex-M55 with -Werror and assert each is clean (the
     host runner's main is host-only; `generated_only` skips the static zo_* files, which
@@ -152,6 +160,7 @@ def cross_compile_bundle(bundle_dir: Path, obj_dir: Path, generated_only: bool =
         if src.name == "zo_host_main.c" or (generated_only and src.name.startswith("zo_")):
             continue
         proc = subprocess.run(["arm-none-eabi-gcc", *CROSS_FLAGS, "-ffreestanding", "-c", "-o",
-                               str(Path(obj_dir) / (src.stem + ".o")), str(src)], capture_output=True, text=True)
+                               str(Path(obj_dir).resolve() / (src.stem + ".o")), src.name], capture_output=True,
+                              text=True, cwd=bundle_dir)  # in the bundle, as its Makefile: .incbin finds its files
         assert proc.returncode == 0, f"{src.name}:\n{proc.stderr}"
 

@@ -188,9 +188,9 @@ def host_bundles(tmp_path_factory):
     root = tmp_path_factory.mktemp("lstm")
     paths = [OPS_FIXTURES / f for f in FIXTURES] + [PUBLIC / "mnist_lstm.tflite"]
     bundles = {p.name: api.generate(p, "host", root / p.stem, prefix=p.stem) for p in paths}
-    models = [b.path / name for b in bundles.values() for name in (f"{b.prefix}.c", f"{b.prefix}_weights.c")]
+    models, asm_includes = cbuild.model_sources(bundles.values())
     lib = root / "liblstm.so"
-    cmd = [cbuild.host_cc(), *cbuild.HOST_FLAGS, "-fPIC", "-shared", "-I", str(cbuild.INFERENCE),
+    cmd = [cbuild.host_cc(), *cbuild.HOST_FLAGS, *asm_includes, "-fPIC", "-shared", "-I", str(cbuild.INFERENCE),
            *map(str, models + cbuild.KERNEL_SOURCES), "-o", str(lib)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]

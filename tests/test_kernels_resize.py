@@ -217,9 +217,9 @@ def host_bundles(tmp_path_factory):
     instead of one make per model)."""
     root = tmp_path_factory.mktemp("ops")
     bundles = {f: api.generate(OPS_FIXTURES / f, "host", root / Path(f).stem, prefix=Path(f).stem) for f in POSITIVE}
-    models = [b.path / name for b in bundles.values() for name in (f"{b.prefix}.c", f"{b.prefix}_weights.c")]
+    models, asm_includes = cbuild.model_sources(bundles.values())
     lib = root / "libops.so"
-    cmd = [cbuild.host_cc(), *cbuild.HOST_FLAGS, "-fPIC", "-shared", "-I", str(cbuild.INFERENCE),
+    cmd = [cbuild.host_cc(), *cbuild.HOST_FLAGS, *asm_includes, "-fPIC", "-shared", "-I", str(cbuild.INFERENCE),
            *map(str, models + cbuild.KERNEL_SOURCES), "-o", str(lib)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]

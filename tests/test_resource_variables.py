@@ -85,9 +85,9 @@ def host_bundles(tmp_path_factory):
     """Every model generated for the host and compiled with the kernels into one shared library."""
     root = tmp_path_factory.mktemp("var")
     bundles = {p: api.generate(p, "host", root / p.stem, prefix=p.stem) for p in MODELS}
-    sources = [b.path / name for b in bundles.values() for name in (f"{b.prefix}.c", f"{b.prefix}_weights.c")]
+    sources, asm_includes = cbuild.model_sources(bundles.values())
     lib = root / "libvar.so"
-    cmd = [cbuild.host_cc(), *cbuild.HOST_FLAGS, "-fPIC", "-shared", "-I", str(cbuild.INFERENCE),
+    cmd = [cbuild.host_cc(), *cbuild.HOST_FLAGS, *asm_includes, "-fPIC", "-shared", "-I", str(cbuild.INFERENCE),
            *map(str, sources + cbuild.KERNEL_SOURCES), "-o", str(lib)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]

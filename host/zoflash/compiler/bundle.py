@@ -125,8 +125,8 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
     prefix = prefix or c_identifier(Path(source_name).stem)
     files: dict[str, bytes] = {}
     trainable = training.trainable if training is not None else None
-    for name, text in render_model(model, prefix, source_name, source_sha256, trainable).items():
-        files[name] = text.encode()
+    model_files = render_model(model, prefix, source_name, source_sha256, trainable)
+    files.update(model_files)
     train_files: list[str] = []
     if training is not None:
         for name, text in training.files.items():
@@ -150,6 +150,7 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
                train_sources=" ".join(train_sources), app=training is not None and training.app,
                port_sources=" ".join(sorted(n for n in static if n.endswith(".c"))),
                data_blobs=" ".join(sorted(training.blobs)) if training is not None else "",
+               model_blobs=" ".join(sorted(n for n in model_files if n.endswith(".bin"))),
                board=board, place=board.placement,
                # the plan's memory switches, and those of an NPU's pools (--npu neural-art)
                enable_memories=f"0x{enable_mask(board) | (training.make.get('npu_memories', 0) if training else 0):08X}"

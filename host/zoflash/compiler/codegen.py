@@ -92,20 +92,26 @@ class CArray:
         return int(np.asarray(self.values).size)
 
 
-C_SIZES = {"int8_t": 1, "uint8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4, "uint32_t": 4, "float": 4}
+C_SIZES = {"int8_t": 1, "uint8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4, "uint32_t": 4, "float": 4,
+           "int64_t": 8}
 
 
 @dataclass
 class Blob:
     """A read-only array kept as a binary file of the bundle (<name>.bin) and linked as it is
-    (zo_incbin.h): large data without C array text."""
+    (zo_incbin.h): large data without C array text.  With an `offset` it is a slice of a file
+    shared with other arrays (see pack_blobs)."""
 
     ctype: str
     name: str
     data: bytes
     comment: str = ""
+    file: str = ""
+    offset: int | None = None
 
-    file = property(lambda self: f"{self.name}.bin")
+    def __post_init__(self):
+        self.file = self.file or f"{self.name}.bin"
+
     nbytes = property(lambda self: len(self.data))
 
     @property
@@ -129,6 +135,34 @@ class CCall:
     arrays: list[CArray]
     args: list[str]
     pointer_lists: list[CArray] = field(default_factory=list)
+    blobs: list[Blob] = field(default_factory=list)  # the large parameter arrays, linked from <prefix>_params.bin
+
+
+# --- constant arrays as binary sections (issue 11) ---
+# Constant arrays of at least this many bytes are linked from a .bin file of the bundle instead of
+# C text: the generated sources stay kilobytes, the small arrays stay readable.
+BLOB_MIN_BYTES = 256
+
+
+def as_blob(array: CArray, prefix: str) -> Blob | None:
+    """A constant array large enough to link from a binary file, as a Blob named under the model's
+    prefix (a global symbol: models linked together must not clash); None to keep it as text."""
+    values = np.ascontiguousarray(array.values)
+    if array.qualifier != "const " or values.nbytes < BLOB_MIN_BYTES:
+        return None
+    name = array.name if array.name.startswith(prefix + "_") else f"{prefix}_{array.name}"
+    return Blob(array.ctype, name, values.astype(values.dtype.newbyteorder("<"), copy=False).tobytes(),
+                array.comment)
+
+
+def pack_blobs(blobs: list[Blob], file: str) -> bytes:
+    """One binary file holding these arrays one after the other; each Blob gets its slice."""
+    offset = 0
+    for b in blobs:
+        b.file, b.offset = file, offset
+        offset += b.nbytes
+    return b"".join(b.data for b in blobs)
+# --- end constant arrays as binary sections ---
 
 
 def _ctype(dtype: str) -> str:
@@ -174,14 +208,15 @@ def _address(model: CompiledModel, names: _Names, tensor: int | None, const: boo
 def _step_call(model: CompiledModel, names: _Names, n: int, step) -> CCall:
     info = KERNELS[step.kernel]
     pname = names.params(n)
-    fields, arrays = [], []
+    fields, arrays, blobs = [], [], []
     for key, value in step.params.items():
         if value is None:  # an optional pointer: NULL
             continue
         if isinstance(value, np.ndarray):
-            aname = f"{pname}_{key}"
-            arrays.append(CArray(_ctype(str(value.dtype)), aname, value))
-            fields.append(CField(key, aname))
+            array = CArray(_ctype(str(value.dtype)), f"{pname}_{key}", value)
+            blob = as_blob(array, names.prefix)
+            (blobs if blob else arrays).append(blob or array)
+            fields.append(CField(key, (blob or array).name))
         elif isinstance(value, float):
             fields.append(CField(key, c_float(value)))
         else:
@@ -204,7 +239,7 @@ def _step_call(model: CompiledModel, names: _Names, n: int, step) -> CCall:
     outs = ", ".join(f"'{g.tensors[i].name}'" for i in op.outputs)
     comment = c_comment(f"op {op.index} {op.type}: {ins} -> {outs}")
     return CCall(comment=comment, function=info.function, struct=info.struct, params_name=pname,
-                 fields=fields, arrays=arrays, args=args, pointer_lists=pointer_lists)
+                 fields=fields, arrays=arrays, args=args, pointer_lists=pointer_lists, blobs=blobs)
 
 
 def _io(model: CompiledModel, names: _Names, indices) -> list[dict]:
@@ -253,7 +288,7 @@ def render_context(model: CompiledModel, prefix: str, source_name: str, source_s
     names = _Names(prefix)
     g = model.graph
     trainable = trainable or {}
-    constants = []
+    constants, weight_blobs = [], []
     for r in model.constants:
         t = g.tensors[r]
         q = ""
@@ -265,8 +300,14 @@ def render_context(model: CompiledModel, prefix: str, source_name: str, source_s
                                     c_comment(f"'{t.name}' {t.dtype}{list(t.shape)}{q}, trainable"),
                                     qualifier="", attribute="ZO_TRAIN_ATTR"))
         else:
-            constants.append(CArray(_ctype(t.dtype), names.constant(r), t.data,
-                                    c_comment(f"'{t.name}' {t.dtype}{list(t.shape)}{q}")))
+            array = CArray(_ctype(t.dtype), names.constant(r), t.data,
+                           c_comment(f"'{t.name}' {t.dtype}{list(t.shape)}{q}"))
+            blob = as_blob(array, prefix)
+            (weight_blobs if blob else constants).append(blob or array)
+    calls = [_step_call(model, names, n, s) for n, s in enumerate(model.program.steps)]
+    param_blobs = [b for call in calls for b in call.blobs]
+    blob_files = {name: pack_blobs(blobs, name) for name, blobs in (
+        (f"{prefix}_weights.bin", weight_blobs), (f"{prefix}_params.bin", param_blobs)) if blobs}
     return dict(
         prefix=prefix,
         guard=prefix.upper(),
@@ -283,7 +324,9 @@ def render_context(model: CompiledModel, prefix: str, source_name: str, source_s
         initial=_initial(model, names),
         weights_bytes=model.weights_bytes,
         constants=constants,
-        calls=[_step_call(model, names, n, s) for n, s in enumerate(model.program.steps)],
+        weight_blobs=weight_blobs,
+        blob_files=blob_files,
+        calls=calls,
         inputs=_io(model, names, g.inputs),
         outputs=_io(model, names, g.outputs),
     )
@@ -307,11 +350,14 @@ MODEL_TEMPLATES = {  # template -> output file name pattern
 
 
 def render_model(model: CompiledModel, prefix: str, source_name: str, source_sha256: str,
-                 trainable: dict[int, np.ndarray] | None = None) -> dict[str, str]:
-    """File name -> text for the generated model sources."""
+                 trainable: dict[int, np.ndarray] | None = None) -> dict[str, bytes]:
+    """File name -> bytes of the generated model sources and of the binary files they link
+    (<prefix>_weights.bin, <prefix>_params.bin: the constant arrays of at least BLOB_MIN_BYTES)."""
     env = template_env()
     ctx = render_context(model, prefix, source_name, source_sha256, trainable)
-    return {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in MODEL_TEMPLATES.items()}
+    files = {out.format(prefix=prefix): env.get_template(tpl).render(**ctx).encode()
+             for tpl, out in MODEL_TEMPLATES.items()}
+    return {**files, **ctx["blob_files"]}
 
 
 # The static C runtime by subsystem (firmware_templates/runtime/<part>/), copied flat into bundles:

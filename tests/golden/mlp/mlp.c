@@ -5,18 +5,19 @@
 #include <string.h>
 
 #include "mlp.h"
+#include "zo_incbin.h"
 #include "zo_kernels.h"
 
 /* All activations, inputs and outputs live here; offsets from the memory plan (greedy_by_size). */
 static int8_t mlp_arena[96] ZO_ARENA_ATTR;
 
 /* Weights and other constant tensors, defined in mlp_weights.c. */
-extern const int8_t mlp_t6[2048];
 extern const int32_t mlp_t5[32];
-extern const int8_t mlp_t4[512];
 extern const int32_t mlp_t3[16];
 extern const int8_t mlp_t2[160];
 extern const int32_t mlp_t1[10];
+extern const int8_t mlp_t6[2048];
+extern const int8_t mlp_t4[512];
 
 /* op 0 FULLY_CONNECTED: 'serving_default_keras_tensor_4:0' -> 'mlp_1/dense_3_1/MatMul;mlp_1/dense_3_1/Relu;mlp_1/dense_3_1/BiasAdd' */
 static const int32_t op0_multiplier[32] = {
