@@ -23,7 +23,7 @@ STATES = ("FIXED",      # fixed: q = q0 forever
           "CALIBRATE",  # critical: filling the EMAs at calib_q
           "TRACK",      # critical: following the confirmed target q*
           "RAMP",       # adazeta: open-loop growth per epoch
-          "HOLD")       # plateau: the last raise of q brought no significant gain: q stays
+          "HOLD")       # plateau, critical: the last raise of q brought no significant gain: q is not raised
 STATE_IDS = {name: i for i, name in enumerate(STATES)}
 
 # zo_sched_event_code_t: what one observation means (the `code` of scheduler telemetry events)
@@ -44,7 +44,8 @@ EVENTS = ("NONE",            # no observation yet
           "EPOCH_HOLD",      # adazeta: new epoch, target == q
           "EPOCH_UP",        # adazeta: new epoch, target > q
           "EPOCH_DOWN",      # adazeta: new epoch, target < q
-          "NO_GAIN")         # plateau: patience ran out at a q whose raise brought no improvement
+          "NO_GAIN")         # plateau: patience ran out at a q whose raise brought no improvement;
+                             # critical: a raise is due but the last one did not raise the decrease per pass
 EVENT_IDS = {name: i for i, name in enumerate(EVENTS)}
 
 # Actions of a transition-table row: name k is bit 1 << k (ZO_ACT_*), applied in bit order.
@@ -72,8 +73,9 @@ SCHED_DEFAULTS: dict[str, dict] = {
     "fixed": dict(_Q),
     "plateau": {**_Q, "tau": 0.01, "z": 2.0, "patience": 2, "rise": None, "window_passes": 4096,
                 "window_min_steps": 16, "window_max_steps": 128, "stop_when_capped": False},
-    "critical": {"q_min": 1, "q_max": Q_LIMIT, "c": 1.0, "ema": 0.9, "floor": 0.05, "centre_every": 8,
-                 "calib_steps": 8, "calib_q": 8, "confirm": 3, "window_passes": 1024, "window_min_steps": 8},
+    "critical": {"q_min": 1, "q_max": Q_LIMIT, "c": 1.0, "z": 2.0, "floor": 0.05, "centre_every": 8,
+                 "calib_steps": 8, "calib_q": 8, "confirm": 2, "window_passes": 1024, "window_min_steps": 16,
+                 "window_max_steps": 128},
     "adazeta": {**_Q, "alpha": 1.0, "beta": 1.0, "steps_per_epoch": None},
 }
 # Limits of the other parameters, as intervals of their (float32 or integer) values; None is
@@ -82,19 +84,19 @@ SCHED_DEFAULTS: dict[str, dict] = {
 SCHED_LIMITS = {
     "window_passes": "[1, inf)", "window_min_steps": "[1, inf)", "window_max_steps": "[1, inf)",
     "tau": "[0, inf)", "z": "[0, inf)", "rise": "[0, inf)", "patience": "[1, inf)",
-    "c": "(0, inf)", "ema": "[0, 1)", "floor": "(0, 1]", "p": "(0, 1]", "centre_every": "[1, inf)",
+    "c": "(0, inf)", "floor": "(0, 1]", "p": "(0, 1]", "centre_every": "[1, inf)",
     "calib_steps": "[1, inf)", "confirm": "[1, inf)",
     "alpha": "(0, inf)", "beta": "(-inf, inf)", "steps_per_epoch": "[1, inf)",
 }
 SCHED_Q_PARAMS = ("q0", "q_min", "q_max")  # set with --q, --q-min, --q-max, not as scheduler parameters
 SCHED_TRAINER_PARAMS = {"critical": {"p": 1.0}}  # set by the trainer (p = density 2^-L), not by users
-SCHED_FLOAT_PARAMS = frozenset({"tau", "z", "rise", "c", "ema", "floor", "p", "alpha", "beta"})
+SCHED_FLOAT_PARAMS = frozenset({"tau", "z", "rise", "c", "floor", "p", "alpha", "beta"})
 SCHED_RISE_PER_TAU = 5  # plateau: rise defaults to 5 * tau
 
 # zo_sched_config_t, in field order (fields a kind does not use are 0).
 SCHED_CONFIG_FIELDS = ("kind", "q0", "q_min", "q_max", "window_passes", "window_min_steps", "window_max_steps",
                        "tau", "z", "rise",
-                       "patience", "stop_when_capped", "c", "ema", "floor", "p", "centre_every", "calib_steps",
+                       "patience", "stop_when_capped", "c", "floor", "p", "centre_every", "calib_steps",
                        "calib_q", "confirm", "alpha", "beta", "steps_per_epoch")
 
 # ---------------------------------------------------------------------------- training step

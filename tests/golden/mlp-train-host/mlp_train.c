@@ -117,7 +117,6 @@ const zo_train_config_t zo_train_config = {
         .patience = 2u,
         .stop_when_capped = 0u,
         .c = 0.0f,
-        .ema = 0.0f,
         .floor = 0.0f,
         .p = 0.0f,
         .centre_every = 0u,
