@@ -105,6 +105,11 @@ ROUNDINGS = ("split16", "nearest", "stochastic")  # zo_rounding_t: int8 update r
 ROUNDING_IDS = {name: i for i, name in enumerate(ROUNDINGS)}
 LR_SCALINGS = ("sqrt", "linear", "fixed")  # zo_lr_scaling_t: lr at q from lr at q = 1
 LR_SCALING_IDS = {name: i for i, name in enumerate(LR_SCALINGS)}
+# --- lr decay (issue 13): zo_lr_decay_t, the lr's factor over the run (fraction f of the budget,
+# or of --steps): none 1; linear 1 - f; step 1, then 0.1 from f = 1/2, 0.01 from f = 3/4
+LR_DECAYS = ("none", "linear", "step")
+LR_DECAY_IDS = {name: i for i, name in enumerate(LR_DECAYS)}
+# --- end lr decay
 # Training losses (zo_loss_t; the hello frame's `loss`), of the dequantized int8 output
 # x = scale * (q - zero_point): softmax-ce (zo_cross_entropy_s8, labels 0..classes-1),
 # sigmoid-bce (zo_sigmoid_bce_s8, one output, labels 0/1), mse (zo_mse_s8, float targets).
@@ -126,6 +131,7 @@ TRAIN_DEFAULTS = dict(
     lr=None,                 # None = auto-calibrated
     rho=4.0,                 # auto lr: RMS update in LSB per step at q = 1
     lr_scaling="linear",     # lr at q = lr_1 * q (ZO theory for q << d; docs/training.md "Learning rate")
+    lr_decay="none",         # spec.LR_DECAYS: the lr's factor over the run (issue 13)
     calib_steps=8,
     calib_q=8,
     seed=1,
@@ -195,7 +201,7 @@ ACK_RESULTS = ("ok", "ignored", "unknown", "refused")  # ack `result` (refused: 
 
 C_PREFIX = {
     "SCHEDULERS": "ZO_SCHED_", "STATES": "ZO_ST_", "EVENTS": "ZO_EV_", "ACTIONS": "ZO_ACT_",
-    "ROUNDINGS": "ZO_ROUND_", "LR_SCALINGS": "ZO_LR_", "LOSSES": "ZO_LOSS_", "DONE_REASONS": "ZO_TM_DONE_",
+    "ROUNDINGS": "ZO_ROUND_", "LR_SCALINGS": "ZO_LR_", "LR_DECAYS": "ZO_LR_DECAY_", "LOSSES": "ZO_LOSS_", "DONE_REASONS": "ZO_TM_DONE_",
     "STEP_FLAGS": "ZO_TM_FLAG_",
     "EVENT_KINDS": "ZO_TM_EV_", "ROLLBACK_CAUSES": "ZO_TM_ROLLBACK_", "WEIGHTS_PARTS": "ZO_TM_PART_",
     "COMMANDS": "ZO_CMD_", "ACK_RESULTS": "ZO_TM_ACK_",
