@@ -426,7 +426,7 @@ def plot_sweep(a: dict, out: Path) -> None:
         ax.errorbar(ks, m, yerr=s, color=color, marker=marker, lw=2, capsize=3, label=name)
     ax.axhline(a["floor"], color="gray", ls=":", lw=1, label="no adaptation")
     ax.axvspan(min(cfg.sweep), max(cfg.sweep), color="gray", alpha=0.08)
-    ax.set_xlabel(f"log2(lr_1 / L0), L0 = {a['l0']:g} (the auto lr, rho 4); lr at q = lr_1·sqrt(q)")
+    ax.set_xlabel(f"log2(lr_1 / L0), L0 = {a['l0']:g} (the auto lr); at q: fixed lr_1·sqrt(q), adaptive lr_1·q")
     ax.set_ylabel(f"final test accuracy at {cfg.budget:,} passes (mean ± std)")
     ax.set_title("lr sweep (shaded: the 16x range)", fontsize=10)
     ax.grid(alpha=0.3)
@@ -451,8 +451,9 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
         f"curves are linear interpolations between evaluations (every ~{cfg.eval_passes} passes at fixed q, "
         f"every {ADAPTIVE_EVAL_EVERY} steps for the adaptive schedulers), averaged over seeds."),
         "",
-        (f"Learning rates: the auto lr calibrates lr_1 = rho·sqrt(p/m2) with rho = 4 over 8 steps at q = 8 "
-        f"(2176 passes, inside the budget); per seed lr_1 = "
+        (f"Learning rates: the auto lr calibrates lr_1 = r·sqrt(p/m2) over 8 steps at q = 8 (2176 passes, "
+        f"inside the budget), r = min(rho, max(1, w_rms / 32 / sqrt(p))) LSB with rho = 4 (docs/training.md, "
+        f"\"Learning rate\"); per seed lr_1 = "
         f"{', '.join(f'{v:.3g}' for v in data['lr1_per_seed'])}, geometric mean L0 = {a['l0']:g}. "
         f"Explicit rates are lr_1 = L0·2^k, with lr_scaling sqrt for fixed q (the lr used at q is lr_1·sqrt(q)) "
         f"and the default linear for the adaptive schedulers (lr_1·q), so k = 0 is the auto rule. Tuned fixed q: grid k = {min(cfg.grid)}..{max(cfg.grid)} "
