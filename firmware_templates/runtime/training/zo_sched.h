@@ -5,8 +5,8 @@
  * (float32 only, operations in source order, -ffp-contract=off, no libm, no malloc).  The ids,
  * names and limits are those of host/zoflash/training/spec.py (tests/test_spec.py checks them).
  *
- * Each scheduler is a state machine.  observe() first measures the step (window statistics,
- * EMAs), then computes ONE scheduler event from the observation and the current state, then
+ * Each scheduler is a state machine.  observe() first measures the step (window statistics),
+ * then computes ONE scheduler event from the observation and the current state, then
  * looks (state, event) up in the kind's const rule table, which gives the next state (or the
  * alternative next state when q ends at q_max) and a set of actions.  Only the event
  * computation looks at numbers; every change of state or q comes from a table row.
@@ -42,7 +42,7 @@ typedef enum {
     ZO_ST_COOLDOWN = 3,  /* plateau: first window after doubling q */
     ZO_ST_CAPPED = 4,    /* plateau, adazeta: q == q_max */
     ZO_ST_DIVERGE = 5,   /* plateau, critical: first window after a rollback */
-    ZO_ST_CALIBRATE = 6, /* critical: filling the EMAs at calib_q */
+    ZO_ST_CALIBRATE = 6, /* critical: the first calib_steps steps at calib_q (no window yet) */
     ZO_ST_TRACK = 7,     /* critical: following the confirmed target q* */
     ZO_ST_RAMP = 8,      /* adazeta: open-loop growth per epoch */
     ZO_ST_HOLD = 9,      /* plateau, critical: the last raise brought no significant gain: q is not raised */

@@ -20,7 +20,7 @@ STATES = ("FIXED",      # fixed: q = q0 forever
           "COOLDOWN",   # plateau: first window after doubling q
           "CAPPED",     # plateau, adazeta: q == q_max
           "DIVERGE",    # plateau, critical: first window after a rollback
-          "CALIBRATE",  # critical: filling the EMAs at calib_q
+          "CALIBRATE",  # critical: the first calib_steps steps at calib_q (no window yet)
           "TRACK",      # critical: following the confirmed target q*
           "RAMP",       # adazeta: open-loop growth per epoch
           "HOLD")       # plateau, critical: the last raise of q brought no significant gain: q is not raised
