@@ -21,8 +21,9 @@ Methods:
   * adazeta, plateau, critical with their defaults (lr auto, rho 4, lr_scaling linear);
   * an lr sweep over a 16x range (lr_1 = L0 * 2^k, k = -2..2) for fixed q = 1, fixed q = 16 (taken
     from the grid), plateau, critical and adazeta;
+  * q = 1 with lr decay (--lr-decay linear: the lr falls linearly to 0 over the budget), at the
+    tuned lr of fixed q = 1 (its search counted) and at the auto lr (no search);
   * no adaptation: the step-0 evaluation (the pretrained model).
-Not included: q = 1 with lr decay (zoflash has no lr-decay option).
 
 Usage: python benchmarks/experiments.py [--task digits] [--quick] [--write docs/experiments.md]
        [--workers 2 | --cluster tcp://HOST:8786] [--reuse]
@@ -121,7 +122,7 @@ def run_one(spec: dict) -> dict:
     from zoflash.training.options import make_options
 
     opts = make_options(scheduler=spec["sched"], q=spec["q"], lr=spec["lr"], lr_scaling=spec["lr_scaling"],
-                        seed=spec["seed"], budget=spec["budget"], eval_every=spec["eval_every"],
+                        lr_decay=spec["lr_decay"], seed=spec["seed"], budget=spec["budget"], eval_every=spec["eval_every"],
                         train=spec["train"])
     t0 = time.perf_counter()
     res = simulate(spec["model"], spec["data"], opts, log_path=None, engine="c", plot=False)
@@ -146,7 +147,11 @@ def run_one(spec: dict) -> dict:
         lr1=lr_set[0] if lr_set else spec["lr"], final_lr=steps[-1]["lr"], wall_s=wall)
 
 
-def make_spec(cfg: Config, task: Task, sched: str, q: int, lr: str, seed: int, l0: float | None = None) -> dict:
+DECAY = "linear"  # the lr-decay baseline's --lr-decay
+
+
+def make_spec(cfg: Config, task: Task, sched: str, q: int, lr: str, seed: int, l0: float | None = None,
+              decay: str = "none") -> dict:
     # the fixed-q grid is in lr_1 units with sqrt scaling; the adaptive schedulers use the default
     scaling = "sqrt" if sched == "fixed" else DEFAULT_SCALING
     if lr == "auto":
@@ -159,8 +164,9 @@ def make_spec(cfg: Config, task: Task, sched: str, q: int, lr: str, seed: int, l
         every = max(1, round(cfg.eval_passes / passes_per_step(q)))
     else:
         every = ADAPTIVE_EVAL_EVERY
-    return dict(key=run_key(sched, q, lr, seed), sched=sched, q=q, lr=value, lr_scaling=scaling, seed=seed,
-                budget=cfg.budget, eval_every=every, train=task.train, model=str(task.model), data=str(task.data))
+    label = sched if decay == "none" else f"{sched}+{decay}"
+    return dict(key=run_key(label, q, lr, seed), sched=sched, q=q, lr=value, lr_scaling=scaling, lr_decay=decay,
+                seed=seed, budget=cfg.budget, eval_every=every, train=task.train, model=str(task.model), data=str(task.data))
 
 
 def run_experiments(cfg: Config, task_name: str, executor, workers: str) -> dict:
@@ -203,6 +209,13 @@ def run_experiments(cfg: Config, task_name: str, executor, workers: str) -> dict
         if not specs:
             break
         print(f"phase 3: {len(specs)} runs extending the grid", flush=True)
+        run_all(specs)
+    # phase 4: q = 1 with lr decay, at the tuned lr of fixed q = 1 and at the auto lr
+    if 1 in cfg.qs:
+        k1 = max(grids[1], key=lambda k: mean_final(results, "fixed", 1, f"k{k}", cfg.seeds))
+        specs = [make_spec(cfg, task, "fixed", 1, lr, seed, l0, decay=DECAY) for lr in (f"k{k1}", "auto")
+                 for seed in cfg.seeds]
+        print(f"phase 4: {len(specs)} runs of q = 1 with lr decay", flush=True)
         run_all(specs)
     return dict(config=cfg.__dict__, l0=l0, lr1_per_seed=lr1, grids={str(q): ks for q, ks in grids.items()},
                 wall_s=time.perf_counter() - t_start, workers=workers, task=task_name,
@@ -266,6 +279,12 @@ def analyse(data: dict) -> dict:
     for q in cfg.qs:
         rows.append(Row(f"fixed q={q}, common lr", "auto, lr_scaling fixed",
                         [run_key("fixed", q, "common", s) for s in seeds], group="common"))
+    if 1 in cfg.qs and run_key(f"fixed+{DECAY}", 1, "auto", seeds[0]) in res:
+        q1 = next(r for r in rows if r.label == "fixed q=1, tuned lr")
+        rows.append(Row(f"fixed q=1, lr decay ({DECAY}), tuned lr", q1.lr,
+                        [run_key(f"fixed+{DECAY}", 1, f"k{tuned[1]}", s) for s in seeds], q1.search, "decay"))
+        rows.append(Row(f"fixed q=1, lr decay ({DECAY}), auto lr", "auto",
+                        [run_key(f"fixed+{DECAY}", 1, "auto", s) for s in seeds], group="decay"))
     for s_name in ADAPTIVE:
         rows.append(Row(s_name, "auto (rho 4, linear)", [run_key(s_name, 1, "auto", s) for s in seeds], group="adaptive"))
     best_row = next(r for r in rows if r.label == f"fixed q={best_q}, tuned lr")
@@ -407,7 +426,7 @@ def plot_sweep(a: dict, out: Path) -> None:
         ax.errorbar(ks, m, yerr=s, color=color, marker=marker, lw=2, capsize=3, label=name)
     ax.axhline(a["floor"], color="gray", ls=":", lw=1, label="no adaptation")
     ax.axvspan(min(cfg.sweep), max(cfg.sweep), color="gray", alpha=0.08)
-    ax.set_xlabel(f"log2(lr_1 / L0), L0 = {a['l0']:g} (the auto lr, rho 4); lr at q = lr_1·sqrt(q)")
+    ax.set_xlabel(f"log2(lr_1 / L0), L0 = {a['l0']:g} (the auto lr); at q: fixed lr_1·sqrt(q), adaptive lr_1·q")
     ax.set_ylabel(f"final test accuracy at {cfg.budget:,} passes (mean ± std)")
     ax.set_title("lr sweep (shaded: the 16x range)", fontsize=10)
     ax.grid(alpha=0.3)
@@ -432,16 +451,18 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
         f"curves are linear interpolations between evaluations (every ~{cfg.eval_passes} passes at fixed q, "
         f"every {ADAPTIVE_EVAL_EVERY} steps for the adaptive schedulers), averaged over seeds."),
         "",
-        (f"Learning rates: the auto lr calibrates lr_1 = rho·sqrt(p/m2) with rho = 4 over 8 steps at q = 8 "
-        f"(2176 passes, inside the budget); per seed lr_1 = "
+        (f"Learning rates: the auto lr calibrates lr_1 = r·sqrt(p/m2) over 8 steps at q = 8 (2176 passes, "
+        f"inside the budget), r = min(rho, max(1, w_rms / 32 / sqrt(p))) LSB with rho = 4 (docs/training.md, "
+        f"\"Learning rate\"); per seed lr_1 = "
         f"{', '.join(f'{v:.3g}' for v in data['lr1_per_seed'])}, geometric mean L0 = {a['l0']:g}. "
         f"Explicit rates are lr_1 = L0·2^k, with lr_scaling sqrt for fixed q (the lr used at q is lr_1·sqrt(q)) "
         f"and the default linear for the adaptive schedulers (lr_1·q), so k = 0 is the auto rule. Tuned fixed q: grid k = {min(cfg.grid)}..{max(cfg.grid)} "
         f"({2 ** (max(cfg.grid) - min(cfg.grid))}x), extended by one step while the best mean final "
         f"accuracy sat at an edge (at most {EXTEND} per side), the best mean final accuracy picked per q. "
         f"Common lr: the auto lr_1 with lr_scaling fixed, the same lr at every q. adazeta, plateau, "
-        f"critical: defaults (lr auto, rho 4, linear scaling). Not included: q = 1 with lr decay "
-        f"(zoflash has no lr-decay option)."),
+        f"critical: defaults (lr auto, rho 4, linear scaling). q = 1 with lr decay: `--lr-decay {DECAY}` (the lr "
+        f"falls linearly to 0 over the budget) at the tuned lr of fixed q = 1 (its search counted) and at the "
+        f"auto lr."),
         "",
         (f"Floor (no adaptation, the step-0 evaluation): **{pct(a['floor'])}%**. Best tuned fixed q: "
         f"**q = {a['best_q']}**; target for \"passes to 95%\" = 0.95 × its mean final accuracy = "
@@ -465,10 +486,10 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
     ]
     for r in a["rows"]:
         reach = kpasses(r["reach"])
-        if r["group"] == "tuned":
+        if r["group"] == "tuned" or r["search"]:
             search, incl = kpasses(r["search"]), (kpasses(r["search"] + r["reach"]) if r["reach"] is not None else "–")
         else:
-            search, incl = "–", reach if r["group"] == "adaptive" else "–"
+            search, incl = "–", reach if r["group"] in ("adaptive", "decay") else "–"
         bold = "**" if r["label"] == f"fixed q={a['best_q']}, tuned lr" or r["group"] == "adaptive" else ""
         lines.append(
             f"| {bold}{r['label']}{bold} | {r['lr']} | {pct(r['mean'])} ± {pct(r['std'])} | "

@@ -24,9 +24,10 @@ SOURCES = [TRAINING / "zo_sched.c", ZO_MATH / "zo_train_math.c", ZO_MATH / "zo_r
 BATCH = 4
 
 INT_STATE = ("q", "state", "stop", "n_obs", "last_event", "w_passes", "w_steps", "has_best", "stale",
-             "has_ema", "has_kappa", "pending", "count", "raised", "gained")
-FLOAT_STATE = ("w_sum", "w_sq", "w_mean", "w_se2", "best", "one_minus_a", "e_m2", "e_v", "e_kappa", "q_star",
-               "best_se2")
+             "pending", "count", "raised", "gained", "w_kn", "since_passes")
+FLOAT_STATE = ("w_sum", "w_sq", "w_mean", "w_se2", "best", "best_se2", "w_m2", "w_s", "w_s2", "w_k", "w_k2",
+               "c_m2", "c_s", "c_kappa", "c_rse2", "q_star", "base_mean", "base_se2", "base_gap", "base_rate",
+               "base_rate_se2")
 # per step: before (wants_centre, q, state), the event (filled, 6 fields), after (should_stop)
 REC = ("centre", "q", "state", "filled", "ev_step", "code", "state_from", "state_to", "q_from", "q_to", "stop")
 
@@ -35,11 +36,8 @@ SHIM = r"""
 #include "zo_sched.h"
 
 static void dump(const zo_sched_t *s, int64_t *i, float *f) {
-    const int64_t iv[] = { s->q, s->state, s->stop, s->n_obs, s->last_event, (int64_t)s->w_passes,
-                           s->w_steps, s->has_best, s->stale, s->has_ema, s->has_kappa, s->pending, s->count,
-                           s->raised, s->gained };
-    const float fv[] = { s->w_sum, s->w_sq, s->w_mean, s->w_se2, s->best, s->one_minus_a, s->e_m2, s->e_v,
-                         s->e_kappa, s->q_star, s->best_se2 };
+    const int64_t iv[] = { @INTS@ };
+    const float fv[] = { @FLOATS@ };
     memcpy(i, iv, sizeof iv);
     memcpy(f, fv, sizeof fv);
 }
@@ -60,12 +58,14 @@ void t_run(const zo_sched_config_t *cfg, const zo_sched_obs_t *obs, int32_t n, i
         r[4] = ev.step; r[5] = ev.code; r[6] = ev.state_from; r[7] = ev.state_to;
         r[8] = ev.q_from; r[9] = ev.q_to;
         r[10] = zo_sched_should_stop(&s);
-        dump(&s, ints + 15 * k, floats + 11 * k);
+        dump(&s, ints + @NI@ * k, floats + @NF@ * k);
     }
 }
 
 int32_t t_sizeof_sched(void) { return (int32_t)sizeof(zo_sched_t); }
-"""
+""".replace("@INTS@", ", ".join(f"(int64_t)s->{n}" for n in INT_STATE)).replace(
+    "@FLOATS@", ", ".join(f"s->{n}" for n in FLOAT_STATE)).replace("@NI@", str(len(INT_STATE))).replace(
+    "@NF@", str(len(FLOAT_STATE)))
 
 OBS_DTYPE = np.dtype([("step", "<u4"), ("q", "<u4"), ("passes", "<u4"), ("loss", "<f4"), ("m2", "<f4"),
                       ("v", "<f4"), ("has_kappa", "<i4"), ("kappa", "<f4"), ("diverged", "<i4"), ("lr", "<f4")])
@@ -187,8 +187,14 @@ class Run:
             if r[3]:
                 assert (r[6], r[8]) != (r[7], r[9]), "an event is a change"
                 assert r[8] == r[1]
-        for (passes, steps, mean, se2), last_passes in self.windows:
+        for (passes, steps, mean, se2, rse2), last_passes in self.windows:
             assert passes >= cfg["window_passes"] and steps >= cfg["window_min_steps"]
+            if self.sched.kind == S.CRITICAL_KIND:
+                # critical windows close once q* is precise enough (z * rse <= 1 - 1/sqrt 2), or at the cap
+                assert steps <= cfg["window_max_steps"]
+                if steps < cfg["window_max_steps"]:
+                    assert rse2 >= 0 and float(cfg["z"]) ** 2 * float(rse2) <= (1 - 1 / math.sqrt(2)) ** 2 * (1 + 1e-5)
+                continue
             if self.sched.kind == S.PLATEAU_KIND:
                 # plateau windows close once precise enough (z * se <= tau * mean), or at the cap
                 assert steps <= cfg["window_max_steps"]
@@ -258,7 +264,7 @@ def test_tables_and_names_match(lib):
 
 
 def test_c_initializer_compiles_to_same_config(lib, tmp_path):
-    cases = [("plateau", {}), ("critical", {"p": 0.25, "ema": 0.95}), ("adazeta", {"steps_per_epoch": 7, "beta": -0.5}),
+    cases = [("plateau", {}), ("critical", {"p": 0.25, "z": 1.5}), ("adazeta", {"steps_per_epoch": 7, "beta": -0.5}),
              ("fixed", {"q0": 4})]
     inits = "\n".join(f"const zo_sched_config_t cfg{k} = {P.c_initializer(kind, **p)};"
                       for k, (kind, p) in enumerate(cases))
@@ -443,20 +449,24 @@ def _se_tie(improved: bool):
 
 # ---------------------------------------------------------------------------- critical
 
-CRIT_SMALL = {"ema": 0.0, "centre_every": 2, "calib_steps": 4, "calib_q": 4, "confirm": 2, "window_passes": 32,
-              "window_min_steps": 3, "q_max": 32, "p": 0.25, "c": 2.0, "floor": 0.05}
+CRIT_SMALL = {"centre_every": 2, "calib_steps": 4, "calib_q": 4, "confirm": 2, "window_passes": 32,
+              "window_min_steps": 3, "window_max_steps": 12, "q_max": 32, "p": 0.25, "c": 2.0, "floor": 0.05}
+CRIT_WINDOW_EVENTS = (EV.TARGET_HOLD, EV.TARGET_PENDING, EV.TARGET_UP, EV.TARGET_DOWN, EV.NO_GAIN, EV.COOLED,
+                      EV.CALIBRATED)
 
 
-def _target_gen(want_of_window, m2=1.0, v=0.0, lr=0.5, div=None, kappa_known=True):
-    """kappa chosen so that q* = want (with v = 0: q* = c*lr*kappa/p)."""
+def _target_gen(want_of_window, m2=1.0, v=0.0, lr=0.5, div=None, kappa_known=True, flat=False, noise=0.0):
+    """kappa chosen so that q* = want (with v = 0: q* = c*lr*kappa/p), times 1 + noise * N(0, 1).
+    The loss falls by 1e-4 q^2 per step, so its decrease per pass grows with q and every raise
+    pays; flat: a constant loss (no raise pays)."""
     def gen(t, s, centre, rng, ctx):
-        if s.last_event in (EV.TARGET_HOLD, EV.TARGET_PENDING, EV.TARGET_UP, EV.TARGET_DOWN, EV.COOLED,
-                            EV.CALIBRATED):
+        if s.last_event in CRIT_WINDOW_EVENTS:
             ctx["windows"] = ctx.get("windows", 0) + 1
         want = want_of_window(ctx.get("windows", 0), t)
         c, p = s.cfg["c"], s.cfg["p"]
-        kappa = F32(want) * p / (c * F32(lr))
-        return obs(loss=1.0, m2=m2, v=v, kappa=kappa, has_kappa=centre and kappa_known, lr=lr,
+        kappa = F32(want) * p / (c * F32(lr)) * F32(1 + noise * rng.standard_normal())
+        ctx["loss"] = ctx.get("loss", 2.0) - (0.0 if flat else 1e-4 * s.q * s.q)
+        return obs(loss=ctx["loss"], m2=m2, v=v, kappa=kappa, has_kappa=centre and kappa_known, lr=lr,
                    diverged=bool(div and div(s, ctx)))
     return gen
 
@@ -470,13 +480,21 @@ def critical_runs() -> dict[str, Run]:
     runs["kappa_unknown"] = Run("critical", CRIT_SMALL, _target_gen(lambda w, t: 32, kappa_known=False), 60)
     runs["m2_zero"] = Run("critical", CRIT_SMALL, _target_gen(lambda w, t: 32, m2=0.0), 60)
     runs["kappa_negative"] = Run("critical", CRIT_SMALL, _target_gen(lambda w, t: -8), 60)
-    runs["noisy_v"] = Run("critical", {**CRIT_SMALL, "ema": 0.9}, _target_gen(lambda w, t: 6, v=0.97), 200)
+    runs["noisy_v"] = Run("critical", CRIT_SMALL, _target_gen(lambda w, t: 6, v=0.97), 200)
     runs["diverge_everywhere"] = Run("critical", {**CRIT_SMALL, "q_max": 64},
                                      _target_gen(lambda w, t: 4, div=diverge_in_each_state(1)), 200)
     runs["diverge_twice"] = Run("critical", CRIT_SMALL, _target_gen(
         lambda w, t: 8, div=lambda s, c: s.state == S.DIVERGE and c["in_state"] == 2), 100)
     runs["diverge_calibrate"] = Run("critical", CRIT_SMALL, _target_gen(
         lambda w, t: 8, div=lambda s, c: s.state == S.CALIBRATE and c["in_state"] == 2), 60)
+    # a flat loss: the first raise brings no gain, so the next confirmed raise holds q (HOLD),
+    # where q can still come down; a rollback leaves HOLD
+    hold = lambda w, t: 32 if w < 10 else 8 if w < 14 else 2 if w < 22 else 4
+    runs["no_gain_hold"] = Run("critical", CRIT_SMALL, _target_gen(
+        hold, flat=True, div=diverge_in_each_state(70, states={S.HOLD})), 200)
+    # a noisy kappa: windows grow until q* is precise enough (or to window_max_steps)
+    runs["noisy_kappa"] = Run("critical", {**CRIT_SMALL, "window_max_steps": 40},
+                              _target_gen(lambda w, t: 16, noise=0.8), 300, seed=3)
     return runs
 
 
@@ -503,28 +521,40 @@ def test_critical_traces(lib):
 
 
 def test_critical_rounding_ties(lib):
-    """q* exactly at t * 1.41421354f rounds up; one ulp below rounds down (CRIT_SMALL makes
-    q* = want exactly: c*lr = 1, p = 1/4, m2 = 1, v = 0)."""
+    """q* exactly at t * 1.41421354f rounds up; one ulp below rounds down.  In a run (CRIT_SMALL
+    makes q* = want exactly: c*lr = 1, p = 1/4, m2 = 1, v = 0) q climbs to 4 and stays: a q* on
+    the threshold 4*sqrt2 itself is not significantly beyond it."""
     tie = F32(4) * S.SQRT2
-    for want, expect in ((tie, 8), (np.nextafter(tie, F32(0)), 4)):
-        r = Run("critical", {**CRIT_SMALL, "calib_q": 1, "confirm": 1}, _target_gen(lambda w, t, want=want: want), 40)
+    s = S.make_scheduler("critical", **{**CRIT_SMALL, "calib_q": 1})
+    st = {"kappa": tie * F32(0.25), "m2": F32(1), "sig": F32(1), "rse2": F32(0)}
+    assert s.target(F32(0.5), st) == (8, tie)
+    st["kappa"] = np.nextafter(tie, F32(0)) * F32(0.25)
+    assert s.target(F32(0.5), st)[0] == 4
+    for want in (tie, np.nextafter(tie, F32(0))):
+        r = Run("critical", {**CRIT_SMALL, "calib_q": 1, "confirm": 1}, _target_gen(lambda w, t, want=want: want), 60)
         r.compare_with_c(lib)
-        assert r.sched.q_star == want and r.sched.pending == expect and r.sched.q == expect
+        assert r.sched.q_star == want and r.sched.pending == 4 and r.sched.q == 4
 
 
 def test_critical_target_formula():
-    """q* = ((c*lr)*kappa)*m2 / (p*max(m2 - v, floor*m2)), rounded geometrically."""
-    s = S.make_scheduler("critical", q_max=64, p=0.5, c=1.0, floor=0.25)
-    s.has_kappa, s.e_kappa, s.e_m2 = True, F32(3.0), F32(2.0)
-    s.e_v = F32(0.0)      # q* = 1*1*3*2 / (0.5*2) = 6 -> 8 (6 >= 4*sqrt2)
-    assert s.target(1.0) == (8, F32(6.0))
-    s.e_v = F32(1.9)      # floor binds: max(0.1, 0.5) -> q* = 6 / 0.25 = 24 -> 32 (24 >= 16*sqrt2)
-    assert s.target(1.0) == (32, F32(24.0))
-    s.e_v = F32(0.0)
-    assert s.target(1000.0)[0] == 64 and s.target(1e-9)[0] == 1
-    assert s.target(np.float32(np.nan))[0] == 1
-    s.e_kappa = F32(-1.0)
-    assert s.target(1.0) == (s.q, F32(0.0))
+    """q* = ((c*lr)*kappa)*m2 / (p*max(m2 - v, floor*m2)) of the window means, rounded
+    geometrically; q unless q* is beyond the threshold toward the target by z relative errors."""
+    s = S.make_scheduler("critical", q_max=64, p=0.5, c=1.0, floor=0.25, z=2.0)
+    st = {"kappa": F32(3.0), "m2": F32(2.0), "sig": F32(2.0), "rse2": F32(0.0)}
+    assert s.target(1.0, st) == (8, F32(6.0))        # 6 / (0.5 * 2) ... = 6 -> 8 (6 >= 4*sqrt2)
+    st["sig"] = F32(0.1)                              # floor binds: max(0.1, 0.5) -> 24 -> 32
+    assert s.target(1.0, st) == (32, F32(24.0))
+    st["sig"] = F32(2.0)
+    assert s.target(1000.0, st)[0] == 64 and s.target(1e-9, st)[0] == 1
+    assert s.target(np.float32(np.nan), st)[0] == s.q  # a NaN q* is never significant
+    # q = 1, threshold sqrt2: q* = 6 is 4.586 above it; z * rse * q* must stay below that
+    s.q = 1
+    st["rse2"] = F32((4.58 / 6 / 2) ** 2)
+    assert s.target(1.0, st)[0] == 8
+    st["rse2"] = F32((4.59 / 6 / 2) ** 2)
+    assert s.target(1.0, st) == (1, F32(6.0))
+    st["rse2"] = F32(-1.0)                            # unknown (kappa or m2 not > 0, < 2 centre steps)
+    assert s.target(1.0, st) == (s.q, F32(0.0))
 
 
 # ---------------------------------------------------------------------------- adazeta
@@ -579,7 +609,8 @@ def _random_params(kind: str, rng) -> dict:
         p.update(tau=float(rng.uniform(0, 0.05)), z=float(rng.uniform(0, 3)), patience=int(rng.integers(1, 4)),
                  rise=float(rng.uniform(0, 0.3)), stop_when_capped=bool(rng.integers(0, 2)))
     if kind == "critical":
-        p.update(c=float(rng.uniform(0.1, 10)), ema=float(rng.choice([0.0, 0.5, 0.9, 0.99])),
+        p.update(c=float(rng.uniform(0.1, 10)), z=float(rng.choice([0.0, 1.0, 2.0, 3.0])),
+                 window_max_steps=p["window_min_steps"] + int(rng.integers(0, 60)),
                  floor=float(rng.uniform(0.01, 1)), p=float(2.0 ** -rng.integers(0, 5)),
                  centre_every=int(rng.integers(1, 10)), calib_steps=int(rng.integers(1, 12)),
                  calib_q=int(2 ** rng.integers(int(math.log2(lo)), int(math.log2(hi)) + 1)),
@@ -620,8 +651,9 @@ BAD = [
     ("plateau", {"window_min_steps": 0}), ("plateau", {"tau": -0.1}), ("plateau", {"tau": float("nan")}),
     ("plateau", {"z": float("inf")}), ("plateau", {"rise": -1.0}), ("plateau", {"rise": 1e39}),
     ("plateau", {"patience": 0}), ("plateau", {"stop_when_capped": 2}),
-    ("critical", {"c": 0.0}), ("critical", {"c": float("inf")}), ("critical", {"ema": 1.0}),
-    ("critical", {"ema": 0.999999999}), ("critical", {"ema": -0.1}), ("critical", {"floor": 0.0}),
+    ("critical", {"c": 0.0}), ("critical", {"c": float("inf")}), ("critical", {"z": -1.0}),
+    ("critical", {"z": float("nan")}), ("critical", {"window_max_steps": 4, "window_min_steps": 8}),
+    ("critical", {"floor": 0.0}),
     ("critical", {"floor": 1.5}), ("critical", {"p": 0.0}), ("critical", {"p": 2.0}),
     ("critical", {"centre_every": 0}), ("critical", {"calib_steps": 0}), ("critical", {"confirm": 0}),
     ("critical", {"calib_q": 3}), ("critical", {"calib_q": 16, "q_max": 8}), ("critical", {"window_passes": 0}),
@@ -661,7 +693,7 @@ def test_valid_configs_accepted(lib):
     # fields a kind does not use are not checked
     assert P.validate_params("critical", {"q0": 64, "q_max": 8}) == []
     cfg = c_config("fixed", q0=4)
-    cfg.ema = 5.0
+    cfg.floor = 5.0
     assert lib.zo_sched_check(ctypes.byref(cfg)) is None
     cfg.kind = 4
     assert lib.zo_sched_check(ctypes.byref(cfg))

@@ -77,8 +77,8 @@ def test_spec_is_plain_data():
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert imported <= {"__future__"}, imported
-    for table in ("SCHEDULERS", "STATES", "EVENTS", "ACTIONS", "ROUNDINGS", "LR_SCALINGS", "LOSSES", "DONE_REASONS",
-                  "ACK_RESULTS", "ROLLBACK_CAUSES", "WEIGHTS_PARTS"):
+    for table in ("SCHEDULERS", "STATES", "EVENTS", "ACTIONS", "ROUNDINGS", "LR_SCALINGS", "LR_DECAYS", "LOSSES",
+                  "DONE_REASONS", "ACK_RESULTS", "ROLLBACK_CAUSES", "WEIGHTS_PARTS"):
         names = getattr(spec, table)
         assert len(set(names)) == len(names), table
     assert len(set(spec.COMMANDS.values())) == len(spec.COMMANDS) and min(spec.COMMANDS.values()) >= spec.COMMAND_FIRST

@@ -251,8 +251,8 @@ def test_scheduler_value_problems_are_listed_with_the_others():
     found = problems(error_of(batch=0, scheduler="plateau", sched={"patience": 0}))
     assert any("--batch 0" in p for p in found)
     assert any("patience" in p for p in found), found
-    found = problems(error_of(batch=0, q=3, scheduler="critical", sched={"ema": 1.5}))
-    assert any("ema" in p for p in found) and any("--q 3" in p for p in found), found
+    found = problems(error_of(batch=0, q=3, scheduler="critical", sched={"floor": 1.5}))
+    assert any("floor" in p for p in found) and any("--q 3" in p for p in found), found
 
 
 # ------------------------------------------------------------------------- scheduler parameters
@@ -296,7 +296,7 @@ def test_rejected_scheduler_param_lists_what_the_scheduler_takes():
     ("plateau", {"patience": 0}, "patience"),
     ("plateau", {"window_passes": 0}, "window_passes"),
     ("plateau", {"stop_when_capped": 2}, "stop_when_capped"),
-    ("critical", {"ema": 1.0}, "ema"),
+    ("critical", {"floor": 1.5}, "floor"),
     ("critical", {"floor": 0}, "floor"),
     ("critical", {"calib_q": 3}, "calib_q"),
     ("critical", {"calib_q": 128}, "calib_q"),

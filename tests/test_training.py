@@ -82,10 +82,31 @@ def test_mlp_identical_to_reference(tmp_path, mlp_data, scheduler):
     dict(rounding="stochastic", lr_scaling="linear", batch=5, budget=20000, steps=None),
     dict(train="last:2", biases_only=True, lr=50.0, q=4, scheduler="fixed"),
     dict(eps=3, lr=10.0, scheduler="critical"),
+    # --- lr decay (issue 13): by the budget's fraction and by the steps'
+    dict(lr_decay="linear", scheduler="fixed", q=2, budget=15000, steps=None),
+    dict(lr_decay="step", lr=30.0),
 ])
 def test_variants_identical_to_reference(tmp_path, mlp_data, variant):
     runs = run_both(tmp_path, MLP, mlp_data, **{"steps": 80, "eval_every": 25, **variant})
     assert_identical(runs)
+
+
+def test_lr_decay_factors_in_the_step_records(tmp_path, mlp_data):
+    """The lr of every step is lr_1 * q (linear scaling) times the decay factor of the fraction of
+    the run done before it (by the budget's passes, or by --steps), recomputed here in float64
+    from the records (the engines agree bit for bit above)."""
+    for decay, length in (("linear", dict(budget=12000)), ("step", dict(steps=40))):
+        opts = make_options(scheduler="fixed", q=2, lr=8.0, lr_scaling="linear", eval_every=20, lr_decay=decay,
+                            **length)
+        run = simulate(MLP, mlp_data, opts, tmp_path / f"{decay}.jsonl", engine="c", plot=False)
+        assert not [r for r in run.records if r["type"] == "event" and r["kind"] == "rollback"]
+        done = 0
+        for r in run.steps:
+            f = done / length["budget"] if "budget" in length else r["step"] / length["steps"]
+            factor = (1 - f) if decay == "linear" else 1.0 if f < 0.5 else 0.1 if f < 0.75 else 0.01
+            assert r["lr"] == pytest.approx(8.0 * 2 * factor, rel=1e-5, abs=1e-6), (decay, r["step"])
+            done = r["prefix_passes"] + r["suffix_passes"]
+        assert run.steps[-1]["lr"] < 0.2 * 16.0
 
 
 def test_guard_rolls_back_identically(tmp_path):

@@ -111,6 +111,8 @@ def training_options(f):
         click.option("--rho", type=float, help=f"auto lr: RMS update per step at q = 1, in LSB [{d['rho']:g}]."),
         click.option("--lr-scaling", type=click.Choice(spec.LR_SCALINGS),
                      help=f"lr at q vs q = 1 [{d['lr_scaling']}]."),
+        click.option("--lr-decay", type=click.Choice(spec.LR_DECAYS),
+                     help=f"lr factor over the run (budget or steps): linear 1 - f, step 1/0.1/0.01 [{d['lr_decay']}]."),
         click.option("--calib-steps", type=int, help=f"auto lr: calibration steps [{d['calib_steps']}]."),
         click.option("--calib-q", type=int, help=f"auto lr: q during calibration [{d['calib_q']}]."),
         click.option("--seed", type=int, help=f"Run seed [{d['seed']}]."),

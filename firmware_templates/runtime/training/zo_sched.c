@@ -10,6 +10,9 @@
 #include "zo_train_math.h"
 
 #define SQRT2_F 1.41421354f /* geometric midpoint between powers of two */
+/* critical: a window closes once z times the relative standard error of q* is at most
+ * 1 - 1/sqrt(2), so that a target one octave away (q* = 2q) stands out of the threshold q*sqrt(2) */
+#define CRIT_TOL 0.292893231f
 
 /* Shorthands for the tables. */
 #define R(st, ev, nx, cap, act) { ZO_ST_##st, ZO_EV_##ev, ZO_ST_##nx, ZO_ST_##cap, (uint16_t)(act) }
@@ -54,9 +57,11 @@ static const zo_sched_rule_t PLATEAU_RULES[] = {
     R(DIVERGE, COOLED, MONITOR, CAPPED, ZO_ACT_BEST_SET | ZO_ACT_STALE_CLEAR),
 };
 
+/* critical: a confirmed raise whose predecessor brought no gain in loss decrease per pass holds
+ * q there (HOLD: no more raises; lowering stays possible). */
 static const zo_sched_rule_t CRITICAL_RULES[] = {
     R(CALIBRATE, STEP, CALIBRATE, CALIBRATE, 0),
-    R(CALIBRATE, CALIBRATED, TRACK, TRACK, ZO_ACT_WINDOW_RESET),
+    R(CALIBRATE, CALIBRATED, TRACK, TRACK, 0),
     R(CALIBRATE, DIVERGED, DIVERGE, DIVERGE, DIVERGE_ACTS | ZO_ACT_PENDING_CLEAR),
     R(TRACK, STEP, TRACK, TRACK, 0),
     R(TRACK, DIVERGED, DIVERGE, DIVERGE, DIVERGE_ACTS | ZO_ACT_PENDING_CLEAR),
@@ -64,6 +69,13 @@ static const zo_sched_rule_t CRITICAL_RULES[] = {
     R(TRACK, TARGET_PENDING, TRACK, TRACK, ZO_ACT_TARGET),
     R(TRACK, TARGET_UP, TRACK, TRACK, ZO_ACT_TARGET | ZO_ACT_COUNT_CLEAR | ZO_ACT_DOUBLE),
     R(TRACK, TARGET_DOWN, TRACK, TRACK, ZO_ACT_TARGET | ZO_ACT_COUNT_CLEAR | ZO_ACT_HALVE),
+    R(TRACK, NO_GAIN, HOLD, HOLD, ZO_ACT_TARGET | ZO_ACT_COUNT_CLEAR),
+    R(HOLD, STEP, HOLD, HOLD, 0),
+    R(HOLD, DIVERGED, DIVERGE, DIVERGE, DIVERGE_ACTS | ZO_ACT_PENDING_CLEAR),
+    R(HOLD, TARGET_HOLD, HOLD, HOLD, ZO_ACT_TARGET),
+    R(HOLD, TARGET_PENDING, HOLD, HOLD, ZO_ACT_TARGET),
+    R(HOLD, TARGET_DOWN, HOLD, HOLD, ZO_ACT_TARGET | ZO_ACT_COUNT_CLEAR | ZO_ACT_HALVE),
+    R(HOLD, NO_GAIN, HOLD, HOLD, ZO_ACT_TARGET | ZO_ACT_COUNT_CLEAR),
     R(DIVERGE, STEP, DIVERGE, DIVERGE, 0),
     R(DIVERGE, DIVERGED, DIVERGE, DIVERGE, DIVERGE_ACTS | ZO_ACT_PENDING_CLEAR),
     R(DIVERGE, COOLED, TRACK, TRACK, 0),
@@ -152,6 +164,9 @@ const char *zo_sched_check(const zo_sched_config_t *c)
         (c->window_passes < 1u || c->window_min_steps < 1u)) {
         return "window_passes and window_min_steps must be >= 1";
     }
+    if ((c->kind == ZO_SCHED_PLATEAU || c->kind == ZO_SCHED_CRITICAL) && c->window_max_steps < c->window_min_steps) {
+        return "window_max_steps must be >= window_min_steps";
+    }
     if (c->kind == ZO_SCHED_PLATEAU) {
         if (!finite_ge0(c->tau) || !finite_ge0(c->z) || !finite_ge0(c->rise)) {
             return "tau, z and rise must be finite and >= 0";
@@ -159,19 +174,13 @@ const char *zo_sched_check(const zo_sched_config_t *c)
         if (c->patience < 1u) {
             return "patience must be >= 1";
         }
-        if (c->window_max_steps < c->window_min_steps) {
-            return "window_max_steps must be >= window_min_steps";
-        }
         if (c->stop_when_capped != 0 && c->stop_when_capped != 1) {
             return "stop_when_capped must be 0 or 1";
         }
     }
     if (c->kind == ZO_SCHED_CRITICAL) {
-        if (!finite_gt0(c->c)) {
-            return "c must be finite and > 0";
-        }
-        if (!(c->ema >= 0.0f && c->ema < 1.0f)) {
-            return "ema must be in [0, 1)";
+        if (!finite_gt0(c->c) || !finite_ge0(c->z)) {
+            return "c must be finite and > 0, z finite and >= 0";
         }
         if (!(c->floor > 0.0f && c->floor <= 1.0f)) {
             return "floor must be in (0, 1]";
@@ -205,6 +214,12 @@ static void window_reset(zo_sched_t *s)
     s->w_steps = 0u;
     s->w_sum = 0.0f;
     s->w_sq = 0.0f;
+    s->w_m2 = 0.0f;
+    s->w_s = 0.0f;
+    s->w_s2 = 0.0f;
+    s->w_k = 0.0f;
+    s->w_k2 = 0.0f;
+    s->w_kn = 0u;
 }
 
 void zo_sched_init(zo_sched_t *s, const zo_sched_config_t *cfg)
@@ -215,7 +230,7 @@ void zo_sched_init(zo_sched_t *s, const zo_sched_config_t *cfg)
     s->q = (cfg->kind == ZO_SCHED_CRITICAL) ? cfg->calib_q : cfg->q0;
     s->state = (s->q == cfg->q_max) ? k->init_at_cap : k->init;
     s->last_event = ZO_EV_NONE;
-    s->one_minus_a = 1.0f - cfg->ema;
+    s->c_rse2 = -1.0f;
 }
 
 uint32_t zo_sched_q(const zo_sched_t *s) { return s->q; }
@@ -231,73 +246,112 @@ int32_t zo_sched_wants_centre(const zo_sched_t *s)
 typedef struct {
     int closed;          /* a window closed at this step */
     float mean, se2;     /* its loss mean and squared standard error */
+    uint64_t passes;     /* its passes */
+    float m2, sig, kappa, rse2; /* critical: its means of m2, m2 - v, kappa; rse2 of q* (-1: unknown) */
     uint32_t pending;    /* critical: target to store (ZO_ACT_TARGET) */
     uint32_t count;
     float q_star;
 } zo_meas_t;
 
-/* Window statistics and EMAs of a kept (not rolled back) step. */
+/* mean = sum / n, returns the squared standard error of the mean (var / n, var >= 0) */
+static float mean_se2(float sum, float sq, float n, float *mean)
+{
+    *mean = sum / n;
+    float var = sq / n - *mean * *mean;
+    if (var < 0.0f) {
+        var = 0.0f;
+    }
+    return var / n;
+}
+
+/* critical: the window's means and the squared relative standard error of q* (delta method:
+ * kappa's, plus that of m2 - v when it is the denominator; m2's own error is much smaller) */
+static void critical_stats(const zo_sched_t *s, zo_meas_t *m)
+{
+    const float n = (float)s->w_steps;
+    m->m2 = s->w_m2 / n;
+    const float se2_s = mean_se2(s->w_s, s->w_s2, n, &m->sig);
+    m->kappa = 0.0f;
+    m->rse2 = -1.0f;
+    if (s->w_kn < 2u) {
+        return;
+    }
+    const float se2_k = mean_se2(s->w_k, s->w_k2, (float)s->w_kn, &m->kappa);
+    if (!(m->kappa > 0.0f) || !(m->m2 > 0.0f)) {
+        return;
+    }
+    m->rse2 = se2_k / (m->kappa * m->kappa);
+    if (m->sig > s->cfg.floor * m->m2) {
+        m->rse2 = m->rse2 + se2_s / (m->sig * m->sig);
+    }
+}
+
+/* Window statistics of a kept (not rolled back) step. */
 static void measure(zo_sched_t *s, const zo_sched_obs_t *o, zo_meas_t *m)
 {
     const zo_sched_config_t *c = &s->cfg;
-    if (c->kind == ZO_SCHED_CRITICAL) {
-        const float a = c->ema;
-        if (s->has_ema) {
-            s->e_m2 = a * s->e_m2 + s->one_minus_a * o->m2;
-            s->e_v = a * s->e_v + s->one_minus_a * o->v;
-        } else {
-            s->e_m2 = o->m2;
-            s->e_v = o->v;
-            s->has_ema = 1;
-        }
-        if (o->has_kappa) {
-            s->e_kappa = s->has_kappa ? a * s->e_kappa + s->one_minus_a * o->kappa : o->kappa;
-            s->has_kappa = 1;
-        }
-    }
     s->w_passes += o->passes;
     s->w_steps += 1u;
     s->w_sum += o->loss;
     s->w_sq += o->loss * o->loss;
+    if (c->kind == ZO_SCHED_CRITICAL) {
+        const float sig = o->m2 - o->v;
+        s->w_m2 += o->m2;
+        s->w_s += sig;
+        s->w_s2 += sig * sig;
+        if (o->has_kappa) {
+            s->w_k += o->kappa;
+            s->w_k2 += o->kappa * o->kappa;
+            s->w_kn += 1u;
+        }
+    }
     if (s->w_passes < c->window_passes || s->w_steps < c->window_min_steps) {
         return;
     }
-    const float n = (float)s->w_steps;
-    const float mean = s->w_sum / n;
-    float var = s->w_sq / n - mean * mean;
-    if (var < 0.0f) {
-        var = 0.0f;
-    }
-    const float se2 = var / n;
+    float mean;
+    const float se2 = mean_se2(s->w_sum, s->w_sq, (float)s->w_steps, &mean);
+    const int open = s->w_steps < c->window_max_steps;
     /* plateau: the window grows until its standard error is below tau * mean / z (so a gain of
      * tau * mean stands out of the noise), at most window_max_steps */
     const float tol = c->tau * mean;
-    if (c->kind == ZO_SCHED_PLATEAU && s->w_steps < c->window_max_steps && (c->z * c->z) * se2 > tol * tol) {
+    if (c->kind == ZO_SCHED_PLATEAU && open && (c->z * c->z) * se2 > tol * tol) {
         return;
+    }
+    if (c->kind == ZO_SCHED_CRITICAL) {
+        critical_stats(s, m);
+        if (open && !(m->rse2 >= 0.0f && (c->z * c->z) * m->rse2 <= CRIT_TOL * CRIT_TOL)) {
+            return;
+        }
     }
     m->closed = 1;
     m->mean = mean;
     m->se2 = se2;
-    s->w_mean = mean;
-    s->w_se2 = se2;
+    m->passes = s->w_passes;
     window_reset(s);
 }
 
-/* Rounded target of a critical window (docs: "At each window close in TRACK"); *qs = q*. */
-static uint32_t critical_target(const zo_sched_t *s, float lr, float *qs)
+/* Rounded target of a critical window (docs: "At each window close in TRACK"), q unless q* is
+ * significantly beyond the threshold toward it; *qs = q*. */
+static uint32_t critical_target(const zo_sched_t *s, float lr, const zo_meas_t *m, float *qs)
 {
     const zo_sched_config_t *c = &s->cfg;
     *qs = 0.0f;
-    if (!s->has_kappa || s->e_m2 <= 0.0f || s->e_kappa <= 0.0f) {
+    if (!(m->rse2 >= 0.0f)) {
         return s->q;
     }
-    const float d1 = s->e_m2 - s->e_v;
-    const float d2 = c->floor * s->e_m2;
-    const float den = (d1 > d2) ? d1 : d2;
-    *qs = ((c->c * lr) * s->e_kappa) * s->e_m2 / (c->p * den);
+    const float d2 = c->floor * m->m2;
+    const float den = (m->sig > d2) ? m->sig : d2;
+    *qs = ((c->c * lr) * m->kappa) * m->m2 / (c->p * den);
     uint32_t t = c->q_min;
     while (t < c->q_max && *qs >= (float)t * SQRT2_F) {
         t *= 2u;
+    }
+    if (t != s->q) {
+        const float thr = (t > s->q) ? (float)s->q * SQRT2_F : (float)s->q / SQRT2_F;
+        const float d = *qs - thr;
+        if (!(d * d > ((c->z * c->z) * m->rse2) * (*qs * *qs))) {
+            t = s->q;
+        }
     }
     return t;
 }
@@ -335,9 +389,40 @@ static uint8_t plateau_judge(const zo_sched_t *s, const zo_meas_t *m)
     return ZO_EV_STALE;
 }
 
+/* critical: the loss decrease per pass over the segment (from its first window's centre to the
+ * centre of the window m) and its squared standard error */
+static float critical_rate(const zo_sched_t *s, const zo_meas_t *m, float *se2)
+{
+    const float dist = (s->base_gap + (float)s->since_passes) + 0.5f * (float)m->passes;
+    *se2 = (s->base_se2 + m->se2) / (dist * dist);
+    return (s->base_mean - m->mean) / dist;
+}
+
+/* critical: did the last raise increase the loss decrease per pass?  The rate of the segment
+ * since the raise against that of the segment before it: 1 higher by more than z combined
+ * standard errors, -1 not higher, 0 higher but not yet significantly (wait for more windows). */
+static int critical_raise_gain(const zo_sched_t *s, const zo_meas_t *m)
+{
+    float se2;
+    const float d = critical_rate(s, m, &se2) - s->base_rate;
+    if (!(d > 0.0f)) {
+        return -1;
+    }
+    return (d * d > (s->cfg.z * s->cfg.z) * (se2 + s->base_rate_se2)) ? 1 : 0;
+}
+
+/* critical: a segment starts at window m (the first one, and at every raise) */
+static void critical_segment_start(zo_sched_t *s, const zo_meas_t *m)
+{
+    s->base_mean = m->mean;
+    s->base_se2 = m->se2;
+    s->base_gap = 0.5f * (float)m->passes;
+    s->since_passes = 0u;
+}
+
 static uint8_t critical_judge(const zo_sched_t *s, float lr, zo_meas_t *m)
 {
-    const uint32_t target = critical_target(s, lr, &m->q_star);
+    const uint32_t target = critical_target(s, lr, m, &m->q_star);
     m->pending = target;
     m->count = (target == s->pending) ? s->count + 1u : 1u;
     if (target == s->q) {
@@ -346,7 +431,12 @@ static uint8_t critical_judge(const zo_sched_t *s, float lr, zo_meas_t *m)
     if (m->count < s->cfg.confirm) {
         return ZO_EV_TARGET_PENDING;
     }
-    return (target > s->q) ? ZO_EV_TARGET_UP : ZO_EV_TARGET_DOWN;
+    if (target < s->q) {
+        return ZO_EV_TARGET_DOWN;
+    }
+    /* raise again only if the last raise paid off (never in HOLD) */
+    const int gain = (s->state == ZO_ST_HOLD) ? -1 : s->raised ? critical_raise_gain(s, m) : 1;
+    return (gain > 0) ? ZO_EV_TARGET_UP : (gain < 0) ? ZO_EV_NO_GAIN : ZO_EV_TARGET_PENDING;
 }
 
 /* The event of this observation (measure() has run for plateau and critical). */
@@ -420,8 +510,19 @@ static void apply(zo_sched_t *s, uint16_t act, const zo_meas_t *m)
     }
     if ((act & ZO_ACT_DOUBLE) && s->q < c->q_max) {
         s->q *= 2u;
-        s->raised = 1;
-        s->gained = 0;
+        if (c->kind == ZO_SCHED_PLATEAU || m->closed) { /* critical: a rollback's raise is not judged */
+            s->raised = 1;
+            s->gained = 0;
+        }
+        if (c->kind == ZO_SCHED_CRITICAL && m->closed) {
+            /* the segment before the raise gives the rate the next raise must beat */
+            s->base_rate = 0.0f;
+            s->base_rate_se2 = 0.0f;
+            if (s->base_gap > 0.0f) {
+                s->base_rate = critical_rate(s, m, &s->base_rate_se2);
+            }
+            critical_segment_start(s, m);
+        }
     }
     if ((act & ZO_ACT_HALVE) && s->q > c->q_min) {
         s->q /= 2u;
@@ -439,7 +540,7 @@ int32_t zo_sched_observe(zo_sched_t *s, const zo_sched_obs_t *obs, zo_sched_even
     const zo_sched_kind_def_t *k = &KINDS[s->cfg.kind];
     const uint32_t q_from = s->q;
     const int32_t state_from = s->state;
-    zo_meas_t m = { 0, 0.0f, 0.0f, 0u, 0u, 0.0f };
+    zo_meas_t m = { 0, 0.0f, 0.0f, 0u, 0.0f, 0.0f, 0.0f, -1.0f, 0u, 0u, 0.0f };
     uint8_t event;
 
     s->n_obs += 1u;
@@ -448,7 +549,7 @@ int32_t zo_sched_observe(zo_sched_t *s, const zo_sched_obs_t *obs, zo_sched_even
     if (windowed && obs->diverged) {
         event = ZO_EV_DIVERGED;
     } else {
-        if (windowed) {
+        if (windowed && s->state != ZO_ST_CALIBRATE) { /* critical's windows start after calibration */
             measure(s, obs, &m);
         }
         event = classify(s, obs, &m);
@@ -461,6 +562,21 @@ int32_t zo_sched_observe(zo_sched_t *s, const zo_sched_obs_t *obs, zo_sched_even
             apply(s, r->actions, &m);
             s->state = (s->q == s->cfg.q_max) ? r->next_at_cap : r->next;
             break;
+        }
+    }
+    if (m.closed) {
+        s->w_mean = m.mean;
+        s->w_se2 = m.se2;
+        if (s->cfg.kind == ZO_SCHED_CRITICAL) {
+            if (!(s->base_gap > 0.0f)) {
+                critical_segment_start(s, &m); /* the first window after calibration */
+            } else if (s->q <= q_from) {
+                s->since_passes += m.passes; /* (a raise started a new segment at this window) */
+            }
+            s->c_m2 = m.m2;
+            s->c_s = m.sig;
+            s->c_kappa = m.kappa;
+            s->c_rse2 = m.rse2;
         }
     }
     const int32_t changed = s->q != q_from || s->state != state_from;

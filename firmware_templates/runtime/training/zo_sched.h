@@ -5,8 +5,8 @@
  * (float32 only, operations in source order, -ffp-contract=off, no libm, no malloc).  The ids,
  * names and limits are those of host/zoflash/training/spec.py (tests/test_spec.py checks them).
  *
- * Each scheduler is a state machine.  observe() first measures the step (window statistics,
- * EMAs), then computes ONE scheduler event from the observation and the current state, then
+ * Each scheduler is a state machine.  observe() first measures the step (window statistics),
+ * then computes ONE scheduler event from the observation and the current state, then
  * looks (state, event) up in the kind's const rule table, which gives the next state (or the
  * alternative next state when q ends at q_max) and a set of actions.  Only the event
  * computation looks at numbers; every change of state or q comes from a table row.
@@ -42,10 +42,10 @@ typedef enum {
     ZO_ST_COOLDOWN = 3,  /* plateau: first window after doubling q */
     ZO_ST_CAPPED = 4,    /* plateau, adazeta: q == q_max */
     ZO_ST_DIVERGE = 5,   /* plateau, critical: first window after a rollback */
-    ZO_ST_CALIBRATE = 6, /* critical: filling the EMAs at calib_q */
+    ZO_ST_CALIBRATE = 6, /* critical: the first calib_steps steps at calib_q (no window yet) */
     ZO_ST_TRACK = 7,     /* critical: following the confirmed target q* */
     ZO_ST_RAMP = 8,      /* adazeta: open-loop growth per epoch */
-    ZO_ST_HOLD = 9,      /* plateau: the last raise brought no significant gain: q stays */
+    ZO_ST_HOLD = 9,      /* plateau, critical: the last raise brought no significant gain: q is not raised */
     ZO_SCHED_N_STATES = 10
 } zo_sched_state_t;
 
@@ -69,7 +69,7 @@ typedef enum {
     ZO_EV_EPOCH_HOLD = 14,    /* adazeta: new epoch, target == q */
     ZO_EV_EPOCH_UP = 15,      /* adazeta: new epoch, target > q */
     ZO_EV_EPOCH_DOWN = 16,    /* adazeta: new epoch, target < q */
-    ZO_EV_NO_GAIN = 17,       /* plateau: patience ran out at a q whose raise brought no gain */
+    ZO_EV_NO_GAIN = 17,       /* plateau: patience ran out at a q whose raise brought no gain; critical: a raise is due but the last one brought no gain */
     ZO_SCHED_N_EVENTS = 18
 } zo_sched_event_code_t;
 
@@ -106,11 +106,11 @@ typedef struct {
     uint32_t q0, q_min, q_max;  /* powers of two, q_min <= q0 <= q_max <= 64 (critical: no q0) */
     uint32_t window_passes;     /* plateau, critical: a window needs this many suffix passes */
     uint32_t window_min_steps;  /* ... and this many steps */
-    uint32_t window_max_steps;  /* plateau: ... and a standard error below tau * mean / z, or this many */
-    float tau, z, rise;         /* plateau */
+    uint32_t window_max_steps;  /* plateau, critical: ... and a small enough standard error, or this many */
+    float tau, z, rise;         /* plateau (critical: z) */
     uint32_t patience;          /* plateau */
     int32_t stop_when_capped;   /* plateau: 0 or 1 */
-    float c, ema, floor, p;     /* critical (p = density 2^-L, set by the trainer) */
+    float c, floor, p;          /* critical (p = density 2^-L, set by the trainer) */
     uint32_t centre_every, calib_steps, calib_q, confirm; /* critical */
     float alpha, beta;          /* adazeta */
     uint32_t steps_per_epoch;   /* adazeta: ceil(n_train / batch) */
@@ -156,11 +156,16 @@ typedef struct {
     uint32_t stale;
     int32_t raised;        /* q was raised at least once */
     int32_t gained;        /* a significant improvement since the last raise */
-    /* critical */
-    float one_minus_a;     /* 1 - ema, rounded once */
-    int32_t has_ema, has_kappa;
-    float e_m2, e_v, e_kappa;
+    /* critical: window sums of m2, s = m2 - v and kappa (centre steps), and their means at the
+     * last close */
+    float w_m2, w_s, w_s2, w_k, w_k2;
+    uint32_t w_kn;
+    float c_m2, c_s, c_kappa, c_rse2; /* c_rse2: squared relative standard error of q* (-1: unknown) */
     float q_star;          /* last unrounded target (0 while kappa, m2 unknown or <= 0) */
+    /* segment: from the first window after calibration, restarted at every raise */
+    float base_mean, base_se2, base_gap; /* its first window's loss mean, se2 and half its passes */
+    uint64_t since_passes;               /* passes of its windows after the first */
+    float base_rate, base_rate_se2;      /* loss decrease per pass of the segment before the last raise */
     uint32_t pending;      /* target being confirmed (0: none) */
     uint32_t count;        /* consecutive windows that gave `pending` */
 } zo_sched_t;

@@ -50,6 +50,33 @@ float zo_lr_at_q(float lr1, uint32_t q, zo_lr_scaling_t scaling)
     return lr1 * g;
 }
 
+float zo_lr_decay_factor(const zo_train_config_t *cfg, uint32_t t, uint64_t passes)
+{
+    if (cfg->lr_decay == ZO_LR_DECAY_NONE) {
+        return 1.0f;
+    }
+    /* f: the fraction of the run done, by the budget when there is one, else by the steps */
+    const float f = (cfg->budget != 0u) ? (float)passes / (float)cfg->budget : (float)t / (float)cfg->max_steps;
+    if (cfg->lr_decay == ZO_LR_DECAY_LINEAR) {
+        return (f < 1.0f) ? 1.0f - f : 0.0f;
+    }
+    return (f < 0.5f) ? 1.0f : (f < 0.75f) ? 0.1f : 0.01f;
+}
+
+/* the lr of step t at q (0 while calibrating) */
+static float lr_of_step(const trainer_t *tr, uint32_t t, uint32_t q, int calibrating)
+{
+    const zo_train_config_t *cfg = tr->cfg;
+    if (calibrating) {
+        return 0.0f;
+    }
+    const float lr = zo_lr_at_q(tr->lr1, q, cfg->lr_scaling);
+    if (cfg->lr_decay == ZO_LR_DECAY_NONE) {
+        return lr;
+    }
+    return lr * zo_lr_decay_factor(cfg, t, tr->prefix_passes + tr->suffix_passes);
+}
+
 static uint64_t now_us(const trainer_t *tr)
 {
     return zo_port_time_us() - tr->t0;
@@ -488,7 +515,7 @@ static void send_status(const trainer_t *tr, uint32_t t, uint32_t calib, int pau
     s.state = (uint8_t)zo_sched_state(&tr->sched);
     s.paused = (uint8_t)(paused ? 1 : 0);
     s.calibrating = (uint8_t)(calibrating ? 1 : 0);
-    s.lr = calibrating ? 0.0f : zo_lr_at_q(tr->lr1, q, cfg->lr_scaling);
+    s.lr = lr_of_step(tr, t, q, calibrating);
     s.prefix_passes = tr->prefix_passes;
     s.suffix_passes = tr->suffix_passes;
     s.eval_passes = tr->eval_passes;
@@ -1051,7 +1078,7 @@ int zo_train_step(void)
     const int calibrating = t < calib;
     const uint32_t q = calibrating ? cfg->calib_q : zo_sched_q(&tr->sched);
     const int centre = !calibrating && zo_sched_wants_centre(&tr->sched);
-    const float lr = calibrating ? 0.0f : zo_lr_at_q(tr->lr1, q, cfg->lr_scaling);
+    const float lr = lr_of_step(tr, t, q, calibrating);
     const uint8_t state = (uint8_t)zo_sched_state(&tr->sched);
     step_stats_t st = run_step(tr, t, q, centre);
     if (!calibrating) {

@@ -87,6 +87,8 @@ typedef struct {
 } zo_train_model_t;
 
 typedef enum { ZO_LR_SQRT = 0, ZO_LR_LINEAR = 1, ZO_LR_FIXED = 2 } zo_lr_scaling_t;
+/* lr decay (issue 13): the lr's factor at fraction f of the run (docs/training.md "Learning rate") */
+typedef enum { ZO_LR_DECAY_NONE = 0, ZO_LR_DECAY_LINEAR = 1, ZO_LR_DECAY_STEP = 2 } zo_lr_decay_t;
 
 #define ZO_TRAIN_EPS_MIN 1u /* perturbation size in LSB */
 #define ZO_TRAIN_EPS_MAX 8u
@@ -103,6 +105,7 @@ typedef struct {
     float lr;                 /* lr_1 when not auto */
     float rho;
     zo_lr_scaling_t lr_scaling;
+    zo_lr_decay_t lr_decay;
     uint32_t calib_steps;
     uint32_t calib_q;
     uint32_t max_steps;       /* 0: no limit */
@@ -171,5 +174,7 @@ int zo_train_checkpoint_put(const uint8_t *image, uint32_t n);
 
 /* lr at q for the scaling rule (docs/training.md "Learning rate"). */
 float zo_lr_at_q(float lr1, uint32_t q, zo_lr_scaling_t scaling);
+/* lr decay: the factor of step t with `passes` training passes done before it (1 without decay) */
+float zo_lr_decay_factor(const zo_train_config_t *cfg, uint32_t t, uint64_t passes);
 
 #endif /* ZO_TRAINER_H */

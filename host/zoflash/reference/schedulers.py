@@ -29,6 +29,7 @@ from zoflash.training import spec
 
 F32 = np.float32
 SQRT2 = F32(1.41421354)
+CRIT_TOL = F32(1 - 1 / np.sqrt(2))  # critical: 1 - 1/sqrt(2) rounded to float32 (the C's CRIT_TOL)
 
 FIXED_KIND, PLATEAU_KIND, CRITICAL_KIND, ADAZETA_KIND = (spec.SCHEDULER_IDS[k] for k in spec.SCHEDULERS)
 FIXED, WARMUP, MONITOR, COOLDOWN, CAPPED, DIVERGE, CALIBRATE, TRACK, RAMP, HOLD = (spec.STATE_IDS[s] for s in spec.STATES)
@@ -76,7 +77,7 @@ TABLES: dict[int, dict[tuple[int, int], tuple[int, int, Act]]] = {
     },
     CRITICAL_KIND: {
         (CALIBRATE, EV.STEP): (CALIBRATE, CALIBRATE, NONE),
-        (CALIBRATE, EV.CALIBRATED): (TRACK, TRACK, Act.WINDOW_RESET),
+        (CALIBRATE, EV.CALIBRATED): (TRACK, TRACK, NONE),
         (CALIBRATE, EV.DIVERGED): (DIVERGE, DIVERGE, _DIV | Act.PENDING_CLEAR),
         (TRACK, EV.STEP): (TRACK, TRACK, NONE),
         (TRACK, EV.DIVERGED): (DIVERGE, DIVERGE, _DIV | Act.PENDING_CLEAR),
@@ -84,6 +85,13 @@ TABLES: dict[int, dict[tuple[int, int], tuple[int, int, Act]]] = {
         (TRACK, EV.TARGET_PENDING): (TRACK, TRACK, Act.TARGET),
         (TRACK, EV.TARGET_UP): (TRACK, TRACK, Act.TARGET | Act.COUNT_CLEAR | Act.DOUBLE),
         (TRACK, EV.TARGET_DOWN): (TRACK, TRACK, Act.TARGET | Act.COUNT_CLEAR | Act.HALVE),
+        (TRACK, EV.NO_GAIN): (HOLD, HOLD, Act.TARGET | Act.COUNT_CLEAR),
+        (HOLD, EV.STEP): (HOLD, HOLD, NONE),
+        (HOLD, EV.DIVERGED): (DIVERGE, DIVERGE, _DIV | Act.PENDING_CLEAR),
+        (HOLD, EV.TARGET_HOLD): (HOLD, HOLD, Act.TARGET),
+        (HOLD, EV.TARGET_PENDING): (HOLD, HOLD, Act.TARGET),
+        (HOLD, EV.TARGET_DOWN): (HOLD, HOLD, Act.TARGET | Act.COUNT_CLEAR | Act.HALVE),
+        (HOLD, EV.NO_GAIN): (HOLD, HOLD, Act.TARGET | Act.COUNT_CLEAR),
         (DIVERGE, EV.STEP): (DIVERGE, DIVERGE, NONE),
         (DIVERGE, EV.DIVERGED): (DIVERGE, DIVERGE, _DIV | Act.PENDING_CLEAR),
         (DIVERGE, EV.COOLED): (TRACK, TRACK, NONE),
@@ -170,12 +178,12 @@ class Scheduler:
         self._window_reset()
         self.has_best, self.best, self.best_se2, self.stale = False, F32(0), F32(0), 0
         self.raised, self.gained = False, False
-        self.one_minus_a = F32(1) - c["ema"]
-        self.has_ema, self.has_kappa = False, False
-        self.e_m2, self.e_v, self.e_kappa = F32(0), F32(0), F32(0)
+        self.c_m2, self.c_s, self.c_kappa, self.c_rse2 = F32(0), F32(0), F32(0), F32(-1)
         self.pending, self.count, self.q_star = 0, 0, F32(0)
         self.w_mean, self.w_se2 = F32(0), F32(0)
-        self.last_window = None   # (passes, steps, mean, se2) of the last closed window
+        self.base_mean, self.base_se2, self.base_gap = F32(0), F32(0), F32(0)
+        self.base_rate, self.base_rate_se2, self.since_passes = F32(0), F32(0), 0
+        self.last_window = None   # (passes, steps, mean, se2, critical's rse2 or None) of the last closed window
 
     # -- queries
     def wants_centre(self) -> bool:
@@ -187,8 +195,10 @@ class Scheduler:
     def internal_state(self) -> dict:
         """Everything zo_sched_t holds besides the config (the tests compare it with the C)."""
         names = ("q", "state", "stop", "n_obs", "last_event", "w_passes", "w_steps", "w_sum", "w_sq",
-                 "w_mean", "w_se2", "has_best", "best", "best_se2", "stale", "raised", "gained", "one_minus_a", "has_ema", "has_kappa", "e_m2",
-                 "e_v", "e_kappa", "q_star", "pending", "count")
+                 "w_mean", "w_se2", "has_best", "best", "best_se2", "stale", "raised", "gained",
+                 "w_m2", "w_s", "w_s2", "w_k", "w_k2", "w_kn", "c_m2", "c_s", "c_kappa", "c_rse2", "q_star",
+                 "pending", "count", "base_mean", "base_se2", "base_gap", "base_rate",
+                 "base_rate_se2", "since_passes")
         return {n: (getattr(self, n) if isinstance(getattr(self, n), np.floating) else int(getattr(self, n)))
                 for n in names}
 
@@ -205,11 +215,20 @@ class Scheduler:
             else:
                 event = self._event(obs, judged)
         self.last_event = int(event)
+        closed = "passes" in judged
         row = self.table.get((self.state, event))
         if row is not None:
             nxt, nxt_cap, acts = row
             self._apply(acts, judged)
             self.state = nxt_cap if self.q == self.cfg["q_max"] else nxt
+        if closed:
+            self.w_mean, self.w_se2 = judged["mean"], judged["se2"]
+            if self.kind == CRITICAL_KIND:
+                if not self.base_gap > 0:
+                    self._segment_start(judged)  # the first window after calibration
+                elif self.q <= before[1]:
+                    self.since_passes += judged["passes"]  # (a raise started a new segment here)
+                self.c_m2, self.c_s, self.c_kappa, self.c_rse2 = (judged[k] for k in ("m2", "sig", "kappa", "rse2"))
         if (self.state, self.q) == before:
             return self.q, None
         return self.q, Event(int(obs.step), int(event), before[0], self.state, before[1], self.q)
@@ -217,63 +236,84 @@ class Scheduler:
     # -- measurement and events
     def _window_reset(self):
         self.w_passes, self.w_steps, self.w_sum, self.w_sq = 0, 0, F32(0), F32(0)
+        self.w_m2, self.w_s, self.w_s2, self.w_k, self.w_k2, self.w_kn = F32(0), F32(0), F32(0), F32(0), F32(0), 0
+
+    @staticmethod
+    def _mean_se2(total, sq, n):
+        """(mean, squared standard error of the mean) of a window sum, as the C's mean_se2."""
+        mean = total / n
+        var = max(sq / n - mean * mean, F32(0))
+        return mean, var / n
+
+    def _critical_stats(self) -> dict:
+        """The window's means of m2, m2 - v, kappa and the squared relative standard error of q*
+        (-1: unknown: fewer than 2 centre steps, or kappa or m2 not > 0)."""
+        n = F32(self.w_steps)
+        st = {"m2": self.w_m2 / n, "kappa": F32(0), "rse2": F32(-1)}
+        st["sig"], se2_s = self._mean_se2(self.w_s, self.w_s2, n)
+        if self.w_kn < 2:
+            return st
+        st["kappa"], se2_k = self._mean_se2(self.w_k, self.w_k2, F32(self.w_kn))
+        if not (st["kappa"] > 0 and st["m2"] > 0):
+            return st
+        rse2 = se2_k / (st["kappa"] * st["kappa"])
+        if st["sig"] > self.cfg["floor"] * st["m2"]:
+            rse2 = rse2 + se2_s / (st["sig"] * st["sig"])
+        st["rse2"] = rse2
+        return st
 
     def _window_add(self, obs: Obs):
-        """Adds a kept step; returns (mean, se2) if the window closed with it, else None."""
+        """Adds a kept step; returns the closed window's statistics (mean, se2, passes and for
+        critical m2, sig, kappa, rse2) if it closed with it, else None."""
         c = self.cfg
         loss = F32(obs.loss)
         self.w_passes += int(obs.passes)
         self.w_steps += 1
         self.w_sum = self.w_sum + loss
         self.w_sq = self.w_sq + loss * loss
+        if self.kind == CRITICAL_KIND:
+            m2 = F32(obs.m2)
+            sig = m2 - F32(obs.v)
+            self.w_m2, self.w_s, self.w_s2 = self.w_m2 + m2, self.w_s + sig, self.w_s2 + sig * sig
+            if obs.has_kappa:
+                k = F32(obs.kappa)
+                self.w_k, self.w_k2, self.w_kn = self.w_k + k, self.w_k2 + k * k, self.w_kn + 1
         if self.w_passes < c["window_passes"] or self.w_steps < c["window_min_steps"]:
             return None
-        n = F32(self.w_steps)
-        mean = self.w_sum / n
-        var = self.w_sq / n - mean * mean
-        var = max(var, F32(0))
-        se2 = var / n
+        mean, se2 = self._mean_se2(self.w_sum, self.w_sq, F32(self.w_steps))
+        open_ = self.w_steps < c["window_max_steps"]
         # plateau: grow the window until z * se <= tau * mean, or window_max_steps
         tol = c["tau"] * mean
-        if (self.kind == PLATEAU_KIND and self.w_steps < c["window_max_steps"]
-                and (c["z"] * c["z"]) * se2 > tol * tol):
+        if self.kind == PLATEAU_KIND and open_ and (c["z"] * c["z"]) * se2 > tol * tol:
             return None
-        self.w_mean, self.w_se2 = mean, se2
-        self.last_window = (self.w_passes, self.w_steps, mean, se2)
+        out = {"mean": mean, "se2": se2, "passes": self.w_passes}
+        if self.kind == CRITICAL_KIND:
+            out.update(self._critical_stats())
+            # critical: grow the window until z * rse(q*) <= 1 - 1/sqrt(2), or window_max_steps
+            if open_ and not (out["rse2"] >= 0 and (c["z"] * c["z"]) * out["rse2"] <= CRIT_TOL * CRIT_TOL):
+                return None
+        self.last_window = (self.w_passes, self.w_steps, mean, se2, out.get("rse2"))
         self._window_reset()
-        return mean, se2
-
-    def _ema(self, e, x):
-        return F32(self.cfg["ema"]) * e + self.one_minus_a * F32(x)
+        return out
 
     def _event(self, obs: Obs, judged: dict) -> int:
         if self.kind == FIXED_KIND:
             return EV.STEP
         if self.kind == ADAZETA_KIND:
             return self._epoch_event()
-        if self.kind == CRITICAL_KIND:
-            if self.has_ema:
-                self.e_m2, self.e_v = self._ema(self.e_m2, obs.m2), self._ema(self.e_v, obs.v)
-            else:
-                self.e_m2, self.e_v, self.has_ema = F32(obs.m2), F32(obs.v), True
-            if obs.has_kappa:
-                self.e_kappa = self._ema(self.e_kappa, obs.kappa) if self.has_kappa else F32(obs.kappa)
-                self.has_kappa = True
+        if self.kind == CRITICAL_KIND and self.state == CALIBRATE:  # its windows start after calibration
+            return EV.CALIBRATED if self.n_obs >= self.cfg["calib_steps"] else EV.STEP
         closed = self._window_add(obs)
-        if self.kind == CRITICAL_KIND:
-            if self.state == CALIBRATE:
-                return EV.CALIBRATED if self.n_obs >= self.cfg["calib_steps"] else EV.STEP
-            if closed is None:
-                return EV.STEP
-            return EV.COOLED if self.state == DIVERGE else self._target_event(F32(obs.lr), judged)
         if closed is None:
             return EV.STEP
-        judged["mean"], judged["se2"] = closed
+        judged.update(closed)
+        if self.kind == CRITICAL_KIND:
+            return EV.COOLED if self.state == DIVERGE else self._target_event(F32(obs.lr), judged)
         if self.state == WARMUP:
             return EV.WINDOW_FIRST
         if self.state in (COOLDOWN, DIVERGE):
             return EV.COOLED
-        return self._plateau_event(*closed)
+        return self._plateau_event(closed["mean"], closed["se2"])
 
     def _plateau_event(self, mean, se2) -> int:
         c = self.cfg
@@ -287,30 +327,60 @@ class Scheduler:
             return EV.RISE
         return EV.STALE
 
-    def target(self, lr) -> tuple[int, np.float32]:
-        """critical: (rounded target, q*) from the current EMAs and lr (q* = 0: unknown)."""
+    def target(self, lr, st: Mapping) -> tuple[int, np.float32]:
+        """critical: (rounded target, q*) of a window's statistics `st` (m2, sig, kappa, rse2) at
+        lr; the target is q unless q* lies significantly beyond the threshold toward it (q* = 0:
+        unknown)."""
         c = self.cfg
-        if not self.has_kappa or self.e_m2 <= F32(0) or self.e_kappa <= F32(0):
+        if not st["rse2"] >= 0:
             return self.q, F32(0)
         with np.errstate(all="ignore"):
-            d1 = self.e_m2 - self.e_v
-            d2 = c["floor"] * self.e_m2
-            den = max(d2, d1)  # d2 unless d1 > d2: the C's d1 > d2 ? d1 : d2 (NaN too)
-            q_star = ((c["c"] * F32(lr)) * self.e_kappa) * self.e_m2 / (c["p"] * den)
+            d2 = c["floor"] * st["m2"]
+            den = max(d2, st["sig"])  # d2 unless sig > d2: the C's sig > d2 ? sig : d2 (NaN too)
+            q_star = ((c["c"] * F32(lr)) * st["kappa"]) * st["m2"] / (c["p"] * den)
             t = c["q_min"]
             while t < c["q_max"] and q_star >= F32(t) * SQRT2:
                 t *= 2
+            if t != self.q:
+                thr = F32(self.q) * SQRT2 if t > self.q else F32(self.q) / SQRT2
+                d = q_star - thr
+                if not d * d > ((c["z"] * c["z"]) * st["rse2"]) * (q_star * q_star):
+                    t = self.q
         return t, q_star
 
+    def _rate(self, judged: Mapping) -> tuple[np.float32, np.float32]:
+        """critical: the loss decrease per pass over the segment, from its first window's centre
+        to the centre of the judged window, and its squared standard error."""
+        dist = (self.base_gap + F32(self.since_passes)) + F32(0.5) * F32(judged["passes"])
+        return (self.base_mean - judged["mean"]) / dist, (self.base_se2 + judged["se2"]) / (dist * dist)
+
+    def _raise_gain(self, judged: Mapping) -> int:
+        """critical: did the segment since the last raise decrease the loss faster per pass than
+        the one before it?  1 by more than z combined standard errors, -1 not faster, 0 faster
+        but not yet significantly."""
+        z = self.cfg["z"]
+        rate, se2 = self._rate(judged)
+        d = rate - self.base_rate
+        if not d > 0:
+            return -1
+        return 1 if d * d > (z * z) * (se2 + self.base_rate_se2) else 0
+
+    def _segment_start(self, judged: Mapping):
+        self.base_mean, self.base_se2 = judged["mean"], judged["se2"]
+        self.base_gap, self.since_passes = F32(0.5) * F32(judged["passes"]), 0
+
     def _target_event(self, lr, judged: dict) -> int:
-        t, judged["q_star"] = self.target(lr)
+        t, judged["q_star"] = self.target(lr, judged)
         count = self.count + 1 if t == self.pending else 1
         judged["pending"], judged["count"] = t, count
         if t == self.q:
             return EV.TARGET_HOLD
         if count < self.cfg["confirm"]:
             return EV.TARGET_PENDING
-        return EV.TARGET_UP if t > self.q else EV.TARGET_DOWN
+        if t < self.q:
+            return EV.TARGET_DOWN
+        gain = -1 if self.state == HOLD else self._raise_gain(judged) if self.raised else 1
+        return EV.TARGET_UP if gain > 0 else EV.NO_GAIN if gain < 0 else EV.TARGET_PENDING
 
     def epoch_target(self, epoch: int) -> int:
         """adazeta: the target of epoch `epoch` (1-based)."""
@@ -351,7 +421,12 @@ class Scheduler:
             self.stop = True
         if Act.DOUBLE in acts and self.q < c["q_max"]:
             self.q = 2 * self.q
-            self.raised, self.gained = True, False
+            closed = "passes" in judged
+            if self.kind == PLATEAU_KIND or closed:  # critical: a rollback's raise is not judged
+                self.raised, self.gained = True, False
+            if self.kind == CRITICAL_KIND and closed:  # the segment before the raise: the rate to beat
+                self.base_rate, self.base_rate_se2 = self._rate(judged) if self.base_gap > 0 else (F32(0), F32(0))
+                self._segment_start(judged)
         if Act.HALVE in acts:
             self.q = max(self.q // 2, c["q_min"])
         if Act.WINDOW_RESET in acts:

@@ -85,6 +85,16 @@ def lr_at_q(lr1: np.float32, q: int, scaling: str) -> np.float32:
     return F32(F32(lr1) * g)
 
 
+def lr_decay_factor(decay: str, t: int, passes: int, budget: int | None, max_steps: int) -> np.float32:
+    """The lr's factor at step t after `passes` training passes (docs/training.md "Learning rate")."""
+    if decay == "none":
+        return F32(1)
+    f = F32(passes) / F32(budget) if budget else F32(t) / F32(max_steps)
+    if decay == "linear":
+        return F32(1) - f if f < 1 else F32(0)
+    return F32(1) if f < F32(0.5) else F32(0.1) if f < F32(0.75) else F32(0.01)
+
+
 class ReferenceTrainer:
     def __init__(self, model: CompiledModel, plan: TrainPlan, opts: TrainOptions, data: Dataset,
                  model_sha256: str):
@@ -356,6 +366,9 @@ class ReferenceTrainer:
             q = o.calib_q if calibrating else self.sched.q
             centre = (not calibrating) and self.sched.wants_centre()
             lr = F32(0) if calibrating else lr_at_q(lr1, q, o.lr_scaling)
+            if not calibrating and o.lr_decay != "none":
+                lr = F32(lr * lr_decay_factor(o.lr_decay, t, self.prefix_passes + self.suffix_passes, o.budget,
+                                              self.settings.max_steps))
             state = self.sched.state
             st = self._step(t, q, centre)
             if not calibrating:

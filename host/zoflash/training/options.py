@@ -43,6 +43,7 @@ class TrainOptions:
     lr: float | None = spec.TRAIN_DEFAULTS["lr"]
     rho: float = spec.TRAIN_DEFAULTS["rho"]
     lr_scaling: str = spec.TRAIN_DEFAULTS["lr_scaling"]
+    lr_decay: str = spec.TRAIN_DEFAULTS["lr_decay"]
     calib_steps: int = spec.TRAIN_DEFAULTS["calib_steps"]
     calib_q: int = spec.TRAIN_DEFAULTS["calib_q"]
     seed: int = spec.TRAIN_DEFAULTS["seed"]
@@ -164,6 +165,7 @@ def validate(opts: TrainOptions) -> TrainOptions:
              f"--density {opts.density:g}: must be {_DENSITIES}")
     need(opts.rounding in ROUNDINGS, f"--rounding {opts.rounding}: use one of {', '.join(ROUNDINGS)}")
     need(opts.lr_scaling in LR_SCALINGS, f"--lr-scaling {opts.lr_scaling}: use one of {', '.join(LR_SCALINGS)}")
+    need(opts.lr_decay in spec.LR_DECAYS, f"--lr-decay {opts.lr_decay}: use one of {', '.join(spec.LR_DECAYS)}")
     need(opts.lr is None or (math.isfinite(opts.lr) and opts.lr >= 0), "--lr must be a number >= 0 or 'auto'")
     need(math.isfinite(opts.rho) and opts.rho > 0, "--rho must be > 0")
     need(opts.calib_steps >= 1, "--calib-steps must be >= 1")

@@ -110,7 +110,7 @@ def validate_params(kind, params: Mapping) -> list[str]:
     if name == "critical":
         need(_pow2(vals["calib_q"]) and q_min <= vals["calib_q"] <= q_max,
              f"calib_q {vals['calib_q']} must be a power of two in [q_min, q_max] = [{q_min}, {q_max}]")
-    if name == "plateau":
+    if name in ("plateau", "critical"):
         need(vals["window_max_steps"] >= vals["window_min_steps"],
              f"window_max_steps {vals['window_max_steps']} must be >= window_min_steps {vals['window_min_steps']}")
     for k, v in vals.items():

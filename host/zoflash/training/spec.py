@@ -20,10 +20,10 @@ STATES = ("FIXED",      # fixed: q = q0 forever
           "COOLDOWN",   # plateau: first window after doubling q
           "CAPPED",     # plateau, adazeta: q == q_max
           "DIVERGE",    # plateau, critical: first window after a rollback
-          "CALIBRATE",  # critical: filling the EMAs at calib_q
+          "CALIBRATE",  # critical: the first calib_steps steps at calib_q (no window yet)
           "TRACK",      # critical: following the confirmed target q*
           "RAMP",       # adazeta: open-loop growth per epoch
-          "HOLD")       # plateau: the last raise of q brought no significant gain: q stays
+          "HOLD")       # plateau, critical: the last raise of q brought no significant gain: q is not raised
 STATE_IDS = {name: i for i, name in enumerate(STATES)}
 
 # zo_sched_event_code_t: what one observation means (the `code` of scheduler telemetry events)
@@ -44,7 +44,8 @@ EVENTS = ("NONE",            # no observation yet
           "EPOCH_HOLD",      # adazeta: new epoch, target == q
           "EPOCH_UP",        # adazeta: new epoch, target > q
           "EPOCH_DOWN",      # adazeta: new epoch, target < q
-          "NO_GAIN")         # plateau: patience ran out at a q whose raise brought no improvement
+          "NO_GAIN")         # plateau: patience ran out at a q whose raise brought no improvement;
+                             # critical: a raise is due but the last one did not raise the decrease per pass
 EVENT_IDS = {name: i for i, name in enumerate(EVENTS)}
 
 # Actions of a transition-table row: name k is bit 1 << k (ZO_ACT_*), applied in bit order.
@@ -72,8 +73,9 @@ SCHED_DEFAULTS: dict[str, dict] = {
     "fixed": dict(_Q),
     "plateau": {**_Q, "tau": 0.01, "z": 2.0, "patience": 2, "rise": None, "window_passes": 4096,
                 "window_min_steps": 16, "window_max_steps": 128, "stop_when_capped": False},
-    "critical": {"q_min": 1, "q_max": Q_LIMIT, "c": 1.0, "ema": 0.9, "floor": 0.05, "centre_every": 8,
-                 "calib_steps": 8, "calib_q": 8, "confirm": 3, "window_passes": 1024, "window_min_steps": 8},
+    "critical": {"q_min": 1, "q_max": Q_LIMIT, "c": 1.0, "z": 2.0, "floor": 0.05, "centre_every": 8,
+                 "calib_steps": 8, "calib_q": 8, "confirm": 2, "window_passes": 1024, "window_min_steps": 16,
+                 "window_max_steps": 128},
     "adazeta": {**_Q, "alpha": 1.0, "beta": 1.0, "steps_per_epoch": None},
 }
 # Limits of the other parameters, as intervals of their (float32 or integer) values; None is
@@ -82,19 +84,19 @@ SCHED_DEFAULTS: dict[str, dict] = {
 SCHED_LIMITS = {
     "window_passes": "[1, inf)", "window_min_steps": "[1, inf)", "window_max_steps": "[1, inf)",
     "tau": "[0, inf)", "z": "[0, inf)", "rise": "[0, inf)", "patience": "[1, inf)",
-    "c": "(0, inf)", "ema": "[0, 1)", "floor": "(0, 1]", "p": "(0, 1]", "centre_every": "[1, inf)",
+    "c": "(0, inf)", "floor": "(0, 1]", "p": "(0, 1]", "centre_every": "[1, inf)",
     "calib_steps": "[1, inf)", "confirm": "[1, inf)",
     "alpha": "(0, inf)", "beta": "(-inf, inf)", "steps_per_epoch": "[1, inf)",
 }
 SCHED_Q_PARAMS = ("q0", "q_min", "q_max")  # set with --q, --q-min, --q-max, not as scheduler parameters
 SCHED_TRAINER_PARAMS = {"critical": {"p": 1.0}}  # set by the trainer (p = density 2^-L), not by users
-SCHED_FLOAT_PARAMS = frozenset({"tau", "z", "rise", "c", "ema", "floor", "p", "alpha", "beta"})
+SCHED_FLOAT_PARAMS = frozenset({"tau", "z", "rise", "c", "floor", "p", "alpha", "beta"})
 SCHED_RISE_PER_TAU = 5  # plateau: rise defaults to 5 * tau
 
 # zo_sched_config_t, in field order (fields a kind does not use are 0).
 SCHED_CONFIG_FIELDS = ("kind", "q0", "q_min", "q_max", "window_passes", "window_min_steps", "window_max_steps",
                        "tau", "z", "rise",
-                       "patience", "stop_when_capped", "c", "ema", "floor", "p", "centre_every", "calib_steps",
+                       "patience", "stop_when_capped", "c", "floor", "p", "centre_every", "calib_steps",
                        "calib_q", "confirm", "alpha", "beta", "steps_per_epoch")
 
 # ---------------------------------------------------------------------------- training step
@@ -103,6 +105,11 @@ ROUNDINGS = ("split16", "nearest", "stochastic")  # zo_rounding_t: int8 update r
 ROUNDING_IDS = {name: i for i, name in enumerate(ROUNDINGS)}
 LR_SCALINGS = ("sqrt", "linear", "fixed")  # zo_lr_scaling_t: lr at q from lr at q = 1
 LR_SCALING_IDS = {name: i for i, name in enumerate(LR_SCALINGS)}
+# --- lr decay (issue 13): zo_lr_decay_t, the lr's factor over the run (fraction f of the budget,
+# or of --steps): none 1; linear 1 - f; step 1, then 0.1 from f = 1/2, 0.01 from f = 3/4
+LR_DECAYS = ("none", "linear", "step")
+LR_DECAY_IDS = {name: i for i, name in enumerate(LR_DECAYS)}
+# --- end lr decay
 # Training losses (zo_loss_t; the hello frame's `loss`), of the dequantized int8 output
 # x = scale * (q - zero_point): softmax-ce (zo_cross_entropy_s8, labels 0..classes-1),
 # sigmoid-bce (zo_sigmoid_bce_s8, one output, labels 0/1), mse (zo_mse_s8, float targets).
@@ -124,6 +131,7 @@ TRAIN_DEFAULTS = dict(
     lr=None,                 # None = auto-calibrated
     rho=4.0,                 # auto lr: RMS update in LSB per step at q = 1
     lr_scaling="linear",     # lr at q = lr_1 * q (ZO theory for q << d; docs/training.md "Learning rate")
+    lr_decay="none",         # spec.LR_DECAYS: the lr's factor over the run (issue 13)
     calib_steps=8,
     calib_q=8,
     seed=1,
@@ -195,7 +203,7 @@ BOUNDARY_FLAGS = {"expected": 0x01, "npu": 0x02}  # expected: the host simulatio
 
 C_PREFIX = {
     "SCHEDULERS": "ZO_SCHED_", "STATES": "ZO_ST_", "EVENTS": "ZO_EV_", "ACTIONS": "ZO_ACT_",
-    "ROUNDINGS": "ZO_ROUND_", "LR_SCALINGS": "ZO_LR_", "LOSSES": "ZO_LOSS_", "DONE_REASONS": "ZO_TM_DONE_",
+    "ROUNDINGS": "ZO_ROUND_", "LR_SCALINGS": "ZO_LR_", "LR_DECAYS": "ZO_LR_DECAY_", "LOSSES": "ZO_LOSS_", "DONE_REASONS": "ZO_TM_DONE_",
     "STEP_FLAGS": "ZO_TM_FLAG_",
     "EVENT_KINDS": "ZO_TM_EV_", "ROLLBACK_CAUSES": "ZO_TM_ROLLBACK_", "WEIGHTS_PARTS": "ZO_TM_PART_",
     "COMMANDS": "ZO_CMD_", "ACK_RESULTS": "ZO_TM_ACK_",
