@@ -7,8 +7,8 @@
     much each 5 MB of data adds (the data is linked from binary files, not compiled as C text);
   * the same build without the cache (ZOFLASH_CACHE=off): the ratio is what the cache saves;
   * `zoflash build --board stm32n6 --boot flash` of the MobileNetV2 0.35/128 stand-in's head
-    training with 10 and 1000 images (0.5 to 49 MB, in the external NOR flash: development mode's
-    SRAM holds at most 21), the slope per 5 MB of data, and the 1000 images for the emulated
+    training with 10 and 1000 images (0.5 to 49 MB, in the external NOR flash: more than the SRAM
+    holds, so development mode reads them there too), the slope per 5 MB of data, and the 1000 images for the emulated
     board (in its DDR).
 
 Besides the wall time (which other work on the machine inflates) the warm builds' CPU time is
@@ -179,8 +179,8 @@ def main(argv=None) -> int:
         f"data; MobileNetV2 0.35/128 on stm32n6 (flash boot) 10 to 1000 images {mn_slope} per 5 MB. The "
         "data and the model's large weights are linked from binary files with `.incbin` (zo_incbin.h), not "
         "compiled as C text. The MobileNetV2 stand-in is `tests/fixtures/standin_mobilenet_v2_0.35_128.tflite`; "
-        "`--board stm32n6` in development mode holds at most 21 of its training images (SRAM), flash boot keeps "
-        "them in the external NOR flash.",
+        "the STM32N6's SRAM holds at most 21 of its training images, so both boot modes keep the 1000 in the "
+        "external NOR flash (read in place).",
         "",
     ]
     report = "\n".join(lines)
