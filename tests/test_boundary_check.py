@@ -7,12 +7,12 @@ prefix and zlib's CRC-32. Under QEMU the prefix runs on the emulated Cortex-M55'
 emulated): the checksum path is the one an NPU build takes, with zoflash's kernels computing it."""
 from __future__ import annotations
 
-import socket
 import subprocess
 import zlib
 
 import pytest
 from conftest import FIXTURES
+from test_monitor import qemu_serial
 from zoflash import api
 from zoflash.monitor import protocol as proto
 from zoflash.monitor import telemetry as tm
@@ -59,23 +59,12 @@ def test_the_frame_decodes_and_the_monitor_says_agree_or_not():
 def _qemu_records(elf, tmp_path, name: str) -> tuple[list[dict], str]:
     """The firmware's records under QEMU (UART0 on a TCP port, as `zoflash flash` starts it) and
     what the live view printed."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        tcp = s.getsockname()[1]
-    qemu = subprocess.Popen(["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-icount", "shift=0",
-                             "-monitor", "none", "-serial", f"tcp:127.0.0.1:{tcp},server=on,wait=on", "-kernel",
-                             str(elf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     out = tmp_path / f"{name}.txt"
-    try:
-        with out.open("w") as text:
-            mon = Monitor(f"socket://127.0.0.1:{tcp}", log_path=tmp_path / f"{name}.jsonl", view=LiveView(out=text))
-            mon.connect(timeout=20)
-            mon.run(timeout=120)
-            res = mon.close()
-        assert qemu.wait(timeout=60) == 0
-    finally:
-        qemu.kill()
-        qemu.wait()
+    with qemu_serial(elf) as url, out.open("w") as text:
+        mon = Monitor(url, log_path=tmp_path / f"{name}.jsonl", view=LiveView(out=text))
+        mon.connect(timeout=20)
+        mon.run(timeout=120)
+        res = mon.close()
     return res.records, out.read_text()
 
 

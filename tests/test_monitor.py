@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import _thread
+import contextlib
 import ctypes
 import json
 import os
@@ -738,6 +739,24 @@ def test_keys_typed_in_the_terminal_send_commands(tmp_path, program):
 # ============================================================================== the emulated Cortex-M55
 
 
+@contextlib.contextmanager
+def qemu_serial(elf: Path):
+    """The firmware under QEMU (mps3-an547) with UART0 on a free local TCP port, as `zoflash flash`
+    starts it: yields the pyserial URL; the emulator must then exit cleanly (the firmware's exit 0)."""
+    with socket.socket() as s:  # a free local port for QEMU's server socket
+        s.bind(("127.0.0.1", 0))
+        tcp = s.getsockname()[1]
+    qemu = subprocess.Popen(["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-icount", "shift=0",
+                             "-monitor", "none", "-serial", f"tcp:127.0.0.1:{tcp},server=on,wait=on", "-kernel",
+                             str(elf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        yield f"socket://127.0.0.1:{tcp}"
+        assert qemu.wait(timeout=60) == 0
+    finally:
+        qemu.kill()
+        qemu.wait()
+
+
 @pytest.mark.cross
 @pytest.mark.qemu
 def test_commands_on_the_emulated_m55(tmp_path, small_data):
@@ -749,14 +768,8 @@ def test_commands_on_the_emulated_m55(tmp_path, small_data):
 
     options = dict(steps=400, eval_every=100, batch=4)  # long enough not to end before the pause lands
     built = api.build(DIGITS, "mps3-an547", tmp_path / "fw", data_path=small_data, options=make_options(**options))
-    with socket.socket() as s:  # a free local port for QEMU's server socket
-        s.bind(("127.0.0.1", 0))
-        tcp = s.getsockname()[1]
-    qemu = subprocess.Popen(["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-icount", "shift=0",
-                             "-monitor", "none", "-serial", f"tcp:127.0.0.1:{tcp},server=on,wait=on", "-kernel",
-                             str(built.outputs[0])], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        mon = Monitor(f"socket://127.0.0.1:{tcp}", log_path=tmp_path / "qemu.jsonl")
+    with qemu_serial(built.outputs[0]) as url:
+        mon = Monitor(url, log_path=tmp_path / "qemu.jsonl")
         mon.connect(timeout=20)
         wait_step(mon, 5)
         assert mon.pause()["result"] == "ok"
@@ -766,10 +779,6 @@ def test_commands_on_the_emulated_m55(tmp_path, small_data):
         assert mon.resume()["result"] == "ok"
         mon.run(timeout=120)
         res = mon.close()
-        assert qemu.wait(timeout=60) == 0
-    finally:
-        qemu.kill()
-        qemu.wait()
     assert res.done["reason"] == "steps" and res.stats["crc_errors"] == res.stats["seq_gaps"] == 0
     host = simulate(DIGITS, small_data, make_options(**options), tmp_path / "host.jsonl", engine="c", plot=False)
     assert logged(res.records) == logged(host.records)
