@@ -25,7 +25,7 @@ Methods:
     tuned lr of fixed q = 1 (its search counted) and at the auto lr (no search);
   * no adaptation: the step-0 evaluation (the pretrained model).
 
-Usage: python benchmarks/experiments.py [--task digits] [--quick] [--write docs/experiments.md]
+Usage: python benchmarks/experiments.py [--task digits] [--quick | --medium] [--write docs/experiments.md]
        [--workers 2 | --cluster tcp://HOST:8786] [--reuse]
 The runs go through a concurrent.futures executor (sweep.py): local processes, or a Dask cluster.
 Every run's result is cached in build/experiments/runs/ by a hash of its options, model, data and
@@ -103,6 +103,8 @@ class Config:
 FULL = Config("full", (1, 2, 3, 4, 5), 400_000, (1, 2, 4, 8, 16, 32, 64), (-3, -2, -1, 0, 1, 2, 3),
               (-2, -1, 0, 1, 2), 4000)
 QUICK = Config("quick", (1, 2), 100_000, (1, 4, 16, 64), (-1, 0, 1), (-2, 0, 2), 2000)
+# 5 seeds at the full budget with the quick grid's q values and a narrower lr grid (extended at its edges)
+MEDIUM = Config("medium", (1, 2, 3, 4, 5), 400_000, (1, 4, 16, 64), (-1, 0, 1), (-2, -1, 0, 1, 2), 4000)
 
 
 # ----------------------------------------------------------------------------------- one run
@@ -567,13 +569,15 @@ def write_doc(path: Path, body: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="2 seeds, 4 values of q, 100k passes")
+    ap.add_argument("--medium", action="store_true", help="5 seeds, 400k passes, 4 values of q, lr grid k = -1..1 "
+                    "(extended at its edges)")
     ap.add_argument("--write", type=Path, help="write the results into this markdown file (and its PNGs next to it)")
     ap.add_argument("--task", choices=sorted(TASKS), default="digits")
     ap.add_argument("--workers", type=int, default=2, help="local worker processes")
     ap.add_argument("--cluster", metavar="tcp://HOST:8786", help="run on this Dask distributed scheduler instead")
     ap.add_argument("--reuse", action="store_true", help="tables and plots from the cached results")
     args = ap.parse_args(argv)
-    cfg = QUICK if args.quick else FULL
+    cfg = QUICK if args.quick else MEDIUM if args.medium else FULL
     CACHE.mkdir(parents=True, exist_ok=True)
     cache = CACHE / f"results-{args.task}-{cfg.name}.json"
     if args.reuse:
@@ -589,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     plot_accuracy(a, acc_png)
     plot_sweep(a, sweep_png)
     command = "python benchmarks/experiments.py" + (f" --task {args.task}" if args.task != "digits" else "") + \
-        (" --quick" if args.quick else "") + \
+        (" --quick" if args.quick else "") + (" --medium" if args.medium else "") + \
         (f" --write {args.write}" if args.write else "")
     body = to_markdown(a, data, command, acc_png.name, sweep_png.name)
     if args.write:

@@ -85,6 +85,9 @@ def test_mlp_identical_to_reference(tmp_path, mlp_data, scheduler):
     # --- lr decay (issue 13): by the budget's fraction and by the steps'
     dict(lr_decay="linear", scheduler="fixed", q=2, budget=15000, steps=None),
     dict(lr_decay="step", lr=30.0),
+    # --- lr trial (issue 13): after the auto calibration, and from an explicit lr by the budget
+    dict(lr_trial=8, steps=200),
+    dict(lr_trial=4, lr=400.0, scheduler="critical", budget=30000, steps=None),
 ])
 def test_variants_identical_to_reference(tmp_path, mlp_data, variant):
     runs = run_both(tmp_path, MLP, mlp_data, **{"steps": 80, "eval_every": 25, **variant})

@@ -113,6 +113,8 @@ def training_options(f):
                      help=f"lr at q vs q = 1 [{d['lr_scaling']}]."),
         click.option("--lr-decay", type=click.Choice(spec.LR_DECAYS),
                      help=f"lr factor over the run (budget or steps): linear 1 - f, step 1/0.1/0.01 [{d['lr_decay']}]."),
+        click.option("--lr-trial", type=int, help="lr trial: steps per candidate lr_1 * 2^j before training, 0 off "
+                     f"[{spec.LR_TRIAL_STEPS} for the adaptive schedulers with embedded data, else 0]."),
         click.option("--calib-steps", type=int, help=f"auto lr: calibration steps [{d['calib_steps']}]."),
         click.option("--calib-q", type=int, help=f"auto lr: q during calibration [{d['calib_q']}]."),
         click.option("--seed", type=int, help=f"Run seed [{d['seed']}]."),

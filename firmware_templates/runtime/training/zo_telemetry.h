@@ -44,12 +44,18 @@
 #define ZO_TM_FLAG_CALIBRATING 0x01u
 #define ZO_TM_FLAG_CENTRE      0x02u
 #define ZO_TM_FLAG_DIVERGED    0x04u
+#define ZO_TM_FLAG_TRIAL       0x08u /* a step of the lr trial: its update is undone after the trial */
 
 /* zo_tm_event_t.kind. */
 #define ZO_TM_EV_SCHEDULER 1u
 #define ZO_TM_EV_LR        2u
 #define ZO_TM_EV_ROLLBACK  3u
 #define ZO_TM_EV_STOP      4u
+
+/* zo_tm_event_t.code of ZO_TM_EV_LR events. */
+#define ZO_TM_LR_CALIBRATED 0u /* value: the auto lr_1; aux: calibration steps */
+#define ZO_TM_LR_TRIAL      1u /* value: a candidate's validation loss (+inf: its guard tripped); aux: j, lr_1 * 2^j (int32) */
+#define ZO_TM_LR_CHOSEN     2u /* value: the lr_1 the trial chose; aux: the trial's steps */
 
 /* zo_tm_event_t.code of ZO_TM_EV_ROLLBACK events: why the trainer rolled back. */
 #define ZO_TM_ROLLBACK_GUARD 0u /* saturated logits or no loss differences for guard_steps steps */

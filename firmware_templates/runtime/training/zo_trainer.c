@@ -310,6 +310,7 @@ static void send_event(const trainer_t *tr, uint32_t step, uint8_t kind, uint8_t
 typedef struct {
     uint32_t correct, saturated;
     float loss;
+    float loss_se; /* the standard error of the mean loss (the samples' spread / sqrt(n)) */
 } split_eval_t;
 
 /* One split in sample order: correct answers, mean loss, saturated logits.  Correct: the argmax
@@ -319,8 +320,8 @@ static split_eval_t evaluate_split(trainer_t *tr, const int8_t *x, const uint16_
                                    uint32_t n_samples)
 {
     const zo_train_model_t *m = tr->m;
-    float loss_sum = 0.0f;
-    split_eval_t r = { 0u, 0u, 0.0f };
+    float loss_sum = 0.0f, sq_sum = 0.0f;
+    split_eval_t r = { 0u, 0u, 0.0f, 0.0f };
     const float *target = batch_target(m, 0); /* the minibatch's row 0 is reloaded at the next step */
     for (uint32_t n = 0; n < n_samples; ++n) {
         memcpy(m->input, x + (size_t)n * (size_t)m->input_bytes, (size_t)m->input_bytes);
@@ -333,10 +334,16 @@ static split_eval_t evaluate_split(trainer_t *tr, const int8_t *x, const uint16_
         } else {
             r.correct += (zo_argmax_s8(m->logits, m->classes) == (int32_t)label) ? 1u : 0u;
         }
-        loss_sum += sample_loss(m, label, target);
+        const float l = sample_loss(m, label, target);
+        loss_sum += l;
+        sq_sum += l * l;
         r.saturated += count_saturated(m, label, target);
     }
     r.loss = loss_sum / (float)n_samples;
+    if (n_samples > 1u) {
+        const float var = (sq_sum - (float)n_samples * r.loss * r.loss) / (float)(n_samples - 1u);
+        r.loss_se = (var > 0.0f) ? sqrtf(var / (float)n_samples) : 0.0f;
+    }
     tr->eval_passes += n_samples;
     return r;
 }
@@ -1055,6 +1062,82 @@ int zo_train_checkpoint_put(const uint8_t *image, uint32_t n)
 }
 /* --- end checkpoint get/put */
 
+/* --- lr trial (issue 13; docs/training.md "lr trial") -----------------------------------------
+ * Before training, candidates lr_1 * 2^j each train lr_trial_steps steps at q = 1 from the same
+ * weights, on the same minibatches and directions (the seeds of steps t0 .. t0 + T - 1: the
+ * comparison is paired), and are judged by the validation loss after them.  j walks from 0 up
+ * while the loss improves, else down, at most ZO_LR_TRIAL_MAX_MOVES either way.  The weights
+ * are then put back (the snapshot still holds them: nothing has moved before) and training
+ * starts at the chosen lr_1.  The steps are reported (ZO_TM_FLAG_TRIAL) and counted. */
+static int lr_trial_fits(const trainer_t *tr)
+{
+    const zo_train_config_t *cfg = tr->cfg;
+    const uint64_t steps = (uint64_t)cfg->lr_trial_steps * (uint64_t)(ZO_LR_TRIAL_MAX_MOVES + 2u);
+    const uint64_t per_step = (uint64_t)cfg->batch * ((tr->m->split > 0 ? 1u : 0u) + 2u);
+    if (cfg->budget != 0u) {
+        return steps * per_step * ZO_LR_TRIAL_SHARE <= cfg->budget;
+    }
+    return cfg->max_steps == 0u || steps * ZO_LR_TRIAL_SHARE <= (uint64_t)cfg->max_steps;
+}
+
+/* One candidate from the snapshot: its steps, then its validation loss (+inf when the guard tripped). */
+static float lr_trial_candidate(trainer_t *tr, uint32_t *t, uint32_t t0, float lr1)
+{
+    const zo_train_config_t *cfg = tr->cfg;
+    snapshot_copy(tr->m, 1);
+    tr->sat_run = 0u;
+    tr->zero_run = 0u;
+    const float lr = zo_lr_at_q(lr1, 1u, cfg->lr_scaling);
+    for (uint32_t i = 0; i < cfg->lr_trial_steps; ++i) {
+        const step_stats_t st = run_step(tr, t0 + i, 1u, 0);
+        update_all(tr, t0 + i, 1u, lr);
+        tr->sat_run = (st.sat_frac >= cfg->guard_sat) ? tr->sat_run + 1u : 0u;
+        tr->zero_run = (st.zero_frac >= cfg->guard_zero) ? tr->zero_run + 1u : 0u;
+        const int diverged = tr->sat_run >= cfg->guard_steps || tr->zero_run >= cfg->guard_steps;
+        zo_tm_step_t rec = { *t, 1u, (uint8_t)zo_sched_state(&tr->sched),
+                             (uint8_t)(ZO_TM_FLAG_TRIAL | (diverged ? ZO_TM_FLAG_DIVERGED : 0u)),
+                             lr, st.loss, st.m2, st.v, st.zero_frac, st.sat_frac,
+                             tr->prefix_passes, tr->suffix_passes, now_us(tr) };
+        zo_tm_step(&rec);
+        ++*t;
+        if (diverged) {
+            return INFINITY;
+        }
+    }
+    return evaluate_split(tr, tr->m->x_val, tr->m->y_val, tr->m->t_val, tr->m->n_val).loss;
+}
+
+static void lr_trial(trainer_t *tr, uint32_t *t)
+{
+    const uint32_t t0 = *t;
+    const float base = tr->lr1;
+    const uint8_t state = (uint8_t)zo_sched_state(&tr->sched);
+    int32_t best_j = 0;
+    float best = lr_trial_candidate(tr, t, t0, base);
+    send_event(tr, t0, ZO_TM_EV_LR, ZO_TM_LR_TRIAL, state, state, 1u, 1u, best, 0u);
+    for (int32_t dir = 1; dir >= -1; dir -= 2) {
+        for (int32_t j = dir; j * dir <= (int32_t)ZO_LR_TRIAL_MAX_MOVES; j += dir) {
+            const float lr1 = ldexpf(base, (int)j);
+            const float loss = lr_trial_candidate(tr, t, t0, lr1);
+            send_event(tr, t0, ZO_TM_EV_LR, ZO_TM_LR_TRIAL, state, state, 1u, 1u, loss, (uint32_t)j);
+            if (!(loss < best)) {
+                break;
+            }
+            best = loss;
+            best_j = j;
+        }
+        if (best_j != 0) {
+            break; /* going up helped: no need to look down */
+        }
+    }
+    snapshot_copy(tr->m, 1);
+    tr->sat_run = 0u;
+    tr->zero_run = 0u;
+    tr->lr1 = ldexpf(base, (int)best_j);
+    send_event(tr, *t - 1u, ZO_TM_EV_LR, ZO_TM_LR_CHOSEN, state, state, 1u, 1u, tr->lr1, *t - t0);
+}
+/* --- end lr trial */
+
 int zo_train_step(void)
 {
     run_t *r = &g_run;
@@ -1074,6 +1157,10 @@ int zo_train_step(void)
     if (r->served == 1) {
         r->reason = ZO_DONE_COMMAND;
         return 1;
+    }
+    if (t == calib && cfg->lr_trial_steps != 0u && m->stream == NULL && lr_trial_fits(tr)) {
+        lr_trial(tr, &r->t); /* the whole trial in this call: it ends where it started */
+        return 0;
     }
     const int calibrating = t < calib;
     const uint32_t q = calibrating ? cfg->calib_q : zo_sched_q(&tr->sched);
@@ -1116,7 +1203,7 @@ int zo_train_step(void)
             }
             float p = 1.0f / (float)(1u << cfg->density_log2);
             tr->lr1 = auto_step_lsb(m, cfg->rho, p) * sqrtf(p / r->m2_calib);
-            send_event(tr, t, ZO_TM_EV_LR, 0u, state, state, q, q, tr->lr1, calib);
+            send_event(tr, t, ZO_TM_EV_LR, ZO_TM_LR_CALIBRATED, state, state, q, q, tr->lr1, calib);
         }
     } else {
         zo_sched_obs_t obs = { t, q, (2u * q + (centre ? 1u : 0u)) * cfg->batch, st.loss, st.m2, st.v,
@@ -1133,7 +1220,9 @@ int zo_train_step(void)
         const split_eval_t val = evaluate(tr, done);
         const float loss = val.loss;
         r->last_eval = 1;
-        if (!calibrating && cfg->guard_loss > 0.0f && loss > r->best_loss * cfg->guard_loss) {
+        /* above guard_loss x the best by more than ZO_GUARD_LOSS_Z standard errors: not noise */
+        if (!calibrating && cfg->guard_loss > 0.0f
+            && loss > r->best_loss * cfg->guard_loss + (float)ZO_GUARD_LOSS_Z * val.loss_se) {
             /* the validation loss ran away from the best so far: back to the best state */
             rollback(tr);
             ++r->rollbacks;

@@ -94,6 +94,13 @@ typedef enum { ZO_LR_DECAY_NONE = 0, ZO_LR_DECAY_LINEAR = 1, ZO_LR_DECAY_STEP = 
 #define ZO_TRAIN_EPS_MAX 8u
 /* auto lr: the first updates move the int8 weights min(rho, max(1, w_rms / this)) LSB RMS per step */
 #define ZO_LR_W_RMS_DIV 32u
+/* lr trial (docs/training.md "lr trial"): candidates lr_1 * 2^j for |j| <= ZO_LR_TRIAL_MAX_MOVES;
+ * it runs only when its worst case (ZO_LR_TRIAL_MAX_MOVES + 2 candidates) is at most
+ * 1 / ZO_LR_TRIAL_SHARE of the run's budget or steps */
+#define ZO_LR_TRIAL_MAX_MOVES 3u
+#define ZO_LR_TRIAL_SHARE 4u
+/* the validation-loss guard fires only this many standard errors above guard_loss x the best */
+#define ZO_GUARD_LOSS_Z 2
 
 typedef struct {
     uint32_t seed;
@@ -106,6 +113,7 @@ typedef struct {
     float rho;
     zo_lr_scaling_t lr_scaling;
     zo_lr_decay_t lr_decay;
+    uint32_t lr_trial_steps;  /* lr trial (issue 13): steps per candidate lr_1 before training; 0: off */
     uint32_t calib_steps;
     uint32_t calib_q;
     uint32_t max_steps;       /* 0: no limit */

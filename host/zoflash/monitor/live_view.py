@@ -58,7 +58,7 @@ class LiveView:
         acc = f"  acc {self.last_eval['accuracy'] * 100:5.1f}%" if self.last_eval and self.accuracy else ""
         text = (f"step {rec['step']:6d}  q {rec['q']:2d}  {rec['state']:<9}  loss {float(np.mean(recent)):.4f}{trend}"
                 f"{acc}  passes {rec['prefix_passes']}+{rec['suffix_passes']}  {rate:,.0f} passes/s"
-                + ("  [lr calibration]" if rec.get("calibrating") else ""))
+                + ("  [lr calibration]" if rec.get("calibrating") else "") + ("  [lr trial]" if rec.get("trial") else ""))
         if not self.enabled:
             return
         now_t = time.monotonic()
@@ -90,6 +90,11 @@ class LiveView:
                 why = codes[rec["code"]] if rec["code"] < len(codes) else f"event {rec['code']}"
                 self._line(f"step {rec['step']}: scheduler {rec['state_from']} -> {rec['state_to']}, "
                            f"q {rec['q_from']} -> {rec['q_to']} ({why.lower().replace('_', ' ')})")
+            elif rec["kind"] == "lr" and rec["code"] == spec.LR_EVENT_CODE_IDS["trial"]:  # issue 13
+                j = rec["aux"] - (1 << 32) if rec["aux"] >= 1 << 31 else rec["aux"]
+                self._line(f"step {rec['step']}: lr trial: lr_1 x 2^{j}: validation loss {rec['value']:.4f}")
+            elif rec["kind"] == "lr" and rec["code"] == spec.LR_EVENT_CODE_IDS["chosen"]:
+                self._line(f"step {rec['step']}: lr trial chose lr_1 = {rec['value']:.6g} ({rec['aux']} trial steps)")
             elif rec["kind"] == "lr":
                 self._line(f"step {rec['step']}: learning rate calibrated: lr_1 = {rec['value']:.6g}")
             elif rec["kind"] == "rollback":

@@ -33,6 +33,7 @@ SQRT2 = F32(1.41421354)
 DONE_STEPS, DONE_BUDGET, DONE_SCHEDULER, DONE_DEAD_ZONE, DONE_GUARD = (
     spec.DONE_REASON_IDS[r] for r in ("steps", "budget", "scheduler", "dead-zone", "guard"))
 EVENT_SCHEDULER, EVENT_LR, EVENT_ROLLBACK = (spec.EVENT_KINDS[k] for k in ("scheduler", "lr", "rollback"))
+LR_TRIAL, LR_CHOSEN = spec.LR_EVENT_CODE_IDS["trial"], spec.LR_EVENT_CODE_IDS["chosen"]
 ROLLBACK_GUARD, ROLLBACK_LOSS = spec.ROLLBACK_CAUSE_IDS["guard"], spec.ROLLBACK_CAUSE_IDS["loss"]
 FLAG = spec.STEP_FLAGS
 VALUES, RESIDUAL, BEST = (spec.WEIGHTS_PARTS.index(p) for p in ("values", "residual", "best-values"))
@@ -196,11 +197,19 @@ class ReferenceTrainer:
                            q_from=q_from, q_to=q_to, value=value, aux=aux)
 
     def _evaluate_split(self, x: np.ndarray, y: np.ndarray, targets: np.ndarray | None) -> tuple[int, np.float32, int]:
-        """Correct answers, mean loss and saturated logits of one split, samples in order."""
+        """Correct answers, mean loss and saturated logits of one split, samples in order (the
+        standard error of the mean loss in self.loss_se)."""
         out = self._outputs({self.input_root: x.reshape(len(x), -1)}, 0)
-        total = F32(0.0)
+        total = sq = F32(0.0)
         for v in self._loss(out, y, targets):
             total = F32(total + v)
+            sq = F32(sq + F32(v * v))
+        n = len(y)
+        mean = F32(total / F32(n))
+        self.loss_se = F32(0)
+        if n > 1:
+            var = F32(F32(sq - F32(F32(F32(n) * mean) * mean)) / F32(n - 1))
+            self.loss_se = F32(np.sqrt(F32(var / F32(n)))) if var > 0 else F32(0)
         if self.loss == "sigmoid-bce":  # sigmoid(x) > 0.5 is class 1
             correct = int(np.count_nonzero((out[:, 0].astype(np.int32) > self.plan.logits_zp) == (y != 0)))
         elif self.loss == "mse":  # no accuracy
@@ -208,7 +217,7 @@ class ReferenceTrainer:
         else:
             correct = int(np.count_nonzero(zm.argmax(out) == y))
         self.eval_passes += len(y)
-        return correct, F32(total / F32(len(y))), self._saturated(out, y, targets)
+        return correct, mean, self._saturated(out, y, targets)
 
     def _evaluate(self, steps_done: int) -> tuple[bytes, np.float32, int]:
         """The eval frame (validation, then test), the validation loss and its saturated logits:
@@ -216,6 +225,7 @@ class ReferenceTrainer:
         mse = self.loss == "mse"
         d = self.data
         v_correct, v_loss, v_sat = self._evaluate_split(d.x_val, d.y_val, self.t_val if mse else None)
+        self.val_loss_se = self.loss_se
         correct, loss, _ = self._evaluate_split(d.x_test, d.y_test, self.t_test if mse else None)
         n, n_val = len(d.y_test), len(d.y_val)
         return self._frame("eval", step=steps_done, correct=correct, count=n, accuracy=F32(correct) / F32(n),
@@ -313,6 +323,68 @@ class ReferenceTrainer:
                                                                 tt.stream, self.settings.density_log2, o.rounding,
                                                                 w_max=spec.INT8_WEIGHT_LIMIT - o.eps)
 
+    # ---- lr trial (issue 13; docs/training.md "lr trial") ---------------------------------------
+
+    def _lr_trial_fits(self) -> bool:
+        """Whether the trial's worst case (LR_TRIAL_MAX_MOVES + 2 candidates) is at most
+        1 / LR_TRIAL_SHARE of the budget, or of the steps."""
+        o = self.opts
+        steps = o.lr_trial_steps * (spec.LR_TRIAL_MAX_MOVES + 2)
+        if o.budget:
+            return steps * o.batch * ((1 if self.plan.split > 0 else 0) + 2) * spec.LR_TRIAL_SHARE <= o.budget
+        return self.settings.max_steps == 0 or steps * spec.LR_TRIAL_SHARE <= self.settings.max_steps
+
+    def _lr_trial(self, t: int, lr1: np.float32, snapshot: tuple, frames: list) -> tuple[int, np.float32]:
+        """Candidates lr1 * 2^j, each lr_trial_steps steps at q = 1 from the snapshot on the seeds
+        of steps t .. t + T - 1, judged by the validation loss; j climbs from 0 while it improves,
+        else descends.  Returns the step after the trial and the chosen lr_1; the weights are the
+        snapshot's again."""
+        o, t0, state = self.opts, t, self.sched.state
+
+        def restore():
+            self.values = [v.copy() for v in snapshot[0]]
+            self.residual = [None if r is None else r.copy() for r in snapshot[1]]
+
+        def candidate(lr: np.float32) -> np.float32:
+            nonlocal t
+            restore()
+            sat_run = zero_run = 0
+            for i in range(o.lr_trial_steps):
+                st = self._step(t0 + i, 1, False)
+                self._update(t0 + i, 1, lr)
+                sat_run = sat_run + 1 if st["sat_frac"] >= F32(o.guard_sat) else 0
+                zero_run = zero_run + 1 if st["zero_frac"] >= F32(o.guard_zero) else 0
+                diverged = sat_run >= o.guard_steps or zero_run >= o.guard_steps
+                frames.append(self._frame("step", step=t, q=1, state=state,
+                                          flags=FLAG["trial"] | (FLAG["diverged"] if diverged else 0), lr=lr,
+                                          loss=st["loss"], m2=st["m2"], v=st["v"], zero_frac=st["zero_frac"],
+                                          sat_frac=st["sat_frac"], prefix_passes=self.prefix_passes,
+                                          suffix_passes=self.suffix_passes, time_us=self._time_us()))
+                t += 1
+                if diverged:
+                    return F32(np.inf)
+            d = self.data
+            return self._evaluate_split(d.x_val, d.y_val, self.t_val if self.loss == "mse" else None)[1]
+
+        def trial(j: int) -> np.float32:
+            loss = candidate(lr_at_q(F32(lr1 * F32(2.0 ** j)), 1, o.lr_scaling))
+            frames.append(self._event(t0, EVENT_LR, LR_TRIAL, state, state, 1, 1, loss, j & 0xFFFFFFFF))
+            return loss
+
+        best_j, best = 0, trial(0)
+        for direction in (1, -1):
+            for j in range(direction, direction * (spec.LR_TRIAL_MAX_MOVES + 1), direction):
+                loss = trial(j)
+                if not loss < best:
+                    break
+                best, best_j = loss, j
+            if best_j != 0:
+                break
+        restore()
+        chosen = F32(lr1 * F32(2.0 ** best_j))
+        frames.append(self._event(t - 1, EVENT_LR, LR_CHOSEN, state, state, 1, 1, chosen, t - t0))
+        return t, chosen
+
     def _snapshot(self) -> tuple:
         return [v.copy() for v in self.values], [None if r is None else r.copy() for r in self.residual]
 
@@ -362,6 +434,12 @@ class ReferenceTrainer:
         sat_run = zero_run = 0
         t, last_eval, reason = 0, True, DONE_STEPS
         while True:
+            if t == calib and o.lr_trial_steps and o.data_source == "embedded" and self._lr_trial_fits():
+                trial_frames: list = []
+                t, lr1 = self._lr_trial(t, lr1, snapshot, trial_frames)
+                sat_run = zero_run = 0
+                yield from trial_frames
+                continue
             calibrating = t < calib
             q = o.calib_q if calibrating else self.sched.q
             centre = (not calibrating) and self.sched.wants_centre()
@@ -412,7 +490,9 @@ class ReferenceTrainer:
                 frame, loss, eval_sat = self._evaluate(t)
                 yield frame
                 last_eval = True
-                if not calibrating and o.guard_loss > 0 and loss > F32(best_loss * F32(o.guard_loss)):
+                # above guard_loss x the best by more than GUARD_LOSS_Z standard errors: not noise
+                if not calibrating and o.guard_loss > 0 and \
+                        loss > F32(F32(best_loss * F32(o.guard_loss)) + F32(F32(spec.GUARD_LOSS_Z) * self.val_loss_se)):
                     rollback()  # the validation loss ran away from the best so far
                     last_eval = False  # the weights changed: a run ending here evaluates them again
                     yield self._event(t - 1, EVENT_ROLLBACK, ROLLBACK_LOSS, state, state, q, q, lr1, snapshot_step)

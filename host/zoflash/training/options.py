@@ -44,6 +44,7 @@ class TrainOptions:
     rho: float = spec.TRAIN_DEFAULTS["rho"]
     lr_scaling: str = spec.TRAIN_DEFAULTS["lr_scaling"]
     lr_decay: str = spec.TRAIN_DEFAULTS["lr_decay"]
+    lr_trial: int | None = spec.TRAIN_DEFAULTS["lr_trial"]
     calib_steps: int = spec.TRAIN_DEFAULTS["calib_steps"]
     calib_q: int = spec.TRAIN_DEFAULTS["calib_q"]
     seed: int = spec.TRAIN_DEFAULTS["seed"]
@@ -81,6 +82,14 @@ class TrainOptions:
     @property
     def lr_auto(self) -> bool:
         return self.lr is None
+
+    @property
+    def lr_trial_steps(self) -> int:
+        """The lr trial's steps per candidate (0: off): --lr-trial, else spec.LR_TRIAL_STEPS for the
+        adaptive schedulers with embedded data (a trial replays minibatches a ring has not kept)."""
+        if self.lr_trial is not None:
+            return self.lr_trial
+        return spec.LR_TRIAL_STEPS if self.scheduler != "fixed" and self.data_source == "embedded" else 0
 
     @property
     def max_steps(self) -> int:
@@ -166,6 +175,10 @@ def validate(opts: TrainOptions) -> TrainOptions:
     need(opts.rounding in ROUNDINGS, f"--rounding {opts.rounding}: use one of {', '.join(ROUNDINGS)}")
     need(opts.lr_scaling in LR_SCALINGS, f"--lr-scaling {opts.lr_scaling}: use one of {', '.join(LR_SCALINGS)}")
     need(opts.lr_decay in spec.LR_DECAYS, f"--lr-decay {opts.lr_decay}: use one of {', '.join(spec.LR_DECAYS)}")
+    need(opts.lr_trial is None or 0 <= opts.lr_trial <= UINT32_MAX, f"--lr-trial must be in 0..{UINT32_MAX} steps")
+    need(not (opts.lr_trial and opts.data_source != "embedded"),
+         f"--lr-trial {opts.lr_trial} needs --data-source embedded: the trial replays the same minibatches for "
+         "every candidate, which a stream's ring no longer holds (use --lr-trial 0)")
     need(opts.lr is None or (math.isfinite(opts.lr) and opts.lr >= 0), "--lr must be a number >= 0 or 'auto'")
     need(math.isfinite(opts.rho) and opts.rho > 0, "--rho must be > 0")
     need(opts.calib_steps >= 1, "--calib-steps must be >= 1")

@@ -37,6 +37,7 @@ def train_config(opts: TrainOptions) -> dict:
     return dict(seed=opts.seed, batch=opts.batch, rounding=spec.c_name("ROUNDINGS", opts.rounding),
                 density_log2=opts.density_log2, eps=opts.eps, lr_auto=opts.lr_auto, lr=float(opts.lr or 0.0), rho=float(opts.rho),
                 lr_scaling=spec.c_name("LR_SCALINGS", opts.lr_scaling), lr_decay=spec.c_name("LR_DECAYS", opts.lr_decay),
+                lr_trial_steps=opts.lr_trial_steps,
                 calib_steps=opts.calib_steps, calib_q=opts.calib_q,
                 max_steps=opts.max_steps, budget=opts.budget or 0, eval_every=opts.eval_every,
                 guard_sat=float(opts.guard_sat), guard_zero=float(opts.guard_zero), guard_steps=opts.guard_steps,

@@ -110,6 +110,18 @@ LR_SCALING_IDS = {name: i for i, name in enumerate(LR_SCALINGS)}
 LR_DECAYS = ("none", "linear", "step")
 LR_DECAY_IDS = {name: i for i, name in enumerate(LR_DECAYS)}
 # --- end lr decay
+# --- lr trial (issue 13): before training, candidates lr_1 * 2^j (|j| <= LR_TRIAL_MAX_MOVES) train
+# lr_trial steps at q = 1 from the same weights on the same minibatches; the lowest validation loss
+# picks lr_1 (docs/training.md "lr trial").  It runs only when its worst case, LR_TRIAL_MAX_MOVES + 2
+# candidates, is at most 1 / LR_TRIAL_SHARE of the budget (or of the steps).
+LR_TRIAL_STEPS = 64          # the default for the adaptive schedulers with embedded data
+LR_TRIAL_MAX_MOVES = 3       # ZO_LR_TRIAL_MAX_MOVES
+LR_TRIAL_SHARE = 4           # ZO_LR_TRIAL_SHARE
+# The validation-loss guard rolls back only above guard_loss x the best by more than this many
+# standard errors of the validation mean (ZO_GUARD_LOSS_Z; issue 13: on a 40-sample split the
+# noise alone crossed 1.5 x the best and halved the lr 4 times a run)
+GUARD_LOSS_Z = 2
+# --- end lr trial
 # Training losses (zo_loss_t; the hello frame's `loss`), of the dequantized int8 output
 # x = scale * (q - zero_point): softmax-ce (zo_cross_entropy_s8, labels 0..classes-1),
 # sigmoid-bce (zo_sigmoid_bce_s8, one output, labels 0/1), mse (zo_mse_s8, float targets).
@@ -132,6 +144,8 @@ TRAIN_DEFAULTS = dict(
     rho=4.0,                 # auto lr: RMS update in LSB per step at q = 1
     lr_scaling="linear",     # lr at q = lr_1 * q (ZO theory for q << d; docs/training.md "Learning rate")
     lr_decay="none",         # spec.LR_DECAYS: the lr's factor over the run (issue 13)
+    lr_trial=None,           # lr trial steps per candidate; None: LR_TRIAL_STEPS for the adaptive
+                             # schedulers with embedded data, else 0 (off) (issue 13)
     calib_steps=8,
     calib_q=8,
     seed=1,
@@ -182,8 +196,10 @@ VAL_MIN_COUNT = 8            # fewer validation samples are topped up to this (a
 
 # ---------------------------------------------------------------------------- telemetry ids
 
-STEP_FLAGS = {"calibrating": 0x01, "centre": 0x02, "diverged": 0x04}  # step frame `flags` (ZO_TM_FLAG_*)
+STEP_FLAGS = {"calibrating": 0x01, "centre": 0x02, "diverged": 0x04, "trial": 0x08}  # step frame `flags` (ZO_TM_FLAG_*)
 EVENT_KINDS = {"scheduler": 1, "lr": 2, "rollback": 3, "stop": 4}   # event frame `kind` (ZO_TM_EV_*)
+LR_EVENT_CODES = ("calibrated", "trial", "chosen")  # lr event `code` (ZO_TM_LR_*): auto lr, lr trial (issue 13)
+LR_EVENT_CODE_IDS = {name: i for i, name in enumerate(LR_EVENT_CODES)}
 ROLLBACK_CAUSES = ("guard", "loss")  # rollback event `code`: guard run, or validation loss over best * guard_loss
 ROLLBACK_CAUSE_IDS = {name: i for i, name in enumerate(ROLLBACK_CAUSES)}
 DONE_REASONS = ("steps", "budget", "scheduler", "command", "dead-zone", "guard")  # done `reason`
@@ -205,7 +221,7 @@ C_PREFIX = {
     "SCHEDULERS": "ZO_SCHED_", "STATES": "ZO_ST_", "EVENTS": "ZO_EV_", "ACTIONS": "ZO_ACT_",
     "ROUNDINGS": "ZO_ROUND_", "LR_SCALINGS": "ZO_LR_", "LR_DECAYS": "ZO_LR_DECAY_", "LOSSES": "ZO_LOSS_", "DONE_REASONS": "ZO_TM_DONE_",
     "STEP_FLAGS": "ZO_TM_FLAG_",
-    "EVENT_KINDS": "ZO_TM_EV_", "ROLLBACK_CAUSES": "ZO_TM_ROLLBACK_", "WEIGHTS_PARTS": "ZO_TM_PART_",
+    "EVENT_KINDS": "ZO_TM_EV_", "ROLLBACK_CAUSES": "ZO_TM_ROLLBACK_", "LR_EVENT_CODES": "ZO_TM_LR_", "WEIGHTS_PARTS": "ZO_TM_PART_",
     "COMMANDS": "ZO_CMD_", "ACK_RESULTS": "ZO_TM_ACK_",
     "BOUNDARY_FLAGS": "ZO_TM_BOUNDARY_",  # boundary checksum (issue 14)
 }
