@@ -203,3 +203,65 @@ def test_test_loss_guard_and_rollback_limit_identically(tmp_path):
     snap_step = rollbacks[-1]["aux"]
     snap_eval = next(r for r in runs["c"].evals if r["step"] == snap_step)
     assert runs["c"].evals[-1]["loss"] == snap_eval["loss"]
+
+
+# ---- lr trial (issue 13; docs/training.md "lr trial") ---------------------------------------------
+
+def _trial(run):
+    """The trial's candidates (j, validation loss), its chosen lr_1 and its step records."""
+    events = [r for r in run.records if r["type"] == "event" and r["kind"] == "lr"]
+    cands = [(e["aux"] - (1 << 32) if e["aux"] >= 1 << 31 else e["aux"], e["value"]) for e in events if e["code"] == 1]
+    chosen = [e for e in events if e["code"] == 2]
+    return cands, chosen, [s for s in run.steps if s["trial"]]
+
+
+def test_lr_trial_walks_paired_candidates_and_keeps_the_best(tmp_path, mlp_data):
+    """Candidates lr_1 * 2^j train T steps each from the same weights on the same minibatches:
+    the same absolute rate scores the same validation loss whatever lr_1 it started from; j walks
+    up from 0 while the loss falls, else down; the lowest loss is chosen."""
+    T, base = 8, 100.0
+    runs = {}
+    for start in (base, 4 * base):
+        opts = make_options(scheduler="plateau", lr=start, lr_trial=T, steps=200, eval_every=25, batch=8)
+        runs[start] = simulate(MLP, mlp_data, opts, tmp_path / f"{start:g}.jsonl", engine="c", plot=False)
+    by_rate = {}
+    for start, run in runs.items():
+        cands, chosen, steps = _trial(run)
+        assert cands[0][0] == 0 and len(chosen) == 1
+        # the walk: up while it improves; if the first step up did not, down while it improves
+        js = [j for j, _ in cands]
+        up = [j for j in js if j > 0]
+        assert up == list(range(1, len(up) + 1)) and [j for j in js if j < 0] == list(range(-1, -(len(js) - len(up)), -1))
+        losses = dict(cands)
+        best_j = min(losses, key=lambda j: (losses[j], abs(j)))
+        assert chosen[0]["value"] == pytest.approx(start * 2.0 ** best_j, rel=1e-6)
+        assert chosen[0]["aux"] == len(steps) == T * len(cands)  # no candidate diverged here
+        assert [s["step"] for s in steps] == list(range(len(steps)))  # the trial comes first
+        assert all(s["q"] == 1 for s in steps)
+        # every candidate starts from the same weights on the same minibatch
+        firsts = {steps[k * T]["loss"] for k in range(len(cands))}
+        assert len(firsts) == 1
+        for j, loss in cands:
+            by_rate.setdefault(round(start * 2.0 ** j, 3), {})[start] = loss
+        regular = [s for s in run.steps if not s["trial"]]
+        assert regular[0]["step"] == len(steps) and regular[0]["lr"] == pytest.approx(chosen[0]["value"] * regular[0]["q"])
+    in_both = {rate: losses for rate, losses in by_rate.items() if len(losses) == 2}
+    assert in_both, "the two walks met no common rate"
+    for rate, losses in in_both.items():  # paired: the same rate scores the same loss from either start
+        assert losses[base] == losses[4 * base], (rate, losses)
+
+
+def test_lr_trial_defaults_and_limits(tmp_path, mlp_data):
+    """On by default for the adaptive schedulers with embedded data, off for fixed q and for a
+    stream; skipped when its worst case exceeds a quarter of the run; refused with a stream."""
+    from zoflash.training import spec
+    from zoflash.training.options import OptionsError
+    assert make_options().lr_trial_steps == spec.LR_TRIAL_STEPS
+    assert make_options(scheduler="fixed").lr_trial_steps == 0
+    assert make_options(data_source="stream").lr_trial_steps == 0
+    with pytest.raises(OptionsError, match="--lr-trial 8 needs --data-source embedded"):
+        make_options(data_source="stream", lr_trial=8)
+    # 64 steps x 5 candidates x 4 > 300 steps: no trial in a 300-step run
+    run = simulate(MLP, mlp_data, make_options(steps=300, eval_every=100, batch=8), tmp_path / "short.jsonl",
+                   engine="c", plot=False)
+    assert _trial(run) == ([], [], [])

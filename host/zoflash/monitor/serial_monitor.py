@@ -51,7 +51,7 @@ from zoflash.monitor.serialport import (
 )
 from zoflash.monitor.session import Session, SessionResult, assembled_arrays, assembled_best, weights_path_for
 
-CSV_COLUMNS = ("type", "step", "q", "state", "calibrating", "centre", "diverged", "lr", "loss", "m2", "v", "zero_frac",
+CSV_COLUMNS = ("type", "step", "q", "state", "calibrating", "centre", "diverged", "trial", "lr", "loss", "m2", "v", "zero_frac",
                "sat_frac", "accuracy", "correct", "count", "prefix_passes", "suffix_passes", "eval_passes", "time_s")
 MAX_BACKOFF = 2.0  # seconds between reconnection attempts, at most
 RECONNECT_TIMEOUT = 60.0  # seconds a lost port is retried before the monitor gives up
