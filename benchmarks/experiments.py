@@ -138,7 +138,8 @@ def run_one(spec: dict) -> dict:
         if not q_changes or q_changes[-1][1] != s["q"]:
             q_changes.append([prev, s["q"]])
         prev = s["prefix_passes"] + s["suffix_passes"]
-    lr_set = [e["value"] for e in events if e["kind"] == "lr"]
+    lr_set = [e["value"] for e in events if e["kind"] == "lr" and e["code"] == 0]  # the auto calibration
+    chosen = [e["value"] for e in events if e["kind"] == "lr" and e["code"] == 2]  # the lr trial's choice
     return dict(
         key=spec["key"], seed=spec["seed"],
         eval_passes=[e["prefix_passes"] + e["suffix_passes"] for e in evals],
@@ -146,7 +147,9 @@ def run_one(spec: dict) -> dict:
         final_acc=evals[-1]["accuracy"], prefix=res.done["prefix_passes"], suffix=res.done["suffix_passes"],
         steps=res.done["steps"], reason=res.done["reason"], q_changes=q_changes, final_q=steps[-1]["q"],
         rollbacks=sum(1 for e in events if e["kind"] == "rollback"),
-        lr1=lr_set[0] if lr_set else spec["lr"], final_lr=steps[-1]["lr"], wall_s=wall)
+        lr1=lr_set[0] if lr_set else spec["lr"], lr_chosen=chosen[0] if chosen else None, final_lr=steps[-1]["lr"],
+        trial_passes=max((s["prefix_passes"] + s["suffix_passes"] for s in steps if s["trial"]), default=0),
+        wall_s=wall)
 
 
 DECAY = "linear"  # the lr-decay baseline's --lr-decay
@@ -439,6 +442,7 @@ def plot_sweep(a: dict, out: Path) -> None:
 
 
 def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str) -> str:
+    from zoflash.training.spec import LR_TRIAL_STEPS
     cfg = a["cfg"]
     n = len(cfg.seeds)
     lines = [
@@ -462,7 +466,11 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
         f"({2 ** (max(cfg.grid) - min(cfg.grid))}x), extended by one step while the best mean final "
         f"accuracy sat at an edge (at most {EXTEND} per side), the best mean final accuracy picked per q. "
         f"Common lr: the auto lr_1 with lr_scaling fixed, the same lr at every q. adazeta, plateau, "
-        f"critical: defaults (lr auto, rho 4, linear scaling). q = 1 with lr decay: `--lr-decay {DECAY}` (the lr "
+        f"critical: defaults (lr auto, rho 4, linear scaling, and the lr trial: candidates lr_1·2^j of "
+        f"{LR_TRIAL_STEPS} steps at q = 1 from the same weights, picked by the validation loss; its passes "
+        f"count; at an explicit lr the trial starts from it). The fixed-q rows run without a trial "
+        f"(its default for fixed). The first-order row: `benchmarks/first_order.py`, full-batch Adam on the "
+        f"dequantized frozen features, lr and iteration picked by the validation split. q = 1 with lr decay: `--lr-decay {DECAY}` (the lr "
         f"falls linearly to 0 over the budget) at the tuned lr of fixed q = 1 (its search counted) and at the "
         f"auto lr."),
         "",
@@ -486,6 +494,13 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
         (f"| no adaptation | – | {pct(a['floor'])} | {100 * (a['floor'] - a['best_mean']):+.1f} "
         "| – | – | – | – | – | – | – | – |"),
     ]
+    fo = data.get("first_order") or {}
+    if "accuracy" in fo:  # benchmarks/first_order.py: one deterministic run, no seeds
+        lines.append(f"| first order (float backprop, same trainable set: the ceiling) | Adam {fo['lr']:g}, "
+                     f"{fo['iteration']} iterations (by validation) | {pct(fo['accuracy'])} | "
+                     f"{100 * (fo['accuracy'] - a['best_mean']):+.1f} | – | – | – | – | – | – | – | – |")
+    elif fo:
+        lines.append(f"| first order (float) | – | not measured: {fo['skipped']} | – | – | – | – | – | – | – | – | – |")
     for r in a["rows"]:
         reach = kpasses(r["reach"])
         if r["group"] == "tuned" or r["search"]:
@@ -585,7 +600,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         with make_executor(args.workers, args.cluster) as executor:
             data = run_experiments(cfg, args.task, executor, args.cluster or f"{args.workers} local")
-        cache.write_text(json.dumps(data))
+    if "first_order" not in data:  # the float ceiling on the same trainable set (deterministic, once)
+        from first_order import first_order_ceiling
+        task = TASKS[args.task]
+        data["first_order"] = first_order_ceiling(str(task.model), str(task.data), task.train)
+    cache.write_text(json.dumps(data))
     a = analyse(data)
     out_dir = args.write.parent if args.write else CACHE
     stem = args.write.stem if args.write else "experiments"

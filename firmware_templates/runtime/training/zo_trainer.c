@@ -310,7 +310,6 @@ static void send_event(const trainer_t *tr, uint32_t step, uint8_t kind, uint8_t
 typedef struct {
     uint32_t correct, saturated;
     float loss;
-    float loss_se; /* the standard error of the mean loss (the samples' spread / sqrt(n)) */
 } split_eval_t;
 
 /* One split in sample order: correct answers, mean loss, saturated logits.  Correct: the argmax
@@ -320,8 +319,8 @@ static split_eval_t evaluate_split(trainer_t *tr, const int8_t *x, const uint16_
                                    uint32_t n_samples)
 {
     const zo_train_model_t *m = tr->m;
-    float loss_sum = 0.0f, sq_sum = 0.0f;
-    split_eval_t r = { 0u, 0u, 0.0f, 0.0f };
+    float loss_sum = 0.0f;
+    split_eval_t r = { 0u, 0u, 0.0f };
     const float *target = batch_target(m, 0); /* the minibatch's row 0 is reloaded at the next step */
     for (uint32_t n = 0; n < n_samples; ++n) {
         memcpy(m->input, x + (size_t)n * (size_t)m->input_bytes, (size_t)m->input_bytes);
@@ -334,16 +333,10 @@ static split_eval_t evaluate_split(trainer_t *tr, const int8_t *x, const uint16_
         } else {
             r.correct += (zo_argmax_s8(m->logits, m->classes) == (int32_t)label) ? 1u : 0u;
         }
-        const float l = sample_loss(m, label, target);
-        loss_sum += l;
-        sq_sum += l * l;
+        loss_sum += sample_loss(m, label, target);
         r.saturated += count_saturated(m, label, target);
     }
     r.loss = loss_sum / (float)n_samples;
-    if (n_samples > 1u) {
-        const float var = (sq_sum - (float)n_samples * r.loss * r.loss) / (float)(n_samples - 1u);
-        r.loss_se = (var > 0.0f) ? sqrtf(var / (float)n_samples) : 0.0f;
-    }
     tr->eval_passes += n_samples;
     return r;
 }
@@ -1107,6 +1100,15 @@ static float lr_trial_candidate(trainer_t *tr, uint32_t *t, uint32_t t0, float l
     return evaluate_split(tr, tr->m->x_val, tr->m->y_val, tr->m->t_val, tr->m->n_val).loss;
 }
 
+/* lr1 * 2^j, exact (no libm call on the device) */
+static float times_pow2(float lr1, int32_t j)
+{
+    for (int32_t k = 0; k < (j > 0 ? j : -j); ++k) {
+        lr1 = lr1 * (j > 0 ? 2.0f : 0.5f);
+    }
+    return lr1;
+}
+
 static void lr_trial(trainer_t *tr, uint32_t *t)
 {
     const uint32_t t0 = *t;
@@ -1117,7 +1119,7 @@ static void lr_trial(trainer_t *tr, uint32_t *t)
     send_event(tr, t0, ZO_TM_EV_LR, ZO_TM_LR_TRIAL, state, state, 1u, 1u, best, 0u);
     for (int32_t dir = 1; dir >= -1; dir -= 2) {
         for (int32_t j = dir; j * dir <= (int32_t)ZO_LR_TRIAL_MAX_MOVES; j += dir) {
-            const float lr1 = ldexpf(base, (int)j);
+            const float lr1 = times_pow2(base, j);
             const float loss = lr_trial_candidate(tr, t, t0, lr1);
             send_event(tr, t0, ZO_TM_EV_LR, ZO_TM_LR_TRIAL, state, state, 1u, 1u, loss, (uint32_t)j);
             if (!(loss < best)) {
@@ -1133,7 +1135,7 @@ static void lr_trial(trainer_t *tr, uint32_t *t)
     snapshot_copy(tr->m, 1);
     tr->sat_run = 0u;
     tr->zero_run = 0u;
-    tr->lr1 = ldexpf(base, (int)best_j);
+    tr->lr1 = times_pow2(base, best_j);
     send_event(tr, *t - 1u, ZO_TM_EV_LR, ZO_TM_LR_CHOSEN, state, state, 1u, 1u, tr->lr1, *t - t0);
 }
 /* --- end lr trial */
@@ -1220,9 +1222,7 @@ int zo_train_step(void)
         const split_eval_t val = evaluate(tr, done);
         const float loss = val.loss;
         r->last_eval = 1;
-        /* above guard_loss x the best by more than ZO_GUARD_LOSS_Z standard errors: not noise */
-        if (!calibrating && cfg->guard_loss > 0.0f
-            && loss > r->best_loss * cfg->guard_loss + (float)ZO_GUARD_LOSS_Z * val.loss_se) {
+        if (!calibrating && cfg->guard_loss > 0.0f && loss > r->best_loss * cfg->guard_loss) {
             /* the validation loss ran away from the best so far: back to the best state */
             rollback(tr);
             ++r->rollbacks;

@@ -99,8 +99,6 @@ typedef enum { ZO_LR_DECAY_NONE = 0, ZO_LR_DECAY_LINEAR = 1, ZO_LR_DECAY_STEP = 
  * 1 / ZO_LR_TRIAL_SHARE of the run's budget or steps */
 #define ZO_LR_TRIAL_MAX_MOVES 3u
 #define ZO_LR_TRIAL_SHARE 4u
-/* the validation-loss guard fires only this many standard errors above guard_loss x the best */
-#define ZO_GUARD_LOSS_Z 2
 
 typedef struct {
     uint32_t seed;

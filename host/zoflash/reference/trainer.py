@@ -197,19 +197,11 @@ class ReferenceTrainer:
                            q_from=q_from, q_to=q_to, value=value, aux=aux)
 
     def _evaluate_split(self, x: np.ndarray, y: np.ndarray, targets: np.ndarray | None) -> tuple[int, np.float32, int]:
-        """Correct answers, mean loss and saturated logits of one split, samples in order (the
-        standard error of the mean loss in self.loss_se)."""
+        """Correct answers, mean loss and saturated logits of one split, samples in order."""
         out = self._outputs({self.input_root: x.reshape(len(x), -1)}, 0)
-        total = sq = F32(0.0)
+        total = F32(0.0)
         for v in self._loss(out, y, targets):
             total = F32(total + v)
-            sq = F32(sq + F32(v * v))
-        n = len(y)
-        mean = F32(total / F32(n))
-        self.loss_se = F32(0)
-        if n > 1:
-            var = F32(F32(sq - F32(F32(F32(n) * mean) * mean)) / F32(n - 1))
-            self.loss_se = F32(np.sqrt(F32(var / F32(n)))) if var > 0 else F32(0)
         if self.loss == "sigmoid-bce":  # sigmoid(x) > 0.5 is class 1
             correct = int(np.count_nonzero((out[:, 0].astype(np.int32) > self.plan.logits_zp) == (y != 0)))
         elif self.loss == "mse":  # no accuracy
@@ -217,7 +209,7 @@ class ReferenceTrainer:
         else:
             correct = int(np.count_nonzero(zm.argmax(out) == y))
         self.eval_passes += len(y)
-        return correct, mean, self._saturated(out, y, targets)
+        return correct, F32(total / F32(len(y))), self._saturated(out, y, targets)
 
     def _evaluate(self, steps_done: int) -> tuple[bytes, np.float32, int]:
         """The eval frame (validation, then test), the validation loss and its saturated logits:
@@ -225,7 +217,6 @@ class ReferenceTrainer:
         mse = self.loss == "mse"
         d = self.data
         v_correct, v_loss, v_sat = self._evaluate_split(d.x_val, d.y_val, self.t_val if mse else None)
-        self.val_loss_se = self.loss_se
         correct, loss, _ = self._evaluate_split(d.x_test, d.y_test, self.t_test if mse else None)
         n, n_val = len(d.y_test), len(d.y_val)
         return self._frame("eval", step=steps_done, correct=correct, count=n, accuracy=F32(correct) / F32(n),
@@ -490,9 +481,7 @@ class ReferenceTrainer:
                 frame, loss, eval_sat = self._evaluate(t)
                 yield frame
                 last_eval = True
-                # above guard_loss x the best by more than GUARD_LOSS_Z standard errors: not noise
-                if not calibrating and o.guard_loss > 0 and \
-                        loss > F32(F32(best_loss * F32(o.guard_loss)) + F32(F32(spec.GUARD_LOSS_Z) * self.val_loss_se)):
+                if not calibrating and o.guard_loss > 0 and loss > F32(best_loss * F32(o.guard_loss)):
                     rollback()  # the validation loss ran away from the best so far
                     last_eval = False  # the weights changed: a run ending here evaluates them again
                     yield self._event(t - 1, EVENT_ROLLBACK, ROLLBACK_LOSS, state, state, q, q, lr1, snapshot_step)

@@ -117,10 +117,6 @@ LR_DECAY_IDS = {name: i for i, name in enumerate(LR_DECAYS)}
 LR_TRIAL_STEPS = 64          # the default for the adaptive schedulers with embedded data
 LR_TRIAL_MAX_MOVES = 3       # ZO_LR_TRIAL_MAX_MOVES
 LR_TRIAL_SHARE = 4           # ZO_LR_TRIAL_SHARE
-# The validation-loss guard rolls back only above guard_loss x the best by more than this many
-# standard errors of the validation mean (ZO_GUARD_LOSS_Z; issue 13: on a 40-sample split the
-# noise alone crossed 1.5 x the best and halved the lr 4 times a run)
-GUARD_LOSS_Z = 2
 # --- end lr trial
 # Training losses (zo_loss_t; the hello frame's `loss`), of the dequantized int8 output
 # x = scale * (q - zero_point): softmax-ce (zo_cross_entropy_s8, labels 0..classes-1),
