@@ -119,7 +119,7 @@ def expected_record(kind: str, fields: dict) -> dict:
         if name == "time_us":
             rec["time_s"] = v / 1e6
         elif name == "flags":
-            rec.update(calibrating=bool(v & 1), centre=bool(v & 2), diverged=bool(v & 4))
+            rec.update(calibrating=bool(v & 1), centre=bool(v & 2), diverged=bool(v & 4), trial=bool(v & 8))
         elif name.startswith("state"):
             rec[name] = STATES[v] if v < len(STATES) else f"STATE{v}"
         elif name in ENUMS:

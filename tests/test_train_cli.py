@@ -26,7 +26,7 @@ FIELDS = {
     "hello": {"seed", "batch", "classes", "n_train", "n_test", "trainable_params", "scheduler", "rounding",
               "density_log2", "lr_auto", "lr", "max_steps", "budget", "q_max", "n_tensors", "model_sha256_prefix",
               "loss_kind"},
-    "step": {"step", "q", "state", "calibrating", "centre", "diverged", "lr", "loss", "m2", "v", "zero_frac",
+    "step": {"step", "q", "state", "calibrating", "centre", "diverged", "trial", "lr", "loss", "m2", "v", "zero_frac",
              "sat_frac", "prefix_passes", "suffix_passes", "time_s"},
     "eval": {"step", "correct", "count", "accuracy", "loss", "prefix_passes", "suffix_passes", "eval_passes",
              "time_s", "val_correct", "val_count", "val_accuracy", "val_loss"},
