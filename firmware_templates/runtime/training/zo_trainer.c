@@ -433,6 +433,15 @@ static void update_all(const trainer_t *tr, uint32_t t, uint32_t q, float lr)
     }
 }
 
+/* The saturation and dead-zone runs after a step; 1 when either reached guard_steps. */
+static int guard_tripped(trainer_t *tr, const step_stats_t *st)
+{
+    const zo_train_config_t *cfg = tr->cfg;
+    tr->sat_run = (st->sat_frac >= cfg->guard_sat) ? tr->sat_run + 1u : 0u;
+    tr->zero_run = (st->zero_frac >= cfg->guard_zero) ? tr->zero_run + 1u : 0u;
+    return tr->sat_run >= cfg->guard_steps || tr->zero_run >= cfg->guard_steps;
+}
+
 /* ---- the run -------------------------------------------------------------------------------- */
 
 static void send_hello(const trainer_t *tr)
@@ -1084,9 +1093,7 @@ static float lr_trial_candidate(trainer_t *tr, uint32_t *t, uint32_t t0, float l
     for (uint32_t i = 0; i < cfg->lr_trial_steps; ++i) {
         const step_stats_t st = run_step(tr, t0 + i, 1u, 0);
         update_all(tr, t0 + i, 1u, lr);
-        tr->sat_run = (st.sat_frac >= cfg->guard_sat) ? tr->sat_run + 1u : 0u;
-        tr->zero_run = (st.zero_frac >= cfg->guard_zero) ? tr->zero_run + 1u : 0u;
-        const int diverged = tr->sat_run >= cfg->guard_steps || tr->zero_run >= cfg->guard_steps;
+        const int diverged = guard_tripped(tr, &st);
         zo_tm_step_t rec = { *t, 1u, (uint8_t)zo_sched_state(&tr->sched),
                              (uint8_t)(ZO_TM_FLAG_TRIAL | (diverged ? ZO_TM_FLAG_DIVERGED : 0u)),
                              lr, st.loss, st.m2, st.v, st.zero_frac, st.sat_frac,
@@ -1161,7 +1168,7 @@ int zo_train_step(void)
         return 1;
     }
     if (t == calib && cfg->lr_trial_steps != 0u && m->stream == NULL && lr_trial_fits(tr)) {
-        lr_trial(tr, &r->t); /* the whole trial in this call: it ends where it started */
+        lr_trial(tr, &r->t); /* the whole trial in this call; the weights end as they began */
         return 0;
     }
     const int calibrating = t < calib;
@@ -1176,9 +1183,7 @@ int zo_train_step(void)
     /* guard: a collapsed head (saturated logits, no loss differences) rolls back */
     int diverged = 0;
     if (!calibrating) {
-        tr->sat_run = (st.sat_frac >= cfg->guard_sat) ? tr->sat_run + 1u : 0u;
-        tr->zero_run = (st.zero_frac >= cfg->guard_zero) ? tr->zero_run + 1u : 0u;
-        if (tr->sat_run >= cfg->guard_steps || tr->zero_run >= cfg->guard_steps) {
+        if (guard_tripped(tr, &st)) {
             diverged = 1;
             rollback(tr);
             ++r->rollbacks;

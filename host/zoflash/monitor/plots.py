@@ -35,10 +35,11 @@ def plot_run(records: list[dict], out: str | Path, title: str = "") -> Path | No
     axes[0].plot(ex, [r["loss"] for r in evals], "o-", ms=3, label="test loss")
     if evals and all("val_loss" in r for r in evals):
         axes[0].plot(ex, [r["val_loss"] for r in evals], "s--", ms=3, label="validation loss")
-    trial = [xi for xi, r in zip(x, steps) if r.get("trial")]
+    trial = [k for k, r in enumerate(steps) if r.get("trial")]
     if trial:  # the lr trial's candidates restart from the same weights: shade them apart
+        start = x[trial[0] - 1] if trial[0] > 0 else 0
         for ax in axes:
-            ax.axvspan(0, max(trial), color="0.85", zorder=0, label="lr trial" if ax is axes[0] else None)
+            ax.axvspan(start, x[trial[-1]], color="0.85", zorder=0, label="lr trial" if ax is axes[0] else None)
     axes[0].set_ylabel("loss")
     axes[0].legend(fontsize=8)
     if accuracy:

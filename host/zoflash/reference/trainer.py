@@ -332,20 +332,14 @@ class ReferenceTrainer:
         snapshot's again."""
         o, t0, state = self.opts, t, self.sched.state
 
-        def restore():
-            self.values = [v.copy() for v in snapshot[0]]
-            self.residual = [None if r is None else r.copy() for r in snapshot[1]]
-
         def candidate(lr: np.float32) -> np.float32:
             nonlocal t
-            restore()
+            self._restore(snapshot)
             sat_run = zero_run = 0
             for i in range(o.lr_trial_steps):
                 st = self._step(t0 + i, 1, False)
                 self._update(t0 + i, 1, lr)
-                sat_run = sat_run + 1 if st["sat_frac"] >= F32(o.guard_sat) else 0
-                zero_run = zero_run + 1 if st["zero_frac"] >= F32(o.guard_zero) else 0
-                diverged = sat_run >= o.guard_steps or zero_run >= o.guard_steps
+                sat_run, zero_run, diverged = self._guard_runs(st, sat_run, zero_run)
                 frames.append(self._frame("step", step=t, q=1, state=state,
                                           flags=FLAG["trial"] | (FLAG["diverged"] if diverged else 0), lr=lr,
                                           loss=st["loss"], m2=st["m2"], v=st["v"], zero_frac=st["zero_frac"],
@@ -371,10 +365,21 @@ class ReferenceTrainer:
                 best, best_j = loss, j
             if best_j != 0:
                 break
-        restore()
+        self._restore(snapshot)
         chosen = F32(lr1 * F32(2.0 ** best_j))
         frames.append(self._event(t - 1, EVENT_LR, LR_CHOSEN, state, state, 1, 1, chosen, t - t0))
         return t, chosen
+
+    def _restore(self, snapshot: tuple) -> None:
+        self.values = [v.copy() for v in snapshot[0]]
+        self.residual = [None if r is None else r.copy() for r in snapshot[1]]
+
+    def _guard_runs(self, st: dict, sat_run: int, zero_run: int) -> tuple[int, int, bool]:
+        """The saturation and dead-zone runs after a step, and whether either reached guard_steps."""
+        o = self.opts
+        sat_run = sat_run + 1 if st["sat_frac"] >= F32(o.guard_sat) else 0
+        zero_run = zero_run + 1 if st["zero_frac"] >= F32(o.guard_zero) else 0
+        return sat_run, zero_run, sat_run >= o.guard_steps or zero_run >= o.guard_steps
 
     def _snapshot(self) -> tuple:
         return [v.copy() for v in self.values], [None if r is None else r.copy() for r in self.residual]
@@ -414,8 +419,7 @@ class ReferenceTrainer:
 
         def rollback():
             nonlocal lr1, sat_run, zero_run, rollbacks
-            self.values = [v.copy() for v in snapshot[0]]
-            self.residual = [None if r is None else r.copy() for r in snapshot[1]]
+            self._restore(snapshot)
             lr1 = F32(lr1 * F32(0.5))
             sat_run = zero_run = 0
             rollbacks += 1
@@ -444,10 +448,8 @@ class ReferenceTrainer:
                 self._update(t, q, lr)
             diverged = False
             if not calibrating:
-                sat_run = sat_run + 1 if st["sat_frac"] >= F32(o.guard_sat) else 0
-                zero_run = zero_run + 1 if st["zero_frac"] >= F32(o.guard_zero) else 0
-                if sat_run >= o.guard_steps or zero_run >= o.guard_steps:
-                    diverged = True
+                sat_run, zero_run, diverged = self._guard_runs(st, sat_run, zero_run)
+                if diverged:
                     rollback()
             flags = ((FLAG["calibrating"] if calibrating else 0) | (FLAG["centre"] if centre else 0)
                      | (FLAG["diverged"] if diverged else 0))
