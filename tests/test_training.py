@@ -215,10 +215,11 @@ def _trial(run):
     return cands, chosen, [s for s in run.steps if s["trial"]]
 
 
-def test_lr_trial_walks_paired_candidates_and_keeps_the_best(tmp_path, mlp_data):
+def test_lr_trial_walks_paired_candidates_and_backs_off_from_the_best(tmp_path, mlp_data):
     """Candidates lr_1 * 2^j train T steps each from the same weights on the same minibatches:
     the same absolute rate scores the same validation loss whatever lr_1 it started from; j walks
-    up from 0 while the loss falls, else down; the lowest loss is chosen."""
+    up from 0 while the loss falls, else down; training runs at the lowest loss's rate / 2^backoff."""
+    from zoflash.training import spec
     T, base = 8, 100.0
     runs = {}
     for start in (base, 4 * base):
@@ -234,7 +235,7 @@ def test_lr_trial_walks_paired_candidates_and_keeps_the_best(tmp_path, mlp_data)
         assert up == list(range(1, len(up) + 1)) and [j for j in js if j < 0] == list(range(-1, -(len(js) - len(up)), -1))
         losses = dict(cands)
         best_j = min(losses, key=lambda j: (losses[j], abs(j)))
-        assert chosen[0]["value"] == pytest.approx(start * 2.0 ** best_j, rel=1e-6)
+        assert chosen[0]["value"] == pytest.approx(start * 2.0 ** (best_j - spec.LR_TRIAL_BACKOFF), rel=1e-6)
         assert chosen[0]["aux"] == len(steps) == T * len(cands)  # no candidate diverged here
         assert [s["step"] for s in steps] == list(range(len(steps)))  # the trial comes first
         assert all(s["q"] == 1 for s in steps)

@@ -1070,7 +1070,8 @@ int zo_train_checkpoint_put(const uint8_t *image, uint32_t n)
  * comparison is paired), and are judged by the validation loss after them.  j walks from 0 up
  * while the loss improves, else down, at most ZO_LR_TRIAL_MAX_MOVES either way.  The weights
  * are then put back (the snapshot still holds them: nothing has moved before) and training
- * starts at the chosen lr_1.  The steps are reported (ZO_TM_FLAG_TRIAL) and counted. */
+ * starts at the best candidate's lr_1 / 2^ZO_LR_TRIAL_BACKOFF: the best rate over T steps from
+ * the start is larger than the best over the whole run (short-horizon bias).  The steps are reported (ZO_TM_FLAG_TRIAL) and counted. */
 static int lr_trial_fits(const trainer_t *tr)
 {
     const zo_train_config_t *cfg = tr->cfg;
@@ -1142,7 +1143,7 @@ static void lr_trial(trainer_t *tr, uint32_t *t)
     snapshot_copy(tr->m, 1);
     tr->sat_run = 0u;
     tr->zero_run = 0u;
-    tr->lr1 = times_pow2(base, best_j);
+    tr->lr1 = times_pow2(base, best_j - ZO_LR_TRIAL_BACKOFF); /* the short-horizon best is too greedy */
     send_event(tr, *t - 1u, ZO_TM_EV_LR, ZO_TM_LR_CHOSEN, state, state, 1u, 1u, tr->lr1, *t - t0);
 }
 /* --- end lr trial */

@@ -99,6 +99,8 @@ typedef enum { ZO_LR_DECAY_NONE = 0, ZO_LR_DECAY_LINEAR = 1, ZO_LR_DECAY_STEP = 
  * 1 / ZO_LR_TRIAL_SHARE of the run's budget or steps */
 #define ZO_LR_TRIAL_MAX_MOVES 3u
 #define ZO_LR_TRIAL_SHARE 4u
+/* ... and training runs at the best candidate's rate / 2^ZO_LR_TRIAL_BACKOFF (short-horizon bias) */
+#define ZO_LR_TRIAL_BACKOFF 1
 
 typedef struct {
     uint32_t seed;

@@ -366,7 +366,7 @@ class ReferenceTrainer:
             if best_j != 0:
                 break
         self._restore(snapshot)
-        chosen = F32(lr1 * F32(2.0 ** best_j))
+        chosen = F32(lr1 * F32(2.0 ** (best_j - spec.LR_TRIAL_BACKOFF)))  # the short-horizon best is too greedy
         frames.append(self._event(t - 1, EVENT_LR, LR_CHOSEN, state, state, 1, 1, chosen, t - t0))
         return t, chosen
 

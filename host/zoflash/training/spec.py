@@ -112,11 +112,14 @@ LR_DECAY_IDS = {name: i for i, name in enumerate(LR_DECAYS)}
 # --- end lr decay
 # --- lr trial (issue 13): before training, candidates lr_1 * 2^j (|j| <= LR_TRIAL_MAX_MOVES) train
 # lr_trial steps at q = 1 from the same weights on the same minibatches; the lowest validation loss
-# picks lr_1 (docs/training.md "lr trial").  It runs only when its worst case, LR_TRIAL_MAX_MOVES + 2
-# candidates, is at most 1 / LR_TRIAL_SHARE of the budget (or of the steps).
+# picks the best candidate, and training runs at that rate / 2^LR_TRIAL_BACKOFF: the best rate over
+# a short horizon is larger than the best over the whole run (docs/training.md "lr trial").  It runs
+# only when its worst case, LR_TRIAL_MAX_MOVES + 2 candidates, is at most 1 / LR_TRIAL_SHARE of the
+# budget (or of the steps).
 LR_TRIAL_STEPS = 64          # the default for the adaptive schedulers with embedded data
 LR_TRIAL_MAX_MOVES = 3       # ZO_LR_TRIAL_MAX_MOVES
 LR_TRIAL_SHARE = 4           # ZO_LR_TRIAL_SHARE
+LR_TRIAL_BACKOFF = 1         # ZO_LR_TRIAL_BACKOFF: the chosen lr_1 is the best candidate's / 2^this
 # --- end lr trial
 # Training losses (zo_loss_t; the hello frame's `loss`), of the dequantized int8 output
 # x = scale * (q - zero_point): softmax-ce (zo_cross_entropy_s8, labels 0..classes-1),
