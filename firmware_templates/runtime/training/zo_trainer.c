@@ -1071,7 +1071,8 @@ int zo_train_checkpoint_put(const uint8_t *image, uint32_t n)
  * while the loss improves, else down, at most ZO_LR_TRIAL_MAX_MOVES either way.  The weights
  * are then put back (the snapshot still holds them: nothing has moved before) and training
  * starts at the best candidate's lr_1 / 2^ZO_LR_TRIAL_BACKOFF: the best rate over T steps from
- * the start is larger than the best over the whole run (short-horizon bias).  The steps are reported (ZO_TM_FLAG_TRIAL) and counted. */
+ * the start is larger than the best over the whole run (short-horizon bias).  The steps are
+ * reported (ZO_TM_FLAG_TRIAL) and counted. */
 static int lr_trial_fits(const trainer_t *tr)
 {
     const zo_train_config_t *cfg = tr->cfg;
