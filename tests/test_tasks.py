@@ -12,7 +12,8 @@ import pytest
 from conftest import FIXTURES
 from zoflash import api
 from zoflash.cli import main
-from zoflash.targets.budget import BudgetError
+from zoflash.targets import boards
+from zoflash.targets.budget import section_sizes
 from zoflash.targets.simulate import simulate
 from zoflash.training.options import make_options
 
@@ -68,20 +69,26 @@ def test_vision_head_training_fits_the_stm32n6(tmp_path):
     assert plan is not None
 
 
-def test_vision_block_training_is_refused_on_the_stm32n6_image(tmp_path):
-    """161k trainable parameters: their initial values (with the code and kernel parameters) are
-    more than the 255 KiB image region, with either boot mode; the plan says so before compiling."""
+def test_vision_block_training_fits_the_stm32n6_in_both_boot_modes():
+    """161k trainable parameters: their pretrained values go with the constant weights (not into
+    the 255 KiB image region with the code) and their RAM copy with the RAM data."""
     opts = make_options(train=VISION_SETTINGS["block"])
-    for boot in ("dev", "flash"):
-        with pytest.raises(BudgetError, match="region IMAGE"):
-            api.plan_memory(VISION[0], "stm32n6570-dk", VISION[1], options=opts, boot=boot)
+    for boot, weights in (("dev", "AXISRAM2"), ("flash", "XSPI2_NOR")):
+        plan = api.plan_memory(VISION[0], "stm32n6570-dk", VISION[1], options=opts, boot=boot)
+        assert plan.board.placement["weights"] == weights and plan.board.placement["data"] == "RAM", boot
 
 
 @pytest.mark.cross
-def test_vision_head_training_links_for_the_stm32n6(tmp_path, capsys):
+@pytest.mark.parametrize("setting, boot", [("head", "dev"), ("block", "dev"), ("block", "flash")])
+def test_vision_training_links_for_the_stm32n6(tmp_path, capsys, setting, boot):
     assert main(["build", "--board", "stm32n6", "--model", str(VISION[0]), "--data", str(VISION[1]),
-                 "--steps", "3", "--out", str(tmp_path / "b")]) == 0
-    assert (tmp_path / "b" / "build" / "fmnist_mbv2.elf").is_file()
+                 "--train", VISION_SETTINGS[setting], "--boot", boot, "--steps", "3", "--out", str(tmp_path / "b")]) == 0
+    elf = tmp_path / "b" / "build" / "fmnist_mbv2.elf"
+    sections = {name: (addr, size) for name, size, addr in section_sizes("arm-none-eabi-size", elf)}
+    board = boards.load_board("stm32n6570-dk")
+    trainable = sections[".trainable"]  # the RAM copy of the trained tensors, nothing loaded there
+    assert board.region("RAM").origin <= trainable[0] and trainable[0] + trainable[1] <= board.region("RAM").end
+    assert trainable[1] >= (161_290 if setting == "block" else 12_810)
 
 
 @pytest.mark.cc

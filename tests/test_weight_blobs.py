@@ -69,12 +69,30 @@ def test_large_constants_are_slices_of_the_bundles_binary_files(tmp_path):
         (tmp_path / "b" / "Makefile").read_text()
 
 
-def test_trainable_tensors_stay_c_arrays_in_ram(tmp_path):
+def test_trainable_tensors_live_in_ram_and_start_from_read_only_pretrained_values(tmp_path):
+    """Each trained tensor is an uninitialised RAM array that <prefix>_init fills from a read-only
+    copy of its pretrained values, linked like any constant (a slice when large): the copy goes
+    with the weights, not into the code region as .data's initial values would."""
     api.generate(FIXTURES / "mlp.tflite", "host", tmp_path / "b", prefix="m",
                  data_path=tiny_dataset(tmp_path / "tiny.npz"), options=validate(TrainOptions(train="all")))
     weights_c = (tmp_path / "b" / "m_weights.c").read_text()
-    assert not slices(weights_c), "every constant tensor trains: none is read-only"
-    assert re.search(r"^int8_t m_t\d+\[2048\] ZO_TRAIN_ATTR = \{", weights_c, re.M)
+    model_c = (tmp_path / "b" / "m.c").read_text()
+    in_ram = dict(re.findall(r"^(?:int8_t|int32_t) (m_t\d+)\[(\d+)\] ZO_TRAIN_ATTR;$", weights_c, re.M))
+    assert in_ram and "ZO_TRAIN_ATTR = {" not in weights_c
+    blobs = slices(weights_c)
+    data = (tmp_path / "b" / "m_weights.bin").read_bytes()
+    graph = api.compile_model(api.load_model(FIXTURES / "mlp.tflite")).graph
+    for name, n in in_ram.items():
+        assert f"memcpy({name}, {name}_pretrained, sizeof {name});" in model_c
+        t = graph.tensors[int(name[3:])]
+        expected = np.clip(t.data, -126, 126) if t.dtype == "int8" else t.data  # eps = 1: +-(127 - eps)
+        assert t.data.size == int(n)
+        if f"{name}_pretrained" in blobs:
+            _, offset, nbytes = blobs[f"{name}_pretrained"]
+            assert data[offset:offset + nbytes] == little_endian(expected), name
+        else:
+            assert re.search(rf"^const \w+ {name}_pretrained\[{n}\] ZO_CONST_ATTR = \{{", weights_c, re.M), name
+    assert any(f"{name}_pretrained" in blobs for name in in_ram)  # the 2048-weight layer is a slice
 
 
 def _symbols(elf) -> dict[str, int]:

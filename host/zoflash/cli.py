@@ -195,7 +195,7 @@ def _say_training_memory(training: dict) -> None:
 
         _say(f"requant {describe(training['headroom'])}")
     _say(f"RAM     training beyond inference {training['memory_beyond_inference_bytes']} bytes: trainable tensors "
-         f"moved from flash {mem['trainable_bytes_in_ram']}, residuals {mem['residual_bytes']}, feature cache "
+         f"(their RAM copy) {mem['trainable_bytes_in_ram']}, residuals {mem['residual_bytes']}, feature cache "
          f"{mem['feature_cache_bytes']}, statistics {mem['statistics_bytes']}, snapshot {mem['snapshot_bytes']}")
     if mem.get("stream_buffer_bytes"):
         ds = training["data_source"]

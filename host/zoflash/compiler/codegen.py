@@ -84,7 +84,6 @@ class CArray:
     name: str
     values: np.ndarray
     comment: str = ""
-    qualifier: str = "const "  # "" for trainable tensors (in RAM)
     attribute: str = "ZO_CONST_ATTR"
 
     @property
@@ -148,7 +147,7 @@ def as_blob(array: CArray, prefix: str) -> Blob | None:
     """A constant array large enough to link from a binary file, as a Blob named under the model's
     prefix (a global symbol: models linked together must not clash); None to keep it as text."""
     values = np.ascontiguousarray(array.values)
-    if array.qualifier != "const " or values.nbytes < BLOB_MIN_BYTES:
+    if values.nbytes < BLOB_MIN_BYTES:
         return None
     name = array.name if array.name.startswith(prefix + "_") else f"{prefix}_{array.name}"
     return Blob(array.ctype, name, values.astype(values.dtype.newbyteorder("<"), copy=False).tobytes(),
@@ -183,6 +182,10 @@ class _Names:
 
     def constant(self, index: int) -> str:
         return f"{self.prefix}_t{index}"
+
+    def pretrained(self, index: int) -> str:
+        """The read-only initial values of trainable tensor `index` (copied to RAM by <prefix>_init)."""
+        return f"{self.prefix}_t{index}_pretrained"
 
     def params(self, step_no: int) -> str:
         return f"op{step_no}"
@@ -288,22 +291,24 @@ def render_context(model: CompiledModel, prefix: str, source_name: str, source_s
     names = _Names(prefix)
     g = model.graph
     trainable = trainable or {}
-    constants, weight_blobs = [], []
+    constants, weight_blobs, in_ram = [], [], []
     for r in model.constants:
         t = g.tensors[r]
         q = ""
         if t.quant is not None:
             q = f", {len(t.quant.scales)} scale(s), axis {t.quant.axis}" if t.quant.per_channel \
                 else f", scale {t.quant.scale:.9g}, zero point {t.quant.zero_point}"
-        if r in trainable:
-            constants.append(CArray(_ctype(t.dtype), names.constant(r), trainable[r],
-                                    c_comment(f"'{t.name}' {t.dtype}{list(t.shape)}{q}, trainable"),
-                                    qualifier="", attribute="ZO_TRAIN_ATTR"))
-        else:
-            array = CArray(_ctype(t.dtype), names.constant(r), t.data,
-                           c_comment(f"'{t.name}' {t.dtype}{list(t.shape)}{q}"))
-            blob = as_blob(array, prefix)
-            (weight_blobs if blob else constants).append(blob or array)
+        about = f"'{t.name}' {t.dtype}{list(t.shape)}{q}"
+        cname, values = names.constant(r), t.data
+        if r in trainable:  # in RAM, filled by <prefix>_init from a read-only copy placed with the weights
+            cname, values = names.pretrained(r), trainable[r]
+            ram = CArray(_ctype(t.dtype), names.constant(r), values, c_comment(f"{about}, trainable"),
+                         attribute="ZO_TRAIN_ATTR")
+            in_ram.append(dict(array=ram, pretrained=cname))
+            about = f"pretrained values of {ram.name}: {about}"
+        array = CArray(_ctype(t.dtype), cname, values, c_comment(about))
+        blob = as_blob(array, prefix)
+        (weight_blobs if blob else constants).append(blob or array)
     calls = [_step_call(model, names, n, s) for n, s in enumerate(model.program.steps)]
     param_blobs = [b for call in calls for b in call.blobs]
     blob_files = {name: pack_blobs(blobs, name) for name, blobs in (
@@ -325,6 +330,7 @@ def render_context(model: CompiledModel, prefix: str, source_name: str, source_s
         weights_bytes=model.weights_bytes,
         constants=constants,
         weight_blobs=weight_blobs,
+        trainable=in_ram,
         blob_files=blob_files,
         calls=calls,
         inputs=_io(model, names, g.inputs),

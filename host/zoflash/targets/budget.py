@@ -200,8 +200,7 @@ def _items(board: Board, model, training=None) -> list[tuple[str, str, int]]:
     trainable = mem["trainable_bytes_in_ram"]
     work = mem["residual_bytes"] + mem["feature_cache_bytes"] + mem["statistics_bytes"] + mem["snapshot_bytes"]
     items += [("code", "code (estimate)", port.code_bytes),
-              ("code", "RAM data initial values", trainable),
-              ("weights", "constant weights", model.weights_bytes - trainable),
+              ("weights", "constant weights", model.weights_bytes),
               ("train_data", "training data", _embedded_data_bytes(training)),
               ("rodata", "bias perturbation sizes", mem["eps_bytes"]),
               ("rodata", "kernel parameters", _kernel_params(model)),
@@ -265,7 +264,8 @@ SECTIONS = {
     ".weights": ("weights", "constant weights"),
     ".train_data": ("train_data", "training data"),
     ".rodata": ("rodata", "read-only data"),
-    ".data": ("data", "RAM data (incl. trainable weights)"),
+    ".data": ("data", "RAM data"),
+    ".trainable": ("data", "trainable weights"),
     ".arena": ("arena", "arena"),
     ".bss": ("bss", "zero-initialised RAM (training state)"),
     ".stack": ("stack", "stack"),

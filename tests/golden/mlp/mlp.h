@@ -20,7 +20,8 @@ extern "C" {
 extern const zo_io_desc_t mlp_inputs[1];
 extern const zo_io_desc_t mlp_outputs[1];
 
-/* Prepares the model and resets its state; returns 0. Call once before anything else. */
+/* Prepares the model and resets its state (and puts the pretrained values into the weights a
+ * training build trains in RAM); returns 0. Call once before anything else. */
 int mlp_init(void);
 
 /* Re-initialises the model's state (variable tensors, MLP_STATE_BYTES bytes), as TFLM's
