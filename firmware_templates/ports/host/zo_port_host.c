@@ -164,3 +164,82 @@ uint32_t zo_port_checkpoint_load(uint32_t offset, uint8_t *data, uint32_t n)
     fclose(f);
     return got;
 }
+
+/* Prefix memo (zo_port.h): the frozen prefix's boundary of every embedded sample, computed once
+ * per run; a simulation step then costs the suffix only.  Open addressing on the sample's
+ * address, at most half full.  ZOFLASH_NO_PREFIX_MEMO (set, any value) turns it off: the tests
+ * run both ways and compare. */
+#define MEMO_OFF_ENV "ZOFLASH_NO_PREFIX_MEMO"
+
+typedef struct {
+    const void *key;
+    int8_t *data;
+} memo_entry_t;
+
+static memo_entry_t *g_memo;
+static size_t g_memo_cap, g_memo_used;
+static int g_memo_state; /* 0 not checked yet, 1 on, -1 off */
+
+static size_t memo_home(const void *key, size_t cap)
+{
+    uint64_t h = (uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15ull; /* Fibonacci hashing */
+    return (size_t)(h >> 32) & (cap - 1u);
+}
+
+static memo_entry_t *memo_lookup(memo_entry_t *table, size_t cap, const void *key)
+{
+    size_t i = memo_home(key, cap);
+    while (table[i].key != NULL && table[i].key != key) {
+        i = (i + 1u) & (cap - 1u);
+    }
+    return &table[i];
+}
+
+static int memo_on(void)
+{
+    if (g_memo_state == 0) {
+        g_memo_state = getenv(MEMO_OFF_ENV) != NULL ? -1 : 1;
+    }
+    return g_memo_state > 0;
+}
+
+const int8_t *zo_port_prefix_memo_find(const void *sample, uint32_t bytes)
+{
+    (void)bytes;
+    if (!memo_on() || g_memo == NULL) {
+        return NULL;
+    }
+    return memo_lookup(g_memo, g_memo_cap, sample)->data;
+}
+
+int8_t *zo_port_prefix_memo_add(const void *sample, uint32_t bytes)
+{
+    if (!memo_on()) {
+        return NULL;
+    }
+    if (2u * (g_memo_used + 1u) > g_memo_cap) { /* grow: rehash into twice the slots */
+        const size_t cap = g_memo_cap ? 2u * g_memo_cap : 1024u;
+        memo_entry_t *table = calloc(cap, sizeof *table);
+        if (table == NULL) {
+            return NULL;
+        }
+        for (size_t i = 0; i < g_memo_cap; ++i) {
+            if (g_memo[i].key != NULL) {
+                *memo_lookup(table, cap, g_memo[i].key) = g_memo[i];
+            }
+        }
+        free(g_memo);
+        g_memo = table;
+        g_memo_cap = cap;
+    }
+    memo_entry_t *e = memo_lookup(g_memo, g_memo_cap, sample);
+    if (e->key == NULL) {
+        e->data = malloc(bytes);
+        if (e->data == NULL) {
+            return NULL;
+        }
+        e->key = sample;
+        g_memo_used += 1u;
+    }
+    return e->data;
+}

@@ -51,4 +51,15 @@ _Noreturn void zo_port_exit(int code);
 void zo_port_checkpoint_save(uint32_t offset, const uint8_t *data, uint32_t n, uint32_t total);
 uint32_t zo_port_checkpoint_load(uint32_t offset, uint8_t *data, uint32_t n);
 
+/* --- prefix memo: optional; zo_trainer.c has weak defaults that keep nothing.  The boundary
+ * activations (`bytes` of them, the model's boundary spans in order) the frozen prefix computes
+ * for the embedded sample whose input is at `sample` (a constant address: the trainer asks only
+ * for embedded data, never for a stream's ring).  find: the stored bytes, or NULL; add: storage
+ * for them that stays valid for the run (the trainer fills it at once), or NULL to keep none.
+ * A memo changes no result and no pass count (the prefix is frozen), only the time a step takes:
+ * the host simulation keeps one; the boards keep none, so their timings are those of the
+ * forward passes counted. */
+const int8_t *zo_port_prefix_memo_find(const void *sample, uint32_t bytes);
+int8_t *zo_port_prefix_memo_add(const void *sample, uint32_t bytes);
+
 #endif /* ZO_PORT_H */

@@ -128,21 +128,49 @@ static void perturb_all(const trainer_t *tr, int32_t sign, uint32_t t, uint32_t 
 
 /* ---- forward passes ----------------------------------------------------------------------- */
 
-static void save_boundary(const zo_train_model_t *m, uint32_t j)
+/* The boundary activations (the arena spans the suffix reads) to / from boundary_bytes at p. */
+static void boundary_to(const zo_train_model_t *m, int8_t *dst)
 {
-    int8_t *dst = m->feature_cache + (size_t)j * (size_t)m->boundary_bytes;
     for (int32_t k = 0; k < m->n_boundary; ++k) {
         memcpy(dst, m->boundary[k].data, (size_t)m->boundary[k].bytes);
         dst += m->boundary[k].bytes;
     }
 }
 
-static void load_boundary(const zo_train_model_t *m, uint32_t j)
+static void boundary_from(const zo_train_model_t *m, const int8_t *src)
 {
-    const int8_t *src = m->feature_cache + (size_t)j * (size_t)m->boundary_bytes;
     for (int32_t k = 0; k < m->n_boundary; ++k) {
         memcpy(m->boundary[k].data, src, (size_t)m->boundary[k].bytes);
         src += m->boundary[k].bytes;
+    }
+}
+
+static void save_boundary(const zo_train_model_t *m, uint32_t j)
+{
+    boundary_to(m, m->feature_cache + (size_t)j * (size_t)m->boundary_bytes);
+}
+
+static void load_boundary(const zo_train_model_t *m, uint32_t j)
+{
+    boundary_from(m, m->feature_cache + (size_t)j * (size_t)m->boundary_bytes);
+}
+
+/* The frozen prefix on the sample whose input is at x: its boundary activations end in the
+ * arena.  For embedded samples (constant) the port may remember them (zo_port.h, prefix memo:
+ * the host simulation does); the results are the same, and so are the passes counted. */
+static void run_prefix(const zo_train_model_t *m, const int8_t *x)
+{
+    const int memo = m->stream == NULL && m->split > 0 && m->boundary_bytes > 0;
+    const int8_t *known = memo ? zo_port_prefix_memo_find(x, (uint32_t)m->boundary_bytes) : NULL;
+    if (known != NULL) {
+        boundary_from(m, known);
+        return;
+    }
+    memcpy(m->input, x, (size_t)m->input_bytes);
+    m->run_steps(0, m->split);
+    int8_t *slot = memo ? zo_port_prefix_memo_add(x, (uint32_t)m->boundary_bytes) : NULL;
+    if (slot != NULL) {
+        boundary_to(m, slot);
     }
 }
 
@@ -252,8 +280,7 @@ static void load_minibatch(trainer_t *tr, uint32_t t)
         } else {
             m->labels[j] = m->y_train[idx];
         }
-        memcpy(m->input, m->x_train + (size_t)idx * (size_t)m->input_bytes, (size_t)m->input_bytes);
-        m->run_steps(0, m->split);
+        run_prefix(m, m->x_train + (size_t)idx * (size_t)m->input_bytes);
         save_boundary(m, j);
     }
     if (m->split > 0) {
@@ -323,8 +350,8 @@ static split_eval_t evaluate_split(trainer_t *tr, const int8_t *x, const uint16_
     split_eval_t r = { 0u, 0u, 0.0f };
     const float *target = batch_target(m, 0); /* the minibatch's row 0 is reloaded at the next step */
     for (uint32_t n = 0; n < n_samples; ++n) {
-        memcpy(m->input, x + (size_t)n * (size_t)m->input_bytes, (size_t)m->input_bytes);
-        m->run_steps(0, m->logits_end);
+        run_prefix(m, x + (size_t)n * (size_t)m->input_bytes);
+        m->run_steps(m->split, m->logits_end);
         const uint32_t label = m->loss == ZO_LOSS_MSE ? 0u : y[n];
         if (m->loss == ZO_LOSS_MSE) {
             load_target(m, t, x, n, m->targets);
@@ -917,6 +944,21 @@ static int load_stored_checkpoint(trainer_t *tr)
     }
     zo_tm_log("resumed from the stored checkpoint");
     return 1;
+}
+
+/* No prefix memo unless the port keeps one (zo_port.h). */
+__attribute__((weak)) const int8_t *zo_port_prefix_memo_find(const void *sample, uint32_t bytes)
+{
+    (void)sample;
+    (void)bytes;
+    return NULL;
+}
+
+__attribute__((weak)) int8_t *zo_port_prefix_memo_add(const void *sample, uint32_t bytes)
+{
+    (void)sample;
+    (void)bytes;
+    return NULL;
 }
 
 __attribute__((weak)) void zo_port_checkpoint_save(uint32_t offset, const uint8_t *data, uint32_t n, uint32_t total)
