@@ -41,7 +41,7 @@ import os
 import platform
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -591,8 +591,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2, help="local worker processes")
     ap.add_argument("--cluster", metavar="tcp://HOST:8786", help="run on this Dask distributed scheduler instead")
     ap.add_argument("--reuse", action="store_true", help="tables and plots from the cached results")
+    ap.add_argument("--budget", type=int, help="training passes per run instead of the grid's (evaluations as "
+                                               "many as at its own budget)")
     args = ap.parse_args(argv)
     cfg = QUICK if args.quick else MEDIUM if args.medium else FULL
+    if args.budget:
+        cfg = replace(cfg, name=f"{cfg.name}-{args.budget}", budget=args.budget,
+                      eval_passes=max(1, cfg.eval_passes * args.budget // cfg.budget))
     CACHE.mkdir(parents=True, exist_ok=True)
     cache = CACHE / f"results-{args.task}-{cfg.name}.json"
     if args.reuse:
@@ -613,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
     plot_sweep(a, sweep_png)
     command = "python benchmarks/experiments.py" + (f" --task {args.task}" if args.task != "digits" else "") + \
         (" --quick" if args.quick else "") + (" --medium" if args.medium else "") + \
-        (f" --write {args.write}" if args.write else "")
+        (f" --budget {args.budget}" if args.budget else "") + (f" --write {args.write}" if args.write else "")
     body = to_markdown(a, data, command, acc_png.name, sweep_png.name)
     if args.write:
         write_doc(args.write, body)

@@ -64,7 +64,7 @@ class Block:
         self.act, self.dact = ACTIVATIONS[act]
 
     def _hidden(self, x, w1, b1):
-        a = np.einsum("nhwc,oc->nhwo", x, w1) + b1
+        a = (x.reshape(-1, x.shape[-1]) @ w1.T).reshape(*x.shape[:-1], -1) + b1  # the 1x1 convolution
         return a, self.act(a).mean(axis=(1, 2))
 
     def logits(self, x, params=None):
@@ -75,7 +75,8 @@ class Block:
         w1, b1, w2, b2 = params or self.params
         a, h = self._hidden(x, w1, b1)
         da = (dz @ w2)[:, None, None, :] / (x.shape[1] * x.shape[2]) * self.dact(a)
-        return [np.einsum("nhwo,nhwc->oc", da, x), da.sum(axis=(0, 1, 2)), dz.T @ h, dz.sum(axis=0)]
+        flat = da.reshape(-1, da.shape[-1])
+        return [flat.T @ x.reshape(-1, x.shape[-1]), flat.sum(axis=0), dz.T @ h, dz.sum(axis=0)]
 
 
 def _suffix(prep):
