@@ -36,9 +36,12 @@ def _float_weights(g, op) -> tuple[np.ndarray, np.ndarray]:
     return w, b
 
 
+_FUSED = {0: "NONE", 1: "RELU", 3: "RELU6", "NONE": "NONE", "RELU": "RELU", "RELU6": "RELU6"}  # code or name
+
+
 def _activation(op) -> str | None:
-    act = op.options.get("fused_activation_function", "NONE")
-    return {0: "NONE", 1: "RELU", 3: "RELU6"}.get(act, act) if act in (0, 1, 3, "NONE", "RELU", "RELU6") else None
+    """The fused activation's name if ACTIVATIONS models it, else None."""
+    return _FUSED.get(op.options.get("fused_activation_function", "NONE"))
 
 
 class Head:

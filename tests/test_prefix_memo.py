@@ -5,7 +5,9 @@ added, under any number of samples."""
 from __future__ import annotations
 
 import ctypes
+import json
 
+import numpy as np
 import pytest
 from ccompile import TRAINING, build_shared
 from conftest import FIXTURES, ROOT
@@ -46,9 +48,20 @@ def test_a_simulation_with_the_memo_equals_one_without(tmp_path, capsys, monkeyp
     common = ["-q", "simulate", "--model", str(FIXTURES / model), "--data", str(FIXTURES / data),
               "--budget", "60000", "--eval-every", "10", "--no-plot", *extra]
     monkeypatch.delenv("ZOFLASH_NO_PREFIX_MEMO", raising=False)
+    monkeypatch.setenv("ZOFLASH_PREFIX_MEMO_STATS", str(tmp_path / "stats.txt"))
     assert main([*common, "--log", str(tmp_path / "memo.jsonl")]) == 0
     monkeypatch.setenv("ZOFLASH_NO_PREFIX_MEMO", "1")
+    monkeypatch.delenv("ZOFLASH_PREFIX_MEMO_STATS")
     assert main([*common, "--log", str(tmp_path / "plain.jsonl")]) == 0
     capsys.readouterr()
     assert main(["compare", str(tmp_path / "memo.jsonl"), str(tmp_path / "plain.jsonl")]) == 0
     assert "IDENTICAL" in capsys.readouterr().out
+    # the memo was used: every prefix the run counted (training and evaluation passes) was either
+    # computed once per sample and stored, or found; each sample stored at most once
+    _, hits, _, stored = (tmp_path / "stats.txt").read_text().split()
+    last = [json.loads(line) for line in (tmp_path / "memo.jsonl").read_text().splitlines()]
+    last = [r for r in last if r["type"] == "eval"][-1]
+    with np.load(FIXTURES / data) as d:
+        samples = len(d["x_train"]) + len(d["x_test"])  # the validation split is carved from x_train
+    assert int(hits) + int(stored) == last["prefix_passes"] + last["eval_passes"]
+    assert 0 < int(stored) <= samples < int(hits)

@@ -106,9 +106,12 @@ void zo_port_idle(void)
     }
 }
 
+static void memo_report(void);
+
 void zo_port_exit(int code)
 {
     fflush(stdout);
+    memo_report();
     exit(code);
 }
 
@@ -168,8 +171,10 @@ uint32_t zo_port_checkpoint_load(uint32_t offset, uint8_t *data, uint32_t n)
 /* Prefix memo (zo_port.h): the frozen prefix's boundary of every embedded sample, computed once
  * per run; a simulation step then costs the suffix only.  Open addressing on the sample's
  * address, at most half full.  ZOFLASH_NO_PREFIX_MEMO (set, any value) turns it off: the tests
- * run both ways and compare. */
+ * run both ways and compare.  ZOFLASH_PREFIX_MEMO_STATS names a file that gets "hits H stored S"
+ * at exit (the tests check the memo was used). */
 #define MEMO_OFF_ENV "ZOFLASH_NO_PREFIX_MEMO"
+#define MEMO_STATS_ENV "ZOFLASH_PREFIX_MEMO_STATS"
 
 typedef struct {
     const void *key;
@@ -177,7 +182,7 @@ typedef struct {
 } memo_entry_t;
 
 static memo_entry_t *g_memo;
-static size_t g_memo_cap, g_memo_used;
+static size_t g_memo_cap, g_memo_used, g_memo_hits;
 static int g_memo_state; /* 0 not checked yet, 1 on, -1 off */
 
 static size_t memo_home(const void *key, size_t cap)
@@ -209,7 +214,9 @@ const int8_t *zo_port_prefix_memo_find(const void *sample, uint32_t bytes)
     if (!memo_on() || g_memo == NULL) {
         return NULL;
     }
-    return memo_lookup(g_memo, g_memo_cap, sample)->data;
+    const int8_t *data = memo_lookup(g_memo, g_memo_cap, sample)->data;
+    g_memo_hits += data != NULL;
+    return data;
 }
 
 int8_t *zo_port_prefix_memo_add(const void *sample, uint32_t bytes)
@@ -242,4 +249,14 @@ int8_t *zo_port_prefix_memo_add(const void *sample, uint32_t bytes)
         g_memo_used += 1u;
     }
     return e->data;
+}
+
+static void memo_report(void)
+{
+    const char *path = getenv(MEMO_STATS_ENV);
+    FILE *f = path != NULL ? fopen(path, "w") : NULL;
+    if (f != NULL) {
+        fprintf(f, "hits %zu stored %zu\n", g_memo_hits, g_memo_used);
+        fclose(f);
+    }
 }

@@ -57,7 +57,8 @@ typedef struct {
     uint8_t done_reason;   /* zo_done_reason_t, when done */
 } zo_app_status_t;
 
-/* Start the run: checks the configuration, sends hello and the first evaluation.  telemetry 0
+/* Start the run from the model's pretrained weights (its init copies them into RAM) or from the
+ * checkpoint the port keeps: checks the configuration, sends hello and the first evaluation.  telemetry 0
  * sends no frame at all (zo_port_write is never called). */
 int zo_app_init(int telemetry);
 

@@ -20,8 +20,9 @@ extern "C" {
 extern const zo_io_desc_t mlp_inputs[1];
 extern const zo_io_desc_t mlp_outputs[1];
 
-/* Prepares the model and resets its state (and puts the pretrained values into the weights a
- * training build trains in RAM); returns 0. Call once before anything else. */
+/* Prepares the model and resets its state; in a training build it also copies the pretrained
+ * values into the weights trained in RAM, so calling it again discards what was trained (use
+ * mlp_reset to clear only the state).  Returns 0.  Call once before anything else. */
 int mlp_init(void);
 
 /* Re-initialises the model's state (variable tensors, MLP_STATE_BYTES bytes), as TFLM's
