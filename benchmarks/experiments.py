@@ -98,6 +98,7 @@ class Config:
     grid: tuple[int, ...]       # lr factors 2^k of the tuning grid
     sweep: tuple[int, ...]      # lr factors 2^k of the lr sweep (16x: -2..2)
     eval_passes: int            # target training passes between evaluations at fixed q
+    headroom: int = 0           # --headroom of every run (the trained layers re-quantized, docs/training.md)
 
 
 FULL = Config("full", (1, 2, 3, 4, 5), 400_000, (1, 2, 4, 8, 16, 32, 64), (-3, -2, -1, 0, 1, 2, 3),
@@ -125,7 +126,7 @@ def run_one(spec: dict) -> dict:
 
     opts = make_options(scheduler=spec["sched"], q=spec["q"], lr=spec["lr"], lr_scaling=spec["lr_scaling"],
                         lr_decay=spec["lr_decay"], seed=spec["seed"], budget=spec["budget"], eval_every=spec["eval_every"],
-                        train=spec["train"])
+                        train=spec["train"], headroom=spec.get("headroom", 0))
     t0 = time.perf_counter()
     res = simulate(spec["model"], spec["data"], opts, log_path=None, engine="c", plot=False)
     wall = time.perf_counter() - t0
@@ -170,8 +171,11 @@ def make_spec(cfg: Config, task: Task, sched: str, q: int, lr: str, seed: int, l
     else:
         every = ADAPTIVE_EVAL_EVERY
     label = sched if decay == "none" else f"{sched}+{decay}"
-    return dict(key=run_key(label, q, lr, seed), sched=sched, q=q, lr=value, lr_scaling=scaling, lr_decay=decay,
+    spec = dict(key=run_key(label, q, lr, seed), sched=sched, q=q, lr=value, lr_scaling=scaling, lr_decay=decay,
                 seed=seed, budget=cfg.budget, eval_every=every, train=task.train, model=str(task.model), data=str(task.data))
+    if cfg.headroom:  # only then, so that the cached runs without it keep their hashes
+        spec["headroom"] = cfg.headroom
+    return spec
 
 
 def run_experiments(cfg: Config, task_name: str, executor, workers: str) -> dict:
@@ -450,7 +454,10 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
         f"{a['n_runs']} runs, {data['wall_s'] / 60:.1f} min wall time."),
         "",
         (f"Setup: {TASKS[data['task']].what} ({data['n_train']} train / {data['n_test']} test samples; "
-        f"defaults: b = 16, eps = 1 LSB, split-16 rounding, dense Rademacher directions, guards on). "
+        f"defaults: b = 16, eps = 1 LSB, split-16 rounding, dense Rademacher directions, guards on"
+        + (f"; headroom {cfg.headroom}: the trained layers re-quantized at build time with scales x "
+           f"{2 ** cfg.headroom}, so the floor and every run start from that model" if cfg.headroom else "")
+        + "). "
         f"Every run stops at the first step reaching {cfg.budget:,} training forward passes (prefix + suffix "
         f"sample-passes; evaluation passes are not counted). Seeds {', '.join(map(str, cfg.seeds))} (the run "
         f"seed) for every method, so every comparison is paired. Accuracy is on the {data['n_test']} test samples; "
@@ -593,8 +600,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", action="store_true", help="tables and plots from the cached results")
     ap.add_argument("--budget", type=int, help="training passes per run instead of the grid's (evaluations as "
                                                "many as at its own budget)")
+    ap.add_argument("--headroom", type=int, default=0, metavar="H",
+                    help="re-quantize the trained layers with H bits of headroom in every run (zoflash --headroom)")
     args = ap.parse_args(argv)
     cfg = QUICK if args.quick else MEDIUM if args.medium else FULL
+    if args.headroom:
+        cfg = replace(cfg, name=f"{cfg.name}-h{args.headroom}", headroom=args.headroom)
     if args.budget:
         cfg = replace(cfg, name=f"{cfg.name}-{args.budget}", budget=args.budget,
                       eval_passes=max(1, cfg.eval_passes * args.budget // cfg.budget))
@@ -608,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
     if "first_order" not in data:  # the float ceiling on the same trainable set (deterministic, once)
         from first_order import first_order_ceiling
         task = TASKS[args.task]
-        data["first_order"] = first_order_ceiling(str(task.model), str(task.data), task.train)
+        data["first_order"] = first_order_ceiling(str(task.model), str(task.data), task.train, cfg.headroom)
     cache.write_text(json.dumps(data))
     a = analyse(data)
     out_dir = args.write.parent if args.write else CACHE
@@ -618,7 +629,8 @@ def main(argv: list[str] | None = None) -> int:
     plot_sweep(a, sweep_png)
     command = "python benchmarks/experiments.py" + (f" --task {args.task}" if args.task != "digits" else "") + \
         (" --quick" if args.quick else "") + (" --medium" if args.medium else "") + \
-        (f" --budget {args.budget}" if args.budget else "") + (f" --write {args.write}" if args.write else "")
+        (f" --budget {args.budget}" if args.budget else "") + \
+        (f" --headroom {args.headroom}" if args.headroom else "") + (f" --write {args.write}" if args.write else "")
     body = to_markdown(a, data, command, acc_png.name, sweep_png.name)
     if args.write:
         write_doc(args.write, body)

@@ -134,11 +134,12 @@ def loss_and_dlogits(z, y):
     return loss, p / len(y)
 
 
-def first_order_ceiling(model: str, data: str, train: str) -> dict:
-    """{"accuracy", "lr", "iteration", "start_accuracy"} on the test split, or {"skipped": why}."""
+def first_order_ceiling(model: str, data: str, train: str, headroom: int = 0) -> dict:
+    """{"accuracy", "lr", "iteration", "start_accuracy"} on the test split, or {"skipped": why}.
+    With headroom the start is the re-quantized model the ZO runs start from."""
     from zoflash.training.options import make_options
     from zoflash.training.pipeline import compile_training
-    prep = compile_training(model, data, make_options(train=train))
+    prep = compile_training(model, data, make_options(train=train, headroom=headroom))
     got = _features(prep)
     if isinstance(got, str):
         return {"skipped": got}
