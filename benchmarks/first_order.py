@@ -134,6 +134,17 @@ def loss_and_dlogits(z, y):
     return loss, p / len(y)
 
 
+def adam_step(params, grads, m, v, it, lr) -> None:
+    """Adam iteration `it` (1-based) in place: params, first and second moments m and v."""
+    c1, c2 = 1 - 0.9 ** it, 1 - 0.999 ** it
+    for p, g, mk, vk in zip(params, grads, m, v):
+        mk *= 0.9
+        mk += 0.1 * g
+        vk *= 0.999
+        vk += 0.001 * g * g
+        p -= lr * (mk / c1) / (np.sqrt(vk / c2) + 1e-8)
+
+
 def first_order_ceiling(model: str, data: str, train: str, headroom: int = 0) -> dict:
     """{"accuracy", "lr", "iteration", "start_accuracy"} on the test split, or {"skipped": why}.
     With headroom the start is the re-quantized model the ZO runs start from."""
@@ -155,14 +166,7 @@ def first_order_ceiling(model: str, data: str, train: str, headroom: int = 0) ->
         params = [p.copy() for p in start]
         m, v = [np.zeros_like(p) for p in params], [np.zeros_like(p) for p in params]
         for it in range(1, ITERATIONS + 1):
-            grads = net.grads(xtr, loss_and_dlogits(net.logits(xtr, params), ytr)[1], params)
-            c1, c2 = 1 - 0.9 ** it, 1 - 0.999 ** it
-            for p, g, mk, vk in zip(params, grads, m, v):
-                mk *= 0.9
-                mk += 0.1 * g
-                vk *= 0.999
-                vk += 0.001 * g * g
-                p -= lr * (mk / c1) / (np.sqrt(vk / c2) + 1e-8)
+            adam_step(params, net.grads(xtr, loss_and_dlogits(net.logits(xtr, params), ytr)[1], params), m, v, it, lr)
             if it % CHECK_EVERY == 0:
                 val_loss = loss_and_dlogits(net.logits(xva, params), yva)[0]
                 if val_loss < best[0]:
