@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,16 @@ def positive_fixtures() -> list[str]:
 
 def negative_fixtures() -> list[dict]:
     return [f for f in fixture_index() if f["kind"] == "negative"]
+
+
+@pytest.fixture(autouse=True)
+def _python_sigint_handler():
+    """Python's own SIGINT handler during every test: a shell starting the tests in the
+    background starts them with SIGINT ignored, and then `_thread.interrupt_main` (the Ctrl-C
+    tests' simulated Ctrl-C) does nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(autouse=True)
