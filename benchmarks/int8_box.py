@@ -18,8 +18,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import first_order as fo  # noqa: E402
 from experiments import TASKS  # noqa: E402
+from zoflash.training import spec  # noqa: E402
 
-BOUND = 126  # 127 - eps: the trainer's clamp at eps = 1
+BOUND = 127 - spec.TRAIN_DEFAULTS["eps"]  # the trainer's clamp: a weight perturbed by +-eps stays int8
 LR, ITERATIONS = 1e-2, 3000
 
 
