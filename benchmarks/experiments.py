@@ -98,7 +98,7 @@ class Config:
     grid: tuple[int, ...]       # lr factors 2^k of the tuning grid
     sweep: tuple[int, ...]      # lr factors 2^k of the lr sweep (16x: -2..2)
     eval_passes: int            # target training passes between evaluations at fixed q
-    headroom: int = 0           # --headroom of every run (the trained layers re-quantized, docs/training.md)
+    headroom: int | str = "auto"  # --headroom of every run (bits or auto: zoflash's default; docs/training.md)
 
 
 FULL = Config("full", (1, 2, 3, 4, 5), 400_000, (1, 2, 4, 8, 16, 32, 64), (-3, -2, -1, 0, 1, 2, 3),
@@ -126,7 +126,7 @@ def run_one(spec: dict) -> dict:
 
     opts = make_options(scheduler=spec["sched"], q=spec["q"], lr=spec["lr"], lr_scaling=spec["lr_scaling"],
                         lr_decay=spec["lr_decay"], seed=spec["seed"], budget=spec["budget"], eval_every=spec["eval_every"],
-                        train=spec["train"], headroom=spec.get("headroom", 0))
+                        train=spec["train"], headroom=spec["headroom"])
     t0 = time.perf_counter()
     res = simulate(spec["model"], spec["data"], opts, log_path=None, engine="c", plot=False)
     wall = time.perf_counter() - t0
@@ -150,7 +150,7 @@ def run_one(spec: dict) -> dict:
         rollbacks=sum(1 for e in events if e["kind"] == "rollback"),
         lr1=lr_set[0] if lr_set else spec["lr"], lr_chosen=chosen[0] if chosen else None, final_lr=steps[-1]["lr"],
         trial_passes=max((s["prefix_passes"] + s["suffix_passes"] for s in steps if s["trial"]), default=0),
-        wall_s=wall)
+        headroom_bits=res.headroom["bits"] if res.headroom else 0, wall_s=wall)
 
 
 DECAY = "linear"  # the lr-decay baseline's --lr-decay
@@ -172,9 +172,8 @@ def make_spec(cfg: Config, task: Task, sched: str, q: int, lr: str, seed: int, l
         every = ADAPTIVE_EVAL_EVERY
     label = sched if decay == "none" else f"{sched}+{decay}"
     spec = dict(key=run_key(label, q, lr, seed), sched=sched, q=q, lr=value, lr_scaling=scaling, lr_decay=decay,
-                seed=seed, budget=cfg.budget, eval_every=every, train=task.train, model=str(task.model), data=str(task.data))
-    if cfg.headroom:  # only then, so that the cached runs without it keep their hashes
-        spec["headroom"] = cfg.headroom
+                seed=seed, budget=cfg.budget, eval_every=every, train=task.train, model=str(task.model), data=str(task.data),
+                headroom=cfg.headroom)
     return spec
 
 
@@ -445,6 +444,16 @@ def plot_sweep(a: dict, out: Path) -> None:
     plt.close(fig)
 
 
+def headroom_note(cfg: Config, data: dict) -> str:
+    """The setup paragraph's words on the runs' headroom (the bits the runs report)."""
+    bits = sorted({r.get("headroom_bits", 0) for r in data["results"].values()})
+    how = "--headroom auto, zoflash's default" if cfg.headroom == "auto" else f"--headroom {cfg.headroom}"
+    if bits == [0]:
+        return f"; headroom 0 ({how})"
+    return (f"; headroom {', '.join(map(str, bits))} bit(s) ({how}): the trained layers re-quantized at build time "
+            f"with scales x {', '.join(str(2 ** b) for b in bits)}, so the floor and every run start from that model")
+
+
 def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str) -> str:
     from zoflash.training.spec import LR_TRIAL_STEPS
     cfg = a["cfg"]
@@ -455,8 +464,7 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
         "",
         (f"Setup: {TASKS[data['task']].what} ({data['n_train']} train / {data['n_test']} test samples; "
         f"defaults: b = 16, eps = 1 LSB, split-16 rounding, dense Rademacher directions, guards on"
-        + (f"; headroom {cfg.headroom}: the trained layers re-quantized at build time with scales x "
-           f"{2 ** cfg.headroom}, so the floor and every run start from that model" if cfg.headroom else "")
+        + headroom_note(cfg, data)
         + "). "
         f"Every run stops at the first step reaching {cfg.budget:,} training forward passes (prefix + suffix "
         f"sample-passes; evaluation passes are not counted). Seeds {', '.join(map(str, cfg.seeds))} (the run "
@@ -588,6 +596,10 @@ def write_doc(path: Path, body: str) -> None:
     path.write_text(text)
 
 
+def headroom_arg(text: str) -> int | str:
+    return "auto" if text == "auto" else int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="2 seeds, 4 values of q, 100k passes")
@@ -600,11 +612,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", action="store_true", help="tables and plots from the cached results")
     ap.add_argument("--budget", type=int, help="training passes per run instead of the grid's (evaluations as "
                                                "many as at its own budget)")
-    ap.add_argument("--headroom", type=int, default=0, metavar="H",
-                    help="re-quantize the trained layers with H bits of headroom in every run (zoflash --headroom)")
+    ap.add_argument("--headroom", type=headroom_arg, default="auto", metavar="H",
+                    help="re-quantize the trained layers with H bits of headroom in every run (zoflash --headroom; "
+                         "default auto, zoflash's default)")
     args = ap.parse_args(argv)
     cfg = QUICK if args.quick else MEDIUM if args.medium else FULL
-    if args.headroom:
+    if args.headroom != "auto":
         cfg = replace(cfg, name=f"{cfg.name}-h{args.headroom}", headroom=args.headroom)
     if args.budget:
         cfg = replace(cfg, name=f"{cfg.name}-{args.budget}", budget=args.budget,
@@ -630,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python benchmarks/experiments.py" + (f" --task {args.task}" if args.task != "digits" else "") + \
         (" --quick" if args.quick else "") + (" --medium" if args.medium else "") + \
         (f" --budget {args.budget}" if args.budget else "") + \
-        (f" --headroom {args.headroom}" if args.headroom else "") + (f" --write {args.write}" if args.write else "")
+        (f" --headroom {args.headroom}" if args.headroom != "auto" else "") + (f" --write {args.write}" if args.write else "")
     body = to_markdown(a, data, command, acc_png.name, sweep_png.name)
     if args.write:
         write_doc(args.write, body)

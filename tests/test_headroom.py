@@ -72,12 +72,60 @@ def test_zero_bits_is_the_identity():
 
 
 def test_options():
-    assert make_options().headroom == 0
-    assert make_options(headroom=3).headroom == 3
+    assert make_options().headroom == "auto"
+    assert make_options(headroom=3).headroom == 3 and make_options(headroom="3").headroom == 3
+    assert make_options(headroom="AUTO").headroom == "auto"
     with pytest.raises(OptionsError, match="--headroom 5"):
         make_options(headroom=5)
+    with pytest.raises(OptionsError, match="headroom"):
+        make_options(headroom="lots")
     with pytest.raises(OptionsError, match="biases-only"):
         make_options(headroom=1, biases_only=True)
+    assert make_options(biases_only=True).headroom == "auto"  # auto resolves to 0 there
+
+
+def _rms_bits(rms_lsb_values):
+    """The auto rule worked by hand: the most bits h <= 4 with rms / 2^h >= 6 LSB."""
+    out = []
+    for rms in rms_lsb_values:
+        h = 0
+        while h < 4 and rms / 2 ** (h + 1) >= 6.0:
+            h += 1
+        out.append(h)
+    return out
+
+
+@pytest.mark.parametrize("path, train", [(DIGITS, "last:1"), (DIGITS, "last:2"), (MLP, "last:1"),
+                                         (FIXTURES / "motions_cnn.tflite", "last:1"),
+                                         (FIXTURES / "fmnist_mbv2.tflite", "last:1"),
+                                         (FIXTURES / "fmnist_mbv2.tflite", "last:2")])
+def test_auto_bits_from_the_weights_rms(path, train):
+    from zoflash.training.headroom import auto_bits
+
+    graph, model, plan = _trainable(path, train)
+    ws = [t.index for t in plan.tensors if not t.is_bias]
+    values = np.concatenate([graph.tensors[w].data.ravel().astype(np.float64) for w in ws])
+    rms = float(np.sqrt(np.mean(values ** 2)))
+    assert auto_bits(model.graph, ws, root=model.root) == _rms_bits([rms])[0]
+
+
+def test_auto_bits_edges():
+    from zoflash.training.headroom import auto_bits
+
+    assert _rms_bits([5.9, 6.0, 11.9, 12.0, 24.0, 48.0, 96.0, 127.0]) == [0, 0, 0, 1, 2, 3, 4, 4]
+    graph, model, plan = _trainable(DIGITS)
+    assert auto_bits(model.graph, [], root=model.root) == 0  # biases only: nothing to re-quantize
+    # known cases (docs/experiments.md): the digits head RMS 29.5 LSB -> 2 bits
+    assert auto_bits(model.graph, [t.index for t in plan.tensors if not t.is_bias], root=model.root) == 2
+
+
+@pytest.mark.cc
+def test_auto_resolves_at_build_time(tmp_path):
+    """The default: compile_training resolves auto to bits, which the manifest, the C and the hello carry."""
+    prep = compile_training(DIGITS, SHIFT, make_options())
+    assert prep.training.options.headroom == 2 and prep.training.headroom["bits"] == 2
+    none = compile_training(DIGITS, SHIFT, make_options(biases_only=True))
+    assert none.training.options.headroom == 0 and none.training.headroom is None
 
 
 def test_toml_key(tmp_path):
@@ -98,7 +146,7 @@ def test_output_change_report():
     for k in ("accuracy_before", "accuracy_after", "changed_predictions"):
         assert 0 <= out[k] <= 1
     # the report (the generated C) matches the independent reference forward pass on both compiled graphs
-    base = compile_training(DIGITS, SHIFT, make_options())
+    base = compile_training(DIGITS, SHIFT, make_options(headroom=0))
     x, y = base.training.data.x_test, base.training.data.y_test
     again = output_change(base.model, prep.model, base.training.plan.logits, x, y)
     assert again == out
@@ -130,9 +178,15 @@ def test_manifest_and_build_output(tmp_path):
     tr = manifest["training"]
     assert tr["options"]["headroom"] == 2 and tr["headroom"]["bits"] == 2
     assert "max_abs_logit_change" in tr["headroom"]["outputs"]
-    res = CliRunner().invoke(cli, ["build", "--model", str(DIGITS), "--data", str(SHIFT),
+    res = CliRunner().invoke(cli, ["build", "--model", str(DIGITS), "--data", str(SHIFT), "--headroom", "0",
                                    "--out", str(tmp_path / "c"), "--no-compile"])
     assert json.loads((tmp_path / "c" / "manifest.json").read_text())["training"]["headroom"] is None
+    res = CliRunner().invoke(cli, ["build", "--model", str(DIGITS), "--data", str(SHIFT),
+                                   "--out", str(tmp_path / "d"), "--no-compile"])
+    assert res.exit_code == 0, res.output
+    tr = json.loads((tmp_path / "d" / "manifest.json").read_text())["training"]
+    assert tr["options"]["headroom"] == 2 and tr["headroom"]["bits"] == 2  # auto, resolved
+    assert ".headroom_bits = 2u" in (tmp_path / "d" / "digits_cnn_train.c").read_text()
 
 
 def test_weights_file_scales(tmp_path):

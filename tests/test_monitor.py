@@ -191,7 +191,7 @@ def test_parser_never_takes_noise_for_a_command(cmdlib):
     rng = random.Random(5)
     noise = bytearray(rng.randbytes(1 << 20))
     for k in range(0, len(noise) - 8, 97):  # many plausible headers: sync, version, small lengths
-        noise[k:k + 8] = bytes([0xA5, 0x5A, 2, rng.choice(COMMAND_TYPES), rng.randrange(256), 0,
+        noise[k:k + 8] = bytes([0xA5, 0x5A, 3, rng.choice(COMMAND_TYPES), rng.randrange(256), 0,
                                 rng.randrange(17), 0])
     assert c_parse(cmdlib, bytes(noise)) == []
     assert cmdlib.t_counter(1) > 5000  # those headers were checked, and failed their CRC

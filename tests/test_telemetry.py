@@ -338,10 +338,11 @@ def test_decoder_counters():
 
 def test_decoder_rejects_bad_header_without_waiting():
     good = proto.encode("log", {"text": "hi"})
-    too_long = bytes([0xA5, 0x5A, 2, 7, 0, 0, 0x01, 0x08])  # len 2049 > 1024
+    too_long = bytes([0xA5, 0x5A, 3, 7, 0, 0, 0x01, 0x08])  # len 2049 > 1024
     wrong_version = bytes([0xA5, 0x5A, 1, 7, 0, 0, 0, 0])  # version 1: before the validation split
+    version_2 = bytes([0xA5, 0x5A, 2, 7, 0, 0, 0, 0])  # version 2: a hello without the headroom
     dec = tm.Decoder()
-    assert dec.feed(too_long + wrong_version + good) == [tm.Frame(7, 0, b"hi")]
+    assert dec.feed(too_long + wrong_version + version_2 + good) == [tm.Frame(7, 0, b"hi")]
     assert dec.crc_errors == 0
 
 
@@ -407,8 +408,8 @@ def test_command_frames():
     frames = b"".join(proto.encode_command(name, seq) for seq, name in enumerate(plain))
     assert dec.records(dec.feed(frames)) == [{"type": "command", "command": name, "seq": seq}
                                              for seq, name in enumerate(plain)]
-    assert proto.encode_command("pause", 7) == bytes([0xA5, 0x5A, 2, 16, 7, 0, 0, 0]) + struct.pack(
-        "<I", zlib.crc32(bytes([2, 16, 7, 0, 0, 0])))
+    assert proto.encode_command("pause", 7) == bytes([0xA5, 0x5A, 3, 16, 7, 0, 0, 0]) + struct.pack(
+        "<I", zlib.crc32(bytes([3, 16, 7, 0, 0, 0])))  # version 3
     assert dec.records([tm.Frame(19, 1, b"x")])[0]["type"] == "malformed"  # only restore carries a payload
     with pytest.raises(ValueError, match="unknown command"):
         proto.encode_command("reboot", 0)

@@ -25,7 +25,7 @@ N_TRAIN, N_TEST = 1000, 497  # digits_shift.npz
 FIELDS = {
     "hello": {"seed", "batch", "classes", "n_train", "n_test", "trainable_params", "scheduler", "rounding",
               "density_log2", "lr_auto", "lr", "max_steps", "budget", "q_max", "n_tensors", "model_sha256_prefix",
-              "loss_kind"},
+              "loss_kind", "headroom"},
     "step": {"step", "q", "state", "calibrating", "centre", "diverged", "trial", "lr", "loss", "m2", "v", "zero_frac",
              "sat_frac", "prefix_passes", "suffix_passes", "time_s"},
     "eval": {"step", "correct", "count", "accuracy", "loss", "prefix_passes", "suffix_passes", "eval_passes",

@@ -138,8 +138,9 @@ def training_options(f):
                      help=f"Guard: roll back when a validation loss exceeds best x this [{d['guard_loss']:g}; 0 off]."),
         click.option("--guard-max-rollbacks", type=int,
                      help=f"Guard: stop after this many rollbacks [{d['guard_max_rollbacks']}; 0 never]."),
-        click.option("--headroom", type=int, help="Re-quantize the trainable layers with H bits of headroom "
-                                                  f"(scales x 2^H, weights / 2^H) [{d['headroom']}]."),
+        click.option("--headroom", help="Re-quantize the trainable layers with H bits of headroom (scales x 2^H, "
+                                        "weights / 2^H), 0..4, or auto: the most bits that keep the trainable "
+                                        f"weights' RMS at least {spec.HEADROOM_AUTO_LSB:g} LSB [{d['headroom']}]."),
         click.option("--loss", type=click.Choice(spec.LOSS_CHOICES),
                      help="Loss: auto = mse with --target input, sigmoid-bce for one output (labels 0/1), "
                           f"else softmax-ce; mse for float targets [{d['loss']}]."),
@@ -622,7 +623,7 @@ def monitor(port: str, baud: int | None, board: str | None, log_path: str, csv_p
 
 def _monitor_and_report(port: str, baud: int, usb_ids, log_path: str, csv_path: str | None, plot_path: str | None,
                         model_path: str | None, until_done: bool, timeout: float | None, connect_wait: float,
-                        headroom: int = 0, reconnect_timeout: float | None = None, ended=None, feeder=None,
+                        headroom: int | None = None, reconnect_timeout: float | None = None, ended=None, feeder=None,
                         checkpoint_path: str | None = None, resume_path: str | None = None,
                         options_sha256: str | None = None) -> int:
     from zoflash.monitor.live_view import LiveView
@@ -769,7 +770,8 @@ def run(board: str, model_path: str, data_path: str, out_dir: str | None, method
 
             feeder = load_feeder(model_path, data_path, opts)
         return _monitor_and_report(serial, baud, usb_ids, log_path, csv_path, str(Path(log_path).with_suffix(".png")),
-                                   model_path, True, timeout, 10.0, headroom=opts.headroom,
+                                   model_path, True, timeout, 10.0,
+                                   headroom=bundle.manifest["training"]["options"]["headroom"],
                                    reconnect_timeout=reconnect_timeout, ended=ended, feeder=feeder,
                                    checkpoint_path=checkpoint_path, resume_path=resume_path,
                                    options_sha256=bundle.manifest["training"]["options_sha256"])

@@ -119,6 +119,7 @@ void zo_tm_hello(const zo_tm_hello_t *m)
     put(&f, m->n_tensors, 2u);
     put_bytes(&f, m->model_sha256, sizeof m->model_sha256);
     put(&f, m->loss_kind, 1u);
+    put(&f, m->headroom, 1u);
     finish(&f, NULL, 0u);
 }
 

@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#define ZO_TM_VERSION       2u
+#define ZO_TM_VERSION       3u
 #define ZO_TM_SYNC0         0xA5u
 #define ZO_TM_SYNC1         0x5Au
 #define ZO_TM_MAX_PAYLOAD   1024u /* bytes; longer log text is truncated */
@@ -100,6 +100,7 @@ typedef struct {
     uint16_t n_tensors;    /* trainable tensors */
     uint8_t model_sha256[8]; /* first 8 bytes of the model file's SHA-256 */
     uint8_t loss_kind;     /* zo_loss_t: 0 softmax-ce, 1 sigmoid-bce, 2 mse */
+    uint8_t headroom;      /* bits the trained layers were re-quantized with at build time (--headroom) */
 } zo_tm_hello_t;
 
 typedef struct {

@@ -494,6 +494,7 @@ static void send_hello(const trainer_t *tr)
     h.n_tensors = (uint16_t)m->n_tensors;
     memcpy(h.model_sha256, m->model_sha256, sizeof h.model_sha256);
     h.loss_kind = (uint8_t)m->loss;
+    h.headroom = m->headroom_bits;
     zo_tm_hello(&h);
 }
 

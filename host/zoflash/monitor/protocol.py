@@ -18,7 +18,7 @@ import numpy as np
 from zoflash.training import spec
 
 SYNC = b"\xa5\x5a"
-VERSION = 2  # 2: eval frames carry the validation split
+VERSION = 3  # 2: eval frames carry the validation split; 3: the hello carries the headroom bits
 HEAD = 8  # sync, version, type, seq, len
 MAX_PAYLOAD = 1024
 WEIGHTS_CHUNK = 512
@@ -30,7 +30,8 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
     "hello": (1, (("seed", "I"), ("batch", "H"), ("classes", "H"), ("n_train", "I"), ("n_test", "I"),
                   ("trainable_params", "I"), ("scheduler", "B"), ("rounding", "B"), ("density_log2", "B"),
                   ("lr_auto", "B"), ("lr", "f"), ("max_steps", "I"), ("budget", "Q"), ("q_max", "H"),
-                  ("n_tensors", "H"), ("model_sha256", "8s"), ("loss_kind", "B"))),
+                  ("n_tensors", "H"), ("model_sha256", "8s"), ("loss_kind", "B"),
+                  ("headroom", "B"))),
     "step": (2, (("step", "I"), ("q", "H"), ("state", "B"), ("flags", "B"), ("lr", "f"), ("loss", "f"),
                  ("m2", "f"), ("v", "f"), ("zero_frac", "f"), ("sat_frac", "f"), ("prefix_passes", "Q"),
                  ("suffix_passes", "Q"), ("time_us", "Q"))),

@@ -157,12 +157,13 @@ class Monitor:
                  opener: Callable[[], object] | None = None, log_path: str | Path | None = None,
                  csv_path: str | Path | None = None, plot_path: str | Path | None = None,
                  model_path: str | Path | None = None, weights_path: str | Path | None = None,
-                 view: LiveView | None = None, max_backoff: float = MAX_BACKOFF, headroom: int = 0,
+                 view: LiveView | None = None, max_backoff: float = MAX_BACKOFF, headroom: int | None = None,
                  reconnect_timeout: float | None = RECONNECT_TIMEOUT, ended: Callable[[], str | None] | None = None,
                  feeder=None, checkpoint_path: str | Path | None = None):
         """`checkpoint_path`: keep the latest complete, valid checkpoint the device sends there."""
         self.feeder = feeder  # --data-source stream: a monitor.feed.Feeder answering the device's need frames
-        self.headroom = headroom  # --headroom of the firmware (its bundle manifest): weights files record the scales
+        # the firmware's --headroom bits (None: as its hello says): weights files record the re-quantized scales
+        self.headroom = headroom
         if opener is None:
             if port is None:
                 raise ValueError("give a port or an opener")
@@ -423,6 +424,13 @@ class Monitor:
             raise DeviceError("the device acknowledged 'dump' without sending weights")
         return dump
 
+    def headroom_bits(self) -> int:
+        """The bits the firmware's trained layers were re-quantized with: the headroom given, else
+        the device's hello (protocol version 3), else 0 (no hello seen: attached in mid-run)."""
+        if self.headroom is not None:
+            return self.headroom
+        return int((self.hello or {}).get("headroom", 0))
+
     def save_dump(self, model_path: str | Path, out_path: str | Path, allow_other_model: bool = False,
                   timeout: float = 10.0) -> Path:
         """Dump the weights now and write them as a weights file for `model_path` (checked
@@ -430,7 +438,7 @@ class Monitor:
         if self.model_prefix is None:
             self.status()
         return save_dumped(self.dump(timeout), model_path, out_path, self.model_prefix, allow_other_model,
-                           headroom=self.headroom)
+                           headroom=self.headroom_bits())
 
     # ---------------------------------------------------------------------------- checkpoint and resume
 
@@ -494,7 +502,7 @@ class Monitor:
                     raise DataError(f"the device trains {expected} tensor(s) but the weights of only {len(sent)} "
                                     "arrived")
                 out.weights_path = save_dumped(self.session.weights, self.model_path, self.weights_path,
-                                               self.model_prefix, headroom=self.headroom)
+                                               self.model_prefix, headroom=self.headroom_bits())
             except DataError as exc:  # the log and the plot are still worth having
                 out.weights_error = str(exc) + (f" ({damaged} damaged telemetry frame(s) were dropped: the missing "
                                                 "weights were among them)" if damaged else "")

@@ -405,7 +405,7 @@ class ReferenceTrainer:
                           density_log2=self.settings.density_log2, lr_auto=int(self.settings.lr_auto),
                           lr=F32(0.0) if self.settings.lr_auto else F32(o.lr), max_steps=self.settings.max_steps,
                           budget=o.budget or 0, q_max=o.q_max, n_tensors=len(plan.tensors), model_sha256=self.sha,
-                          loss_kind=spec.LOSS_IDS[self.loss])
+                          loss_kind=spec.LOSS_IDS[self.loss], headroom=int(o.headroom))
         if plan.split > 0:  # --- boundary checksum (issue 14): the first test sample's prefix, once
             yield self._frame("boundary", crc32=self.boundary_crc32(), expected_crc32=0, bytes=plan.boundary_bytes,
                               boundary_flags=0)

@@ -20,7 +20,7 @@ import numpy as np
 from zoflash.compiler.ir import Graph, Quantization
 from zoflash.compiler.pipeline import CompiledModel, compile_graph
 from zoflash.compiler.quant import round_half_away_array
-from zoflash.training.spec import HEADROOM_MAX, INT8_WEIGHT_LIMIT
+from zoflash.training.spec import HEADROOM_AUTO_LSB, HEADROOM_MAX, INT8_WEIGHT_LIMIT
 
 WEIGHTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 
@@ -57,6 +57,42 @@ def requantized_tensors(graph: Graph, weights: Iterable[int],
             if t.is_constant and t.dtype == "int32" and b not in biases:
                 biases.append(b)
     return ws, sorted(biases)
+
+
+def auto_bits(graph: Graph, weights: Iterable[int], root: Mapping[int, int] | None = None) -> int:
+    """--headroom auto: the most bits (0..HEADROOM_MAX) after which the RMS of the trainable int8
+    weights is still at least HEADROOM_AUTO_LSB LSB. Why (docs/training.md "Headroom"): a layer
+    adapted to a new domain may need weights several times its pretrained ones, which int8 at the
+    pretrained scale cannot hold; each bit doubles the room and halves the resolution, and about 6
+    LSB of RMS is the coarsest grid the three tasks of docs/experiments.md still train well on.
+    0 when nothing can be re-quantized: no trainable weights (biases only), a weight tensor that is
+    not a quantized constant int8, or one shared with a layer that is not trained."""
+    ws, _ = requantized_tensors(graph, weights, root)
+    if not ws or any(not (graph.tensors[w].is_constant and graph.tensors[w].dtype == "int8"
+                          and graph.tensors[w].quant is not None) for w in ws):
+        return 0
+    if _shared_with_untrained(graph, ws, root or {}):
+        return 0
+    squares = sum(int(np.sum(np.square(graph.tensors[w].data.astype(np.int64)))) for w in ws)
+    count = sum(int(graph.tensors[w].data.size) for w in ws)
+    rms = float(np.sqrt(squares / count))
+    bits = 0
+    while bits < HEADROOM_MAX and rms / float(1 << (bits + 1)) >= HEADROOM_AUTO_LSB:
+        bits += 1
+    return bits
+
+
+def _shared_with_untrained(graph: Graph, ws: list[int], root: Mapping[int, int]) -> bool:
+    """Whether a weighted op outside the trained set reads one of these weight tensors (or its bias
+    is re-quantized with them): apply_headroom would change a layer nobody trains."""
+    wset = set(ws)
+    readers: dict[int, int] = {}
+    for op in graph.ops:
+        if op.type in WEIGHTED_OPS and len(op.inputs) >= 2 and op.inputs[1] >= 0:
+            w = root.get(op.inputs[1], op.inputs[1])
+            if w in wset:
+                readers[w] = readers.get(w, 0) + 1
+    return any(n > 1 for n in readers.values())
 
 
 def apply_headroom(graph: Graph, weights: Iterable[int], bits: int, eps: int = 1,

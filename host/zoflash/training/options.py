@@ -62,7 +62,7 @@ class TrainOptions:
     guard_steps: int = spec.TRAIN_DEFAULTS["guard_steps"]
     guard_loss: float = spec.TRAIN_DEFAULTS["guard_loss"]
     guard_max_rollbacks: int = spec.TRAIN_DEFAULTS["guard_max_rollbacks"]
-    headroom: int = spec.TRAIN_DEFAULTS["headroom"]
+    headroom: int | str = spec.TRAIN_DEFAULTS["headroom"]  # bits, or "auto" (resolved by compile_training)
     loss: str = spec.TRAIN_DEFAULTS["loss"]
     target: str = spec.TRAIN_DEFAULTS["target"]
     # ---- data sources ----
@@ -208,9 +208,11 @@ def validate(opts: TrainOptions) -> TrainOptions:
     need(opts.guard_loss == 0 or (math.isfinite(opts.guard_loss) and opts.guard_loss > 1),
          "--guard-loss must be 0 (off) or > 1")
     need(0 <= opts.guard_max_rollbacks <= UINT32_MAX, f"--guard-max-rollbacks must be in 0..{UINT32_MAX}")
-    need(0 <= opts.headroom <= HEADROOM_MAX, f"--headroom {opts.headroom}: must be 0..{HEADROOM_MAX} bits")
-    need(not (opts.headroom and opts.biases_only), "--headroom re-quantizes trainable weights: it does not go with "
-                                                   "--biases-only")
+    if opts.headroom != "auto":
+        need(isinstance(opts.headroom, int) and 0 <= opts.headroom <= HEADROOM_MAX,
+             f"--headroom {opts.headroom}: must be auto or 0..{HEADROOM_MAX} bits")
+        need(not (opts.headroom and opts.biases_only), "--headroom re-quantizes trainable weights: it does not go "
+                                                       "with --biases-only")
     need(opts.loss in spec.LOSS_CHOICES, f"--loss {opts.loss}: use one of {', '.join(spec.LOSS_CHOICES)}")
     need(opts.target in spec.TARGETS, f"--target {opts.target}: use one of {', '.join(spec.TARGETS)}")
     need(not (opts.target == "input" and opts.loss not in ("auto", "mse")),
@@ -254,6 +256,8 @@ def _coerce(name: str, value, where: str):
         if not isinstance(value, dict):
             raise OptionsError(f"{where}: 'sched' must be a table of scheduler parameters")
         return {str(k): _number(v, f"{where}: sched.{k}") for k, v in value.items()}
+    if name == "headroom" and isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
     if name == "lr":
         if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
             return None

@@ -6,7 +6,7 @@ surfaces here, before anything is generated.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +18,7 @@ from zoflash.compiler.tflite_import import load_tflite, model_sha256
 from zoflash.errors import ZoflashError
 from zoflash.targets import boards as boards_mod
 from zoflash.training.dataset import Dataset, carve_validation, load_dataset
-from zoflash.training.headroom import apply_headroom, output_change
+from zoflash.training.headroom import apply_headroom, auto_bits, output_change
 from zoflash.training.options import TrainOptions
 from zoflash.training.plan import TrainPlan, plan_training
 from zoflash.training.render import render_training
@@ -65,6 +65,8 @@ def compile_training(model_path: str | Path, data_path: str | Path, opts: TrainO
         from zoflash.training.render import stream_record_bytes
 
         plan.stream_buffer_bytes = opts.buffer * sum(stream_record_bytes(plan, data).values())
+    if opts.headroom == "auto":  # resolved here, so that the bundle, the manifest and the monitor see the bits
+        opts = replace(opts, headroom=auto_bits(model.graph, _weight_tensors(plan), root=model.root))
     report = None
     if opts.headroom:
         model, plan, report = _with_headroom(model, plan, opts, data)
@@ -90,10 +92,13 @@ def _warn_about(data: Dataset, opts: TrainOptions, plan: TrainPlan) -> None:
                     data.source, int(labels[0]), int(labels[0]))
 
 
+def _weight_tensors(plan: TrainPlan) -> list[int]:
+    return [t.index for t in plan.tensors if not t.is_bias]
+
+
 def _with_headroom(model: CompiledModel, plan, opts: TrainOptions, data):
     """Re-quantize the tensors the first plan made trainable, recompile, re-plan; report the change."""
-    weights = [t.index for t in plan.tensors if not t.is_bias]
-    graph, changed = apply_headroom(model.graph, weights, opts.headroom, opts.eps, root=model.root)
+    graph, changed = apply_headroom(model.graph, _weight_tensors(plan), opts.headroom, opts.eps, root=model.root)
     new_model = compile_graph(graph)
     new_plan = plan_training(new_model, opts)
     trained = {t.index for t in new_plan.tensors}

@@ -139,7 +139,7 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
         input_offset=model.arena_offset[in_root], input_bytes=g.tensors[in_root].nbytes,
         split=plan.split, logits_end=plan.logits_end, logits_offset=model.arena_offset[plan.logits],
         classes=plan.classes, logits_scale=c_float(plan.logits_scale), logits_zp=plan.logits_zp,
-        loss=spec.c_name("LOSSES", plan.loss), mse=plan.loss == "mse", data_names=data_names,
+        loss=spec.c_name("LOSSES", plan.loss), headroom_bits=int(opts.headroom), mse=plan.loss == "mse", data_names=data_names,
         target_scale=c_float(in_quant.scale if from_input else 0.0), target_zp=in_quant.zero_point if from_input else 0,
         sha_bytes=", ".join(f"0x{source_sha256[2 * i:2 * i + 2]}" for i in range(8)),
         options_sha_bytes=", ".join(f"0x{opts_sha[2 * i:2 * i + 2]}" for i in range(8)),
