@@ -31,12 +31,21 @@ def seed_range(text: str) -> list[int]:
     return list(range(int(lo), int(hi or lo) + 1))
 
 
-def heldout(task_name: str, seeds: list[int], executor) -> dict:
-    cache = ex.CACHE / f"results-{task_name}-full.json"
+def grid_config(medium: bool, headroom: int | str) -> ex.Config:
+    """The grid whose tuned fixed q is the reference (named as experiments.py names its cache)."""
+    cfg = ex.MEDIUM if medium else ex.FULL
+    if headroom != "auto":
+        cfg = ex.replace(cfg, name=f"{cfg.name}-h{headroom}", headroom=headroom)
+    return cfg
+
+
+def heldout(task_name: str, seeds: list[int], executor, cfg: ex.Config = ex.FULL) -> dict:
+    cache = ex.CACHE / f"results-{task_name}-{cfg.name}.json"
     if not cache.exists():
-        raise SystemExit(f"{cache} is missing: run `python benchmarks/experiments.py --task {task_name}` first")
+        raise SystemExit(f"{cache} is missing: run `python benchmarks/experiments.py --task {task_name}` with the "
+                         "same grid options first")
     a = ex.analyse(json.loads(cache.read_text()))
-    cfg, task = ex.FULL, ex.TASKS[task_name]
+    task = ex.TASKS[task_name]
     q, k = a["best_q"], a["tuned"][a["best_q"]]
     ref = f"fixed q={q}, tuned lr (L0·2^{k})"
     specs = {ref: [ex.make_spec(cfg, task, "fixed", q, f"k{k}", s, a["l0"]) for s in seeds]}
@@ -46,13 +55,14 @@ def heldout(task_name: str, seeds: list[int], executor) -> dict:
                    lambda m: print(m, flush=True))
     finals = {name: np.array([res[s["key"]]["final_acc"] * 100 for s in group]) for name, group in specs.items()}
     rollbacks = {name: float(np.mean([res[s["key"]]["rollbacks"] for s in group])) for name, group in specs.items()}
-    return dict(task=task_name, seeds=seeds, ref=ref, finals=finals, rollbacks=rollbacks)
+    return dict(task=task_name, seeds=seeds, ref=ref, finals=finals, rollbacks=rollbacks, grid=cfg.name)
 
 
 def to_markdown(h: dict, command: str) -> str:
     ref = h["finals"][h["ref"]]
     n = len(h["seeds"])
-    lines = [f"### {h['task']}: seeds {h['seeds'][0]}..{h['seeds'][-1]} ({n} runs per method, 400k passes)", "",
+    grid = "" if h.get("grid", "full") == "full" else f", reference from the {h['grid']} grid"
+    lines = [f"### {h['task']}: seeds {h['seeds'][0]}..{h['seeds'][-1]} ({n} runs per method, 400k passes{grid})", "",
              f"Command: `{command}`", "",
              "Δ: paired difference to the best tuned fixed q of the grid, mean ± standard error of the mean "
              "(std / sqrt(n)), and the seeds where the method is at least as good.", "",
@@ -72,10 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2, help="local worker processes")
     ap.add_argument("--cluster", metavar="tcp://HOST:8786", help="run on this Dask distributed scheduler instead")
     ap.add_argument("--write", type=Path, help="replace this task's section of this markdown file")
+    ap.add_argument("--medium", action="store_true", help="the reference from experiments.py --medium's grid")
+    ap.add_argument("--headroom", type=ex.headroom_arg, default="auto", metavar="H",
+                    help="the grid's and the runs' --headroom (default auto, zoflash's default)")
     args = ap.parse_args(argv)
     with make_executor(args.workers, args.cluster) as executor:
-        h = heldout(args.task, seed_range(args.seeds), executor)
+        h = heldout(args.task, seed_range(args.seeds), executor, grid_config(args.medium, args.headroom))
     command = f"python benchmarks/heldout.py --task {args.task} --seeds {args.seeds}" + \
+        (" --medium" if args.medium else "") + (f" --headroom {args.headroom}" if args.headroom != "auto" else "") + \
         (f" --write {args.write}" if args.write else "")
     body = to_markdown(h, command)
     if args.write:

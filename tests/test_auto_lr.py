@@ -19,7 +19,7 @@ MODEL, DATA = FIXTURES / "digits_cnn.tflite", FIXTURES / "digits_shift.npz"
 @pytest.mark.parametrize("density, rho, binding", [(1.0, 4.0, "floor"), (1 / 16, 4.0, "weights"),
                                                    (1 / 16, 2.0, "rho")])
 def test_auto_lr_is_bounded_by_the_weights(tmp_path, density, rho, binding):
-    opts = make_options(density=density, rho=rho, steps=8, eval_every=100)
+    opts = make_options(density=density, rho=rho, steps=8, eval_every=100, headroom=0)  # the regimes at h = 0
     run = simulate(MODEL, DATA, opts, tmp_path / "run.jsonl", engine="c", plot=False)
     m2c = np.mean([s["m2"] for s in run.steps if s["calibrating"]])
     weights = [t.values.astype(np.float64) for t in compile_training(MODEL, DATA, opts).training.plan.tensors

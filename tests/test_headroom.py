@@ -213,6 +213,20 @@ def test_c_identical_to_reference_with_headroom(tmp_path):
     w = load_weights(runs["c"].weights_path)
     assert w.headroom == 2 and set(w.scales) == set(w.tensors)
     assert runs["c"].headroom["bits"] == 2
+    assert runs["c"].records[0]["type"] == "hello" and runs["c"].records[0]["headroom"] == 2  # the C's own hello
+
+
+def test_monitor_takes_the_bits_from_the_device():
+    """A weights dump gets the scales of the headroom the device reports (hello, else status)."""
+    from zoflash.monitor.serial_monitor import Monitor
+
+    mon = Monitor(opener=lambda: None)
+    assert mon.headroom_bits() == 0  # nothing heard yet
+    mon.last_status = {"type": "status", "headroom": 3}
+    assert mon.headroom_bits() == 3
+    mon.hello = {"type": "hello", "headroom": 2}
+    assert mon.headroom_bits() == 2
+    assert Monitor(opener=lambda: None, headroom=1).headroom_bits() == 1  # given: it wins
 
 
 # ---- export: tflite-micro == generated C == reference forward ------------------------------------------

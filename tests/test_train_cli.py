@@ -80,7 +80,9 @@ def check_training_bundle(out, text, batch):
     assert tr["trainable_params"] == w.size + b.size == 2570
     assert [(t["kind"], t["dtype"], t["shape"], t["stream"]) for t in tr["tensors"]] == \
         [("weights", "int8", [10, 256], 0), ("bias", "int32", [10], 1)]
-    assert tr["clamped_weights"] == int(((w > 126) | (w < -126)).sum())
+    h = tr["options"]["headroom"]  # the clamp applies to the weights re-quantized with the headroom (auto: 2)
+    wq = np.sign(w) * ((np.abs(w.astype(np.int64)) + ((1 << h) >> 1)) >> h)
+    assert tr["clamped_weights"] == int(((wq > 126) | (wq < -126)).sum())
     assert tr["boundary_bytes"] == 256 and tr["classes"] == 10
     steps = [o["type"] for o in manifest["ops"]]  # kernel calls (the reshape has none)
     assert steps[tr["split_step"]] == "FULLY_CONNECTED" and steps[tr["logits_end_step"]] == "SOFTMAX"

@@ -509,8 +509,9 @@ def ops(markdown: bool) -> None:
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help="Trained .tflite to write.")
 @click.option("--allow-other-model", is_flag=True,
               help="Accept weights recorded for a model file with another SHA-256 (tensors must still match).")
-@click.option("--headroom", type=int, help="The --headroom the run trained with, for weights that do not record "
-                                           "it (taken from a board): their tensors get scales x 2^H.")
+@click.option("--headroom", type=int, help="The headroom bits the run trained with (the bundle manifest's "
+                                           "training.options.headroom), for weights files that do not record them "
+                                           "(written before protocol version 3): their tensors get scales x 2^H.")
 @click.option("--select", type=click.Choice(("best", "last")),
               help="Which weights: best = the lowest validation loss (the device's last good snapshot), last = "
                    "the end of the run [best when the file holds them, else last].")

@@ -206,6 +206,7 @@ void zo_tm_status(const zo_tm_status_t *m)
     put(&f, m->eval_passes, 8u);
     put(&f, m->time_us, 8u);
     put_bytes(&f, m->model_sha256, sizeof m->model_sha256);
+    put(&f, m->headroom, 1u);
     finish(&f, NULL, 0u);
 }
 

@@ -167,6 +167,7 @@ typedef struct {
     uint64_t eval_passes;
     uint64_t time_us;
     uint8_t model_sha256[8]; /* as in hello: identifies the model after a late attach */
+    uint8_t headroom;      /* as in hello: the scales of a weights dump after a late attach */
 } zo_tm_status_t;
 
 typedef struct {

@@ -558,6 +558,7 @@ static void send_status(const trainer_t *tr, uint32_t t, uint32_t calib, int pau
     s.eval_passes = tr->eval_passes;
     s.time_us = now_us(tr);
     memcpy(s.model_sha256, tr->m->model_sha256, sizeof s.model_sha256);
+    s.headroom = tr->m->headroom_bits;
     zo_tm_status(&s);
 }
 

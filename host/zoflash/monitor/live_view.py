@@ -109,7 +109,8 @@ class LiveView:
             self._line(f"training: loss {rec['loss_kind']}, scheduler {rec['scheduler']}, batch {rec['batch']}, "
                        f"{rec['trainable_params']} "
                        f"trainable parameters, {rec['n_train']} training / {rec['n_test']} test samples, "
-                       f"lr {'auto' if rec['lr_auto'] else format(rec['lr'], 'g')}")
+                       f"lr {'auto' if rec['lr_auto'] else format(rec['lr'], 'g')}"
+                       + (f", headroom {rec['headroom']} bit(s)" if rec.get("headroom") else ""))
         elif kind == "done":
             self._line(f"done ({rec['reason']}): {rec['steps']} steps, {rec['prefix_passes']} prefix + "
                        f"{rec['suffix_passes']} suffix passes, {rec['time_s']:.1f} s")

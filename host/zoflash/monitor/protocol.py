@@ -46,7 +46,7 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
     "log": (7, ()),  # + UTF-8 text
     "status": (8, (("step", "I"), ("q", "H"), ("state", "B"), ("paused", "B"), ("calibrating", "B"), ("lr", "f"),
                    ("prefix_passes", "Q"), ("suffix_passes", "Q"), ("eval_passes", "Q"), ("time_us", "Q"),
-                   ("model_sha256", "8s"))),
+                   ("model_sha256", "8s"), ("headroom", "B"))),
     "ack": (9, (("step", "I"), ("command_seq", "H"), ("command", "B"), ("result", "B"))),
     # ---- data sources: --data-source stream (zo_stream.h) ----
     "need": (10, (("cursor", "I"), ("offset", "I"), ("count", "I"), ("total", "I"), ("window", "H"))),

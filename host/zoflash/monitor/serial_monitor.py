@@ -426,10 +426,13 @@ class Monitor:
 
     def headroom_bits(self) -> int:
         """The bits the firmware's trained layers were re-quantized with: the headroom given, else
-        the device's hello (protocol version 3), else 0 (no hello seen: attached in mid-run)."""
+        as the device's hello or status says (protocol version 3)."""
         if self.headroom is not None:
             return self.headroom
-        return int((self.hello or {}).get("headroom", 0))
+        for rec in (self.hello, self.last_status):
+            if rec is not None and "headroom" in rec:
+                return int(rec["headroom"])
+        return 0
 
     def save_dump(self, model_path: str | Path, out_path: str | Path, allow_other_model: bool = False,
                   timeout: float = 10.0) -> Path:

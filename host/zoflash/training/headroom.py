@@ -124,14 +124,16 @@ def apply_headroom(graph: Graph, weights: Iterable[int], bits: int, eps: int = 1
 
 def c_logits(model: CompiledModel, logits: int, x: np.ndarray) -> np.ndarray:
     """The generated C's int8 logits (root tensor `logits`) on every sample of x: the graph is
-    compiled again with the logits as its only output (so the arena keeps them), built for the
-    host and run."""
+    compiled again with the logits as its first output (so the arena keeps them; the model's own
+    outputs stay, since a DEQUANTIZE is only supported as a model output), built for the host and
+    run."""
     from zoflash.compiler.bundle import generate_bundle
     from zoflash.targets.boards import load_board
     from zoflash.targets.host_build import run_make
     from zoflash.targets.host_runner import HostModel
 
-    compiled = compile_graph(replace(model.graph, outputs=(logits,)))
+    outputs = (logits,) + tuple(o for o in model.graph.outputs if o != logits)
+    compiled = compile_graph(replace(model.graph, outputs=outputs))
     with tempfile.TemporaryDirectory(prefix="zoflash-headroom-") as tmp:
         bundle = generate_bundle(compiled, load_board("host"), Path(tmp), "logits", "0" * 64, prefix="logits")
         run_make(bundle, f"build/lib{bundle.prefix}.so")  # the library only: no programs
