@@ -153,7 +153,8 @@ def test_autoencoder_adapts_to_a_new_machine(tmp_path, ad_data):
 def test_bce_guard_rolls_back_identically(tmp_path):
     """A far too large lr sends the test loss up (the one logit to the wrong side, sometimes to its
     saturation): the test-loss guard rolls back and halves lr."""
-    runs = run_both(tmp_path, BINARY, BINARY_DATA, scheduler="fixed", lr=3e5, steps=80, eval_every=20, guard_steps=4)
+    runs = run_both(tmp_path, BINARY, BINARY_DATA, scheduler="fixed", lr=3e5, steps=80, eval_every=20, guard_steps=4,
+                    headroom=0)
     assert_identical(runs)
     rollbacks = [r for r in runs["c"].records if r["type"] == "event" and r["kind"] == "rollback"]
     assert rollbacks and rollbacks[0]["code"] == 1 and rollbacks[0]["value"] == 1.5e5
@@ -169,7 +170,7 @@ def test_saturation_towards_the_target_is_no_collapse(tmp_path):
     path = tmp_path / "far.npz"
     np.savez(path, x_train=d["x_train"], y_train=np.full_like(d["y_train"], 1e3), x_test=d["x_test"],
              y_test=np.full_like(d["y_test"], 1e3))
-    runs = run_both(tmp_path, REGRESSOR, path, loss="mse", scheduler="fixed", lr=2e4, steps=60, eval_every=20,
+    runs = run_both(tmp_path, REGRESSOR, path, loss="mse", scheduler="fixed", lr=2e4, steps=60, eval_every=20, headroom=0,
                     guard_steps=2)
     assert_identical(runs)
     steps = runs["c"].steps
