@@ -286,3 +286,11 @@ def test_export_with_headroom(tmp_path, path, train):
     out3 = tmp_path / "trained3.tflite"
     export_weights(path, plain, out3)  # no headroom: old scales, a different model
     assert out3.read_bytes() != out.read_bytes()
+
+
+@pytest.mark.cc
+def test_the_stream_ring_is_counted_with_headroom():
+    """The re-plan after re-quantization keeps the RAM ring of a stream data source (it was lost)."""
+    rings = [compile_training(DIGITS, SHIFT, make_options(headroom=h, data_source="stream", buffer=32))
+             .training.plan.stream_buffer_bytes for h in (0, 2, "auto")]
+    assert rings == [32 * (64 + 2)] * 3  # 8x8 int8 image and a u16 label per slot

@@ -134,7 +134,7 @@ def test_a_ring_of_the_whole_split_refreshed_each_step_is_the_embedded_run(tmp_p
 @pytest.mark.cross
 @pytest.mark.qemu
 def test_run_stream_on_qemu_equals_simulate(tmp_path, flat, capsys):
-    common = ["--model", MLP, "--data", str(flat), *COMMON, "--headroom", "0"]
+    common = ["--model", MLP, "--data", str(flat), *COMMON]
     m55, host = tmp_path / "m55.jsonl", tmp_path / "host.jsonl"
     assert main(["run", "--board", "mps3-an547", "--out", str(tmp_path / "bundle"), "--log", str(m55),
                  "--timeout", "300", *common]) == 0

@@ -251,7 +251,7 @@ def damage(b: bytes, rng: random.Random) -> bytes:
 
 
 def rand_stream(rng: random.Random, n: int, p_fault: float):
-    """Elements (what, sent bytes, intact) of a stream of frames, text lines and garbage."""
+    """Elements (what, bytes as meant, sent bytes, intact) of a stream of frames, text lines and garbage."""
     enc, out = proto.Encoder(rng.randrange(65536)), []
     for _ in range(n):
         r = rng.random()
@@ -269,7 +269,7 @@ def rand_stream(rng: random.Random, n: int, p_fault: float):
         else:
             what, b = "garbage", rng.randbytes(rng.randint(1, 40))
         intact = rng.random() >= p_fault
-        out.append((what, b if intact else damage(b, rng), intact))
+        out.append((what, b, b if intact else damage(b, rng), intact))
     return out
 
 
@@ -290,17 +290,24 @@ def is_subsequence(want: list, got: list) -> bool:
 @pytest.mark.parametrize("p_fault", [0.0, 0.1, 0.4])
 def test_decoder_survives_damaged_streams(p_fault):
     for seed in range(150):
-        if (p_fault, seed) == (0.4, 54):  # since protocol version 3 a damaged frame decodes here: open, see issue 13's note
-            continue
         rng = random.Random(seed * 10 + int(p_fault * 10))
-        elems = rand_stream(rng, rng.randint(1, 40), p_fault)
+        full = rand_stream(rng, rng.randint(1, 40), p_fault)
+        elems = [(what, sent, ok) for what, _, sent, ok in full]
         data = b"".join(b for _, b, _ in elems)
         items, stats = feed_chunked(data, None)
         assert feed_chunked(data, rng) == (items, stats), seed  # chunking changes nothing
         frames = [it for it in items if isinstance(it, tm.Frame)]
         lines = [it.text for it in items if isinstance(it, tm.TextLine)]
-        # Exactly the untouched frames come out, byte-identical: nothing damaged slips through.
-        assert [f.to_bytes() for f in frames] == [b for what, b, ok in elems if what == "frame" and ok], seed
+        # Every untouched frame comes out, byte-identical, and nothing damaged slips through: each
+        # frame out is one that was sent, as meant.  (A damaged frame can come back whole: e.g. its
+        # CRC's last byte 0xA5 cut off and supplied by the next frame's sync, seed 54 at 0.4; the
+        # next frame then loses its start, and the data is as sent.)
+        out = [f.to_bytes() for f in frames]
+        intact = [b for what, b, ok in elems if what == "frame" and ok]
+        assert is_subsequence(out, [m for what, m, _, _ in full if what == "frame"]), seed
+        assert is_subsequence(intact, out), seed
+        if p_fault == 0.0:
+            assert out == intact, seed
         # A text line comes out if it and what precedes it (the line's start) are untouched.
         want_lines = [b.decode().rstrip("\n").removesuffix("\r") for k, (what, b, ok) in enumerate(elems)
                       if what == "text" and ok and (k == 0 or (elems[k - 1][2] and elems[k - 1][0] != "garbage"))]
@@ -316,7 +323,7 @@ def test_decoder_survives_damaged_streams(p_fault):
 
 def test_decoder_byte_at_a_time_equals_whole():
     rng = random.Random(99)
-    data = b"".join(b for _, b, _ in rand_stream(rng, 60, 0.2))
+    data = b"".join(b for _, _, b, _ in rand_stream(rng, 60, 0.2))
     dec, items = tm.Decoder(), []
     for k in range(len(data)):
         items += dec.feed(data[k:k + 1])

@@ -61,15 +61,15 @@ def compile_training(model_path: str | Path, data_path: str | Path, opts: TrainO
                         output_shape=model.storage(plan.logits).shape)
     data = carve_validation(data, opts.val_fraction, opts.seed)  # guards and snapshots never see the test set
     _warn_about(data, opts, plan)
-    if opts.data_source in ("stream", "app"):  # a RAM ring of fed or pushed samples
-        from zoflash.training.render import stream_record_bytes
-
-        plan.stream_buffer_bytes = opts.buffer * sum(stream_record_bytes(plan, data).values())
     if opts.headroom == "auto":  # resolved here, so that the bundle, the manifest and the monitor see the bits
         opts = replace(opts, headroom=auto_bits(model.graph, _weight_tensors(plan), root=model.root))
     report = None
     if opts.headroom:
         model, plan, report = _with_headroom(model, plan, opts, data)
+    if opts.data_source in ("stream", "app"):  # a RAM ring of fed or pushed samples (on the final plan)
+        from zoflash.training.render import stream_record_bytes
+
+        plan.stream_buffer_bytes = opts.buffer * sum(stream_record_bytes(plan, data).values())
     fold_biases_at_run_time(model, {t.index for t in plan.tensors})
     return CompiledTraining(Path(model_path), model_sha256(raw), model, Training(plan, opts, data, headroom=report))
 
