@@ -153,6 +153,7 @@ def test_autoencoder_adapts_to_a_new_machine(tmp_path, ad_data):
 def test_bce_guard_rolls_back_identically(tmp_path):
     """A far too large lr sends the test loss up (the one logit to the wrong side, sometimes to its
     saturation): the test-loss guard rolls back and halves lr."""
+    # headroom 0: the explicit lr was chosen for the pretrained scale (with h bits it is 4^h times larger)
     runs = run_both(tmp_path, BINARY, BINARY_DATA, scheduler="fixed", lr=3e5, steps=80, eval_every=20, guard_steps=4,
                     headroom=0)
     assert_identical(runs)
@@ -170,8 +171,8 @@ def test_saturation_towards_the_target_is_no_collapse(tmp_path):
     path = tmp_path / "far.npz"
     np.savez(path, x_train=d["x_train"], y_train=np.full_like(d["y_train"], 1e3), x_test=d["x_test"],
              y_test=np.full_like(d["y_test"], 1e3))
-    runs = run_both(tmp_path, REGRESSOR, path, loss="mse", scheduler="fixed", lr=2e4, steps=60, eval_every=20, headroom=0,
-                    guard_steps=2)
+    runs = run_both(tmp_path, REGRESSOR, path, loss="mse", scheduler="fixed", lr=2e4, steps=60, eval_every=20,
+                    guard_steps=2, headroom=0)  # the explicit lr is for the pretrained scale
     assert_identical(runs)
     steps = runs["c"].steps
     assert not any(s["diverged"] for s in steps)

@@ -99,8 +99,8 @@ def test_lr_decay_factors_in_the_step_records(tmp_path, mlp_data):
     the run done before it (by the budget's passes, or by --steps), recomputed here in float64
     from the records (the engines agree bit for bit above)."""
     for decay, length in (("linear", dict(budget=12000)), ("step", dict(steps=40))):
-        opts = make_options(scheduler="fixed", q=2, lr=8.0, lr_scaling="linear", eval_every=20, lr_decay=decay, headroom=0,
-                            **length)
+        opts = make_options(scheduler="fixed", q=2, lr=8.0, lr_scaling="linear", eval_every=20, lr_decay=decay,
+                            headroom=0, **length)  # an lr for the pretrained scale: no rollback may interfere
         run = simulate(MLP, mlp_data, opts, tmp_path / f"{decay}.jsonl", engine="c", plot=False)
         assert not [r for r in run.records if r["type"] == "event" and r["kind"] == "rollback"]
         done = 0

@@ -74,7 +74,7 @@ def test_trainable_tensors_live_in_ram_and_start_from_read_only_pretrained_value
     copy of its pretrained values, linked like any constant (a slice when large): the copy goes
     with the weights, not into the code region as .data's initial values would."""
     api.generate(FIXTURES / "mlp.tflite", "host", tmp_path / "b", prefix="m",
-                 data_path=tiny_dataset(tmp_path / "tiny.npz"), options=validate(TrainOptions(train="all", headroom=0)))
+                 data_path=tiny_dataset(tmp_path / "tiny.npz"), options=validate(TrainOptions(train="all", headroom=0)))  # the model's own values
     weights_c = (tmp_path / "b" / "m_weights.c").read_text()
     model_c = (tmp_path / "b" / "m.c").read_text()
     in_ram = dict(re.findall(r"^(?:int8_t|int32_t) (m_t\d+)\[(\d+)\] ZO_TRAIN_ATTR;$", weights_c, re.M))

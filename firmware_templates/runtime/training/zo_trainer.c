@@ -87,9 +87,7 @@ static uint64_t now_us(const trainer_t *tr)
 /* LSB RMS per step of the first updates (over the directions' nonzero entries, density p): rho,
  * at most max(1, w_rms / ZO_LR_W_RMS_DIV / sqrt(p)) where w_rms is the RMS of the trainable int8
  * weights, so that a few hundred mostly-noise steps do not move a pretrained layer by more than
- * its own size (docs/training.md "Learning rate").  rho and the floor of 1 are LSB of the
- * pretrained scale: with h bits of headroom both are divided by 2^h (exact), so the rule moves
- * the weights as far in real units as without headroom. */
+ * its own size (docs/training.md "Learning rate"). */
 static float auto_step_lsb(const zo_train_model_t *m, float rho, float p)
 {
     uint64_t sq = 0u, n = 0u;
@@ -106,11 +104,9 @@ static float auto_step_lsb(const zo_train_model_t *m, float rho, float p)
     if (n == 0u) {
         return rho;
     }
-    const float unit = 1.0f / (float)(1u << m->headroom_bits);  /* a pretrained LSB, in LSB */
     const float by_w = (sqrtf((float)sq / (float)n) / (float)ZO_LR_W_RMS_DIV) / sqrtf(p);
-    const float bound = (by_w > unit) ? by_w : unit;
-    const float cap = rho * unit;
-    return (cap < bound) ? cap : bound;
+    const float bound = (by_w > 1.0f) ? by_w : 1.0f;
+    return (rho < bound) ? rho : bound;
 }
 
 /* ---- perturbation of every trainable tensor along direction (t, i) ---------------------- */

@@ -47,7 +47,7 @@ typedef struct {
     float logits_scale;
     int32_t logits_zp;
     zo_loss_t loss;
-    uint8_t headroom_bits;                         /* --headroom of the build: the hello, the auto lr's LSB */
+    uint8_t headroom_bits;                         /* --headroom of the build (reported in the hello) */
     const zo_trainable_t *tensors;
     int32_t n_tensors;
     uint32_t trainable_params;

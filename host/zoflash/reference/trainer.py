@@ -292,18 +292,15 @@ class ReferenceTrainer:
 
     def _auto_step_lsb(self, rho: np.float32, p: np.float32) -> np.float32:
         """Auto lr: RMS step in LSB, rho but at most max(1, w_rms / LR_W_RMS_DIV / sqrt(p)) (w_rms:
-        the trainable int8 weights' RMS, from an exact integer sum of squares; p: direction density),
-        with rho and the floor 1 in LSB of the pretrained scale: divided by 2^h with h bits of headroom."""
+        the trainable int8 weights' RMS, from an exact integer sum of squares; p: direction density)."""
         weights = [v for v, tt in zip(self.values, self.plan.tensors) if not tt.is_bias]
         n = sum(len(v) for v in weights)
         if n == 0:
             return rho
         sq = sum(int(np.sum(v.astype(np.int64) ** 2)) for v in weights)
-        unit = F32(F32(1) / F32(1 << int(self.opts.headroom)))
         by_w = F32(F32(np.sqrt(F32(F32(sq) / F32(n))) / F32(spec.LR_W_RMS_DIV)) / np.sqrt(p))
-        bound = by_w if by_w > unit else unit
-        cap = F32(rho * unit)
-        return cap if cap < bound else bound
+        bound = by_w if by_w > F32(1) else F32(1)
+        return rho if rho < bound else bound
 
     def _update(self, t: int, q: int, lr: np.float32) -> None:
         o = self.opts
