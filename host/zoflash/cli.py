@@ -139,9 +139,8 @@ def training_options(f):
         click.option("--guard-max-rollbacks", type=int,
                      help=f"Guard: stop after this many rollbacks [{d['guard_max_rollbacks']}; 0 never]."),
         click.option("--headroom", help="Re-quantize the trainable layers with H bits of headroom (scales x 2^H, "
-                                        f"weights / 2^H), 0..4, or auto: {spec.HEADROOM_AUTO_MAX} bits, fewer if the "
-                                        f"trainable weights' RMS would fall below {spec.HEADROOM_AUTO_LSB:g} LSB "
-                                        f"[{d['headroom']}]."),
+                                        "weights / 2^H), 0..4, or auto: the most bits that keep the trainable "
+                                        f"weights' RMS at least {spec.HEADROOM_AUTO_LSB:g} LSB [{d['headroom']}]."),
         click.option("--loss", type=click.Choice(spec.LOSS_CHOICES),
                      help="Loss: auto = mse with --target input, sigmoid-bce for one output (labels 0/1), "
                           f"else softmax-ce; mse for float targets [{d['loss']}]."),

@@ -20,7 +20,7 @@ import numpy as np
 from zoflash.compiler.ir import Graph, Quantization
 from zoflash.compiler.pipeline import CompiledModel, compile_graph
 from zoflash.compiler.quant import round_half_away_array
-from zoflash.training.spec import HEADROOM_AUTO_LSB, HEADROOM_AUTO_MAX, HEADROOM_MAX, INT8_WEIGHT_LIMIT
+from zoflash.training.spec import HEADROOM_AUTO_LSB, HEADROOM_MAX, INT8_WEIGHT_LIMIT
 
 WEIGHTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 
@@ -60,12 +60,11 @@ def requantized_tensors(graph: Graph, weights: Iterable[int],
 
 
 def auto_bits(graph: Graph, weights: Iterable[int], root: Mapping[int, int] | None = None) -> int:
-    """--headroom auto: HEADROOM_AUTO_MAX bits, or fewer if the RMS of the trainable int8 weights
-    would fall below HEADROOM_AUTO_LSB LSB. Why (docs/training.md "Headroom"): a layer adapted to a
-    new domain may need weights several times its pretrained ones, which int8 at the pretrained
-    scale cannot hold; each bit doubles the room and halves the resolution. 2 bits was the best
-    of 1-3 on each of the three tasks of docs/experiments.md, and the RMS floor keeps a layer of
-    small weights from a grid too coarse to train on.
+    """--headroom auto: the most bits (0..HEADROOM_MAX) after which the RMS of the trainable int8
+    weights is still at least HEADROOM_AUTO_LSB LSB. Why (docs/training.md "Headroom"): a layer
+    adapted to a new domain may need weights several times its pretrained ones, which int8 at the
+    pretrained scale cannot hold; each bit doubles the room and halves the resolution, and about 6
+    LSB of RMS is the coarsest grid the three tasks of docs/experiments.md still train well on.
     0 when nothing can be re-quantized: no trainable weights (biases only), a weight tensor that is
     not a quantized constant int8, or one shared with a layer that is not trained."""
     ws, _ = requantized_tensors(graph, weights, root)
@@ -78,7 +77,7 @@ def auto_bits(graph: Graph, weights: Iterable[int], root: Mapping[int, int] | No
     count = sum(int(graph.tensors[w].data.size) for w in ws)
     rms = float(np.sqrt(squares / count))
     bits = 0
-    while bits < HEADROOM_AUTO_MAX and rms / float(1 << (bits + 1)) >= HEADROOM_AUTO_LSB:
+    while bits < HEADROOM_MAX and rms / float(1 << (bits + 1)) >= HEADROOM_AUTO_LSB:
         bits += 1
     return bits
 

@@ -161,8 +161,8 @@ TRAIN_DEFAULTS = dict(
     guard_steps=8,
     guard_loss=1.5,          # roll back when a validation loss exceeds best * this (0: off)
     guard_max_rollbacks=10,  # stop after this many rollbacks (0: never)
-    headroom="auto",         # re-quantize the trainable layers with h bits of headroom; "auto": up to
-                             # HEADROOM_AUTO_MAX bits, keeping the weights' RMS >= HEADROOM_AUTO_LSB (issue 13)
+    headroom="auto",         # re-quantize the trainable layers with h bits of headroom; "auto": the most
+                             # bits that keep the trainable weights' RMS >= HEADROOM_AUTO_LSB (issue 13)
     loss="auto",             # spec.LOSS_CHOICES
     target="labels",         # spec.TARGETS
     # ---- data sources ----
@@ -189,8 +189,7 @@ EPS_RANGE = (1, 8)           # LSB; trainable int8 weights stay in [-(127 - eps)
 INT8_WEIGHT_LIMIT = 127      # w_max = INT8_WEIGHT_LIMIT - eps
 DENSITY_LOG2_MAX = 4         # density 1, 1/2, ..., 1/16
 HEADROOM_MAX = 4             # bits
-HEADROOM_AUTO_MAX = 2        # --headroom auto: at most this many bits (the best on every task measured)
-HEADROOM_AUTO_LSB = 6.0      # --headroom auto: and the trainable int8 weights keep an RMS of at least this many LSB
+HEADROOM_AUTO_LSB = 6.0      # --headroom auto: the trainable int8 weights keep an RMS of at least this many LSB
 SEED_LIMIT = 2**32           # seeds are uint32
 # --- validation split (issue 12)
 VAL_FRACTION_RANGE = (0.0, 0.5)  # (lo, hi]: the split must not starve the training set
