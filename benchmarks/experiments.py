@@ -171,10 +171,9 @@ def make_spec(cfg: Config, task: Task, sched: str, q: int, lr: str, seed: int, l
     else:
         every = ADAPTIVE_EVAL_EVERY
     label = sched if decay == "none" else f"{sched}+{decay}"
-    spec = dict(key=run_key(label, q, lr, seed), sched=sched, q=q, lr=value, lr_scaling=scaling, lr_decay=decay,
-                seed=seed, budget=cfg.budget, eval_every=every, train=task.train, model=str(task.model), data=str(task.data),
-                headroom=cfg.headroom)
-    return spec
+    return dict(key=run_key(label, q, lr, seed), sched=sched, q=q, lr=value, lr_scaling=scaling, lr_decay=decay,
+                seed=seed, budget=cfg.budget, eval_every=every, train=task.train, model=str(task.model),
+                data=str(task.data), headroom=cfg.headroom)
 
 
 def run_experiments(cfg: Config, task_name: str, executor, workers: str) -> dict:
@@ -600,6 +599,11 @@ def headroom_arg(text: str) -> int | str:
     return "auto" if text == "auto" else int(text)
 
 
+def with_headroom(cfg: Config, headroom: int | str) -> Config:
+    """The grid at an explicit --headroom gets its own cache name (-hH); auto is the default's."""
+    return cfg if headroom == "auto" else replace(cfg, name=f"{cfg.name}-h{headroom}", headroom=headroom)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="2 seeds, 4 values of q, 100k passes")
@@ -617,8 +621,7 @@ def main(argv: list[str] | None = None) -> int:
                          "default auto, zoflash's default)")
     args = ap.parse_args(argv)
     cfg = QUICK if args.quick else MEDIUM if args.medium else FULL
-    if args.headroom != "auto":
-        cfg = replace(cfg, name=f"{cfg.name}-h{args.headroom}", headroom=args.headroom)
+    cfg = with_headroom(cfg, args.headroom)
     if args.budget:
         cfg = replace(cfg, name=f"{cfg.name}-{args.budget}", budget=args.budget,
                       eval_passes=max(1, cfg.eval_passes * args.budget // cfg.budget))

@@ -31,14 +31,6 @@ def seed_range(text: str) -> list[int]:
     return list(range(int(lo), int(hi or lo) + 1))
 
 
-def grid_config(medium: bool, headroom: int | str) -> ex.Config:
-    """The grid whose tuned fixed q is the reference (named as experiments.py names its cache)."""
-    cfg = ex.MEDIUM if medium else ex.FULL
-    if headroom != "auto":
-        cfg = ex.replace(cfg, name=f"{cfg.name}-h{headroom}", headroom=headroom)
-    return cfg
-
-
 def heldout(task_name: str, seeds: list[int], executor, cfg: ex.Config = ex.FULL) -> dict:
     cache = ex.CACHE / f"results-{task_name}-{cfg.name}.json"
     if not cache.exists():
@@ -87,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the grid's and the runs' --headroom (default auto, zoflash's default)")
     args = ap.parse_args(argv)
     with make_executor(args.workers, args.cluster) as executor:
-        h = heldout(args.task, seed_range(args.seeds), executor, grid_config(args.medium, args.headroom))
+        h = heldout(args.task, seed_range(args.seeds), executor,
+                    ex.with_headroom(ex.MEDIUM if args.medium else ex.FULL, args.headroom))
     command = f"python benchmarks/heldout.py --task {args.task} --seeds {args.seeds}" + \
         (" --medium" if args.medium else "") + (f" --headroom {args.headroom}" if args.headroom != "auto" else "") + \
         (f" --write {args.write}" if args.write else "")

@@ -125,6 +125,12 @@ def test_auto_bits_edges():
         for w in ws:
             tensors[w] = replace(tensors[w], data=divide_by_pow2(tensors[w].data, shift).astype(np.int8))
         assert auto_bits(replace(model.graph, tensors=tensors), ws, root=model.root) == bits
+    # a weight tensor another layer reads as well (the first conv pointed at the head's weights): none
+    ops = list(model.graph.ops)
+    conv = ops[0]
+    assert conv.type == "CONV_2D" and ops[4].type == "FULLY_CONNECTED" and ops[4].inputs[1] in ws
+    ops[0] = replace(conv, inputs=(conv.inputs[0], ops[4].inputs[1]) + tuple(conv.inputs[2:]))
+    assert auto_bits(replace(model.graph, ops=ops), ws, root=model.root) == 0
 
 
 @pytest.mark.cc

@@ -66,12 +66,12 @@ def auto_bits(graph: Graph, weights: Iterable[int], root: Mapping[int, int] | No
     pretrained scale cannot hold; each bit doubles the room and halves the resolution, and about 6
     LSB of RMS is the coarsest grid the three tasks of docs/experiments.md still train well on.
     0 when nothing can be re-quantized: no trainable weights (biases only), a weight tensor that is
-    not a quantized constant int8, or one shared with a layer that is not trained."""
+    not a quantized constant int8, or one read by several layers (which may not all be trained)."""
     ws, _ = requantized_tensors(graph, weights, root)
     if not ws or any(not (graph.tensors[w].is_constant and graph.tensors[w].dtype == "int8"
                           and graph.tensors[w].quant is not None) for w in ws):
         return 0
-    if _shared_with_untrained(graph, ws, root or {}):
+    if _read_by_several_layers(graph, ws, root or {}):
         return 0
     squares = sum(int(np.sum(np.square(graph.tensors[w].data.astype(np.int64)))) for w in ws)
     count = sum(int(graph.tensors[w].data.size) for w in ws)
@@ -82,17 +82,13 @@ def auto_bits(graph: Graph, weights: Iterable[int], root: Mapping[int, int] | No
     return bits
 
 
-def _shared_with_untrained(graph: Graph, ws: list[int], root: Mapping[int, int]) -> bool:
-    """Whether a weighted op outside the trained set reads one of these weight tensors (or its bias
-    is re-quantized with them): apply_headroom would change a layer nobody trains."""
-    wset = set(ws)
-    readers: dict[int, int] = {}
-    for op in graph.ops:
-        if op.type in WEIGHTED_OPS and len(op.inputs) >= 2 and op.inputs[1] >= 0:
-            w = root.get(op.inputs[1], op.inputs[1])
-            if w in wset:
-                readers[w] = readers.get(w, 0) + 1
-    return any(n > 1 for n in readers.values())
+def _read_by_several_layers(graph: Graph, ws: list[int], root: Mapping[int, int]) -> bool:
+    """Whether two weighted ops read one of these weight tensors. Conservative: auto does not know
+    which layers are trained, and re-quantizing a shared tensor would change an untrained layer
+    (an explicit --headroom reports that case as an error)."""
+    readers = [root.get(op.inputs[1], op.inputs[1]) for op in graph.ops
+               if op.type in WEIGHTED_OPS and len(op.inputs) >= 2 and op.inputs[1] >= 0]
+    return any(readers.count(w) > 1 for w in ws)
 
 
 def apply_headroom(graph: Graph, weights: Iterable[int], bits: int, eps: int = 1,
