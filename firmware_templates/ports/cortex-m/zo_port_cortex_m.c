@@ -184,17 +184,27 @@ void zo_cm_irq_enable(uint32_t irq)
 }
 
 /* Single producer (the port's receive interrupt), single consumer (zo_port_read_byte): the
- * interrupt only moves head, the reader only moves tail. */
+ * interrupt only moves head, the reader only moves tail.  A full buffer takes no byte: the port
+ * leaves it in its UART and its interrupt is masked until the reader makes room.  QEMU then
+ * holds the rest of its input (it delivers a byte only when the UART's is taken), so none is
+ * lost however fast the host writes; a real UART's sender overruns it instead (counted). */
 static volatile uint8_t g_rx[ZO_CM_RX_BUFFER];
-static volatile uint32_t g_rx_head, g_rx_tail, g_rx_dropped;
+static volatile uint32_t g_rx_head, g_rx_tail, g_rx_overruns;
+static volatile uint32_t g_rx_held_irq = ZO_CM_DEVICE_IRQS; /* none */
+
+int zo_cm_rx_full(uint32_t irq)
+{
+    if (g_rx_head - g_rx_tail < ZO_CM_RX_BUFFER) {
+        return 0;
+    }
+    ZO_NVIC_ICER(irq / 32u) = 1u << (irq % 32u);
+    g_rx_held_irq = irq;
+    return 1;
+}
 
 void zo_cm_rx_push(uint8_t byte)
 {
     const uint32_t head = g_rx_head;
-    if (head - g_rx_tail >= ZO_CM_RX_BUFFER) {
-        g_rx_dropped++; /* full: the command parser resynchronises on what follows */
-        return;
-    }
     g_rx[head % ZO_CM_RX_BUFFER] = byte;
     __asm volatile("dmb" ::: "memory");
     g_rx_head = head + 1u;
@@ -209,12 +219,22 @@ int zo_cm_rx_pop(uint8_t *byte)
     *byte = g_rx[tail % ZO_CM_RX_BUFFER];
     __asm volatile("dmb" ::: "memory");
     g_rx_tail = tail + 1u;
+    const uint32_t held = g_rx_held_irq; /* the interrupt is masked, so it cannot change this */
+    if (held != ZO_CM_DEVICE_IRQS) {
+        g_rx_held_irq = ZO_CM_DEVICE_IRQS;
+        zo_cm_irq_enable(held); /* the byte left in the UART still asserts it */
+    }
     return 1;
 }
 
-uint32_t zo_cm_rx_dropped(void)
+void zo_cm_rx_overrun(void)
 {
-    return g_rx_dropped;
+    g_rx_overruns++;
+}
+
+uint32_t zo_cm_rx_overruns(void)
+{
+    return g_rx_overruns;
 }
 
 uint32_t zo_port_rx_window(void)

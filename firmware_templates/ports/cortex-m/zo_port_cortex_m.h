@@ -11,7 +11,8 @@
  * Interrupts: SysTick (the clock) and the console's receive interrupt, which the port enables
  * (zo_cm_irq_enable) and serves in zo_port_irq by moving received bytes into a ring buffer
  * (zo_cm_rx_push); zo_port_read_byte takes them out (zo_cm_rx_pop).  So command frames that
- * arrive while the firmware is busy in a training step are kept (a UART holds 1 to 8 bytes).
+ * arrive while the firmware is busy in a training step are kept (a UART holds 1 to 8 bytes),
+ * and a full buffer stops taking bytes rather than dropping them.
  */
 #ifndef ZO_PORT_CORTEX_M_H
 #define ZO_PORT_CORTEX_M_H
@@ -35,6 +36,7 @@
 #define ZO_SYST_RVR   ZO_REG32(0xE000E014u) /* SysTick reload value */
 #define ZO_SYST_CVR   ZO_REG32(0xE000E018u) /* SysTick current value */
 #define ZO_NVIC_ISER(n) ZO_REG32(0xE000E100u + 4u * (n)) /* interrupt set-enable, 32 per register */
+#define ZO_NVIC_ICER(n) ZO_REG32(0xE000E180u + 4u * (n)) /* interrupt clear-enable */
 
 #define ZO_ICSR_PENDSTSET   (1u << 26)
 #define ZO_AIRCR_VECTKEY    (0x05FAu << 16)
@@ -65,10 +67,15 @@ void zo_port_enable_memories(uint32_t mask);
 /* Enable device interrupt `irq` in the NVIC (priority 0). */
 void zo_cm_irq_enable(uint32_t irq);
 
-/* The console receive buffer: push from the port's interrupt, pop in zo_port_read_byte. */
+/* The console receive buffer, filled by the port's interrupt `irq`:
+ *     while (<a byte is in the UART> && !zo_cm_rx_full(irq)) { <clear its flag>; zo_cm_rx_push(<it>); }
+ * zo_cm_rx_full masks `irq` while the buffer is full, leaving the byte in the UART;
+ * zo_cm_rx_pop (in zo_port_read_byte) unmasks it once there is room. */
+int zo_cm_rx_full(uint32_t irq);
 void zo_cm_rx_push(uint8_t byte);
 int zo_cm_rx_pop(uint8_t *byte);
-uint32_t zo_cm_rx_dropped(void); /* bytes dropped because the buffer was full */
+void zo_cm_rx_overrun(void);      /* the port saw its UART's overrun flag: bytes were lost */
+uint32_t zo_cm_rx_overruns(void); /* how many times */
 
 /* Start the SysTick time base (called from zo_port_init).  zo_port_time_us counts from here. */
 void zo_cm_timer_start(void);

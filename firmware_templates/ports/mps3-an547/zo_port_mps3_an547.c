@@ -73,12 +73,15 @@ void zo_port_irq(uint32_t irq)
     if (irq != UART0_RX_IRQ) {
         return;
     }
-    UART_INTCLEAR = INT_RX;
-    while (UART_STATE & STATE_RX_FULL) {
+    /* The flag is cleared before each byte is taken, so one left in a full buffer's UART keeps
+     * the interrupt asserted for when zo_cm_rx_pop unmasks it. */
+    while ((UART_STATE & STATE_RX_FULL) && !zo_cm_rx_full(UART0_RX_IRQ)) {
+        UART_INTCLEAR = INT_RX;
         zo_cm_rx_push((uint8_t)UART_DATA);
     }
     if (UART_STATE & STATE_RX_OVR) {
         UART_STATE = STATE_RX_OVR; /* a byte was lost; the command parser resynchronises */
+        zo_cm_rx_overrun();
     }
 }
 

@@ -118,11 +118,14 @@ void zo_port_irq(uint32_t irq)
     if (irq != ZO_USART1_IRQ) {
         return;
     }
-    while (USART1_REG(ZO_USART_ISR) & ZO_USART_ISR_RXFNE) {
+    /* RXFNE asserts the interrupt while the FIFO holds a byte, so what a full buffer leaves
+     * there is taken when zo_cm_rx_pop unmasks it. */
+    while ((USART1_REG(ZO_USART_ISR) & ZO_USART_ISR_RXFNE) && !zo_cm_rx_full(ZO_USART1_IRQ)) {
         zo_cm_rx_push((uint8_t)USART1_REG(ZO_USART_RDR));
     }
     if (USART1_REG(ZO_USART_ISR) & ZO_USART_ISR_ORE) {
         USART1_REG(ZO_USART_ICR) = ZO_USART_ICR_ORECF; /* bytes were lost; the command parser resynchronises */
+        zo_cm_rx_overrun();
     }
 }
 
