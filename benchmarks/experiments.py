@@ -4,7 +4,8 @@ budgets, on one adaptation task (zo-training.md, "What the project must show").
 Tasks (--task; TASKS below): digits (tests/fixtures/digits_cnn.tflite, an int8 CNN pretrained on
 upright digits, adapted to rotated digits), sensor (motions_cnn.tflite, a 1D CNN on BasicMotions,
 adapted to the watch worn rotated), vision (fmnist_mbv2.tflite, MobileNetV2 0.35 on Fashion-MNIST,
-adapted to rotated images; vision-block trains its last block as well as the head), each with the
+adapted to rotated images; vision-block trains its last block as well as the head), or your own
+(--model M.tflite --data D.npz [--train last:1]: named after the two files), each with the
 host simulation (the generated training C, built and run on the host). Every run has the same
 forward-pass budget (prefix + suffix sample-passes, evaluation excluded) and every method is run
 on the same seeds (the run seed: minibatch order and perturbation directions), so results are
@@ -25,7 +26,8 @@ Methods:
     tuned lr of fixed q = 1 (its search counted) and at the auto lr (no search);
   * no adaptation: the step-0 evaluation (the pretrained model).
 
-Usage: python benchmarks/experiments.py [--task digits] [--quick | --medium] [--write docs/experiments.md]
+Usage: python benchmarks/experiments.py [--task digits | --model M --data D [--train T]] [--quick | --medium]
+       [--write docs/experiments.md]
        [--workers 2 | --cluster tcp://HOST:8786] [--reuse]
 The runs go through a concurrent.futures executor (sweep.py): local processes, or a Dask cluster.
 Every run's result is cached in build/experiments/runs/ by a hash of its options, model, data and
@@ -604,6 +606,17 @@ def with_headroom(cfg: Config, headroom: int | str) -> Config:
     return cfg if headroom == "auto" else replace(cfg, name=f"{cfg.name}-h{headroom}", headroom=headroom)
 
 
+def own_task(model: Path, data: Path, train: str) -> str:
+    """Registers the task of --model/--data/--train and returns its name (the cache's and the docs')."""
+    for path in (model, data):
+        if not path.is_file():
+            raise SystemExit(f"{path}: no such file")
+    name = f"{model.stem}-{data.stem}" + ("" if train == "last:1" else f"-{train.replace(':', '')}")
+    TASKS[name] = Task(model.resolve(), data.resolve(), train,
+                       f"`{model.name}` adapted to `{data.name}` by training `--train {train}`")
+    return name
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="2 seeds, 4 values of q, 100k passes")
@@ -611,6 +624,9 @@ def main(argv: list[str] | None = None) -> int:
                     "(extended at its edges)")
     ap.add_argument("--write", type=Path, help="write the results into this markdown file (and its PNGs next to it)")
     ap.add_argument("--task", choices=sorted(TASKS), default="digits")
+    ap.add_argument("--model", type=Path, help="your own task: this int8 model (with --data) instead of --task")
+    ap.add_argument("--data", type=Path, help="your own task's data (.npz with x_train, y_train, x_test, y_test)")
+    ap.add_argument("--train", default="last:1", help="your own task's trained layers (zoflash --train)")
     ap.add_argument("--workers", type=int, default=2, help="local worker processes")
     ap.add_argument("--cluster", metavar="tcp://HOST:8786", help="run on this Dask distributed scheduler instead")
     ap.add_argument("--reuse", action="store_true", help="tables and plots from the cached results")
@@ -620,6 +636,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="re-quantize the trained layers with H bits of headroom in every run (zoflash --headroom; "
                          "default auto, zoflash's default)")
     args = ap.parse_args(argv)
+    if (args.model is None) != (args.data is None):
+        ap.error("--model and --data go together (your own task)")
+    if args.model is not None:
+        args.task = own_task(args.model, args.data, args.train)
     cfg = QUICK if args.quick else MEDIUM if args.medium else FULL
     cfg = with_headroom(cfg, args.headroom)
     if args.budget:
@@ -643,7 +663,9 @@ def main(argv: list[str] | None = None) -> int:
     acc_png, sweep_png = out_dir / f"{stem}_accuracy.png", out_dir / f"{stem}_lr_sweep.png"
     plot_accuracy(a, acc_png)
     plot_sweep(a, sweep_png)
-    command = "python benchmarks/experiments.py" + (f" --task {args.task}" if args.task != "digits" else "") + \
+    task_args = f" --model {args.model} --data {args.data}" + (f" --train {args.train}" if args.train != "last:1" else "") \
+        if args.model is not None else f" --task {args.task}" if args.task != "digits" else ""
+    command = "python benchmarks/experiments.py" + task_args + \
         (" --quick" if args.quick else "") + (" --medium" if args.medium else "") + \
         (f" --budget {args.budget}" if args.budget else "") + \
         (f" --headroom {args.headroom}" if args.headroom != "auto" else "") + (f" --write {args.write}" if args.write else "")
