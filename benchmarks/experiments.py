@@ -606,15 +606,28 @@ def with_headroom(cfg: Config, headroom: int | str) -> Config:
     return cfg if headroom == "auto" else replace(cfg, name=f"{cfg.name}-h{headroom}", headroom=headroom)
 
 
-def own_task(model: Path, data: Path, train: str) -> str:
-    """Registers the task of --model/--data/--train and returns its name (the cache's and the docs')."""
-    for path in (model, data):
+def add_task_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--task", choices=sorted(TASKS), default="digits")
+    ap.add_argument("--model", type=Path, help="your own task: this int8 model (with --data) instead of --task")
+    ap.add_argument("--data", type=Path, help="your own task's data (.npz with x_train, y_train, x_test, y_test)")
+    ap.add_argument("--train", default="last:1", help="your own task's trained layers (zoflash --train)")
+
+
+def task_of(ap: argparse.ArgumentParser, args) -> tuple[str, str]:
+    """The task's name (of the cache and the docs) and its command-line words.  Your own task
+    (--model, --data, --train) is registered in TASKS under the names of its two files."""
+    if (args.model is None) != (args.data is None):
+        ap.error("--model and --data go together (your own task)")
+    if args.model is None:
+        return args.task, f" --task {args.task}" if args.task != "digits" else ""
+    for path in (args.model, args.data):
         if not path.is_file():
-            raise SystemExit(f"{path}: no such file")
-    name = f"{model.stem}-{data.stem}" + ("" if train == "last:1" else f"-{train.replace(':', '')}")
-    TASKS[name] = Task(model.resolve(), data.resolve(), train,
-                       f"`{model.name}` adapted to `{data.name}` by training `--train {train}`")
-    return name
+            ap.error(f"{path}: no such file")
+    train = "" if args.train == "last:1" else f" --train {args.train}"
+    name = f"{args.model.stem}-{args.data.stem}" + train.replace(" --train ", "-").replace(":", "")
+    TASKS[name] = Task(args.model.resolve(), args.data.resolve(), args.train,
+                       f"`{args.model.name}` adapted to `{args.data.name}` by training `--train {args.train}`")
+    return name, f" --model {args.model} --data {args.data}{train}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -623,10 +636,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--medium", action="store_true", help="5 seeds, 400k passes, 4 values of q, lr grid k = -1..1 "
                     "(extended at its edges)")
     ap.add_argument("--write", type=Path, help="write the results into this markdown file (and its PNGs next to it)")
-    ap.add_argument("--task", choices=sorted(TASKS), default="digits")
-    ap.add_argument("--model", type=Path, help="your own task: this int8 model (with --data) instead of --task")
-    ap.add_argument("--data", type=Path, help="your own task's data (.npz with x_train, y_train, x_test, y_test)")
-    ap.add_argument("--train", default="last:1", help="your own task's trained layers (zoflash --train)")
+    add_task_arguments(ap)
     ap.add_argument("--workers", type=int, default=2, help="local worker processes")
     ap.add_argument("--cluster", metavar="tcp://HOST:8786", help="run on this Dask distributed scheduler instead")
     ap.add_argument("--reuse", action="store_true", help="tables and plots from the cached results")
@@ -636,10 +646,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="re-quantize the trained layers with H bits of headroom in every run (zoflash --headroom; "
                          "default auto, zoflash's default)")
     args = ap.parse_args(argv)
-    if (args.model is None) != (args.data is None):
-        ap.error("--model and --data go together (your own task)")
-    if args.model is not None:
-        args.task = own_task(args.model, args.data, args.train)
+    args.task, task_args = task_of(ap, args)
     cfg = QUICK if args.quick else MEDIUM if args.medium else FULL
     cfg = with_headroom(cfg, args.headroom)
     if args.budget:
@@ -663,8 +670,6 @@ def main(argv: list[str] | None = None) -> int:
     acc_png, sweep_png = out_dir / f"{stem}_accuracy.png", out_dir / f"{stem}_lr_sweep.png"
     plot_accuracy(a, acc_png)
     plot_sweep(a, sweep_png)
-    task_args = f" --model {args.model} --data {args.data}" + (f" --train {args.train}" if args.train != "last:1" else "") \
-        if args.model is not None else f" --task {args.task}" if args.task != "digits" else ""
     command = "python benchmarks/experiments.py" + task_args + \
         (" --quick" if args.quick else "") + (" --medium" if args.medium else "") + \
         (f" --budget {args.budget}" if args.budget else "") + \

@@ -34,8 +34,8 @@ def seed_range(text: str) -> list[int]:
 def heldout(task_name: str, seeds: list[int], executor, cfg: ex.Config = ex.FULL) -> dict:
     cache = ex.CACHE / f"results-{task_name}-{cfg.name}.json"
     if not cache.exists():
-        raise SystemExit(f"{cache} is missing: run `python benchmarks/experiments.py --task {task_name}` with the "
-                         "same grid options first")
+        raise SystemExit(f"{cache} is missing: run `python benchmarks/experiments.py` with the same task and grid "
+                         "options first")
     a = ex.analyse(json.loads(cache.read_text()))
     task = ex.TASKS[task_name]
     q, k = a["best_q"], a["tuned"][a["best_q"]]
@@ -69,7 +69,7 @@ def to_markdown(h: dict, command: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--task", choices=sorted(ex.TASKS), default="digits")
+    ex.add_task_arguments(ap)
     ap.add_argument("--seeds", default="6-25", help="run seeds, LO-HI (default 6-25: none of the grid's)")
     ap.add_argument("--workers", type=int, default=2, help="local worker processes")
     ap.add_argument("--cluster", metavar="tcp://HOST:8786", help="run on this Dask distributed scheduler instead")
@@ -78,10 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--headroom", type=ex.headroom_arg, default="auto", metavar="H",
                     help="the grid's and the runs' --headroom (default auto, zoflash's default)")
     args = ap.parse_args(argv)
+    args.task, task_args = ex.task_of(ap, args)
     with make_executor(args.workers, args.cluster) as executor:
         h = heldout(args.task, seed_range(args.seeds), executor,
                     ex.with_headroom(ex.MEDIUM if args.medium else ex.FULL, args.headroom))
-    command = f"python benchmarks/heldout.py --task {args.task} --seeds {args.seeds}" + \
+    command = f"python benchmarks/heldout.py{task_args} --seeds {args.seeds}" + \
         (" --medium" if args.medium else "") + (f" --headroom {args.headroom}" if args.headroom != "auto" else "") + \
         (f" --write {args.write}" if args.write else "")
     body = to_markdown(h, command)
