@@ -334,7 +334,7 @@ def analyse(data: dict) -> dict:
     return dict(cfg=cfg, task=data["task"], l0=l0, xs=xs, rows=table, curves=curves, best_q=best_q, tuned=tuned, floor=floor,
                 best_mean=float(best_finals.mean()),
                 target=target, grid_table=grid_table, sweep=sweep, sweep_rollbacks=sweep_rollbacks,
-                total_search=total_search, n_runs=len(res),
+                total_search=total_search, n_runs=len(res), run_s=sum(r.get("wall_s", 0.0) for r in res.values()),
                 total_passes=sum(passes(k) for k in res))
 
 
@@ -461,7 +461,8 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
     n = len(cfg.seeds)
     lines = [
         (f"Command: `{command}`. Date: {data['date']}. Machine: {data['machine']}; workers: {data['workers']}, "
-        f"{a['n_runs']} runs, {data['wall_s'] / 60:.1f} min wall time."),
+        f"{a['n_runs']} runs, {data['wall_s'] / 60:.1f} min wall time ({a['run_s'] / 60:.1f} min of run time summed "
+        "over the runs; a run found in the cache of an earlier invocation costs no wall time)."),
         "",
         (f"Setup: {TASKS[data['task']].what} ({data['n_train']} train / {data['n_test']} test samples; "
         f"defaults: b = 16, eps = 1 LSB, split-16 rounding, dense Rademacher directions, guards on"
