@@ -347,16 +347,6 @@ RX_MAIN = r"""
 #include "zo_port.h"
 #include "zo_port_cortex_m.h"
 static uint8_t got[RX_COUNT];
-static void say_number(uint32_t v)
-{
-    uint8_t digits[10];
-    uint32_t n = 0;
-    do {
-        digits[9u - n++] = (uint8_t)('0' + v % 10u);
-        v /= 10u;
-    } while (v != 0u);
-    zo_port_write(digits + 10u - n, n);
-}
 int main(void)
 {
     zo_port_init();
@@ -367,13 +357,16 @@ int main(void)
     while (n < RX_COUNT && zo_port_read_byte(&got[n])) { /* what came in while busy */
         ++n;
     }
-    const uint32_t buffered = n;
+    uint8_t buffered[5]; /* n in 5 decimal digits */
+    for (uint32_t k = 5u, v = n; k-- > 0u; v /= 10u) {
+        buffered[k] = (uint8_t)('0' + v % 10u);
+    }
     const uint64_t t0 = zo_port_time_us();
     while (n < RX_COUNT && zo_port_time_us() - t0 < 2000000u) { /* the rest, if the host was slow */
         n += (uint32_t)zo_port_read_byte(&got[n]);
     }
     zo_port_write((const uint8_t *)"buffered ", 9u);
-    say_number(buffered);
+    zo_port_write(buffered, 5u);
     zo_port_write((const uint8_t *)" got ", 5u);
     zo_port_write(got, n);
     zo_port_write((const uint8_t *)"\n", 1u);
