@@ -219,7 +219,9 @@ int zo_cm_rx_pop(uint8_t *byte)
     *byte = g_rx[tail % ZO_CM_RX_BUFFER];
     __asm volatile("dmb" ::: "memory");
     g_rx_tail = tail + 1u;
-    const uint32_t held = g_rx_held_irq; /* the interrupt is masked, so it cannot change this */
+    /* Read once.  If set, that interrupt is masked and cannot change it; if not, an interrupt
+     * setting it after this read leaves a full buffer, whose next pop unmasks it. */
+    const uint32_t held = g_rx_held_irq;
     if (held != ZO_CM_DEVICE_IRQS) {
         g_rx_held_irq = ZO_CM_DEVICE_IRQS;
         zo_cm_irq_enable(held); /* the byte left in the UART still asserts it */
