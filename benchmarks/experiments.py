@@ -607,6 +607,13 @@ def with_headroom(cfg: Config, headroom: int | str) -> Config:
     return cfg if headroom == "auto" else replace(cfg, name=f"{cfg.name}-h{headroom}", headroom=headroom)
 
 
+def with_budget(cfg: Config, budget: int | None) -> Config:
+    """The grid at another --budget gets its own cache name (-B); evaluations as many as at its own."""
+    if not budget:
+        return cfg
+    return replace(cfg, name=f"{cfg.name}-{budget}", budget=budget, eval_passes=max(1, cfg.eval_passes * budget // cfg.budget))
+
+
 def add_task_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--task", choices=sorted(TASKS), default="digits")
     ap.add_argument("--model", type=Path, help="your own task: this int8 model (with --data) instead of --task")
@@ -650,9 +657,7 @@ def main(argv: list[str] | None = None) -> int:
     args.task, task_args = task_of(ap, args)
     cfg = QUICK if args.quick else MEDIUM if args.medium else FULL
     cfg = with_headroom(cfg, args.headroom)
-    if args.budget:
-        cfg = replace(cfg, name=f"{cfg.name}-{args.budget}", budget=args.budget,
-                      eval_passes=max(1, cfg.eval_passes * args.budget // cfg.budget))
+    cfg = with_budget(cfg, args.budget)
     CACHE.mkdir(parents=True, exist_ok=True)
     cache = CACHE / f"results-{args.task}-{cfg.name}.json"
     if args.reuse:

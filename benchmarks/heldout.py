@@ -47,14 +47,15 @@ def heldout(task_name: str, seeds: list[int], executor, cfg: ex.Config = ex.FULL
                    lambda m: print(m, flush=True))
     finals = {name: np.array([res[s["key"]]["final_acc"] * 100 for s in group]) for name, group in specs.items()}
     rollbacks = {name: float(np.mean([res[s["key"]]["rollbacks"] for s in group])) for name, group in specs.items()}
-    return dict(task=task_name, seeds=seeds, ref=ref, finals=finals, rollbacks=rollbacks, grid=cfg.name)
+    return dict(task=task_name, seeds=seeds, ref=ref, finals=finals, rollbacks=rollbacks, grid=cfg.name,
+                budget=cfg.budget)
 
 
 def to_markdown(h: dict, command: str) -> str:
     ref = h["finals"][h["ref"]]
     n = len(h["seeds"])
     grid = "" if h.get("grid", "full") == "full" else f", reference from the {h['grid']} grid"
-    lines = [f"### {h['task']}: seeds {h['seeds'][0]}..{h['seeds'][-1]} ({n} runs per method, 400k passes{grid})", "",
+    lines = [f"### {h['task']}: seeds {h['seeds'][0]}..{h['seeds'][-1]} ({n} runs per method, {ex.kpasses(h.get('budget', ex.FULL.budget))} passes{grid})", "",
              f"Command: `{command}`", "",
              "Δ: paired difference to the best tuned fixed q of the grid, mean ± standard error of the mean "
              "(std / sqrt(n)), and the seeds where the method is at least as good.", "",
@@ -77,17 +78,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--medium", action="store_true", help="the reference from experiments.py --medium's grid")
     ap.add_argument("--headroom", type=ex.headroom_arg, default="auto", metavar="H",
                     help="the grid's and the runs' --headroom (default auto, zoflash's default)")
+    ap.add_argument("--budget", type=int, help="the grid's and the runs' training passes (experiments.py --budget)")
     args = ap.parse_args(argv)
     args.task, task_args = ex.task_of(ap, args)
     with make_executor(args.workers, args.cluster) as executor:
         h = heldout(args.task, seed_range(args.seeds), executor,
-                    ex.with_headroom(ex.MEDIUM if args.medium else ex.FULL, args.headroom))
+                    ex.with_budget(ex.with_headroom(ex.MEDIUM if args.medium else ex.FULL, args.headroom), args.budget))
     command = f"python benchmarks/heldout.py{task_args} --seeds {args.seeds}" + \
         (" --medium" if args.medium else "") + (f" --headroom {args.headroom}" if args.headroom != "auto" else "") + \
+        (f" --budget {args.budget}" if args.budget else "") + \
         (f" --write {args.write}" if args.write else "")
     body = to_markdown(h, command)
     if args.write:
-        write_section(args.write, f"heldout-{args.task}", body)
+        write_section(args.write, f"heldout-{args.task}" + (f"-{args.budget}" if args.budget else ""), body)
         print(f"wrote {args.write}")
     print(body)
     return 0
