@@ -55,7 +55,9 @@ def to_markdown(h: dict, command: str) -> str:
     ref = h["finals"][h["ref"]]
     n = len(h["seeds"])
     grid = "" if h.get("grid", "full") == "full" else f", reference from the {h['grid']} grid"
-    lines = [f"### {h['task']}: seeds {h['seeds'][0]}..{h['seeds'][-1]} ({n} runs per method, {ex.kpasses(h.get('budget', ex.FULL.budget))} passes{grid})", "",
+    budget = ex.kpasses(h.get("budget", ex.FULL.budget))
+    seeds = f"seeds {h['seeds'][0]}..{h['seeds'][-1]}"
+    lines = [f"### {h['task']}: {seeds} ({n} runs per method, {budget} passes{grid})", "",
              f"Command: `{command}`", "",
              "Δ: paired difference to the best tuned fixed q of the grid, mean ± standard error of the mean "
              "(std / sqrt(n)), and the seeds where the method is at least as good.", "",

@@ -12,10 +12,10 @@ Runs are cached in build/experiments/runs like the grid's (keyed by their option
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 
 import experiments as ex
 import numpy as np
+from heldout import seed_range
 from sweep import make_executor, run_grid
 
 SCALINGS = ("linear", "sqrt", "fixed")
@@ -30,12 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     name, task_args = ex.task_of(ap, args)
     task = ex.TASKS[name]
-    lo, _, hi = args.seeds.partition("-")
-    seeds = range(int(lo), int(hi or lo) + 1)
+    seeds = seed_range(args.seeds)
     budgets = [int(b) for b in args.budgets.split(",")]
     specs = {}
     for budget in budgets:
-        cfg = replace(ex.FULL, budget=budget, eval_passes=ex.FULL.eval_passes * budget // ex.FULL.budget)
+        cfg = ex.with_budget(ex.FULL, budget)
         for scaling in SCALINGS:
             for seed in seeds:
                 spec = ex.make_spec(cfg, task, "plateau", 1, "auto", seed)
@@ -50,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         for scaling in SCALINGS:
             runs = [res[f"{budget}|{scaling}|{seed}"] for seed in seeds]
             acc = np.array([r["final_acc"] * 100 for r in runs])
-            print(f"| {budget:,} | {scaling} | {acc.mean():.1f} ± {acc.std():.1f} | {', '.join(f'{a:.1f}' for a in acc)} "
+            per_seed = ", ".join(f"{a:.1f}" for a in acc)
+            print(f"| {budget:,} | {scaling} | {acc.mean():.1f} ± {acc.std():.1f} | {per_seed} "
                   f"| {np.mean([r['rollbacks'] for r in runs]):.1f} | {', '.join(str(r['final_q']) for r in runs)} |")
     return 0
 
