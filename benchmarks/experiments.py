@@ -19,7 +19,8 @@ Methods:
     grid run are counted as the search cost;
   * fixed q with one common lr: the auto lr (rho 4) with lr_scaling fixed, i.e. the same lr at
     every q;
-  * adazeta, plateau, critical with their defaults (lr auto, rho 4, lr_scaling linear);
+  * adazeta, plateau, critical with their defaults (lr auto, rho 4, lr_scaling linear, the lr trial);
+  * every run but the lr-decay rows at the default lr decay (tail) and validation-loss guard;
   * an lr sweep over a 16x range (lr_1 = L0 * 2^k, k = -2..2) for fixed q = 1, fixed q = 16 (taken
     from the grid), plateau, critical and adazeta;
   * q = 1 with lr decay (--lr-decay linear: the lr falls linearly to 0 over the budget), at the
@@ -156,10 +157,11 @@ def run_one(spec: dict) -> dict:
 
 
 DECAY = "linear"  # the lr-decay baseline's --lr-decay
+DEFAULT_DECAY = spec.TRAIN_DEFAULTS["lr_decay"]  # every other run's (tail: docs/training.md "lr decay")
 
 
 def make_spec(cfg: Config, task: Task, sched: str, q: int, lr: str, seed: int, l0: float | None = None,
-              decay: str = "none") -> dict:
+              decay: str = DEFAULT_DECAY) -> dict:
     # the fixed-q grid is in lr_1 units with sqrt scaling; the adaptive schedulers use the default
     scaling = "sqrt" if sched == "fixed" else DEFAULT_SCALING
     if lr == "auto":
@@ -172,7 +174,7 @@ def make_spec(cfg: Config, task: Task, sched: str, q: int, lr: str, seed: int, l
         every = max(1, round(cfg.eval_passes / passes_per_step(q)))
     else:
         every = ADAPTIVE_EVAL_EVERY
-    label = sched if decay == "none" else f"{sched}+{decay}"
+    label = sched if decay == DEFAULT_DECAY else f"{sched}+{decay}"
     return dict(key=run_key(label, q, lr, seed), sched=sched, q=q, lr=value, lr_scaling=scaling, lr_decay=decay,
                 seed=seed, budget=cfg.budget, eval_every=every, train=task.train, model=str(task.model),
                 data=str(task.data), headroom=cfg.headroom)
@@ -486,7 +488,10 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
         f"critical: defaults (lr auto, rho 4, linear scaling, and the lr trial: candidates lr_1·2^j of "
         f"{LR_TRIAL_STEPS} steps at q = 1 from the same weights, picked by the validation loss; its passes "
         f"count; at an explicit lr the trial starts from it). The fixed-q rows run without a trial "
-        f"(its default for fixed). The first-order row: `benchmarks/first_order.py`, full-batch Adam on the "
+        f"(its default for fixed). Every run but the lr-decay rows has the default lr decay, `{DEFAULT_DECAY}` "
+        f"(constant, then linear to 0 over the last 1/{spec.LR_DECAY_TAIL_DIV} of the budget), and the default "
+        f"validation-loss guard (best × {spec.TRAIN_DEFAULTS['guard_loss']:g} + "
+        f"{spec.TRAIN_DEFAULTS['guard_loss_z']:g} standard errors of the validation mean). The first-order row: `benchmarks/first_order.py`, full-batch Adam on the "
         f"dequantized frozen features, lr and iteration picked by the validation split. q = 1 with lr decay: `--lr-decay {DECAY}` (the lr "
         f"falls linearly to 0 over the budget) at the tuned lr of fixed q = 1 (its search counted) and at the "
         f"auto lr."),

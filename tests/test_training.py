@@ -98,7 +98,8 @@ def test_lr_decay_factors_in_the_step_records(tmp_path, mlp_data):
     """The lr of every step is lr_1 * q (linear scaling) times the decay factor of the fraction of
     the run done before it (by the budget's passes, or by --steps), recomputed here in float64
     from the records (the engines agree bit for bit above)."""
-    for decay, length in (("linear", dict(budget=12000)), ("step", dict(steps=40))):
+    for decay, length in (("linear", dict(budget=12000)), ("step", dict(steps=40)), ("tail", dict(budget=12000)),
+                          ("tail", dict(steps=40))):
         opts = make_options(scheduler="fixed", q=2, lr=8.0, lr_scaling="linear", eval_every=20, lr_decay=decay,
                             headroom=0, **length)  # an lr for the pretrained scale: no rollback may interfere
         run = simulate(MLP, mlp_data, opts, tmp_path / f"{decay}.jsonl", engine="c", plot=False)
@@ -106,7 +107,12 @@ def test_lr_decay_factors_in_the_step_records(tmp_path, mlp_data):
         done = 0
         for r in run.steps:
             f = done / length["budget"] if "budget" in length else r["step"] / length["steps"]
-            factor = (1 - f) if decay == "linear" else 1.0 if f < 0.5 else 0.1 if f < 0.75 else 0.01
+            if decay == "linear":
+                factor = 1 - f
+            elif decay == "tail":  # the last fifth of the run
+                factor = 1.0 if f < 0.8 else max(0.0, (1 - f) * 5)
+            else:
+                factor = 1.0 if f < 0.5 else 0.1 if f < 0.75 else 0.01
             assert r["lr"] == pytest.approx(8.0 * 2 * factor, rel=1e-5, abs=1e-6), (decay, r["step"])
             done = r["prefix_passes"] + r["suffix_passes"]
         assert run.steps[-1]["lr"] < 0.2 * 16.0

@@ -9,6 +9,7 @@ import pytest
 from conftest import FIXTURES
 from zoflash.errors import DataError
 from zoflash.monitor import session as session_mod
+from zoflash.training import spec
 from zoflash.training.dataset import Dataset, carve_validation
 from zoflash.training.options import OptionsError, make_options
 
@@ -75,8 +76,9 @@ def test_val_fraction_from_project_file(tmp_path):
 
 
 # a tight loss guard and a large rho make the run roll back and take snapshots
-# an explicit, high learning rate (no calibration) so that the loss guard fires several times
-GUARDED = dict(steps=46, eval_every=4, guard_loss=1.02, lr=150.0, lr_scaling="sqrt", seed=3)
+# an explicit, high learning rate (no calibration) so that the loss guard fires several times; no
+# margin (guard_loss_z 0): the records do not carry the standard error the margin needs
+GUARDED = dict(steps=46, eval_every=4, guard_loss=1.02, guard_loss_z=0.0, lr=150.0, lr_scaling="sqrt", seed=3)
 
 
 def simulate_guarded(out, engine: str):
@@ -156,3 +158,27 @@ def test_export_select(runs, tmp_path):
     assert export_weights(model, old, tmp_path / "o.tflite").selected == "last"
     with pytest.raises(DataError, match="no best weights"):
         export_weights(model, old, tmp_path / "o2.tflite", select="best")
+
+
+@pytest.mark.cc
+def test_loss_guard_margin_holds_back_rollbacks_within_the_noise(tmp_path):
+    """With the default margin (guard_loss_z 2 standard errors of the validation mean) the same
+    run rolls back only at evaluations the plain rule (best * 1.02) would also roll back at, and
+    not at all of them; C and the reference agree bit for bit on it."""
+    from zoflash.targets.simulate import simulate
+
+    opts = make_options(None, **{**GUARDED, "guard_loss_z": spec.TRAIN_DEFAULTS["guard_loss_z"]})
+    runs = {e: simulate(FIXTURES / "digits_cnn.tflite", FIXTURES / "digits_shift.npz", opts, tmp_path / f"{e}.jsonl",
+                        engine=e, plot=False) for e in ("c", "reference")}
+    assert session_mod.comparable(runs["c"].records) == session_mod.comparable(runs["reference"].records)
+    recs = runs["c"].records
+    evals = {r["step"]: r for r in recs if r["type"] == "eval"}
+    rolled = {r["step"] + 1 for r in recs if r["type"] == "event" and r["kind"] == "rollback"}
+    best, over = np.float32(evals[0]["val_loss"]), []
+    for step in sorted(evals)[1:-1]:
+        v = np.float32(evals[step]["val_loss"])
+        if v > best * np.float32(1.02):
+            over.append(step)
+        elif v < best:
+            best = v
+    assert rolled and rolled < set(over), (rolled, over)  # a strict subset: the margin held some back

@@ -112,7 +112,8 @@ def training_options(f):
         click.option("--lr-scaling", type=click.Choice(spec.LR_SCALINGS),
                      help=f"lr at q vs q = 1 [{d['lr_scaling']}]."),
         click.option("--lr-decay", type=click.Choice(spec.LR_DECAYS),
-                     help=f"lr factor over the run (budget or steps): linear 1 - f, step 1/0.1/0.01 [{d['lr_decay']}]."),
+                     help=f"lr factor over the run (budget or steps): linear 1 - f, step 1/0.1/0.01, tail 1 then linear "
+                          f"to 0 over the last 1/{spec.LR_DECAY_TAIL_DIV} [{d['lr_decay']}]."),
         click.option("--lr-trial", type=int, help="lr trial: steps per candidate lr_1 * 2^j before training, 0 off "
                      f"[{spec.LR_TRIAL_STEPS} for the adaptive schedulers with embedded data, else 0]."),
         click.option("--calib-steps", type=int, help=f"auto lr: calibration steps [{d['calib_steps']}]."),
@@ -135,7 +136,9 @@ def training_options(f):
         click.option("--guard-steps", type=int,
                      help=f"Guard: consecutive steps before a rollback [{d['guard_steps']}]."),
         click.option("--guard-loss", type=float,
-                     help=f"Guard: roll back when a validation loss exceeds best x this [{d['guard_loss']:g}; 0 off]."),
+                     help=f"Guard: roll back when a validation loss exceeds best x this [{d['guard_loss']:g}; 0 off] ..."),
+        click.option("--guard-loss-z", type=float,
+                     help=f"... plus this many standard errors of the validation mean [{d['guard_loss_z']:g}]."),
         click.option("--guard-max-rollbacks", type=int,
                      help=f"Guard: stop after this many rollbacks [{d['guard_max_rollbacks']}; 0 never]."),
         click.option("--headroom", help="Re-quantize the trainable layers with H bits of headroom (scales x 2^H, "

@@ -60,6 +60,10 @@ float zo_lr_decay_factor(const zo_train_config_t *cfg, uint32_t t, uint64_t pass
     if (cfg->lr_decay == ZO_LR_DECAY_LINEAR) {
         return (f < 1.0f) ? 1.0f - f : 0.0f;
     }
+    if (cfg->lr_decay == ZO_LR_DECAY_TAIL) {
+        const float div = (float)ZO_LR_DECAY_TAIL_DIV;
+        return (f < 1.0f - 1.0f / div) ? 1.0f : (f < 1.0f) ? (1.0f - f) * div : 0.0f;
+    }
     return (f < 0.5f) ? 1.0f : (f < 0.75f) ? 0.1f : 0.01f;
 }
 
@@ -336,7 +340,7 @@ static void send_event(const trainer_t *tr, uint32_t step, uint8_t kind, uint8_t
 
 typedef struct {
     uint32_t correct, saturated;
-    float loss;
+    float loss, se; /* the mean loss and its standard error */
 } split_eval_t;
 
 /* One split in sample order: correct answers, mean loss, saturated logits.  Correct: the argmax
@@ -346,8 +350,8 @@ static split_eval_t evaluate_split(trainer_t *tr, const int8_t *x, const uint16_
                                    uint32_t n_samples)
 {
     const zo_train_model_t *m = tr->m;
-    float loss_sum = 0.0f;
-    split_eval_t r = { 0u, 0u, 0.0f };
+    float loss_sum = 0.0f, sq_sum = 0.0f;
+    split_eval_t r = { 0u, 0u, 0.0f, 0.0f };
     const float *target = batch_target(m, 0); /* the minibatch's row 0 is reloaded at the next step */
     for (uint32_t n = 0; n < n_samples; ++n) {
         run_prefix(m, x + (size_t)n * (size_t)m->input_bytes);
@@ -360,10 +364,14 @@ static split_eval_t evaluate_split(trainer_t *tr, const int8_t *x, const uint16_
         } else {
             r.correct += (zo_argmax_s8(m->logits, m->classes) == (int32_t)label) ? 1u : 0u;
         }
-        loss_sum += sample_loss(m, label, target);
+        const float loss = sample_loss(m, label, target);
+        loss_sum += loss;
+        sq_sum += loss * loss;
         r.saturated += count_saturated(m, label, target);
     }
     r.loss = loss_sum / (float)n_samples;
+    const float var = sq_sum / (float)n_samples - r.loss * r.loss;
+    r.se = var > 0.0f ? sqrtf(var / (float)n_samples) : 0.0f;
     tr->eval_passes += n_samples;
     return r;
 }
@@ -1273,8 +1281,8 @@ int zo_train_step(void)
         const split_eval_t val = evaluate(tr, done);
         const float loss = val.loss;
         r->last_eval = 1;
-        if (!calibrating && cfg->guard_loss > 0.0f && loss > r->best_loss * cfg->guard_loss) {
-            /* the validation loss ran away from the best so far: back to the best state */
+        if (!calibrating && cfg->guard_loss > 0.0f && loss > r->best_loss * cfg->guard_loss + cfg->guard_loss_z * val.se) {
+            /* the validation loss ran away from the best so far, beyond its noise: back to the best state */
             rollback(tr);
             ++r->rollbacks;
             r->last_eval = 0; /* the weights changed: a run ending here evaluates them again */

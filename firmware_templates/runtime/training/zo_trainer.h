@@ -89,7 +89,9 @@ typedef struct {
 
 typedef enum { ZO_LR_SQRT = 0, ZO_LR_LINEAR = 1, ZO_LR_FIXED = 2 } zo_lr_scaling_t;
 /* lr decay (issue 13): the lr's factor at fraction f of the run (docs/training.md "Learning rate") */
-typedef enum { ZO_LR_DECAY_NONE = 0, ZO_LR_DECAY_LINEAR = 1, ZO_LR_DECAY_STEP = 2 } zo_lr_decay_t;
+typedef enum { ZO_LR_DECAY_NONE = 0, ZO_LR_DECAY_LINEAR = 1, ZO_LR_DECAY_STEP = 2, ZO_LR_DECAY_TAIL = 3 } zo_lr_decay_t;
+/* tail: 1, then linear to 0 over the last 1 / ZO_LR_DECAY_TAIL_DIV of the run */
+#define ZO_LR_DECAY_TAIL_DIV 5u
 
 #define ZO_TRAIN_EPS_MIN 1u /* perturbation size in LSB */
 #define ZO_TRAIN_EPS_MAX 8u
@@ -123,7 +125,8 @@ typedef struct {
     float guard_sat;
     float guard_zero;
     uint32_t guard_steps;
-    float guard_loss;            /* roll back when a validation loss exceeds best * this (0: off) */
+    float guard_loss;            /* roll back when a validation loss exceeds best * this (0: off) ... */
+    float guard_loss_z;          /* ... + this many standard errors of the validation mean */
     uint32_t guard_max_rollbacks; /* stop after this many rollbacks (0: never) */
     uint32_t checkpoint_every;    /* send a checkpoint every N steps (0: never) */
     zo_sched_config_t sched;

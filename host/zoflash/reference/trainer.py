@@ -93,6 +93,9 @@ def lr_decay_factor(decay: str, t: int, passes: int, budget: int | None, max_ste
     f = F32(passes) / F32(budget) if budget else F32(t) / F32(max_steps)
     if decay == "linear":
         return F32(1) - f if f < 1 else F32(0)
+    if decay == "tail":
+        div = F32(spec.LR_DECAY_TAIL_DIV)
+        return F32(1) if f < F32(1) - F32(1) / div else F32(F32(1) - f) * div if f < 1 else F32(0)
     return F32(1) if f < F32(0.5) else F32(0.1) if f < F32(0.75) else F32(0.01)
 
 
@@ -196,12 +199,15 @@ class ReferenceTrainer:
         return self._frame("event", step=step, kind=kind, code=code, state_from=s_from, state_to=s_to,
                            q_from=q_from, q_to=q_to, value=value, aux=aux)
 
-    def _evaluate_split(self, x: np.ndarray, y: np.ndarray, targets: np.ndarray | None) -> tuple[int, np.float32, int]:
-        """Correct answers, mean loss and saturated logits of one split, samples in order."""
+    def _evaluate_split(self, x: np.ndarray, y: np.ndarray, targets: np.ndarray | None
+                        ) -> tuple[int, np.float32, int, np.float32]:
+        """Correct answers, mean loss, saturated logits and the mean loss's standard error of one
+        split, samples in order."""
         out = self._outputs({self.input_root: x.reshape(len(x), -1)}, 0)
-        total = F32(0.0)
+        total, squares = F32(0.0), F32(0.0)
         for v in self._loss(out, y, targets):
             total = F32(total + v)
+            squares = F32(squares + F32(F32(v) * F32(v)))
         if self.loss == "sigmoid-bce":  # sigmoid(x) > 0.5 is class 1
             correct = int(np.count_nonzero((out[:, 0].astype(np.int32) > self.plan.logits_zp) == (y != 0)))
         elif self.loss == "mse":  # no accuracy
@@ -209,20 +215,24 @@ class ReferenceTrainer:
         else:
             correct = int(np.count_nonzero(zm.argmax(out) == y))
         self.eval_passes += len(y)
-        return correct, F32(total / F32(len(y))), self._saturated(out, y, targets)
+        n = F32(len(y))
+        mean = F32(total / n)
+        var = F32(F32(squares / n) - F32(mean * mean))
+        se = np.sqrt(F32(var / n)) if var > 0 else F32(0)
+        return correct, mean, self._saturated(out, y, targets), se
 
-    def _evaluate(self, steps_done: int) -> tuple[bytes, np.float32, int]:
-        """The eval frame (validation, then test), the validation loss and its saturated logits:
-        the guards and the snapshots see only the validation split."""
+    def _evaluate(self, steps_done: int) -> tuple[bytes, np.float32, int, np.float32]:
+        """The eval frame (validation, then test), the validation loss, its saturated logits and its
+        standard error: the guards and the snapshots see only the validation split."""
         mse = self.loss == "mse"
         d = self.data
-        v_correct, v_loss, v_sat = self._evaluate_split(d.x_val, d.y_val, self.t_val if mse else None)
-        correct, loss, _ = self._evaluate_split(d.x_test, d.y_test, self.t_test if mse else None)
+        v_correct, v_loss, v_sat, v_se = self._evaluate_split(d.x_val, d.y_val, self.t_val if mse else None)
+        correct, loss, _, _ = self._evaluate_split(d.x_test, d.y_test, self.t_test if mse else None)
         n, n_val = len(d.y_test), len(d.y_val)
         return self._frame("eval", step=steps_done, correct=correct, count=n, accuracy=F32(correct) / F32(n),
                            loss=loss, prefix_passes=self.prefix_passes, suffix_passes=self.suffix_passes,
                            eval_passes=self.eval_passes, time_us=self._time_us(), val_correct=v_correct,
-                           val_count=n_val, val_accuracy=F32(v_correct) / F32(n_val), val_loss=v_loss), v_loss, v_sat
+                           val_count=n_val, val_accuracy=F32(v_correct) / F32(n_val), val_loss=v_loss), v_loss, v_sat, v_se
 
     # ---- one step ----------------------------------------------------------------------------
 
@@ -410,7 +420,7 @@ class ReferenceTrainer:
             yield self._frame("boundary", crc32=self.boundary_crc32(), expected_crc32=0, bytes=plan.boundary_bytes,
                               boundary_flags=0)
         lr1 = F32(o.lr or 0.0)
-        frame, best_loss, _ = self._evaluate(0)
+        frame, best_loss, _, _ = self._evaluate(0)
         yield frame
         snapshot, snapshot_step = self._snapshot(), 0
         # a snapshot is good only with few saturated validation logits (< guard_sat / 2)
@@ -480,11 +490,12 @@ class ReferenceTrainer:
             t += 1
             last_eval = False
             if t % o.eval_every == 0:
-                frame, loss, eval_sat = self._evaluate(t)
+                frame, loss, eval_sat, loss_se = self._evaluate(t)
                 yield frame
                 last_eval = True
-                if not calibrating and o.guard_loss > 0 and loss > F32(best_loss * F32(o.guard_loss)):
-                    rollback()  # the validation loss ran away from the best so far
+                limit = F32(F32(best_loss * F32(o.guard_loss)) + F32(F32(o.guard_loss_z) * loss_se))
+                if not calibrating and o.guard_loss > 0 and loss > limit:
+                    rollback()  # the validation loss ran away from the best so far, beyond its noise
                     last_eval = False  # the weights changed: a run ending here evaluates them again
                     yield self._event(t - 1, EVENT_ROLLBACK, ROLLBACK_LOSS, state, state, q, q, lr1, snapshot_step)
                 elif loss < best_loss and sat_run == 0 and zero_run == 0 and F32(eval_sat) < sat_good:

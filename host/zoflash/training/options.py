@@ -61,6 +61,7 @@ class TrainOptions:
     guard_zero: float = spec.TRAIN_DEFAULTS["guard_zero"]
     guard_steps: int = spec.TRAIN_DEFAULTS["guard_steps"]
     guard_loss: float = spec.TRAIN_DEFAULTS["guard_loss"]
+    guard_loss_z: float = spec.TRAIN_DEFAULTS["guard_loss_z"]
     guard_max_rollbacks: int = spec.TRAIN_DEFAULTS["guard_max_rollbacks"]
     headroom: int | str = spec.TRAIN_DEFAULTS["headroom"]  # bits, or "auto" (resolved by compile_training)
     loss: str = spec.TRAIN_DEFAULTS["loss"]
@@ -201,12 +202,13 @@ def validate(opts: TrainOptions) -> TrainOptions:
     need(1 <= opts.bias_bound <= INT32_MAX, f"--bias-bound must be in 1..{INT32_MAX}")
     need(0 < opts.guard_sat <= 1 and 0 < opts.guard_zero <= 1, "guard thresholds must be in (0, 1]")
     need(1 <= opts.guard_steps <= UINT32_MAX, f"--guard-steps must be in 1..{UINT32_MAX}")
-    for name in ("lr", "rho", "guard_loss"):  # float fields of zo_train_config_t
+    for name in ("lr", "rho", "guard_loss", "guard_loss_z"):  # float fields of zo_train_config_t
         v = getattr(opts, name)
         if v is not None and math.isfinite(v) and abs(v) > FLOAT32_MAX:
             problems.append(f"--{name.replace('_', '-')} {v:g} does not fit a float32 (at most {FLOAT32_MAX:.6g})")
     need(opts.guard_loss == 0 or (math.isfinite(opts.guard_loss) and opts.guard_loss > 1),
          "--guard-loss must be 0 (off) or > 1")
+    need(math.isfinite(opts.guard_loss_z) and opts.guard_loss_z >= 0, "--guard-loss-z must be finite and >= 0")
     need(0 <= opts.guard_max_rollbacks <= UINT32_MAX, f"--guard-max-rollbacks must be in 0..{UINT32_MAX}")
     if opts.headroom != "auto":
         need(isinstance(opts.headroom, int) and 0 <= opts.headroom <= HEADROOM_MAX,

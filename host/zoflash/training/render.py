@@ -41,7 +41,8 @@ def train_config(opts: TrainOptions) -> dict:
                 calib_steps=opts.calib_steps, calib_q=opts.calib_q,
                 max_steps=opts.max_steps, budget=opts.budget or 0, eval_every=opts.eval_every,
                 guard_sat=float(opts.guard_sat), guard_zero=float(opts.guard_zero), guard_steps=opts.guard_steps,
-                guard_loss=float(opts.guard_loss), guard_max_rollbacks=opts.guard_max_rollbacks,
+                guard_loss=float(opts.guard_loss),
+                guard_loss_z=float(opts.guard_loss_z), guard_max_rollbacks=opts.guard_max_rollbacks,
                 checkpoint_every=opts.checkpoint_every)
 
 

@@ -106,8 +106,10 @@ ROUNDING_IDS = {name: i for i, name in enumerate(ROUNDINGS)}
 LR_SCALINGS = ("sqrt", "linear", "fixed")  # zo_lr_scaling_t: lr at q from lr at q = 1
 LR_SCALING_IDS = {name: i for i, name in enumerate(LR_SCALINGS)}
 # --- lr decay (issue 13): zo_lr_decay_t, the lr's factor over the run (fraction f of the budget,
-# or of --steps): none 1; linear 1 - f; step 1, then 0.1 from f = 1/2, 0.01 from f = 3/4
-LR_DECAYS = ("none", "linear", "step")
+# or of --steps): none 1; linear 1 - f; step 1, then 0.1 from f = 1/2, 0.01 from f = 3/4; tail 1, then
+# linear to 0 over the last 1 / LR_DECAY_TAIL_DIV of the run (the default: docs/training.md "lr decay")
+LR_DECAYS = ("none", "linear", "step", "tail")
+LR_DECAY_TAIL_DIV = 5        # ZO_LR_DECAY_TAIL_DIV: tail decays over the last fifth
 LR_DECAY_IDS = {name: i for i, name in enumerate(LR_DECAYS)}
 # --- end lr decay
 # --- lr trial (issue 13): before training, candidates lr_1 * 2^j (|j| <= LR_TRIAL_MAX_MOVES) train
@@ -142,7 +144,7 @@ TRAIN_DEFAULTS = dict(
     lr=None,                 # None = auto-calibrated
     rho=4.0,                 # auto lr: RMS update in LSB per step at q = 1
     lr_scaling="linear",     # lr at q = lr_1 * q (ZO theory for q << d; docs/training.md "Learning rate")
-    lr_decay="none",         # spec.LR_DECAYS: the lr's factor over the run (issue 13)
+    lr_decay="tail",         # spec.LR_DECAYS: the lr's factor over the run (issue 13)
     lr_trial=None,           # lr trial steps per candidate; None: LR_TRIAL_STEPS for the adaptive
                              # schedulers with embedded data, else 0 (off) (issue 13)
     calib_steps=8,
@@ -159,7 +161,9 @@ TRAIN_DEFAULTS = dict(
     guard_sat=0.25,
     guard_zero=0.98,
     guard_steps=8,
-    guard_loss=1.5,          # roll back when a validation loss exceeds best * this (0: off)
+    guard_loss=1.5,          # roll back when a validation loss exceeds best * this + guard_loss_z
+                             # standard errors of its mean (0: off)
+    guard_loss_z=2.0,        # issue 13: a small split's loss near 0 crosses best * guard_loss by noise
     guard_max_rollbacks=10,  # stop after this many rollbacks (0: never)
     headroom="auto",         # re-quantize the trainable layers with h bits of headroom; "auto": the most
                              # bits that keep the trainable weights' RMS >= HEADROOM_AUTO_LSB (issue 13)
