@@ -47,7 +47,8 @@ def _expected() -> dict[str, int]:
                 ZO_TRAIN_EPS_MIN=spec.EPS_RANGE[0], ZO_TRAIN_EPS_MAX=spec.EPS_RANGE[1],
                 ZO_W_MAX=spec.INT8_WEIGHT_LIMIT - spec.EPS_RANGE[0], ZO_CMD_FIRST=spec.COMMAND_FIRST, ZO_LR_W_RMS_DIV=spec.LR_W_RMS_DIV,
                 ZO_LR_TRIAL_MAX_MOVES=spec.LR_TRIAL_MAX_MOVES, ZO_LR_TRIAL_SHARE=spec.LR_TRIAL_SHARE,
-                ZO_LR_TRIAL_BACKOFF=spec.LR_TRIAL_BACKOFF, ZO_LR_DECAY_TAIL_DIV=spec.LR_DECAY_TAIL_DIV,
+                ZO_LR_TRIAL_BACKOFF=spec.LR_TRIAL_BACKOFF, ZO_LR_TRIAL_HORIZON=spec.LR_TRIAL_HORIZON,
+                ZO_LR_DECAY_TAIL_DIV=spec.LR_DECAY_TAIL_DIV,
                 ZO_TM_VERSION=protocol.VERSION, ZO_TM_SYNC0=protocol.SYNC[0], ZO_TM_SYNC1=protocol.SYNC[1],
                 ZO_TM_MAX_PAYLOAD=protocol.MAX_PAYLOAD, ZO_TM_WEIGHTS_CHUNK=protocol.WEIGHTS_CHUNK)
     want.update((f"ZO_TM_{kind.upper()}", tid) for kind, (tid, _) in protocol.LAYOUTS.items())

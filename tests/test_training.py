@@ -258,6 +258,27 @@ def test_lr_trial_walks_paired_candidates_and_backs_off_from_the_best(tmp_path, 
         assert losses[base] == losses[4 * base], (rate, losses)
 
 
+@pytest.mark.parametrize("limit", [dict(budget=40_000), dict(steps=1200)])
+def test_lr_trial_rate_falls_with_the_run_length(tmp_path, mlp_data, limit):
+    """A run longer than LR_TRIAL_HORIZON candidates trains at the backed-off best rate times
+    sqrt(LR_TRIAL_HORIZON * candidate passes / run passes), in float32; C == reference."""
+    from zoflash.training import spec
+    T, batch, start = 4, 8, 100.0
+    runs = run_both(tmp_path, MLP, mlp_data, scheduler="plateau", lr=start, lr_trial=T, eval_every=50, batch=batch,
+                    **limit)
+    assert_identical(runs)
+    cands, chosen, steps = _trial(runs["c"])
+    assert steps and len(chosen) == 1
+    losses = dict(cands)
+    best_j = min(losses, key=lambda j: (losses[j], abs(j)))
+    per_step = batch * 3  # q = 1: b prefix passes (the MLP trains its last layer) and 2b suffix passes
+    run_passes = limit.get("budget") or limit["steps"] * per_step
+    ratio = np.float32(spec.LR_TRIAL_HORIZON * T * per_step) / np.float32(run_passes)
+    assert ratio < 1  # the case under test
+    want = np.float32(np.float32(start * 2.0 ** (best_j - spec.LR_TRIAL_BACKOFF)) * np.sqrt(ratio))
+    assert chosen[0]["value"] == want
+
+
 def test_lr_trial_defaults_and_limits(tmp_path, mlp_data):
     """On by default for the adaptive schedulers with embedded data, off for fixed q and for a
     stream; skipped when its worst case exceeds a quarter of the run; refused with a stream."""

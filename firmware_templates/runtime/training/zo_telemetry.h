@@ -59,7 +59,7 @@
 
 /* zo_tm_event_t.code of ZO_TM_EV_ROLLBACK events: why the trainer rolled back. */
 #define ZO_TM_ROLLBACK_GUARD 0u /* saturated logits or no loss differences for guard_steps steps */
-#define ZO_TM_ROLLBACK_LOSS  1u /* a test loss above best * guard_loss */
+#define ZO_TM_ROLLBACK_LOSS  1u /* validation loss above best * guard_loss + guard_loss_z * SE */
 
 /* zo_tm_done_t.reason. */
 #define ZO_TM_DONE_STEPS     0u

@@ -1123,8 +1123,9 @@ int zo_train_checkpoint_put(const uint8_t *image, uint32_t n)
  * while the loss improves, else down, at most ZO_LR_TRIAL_MAX_MOVES either way.  The weights
  * are then put back (the snapshot still holds them: nothing has moved before) and training
  * starts at the best candidate's lr_1 / 2^ZO_LR_TRIAL_BACKOFF: the best rate over T steps from
- * the start is larger than the best over the whole run (short-horizon bias).  The steps are
- * reported (ZO_TM_FLAG_TRIAL) and counted. */
+ * the start is larger than the best over the whole run (short-horizon bias).  A run longer than
+ * ZO_LR_TRIAL_HORIZON candidates also gets lr_trial_horizon_factor.  The steps are reported
+ * (ZO_TM_FLAG_TRIAL) and counted. */
 static int lr_trial_fits(const trainer_t *tr)
 {
     const zo_train_config_t *cfg = tr->cfg;
@@ -1170,6 +1171,20 @@ static float times_pow2(float lr1, int32_t j)
     return lr1;
 }
 
+/* sqrt(ZO_LR_TRIAL_HORIZON * P / H), when below 1: P the passes of one candidate, H the run's
+ * (its budget, else its steps at q = 1); 1 for a run without either.  Past a horizon of a few
+ * hundred thousand passes the best constant rate keeps falling (as 1 / sqrt(horizon) once the
+ * noise dominates), and nothing else lowers the trial's rate (docs/training.md "lr trial"). */
+static float lr_trial_horizon_factor(const trainer_t *tr)
+{
+    const zo_train_config_t *cfg = tr->cfg;
+    const float per_step = (float)cfg->batch * (float)((tr->m->split > 0 ? 1u : 0u) + 2u);
+    const float candidate = (float)cfg->lr_trial_steps * per_step;
+    const float horizon = cfg->budget != 0u ? (float)cfg->budget : (float)cfg->max_steps * per_step;
+    const float ratio = horizon > 0.0f ? (float)ZO_LR_TRIAL_HORIZON * candidate / horizon : 1.0f;
+    return ratio < 1.0f ? sqrtf(ratio) : 1.0f;
+}
+
 static void lr_trial(trainer_t *tr, uint32_t *t)
 {
     const uint32_t t0 = *t;
@@ -1196,7 +1211,8 @@ static void lr_trial(trainer_t *tr, uint32_t *t)
     snapshot_copy(tr->m, 1);
     tr->sat_run = 0u;
     tr->zero_run = 0u;
-    tr->lr1 = times_pow2(base, best_j - ZO_LR_TRIAL_BACKOFF); /* the short-horizon best is too greedy */
+    /* the short-horizon best is too greedy, and more so before a long run */
+    tr->lr1 = times_pow2(base, best_j - ZO_LR_TRIAL_BACKOFF) * lr_trial_horizon_factor(tr);
     send_event(tr, *t - 1u, ZO_TM_EV_LR, ZO_TM_LR_CHOSEN, state, state, 1u, 1u, tr->lr1, *t - t0);
 }
 /* --- end lr trial */

@@ -102,8 +102,11 @@ typedef enum { ZO_LR_DECAY_NONE = 0, ZO_LR_DECAY_LINEAR = 1, ZO_LR_DECAY_STEP = 
  * 1 / ZO_LR_TRIAL_SHARE of the run's budget or steps */
 #define ZO_LR_TRIAL_MAX_MOVES 3u
 #define ZO_LR_TRIAL_SHARE 4u
-/* ... and training runs at the best candidate's rate / 2^ZO_LR_TRIAL_BACKOFF (short-horizon bias) */
+/* ... and training runs at the best candidate's rate / 2^ZO_LR_TRIAL_BACKOFF (short-horizon bias),
+ * times sqrt(ZO_LR_TRIAL_HORIZON * trial passes / run passes) when the run is longer than
+ * ZO_LR_TRIAL_HORIZON candidates (the best constant rate falls as 1 / sqrt(horizon)) */
 #define ZO_LR_TRIAL_BACKOFF 1
+#define ZO_LR_TRIAL_HORIZON 128u
 
 typedef struct {
     uint32_t seed;

@@ -376,9 +376,20 @@ class ReferenceTrainer:
             if best_j != 0:
                 break
         self._restore(snapshot)
-        chosen = F32(lr1 * F32(2.0 ** (best_j - spec.LR_TRIAL_BACKOFF)))  # the short-horizon best is too greedy
+        # the short-horizon best is too greedy, and more so before a long run
+        chosen = F32(F32(lr1 * F32(2.0 ** (best_j - spec.LR_TRIAL_BACKOFF))) * self._lr_trial_horizon_factor())
         frames.append(self._event(t - 1, EVENT_LR, LR_CHOSEN, state, state, 1, 1, chosen, t - t0))
         return t, chosen
+
+    def _lr_trial_horizon_factor(self) -> np.float32:
+        """sqrt(LR_TRIAL_HORIZON * P / H) when below 1: P one candidate's passes, H the run's (its
+        budget, else its steps at q = 1); 1 without either (the C's lr_trial_horizon_factor)."""
+        o = self.opts
+        per_step = F32(F32(o.batch) * F32((1 if self.plan.split > 0 else 0) + 2))
+        candidate = F32(F32(o.lr_trial_steps) * per_step)
+        horizon = F32(o.budget) if o.budget else F32(F32(self.settings.max_steps) * per_step)
+        ratio = F32(F32(F32(spec.LR_TRIAL_HORIZON) * candidate) / horizon) if horizon > 0 else F32(1.0)
+        return F32(np.sqrt(ratio)) if ratio < 1 else F32(1.0)
 
     def _restore(self, snapshot: tuple) -> None:
         self.values = [v.copy() for v in snapshot[0]]
