@@ -31,16 +31,31 @@ def seed_range(text: str) -> list[int]:
     return list(range(int(lo), int(hi or lo) + 1))
 
 
-def heldout(task_name: str, seeds: list[int], executor, cfg: ex.Config = ex.FULL) -> dict:
+def reference_arg(text: str) -> tuple[int, int, float]:
+    """--reference Q:K:L0, e.g. 4:-2:3.27 (the grid's best q, its tuned k and L0, as its page states)."""
+    try:
+        q, k, l0 = text.split(":")
+        return int(q), int(k), float(l0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected Q:K:L0 such as 4:-2:3.27, got {text!r}") from None
+
+
+def grid_reference(task_name: str, cfg: ex.Config) -> tuple[int, int, float]:
+    """The best tuned fixed q of the grid's cached results: its q, its k and L0."""
     cache = ex.CACHE / f"results-{task_name}-{cfg.name}.json"
     if not cache.exists():
         raise SystemExit(f"{cache} is missing: run `python benchmarks/experiments.py` with the same task and grid "
-                         "options first")
+                         "options first, or give the grid's result as --reference Q:K:L0")
     a = ex.analyse(json.loads(cache.read_text()))
+    return a["best_q"], a["tuned"][a["best_q"]], a["l0"]
+
+
+def heldout(task_name: str, seeds: list[int], executor, cfg: ex.Config = ex.FULL,
+            reference: tuple[int, int, float] | None = None) -> dict:
     task = ex.TASKS[task_name]
-    q, k = a["best_q"], a["tuned"][a["best_q"]]
+    q, k, l0 = reference or grid_reference(task_name, cfg)
     ref = f"fixed q={q}, tuned lr (L0·2^{k})"
-    specs = {ref: [ex.make_spec(cfg, task, "fixed", q, f"k{k}", s, a["l0"]) for s in seeds]}
+    specs = {ref: [ex.make_spec(cfg, task, "fixed", q, f"k{k}", s, l0) for s in seeds]}
     for name in ex.ADAPTIVE:
         specs[name] = [ex.make_spec(cfg, task, name, 1, "auto", s) for s in seeds]
     res = run_grid([s for group in specs.values() for s in group], ex.run_one, executor, ex.CACHE / "runs",
@@ -81,14 +96,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--headroom", type=ex.headroom_arg, default="auto", metavar="H",
                     help="the grid's and the runs' --headroom (default auto, zoflash's default)")
     ap.add_argument("--budget", type=int, help="the grid's and the runs' training passes (experiments.py --budget)")
+    ap.add_argument("--reference", type=reference_arg, metavar="Q:K:L0",
+                    help="the grid's best tuned fixed q, its k and L0 as its page states, instead of reading the "
+                         "grid's cache (the fixed-q runs do not depend on the schedulers' rules)")
     args = ap.parse_args(argv)
     args.task, task_args = ex.task_of(ap, args)
     with make_executor(args.workers, args.cluster) as executor:
         h = heldout(args.task, seed_range(args.seeds), executor,
-                    ex.with_budget(ex.with_headroom(ex.MEDIUM if args.medium else ex.FULL, args.headroom), args.budget))
+                    ex.with_budget(ex.with_headroom(ex.MEDIUM if args.medium else ex.FULL, args.headroom), args.budget),
+                    args.reference)
     command = f"python benchmarks/heldout.py{task_args} --seeds {args.seeds}" + \
         (" --medium" if args.medium else "") + (f" --headroom {args.headroom}" if args.headroom != "auto" else "") + \
         (f" --budget {args.budget}" if args.budget else "") + \
+        (f" --reference {':'.join(f'{v:g}' for v in args.reference)}" if args.reference else "") + \
         (f" --write {args.write}" if args.write else "")
     body = to_markdown(h, command)
     if args.write:

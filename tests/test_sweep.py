@@ -89,3 +89,30 @@ def test_heldout_report_pairs_runs_by_seed():
     row = next(line for line in text.splitlines() if line.startswith("| plateau"))
     assert row == f"| plateau | {other.mean():.1f} ± {other.std():.1f} | {d.mean():+.1f} ± {d.std() / 2:.1f} | 3/4 | 1.5 |"
     assert "| fixed q=4 | 81.2 ± 7.4 | – | – | 0.0 |" in text
+
+
+@pytest.mark.cc
+def test_heldout_reference_runs_the_stated_fixed_q(tmp_path, monkeypatch):
+    """benchmarks/heldout.py --reference Q:K:L0 stands in for the grid's cache: the reference runs
+    are fixed q = Q at lr_1 = L0·2^K, paired by seed with every adaptive scheduler's default runs."""
+    import argparse
+    import json
+
+    ex, ho, sweep = _load("experiments"), _load("heldout"), _load("sweep")
+    assert ho.reference_arg("4:-2:3.27") == (4, -2, 3.27)
+    for bad in ("4:-2", "q:0:1", "4:0:1:2"):
+        with pytest.raises(argparse.ArgumentTypeError, match="Q:K:L0"):
+            ho.reference_arg(bad)
+    monkeypatch.setattr(ex, "CACHE", tmp_path)
+    cfg = ex.Config("test", (1,), 3000, (1,), (0,), (0,), 1000)
+    with pytest.raises(SystemExit, match="--reference Q:K:L0"):
+        ho.heldout("sensor", [1], _NoRuns(), cfg)  # neither a grid cache nor a reference
+    with sweep.make_executor(workers=2) as executor:
+        h = ho.heldout("sensor", [1, 2], executor, cfg, reference=(2, -1, 3.0))
+    assert h["ref"] == "fixed q=2, tuned lr (L0·2^-1)"
+    assert set(h["finals"]) == {h["ref"], *ex.ADAPTIVE} and all(len(v) == 2 for v in h["finals"].values())
+    runs = {r["key"]: r for r in (json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*.json"))}
+    for seed in (1, 2):
+        ref = runs[f"fixed|q2|k-1|s{seed}"]
+        assert ref["final_q"] == 2 and ref["lr1"] == pytest.approx(1.5) and ref["q_changes"] == [[0, 2]]
+        assert h["finals"][h["ref"]][seed - 1] == pytest.approx(ref["final_acc"] * 100)

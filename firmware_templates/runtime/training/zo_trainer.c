@@ -1137,9 +1137,8 @@ static int lr_trial_fits(const trainer_t *tr)
     return cfg->max_steps == 0u || steps * ZO_LR_TRIAL_SHARE <= (uint64_t)cfg->max_steps;
 }
 
-/* One candidate from the snapshot: its steps, then its validation loss and that mean's standard
- * error (loss +inf when the guard tripped). */
-static split_eval_t lr_trial_candidate(trainer_t *tr, uint32_t *t, uint32_t t0, float lr1)
+/* One candidate from the snapshot: its steps, then its validation loss (+inf when the guard tripped). */
+static float lr_trial_candidate(trainer_t *tr, uint32_t *t, uint32_t t0, float lr1)
 {
     const zo_train_config_t *cfg = tr->cfg;
     snapshot_copy(tr->m, 1);
@@ -1157,11 +1156,10 @@ static split_eval_t lr_trial_candidate(trainer_t *tr, uint32_t *t, uint32_t t0, 
         zo_tm_step(&rec);
         ++*t;
         if (diverged) {
-            const split_eval_t tripped = { 0u, 0u, INFINITY, 0.0f };
-            return tripped;
+            return INFINITY;
         }
     }
-    return evaluate_split(tr, tr->m->x_val, tr->m->y_val, tr->m->t_val, tr->m->n_val);
+    return evaluate_split(tr, tr->m->x_val, tr->m->y_val, tr->m->t_val, tr->m->n_val).loss;
 }
 
 /* lr1 * 2^j, exact (no libm call on the device) */
@@ -1192,45 +1190,29 @@ static void lr_trial(trainer_t *tr, uint32_t *t)
     const uint32_t t0 = *t;
     const float base = tr->lr1;
     const uint8_t state = (uint8_t)zo_sched_state(&tr->sched);
-    float loss_at[2u * ZO_LR_TRIAL_MAX_MOVES + 1u]; /* candidate j at [j + MAX_MOVES]; NaN: not run */
-    for (uint32_t i = 0; i < 2u * ZO_LR_TRIAL_MAX_MOVES + 1u; ++i) {
-        loss_at[i] = NAN;
-    }
     int32_t best_j = 0;
-    const split_eval_t first = lr_trial_candidate(tr, t, t0, base);
-    float best = first.loss, best_se = first.se;
-    loss_at[ZO_LR_TRIAL_MAX_MOVES] = best;
+    float best = lr_trial_candidate(tr, t, t0, base);
     send_event(tr, t0, ZO_TM_EV_LR, ZO_TM_LR_TRIAL, state, state, 1u, 1u, best, 0u);
     for (int32_t dir = 1; dir >= -1; dir -= 2) {
         for (int32_t j = dir; j * dir <= (int32_t)ZO_LR_TRIAL_MAX_MOVES; j += dir) {
-            const split_eval_t c = lr_trial_candidate(tr, t, t0, times_pow2(base, j));
-            loss_at[j + (int32_t)ZO_LR_TRIAL_MAX_MOVES] = c.loss;
-            send_event(tr, t0, ZO_TM_EV_LR, ZO_TM_LR_TRIAL, state, state, 1u, 1u, c.loss, (uint32_t)j);
-            if (!(c.loss < best)) {
+            const float lr1 = times_pow2(base, j);
+            const float loss = lr_trial_candidate(tr, t, t0, lr1);
+            send_event(tr, t0, ZO_TM_EV_LR, ZO_TM_LR_TRIAL, state, state, 1u, 1u, loss, (uint32_t)j);
+            if (!(loss < best)) {
                 break;
             }
-            best = c.loss;
-            best_se = c.se;
+            best = loss;
             best_j = j;
         }
         if (best_j != 0) {
             break; /* going up helped: no need to look down */
         }
     }
-    /* one-standard-error rule: the smallest rate whose loss the trial cannot tell from the best's */
-    int32_t chosen_j = best_j;
-    const float within = best + best_se;
-    for (int32_t j = -(int32_t)ZO_LR_TRIAL_MAX_MOVES; j < best_j; ++j) {
-        if (loss_at[j + (int32_t)ZO_LR_TRIAL_MAX_MOVES] <= within) {
-            chosen_j = j;
-            break;
-        }
-    }
     snapshot_copy(tr->m, 1);
     tr->sat_run = 0u;
     tr->zero_run = 0u;
     /* the short-horizon best is too greedy, and more so before a long run */
-    tr->lr1 = times_pow2(base, chosen_j - ZO_LR_TRIAL_BACKOFF) * lr_trial_horizon_factor(tr);
+    tr->lr1 = times_pow2(base, best_j - ZO_LR_TRIAL_BACKOFF) * lr_trial_horizon_factor(tr);
     send_event(tr, *t - 1u, ZO_TM_EV_LR, ZO_TM_LR_CHOSEN, state, state, 1u, 1u, tr->lr1, *t - t0);
 }
 /* --- end lr trial */

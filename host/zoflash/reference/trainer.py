@@ -357,34 +357,27 @@ class ReferenceTrainer:
                                           suffix_passes=self.suffix_passes, time_us=self._time_us()))
                 t += 1
                 if diverged:
-                    return F32(np.inf), F32(0)
+                    return F32(np.inf)
             d = self.data
-            _, loss, _, se = self._evaluate_split(d.x_val, d.y_val, self.t_val if self.loss == "mse" else None)
-            return loss, se
+            return self._evaluate_split(d.x_val, d.y_val, self.t_val if self.loss == "mse" else None)[1]
 
-        losses: dict[int, np.float32] = {}  # candidate j -> its validation loss
-
-        def trial(j: int) -> tuple[np.float32, np.float32]:
-            loss, se = candidate(lr_at_q(F32(lr1 * F32(2.0 ** j)), 1, o.lr_scaling))
-            losses[j] = loss
+        def trial(j: int) -> np.float32:
+            loss = candidate(lr_at_q(F32(lr1 * F32(2.0 ** j)), 1, o.lr_scaling))
             frames.append(self._event(t0, EVENT_LR, LR_TRIAL, state, state, 1, 1, loss, j & 0xFFFFFFFF))
-            return loss, se
+            return loss
 
-        best_j, (best, best_se) = 0, trial(0)
+        best_j, best = 0, trial(0)
         for direction in (1, -1):
             for j in range(direction, direction * (spec.LR_TRIAL_MAX_MOVES + 1), direction):
-                loss, se = trial(j)
+                loss = trial(j)
                 if not loss < best:
                     break
-                best, best_se, best_j = loss, se, j
+                best, best_j = loss, j
             if best_j != 0:
                 break
         self._restore(snapshot)
-        # one-standard-error rule: the smallest rate whose loss the trial cannot tell from the best's
-        within = F32(best + best_se)
-        chosen_j = min((j for j, loss in losses.items() if j < best_j and loss <= within), default=best_j)
         # the short-horizon best is too greedy, and more so before a long run
-        chosen = F32(F32(lr1 * F32(2.0 ** (chosen_j - spec.LR_TRIAL_BACKOFF))) * self._lr_trial_horizon_factor())
+        chosen = F32(F32(lr1 * F32(2.0 ** (best_j - spec.LR_TRIAL_BACKOFF))) * self._lr_trial_horizon_factor())
         frames.append(self._event(t - 1, EVENT_LR, LR_CHOSEN, state, state, 1, 1, chosen, t - t0))
         return t, chosen
 
