@@ -62,7 +62,9 @@ def heldout(task_name: str, seeds: list[int], executor, cfg: ex.Config = ex.FULL
                    lambda m: print(m, flush=True))
     finals = {name: np.array([res[s["key"]]["final_acc"] * 100 for s in group]) for name, group in specs.items()}
     rollbacks = {name: float(np.mean([res[s["key"]]["rollbacks"] for s in group])) for name, group in specs.items()}
-    return dict(task=task_name, seeds=seeds, ref=ref, finals=finals, rollbacks=rollbacks, grid=cfg.name,
+    # the lr_1 each adaptive run's lr trial chose (None: no trial ran)
+    chosen = {name: [res[s["key"]]["lr_chosen"] for s in group] for name, group in specs.items() if name != ref}
+    return dict(task=task_name, seeds=seeds, ref=ref, finals=finals, rollbacks=rollbacks, chosen=chosen, grid=cfg.name,
                 budget=cfg.budget)
 
 
@@ -83,6 +85,16 @@ def to_markdown(h: dict, command: str) -> str:
                                                            f"{int(np.sum(d >= 0))}/{n}")
         lines.append(f"| {name} | {acc.mean():.1f} ± {acc.std():.1f} | {delta} | {wins} | {h['rollbacks'][name]:.1f} |")
     return "\n".join(lines) + "\n"
+
+
+def trial_summary(h: dict) -> str:
+    """The lr_1 the lr trial chose, per method: median and range over the runs that ran one."""
+    lines = ["lr trial's chosen lr_1 (linear units: the lr at q is lr_1 x q), median (min-max) over the runs:"]
+    for name, values in h.get("chosen", {}).items():
+        ran = [v for v in values if v is not None]
+        lines.append(f"  {name}: " + (f"{np.median(ran):.3g} ({min(ran):.3g}-{max(ran):.3g}), {len(ran)} runs"
+                                      if ran else "no trial"))
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         write_section(args.write, f"heldout-{args.task}" + (f"-{args.budget}" if args.budget else ""), body)
         print(f"wrote {args.write}")
     print(body)
+    print(trial_summary(h))
     return 0
 
 

@@ -116,3 +116,10 @@ def test_heldout_reference_runs_the_stated_fixed_q(tmp_path, monkeypatch):
         ref = runs[f"fixed|q2|k-1|s{seed}"]
         assert ref["final_q"] == 2 and ref["lr1"] == pytest.approx(1.5) and ref["q_changes"] == [[0, 2]]
         assert h["finals"][h["ref"]][seed - 1] == pytest.approx(ref["final_acc"] * 100)
+
+
+def test_heldout_trial_summary_reports_the_chosen_rates():
+    """The lr_1 the trials chose: median and range per method; a method without a trial says so."""
+    ho = _load("heldout")
+    text = ho.trial_summary(dict(chosen={"plateau": [2.0, 8.0, 4.0, None], "critical": [None]}))
+    assert "plateau: 4 (2-8), 3 runs" in text and "critical: no trial" in text
