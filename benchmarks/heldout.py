@@ -65,13 +65,16 @@ def heldout(task_name: str, seeds: list[int], executor, cfg: ex.Config = ex.FULL
     # the lr_1 each adaptive run's lr trial chose (None: no trial ran)
     chosen = {name: [res[s["key"]]["lr_chosen"] for s in group] for name, group in specs.items() if name != ref}
     return dict(task=task_name, seeds=seeds, ref=ref, finals=finals, rollbacks=rollbacks, chosen=chosen, grid=cfg.name,
-                budget=cfg.budget)
+                budget=cfg.budget, given=reference is not None)
 
 
 def to_markdown(h: dict, command: str) -> str:
     ref = h["finals"][h["ref"]]
     n = len(h["seeds"])
-    grid = "" if h.get("grid", "full") == "full" else f", reference from the {h['grid']} grid"
+    if h.get("given"):
+        grid = ", reference given by --reference"
+    else:
+        grid = "" if h.get("grid", "full") == "full" else f", reference from the {h['grid']} grid"
     budget = ex.kpasses(h.get("budget", ex.FULL.budget))
     seeds = f"seeds {h['seeds'][0]}..{h['seeds'][-1]}"
     lines = [f"### {h['task']}: {seeds} ({n} runs per method, {budget} passes{grid})", "",

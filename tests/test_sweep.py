@@ -110,6 +110,7 @@ def test_heldout_reference_runs_the_stated_fixed_q(tmp_path, monkeypatch):
     with sweep.make_executor(workers=2) as executor:
         h = ho.heldout("sensor", [1, 2], executor, cfg, reference=(2, -1, 3.0))
     assert h["ref"] == "fixed q=2, tuned lr (L0·2^-1)"
+    assert "reference given by --reference" in ho.to_markdown(h, "cmd").splitlines()[0]
     assert set(h["finals"]) == {h["ref"], *ex.ADAPTIVE} and all(len(v) == 2 for v in h["finals"].values())
     runs = {r["key"]: r for r in (json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*.json"))}
     for seed in (1, 2):
