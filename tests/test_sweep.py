@@ -110,13 +110,22 @@ def test_heldout_reference_runs_the_stated_fixed_q(tmp_path, monkeypatch):
     with sweep.make_executor(workers=2) as executor:
         h = ho.heldout("sensor", [1, 2], executor, cfg, reference=(2, -1, 3.0))
     assert h["ref"] == "fixed q=2, tuned lr (L0·2^-1)"
-    assert "reference given by --reference" in ho.to_markdown(h, "cmd").splitlines()[0]
+    table = ho.to_markdown(h, "cmd")
+    assert "reference given by --reference" in table.splitlines()[0]
+    assert "paired difference to the fixed q given by --reference" in table
     assert set(h["finals"]) == {h["ref"], *ex.ADAPTIVE} and all(len(v) == 2 for v in h["finals"].values())
     runs = {r["key"]: r for r in (json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*.json"))}
     for seed in (1, 2):
         ref = runs[f"fixed|q2|k-1|s{seed}"]
         assert ref["final_q"] == 2 and ref["lr1"] == pytest.approx(1.5) and ref["q_changes"] == [[0, 2]]
         assert h["finals"][h["ref"]][seed - 1] == pytest.approx(ref["final_acc"] * 100)
+    # --lr-decay: the schedulers' runs take it, the reference keeps the default (its runs are reused)
+    with sweep.make_executor(workers=2) as executor:
+        h = ho.heldout("sensor", [1], executor, cfg, reference=(2, -1, 3.0), decay="linear")
+    assert "the schedulers with --lr-decay linear" in ho.to_markdown(h, "cmd").splitlines()[0]
+    runs = {r["key"]: r for r in (json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*.json"))}
+    assert {f"{name}+linear|q1|auto|s1" for name in ex.ADAPTIVE} <= set(runs)
+    assert h["finals"]["plateau"][0] == pytest.approx(runs["plateau+linear|q1|auto|s1"]["final_acc"] * 100)
 
 
 def test_heldout_trial_summary_reports_the_chosen_rates():
