@@ -550,7 +550,7 @@ def calibrated_lr(task: Task, workdir: Path) -> float:
 def throughput(task: Task, q: int, lr: float, workdir: Path, rounds: int):
     """C program (median of `rounds` process runs) and the reference (one run) for the same options."""
     from zoflash.targets.host_build import run_make
-    from zoflash.targets.simulate import reference_frames
+    from zoflash.workflows.simulate import reference_frames
     from zoflash.training import pipeline
 
     steps = STEPS[q]

@@ -52,7 +52,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_inference import cpu_name  # noqa: E402
 from sweep import make_executor, run_grid  # noqa: E402
-from zoflash.training import spec  # noqa: E402
+from zoflash.spec import training as spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -124,7 +124,7 @@ def passes_per_step(q: int, batch: int = 16) -> int:
 
 def run_one(spec: dict) -> dict:
     """Build and run one training program; keep what the tables and plots need."""
-    from zoflash.targets.simulate import simulate
+    from zoflash.workflows.simulate import simulate
     from zoflash.training.options import make_options
 
     opts = make_options(scheduler=spec["sched"], q=spec["q"], lr=spec["lr"], lr_scaling=spec["lr_scaling"],
@@ -458,7 +458,7 @@ def headroom_note(cfg: Config, data: dict) -> str:
 
 
 def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str) -> str:
-    from zoflash.training.spec import LR_TRIAL_STEPS
+    from zoflash.spec.training import LR_TRIAL_STEPS
     cfg = a["cfg"]
     n = len(cfg.seeds)
     lines = [

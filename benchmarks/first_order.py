@@ -149,8 +149,8 @@ def first_order_ceiling(model: str, data: str, train: str, headroom: int = 0) ->
     """{"accuracy", "lr", "iteration", "start_accuracy"} on the test split, or {"skipped": why}.
     With headroom the start is the re-quantized model the ZO runs start from."""
     from zoflash.training.options import make_options
-    from zoflash.training.pipeline import compile_training
-    prep = compile_training(model, data, make_options(train=train, headroom=headroom))
+    from zoflash.workflows.training import compile_for_training
+    prep = compile_for_training(model, data, make_options(train=train, headroom=headroom))
     got = _features(prep)
     if isinstance(got, str):
         return {"skipped": got}

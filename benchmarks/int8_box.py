@@ -18,7 +18,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import first_order as fo  # noqa: E402
 from experiments import TASKS  # noqa: E402
-from zoflash.training import spec  # noqa: E402
+from zoflash.spec import training as spec  # noqa: E402
 
 BOUND = 127 - spec.TRAIN_DEFAULTS["eps"]  # the trainer's clamp: a weight perturbed by +-eps stays int8
 LR, ITERATIONS = 1e-2, 3000
@@ -44,9 +44,9 @@ def adam(net, feats, box=None):
 
 def int8_box(task: str) -> dict:
     from zoflash.training.options import make_options
-    from zoflash.training.pipeline import compile_training
+    from zoflash.workflows.training import compile_for_training
     t = TASKS[task]
-    prep = compile_training(str(t.model), str(t.data), make_options(train=t.train))
+    prep = compile_for_training(str(t.model), str(t.data), make_options(train=t.train))
     got = fo._features(prep)
     if isinstance(got, str) or not isinstance(got[1], fo.Head):
         return {"skipped": got if isinstance(got, str) else "not a FULLY_CONNECTED head"}

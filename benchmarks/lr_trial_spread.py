@@ -33,11 +33,11 @@ def trial_candidates(task: ex.Task, seed: int, budget: int) -> list[tuple[int, n
     """(j, per-sample validation losses) of each candidate of the default plateau run's lr trial."""
     from zoflash.reference.trainer import LR_CHOSEN, LR_TRIAL, ReferenceTrainer
     from zoflash.training.options import make_options
-    from zoflash.training.pipeline import compile_training
+    from zoflash.workflows.training import compile_for_training
 
     opts = make_options(scheduler="plateau", seed=seed, budget=budget, eval_every=ex.ADAPTIVE_EVAL_EVERY,
                         train=task.train)
-    prep = compile_training(task.model, task.data, opts)
+    prep = compile_for_training(task.model, task.data, opts)
     t = prep.training
     trainer = ReferenceTrainer(prep.model, t.plan, t.options, t.data, prep.sha256)
     last: list[np.ndarray] = []

@@ -15,7 +15,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from experiments import TASKS  # noqa: E402
-from zoflash.targets.simulate import simulate  # noqa: E402
+from zoflash.workflows.simulate import simulate  # noqa: E402
 from zoflash.training.options import make_options  # noqa: E402
 
 EARLY = 200

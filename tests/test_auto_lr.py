@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pytest
 from conftest import FIXTURES
-from zoflash.targets.simulate import simulate
+from zoflash.workflows.simulate import simulate
 from zoflash.training.options import make_options
-from zoflash.training.pipeline import compile_training
+from zoflash.workflows.training import compile_for_training
 
 MODEL, DATA = FIXTURES / "digits_cnn.tflite", FIXTURES / "digits_shift.npz"
 
@@ -26,7 +26,7 @@ def test_auto_lr_is_bounded_by_the_weights(tmp_path, density, rho, binding, head
     opts = make_options(density=density, rho=rho, steps=8, eval_every=100, headroom=headroom)
     run = simulate(MODEL, DATA, opts, tmp_path / "run.jsonl", engine="c", plot=False)
     m2c = np.mean([s["m2"] for s in run.steps if s["calibrating"]])
-    training = compile_training(MODEL, DATA, opts).training
+    training = compile_for_training(MODEL, DATA, opts).training
     assert training.options.headroom == (2 if headroom == "auto" else headroom)  # auto: 2 bits here
     weights = [t.values.astype(np.float64) for t in training.plan.tensors if not t.is_bias]
     w_rms = math.sqrt(sum(float((w ** 2).sum()) for w in weights) / sum(w.size for w in weights))

@@ -90,12 +90,12 @@ def test_float_data_far_outside_the_input_range_warns(caplog):
 def test_tiny_or_one_class_training_data_warns(caplog, tmp_path):
     import numpy as np
     from zoflash.training.options import make_options
-    from zoflash.training.pipeline import compile_training
+    from zoflash.workflows.training import compile_for_training
 
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "d.npz", x_train=rng.random((5, 8, 8, 1), np.float32), y_train=np.full(5, 3),
              x_test=rng.random((4, 8, 8, 1), np.float32), y_test=np.arange(4))
     with caplog.at_level("WARNING", logger="zoflash"):
-        compile_training(MODEL, tmp_path / "d.npz", make_options(batch=16))
+        compile_for_training(MODEL, tmp_path / "d.npz", make_options(batch=16))
     assert "3 training samples for a batch of 16" in caplog.text  # 2 of the 5 became the validation split
     assert "every training sample has label 3" in caplog.text

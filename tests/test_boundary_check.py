@@ -14,15 +14,15 @@ import pytest
 from conftest import FIXTURES
 from test_monitor import qemu_serial
 from zoflash import api
-from zoflash.monitor import protocol as proto
+from zoflash.spec import wire as proto
 from zoflash.monitor import telemetry as tm
 from zoflash.monitor.live_view import LiveView, boundary_line
 from zoflash.monitor.serial_monitor import Monitor
 from zoflash.reference.tflm import TflmInterpreter
-from zoflash.targets.boundary_check import simulated_crc32
-from zoflash.training import spec
+from zoflash.workflows.boundary_check import simulated_crc32
+from zoflash.spec import training as spec
 from zoflash.training.options import make_options
-from zoflash.training.pipeline import compile_training
+from zoflash.workflows.training import compile_for_training
 
 MODEL, DATA = FIXTURES / "digits_cnn.tflite", FIXTURES / "digits_shift.npz"
 
@@ -38,7 +38,7 @@ def _tflm_crc32(prep, tmp_path) -> int:
 @pytest.mark.parametrize("model, data", [("digits_cnn.tflite", "digits_shift.npz"),
                                          ("motions_cnn.tflite", "motions_shift.npz")])
 def test_the_host_simulation_s_checksum_is_tflm_s(model, data, tmp_path):
-    prep = compile_training(FIXTURES / model, FIXTURES / data, make_options(steps=5))
+    prep = compile_for_training(FIXTURES / model, FIXTURES / data, make_options(steps=5))
     assert simulated_crc32(prep) == _tflm_crc32(prep, tmp_path)
 
 

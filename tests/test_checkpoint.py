@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import test_monitor as monitor_tests
 from conftest import FIXTURES, need_program
-from zoflash.monitor import protocol as proto
+from zoflash.spec import wire as proto
 from zoflash.monitor import telemetry as tm
 from zoflash.monitor.checkpoint import (
     HEADER,
@@ -30,7 +30,7 @@ from zoflash.monitor.serial_monitor import Monitor
 from zoflash.monitor.session import comparable
 from zoflash.targets.host_build import run_make
 from zoflash.training.options import make_options
-from zoflash.training.pipeline import compile_training, training_bundle
+from zoflash.workflows.training import compile_for_training, training_bundle
 
 DIGITS = FIXTURES / "digits_cnn.tflite"
 SHIFT = FIXTURES / "digits_shift.npz"
@@ -111,7 +111,7 @@ def program(tmp_path_factory):
     np.savez(data, x_train=d["x_train"][:400], y_train=d["y_train"][:400], x_test=d["x_test"][:60],
              y_test=d["y_test"][:60])
     opts = dict(steps=400, eval_every=25, batch=4, checkpoint_every=EVERY, scheduler="critical")
-    prep = compile_training(DIGITS, data, make_options(**opts))
+    prep = compile_for_training(DIGITS, data, make_options(**opts))
     bundle = training_bundle(prep, "host", tmp_path_factory.mktemp("prog") / "bundle")
     run_make(bundle, f"build/{bundle.prefix}_train")
     exe = bundle.path / "build" / f"{bundle.prefix}_train"
@@ -231,7 +231,7 @@ def test_killed_emulator_resumes_bit_for_bit(program, tmp_path):
     from zoflash.targets.runners import FlashOptions, flash_bundle
     from zoflash.targets.runners.qemu import stop_qemu
 
-    prep = compile_training(DIGITS, program.data, make_options(**program.opts))
+    prep = compile_for_training(DIGITS, program.data, make_options(**program.opts))
     bundle = training_bundle(prep, "mps3-an547", tmp_path / "bundle")
     build_firmware(bundle, load_board("mps3-an547"))
     assert bundle.manifest["training"]["options_sha256"] == program.options_sha256

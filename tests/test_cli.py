@@ -75,7 +75,7 @@ def test_simulate_without_an_evaluation_says_why(tmp_path, capsys, monkeypatch):
         return SimpleNamespace(headroom=None, evals=[], log_path=tmp_path / "run.jsonl",
                                records=[{"type": "log", "text": "batch and the three data splits must be non-empty"}])
 
-    monkeypatch.setattr("zoflash.targets.simulate.simulate", stopped)
+    monkeypatch.setattr("zoflash.api.simulate", stopped)
     code = main(["simulate", "--model", str(FIXTURES / "mlp.tflite"), "--data", str(FIXTURES / "digits_shift.npz"),
                  "--no-plot"])
     err = capsys.readouterr().err

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import FIXTURES, positive_fixtures
 from zoflash import api
-from zoflash.compiler.bundle import load_bundle
+from zoflash.targets.project import load_bundle
 from zoflash.targets.host_runner import HostModel
 
 FIXTURE_MODELS = positive_fixtures()
@@ -137,7 +137,7 @@ def test_expand_dims_and_squeeze_alias_like_reshape(tmp_path):
     """The converter lowers Conv1D's EXPAND_DIMS/SQUEEZE to RESHAPE, so no fixture has them: relabel
     the RESHAPEs of the Conv1D fixture (shapes unchanged) and check the result against TFLM on the
     original model, whose semantics are the same bytes."""
-    from zoflash.compiler.bundle import generate_bundle
+    from zoflash.targets.project import generate_bundle
     from zoflash.compiler.pipeline import compile_graph
     from zoflash.reference.tflm import TflmInterpreter
     from zoflash.targets.boards import load_board

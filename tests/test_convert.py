@@ -11,7 +11,7 @@ from conftest import FIXTURES
 from zoflash import api
 from zoflash.cli import main
 from zoflash.compiler.tflite_import import parse_tflite
-from zoflash.convert import convert, fixed_batch, load_calibration
+from zoflash.compiler.convert import convert, fixed_batch, load_calibration
 from zoflash.errors import DataError, ToolMissingError
 
 

@@ -21,7 +21,7 @@ from zoflash.monitor.telemetry import Decoder
 from zoflash.targets import boards
 from zoflash.targets import host_build as build_mod
 from zoflash.targets.budget import BudgetError, section_sizes, size_report
-from zoflash.targets.simulate import simulate
+from zoflash.workflows.simulate import simulate
 from zoflash.training.options import make_options
 
 DIGITS = FIXTURES / "digits_cnn.tflite"

@@ -16,7 +16,7 @@ from zoflash.cli import main
 from zoflash.errors import BoardError, BuildError, ToolMissingError
 from zoflash.targets import boards, ethosu
 from zoflash.training.options import make_options
-from zoflash.training.pipeline import compile_training
+from zoflash.workflows.training import compile_for_training
 
 BOARD = (boards._board_files()["mps3-an547"]).read_text()
 MODEL, DATA = FIXTURES / "digits_cnn.tflite", FIXTURES / "digits_shift.npz"
@@ -106,7 +106,7 @@ def test_the_npu_firmware_links_against_the_driver(tmp_path):
     driver = os.environ.get(ethosu.DRIVER_ENV)
     if not driver:
         pytest.skip(f"set {ethosu.DRIVER_ENV} to a checkout of Arm's Ethos-U core driver to build against it")
-    prep = compile_training(MODEL, DATA, make_options())
+    prep = compile_for_training(MODEL, DATA, make_options())
     result = api.build(MODEL, "mps3-an547", tmp_path / "b", data_path=DATA, options=prep.training.options,
                        npu=ethosu.NpuRequest("ethos-u55-128", driver))
     npu = result.bundle.manifest["training"]["npu"]

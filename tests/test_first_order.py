@@ -50,8 +50,8 @@ def test_block_gradients_match_finite_differences():
 
 def test_the_vision_blocks_float_model_is_the_int8_one_dequantized():
     from zoflash.training.options import make_options
-    from zoflash.training.pipeline import compile_training
-    prep = compile_training(str(FIXTURES / "fmnist_mbv2.tflite"), str(FIXTURES / "fmnist_shift.npz"),
+    from zoflash.workflows.training import compile_for_training
+    prep = compile_for_training(str(FIXTURES / "fmnist_mbv2.tflite"), str(FIXTURES / "fmnist_shift.npz"),
                             make_options(train="last:2"))
     net, conv = first_order._suffix(prep)
     assert isinstance(net, first_order.Block) and conv.type == "CONV_2D"

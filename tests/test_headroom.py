@@ -10,10 +10,11 @@ from conftest import FIXTURES
 from zoflash.compiler.pipeline import compile_graph
 from zoflash.compiler.tflite_import import load_tflite
 from zoflash.reference.forward import ReferenceForward
-from zoflash.targets.simulate import simulate
-from zoflash.training.headroom import apply_headroom, divide_by_pow2, output_change
+from zoflash.workflows.simulate import simulate
+from zoflash.training.headroom import apply_headroom, divide_by_pow2
+from zoflash.workflows.headroom import output_change
 from zoflash.training.options import OptionsError, make_options
-from zoflash.training.pipeline import compile_training
+from zoflash.workflows.training import compile_for_training
 from zoflash.training.plan import plan_training
 from zoflash.training.weights_file import load_weights, save_weights
 
@@ -136,9 +137,9 @@ def test_auto_bits_edges():
 @pytest.mark.cc
 def test_auto_resolves_at_build_time(tmp_path):
     """The default: compile_training resolves auto to bits, which the manifest, the C and the hello carry."""
-    prep = compile_training(DIGITS, SHIFT, make_options())
+    prep = compile_for_training(DIGITS, SHIFT, make_options())
     assert prep.training.options.headroom == 2 and prep.training.headroom["bits"] == 2
-    none = compile_training(DIGITS, SHIFT, make_options(biases_only=True))
+    none = compile_for_training(DIGITS, SHIFT, make_options(biases_only=True))
     assert none.training.options.headroom == 0 and none.training.headroom is None
 
 
@@ -151,7 +152,7 @@ def test_toml_key(tmp_path):
 @pytest.mark.cc  # the report runs the generated C of both models
 def test_output_change_report():
     opts = make_options(headroom=2)
-    prep = compile_training(DIGITS, SHIFT, opts)
+    prep = compile_for_training(DIGITS, SHIFT, opts)
     hr = prep.training.headroom
     assert hr["bits"] == 2 and {t["kind"] for t in hr["tensors"]} == {"weights", "bias"}
     assert {t["index"] for t in hr["tensors"]} == {t.index for t in prep.training.plan.tensors}
@@ -160,7 +161,7 @@ def test_output_change_report():
     for k in ("accuracy_before", "accuracy_after", "changed_predictions"):
         assert 0 <= out[k] <= 1
     # the report (the generated C) matches the independent reference forward pass on both compiled graphs
-    base = compile_training(DIGITS, SHIFT, make_options(headroom=0))
+    base = compile_for_training(DIGITS, SHIFT, make_options(headroom=0))
     x, y = base.training.data.x_test, base.training.data.y_test
     again = output_change(base.model, prep.model, base.training.plan.logits, x, y)
     assert again == out
@@ -265,7 +266,7 @@ def test_export_with_headroom(tmp_path, path, train):
     report = export_weights(path, run.weights_path, out)
     trained = load_weights(run.weights_path)
     assert sorted(report.requantized) == sorted(trained.tensors)
-    prep = compile_training(path, data, opts)
+    prep = compile_for_training(path, data, opts)
     # the exported model reads back with the re-quantized scales
     graph, _ = load_tflite(out)
     for i in trained.tensors:
@@ -305,6 +306,6 @@ def test_export_with_headroom(tmp_path, path, train):
 @pytest.mark.cc
 def test_the_stream_ring_is_counted_with_headroom():
     """The re-plan after re-quantization keeps the RAM ring of a stream data source (it was lost)."""
-    rings = [compile_training(DIGITS, SHIFT, make_options(headroom=h, data_source="stream", buffer=32))
+    rings = [compile_for_training(DIGITS, SHIFT, make_options(headroom=h, data_source="stream", buffer=32))
              .training.plan.stream_buffer_bytes for h in (0, 2, "auto")]
     assert rings == [32 * (64 + 2)] * 3  # 8x8 int8 image and a u16 label per slot

@@ -16,9 +16,9 @@ from test_training import assert_identical, run_both
 from zoflash.errors import DataError
 from zoflash.monitor.live_view import LiveView
 from zoflash.reference import zo_math as zm
-from zoflash.targets.simulate import simulate
+from zoflash.workflows.simulate import simulate
 from zoflash.training.options import OptionsError, make_options
-from zoflash.training.pipeline import compile_training
+from zoflash.workflows.training import compile_for_training
 
 F32 = np.float32
 BINARY = FIXTURES / "binary_clf.tflite"
@@ -186,7 +186,7 @@ def test_saturation_towards_the_target_is_no_collapse(tmp_path):
 # ---- choosing the loss, and refusing what cannot train ---------------------------------------------
 
 def _prep(model, data, **options):
-    return compile_training(model, data, make_options(**options))
+    return compile_for_training(model, data, make_options(**options))
 
 
 def test_auto_picks_the_loss_from_the_output(tmp_path):

@@ -36,16 +36,16 @@ import serial
 from ccompile import M55_FLAGS, RUNTIME_INCLUDES, STRICT_FLAGS, TRAINING, build_shared, compile_object
 from conftest import FIXTURES, need_program
 from test_telemetry import damage, is_subsequence
-from zoflash.monitor import protocol as proto
+from zoflash.spec import wire as proto
 from zoflash.monitor import telemetry as tm
 from zoflash.monitor.serial_monitor import DeviceError, KeyCommands, Monitor, PortGone, board_console
 from zoflash.monitor.serialport import PortError, ProgramPort, find_port, open_port, parse_usb_id
 from zoflash.monitor.session import comparable, read_log
 from zoflash.targets.host_build import run_make
 from zoflash.targets.runners.qemu import emulator_ended
-from zoflash.targets.simulate import reference_frames
+from zoflash.workflows.simulate import reference_frames
 from zoflash.training.options import make_options
-from zoflash.training.pipeline import compile_training, training_bundle
+from zoflash.workflows.training import compile_for_training, training_bundle
 from zoflash.training.weights_file import load_weights
 
 DIGITS = FIXTURES / "digits_cnn.tflite"
@@ -253,7 +253,7 @@ def small_data(tmp_path_factory):
 def stream(small_data):
     """A real training run's telemetry (the Python reference; the C sends the same bytes): its
     frames, in order."""
-    prep = compile_training(DIGITS, small_data, make_options(steps=40, eval_every=10, batch=4))
+    prep = compile_for_training(DIGITS, small_data, make_options(steps=40, eval_every=10, batch=4))
     data = b"".join(reference_frames(prep))
     frames = tm.Decoder().feed(data)
     assert all(isinstance(f, tm.Frame) for f in frames) and b"".join(f.to_bytes() for f in frames) == data
@@ -519,7 +519,7 @@ def program(tmp_path_factory, small_data):
     """The host training program (long enough to pause it in the middle) and its undisturbed run."""
     need_program("cc")  # a module fixture runs before the tier check: fail loudly under `make test`
     need_program("make")
-    prep = compile_training(DIGITS, small_data, make_options(steps=3000, eval_every=500, batch=4))
+    prep = compile_for_training(DIGITS, small_data, make_options(steps=3000, eval_every=500, batch=4))
     bundle = training_bundle(prep, "host", tmp_path_factory.mktemp("prog") / "bundle")
     run_make(bundle, f"build/{bundle.prefix}_train")
     exe = bundle.path / "build" / f"{bundle.prefix}_train"
@@ -764,7 +764,7 @@ def test_commands_on_the_emulated_m55(tmp_path, small_data):
     paused, queried, dumped and resumed over the serial link, it still sends the records of
     the host simulation, and its dump is the host's weights at that step."""
     from zoflash import api
-    from zoflash.targets.simulate import simulate
+    from zoflash.workflows.simulate import simulate
 
     options = dict(steps=400, eval_every=100, batch=4)  # long enough not to end before the pause lands
     built = api.build(DIGITS, "mps3-an547", tmp_path / "fw", data_path=small_data, options=make_options(**options))

@@ -232,7 +232,7 @@ def test_pad_and_mean_extents_equal_their_tensors():
 def test_accepted_mutants_run_clean_under_sanitizers(model_file, tmp_path):
     """What legality lets through runs without an out-of-bounds access or undefined behaviour
     (AddressSanitizer + UBSan build of the generated C)."""
-    from zoflash.compiler.bundle import generate_bundle
+    from zoflash.targets.project import generate_bundle
     from zoflash.targets.boards import load_board
 
     original = graph_of(model_file)

@@ -15,7 +15,7 @@ from ccompile import M55_FLAGS, STRICT_FLAGS, TRAINING, ZO_MATH, build_shared, c
 from zoflash.reference import schedulers as S
 from zoflash.reference.schedulers import EV, Obs
 from zoflash.training import schedulers as P  # the product's configuration of the C
-from zoflash.training import spec
+from zoflash.spec import training as spec
 
 pytestmark = pytest.mark.cc
 

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from ccompile import TRAINING, ZO_MATH
-from zoflash.monitor import protocol
-from zoflash.training import spec
+from zoflash.spec import wire as protocol
+from zoflash.spec import training as spec
 
 PACKAGE = Path(spec.__file__).resolve().parent.parent
 HEADERS = (TRAINING / "zo_sched.h", ZO_MATH / "zo_train_math.h", TRAINING / "zo_trainer.h", TRAINING / "zo_telemetry.h",
@@ -128,7 +128,8 @@ def _rel(path: Path) -> str:
 
 def test_product_never_imports_the_reference():
     # the engine registry runs the reference trainer on request; validate() runs the TFLM oracle
-    allowed = {("targets/simulate.py", "zoflash.reference.trainer"), ("api.py", "zoflash.reference.tflm")}
+    allowed = {("workflows/simulate.py", "zoflash.reference.trainer"),
+               ("workflows/inference.py", "zoflash.reference.tflm")}
     found = {(_rel(p), m) for p in PACKAGE.rglob("*.py") if "reference" not in p.relative_to(PACKAGE).parts
              for m in _imports(p, skip_type_checking=False) if m == "zoflash.reference" or
              m.startswith("zoflash.reference.")}
@@ -136,7 +137,7 @@ def test_product_never_imports_the_reference():
 
 
 def test_reference_imports_only_the_spec_and_the_format():
-    shared = ("zoflash.training.spec", "zoflash.monitor.protocol")
+    shared = ("zoflash.spec.training", "zoflash.spec.wire")
     for path in sorted((PACKAGE / "reference").glob("*.py")):
         for m in _imports(path):
             top = m.split(".")[0]
@@ -147,7 +148,7 @@ def test_reference_imports_only_the_spec_and_the_format():
             ok = m.startswith("zoflash.reference") or m in shared or (path.name == "tflm.py" and m == "zoflash.errors")
             assert ok, f"{_rel(path)} imports {m}"
     # the format module itself reads only the spec
-    assert [m for m in _imports(Path(protocol.__file__)) if m.startswith("zoflash")] == ["zoflash.training.spec"]
+    assert [m for m in _imports(Path(protocol.__file__)) if m.startswith("zoflash")] == ["zoflash.spec.training"]
 
 
 def test_loading_the_reference_loads_no_product_module():
@@ -155,5 +156,5 @@ def test_loading_the_reference_loads_no_product_module():
             "print(' '.join(sorted(m for m in sys.modules if m.startswith('zoflash'))))")
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
                  .stdout.split())
-    shared = {"zoflash", "zoflash.training", "zoflash.training.spec", "zoflash.monitor", "zoflash.monitor.protocol"}
+    shared = {"zoflash", "zoflash.spec", "zoflash.spec.training", "zoflash.spec.wire"}
     assert {m for m in loaded if not m.startswith("zoflash.reference")} == shared

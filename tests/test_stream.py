@@ -11,12 +11,12 @@ import pytest
 from conftest import FIXTURES
 from zoflash.cli import main
 from zoflash.errors import DataError
-from zoflash.monitor import protocol
+from zoflash.spec import wire as protocol
 from zoflash.monitor.feed import Feeder
 from zoflash.monitor.session import comparable, read_log
 from zoflash.monitor.telemetry import Decoder, decode
-from zoflash.targets.simulate import simulate
-from zoflash.training import spec
+from zoflash.workflows.simulate import simulate
+from zoflash.spec import training as spec
 from zoflash.training.options import OptionsError, make_options
 
 MLP = str(FIXTURES / "mlp.tflite")
@@ -104,7 +104,7 @@ def test_stream_c_equals_reference_and_survives_a_faulty_link(tmp_path, flat, mo
     needs = [r for r in c.records if r["type"] == "need"]
     assert needs[0] == {"type": "need", "cursor": 0, "offset": 0, "count": 32, "total": 64, "window": 4096}
     assert max(r["cursor"] for r in needs) == 32 + 39 * 2 - 1  # samples [0, 32 + 39 * 2) fed for 40 steps
-    monkeypatch.setattr("zoflash.targets.simulate.Feeder", FaultyFeeder)
+    monkeypatch.setattr("zoflash.workflows.simulate.Feeder", FaultyFeeder)
     faulty = simulate(MLP, flat, opts, tmp_path / "faulty.jsonl", plot=False)
     assert records(faulty.log_path) == records(c.log_path)
     resent = [r for r in faulty.records if r["type"] == "need"]

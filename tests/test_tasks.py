@@ -14,7 +14,7 @@ from zoflash import api
 from zoflash.cli import main
 from zoflash.targets import boards
 from zoflash.targets.budget import section_sizes
-from zoflash.targets.simulate import simulate
+from zoflash.workflows.simulate import simulate
 from zoflash.training.options import make_options
 
 SENSOR = (FIXTURES / "motions_cnn.tflite", FIXTURES / "motions_shift.npz")

@@ -12,7 +12,7 @@ import zlib
 import numpy as np
 import pytest
 from ccompile import M55_FLAGS, RUNTIME_INCLUDES, STRICT_FLAGS, TRAINING, build_shared, compile_object
-from zoflash.monitor import protocol as proto
+from zoflash.spec import wire as proto
 from zoflash.monitor import telemetry as tm
 
 SOURCE = TRAINING / "zo_telemetry.c"

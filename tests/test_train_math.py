@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from ccompile import M55_FLAGS, RUNTIME_INCLUDES, STRICT_FLAGS, ZO_MATH, build_shared, compile_object
 from zoflash.reference import zo_math as zm
-from zoflash.training import spec
+from zoflash.spec import training as spec
 
 F32 = np.float32
 HERE = Path(__file__).resolve().parent

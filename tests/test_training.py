@@ -10,9 +10,9 @@ from conftest import FIXTURES
 from zoflash.monitor.session import comparable, read_log
 from zoflash.reference import zo_math as zm
 from zoflash.reference.forward import ReferenceForward
-from zoflash.targets.simulate import simulate
+from zoflash.workflows.simulate import simulate
 from zoflash.training.options import make_options
-from zoflash.training.pipeline import compile_training
+from zoflash.workflows.training import compile_for_training
 from zoflash.training.weights_file import load_weights
 
 pytestmark = pytest.mark.cc
@@ -157,7 +157,7 @@ def test_exported_model_reproduces_the_trained_c(tmp_path):
     run = simulate(DIGITS, SHIFT, opts, tmp_path / "run.jsonl", engine="c", plot=False)
     out = tmp_path / "trained.tflite"
     export_weights(DIGITS, run.weights_path, out)
-    prep = compile_training(DIGITS, SHIFT, opts)
+    prep = compile_for_training(DIGITS, SHIFT, opts)
     x = prep.training.data.x_test
     golden = TflmInterpreter(out.read_bytes()).run_batch(x)
     # the generated C of the exported model (inference) equals tflite-micro, bit for bit
@@ -185,10 +185,10 @@ def test_training_program_is_clean_under_sanitizers(tmp_path):
 
     from zoflash.monitor.telemetry import Decoder
     from zoflash.targets.host_build import run_make
-    from zoflash.training.pipeline import training_bundle
+    from zoflash.workflows.training import training_bundle
 
     opts = make_options(scheduler="critical", steps=40, eval_every=20, batch=4)
-    bundle = training_bundle(compile_training(DIGITS, SHIFT, opts), "host", tmp_path / "bundle")
+    bundle = training_bundle(compile_for_training(DIGITS, SHIFT, opts), "host", tmp_path / "bundle")
     run_make(bundle, f"build/{bundle.prefix}_train_asan")
     proc = subprocess.run([str(bundle.path / "build" / f"{bundle.prefix}_train_asan")], capture_output=True,
                           timeout=300)
@@ -228,7 +228,7 @@ def test_lr_trial_walks_paired_candidates_and_backs_off_from_the_best(tmp_path, 
     """Candidates lr_1 * 2^j train T steps each from the same weights on the same minibatches:
     the same absolute rate scores the same validation loss whatever lr_1 it started from; j walks
     up from 0 while the loss falls, else down; training runs at the lowest loss's rate / 2^backoff."""
-    from zoflash.training import spec
+    from zoflash.spec import training as spec
     T, base = 8, 100.0
     runs = {}
     for start in (base, 4 * base):
@@ -265,7 +265,7 @@ def test_lr_trial_walks_paired_candidates_and_backs_off_from_the_best(tmp_path, 
 def test_lr_trial_rate_falls_with_the_run_length(tmp_path, mlp_data, limit):
     """A run longer than LR_TRIAL_HORIZON candidates trains at the backed-off best rate times
     sqrt(LR_TRIAL_HORIZON * candidate passes / run passes), in float32; C == reference."""
-    from zoflash.training import spec
+    from zoflash.spec import training as spec
     T, batch, start = 4, 8, 100.0
     runs = run_both(tmp_path, MLP, mlp_data, scheduler="plateau", lr=start, lr_trial=T, eval_every=50, batch=batch,
                     **limit)
@@ -285,7 +285,7 @@ def test_lr_trial_rate_falls_with_the_run_length(tmp_path, mlp_data, limit):
 def test_lr_trial_defaults_and_limits(tmp_path, mlp_data):
     """On by default for the adaptive schedulers with embedded data, off for fixed q and for a
     stream; skipped when its worst case exceeds a quarter of the run; refused with a stream."""
-    from zoflash.training import spec
+    from zoflash.spec import training as spec
     from zoflash.training.options import OptionsError
     assert make_options().lr_trial_steps == spec.LR_TRIAL_STEPS
     assert make_options(scheduler="fixed").lr_trial_steps == 0

@@ -9,7 +9,7 @@ import pytest
 from conftest import FIXTURES
 from zoflash.errors import DataError
 from zoflash.monitor import session as session_mod
-from zoflash.training import spec
+from zoflash.spec import training as spec
 from zoflash.training.dataset import Dataset, carve_validation
 from zoflash.training.options import OptionsError, make_options
 
@@ -82,7 +82,7 @@ GUARDED = dict(steps=46, eval_every=4, guard_loss=1.02, guard_loss_z=0.0, lr=150
 
 
 def simulate_guarded(out, engine: str):
-    from zoflash.targets.simulate import simulate
+    from zoflash.workflows.simulate import simulate
 
     return simulate(FIXTURES / "digits_cnn.tflite", FIXTURES / "digits_shift.npz", make_options(None, **GUARDED),
                     out / f"{engine}.jsonl", engine=engine, plot=False)
@@ -165,7 +165,7 @@ def test_loss_guard_margin_holds_back_rollbacks_within_the_noise(tmp_path):
     """With the default margin (guard_loss_z 2 standard errors of the validation mean) the same
     run rolls back only at evaluations the plain rule (best * 1.02) would also roll back at, and
     not at all of them; C and the reference agree bit for bit on it."""
-    from zoflash.targets.simulate import simulate
+    from zoflash.workflows.simulate import simulate
 
     opts = make_options(None, **{**GUARDED, "guard_loss_z": spec.TRAIN_DEFAULTS["guard_loss_z"]})
     runs = {e: simulate(FIXTURES / "digits_cnn.tflite", FIXTURES / "digits_shift.npz", opts, tmp_path / f"{e}.jsonl",

@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-/* Command frame types (host -> device): host/zoflash/training/spec.py COMMANDS. */
+/* Command frame types (host -> device): host/zoflash/spec/training.py COMMANDS. */
 #define ZO_CMD_PAUSE  16u /* stop stepping until resume or stop */
 #define ZO_CMD_RESUME 17u
 #define ZO_CMD_STATUS 18u /* answer with a status frame */

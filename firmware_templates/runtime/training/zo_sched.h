@@ -3,7 +3,7 @@
  * Static file, copied verbatim into each bundle.  Rules: docs/training.md, "Schedulers"; the
  * independent NumPy model is host/zoflash/reference/schedulers.py and must stay bit-identical
  * (float32 only, operations in source order, -ffp-contract=off, no libm, no malloc).  The ids,
- * names and limits are those of host/zoflash/training/spec.py (tests/test_spec.py checks them).
+ * names and limits are those of host/zoflash/spec/training.py (tests/test_spec.py checks them).
  *
  * Each scheduler is a state machine.  observe() first measures the step (window statistics),
  * then computes ONE scheduler event from the observation and the current state, then

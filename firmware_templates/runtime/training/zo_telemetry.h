@@ -3,7 +3,7 @@
  * Static file, copied verbatim into each bundle.  The wire format is specified in
  * docs/training.md, "Telemetry (protocol version 2)"; the host decoder and a byte-identical
  * Python encoder are in host/zoflash/monitor/telemetry.py and protocol.py (tests/test_telemetry.py
- * checks both); the ids below are those of host/zoflash/training/spec.py (tests/test_spec.py).
+ * checks both); the ids below are those of host/zoflash/spec/training.py (tests/test_spec.py).
  *
  *     0xA5 0x5A | version u8 | type u8 | seq u16 | len u16 | payload[len] | crc32 u32
  *

@@ -4,7 +4,7 @@
  * model's step runner, where the boundary and the logits live, the trainable tensors, the
  * embedded data and the work buffers) and a zo_train_config_t (the options). Every rule is in
  * docs/training.md and mirrored by host/zoflash/reference/trainer.py bit for bit.  The ids and
- * limits are those of host/zoflash/training/spec.py (tests/test_spec.py checks them).
+ * limits are those of host/zoflash/spec/training.py (tests/test_spec.py checks them).
  */
 #ifndef ZO_TRAINER_H
 #define ZO_TRAINER_H

@@ -74,7 +74,7 @@ float zo_logf(float x);
 float zo_cross_entropy_s8(const int8_t *logits, int32_t classes, float scale, int32_t zero_point,
                           int32_t label);
 
-/* The training losses (host/zoflash/training/spec.py LOSSES). */
+/* The training losses (host/zoflash/spec/training.py LOSSES). */
 typedef enum { ZO_LOSS_SOFTMAX_CE = 0, ZO_LOSS_SIGMOID_BCE = 1, ZO_LOSS_MSE = 2 } zo_loss_t;
 
 /* Binary cross-entropy of sigmoid(x), x = scale * (float)(logit - zero_point), label 0 or 1, in

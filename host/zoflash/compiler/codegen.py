@@ -15,7 +15,7 @@ import numpy as np
 
 from zoflash import __version__
 from zoflash.compiler.ops import KERNELS
-from zoflash.compiler.pipeline import CompiledModel
+from zoflash.compiler.compiled import CompiledModel
 
 _C_TYPES = {"int8": "int8_t", "int32": "int32_t", "float32": "float", "int16": "int16_t", "uint8": "uint8_t",
             "int64": "int64_t"}

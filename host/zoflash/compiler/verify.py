@@ -6,15 +6,11 @@ the op, never generated code.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from zoflash.compiler.compiled import CompiledModel
 from zoflash.compiler.ir import Graph
 from zoflash.compiler.ops import KERNELS
 from zoflash.compiler.program import Program
 from zoflash.errors import InternalError
-
-if TYPE_CHECKING:
-    from zoflash.compiler.pipeline import CompiledModel
 
 
 def verify_graph(graph: Graph) -> None:

@@ -16,8 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from zoflash.errors import DataError
-from zoflash.monitor import protocol
-from zoflash.training import spec
+from zoflash.spec import wire as protocol
+from zoflash.compiler.tflite_import import load_tflite
+from zoflash.spec import training as spec
+from zoflash.training.options import make_options
+from zoflash.training.pipeline import compile_training
 
 _HEAD = struct.Struct("<IHII")  # index, label, offset, total (spec.STREAM_SAMPLE_HEAD bytes)
 FRAME_OVERHEAD = protocol.HEAD + 4  # header and CRC around a payload
@@ -70,8 +73,6 @@ class Feeder:
 def load_feeder(model_path: str | Path, data_path: str | Path, opts=None) -> Feeder:
     """The feeder of a model's training data, quantized as `zoflash build` does (the loss and the
     target from `opts`, default: zoflash.toml or the defaults)."""
-    from zoflash.training.options import make_options
-    from zoflash.training.pipeline import compile_training
-
-    prep = compile_training(model_path, data_path, opts or make_options())
+    graph, raw = load_tflite(model_path)
+    prep = compile_training(model_path, graph, raw, data_path, opts or make_options())
     return Feeder.from_dataset(prep.training.data)

@@ -8,7 +8,7 @@ from typing import TextIO
 import numpy as np
 
 from zoflash.monitor.telemetry import has_accuracy
-from zoflash.training import spec
+from zoflash.spec import training as spec
 
 
 class LiveView:

@@ -30,7 +30,8 @@ from typing import Callable, Iterable
 import serial
 
 from zoflash.errors import DataError, ZoflashError
-from zoflash.monitor import protocol, telemetry
+from zoflash.monitor import telemetry
+from zoflash.spec import wire as protocol
 from zoflash.monitor.checkpoint import (
     Checkpoint,
     CheckpointAssembler,

@@ -14,7 +14,7 @@ import numpy as np
 from zoflash.errors import DataError
 from zoflash.monitor import telemetry
 from zoflash.monitor.live_view import LiveView
-from zoflash.training import spec
+from zoflash.spec import training as spec
 
 TIME_FIELDS = ("time_s",)
 

@@ -1,7 +1,7 @@
 """Training telemetry, host side: decode the device's byte stream into records.
 
 The wire format and the encoder are protocol.py (docs/training.md, "Telemetry (protocol
-version 2)"); ids become the names of the training spec (training/spec.py).
+version 2)"); ids become the names of the training spec (spec/training.py).
 
     dec = Decoder()
     for item in dec.records(dec.feed(chunk)): ...      # JSON-ready dicts, text lines included
@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from zoflash.monitor.protocol import (
+from zoflash.spec.wire import (
     COMMANDS,
     HEAD,
     LAYOUTS,
@@ -26,7 +26,7 @@ from zoflash.monitor.protocol import (
     Frame,
     crc32,
 )
-from zoflash.training import spec
+from zoflash.spec import training as spec
 
 MAX_TEXT_LINE = 4096  # a longer run without a newline is cut into lines of this many bytes
 

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from zoflash.reference import zo_math
-from zoflash.training import spec
+from zoflash.spec import training as spec
 
 F32 = np.float32
 SQRT2 = F32(1.41421354)

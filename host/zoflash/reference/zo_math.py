@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zoflash.training import spec
+from zoflash.spec import training as spec
 
 F32 = np.float32
 U32 = np.uint32

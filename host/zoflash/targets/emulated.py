@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zoflash.compiler.bundle import Bundle
+from zoflash.targets.project import Bundle
 from zoflash.compiler.quant import as_samples
 from zoflash.errors import BoardError, BuildError, DataError
 from zoflash.targets.boards import Board, load_board, load_port

@@ -6,7 +6,7 @@ import re
 import shlex
 import subprocess
 
-from zoflash.compiler.bundle import Bundle
+from zoflash.targets.project import Bundle
 from zoflash.errors import BuildError, ToolMissingError
 from zoflash.targets.boards import Board
 from zoflash.targets.budget import (

@@ -6,7 +6,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zoflash.compiler.bundle import Bundle
+from zoflash.targets.project import Bundle
 from zoflash.errors import BuildError, ToolMissingError
 from zoflash.targets import build_cache
 

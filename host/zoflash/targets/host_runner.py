@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zoflash.compiler.bundle import Bundle
+from zoflash.targets.project import Bundle
 from zoflash.compiler.quant import as_samples
 from zoflash.errors import ZoflashError
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from zoflash.compiler.quant import as_samples
 from zoflash.errors import DataError
-from zoflash.training import spec
+from zoflash.spec import training as spec
 
 KEYS = ("x_train", "y_train", "x_test", "y_test")
 

@@ -259,7 +259,7 @@ def _headroom_scales(graph: Graph, weights: TrainedWeights, headroom: int | None
     if headroom == 0:
         return
     from zoflash.training.headroom import scaled
-    from zoflash.training.spec import HEADROOM_MAX
+    from zoflash.spec.training import HEADROOM_MAX
 
     if not 0 < headroom <= HEADROOM_MAX:
         raise ZoflashError(f"--headroom {headroom}: must be 0..{HEADROOM_MAX} bits")

@@ -13,8 +13,9 @@ import numpy as np
 import tomllib
 
 from zoflash.errors import ZoflashError
-from zoflash.training import schedulers, spec
-from zoflash.training.spec import DENSITY_LOG2_MAX, HEADROOM_MAX, LR_SCALINGS, Q_LIMIT, ROUNDINGS, SCHEDULERS
+from zoflash.spec import training as spec
+from zoflash.training import schedulers
+from zoflash.spec.training import DENSITY_LOG2_MAX, HEADROOM_MAX, LR_SCALINGS, Q_LIMIT, ROUNDINGS, SCHEDULERS
 
 _DENSITIES = ", ".join(["1"] + [f"1/{1 << k}" for k in range(1, DENSITY_LOG2_MAX)]) + f" or 1/{1 << DENSITY_LOG2_MAX}"
 _TRAIN_SPEC = re.compile(r"^(last(:\d+)?|all|layers:(?=.*[^,\s]).+)$")

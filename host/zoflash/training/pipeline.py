@@ -1,57 +1,35 @@
 """The training compile: load the model, compile it, plan the training, load the data (and
-re-quantize with headroom); then render the training bundle. `compile_training` is to training
-what `compiler.pipeline.compile_graph` is to inference: every problem with model, options or data
-surfaces here, before anything is generated.
+re-quantize with headroom). `compile_training` is to training what `compiler.pipeline.compile_graph`
+is to inference: every problem with model, options or data surfaces here, before anything is
+generated. Measuring what the headroom did to the outputs needs the C built and run: a later stage
+(workflows.headroom) does that with the model kept in `CompiledTraining.before_headroom`.
 """
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from zoflash.compiler.bundle import Bundle, generate_bundle
-from zoflash.compiler.codegen import c_identifier
-from zoflash.compiler.pipeline import CompiledModel, compile_graph, fold_biases_at_run_time
-from zoflash.compiler.tflite_import import load_tflite, model_sha256
+from zoflash.compiler.ir import Graph
+from zoflash.compiler.compiled import CompiledModel
+from zoflash.compiler.pipeline import compile_graph, fold_biases_at_run_time
+from zoflash.compiler.tflite_import import model_sha256
 from zoflash.errors import ZoflashError
-from zoflash.targets import boards as boards_mod
+from zoflash.training.compiled import CompiledTraining, Training
 from zoflash.training.dataset import Dataset, carve_validation, load_dataset
-from zoflash.training.headroom import apply_headroom, auto_bits, output_change
+from zoflash.training.headroom import apply_headroom, auto_bits
 from zoflash.training.options import TrainOptions
 from zoflash.training.plan import TrainPlan, plan_training
-from zoflash.training.render import render_training
+from zoflash.training.render import stream_record_bytes
 
 log = logging.getLogger("zoflash")
 
-@dataclass
-class Training:
-    """Everything a training bundle needs besides the compiled model."""
-
-    plan: TrainPlan
-    options: TrainOptions
-    data: Dataset
-    headroom: dict | None = None  # headroom report (bits, re-quantized tensors, output change), if any
-
-    @property
-    def trainable(self) -> dict[int, np.ndarray]:
-        return {t.index: t.values for t in self.plan.tensors}
-
-
-@dataclass
-class CompiledTraining:
-    """A model compiled for training: the compiled graph and everything the trainer needs."""
-
-    path: Path
-    sha256: str
-    model: CompiledModel
-    training: Training
-
-
-def compile_training(model_path: str | Path, data_path: str | Path, opts: TrainOptions) -> CompiledTraining:
-    """Load, compile and plan: every problem with model, options or data surfaces here."""
-    graph, raw = load_tflite(model_path)
+def compile_training(model_path: str | Path, graph: Graph, raw: bytes, data_path: str | Path,
+                     opts: TrainOptions) -> CompiledTraining:
+    """Compile and plan the loaded model (`graph` parsed from the file's bytes `raw`), load the data:
+    every problem with model, options or data surfaces here."""
     model = compile_graph(graph)
     plan = plan_training(model, opts)
     t_in = graph.tensors[graph.inputs[0]]
@@ -63,15 +41,15 @@ def compile_training(model_path: str | Path, data_path: str | Path, opts: TrainO
     _warn_about(data, opts, plan)
     if opts.headroom == "auto":  # resolved here, so that the bundle, the manifest and the monitor see the bits
         opts = replace(opts, headroom=auto_bits(model.graph, _weight_tensors(plan), root=model.root))
-    report = None
+    report, before = None, None
     if opts.headroom:
-        model, plan, report = _with_headroom(model, plan, opts, data)
+        before = model
+        model, plan, report = _with_headroom(model, plan, opts)
     if opts.data_source in ("stream", "app"):  # a RAM ring of fed or pushed samples (on the final plan)
-        from zoflash.training.render import stream_record_bytes
-
         plan.stream_buffer_bytes = opts.buffer * sum(stream_record_bytes(plan, data).values())
     fold_biases_at_run_time(model, {t.index for t in plan.tensors})
-    return CompiledTraining(Path(model_path), model_sha256(raw), model, Training(plan, opts, data, headroom=report))
+    return CompiledTraining(Path(model_path), model_sha256(raw), model, Training(plan, opts, data, headroom=report),
+                            before_headroom=before)
 
 
 def _warn_about(data: Dataset, opts: TrainOptions, plan: TrainPlan) -> None:
@@ -96,8 +74,9 @@ def _weight_tensors(plan: TrainPlan) -> list[int]:
     return [t.index for t in plan.tensors if not t.is_bias]
 
 
-def _with_headroom(model: CompiledModel, plan, opts: TrainOptions, data):
-    """Re-quantize the tensors the first plan made trainable, recompile, re-plan; report the change."""
+def _with_headroom(model: CompiledModel, plan, opts: TrainOptions):
+    """Re-quantize the tensors the first plan made trainable, recompile, re-plan; report the change (the
+    outputs' change is measured later, on the C)."""
     graph, changed = apply_headroom(model.graph, _weight_tensors(plan), opts.headroom, opts.eps, root=model.root)
     new_model = compile_graph(graph)
     new_plan = plan_training(new_model, opts)
@@ -115,36 +94,5 @@ def _with_headroom(model: CompiledModel, plan, opts: TrainOptions, data):
                      "scales": [float(s) for s in g[i].quant.scales] if g[i].quant else None,
                      "values_changed": int(np.count_nonzero(g[i].data != model.graph.tensors[i].data))}
                     for i in changed],
-        "outputs": output_change(model, new_model, plan.logits, data.x_test, data.y_test, plan.loss),
     }
     return new_model, new_plan, report
-
-
-def training_bundle(prep: CompiledTraining, board: str | boards_mod.Board, out_dir: str | Path,
-                    prefix: str | None = None, npu=None, boundary_expected: int | None = None) -> Bundle:
-    """The training bundle for a board (an id, or a Board with its memory plan: budget.fit): the
-    model, the training wiring and the data. `npu` (an NpuRequest of targets/npu.py's backends): the frozen prefix
-    runs on the board's NPU. `boundary_expected`: the host simulation's boundary checksum, built in
-    (targets/boundary_check.py)."""
-    if isinstance(board, str):
-        board = boards_mod.load_board(board)
-    prefix = prefix or c_identifier(prep.path.stem)
-    expected = boundary_expected
-    if npu is not None:  # --- NPU (issue 14) ---
-        from zoflash.targets.npu import backend_for
-
-        extra = backend_for(npu.accelerator).load().npu_sources(prep, board, npu, prefix)
-        sources = render_training(prep.model, prep.training, prefix, prep.path.name, prep.sha256, extra.run_steps,
-                                  expected)
-        sources.files.update(extra.files)
-        sources.blobs.update(extra.blobs)
-        sources.make.update(extra.make)
-        sources.manifest["npu"] = extra.manifest
-        return generate_bundle(prep.model, board, Path(out_dir), prep.path.name, prep.sha256, prefix=prefix,
-                               training=sources)
-    sources = render_training(prep.model, prep.training, prefix, prep.path.name, prep.sha256,
-                              boundary_expected=expected)
-    return generate_bundle(prep.model, board, Path(out_dir), prep.path.name, prep.sha256, prefix=prefix,
-                           training=sources)
-
-

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from zoflash.compiler.pipeline import CompiledModel, step_tensors
+from zoflash.compiler.compiled import CompiledModel
+
+from zoflash.compiler.pipeline import step_tensors
 from zoflash.compiler.quant import round_half_away
 from zoflash.errors import UnsupportedModelError
-from zoflash.training import spec
+from zoflash.spec import training as spec
 from zoflash.training.options import OptionsError, TrainOptions
 
 WEIGHTED_KERNELS = ("conv2d", "depthwise_conv2d", "fully_connected")

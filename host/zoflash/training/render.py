@@ -7,19 +7,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from zoflash import __version__
-from zoflash.compiler.bundle import TrainingSources
 from zoflash.compiler.codegen import Blob, CArray, CField, c_comment, c_float, c_int, runtime_part, template_env
-from zoflash.compiler.pipeline import CompiledModel
-from zoflash.training import spec
+from zoflash.compiler.compiled import CompiledModel
+from zoflash.spec import training as spec
+from zoflash.training.compiled import Training, TrainingSources
 from zoflash.training.options import TrainOptions
-
-if TYPE_CHECKING:  # the type only: pipeline imports this module
-    from zoflash.training.pipeline import Training
 
 TRAIN_TEMPLATES = {"model_train.c.j2": "{prefix}_train.c", "model_data.c.j2": "{prefix}_data.c"}
 
@@ -87,7 +83,7 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
                     boundary_expected: int | None = None) -> TrainingSources:
     """`npu_run_steps`: the function the trainer runs kernel calls with when an NPU runs the prefix
     (--npu, targets/npu.py), instead of the model's own. `boundary_expected`: the host simulation's
-    CRC-32 of the first test sample's boundary (targets/boundary_check.py), which the device reports
+    CRC-32 of the first test sample's boundary (workflows/boundary_check.py), which the device reports
     beside its own."""
     plan, opts, data = training.plan, training.options, training.data
     g = model.graph

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from zoflash.training import spec
+from zoflash.spec import training as spec
 
 F32 = np.float32
 

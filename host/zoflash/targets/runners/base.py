@@ -113,7 +113,7 @@ def select_entry(board: Board, method: str | None) -> dict:
 
 
 def load_firmware(bundle_dir: str | Path, method: str | None = None) -> Firmware:
-    from zoflash.compiler.bundle import load_bundle
+    from zoflash.targets.project import load_bundle
 
     bundle = load_bundle(bundle_dir)
     board = placed_board(bundle)

@@ -10,15 +10,15 @@ import tempfile
 from pathlib import Path
 
 from zoflash.errors import BuildError
+from zoflash.monitor.telemetry import Decoder
+from zoflash.training.compiled import CompiledTraining
+from zoflash.workflows.simulate import c_frames
+from zoflash.workflows.training import training_bundle
 
 
-def simulated_crc32(prep) -> int:
+def simulated_crc32(prep: CompiledTraining) -> int:
     """The host simulation's boundary checksum: the training program built for the host, run until
     it sends its boundary frame (then stopped)."""
-    from zoflash.monitor.telemetry import Decoder
-    from zoflash.targets.simulate import c_frames
-    from zoflash.training.pipeline import training_bundle
-
     if prep.training.plan.split == 0:
         raise BuildError("the boundary checksum needs a frozen prefix; this plan trains the first layer (choose --train)")
     if prep.training.options.data_source == "app":

@@ -11,18 +11,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from zoflash.compiler.bundle import Bundle
+from zoflash.targets.project import Bundle
 from zoflash.errors import BuildError, ZoflashError
 from zoflash.monitor.feed import Feeder
 from zoflash.monitor.live_view import LiveView
 from zoflash.monitor.plots import plot_run
-from zoflash.monitor.protocol import LAYOUTS, Frame
+from zoflash.spec.wire import LAYOUTS, Frame
 from zoflash.monitor.session import Session, SessionResult, plot_path_for, weights_path_for
 from zoflash.monitor.telemetry import Decoder, decode
+from zoflash.reference.trainer import ReferenceTrainer
 from zoflash.targets.host_build import run_make
+from zoflash.training.compiled import CompiledTraining
 from zoflash.training.options import TrainOptions
-from zoflash.training.pipeline import CompiledTraining, compile_training, training_bundle
 from zoflash.training.weights_file import save_weights
+from zoflash.workflows.training import compile_for_training, training_bundle
 
 
 def c_frames(bundle: Bundle, feeder: Feeder | None = None) -> Iterator[bytes]:
@@ -68,9 +70,7 @@ NEED_TYPE = LAYOUTS["need"][0]
 
 
 def reference_frames(prep: CompiledTraining) -> Iterator[bytes]:
-    # the only product code that runs the reference trainer (NumPy only; loaded on demand)
-    from zoflash.reference.trainer import ReferenceTrainer
-
+    """The independent Python reference trainer's telemetry (the only product code that runs it)."""
     t = prep.training
     yield from ReferenceTrainer(prep.model, t.plan, t.options, t.data, prep.sha256).frames()
 
@@ -106,7 +106,7 @@ def simulate(model_path: str | Path, data_path: str | Path, opts: TrainOptions, 
              plot: bool = True, prefix: str | None = None) -> SimulationResult:
     if engine not in ENGINES:
         raise ZoflashError(f"unknown engine '{engine}'; use one of {', '.join(ENGINES)}")
-    prep = compile_training(model_path, data_path, opts)
+    prep = compile_for_training(model_path, data_path, opts)
     log_path = Path(log_path) if log_path else None
     session = Session(log_path, view)
     with tempfile.TemporaryDirectory(prefix="zoflash-sim-") as tmp:

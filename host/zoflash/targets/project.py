@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -20,25 +20,13 @@ from zoflash.compiler.codegen import (
     runtime_sources,
     template_env,
 )
-from zoflash.compiler.pipeline import CompiledModel
+from zoflash.compiler.compiled import CompiledModel
 from zoflash.errors import ZoflashError
 from zoflash.targets.boards import Board, load_port
 from zoflash.targets.budget import enable_mask, flash_data_address, flash_sections, image_sections
+from zoflash.training.compiled import TrainingSources
 
 MANIFEST_VERSION = 1
-
-
-@dataclass
-class TrainingSources:
-    """What a training bundle adds to an inference bundle, rendered by training.render."""
-
-    files: dict[str, str]  # file name -> C source (the training wiring, the data)
-    manifest: dict  # manifest.json's "training" entry
-    trainable: dict  # tensor index -> values of the tensors trained in RAM (not const)
-    blobs: dict[str, bytes] = field(default_factory=dict)  # binary files the data source links (zo_incbin.h)
-    unlinked: tuple[str, ...] = ()  # runtime sources copied but not built (the library form has no main)
-    app: bool = False  # --data-source app: the trainer as a library (Makefile targets lib*_train.a, app)
-    make: dict = field(default_factory=dict)  # --npu (issue 14): npu_cflags, npu_sources for the Makefile
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from zoflash.training import spec
+from zoflash.spec import training as spec
 
 SYNC = b"\xa5\x5a"
 VERSION = 3  # 2: eval frames carry the validation split; 3: the hello carries the headroom bits

@@ -1,0 +1,5 @@
+import sys
+
+from zoflash.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,30 @@
+"""`zoflash validate`: the generated C against the tflite-micro interpreter, bit for bit."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from zoflash import api
+from zoflash.cli.common import load_array
+
+
+@click.command()
+@click.option("--model", "model_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--inputs", "inputs_path", type=click.Path(dir_okay=False), help="Inputs .npy (as for infer).")
+@click.option("--random", "n_random", type=int, help="Use N random inputs of the model's input type instead.")
+@click.option("--seed", default=0, show_default=True, help="Seed for --random.")
+def validate(model_path: str, inputs_path: str | None, n_random: int | None, seed: int) -> None:
+    """Compare the generated C with the tflite-micro interpreter, bit for bit."""
+    if (inputs_path is None) == (n_random is None):
+        raise click.UsageError("give exactly one of --inputs or --random N")
+    if n_random is not None and n_random < 1:
+        raise click.UsageError(f"--random {n_random}: give at least 1 input")
+    x = load_array(inputs_path) if inputs_path else api.random_inputs(api.load_model(model_path), n_random, seed)
+    report = api.validate(model_path, x)
+    for o in report.outputs:
+        status = "OK" if o.mismatches == 0 else "MISMATCH"
+        click.echo(f"{status}  output '{o.name}': {report.samples} samples, max abs diff {o.max_abs_diff:g}, "
+                   f"{o.mismatches} of {o.elements} elements differ")
+    if not report.ok:
+        sys.exit(1)

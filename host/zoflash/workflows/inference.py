@@ -1,0 +1,127 @@
+"""Inference on the generated C: on the host (a shared library), on an emulated board (QEMU), and
+checked bit for bit against the tflite-micro interpreter."""
+from __future__ import annotations
+
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from zoflash.compiler.ir import Graph
+from zoflash.compiler.quant import as_samples
+from zoflash.targets import boards as boards_mod
+from zoflash.targets import emulated
+from zoflash.targets.host_runner import HostModel
+from zoflash.workflows.generate import LoadedModel, build, generate, load_model
+
+
+@contextmanager
+def host_model(model_path: str | Path, bundle_dir: str | Path | None = None):
+    """Generate and build the model for the host in a scratch directory, yield it loaded."""
+    with tempfile.TemporaryDirectory(prefix="zoflash-") as tmp:
+        result = build(model_path, "host", Path(bundle_dir) if bundle_dir else Path(tmp) / "bundle")
+        yield HostModel(result.bundle)
+
+
+def infer(model_path: str | Path, x: np.ndarray) -> np.ndarray:
+    """Run the generated C on every sample of x ([N, *input shape], leading batch 1 optional), data of
+    the model's input type (int8, int16, uint8 or float32) or float in its real units; returns output 0 of
+    the model's output type."""
+    with host_model(model_path) as m:
+        return m.run(x)
+
+
+def infer_on_board(model_path: str | Path, x, board_id: str = "mps3-an547",
+                   bundle_dir: str | Path | None = None) -> list[np.ndarray]:
+    """Run the model's inference build for an emulated board (QEMU) on the samples of x, in order
+    (a stateful model's state carries from one to the next), as for infer(); returns every output,
+    [N, *output shape] each. A board QEMU does not emulate is refused (BoardError); so are more
+    samples of a stateful model than one image holds (DataError, see emulated.run_inference)."""
+    board, _ = boards_mod.resolve_board(board_id)
+    emulated.emulator(board)
+    with tempfile.TemporaryDirectory(prefix="zoflash-") as tmp:
+        bundle = generate(model_path, board.id, Path(bundle_dir) if bundle_dir else Path(tmp) / "bundle")
+        return emulated.run_inference(bundle, x).outputs
+
+
+@dataclass
+class OutputComparison:
+    name: str
+    max_abs_diff: float
+    mismatches: int
+    elements: int
+
+
+@dataclass
+class ValidationReport:
+    samples: int
+    outputs: list[OutputComparison]
+
+    @property
+    def ok(self) -> bool:
+        return all(o.mismatches == 0 for o in self.outputs)
+
+
+def input_quantization(graph: Graph):
+    """Input 0's quantization; a float input has none of its own, so the QUANTIZE reading it gives it."""
+    i = graph.inputs[0]
+    t = graph.tensors[i]
+    if t.quant is None and t.dtype == "float32" and graph.consumers().get(i):
+        return graph.tensors[graph.consumers()[i][0].outputs[0]].quant
+    return t.quant
+
+
+def random_inputs(model: LoadedModel, n: int, seed: int = 0) -> np.ndarray:
+    """n random samples of the model's input type: int8, uint8 or int16 uniform over the whole range, float32
+    uniform over the range the model's QUANTIZE represents widened by a quarter each side (values it
+    saturates), every tenth value at (or next to) a rounding tie x / scale = k + 0.5."""
+    t = model.graph.tensors[model.graph.inputs[0]]
+    rng = np.random.default_rng(seed)
+    size = (n,) + t.shape
+    if t.dtype == "uint8":
+        return rng.integers(0, 256, size=size, dtype=np.uint8)
+    if t.dtype == "int16":
+        return rng.integers(-32768, 32768, size=size, dtype=np.int16)
+    if t.dtype != "float32":
+        return rng.integers(-128, 128, size=size, dtype=np.int8)
+    q = input_quantization(model.graph)
+    steps = rng.uniform(-128 - 64, 127 + 64, size=size)
+    steps = np.where(rng.random(size) < 0.1, np.floor(steps) + 0.5, steps)
+    return (np.float32(q.scale) * (steps - q.zero_point).astype(np.float32)).astype(np.float32)
+
+
+def validate(model_path: str | Path, x: np.ndarray) -> ValidationReport:
+    """Run the generated C and the tflite-micro interpreter on the same inputs (of the model's input
+    type, or float in its real units, quantized once here for an integer input) and compare every
+    output. The samples are a sequence: a stateful model's state carries from one to the next in both."""
+    from zoflash.reference.tflm import TflmInterpreter  # tflite-micro is optional: loaded only here
+
+    model = load_model(model_path)
+    t_in = model.graph.tensors[model.graph.inputs[0]]
+    q = input_quantization(model.graph)
+    x = as_samples(x, t_in.shape, q.scale if q else None, q.zero_point if q else None, dtype=t_in.dtype)
+    # Both engines start from a reset state and keep it across the samples, so a stateful model
+    # (SVDF) is checked on the whole sequence, its state's evolution included.
+    with host_model(model_path) as m:
+        m.reset()
+        ours = m.run_outputs(x)
+    interpreter = TflmInterpreter(model.raw)
+    interpreter.reset()
+    shape = interpreter.inputs[0]["shape"]
+    golden = [interpreter.invoke([sample.reshape(shape)]) for sample in x]  # every output of each sample
+    return ValidationReport(samples=x.shape[0], outputs=[
+        _compare(model.graph.tensors[t].name, y, np.stack([g[k] for g in golden]).reshape(y.shape))
+        for k, (t, y) in enumerate(zip(model.graph.outputs, ours))])
+
+
+def _compare(name: str, ours: np.ndarray, golden: np.ndarray) -> OutputComparison:
+    """Bit for bit: integers by value, floats by their bits."""
+    diff = np.abs(ours.astype(np.float64) - golden.astype(np.float64))
+    mismatches = int(np.count_nonzero(ours != golden)) if ours.dtype.kind != "f" else \
+        int(np.count_nonzero(ours.view(np.uint32) != golden.astype(ours.dtype).view(np.uint32)))
+    return OutputComparison(name=name, max_abs_diff=float(diff.max()) if diff.size else 0.0,
+                            mismatches=mismatches, elements=int(ours.size))
+
+
