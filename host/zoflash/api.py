@@ -78,11 +78,11 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
         board = _fit(board, prep.model, prep.training, measured, npu)
         out = Path(out_dir) if out_dir is not None else default_bundle_dir(prep.path, board.id)
         expected = None
-        if npu is not None:  # --- NPU (issue 14): a missing tool is said before the host simulation runs
+        if npu is not None:  # --- NPU: a missing tool is said before the host simulation runs
             from zoflash.targets.npu import backend_for
 
             backend_for(npu.accelerator).load().find_tools(npu)
-        if npu is not None or check_boundary:  # --- boundary checksum (issue 14) ---
+        if npu is not None or check_boundary:  # --- boundary checksum ---
             from zoflash.targets.boundary_check import simulated_crc32
 
             expected = simulated_crc32(prep)
@@ -98,7 +98,7 @@ def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path
     return bundle
 
 
-# --- flash boot and device headers (issue 11) ---
+# --- flash boot and device headers ---
 def _configure(board, boot: str, device_headers):
     """The board with the boot mode's placement rules and the vendor headers' include folders."""
     from dataclasses import replace
@@ -145,7 +145,7 @@ def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | 
 
         try:
             return build_firmware(bundle, placed_board(bundle))
-        except (BuildError, BudgetError) as err:  # --- re-plan after an overflow (issue 11) ---
+        except (BuildError, BudgetError) as err:  # --- re-plan after an overflow ---
             from zoflash.targets.firmware_build import measured_sizes, overflowed_region
 
             if isinstance(err, BuildError) and overflowed_region(err) is None:
@@ -332,7 +332,7 @@ __all__ = ["load_model", "compile_model", "generate", "build", "infer", "validat
            "input_quantization", "host_model"]
 
 
-# --------------------------------------------------------------- memory plan only (issue 11)
+# --------------------------------------------------------------- memory plan only
 
 
 @dataclass
@@ -369,7 +369,7 @@ def plan_memory(model_path: str | Path, board_id: str, data_path: str | Path | N
     return MemoryPlan(placed, budget.estimate_regions(board, model, training, npu_pools))
 
 
-# --------------------------------------------------------------- zoflash split (issue 14)
+# --------------------------------------------------------------- zoflash split
 
 
 @dataclass

@@ -226,7 +226,7 @@ def _say_training_memory(training: dict) -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Bundle directory [generated/<model>-<board>].")
 @click.option("--prefix", help="C name prefix for the model's functions [from the model file name].")
 @click.option("--no-compile", is_flag=True, help="Only generate the bundle; do not run the compiler.")
-# --- flash boot and device headers (issue 11) ---
+# --- flash boot and device headers ---
 @click.option("--boot", type=click.Choice(("dev", "flash")),
               help="Memory plan for a boot mode: dev (the debugger loads everything into RAM) or flash (a signed "
                    "FSBL image, large weights and data read in place from the external flash) [dev; zoflash.toml "
@@ -235,7 +235,7 @@ def _say_training_memory(training: dict) -> None:
               help="Compile the port against the vendor's headers from this checkout (repeatable: e.g. "
                    "cmsis-device-n6 and Arm's CMSIS core, or STM32CubeN6) [zoflash.toml [build] device_headers].")
 # --- end flash boot and device headers ---
-# --- NPU (issue 14) ---
+# --- NPU ---
 @click.option("--npu", "npu_config", metavar="CONFIG",
               help="Run the frozen prefix on the board's NPU: an Ethos-U configuration (ethos-u55-128, ...; "
                    "needs Vela and Arm's Ethos-U driver) or neural-art (STM32N6; needs ST Edge AI Core and "
@@ -264,7 +264,7 @@ def build(board: str, model_path: str, data_path: str | None, out_dir: str | Non
     if npu_config is None and (dry_run or any(tools.values())):
         raise click.UsageError("--ethosu-driver, --stedgeai, --st-runtime and --dry-run go with --npu")
     npu = None
-    if npu_config is not None:  # --- NPU (issue 14) ---
+    if npu_config is not None:  # --- NPU ---
         from zoflash.api import default_bundle_dir
         from zoflash.targets.boards import for_boot, resolve_board
         from zoflash.targets.npu import backend_for
@@ -318,10 +318,10 @@ def _build_and_report(board: str, model_path: str, data_path: str | None, out_di
     if bundle.manifest.get("training"):
         _say_training_memory(bundle.manifest["training"])
         check = bundle.manifest["training"].get("boundary_check")
-        if check:  # --- boundary checksum (issue 14) ---
+        if check:  # --- boundary checksum ---
             _say(f"check   boundary CRC-32 0x{check['crc32']:08X} of {check['sample']} ({check['bytes']} bytes, "
                  "by the host simulation): the device reports its own beside it")
-        if bundle.manifest["training"].get("npu"):  # --- NPU (issue 14) ---
+        if bundle.manifest["training"].get("npu"):  # --- NPU ---
             from zoflash.targets.npu import backend_of_manifest
 
             npu_manifest = bundle.manifest["training"]["npu"]
@@ -345,7 +345,7 @@ def _say_firmware(result, board) -> None:
     _say(f"{kind:<7} {', '.join(outs)}  ({board.toolchain.cc}, code {result.code_bytes} bytes)")
     for use in result.regions:
         _say(f"region  {use.describe()}")
-    if result.bundle.manifest.get("boot") == "flash":  # --- flash boot (issue 11) ---
+    if result.bundle.manifest.get("boot") == "flash":  # --- flash boot ---
         from zoflash.targets.firmware_build import flash_boot_lines
 
         for line in flash_boot_lines(result):
@@ -556,7 +556,7 @@ RECONNECT_OPTION = click.option(
     help="Seconds to keep retrying a serial port that disappeared before stopping (exit status 1).")
 
 
-# --- checkpoint and resume (issue 12)
+# --- checkpoint and resume
 def checkpoint_options(f):
     f = click.option("--resume", "resume_path", type=click.Path(dir_okay=False),
                      help="Send this checkpoint to the device first: training continues from its step.")(f)
@@ -728,7 +728,7 @@ def flash(bundle_dir: str, method: str | None, stop: bool, dry_run: bool, pack_p
               help="JSONL log; the weights (<log>.weights.npz) and the plot (<log>.png) go next to it.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Also write step and evaluation records as CSV.")
 @click.option("--timeout", type=float, help="Stop monitoring after this many seconds.")
-@click.option("--check-boundary", is_flag=True,  # --- boundary checksum (issue 14)
+@click.option("--check-boundary", is_flag=True,  # --- boundary checksum
               help="Build in the host simulation's boundary checksum: the run says whether the device's prefix "
                    "agrees with it.")
 @RECONNECT_OPTION
@@ -829,7 +829,7 @@ def compare(log_a: str, log_b: str) -> int:
     return 0
 
 
-# --- zoflash split (issue 14) ---
+# --- zoflash split ---
 @cli.command()
 @click.option("--model", "model_path", required=True, type=click.Path(dir_okay=False), help="INT8 .tflite model.")
 @click.option("--at", "tensor", help="Cut at this tensor (its name, as `zoflash inspect` shows it) [where the "

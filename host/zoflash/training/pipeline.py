@@ -130,7 +130,7 @@ def training_bundle(prep: CompiledTraining, board: str | boards_mod.Board, out_d
         board = boards_mod.load_board(board)
     prefix = prefix or c_identifier(prep.path.stem)
     expected = boundary_expected
-    if npu is not None:  # --- NPU (issue 14) ---
+    if npu is not None:  # --- NPU ---
         from zoflash.targets.npu import backend_for
 
         extra = backend_for(npu.accelerator).load().npu_sources(prep, board, npu, prefix)
