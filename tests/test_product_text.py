@@ -29,8 +29,8 @@ def test_the_pattern_finds_the_markers_it_is_for():
     for head, tail in (("see issue", " 13"), ("Issue", " #5"), ("(issue", "-10 models)"), ("issues", " 12 and 13"),
                        ("ISSUE", " 7"), ("issue", "#9")):
         assert markers(head + tail), head + tail
-    for text in ("an issue tracker", "the issue's goal", "issues = []", "tissue 3"):
-        assert not markers(text), text
+    for head, tail in (("an issue", " tracker"), ("the issue's", " goal"), ("issues", " = []"), ("tissue", " 3")):
+        assert not markers(head + tail), head + tail
 
 
 def test_no_tracked_file_names_an_issue_by_number():
