@@ -130,7 +130,7 @@ def main(argv=None) -> int:
                          cold, warm, nocache, warm_cpu))
             print(f"build person_detect {n} images: cold {cold:.2f} s, warm {warm:.2f} s, no cache {nocache:.2f} s",
                   flush=True)
-        # ---- MobileNetV2 0.35/128 (issue 11)
+        # ---- MobileNetV2 0.35/128
         mobilenet = {}
         for board, boot, n in MOBILENET_BUILDS:
             data = mobilenet_data(tmp / f"mn{n}.npz", n)

@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 SECTION = "m55"
 COMMAND = "python benchmarks/bench_m55.py --write docs/benchmarks.md"
-# The issue-10 models first (the peer was measured on them), then every other fixture and public
+# The five models TFLM + CMSIS-NN was measured on first, then every other fixture and public
 # model (one zoflash refuses, such as the custom-op audio front end, is skipped with a line).
 _FIRST = ("kws_dscnn", "mbv2_block", "digits_cnn", "conv1d_ts", "public/person_detect")
 _NEGATIVE = {f["file"] for f in json.loads((FIXTURES / "fixtures.json").read_text())["fixtures"]
@@ -54,10 +54,10 @@ _ALL = [f"{n}.tflite" for n in _FIRST] + sorted(
     str(p.relative_to(FIXTURES)) for p in [*FIXTURES.glob("*.tflite"), *FIXTURES.glob("public/*.tflite")]
     if p.name not in _NEGATIVE and str(p.relative_to(FIXTURES)) not in {f"{n}.tflite" for n in _FIRST})
 MODELS = {Path(f).stem: FIXTURES / f for f in _ALL}
-# TFLM with its reference kernels, instructions per inference, as measured for issue 10.
+# TFLM with its reference kernels, instructions per inference, measured once on a TFLM build (not rebuilt here).
 TFLM_REFERENCE = {"kws_dscnn": 29_528_000, "mbv2_block": 26_297_000, "digits_cnn": 446_956, "conv1d_ts": 914_682,
                   "person_detect": 91_475_000}
-REFERENCE_PROVENANCE = ("TFLM's reference kernels: recorded in issue 10 (TFLM 90b983c2, its Makefile without "
+REFERENCE_PROVENANCE = ("TFLM's reference kernels: recorded once (TFLM 90b983c2, its Makefile without "
                         "OPTIMIZED_KERNEL_DIR, same method)")
 # TFLM + CMSIS-NN measured the same way (instructions, MVE instructions, code, arena), with provenance.
 PEER_FILE = Path(__file__).resolve().parent / "peer_m55.json"

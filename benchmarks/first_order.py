@@ -7,7 +7,7 @@ kernels, bit-exact with TFLM), dequantized; the head starts from the dequantized
 Full-batch Adam on the training split, one run per learning rate in LRS; the validation split
 (the same carve as the ZO runs) picks the learning rate and the iteration, and the test split
 reports. What ZO cannot beat without noise, quantization or a forward-pass budget: the ceiling the
-issue asks for. Other trainable sets return {"skipped": reason}.
+schedulers are compared with. Other trainable sets return {"skipped": reason}.
 """
 from __future__ import annotations
 

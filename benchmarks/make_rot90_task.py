@@ -1,4 +1,4 @@
-"""The check task of issue 13 that no rule was tuned on: digits_cnn.tflite's target domain rotated
+"""The scheduler check task that no rule was tuned on: digits_cnn.tflite's target domain rotated
 by 90 degrees instead of the fixture's 30 (same digits, same 1000 train / 497 test split as
 tests/fixtures/digits_shift.npz, exact: a rotation by 90 degrees needs no interpolation).
 

@@ -83,5 +83,5 @@ def _tier_tools(request):
         need_module("tflite_micro")
     if request.node.get_closest_marker("tf"):
         need_module("tensorflow")
-    if request.node.get_closest_marker("vela"):  # the npu extra (issue 14)
+    if request.node.get_closest_marker("vela"):  # the npu extra
         need_module("ethosu")

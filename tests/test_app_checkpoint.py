@@ -1,4 +1,4 @@
-"""Checkpoint get/put in the library form (zo_app.h, issue 12), with the example
+"""Checkpoint get/put in the library form (zo_app.h), with the example
 examples/app_sensor/app_resume.c: a run stopped after some steps prints its checkpoint (the image
 of the checkpoint frames), a new process puts it and continues, and every record from that step on
 and the final weights equal an uninterrupted run's, bit for bit.  A damaged image or one of another

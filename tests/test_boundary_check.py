@@ -1,4 +1,4 @@
-"""The boundary checksum (issue 14): every training firmware with a frozen prefix reports the CRC-32
+"""The boundary checksum: every training firmware with a frozen prefix reports the CRC-32
 of the first test sample's boundary activations once after hello; a build with --check-boundary
 (always with --npu) bakes in the host simulation's value, and the monitor says whether they agree.
 

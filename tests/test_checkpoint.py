@@ -1,4 +1,4 @@
-"""Checkpoint and resume (issue 12): the device sends checkpoints (telemetry type 11), the
+"""Checkpoint and resume: the device sends checkpoints (telemetry type 11), the
 monitor keeps the latest valid one, a restart resumes from it (restore commands, type 22), and
 every record after the resume point and the final weights equal an uninterrupted run's, bit for
 bit.  A corrupt or mismatched checkpoint is refused by the host and, defensively, by the device."""

@@ -1,4 +1,4 @@
-"""Flash boot on the STM32N6 boards (issue 11): the boot modes as board data, the plan that puts
+"""Flash boot on the STM32N6 boards: the boot modes as board data, the plan that puts
 code and small data in the signed FSBL image and large weights and data in the memory-mapped NOR,
 the two images, the exact signing and programming commands, and the [build] project table.
 
@@ -60,7 +60,7 @@ def test_flash_boot_is_board_data(board_id, nor_mib):
     assert (image.origin, image.size) == (0x34180400, IMAGE_BYTES)
     entry = next(f for f in dev.flash if f["name"] == "flash")
     assert fsbl.origin == entry["address"] == 0x70000000 and fsbl.end == nor.origin == 0x70100000
-    store = dev.region(dev.checkpoint_store)  # the NOR's last sectors: checkpoints (issue 12, test_n6_nor.py)
+    store = dev.region(dev.checkpoint_store)  # the NOR's last sectors: checkpoints (test_n6_nor.py)
     assert store.end - fsbl.origin == nor_mib << 20 and nor.end == store.origin
     assert nor.kind == "flash" and nor.enable == ("XSPI2",)
     switches = boards.load_port("stm32n6").memories
@@ -135,7 +135,7 @@ def _shrunk_board(monkeypatch, tmp_path, old: str, new: str):
                                                                                    "reference = false")
     assert old in text
     # the variant has no NPU: its pools sit at the full board's addresses (boards/*.toml [npu])
-    text = re.sub(r"# --- NPU \(issue 14\) ---.*# --- end NPU ---\n", "", text, flags=re.S)
+    text = re.sub(r"# --- NPU ---.*# --- end NPU ---\n", "", text, flags=re.S)
     (root / "small.toml").write_text(text.replace(old, new))
     host = boards._board_files()["host"]  # the headroom report (--headroom auto) runs the model on the host
     monkeypatch.setattr(boards, "_board_files", lambda: {"host": host, **{p.stem: p for p in root.glob("*.toml")}})

@@ -648,7 +648,7 @@ from test_kernels_movement import SAMPLES as _MOVEMENT_SAMPLES  # noqa: E402
 SAMPLE_ARGS.update(_MOVEMENT_SAMPLES)
 # ==================================================================== end of data movement
 
-# ------------------------------------------- element-wise and activation ops (issue 9) ----------
+# ------------------------------------------- element-wise and activation ops --------------------
 # Their samples and tests live in test_kernels_activation.py.
 from test_kernels_activation import SAMPLES as _ACTIVATION_SAMPLES  # noqa: E402
 

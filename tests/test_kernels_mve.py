@@ -341,7 +341,7 @@ def test_requant_extremes_mve(tmp_path):
     check(tmp_path, cases, opt="-O3")
 
 
-# ------------------------------------------------ the grid of issue 10 (every case listed, not drawn)
+# ------------------------------------------------ the Helium kernels' grid (every case listed, not drawn)
 # Each kernel over the listed channel counts, strides, paddings, dilations, depth multipliers, zero
 # points (the extremes included) and per-channel requantisations whose shifts have both signs, and
 # over the boundaries of the Helium paths (dot-product blocks of 16/32/48/64 bytes, pixel tiles, the

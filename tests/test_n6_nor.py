@@ -1,4 +1,4 @@
-"""The STM32N6 checkpoint store (issue 12): the port's checkpoint hooks (zo_port_stm32n6_nor.c)
+"""The STM32N6 checkpoint store: the port's checkpoint hooks (zo_port_stm32n6_nor.c)
 keep checkpoints in a reserved range at the end of the external NOR, the board's
 [checkpoint_store] region.  No board is available: the store is checked as board data, as a
 linked firmware (both boards, development and flash boot, warning-free: the Makefile has

@@ -82,10 +82,10 @@ def test_mlp_identical_to_reference(tmp_path, mlp_data, scheduler):
     dict(rounding="stochastic", lr_scaling="linear", batch=5, budget=20000, steps=None),
     dict(train="last:2", biases_only=True, lr=50.0, q=4, scheduler="fixed"),
     dict(eps=3, lr=10.0, scheduler="critical"),
-    # --- lr decay (issue 13): by the budget's fraction and by the steps'
+    # --- lr decay: by the budget's fraction and by the steps'
     dict(lr_decay="linear", scheduler="fixed", q=2, budget=15000, steps=None),
     dict(lr_decay="step", lr=30.0),
-    # --- lr trial (issue 13): after the auto calibration, and from an explicit lr by the budget
+    # --- lr trial: after the auto calibration, and from an explicit lr by the budget
     dict(lr_trial=8, steps=200),
     dict(lr_trial=4, lr=400.0, scheduler="critical", budget=30000, steps=None),
 ])
@@ -140,7 +140,7 @@ def test_adapts_to_the_shifted_domain(tmp_path):
     assert first["step"] == 0 and first["accuracy"] < 0.55
     assert last["accuracy"] - first["accuracy"] >= 0.10, (first, last)
     assert last["loss"] < first["loss"]
-    # make demo's curve has no dip (issue 13): the earlier auto lr fell from 51% to 44% first
+    # make demo's curve has no dip: the earlier auto lr fell from 51% to 44% first
     lowest = min(run.evals[1:], key=lambda e: e["accuracy"])
     assert lowest["accuracy"] >= first["accuracy"], (first, lowest)
 
@@ -214,7 +214,7 @@ def test_test_loss_guard_and_rollback_limit_identically(tmp_path):
     assert runs["c"].evals[-1]["loss"] == snap_eval["loss"]
 
 
-# ---- lr trial (issue 13; docs/training.md "lr trial") ---------------------------------------------
+# ---- lr trial (docs/training.md "lr trial") -------------------------------------------------------
 
 def _trial(run):
     """The trial's candidates (j, validation loss), its chosen lr_1 and its step records."""

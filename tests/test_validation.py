@@ -1,4 +1,4 @@
-"""The validation split (issue 12): carved from the training data at build time, seeded and
+"""The validation split: carved from the training data at build time, seeded and
 stratified; the guards, the snapshots and the best weights use it, the test set is only reported;
 `export --select best|last`.  Expectations are counted by hand from the rule in docs/training.md
 ("Validation split"), not taken from the code."""

@@ -1,4 +1,4 @@
-"""The model's large constant arrays are linked from binary files of the bundle (issue 11).
+"""The model's large constant arrays are linked from binary files of the bundle.
 
 Every read-only array of at least codegen.BLOB_MIN_BYTES (constant tensors in <prefix>_weights.c,
 kernel parameters in <prefix>.c) is a slice of <prefix>_weights.bin or <prefix>_params.bin

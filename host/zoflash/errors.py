@@ -55,7 +55,7 @@ class InternalError(ZoflashError):
                          "the model; please report it with the model file")
 
 
-# --------------------------------------------------------------- zoflash split (issue 14)
+# --------------------------------------------------------------- zoflash split
 
 
 class SplitError(ZoflashError):

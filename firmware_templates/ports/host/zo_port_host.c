@@ -115,7 +115,7 @@ void zo_port_exit(int code)
     exit(code);
 }
 
-/* --- checkpoint persistence (issue 12): the file named by ZOFLASH_CHECKPOINT_FILE, if set.  Each
+/* --- checkpoint persistence: the file named by ZOFLASH_CHECKPOINT_FILE, if set.  Each
  * image goes to <file>.tmp and is renamed over <file> once complete, so a kill leaves the last
  * complete image (or none); at start-up the trainer resumes from it. */
 #define CKPT_ENV "ZOFLASH_CHECKPOINT_FILE"

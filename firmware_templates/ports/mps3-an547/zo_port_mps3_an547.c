@@ -22,7 +22,7 @@
 #include "zo_port.h"
 #include "zo_port_cortex_m.h"
 
-/* --- NPU (issue 14): a --npu build defines ZO_NPU_IRQ (the board's [npu] irq); the Ethos-U
+/* --- NPU: a --npu build defines ZO_NPU_IRQ (the board's [npu] irq); the Ethos-U
  * driver's interrupt handler runs from here. --- */
 #ifdef ZO_NPU_IRQ
 void zo_ethosu_irq(void);

@@ -120,7 +120,7 @@
 #define ZO_XSPI_TCR_DCYC_POS  XSPI_TCR_DCYC_Pos
 #define ZO_XSPI_TCR_SSHIFT    XSPI_TCR_SSHIFT
 #define ZO_XSPI_SR_BUSY       XSPI_SR_BUSY
-/* --- checkpoint store (issue 12): XSPI indirect mode (zo_port_stm32n6_nor.c) */
+/* --- checkpoint store: XSPI indirect mode (zo_port_stm32n6_nor.c) */
 #define ZO_XSPI2_MEM_BASE     XSPI2_BASE
 #define ZO_XSPI_FCR           offsetof(XSPI_TypeDef, FCR)
 #define ZO_XSPI_DLR           offsetof(XSPI_TypeDef, DLR)
@@ -133,7 +133,7 @@
 #define ZO_XSPI_FCR_CTCF      XSPI_FCR_CTCF
 /* --- end checkpoint store */
 
-/* --- NPU (issue 14): the Neural-ART glue (runtime/npu/zo_neuralart.c) */
+/* --- NPU: the Neural-ART glue (runtime/npu/zo_neuralart.c) */
 #define ZO_NPU_BASE           NPU_BASE_S
 #define ZO_CACHEAXI_BASE      CACHEAXI_BASE_S
 #define ZO_RIFSC_BASE         RIFSC_BASE_S
@@ -256,7 +256,7 @@
 #define ZO_XSPI_TCR_DCYC_POS  0u  /* bits 4:0 dummy cycles */
 #define ZO_XSPI_TCR_SSHIFT    (1u << 30) /* sample the data half a clock cycle later */
 #define ZO_XSPI_SR_BUSY       (1u << 5)
-/* --- checkpoint store (issue 12): XSPI indirect mode (zo_port_stm32n6_nor.c) */
+/* --- checkpoint store: XSPI indirect mode (zo_port_stm32n6_nor.c) */
 #define ZO_XSPI2_MEM_BASE     0x70000000u /* XSPI2's memory window: NOR offset 0 in memory-mapped mode */
 #define ZO_XSPI_FCR           0x024u /* flag clear */
 #define ZO_XSPI_DLR           0x040u /* data length - 1 (indirect mode) */
@@ -269,7 +269,7 @@
 #define ZO_XSPI_FCR_CTCF      (1u << 1)
 /* --- end checkpoint store */
 
-/* --- NPU (issue 14): the Neural-ART glue (runtime/npu/zo_neuralart.c) */
+/* --- NPU: the Neural-ART glue (runtime/npu/zo_neuralart.c) */
 #define ZO_NPU_BASE           0x580E0000u
 #define ZO_CACHEAXI_BASE      0x580DFC00u /* the NPU cache's registers */
 #define ZO_RIFSC_BASE         0x54024000u
@@ -293,7 +293,7 @@
 
 #endif /* ZO_DEVICE_HEADERS */
 
-/* --- NPU (issue 14): RIF indices of the NPU, from ST's HAL (stm32n6xx_hal_rif.h: RIF_MASTER_INDEX_NPU,
+/* --- NPU: RIF indices of the NPU, from ST's HAL (stm32n6xx_hal_rif.h: RIF_MASTER_INDEX_NPU,
  * RIF_RISC_PERIPH_INDEX_NPU), not in the device header: the port's own in both. */
 #define ZO_RIF_MASTER_NPU      1u
 #define ZO_RIF_PERIPH_NPU_REG  3u  /* RISC_SECCFGR3 / RISC_PRIVCFGR3 */

@@ -348,7 +348,7 @@ void zo_transpose_conv_s8(const zo_transpose_conv_params_t *p, const int8_t *inp
                           const int32_t *bias, int8_t *output);
 /* ==== end of reductions, resizing, transposed convolution =================================== */
 
-/* ==== sequence ops: SVDF (issue 9, stateful models) ========================================= */
+/* ==== sequence ops: SVDF (stateful models) ================================================== */
 /* ---- SVDF: input int8 [batches][input_size]; weights_feature int8 [filters][input_size];
  * weights_time (int8 or int16, the state's type) [filters][memory]; bias int32 [units] or NULL;
  * state [batches][filters][memory], a variable tensor updated in place (filters = units * rank).

@@ -25,7 +25,7 @@
 #define ZO_CMD_DUMP   19u /* send the trainable tensors as weights frames */
 #define ZO_CMD_STOP   20u /* finish the run now (done reason 3, command) */
 #define ZO_CMD_SAMPLE 21u /* a chunk of a training sample (--data-source stream, zo_stream.h) */
-/* --- checkpoint and resume (issue 12) */
+/* --- checkpoint and resume */
 #define ZO_CMD_RESTORE 22u /* a chunk of a checkpoint image: u32 offset, u32 total, data */
 #define ZO_CMD_FIRST  16u /* types below are telemetry types, never commands */
 

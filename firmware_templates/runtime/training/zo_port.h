@@ -42,7 +42,7 @@ void zo_port_idle(void);
  * may halt or reset; it never returns. */
 _Noreturn void zo_port_exit(int code);
 
-/* --- checkpoint persistence (issue 12): optional; zo_trainer.c has weak defaults that keep
+/* --- checkpoint persistence: optional; zo_trainer.c has weak defaults that keep
  * nothing.  save: every checkpoint chunk as it is sent (offset 0 starts a new image, the chunk
  * with offset + n == total completes it: write the image so that a power cut leaves the last
  * complete one, or none).  load: at start-up, copy up to n bytes at `offset` of the stored image

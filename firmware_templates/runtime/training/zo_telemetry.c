@@ -233,7 +233,7 @@ void zo_tm_need(const zo_tm_need_t *m)
     finish(&f, NULL, 0u);
 }
 
-/* --- boundary checksum (issue 14) */
+/* --- boundary checksum */
 void zo_tm_boundary(const zo_tm_boundary_t *m)
 {
     frame_t f;

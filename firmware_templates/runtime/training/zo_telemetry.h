@@ -33,9 +33,9 @@
 #define ZO_TM_STATUS  8u /* answer to a status command (zo_command.h) */
 #define ZO_TM_ACK     9u /* one per command received */
 #define ZO_TM_NEED    10u /* --data-source stream: the device asks for samples (zo_stream.h) */
-/* --- checkpoint and resume (issue 12) */
+/* --- checkpoint and resume */
 #define ZO_TM_CHECKPOINT 11u /* a chunk of a checkpoint image (zo_trainer.h, ZO_CKPT_*) */
-/* --- boundary checksum (issue 14) */
+/* --- boundary checksum */
 #define ZO_TM_BOUNDARY 12u /* CRC-32 of the boundary activations of the first test sample, once after hello */
 #define ZO_TM_BOUNDARY_EXPECTED 0x01u /* zo_tm_boundary_t.boundary_flags: `expected_crc32` holds the host simulation's CRC */
 #define ZO_TM_BOUNDARY_NPU      0x02u /* the prefix ran on the NPU (--npu) */
@@ -186,7 +186,7 @@ typedef struct {
     uint16_t window;       /* bytes the device can take in flight (its receive buffer) */
 } zo_tm_need_t;
 
-/* --- boundary checksum (issue 14) */
+/* --- boundary checksum */
 typedef struct {
     uint32_t crc32;        /* zlib's CRC-32 of the boundary bytes (feature-cache order) */
     uint32_t expected_crc32; /* the host simulation's (zoflash's C prefix), with ZO_TM_BOUNDARY_EXPECTED */
@@ -212,7 +212,7 @@ void zo_tm_done(const zo_tm_done_t *m);
 void zo_tm_status(const zo_tm_status_t *m);
 void zo_tm_ack(const zo_tm_ack_t *m);
 void zo_tm_need(const zo_tm_need_t *m);
-void zo_tm_boundary(const zo_tm_boundary_t *m); /* --- boundary checksum (issue 14) */
+void zo_tm_boundary(const zo_tm_boundary_t *m); /* --- boundary checksum */
 
 /* The `total` bytes at `data` (as stored in memory) as frames of at most ZO_TM_WEIGHTS_CHUNK
  * data bytes, in offset order; total == 0 still sends one (empty) frame. */

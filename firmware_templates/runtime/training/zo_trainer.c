@@ -22,7 +22,7 @@ typedef struct {
     uint32_t sat_run, zero_run;
     uint32_t snapshot_step;
     uint64_t t0;
-    /* --- checkpoint and resume (issue 12): the image's header and state, built to send or
+    /* --- checkpoint and resume: the image's header and state, built to send or
      * received from a restore; the restore in progress */
     uint8_t ck_head[CKPT_HEAD_BYTES];
     uint32_t ck_next;       /* restore: bytes received so far */
@@ -506,7 +506,7 @@ static void send_hello(const trainer_t *tr)
     zo_tm_hello(&h);
 }
 
-/* --- boundary checksum (issue 14): the prefix on the first test sample (a known input in every
+/* --- boundary checksum: the prefix on the first test sample (a known input in every
  * data source), its boundary's CRC-32 in one frame; not a training pass (no pass is counted).  On
  * an NPU build the NPU computes it; the host simulation computes it with zoflash's C prefix. */
 static void send_boundary_check(const zo_train_model_t *m)
@@ -677,7 +677,7 @@ static const char *check_config(const zo_train_model_t *m, const zo_train_config
     return zo_sched_check(&cfg->sched);
 }
 
-/* ---- checkpoint and resume (issue 12; docs/training.md "Checkpoint and resume") --------------- */
+/* ---- checkpoint and resume (docs/training.md "Checkpoint and resume") ------------------------- */
 
 static uint32_t trainable_bytes(const zo_train_model_t *m)
 {
@@ -1077,7 +1077,7 @@ uint32_t zo_train_steps_done(void)
     return g_run.t;
 }
 
-/* --- checkpoint get/put for the library form (zo_app.h; issue 12) ---------------------------- */
+/* --- checkpoint get/put for the library form (zo_app.h) -------------------------------------- */
 uint32_t zo_train_checkpoint_bytes(const zo_train_model_t *m)
 {
     return ckpt_total(m);
@@ -1116,7 +1116,7 @@ int zo_train_checkpoint_put(const uint8_t *image, uint32_t n)
 }
 /* --- end checkpoint get/put */
 
-/* --- lr trial (issue 13; docs/training.md "lr trial") -----------------------------------------
+/* --- lr trial (docs/training.md "lr trial") ---------------------------------------------------
  * Before training, candidates lr_1 * 2^j each train lr_trial_steps steps at q = 1 from the same
  * weights, on the same minibatches and directions (the seeds of steps t0 .. t0 + T - 1: the
  * comparison is paired), and are judged by the validation loss after them.  j walks from 0 up

@@ -29,7 +29,6 @@ from zoflash.workflows.report import bundle_lines
 @click.option("--device-headers", "device_headers", multiple=True, type=click.Path(),
               help="Compile the port against the vendor's headers from this checkout (repeatable: e.g. "
                    "cmsis-device-n6 and Arm's CMSIS core, or STM32CubeN6) [zoflash.toml [build] device_headers].")
-# --- NPU (issue 14) ---
 @click.option("--npu", "npu_config", metavar="CONFIG",
               help="Run the frozen prefix on the board's NPU: an Ethos-U configuration (ethos-u55-128, ...; "
                    "needs Vela and Arm's Ethos-U driver) or neural-art (STM32N6; needs ST Edge AI Core and "

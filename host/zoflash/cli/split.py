@@ -11,7 +11,6 @@ from zoflash.spec import training as spec
 from zoflash.training.options import make_options
 
 
-# --- zoflash split (issue 14) ---
 @click.command()
 @click.option("--model", "model_path", required=True, type=click.Path(dir_okay=False), help="INT8 .tflite model.")
 @click.option("--at", "tensor", help="Cut at this tensor (its name, as `zoflash inspect` shows it) [where the "
@@ -33,4 +32,3 @@ def split(model_path: str, tensor: str | None, project_file: str | None, train: 
     say(f"cut     at '{result.tensor}'")
     say(f"prefix  {result.prefix_path}  ({len(result.prefix_ops)} ops)")
     say(f"suffix  {result.suffix_path}  ({len(result.suffix_ops)} ops)")
-# --- end zoflash split ---

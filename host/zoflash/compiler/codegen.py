@@ -137,7 +137,7 @@ class CCall:
     blobs: list[Blob] = field(default_factory=list)  # the large parameter arrays, linked from <prefix>_params.bin
 
 
-# --- constant arrays as binary sections (issue 11) ---
+# --- constant arrays as binary sections ---
 # Constant arrays of at least this many bytes are linked from a .bin file of the bundle instead of
 # C text: the generated sources stay kilobytes, the small arrays stay readable.
 BLOB_MIN_BYTES = 256

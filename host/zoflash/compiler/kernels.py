@@ -620,7 +620,7 @@ def gather_params(*, input_shape, axis, indices) -> dict:
                 num_indices=int(idx.size), indices=idx.astype(np.int32))
 # ==================================================================== end of data movement
 
-# ------------------------------------------- element-wise and activation ops (issue 9) ----------
+# ------------------------------------------- element-wise and activation ops --------------------
 
 def sub_params(*, input1_shape, input2_shape, output_shape, input1_scale, input1_zp, input2_scale,
                input2_zp, output_scale, output_zp, activation) -> dict:
@@ -889,7 +889,7 @@ def transpose_conv_params(*, input_hwc, output_hwc, filter_ohwi, stride_hw, padd
 # ==== end of reductions, resizing, transposed convolution ===================================
 
 
-# ==== sequence ops: SVDF (issue 9, stateful models) ==========================================
+# ==== sequence ops: SVDF (stateful models) ===================================================
 
 def svdf_params(*, batches, input_size, num_filters, rank, memory_size, input_scale, input_zp,
                 feature_scale, state_scale, state_zp, time_scale, output_scale, output_zp, state_dtype) -> dict:

@@ -90,7 +90,7 @@ class LiveView:
                 why = codes[rec["code"]] if rec["code"] < len(codes) else f"event {rec['code']}"
                 self._line(f"step {rec['step']}: scheduler {rec['state_from']} -> {rec['state_to']}, "
                            f"q {rec['q_from']} -> {rec['q_to']} ({why.lower().replace('_', ' ')})")
-            elif rec["kind"] == "lr" and rec["code"] == spec.LR_EVENT_CODE_IDS["trial"]:  # issue 13
+            elif rec["kind"] == "lr" and rec["code"] == spec.LR_EVENT_CODE_IDS["trial"]:  # lr trial
                 j = rec["aux"] - (1 << 32) if rec["aux"] >= 1 << 31 else rec["aux"]
                 self._line(f"step {rec['step']}: lr trial: lr_1 x 2^{j}: validation loss {rec['value']:.4f}")
             elif rec["kind"] == "lr" and rec["code"] == spec.LR_EVENT_CODE_IDS["chosen"]:
@@ -116,7 +116,7 @@ class LiveView:
                        f"{rec['suffix_passes']} suffix passes, {rec['time_s']:.1f} s")
         elif kind in ("text", "log"):
             self._line(f"device: {rec['text']}")
-        elif kind == "boundary":  # --- boundary checksum (issue 14)
+        elif kind == "boundary":  # --- boundary checksum
             self._line(boundary_line(rec))
         elif kind == "malformed":
             self._line(f"warning: malformed frame ({rec['reason']})")
@@ -138,7 +138,7 @@ class LiveView:
                 self._line(f"monitor: the device restarted (run segment {rec['segment']})")
 
 
-# --- boundary checksum (issue 14)
+# --- boundary checksum
 def boundary_line(rec: dict) -> str:
     """The verdict on a boundary frame: the device's prefix against the host simulation's (built in)."""
     where = "the NPU's" if rec["npu"] else "the device's"

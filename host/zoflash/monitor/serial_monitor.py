@@ -205,7 +205,7 @@ class Monitor:
         self.csv = CsvSink(csv_path) if csv_path else None
         self.session = _MonitorSession(self.log_path, view, self.csv, self._before_record)
         self.result: MonitorResult | None = None
-        # --- checkpoint and resume (issue 12)
+        # --- checkpoint and resume
         self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else None
         self.checkpoint: Checkpoint | None = None  # the latest complete, valid one
         self._checkpoints = CheckpointAssembler()

@@ -70,7 +70,7 @@ _CONVERT = {
     "calibrating": lambda v: {"calibrating": bool(v)},
     "command": lambda v: {"command": COMMAND_NAMES.get(v, f"command{v}")},
     "result": lambda v: {"result": _name(spec.ACK_RESULTS, v, "result")},
-    # --- boundary checksum (issue 14)
+    # --- boundary checksum
     "boundary_flags": lambda v: {name: bool(v & bit) for name, bit in spec.BOUNDARY_FLAGS.items()},
 }
 
@@ -112,7 +112,7 @@ def decode(frame: Frame) -> dict:
     rec = {"type": kind}
     for (name, _), v in zip(LAYOUTS[kind][1], st.unpack_from(payload)):
         rec.update(_CONVERT[name](v) if name in _CONVERT else {name: v})
-    if kind == "boundary":  # --- boundary checksum (issue 14): None when no expected value was built in
+    if kind == "boundary":  # --- boundary checksum: None when no expected value was built in
         rec["agree"] = rec["crc32"] == rec["expected_crc32"] if rec["expected"] else None
     if kind in ("weights", "checkpoint"):
         rec["data"] = payload[st.size:]

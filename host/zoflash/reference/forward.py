@@ -304,7 +304,7 @@ DISPATCH.update({
 
 
 
-# ------------------------------------------- element-wise and activation ops (issue 9) ----------
+# ------------------------------------------- element-wise and activation ops --------------------
 DISPATCH.update({
     "sub": _binary(ref.sub_s8),
     "squared_difference": _binary(ref.squared_difference_s8),
@@ -321,7 +321,7 @@ DISPATCH.update({
 # ---------------------------------------------------- end of element-wise and activation ops ----------
 
 
-# ==== sequence ops: SVDF (issue 9, stateful models) ==========================================
+# ==== sequence ops: SVDF (stateful models) ===================================================
 def _svdf(p, n, x, wf, wt, b, state):
     # The samples are a sequence: each one sees the state the previous one left.
     return np.stack([ref.svdf(p, x[i], wf, wt, b, state) for i in range(n)])

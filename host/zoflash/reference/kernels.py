@@ -370,7 +370,7 @@ def strided_slice_op(x, begin, end, strides, begin_mask, end_mask, shrink_axis_m
     return np.asarray(x)[tuple(index)]
 # ==================================================================== end of data movement
 
-# ------------------------------------------- element-wise and activation ops (issue 9) ----------
+# ------------------------------------------- element-wise and activation ops --------------------
 
 def _offsets(p, a, b, zp1="input1_zp", zp2="input2_zp"):
     a = np.asarray(a).astype(np.int64) - p[zp1]
@@ -595,7 +595,7 @@ def transpose_conv_s8(p, x, w, b=None) -> np.ndarray:
 # ==== end of reductions, resizing, transposed convolution =====================================
 
 
-# ==== sequence ops: SVDF (issue 9, stateful models) ==========================================
+# ==== sequence ops: SVDF (stateful models) ===================================================
 
 def svdf(p, x, wf, wt, b, state) -> np.ndarray:
     """SVDF on one input [batches * input_size]: updates `state` (int8 or int16, flat

@@ -322,7 +322,7 @@ class ReferenceTrainer:
                                                                 tt.stream, self.settings.density_log2, o.rounding,
                                                                 w_max=spec.INT8_WEIGHT_LIMIT - o.eps)
 
-    # ---- lr trial (issue 13; docs/training.md "lr trial") ---------------------------------------
+    # ---- lr trial (docs/training.md "lr trial") -------------------------------------------------
 
     def _lr_trial_fits(self) -> bool:
         """Whether the trial's worst case (LR_TRIAL_MAX_MOVES + 2 candidates) is at most
@@ -425,7 +425,7 @@ class ReferenceTrainer:
                           lr=F32(0.0) if self.settings.lr_auto else F32(o.lr), max_steps=self.settings.max_steps,
                           budget=o.budget or 0, q_max=o.q_max, n_tensors=len(plan.tensors), model_sha256=self.sha,
                           loss_kind=spec.LOSS_IDS[self.loss], headroom=int(o.headroom))
-        if plan.split > 0:  # --- boundary checksum (issue 14): the first test sample's prefix, once
+        if plan.split > 0:  # --- boundary checksum: the first test sample's prefix, once
             yield self._frame("boundary", crc32=self.boundary_crc32(), expected_crc32=0, bytes=plan.boundary_bytes,
                               boundary_flags=0)
         lr1 = F32(o.lr or 0.0)

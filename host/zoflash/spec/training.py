@@ -105,14 +105,14 @@ ROUNDINGS = ("split16", "nearest", "stochastic")  # zo_rounding_t: int8 update r
 ROUNDING_IDS = {name: i for i, name in enumerate(ROUNDINGS)}
 LR_SCALINGS = ("sqrt", "linear", "fixed")  # zo_lr_scaling_t: lr at q from lr at q = 1
 LR_SCALING_IDS = {name: i for i, name in enumerate(LR_SCALINGS)}
-# --- lr decay (issue 13): zo_lr_decay_t, the lr's factor over the run (fraction f of the budget,
+# --- lr decay: zo_lr_decay_t, the lr's factor over the run (fraction f of the budget,
 # or of --steps): none 1; linear 1 - f; step 1, then 0.1 from f = 1/2, 0.01 from f = 3/4; tail 1, then
 # linear to 0 over the last 1 / LR_DECAY_TAIL_DIV of the run (the default: docs/training.md "lr decay")
 LR_DECAYS = ("none", "linear", "step", "tail")
 LR_DECAY_TAIL_DIV = 5        # ZO_LR_DECAY_TAIL_DIV: tail decays over the last fifth
 LR_DECAY_IDS = {name: i for i, name in enumerate(LR_DECAYS)}
 # --- end lr decay
-# --- lr trial (issue 13): before training, candidates lr_1 * 2^j (|j| <= LR_TRIAL_MAX_MOVES) train
+# --- lr trial: before training, candidates lr_1 * 2^j (|j| <= LR_TRIAL_MAX_MOVES) train
 # lr_trial steps at q = 1 from the same weights on the same minibatches; the lowest validation loss
 # picks the best candidate, and training runs at that rate / 2^LR_TRIAL_BACKOFF: the best rate over
 # a short horizon is larger than the best over the whole run (docs/training.md "lr trial").  It runs
@@ -145,9 +145,9 @@ TRAIN_DEFAULTS = dict(
     lr=None,                 # None = auto-calibrated
     rho=4.0,                 # auto lr: RMS update in LSB per step at q = 1
     lr_scaling="linear",     # lr at q = lr_1 * q (ZO theory for q << d; docs/training.md "Learning rate")
-    lr_decay="tail",         # spec.LR_DECAYS: the lr's factor over the run (issue 13)
+    lr_decay="tail",         # spec.LR_DECAYS: the lr's factor over the run
     lr_trial=None,           # lr trial steps per candidate; None: LR_TRIAL_STEPS for the adaptive
-                             # schedulers with embedded data, else 0 (off) (issue 13)
+                             # schedulers with embedded data, else 0 (off)
     calib_steps=8,
     calib_q=8,
     seed=1,
@@ -164,10 +164,10 @@ TRAIN_DEFAULTS = dict(
     guard_steps=8,
     guard_loss=1.5,          # roll back when a validation loss exceeds best * this + guard_loss_z
                              # standard errors of its mean (0: off)
-    guard_loss_z=2.0,        # issue 13: a small split's loss near 0 crosses best * guard_loss by noise
+    guard_loss_z=2.0,        # a small split's loss near 0 crosses best * guard_loss by noise
     guard_max_rollbacks=10,  # stop after this many rollbacks (0: never)
     headroom="auto",         # re-quantize the trainable layers with h bits of headroom; "auto": the most
-                             # bits that keep the trainable weights' RMS >= HEADROOM_AUTO_LSB (issue 13)
+                             # bits that keep the trainable weights' RMS >= HEADROOM_AUTO_LSB
     loss="auto",             # spec.LOSS_CHOICES
     target="labels",         # spec.TARGETS
     # ---- data sources ----
@@ -175,9 +175,9 @@ TRAIN_DEFAULTS = dict(
     buffer=64,               # stream: samples the device's ring keeps (minibatches are drawn from them)
     refresh=1,               # stream: new samples the host sends before each step
     # ---- end data sources ----
-    # --- validation split (issue 12)
+    # --- validation split
     val_fraction=0.1,        # carved from the training data: guards, snapshots and the best weights use it
-    # --- checkpoint and resume (issue 12)
+    # --- checkpoint and resume
     checkpoint_every=0,      # send a checkpoint every N steps (0: never)
 )
 # ---- data sources: where the training samples come from (docs/training.md "Data sources") ----
@@ -196,7 +196,7 @@ DENSITY_LOG2_MAX = 4         # density 1, 1/2, ..., 1/16
 HEADROOM_MAX = 4             # bits
 HEADROOM_AUTO_LSB = 6.0      # --headroom auto: the trainable int8 weights keep an RMS of at least this many LSB
 SEED_LIMIT = 2**32           # seeds are uint32
-# --- validation split (issue 12)
+# --- validation split
 VAL_FRACTION_RANGE = (0.0, 0.5)  # (lo, hi]: the split must not starve the training set
 VAL_MIN_COUNT = 8            # fewer validation samples are topped up to this (at most half the data)
 
@@ -204,7 +204,7 @@ VAL_MIN_COUNT = 8            # fewer validation samples are topped up to this (a
 
 STEP_FLAGS = {"calibrating": 0x01, "centre": 0x02, "diverged": 0x04, "trial": 0x08}  # step frame `flags` (ZO_TM_FLAG_*)
 EVENT_KINDS = {"scheduler": 1, "lr": 2, "rollback": 3, "stop": 4}   # event frame `kind` (ZO_TM_EV_*)
-LR_EVENT_CODES = ("calibrated", "trial", "chosen")  # lr event `code` (ZO_TM_LR_*): auto lr, lr trial (issue 13)
+LR_EVENT_CODES = ("calibrated", "trial", "chosen")  # lr event `code` (ZO_TM_LR_*): auto lr, lr trial
 LR_EVENT_CODE_IDS = {name: i for i, name in enumerate(LR_EVENT_CODES)}
 ROLLBACK_CAUSES = ("guard", "loss")  # rollback event `code`: guard run, or validation loss over best * guard_loss
 ROLLBACK_CAUSE_IDS = {name: i for i, name in enumerate(ROLLBACK_CAUSES)}
@@ -215,10 +215,10 @@ COMMANDS = {"pause": 16, "resume": 17, "status": 18, "dump": 19, "stop": 20}  # 
 # ---- data sources (docs/training.md "Data sources") ----
 COMMANDS["sample"] = 21  # a chunk of a training sample (--data-source stream), answered by a need frame
 # ---- end data sources ----
-COMMANDS["restore"] = 22  # --- checkpoint and resume (issue 12): a chunk of a checkpoint image
+COMMANDS["restore"] = 22  # --- checkpoint and resume: a chunk of a checkpoint image
 COMMAND_FIRST = 16  # frame types below are telemetry, never commands
 ACK_RESULTS = ("ok", "ignored", "unknown", "refused")  # ack `result` (refused: restore of another build)
-# --- boundary checksum (issue 14): boundary frame `flags` (ZO_TM_BOUNDARY_*)
+# --- boundary checksum: boundary frame `flags` (ZO_TM_BOUNDARY_*)
 BOUNDARY_FLAGS = {"expected": 0x01, "npu": 0x02}  # expected: the host simulation's CRC is baked in
 
 # ---------------------------------------------------------------------------- C names
@@ -229,7 +229,7 @@ C_PREFIX = {
     "STEP_FLAGS": "ZO_TM_FLAG_",
     "EVENT_KINDS": "ZO_TM_EV_", "ROLLBACK_CAUSES": "ZO_TM_ROLLBACK_", "LR_EVENT_CODES": "ZO_TM_LR_", "WEIGHTS_PARTS": "ZO_TM_PART_",
     "COMMANDS": "ZO_CMD_", "ACK_RESULTS": "ZO_TM_ACK_",
-    "BOUNDARY_FLAGS": "ZO_TM_BOUNDARY_",  # boundary checksum (issue 14)
+    "BOUNDARY_FLAGS": "ZO_TM_BOUNDARY_",  # boundary checksum
 }
 
 

@@ -51,9 +51,9 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
     # ---- data sources: --data-source stream (zo_stream.h) ----
     "need": (10, (("cursor", "I"), ("offset", "I"), ("count", "I"), ("total", "I"), ("window", "H"))),
     # ---- end data sources ----
-    # --- checkpoint and resume (issue 12): a chunk of a checkpoint image (+ data)
+    # --- checkpoint and resume: a chunk of a checkpoint image (+ data)
     "checkpoint": (11, (("step", "I"), ("offset", "I"), ("total", "I"))),
-    # --- boundary checksum (issue 14): the first test sample's boundary activations, once after hello
+    # --- boundary checksum: the first test sample's boundary activations, once after hello
     "boundary": (12, (("crc32", "I"), ("expected_crc32", "I"), ("bytes", "I"), ("boundary_flags", "B"))),
 }
 CMD_MAX_PAYLOAD = 1024  # ZO_CMD_MAX_PAYLOAD: the device's command parser takes no longer frame

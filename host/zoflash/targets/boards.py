@@ -62,7 +62,7 @@ _CONSOLE = {
     "usb": (LIST, False),  # "VVVV:PPPP" of the USB serial adapter, to find the port
     "description": (str, False),
 }
-# --- flash boot (issue 11) ---
+# --- flash boot ---
 # [flash_boot]: the boot ROM copies a signed image from the external flash into `image` (at most
 # its size); the placement keys given here replace [placement]'s candidates in flash boot, so
 # large weights and data may stay in a flash region that the port maps (its `enable` switch).
@@ -74,7 +74,7 @@ _FLASH_BOOT = {
     **{k: (STR_OR_LIST, False) for k in PLACEMENT_KEYS},
 }
 # --- end flash boot ---
-# --- NPU (issue 14) ---
+# --- NPU ---
 # [npu]: the board's neural processing unit; `zoflash build --npu CONFIG` runs the frozen prefix on it.
 NPU_TYPES = ("ethos-u55", "ethos-u65", "ethos-u85", "neural-art")
 # [[npu.pools]] (Neural-ART): the memory the NPU owns, the pools of ST's memory-pool profile (.mpool);
@@ -99,7 +99,7 @@ _NPU = {
     "pools": ([_NPU_POOL], False),  # Neural-ART
 }
 # --- end NPU ---
-# --- checkpoint store (issue 12) ---
+# --- checkpoint store ---
 # [checkpoint_store]: a [[memory]] region of kind 'flash' that nothing is placed in, where the
 # port's checkpoint hooks (zo_port.h) keep the training checkpoints (link.ld names it
 # __zo_ckpt_store); two slots of half its size, whole sectors each.
@@ -148,8 +148,8 @@ _SCHEMA = {
     "console": (_CONSOLE, False),
     "boot": (dict, False),  # boot mode name -> switch positions (free keys, string values)
     "flash_boot": (_FLASH_BOOT, False),
-    "npu": (_NPU, False),  # NPU (issue 14)
-    "checkpoint_store": (_CHECKPOINT_STORE, False),  # checkpoint store (issue 12)
+    "npu": (_NPU, False),  # NPU
+    "checkpoint_store": (_CHECKPOINT_STORE, False),  # checkpoint store
     "flash": ([{**_FLASH_COMMON, **_FLASH_ANY}], False),
 }
 FIRMWARE_TABLES = ("cpu", "memory", "placement", "console", "flash")
@@ -274,8 +274,8 @@ class Board:
     boot: dict = field(default_factory=dict)
     flash: tuple[dict, ...] = ()
     flash_boot: dict = field(default_factory=dict)
-    npu: dict = field(default_factory=dict)  # [npu] (issue 14)
-    checkpoint_store: str = ""  # [checkpoint_store] region (issue 12); "" : none
+    npu: dict = field(default_factory=dict)  # [npu]
+    checkpoint_store: str = ""  # [checkpoint_store] region; "" : none
     boot_mode: str = "dev"  # BOOT_MODES: the placement rules in use (for_boot)
     device_includes: tuple[str, ...] = ()  # --device-headers: include folders of the vendor headers
     raw: dict = field(default_factory=dict, compare=False, repr=False)
@@ -426,7 +426,7 @@ def _check_firmware(data: dict, port: Port, where: str) -> None:
                     raise BoardError(f"{w}: missing required key '{key}' ({f['mode']} mode)")
 
 
-# --- flash boot (issue 11) ---
+# --- flash boot ---
 LOADED_PLACEMENTS = ("code", "rodata", "weights", "train_data")  # parts with contents in the image or the flash
 
 
@@ -471,7 +471,7 @@ def for_boot(board: Board, mode: str) -> Board:
 # --- end flash boot ---
 
 
-# --- NPU (issue 14) ---
+# --- NPU ---
 def _check_npu(npu: dict, memory: tuple[Region, ...], where: str) -> None:
     """The regions are the board's, the configurations are of the NPU's type."""
     names = [r.name for r in memory]
@@ -497,7 +497,7 @@ def _check_npu(npu: dict, memory: tuple[Region, ...], where: str) -> None:
 # --- end NPU ---
 
 
-# --- checkpoint store (issue 12) ---
+# --- checkpoint store ---
 def _check_checkpoint_store(data: dict, memory: tuple[Region, ...], where: str) -> None:
     """The store is a flash region of whole slots that no placement (dev or flash boot) uses."""
     name, w = data["checkpoint_store"]["region"], f"{where} [checkpoint_store]"
@@ -655,13 +655,13 @@ def describe(board: Board) -> str:
         if c.get("usb"):
             lines.append(f"  usb serial {', '.join(c['usb'])}" + (f"  ({c['description']})" if "description" in c
                                                                   else ""))
-    if board.flash_boot:  # --- flash boot (issue 11) ---
+    if board.flash_boot:  # --- flash boot ---
         fb = for_boot(board, "flash")
         moved = ", ".join(f"{k} {' or '.join(fb.candidates[k])}" for k in PLACEMENT_KEYS
                           if fb.candidates[k] != board.candidates[k])
         lines.append(f"  flash boot --boot flash: the boot ROM copies the signed image from {board.flash_boot['fsbl']} to "
                      f"{board.flash_boot['image']}; {moved}")
-    if board.npu:  # --- NPU (issue 14) ---
+    if board.npu:  # --- NPU ---
         n = board.npu
         lines.append(f"  npu        {n['type']} at 0x{n['base']:08X}, IRQ {n['irq']}{'' if n['verified'] else ' (unverified)'}; "
                      f"--npu {' | '.join(n['configs'])}; reaches {', '.join(n['regions'])}")

@@ -163,7 +163,7 @@ def estimate_regions(board: Board, model, training=None, reserved=()) -> list[Re
     return _by_region(placed, items)
 
 
-# --- measured code (issue 11) ---
+# --- measured code ---
 def _measured_items(items, measured: dict | None):
     """The plan's items with the code estimate replaced by measured bytes ({"code": n, "rodata": n})."""
     if not measured:
@@ -238,7 +238,7 @@ def check_fit(board: Board, usage: list[RegionUse], what: str = "this plan", hin
         lines.append(hint)
     lines.append(f"Use less data or fewer trainable parameters (--max-params, --train), or let the data use "
                  f"a larger region ([placement] in boards/{board.id}.toml lists the regions each part may use).")
-    if board.flash_boot and board.boot_mode == "dev":  # --- flash boot (issue 11) ---
+    if board.flash_boot and board.boot_mode == "dev":  # --- flash boot ---
         nor = _flash_boot_only_regions(board)
         if nor:
             lines.append(f"Or build for flash boot (--boot flash): weights and data that do not fit the image then "
@@ -287,7 +287,7 @@ def loaded_elsewhere(board: Board) -> list[tuple[str, str]]:
             and board.region_of(SECTIONS[s][0]).kind != "flash"]
 
 
-# --- flash boot (issue 11) ---
+# --- flash boot ---
 def flash_sections(board: Board) -> list[str]:
     """The loaded sections the plan put in a flash region (flash boot: read there in place); they
     form the flash data image (<prefix>_nor.bin), written at flash_data_address."""

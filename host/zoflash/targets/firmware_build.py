@@ -50,7 +50,7 @@ def build_firmware(bundle: Bundle, board: Board) -> BuildResult:
             outputs.append(build_dir / f"{prefix}_nor.bin")
             if board.boot_mode == "dev":  # what the debugger loads into RAM (the ram method writes the NOR first)
                 outputs.append(build_dir / f"{prefix}_ram.elf")
-        npu = bundle.manifest["training"].get("npu") or {}  # --- NPU (issue 14): its pools, beside the ELF's
+        npu = bundle.manifest["training"].get("npu") or {}  # --- NPU: its pools, beside the ELF's
         usage = size_report(board, section_sizes(tc["size"], outputs[0]), pool_items(npu.get("pools", ())))
     else:
         outputs = [build_dir / f"lib{prefix}.a"]
@@ -63,7 +63,7 @@ def build_firmware(bundle: Bundle, board: Board) -> BuildResult:
     return result
 
 
-# --- flash boot (issue 11) ---
+# --- flash boot ---
 def flash_boot_lines(result: BuildResult) -> list[str]:
     """What a flash-boot build made and what to do with it: the FSBL image to sign (the exact
     signing command), the data image and its flash address, the command writing both."""
@@ -89,7 +89,7 @@ def flash_boot_lines(result: BuildResult) -> list[str]:
 # --- end flash boot ---
 
 
-# --- re-planning after a link overflow (issue 11) ---
+# --- re-planning after a link overflow ---
 _OVERFLOW = re.compile(r"region `(\w+)' overflowed by (\d+) bytes")
 
 

@@ -161,7 +161,6 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
     return Bundle(path=out_dir, manifest=manifest)
 
 
-# --- flash boot and device headers (issue 11) ---
 def _flash_boot_context(board: Board) -> dict:
     """For the Makefile: the flash data image (objcopy's -j options and the image's address;
     empty when nothing is placed in a flash region), the ELF without it (-R, for a debugger's
@@ -173,7 +172,6 @@ def _flash_boot_context(board: Board) -> dict:
                 without_flash_sections=" ".join(f"-R {s}" for s in sections),
                 flash_address=f"0x{flash_data_address(board):08X}" if sections else "",
                 device_includes=" ".join(f'"-I{d}"' for d in board.device_includes))
-# --- end flash boot and device headers ---
 
 
 def _write(out_dir: Path, files: dict[str, bytes], manifest: dict) -> None:

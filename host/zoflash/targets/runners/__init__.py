@@ -53,7 +53,7 @@ def flash_bundle(bundle_dir: str | Path, method: str | None = None, options: Fla
     runner = runner_for(fw.entry)
     e = fw.entry
     nor = flash_data_address(fw.board)
-    if nor is not None and fw.board.boot_mode == "flash" and e.get("mode") != "flash":  # --- flash boot (issue 11) ---
+    if nor is not None and fw.board.boot_mode == "flash" and e.get("mode") != "flash":  # --- flash boot ---
         flashers = ", ".join(f["name"] for f in fw.board.flash if f.get("mode") == "flash")
         raise FlashError(f"this build keeps weights or data in the external flash at 0x{nor:08X} (--boot flash), "
                          f"which method '{e['name']}' does not write: use --method {flashers or 'with mode flash'}, "

@@ -162,7 +162,7 @@ def supervise(argv: list[str]) -> int:
 _BACKGROUND: list = []  # keeps the supervisors' Popen objects alive in this process
 
 
-# --- NPU (issue 14) ---
+# --- NPU ---
 def _runs_on_an_npu(bundle_dir: Path) -> bool:
     """The bundle was built with --npu (its manifest's training.npu)."""
     try:
@@ -194,7 +194,7 @@ class QemuRunner(Runner):
             raise FlashError("running QEMU in the background is supported on Linux and macOS only; run the "
                              "command of `zoflash flash --dry-run` by hand")
         _require(opts, fw.entry["program"], dry_run)
-        if not dry_run and _runs_on_an_npu(fw.dir):  # --- NPU (issue 14) ---
+        if not dry_run and _runs_on_an_npu(fw.dir):  # --- NPU ---
             raise FlashError("this firmware runs its frozen prefix on the Ethos-U NPU (built with --npu), which QEMU "
                              "does not emulate: load it on the board, or build without --npu for QEMU")
         if opts.port is None:
