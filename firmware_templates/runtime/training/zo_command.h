@@ -18,6 +18,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Command frame types (host -> device): host/zoflash/training/spec.py COMMANDS. */
 #define ZO_CMD_PAUSE  16u /* stop stepping until resume or stop */
 #define ZO_CMD_RESUME 17u
@@ -25,7 +29,7 @@
 #define ZO_CMD_DUMP   19u /* send the trainable tensors as weights frames */
 #define ZO_CMD_STOP   20u /* finish the run now (done reason 3, command) */
 #define ZO_CMD_SAMPLE 21u /* a chunk of a training sample (--data-source stream, zo_stream.h) */
-/* --- checkpoint and resume (issue 12) */
+/* --- checkpoint and resume */
 #define ZO_CMD_RESTORE 22u /* a chunk of a checkpoint image: u32 offset, u32 total, data */
 #define ZO_CMD_FIRST  16u /* types below are telemetry types, never commands */
 
@@ -68,5 +72,9 @@ const zo_cmd_parser_t *zo_cmd_state(void);
 
 /* Forget any partial frame and zero the counters of the firmware's parser. */
 void zo_cmd_reset(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ZO_COMMAND_H */

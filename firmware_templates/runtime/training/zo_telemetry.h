@@ -16,6 +16,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ZO_TM_VERSION       3u
 #define ZO_TM_SYNC0         0xA5u
 #define ZO_TM_SYNC1         0x5Au
@@ -33,9 +37,9 @@
 #define ZO_TM_STATUS  8u /* answer to a status command (zo_command.h) */
 #define ZO_TM_ACK     9u /* one per command received */
 #define ZO_TM_NEED    10u /* --data-source stream: the device asks for samples (zo_stream.h) */
-/* --- checkpoint and resume (issue 12) */
-#define ZO_TM_CHECKPOINT 11u /* a chunk of a checkpoint image (zo_trainer.h, ZO_CKPT_*) */
-/* --- boundary checksum (issue 14) */
+/* --- checkpoint and resume */
+#define ZO_TM_CHECKPOINT 11u /* a chunk of a checkpoint image (zo_port_checkpoint.h, zo_trainer.h) */
+/* --- boundary checksum */
 #define ZO_TM_BOUNDARY 12u /* CRC-32 of the boundary activations of the first test sample, once after hello */
 #define ZO_TM_BOUNDARY_EXPECTED 0x01u /* zo_tm_boundary_t.boundary_flags: `expected_crc32` holds the host simulation's CRC */
 #define ZO_TM_BOUNDARY_NPU      0x02u /* the prefix ran on the NPU (--npu) */
@@ -186,7 +190,7 @@ typedef struct {
     uint16_t window;       /* bytes the device can take in flight (its receive buffer) */
 } zo_tm_need_t;
 
-/* --- boundary checksum (issue 14) */
+/* --- boundary checksum */
 typedef struct {
     uint32_t crc32;        /* zlib's CRC-32 of the boundary bytes (feature-cache order) */
     uint32_t expected_crc32; /* the host simulation's (zoflash's C prefix), with ZO_TM_BOUNDARY_EXPECTED */
@@ -201,7 +205,8 @@ void zo_tm_enable(int on);
 /* Restart the sequence counter at 0 (it starts there; call again only for a new stream). */
 void zo_tm_reset(void);
 
-/* zlib-compatible CRC-32: zo_tm_crc32(0, p, n) == zlib.crc32(p); chainable like zlib's. */
+/* zlib-compatible CRC-32: zo_tm_crc32(0, p, n) == zlib.crc32(p); chainable like zlib's.  (Declared in
+ * zo_port.h too, with zo_tm_log: a port may call both.) */
 uint32_t zo_tm_crc32(uint32_t crc, const uint8_t *p, uint32_t n);
 
 void zo_tm_hello(const zo_tm_hello_t *m);
@@ -212,7 +217,7 @@ void zo_tm_done(const zo_tm_done_t *m);
 void zo_tm_status(const zo_tm_status_t *m);
 void zo_tm_ack(const zo_tm_ack_t *m);
 void zo_tm_need(const zo_tm_need_t *m);
-void zo_tm_boundary(const zo_tm_boundary_t *m); /* --- boundary checksum (issue 14) */
+void zo_tm_boundary(const zo_tm_boundary_t *m); /* --- boundary checksum */
 
 /* The `total` bytes at `data` (as stored in memory) as frames of at most ZO_TM_WEIGHTS_CHUNK
  * data bytes, in offset order; total == 0 still sends one (empty) frame. */
@@ -224,5 +229,9 @@ void zo_tm_checkpoint(uint32_t step, uint32_t offset, uint32_t total, const uint
 
 /* NUL-terminated UTF-8 text, truncated to ZO_TM_MAX_PAYLOAD bytes. */
 void zo_tm_log(const char *text);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ZO_TELEMETRY_H */

@@ -11,9 +11,14 @@
 
 #include <stdint.h>
 
+#include "zo_port_checkpoint.h" /* the checkpoint image's header: ZO_CKPT_MAGIC, ZO_CKPT_HEADER_BYTES, ... */
 #include "zo_sched.h"
 #include "zo_stream.h"
 #include "zo_train_math.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* One trainable tensor, in RAM. */
 typedef struct {
@@ -82,13 +87,13 @@ typedef struct {
      * slots), refilled by the host before each step; NULL: the embedded training data. */
     zo_stream_t *stream;
     /* ---- end data sources ---- */
-    /* --- boundary checksum (issue 14): the boundary of the first test sample is reported once */
+    /* --- boundary checksum: the boundary of the first test sample is reported once */
     uint32_t boundary_crc_expected; /* the host simulation's CRC-32 (valid with ZO_TM_BOUNDARY_EXPECTED) */
     uint8_t boundary_flags;         /* ZO_TM_BOUNDARY_EXPECTED, ZO_TM_BOUNDARY_NPU */
 } zo_train_model_t;
 
 typedef enum { ZO_LR_SQRT = 0, ZO_LR_LINEAR = 1, ZO_LR_FIXED = 2 } zo_lr_scaling_t;
-/* lr decay (issue 13): the lr's factor at fraction f of the run (docs/training.md "Learning rate") */
+/* lr decay: the lr's factor at fraction f of the run (docs/training.md "Learning rate") */
 typedef enum { ZO_LR_DECAY_NONE = 0, ZO_LR_DECAY_LINEAR = 1, ZO_LR_DECAY_STEP = 2, ZO_LR_DECAY_TAIL = 3 } zo_lr_decay_t;
 /* tail: 1, then linear to 0 over the last 1 / ZO_LR_DECAY_TAIL_DIV of the run */
 #define ZO_LR_DECAY_TAIL_DIV 5u
@@ -119,7 +124,7 @@ typedef struct {
     float rho;
     zo_lr_scaling_t lr_scaling;
     zo_lr_decay_t lr_decay;
-    uint32_t lr_trial_steps;  /* lr trial (issue 13): steps per candidate lr_1 before training; 0: off */
+    uint32_t lr_trial_steps;  /* lr trial: steps per candidate lr_1 before training; 0: off */
     uint32_t calib_steps;
     uint32_t calib_q;
     uint32_t max_steps;       /* 0: no limit */
@@ -141,15 +146,11 @@ typedef enum {
     ZO_DONE_GUARD = 5 /* too many rollbacks: the weights are the last good snapshot */
 } zo_done_reason_t;
 
-/* --- checkpoint and resume (issue 12; docs/training.md "Checkpoint and resume") ---------------
- * A checkpoint image: a ZO_CKPT_HEADER_BYTES header (little-endian: magic "ZOCK", u16 format
- * version, u16 state bytes, model_sha256[8], options_sha256[8], u32 step, u32 body bytes, u32
- * CRC-32 of the body), then the body: the trainer state (zo_ckpt_state_t as stored in memory,
- * so an image belongs to one firmware build), every trainable tensor's values and residuals in
- * tensor order, and the snapshot (the best state by validation). */
-#define ZO_CKPT_MAGIC "ZOCK"
-#define ZO_CKPT_VERSION 1u
-#define ZO_CKPT_HEADER_BYTES 36u
+/* --- checkpoint and resume (docs/training.md "Checkpoint and resume") ---------------------------
+ * A checkpoint image: a ZO_CKPT_HEADER_BYTES header (its layout: zo_port_checkpoint.h, which a
+ * port's checkpoint store reads too), then the body: the trainer state (zo_ckpt_state_t as stored
+ * in memory, so an image belongs to one firmware build), every trainable tensor's values and
+ * residuals in tensor order, and the snapshot (the best state by validation). */
 
 /* Everything the loop carries from one step to the next; the RNG is counter-based (seed, step,
  * direction), so the step is its counter, and the minibatch cursor too. */
@@ -174,8 +175,8 @@ int zo_train_step(void);
 int zo_train_end(void);
 uint32_t zo_train_steps_done(void);
 
-/* --- checkpoint get/put for the library form (zo_app.h; issue 12) ---------------------------
- * The image of the checkpoint frames (ZO_CKPT_*, above) between steps, as one buffer.  put
+/* --- checkpoint get/put for the library form (zo_app.h) -------------------------------------
+ * The image of the checkpoint frames (zo_port_checkpoint.h) between steps, as one buffer.  put
  * checks it whole (format, size, model, options, the body's CRC) before anything is written, so
  * a refused image leaves the run untouched; the log frame says why. */
 #define ZO_CKPT_OK 0
@@ -191,5 +192,9 @@ int zo_train_checkpoint_put(const uint8_t *image, uint32_t n);
 float zo_lr_at_q(float lr1, uint32_t q, zo_lr_scaling_t scaling);
 /* lr decay: the factor of step t with `passes` training passes done before it (1 without decay) */
 float zo_lr_decay_factor(const zo_train_config_t *cfg, uint32_t t, uint64_t passes);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ZO_TRAINER_H */

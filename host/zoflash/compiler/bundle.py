@@ -12,14 +12,8 @@ from importlib import resources
 from pathlib import Path
 
 from zoflash import __version__
-from zoflash.compiler.codegen import (
-    TRAINING_RUNTIME,
-    c_identifier,
-    render_model,
-    runtime_part,
-    runtime_sources,
-    template_env,
-)
+from zoflash.compiler.codegen import c_identifier, render_model, template_env
+from zoflash.compiler.runtime import TRAINING_RUNTIME, runtime_part, runtime_sources
 from zoflash.compiler.pipeline import CompiledModel
 from zoflash.errors import ZoflashError
 from zoflash.targets.boards import Board, load_port
@@ -38,7 +32,7 @@ class TrainingSources:
     blobs: dict[str, bytes] = field(default_factory=dict)  # binary files the data source links (zo_incbin.h)
     unlinked: tuple[str, ...] = ()  # runtime sources copied but not built (the library form has no main)
     app: bool = False  # --data-source app: the trainer as a library (Makefile targets lib*_train.a, app)
-    make: dict = field(default_factory=dict)  # --npu (issue 14): npu_cflags, npu_sources for the Makefile
+    make: dict = field(default_factory=dict)  # --npu: npu_cflags, npu_sources for the Makefile
 
 
 @dataclass
@@ -173,7 +167,7 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
     return Bundle(path=out_dir, manifest=manifest)
 
 
-# --- flash boot and device headers (issue 11) ---
+# --- flash boot and device headers ---
 def _flash_boot_context(board: Board) -> dict:
     """For the Makefile: the flash data image (objcopy's -j options and the image's address;
     empty when nothing is placed in a flash region), the ELF without it (-R, for a debugger's

@@ -16,6 +16,12 @@ import numpy as np
 from zoflash import __version__
 from zoflash.compiler.ops import KERNELS
 from zoflash.compiler.pipeline import CompiledModel
+from zoflash.compiler.runtime import (  # noqa: F401  (the runtime's parts, re-exported)
+    SHARED_RUNTIME,
+    TRAINING_RUNTIME,
+    runtime_part,
+    runtime_sources,
+)
 
 _C_TYPES = {"int8": "int8_t", "int32": "int32_t", "float32": "float", "int16": "int16_t", "uint8": "uint8_t",
             "int64": "int64_t"}
@@ -137,7 +143,7 @@ class CCall:
     blobs: list[Blob] = field(default_factory=list)  # the large parameter arrays, linked from <prefix>_params.bin
 
 
-# --- constant arrays as binary sections (issue 11) ---
+# --- constant arrays as binary sections ---
 # Constant arrays of at least this many bytes are linked from a .bin file of the bundle instead of
 # C text: the generated sources stay kilobytes, the small arrays stay readable.
 BLOB_MIN_BYTES = 256
@@ -364,23 +370,3 @@ def render_model(model: CompiledModel, prefix: str, source_name: str, source_sha
     files = {out.format(prefix=prefix): env.get_template(tpl).render(**ctx).encode()
              for tpl, out in MODEL_TEMPLATES.items()}
     return {**files, **ctx["blob_files"]}
-
-
-# The static C runtime by subsystem (firmware_templates/runtime/<part>/), copied flat into bundles:
-# the int8 kernels and the ZO-step maths into every bundle, the training loop (trainer, scheduler,
-# telemetry, command channel, port contract, main) into training bundles only.
-SHARED_RUNTIME = ("inference", "zo_math")
-TRAINING_RUNTIME = "training"
-
-
-def runtime_part(part: str) -> dict[str, bytes]:
-    """File name -> bytes of the static C files in firmware_templates/runtime/<part>/."""
-    root = resources.files("zoflash.firmware_templates") / "runtime" / part
-    return {p.name: p.read_bytes() for p in root.iterdir() if p.name.endswith((".c", ".h"))}
-
-
-def runtime_sources(training: bool = False) -> dict[str, bytes]:
-    """The static C runtime (kernels and ZO-step maths, plus the training loop if asked), copied
-    verbatim into bundles."""
-    parts = SHARED_RUNTIME + ((TRAINING_RUNTIME,) if training else ())
-    return dict(sorted(item for part in parts for item in runtime_part(part).items()))

@@ -13,8 +13,9 @@ import numpy as np
 
 from zoflash import __version__
 from zoflash.compiler.bundle import TrainingSources
-from zoflash.compiler.codegen import Blob, CArray, CField, c_comment, c_float, c_int, runtime_part, template_env
+from zoflash.compiler.codegen import Blob, CArray, CField, c_comment, c_float, c_int, template_env
 from zoflash.compiler.pipeline import CompiledModel
+from zoflash.compiler.runtime import runtime_part
 from zoflash.training import spec
 from zoflash.training.options import TrainOptions
 
@@ -157,7 +158,7 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
     if app:  # the library form: zo_app.c instead of the firmware's main
         files.update({name: text.decode() for name, text in runtime_part(APP_RUNTIME).items()})
     manifest = {**training_manifest(training), "options_sha256": opts_sha}
-    if boundary_expected is not None:  # --- boundary checksum (issue 14)
+    if boundary_expected is not None:  # --- boundary checksum
         manifest["boundary_check"] = {"sample": "x_test[0]", "bytes": plan.boundary_bytes,
                                       "crc32": boundary_expected, "computed_by": "host simulation (zoflash's C)"}
     return TrainingSources(files=files, manifest=manifest, trainable=training.trainable,
