@@ -11,8 +11,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = ROOT / "firmware_templates" / "runtime"
 ZO_MATH = RUNTIME / "zo_math"
 TRAINING = RUNTIME / "training"
-# The training runtime includes the ZO-step maths' headers.
-RUNTIME_INCLUDES = [f"-I{ZO_MATH}", f"-I{TRAINING}"]
+PORT = RUNTIME / "port"
+# The training runtime includes the ZO-step maths' headers and the port contract.
+RUNTIME_INCLUDES = [f"-I{ZO_MATH}", f"-I{TRAINING}", f"-I{PORT}"]
 
 # The flags the firmware is built with (bit-identity needs -ffp-contract=off, no fast-math).
 STRICT_FLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off"]

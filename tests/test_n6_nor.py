@@ -67,9 +67,9 @@ def test_the_firmware_links_the_nor_hooks(tmp_path, board_id, boot):
     image = b.region("IMAGE")
     for hook in ("zo_port_checkpoint_save", "zo_port_checkpoint_load"):  # the port's, not the weak defaults
         assert image.origin <= sym[hook] < image.end  # in RAM: runs while the NOR is out of memory-mapped mode
-    nm = subprocess.run(["arm-none-eabi-nm", "--defined-only", str(out / "build" / "obj" / "zo_trainer.o")],
+    nm = subprocess.run(["arm-none-eabi-nm", "--defined-only", str(out / "build" / "obj" / "zo_checkpoint.o")],
                         capture_output=True, text=True, check=True).stdout
-    assert re.search(r" W zo_port_checkpoint_save$", nm, flags=re.M)  # the trainer's default is weak
+    assert re.search(r" W zo_port_checkpoint_save$", nm, flags=re.M)  # the trainer's default (zo_checkpoint.c) is weak
     sections = subprocess.run(["arm-none-eabi-objdump", "-h", str(next(out.glob("build/*.elf")))],
                               capture_output=True, text=True, check=True).stdout
     for vma, size in re.findall(r"^\s+\d+ \S+\s+([0-9a-f]{8}) [0-9a-f]{8} ([0-9a-f]{8})", sections, flags=re.M):

@@ -28,6 +28,7 @@ def test_wheel_contains_package_data(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in ("zoflash/firmware_templates/model.c.j2",
                      "zoflash/firmware_templates/runtime/inference/zo_kernels.h",
+                     "zoflash/firmware_templates/runtime/CMakeLists.txt",
                      "zoflash/firmware_templates/ports/host/Makefile.j2",
                      "zoflash/firmware_templates/ports/host/zo_host_main.c", "zoflash/board_files/host.toml",
                      "zoflash/firmware_templates/ports/host/port.toml",
@@ -36,9 +37,11 @@ def test_wheel_contains_package_data(tmp_path):
                      "zoflash/firmware_templates/ports/stm32n6/port.toml",
                      "zoflash/firmware_templates/ports/mps3-an547/zo_port_mps3_an547.c",
                      "zoflash/board_files/stm32n6570-dk.toml", "zoflash/board_files/mps3-an547.toml",
-                     "zoflash/cli.py"):
+                     "zoflash/cli/__init__.py", "zoflash/cli/main.py", "zoflash/workflows/generate.py",
+                     "zoflash/spec/wire.py"):
         assert required in names, required
     runtime = ROOT / "firmware_templates" / "runtime"
     static_c = {p.relative_to(runtime).as_posix() for p in runtime.rglob("*") if p.suffix in (".c", ".h")}
-    assert {"inference/zo_kernels_conv.c", "zo_math/zo_train_math.c", "training/zo_trainer.c"} <= static_c
+    assert {"inference/zo_kernels_conv.c", "zo_math/zo_train_math.c", "training/zo_trainer.c",
+            "port/zo_port.h"} <= static_c
     assert {f"zoflash/firmware_templates/runtime/{n}" for n in static_c} <= names

@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 import pytest
-from ccompile import TRAINING, build_shared
+from ccompile import PORT, build_shared
 from conftest import FIXTURES, ROOT
 from zoflash.cli import main
 
@@ -20,7 +20,7 @@ HOST_PORT = ROOT / "firmware_templates" / "ports" / "host" / "zo_port_host.c"
 def test_the_memo_table_finds_every_sample_added(tmp_path, monkeypatch):
     monkeypatch.delenv("ZOFLASH_NO_PREFIX_MEMO", raising=False)
     lib = build_shared([HOST_PORT], tmp_path, "memo", flags=["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror",
-                                                             f"-I{TRAINING}"])
+                                                             f"-I{PORT}"])
     lib.zo_port_prefix_memo_find.restype = ctypes.POINTER(ctypes.c_int8)
     lib.zo_port_prefix_memo_add.restype = ctypes.POINTER(ctypes.c_int8)
     samples = ctypes.create_string_buffer(40 * 5000)  # 5000 samples of 40 bytes: the table grows 4 times

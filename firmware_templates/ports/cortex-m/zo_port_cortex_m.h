@@ -19,6 +19,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ZO_REG32(addr) (*(volatile uint32_t *)(uintptr_t)(addr))
 
 /* System control space (architecture-defined addresses). */
@@ -85,5 +89,9 @@ void zo_cm_puts(const char *s);
 
 /* Format v as 8 hex digits into out[0..7] (no terminator). */
 void zo_cm_hex32(char *out, uint32_t v);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ZO_PORT_CORTEX_M_H */

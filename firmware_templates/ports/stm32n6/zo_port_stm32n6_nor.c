@@ -28,10 +28,9 @@
 #include <string.h>
 
 #include "zo_port.h"
+#include "zo_port_checkpoint.h"
 #include "zo_port_cortex_m.h"
 #include "zo_port_stm32n6_regs.h"
-#include "zo_telemetry.h"
-#include "zo_trainer.h"
 
 #define XSPI2_REG(off) ZO_REG32(ZO_XSPI2_BASE + (off))
 #define XSPI2_DR8      (*(volatile uint8_t *)(ZO_XSPI2_BASE + ZO_XSPI_DR))
@@ -193,12 +192,12 @@ static uint32_t body_crc(int k, const uint8_t *page, uint32_t total)
 static int64_t slot_step(int k)
 {
     const uint8_t *p = mapped(k);
-    const uint32_t total = ZO_CKPT_HEADER_BYTES + get_le32(p + 28);
+    const uint32_t total = ZO_CKPT_HEADER_BYTES + get_le32(p + ZO_CKPT_AT_BODY_BYTES);
     if (memcmp(p, ZO_CKPT_MAGIC, 4u) != 0 || total > slot_bytes() || total < ZO_CKPT_HEADER_BYTES
-        || body_crc(k, p, total) != get_le32(p + 32)) {
+        || body_crc(k, p, total) != get_le32(p + ZO_CKPT_AT_CRC)) {
         return -1;
     }
-    return (int64_t)get_le32(p + 24);
+    return (int64_t)get_le32(p + ZO_CKPT_AT_STEP);
 }
 
 /* The slot with the newest complete image (-1: none); the store is memory-mapped. */
@@ -234,7 +233,7 @@ void zo_port_checkpoint_save(uint32_t offset, const uint8_t *data, uint32_t n, u
     int ok = program(offset + in_page, data + in_page, n - in_page);
     if (ok && offset + n == total) {
         memory_mapped(); /* read back: the body's CRC before the page with the magic makes it valid */
-        ok = body_crc(g_slot, g_first_page, total) == get_le32(g_first_page + 32);
+        ok = body_crc(g_slot, g_first_page, total) == get_le32(g_first_page + ZO_CKPT_AT_CRC);
         if (ok) {
             const uint32_t head = total < PAGE_BYTES ? total : PAGE_BYTES;
             leave_memory_mapped();
@@ -261,7 +260,7 @@ uint32_t zo_port_checkpoint_load(uint32_t offset, uint8_t *data, uint32_t n)
     if (g_load_slot < 0) {
         return 0u;
     }
-    const uint32_t total = ZO_CKPT_HEADER_BYTES + get_le32(mapped(g_load_slot) + 28);
+    const uint32_t total = ZO_CKPT_HEADER_BYTES + get_le32(mapped(g_load_slot) + ZO_CKPT_AT_BODY_BYTES);
     const uint32_t k = offset >= total ? 0u : (total - offset < n ? total - offset : n);
     memcpy(data, mapped(g_load_slot) + offset, k);
     return k;

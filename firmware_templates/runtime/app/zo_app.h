@@ -39,6 +39,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ZO_APP_OK           0 /* push: taken; step: one step done */
 #define ZO_APP_NEED_SAMPLES 1 /* step: push more first; push: the ring is full for this step, step first */
 #define ZO_APP_DONE         2 /* the run is over (weights final, done frame sent) */
@@ -90,5 +94,9 @@ int zo_app_checkpoint_get(uint8_t *buf, uint32_t cap);
 /* Continue from a checkpoint (after init, before the run is over): ZO_APP_OK, a ZO_APP_CKPT_*
  * refusal (nothing changed), ZO_APP_DONE, or ZO_APP_INVALID before init. */
 int zo_app_checkpoint_put(const uint8_t *buf, uint32_t len);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ZO_APP_H */

@@ -11,6 +11,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ZO_INT32_MIN ((int32_t)(-2147483647 - 1))
 #define ZO_INT32_MAX ((int32_t)2147483647)
 
@@ -164,5 +168,9 @@ static inline int32_t zo_one_over_one_plus_x_q0(int32_t a)
     }
     return zo_sat_shl(x, 1);
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ZO_FIXEDPOINT_H */

@@ -5,6 +5,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Where the arena and the constant tables go; a board's build flags may override these
  * (for example to place the arena in a given SRAM region through a linker section). */
 #ifndef ZO_ARENA_ATTR
@@ -33,5 +37,9 @@ typedef struct {
     float scale;            /* real = scale * (q - zero_point) */
     int32_t zero_point;
 } zo_io_desc_t;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ZO_RUNTIME_H */

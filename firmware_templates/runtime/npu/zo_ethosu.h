@@ -13,6 +13,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
     uintptr_t base;              /* the NPU's registers ([npu] base of the board file) */
     const uint8_t *cmd;          /* command stream ("COP1" payload), 16-byte aligned */
@@ -45,5 +49,9 @@ void zo_ethosu_irq(void);
 
 /* Failed NPU initialisations and invocations so far (such a pass leaves the boundary as it was). */
 extern volatile uint32_t zo_ethosu_errors;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ZO_ETHOSU_H */

@@ -16,6 +16,10 @@
 
 #include "ll_aton_runtime.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
     NN_Instance_TypeDef *instance;                      /* LL_ATON_DECLARE_NAMED_NN_INSTANCE_AND_INTERFACE */
     const LL_Buffer_InfoTypeDef *(*inputs)(void);       /* LL_ATON_Input_Buffers_Info_<name> */
@@ -37,5 +41,9 @@ void zo_neuralart_run_steps(const zo_neuralart_prefix_t *p, int32_t first, int32
 /* 0 before the first pass, 1 when the NPU runs the prefix, -1 when the output buffer did not match
  * the boundary tensor (the prefix then runs on the CPU). */
 extern volatile int32_t zo_neuralart_state;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ZO_NEURALART_H */

@@ -18,6 +18,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Command frame types (host -> device): host/zoflash/spec/training.py COMMANDS. */
 #define ZO_CMD_PAUSE  16u /* stop stepping until resume or stop */
 #define ZO_CMD_RESUME 17u
@@ -68,5 +72,9 @@ const zo_cmd_parser_t *zo_cmd_state(void);
 
 /* Forget any partial frame and zero the counters of the firmware's parser. */
 void zo_cmd_reset(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ZO_COMMAND_H */

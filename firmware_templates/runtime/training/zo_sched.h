@@ -23,6 +23,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ZO_SCHED_Q_LIMIT 64u /* q_max may not exceed this (the statistics buffers) */
 
 /* Scheduler kinds (telemetry "hello" field). */
@@ -200,5 +204,9 @@ const zo_sched_rule_t *zo_sched_rules(int32_t kind, uint32_t *n);
 const char *zo_sched_kind_name(int32_t kind);
 const char *zo_sched_state_name(int32_t state);
 const char *zo_sched_event_name(int32_t event);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ZO_SCHED_H */

@@ -22,6 +22,10 @@
 
 #include "zo_command.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ZO_STREAM_TIMEOUT_US 200000u /* a need unanswered this long is sent again: a 512-byte window takes 44 ms at 115200 baud */
 #define ZO_STREAM_IDLE_US 20000u     /* an answer this late: the device sleeps between polls (zo_port_idle) */
 #define ZO_STREAM_SAMPLE_HEAD 14u    /* sample payload: index u32, label u16, offset u32, total u32 */
@@ -57,5 +61,9 @@ int zo_stream_late(const zo_stream_t *s, uint64_t now_us);
 
 /* A sample command frame: taken when it is the chunk asked for, else ignored. */
 void zo_stream_accept(zo_stream_t *s, const zo_cmd_t *c);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ZO_STREAM_H */

@@ -16,6 +16,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ZO_TM_VERSION       3u
 #define ZO_TM_SYNC0         0xA5u
 #define ZO_TM_SYNC1         0x5Au
@@ -34,7 +38,7 @@
 #define ZO_TM_ACK     9u /* one per command received */
 #define ZO_TM_NEED    10u /* --data-source stream: the device asks for samples (zo_stream.h) */
 /* --- checkpoint and resume */
-#define ZO_TM_CHECKPOINT 11u /* a chunk of a checkpoint image (zo_trainer.h, ZO_CKPT_*) */
+#define ZO_TM_CHECKPOINT 11u /* a chunk of a checkpoint image (zo_port_checkpoint.h, zo_trainer.h) */
 /* --- boundary checksum */
 #define ZO_TM_BOUNDARY 12u /* CRC-32 of the boundary activations of the first test sample, once after hello */
 #define ZO_TM_BOUNDARY_EXPECTED 0x01u /* zo_tm_boundary_t.boundary_flags: `expected_crc32` holds the host simulation's CRC */
@@ -201,7 +205,8 @@ void zo_tm_enable(int on);
 /* Restart the sequence counter at 0 (it starts there; call again only for a new stream). */
 void zo_tm_reset(void);
 
-/* zlib-compatible CRC-32: zo_tm_crc32(0, p, n) == zlib.crc32(p); chainable like zlib's. */
+/* zlib-compatible CRC-32: zo_tm_crc32(0, p, n) == zlib.crc32(p); chainable like zlib's.  (Declared in
+ * zo_port.h too, with zo_tm_log: a port may call both.) */
 uint32_t zo_tm_crc32(uint32_t crc, const uint8_t *p, uint32_t n);
 
 void zo_tm_hello(const zo_tm_hello_t *m);
@@ -224,5 +229,9 @@ void zo_tm_checkpoint(uint32_t step, uint32_t offset, uint32_t total, const uint
 
 /* NUL-terminated UTF-8 text, truncated to ZO_TM_MAX_PAYLOAD bytes. */
 void zo_tm_log(const char *text);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ZO_TELEMETRY_H */

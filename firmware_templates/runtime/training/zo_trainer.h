@@ -11,9 +11,14 @@
 
 #include <stdint.h>
 
+#include "zo_port_checkpoint.h" /* the checkpoint image's header: ZO_CKPT_MAGIC, ZO_CKPT_HEADER_BYTES, ... */
 #include "zo_sched.h"
 #include "zo_stream.h"
 #include "zo_train_math.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* One trainable tensor, in RAM. */
 typedef struct {
@@ -141,15 +146,11 @@ typedef enum {
     ZO_DONE_GUARD = 5 /* too many rollbacks: the weights are the last good snapshot */
 } zo_done_reason_t;
 
-/* --- checkpoint and resume (docs/training.md "Checkpoint and resume") -------------------------
- * A checkpoint image: a ZO_CKPT_HEADER_BYTES header (little-endian: magic "ZOCK", u16 format
- * version, u16 state bytes, model_sha256[8], options_sha256[8], u32 step, u32 body bytes, u32
- * CRC-32 of the body), then the body: the trainer state (zo_ckpt_state_t as stored in memory,
- * so an image belongs to one firmware build), every trainable tensor's values and residuals in
- * tensor order, and the snapshot (the best state by validation). */
-#define ZO_CKPT_MAGIC "ZOCK"
-#define ZO_CKPT_VERSION 1u
-#define ZO_CKPT_HEADER_BYTES 36u
+/* --- checkpoint and resume (docs/training.md "Checkpoint and resume") ---------------------------
+ * A checkpoint image: a ZO_CKPT_HEADER_BYTES header (its layout: zo_port_checkpoint.h, which a
+ * port's checkpoint store reads too), then the body: the trainer state (zo_ckpt_state_t as stored
+ * in memory, so an image belongs to one firmware build), every trainable tensor's values and
+ * residuals in tensor order, and the snapshot (the best state by validation). */
 
 /* Everything the loop carries from one step to the next; the RNG is counter-based (seed, step,
  * direction), so the step is its counter, and the minibatch cursor too. */
@@ -175,7 +176,7 @@ int zo_train_end(void);
 uint32_t zo_train_steps_done(void);
 
 /* --- checkpoint get/put for the library form (zo_app.h) -------------------------------------
- * The image of the checkpoint frames (ZO_CKPT_*, above) between steps, as one buffer.  put
+ * The image of the checkpoint frames (zo_port_checkpoint.h) between steps, as one buffer.  put
  * checks it whole (format, size, model, options, the body's CRC) before anything is written, so
  * a refused image leaves the run untouched; the log frame says why. */
 #define ZO_CKPT_OK 0
@@ -191,5 +192,9 @@ int zo_train_checkpoint_put(const uint8_t *image, uint32_t n);
 float zo_lr_at_q(float lr1, uint32_t q, zo_lr_scaling_t scaling);
 /* lr decay: the factor of step t with `passes` training passes done before it (1 without decay) */
 float zo_lr_decay_factor(const zo_train_config_t *cfg, uint32_t t, uint64_t passes);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ZO_TRAINER_H */

@@ -18,6 +18,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ZO_HASH_IV 0x243F6A88u /* first 32 fraction bits of pi */
 
 /* Stream ids (the "stream" word of the hash).
@@ -104,5 +108,9 @@ static inline float zo_u01_from_hash(uint32_t h)
 {
     return (float)(h >> 8) * (1.0f / 16777216.0f);
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ZO_RNG_H */

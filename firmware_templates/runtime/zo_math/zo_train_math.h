@@ -15,6 +15,10 @@
 #include <stdint.h>
 #include "zo_rng.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Trainable int8 weights live in [-w_max, w_max] with w_max = 127 - eps (eps = the perturbation
  * size in LSB, 1..126), so that the +eps, -2eps, +eps perturbations never wrap and the restore
  * pass is exact.  The update takes w_max as an argument; ZO_W_MIN/ZO_W_MAX are the bound for
@@ -88,5 +92,9 @@ float zo_mse_s8(const int8_t *out, int32_t n, float scale, int32_t zero_point, c
 
 /* Index of the first maximum of x[0..n-1]. */
 int32_t zo_argmax_s8(const int8_t *x, int32_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ZO_TRAIN_MATH_H */

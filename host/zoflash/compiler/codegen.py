@@ -364,23 +364,3 @@ def render_model(model: CompiledModel, prefix: str, source_name: str, source_sha
     files = {out.format(prefix=prefix): env.get_template(tpl).render(**ctx).encode()
              for tpl, out in MODEL_TEMPLATES.items()}
     return {**files, **ctx["blob_files"]}
-
-
-# The static C runtime by subsystem (firmware_templates/runtime/<part>/), copied flat into bundles:
-# the int8 kernels and the ZO-step maths into every bundle, the training loop (trainer, scheduler,
-# telemetry, command channel, port contract, main) into training bundles only.
-SHARED_RUNTIME = ("inference", "zo_math")
-TRAINING_RUNTIME = "training"
-
-
-def runtime_part(part: str) -> dict[str, bytes]:
-    """File name -> bytes of the static C files in firmware_templates/runtime/<part>/."""
-    root = resources.files("zoflash.firmware_templates") / "runtime" / part
-    return {p.name: p.read_bytes() for p in root.iterdir() if p.name.endswith((".c", ".h"))}
-
-
-def runtime_sources(training: bool = False) -> dict[str, bytes]:
-    """The static C runtime (kernels and ZO-step maths, plus the training loop if asked), copied
-    verbatim into bundles."""
-    parts = SHARED_RUNTIME + ((TRAINING_RUNTIME,) if training else ())
-    return dict(sorted(item for part in parts for item in runtime_part(part).items()))

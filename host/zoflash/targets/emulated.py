@@ -52,7 +52,7 @@ def port_sources(bundle: Bundle) -> list[str]:
     and the harness into the bundle; returns their names."""
     root = resources.files("zoflash.firmware_templates")
     port = load_port(bundle.manifest["port"])
-    files = [root / "runtime" / "training" / "zo_port.h", root / "runtime" / "harness" / HARNESS]
+    files = [root / "runtime" / "port" / "zo_port.h", root / "runtime" / "harness" / HARNESS]
     for layer in ([port.base] if port.base else []) + [bundle.manifest["port"]]:
         files += [p for p in (root / "ports" / layer).iterdir() if p.name.startswith("zo_port_")]
     for f in files:

@@ -178,7 +178,8 @@ def npu_sources(prep, board, request: NpuRequest, prefix: str) -> NpuSources:
     import tempfile
 
     from zoflash import __version__
-    from zoflash.compiler.codegen import c_comment, runtime_part, template_env
+    from zoflash.compiler.codegen import c_comment, template_env
+    from zoflash.compiler.runtime import runtime_part
     from zoflash.compiler.tflite_split import split_tflite
 
     check_accelerator(board, request.accelerator)

@@ -245,7 +245,8 @@ def _memory_mask(board, names) -> int:
 def npu_sources(prep, board, request: NpuRequest, prefix: str) -> NpuSources:
     """stedgeai on the training plan's prefix and the glue that runs it on the Neural-ART NPU."""
     from zoflash import __version__
-    from zoflash.compiler.codegen import c_comment, c_float, runtime_part, template_env
+    from zoflash.compiler.codegen import c_comment, c_float, template_env
+    from zoflash.compiler.runtime import runtime_part
     from zoflash.compiler.tflite_split import split_tflite
     from zoflash.targets.npu import prefix_boundary
 

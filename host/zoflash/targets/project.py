@@ -12,15 +12,9 @@ from importlib import resources
 from pathlib import Path
 
 from zoflash import __version__
-from zoflash.compiler.codegen import (
-    TRAINING_RUNTIME,
-    c_identifier,
-    render_model,
-    runtime_part,
-    runtime_sources,
-    template_env,
-)
+from zoflash.compiler.codegen import c_identifier, render_model, template_env
 from zoflash.compiler.compiled import CompiledModel
+from zoflash.compiler.runtime import TRAINING_RUNTIME, runtime_part, runtime_sources
 from zoflash.errors import ZoflashError
 from zoflash.targets.boards import Board, load_port
 from zoflash.targets.budget import enable_mask, flash_data_address, flash_sections, image_sections

@@ -11,8 +11,9 @@ import json
 import numpy as np
 
 from zoflash import __version__
-from zoflash.compiler.codegen import Blob, CArray, CField, c_comment, c_float, c_int, runtime_part, template_env
+from zoflash.compiler.codegen import Blob, CArray, CField, c_comment, c_float, c_int, template_env
 from zoflash.compiler.compiled import CompiledModel
+from zoflash.compiler.runtime import runtime_part
 from zoflash.spec import training as spec
 from zoflash.training.compiled import Training, TrainingSources
 from zoflash.training.options import TrainOptions
