@@ -276,7 +276,7 @@ def test_c_checkpoint_frames_equal_python_frames(tmp_path):
     from ccompile import TRAINING, build_shared
     from test_telemetry import SHIM, take
 
-    lib = build_shared([TRAINING / "zo_telemetry.c"], tmp_path, "zo_tm_ck", {"shim.c": SHIM})
+    lib = build_shared([TRAINING / "zo_telemetry.c", TRAINING / "zo_wire.c"], tmp_path, "zo_tm_ck", {"shim.c": SHIM})
     lib.t_take.restype = ctypes.c_uint32
     lib.t_take.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
     lib.zo_tm_checkpoint.argtypes = [ctypes.c_uint32] * 3 + [ctypes.c_char_p, ctypes.c_uint32]

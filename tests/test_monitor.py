@@ -106,7 +106,7 @@ int t_poll(uint8_t *type, uint16_t *seq, uint8_t *payload, uint16_t *len)
 
 @pytest.fixture(scope="module")
 def cmdlib(tmp_path_factory):
-    lib = build_shared([TRAINING / "zo_command.c", TRAINING / "zo_telemetry.c"], tmp_path_factory.mktemp("zo_cmd"),
+    lib = build_shared([TRAINING / "zo_command.c", TRAINING / "zo_telemetry.c", TRAINING / "zo_wire.c"], tmp_path_factory.mktemp("zo_cmd"),
                        "zo_cmd", {"shim.c": SHIM})
     lib.t_feed.argtypes = [ctypes.c_char_p, ctypes.c_uint32]
     for f in ("t_left", "t_reads", "t_counter"):

@@ -12,10 +12,11 @@ from pathlib import Path
 from ccompile import TRAINING, ZO_MATH
 from zoflash.spec import wire as protocol
 from zoflash.spec import training as spec
+from zoflash.spec import wire_c
 
 PACKAGE = Path(spec.__file__).resolve().parent.parent
 HEADERS = (TRAINING / "zo_sched.h", ZO_MATH / "zo_train_math.h", TRAINING / "zo_trainer.h", TRAINING / "zo_telemetry.h",
-           TRAINING / "zo_command.h")
+           TRAINING / "zo_wire.h", TRAINING / "zo_command.h")
 _NUMBER = r"(?:0x[0-9A-Fa-f]+|\d+)u?"
 
 
@@ -52,6 +53,8 @@ def _expected() -> dict[str, int]:
                 ZO_TM_VERSION=protocol.VERSION, ZO_TM_SYNC0=protocol.SYNC[0], ZO_TM_SYNC1=protocol.SYNC[1],
                 ZO_TM_MAX_PAYLOAD=protocol.MAX_PAYLOAD, ZO_TM_WEIGHTS_CHUNK=protocol.WEIGHTS_CHUNK)
     want.update((f"ZO_TM_{kind.upper()}", tid) for kind, (tid, _) in protocol.LAYOUTS.items())
+    want.update((f"ZO_TM_SIZE_{kind.upper()}", st.size) for kind, st in protocol.STRUCTS.items())
+    want.update(ZO_TM_HEAD=protocol.HEAD, ZO_TM_FIXED_MAX=max(st.size for st in protocol.STRUCTS.values()))
     return want
 
 
@@ -67,6 +70,31 @@ def test_c_headers_match_the_spec():
     not_parser_limits = {"ZO_CMD_MAX_PAYLOAD", "ZO_CMD_POLL_BYTES"}
     extra = sorted(n for n in got if n.startswith(enumerated) and n not in want and n not in not_parser_limits)
     assert not extra, f"C ids the spec does not have: {extra}"
+
+
+def test_generated_wire_files_are_current():
+    """zo_wire.h/.c are committed renderings of protocol.LAYOUTS: regenerate them after a layout change."""
+    for name, text in wire_c.render().items():
+        assert (TRAINING / name).read_bytes() == text.encode(), f"{name} is stale: run {wire_c.COMMAND}"
+
+
+def test_generated_structs_follow_the_layouts():
+    """Each fixed frame's C struct declares the layout's fields in wire order with their C types, and
+    its encoder writes them in that order, each with its size."""
+    header, source = (TRAINING / "zo_wire.h").read_text(), (TRAINING / "zo_wire.c").read_text()
+    sizes = {"B": 1, "H": 2, "I": 4, "Q": 8}
+    ctype = {"B": "uint8_t", "H": "uint16_t", "I": "uint32_t", "Q": "uint64_t", "f": "float", "8s": "uint8_t"}
+    for kind in ("hello", "step", "eval", "event", "done", "status", "ack", "need", "boundary"):
+        body = re.search(r"typedef struct \{([^}]*)\} zo_tm_%s_t;" % kind, header).group(1)
+        fields = re.findall(r"^\s*(\w+) (\w+)(?:\[(\d+)\])?;", body, flags=re.M)
+        want = protocol.LAYOUTS[kind][1]
+        assert [(t, n) for t, n, _ in fields] == [(ctype[c], n) for n, c in want], kind
+        assert [int(k) for _, n, k in fields if k] == [8 for _, c in want if c == "8s"], kind
+        enc = re.search(r"void zo_tm_%s\(const zo_tm_%s_t \*m\)\n\{(.*?)\n\}" % (kind, kind), source, flags=re.S)
+        puts = re.findall(r"zo_tm_put(\w*)\(&f, m->(\w+)(?:, (\d)u)?", enc.group(1))
+        assert [n for _, n, _ in puts] == [n for n, _ in want], kind
+        for (fn, n, k), (_, c) in zip(puts, want):
+            assert (fn, k) == (("_f32", "") if c == "f" else ("_bytes", "") if c == "8s" else ("", str(sizes[c]))), n
 
 
 def test_parser_reads_every_kind_of_constant():

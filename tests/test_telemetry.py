@@ -15,8 +15,10 @@ from ccompile import M55_FLAGS, RUNTIME_INCLUDES, STRICT_FLAGS, TRAINING, build_
 from zoflash.spec import wire as proto
 from zoflash.monitor import telemetry as tm
 
-SOURCE = TRAINING / "zo_telemetry.c"
-FIXED_KINDS = ("hello", "step", "eval", "event", "done", "status", "ack")
+# The frame helpers and the variable-tail encoders, and the fixed-layout encoders generated from
+# protocol.LAYOUTS (zoflash.spec.wire_c).
+SOURCES = [TRAINING / "zo_telemetry.c", TRAINING / "zo_wire.c"]
+FIXED_KINDS = ("hello", "step", "eval", "event", "done", "status", "ack", "need", "boundary")
 
 # A test port: zo_port_write appends to a memory buffer that t_take() hands over.
 SHIM = r"""
@@ -72,7 +74,7 @@ ENUMS = {"scheduler": ["fixed", "plateau", "critical", "adazeta"], "rounding": [
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    lib = build_shared([SOURCE], tmp_path_factory.mktemp("zo_tm_c"), "zo_tm", {"shim.c": SHIM})
+    lib = build_shared(SOURCES, tmp_path_factory.mktemp("zo_tm_c"), "zo_tm", {"shim.c": SHIM})
     lib.t_take.restype = ctypes.c_uint32
     lib.t_take.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
     lib.zo_tm_crc32.restype = ctypes.c_uint32
@@ -129,8 +131,12 @@ def expected_record(kind: str, fields: dict) -> dict:
             rec[name] = bool(v)
         elif name == "model_sha256":
             rec["model_sha256_prefix"] = v.hex()
+        elif name == "boundary_flags":
+            rec.update(expected=bool(v & 1), npu=bool(v & 2))
         else:
             rec[name] = v
+    if kind == "boundary":  # the checksums agree: None when the host's is absent
+        rec["agree"] = rec["crc32"] == rec["expected_crc32"] if rec["expected"] else None
     return rec
 
 
@@ -208,15 +214,22 @@ def test_c_crc32_is_zlib(lib):
 @pytest.mark.parametrize("opt", ["-O2", "-Os"])
 def test_cross_compiles_for_m55(tmp_path, opt):
     flags = STRICT_FLAGS + [opt] + M55_FLAGS
-    res = compile_object("arm-none-eabi-gcc", SOURCE, flags)
-    assert res.returncode == 0, res.stderr
+    for source in SOURCES:
+        res = compile_object("arm-none-eabi-gcc", source, flags)
+        assert res.returncode == 0, res.stderr
     nm = shutil.which("arm-none-eabi-nm")
     if nm:  # only the port and the compiler's own helpers behind our back
-        obj = tmp_path / "zo_telemetry.o"
-        res = subprocess.run(["arm-none-eabi-gcc", *flags, *RUNTIME_INCLUDES, "-c", str(SOURCE), "-o", str(obj)],
+        objs = []
+        for source in SOURCES:
+            objs.append(tmp_path / f"{source.stem}.o")
+            res = subprocess.run(["arm-none-eabi-gcc", *flags, *RUNTIME_INCLUDES, "-c", str(source), "-o", str(objs[-1])],
+                                 check=False, capture_output=True, text=True)
+            assert res.returncode == 0, res.stderr
+        linked = tmp_path / "zo_tm.o"  # one relocatable object: calls between the two files resolve
+        res = subprocess.run(["arm-none-eabi-ld", "-r", *map(str, objs), "-o", str(linked)],
                              check=False, capture_output=True, text=True)
         assert res.returncode == 0, res.stderr
-        out = subprocess.run([nm, "-u", str(obj)], check=False, capture_output=True, text=True).stdout
+        out = subprocess.run([nm, "-u", str(linked)], check=False, capture_output=True, text=True).stdout
         assert {line.split()[-1] for line in out.splitlines() if line.strip()} <= {"zo_port_write", "memcpy"}
 
 

@@ -1,7 +1,8 @@
 """The telemetry wire format (protocol version 2) and its encoder; the decoder is telemetry.py.
 
 Format: docs/training.md, "Telemetry (protocol version 2)"; the firmware encoder is
-firmware_templates/runtime/zo_telemetry.c.  `encode`/`Encoder` produce byte-identical frames
+firmware_templates/runtime/training/zo_telemetry.c with zo_wire.h/.c, rendered from LAYOUTS by
+wire_c.py.  `encode`/`Encoder` produce byte-identical frames
 (the Python reference trainer uses them, tests/test_telemetry.py checks them against the C).
 Imports only the training spec, so that the reference may import it too.
 
@@ -25,7 +26,7 @@ WEIGHTS_CHUNK = 512
 COMMANDS = spec.COMMANDS
 
 # Payload layouts in wire order: (frame type, ((field, struct code), ...)).  Field names are the
-# C struct fields.
+# C struct fields: zo_wire.h/.c are generated from this table (wire_c.py).
 LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
     "hello": (1, (("seed", "I"), ("batch", "H"), ("classes", "H"), ("n_train", "I"), ("n_test", "I"),
                   ("trainable_params", "I"), ("scheduler", "B"), ("rounding", "B"), ("density_log2", "B"),

@@ -1,0 +1,157 @@
+/* zo_wire.c - the fixed-layout frame encoders (see zo_wire.h).
+ *
+ * GENERATED from host/zoflash/spec/wire.py (LAYOUTS) by
+ *     python -m zoflash.spec.wire_c firmware_templates/runtime/training
+ * Do not edit: change LAYOUTS and regenerate (tests/test_spec.py fails when this file is stale).
+ * Static file, copied verbatim into each bundle; the frame format is in zo_telemetry.h.
+ */
+
+#include <stddef.h>
+
+#include "zo_telemetry.h"
+
+void zo_tm_hello(const zo_tm_hello_t *m)
+{
+    zo_tm_frame_t f;
+    zo_tm_begin(&f, ZO_TM_HELLO);
+    zo_tm_put(&f, m->seed, 4u);
+    zo_tm_put(&f, m->batch, 2u);
+    zo_tm_put(&f, m->classes, 2u);
+    zo_tm_put(&f, m->n_train, 4u);
+    zo_tm_put(&f, m->n_test, 4u);
+    zo_tm_put(&f, m->trainable_params, 4u);
+    zo_tm_put(&f, m->scheduler, 1u);
+    zo_tm_put(&f, m->rounding, 1u);
+    zo_tm_put(&f, m->density_log2, 1u);
+    zo_tm_put(&f, m->lr_auto, 1u);
+    zo_tm_put_f32(&f, m->lr);
+    zo_tm_put(&f, m->max_steps, 4u);
+    zo_tm_put(&f, m->budget, 8u);
+    zo_tm_put(&f, m->q_max, 2u);
+    zo_tm_put(&f, m->n_tensors, 2u);
+    zo_tm_put_bytes(&f, m->model_sha256, sizeof m->model_sha256);
+    zo_tm_put(&f, m->loss_kind, 1u);
+    zo_tm_put(&f, m->headroom, 1u);
+    zo_tm_finish(&f, NULL, 0u);
+}
+
+void zo_tm_step(const zo_tm_step_t *m)
+{
+    zo_tm_frame_t f;
+    zo_tm_begin(&f, ZO_TM_STEP);
+    zo_tm_put(&f, m->step, 4u);
+    zo_tm_put(&f, m->q, 2u);
+    zo_tm_put(&f, m->state, 1u);
+    zo_tm_put(&f, m->flags, 1u);
+    zo_tm_put_f32(&f, m->lr);
+    zo_tm_put_f32(&f, m->loss);
+    zo_tm_put_f32(&f, m->m2);
+    zo_tm_put_f32(&f, m->v);
+    zo_tm_put_f32(&f, m->zero_frac);
+    zo_tm_put_f32(&f, m->sat_frac);
+    zo_tm_put(&f, m->prefix_passes, 8u);
+    zo_tm_put(&f, m->suffix_passes, 8u);
+    zo_tm_put(&f, m->time_us, 8u);
+    zo_tm_finish(&f, NULL, 0u);
+}
+
+void zo_tm_eval(const zo_tm_eval_t *m)
+{
+    zo_tm_frame_t f;
+    zo_tm_begin(&f, ZO_TM_EVAL);
+    zo_tm_put(&f, m->step, 4u);
+    zo_tm_put(&f, m->correct, 4u);
+    zo_tm_put(&f, m->count, 4u);
+    zo_tm_put_f32(&f, m->accuracy);
+    zo_tm_put_f32(&f, m->loss);
+    zo_tm_put(&f, m->prefix_passes, 8u);
+    zo_tm_put(&f, m->suffix_passes, 8u);
+    zo_tm_put(&f, m->eval_passes, 8u);
+    zo_tm_put(&f, m->time_us, 8u);
+    zo_tm_put(&f, m->val_correct, 4u);
+    zo_tm_put(&f, m->val_count, 4u);
+    zo_tm_put_f32(&f, m->val_accuracy);
+    zo_tm_put_f32(&f, m->val_loss);
+    zo_tm_finish(&f, NULL, 0u);
+}
+
+void zo_tm_event(const zo_tm_event_t *m)
+{
+    zo_tm_frame_t f;
+    zo_tm_begin(&f, ZO_TM_EVENT);
+    zo_tm_put(&f, m->step, 4u);
+    zo_tm_put(&f, m->kind, 1u);
+    zo_tm_put(&f, m->code, 1u);
+    zo_tm_put(&f, m->state_from, 1u);
+    zo_tm_put(&f, m->state_to, 1u);
+    zo_tm_put(&f, m->q_from, 2u);
+    zo_tm_put(&f, m->q_to, 2u);
+    zo_tm_put_f32(&f, m->value);
+    zo_tm_put(&f, m->aux, 4u);
+    zo_tm_finish(&f, NULL, 0u);
+}
+
+void zo_tm_done(const zo_tm_done_t *m)
+{
+    zo_tm_frame_t f;
+    zo_tm_begin(&f, ZO_TM_DONE);
+    zo_tm_put(&f, m->steps, 4u);
+    zo_tm_put(&f, m->reason, 1u);
+    zo_tm_put(&f, m->prefix_passes, 8u);
+    zo_tm_put(&f, m->suffix_passes, 8u);
+    zo_tm_put(&f, m->time_us, 8u);
+    zo_tm_finish(&f, NULL, 0u);
+}
+
+void zo_tm_status(const zo_tm_status_t *m)
+{
+    zo_tm_frame_t f;
+    zo_tm_begin(&f, ZO_TM_STATUS);
+    zo_tm_put(&f, m->step, 4u);
+    zo_tm_put(&f, m->q, 2u);
+    zo_tm_put(&f, m->state, 1u);
+    zo_tm_put(&f, m->paused, 1u);
+    zo_tm_put(&f, m->calibrating, 1u);
+    zo_tm_put_f32(&f, m->lr);
+    zo_tm_put(&f, m->prefix_passes, 8u);
+    zo_tm_put(&f, m->suffix_passes, 8u);
+    zo_tm_put(&f, m->eval_passes, 8u);
+    zo_tm_put(&f, m->time_us, 8u);
+    zo_tm_put_bytes(&f, m->model_sha256, sizeof m->model_sha256);
+    zo_tm_put(&f, m->headroom, 1u);
+    zo_tm_finish(&f, NULL, 0u);
+}
+
+void zo_tm_ack(const zo_tm_ack_t *m)
+{
+    zo_tm_frame_t f;
+    zo_tm_begin(&f, ZO_TM_ACK);
+    zo_tm_put(&f, m->step, 4u);
+    zo_tm_put(&f, m->command_seq, 2u);
+    zo_tm_put(&f, m->command, 1u);
+    zo_tm_put(&f, m->result, 1u);
+    zo_tm_finish(&f, NULL, 0u);
+}
+
+void zo_tm_need(const zo_tm_need_t *m)
+{
+    zo_tm_frame_t f;
+    zo_tm_begin(&f, ZO_TM_NEED);
+    zo_tm_put(&f, m->cursor, 4u);
+    zo_tm_put(&f, m->offset, 4u);
+    zo_tm_put(&f, m->count, 4u);
+    zo_tm_put(&f, m->total, 4u);
+    zo_tm_put(&f, m->window, 2u);
+    zo_tm_finish(&f, NULL, 0u);
+}
+
+void zo_tm_boundary(const zo_tm_boundary_t *m)
+{
+    zo_tm_frame_t f;
+    zo_tm_begin(&f, ZO_TM_BOUNDARY);
+    zo_tm_put(&f, m->crc32, 4u);
+    zo_tm_put(&f, m->expected_crc32, 4u);
+    zo_tm_put(&f, m->bytes, 4u);
+    zo_tm_put(&f, m->boundary_flags, 1u);
+    zo_tm_finish(&f, NULL, 0u);
+}
