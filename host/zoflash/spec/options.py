@@ -108,7 +108,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("rho", "float", 4.0, "auto lr: RMS update per step at q = 1, in LSB", LR,
            rule=("interval", "(0, inf)"), message="{flag} must be > 0", c=("rho",)),
     Option("lr_scaling", "str", "linear", "lr at q vs q = 1", LR, rule=("choices",), choices=t.LR_SCALINGS,
-           c=("lr_scaling",), c_enum="LR_SCALINGS"),
+           c=("lr_scaling",), c_enum="LR_SCALINGS",
+           doc="linear: lr at q = lr_1 * q, the ZO theory for q << d (docs/training.md \"Learning rate\")."),
     Option("lr_decay", "str", "tail", "lr factor over the run (budget or steps): linear 1 - f, step 1/0.1/0.01, tail 1 "
            f"then linear to 0 over the last 1/{t.LR_DECAY_TAIL_DIV}", LR, rule=("choices",), choices=t.LR_DECAYS,
            c=("lr_decay",), c_enum="LR_DECAYS"),
@@ -145,7 +146,8 @@ OPTIONS: tuple[Option, ...] = (
            "--guard-loss-z standard errors of the validation mean (0 off)", GUARDS, rule=("off_or_above", 1),
            message="{flag} must be 0 (off) or > 1", c=("guard_loss",)),
     Option("guard_loss_z", "float", 2.0, "Guard: standard errors of the validation mean added to best x --guard-loss",
-           GUARDS, rule=("interval", "[0, inf)"), message="{flag} must be finite and >= 0", c=("guard_loss_z",)),
+           GUARDS, rule=("interval", "[0, inf)"), message="{flag} must be finite and >= 0", c=("guard_loss_z",),
+           doc="Without it a small split's loss near 0 crosses best x --guard-loss by noise alone."),
     Option("guard_max_rollbacks", "int", 10, "Guard: stop after this many rollbacks (0 never)", GUARDS,
            rule=("range", 0, UINT32_MAX), c=("guard_max_rollbacks",)),
     Option("headroom", "int | str", "auto", "Re-quantize the trainable layers with H bits of headroom (scales x 2^H, "
