@@ -60,9 +60,11 @@ bench: setup
 bench-m55: setup
 	$(PY) benchmarks/bench_m55.py --write docs/benchmarks.md
 
-# Regenerate the op docs from the op registry: docs/ops.md and the README's operator table.
+# Regenerate the op docs from the op registry: docs/ops.md and the README's operator table; and the
+# training options' page from their table (spec/options.py).
 docs: setup
 	$(PY) -m zoflash.compiler.ops.docs README.md docs/ops.md
+	$(PY) -m zoflash.spec.options --markdown > docs/options.md
 
 # Regenerate the checked-in fixture models (needs TensorFlow: pip install '.[fixtures]').
 # The adaptation tasks of benchmarks/experiments.py: sensor (aeon's BasicMotions, in the extra) and

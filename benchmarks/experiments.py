@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_inference import cpu_name  # noqa: E402
 from sweep import make_executor, run_grid  # noqa: E402
 from zoflash.spec import training as spec  # noqa: E402
+from zoflash.spec.options import TRAIN_DEFAULTS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -89,7 +90,7 @@ SWEEP_FIXED_Q = (1, 16)
 EXTEND = 2            # grid extensions per side at most
 ADAPTIVE_EVAL_EVERY = 8  # steps between evaluations for the adaptive schedulers
 BEGIN, END = "<!-- experiments:results:begin -->", "<!-- experiments:results:end -->"
-DEFAULT_SCALING = spec.TRAIN_DEFAULTS["lr_scaling"]  # the adaptive schedulers' lr at q
+DEFAULT_SCALING = TRAIN_DEFAULTS["lr_scaling"]  # the adaptive schedulers' lr at q
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ def run_one(spec: dict) -> dict:
 
 
 DECAY = "linear"  # the lr-decay baseline's --lr-decay
-DEFAULT_DECAY = spec.TRAIN_DEFAULTS["lr_decay"]  # every other run's (tail: docs/training.md "lr decay")
+DEFAULT_DECAY = TRAIN_DEFAULTS["lr_decay"]  # every other run's (tail: docs/training.md "lr decay")
 
 
 def make_spec(cfg: Config, task: Task, sched: str, q: int, lr: str, seed: int, l0: float | None = None,
@@ -491,8 +492,8 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
         f"when that is below 1; its passes count; at an explicit lr the trial starts from it). The fixed-q rows run without a trial "
         f"(its default for fixed). Every run but the lr-decay rows has the default lr decay, `{DEFAULT_DECAY}` "
         f"(constant, then linear to 0 over the last 1/{spec.LR_DECAY_TAIL_DIV} of the budget), and the default "
-        f"validation-loss guard (best × {spec.TRAIN_DEFAULTS['guard_loss']:g} + "
-        f"{spec.TRAIN_DEFAULTS['guard_loss_z']:g} standard errors of the validation mean). The first-order row: `benchmarks/first_order.py`, full-batch Adam on the "
+        f"validation-loss guard (best × {TRAIN_DEFAULTS['guard_loss']:g} + "
+        f"{TRAIN_DEFAULTS['guard_loss_z']:g} standard errors of the validation mean). The first-order row: `benchmarks/first_order.py`, full-batch Adam on the "
         f"dequantized frozen features, lr and iteration picked by the validation split. q = 1 with lr decay: `--lr-decay {DECAY}` (the lr "
         f"falls linearly to 0 over the budget) at the tuned lr of fixed q = 1 (its search counted) and at the "
         f"auto lr."),

@@ -18,9 +18,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import first_order as fo  # noqa: E402
 from experiments import TASKS  # noqa: E402
-from zoflash.spec import training as spec  # noqa: E402
+from zoflash.spec.options import TRAIN_DEFAULTS  # noqa: E402
 
-BOUND = 127 - spec.TRAIN_DEFAULTS["eps"]  # the trainer's clamp: a weight perturbed by +-eps stays int8
+BOUND = 127 - TRAIN_DEFAULTS["eps"]  # the trainer's clamp: a weight perturbed by +-eps stays int8
 LR, ITERATIONS = 1e-2, 3000
 
 

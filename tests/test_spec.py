@@ -117,7 +117,6 @@ def test_spec_is_plain_data():
     # every scheduler parameter but the q range (and a flag) has its limits, and only those
     params = set().union(*spec.SCHED_DEFAULTS.values(), *spec.SCHED_TRAINER_PARAMS.values())
     assert set(spec.SCHED_LIMITS) == params - {"q0", "q_min", "q_max", "calib_q", "stop_when_capped"}
-    assert spec.TRAIN_DEFAULTS["rounding"] in spec.ROUNDINGS and spec.TRAIN_DEFAULTS["scheduler"] in spec.SCHEDULERS
 
 
 # ---------------------------------------------------------------------------- import boundaries

@@ -10,6 +10,7 @@ from conftest import FIXTURES
 from zoflash.errors import DataError
 from zoflash.monitor import session as session_mod
 from zoflash.spec import training as spec
+from zoflash.spec.options import TRAIN_DEFAULTS
 from zoflash.training.dataset import Dataset, carve_validation
 from zoflash.training.options import OptionsError, make_options
 
@@ -167,7 +168,7 @@ def test_loss_guard_margin_holds_back_rollbacks_within_the_noise(tmp_path):
     not at all of them; C and the reference agree bit for bit on it."""
     from zoflash.workflows.simulate import simulate
 
-    opts = make_options(None, **{**GUARDED, "guard_loss_z": spec.TRAIN_DEFAULTS["guard_loss_z"]})
+    opts = make_options(None, **{**GUARDED, "guard_loss_z": TRAIN_DEFAULTS["guard_loss_z"]})
     runs = {e: simulate(FIXTURES / "digits_cnn.tflite", FIXTURES / "digits_shift.npz", opts, tmp_path / f"{e}.jsonl",
                         engine=e, plot=False) for e in ("c", "reference")}
     assert session_mod.comparable(runs["c"].records) == session_mod.comparable(runs["reference"].records)

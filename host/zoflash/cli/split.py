@@ -7,7 +7,7 @@ import click
 
 from zoflash import api
 from zoflash.cli.common import check_outputs, say
-from zoflash.spec import training as spec
+from zoflash.spec.options import TRAIN_DEFAULTS
 from zoflash.training.options import make_options
 
 
@@ -17,7 +17,7 @@ from zoflash.training.options import make_options
                                      "training plan cuts].")
 @click.option("--config", "project_file", type=click.Path(dir_okay=False),
               help="Project file with a [train] table [./zoflash.toml if present].")
-@click.option("--train", help=f"Trainable layers, as `zoflash build` takes them [{spec.TRAIN_DEFAULTS['train']}].")
+@click.option("--train", help=f"Trainable layers, as `zoflash build` takes them [{TRAIN_DEFAULTS['train']}].")
 @click.option("--max-params", type=int, help="Cap on trainable parameters (drops the earliest layers).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Folder for prefix.tflite and suffix.tflite.")

@@ -134,52 +134,7 @@ TARGETS = ("labels", "input")  # what the loss compares the output with: y of th
 
 # ---------------------------------------------------------------------------- training options
 
-TRAIN_DEFAULTS = dict(
-    train="last:1",          # last[:N] | all | layers:NAME[,NAME...]
-    biases_only=False,       # train only the biases of the selected layers
-    max_params=None,         # cap: drop the earliest selected layers until it fits
-    batch=16,
-    eps=1,                   # perturbation size in LSB (biases: eps * eps_b)
-    density=1.0,             # sparse ternary directions: p = 2^-L
-    rounding="split16",
-    lr=None,                 # None = auto-calibrated
-    rho=4.0,                 # auto lr: RMS update in LSB per step at q = 1
-    lr_scaling="linear",     # lr at q = lr_1 * q (ZO theory for q << d; docs/training.md "Learning rate")
-    lr_decay="tail",         # spec.LR_DECAYS: the lr's factor over the run
-    lr_trial=None,           # lr trial steps per candidate; None: LR_TRIAL_STEPS for the adaptive
-                             # schedulers with embedded data, else 0 (off)
-    calib_steps=8,
-    calib_q=8,
-    seed=1,
-    steps=None,
-    budget=None,             # forward passes (prefix + suffix sample-passes)
-    eval_every=50,
-    scheduler="plateau",
-    q=1,                     # fixed q, or the starting q of plateau
-    q_min=1,
-    q_max=Q_LIMIT,
-    bias_bound=8,            # per-step bias change bound, in units of eps_b
-    guard_sat=0.25,
-    guard_zero=0.98,
-    guard_steps=8,
-    guard_loss=1.5,          # roll back when a validation loss exceeds best * this + guard_loss_z
-                             # standard errors of its mean (0: off)
-    guard_loss_z=2.0,        # a small split's loss near 0 crosses best * guard_loss by noise
-    guard_max_rollbacks=10,  # stop after this many rollbacks (0: never)
-    headroom="auto",         # re-quantize the trainable layers with h bits of headroom; "auto": the most
-                             # bits that keep the trainable weights' RMS >= HEADROOM_AUTO_LSB
-    loss="auto",             # spec.LOSS_CHOICES
-    target="labels",         # spec.TARGETS
-    # ---- data sources ----
-    data_source="embedded",  # spec.DATA_SOURCES
-    buffer=64,               # stream: samples the device's ring keeps (minibatches are drawn from them)
-    refresh=1,               # stream: new samples the host sends before each step
-    # ---- end data sources ----
-    # --- validation split
-    val_fraction=0.1,        # carved from the training data: guards, snapshots and the best weights use it
-    # --- checkpoint and resume
-    checkpoint_every=0,      # send a checkpoint every N steps (0: never)
-)
+# TRAIN_DEFAULTS (every option's default): spec/options.py, the table of the training options.
 # ---- data sources: where the training samples come from (docs/training.md "Data sources") ----
 DATA_SOURCES = ("embedded", "stream", "app")  # embedded: built in; stream: fed over the serial link; app: pushed
 BUFFER_RANGE = (1, 65535)    # --buffer: ring slots
@@ -236,3 +191,4 @@ C_PREFIX = {
 def c_name(table: str, name: str) -> str:
     """The C constant of a spec name: c_name("ROUNDINGS", "split16") == "ZO_ROUND_SPLIT16"."""
     return C_PREFIX[table] + name.upper().replace("-", "_")
+

@@ -1,29 +1,26 @@
 """Training options: one dataclass, filled from defaults, an optional `zoflash.toml` `[train]`
 table and command-line flags (in that order), then validated as a whole before anything is
 generated. The same keys are used everywhere (flags use dashes, TOML uses underscores).
+
+The fields, their defaults, types and checks come from the option table, spec/options.py.
 """
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, make_dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import tomllib
 
 from zoflash.errors import ZoflashError
+from zoflash.spec import options as table
 from zoflash.spec import training as spec
 from zoflash.training import schedulers
-from zoflash.spec.training import DENSITY_LOG2_MAX, HEADROOM_MAX, LR_SCALINGS, Q_LIMIT, ROUNDINGS, SCHEDULERS
-
-_DENSITIES = ", ".join(["1"] + [f"1/{1 << k}" for k in range(1, DENSITY_LOG2_MAX)]) + f" or 1/{1 << DENSITY_LOG2_MAX}"
-_TRAIN_SPEC = re.compile(r"^(last(:\d+)?|all|layers:(?=.*[^,\s]).+)$")
+from zoflash.spec.training import DENSITY_LOG2_MAX, HEADROOM_MAX, SCHEDULERS
 
 
-UINT32_MAX = 2**32 - 1
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
@@ -31,50 +28,8 @@ class OptionsError(ZoflashError):
     """Invalid training options (reported before anything is generated)."""
 
 
-@dataclass(frozen=True)
-class TrainOptions:
-    """The options; meanings and defaults: spec.TRAIN_DEFAULTS."""
-    train: str = spec.TRAIN_DEFAULTS["train"]
-    biases_only: bool = spec.TRAIN_DEFAULTS["biases_only"]
-    max_params: int | None = spec.TRAIN_DEFAULTS["max_params"]
-    batch: int = spec.TRAIN_DEFAULTS["batch"]
-    eps: int = spec.TRAIN_DEFAULTS["eps"]
-    density: float = spec.TRAIN_DEFAULTS["density"]
-    rounding: str = spec.TRAIN_DEFAULTS["rounding"]
-    lr: float | None = spec.TRAIN_DEFAULTS["lr"]
-    rho: float = spec.TRAIN_DEFAULTS["rho"]
-    lr_scaling: str = spec.TRAIN_DEFAULTS["lr_scaling"]
-    lr_decay: str = spec.TRAIN_DEFAULTS["lr_decay"]
-    lr_trial: int | None = spec.TRAIN_DEFAULTS["lr_trial"]
-    calib_steps: int = spec.TRAIN_DEFAULTS["calib_steps"]
-    calib_q: int = spec.TRAIN_DEFAULTS["calib_q"]
-    seed: int = spec.TRAIN_DEFAULTS["seed"]
-    steps: int | None = spec.TRAIN_DEFAULTS["steps"]
-    budget: int | None = spec.TRAIN_DEFAULTS["budget"]
-    eval_every: int = spec.TRAIN_DEFAULTS["eval_every"]
-    scheduler: str = spec.TRAIN_DEFAULTS["scheduler"]
-    q: int = spec.TRAIN_DEFAULTS["q"]
-    q_min: int = spec.TRAIN_DEFAULTS["q_min"]
-    q_max: int = spec.TRAIN_DEFAULTS["q_max"]
-    sched: dict = field(default_factory=dict)  # scheduler-specific parameters
-    bias_bound: int = spec.TRAIN_DEFAULTS["bias_bound"]
-    guard_sat: float = spec.TRAIN_DEFAULTS["guard_sat"]
-    guard_zero: float = spec.TRAIN_DEFAULTS["guard_zero"]
-    guard_steps: int = spec.TRAIN_DEFAULTS["guard_steps"]
-    guard_loss: float = spec.TRAIN_DEFAULTS["guard_loss"]
-    guard_loss_z: float = spec.TRAIN_DEFAULTS["guard_loss_z"]
-    guard_max_rollbacks: int = spec.TRAIN_DEFAULTS["guard_max_rollbacks"]
-    headroom: int | str = spec.TRAIN_DEFAULTS["headroom"]  # bits, or "auto" (resolved by compile_training)
-    loss: str = spec.TRAIN_DEFAULTS["loss"]
-    target: str = spec.TRAIN_DEFAULTS["target"]
-    # ---- data sources ----
-    data_source: str = spec.TRAIN_DEFAULTS["data_source"]
-    buffer: int = spec.TRAIN_DEFAULTS["buffer"]
-    refresh: int = spec.TRAIN_DEFAULTS["refresh"]
-    # ---- end data sources ----
-    val_fraction: float = spec.TRAIN_DEFAULTS["val_fraction"]
-    checkpoint_every: int = spec.TRAIN_DEFAULTS["checkpoint_every"]
-
+class _Derived:
+    """What TrainOptions derives from its fields (the fields: spec/options.py)."""
     DEFAULT_STEPS = spec.DEFAULT_STEPS
 
     @property
@@ -140,98 +95,114 @@ class TrainOptions:
                 + (f", target {self.target}" if self.target != "labels" else "")
                 + (f", data {self.data_source}" if self.data_source != "embedded" else "")
                 + (f" (buffer {self.buffer}, refresh {self.refresh})" if self.data_source != "embedded" else "")
-                + (f", validation {self.val_fraction:g}" if self.val_fraction != spec.TRAIN_DEFAULTS["val_fraction"]
+                + (f", validation {self.val_fraction:g}" if self.val_fraction != table.TRAIN_DEFAULTS["val_fraction"]
                    else ""))
 
 
-OPTION_NAMES = tuple(f.name for f in fields(TrainOptions))
+TrainOptions = make_dataclass(
+    "TrainOptions",
+    [(o.name, o.type, field(default_factory=dict) if isinstance(o.default, dict) else field(default=o.default))
+     for o in table.OPTIONS],
+    bases=(_Derived,), frozen=True,
+    namespace={"__module__": __name__, "__doc__": "The training options; meanings, defaults and limits: spec/options.py."})
+
+OPTION_NAMES = table.OPTION_NAMES
 
 
 def _is_pow2(n: int) -> bool:
     return n >= 1 and (n & (n - 1)) == 0
 
 
+def _interval(v, text: str) -> bool:
+    """v (finite) in an interval written "(a, b]" (bounds may be inf)."""
+    lo, hi = (float(x) for x in text[1:-1].split(","))
+    return (math.isfinite(v) and (lo < v if text[0] == "(" else lo <= v)
+            and (v < hi if text[-1] == ")" else v <= hi))
+
+
+def _rule_ok(o: table.Option, v) -> bool:
+    kind = o.rule[0] if o.rule else None
+    if v is None and o.default is None:
+        return True
+    if kind == "range":
+        lo, hi = o.rule[1:]
+        return lo <= v and (hi is None or v <= hi)
+    if kind == "interval":
+        return _interval(v, o.rule[1])
+    if kind == "pow2":
+        return isinstance(v, int) and _is_pow2(v) and v <= o.rule[1]
+    if kind == "choices":
+        return v in o.choices
+    if kind == "pattern":
+        return isinstance(v, str) and re.match(o.rule[1], v) is not None
+    if kind == "density":
+        if not 0 < v <= 1:
+            return False
+        log2 = -math.log2(v)
+        return abs(log2 - round(log2)) < 1e-9 and round(log2) <= DENSITY_LOG2_MAX
+    if kind == "headroom":
+        return v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= HEADROOM_MAX)
+    if kind == "lr":
+        return math.isfinite(v) and v >= 0
+    if kind == "off_or_above":
+        return v == 0 or (math.isfinite(v) and v > o.rule[1])
+    return True
+
+
+def _message(o: table.Option, v, template: str | None = None) -> str:
+    kind = o.rule[0] if o.rule else None
+    lo, hi = {"range": o.rule[1:3], "interval": o.rule[1:2] + (None,), "pow2": (1, o.rule[-1]),
+              "headroom": (0, HEADROOM_MAX)}.get(kind, (None, None))
+    fmt = dict(flag=o.flag, lo=lo, hi=hi, choices=", ".join(map(str, o.choices)))
+    template = template or o.message or table.RULE_MESSAGES[kind]
+    try:
+        return template.format(value=v, **fmt)
+    except (TypeError, ValueError):  # a value of the wrong type from the Python API
+        return template.replace(":g}", "}").format(value=repr(v), **fmt)
+
+
+def _option_problems(opts) -> list[str]:
+    """Each option's own rule (spec/options.py), one message per rule."""
+    problems = []
+    for o in table.OPTIONS:
+        v = getattr(opts, o.name)
+        try:
+            ok = _rule_ok(o, v)
+        except TypeError:
+            ok = False
+        if not ok:
+            problems.append(_message(o, v))
+        elif "float" in o.type and o.name in o.c and v is not None and math.isfinite(v) and abs(v) > FLOAT32_MAX:
+            # the value itself becomes a float field of zo_train_config_t
+            problems.append(table.FLOAT32_MESSAGE.format(flag=o.flag, value=v, hi=FLOAT32_MAX))
+    return problems
+
+
 def validate(opts: TrainOptions) -> TrainOptions:
-    """Every problem with the combination at once, as one OptionsError."""
-    problems: list[str] = []
+    """Every problem with the combination at once, as one OptionsError: each option's rule
+    (spec/options.py), then the rules between options."""
+    problems = _option_problems(opts)
 
     def need(cond: bool, text: str) -> None:
         if not cond:
             problems.append(text)
 
-    need(bool(_TRAIN_SPEC.match(opts.train)), f"--train '{opts.train}': use last, last:N, all or layers:NAME[,NAME]")
-    m = re.match(r"^last:(\d+)$", opts.train)
+    m = re.match(r"^last:(\d+)$", opts.train) if isinstance(opts.train, str) else None
     need(m is None or int(m.group(1)) >= 1, "--train last:N needs N >= 1")
-    need(opts.max_params is None or opts.max_params >= 1, "--max-params must be >= 1")
-    batch_lo, batch_hi = spec.BATCH_RANGE
-    need(batch_lo <= opts.batch <= batch_hi, f"--batch {opts.batch}: must be in {batch_lo}..{batch_hi}")
-    eps_lo, eps_hi = spec.EPS_RANGE
-    need(eps_lo <= opts.eps <= eps_hi, f"--eps {opts.eps}: must be {eps_lo}..{eps_hi} LSB (trainable weights then "
-                                       "stay in [-(127 - eps), 127 - eps])")
-    if opts.density <= 0 or opts.density > 1:
-        problems.append(f"--density {opts.density:g}: must be in (0, 1]")
-    else:
-        log2 = -math.log2(opts.density)
-        need(abs(log2 - round(log2)) < 1e-9 and round(log2) <= DENSITY_LOG2_MAX,
-             f"--density {opts.density:g}: must be {_DENSITIES}")
-    need(opts.rounding in ROUNDINGS, f"--rounding {opts.rounding}: use one of {', '.join(ROUNDINGS)}")
-    need(opts.lr_scaling in LR_SCALINGS, f"--lr-scaling {opts.lr_scaling}: use one of {', '.join(LR_SCALINGS)}")
-    need(opts.lr_decay in spec.LR_DECAYS, f"--lr-decay {opts.lr_decay}: use one of {', '.join(spec.LR_DECAYS)}")
-    need(opts.lr_trial is None or 0 <= opts.lr_trial <= UINT32_MAX, f"--lr-trial must be in 0..{UINT32_MAX} steps")
     need(not (opts.lr_trial and opts.data_source != "embedded"),
          f"--lr-trial {opts.lr_trial} needs --data-source embedded: the trial replays the same minibatches for "
          "every candidate, which a stream's ring no longer holds (use --lr-trial 0)")
-    need(opts.lr is None or (math.isfinite(opts.lr) and opts.lr >= 0), "--lr must be a number >= 0 or 'auto'")
-    need(math.isfinite(opts.rho) and opts.rho > 0, "--rho must be > 0")
-    need(opts.calib_steps >= 1, "--calib-steps must be >= 1")
-    need(_is_pow2(opts.calib_q) and opts.calib_q <= Q_LIMIT, f"--calib-q must be a power of two <= {Q_LIMIT}")
-    need(0 <= opts.seed < spec.SEED_LIMIT, "--seed must be in 0..2^32-1")
     need(not (opts.steps is not None and opts.budget is not None), "give --steps or --budget, not both")
-    # Counts become uint32_t fields of zo_train_config_t (the budget a uint64_t): range-checked here,
-    # never left to the C compiler.
-    need(opts.steps is None or 1 <= opts.steps <= UINT32_MAX, f"--steps must be in 1..{UINT32_MAX}")
-    need(opts.budget is None or 1 <= opts.budget <= INT64_MAX, f"--budget must be in 1..{INT64_MAX}")
-    need(1 <= opts.eval_every <= UINT32_MAX, f"--eval-every must be in 1..{UINT32_MAX}")
-    need(opts.calib_steps <= UINT32_MAX, f"--calib-steps must be <= {UINT32_MAX}")
-    need(opts.scheduler in SCHEDULERS, f"--scheduler {opts.scheduler}: use one of {', '.join(SCHEDULERS)}")
     n_before_q = len(problems)
-    for name in ("q", "q_min", "q_max"):
-        v = getattr(opts, name)
-        need(_is_pow2(v) and v <= Q_LIMIT, f"--{name.replace('_', '-')} {v}: must be a power of two in 1..{Q_LIMIT}")
     need(opts.q_min <= opts.q <= opts.q_max, f"need --q-min <= --q <= --q-max (got {opts.q_min}, {opts.q}, {opts.q_max})")
-    q_ok = len(problems) == n_before_q
-    need(1 <= opts.bias_bound <= INT32_MAX, f"--bias-bound must be in 1..{INT32_MAX}")
-    need(0 < opts.guard_sat <= 1 and 0 < opts.guard_zero <= 1, "guard thresholds must be in (0, 1]")
-    need(1 <= opts.guard_steps <= UINT32_MAX, f"--guard-steps must be in 1..{UINT32_MAX}")
-    for name in ("lr", "rho", "guard_loss", "guard_loss_z"):  # float fields of zo_train_config_t
-        v = getattr(opts, name)
-        if v is not None and math.isfinite(v) and abs(v) > FLOAT32_MAX:
-            problems.append(f"--{name.replace('_', '-')} {v:g} does not fit a float32 (at most {FLOAT32_MAX:.6g})")
-    need(opts.guard_loss == 0 or (math.isfinite(opts.guard_loss) and opts.guard_loss > 1),
-         "--guard-loss must be 0 (off) or > 1")
-    need(math.isfinite(opts.guard_loss_z) and opts.guard_loss_z >= 0, "--guard-loss-z must be finite and >= 0")
-    need(0 <= opts.guard_max_rollbacks <= UINT32_MAX, f"--guard-max-rollbacks must be in 0..{UINT32_MAX}")
-    if opts.headroom != "auto":
-        need(isinstance(opts.headroom, int) and 0 <= opts.headroom <= HEADROOM_MAX,
-             f"--headroom {opts.headroom}: must be auto or 0..{HEADROOM_MAX} bits")
-        need(not (opts.headroom and opts.biases_only), "--headroom re-quantizes trainable weights: it does not go "
-                                                       "with --biases-only")
-    need(opts.loss in spec.LOSS_CHOICES, f"--loss {opts.loss}: use one of {', '.join(spec.LOSS_CHOICES)}")
-    need(opts.target in spec.TARGETS, f"--target {opts.target}: use one of {', '.join(spec.TARGETS)}")
+    q_ok = len(problems) == n_before_q and all(_rule_ok(table.BY_NAME[k], getattr(opts, k)) for k in ("q", "q_min", "q_max"))
+    need(not (opts.headroom not in ("auto", 0) and opts.biases_only),
+         "--headroom re-quantizes trainable weights: it does not go with --biases-only")
     need(not (opts.target == "input" and opts.loss not in ("auto", "mse")),
          f"--target input compares the output with the input: it needs --loss mse (or auto), not {opts.loss}")
     # ---- data sources ----
-    need(opts.data_source in spec.DATA_SOURCES,
-         f"--data-source {opts.data_source}: use one of {', '.join(spec.DATA_SOURCES)}")
-    buf_lo, buf_hi = spec.BUFFER_RANGE
-    need(buf_lo <= opts.buffer <= buf_hi, f"--buffer {opts.buffer}: must be in {buf_lo}..{buf_hi} samples")
     need(1 <= opts.refresh <= opts.buffer, f"--refresh {opts.refresh}: must be in 1..--buffer ({opts.buffer})")
     # ---- end data sources ----
-    val_lo, val_hi = spec.VAL_FRACTION_RANGE
-    need(math.isfinite(opts.val_fraction) and val_lo < opts.val_fraction <= val_hi,
-         f"--val-fraction {opts.val_fraction:g}: must be in ({val_lo:g}, {val_hi:g}] (the share of the training data "
-         "kept for validation)")
-    need(0 <= opts.checkpoint_every <= UINT32_MAX, f"--checkpoint-every must be in 0..{UINT32_MAX} (0: never)")
     if opts.scheduler in SCHEDULERS:  # also when other options have problems: one error lists all
         q_keys = spec.SCHED_Q_PARAMS
         given_q = sorted(set(opts.sched) & set(q_keys))
@@ -248,8 +219,8 @@ def validate(opts: TrainOptions) -> TrainOptions:
             if not q_ok:  # already reported: check the scheduler's own parameters on the default q range
                 params.update({k: v for k, v in spec.SCHED_DEFAULTS[opts.scheduler].items() if k in q_keys})
             problems += schedulers.validate_params(opts.scheduler, params)
-    if problems:
-        raise OptionsError("invalid training options:\n" + "\n".join(f"  - {p}" for p in problems))
+    if problems:  # one line per problem (the two guard fractions share theirs)
+        raise OptionsError("invalid training options:\n" + "\n".join(f"  - {p}" for p in dict.fromkeys(problems)))
     return opts
 
 
@@ -259,13 +230,10 @@ def _coerce(name: str, value, where: str):
         if not isinstance(value, dict):
             raise OptionsError(f"{where}: 'sched' must be a table of scheduler parameters")
         return {str(k): _number(v, f"{where}: sched.{k}") for k, v in value.items()}
-    if name == "headroom" and isinstance(value, str) and value.strip().lower() == "auto":
-        return "auto"
-    if name == "lr":
-        if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
-            return None
-        return float(_number(value, f"{where}: lr"))
-    kind = {f.name: f.type for f in fields(TrainOptions)}[name]
+    o = table.BY_NAME[name]
+    if o.auto and (value is None or (isinstance(value, str) and value.strip().lower() == "auto")):
+        return o.default  # None or "auto": what 'auto' means for the option
+    kind = o.type
     try:
         if "bool" in kind:
             if isinstance(value, bool):
@@ -276,7 +244,7 @@ def _coerce(name: str, value, where: str):
                 raise ValueError
             return int(value) if not isinstance(value, float) or value.is_integer() else _bad()
         if kind.startswith("float"):
-            return float(_number(value, name))
+            return float(_number(value, f"{where}: {name}"))
         if kind.startswith("str"):
             return str(value)
     except (TypeError, ValueError):

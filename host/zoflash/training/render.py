@@ -5,15 +5,18 @@ itself is static C (zo_trainer.c, zo_sched.c, zo_telemetry.c).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import re
 
 import numpy as np
 
 from zoflash import __version__
 from zoflash.compiler.codegen import Blob, CArray, CField, c_comment, c_float, c_int, template_env
 from zoflash.compiler.compiled import CompiledModel
-from zoflash.compiler.runtime import runtime_part
+from zoflash.compiler.runtime import TRAINING_RUNTIME, runtime_part
+from zoflash.spec import options as options_table
 from zoflash.spec import training as spec
 from zoflash.training.compiled import Training, TrainingSources
 from zoflash.training.options import TrainOptions
@@ -29,18 +32,35 @@ def _value(v) -> str:
     return c_int(v) + ("u" if v >= 0 else "")
 
 
+@functools.lru_cache(maxsize=1)
+def train_config_fields() -> tuple[str, ...]:
+    """zo_train_config_t's fields in the header's order, but the scheduler's (sched)."""
+    header = runtime_part(TRAINING_RUNTIME)["zo_trainer.h"].decode()
+    body = re.search(r"typedef struct \{([^}]*)\} zo_train_config_t;", header).group(1)
+    names = re.findall(r"^\s*\w+\s+(\w+)\s*;", re.sub(r"/\*.*?\*/", "", body, flags=re.S), flags=re.M)
+    return tuple(n for n in names if n != "sched")
+
+
 def train_config(opts: TrainOptions) -> dict:
-    """zo_train_config_t's fields but the scheduler's, as Python values (enums as their C names)."""
-    return dict(seed=opts.seed, batch=opts.batch, rounding=spec.c_name("ROUNDINGS", opts.rounding),
-                density_log2=opts.density_log2, eps=opts.eps, lr_auto=opts.lr_auto, lr=float(opts.lr or 0.0), rho=float(opts.rho),
-                lr_scaling=spec.c_name("LR_SCALINGS", opts.lr_scaling), lr_decay=spec.c_name("LR_DECAYS", opts.lr_decay),
-                lr_trial_steps=opts.lr_trial_steps,
-                calib_steps=opts.calib_steps, calib_q=opts.calib_q,
-                max_steps=opts.max_steps, budget=opts.budget or 0, eval_every=opts.eval_every,
-                guard_sat=float(opts.guard_sat), guard_zero=float(opts.guard_zero), guard_steps=opts.guard_steps,
-                guard_loss=float(opts.guard_loss),
-                guard_loss_z=float(opts.guard_loss_z), guard_max_rollbacks=opts.guard_max_rollbacks,
-                checkpoint_every=opts.checkpoint_every)
+    """zo_train_config_t's fields but the scheduler's, as Python values (enums as their C names): each
+    field is TrainOptions' attribute of its name, for the option whose table row names it
+    (spec/options.py `c`), None as 0."""
+    source = {}
+    for o in options_table.OPTIONS:
+        for name in o.c:
+            source.setdefault(name, o)
+    out = {}
+    for name in train_config_fields():
+        o = source[name]  # a field no option sets: tests/test_options_table.py names it
+        v = getattr(opts, name)
+        if o.c_enum:
+            v = spec.c_name(o.c_enum, v)
+        elif name == o.name and "float" in o.type:
+            v = float(v or 0.0)
+        elif v is None:
+            v = 0
+        out[name] = v
+    return out
 
 
 def options_sha256(opts: TrainOptions, data_blobs: list[Blob]) -> str:

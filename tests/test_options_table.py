@@ -1,0 +1,96 @@
+"""The table of the training options (spec/options.py) and what is derived from it: the
+TrainOptions fields, the flags, the zo_train_config_t fields, one message per problem wherever a
+value comes from, and docs/options.md."""
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from zoflash.cli import main
+from zoflash.cli.build import build
+from zoflash.spec import options as table
+from zoflash.spec import training as spec
+from zoflash.training.options import OptionsError, TrainOptions, make_options
+from zoflash.training.render import train_config, train_config_fields
+
+ROOT = Path(__file__).resolve().parents[1]
+HEADER = ROOT / "firmware_templates" / "runtime" / "training" / "zo_trainer.h"
+
+
+def _header_config_fields() -> list[str]:
+    """zo_train_config_t's field names, read from the C header."""
+    text = re.sub(r"/\*.*?\*/", "", HEADER.read_text(), flags=re.S)
+    body = re.search(r"typedef struct \{([^}]*)\} zo_train_config_t;", text).group(1)
+    return [re.match(r"\s*[\w ]+?\s+(\w+)$", d).group(1) for d in body.split(";") if d.strip()]
+
+
+def test_every_c_field_of_the_table_is_in_the_header_and_every_header_field_has_an_option():
+    header = _header_config_fields()
+    assert header[-1] == "sched"  # zo_sched_config_t: from scheduler, q, q_min, q_max and sched
+    table_fields = {c for o in table.OPTIONS for c in o.c}
+    assert table_fields == set(header) - {"sched"}, (table_fields ^ (set(header) - {"sched"}))
+    assert list(train_config_fields()) == header[:-1]
+    assert list(train_config(TrainOptions())) == header[:-1]
+
+
+def test_c_enums_name_spec_tables():
+    for o in table.OPTIONS:
+        if o.c_enum:
+            assert tuple(getattr(spec, o.c_enum)) == o.choices, o.name
+
+
+def test_train_options_fields_are_the_table():
+    fields = dataclasses.fields(TrainOptions)
+    assert [f.name for f in fields] == [o.name for o in table.OPTIONS]
+    opts = TrainOptions()
+    for o in table.OPTIONS:
+        assert getattr(opts, o.name) == o.default, o.name
+        assert dict((f.name, f.type) for f in fields)[o.name] == o.type
+    assert table.TRAIN_DEFAULTS == {o.name: o.default for o in table.OPTIONS if o.name != "sched"}
+    # the defaults are valid values of the spec's tables
+    assert table.TRAIN_DEFAULTS["rounding"] in spec.ROUNDINGS and table.TRAIN_DEFAULTS["scheduler"] in spec.SCHEDULERS
+
+
+def test_every_option_has_its_flag_with_the_default_in_its_help():
+    params = {p.opts[0]: p for p in build.params if isinstance(p, click.Option)}
+    for o in table.OPTIONS:
+        p = params[o.flag]
+        shown = table.shown_default(o)
+        if shown is not None:
+            assert p.help.endswith(f"[{shown}]."), (o.flag, p.help)
+        if o.choices:
+            assert p.metavar == "[" + "|".join(o.choices) + "]"
+
+
+@pytest.mark.parametrize("name, bad", [("rounding", "down"), ("batch", 0), ("guard_sat", 0.0), ("calib_q", 3),
+                                       ("val_fraction", 0.7), ("headroom", 9), ("scheduler", "random")])
+def test_one_message_from_the_api_the_project_file_and_the_command_line(tmp_path, monkeypatch, capsys, name, bad):
+    monkeypatch.chdir(tmp_path)
+    o = table.BY_NAME[name]
+    with pytest.raises(OptionsError) as exc:
+        make_options(**{name: bad})
+    api = [line for line in str(exc.value).splitlines() if line.startswith("  - ")]
+    assert len(api) == 1 and (o.flag in api[0] or "guard thresholds" in api[0]), api
+    toml_value = f'"{bad}"' if isinstance(bad, str) else bad
+    (tmp_path / "p.toml").write_text(f"[train]\n{name} = {toml_value}\n")
+    with pytest.raises(OptionsError) as exc:
+        make_options(tmp_path / "p.toml")
+    assert [line for line in str(exc.value).splitlines() if line.startswith("  - ")] == api
+    assert main(["build", "--board", "host", "--model", str(ROOT / "tests" / "fixtures" / "mlp.tflite"),
+                 "--data", "nope.npz", "--no-compile", o.flag, str(bad)]) == 2
+    assert api[0] in capsys.readouterr().err
+
+
+def test_the_options_page_is_generated_from_the_table():
+    page = (ROOT / "docs" / "options.md").read_text()
+    assert page == table.markdown(), "docs/options.md is stale: python -m zoflash.spec.options --markdown > docs/options.md"
+    out = subprocess.run([sys.executable, "-m", "zoflash.spec.options", "--markdown"], capture_output=True,
+                         text=True, check=True).stdout
+    assert out == page
+    for o in table.OPTIONS:
+        assert f"`{o.flag}`" in page or o.name == "sched"
