@@ -18,6 +18,7 @@ Each command runs as a user runs it (a subprocess of the CLI), into a new bundle
 time; the best of `--rounds` is kept.
 Usage: python benchmarks/bench_build.py [--write docs/benchmarks.md] [--rounds 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,16 +76,26 @@ def best(argv: list[str], env: dict, rounds: int, before=None) -> float:
 def person_data(path: Path, n: int) -> Path:
     rng = np.random.default_rng(0)
     x = rng.random((max(n, 1), 96, 96, 1), dtype=np.float32)[:n]
-    np.savez(path, x_train=x, y_train=rng.integers(0, 2, n), x_test=rng.random((16, 96, 96, 1), dtype=np.float32),
-             y_test=rng.integers(0, 2, 16))
+    np.savez(
+        path,
+        x_train=x,
+        y_train=rng.integers(0, 2, n),
+        x_test=rng.random((16, 96, 96, 1), dtype=np.float32),
+        y_test=rng.integers(0, 2, 16),
+    )
     return path
 
 
 def mobilenet_data(path: Path, n: int) -> Path:
     """n int8 images of 128x128x3 (the model's input type: 49 MB for 1000, not 4x that as float)."""
     rng = np.random.default_rng(0)
-    np.savez(path, x_train=rng.integers(-128, 128, (n, 128, 128, 3), dtype=np.int8), y_train=rng.integers(0, 10, n),
-             x_test=rng.integers(-128, 128, (16, 128, 128, 3), dtype=np.int8), y_test=rng.integers(0, 10, 16))
+    np.savez(
+        path,
+        x_train=rng.integers(-128, 128, (n, 128, 128, 3), dtype=np.int8),
+        y_train=rng.integers(0, 10, n),
+        x_test=rng.integers(-128, 128, (16, 128, 128, 3), dtype=np.int8),
+        y_test=rng.integers(0, 10, 16),
+    )
     return path
 
 
@@ -114,10 +125,23 @@ def main(argv=None) -> int:
         for n in SIZES:
             data = person_data(tmp / f"pd{n}.npz", n)
             out = tmp / f"b{n}"
-            build = [*ZOFLASH, "-q", "build", "--board", "mps3-an547", "--model", str(PERSON), "--data", str(data),
-                     "--steps", "3", "--out", str(out)]
+            build = [
+                *ZOFLASH,
+                "-q",
+                "build",
+                "--board",
+                "mps3-an547",
+                "--model",
+                str(PERSON),
+                "--data",
+                str(data),
+                "--steps",
+                "3",
+                "--out",
+                str(out),
+            ]
 
-            def fresh():  # a new bundle every time: make must not find the last round's objects
+            def fresh(out=out):  # a new bundle every time: make must not find the last round's objects
                 shutil.rmtree(out, ignore_errors=True)
 
             cold = best(build, env, args.rounds, before=lambda: (clear(), fresh()))
@@ -126,19 +150,43 @@ def main(argv=None) -> int:
             nocache = best(build, off, 1, before=fresh)
             mb = n * 96 * 96 / 1e6  # the images as int8 samples
             builds[n] = (mb, warm, warm_cpu)
-            rows.append((f"`zoflash build --board mps3-an547` person_detect, {n} training images ({mb:.1f} MB)",
-                         cold, warm, nocache, warm_cpu))
-            print(f"build person_detect {n} images: cold {cold:.2f} s, warm {warm:.2f} s, no cache {nocache:.2f} s",
-                  flush=True)
+            rows.append(
+                (
+                    f"`zoflash build --board mps3-an547` person_detect, {n} training images ({mb:.1f} MB)",
+                    cold,
+                    warm,
+                    nocache,
+                    warm_cpu,
+                )
+            )
+            print(
+                f"build person_detect {n} images: cold {cold:.2f} s, warm {warm:.2f} s, no cache {nocache:.2f} s",
+                flush=True,
+            )
         # ---- MobileNetV2 0.35/128
         mobilenet = {}
         for board, boot, n in MOBILENET_BUILDS:
             data = mobilenet_data(tmp / f"mn{n}.npz", n)
             out = tmp / f"mn-{board}-{n}"
-            build = [*ZOFLASH, "-q", "build", "--board", board, "--boot", boot, "--model", str(MOBILENET),
-                     "--data", str(data), "--steps", "3", "--out", str(out)]
+            build = [
+                *ZOFLASH,
+                "-q",
+                "build",
+                "--board",
+                board,
+                "--boot",
+                boot,
+                "--model",
+                str(MOBILENET),
+                "--data",
+                str(data),
+                "--steps",
+                "3",
+                "--out",
+                str(out),
+            ]
 
-            def fresh():
+            def fresh(out=out):
                 shutil.rmtree(out, ignore_errors=True)
 
             cold = best(build, env, args.rounds, before=lambda: (clear(), fresh()))
@@ -148,10 +196,21 @@ def main(argv=None) -> int:
             mb = n * 128 * 128 * 3 / 1e6
             mobilenet[(board, n)] = (mb, warm, warm_cpu)
             flag = " --boot flash" if boot == "flash" else ""
-            rows.append((f"`zoflash build --board {board}{flag}` MobileNetV2 0.35/128 stand-in, {n} training images "
-                         f"({mb:.1f} MB)", cold, warm, nocache, warm_cpu))
-            print(f"build mobilenet {board} {boot} {n} images: cold {cold:.2f} s, warm {warm:.2f} s "
-                  f"(CPU {warm_cpu:.2f} s), no cache {nocache:.2f} s", flush=True)
+            rows.append(
+                (
+                    f"`zoflash build --board {board}{flag}` MobileNetV2 0.35/128 stand-in, {n} training images "
+                    f"({mb:.1f} MB)",
+                    cold,
+                    warm,
+                    nocache,
+                    warm_cpu,
+                )
+            )
+            print(
+                f"build mobilenet {board} {boot} {n} images: cold {cold:.2f} s, warm {warm:.2f} s "
+                f"(CPU {warm_cpu:.2f} s), no cache {nocache:.2f} s",
+                flush=True,
+            )
 
     def per_5mb(a, b) -> str:
         """Wall and CPU seconds added per 5 MB of data between two builds (mb, wall, cpu)."""

@@ -10,6 +10,7 @@ For every positive fixture model:
 Usage: python benchmarks/bench_inference.py [--write docs/benchmarks.md] [--rounds 5]
 Machines are noisy: read the ratios, not the absolute times.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,14 +58,30 @@ def bench_model(model_file: str, workdir: Path, rounds: int) -> dict:
         t_tflm.append(_per_call(interp.invoke, calls))
     exe = result.bundle.path / "build" / f"{result.bundle.prefix}_run"
     native_calls = max(100, int(0.3 / max(min(t_ours), 1e-7)))
-    native = min(float(subprocess.run([str(exe), "--bench", str(native_calls)], capture_output=True, text=True,
-                                      check=True).stdout) for _ in range(rounds)) * 1e-9
+    native = (
+        min(
+            float(
+                subprocess.run(
+                    [str(exe), "--bench", str(native_calls)], capture_output=True, text=True, check=True
+                ).stdout
+            )
+            for _ in range(rounds)
+        )
+        * 1e-9
+    )
     arena = tflm.arena_usage()
-    return dict(model=model_file, ours_us=min(t_ours) * 1e6, tflm_us=min(t_tflm) * 1e6,
-                speedup=min(t_tflm) / min(t_ours), native_us=native * 1e6,
-                arena=result.bundle.manifest["memory"]["arena_bytes"], tflm_head=arena["head"],
-                tflm_total=arena["total"], weights=result.bundle.manifest["memory"]["weights_bytes"],
-                code=result.code_bytes)
+    return dict(
+        model=model_file,
+        ours_us=min(t_ours) * 1e6,
+        tflm_us=min(t_tflm) * 1e6,
+        speedup=min(t_tflm) / min(t_ours),
+        native_us=native * 1e6,
+        arena=result.bundle.manifest["memory"]["arena_bytes"],
+        tflm_head=arena["head"],
+        tflm_total=arena["total"],
+        weights=result.bundle.manifest["memory"]["weights_bytes"],
+        code=result.code_bytes,
+    )
 
 
 def cpu_name() -> str:
@@ -114,9 +131,11 @@ def to_markdown(rows: list[dict], command: str, skipped: list[tuple[str, str, in
     ]
     for r in rows:
         star = " *" if r["model"] in COMPUTE_HEAVY else ""
-        lines.append(f"| {r['model']}{star} | {r['ours_us']:.1f} | {r['tflm_us']:.1f} | {r['speedup']:.2f}x | "
-                     f"{r['native_us']:.1f} | {r['arena']} | {r['tflm_head']} | {r['tflm_total']} | "
-                     f"{r['weights']} | {r['code']} |")
+        lines.append(
+            f"| {r['model']}{star} | {r['ours_us']:.1f} | {r['tflm_us']:.1f} | {r['speedup']:.2f}x | "
+            f"{r['native_us']:.1f} | {r['arena']} | {r['tflm_head']} | {r['tflm_total']} | "
+            f"{r['weights']} | {r['code']} |"
+        )
     lines += ["", "`*` compute-heavy fixtures (target: at least 2x TFLM).", ""]
     if skipped:
         lines += ["Not benchmarked (zoflash does not compile them yet):", ""]
@@ -135,8 +154,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     index = json.loads((FIXTURES / "fixtures.json").read_text())["fixtures"]
     public = json.loads((FIXTURES / "public" / "manifest.json").read_text())["models"]
-    models = args.models or ([f["file"] for f in index if f["kind"] == "positive"]
-                             + [f"public/{m['file']}" for m in public])
+    models = args.models or (
+        [f["file"] for f in index if f["kind"] == "positive"] + [f"public/{m['file']}" for m in public]
+    )
     rows, skipped = [], []
     with tempfile.TemporaryDirectory(prefix="zoflash-bench-") as tmp:
         for m in models:
@@ -145,13 +165,19 @@ def main(argv=None) -> int:
             except UnsupportedModelError as err:  # a line, not a crash: the benchmark covers what compiles
                 first = err.problems[0] if err.problems else str(err)
                 skipped.append((m, first, len(err.problems)))
-                print(f"{m:<24} skipped: not supported ({first}" + (f"; {len(err.problems) - 1} more problems"
-                                                                     if len(err.problems) > 1 else "") + ")")
+                print(
+                    f"{m:<24} skipped: not supported ({first}"
+                    + (f"; {len(err.problems) - 1} more problems" if len(err.problems) > 1 else "")
+                    + ")"
+                )
                 continue
             rows.append(row)
-            print(f"{m:<24} zoflash {row['ours_us']:9.1f} us  tflm {row['tflm_us']:9.1f} us  "
-                  f"speed-up {row['speedup']:5.2f}x  native {row['native_us']:9.1f} us  "
-                  f"arena {row['arena']} vs tflm head {row['tflm_head']}", flush=True)
+            print(
+                f"{m:<24} zoflash {row['ours_us']:9.1f} us  tflm {row['tflm_us']:9.1f} us  "
+                f"speed-up {row['speedup']:5.2f}x  native {row['native_us']:9.1f} us  "
+                f"arena {row['arena']} vs tflm head {row['tflm_head']}",
+                flush=True,
+            )
     command = "python benchmarks/bench_inference.py --write docs/benchmarks.md"
     report = to_markdown(rows, command, skipped)
     if args.write:

@@ -22,6 +22,7 @@ one Helium inference are counted by mve_trace.py for a labelled cycle estimate (
 
 Usage: python benchmarks/bench_m55.py [--write docs/benchmarks.md] [--models kws_dscnn,...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mve_trace  # noqa: E402
 from bench_inference import write_section  # noqa: E402
 from bench_training import tool_version  # noqa: E402
+
 from zoflash.errors import ZoflashError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,22 +50,32 @@ COMMAND = "python benchmarks/bench_m55.py --write docs/benchmarks.md"
 # The five models TFLM + CMSIS-NN was measured on first, then every other fixture and public
 # model (one zoflash refuses, such as the custom-op audio front end, is skipped with a line).
 _FIRST = ("kws_dscnn", "mbv2_block", "digits_cnn", "conv1d_ts", "public/person_detect")
-_NEGATIVE = {f["file"] for f in json.loads((FIXTURES / "fixtures.json").read_text())["fixtures"]
-             if f["kind"] == "negative"}
+_NEGATIVE = {
+    f["file"] for f in json.loads((FIXTURES / "fixtures.json").read_text())["fixtures"] if f["kind"] == "negative"
+}
 _ALL = [f"{n}.tflite" for n in _FIRST] + sorted(
-    str(p.relative_to(FIXTURES)) for p in [*FIXTURES.glob("*.tflite"), *FIXTURES.glob("public/*.tflite")]
-    if p.name not in _NEGATIVE and str(p.relative_to(FIXTURES)) not in {f"{n}.tflite" for n in _FIRST})
+    str(p.relative_to(FIXTURES))
+    for p in [*FIXTURES.glob("*.tflite"), *FIXTURES.glob("public/*.tflite")]
+    if p.name not in _NEGATIVE and str(p.relative_to(FIXTURES)) not in {f"{n}.tflite" for n in _FIRST}
+)
 MODELS = {Path(f).stem: FIXTURES / f for f in _ALL}
 # TFLM with its reference kernels, instructions per inference, measured once on a TFLM build (not rebuilt here).
-TFLM_REFERENCE = {"kws_dscnn": 29_528_000, "mbv2_block": 26_297_000, "digits_cnn": 446_956, "conv1d_ts": 914_682,
-                  "person_detect": 91_475_000}
-REFERENCE_PROVENANCE = ("TFLM's reference kernels: recorded once (TFLM 90b983c2, its Makefile without "
-                        "OPTIMIZED_KERNEL_DIR, same method)")
+TFLM_REFERENCE = {
+    "kws_dscnn": 29_528_000,
+    "mbv2_block": 26_297_000,
+    "digits_cnn": 446_956,
+    "conv1d_ts": 914_682,
+    "person_detect": 91_475_000,
+}
+REFERENCE_PROVENANCE = (
+    "TFLM's reference kernels: recorded once (TFLM 90b983c2, its Makefile without OPTIMIZED_KERNEL_DIR, same method)"
+)
 # TFLM + CMSIS-NN measured the same way (instructions, MVE instructions, code, arena), with provenance.
 PEER_FILE = Path(__file__).resolve().parent / "peer_m55.json"
 BUILDS = (("mve", "Helium", ""), ("portable", "portable (-DZO_NO_MVE)", "-DZO_NO_MVE"))
 TARGET_US = 5000  # time repeated inferences for at least this much virtual time (5 M instructions)
 TIMEOUT_S = 600
+
 
 def available() -> list[str]:
     return [t for t in ("arm-none-eabi-gcc", "qemu-system-arm", "make") if shutil.which(t) is None]
@@ -97,8 +109,9 @@ def measure(name: str, path: Path, workdir: Path, profile: bool = False, trace: 
     for build, _, cflags in BUILDS:
         bundle = api.generate(path, "mps3-an547", workdir / f"{name}-{build}")
         row.update(arena=bundle.manifest["memory"]["arena_bytes"], ops=bundle.manifest["ops"])
-        run = emulated.run_inference(bundle, x, extra_cflags=cflags, time_us=TARGET_US, profile=profile,
-                                     timeout_s=TIMEOUT_S)
+        run = emulated.run_inference(
+            bundle, x, extra_cflags=cflags, time_us=TARGET_US, profile=profile, timeout_s=TIMEOUT_S
+        )
         instr, us = run.timing["calibration"]
         if abs(us * 1000 - instr) > 1000:
             raise RuntimeError(f"QEMU's clock does not count 1 ns per instruction ({instr} took {us} us)")
@@ -106,12 +119,15 @@ def measure(name: str, path: Path, workdir: Path, profile: bool = False, trace: 
         _, copy_us = run.timing["copy"]
         row[build] = round((us - copy_us) * 1000 / reps)
         row[f"{build}_steps"] = run.steps
-        row[f"{build}_exact"] = all(g[0].tobytes() == np.ascontiguousarray(w).tobytes()
-                                    for g, w in zip(run.outputs, want))
-        text = subprocess.run(["arm-none-eabi-size", "-A", str(run.elf)], capture_output=True,
-                              text=True, check=False).stdout
-        row[f"{build}_text"] = next((int(line.split()[1]) for line in text.splitlines()
-                                     if line.startswith(".text ")), 0)
+        row[f"{build}_exact"] = all(
+            g[0].tobytes() == np.ascontiguousarray(w).tobytes() for g, w in zip(run.outputs, want)
+        )
+        text = subprocess.run(
+            ["arm-none-eabi-size", "-A", str(run.elf)], capture_output=True, text=True, check=False
+        ).stdout
+        row[f"{build}_text"] = next(
+            (int(line.split()[1]) for line in text.splitlines() if line.startswith(".text ")), 0
+        )
         if trace and build == "mve":
             xs, _ = emulated.samples(bundle, x)
             traced = mve_trace.count(emulated.build_harness(bundle, xs, "-DZO_INFER_TRACE"))
@@ -121,8 +137,12 @@ def measure(name: str, path: Path, workdir: Path, profile: bool = False, trace: 
 
 def to_markdown(rows: list[dict], peer: dict, peer_note: str) -> str:
     gcc, qemu = tool_version("arm-none-eabi-gcc"), tool_version("qemu-system-arm")
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, check=False).stdout.strip() or "unknown"
+    commit = (
+        subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+        or "unknown"
+    )
     lines = [
         "## Cortex-M55 (QEMU mps3-an547): instructions per inference, zoflash vs TFLM + CMSIS-NN",
         "",
@@ -159,7 +179,8 @@ def to_markdown(rows: list[dict], peer: dict, peer_note: str) -> str:
             f"| {r['model']} | {r['macs'] / 1e6:.3g} M | {f'{cmsis:,}' if cmsis else '-'} | "
             f"{f'{tref:,}' if tref else '-'} | {r['portable']:,} | {r['mve']:,} | {ratio} | "
             f"{r['mve'] / r['portable']:.2f} | {per_mac} | {exact} | "
-            f"{r['mve_text']:,} | {code_ratio} | {r['arena']:,} |")
+            f"{r['mve_text']:,} | {code_ratio} | {r['arena']:,} |"
+        )
     lines += estimate_table(rows, peer)
     return "\n".join(lines)
 
@@ -187,8 +208,10 @@ def estimate_table(rows: list[dict], peer: dict) -> list[str]:
         est = r["mve"] + r["mve_instructions"]
         p = peer.get(r["model"], {})
         ratio = f"**{est / (p['cmsis'] + p['mve']):.2f}**" if p.get("cmsis") and p.get("mve") is not None else "-"
-        lines.append(f"| {r['model']} | {r['mve_traced']:,} | {r['mve_instructions']:,} | "
-                     f"{r['mve_instructions'] / r['mve_traced']:.0%} | {est:,} | {ratio} |")
+        lines.append(
+            f"| {r['model']} | {r['mve_traced']:,} | {r['mve_instructions']:,} | "
+            f"{r['mve_instructions'] / r['mve_traced']:.0%} | {est:,} | {ratio} |"
+        )
     return lines
 
 
@@ -196,15 +219,22 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", type=Path, help="write (or replace) the m55 section of this markdown file")
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of " + ", ".join(MODELS))
-    ap.add_argument("--peer", type=Path, help="JSON like benchmarks/peer_m55.json ({\"models\": {model: "
-                                              "{\"instructions\", \"mve\", \"text\"}}}) measured the same way "
-                                              "(default: that file)")
+    ap.add_argument(
+        "--peer",
+        type=Path,
+        help='JSON like benchmarks/peer_m55.json ({"models": {model: '
+        '{"instructions", "mve", "text"}}}) measured the same way '
+        "(default: that file)",
+    )
     ap.add_argument("--profile", action="store_true", help="also print the instructions of each kernel call")
     args = ap.parse_args(argv)
     missing = available()
     if missing:
-        print(f"bench_m55: needs {', '.join(missing)} (apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi "
-              "qemu-system-arm make)", file=sys.stderr)
+        print(
+            f"bench_m55: needs {', '.join(missing)} (apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi "
+            "qemu-system-arm make)",
+            file=sys.stderr,
+        )
         return 2
     names = [n for n in args.models.split(",") if n]
     unknown = [n for n in names if n not in MODELS]
@@ -212,15 +242,19 @@ def main(argv=None) -> int:
         ap.error(f"unknown models {unknown}; known: {', '.join(MODELS)}")
     source = args.peer or PEER_FILE
     recorded = json.loads(source.read_text())
-    peer = {k: {"cmsis": int(v["instructions"]), "mve": v.get("mve"), "text": v.get("text")}
-            for k, v in recorded["models"].items()}
+    peer = {
+        k: {"cmsis": int(v["instructions"]), "mve": v.get("mve"), "text": v.get("text")}
+        for k, v in recorded["models"].items()
+    }
     for k, r in TFLM_REFERENCE.items():
         peer.setdefault(k, {})["reference"] = r
     prov = recorded.get("provenance", {})
-    note = (f"`{source.name}`, measured the same way on a build of TFLM {prov.get('tflm', '?')[-40:][:8]} with "
-            f"CMSIS-NN {prov.get('cmsis_nn', '?')[-40:][:8]} made here from fetched sources ({prov.get('build', '')}); "
-            "this command does not rebuild it (the repository carries no build of fetched code). "
-            f"{REFERENCE_PROVENANCE}")
+    note = (
+        f"`{source.name}`, measured the same way on a build of TFLM {prov.get('tflm', '?')[-40:][:8]} with "
+        f"CMSIS-NN {prov.get('cmsis_nn', '?')[-40:][:8]} made here from fetched sources ({prov.get('build', '')}); "
+        "this command does not rebuild it (the repository carries no build of fetched code). "
+        f"{REFERENCE_PROVENANCE}"
+    )
     print(f"bench_m55: TFLM + CMSIS-NN is not built by this command; its numbers come from {source.name}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="zoflash-bench-m55-") as tmp:
@@ -234,9 +268,12 @@ def main(argv=None) -> int:
             for op, a, b in zip(row["ops"], row["portable_steps"], row["mve_steps"]):
                 print(f"  {op['type']:<22} portable {a:>10,}  Helium {b:>10,}")
             cmsis = peer.get(name, {}).get("cmsis")
-            print(f"{name}: portable {row['portable']:,}, Helium {row['mve']:,} instructions"
-                  + (f" ({row['mve'] / cmsis:.2f}x TFLM + CMSIS-NN)" if cmsis else "")
-                  + ("" if row["mve_exact"] and row["portable_exact"] else "  NOT BIT-EXACT"), flush=True)
+            print(
+                f"{name}: portable {row['portable']:,}, Helium {row['mve']:,} instructions"
+                + (f" ({row['mve'] / cmsis:.2f}x TFLM + CMSIS-NN)" if cmsis else "")
+                + ("" if row["mve_exact"] and row["portable_exact"] else "  NOT BIT-EXACT"),
+                flush=True,
+            )
     body = to_markdown(rows, peer, note)
     if args.write:
         write_section(args.write, SECTION, body)

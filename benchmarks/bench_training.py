@@ -21,6 +21,7 @@ For the digits head task (digits_cnn.tflite + digits_shift.npz, last FC trained)
 Usage: python benchmarks/bench_training.py [--write docs/benchmarks.md] [--rounds 7] [--no-m55 | --m55-only]
 Machines are noisy: read the ratios, not the absolute times (the M55 counts are deterministic).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -254,7 +255,8 @@ static void bench_setup(void)
 }
 """
 
-HARNESS_C = r"""/* zo_bench_train.c - times the parts of one ZO training step (benchmarks/bench_training.py).
+HARNESS_C = (
+    r"""/* zo_bench_train.c - times the parts of one ZO training step (benchmarks/bench_training.py).
  * Linked with the bundle's sources except zo_train_main.c; uses zo_train_model's descriptor. */
 #define _POSIX_C_SOURCE 199309L
 #include <stdio.h>
@@ -270,7 +272,9 @@ static uint64_t now_ns(void)
 }
 #define BENCH_NOW now_ns
 
-""" + HARNESS_OPS_C + r"""
+"""
+    + HARNESS_OPS_C
+    + r"""
 static uint32_t REPS[N_OPS];
 static double NS[N_OPS][64];
 
@@ -334,6 +338,7 @@ int main(int argc, char **argv)
     return 0;
 }
 """
+)
 
 HARNESS_MK = """# bench.mk - builds the step harness with the bundle's own flags and sources
 # (used as `make -f Makefile -f bench.mk build/zo_bench_train`).
@@ -345,8 +350,9 @@ build/zo_bench_train: $(BENCH_SOURCES) $(HEADERS) | build
 
 
 def _make(bundle_path: Path, *args: str) -> None:
-    proc = subprocess.run(["make", "-s", "-j", str(nproc()), "-C", str(bundle_path), *args],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        ["make", "-s", "-j", str(nproc()), "-C", str(bundle_path), *args], capture_output=True, text=True, check=False
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"building the harness failed:\n{proc.stdout}{proc.stderr}")
 
@@ -365,8 +371,13 @@ def run_harness(bundle_path: Path, rounds: int, target_s: float) -> dict:
     (bundle_path / "zo_bench_train.c").write_text(HARNESS_C)
     (bundle_path / "bench.mk").write_text(HARNESS_MK)
     _make(bundle_path, "-f", "Makefile", "-f", "bench.mk", "build/zo_bench_train")
-    out = subprocess.run([str(bundle_path / "build" / "zo_bench_train"), str(rounds), str(target_s)],
-                         stdin=subprocess.DEVNULL, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [str(bundle_path / "build" / "zo_bench_train"), str(rounds), str(target_s)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return _values(out)
 
 
@@ -379,7 +390,8 @@ def run_harness(bundle_path: Path, rounds: int, target_s: float) -> dict:
 M55_TARGET_US = 5000  # virtual us (thousands of instructions) per op, at least
 M55_TIMEOUT_S = 120
 
-M55_C = r"""/* zo_bench_m55.c - counts the instructions of the parts of one ZO training step on the
+M55_C = (
+    r"""/* zo_bench_m55.c - counts the instructions of the parts of one ZO training step on the
  * Cortex-M55 under QEMU -icount shift=0 (benchmarks/bench_training.py).  Linked with the bundle's
  * sources and port except zo_train_main.c; the results go out over the console as text lines
  * `name reps us`; exits through zo_port_exit. */
@@ -387,7 +399,9 @@ M55_C = r"""/* zo_bench_m55.c - counts the instructions of the parts of one ZO t
 
 #define BENCH_NOW zo_port_time_us
 
-""" + HARNESS_OPS_C + r"""
+"""
+    + HARNESS_OPS_C
+    + r"""
 #ifndef BENCH_TARGET_US
 #define BENCH_TARGET_US 5000u
 #endif
@@ -457,6 +471,7 @@ int main(void)
     zo_port_exit(0);
 }
 """
+)
 
 M55_MK = """# bench_m55.mk - builds the M55 step harness with the bundle's flags, linker script and port, in
 # its own object directory (used as `make -f Makefile -f bench_m55.mk BENCH=<variant>
@@ -488,25 +503,51 @@ def run_m55_harness(bundle_path: Path, variant: str, extra_cflags: str) -> dict:
     (bundle_path / "zo_bench_m55.c").write_text(M55_C)
     (bundle_path / "bench_m55.mk").write_text(M55_MK)
     elf = f"build/bench-{variant}/zo_bench_m55.elf"
-    _make(bundle_path, "-f", "Makefile", "-f", "bench_m55.mk", f"BENCH={variant}",
-          f"EXTRA_CFLAGS={extra_cflags} -DBENCH_TARGET_US={M55_TARGET_US}u", elf)
-    proc = subprocess.run(["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-icount", "shift=0",
-                           "-kernel", str(bundle_path / elf)], stdin=subprocess.DEVNULL, capture_output=True,
-                          timeout=M55_TIMEOUT_S, check=False)
+    _make(
+        bundle_path,
+        "-f",
+        "Makefile",
+        "-f",
+        "bench_m55.mk",
+        f"BENCH={variant}",
+        f"EXTRA_CFLAGS={extra_cflags} -DBENCH_TARGET_US={M55_TARGET_US}u",
+        elf,
+    )
+    proc = subprocess.run(
+        [
+            "qemu-system-arm",
+            "-M",
+            "mps3-an547",
+            "-nographic",
+            "-semihosting",
+            "-icount",
+            "shift=0",
+            "-kernel",
+            str(bundle_path / elf),
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=M55_TIMEOUT_S,
+        check=False,
+    )
     out = proc.stdout.decode(errors="replace")
     if proc.returncode != 0 or "\nend\n" not in out:
-        raise RuntimeError(f"the M55 harness ({variant}) failed (exit {proc.returncode}):\n{out}"
-                           f"{proc.stderr.decode(errors='replace')}")
+        raise RuntimeError(
+            f"the M55 harness ({variant}) failed (exit {proc.returncode}):\n{out}{proc.stderr.decode(errors='replace')}"
+        )
     vals = _values(out)
     instr, us = vals.pop("calibration")
     if abs(us * 1000 - instr) > 1000:  # the clock's resolution: 1 us
-        raise RuntimeError(f"the QEMU clock does not count 1 ns per instruction: {instr:.0f} instructions "
-                           f"took {us:.0f} us of virtual time")
+        raise RuntimeError(
+            f"the QEMU clock does not count 1 ns per instruction: {instr:.0f} instructions "
+            f"took {us:.0f} us of virtual time"
+        )
     # `name reps us` -> instructions per op
     return {k: (v[1] * 1000 / v[0] if isinstance(v, tuple) else v) for k, v in vals.items()}
 
 
 # ---------------------------------------------------------------------------- whole runs
+
 
 def _records(data: bytes) -> list[dict]:
     from zoflash.monitor import telemetry
@@ -539,8 +580,12 @@ def calibrated_lr(task: Task, workdir: Path) -> float:
     prep = pipeline.compile_training(task.model, task.data, opts)
     bundle = pipeline.training_bundle(prep, "host", workdir / f"{task.name}-calib")
     run_make(bundle, f"build/{bundle.prefix}_train")
-    out = subprocess.run([str(bundle.path / "build" / f"{bundle.prefix}_train")], stdin=subprocess.DEVNULL,
-                         capture_output=True, check=True).stdout
+    out = subprocess.run(
+        [str(bundle.path / "build" / f"{bundle.prefix}_train")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        check=True,
+    ).stdout
     for r in _records(out):
         if r["type"] == "event" and r["kind"] == "lr":
             return r["value"]
@@ -550,8 +595,8 @@ def calibrated_lr(task: Task, workdir: Path) -> float:
 def throughput(task: Task, q: int, lr: float, workdir: Path, rounds: int):
     """C program (median of `rounds` process runs) and the reference (one run) for the same options."""
     from zoflash.targets.host_build import run_make
-    from zoflash.workflows.simulate import reference_frames
     from zoflash.training import pipeline
+    from zoflash.workflows.simulate import reference_frames
 
     steps = STEPS[q]
     opts = _options(scheduler="fixed", q=q, steps=steps, lr=lr, eval_every=steps)
@@ -573,11 +618,23 @@ def throughput(task: Task, q: int, lr: float, workdir: Path, rounds: int):
     evals = [r for r in c_recs if r["type"] == "eval"]
     passes = done["prefix_passes"] + done["suffix_passes"]
     t_c = statistics.median(times)
-    return dict(model=task.name, q=q, steps=done["steps"], passes=passes, eval_passes=evals[-1]["eval_passes"],
-                c_s=t_c, c_steps=done["steps"] / t_c, c_passes=passes / t_c,
-                ref_s=t_ref, ref_steps=done["steps"] / t_ref, ref_passes=passes / t_ref,
-                ratio=t_ref / t_c, identical=_untimed(c_recs) == _untimed(ref_recs),
-                acc0=evals[0]["accuracy"], acc1=evals[-1]["accuracy"]), bundle
+    return dict(
+        model=task.name,
+        q=q,
+        steps=done["steps"],
+        passes=passes,
+        eval_passes=evals[-1]["eval_passes"],
+        c_s=t_c,
+        c_steps=done["steps"] / t_c,
+        c_passes=passes / t_c,
+        ref_s=t_ref,
+        ref_steps=done["steps"] / t_ref,
+        ref_passes=passes / t_ref,
+        ratio=t_ref / t_c,
+        identical=_untimed(c_recs) == _untimed(ref_recs),
+        acc0=evals[0]["accuracy"],
+        acc1=evals[-1]["accuracy"],
+    ), bundle
 
 
 def _parts_row(task: Task, h: dict) -> dict:
@@ -585,8 +642,25 @@ def _parts_row(task: Task, h: dict) -> dict:
     b = int(h["batch"])
     machinery = h["perturb"] + h["update"]
     forward = 2 * b * h["suffix"]
-    row = dict(model=task.name, batch=b, params=int(h["params"]), **{k: h[k] for k in (
-        "suffix", "prefix", "full", "perturb", "update", "rng", "batch_prefix", "batch_suffix", "batch_full")})
+    row = dict(
+        model=task.name,
+        batch=b,
+        params=int(h["params"]),
+        **{
+            k: h[k]
+            for k in (
+                "suffix",
+                "prefix",
+                "full",
+                "perturb",
+                "update",
+                "rng",
+                "batch_prefix",
+                "batch_suffix",
+                "batch_full",
+            )
+        },
+    )
     row["fraction"] = machinery / forward
     row["update_share"] = h["update"] / machinery
     row["step_share"] = machinery / (b * h["prefix"] + forward + machinery)  # of the whole q = 1 step
@@ -607,8 +681,9 @@ def m55_step_parts(task: Task, lr: float, workdir: Path) -> list[dict]:
     from zoflash.training import pipeline
 
     steps = STEPS[1]
-    prep = pipeline.compile_training(task.model, task.data, _options(scheduler="fixed", q=1, steps=steps, lr=lr,
-                                                            eval_every=steps))
+    prep = pipeline.compile_training(
+        task.model, task.data, _options(scheduler="fixed", q=1, steps=steps, lr=lr, eval_every=steps)
+    )
     bundle = pipeline.training_bundle(prep, "mps3-an547", workdir / f"{task.name}-m55")
     rows = []
     for variant, label, cflags in M55_VARIANTS:
@@ -631,6 +706,7 @@ def tool_version(tool: str) -> str:
 
 # ---------------------------------------------------------------------------- report
 
+
 def harness_rounds(rounds: int) -> int:
     """Short interleaved rounds, many of them: the median then ignores bursts of other work."""
     return min(2 * rounds + 1, 64)
@@ -648,8 +724,9 @@ def load_average() -> str:
         return "unknown"
 
 
-def to_markdown(runs: list[dict], parts: list[dict], tasks: list[Task], rounds: int, load: str,
-                m55: list[dict] | None = None) -> str:
+def to_markdown(
+    runs: list[dict], parts: list[dict], tasks: list[Task], rounds: int, load: str, m55: list[dict] | None = None
+) -> str:
     lines = [
         "## Training: host simulation throughput and the cost of a ZO step",
         "",
@@ -683,10 +760,12 @@ def to_markdown(runs: list[dict], parts: list[dict], tasks: list[Task], rounds: 
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for r in runs:
-        lines.append(f"| {r['model']} | {r['q']} | {r['steps']} | {r['passes']} | {r['eval_passes']} | "
-                     f"{r['c_s']:.3f} | {r['c_steps']:.0f} | {r['c_passes']:.0f} | {r['ref_s']:.2f} | "
-                     f"{r['ref_steps']:.1f} | {r['ref_passes']:.0f} | {r['ratio']:.0f}x | "
-                     f"{'yes' if r['identical'] else '**no**'} | {r['acc0']:.3f} → {r['acc1']:.3f} |")
+        lines.append(
+            f"| {r['model']} | {r['q']} | {r['steps']} | {r['passes']} | {r['eval_passes']} | "
+            f"{r['c_s']:.3f} | {r['c_steps']:.0f} | {r['c_passes']:.0f} | {r['ref_s']:.2f} | "
+            f"{r['ref_steps']:.1f} | {r['ref_passes']:.0f} | {r['ratio']:.0f}x | "
+            f"{'yes' if r['identical'] else '**no**'} | {r['acc0']:.3f} → {r['acc1']:.3f} |"
+        )
     lines += [
         "",
         "### Parts of one step (C harness)",
@@ -714,10 +793,12 @@ def to_markdown(runs: list[dict], parts: list[dict], tasks: list[Task], rounds: 
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for p in parts:
-        lines.append(f"| {p['model']} | {p['params']} | {p['prefix'] / 1e3:.3f} | {p['suffix'] / 1e3:.3f} | "
-                     f"{p['full'] / 1e3:.3f} | {p['perturb'] / 1e3:.3f} | {p['update'] / 1e3:.3f} | "
-                     f"{p['rng'] / 1e3:.3f} | **{100 * p['fraction']:.1f}%** | {100 * p['update_share']:.0f}% | "
-                     f"{100 * p['rng_share']:.0f}% | {100 * p['step_share']:.1f}% |")
+        lines.append(
+            f"| {p['model']} | {p['params']} | {p['prefix'] / 1e3:.3f} | {p['suffix'] / 1e3:.3f} | "
+            f"{p['full'] / 1e3:.3f} | {p['perturb'] / 1e3:.3f} | {p['update'] / 1e3:.3f} | "
+            f"{p['rng'] / 1e3:.3f} | **{100 * p['fraction']:.1f}%** | {100 * p['update_share']:.0f}% | "
+            f"{100 * p['rng_share']:.0f}% | {100 * p['step_share']:.1f}% |"
+        )
     lines += [
         "",
         "### Speed-up of feature reuse",
@@ -731,8 +812,11 @@ def to_markdown(runs: list[dict], parts: list[dict], tasks: list[Task], rounds: 
         "|---|" + "---:|" * (len(QS) + 2),
     ]
     for p in parts:
-        lines.append(f"| {p['model']} | " + " | ".join(f"{p['reuse'][q]:.2f}x" for q in QS) +
-                     f" | {p['direct_ratio']:.2f}x | {p['direct_reuse_q1']:.2f}x |")
+        lines.append(
+            f"| {p['model']} | "
+            + " | ".join(f"{p['reuse'][q]:.2f}x" for q in QS)
+            + f" | {p['direct_ratio']:.2f}x | {p['direct_reuse_q1']:.2f}x |"
+        )
     lines += m55_markdown(m55, parts)
     lines.append("")
     return "\n".join(lines)
@@ -766,23 +850,29 @@ def m55_markdown(m55: list[dict] | None, parts: list[dict]) -> list[str]:
         "above); machinery at q = 1 = 3 sweeps + 1 update; forward = 2·b suffix passes (b = 16);",
         "`of the step` adds the b prefix passes. Feature reuse as above, from the per-pass counts.",
         "",
-        ("| model | build | prefix | suffix | full | perturbation sweep | update (q = 1) | RNG sweep | "
-         "machinery / forward (q = 1) | update share | of the step | reuse q = 1 | q = 4 | q = 16 | "
-         "direct: q = 1 step |"),
+        (
+            "| model | build | prefix | suffix | full | perturbation sweep | update (q = 1) | RNG sweep | "
+            "machinery / forward (q = 1) | update share | of the step | reuse q = 1 | q = 4 | q = 16 | "
+            "direct: q = 1 step |"
+        ),
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for p in m55:
-        lines.append(f"| {p['model']} | {p['build']} | {p['prefix']:,.0f} | {p['suffix']:,.0f} | {p['full']:,.0f} | "
-                     f"{p['perturb'] / 3:,.0f} | {p['update']:,.0f} | {p['rng']:,.0f} | "
-                     f"**{100 * p['fraction']:.1f}%** | {100 * p['update_share']:.0f}% | "
-                     f"{100 * p['step_share']:.1f}% | " +
-                     " | ".join(f"{p['reuse'][q]:.2f}x" for q in QS) + f" | {p['direct_reuse_q1']:.2f}x |")
+        lines.append(
+            f"| {p['model']} | {p['build']} | {p['prefix']:,.0f} | {p['suffix']:,.0f} | {p['full']:,.0f} | "
+            f"{p['perturb'] / 3:,.0f} | {p['update']:,.0f} | {p['rng']:,.0f} | "
+            f"**{100 * p['fraction']:.1f}%** | {100 * p['update_share']:.0f}% | "
+            f"{100 * p['step_share']:.1f}% | "
+            + " | ".join(f"{p['reuse'][q]:.2f}x" for q in QS)
+            + f" | {p['direct_reuse_q1']:.2f}x |"
+        )
     lines += ["", "ZO machinery / forward at q = 1 (target for the digits head: under 10%):", ""]
     host = {p["model"]: p["fraction"] for p in parts}
     for model in dict.fromkeys(p["model"] for p in m55):
         on_m55 = ", ".join(f"{100 * p['fraction']:.1f}% {p['build']}" for p in m55 if p["model"] == model)
-        lines.append(f"- {model}: Cortex-M55 {on_m55}" +
-                     (f"; host harness {100 * host[model]:.1f}%." if model in host else "."))
+        lines.append(
+            f"- {model}: Cortex-M55 {on_m55}" + (f"; host harness {100 * host[model]:.1f}%." if model in host else ".")
+        )
     return lines
 
 
@@ -794,37 +884,64 @@ def make_tasks(workdir: Path) -> list[Task]:
     with np.load(digits) as d:
         np.savez(flat, **{k: (v.reshape(len(v), -1) if k.startswith("x") else v) for k, v in d.items()})
     return [
-        Task("digits head", FIXTURES / "digits_cnn.tflite", digits,
-             "digits_cnn.tflite on digits_shift.npz, last FC 10x256 + bias (2570 parameters) trained"),
-        Task("mlp", FIXTURES / "mlp.tflite", flat,
-             "mlp.tflite on the same digits flattened to 64 features, last FC 10x16 + bias (170 parameters)"),
+        Task(
+            "digits head",
+            FIXTURES / "digits_cnn.tflite",
+            digits,
+            "digits_cnn.tflite on digits_shift.npz, last FC 10x256 + bias (2570 parameters) trained",
+        ),
+        Task(
+            "mlp",
+            FIXTURES / "mlp.tflite",
+            flat,
+            "mlp.tflite on the same digits flattened to 64 features, last FC 10x16 + bias (170 parameters)",
+        ),
     ]
 
 
 def print_run(row: dict) -> None:
-    print(f"  q={row['q']:<3} {row['steps']:5} steps  C {row['c_s']:6.3f} s {row['c_steps']:8.0f} steps/s "
-          f"{row['c_passes']:9.0f} passes/s | ref {row['ref_s']:6.2f} s {row['ref_steps']:7.1f} steps/s "
-          f"{row['ref_passes']:7.0f} passes/s | C/ref {row['ratio']:5.0f}x  "
-          f"same log {'yes' if row['identical'] else 'NO'}  acc {row['acc0']:.3f} -> {row['acc1']:.3f}", flush=True)
+    print(
+        f"  q={row['q']:<3} {row['steps']:5} steps  C {row['c_s']:6.3f} s {row['c_steps']:8.0f} steps/s "
+        f"{row['c_passes']:9.0f} passes/s | ref {row['ref_s']:6.2f} s {row['ref_steps']:7.1f} steps/s "
+        f"{row['ref_passes']:7.0f} passes/s | C/ref {row['ratio']:5.0f}x  "
+        f"same log {'yes' if row['identical'] else 'NO'}  acc {row['acc0']:.3f} -> {row['acc1']:.3f}",
+        flush=True,
+    )
 
 
 def print_parts(p: dict) -> None:
-    print(f"  step parts (ns): prefix {p['prefix']:.0f}  suffix {p['suffix']:.0f}  full {p['full']:.0f}  "
-          f"perturb {p['perturb']:.0f}  update {p['update']:.0f}  rng {p['rng']:.0f}", flush=True)
-    print(f"  ZO machinery / forward at q=1, b={p['batch']}: {100 * p['fraction']:.1f}% "
-          f"(update {100 * p['update_share']:.0f}%, RNG {100 * p['rng_share']:.0f}% of the "
-          f"machinery; {100 * p['step_share']:.1f}% of the whole step)", flush=True)
-    print("  feature reuse speed-up: " + "  ".join(f"q={q} {p['reuse'][q]:.2f}x" for q in QS) +
-          f"  | direct: b full / b suffix {p['direct_ratio']:.2f}x, q=1 step {p['direct_reuse_q1']:.2f}x", flush=True)
+    print(
+        f"  step parts (ns): prefix {p['prefix']:.0f}  suffix {p['suffix']:.0f}  full {p['full']:.0f}  "
+        f"perturb {p['perturb']:.0f}  update {p['update']:.0f}  rng {p['rng']:.0f}",
+        flush=True,
+    )
+    print(
+        f"  ZO machinery / forward at q=1, b={p['batch']}: {100 * p['fraction']:.1f}% "
+        f"(update {100 * p['update_share']:.0f}%, RNG {100 * p['rng_share']:.0f}% of the "
+        f"machinery; {100 * p['step_share']:.1f}% of the whole step)",
+        flush=True,
+    )
+    print(
+        "  feature reuse speed-up: "
+        + "  ".join(f"q={q} {p['reuse'][q]:.2f}x" for q in QS)
+        + f"  | direct: b full / b suffix {p['direct_ratio']:.2f}x, q=1 step {p['direct_reuse_q1']:.2f}x",
+        flush=True,
+    )
 
 
 def print_m55(p: dict) -> None:
-    print(f"  M55 {p['build']}: instructions: prefix {p['prefix']:.0f}  suffix {p['suffix']:.0f}  "
-          f"full {p['full']:.0f}  perturbation sweep {p['perturb'] / 3:.0f}  update {p['update']:.0f}  "
-          f"rng sweep {p['rng']:.0f}", flush=True)
-    print(f"    ZO machinery / forward at q=1, b={p['batch']}: {100 * p['fraction']:.1f}% "
-          f"(update {100 * p['update_share']:.0f}% of it; {100 * p['step_share']:.1f}% of the whole step); "
-          "feature reuse " + "  ".join(f"q={q} {p['reuse'][q]:.2f}x" for q in QS), flush=True)
+    print(
+        f"  M55 {p['build']}: instructions: prefix {p['prefix']:.0f}  suffix {p['suffix']:.0f}  "
+        f"full {p['full']:.0f}  perturbation sweep {p['perturb'] / 3:.0f}  update {p['update']:.0f}  "
+        f"rng sweep {p['rng']:.0f}",
+        flush=True,
+    )
+    print(
+        f"    ZO machinery / forward at q=1, b={p['batch']}: {100 * p['fraction']:.1f}% "
+        f"(update {100 * p['update_share']:.0f}% of it; {100 * p['step_share']:.1f}% of the whole step); "
+        "feature reuse " + "  ".join(f"q={q} {p['reuse'][q]:.2f}x" for q in QS),
+        flush=True,
+    )
 
 
 def main(argv=None) -> int:
@@ -832,8 +949,9 @@ def main(argv=None) -> int:
     ap.add_argument("--write", type=Path, help="write (or replace) the training section of this markdown file")
     ap.add_argument("--rounds", type=int, default=7, help="C process runs per q (the harness runs 2 * rounds + 1)")
     ap.add_argument("--no-m55", action="store_true", help="skip the Cortex-M55 instruction counts (QEMU)")
-    ap.add_argument("--m55-only", action="store_true",
-                    help="only the Cortex-M55 instruction counts (print, no --write)")
+    ap.add_argument(
+        "--m55-only", action="store_true", help="only the Cortex-M55 instruction counts (print, no --write)"
+    )
     args = ap.parse_args(argv)
     if not 1 <= args.rounds <= 64:
         ap.error("--rounds must be in 1..64")
@@ -853,7 +971,7 @@ def main(argv=None) -> int:
             if with_m55:
                 t0 = time.perf_counter()
                 m55 += m55_step_parts(task, lr, work)
-                for p in m55[-len(M55_VARIANTS):]:
+                for p in m55[-len(M55_VARIANTS) :]:
                     print_m55(p)
                 print(f"  (Cortex-M55 part: {time.perf_counter() - t0:.1f} s)", flush=True)
             if args.m55_only:

@@ -9,6 +9,7 @@ Full-batch Adam on the training split, one run per learning rate in LRS; the val
 reports. What ZO cannot beat without noise, quantization or a forward-pass budget: the ceiling the
 schedulers are compared with. Other trainable sets return {"skipped": reason}.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,9 +19,11 @@ ITERATIONS = 3000
 CHECK_EVERY = 20
 
 
-ACTIVATIONS = {"NONE": (lambda a: a, lambda a: np.ones_like(a)),
-               "RELU": (lambda a: np.maximum(a, 0.0), lambda a: (a > 0).astype(a.dtype)),
-               "RELU6": (lambda a: np.clip(a, 0.0, 6.0), lambda a: ((a > 0) & (a < 6)).astype(a.dtype))}
+ACTIVATIONS = {
+    "NONE": (lambda a: a, lambda a: np.ones_like(a)),
+    "RELU": (lambda a: np.maximum(a, 0.0), lambda a: (a > 0).astype(a.dtype)),
+    "RELU6": (lambda a: np.clip(a, 0.0, 6.0), lambda a: ((a > 0) & (a < 6)).astype(a.dtype)),
+}
 
 
 def _float_weights(g, op) -> tuple[np.ndarray, np.ndarray]:
@@ -96,8 +99,13 @@ def _suffix(prep):
     conv, fc = layers
     between = [g.ops[i].type for i in range(plan.layers[0] + 1, plan.layers[1])]
     k = g.tensors[conv.inputs[1]].shape
-    if (k[1], k[2]) != (1, 1) or conv.options.get("stride_h", 1) != 1 or conv.options.get("stride_w", 1) != 1 \
-            or _activation(conv) is None or between not in (["MEAN"], ["RESHAPE"], []):
+    if (
+        (k[1], k[2]) != (1, 1)
+        or conv.options.get("stride_h", 1) != 1
+        or conv.options.get("stride_w", 1) != 1
+        or _activation(conv) is None
+        or between not in (["MEAN"], ["RESHAPE"], [])
+    ):
         return "the block is not a 1x1 CONV_2D (stride 1) with a mean over the image before the head"
     return Block(*_float_weights(g, conv), _activation(conv), *_float_weights(g, fc)), conv
 
@@ -105,6 +113,7 @@ def _suffix(prep):
 def _features(prep) -> tuple[dict, object] | str:
     """Per split the dequantized input of the trainable suffix, and its float model."""
     from zoflash.reference.forward import ReferenceForward
+
     got = _suffix(prep)
     if isinstance(got, str):
         return got
@@ -136,7 +145,7 @@ def loss_and_dlogits(z, y):
 
 def adam_step(params, grads, m, v, it, lr) -> None:
     """Adam iteration `it` (1-based) in place: params, first and second moments m and v."""
-    c1, c2 = 1 - 0.9 ** it, 1 - 0.999 ** it
+    c1, c2 = 1 - 0.9**it, 1 - 0.999**it
     for p, g, mk, vk in zip(params, grads, m, v):
         mk *= 0.9
         mk += 0.1 * g
@@ -150,6 +159,7 @@ def first_order_ceiling(model: str, data: str, train: str, headroom: int = 0) ->
     With headroom the start is the re-quantized model the ZO runs start from."""
     from zoflash.training.options import make_options
     from zoflash.workflows.training import compile_for_training
+
     prep = compile_for_training(model, data, make_options(train=train, headroom=headroom))
     got = _features(prep)
     if isinstance(got, str):
@@ -176,4 +186,5 @@ def first_order_ceiling(model: str, data: str, train: str, headroom: int = 0) ->
 
 if __name__ == "__main__":
     import sys
+
     print(first_order_ceiling(*sys.argv[1:4]))

@@ -11,6 +11,7 @@ fresh seeds, paired run by run, with the standard error of the paired mean (5 se
 
 Runs are cached with the grid's (build/experiments/runs, keyed by their options and the sources).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,28 +45,51 @@ def grid_reference(task_name: str, cfg: ex.Config) -> tuple[int, int, float]:
     """The best tuned fixed q of the grid's cached results: its q, its k and L0."""
     cache = ex.CACHE / f"results-{task_name}-{cfg.name}.json"
     if not cache.exists():
-        raise SystemExit(f"{cache} is missing: run `python benchmarks/experiments.py` with the same task and grid "
-                         "options first, or give the grid's result as --reference Q:K:L0")
+        raise SystemExit(
+            f"{cache} is missing: run `python benchmarks/experiments.py` with the same task and grid "
+            "options first, or give the grid's result as --reference Q:K:L0"
+        )
     a = ex.analyse(json.loads(cache.read_text()))
     return a["best_q"], a["tuned"][a["best_q"]], a["l0"]
 
 
-def heldout(task_name: str, seeds: list[int], executor, cfg: ex.Config = ex.FULL,
-            reference: tuple[int, int, float] | None = None, decay: str = ex.DEFAULT_DECAY) -> dict:
+def heldout(
+    task_name: str,
+    seeds: list[int],
+    executor,
+    cfg: ex.Config = ex.FULL,
+    reference: tuple[int, int, float] | None = None,
+    decay: str = ex.DEFAULT_DECAY,
+) -> dict:
     task = ex.TASKS[task_name]
     q, k, l0 = reference or grid_reference(task_name, cfg)
     ref = f"fixed q={q}, tuned lr (L0·2^{k})"
     specs = {ref: [ex.make_spec(cfg, task, "fixed", q, f"k{k}", s, l0) for s in seeds]}
     for name in ex.ADAPTIVE:
         specs[name] = [ex.make_spec(cfg, task, name, 1, "auto", s, decay=decay) for s in seeds]
-    res = run_grid([s for group in specs.values() for s in group], ex.run_one, executor, ex.CACHE / "runs",
-                   lambda m: print(m, flush=True))
+    res = run_grid(
+        [s for group in specs.values() for s in group],
+        ex.run_one,
+        executor,
+        ex.CACHE / "runs",
+        lambda m: print(m, flush=True),
+    )
     finals = {name: np.array([res[s["key"]]["final_acc"] * 100 for s in group]) for name, group in specs.items()}
     rollbacks = {name: float(np.mean([res[s["key"]]["rollbacks"] for s in group])) for name, group in specs.items()}
     # the lr_1 each adaptive run's lr trial chose (None: no trial ran)
     chosen = {name: [res[s["key"]]["lr_chosen"] for s in group] for name, group in specs.items() if name != ref}
-    return dict(task=task_name, seeds=seeds, ref=ref, finals=finals, rollbacks=rollbacks, chosen=chosen, grid=cfg.name,
-                budget=cfg.budget, given=reference is not None, decay=decay)
+    return dict(
+        task=task_name,
+        seeds=seeds,
+        ref=ref,
+        finals=finals,
+        rollbacks=rollbacks,
+        chosen=chosen,
+        grid=cfg.name,
+        budget=cfg.budget,
+        given=reference is not None,
+        decay=decay,
+    )
 
 
 def to_markdown(h: dict, command: str) -> str:
@@ -80,16 +104,25 @@ def to_markdown(h: dict, command: str) -> str:
     if h.get("decay", ex.DEFAULT_DECAY) != ex.DEFAULT_DECAY:
         grid += f", the schedulers with --lr-decay {h['decay']}"
     seeds = f"seeds {h['seeds'][0]}..{h['seeds'][-1]}"
-    lines = [f"### {h['task']}: {seeds} ({n} runs per method, {budget} passes{grid})", "",
-             f"Command: `{command}`", "",
-             f"Δ: paired difference to {against}, mean ± standard error of the mean "
-             "(std / sqrt(n)), and the seeds where the method is at least as good.", "",
-             f"| method | final acc (mean ± std) | Δ vs {'reference' if h.get('given') else 'best tuned'} | seeds "
-             "| rollbacks |", "|---|---:|---:|---:|---:|"]
+    lines = [
+        f"### {h['task']}: {seeds} ({n} runs per method, {budget} passes{grid})",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Δ: paired difference to {against}, mean ± standard error of the mean "
+        "(std / sqrt(n)), and the seeds where the method is at least as good.",
+        "",
+        f"| method | final acc (mean ± std) | Δ vs {'reference' if h.get('given') else 'best tuned'} | seeds "
+        "| rollbacks |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for name, acc in h["finals"].items():
         d = acc - ref
-        delta, wins = ("–", "–") if name == h["ref"] else (f"{d.mean():+.1f} ± {d.std() / np.sqrt(n):.1f}",
-                                                           f"{int(np.sum(d >= 0))}/{n}")
+        delta, wins = (
+            ("–", "–")
+            if name == h["ref"]
+            else (f"{d.mean():+.1f} ± {d.std() / np.sqrt(n):.1f}", f"{int(np.sum(d >= 0))}/{n}")
+        )
         lines.append(f"| {name} | {acc.mean():.1f} ± {acc.std():.1f} | {delta} | {wins} | {h['rollbacks'][name]:.1f} |")
     return "\n".join(lines) + "\n"
 
@@ -99,8 +132,10 @@ def trial_summary(h: dict) -> str:
     lines = ["lr trial's chosen lr_1 (linear units: the lr at q is lr_1 x q), median (min-max) over the runs:"]
     for name, values in h.get("chosen", {}).items():
         ran = [v for v in values if v is not None]
-        lines.append(f"  {name}: " + (f"{np.median(ran):.3g} ({min(ran):.3g}-{max(ran):.3g}), {len(ran)} runs"
-                                      if ran else "no trial"))
+        lines.append(
+            f"  {name}: "
+            + (f"{np.median(ran):.3g} ({min(ran):.3g}-{max(ran):.3g}), {len(ran)} runs" if ran else "no trial")
+        )
     return "\n".join(lines)
 
 
@@ -112,31 +147,57 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cluster", metavar="tcp://HOST:8786", help="run on this Dask distributed scheduler instead")
     ap.add_argument("--write", type=Path, help="replace this task's section of this markdown file")
     ap.add_argument("--medium", action="store_true", help="the reference from experiments.py --medium's grid")
-    ap.add_argument("--headroom", type=ex.headroom_arg, default="auto", metavar="H",
-                    help="the grid's and the runs' --headroom (default auto, zoflash's default)")
+    ap.add_argument(
+        "--headroom",
+        type=ex.headroom_arg,
+        default="auto",
+        metavar="H",
+        help="the grid's and the runs' --headroom (default auto, zoflash's default)",
+    )
     ap.add_argument("--budget", type=int, help="the grid's and the runs' training passes (experiments.py --budget)")
-    ap.add_argument("--reference", type=reference_arg, metavar="Q:K:L0",
-                    help="the grid's best tuned fixed q, its k and L0 as its page states, instead of reading the "
-                         "grid's cache (the fixed-q runs do not depend on the schedulers' rules)")
-    ap.add_argument("--lr-decay", choices=ex.spec.LR_DECAYS, default=ex.DEFAULT_DECAY,
-                    help=f"the adaptive schedulers' --lr-decay (default {ex.DEFAULT_DECAY}, zoflash's; "
-                         "the reference keeps the default)")
+    ap.add_argument(
+        "--reference",
+        type=reference_arg,
+        metavar="Q:K:L0",
+        help="the grid's best tuned fixed q, its k and L0 as its page states, instead of reading the "
+        "grid's cache (the fixed-q runs do not depend on the schedulers' rules)",
+    )
+    ap.add_argument(
+        "--lr-decay",
+        choices=ex.spec.LR_DECAYS,
+        default=ex.DEFAULT_DECAY,
+        help=f"the adaptive schedulers' --lr-decay (default {ex.DEFAULT_DECAY}, zoflash's; "
+        "the reference keeps the default)",
+    )
     args = ap.parse_args(argv)
     args.task, task_args = ex.task_of(ap, args)
     with make_executor(args.workers, args.cluster) as executor:
-        h = heldout(args.task, seed_range(args.seeds), executor,
-                    ex.with_budget(ex.with_headroom(ex.MEDIUM if args.medium else ex.FULL, args.headroom), args.budget),
-                    args.reference, args.lr_decay)
-    command = f"python benchmarks/heldout.py{task_args} --seeds {args.seeds}" + \
-        (" --medium" if args.medium else "") + (f" --headroom {args.headroom}" if args.headroom != "auto" else "") + \
-        (f" --budget {args.budget}" if args.budget else "") + \
-        (f" --reference {':'.join(f'{v:g}' for v in args.reference)}" if args.reference else "") + \
-        (f" --lr-decay {args.lr_decay}" if args.lr_decay != ex.DEFAULT_DECAY else "") + \
-        (f" --write {args.write}" if args.write else "")
+        h = heldout(
+            args.task,
+            seed_range(args.seeds),
+            executor,
+            ex.with_budget(ex.with_headroom(ex.MEDIUM if args.medium else ex.FULL, args.headroom), args.budget),
+            args.reference,
+            args.lr_decay,
+        )
+    command = (
+        f"python benchmarks/heldout.py{task_args} --seeds {args.seeds}"
+        + (" --medium" if args.medium else "")
+        + (f" --headroom {args.headroom}" if args.headroom != "auto" else "")
+        + (f" --budget {args.budget}" if args.budget else "")
+        + (f" --reference {':'.join(f'{v:g}' for v in args.reference)}" if args.reference else "")
+        + (f" --lr-decay {args.lr_decay}" if args.lr_decay != ex.DEFAULT_DECAY else "")
+        + (f" --write {args.write}" if args.write else "")
+    )
     body = to_markdown(h, command)
     if args.write:
-        write_section(args.write, f"heldout-{args.task}" + (f"-{args.budget}" if args.budget else "")
-                      + (f"-{args.lr_decay}" if args.lr_decay != ex.DEFAULT_DECAY else ""), body)
+        write_section(
+            args.write,
+            f"heldout-{args.task}"
+            + (f"-{args.budget}" if args.budget else "")
+            + (f"-{args.lr_decay}" if args.lr_decay != ex.DEFAULT_DECAY else ""),
+            body,
+        )
         print(f"wrote {args.write}")
     print(body)
     print(trial_summary(h))

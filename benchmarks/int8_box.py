@@ -8,6 +8,7 @@ iteration (how many weights end on it). docs/experiments.md reads the vision tas
 
     python benchmarks/int8_box.py digits sensor vision
 """
+
 from __future__ import annotations
 
 import sys
@@ -18,6 +19,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import first_order as fo  # noqa: E402
 from experiments import TASKS  # noqa: E402
+
 from zoflash.spec.options import TRAIN_DEFAULTS  # noqa: E402
 
 BOUND = 127 - TRAIN_DEFAULTS["eps"]  # the trainer's clamp: a weight perturbed by +-eps stays int8
@@ -45,6 +47,7 @@ def adam(net, feats, box=None):
 def int8_box(task: str) -> dict:
     from zoflash.training.options import make_options
     from zoflash.workflows.training import compile_for_training
+
     t = TASKS[task]
     prep = compile_for_training(str(t.model), str(t.data), make_options(train=t.train))
     got = fo._features(prep)
@@ -61,10 +64,16 @@ def int8_box(task: str) -> dict:
     clipped = np.clip(np.round(w_lsb), -BOUND, BOUND) * lsb
     acc_clipped = float(np.mean(np.argmax(xte @ clipped.T + b, axis=1) == yte))
     acc_box, (w_box, _) = adam(net, feats, box=BOUND * lsb)
-    return dict(pretrained_rms=float(np.sqrt(np.mean((net.params[0] / lsb) ** 2))), float_acc=acc,
-                rms=float(np.sqrt(np.mean(w_lsb ** 2))), max=float(np.abs(w_lsb).max()),
-                beyond=float(np.mean(np.abs(w_lsb) > BOUND)), clipped_acc=acc_clipped, box_acc=acc_box,
-                on_bound=float(np.mean(np.abs(w_box / lsb) > BOUND - 0.5)))
+    return dict(
+        pretrained_rms=float(np.sqrt(np.mean((net.params[0] / lsb) ** 2))),
+        float_acc=acc,
+        rms=float(np.sqrt(np.mean(w_lsb**2))),
+        max=float(np.abs(w_lsb).max()),
+        beyond=float(np.mean(np.abs(w_lsb) > BOUND)),
+        clipped_acc=acc_clipped,
+        box_acc=acc_box,
+        on_bound=float(np.mean(np.abs(w_box / lsb) > BOUND - 0.5)),
+    )
 
 
 if __name__ == "__main__":
@@ -73,7 +82,9 @@ if __name__ == "__main__":
         if "skipped" in r:
             print(f"{name}: skipped ({r['skipped']})")
             continue
-        print(f"{name}: pretrained head RMS {r['pretrained_rms']:.1f} LSB; float head {100 * r['float_acc']:.1f}% "
-              f"with RMS {r['rms']:.0f} LSB, max {r['max']:.0f}, {100 * r['beyond']:.1f}% beyond +-{BOUND}; "
-              f"rounded and clipped {100 * r['clipped_acc']:.1f}%; Adam inside +-{BOUND} {100 * r['box_acc']:.1f}% "
-              f"with {100 * r['on_bound']:.1f}% of the weights on the bound")
+        print(
+            f"{name}: pretrained head RMS {r['pretrained_rms']:.1f} LSB; float head {100 * r['float_acc']:.1f}% "
+            f"with RMS {r['rms']:.0f} LSB, max {r['max']:.0f}, {100 * r['beyond']:.1f}% beyond +-{BOUND}; "
+            f"rounded and clipped {100 * r['clipped_acc']:.1f}%; Adam inside +-{BOUND} {100 * r['box_acc']:.1f}% "
+            f"with {100 * r['on_bound']:.1f}% of the weights on the bound"
+        )

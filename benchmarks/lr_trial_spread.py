@@ -12,6 +12,7 @@ the default runs of a task (the Python reference, stopped after the trial):
 
     python benchmarks/lr_trial_spread.py --task vision-block --seeds 6-11
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,9 @@ def trial_candidates(task: ex.Task, seed: int, budget: int) -> list[tuple[int, n
     from zoflash.training.options import make_options
     from zoflash.workflows.training import compile_for_training
 
-    opts = make_options(scheduler="plateau", seed=seed, budget=budget, eval_every=ex.ADAPTIVE_EVAL_EVERY,
-                        train=task.train)
+    opts = make_options(
+        scheduler="plateau", seed=seed, budget=budget, eval_every=ex.ADAPTIVE_EVAL_EVERY, train=task.train
+    )
     prep = compile_for_training(task.model, task.data, opts)
     t = prep.training
     trainer = ReferenceTrainer(prep.model, t.plan, t.options, t.data, prep.sha256)

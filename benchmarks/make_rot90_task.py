@@ -5,6 +5,7 @@ tests/fixtures/digits_shift.npz, exact: a rotation by 90 degrees needs no interp
     python benchmarks/make_rot90_task.py build/unseen/digits_rot90.npz
     python benchmarks/experiments.py --model tests/fixtures/digits_cnn.tflite --data build/unseen/digits_rot90.npz
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     x, y, train, test = make_fixtures.digits()
     rotated = np.rot90(x, 1, axes=(1, 2))[..., None].astype(np.float32)
     out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(out, x_train=rotated[train[:1000]], y_train=y[train[:1000]],
-                        x_test=rotated[test], y_test=y[test])
+    np.savez_compressed(
+        out, x_train=rotated[train[:1000]], y_train=y[train[:1000]], x_test=rotated[test], y_test=y[test]
+    )
     print(f"wrote {out}: {len(train[:1000])} train / {len(test)} test images rotated by 90 degrees")
     return 0
 

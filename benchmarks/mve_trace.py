@@ -9,6 +9,7 @@ each address from the ELF's disassembly (`arm-none-eabi-objdump -m armv8.1-m.mai
 instruction is one with a Q register operand, or VPT/VPST/VCTP (predication, which also takes
 beats). Slow (a log line per instruction): used once per model, on a build that runs one inference.
 """
+
 from __future__ import annotations
 
 import re
@@ -24,8 +25,9 @@ _PREDICATION = ("vpst", "vpt", "vctp")
 
 def classify(elf: Path) -> tuple[dict[int, str], int]:
     """{address: mnemonic} of the ELF's MVE instructions, and the address of MARK."""
-    text = subprocess.run(["arm-none-eabi-objdump", "-d", "-m", "armv8.1-m.main", str(elf)], capture_output=True,
-                          text=True, check=True).stdout
+    text = subprocess.run(
+        ["arm-none-eabi-objdump", "-d", "-m", "armv8.1-m.main", str(elf)], capture_output=True, text=True, check=True
+    ).stdout
     mve, mark = {}, None
     for line in text.splitlines():
         if line.endswith(f"<{MARK}>:"):
@@ -45,10 +47,21 @@ def classify(elf: Path) -> tuple[dict[int, str], int]:
 def count(elf: Path, timeout_s: float = 1800) -> dict:
     """Executed instructions and MVE instructions between the first two calls of MARK."""
     mve, mark = classify(elf)
-    cmd = ["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-singlestep",
-           "-d", "exec,nochain", "-D", "/dev/stderr", "-kernel", str(elf)]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    cmd = [
+        "qemu-system-arm",
+        "-M",
+        "mps3-an547",
+        "-nographic",
+        "-semihosting",
+        "-singlestep",
+        "-d",
+        "exec,nochain",
+        "-D",
+        "/dev/stderr",
+        "-kernel",
+        str(elf),
+    ]
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     executed, inside = Counter(), 0
     total = marks = 0
     try:
@@ -57,7 +70,7 @@ def count(elf: Path, timeout_s: float = 1800) -> dict:
             if not line.startswith("Trace "):
                 continue  # e.g. "Stopped execution of TB chain before ..." (the same TB follows)
             lb = line.find("[")
-            pc = int(line[lb + 10:lb + 18], 16)
+            pc = int(line[lb + 10 : lb + 18], 16)
             if pc == mark:
                 marks += 1
                 inside = marks == 1

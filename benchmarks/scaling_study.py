@@ -9,6 +9,7 @@ and 2 at every doubling of q.
 
 Runs are cached in build/experiments/runs like the grid's (keyed by their options and the sources).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,10 @@ def main(argv: list[str] | None = None) -> int:
             runs = [res[f"{budget}|{scaling}|{seed}"] for seed in seeds]
             acc = np.array([r["final_acc"] * 100 for r in runs])
             per_seed = ", ".join(f"{a:.1f}" for a in acc)
-            print(f"| {budget:,} | {scaling} | {acc.mean():.1f} ± {acc.std():.1f} | {per_seed} "
-                  f"| {np.mean([r['rollbacks'] for r in runs]):.1f} | {', '.join(str(r['final_q']) for r in runs)} |")
+            print(
+                f"| {budget:,} | {scaling} | {acc.mean():.1f} ± {acc.std():.1f} | {per_seed} "
+                f"| {np.mean([r['rollbacks'] for r in runs]):.1f} | {', '.join(str(r['final_q']) for r in runs)} |"
+            )
     return 0
 
 

@@ -6,6 +6,7 @@ compares the digits and vision tasks with it.
 
     python benchmarks/signal_share.py digits vision
 """
+
 from __future__ import annotations
 
 import sys
@@ -15,8 +16,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from experiments import TASKS  # noqa: E402
-from zoflash.workflows.simulate import simulate  # noqa: E402
+
 from zoflash.training.options import make_options  # noqa: E402
+from zoflash.workflows.simulate import simulate  # noqa: E402
 
 EARLY = 200
 
@@ -30,6 +32,7 @@ def signal_share(task: str) -> tuple[float, float]:
 
     def share(a, b):
         return float((a.mean() - b.mean()) / a.mean())
+
     return share(m2[:EARLY], v[:EARLY]), share(m2[EARLY:], v[EARLY:])
 
 

@@ -15,6 +15,7 @@ simulation is deterministic).
 Dask workers need zoflash installed and the model and data files at the same paths (a shared
 checkout); the run function is shipped to them by value.
 """
+
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -22,8 +23,8 @@ import hashlib
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 _FILE_KEYS = ("model", "data")
 _file_digests: dict[str, str] = {}
@@ -80,8 +81,13 @@ def ship_by_value(fn: Callable) -> None:
         cloudpickle.register_pickle_by_value(sys.modules[fn.__module__])
 
 
-def run_grid(specs: list[dict], fn: Callable[[dict], dict], executor: cf.Executor, cache_dir: Path,
-             progress: Callable[[str], None] = print) -> dict[str, dict]:
+def run_grid(
+    specs: list[dict],
+    fn: Callable[[dict], dict],
+    executor: cf.Executor,
+    cache_dir: Path,
+    progress: Callable[[str], None] = print,
+) -> dict[str, dict]:
     """Run every spec not yet in the cache; return {spec["key"]: result} for all of them."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     unique = {s["key"]: s for s in specs}

@@ -12,6 +12,7 @@ survey.
 Usage: python benchmarks/zoo_survey.py DIR [--samples 100] [--timeout 900] [--out table.md]
        [--json results.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,8 +70,9 @@ print(json.dumps(r))
 def survey_one(path: Path, samples: int, timeout: float) -> dict:
     t0 = time.time()
     try:
-        p = subprocess.run([sys.executable, "-c", _CHILD, str(path), str(samples)], capture_output=True,
-                           text=True, timeout=timeout)
+        p = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(path), str(samples)], capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         return {"verdict": "timeout", "reason": f"over {timeout:.0f} s", "seconds": timeout}
     lines = p.stdout.strip().splitlines()

@@ -1,4 +1,5 @@
 """Print the accuracy of model outputs (.npy, [N, ..., classes]) against labels (.npy, [N])."""
+
 import sys
 
 import numpy as np

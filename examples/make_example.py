@@ -1,6 +1,7 @@
 """Regenerate the demo data: the source-domain digits test split (the one the fixture model
 was not trained on), as float32 images in the model's input units, and its labels.
 Needs scikit-learn. Run from the repository root: python examples/make_example.py"""
+
 import shutil
 import sys
 from pathlib import Path

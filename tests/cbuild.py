@@ -4,6 +4,7 @@ The library is cached in the system temp directory, keyed by a hash of the sourc
 so repeated test runs compile once.  Parameter structs are generated from zo_kernels.h itself,
 which also lets the tests check that the Python builders produce exactly the struct's fields.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -159,8 +160,18 @@ def cross_compile_bundle(bundle_dir: Path, obj_dir: Path, generated_only: bool =
     for src in sorted(Path(bundle_dir).glob("*.c")):
         if src.name == "zo_host_main.c" or (generated_only and src.name.startswith("zo_")):
             continue
-        proc = subprocess.run(["arm-none-eabi-gcc", *CROSS_FLAGS, "-ffreestanding", "-c", "-o",
-                               str(Path(obj_dir).resolve() / (src.stem + ".o")), src.name], capture_output=True,
-                              text=True, cwd=bundle_dir)  # in the bundle, as its Makefile: .incbin finds its files
+        proc = subprocess.run(
+            [
+                "arm-none-eabi-gcc",
+                *CROSS_FLAGS,
+                "-ffreestanding",
+                "-c",
+                "-o",
+                str(Path(obj_dir).resolve() / (src.stem + ".o")),
+                src.name,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=bundle_dir,
+        )  # in the bundle, as its Makefile: .incbin finds its files
         assert proc.returncode == 0, f"{src.name}:\n{proc.stderr}"
-

@@ -1,4 +1,5 @@
 """Compile C sources into a shared library for ctypes (host compiler, strict flags)."""
+
 from __future__ import annotations
 
 import ctypes
@@ -24,8 +25,13 @@ def compiler() -> str:
     return shutil.which("cc") or shutil.which("gcc") or "cc"
 
 
-def build_shared(sources: list[Path], out_dir: Path, name: str, extra_sources: dict[str, str] | None = None,
-                 flags: list[str] | None = None) -> ctypes.CDLL:
+def build_shared(
+    sources: list[Path],
+    out_dir: Path,
+    name: str,
+    extra_sources: dict[str, str] | None = None,
+    flags: list[str] | None = None,
+) -> ctypes.CDLL:
     """Compile `sources` (+ `extra_sources`: file name -> text, written to out_dir) into
     out_dir/lib<name>-<digest>.so and load it."""
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ Tiers are pytest markers (cc, cross, qemu, tflm, tf, slow). A tier whose tool is
 skipped on a developer machine, but under `make test` / CI (ZOFLASH_REQUIRE_ALL=1 or CI=true)
 a missing tool fails the run loudly instead of silently skipping a tier.
 """
+
 from __future__ import annotations
 
 import importlib.util

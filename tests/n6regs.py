@@ -5,6 +5,7 @@ header (its checkout in the mirror, when present, and a stand-in for Arm's CMSIS
 Used by tests/test_n6_regs.py and by `.venv/bin/python tests/n6regs.py`, which rewrites
 tests/fixtures/stm32n657xx_facts.toml from the header (the values a fresh machine checks the
 port's own numbers against)."""
+
 from __future__ import annotations
 
 import re
@@ -40,7 +41,7 @@ def port_dir() -> Path:
 def regs_names() -> list[str]:
     """Every ZO_ constant of the port's own branch (the names the port uses)."""
     text = (port_dir() / "zo_port_stm32n6_regs.h").read_text()
-    own = text[text.index("#else /* the port's own numbers"):text.index("#endif /* ZO_DEVICE_HEADERS */")]
+    own = text[text.index("#else /* the port's own numbers") : text.index("#endif /* ZO_DEVICE_HEADERS */")]
     return re.findall(r"^#define (ZO_\w+)\s", own, flags=re.M)
 
 
@@ -61,8 +62,11 @@ def extract_headers(out: Path) -> Path | None:
     inc.mkdir(parents=True, exist_ok=True)
     has = subprocess.run(["git", "-C", str(repo), "cat-file", "-e", COMMIT], capture_output=True).returncode == 0
     for h in HEADERS:
-        text = subprocess.run(["git", "-C", str(repo), "show", f"{COMMIT if has else 'HEAD'}:Include/{h}"],
-                              capture_output=True, check=True).stdout
+        text = subprocess.run(
+            ["git", "-C", str(repo), "show", f"{COMMIT if has else 'HEAD'}:Include/{h}"],
+            capture_output=True,
+            check=True,
+        ).stdout
         (inc / h).write_bytes(text)
     (out / "core").mkdir(exist_ok=True)
     (out / "core" / "core_cm55.h").write_text(CORE_STANDIN)
@@ -85,11 +89,24 @@ def write_facts(tmp: Path) -> None:
     if extract_headers(tmp) is None:
         sys.exit(f"no cmsis-device-n6 mirror at {MIRROR}")
     body = "\n".join(f'    printf("{n} = 0x%llX\\n", (unsigned long long)({n}));' for n in regs_names())
-    (tmp / "print.c").write_text(f'#include <stdio.h>\n#include "zo_port_stm32n6_regs.h"\n'
-                                 f'int main(void)\n{{\n{body}\n    return 0;\n}}\n')
+    (tmp / "print.c").write_text(
+        f'#include <stdio.h>\n#include "zo_port_stm32n6_regs.h"\nint main(void)\n{{\n{body}\n    return 0;\n}}\n'
+    )
     exe = tmp / "print"
-    subprocess.run(["gcc", "-std=c11", "-DZO_DEVICE_HEADERS", f"-I{port_dir()}", f"-I{tmp / 'Include'}",
-                    f"-I{tmp / 'core'}", "-o", str(exe), str(tmp / "print.c")], check=True)
+    subprocess.run(
+        [
+            "gcc",
+            "-std=c11",
+            "-DZO_DEVICE_HEADERS",
+            f"-I{port_dir()}",
+            f"-I{tmp / 'Include'}",
+            f"-I{tmp / 'core'}",
+            "-o",
+            str(exe),
+            str(tmp / "print.c"),
+        ],
+        check=True,
+    )
     values = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
     FACTS.write_text(
         "# The STM32N657 register facts the stm32n6 port uses (firmware_templates/ports/stm32n6/\n"
@@ -97,7 +114,8 @@ def write_facts(tmp: Path) -> None:
         f"# (STMicroelectronics/cmsis-device-n6 v1.1.0, commit {COMMIT}, Apache-2.0) by\n"
         "# compiling the port's header with ZO_DEVICE_HEADERS; `.venv/bin/python tests/n6regs.py`\n"
         "# rewrites it. Numbers only, no code from the header. tests/test_n6_regs.py checks the\n"
-        "# port's own numbers against them.\n[facts]\n" + values)
+        "# port's own numbers against them.\n[facts]\n" + values
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 example application examples/app_sensor (a synthetic sensor pushes samples, the app steps).
 Built and run on the host and on the emulated Cortex-M55: it trains, and both give the same
 records."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -10,6 +11,7 @@ import subprocess
 
 import pytest
 from conftest import FIXTURES, ROOT
+
 from zoflash import api
 from zoflash.monitor.session import Session, comparable
 from zoflash.training.options import make_options
@@ -35,8 +37,19 @@ def app_records(tmp_path, board: str, data) -> list[dict]:
     if board == "host":
         argv = [str(bundle.path / "build" / "app")]
     else:
-        argv = ["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-icount", "shift=0",
-                "-monitor", "none", "-kernel", str(bundle.path / "build" / "app.elf")]
+        argv = [
+            "qemu-system-arm",
+            "-M",
+            "mps3-an547",
+            "-nographic",
+            "-semihosting",
+            "-icount",
+            "shift=0",
+            "-monitor",
+            "none",
+            "-kernel",
+            str(bundle.path / "build" / "app.elf"),
+        ]
     out = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=300, check=True).stdout
     session = Session(None, None)
     session.feed(out)

@@ -4,6 +4,7 @@ of the checkpoint frames), a new process puts it and continues, and every record
 and the final weights equal an uninterrupted run's, bit for bit.  A damaged image or one of another
 model or build is refused with its status code and the run goes on untouched.  On the host and on
 the emulated Cortex-M55 (mps3-an547)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -16,6 +17,7 @@ import zlib
 import pytest
 from conftest import FIXTURES, ROOT
 from test_app import OPTS, sensor_data  # noqa: F401  (the fixture)
+
 from zoflash import api
 from zoflash.monitor.session import Session, comparable
 from zoflash.training.options import make_options
@@ -33,26 +35,37 @@ class App:
     def __init__(self, tmp_path, board: str, data, **options):
         self.board = board
         out = tmp_path / board
-        self.bundle = api.build(str(MLP), board, str(out), data_path=str(data),
-                                options=make_options(**{**OPTS, **options})).bundle
+        self.bundle = api.build(
+            str(MLP), board, str(out), data_path=str(data), options=make_options(**{**OPTS, **options})
+        ).bundle
         subprocess.run(["make", "-s", "-C", str(self.bundle.path), "app", f"APP={APP}"], check=True)
 
     def run(self, stop: int, image: bytes = b"", env: dict | None = None) -> list[dict]:
         if self.board == "host":
             argv = [str(self.bundle.path / "build" / "app")]
         else:
-            argv = ["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-icount", "shift=0",
-                    "-monitor", "none", "-kernel", str(self.bundle.path / "build" / "app.elf")]
+            argv = [
+                "qemu-system-arm",
+                "-M",
+                "mps3-an547",
+                "-nographic",
+                "-semihosting",
+                "-icount",
+                "shift=0",
+                "-monitor",
+                "none",
+                "-kernel",
+                str(self.bundle.path / "build" / "app.elf"),
+            ]
         line = f"{stop} {image.hex()}\n" if image else f"{stop}\n"
-        out = subprocess.run(argv, input=line.encode(), capture_output=True, timeout=300, check=True,
-                             env=env).stdout
+        out = subprocess.run(argv, input=line.encode(), capture_output=True, timeout=300, check=True, env=env).stdout
         session = Session(None, None)
         session.feed(out)
         return session.close().records
 
 
 def text(records: list[dict], word: str) -> list[str]:
-    return [r["text"][len(word) + 1:] for r in records if r["type"] == "text" and r["text"].startswith(word + " ")]
+    return [r["text"][len(word) + 1 :] for r in records if r["type"] == "text" and r["text"].startswith(word + " ")]
 
 
 def image_of(records: list[dict]) -> bytes:
@@ -71,7 +84,7 @@ def forged(img: bytes, **fields) -> bytes:
     names = ("magic", "version", "state", "model", "options", "step", "body", "crc")
     head = dict(zip(names, HEADER.unpack_from(img)))
     head.update(fields)
-    return HEADER.pack(*(head[k] for k in names)) + img[HEADER.size:]
+    return HEADER.pack(*(head[k] for k in names)) + img[HEADER.size :]
 
 
 def check_resume_and_refusals(app: App, stop: int) -> None:
@@ -81,11 +94,11 @@ def check_resume_and_refusals(app: App, stop: int) -> None:
     img = image_of(first)
     magic, version, _, model, options, step, body, crc = HEADER.unpack_from(img)
     assert (magic, version, step, len(img)) == (b"ZOCK", 1, stop, HEADER.size + body)
-    assert zlib.crc32(img[HEADER.size:]) == crc
+    assert zlib.crc32(img[HEADER.size :]) == crc
     assert model == hashlib.sha256(MLP.read_bytes()).digest()[:8]
     assert options.hex() == app.bundle.manifest["training"]["options_sha256"][:16]
     # the stopped run is the uninterrupted run up to there
-    assert comparable(first) == comparable(whole)[:len(comparable(first))]
+    assert comparable(first) == comparable(whole)[: len(comparable(first))]
 
     resumed = app.run(0, img)
     # the ring refills from the first sample step `stop` trains on: t R (--refresh R)
@@ -113,10 +126,11 @@ def test_app_checkpoint_on_the_host(tmp_path, sensor_data):  # noqa: F811
     check_resume_and_refusals(app, 37)
     img = image_of(app.run(20))
     for bad, status, why in (
-            (img[:-1], CKPT_BAD, "its size does not match this build"),
-            (forged(img, options=bytes(8)), CKPT_BUILD, "other training options or data"),
-            (forged(img, magic=b"ZOCX"), CKPT_BAD, "not a checkpoint of this firmware's format"),
-            (forged(img, crc=0), CKPT_BAD, "its CRC does not match")):
+        (img[:-1], CKPT_BAD, "its size does not match this build"),
+        (forged(img, options=bytes(8)), CKPT_BUILD, "other training options or data"),
+        (forged(img, magic=b"ZOCX"), CKPT_BAD, "not a checkpoint of this firmware's format"),
+        (forged(img, crc=0), CKPT_BAD, "its CRC does not match"),
+    ):
         recs = app.run(1, bad)
         assert text(recs, "put") == [str(status)]
         assert any(r["type"] == "log" and why in r["text"] for r in recs), why

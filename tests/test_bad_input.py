@@ -1,10 +1,12 @@
 """Bad input from the command line is a one-line error with exit 2, never a traceback: outputs that
 cannot be written (checked before any work), unknown port URLs, broken logs, options outside the
 ranges of the C fields they become."""
+
 from __future__ import annotations
 
 import pytest
 from conftest import FIXTURES
+
 from zoflash.cli import main
 
 MODEL = str(FIXTURES / "digits_cnn.tflite")
@@ -20,15 +22,25 @@ def _fails(capsys, argv, *expected):
     return err
 
 
-@pytest.mark.parametrize("argv", [
-    ["build", "--model", MODEL, "--no-compile", "--out", "{bad}/bundle"],
-    ["simulate", "--model", MODEL, "--data", DATA, "--steps", "2", "--log", "{bad}/run.jsonl"],
-    ["infer", "--model", MODEL, "--inputs", str(FIXTURES.parent.parent / "examples" / "digits_test_x.npy"),
-     "--out", "{bad}/y.npy"],
-    ["monitor", "--port", "loop://", "--log", "{bad}/run.jsonl"],
-    ["monitor", "--port", "loop://", "--csv", "{bad}/run.csv"],
-    ["run", "--board", "mps3-an547", "--model", MODEL, "--data", DATA, "--log", "{bad}/run.jsonl"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["build", "--model", MODEL, "--no-compile", "--out", "{bad}/bundle"],
+        ["simulate", "--model", MODEL, "--data", DATA, "--steps", "2", "--log", "{bad}/run.jsonl"],
+        [
+            "infer",
+            "--model",
+            MODEL,
+            "--inputs",
+            str(FIXTURES.parent.parent / "examples" / "digits_test_x.npy"),
+            "--out",
+            "{bad}/y.npy",
+        ],
+        ["monitor", "--port", "loop://", "--log", "{bad}/run.jsonl"],
+        ["monitor", "--port", "loop://", "--csv", "{bad}/run.csv"],
+        ["run", "--board", "mps3-an547", "--model", MODEL, "--data", DATA, "--log", "{bad}/run.jsonl"],
+    ],
+)
 def test_an_output_that_cannot_be_written_fails_before_any_work(capsys, tmp_path, argv):
     """A path below a regular file cannot be created by anyone, root included."""
     (tmp_path / "file").write_text("x")
@@ -43,7 +55,7 @@ def test_compare_names_the_broken_line(capsys, tmp_path):
     log = tmp_path / "broken.jsonl"
     log.write_text('{"type": "step", "step": 0}\nnot json\n')
     _fails(capsys, ["compare", str(log), str(log)], "line 2 is not JSON")
-    log.write_text('[1, 2]\n')
+    log.write_text("[1, 2]\n")
     _fails(capsys, ["compare", str(log), str(log)], "line 1 is not a training record")
 
 
@@ -52,15 +64,21 @@ def test_validate_needs_at_least_one_random_input(capsys):
     assert "give at least 1 input" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag, value, expected", [
-    ("--steps", "99999999999", "--steps must be in 1..4294967295"),
-    ("--eval-every", "4294967296", "--eval-every must be in 1..4294967295"),
-    ("--lr", "1e39", "does not fit a float32"),
-    ("--bias-bound", "2000000000", "past int32; use at most"),
-])
+@pytest.mark.parametrize(
+    "flag, value, expected",
+    [
+        ("--steps", "99999999999", "--steps must be in 1..4294967295"),
+        ("--eval-every", "4294967296", "--eval-every must be in 1..4294967295"),
+        ("--lr", "1e39", "does not fit a float32"),
+        ("--bias-bound", "2000000000", "past int32; use at most"),
+    ],
+)
 def test_options_are_range_checked_against_their_c_fields(capsys, tmp_path, flag, value, expected):
-    _fails(capsys, ["build", "--model", MODEL, "--data", DATA, flag, value, "--no-compile", "--out",
-                    str(tmp_path / "b")], expected)
+    _fails(
+        capsys,
+        ["build", "--model", MODEL, "--data", DATA, flag, value, "--no-compile", "--out", str(tmp_path / "b")],
+        expected,
+    )
 
 
 def test_infer_refuses_nan_inputs(capsys, tmp_path):
@@ -69,12 +87,16 @@ def test_infer_refuses_nan_inputs(capsys, tmp_path):
     x = np.zeros((3, 8, 8, 1), np.float32)
     x[1, 2, 3, 0] = np.nan
     np.save(tmp_path / "x.npy", x)
-    _fails(capsys, ["infer", "--model", MODEL, "--inputs", str(tmp_path / "x.npy"), "--out", str(tmp_path / "y.npy")],
-           "1 NaN or infinite value(s)")
+    _fails(
+        capsys,
+        ["infer", "--model", MODEL, "--inputs", str(tmp_path / "x.npy"), "--out", str(tmp_path / "y.npy")],
+        "1 NaN or infinite value(s)",
+    )
 
 
 def test_float_data_far_outside_the_input_range_warns(caplog):
     import numpy as np
+
     from zoflash.compiler.quant import as_samples
 
     pixels = np.arange(0, 256, dtype=np.float32).reshape(4, 64)  # 0..255 for a model of [0, 1]
@@ -89,12 +111,18 @@ def test_float_data_far_outside_the_input_range_warns(caplog):
 
 def test_tiny_or_one_class_training_data_warns(caplog, tmp_path):
     import numpy as np
+
     from zoflash.training.options import make_options
     from zoflash.workflows.training import compile_for_training
 
     rng = np.random.default_rng(0)
-    np.savez(tmp_path / "d.npz", x_train=rng.random((5, 8, 8, 1), np.float32), y_train=np.full(5, 3),
-             x_test=rng.random((4, 8, 8, 1), np.float32), y_test=np.arange(4))
+    np.savez(
+        tmp_path / "d.npz",
+        x_train=rng.random((5, 8, 8, 1), np.float32),
+        y_train=np.full(5, 3),
+        x_test=rng.random((4, 8, 8, 1), np.float32),
+        y_test=np.arange(4),
+    )
     with caplog.at_level("WARNING", logger="zoflash"):
         compile_for_training(MODEL, tmp_path / "d.npz", make_options(batch=16))
     assert "3 training samples for a batch of 16" in caplog.text  # 2 of the 5 became the validation split

@@ -1,5 +1,6 @@
 """Boards are data: every board file validates, the schema rejects unknown and missing keys by
 name, family names select the reference board, and `zoflash boards` lists and shows them."""
+
 from __future__ import annotations
 
 from importlib import resources
@@ -7,6 +8,7 @@ from importlib import resources
 import pytest
 import tomllib
 from conftest import ROOT
+
 from zoflash.cli import main
 from zoflash.errors import BoardError
 from zoflash.targets import boards
@@ -52,8 +54,10 @@ def test_stm32n6_facts():
         sram = sum(r.size for r in b.memory if r.kind == "ram")
         assert sram == 4096 * 1024 - 1024  # all the SRAM but the video encoder's 128 KiB and the image header
         assert {r.name: r.enable for r in b.memory if r.enable} == {
-            "AXISRAM3_6": ("AXISRAM3", "AXISRAM4", "AXISRAM5", "AXISRAM6"), "NPU_CACHE_RAM": ("CACHEAXIRAM",),
-            "XSPI2_NOR": ("XSPI2",)}
+            "AXISRAM3_6": ("AXISRAM3", "AXISRAM4", "AXISRAM5", "AXISRAM6"),
+            "NPU_CACHE_RAM": ("CACHEAXIRAM",),
+            "XSPI2_NOR": ("XSPI2",),
+        }
         assert b.region("AXISRAM3_6").origin == 0x34200000 and b.region("AXISRAM3_6").end == 0x343C0000
         methods = {f["name"]: f for f in b.flash}
         assert {m["method"] for m in methods.values()} == {"stm32cubeprogrammer", "pyocd", "openocd"}
@@ -62,8 +66,10 @@ def test_stm32n6_facts():
         assert set(b.boot) >= {"development", "flash"}
     assert dk.reference and not nucleo.reference
     loaders = {b.id: next(f for f in b.flash if f["name"] == "flash")["external_loader"] for b in (dk, nucleo)}
-    assert loaders == {"stm32n6570-dk": "MX66UW1G45G_STM32N6570-DK.stldr",
-                       "nucleo-n657x0-q": "MX25UM51245G_STM32N6570-NUCLEO.stldr"}
+    assert loaders == {
+        "stm32n6570-dk": "MX66UW1G45G_STM32N6570-DK.stldr",
+        "nucleo-n657x0-q": "MX25UM51245G_STM32N6570-NUCLEO.stldr",
+    }
 
 
 def test_family_name_selects_the_reference_board():
@@ -75,33 +81,54 @@ def test_family_name_selects_the_reference_board():
         boards.resolve_board("stm32h7")
 
 
-@pytest.mark.parametrize("old, new, message", [
-    ('family = "stm32n6"', 'family = "stm32n6"\ncolour = "blue"', "unknown key 'colour'"),
-    ("baud = 115200", "", r"\[console\]: missing required key 'baud'"),
-    ("baud = 115200", 'baud = "fast"', "'baud' must be an integer"),
-    ('kind = "flash"', 'kind = "rom"', "'kind' must be one of 'ram', 'flash'"),
-    ('arena = ["RAM", ', 'arena = ["SRAM9", ', r"\[placement\] 'arena' names region 'SRAM9'.*regions: FLEXMEM, AXISRAM1"),
-    ('arena = ["RAM", ', 'arena = [7, ', "'arena' must be a string or a list of strings"),
-    ('code = "IMAGE"', 'code = ["IMAGE", "RAM"]', "'code' must name one region"),
-    ('stack = "RAM"', 'stack = "AXISRAM3_6"', "'stack' must be in a region that is on at reset"),
-    ('enable = ["CACHEAXIRAM"]', 'enable = ["DDR"]', "needs memory switch 'DDR', which port 'stm32n6' does not have"),
-    ('stack = "RAM"', 'stack = "XSPI2_NOR"', "'stack' must be in a region of kind 'ram'"),
-    ("origin = 0x341C_0000", "origin = 0x341B_0000", "regions 'IMAGE' .* and 'RAM' .* overlap"),
-    ('name = "RAM"', 'name = "IMAGE"', "name 'IMAGE' is defined 2 times"),
-    ('uart = "USART1"', 'uart = "USART2"', "'uart' is 'USART2' but port 'stm32n6' drives only USART1"),
-    ('"0483:374E", ', '"0483-374E", ', "'usb' entries are 'VVVV:PPPP'"),
-    ('pack = "Keil.STM32N6xx_DFP"\n', "",
-     r"\[\[flash\]\] #3 \('pyocd'\) \(method pyocd\): missing required key 'pack'"),
-    ('external_loader = "MX66UW1G45G_STM32N6570-DK.stldr"\naddress', "address", "missing required key 'external_loader' "
-                                                                  r"\(flash mode\)"),
-    ('run_boot = "flash"', 'run_boot = "sd-card"', "'run_boot' names boot mode 'sd-card'"),
-    ('method = "pyocd"', 'method = "jlink"', "'method' must be one of"),
-    ('target = "stm32n657x0hxq"', 'target = "stm32n657x0hxq"\nmachine = "x"',
-     r"\(method pyocd\): unknown key 'machine'"),
-    ('port = "stm32n6"', 'port = "stm32f4"', "port 'stm32f4' does not exist"),
-    ('[cpu]\ncore = "cortex-m55"', '[processor]\ncore = "cortex-m55"', "unknown key 'processor'"),
-    ('size = "arm-none-eabi-size"\n', "", r"\[toolchain\]: missing required key 'size'"),
-])
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ('family = "stm32n6"', 'family = "stm32n6"\ncolour = "blue"', "unknown key 'colour'"),
+        ("baud = 115200", "", r"\[console\]: missing required key 'baud'"),
+        ("baud = 115200", 'baud = "fast"', "'baud' must be an integer"),
+        ('kind = "flash"', 'kind = "rom"', "'kind' must be one of 'ram', 'flash'"),
+        (
+            'arena = ["RAM", ',
+            'arena = ["SRAM9", ',
+            r"\[placement\] 'arena' names region 'SRAM9'.*regions: FLEXMEM, AXISRAM1",
+        ),
+        ('arena = ["RAM", ', "arena = [7, ", "'arena' must be a string or a list of strings"),
+        ('code = "IMAGE"', 'code = ["IMAGE", "RAM"]', "'code' must name one region"),
+        ('stack = "RAM"', 'stack = "AXISRAM3_6"', "'stack' must be in a region that is on at reset"),
+        (
+            'enable = ["CACHEAXIRAM"]',
+            'enable = ["DDR"]',
+            "needs memory switch 'DDR', which port 'stm32n6' does not have",
+        ),
+        ('stack = "RAM"', 'stack = "XSPI2_NOR"', "'stack' must be in a region of kind 'ram'"),
+        ("origin = 0x341C_0000", "origin = 0x341B_0000", "regions 'IMAGE' .* and 'RAM' .* overlap"),
+        ('name = "RAM"', 'name = "IMAGE"', "name 'IMAGE' is defined 2 times"),
+        ('uart = "USART1"', 'uart = "USART2"', "'uart' is 'USART2' but port 'stm32n6' drives only USART1"),
+        ('"0483:374E", ', '"0483-374E", ', "'usb' entries are 'VVVV:PPPP'"),
+        (
+            'pack = "Keil.STM32N6xx_DFP"\n',
+            "",
+            r"\[\[flash\]\] #3 \('pyocd'\) \(method pyocd\): missing required key 'pack'",
+        ),
+        (
+            'external_loader = "MX66UW1G45G_STM32N6570-DK.stldr"\naddress',
+            "address",
+            "missing required key 'external_loader' "
+            r"\(flash mode\)",
+        ),
+        ('run_boot = "flash"', 'run_boot = "sd-card"', "'run_boot' names boot mode 'sd-card'"),
+        ('method = "pyocd"', 'method = "jlink"', "'method' must be one of"),
+        (
+            'target = "stm32n657x0hxq"',
+            'target = "stm32n657x0hxq"\nmachine = "x"',
+            r"\(method pyocd\): unknown key 'machine'",
+        ),
+        ('port = "stm32n6"', 'port = "stm32f4"', "port 'stm32f4' does not exist"),
+        ('[cpu]\ncore = "cortex-m55"', '[processor]\ncore = "cortex-m55"', "unknown key 'processor'"),
+        ('size = "arm-none-eabi-size"\n', "", r"\[toolchain\]: missing required key 'size'"),
+    ],
+)
 def test_schema_errors_name_the_file_and_key(old, new, message):
     with pytest.raises(BoardError, match=message) as err:
         parse(edited("stm32n6570-dk", old, new))
@@ -110,7 +137,7 @@ def test_schema_errors_name_the_file_and_key(old, new, message):
 
 def test_firmware_tables_are_required_and_host_boards_refuse_them():
     text = board_text("mps3-an547")
-    cut = text[:text.index("[console]")] + text[text.index("[[flash]]"):]
+    cut = text[: text.index("[console]")] + text[text.index("[[flash]]") :]
     with pytest.raises(BoardError, match="missing required key 'console'"):
         parse(cut)
     with pytest.raises(BoardError, match="key 'cpu' is not used by boards of the 'host' port"):
@@ -128,7 +155,8 @@ def test_a_new_board_is_a_toml_file_only(tmp_path, monkeypatch):
     for bid in BOARDS:
         (root / f"{bid}.toml").write_text(board_text(bid))
     text = edited("stm32n6570-dk", 'id = "stm32n6570-dk"', 'id = "my-n6-board"').replace(
-        "reference = true", "reference = false")
+        "reference = true", "reference = false"
+    )
     (root / "my-n6-board.toml").write_text(text.replace('arena = ["RAM", ', 'arena = ["AXISRAM1", '))
     monkeypatch.setattr(boards, "_board_files", lambda: {p.stem: p for p in root.glob("*.toml")})
     b = boards.load_board("my-n6-board")
@@ -159,8 +187,16 @@ def test_cli_lists_and_shows_boards(capsys):
     assert main(["boards", "show", "stm32n6"]) == 0
     out = capsys.readouterr().out
     assert "stm32n6 -> stm32n6570-dk" in out
-    for fact in ("USART1 (TX PE5, RX PE6) 115200 baud", "0x34180400", "0483:374E", "MX66UW1G45G_STM32N6570-DK.stldr",
-                 "BOOT0 and BOOT1 both to the left", "Keil.STM32N6xx_DFP", "stm32n6x.cfg", "-mfpu=fpv5-d16"):
+    for fact in (
+        "USART1 (TX PE5, RX PE6) 115200 baud",
+        "0x34180400",
+        "0483:374E",
+        "MX66UW1G45G_STM32N6570-DK.stldr",
+        "BOOT0 and BOOT1 both to the left",
+        "Keil.STM32N6xx_DFP",
+        "stm32n6x.cfg",
+        "-mfpu=fpv5-d16",
+    ):
         assert fact in out, fact
     assert main(["boards", "show", "nope"]) == 2
     assert "unknown board 'nope'" in capsys.readouterr().err

@@ -5,6 +5,7 @@ of the first test sample's boundary activations once after hello; a build with -
 The oracles are independent of zoflash's C: the tflite-micro interpreter on `zoflash split`'s
 prefix and zlib's CRC-32. Under QEMU the prefix runs on the emulated Cortex-M55's CPU (no NPU is
 emulated): the checksum path is the one an NPU build takes, with zoflash's kernels computing it."""
+
 from __future__ import annotations
 
 import subprocess
@@ -13,15 +14,16 @@ import zlib
 import pytest
 from conftest import FIXTURES
 from test_monitor import qemu_serial
+
 from zoflash import api
-from zoflash.spec import wire as proto
 from zoflash.monitor import telemetry as tm
 from zoflash.monitor.live_view import LiveView, boundary_line
 from zoflash.monitor.serial_monitor import Monitor
 from zoflash.reference.tflm import TflmInterpreter
-from zoflash.workflows.boundary_check import simulated_crc32
 from zoflash.spec import training as spec
+from zoflash.spec import wire as proto
 from zoflash.training.options import make_options
+from zoflash.workflows.boundary_check import simulated_crc32
 from zoflash.workflows.training import compile_for_training
 
 MODEL, DATA = FIXTURES / "digits_cnn.tflite", FIXTURES / "digits_shift.npz"
@@ -35,8 +37,9 @@ def _tflm_crc32(prep, tmp_path) -> int:
 
 @pytest.mark.cc
 @pytest.mark.tflm
-@pytest.mark.parametrize("model, data", [("digits_cnn.tflite", "digits_shift.npz"),
-                                         ("motions_cnn.tflite", "motions_shift.npz")])
+@pytest.mark.parametrize(
+    "model, data", [("digits_cnn.tflite", "digits_shift.npz"), ("motions_cnn.tflite", "motions_shift.npz")]
+)
 def test_the_host_simulation_s_checksum_is_tflm_s(model, data, tmp_path):
     prep = compile_for_training(FIXTURES / model, FIXTURES / data, make_options(steps=5))
     assert simulated_crc32(prep) == _tflm_crc32(prep, tmp_path)
@@ -50,8 +53,10 @@ def test_the_frame_decodes_and_the_monitor_says_agree_or_not():
     npu = spec.BOUNDARY_FLAGS["npu"] | spec.BOUNDARY_FLAGS["expected"]
     agree, differ, unknown = rec(0x1234ABCD, 0x1234ABCD, npu), rec(0x1234ABCD, 0x0BADF00D, npu), rec(7, 0, 0)
     assert (agree["agree"], differ["agree"], unknown["agree"]) == (True, False, None)
-    assert boundary_line(agree) == ("boundary check: the NPU's prefix on the first test sample gives CRC-32 0x1234ABCD "
-                               "(256 bytes): agrees with the host simulation")
+    assert boundary_line(agree) == (
+        "boundary check: the NPU's prefix on the first test sample gives CRC-32 0x1234ABCD "
+        "(256 bytes): agrees with the host simulation"
+    )
     assert "DISAGREES with the host simulation (0x0BADF00D)" in boundary_line(differ)
     assert boundary_line(unknown).endswith("no simulation value built in (zoflash build --check-boundary)")
 

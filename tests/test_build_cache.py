@@ -1,6 +1,7 @@
 """The shared object cache (targets/build_cache.py): the static runtime compiles once per compiler,
 flags and source content; what it restores is byte-identical to what make would compile; a changed
 header or flag misses; generated sources are never cached; concurrent builds share it safely."""
+
 from __future__ import annotations
 
 import threading
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES
+
 from zoflash import api
 from zoflash.cli import main
 from zoflash.targets import build_cache
@@ -40,8 +42,9 @@ def test_a_second_model_reuses_the_runtime_objects_byte_for_byte(monkeypatch, tm
     monkeypatch.setenv("ZOFLASH_CACHE", "off")
     cold = api.build(FIXTURES / "digits_cnn.tflite", "host", tmp_path / "cold").bundle
     assert _objects(second.path) == _objects(cold.path)
-    assert (second.path / "build" / "libdigits_cnn.so").read_bytes() == \
-        (cold.path / "build" / "libdigits_cnn.so").read_bytes()
+    assert (second.path / "build" / "libdigits_cnn.so").read_bytes() == (
+        cold.path / "build" / "libdigits_cnn.so"
+    ).read_bytes()
 
 
 @pytest.mark.cc

@@ -2,6 +2,7 @@
 against the C struct and enum, the fixture models (tests/fixtures/ops/cast.json) bit for bit against
 the tflite-micro interpreter through the generated C and the reference forward pass, and what
 legality refuses."""
+
 from __future__ import annotations
 
 import hashlib
@@ -17,6 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cbuild  # noqa: E402
+
 from zoflash import api  # noqa: E402
 from zoflash.compiler import kernels as kb  # noqa: E402
 from zoflash.compiler.ops import KERNELS  # noqa: E402
@@ -65,10 +67,13 @@ def test_builder_matches_the_c_struct_and_enum():
     assert list(kb.cast_params(size=4, input_dtype="int32", output_dtype="int8")) == fields
     header = cbuild.KERNEL_HEADER.read_text()
     enum = dict(re.findall(r"ZO_CAST_(\w+) = (\d+)", header))
-    assert {"S8": 0, "S16": 1, "S32": 2, "F32": 3} == {k: int(v) for k, v in enum.items()}
+    assert {k: int(v) for k, v in enum.items()} == {"S8": 0, "S16": 1, "S32": 2, "F32": 3}
     assert [kb.CAST_TYPES[t] for t in ("int8", "int16", "int32", "float32")] == [0, 1, 2, 3]
-    for bad in (dict(input_dtype="float32", output_dtype="int8"), dict(input_dtype="int64", output_dtype="int8"),
-                dict(input_dtype="int8", output_dtype="bool")):
+    for bad in (
+        dict(input_dtype="float32", output_dtype="int8"),
+        dict(input_dtype="int64", output_dtype="int8"),
+        dict(input_dtype="int8", output_dtype="bool"),
+    ):
         with pytest.raises(ValueError):
             kb.cast_params(size=4, **bad)
 

@@ -2,6 +2,7 @@
 monitor keeps the latest valid one, a restart resumes from it (restore commands, type 22), and
 every record after the resume point and the final weights equal an uninterrupted run's, bit for
 bit.  A corrupt or mismatched checkpoint is refused by the host and, defensively, by the device."""
+
 from __future__ import annotations
 
 import random
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 import test_monitor as monitor_tests
 from conftest import FIXTURES, need_program
-from zoflash.spec import wire as proto
+
 from zoflash.monitor import telemetry as tm
 from zoflash.monitor.checkpoint import (
     HEADER,
@@ -28,6 +29,7 @@ from zoflash.monitor.checkpoint import (
 )
 from zoflash.monitor.serial_monitor import Monitor
 from zoflash.monitor.session import comparable
+from zoflash.spec import wire as proto
 from zoflash.targets.host_build import run_make
 from zoflash.training.options import make_options
 from zoflash.workflows.training import compile_for_training, training_bundle
@@ -69,7 +71,7 @@ def test_header_and_crc_checks(tmp_path):
 
 def test_assembler_takes_only_complete_images():
     img = image(body=bytes(range(256)) * 5)
-    chunks = [dict(step=7, offset=o, total=len(img), data=img[o:o + 512]) for o in range(0, len(img), 512)]
+    chunks = [dict(step=7, offset=o, total=len(img), data=img[o : o + 512]) for o in range(0, len(img), 512)]
     asm = CheckpointAssembler()
     assert [asm.add(c) for c in chunks[:-1]] == [None] * (len(chunks) - 1)
     assert asm.add(chunks[-1]).image == img
@@ -92,8 +94,16 @@ def test_restore_payloads_cover_the_image_and_fit_a_command():
     frame = proto.encode_command("restore", 5, payloads[0])
     dec = tm.Decoder()
     rec = dec.records(dec.feed(frame))
-    assert rec == [{"type": "command", "command": "restore", "seq": 5, "offset": 0, "total": len(img),
-                    "bytes": len(payloads[0]) - 8}]
+    assert rec == [
+        {
+            "type": "command",
+            "command": "restore",
+            "seq": 5,
+            "offset": 0,
+            "total": len(img),
+            "bytes": len(payloads[0]) - 8,
+        }
+    ]
     with pytest.raises(ValueError, match="exceeds 1024"):
         proto.encode_command("restore", 1, bytes(1025))
 
@@ -108,8 +118,9 @@ def program(tmp_path_factory):
     need_program("make")
     d = np.load(SHIFT)
     data = tmp_path_factory.mktemp("data") / "small.npz"
-    np.savez(data, x_train=d["x_train"][:400], y_train=d["y_train"][:400], x_test=d["x_test"][:60],
-             y_test=d["y_test"][:60])
+    np.savez(
+        data, x_train=d["x_train"][:400], y_train=d["y_train"][:400], x_test=d["x_test"][:60], y_test=d["y_test"][:60]
+    )
     opts = dict(steps=400, eval_every=25, batch=4, checkpoint_every=EVERY, scheduler="critical")
     prep = compile_for_training(DIGITS, data, make_options(**opts))
     bundle = training_bundle(prep, "host", tmp_path_factory.mktemp("prog") / "bundle")
@@ -117,8 +128,13 @@ def program(tmp_path_factory):
     exe = bundle.path / "build" / f"{bundle.prefix}_train"
     raw = subprocess.run([str(exe)], stdin=subprocess.DEVNULL, capture_output=True, check=True).stdout
     dec = tm.Decoder()
-    return SimpleNamespace(exe=exe, records=dec.records(dec.feed(raw)), data=data, opts=opts,
-                           options_sha256=bundle.manifest["training"]["options_sha256"])
+    return SimpleNamespace(
+        exe=exe,
+        records=dec.records(dec.feed(raw)),
+        data=data,
+        opts=opts,
+        options_sha256=bundle.manifest["training"]["options_sha256"],
+    )
 
 
 def program_monitor(exe: Path, tmp_path: Path, name: str, queued: tuple[str, ...] = ()):
@@ -159,7 +175,7 @@ def test_killed_program_resumes_bit_for_bit(program, tmp_path):
     assert res.done is not None and res.done["reason"] == "steps", (kill_at, saved.step)
     restored = [r for r in res.records if r["type"] == "ack" and r["command"] == "restore"]
     assert restored and all(r["result"] == "ok" for r in restored)
-    tail = res.records[res.records.index(restored[-1]) + 1:]
+    tail = res.records[res.records.index(restored[-1]) + 1 :]
     assert after(tail, saved.step) == after(program.records, saved.step), (kill_at, saved.step)
 
 
@@ -176,12 +192,14 @@ def test_device_refuses_a_checkpoint_of_other_options(program, tmp_path):
     mon.close()
     head = list(HEADER.unpack_from(good.image))
     head[4] = bytes(8)  # another build's options hash (the host cannot tell without the bundle)
-    forged = Checkpoint.from_image(HEADER.pack(*head) + good.image[HEADER.size:])
+    forged = Checkpoint.from_image(HEADER.pack(*head) + good.image[HEADER.size :])
     save_checkpoint(tmp_path / "forged.npz", forged)
     mon, port = program_monitor(program.exe, tmp_path, "second", queued=("pause",))
     try:
-        with pytest.raises(CheckpointError, match="refused the checkpoint: checkpoint refused: it was taken by a "
-                                                  "build with other training options"):
+        with pytest.raises(
+            CheckpointError,
+            match="refused the checkpoint: checkpoint refused: it was taken by a build with other training options",
+        ):
             mon.restore(tmp_path / "forged.npz")
         with pytest.raises(CheckpointError, match="other training options"):  # the host, given the bundle's hash
             mon.restore(tmp_path / "forged.npz", options_sha256=program.options_sha256)
@@ -240,8 +258,9 @@ def test_killed_emulator_resumes_bit_for_bit(program, tmp_path):
 
     def start(name: str) -> Monitor:
         flashed = flash_bundle(bundle.path, None, FlashOptions(timeout=300), say=lambda _: None)
-        mon = Monitor(flashed.serial_url, log_path=tmp_path / f"{name}.jsonl", checkpoint_path=ckpt,
-                      reconnect_timeout=5)
+        mon = Monitor(
+            flashed.serial_url, log_path=tmp_path / f"{name}.jsonl", checkpoint_path=ckpt, reconnect_timeout=5
+        )
         mon.connect(10)
         return mon
 
@@ -264,7 +283,7 @@ def test_killed_emulator_resumes_bit_for_bit(program, tmp_path):
         res = mon.close()
         stop_qemu(bundle.path, say=lambda _: None)
     restored = [r for r in res.records if r["type"] == "ack" and r["command"] == "restore"]
-    tail = res.records[res.records.index(restored[-1]) + 1:]
+    tail = res.records[res.records.index(restored[-1]) + 1 :]
     assert res.done is not None and after(tail, saved.step) == after(program.records, saved.step), (kill_at, saved.step)
 
 
@@ -291,8 +310,9 @@ def test_c_checkpoint_frames_equal_python_frames(tmp_path):
         want = enc.frame("checkpoint", dict(step=step, offset=offset, total=total, data=data))
         assert take(lib) == want
         dec = tm.Decoder()
-        assert dec.records(dec.feed(want)) == [dict(type="checkpoint", step=step, offset=offset, total=total,
-                                                    data=data)]
+        assert dec.records(dec.feed(want)) == [
+            dict(type="checkpoint", step=step, offset=offset, total=total, data=data)
+        ]
 
 
 def test_cli_refuses_a_damaged_checkpoint(tmp_path, capsys):
@@ -303,9 +323,29 @@ def test_cli_refuses_a_damaged_checkpoint(tmp_path, capsys):
     raw = bytearray(np.load(bad)["image"].tobytes())
     raw[-1] ^= 1  # one flipped bit in the body
     np.savez(bad, image=np.frombuffer(bytes(raw), np.uint8), meta=np.load(bad)["meta"])
-    assert main(["monitor", "--port", "loop://", "--resume", str(bad), "--log", str(tmp_path / "m.jsonl"),
-                 "--timeout", "1"]) == 2
+    assert (
+        main(
+            ["monitor", "--port", "loop://", "--resume", str(bad), "--log", str(tmp_path / "m.jsonl"), "--timeout", "1"]
+        )
+        == 2
+    )
     assert "is damaged (its CRC does not match)" in capsys.readouterr().err
-    assert main(["run", "--board", "mps3-an547", "--model", str(DIGITS), "--data", str(SHIFT), "--resume", str(bad),
-                 "--log", str(tmp_path / "r.jsonl")]) == 2  # refused before anything is built
+    assert (
+        main(
+            [
+                "run",
+                "--board",
+                "mps3-an547",
+                "--model",
+                str(DIGITS),
+                "--data",
+                str(SHIFT),
+                "--resume",
+                str(bad),
+                "--log",
+                str(tmp_path / "r.jsonl"),
+            ]
+        )
+        == 2
+    )  # refused before anything is built
     assert "is damaged" in capsys.readouterr().err and not (tmp_path / "r.jsonl").exists()

@@ -1,9 +1,11 @@
 """The command line: exact commands from the README, exit codes, outputs."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from conftest import FIXTURES
+
 from zoflash import __version__
 from zoflash.cli import main
 
@@ -42,8 +44,20 @@ def test_build_infer(tmp_path, capsys):
     assert (out_dir / "manifest.json").exists() and (out_dir / "build" / "libmlp.so").exists()
     x = np.random.default_rng(0).integers(-128, 128, size=(7, 64), dtype=np.int8)
     np.save(tmp_path / "x.npy", x)
-    assert main(["infer", "--model", str(FIXTURES / "mlp.tflite"), "--inputs", str(tmp_path / "x.npy"),
-                 "--out", str(tmp_path / "y.npy")]) == 0
+    assert (
+        main(
+            [
+                "infer",
+                "--model",
+                str(FIXTURES / "mlp.tflite"),
+                "--inputs",
+                str(tmp_path / "x.npy"),
+                "--out",
+                str(tmp_path / "y.npy"),
+            ]
+        )
+        == 0
+    )
     y = np.load(tmp_path / "y.npy")
     assert y.dtype == np.int8 and y.shape[0] == 7
 
@@ -61,8 +75,20 @@ def test_validate_needs_exactly_one_source(capsys):
 
 def test_bad_inputs_file(tmp_path, capsys):
     (tmp_path / "x.npy").write_bytes(b"not numpy")
-    assert main(["infer", "--model", str(FIXTURES / "mlp.tflite"), "--inputs", str(tmp_path / "x.npy"),
-                 "--out", str(tmp_path / "y.npy")]) == 2
+    assert (
+        main(
+            [
+                "infer",
+                "--model",
+                str(FIXTURES / "mlp.tflite"),
+                "--inputs",
+                str(tmp_path / "x.npy"),
+                "--out",
+                str(tmp_path / "y.npy"),
+            ]
+        )
+        == 2
+    )
     assert "cannot read" in capsys.readouterr().err
 
 
@@ -72,11 +98,16 @@ def test_simulate_without_an_evaluation_says_why(tmp_path, capsys, monkeypatch):
     from types import SimpleNamespace
 
     def stopped(*args, **kwargs):
-        return SimpleNamespace(headroom=None, evals=[], log_path=tmp_path / "run.jsonl",
-                               records=[{"type": "log", "text": "batch and the three data splits must be non-empty"}])
+        return SimpleNamespace(
+            headroom=None,
+            evals=[],
+            log_path=tmp_path / "run.jsonl",
+            records=[{"type": "log", "text": "batch and the three data splits must be non-empty"}],
+        )
 
     monkeypatch.setattr("zoflash.api.simulate", stopped)
-    code = main(["simulate", "--model", str(FIXTURES / "mlp.tflite"), "--data", str(FIXTURES / "digits_shift.npz"),
-                 "--no-plot"])
+    code = main(
+        ["simulate", "--model", str(FIXTURES / "mlp.tflite"), "--data", str(FIXTURES / "digits_shift.npz"), "--no-plot"]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "ended without an evaluation: batch and the three data splits" in err

@@ -1,13 +1,25 @@
 """C tokens made from untrusted model text cannot inject code."""
+
 import re
 import subprocess
 
 import numpy as np
 import pytest
+
 from zoflash.compiler.codegen import c_array, c_comment, c_float, c_identifier, c_int, c_string
 
-HOSTILE = ['x */ int evil; /*', 'a\nb', '"quoted"', 'back\\slash', '??/ trigraph', 'ünïcode',
-           '*/\n#include <stdio.h>', '\x00nul', '/* nested', 'tab\there']
+HOSTILE = [
+    "x */ int evil; /*",
+    "a\nb",
+    '"quoted"',
+    "back\\slash",
+    "??/ trigraph",
+    "ünïcode",
+    "*/\n#include <stdio.h>",
+    "\x00nul",
+    "/* nested",
+    "tab\there",
+]
 
 
 @pytest.mark.parametrize("text", HOSTILE)
@@ -26,7 +38,7 @@ def test_identifier_is_valid_c(text):
 @pytest.mark.cc
 def test_hostile_names_compile_and_round_trip(tmp_path):
     body = "\n".join(f"/* {c_comment(t)} */ const char *s{i} = {c_string(t)};" for i, t in enumerate(HOSTILE))
-    prints = "\n".join(f'    fputs(s{i}, stdout); fputc(0, stdout);' for i in range(len(HOSTILE)))
+    prints = "\n".join(f"    fputs(s{i}, stdout); fputc(0, stdout);" for i in range(len(HOSTILE)))
     src = tmp_path / "t.c"
     src.write_text(f"#include <stdio.h>\n{body}\nint main(void) {{\n{prints}\n    return 0;\n}}\n")
     subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o", str(tmp_path / "t"), str(src)], check=True)
@@ -36,7 +48,7 @@ def test_hostile_names_compile_and_round_trip(tmp_path):
 
 
 def test_literals():
-    assert c_int(-2**31) == "(-2147483647 - 1)"
+    assert c_int(-(2**31)) == "(-2147483647 - 1)"
     assert c_int(5) == "5"
     for v in [0.1, 1 / 256, 3.4028235e38, 1e-45, 0.0, -2.5]:
         text = c_float(v)

@@ -1,5 +1,6 @@
 """End-to-end compiler tests on the fixture models: bit-exact against the tflite-micro
 interpreter, deterministic bundles, warning-free builds (host, sanitizers, Cortex-M55)."""
+
 from __future__ import annotations
 
 import os
@@ -10,9 +11,10 @@ import cbuild
 import numpy as np
 import pytest
 from conftest import FIXTURES, positive_fixtures
+
 from zoflash import api
-from zoflash.targets.project import load_bundle
 from zoflash.targets.host_runner import HostModel
+from zoflash.targets.project import load_bundle
 
 FIXTURE_MODELS = positive_fixtures()
 
@@ -93,9 +95,12 @@ def test_sanitizer_build_matches(model_file, host_bundles, tmp_path):
     x = sample_inputs(model_file, 12, seed=3)
     (tmp_path / "in.bin").write_bytes(x.tobytes())
     exe = bundle.path / "build" / f"{bundle.prefix}_run_asan"
-    proc = subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], capture_output=True,
-                          text=True, env={**os.environ, "UBSAN_OPTIONS": "halt_on_error=1",
-                                          "ASAN_OPTIONS": "detect_leaks=1"})
+    proc = subprocess.run(
+        [str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "UBSAN_OPTIONS": "halt_on_error=1", "ASAN_OPTIONS": "detect_leaks=1"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     expected = HostModel(bundle).run(x)
     got = np.frombuffer((tmp_path / "out.bin").read_bytes(), dtype=expected.dtype).reshape(expected.shape)
@@ -137,11 +142,11 @@ def test_expand_dims_and_squeeze_alias_like_reshape(tmp_path):
     """The converter lowers Conv1D's EXPAND_DIMS/SQUEEZE to RESHAPE, so no fixture has them: relabel
     the RESHAPEs of the Conv1D fixture (shapes unchanged) and check the result against TFLM on the
     original model, whose semantics are the same bytes."""
-    from zoflash.targets.project import generate_bundle
     from zoflash.compiler.pipeline import compile_graph
     from zoflash.reference.tflm import TflmInterpreter
     from zoflash.targets.boards import load_board
     from zoflash.targets.host_build import build_host
+    from zoflash.targets.project import generate_bundle
 
     model = api.load_model(FIXTURES / "conv1d_ts.tflite")
     reshapes = [op for op in model.graph.ops if op.type == "RESHAPE"]
@@ -161,8 +166,10 @@ def test_build_path_does_not_import_tensorflow(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys; from zoflash import api; "
-            f"api.generate({str(FIXTURES / 'mbv2_block.tflite')!r}, 'host', {str(tmp_path / 'b')!r}); "
-            "bad = [m for m in ('tensorflow', 'tflite_micro', 'keras') if m in sys.modules]; "
-            "assert not bad, bad")
+    code = (
+        "import sys; from zoflash import api; "
+        f"api.generate({str(FIXTURES / 'mbv2_block.tflite')!r}, 'host', {str(tmp_path / 'b')!r}); "
+        "bad = [m for m in ('tensorflow', 'tflite_micro', 'keras') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

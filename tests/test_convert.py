@@ -1,6 +1,7 @@
 """`zoflash convert`: a float Keras model, SavedModel or float .tflite becomes a full-INT8 .tflite
 with batch size 1 (TensorFlow, the `tf` tier), checked by zoflash's own importer and compiler and
 by the tflite-micro interpreter."""
+
 from __future__ import annotations
 
 import sys
@@ -8,10 +9,11 @@ import sys
 import numpy as np
 import pytest
 from conftest import FIXTURES
+
 from zoflash import api
 from zoflash.cli import main
-from zoflash.compiler.tflite_import import parse_tflite
 from zoflash.compiler.convert import convert, fixed_batch, load_calibration
+from zoflash.compiler.tflite_import import parse_tflite
 from zoflash.errors import DataError, ToolMissingError
 
 
@@ -48,8 +50,20 @@ def test_without_tensorflow_one_line_says_how_to_install(tmp_path, monkeypatch, 
     monkeypatch.setitem(sys.modules, "tensorflow", None)  # import tensorflow -> ImportError
     with pytest.raises(ToolMissingError, match=r"zoflash\[convert\]"):
         convert("keras", tmp_path / "m.keras", tmp_path / "cal.npy", tmp_path / "o.tflite")
-    assert main(["convert", "--keras", str(tmp_path / "m.keras"), "--calibration", str(tmp_path / "cal.npy"),
-                 "--out", str(tmp_path / "o.tflite")]) == 2
+    assert (
+        main(
+            [
+                "convert",
+                "--keras",
+                str(tmp_path / "m.keras"),
+                "--calibration",
+                str(tmp_path / "cal.npy"),
+                "--out",
+                str(tmp_path / "o.tflite"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "Traceback" not in err and "zoflash[convert]" in err
 
@@ -82,6 +96,7 @@ def _tf():
 
     need_module("tensorflow")
     import tensorflow as tf
+
     return tf
 
 
@@ -90,8 +105,20 @@ def _tf():
 @pytest.mark.tflm
 def test_keras_model_converts_to_a_supported_bit_exact_int8_model(keras_model, capsys):
     out = keras_model / "int8.tflite"
-    assert main(["convert", "--keras", str(keras_model / "m.keras"), "--calibration",
-                 str(keras_model / "cal.npy"), "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "convert",
+                "--keras",
+                str(keras_model / "m.keras"),
+                "--calibration",
+                str(keras_model / "cal.npy"),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "zoflash: supported" in text and "top-1 agreement" in text and "CONV_2D x1" in text
     raw = out.read_bytes()

@@ -4,6 +4,7 @@ fit fail before compiling, with the sizes; a missing cross compiler is a one-lin
 key result: the mps3-an547 firmware under QEMU (Cortex-M55) trains bit for bit like the host
 simulation.
 """
+
 from __future__ import annotations
 
 import re
@@ -13,6 +14,7 @@ import subprocess
 import numpy as np
 import pytest
 from conftest import FIXTURES
+
 from zoflash import api
 from zoflash.cli import main
 from zoflash.errors import ToolMissingError
@@ -21,8 +23,8 @@ from zoflash.monitor.telemetry import Decoder
 from zoflash.targets import boards
 from zoflash.targets import host_build as build_mod
 from zoflash.targets.budget import BudgetError, section_sizes, size_report
-from zoflash.workflows.simulate import simulate
 from zoflash.training.options import make_options
+from zoflash.workflows.simulate import simulate
 
 DIGITS = FIXTURES / "digits_cnn.tflite"
 SHIFT = FIXTURES / "digits_shift.npz"
@@ -37,8 +39,21 @@ def firmware(tmp_path_factory):
     out = {}
     for board in ARM_BOARDS:
         path = tmp_path_factory.mktemp(board) / "bundle"
-        code = main(["build", "--board", board, "--model", str(DIGITS), "--data", str(SHIFT), "--steps", "20",
-                     "--out", str(path)])
+        code = main(
+            [
+                "build",
+                "--board",
+                board,
+                "--model",
+                str(DIGITS),
+                "--data",
+                str(SHIFT),
+                "--steps",
+                "20",
+                "--out",
+                str(path),
+            ]
+        )
         assert code == 0
         out[board] = path
     return out
@@ -97,8 +112,24 @@ def test_size_report_agrees_with_arm_none_eabi_size(firmware, board_id):
 
 @pytest.mark.cross
 def test_build_prints_the_report_per_region(tmp_path, capsys):
-    assert main(["build", "--board", "stm32n6", "--model", str(DIGITS), "--data", str(SHIFT), "--steps", "5",
-                 "--out", str(tmp_path / "b")]) == 0
+    assert (
+        main(
+            [
+                "build",
+                "--board",
+                "stm32n6",
+                "--model",
+                str(DIGITS),
+                "--data",
+                str(SHIFT),
+                "--steps",
+                "5",
+                "--out",
+                str(tmp_path / "b"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "board   stm32n6 -> stm32n6570-dk" in out
     assert "firmware build/digits_cnn.elf, build/digits_cnn.bin, build/digits_cnn.hex" in out
@@ -117,14 +148,19 @@ def test_inference_only_build_is_a_library(tmp_path):
 
 def _big_dataset(path, n_train: int):
     rng = np.random.default_rng(0)
-    np.savez(path, x_train=rng.random((n_train, 8, 8, 1), dtype=np.float32) * 16,
-             y_train=rng.integers(0, 10, n_train), x_test=rng.random((10, 8, 8, 1), dtype=np.float32) * 16,
-             y_test=rng.integers(0, 10, 10))
+    np.savez(
+        path,
+        x_train=rng.random((n_train, 8, 8, 1), dtype=np.float32) * 16,
+        y_train=rng.integers(0, 10, n_train),
+        x_test=rng.random((10, 8, 8, 1), dtype=np.float32) * 16,
+        y_test=rng.integers(0, 10, 10),
+    )
 
 
 def _no_compiling(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("the compiler ran")
+
     monkeypatch.setattr("zoflash.targets.firmware_build.run_make", refuse)
 
 
@@ -137,8 +173,24 @@ def test_too_big_dataset_fails_before_compiling(tmp_path, monkeypatch, capsys):
     data = tmp_path / "big.npz"
     _big_dataset(data, 30000)
     out = tmp_path / "bundle"
-    assert main(["build", "--board", "small", "--model", str(DIGITS), "--data", str(data), "--steps", "5",
-                 "--out", str(out)]) == 2
+    assert (
+        main(
+            [
+                "build",
+                "--board",
+                "small",
+                "--model",
+                str(DIGITS),
+                "--data",
+                str(data),
+                "--steps",
+                "5",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "does not fit board 'small'" in err
     need = 30010 * (64 + 2)  # images and uint16 labels, train and test
@@ -147,8 +199,10 @@ def test_too_big_dataset_fails_before_compiling(tmp_path, monkeypatch, capsys):
     assert f"training data {need}; {need - 1835008} bytes more than its 1835008" in err
     # counted in the file's training samples: the validation split is carved from them, embedded likewise
     fits = (1835008 - 10 * 66) // 66
-    assert (f"At most {fits} of the 30000 training samples (66 bytes each, with the 10 test samples; the validation "
-            "split is carved from them) fit") in err
+    assert (
+        f"At most {fits} of the 30000 training samples (66 bytes each, with the 10 test samples; the validation "
+        "split is carved from them) fit"
+    ) in err
     assert "fits: region RAM" in err and "fits: region IMAGE" in err
     assert not out.exists()
 
@@ -173,10 +227,13 @@ def _tiny_board(monkeypatch, tmp_path):
 
     root = tmp_path / "boards"
     root.mkdir()
-    text = board_text("stm32n6570-dk").replace('id = "stm32n6570-dk"', 'id = "tiny"').replace(
-        "reference = true", "reference = false").replace(
-        'origin = 0x341C_0000\nsize = 0x0004_0000', 'origin = 0x341C_0000\nsize = 0x0000_8000')
-    text = re.sub(r'^(data|bss|arena) = \[.*\]$', r'\1 = "RAM"', text, flags=re.M)  # RAM only
+    text = (
+        board_text("stm32n6570-dk")
+        .replace('id = "stm32n6570-dk"', 'id = "tiny"')
+        .replace("reference = true", "reference = false")
+        .replace("origin = 0x341C_0000\nsize = 0x0004_0000", "origin = 0x341C_0000\nsize = 0x0000_8000")
+    )
+    text = re.sub(r"^(data|bss|arena) = \[.*\]$", r'\1 = "RAM"', text, flags=re.M)  # RAM only
     (root / "tiny.toml").write_text(text)
     for bid in ("host", "stm32n6570-dk"):
         (root / f"{bid}.toml").write_text(board_text(bid))
@@ -209,15 +266,21 @@ def test_missing_cross_compiler_is_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH
     assert main(["build", "--board", "mps3-an547", "--model", str(DIGITS), "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == ("error: 'arm-none-eabi-gcc' is not available: install it (Debian/Ubuntu: apt-get install "
-                   "gcc-arm-none-eabi libnewlib-arm-none-eabi)")
+    assert err == (
+        "error: 'arm-none-eabi-gcc' is not available: install it (Debian/Ubuntu: apt-get install "
+        "gcc-arm-none-eabi libnewlib-arm-none-eabi)"
+    )
     with pytest.raises(ToolMissingError):
         build_mod.require("arm-none-eabi-size")
 
 
 def _run_qemu(elf, timeout: float = 120, stdin: bytes | None = None):
-    return subprocess.run(QEMU + [str(elf)], capture_output=True, timeout=timeout,
-                          **({"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}))
+    return subprocess.run(
+        QEMU + [str(elf)],
+        capture_output=True,
+        timeout=timeout,
+        **({"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}),
+    )
 
 
 def _assert_identical_to_host(stdout: bytes, options: dict, steps: int) -> list[dict]:
@@ -313,14 +376,34 @@ int main(void)
 def _port_program(bundle, tmp_path, source: str, define: str):
     """A small program on the mps3-an547 port of a bundle: its flags, linker script and port."""
     (tmp_path / "main.c").write_text(source)
-    line = subprocess.run(["make", "-s", "--no-print-directory", "-C", str(bundle), "compile-line"],
-                          capture_output=True, text=True, check=True).stdout  # the bundle's compiler and flags
+    line = subprocess.run(
+        ["make", "-s", "--no-print-directory", "-C", str(bundle), "compile-line"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout  # the bundle's compiler and flags
     cc, *cflags = shlex.split(line)
     elf = tmp_path / "program.elf"
-    subprocess.run([cc, *cflags, f"-D{define}", f"-I{bundle}", "-T", str(bundle / "link.ld"),
-                    "-nostartfiles", "-Wl,--gc-sections", "-o", str(elf), str(tmp_path / "main.c"),
-                    str(bundle / "zo_port_cortex_m.c"), str(bundle / "zo_port_mps3_an547.c"), "-lm"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            cc,
+            *cflags,
+            f"-D{define}",
+            f"-I{bundle}",
+            "-T",
+            str(bundle / "link.ld"),
+            "-nostartfiles",
+            "-Wl,--gc-sections",
+            "-o",
+            str(elf),
+            str(tmp_path / "main.c"),
+            str(bundle / "zo_port_cortex_m.c"),
+            str(bundle / "zo_port_mps3_an547.c"),
+            "-lm",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return elf
 
 

@@ -1,6 +1,7 @@
 """Training data (zoflash.training.dataset.load_dataset): an .npz with x_train, y_train, x_test, y_test;
 float x quantized with the input's scale and zero point (round half away from zero), int8 x
 as is, labels checked against the classes; every problem a DataError naming the key."""
+
 from __future__ import annotations
 
 import pickle
@@ -8,6 +9,7 @@ import pickle
 import numpy as np
 import pytest
 from conftest import FIXTURES
+
 from zoflash.compiler.tflite_import import load_tflite
 from zoflash.errors import DataError
 from zoflash.training.dataset import carve_validation, load_dataset
@@ -17,10 +19,12 @@ RNG = np.random.default_rng(7)
 
 def save(tmp_path, name="data.npz", n_train=6, n_test=4, shape=(64,), classes=10, **over):
     """An npz of random int8 samples and labels < classes; `over` replaces arrays (None drops one)."""
-    arrays = dict(x_train=RNG.integers(-128, 128, size=(n_train, *shape), dtype=np.int8),
-                  y_train=np.arange(n_train) % classes,
-                  x_test=RNG.integers(-128, 128, size=(n_test, *shape), dtype=np.int8),
-                  y_test=np.arange(n_test) % classes)
+    arrays = dict(
+        x_train=RNG.integers(-128, 128, size=(n_train, *shape), dtype=np.int8),
+        y_train=np.arange(n_train) % classes,
+        x_test=RNG.integers(-128, 128, size=(n_test, *shape), dtype=np.int8),
+        y_test=np.arange(n_test) % classes,
+    )
     arrays.update(over)
     path = tmp_path / name
     np.savez(path, **{k: v for k, v in arrays.items() if v is not None})
@@ -43,12 +47,18 @@ def data_error(path, **kw) -> str:
 def test_float_quantization_by_hand(tmp_path):
     # scale 0.5, zero point 3: q = round_half_away(x / 0.5) + 3, saturated to int8.
     # Halves (x / 0.5 = +-0.5, +-2.5, 120.5, -130.5) go away from zero (half-to-even would not).
-    x = np.array([[-1.25, -0.75, -0.25, 0.0, 0.25, 0.75, 1.0, 1.2,
-                   100.0, -100.0, 62.0, 60.25, -65.25, -64.75, 0.74, -0.76]], np.float32)
-    want = np.array([[0, 1, 2, 3, 4, 5, 5, 5,
-                      127, -128, 127, 124, -128, -127, 4, 1]], np.int8).reshape(1, 1, 16)
-    path = save(tmp_path, x_train=np.repeat(x, 2, axis=0), y_train=np.array([1, 2]),
-                x_test=x.astype(np.float64), y_test=np.array([0]))
+    x = np.array(
+        [[-1.25, -0.75, -0.25, 0.0, 0.25, 0.75, 1.0, 1.2, 100.0, -100.0, 62.0, 60.25, -65.25, -64.75, 0.74, -0.76]],
+        np.float32,
+    )
+    want = np.array([[0, 1, 2, 3, 4, 5, 5, 5, 127, -128, 127, 124, -128, -127, 4, 1]], np.int8).reshape(1, 1, 16)
+    path = save(
+        tmp_path,
+        x_train=np.repeat(x, 2, axis=0),
+        y_train=np.array([1, 2]),
+        x_test=x.astype(np.float64),
+        y_test=np.array([0]),
+    )
     d = load(path, shape=(1, 16))
     assert d.x_train.dtype == np.int8 and d.x_train.shape == (2, 1, 16)
     np.testing.assert_array_equal(d.x_train, np.repeat(want, 2, axis=0))
@@ -92,8 +102,9 @@ def test_float_data_without_input_quantization(tmp_path):
         load_dataset(path, (1, 64), None, None, 10)
 
 
-@pytest.mark.parametrize("shape, sample", [((1, 64), (64,)), ((1, 64), (1, 64)),
-                                           ((1, 8, 8, 1), (8, 8, 1)), ((1, 8, 8, 1), (1, 8, 8, 1))])
+@pytest.mark.parametrize(
+    "shape, sample", [((1, 64), (64,)), ((1, 64), (1, 64)), ((1, 8, 8, 1), (8, 8, 1)), ((1, 8, 8, 1), (1, 8, 8, 1))]
+)
 def test_batch_one_models_with_or_without_the_leading_one(tmp_path, shape, sample):
     x = RNG.integers(-128, 128, size=(4, *sample), dtype=np.int8)
     d = load(save(tmp_path, x_train=x, x_test=x[:2], y_train=np.arange(4), y_test=np.arange(2)), shape=shape)
@@ -102,8 +113,11 @@ def test_batch_one_models_with_or_without_the_leading_one(tmp_path, shape, sampl
 
 
 def test_labels_as_a_column_and_in_other_integer_types(tmp_path):
-    d = load(save(tmp_path, y_train=np.array([[0], [1], [2], [3], [4], [9]], np.uint8),
-                  y_test=np.array([1.0, 2.0, 3.0, 4.0])))
+    d = load(
+        save(
+            tmp_path, y_train=np.array([[0], [1], [2], [3], [4], [9]], np.uint8), y_test=np.array([1.0, 2.0, 3.0, 4.0])
+        )
+    )
     np.testing.assert_array_equal(d.y_train, [0, 1, 2, 3, 4, 9])
     np.testing.assert_array_equal(d.y_test, [1, 2, 3, 4])
 
@@ -125,28 +139,34 @@ def test_missing_key(tmp_path, key):
     assert key in text and "lacks" in text
 
 
-@pytest.mark.parametrize("key, value", [
-    ("x_train", np.zeros((6, 63), np.int8)),
-    ("x_test", np.zeros((4, 8, 8), np.int8)),
-    ("x_train", np.zeros((6, 2, 64), np.int8)),
-    ("x_test", np.zeros((4, 64, 1), np.float32)),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("x_train", np.zeros((6, 63), np.int8)),
+        ("x_test", np.zeros((4, 8, 8), np.int8)),
+        ("x_train", np.zeros((6, 2, 64), np.int8)),
+        ("x_test", np.zeros((4, 64, 1), np.float32)),
+    ],
+)
 def test_wrong_sample_shape(tmp_path, key, value):
     text = data_error(save(tmp_path, **{key: value}))
     assert key in text and "[N, 1, 64]" in text and str(list(value.shape)) in text
 
 
-@pytest.mark.parametrize("key, y, text", [
-    ("y_train", np.array([0, 1, 2, 3, 4, 10]), "10 classes"),
-    ("y_test", np.array([0, 1, 2, 12]), "labels in [0, 12]"),
-    ("y_train", np.array([0, 1, -1, 3, 4, 5]), "labels in [-1, 5]"),
-    ("y_test", np.array([0.0, 1.5, 2.0, 3.0]), "non-integer"),
-    ("y_train", np.array([0, 1, np.nan, 3, 4, 5]), "non-integer"),
-    ("y_test", np.array([0, 1, np.inf, 3]), "non-integer"),
-    ("y_train", np.array([0, 1, 2]), "expected [6]"),
-    ("y_test", np.eye(4, 10), "expected [4]"),  # one-hot is not accepted
-    ("y_train", np.array(list("012345")), "integers"),
-])
+@pytest.mark.parametrize(
+    "key, y, text",
+    [
+        ("y_train", np.array([0, 1, 2, 3, 4, 10]), "10 classes"),
+        ("y_test", np.array([0, 1, 2, 12]), "labels in [0, 12]"),
+        ("y_train", np.array([0, 1, -1, 3, 4, 5]), "labels in [-1, 5]"),
+        ("y_test", np.array([0.0, 1.5, 2.0, 3.0]), "non-integer"),
+        ("y_train", np.array([0, 1, np.nan, 3, 4, 5]), "non-integer"),
+        ("y_test", np.array([0, 1, np.inf, 3]), "non-integer"),
+        ("y_train", np.array([0, 1, 2]), "expected [6]"),
+        ("y_test", np.eye(4, 10), "expected [4]"),  # one-hot is not accepted
+        ("y_train", np.array(list("012345")), "integers"),
+    ],
+)
 def test_bad_labels(tmp_path, key, y, text):
     msg = data_error(save(tmp_path, **{key: y}))
     assert key in msg and text in msg

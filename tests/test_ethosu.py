@@ -3,6 +3,7 @@
 No NPU runs here: Vela runs (the vela tier, the npu extra), and the firmware with the glue is
 compiled and linked against Arm's Ethos-U core driver only where $ZOFLASH_ETHOSU_DRIVER names a
 checkout (never in CI: the driver is on no package registry)."""
+
 from __future__ import annotations
 
 import os
@@ -11,6 +12,7 @@ import subprocess
 import pytest
 import tflite
 from conftest import FIXTURES
+
 from zoflash import api
 from zoflash.cli import main
 from zoflash.errors import BoardError, BuildError, ToolMissingError
@@ -29,22 +31,28 @@ def test_the_an547_board_has_its_ethos_u55():
     assert "npu        ethos-u55 at 0x48102000, IRQ 56 (unverified)" in boards.describe(boards.load_board("mps3-an547"))
 
 
-@pytest.mark.parametrize("old, new, message", [
-    ('regions = ["ISRAM", "DDR"]', 'regions = ["NOWHERE"]', "'regions' names 'NOWHERE'"),
-    ('configs = ["ethos-u55-128", "ethos-u55-256"]', 'configs = ["ethos-u65-256"]', "not of type 'ethos-u55'"),
-    ('irq = 56\n', '', "irq"),
-])
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ('regions = ["ISRAM", "DDR"]', 'regions = ["NOWHERE"]', "'regions' names 'NOWHERE'"),
+        ('configs = ["ethos-u55-128", "ethos-u55-256"]', 'configs = ["ethos-u65-256"]', "not of type 'ethos-u55'"),
+        ("irq = 56\n", "", "irq"),
+    ],
+)
 def test_a_bad_npu_section_is_refused(old, new, message):
     assert old in BOARD
     with pytest.raises(BoardError, match=message):
         boards.parse_board(BOARD.replace(old, new), "board file mps3-an547.toml")
 
 
-@pytest.mark.parametrize("board, config, message", [
-    ("host", "ethos-u55-128", "board 'host' has no NPU"),
-    ("mps3-an547", "ethos-u55-999", "not an Ethos-U configuration"),
-    ("mps3-an547", "ethos-u65-256", "board 'mps3-an547' has ethos-u55-128, ethos-u55-256"),
-])
+@pytest.mark.parametrize(
+    "board, config, message",
+    [
+        ("host", "ethos-u55-128", "board 'host' has no NPU"),
+        ("mps3-an547", "ethos-u55-999", "not an Ethos-U configuration"),
+        ("mps3-an547", "ethos-u65-256", "board 'mps3-an547' has ethos-u55-128, ethos-u55-256"),
+    ],
+)
 def test_npu_configurations_are_checked_against_the_board(board, config, message):
     with pytest.raises(BoardError, match=message):
         ethosu.check_accelerator(boards.load_board(board), config)
@@ -64,11 +72,30 @@ def test_missing_driver_and_vela_are_named_in_one_line(monkeypatch, tmp_path):
 
 
 def test_dry_run_prints_the_commands_and_npu_needs_data(capsys, tmp_path):
-    assert main(["build", "--board", "mps3-an547", "--model", str(MODEL), "--data", str(DATA),
-                 "--npu", "ethos-u55-128", "--dry-run", "--out", str(tmp_path / "b")]) == 0
+    assert (
+        main(
+            [
+                "build",
+                "--board",
+                "mps3-an547",
+                "--model",
+                str(MODEL),
+                "--data",
+                str(DATA),
+                "--npu",
+                "ethos-u55-128",
+                "--dry-run",
+                "--out",
+                str(tmp_path / "b"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out.splitlines()
-    assert out[1] == ("vela npu_prefix.tflite --accelerator-config ethos-u55-128 --output-format raw "
-                      "--verbose-performance --output-dir .")
+    assert out[1] == (
+        "vela npu_prefix.tflite --accelerator-config ethos-u55-128 --output-format raw "
+        "--verbose-performance --output-dir ."
+    )
     assert out[2] == f"make -C {tmp_path / 'b'}"
     assert not (tmp_path / "b").exists()
     with pytest.raises(BuildError, match="needs --data"):
@@ -107,8 +134,14 @@ def test_the_npu_firmware_links_against_the_driver(tmp_path):
     if not driver:
         pytest.skip(f"set {ethosu.DRIVER_ENV} to a checkout of Arm's Ethos-U core driver to build against it")
     prep = compile_for_training(MODEL, DATA, make_options())
-    result = api.build(MODEL, "mps3-an547", tmp_path / "b", data_path=DATA, options=prep.training.options,
-                       npu=ethosu.NpuRequest("ethos-u55-128", driver))
+    result = api.build(
+        MODEL,
+        "mps3-an547",
+        tmp_path / "b",
+        data_path=DATA,
+        options=prep.training.options,
+        npu=ethosu.NpuRequest("ethos-u55-128", driver),
+    )
     npu = result.bundle.manifest["training"]["npu"]
     assert npu["executed"] is False and npu["estimates"]["cpu_ops"] == 0
     elf = next(p for p in result.outputs if p.suffix == ".elf")
@@ -196,13 +229,27 @@ def test_the_glue_runs_the_prefix_on_the_npu_and_the_rest_on_the_cpu(tmp_path):
     (tmp_path / "main.c").write_text(FAKE_DRIVER_AND_MAIN)
     exe = tmp_path / "glue"
     npu = ccompile.RUNTIME / "npu"
-    subprocess.run([ccompile.compiler(), *ccompile.STRICT_FLAGS, f"-I{tmp_path}", f"-I{npu}", "-o", str(exe),
-                    str(npu / "zo_ethosu.c"), str(tmp_path / "main.c")], check=True)
+    subprocess.run(
+        [
+            ccompile.compiler(),
+            *ccompile.STRICT_FLAGS,
+            f"-I{tmp_path}",
+            f"-I{npu}",
+            "-o",
+            str(exe),
+            str(npu / "zo_ethosu.c"),
+            str(tmp_path / "main.c"),
+        ],
+        check=True,
+    )
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
     arena = [i * 3 for i in range(32)]
     npu_out = [arena[2 + i] ^ 0x5A for i in range(6)]  # the fake NPU on the model input
-    expected = (f"inits 1 reserved 0 errors 0 weights 1 cpu [3,7) [3,7) boundary {arena[19]} "
-                + " ".join(map(str, npu_out)) + f" {arena[26]}").split()
+    expected = (
+        f"inits 1 reserved 0 errors 0 weights 1 cpu [3,7) [3,7) boundary {arena[19]} "
+        + " ".join(map(str, npu_out))
+        + f" {arena[26]}"
+    ).split()
     assert out == expected
 
 
@@ -216,20 +263,36 @@ def test_the_generated_glue_compiles_for_the_m55(tmp_path):
     (fake / "src").mkdir()
     (fake / "include" / "ethosu_driver.h").write_text(FAKE_DRIVER_H)
     (fake / "src" / "ethosu_driver.c").write_text("")
-    bundle = api.generate(MODEL, "mps3-an547", tmp_path / "b", data_path=DATA,
-                          npu=ethosu.NpuRequest("ethos-u55-128", str(fake)))
+    bundle = api.generate(
+        MODEL, "mps3-an547", tmp_path / "b", data_path=DATA, npu=ethosu.NpuRequest("ethos-u55-128", str(fake))
+    )
     npu = bundle.manifest["training"]["npu"]
-    assert npu["commands"] == ["vela npu_prefix.tflite --accelerator-config ethos-u55-128 --output-format raw "
-                               "--verbose-performance --output-dir ."]
+    assert npu["commands"] == [
+        "vela npu_prefix.tflite --accelerator-config ethos-u55-128 --output-format raw "
+        "--verbose-performance --output-dir ."
+    ]
     assert npu["base"] == 0x48102000 and npu["irq"] == 56 and npu["executed"] is False
     makefile = (bundle.path / "Makefile").read_text()
     assert "-DZO_NPU_IRQ=56u" in makefile and f"{fake}/src/ethosu_driver.c" in makefile
     assert "> ISRAM" in (bundle.path / "link.ld").read_text()
-    flags = ["-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror",
-             f"-I{fake / 'include'}", "-I."]
+    flags = [
+        "-mcpu=cortex-m55",
+        "-mthumb",
+        "-mfloat-abi=hard",
+        "-O2",
+        "-std=c11",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        f"-I{fake / 'include'}",
+        "-I.",
+    ]
     for source in ("digits_cnn_npu.c", "zo_ethosu.c"):
-        subprocess.run(["arm-none-eabi-gcc", *flags, "-c", source, "-o", str(tmp_path / f"{source}.o")],
-                       cwd=bundle.path, check=True)
+        subprocess.run(
+            ["arm-none-eabi-gcc", *flags, "-c", source, "-o", str(tmp_path / f"{source}.o")],
+            cwd=bundle.path,
+            check=True,
+        )
 
 
 def test_qemu_refuses_an_npu_firmware(tmp_path, capsys):

@@ -1,4 +1,5 @@
 """Trained weights file and `zoflash export`: in-place buffer patches, read-back, TFLM vs C, errors."""
+
 from __future__ import annotations
 
 import importlib
@@ -9,6 +10,7 @@ import flatbuffers
 import numpy as np
 import pytest
 from conftest import FIXTURES
+
 from zoflash.cli import main
 from zoflash.compiler.tflite_import import load_tflite, model_sha256
 from zoflash.errors import DataError, ZoflashError
@@ -64,8 +66,12 @@ def test_weights_round_trip(tmp_path):
         assert set(z.files) == {"meta", f"t{tensors[0][0]}", f"r{tensors[0][0]}", f"t{tensors[1][0]}"}
         meta = json.loads(str(z["meta"][()]))
     assert meta["format"] == "zoflash-weights" and meta["version"] == 1
-    assert meta["tensors"][0] == {"index": tensors[0][0], "name": tensors[0][1], "dtype": "int8",
-                                  "shape": list(tensors[0][2].shape)}
+    assert meta["tensors"][0] == {
+        "index": tensors[0][0],
+        "name": tensors[0][1],
+        "dtype": "int8",
+        "shape": list(tensors[0][2].shape),
+    }
     assert _only_dir_entries(tmp_path) == {"run.weights.npz"}  # no temporary file left behind
 
 
@@ -88,27 +94,37 @@ def _raw_npz(path, meta: dict | None, **arrays) -> None:
     np.savez(path, **arrays)
 
 
-_META = {"format": "zoflash-weights", "version": 1, "model_sha256": "a" * 64,
-         "tensors": [{"index": 3, "name": "w", "dtype": "int8", "shape": [2, 2]}]}
+_META = {
+    "format": "zoflash-weights",
+    "version": 1,
+    "model_sha256": "a" * 64,
+    "tensors": [{"index": 3, "name": "w", "dtype": "int8", "shape": [2, 2]}],
+}
 _W = np.zeros((2, 2), np.int8)
 
 
-@pytest.mark.parametrize("meta, arrays, message", [
-    (None, {"t3": _W}, "no 'meta' entry"),
-    ({**_META, "format": "other"}, {"t3": _W}, "not a zoflash weights file"),
-    ({**_META, "version": 3}, {"t3": _W}, "version 3 is not supported.*newer zoflash"),
-    ({**_META, "version": True}, {"t3": _W}, "version True is not supported"),
-    ({**_META, "model_sha256": "xyz"}, {"t3": _W}, "64 lowercase hex"),
-    ({**_META, "tensors": []}, {}, "lists no tensors"),
-    ({**_META, "tensors": [{"index": "3", "name": "w", "dtype": "int8", "shape": [2, 2]}]}, {"t3": _W},
-     "entry 0 is malformed"),
-    (_META, {}, "no 't3' array"),
-    (_META, {"t3": np.zeros((2, 2), np.int32)}, r"'t3' is int32\[2, 2\] but meta says int8\[2, 2\]"),
-    (_META, {"t3": np.zeros((4,), np.int8)}, r"'t3' is int8\[4\] but meta says int8\[2, 2\]"),
-    (_META, {"t3": _W, "r3": np.zeros((2,), np.int8)}, "residuals belong to int8 tensors"),
-    (_META, {"t3": _W, "t4": _W}, r"unexpected entries \['t4'\]"),
-    (_META, {"t3": np.array([{"x": 1}], dtype=object)}, "pickled Python objects"),
-])
+@pytest.mark.parametrize(
+    "meta, arrays, message",
+    [
+        (None, {"t3": _W}, "no 'meta' entry"),
+        ({**_META, "format": "other"}, {"t3": _W}, "not a zoflash weights file"),
+        ({**_META, "version": 3}, {"t3": _W}, "version 3 is not supported.*newer zoflash"),
+        ({**_META, "version": True}, {"t3": _W}, "version True is not supported"),
+        ({**_META, "model_sha256": "xyz"}, {"t3": _W}, "64 lowercase hex"),
+        ({**_META, "tensors": []}, {}, "lists no tensors"),
+        (
+            {**_META, "tensors": [{"index": "3", "name": "w", "dtype": "int8", "shape": [2, 2]}]},
+            {"t3": _W},
+            "entry 0 is malformed",
+        ),
+        (_META, {}, "no 't3' array"),
+        (_META, {"t3": np.zeros((2, 2), np.int32)}, r"'t3' is int32\[2, 2\] but meta says int8\[2, 2\]"),
+        (_META, {"t3": np.zeros((4,), np.int8)}, r"'t3' is int8\[4\] but meta says int8\[2, 2\]"),
+        (_META, {"t3": _W, "r3": np.zeros((2,), np.int8)}, "residuals belong to int8 tensors"),
+        (_META, {"t3": _W, "t4": _W}, r"unexpected entries \['t4'\]"),
+        (_META, {"t3": np.array([{"x": 1}], dtype=object)}, "pickled Python objects"),
+    ],
+)
 def test_load_weights_rejects_malformed(tmp_path, meta, arrays, message):
     path = tmp_path / "w.npz"
     _raw_npz(path, meta, **arrays)
@@ -163,10 +179,10 @@ def test_export_patches_only_the_buffers(tmp_path, model):
     inside = np.zeros(len(raw), bool)
     for p, (index, _, values, _) in zip(report.tensors, tensors):
         assert not p.external and p.nbytes == values.nbytes
-        assert raw[p.offset: p.offset + p.nbytes] == graph.tensors[index].data.astype(values.dtype).tobytes()
-        assert new[p.offset: p.offset + p.nbytes] == values.astype(values.dtype.newbyteorder("<")).tobytes()
+        assert raw[p.offset : p.offset + p.nbytes] == graph.tensors[index].data.astype(values.dtype).tobytes()
+        assert new[p.offset : p.offset + p.nbytes] == values.astype(values.dtype.newbyteorder("<")).tobytes()
         assert p.changed == int(np.count_nonzero(graph.tensors[index].data != values)) > 0
-        inside[p.offset: p.offset + p.nbytes] = True
+        inside[p.offset : p.offset + p.nbytes] = True
     diff = np.frombuffer(raw, np.uint8) != np.frombuffer(new, np.uint8)
     assert diff.any() and not (diff & ~inside).any()
     # (b) the copy parses and holds the new values; every other tensor is as it was
@@ -245,13 +261,16 @@ def _tensor_case(graph, case: str) -> list:
     }[case]
 
 
-@pytest.mark.parametrize("case, message", [
-    ("unknown index", r"tensor \d+ 'ghost' does not exist: mlp.tflite has \d+ tensors"),
-    ("shape", r"is int8\[10, 16\] in the model but int8\[16, 10, 1\] in the weights file"),
-    ("dtype", r"is int32\[10\] in the model but int8\[10\] in the weights file"),
-    ("non-constant", "is not a constant tensor"),
-    ("name", "in the model but 'other_name' in the weights file"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("unknown index", r"tensor \d+ 'ghost' does not exist: mlp.tflite has \d+ tensors"),
+        ("shape", r"is int8\[10, 16\] in the model but int8\[16, 10, 1\] in the weights file"),
+        ("dtype", r"is int32\[10\] in the model but int8\[10\] in the weights file"),
+        ("non-constant", "is not a constant tensor"),
+        ("name", "in the model but 'other_name' in the weights file"),
+    ],
+)
 def test_export_refuses_mismatched_tensors(tmp_path, case, message):
     graph, _ = load_tflite(FIXTURES / "mlp.tflite")
     path, _, _, wpath, _ = _write(tmp_path, "mlp.tflite", _tensor_case(graph, case))
@@ -289,7 +308,8 @@ def _build_tiny(payloads: list[bytes], buffer_of: list[int], external_at: list[i
     at file offset external_at[k]."""
     b = flatbuffers.Builder(1024)
     Model, SubGraph, Tensor, Operator, OperatorCode, Buffer = (
-        _fb(n) for n in ("Model", "SubGraph", "Tensor", "Operator", "OperatorCode", "Buffer"))
+        _fb(n) for n in ("Model", "SubGraph", "Tensor", "Operator", "OperatorCode", "Buffer")
+    )
 
     def ints(start, values):
         start(b, len(values))
@@ -307,8 +327,14 @@ def _build_tiny(payloads: list[bytes], buffer_of: list[int], external_at: list[i
         elif k:
             Buffer.AddData(b, data[k])
         buffers.append(Buffer.End(b))
-    specs = [("in", [1, 4], "INT8"), ("w", [4, 4], "INT8"), ("b", [4], "INT32"), ("h", [1, 4], "INT8"),
-             ("w2", [4, 4], "INT8"), ("out", [1, 4], "INT8")]
+    specs = [
+        ("in", [1, 4], "INT8"),
+        ("w", [4, 4], "INT8"),
+        ("b", [4], "INT32"),
+        ("h", [1, 4], "INT8"),
+        ("w2", [4, 4], "INT8"),
+        ("out", [1, 4], "INT8"),
+    ]
     tensors = []
     for i, (name, shape, ttype) in enumerate(specs):
         n, s = b.CreateString(name), ints(Tensor.StartShapeVector, shape)
@@ -360,9 +386,11 @@ def _build_tiny(payloads: list[bytes], buffer_of: list[int], external_at: list[i
 
 def _tiny_model(tmp_path, external: bool = False, share: bool = False):
     rng = np.random.default_rng(3)
-    payloads = [rng.integers(-100, 100, 16, dtype=np.int8).tobytes(),
-                rng.integers(-1000, 1000, 4, dtype=np.int32).astype("<i4").tobytes(),
-                rng.integers(-100, 100, 16, dtype=np.int8).tobytes()]
+    payloads = [
+        rng.integers(-100, 100, 16, dtype=np.int8).tobytes(),
+        rng.integers(-1000, 1000, 4, dtype=np.int32).astype("<i4").tobytes(),
+        rng.integers(-100, 100, 16, dtype=np.int8).tobytes(),
+    ]
     buffer_of = [0, 1, 2, 0, 1 if share else 3, 0]
     if not external:
         raw = _build_tiny(payloads, buffer_of, None)
@@ -394,8 +422,8 @@ def test_export_buffers_stored_after_the_flatbuffer(tmp_path):
     assert all(p.external for p in report.tensors)
     new = out.read_bytes()
     w, bias = report.tensors
-    assert w.offset >= len(raw) - 64 - 16 and new[w.offset: w.offset + 16] == new_w.tobytes()
-    assert new[: w.offset] == raw[: w.offset] and new[bias.offset + 16:] == raw[bias.offset + 16:]
+    assert w.offset >= len(raw) - 64 - 16 and new[w.offset : w.offset + 16] == new_w.tobytes()
+    assert new[: w.offset] == raw[: w.offset] and new[bias.offset + 16 :] == raw[bias.offset + 16 :]
     new_graph, _ = load_tflite(out)
     assert np.array_equal(new_graph.tensors[1].data, new_w) and np.array_equal(new_graph.tensors[2].data, new_b)
     assert np.array_equal(new_graph.tensors[4].data, graph.tensors[4].data)

@@ -1,6 +1,7 @@
 """benchmarks/first_order.py, the float ceiling of the experiments: its backpropagation agrees with
 finite differences of the loss, for the head and for a 1x1-convolution block before it, and it
 builds the block's float model from the vision task's int8 one."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -43,16 +44,19 @@ def test_head_gradients_match_finite_differences():
 def test_block_gradients_match_finite_differences():
     r = np.random.default_rng(2)
     for act in ("NONE", "RELU", "RELU6"):  # pre-activations spread over 0 and 6: every branch of relu6
-        net = first_order.Block(3 * r.normal(size=(7, 3)), r.normal(size=7), act, r.normal(size=(4, 7)),
-                                r.normal(size=4))
+        net = first_order.Block(
+            3 * r.normal(size=(7, 3)), r.normal(size=7), act, r.normal(size=(4, 7)), r.normal(size=4)
+        )
         _check(net, r.normal(size=(5, 2, 3, 3)), r.integers(0, 4, 5))
 
 
 def test_the_vision_blocks_float_model_is_the_int8_one_dequantized():
     from zoflash.training.options import make_options
     from zoflash.workflows.training import compile_for_training
-    prep = compile_for_training(str(FIXTURES / "fmnist_mbv2.tflite"), str(FIXTURES / "fmnist_shift.npz"),
-                            make_options(train="last:2"))
+
+    prep = compile_for_training(
+        str(FIXTURES / "fmnist_mbv2.tflite"), str(FIXTURES / "fmnist_shift.npz"), make_options(train="last:2")
+    )
     net, conv = first_order._suffix(prep)
     assert isinstance(net, first_order.Block) and conv.type == "CONV_2D"
     w1, b1, w2, b2 = net.params

@@ -1,5 +1,6 @@
 """Flash runners: exact command lines per board and method, missing tools, boot switch messages,
 CMSIS pack lookup (offline, cached, local file), QEMU state file, and a real QEMU run."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import need_module, need_program
+
 from zoflash.cli import main
 from zoflash.errors import ToolMissingError
 from zoflash.targets import runners
@@ -30,8 +32,14 @@ DK, NUCLEO, AN547 = "stm32n6570-dk", "nucleo-n657x0-q", "mps3-an547"
 def _elf_header(entry: int) -> bytes:
     """A 52-byte ELF32 little-endian ARM header: enough for the entry point."""
     ident = b"\x7fELF" + bytes([1, 1, 1]) + bytes(9)
-    return ident + (2).to_bytes(2, "little") + (40).to_bytes(2, "little") + (1).to_bytes(4, "little") + \
-        entry.to_bytes(4, "little") + bytes(52 - 28)
+    return (
+        ident
+        + (2).to_bytes(2, "little")
+        + (40).to_bytes(2, "little")
+        + (1).to_bytes(4, "little")
+        + entry.to_bytes(4, "little")
+        + bytes(52 - 28)
+    )
 
 
 def make_bundle(root: Path, board: str, prefix: str = "app", entry: int = ENTRY, built: bool = True) -> Path:
@@ -78,17 +86,41 @@ def _commands(d: Path, method: str, **opts) -> list[list[str]]:
 # --------------------------------------------------------------------------- exact commands
 
 
-@pytest.mark.parametrize("board,loader", [(DK, "MX66UW1G45G_STM32N6570-DK.stldr"),
-                                          (NUCLEO, "MX25UM51245G_STM32N6570-NUCLEO.stldr")])
+@pytest.mark.parametrize(
+    "board,loader", [(DK, "MX66UW1G45G_STM32N6570-DK.stldr"), (NUCLEO, "MX25UM51245G_STM32N6570-NUCLEO.stldr")]
+)
 def test_stm32cubeprogrammer_flash_commands(tmp_path, board, loader):
     d = make_bundle(tmp_path, board)
     cube = tmp_path / "cube" / "bin"
     b = d / "build"
     assert _commands(d, "flash", programmer_bin=cube) == [
-        [f"{cube}/STM32_SigningTool_CLI", "-bin", f"{b}/app.bin", "-nk", "-of", "0x80000000", "-t", "fsbl",
-         "-hv", "2.3", "-o", f"{b}/app-trusted.bin"],
-        [f"{cube}/STM32_Programmer_CLI", "--connect", "port=swd", "mode=HOTPLUG", "ap=1",
-         "-el", f"{cube}/ExternalLoader/{loader}", "--download", f"{b}/app-trusted.bin", "0x70000000", "--start"],
+        [
+            f"{cube}/STM32_SigningTool_CLI",
+            "-bin",
+            f"{b}/app.bin",
+            "-nk",
+            "-of",
+            "0x80000000",
+            "-t",
+            "fsbl",
+            "-hv",
+            "2.3",
+            "-o",
+            f"{b}/app-trusted.bin",
+        ],
+        [
+            f"{cube}/STM32_Programmer_CLI",
+            "--connect",
+            "port=swd",
+            "mode=HOTPLUG",
+            "ap=1",
+            "-el",
+            f"{cube}/ExternalLoader/{loader}",
+            "--download",
+            f"{b}/app-trusted.bin",
+            "0x70000000",
+            "--start",
+        ],
     ]
 
 
@@ -98,8 +130,18 @@ def test_stm32cubeprogrammer_ram_commands(tmp_path, board):
     cube = tmp_path / "cube" / "bin"
     assert _commands(d, "ram", programmer_bin=cube) == [
         ["ST-LINK_gdbserver", "-p", "61234", "-l", "1", "-d", "-s", "-m", "1", "-g", "-cp", str(cube)],
-        ["arm-none-eabi-gdb", "-nx", "-batch", "-ex", "target remote :61234", "-ex", "load", "-ex", "detach",
-         f"{d}/build/app.elf"],
+        [
+            "arm-none-eabi-gdb",
+            "-nx",
+            "-batch",
+            "-ex",
+            "target remote :61234",
+            "-ex",
+            "load",
+            "-ex",
+            "detach",
+            f"{d}/build/app.elf",
+        ],
     ]
     fw = _firmware(d, "ram")
     opts = base.FlashOptions(programmer_bin=cube, tools={"arm-none-eabi-gdb": ["/usr/bin/gdb-multiarch"]})
@@ -111,8 +153,22 @@ def test_pyocd_commands_load_into_ram_without_reset(tmp_path, board):
     d = make_bundle(tmp_path, board)
     pack = tmp_path / "Keil.STM32N6xx_DFP.1.0.0.pack"
     assert _commands(d, "pyocd", pack=pack) == [
-        ["pyocd", "commander", "--target", "stm32n657x0hxq", "--pack", str(pack), "--halt",
-         "-c", f"load {d}/build/app.elf", "-c", "wreg pc 0x34180480", "-c", "go"]]
+        [
+            "pyocd",
+            "commander",
+            "--target",
+            "stm32n657x0hxq",
+            "--pack",
+            str(pack),
+            "--halt",
+            "-c",
+            f"load {d}/build/app.elf",
+            "-c",
+            "wreg pc 0x34180480",
+            "-c",
+            "go",
+        ]
+    ]
 
 
 @pytest.mark.parametrize("board", [DK, NUCLEO])
@@ -120,8 +176,26 @@ def test_openocd_commands_load_into_ram_without_reset(tmp_path, board):
     d = make_bundle(tmp_path, board)
     elf = f"{d}/build/app.elf"
     assert _commands(d, "openocd") == [
-        ["openocd", "-f", "interface/stlink-dap.cfg", "-f", "target/stm32n6x.cfg", "-c", "init", "-c", "halt",
-         "-c", f"load_image {elf}", "-c", f"verify_image {elf}", "-c", "resume 0x34180480", "-c", "shutdown"]]
+        [
+            "openocd",
+            "-f",
+            "interface/stlink-dap.cfg",
+            "-f",
+            "target/stm32n6x.cfg",
+            "-c",
+            "init",
+            "-c",
+            "halt",
+            "-c",
+            f"load_image {elf}",
+            "-c",
+            f"verify_image {elf}",
+            "-c",
+            "resume 0x34180480",
+            "-c",
+            "shutdown",
+        ]
+    ]
 
 
 def test_flash_images_use_program_and_load(tmp_path):
@@ -129,16 +203,32 @@ def test_flash_images_use_program_and_load(tmp_path):
     d = make_bundle(tmp_path, DK)
     fw = _firmware(d, "openocd")
     code = fw.board.placement["code"]
-    board = type(fw.board)(**{**fw.board.__dict__, "memory": tuple(
-        type(r)(r.name, r.origin, r.size, "flash", r.description) if r.name == code else r for r in fw.board.memory)})
+    board = type(fw.board)(
+        **{
+            **fw.board.__dict__,
+            "memory": tuple(
+                type(r)(r.name, r.origin, r.size, "flash", r.description) if r.name == code else r
+                for r in fw.board.memory
+            ),
+        }
+    )
     elf = f"{d}/build/app.elf"
     fw = base.Firmware(d, board, fw.entry, "app")
     assert openocd_runner.OpenOcdRunner().commands(fw, base.FlashOptions()) == [
-        ["openocd", "-f", "interface/stlink-dap.cfg", "-f", "target/stm32n6x.cfg", "-c",
-         f"program {elf} verify reset exit"]]
+        [
+            "openocd",
+            "-f",
+            "interface/stlink-dap.cfg",
+            "-f",
+            "target/stm32n6x.cfg",
+            "-c",
+            f"program {elf} verify reset exit",
+        ]
+    ]
     pfw = base.Firmware(d, board, base.select_entry(board, "pyocd"), "app")
     assert pyocd_runner.PyOcdRunner().commands(pfw, base.FlashOptions(pack=Path("/p/x.pack"))) == [
-        ["pyocd", "load", "--target", "stm32n657x0hxq", "--pack", "/p/x.pack", elf]]
+        ["pyocd", "load", "--target", "stm32n657x0hxq", "--pack", "/p/x.pack", elf]
+    ]
 
 
 def test_openocd_board_commands_and_tcl_quoting(tmp_path):
@@ -147,15 +237,45 @@ def test_openocd_board_commands_and_tcl_quoting(tmp_path):
     entry = {**fw.entry, "commands": ["init", "reset halt", "load_image {elf}", "resume {entry}", "shutdown"]}
     fw = base.Firmware(fw.dir, fw.board, entry, "app")
     assert openocd_runner.OpenOcdRunner().commands(fw, base.FlashOptions()) == [
-        ["openocd", "-f", "interface/stlink-dap.cfg", "-f", "target/stm32n6x.cfg", "-c", "init", "-c", "reset halt",
-         "-c", f"load_image {{{d}/build/app.elf}}", "-c", "resume 0x34180480", "-c", "shutdown"]]
+        [
+            "openocd",
+            "-f",
+            "interface/stlink-dap.cfg",
+            "-f",
+            "target/stm32n6x.cfg",
+            "-c",
+            "init",
+            "-c",
+            "reset halt",
+            "-c",
+            f"load_image {{{d}/build/app.elf}}",
+            "-c",
+            "resume 0x34180480",
+            "-c",
+            "shutdown",
+        ]
+    ]
 
 
 def test_qemu_command(tmp_path):
     d = make_bundle(tmp_path, AN547, entry=0x9)
     assert _commands(d, "qemu", port=4567) == [
-        ["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-icount", "shift=0", "-monitor",
-         "none", "-serial", "tcp:127.0.0.1:4567,server=on,wait=on", "-kernel", f"{d}/build/app.elf"]]
+        [
+            "qemu-system-arm",
+            "-M",
+            "mps3-an547",
+            "-nographic",
+            "-semihosting",
+            "-icount",
+            "shift=0",
+            "-monitor",
+            "none",
+            "-serial",
+            "tcp:127.0.0.1:4567,server=on,wait=on",
+            "-kernel",
+            f"{d}/build/app.elf",
+        ]
+    ]
 
 
 def test_dry_run_prints_boot_switches_and_exact_commands(tmp_path, capsys, monkeypatch):
@@ -171,11 +291,14 @@ def test_dry_run_prints_boot_switches_and_exact_commands(tmp_path, capsys, monke
         "boot    before loading, development mode: BOOT0 and BOOT1 both to the right (BOOT1 = 1: development mode, "
         "the boot ROM waits for the debugger)",
         "boot    after loading, to run it, flash mode: BOOT0 and BOOT1 both to the left (boot from the external "
-        "flash), then press RESET"]
+        "flash), then press RESET",
+    ]
     assert f"tools   STM32CubeProgrammer {cube}/bin (from ${stm.PRG_ENV})" in out
-    assert out[-1] == (f"{cube}/bin/STM32_Programmer_CLI --connect port=swd mode=HOTPLUG ap=1 -el "
-                       f"{cube}/bin/ExternalLoader/MX66UW1G45G_STM32N6570-DK.stldr --download "
-                       f"{d}/build/app-trusted.bin 0x70000000 --start")
+    assert out[-1] == (
+        f"{cube}/bin/STM32_Programmer_CLI --connect port=swd mode=HOTPLUG ap=1 -el "
+        f"{cube}/bin/ExternalLoader/MX66UW1G45G_STM32N6570-DK.stldr --download "
+        f"{d}/build/app-trusted.bin 0x70000000 --start"
+    )
     assert out.index(boot[0]) < len(out) - 2  # before any command
 
 
@@ -236,13 +359,16 @@ def test_elf_entry(tmp_path):
 # ------------------------------------------------------------------------------ missing tools
 
 
-@pytest.mark.parametrize("board,method,tool,how", [
-    (AN547, "qemu", "qemu-system-arm", "apt-get install qemu-system-arm"),
-    (DK, "ram", "STM32_Programmer_CLI", "STM32CubeProg"),
-    (NUCLEO, "flash", "STM32_Programmer_CLI", "STM32_PRG_PATH"),
-    (DK, "openocd", "openocd", "apt-get install openocd"),
-    (NUCLEO, "pyocd", "pyocd", "pip install pyocd"),
-])
+@pytest.mark.parametrize(
+    "board,method,tool,how",
+    [
+        (AN547, "qemu", "qemu-system-arm", "apt-get install qemu-system-arm"),
+        (DK, "ram", "STM32_Programmer_CLI", "STM32CubeProg"),
+        (NUCLEO, "flash", "STM32_Programmer_CLI", "STM32_PRG_PATH"),
+        (DK, "openocd", "openocd", "apt-get install openocd"),
+        (NUCLEO, "pyocd", "pyocd", "pip install pyocd"),
+    ],
+)
 def test_missing_tool_is_one_line(tmp_path, no_tools, capsys, board, method, tool, how):
     d = make_bundle(tmp_path, board)
     args = ["flash", "--bundle", str(d), "--method", method]
@@ -280,8 +406,9 @@ def test_missing_signing_tool(tmp_path, no_tools, monkeypatch):
     d = make_bundle(tmp_path, DK)
     (no_tools / "STM32_Programmer_CLI").write_text("#!/bin/sh\n")
     (no_tools / "STM32_Programmer_CLI").chmod(0o755)
-    with pytest.raises(ToolMissingError, match="'STM32_SigningTool_CLI' is not available: it comes with "
-                                               "STM32CubeProgrammer"):
+    with pytest.raises(
+        ToolMissingError, match="'STM32_SigningTool_CLI' is not available: it comes with STM32CubeProgrammer"
+    ):
         runners.flash_bundle(d, "flash", say=lambda s: None)
 
 
@@ -305,9 +432,11 @@ def test_programmer_found_through_path_link(tmp_path, monkeypatch):
 def _fake_tool(bindir: Path, name: str, body: str = "") -> Path:
     """A program that appends its argv (JSON) to calls.jsonl in its folder, then runs `body`."""
     p = bindir / name
-    p.write_text(f"#!{sys.executable}\nimport json, sys, pathlib\n"
-                 f"with open(pathlib.Path(__file__).parent / 'calls.jsonl', 'a') as f:\n"
-                 f"    f.write(json.dumps([pathlib.Path(sys.argv[0]).name] + sys.argv[1:]) + '\\n')\n{body}")
+    p.write_text(
+        f"#!{sys.executable}\nimport json, sys, pathlib\n"
+        f"with open(pathlib.Path(__file__).parent / 'calls.jsonl', 'a') as f:\n"
+        f"    f.write(json.dumps([pathlib.Path(sys.argv[0]).name] + sys.argv[1:]) + '\\n')\n{body}"
+    )
     p.chmod(0o755)
     return p
 
@@ -330,19 +459,27 @@ def test_stm32_flash_runs_the_exact_commands(tmp_path, no_tools, monkeypatch, ca
     assert not (d / "build" / "app-trusted.bin").exists()
     out = capsys.readouterr().out
     assert "flash   [1/2] sign the FSBL image" in out and "flash   [2/2] write the external flash" in out
-    assert out.strip().splitlines()[-1].startswith("flash   done: app-trusted.bin written to the external flash at "
-                                                   "0x70000000")
+    assert (
+        out.strip()
+        .splitlines()[-1]
+        .startswith("flash   done: app-trusted.bin written to the external flash at 0x70000000")
+    )
 
 
 def test_failure_is_one_line_with_the_reason(tmp_path, no_tools, capsys):
     d = make_bundle(tmp_path, DK)
-    _fake_tool(no_tools, "openocd", "print('Open On-Chip Debugger 0.12.0')\n"
-                                    "print('Error: open failed', file=sys.stderr)\nprint('in procedure init')\n"
-                                    "sys.exit(1)\n")
+    _fake_tool(
+        no_tools,
+        "openocd",
+        "print('Open On-Chip Debugger 0.12.0')\n"
+        "print('Error: open failed', file=sys.stderr)\nprint('in procedure init')\n"
+        "sys.exit(1)\n",
+    )
     assert main(["flash", "--bundle", str(d), "--method", "openocd"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (f"error: load (OpenOCD): openocd failed (exit 1): Error: open failed "
-                   f"(output in {d}/{base.FLASH_LOG})")
+    assert err == (
+        f"error: load (OpenOCD): openocd failed (exit 1): Error: open failed (output in {d}/{base.FLASH_LOG})"
+    )
     assert "in procedure init" in (d / base.FLASH_LOG).read_text()
 
 
@@ -354,9 +491,12 @@ def test_stm32_ram_retries_until_the_gdbserver_listens(tmp_path, no_tools, monke
     monkeypatch.setenv(stm.PRG_ENV, str(cube))
     _fake_tool(no_tools, "ST-LINK_gdbserver", "import time\ntime.sleep(30)\n")
     # gdb: the first attempt finds no server yet, the second loads
-    _fake_tool(no_tools, "arm-none-eabi-gdb",
-               "n = sum(ln.startswith('[\"arm') for ln in open(pathlib.Path(__file__).parent / 'calls.jsonl'))\n"
-               "if n < 2:\n    print(':61234: Connection refused.')\n    sys.exit(1)\n")
+    _fake_tool(
+        no_tools,
+        "arm-none-eabi-gdb",
+        "n = sum(ln.startswith('[\"arm') for ln in open(pathlib.Path(__file__).parent / 'calls.jsonl'))\n"
+        "if n < 2:\n    print(':61234: Connection refused.')\n    sys.exit(1)\n",
+    )
     monkeypatch.setattr(stm.StM32CubeProgrammerRunner, "server_exit_wait", 0.2)
     t0 = time.monotonic()
     res = runners.flash_bundle(d, "ram", say=print)
@@ -408,8 +548,10 @@ def test_pyocd_offline_says_so_and_suggests_a_local_pack(tmp_path, monkeypatch):
         runners.flash_bundle(d, "pyocd", say=lambda s: None)
     msg = str(info.value)
     assert cache.refreshed == 1
-    assert msg.startswith("no CMSIS pack for 'stm32n657x0hxq': offline: cmsis-pack-manager could not download the "
-                          "CMSIS pack index (it stays empty")
+    assert msg.startswith(
+        "no CMSIS pack for 'stm32n657x0hxq': offline: cmsis-pack-manager could not download the "
+        "CMSIS pack index (it stays empty"
+    )
     assert "Keil.STM32N6xx_DFP" in msg and "--pack FILE.pack" in msg and "\n" not in msg
 
 
@@ -455,7 +597,10 @@ def test_real_cmsis_pack_manager_cache_layout(tmp_path):
     dest = tmp_path / "Keil" / "STM32N6xx_DFP" / "1.1.0.pack"
     dest.parent.mkdir(parents=True)
     pack.rename(dest)
-    assert pyocd_runner.find_cached_pack("stm32n657x0hxq", "Keil.STM32N6xx_DFP", refresh=False, cache=cache) == (dest, "")
+    assert pyocd_runner.find_cached_pack("stm32n657x0hxq", "Keil.STM32N6xx_DFP", refresh=False, cache=cache) == (
+        dest,
+        "",
+    )
     assert cache.pack_from_cache(N6_DEVICE).filename == str(dest)
 
 
@@ -469,7 +614,9 @@ def test_local_pack_is_accepted_and_checked(tmp_path, monkeypatch, capsys):
     assert cache.refreshed == 0 and f"pack    {pack} (given with --pack)" in out
     assert f"--pack {pack} --halt" in out
     other = make_pack(tmp_path / "other.pack", device="STM32H743ZITx")
-    assert any("does not mention device 'stm32n657x0hxq'" in n for n in pyocd_runner.check_pack_file(other, "stm32n657x0hxq"))
+    assert any(
+        "does not mention device 'stm32n657x0hxq'" in n for n in pyocd_runner.check_pack_file(other, "stm32n657x0hxq")
+    )
     bad = tmp_path / "bad.pack"
     bad.write_text("not a zip")
     with pytest.raises(base.FlashError, match="not a CMSIS pack"):
@@ -499,8 +646,9 @@ def test_stale_state_is_removed(tmp_path):
     (d / base.QEMU_LOG).write_text("[zoflash] qemu exited with status 0\n")
     lines = []
     assert qemu.stop_qemu(d, lines.append) is False
-    assert lines == [f"qemu    was not running any more (stale {base.STATE_FILE} removed): "
-                     "[zoflash] qemu exited with status 0"]
+    assert lines == [
+        f"qemu    was not running any more (stale {base.STATE_FILE} removed): [zoflash] qemu exited with status 0"
+    ]
     assert not (d / base.STATE_FILE).exists()
     (d / base.STATE_FILE).write_text("{not json")
     assert qemu.stop_qemu(d, lines.append) is False and not (d / base.STATE_FILE).exists()
@@ -566,10 +714,27 @@ def echo_bundle(tmp_path):
     d = make_bundle(tmp_path, AN547, built=False)
     (tmp_path / "echo.c").write_text(ECHO_C)
     (tmp_path / "echo.ld").write_text(ECHO_LD)
-    subprocess.run([need_program("arm-none-eabi-gcc"), "-mcpu=cortex-m55", "-mthumb", "-O1", "-ffreestanding",
-                    "-nostdlib", "-nostartfiles", "-Wall", "-Werror", "-T", str(tmp_path / "echo.ld"),
-                    "-Wl,--no-warn-rwx-segments", "-o", str(d / "build" / "app.elf"), str(tmp_path / "echo.c")],
-                   check=True, timeout=60)
+    subprocess.run(
+        [
+            need_program("arm-none-eabi-gcc"),
+            "-mcpu=cortex-m55",
+            "-mthumb",
+            "-O1",
+            "-ffreestanding",
+            "-nostdlib",
+            "-nostartfiles",
+            "-Wall",
+            "-Werror",
+            "-T",
+            str(tmp_path / "echo.ld"),
+            "-Wl,--no-warn-rwx-segments",
+            "-o",
+            str(d / "build" / "app.elf"),
+            str(tmp_path / "echo.c"),
+        ],
+        check=True,
+        timeout=60,
+    )
     yield d
     qemu.stop_qemu(d, lambda s: None)
 
@@ -625,8 +790,9 @@ def test_qemu_time_limit_and_restart(echo_bundle, capsys):
     while "time limit" not in (d / base.QEMU_LOG).read_text() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert main(["flash", "--bundle", str(d), "--stop"]) == 0
-    assert ("was not running any more (stale .zoflash-qemu.json removed): [zoflash] qemu stopped: time limit of 1 s "
-            "reached") in capsys.readouterr().out
+    assert (
+        "was not running any more (stale .zoflash-qemu.json removed): [zoflash] qemu stopped: time limit of 1 s reached"
+    ) in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("board", [DK, NUCLEO])
@@ -635,8 +801,17 @@ def test_flash_boot_refuses_a_plan_with_data_outside_the_image(tmp_path, capsys,
     data in AXISRAM1 runs in development mode only, and flash boot says so before any tool runs."""
     d = make_bundle(tmp_path, board)
     manifest = json.loads((d / "manifest.json").read_text())
-    place = {"code": "IMAGE", "rodata": "IMAGE", "weights": "IMAGE", "train_data": "AXISRAM1", "data": "RAM",
-             "bss": "RAM", "arena": "AXISRAM3_6", "stack": "RAM", "stack_bytes": 16384}
+    place = {
+        "code": "IMAGE",
+        "rodata": "IMAGE",
+        "weights": "IMAGE",
+        "train_data": "AXISRAM1",
+        "data": "RAM",
+        "bss": "RAM",
+        "arena": "AXISRAM3_6",
+        "stack": "RAM",
+        "stack_bytes": 16384,
+    }
     (d / "manifest.json").write_text(json.dumps({**manifest, "placement": place}))
     assert main(["flash", "--bundle", str(d), "--method", "flash", "--dry-run"]) == 2
     err = capsys.readouterr().err

@@ -4,6 +4,7 @@ the two images, the exact signing and programming commands, and the [build] proj
 
 Nothing here runs on a board (none is available): the images are checked as files, the
 programs as command lines."""
+
 from __future__ import annotations
 
 import json
@@ -17,6 +18,7 @@ from conftest import FIXTURES
 from n6regs import port_dir
 from test_boards import board_text, parse
 from test_flash import make_bundle
+
 from zoflash import api
 from zoflash.cli import main
 from zoflash.errors import BoardError
@@ -33,15 +35,20 @@ SAMPLE = 8 * 8 + 2  # an int8 8x8 image and its uint16 label
 
 def _dataset(path, n_train: int):
     rng = np.random.default_rng(0)
-    np.savez(path, x_train=rng.random((n_train, 8, 8, 1), dtype=np.float32),
-             y_train=rng.integers(0, 10, n_train), x_test=rng.random((10, 8, 8, 1), dtype=np.float32),
-             y_test=rng.integers(0, 10, 10))
+    np.savez(
+        path,
+        x_train=rng.random((n_train, 8, 8, 1), dtype=np.float32),
+        y_train=rng.integers(0, 10, n_train),
+        x_test=rng.random((10, 8, 8, 1), dtype=np.float32),
+        y_test=rng.integers(0, 10, 10),
+    )
     return path
 
 
 def _no_compiling(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("the compiler ran")
+
     monkeypatch.setattr("zoflash.targets.firmware_build.run_make", refuse)
 
 
@@ -71,20 +78,43 @@ def test_flash_boot_is_board_data(board_id, nor_mib):
 def test_boards_without_flash_boot_say_so(tmp_path, capsys):
     with pytest.raises(BoardError, match="board 'mps3-an547' has no flash boot"):
         boards.for_boot(boards.load_board("mps3-an547"), "flash")
-    assert main(["build", "--board", "host", "--boot", "flash", "--model", str(DIGITS), "--no-compile",
-                 "--out", str(tmp_path / "b")]) == 2
-    assert "board 'host' has no flash boot ([flash_boot] in its board file): build it with --boot dev" in \
-        capsys.readouterr().err
+    assert (
+        main(
+            [
+                "build",
+                "--board",
+                "host",
+                "--boot",
+                "flash",
+                "--model",
+                str(DIGITS),
+                "--no-compile",
+                "--out",
+                str(tmp_path / "b"),
+            ]
+        )
+        == 2
+    )
+    assert (
+        "board 'host' has no flash boot ([flash_boot] in its board file): build it with --boot dev"
+        in capsys.readouterr().err
+    )
 
 
-@pytest.mark.parametrize("old,new,message", [
-    ('train_data = ["IMAGE", "XSPI2_NOR"]', 'train_data = ["IMAGE", "AXISRAM1"]',
-     r"'train_data' may use only the image region 'IMAGE' or flash regions .* lists 'AXISRAM1'"),
-    ('fsbl = "XSPI2_FSBL"', 'fsbl = "RAM"', "'fsbl' must be a region of kind 'flash', but 'RAM' is 'ram'"),
-    ('image = "IMAGE"', 'image = "SRAM9"', "'image' names region 'SRAM9'"),
-    ('image = "IMAGE"', 'image = "RAM"', "the code must be placed in the image region 'RAM'"),
-    ('fsbl = "XSPI2_FSBL"', 'fsbl = "XSPI2_FSBL"\nstack_bytes = 4', "unknown key 'stack_bytes'"),
-])
+@pytest.mark.parametrize(
+    "old,new,message",
+    [
+        (
+            'train_data = ["IMAGE", "XSPI2_NOR"]',
+            'train_data = ["IMAGE", "AXISRAM1"]',
+            r"'train_data' may use only the image region 'IMAGE' or flash regions .* lists 'AXISRAM1'",
+        ),
+        ('fsbl = "XSPI2_FSBL"', 'fsbl = "RAM"', "'fsbl' must be a region of kind 'flash', but 'RAM' is 'ram'"),
+        ('image = "IMAGE"', 'image = "SRAM9"', "'image' names region 'SRAM9'"),
+        ('image = "IMAGE"', 'image = "RAM"', "the code must be placed in the image region 'RAM'"),
+        ('fsbl = "XSPI2_FSBL"', 'fsbl = "XSPI2_FSBL"\nstack_bytes = 4', "unknown key 'stack_bytes'"),
+    ],
+)
 def test_bad_flash_boot_tables(old, new, message):
     text = board_text(DK)
     assert old in text
@@ -121,8 +151,14 @@ def test_flash_boot_keeps_large_data_in_the_nor(tmp_path, monkeypatch):
 
 def test_flash_boot_with_small_data_is_one_image(tmp_path, monkeypatch):
     _no_compiling(monkeypatch)
-    bundle = api.generate(DIGITS, "stm32n6", tmp_path / "b", data_path=_dataset(tmp_path / "d.npz", 100),
-                          options=make_options(steps=5), boot="flash")
+    bundle = api.generate(
+        DIGITS,
+        "stm32n6",
+        tmp_path / "b",
+        data_path=_dataset(tmp_path / "d.npz", 100),
+        options=make_options(steps=5),
+        boot="flash",
+    )
     assert bundle.manifest["placement"]["train_data"] == "IMAGE"
     assert "__zo_enable_memories = 0x00000000;" in (tmp_path / "b" / "link.ld").read_text()
     assert "_nor.bin" not in (tmp_path / "b" / "Makefile").read_text()
@@ -131,8 +167,9 @@ def test_flash_boot_with_small_data_is_one_image(tmp_path, monkeypatch):
 def _shrunk_board(monkeypatch, tmp_path, old: str, new: str):
     root = tmp_path / "boards"
     root.mkdir()
-    text = board_text(DK).replace('id = "stm32n6570-dk"', 'id = "small"').replace("reference = true",
-                                                                                   "reference = false")
+    text = (
+        board_text(DK).replace('id = "stm32n6570-dk"', 'id = "small"').replace("reference = true", "reference = false")
+    )
     assert old in text
     # the variant has no NPU: its pools sit at the full board's addresses (boards/*.toml [npu])
     text = re.sub(r"# --- NPU ---.*# --- end NPU ---\n", "", text, flags=re.S)
@@ -152,13 +189,18 @@ def test_flash_boot_says_what_does_not_fit_and_what_would(tmp_path, monkeypatch)
     text = str(err.value)
     need = (5000 + 10) * SAMPLE
     # the data goes where it misses by least: the image (partly used by the code), then says so
-    m = re.search(r"region IMAGE \(ram, 261120 bytes at 0x34180400\): (\d+) needed .*?training data (\d+), "
-                  r".*?; (\d+) bytes more than its 261120", text)
+    m = re.search(
+        r"region IMAGE \(ram, 261120 bytes at 0x34180400\): (\d+) needed .*?training data (\d+), "
+        r".*?; (\d+) bytes more than its 261120",
+        text,
+    )
     assert m and int(m[2]) == need and int(m[1]) - 261120 == int(m[3])
     others = int(m[1]) - need  # code and constants in the image
     fits = (261120 - others - 10 * SAMPLE) // SAMPLE
-    assert f"At most {fits} of the 5000 training samples ({SAMPLE} bytes each, with the 10 test samples; the " \
-           "validation split is carved from them) fit in the regions the data may use (IMAGE, XSPI2_NOR)." in text
+    assert (
+        f"At most {fits} of the 5000 training samples ({SAMPLE} bytes each, with the 10 test samples; the "
+        "validation split is carved from them) fit in the regions the data may use (IMAGE, XSPI2_NOR)." in text
+    )
     assert "Or build for flash boot" not in text  # it is a flash-boot build already
 
 
@@ -169,8 +211,25 @@ def test_development_mode_reads_large_data_from_the_nor(tmp_path, monkeypatch, c
     _no_compiling(monkeypatch)
     data = _dataset(tmp_path / "d.npz", 30000)
     d = tmp_path / "b"
-    assert main(["build", "--board", "stm32n6", "--model", str(DIGITS), "--data", str(data), "--steps", "5",
-                 "--out", str(d), "--no-compile"]) == 0
+    assert (
+        main(
+            [
+                "build",
+                "--board",
+                "stm32n6",
+                "--model",
+                str(DIGITS),
+                "--data",
+                str(data),
+                "--steps",
+                "5",
+                "--out",
+                str(d),
+                "--no-compile",
+            ]
+        )
+        == 0
+    )
     manifest = json.loads((d / "manifest.json").read_text())
     assert (manifest["boot"], manifest["placement"]["train_data"]) == ("dev", "XSPI2_NOR")
     assert manifest["placement"]["arena"] != "XSPI2_NOR"
@@ -183,13 +242,24 @@ def test_development_mode_reads_large_data_from_the_nor(tmp_path, monkeypatch, c
     fw = base.load_firmware(d, "ram")
     b = d / "build"
     cmds = base.runner_for(fw.entry).commands(fw, base.FlashOptions(programmer_bin=cube))
-    assert cmds[0] == [f"{cube}/STM32_Programmer_CLI", "--connect", "port=swd", "mode=HOTPLUG", "ap=1", "-el",
-                       f"{cube}/ExternalLoader/MX66UW1G45G_STM32N6570-DK.stldr",
-                       "--download", f"{b}/digits_cnn_nor.bin", "0x70100000"]
+    assert cmds[0] == [
+        f"{cube}/STM32_Programmer_CLI",
+        "--connect",
+        "port=swd",
+        "mode=HOTPLUG",
+        "ap=1",
+        "-el",
+        f"{cube}/ExternalLoader/MX66UW1G45G_STM32N6570-DK.stldr",
+        "--download",
+        f"{b}/digits_cnn_nor.bin",
+        "0x70100000",
+    ]
     assert cmds[1][0].endswith("ST-LINK_gdbserver") and cmds[2][-1] == f"{b}/digits_cnn_ram.elf"
     assert main(["flash", "--bundle", str(d), "--method", "pyocd", "--dry-run"]) == 2
-    assert ("reads weights or data in place from the external flash at 0x70100000, which method 'pyocd' does "
-            "not write: use --method ram") in capsys.readouterr().err
+    assert (
+        "reads weights or data in place from the external flash at 0x70100000, which method 'pyocd' does "
+        "not write: use --method ram"
+    ) in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------- the images
@@ -210,14 +280,35 @@ def test_flash_boot_build_emits_both_images(tmp_path, capsys, monkeypatch):
     estimate = boards.for_boot(boards.load_board(DK), "flash")
     assert budget.fit(estimate, api.compile_model(api.load_model(DIGITS)), None).placement["weights"] == "IMAGE"
     out = tmp_path / "b"
-    assert main(["build", "--board", "stm32n6", "--boot", "flash", "--model", str(DIGITS), "--data", str(data),
-                 "--steps", "5", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "build",
+                "--board",
+                "stm32n6",
+                "--boot",
+                "flash",
+                "--model",
+                str(DIGITS),
+                "--data",
+                str(data),
+                "--steps",
+                "5",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     build = out / "build"
     elf, image, nor = build / "digits_cnn.elf", build / "digits_cnn.bin", build / "digits_cnn_nor.bin"
     sizes = subprocess.run(["arm-none-eabi-size", "-A", str(elf)], capture_output=True, text=True, check=True).stdout
-    sec = {r[0]: (int(r[1]), int(r[2])) for r in (ln.split() for ln in sizes.splitlines())
-           if len(r) == 3 and r[1].isdigit()}
+    sec = {
+        r[0]: (int(r[1]), int(r[2]))
+        for r in (ln.split() for ln in sizes.splitlines())
+        if len(r) == 3 and r[1].isdigit()
+    }
     assert sec[".train_data"][1] == 0x70100000 and nor.stat().st_size == sec[".train_data"][0]
     blob = nor.read_bytes()
     for name in ("x_train", "y_train", "x_test", "y_test"):  # the data files the training reads
@@ -227,36 +318,68 @@ def test_flash_boot_build_emits_both_images(tmp_path, capsys, monkeypatch):
     assert sum((out / f"digits_cnn_x_{split}.bin").stat().st_size for split in ("train", "val")) == 3600 * 64
     assert sec[".text"][1] == 0x34180400 and image.stat().st_size <= IMAGE_BYTES
     assert f"region  XSPI2_NOR (flash, 128974848 bytes at 0x70100000): {sec['.train_data'][0]} used" in text
-    assert (f"signed by: STM32_SigningTool_CLI -bin {image} -nk -of 0x80000000 -t fsbl -hv 2.3 -o "
-            f"{build / 'digits_cnn-trusted.bin'}") in text
-    assert f"image   {nor} ({nor.stat().st_size} bytes): weights and data read in place, written to the " \
-           "external flash at 0x70100000" in text
-    assert "firmware build/digits_cnn.elf, build/digits_cnn.bin, build/digits_cnn.hex, build/digits_cnn_nor.bin" \
-        in text
+    assert (
+        f"signed by: STM32_SigningTool_CLI -bin {image} -nk -of 0x80000000 -t fsbl -hv 2.3 -o "
+        f"{build / 'digits_cnn-trusted.bin'}"
+    ) in text
+    assert (
+        f"image   {nor} ({nor.stat().st_size} bytes): weights and data read in place, written to the "
+        "external flash at 0x70100000" in text
+    )
+    assert "firmware build/digits_cnn.elf, build/digits_cnn.bin, build/digits_cnn.hex, build/digits_cnn_nor.bin" in text
 
 
 def _flash_boot_bundle(tmp_path, board_id: str):
     d = make_bundle(tmp_path, board_id)
     (d / "build" / "app_nor.bin").write_bytes(bytes(32))
     manifest = json.loads((d / "manifest.json").read_text())
-    place = {"code": "IMAGE", "rodata": "IMAGE", "weights": "XSPI2_NOR", "train_data": "XSPI2_NOR", "data": "RAM",
-             "bss": "RAM", "arena": "AXISRAM1", "stack": "RAM", "stack_bytes": 16384}
+    place = {
+        "code": "IMAGE",
+        "rodata": "IMAGE",
+        "weights": "XSPI2_NOR",
+        "train_data": "XSPI2_NOR",
+        "data": "RAM",
+        "bss": "RAM",
+        "arena": "AXISRAM1",
+        "stack": "RAM",
+        "stack_bytes": 16384,
+    }
     (d / "manifest.json").write_text(json.dumps({**manifest, "placement": place, "boot": "flash"}))
     return d
 
 
-@pytest.mark.parametrize("board_id,loader", [(DK, "MX66UW1G45G_STM32N6570-DK.stldr"),
-                                             (NUCLEO, "MX25UM51245G_STM32N6570-NUCLEO.stldr")])
+@pytest.mark.parametrize(
+    "board_id,loader", [(DK, "MX66UW1G45G_STM32N6570-DK.stldr"), (NUCLEO, "MX25UM51245G_STM32N6570-NUCLEO.stldr")]
+)
 def test_flash_boot_writes_both_images(tmp_path, board_id, loader):
     d = _flash_boot_bundle(tmp_path, board_id)
     cube = tmp_path / "cube" / "bin"
     fw = base.load_firmware(d, "flash")
     b = d / "build"
-    write = [f"{cube}/STM32_Programmer_CLI", "--connect", "port=swd", "mode=HOTPLUG", "ap=1",
-             "-el", f"{cube}/ExternalLoader/{loader}"]
+    write = [
+        f"{cube}/STM32_Programmer_CLI",
+        "--connect",
+        "port=swd",
+        "mode=HOTPLUG",
+        "ap=1",
+        "-el",
+        f"{cube}/ExternalLoader/{loader}",
+    ]
     assert base.runner_for(fw.entry).commands(fw, base.FlashOptions(programmer_bin=cube)) == [
-        [f"{cube}/STM32_SigningTool_CLI", "-bin", f"{b}/app.bin", "-nk", "-of", "0x80000000", "-t", "fsbl",
-         "-hv", "2.3", "-o", f"{b}/app-trusted.bin"],
+        [
+            f"{cube}/STM32_SigningTool_CLI",
+            "-bin",
+            f"{b}/app.bin",
+            "-nk",
+            "-of",
+            "0x80000000",
+            "-t",
+            "fsbl",
+            "-hv",
+            "2.3",
+            "-o",
+            f"{b}/app-trusted.bin",
+        ],
         [*write, "--download", f"{b}/app_nor.bin", "0x70100000"],
         [*write, "--download", f"{b}/app-trusted.bin", "0x70000000", "--start"],
     ]
@@ -277,8 +400,18 @@ def test_boot_mode_from_the_project_file(tmp_path, monkeypatch, capsys):
     data = _dataset(tmp_path / "d.npz", 5000)
     project = tmp_path / "zoflash.toml"
     project.write_text('[build]\nboot = "flash"\n\n[train]\nsteps = 5\n')
-    args = ["build", "--board", "stm32n6", "--model", str(DIGITS), "--data", str(data), "--no-compile",
-            "--config", str(project)]
+    args = [
+        "build",
+        "--board",
+        "stm32n6",
+        "--model",
+        str(DIGITS),
+        "--data",
+        str(data),
+        "--no-compile",
+        "--config",
+        str(project),
+    ]
     assert main([*args, "--out", str(tmp_path / "a")]) == 0
     assert json.loads((tmp_path / "a" / "manifest.json").read_text())["boot"] == "flash"
     assert main([*args, "--out", str(tmp_path / "b"), "--boot", "dev"]) == 0  # the flag wins
@@ -301,8 +434,9 @@ def test_a_library_that_overflows_the_image_is_planned_again(tmp_path, monkeypat
     image = next(u for u in first.regions if u.region.name == "IMAGE")
     code = sum(i.bytes for i in image.items if i.label != "constant weights")
     room = code + 1024  # the compiled code and constants fit, the 3920 bytes of weights do not
-    _shrunk_board(monkeypatch, tmp_path, "origin = 0x3418_0400\nsize = 0x0003_FC00",
-                  f"origin = 0x3418_0400\nsize = {room:#x}")
+    _shrunk_board(
+        monkeypatch, tmp_path, "origin = 0x3418_0400\nsize = 0x0003_FC00", f"origin = 0x3418_0400\nsize = {room:#x}"
+    )
     result = api.build(DIGITS, "small", tmp_path / "b", boot="flash")
     assert result.bundle.manifest["placement"]["weights"] == "XSPI2_NOR"
     nor = next(u for u in result.regions if u.region.name == "XSPI2_NOR")
@@ -314,5 +448,7 @@ def test_a_library_that_overflows_the_image_is_planned_again(tmp_path, monkeypat
 def test_a_flash_boot_build_is_written_by_the_flash_method_only(tmp_path, capsys, method):
     d = _flash_boot_bundle(tmp_path, DK)
     assert main(["flash", "--bundle", str(d), "--method", method, "--dry-run"]) == 2
-    assert ("this build keeps weights or data in the external flash at 0x70100000 (--boot flash), which method "
-            f"'{method}' does not write: use --method flash") in capsys.readouterr().err
+    assert (
+        "this build keeps weights or data in the external flash at 0x70100000 (--boot flash), which method "
+        f"'{method}' does not write: use --method flash"
+    ) in capsys.readouterr().err

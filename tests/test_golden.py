@@ -12,6 +12,7 @@ output is deterministic), and equal to the golden files. A mismatch shows the un
 first differing file. Regenerate after an intended change, then review `git diff tests/golden`:
     ZOFLASH_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden.py
 """
+
 import difflib
 import os
 import shutil
@@ -20,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import FIXTURES, ROOT
+
 from zoflash import api
 from zoflash.training.options import TrainOptions, validate
 
@@ -47,8 +49,13 @@ def generate(case: str, out: Path) -> Path:
     board, training, _ = CASES[case]
     out.mkdir(parents=True)
     if training:  # explicit options: the defaults, whatever zoflash.toml the working directory holds
-        api.generate(FIXTURES / "mlp.tflite", board, out / "bundle", data_path=tiny_dataset(out / "tiny.npz"),
-                     options=validate(TrainOptions()))
+        api.generate(
+            FIXTURES / "mlp.tflite",
+            board,
+            out / "bundle",
+            data_path=tiny_dataset(out / "tiny.npz"),
+            options=validate(TrainOptions()),
+        )
     else:
         api.generate(FIXTURES / "mlp.tflite", board, out / "bundle")
     return out / "bundle"
@@ -61,9 +68,12 @@ def first_difference(expected_dir: Path, got_dir: Path, names) -> str | None:
         if not expected.exists() or not got.exists():
             return f"{name}: missing in {expected_dir if not expected.exists() else got_dir}"
         if expected.read_bytes() != got.read_bytes():
-            diff = difflib.unified_diff(expected.read_text().splitlines(keepends=True),
-                                        got.read_text().splitlines(keepends=True),
-                                        fromfile=str(expected), tofile=str(got))
+            diff = difflib.unified_diff(
+                expected.read_text().splitlines(keepends=True),
+                got.read_text().splitlines(keepends=True),
+                fromfile=str(expected),
+                tofile=str(got),
+            )
             return "".join(diff) or f"{name}: the bytes differ (line endings or encoding)"
     return None
 

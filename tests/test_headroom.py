@@ -1,5 +1,6 @@
 """--headroom: the re-quantization pass, its output-change report, C == reference with it, the
 weights file's scales and the export (tflite-micro == generated C == reference forward)."""
+
 from __future__ import annotations
 
 import json
@@ -7,16 +8,17 @@ import json
 import numpy as np
 import pytest
 from conftest import FIXTURES
+
 from zoflash.compiler.pipeline import compile_graph
 from zoflash.compiler.tflite_import import load_tflite
 from zoflash.reference.forward import ReferenceForward
-from zoflash.workflows.simulate import simulate
 from zoflash.training.headroom import apply_headroom, divide_by_pow2
-from zoflash.workflows.headroom import output_change
 from zoflash.training.options import OptionsError, make_options
-from zoflash.workflows.training import compile_for_training
 from zoflash.training.plan import plan_training
 from zoflash.training.weights_file import load_weights, save_weights
+from zoflash.workflows.headroom import output_change
+from zoflash.workflows.simulate import simulate
+from zoflash.workflows.training import compile_for_training
 
 DIGITS = FIXTURES / "digits_cnn.tflite"
 MLP = FIXTURES / "mlp.tflite"
@@ -35,7 +37,7 @@ def test_divide_by_pow2():
     v = np.array([-128, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 127])
     np.testing.assert_array_equal(divide_by_pow2(v, 2), [-32, -2, -1, -1, -1, -1, 0, 0, 0, 1, 1, 1, 1, 2, 32])
     np.testing.assert_array_equal(divide_by_pow2(v, 0), v)
-    big = np.array([2**31 - 1, -2**31, 2**31 - 3, 3 - 2**31], np.int64)  # int32 biases: exact in float64
+    big = np.array([2**31 - 1, -(2**31), 2**31 - 3, 3 - 2**31], np.int64)  # int32 biases: exact in float64
     np.testing.assert_array_equal(divide_by_pow2(big, 2), np.sign(big) * ((np.abs(big) + 2) // 4))
 
 
@@ -96,17 +98,24 @@ def _rms_bits(rms_lsb_values):
     return out
 
 
-@pytest.mark.parametrize("path, train", [(DIGITS, "last:1"), (DIGITS, "last:2"), (MLP, "last:1"),
-                                         (FIXTURES / "motions_cnn.tflite", "last:1"),
-                                         (FIXTURES / "fmnist_mbv2.tflite", "last:1"),
-                                         (FIXTURES / "fmnist_mbv2.tflite", "last:2")])
+@pytest.mark.parametrize(
+    "path, train",
+    [
+        (DIGITS, "last:1"),
+        (DIGITS, "last:2"),
+        (MLP, "last:1"),
+        (FIXTURES / "motions_cnn.tflite", "last:1"),
+        (FIXTURES / "fmnist_mbv2.tflite", "last:1"),
+        (FIXTURES / "fmnist_mbv2.tflite", "last:2"),
+    ],
+)
 def test_auto_bits_from_the_weights_rms(path, train):
     from zoflash.training.headroom import auto_bits
 
     graph, model, plan = _trainable(path, train)
     ws = [t.index for t in plan.tensors if not t.is_bias]
     values = np.concatenate([graph.tensors[w].data.ravel().astype(np.float64) for w in ws])
-    rms = float(np.sqrt(np.mean(values ** 2)))
+    rms = float(np.sqrt(np.mean(values**2)))
     assert auto_bits(model.graph, ws, root=model.root) == _rms_bits([rms])[0]
 
 
@@ -121,6 +130,7 @@ def test_auto_bits_edges():
     assert auto_bits(model.graph, ws, root=model.root) == 2
     # the same head with smaller weights (RMS 14.8, 7.4 LSB): 1 bit, then none
     from dataclasses import replace
+
     for shift, bits in ((1, 1), (2, 0)):
         tensors = list(model.graph.tensors)
         for w in ws:
@@ -177,27 +187,56 @@ def test_output_change_report():
     plan = prep.training.plan
     w = next(t for t in plan.tensors if not t.is_bias)
     assert np.abs(w.values).max() <= 32 and prep.model.graph.tensors[w.index].quant.scales == tuple(
-        4 * s for s in base.model.graph.tensors[w.index].quant.scales)
+        4 * s for s in base.model.graph.tensors[w.index].quant.scales
+    )
 
 
 @pytest.mark.cc
 def test_manifest_and_build_output(tmp_path):
     from click.testing import CliRunner
+
     from zoflash.cli import cli
 
-    res = CliRunner().invoke(cli, ["build", "--model", str(DIGITS), "--data", str(SHIFT), "--headroom", "2",
-                                   "--out", str(tmp_path / "b"), "--no-compile"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "build",
+            "--model",
+            str(DIGITS),
+            "--data",
+            str(SHIFT),
+            "--headroom",
+            "2",
+            "--out",
+            str(tmp_path / "b"),
+            "--no-compile",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "headroom 2 bit(s)" in res.output and "predictions changed" in res.output
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     tr = manifest["training"]
     assert tr["options"]["headroom"] == 2 and tr["headroom"]["bits"] == 2
     assert "max_abs_logit_change" in tr["headroom"]["outputs"]
-    res = CliRunner().invoke(cli, ["build", "--model", str(DIGITS), "--data", str(SHIFT), "--headroom", "0",
-                                   "--out", str(tmp_path / "c"), "--no-compile"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "build",
+            "--model",
+            str(DIGITS),
+            "--data",
+            str(SHIFT),
+            "--headroom",
+            "0",
+            "--out",
+            str(tmp_path / "c"),
+            "--no-compile",
+        ],
+    )
     assert json.loads((tmp_path / "c" / "manifest.json").read_text())["training"]["headroom"] is None
-    res = CliRunner().invoke(cli, ["build", "--model", str(DIGITS), "--data", str(SHIFT),
-                                   "--out", str(tmp_path / "d"), "--no-compile"])
+    res = CliRunner().invoke(
+        cli, ["build", "--model", str(DIGITS), "--data", str(SHIFT), "--out", str(tmp_path / "d"), "--no-compile"]
+    )
     assert res.exit_code == 0, res.output
     tr = json.loads((tmp_path / "d" / "manifest.json").read_text())["training"]
     assert tr["options"]["headroom"] == 2 and tr["headroom"]["bits"] == 2  # auto, resolved
@@ -205,19 +244,25 @@ def test_manifest_and_build_output(tmp_path):
 
 
 def test_weights_file_scales(tmp_path):
-    p = save_weights(tmp_path / "w.npz", "a" * 64, [(3, "w", np.zeros((2, 2), np.int8), None),
-                                                    (4, "b", np.zeros(2, np.int32), None)],
-                     scales={3: [0.5, 0.25], 4: [0.125, 0.0625]}, headroom=2)
+    p = save_weights(
+        tmp_path / "w.npz",
+        "a" * 64,
+        [(3, "w", np.zeros((2, 2), np.int8), None), (4, "b", np.zeros(2, np.int32), None)],
+        scales={3: [0.5, 0.25], 4: [0.125, 0.0625]},
+        headroom=2,
+    )
     w = load_weights(p)
     assert w.headroom == 2 and w.scales[3].tolist() == [0.5, 0.25] and w.scales[4].tolist() == [0.125, 0.0625]
     plain = load_weights(save_weights(tmp_path / "v.npz", "a" * 64, [(3, "w", np.zeros(2, np.int8), None)]))
     assert plain.scales == {} and plain.headroom == 0
     from zoflash.errors import DataError
+
     with pytest.raises(DataError, match="not in the file"):
         save_weights(tmp_path / "x.npz", "a" * 64, [(3, "w", np.zeros(2, np.int8), None)], scales={5: [1.0]})
 
 
 # ---- C == reference with --headroom 2 ---------------------------------------------------------------
+
 
 @pytest.mark.cc
 def test_c_identical_to_reference_with_headroom(tmp_path):
@@ -246,6 +291,7 @@ def test_monitor_takes_the_bits_from_the_device():
 
 # ---- export: tflite-micro == generated C == reference forward ------------------------------------------
 
+
 @pytest.mark.cc
 @pytest.mark.tflm
 @pytest.mark.parametrize("path,train", [(DIGITS, "last:1"), (MLP, "all")])
@@ -258,8 +304,13 @@ def test_export_with_headroom(tmp_path, path, train):
     if path == MLP:
         d = np.load(SHIFT)
         data = tmp_path / "flat.npz"
-        np.savez(data, x_train=d["x_train"].reshape(len(d["x_train"]), -1), y_train=d["y_train"],
-                 x_test=d["x_test"].reshape(len(d["x_test"]), -1)[:200], y_test=d["y_test"][:200])
+        np.savez(
+            data,
+            x_train=d["x_train"].reshape(len(d["x_train"]), -1),
+            y_train=d["y_train"],
+            x_test=d["x_test"].reshape(len(d["x_test"]), -1)[:200],
+            y_test=d["y_test"][:200],
+        )
     opts = make_options(scheduler="fixed", q=4, rho=1.0, steps=100, eval_every=100, headroom=2, train=train)
     run = simulate(path, data, opts, tmp_path / "run.jsonl", engine="c", plot=False)
     out = tmp_path / "trained.tflite"
@@ -280,8 +331,11 @@ def test_export_with_headroom(tmp_path, path, train):
     logits = fwd.run({prep.model.graph.inputs[0]: x}, 0, fwd.logits_end, weights=trained.tensors)[fwd.logits_index]
     assert run.evals[-1]["correct"] == int(np.count_nonzero(logits.argmax(1) == prep.training.data.y_test))
     # a dump without scales (monitor) exports the same model with --headroom
-    plain = save_weights(tmp_path / "plain.npz", trained.model_sha256,
-                         [(i, trained.names[i], v, None) for i, v in trained.tensors.items()])
+    plain = save_weights(
+        tmp_path / "plain.npz",
+        trained.model_sha256,
+        [(i, trained.names[i], v, None) for i, v in trained.tensors.items()],
+    )
     out2 = tmp_path / "trained2.tflite"
     export_weights(path, plain, out2, headroom=2)
     assert out2.read_bytes() == out.read_bytes()
@@ -306,6 +360,10 @@ def test_export_with_headroom(tmp_path, path, train):
 @pytest.mark.cc
 def test_the_stream_ring_is_counted_with_headroom():
     """The re-plan after re-quantization keeps the RAM ring of a stream data source (it was lost)."""
-    rings = [compile_for_training(DIGITS, SHIFT, make_options(headroom=h, data_source="stream", buffer=32))
-             .training.plan.stream_buffer_bytes for h in (0, 2, "auto")]
+    rings = [
+        compile_for_training(
+            DIGITS, SHIFT, make_options(headroom=h, data_source="stream", buffer=32)
+        ).training.plan.stream_buffer_bytes
+        for h in (0, 2, "auto")
+    ]
     assert rings == [32 * (64 + 2)] * 3  # 8x8 int8 image and a u16 label per slot

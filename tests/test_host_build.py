@@ -1,5 +1,6 @@
 """The host build: the bundle's Makefile compiles each source once into build/obj/, links the
 library and the programs from those objects, and the code size is measured on them."""
+
 from __future__ import annotations
 
 import shutil
@@ -8,6 +9,7 @@ import subprocess
 import numpy as np
 import pytest
 from conftest import FIXTURES
+
 from zoflash import api
 from zoflash.targets.host_build import code_size
 
@@ -16,8 +18,12 @@ pytestmark = pytest.mark.cc
 
 def make_variable(bundle_dir, name: str) -> str:
     """A variable's value as the bundle's own Makefile defines it."""
-    return subprocess.run(["make", "-s", "-C", str(bundle_dir), "--eval", f"print-var: ; @echo $({name})",
-                           "print-var"], capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["make", "-s", "-C", str(bundle_dir), "--eval", f"print-var: ; @echo $({name})", "print-var"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def text_bytes(objects) -> int:

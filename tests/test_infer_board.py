@@ -1,11 +1,13 @@
 """`zoflash infer --board mps3-an547` and api.infer_on_board: the firmware build of a model run on
 the emulated Cortex-M55 (targets/emulated.py), against the tflite-micro interpreter; and the
 refusals (a board QEMU does not emulate, inputs that do not fit the model) as clear errors."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from conftest import FIXTURES
+
 from zoflash import api
 from zoflash.cli import main
 from zoflash.errors import BuildError, DataError
@@ -23,8 +25,22 @@ def test_infer_on_the_emulated_m55_carries_state_like_tflm(tmp_path, capsys):
     model = api.load_model(STREAMING)
     x = api.random_inputs(model, 5, seed=3)
     np.save(tmp_path / "x.npy", x)
-    assert main(["infer", "--model", str(STREAMING), "--inputs", str(tmp_path / "x.npy"), "--out",
-                 str(tmp_path / "y.npy"), "--board", "mps3-an547"]) == 0
+    assert (
+        main(
+            [
+                "infer",
+                "--model",
+                str(STREAMING),
+                "--inputs",
+                str(tmp_path / "x.npy"),
+                "--out",
+                str(tmp_path / "y.npy"),
+                "--board",
+                "mps3-an547",
+            ]
+        )
+        == 0
+    )
     assert "wrote" in capsys.readouterr().out
     y = np.load(tmp_path / "y.npy")
     tflm = TflmInterpreter(model.raw)
@@ -72,8 +88,22 @@ def test_a_stateful_models_samples_must_fit_one_image(tmp_path, monkeypatch):
 
 def test_infer_refuses_a_board_that_is_not_emulated(tmp_path, capsys):
     np.save(tmp_path / "x.npy", np.zeros((1, 64), np.int8))
-    assert main(["infer", "--model", str(FIXTURES / "mlp.tflite"), "--inputs", str(tmp_path / "x.npy"), "--out",
-                 str(tmp_path / "y.npy"), "--board", "stm32n6570-dk"]) == 2
+    assert (
+        main(
+            [
+                "infer",
+                "--model",
+                str(FIXTURES / "mlp.tflite"),
+                "--inputs",
+                str(tmp_path / "x.npy"),
+                "--out",
+                str(tmp_path / "y.npy"),
+                "--board",
+                "stm32n6570-dk",
+            ]
+        )
+        == 2
+    )
     assert "not emulated" in capsys.readouterr().err
     assert not (tmp_path / "y.npy").exists()
 
@@ -86,7 +116,8 @@ def test_emulated_run_refuses_inputs_that_do_not_fit(tmp_path):
         emulated.samples(bundle, [x, x])
     with pytest.raises(DataError, match="shape"):
         emulated.samples(bundle, np.zeros((2, 63), np.int8))
-    trains = api.generate(FIXTURES / "digits_cnn.tflite", "mps3-an547", tmp_path / "t",
-                          data_path=FIXTURES / "digits_shift.npz")
+    trains = api.generate(
+        FIXTURES / "digits_cnn.tflite", "mps3-an547", tmp_path / "t", data_path=FIXTURES / "digits_shift.npz"
+    )
     with pytest.raises(BuildError, match="training bundle"):
         emulated.run_inference(trains, np.zeros((1, 8, 8, 1), np.int8))

@@ -2,6 +2,7 @@
 int8 -> uint8, float32 -> int8) against the NumPy reference, and whole models converted with uint8 or
 float32 I/O (tests/fixtures/ops/make_io.py) against the tflite-micro interpreter, through the API
 and the CLI."""
+
 from __future__ import annotations
 
 import hashlib
@@ -16,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cbuild  # noqa: E402
 from conftest import FIXTURES  # noqa: E402
+
 from zoflash import api  # noqa: E402
 from zoflash.cli import main  # noqa: E402
 from zoflash.compiler import kernels as kb  # noqa: E402
@@ -32,10 +34,12 @@ IO_MODELS = [e["file"] for e in INDEX]
 TYPED_MODELS = [OPS_DIR / f for f in IO_MODELS] + [FIXTURES / "float_io.tflite"]
 
 SAMPLES = {
-    "requantize_u8_s8": dict(size=10, input_scale=0.1, input_zp=128, output_scale=0.1, output_zp=0,
-                             input_dtype="uint8", output_dtype="int8"),
-    "requantize_s8_u8": dict(size=10, input_scale=0.1, input_zp=-3, output_scale=0.2, output_zp=250,
-                             input_dtype="int8", output_dtype="uint8"),
+    "requantize_u8_s8": dict(
+        size=10, input_scale=0.1, input_zp=128, output_scale=0.1, output_zp=0, input_dtype="uint8", output_dtype="int8"
+    ),
+    "requantize_s8_u8": dict(
+        size=10, input_scale=0.1, input_zp=-3, output_scale=0.2, output_zp=250, input_dtype="int8", output_dtype="uint8"
+    ),
     "quantize_f32_s8": dict(size=10, output_scale=0.1, output_zp=-128),
 }
 
@@ -45,6 +49,7 @@ def f32(x) -> float:
 
 
 # ----------------------------------------------------------------------------------- builders
+
 
 def test_index_matches_files():
     for e in INDEX:
@@ -61,10 +66,15 @@ def test_builder_keys_are_exactly_the_struct_fields(name):
 
 
 def test_builders_reject_zero_points_outside_each_type():
-    for name, change in (("requantize_u8_s8", dict(input_zp=-1)), ("requantize_u8_s8", dict(output_zp=128)),
-                         ("requantize_s8_u8", dict(output_zp=256)), ("requantize_s8_u8", dict(input_zp=200)),
-                         ("requantize_s8_u8", dict(output_scale=1e-12)), ("quantize_f32_s8", dict(output_zp=128)),
-                         ("quantize_f32_s8", dict(output_scale=0.0))):
+    for name, change in (
+        ("requantize_u8_s8", dict(input_zp=-1)),
+        ("requantize_u8_s8", dict(output_zp=128)),
+        ("requantize_s8_u8", dict(output_zp=256)),
+        ("requantize_s8_u8", dict(input_zp=200)),
+        ("requantize_s8_u8", dict(output_scale=1e-12)),
+        ("quantize_f32_s8", dict(output_zp=128)),
+        ("quantize_f32_s8", dict(output_scale=0.0)),
+    ):
         with pytest.raises(ValueError):
             KERNELS[name].build(**{**SAMPLES[name], **change})
 
@@ -79,13 +89,15 @@ def test_same_scale_is_an_exact_128_shift():
 
 def test_reference_quantize_rounds_half_away_and_saturates():
     p = kb.quantize_f32_params(size=1, output_scale=0.5, output_zp=3)
-    x = np.array([1.25, -1.25, 0.75, -0.75, 0.2499999, 63.0, 63.25, -65.75, -66.0, np.inf, -np.inf, np.nan, 1e30],
-                 np.float32)
+    x = np.array(
+        [1.25, -1.25, 0.75, -0.75, 0.2499999, 63.0, 63.25, -65.75, -66.0, np.inf, -np.inf, np.nan, 1e30], np.float32
+    )
     want = [6, 0, 5, 1, 3, 127, 127, -128, -128, 127, -128, 3, 127]  # x / 0.5 = 2.5 -> 3, -2.5 -> -3, ...
     assert ref.quantize_f32_s8(p, x).tolist() == want
 
 
 # ------------------------------------------------------------------------------------ C kernels
+
 
 @pytest.fixture(scope="module")
 def K():
@@ -106,11 +118,25 @@ def test_requantize_uint8_both_ways_all_inputs(K, seed):
         in_s = f32(rng.uniform(0.001, 0.1))
         out_s = in_s if i < 2 else f32(in_s / float(np.exp(rng.uniform(-5, 5))))
         uzp, szp = int(rng.choice([0, 128, 255, int(rng.integers(0, 256))])), int(rng.integers(-128, 128))
-        p = kb.requantize_u8_params(size=256, input_scale=in_s, input_zp=uzp, output_scale=out_s, output_zp=szp,
-                                    input_dtype="uint8", output_dtype="int8")
+        p = kb.requantize_u8_params(
+            size=256,
+            input_scale=in_s,
+            input_zp=uzp,
+            output_scale=out_s,
+            output_zp=szp,
+            input_dtype="uint8",
+            output_dtype="int8",
+        )
         assert np.array_equal(run(K, "requantize_u8_s8", p, u8, np.zeros(256, np.int8)), ref.requantize_u8_s8(p, u8))
-        p = kb.requantize_u8_params(size=256, input_scale=in_s, input_zp=szp, output_scale=out_s, output_zp=uzp,
-                                    input_dtype="int8", output_dtype="uint8")
+        p = kb.requantize_u8_params(
+            size=256,
+            input_scale=in_s,
+            input_zp=szp,
+            output_scale=out_s,
+            output_zp=uzp,
+            input_dtype="int8",
+            output_dtype="uint8",
+        )
         assert np.array_equal(run(K, "requantize_s8_u8", p, s8, np.zeros(256, np.uint8)), ref.requantize_s8_u8(p, s8))
 
 
@@ -132,26 +158,30 @@ def exact_ties(scale: float, zero_point: int, span: int = 140) -> np.ndarray:
 @pytest.mark.parametrize("seed", range(3))
 def test_quantize_float_bit_exact(K, seed):
     rng = np.random.default_rng(9200 + seed)
-    for i in range(10):
+    for _i in range(10):
         scale = f32(np.exp(rng.uniform(-12, 2)))
         zp = int(rng.choice([-128, 127, 0, int(rng.integers(-128, 128))]))
         ties = exact_ties(scale, zp)
         assert len(ties) > 100
-        x = np.concatenate([
-            ties,
-            (scale * rng.uniform(-200, 200, 2000)).astype(np.float32),  # in and out of the int8 range
-            (scale * rng.uniform(-3e9, 3e9, 50)).astype(np.float32),  # beyond int32 after the division
-            np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 3.4e38, -3.4e38], np.float32)])
+        x = np.concatenate(
+            [
+                ties,
+                (scale * rng.uniform(-200, 200, 2000)).astype(np.float32),  # in and out of the int8 range
+                (scale * rng.uniform(-3e9, 3e9, 50)).astype(np.float32),  # beyond int32 after the division
+                np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 3.4e38, -3.4e38], np.float32),
+            ]
+        )
         p = kb.quantize_f32_params(size=x.size, output_scale=scale, output_zp=zp)
         got = run(K, "quantize_f32_s8", p, x, np.zeros(x.size, np.int8))
         want = ref.quantize_f32_s8(p, x)
         assert np.array_equal(got, want), f"scale {scale!r} zp {zp}: {np.count_nonzero(got != want)} differ"
         # ties went away from zero: k + 0.5 -> k + 1 for k >= 0, k for k < 0
         q = (ties / np.float32(scale)).astype(np.float64)
-        assert np.array_equal(got[:ties.size], np.clip(np.where(q > 0, q + 0.5, q - 0.5) + zp, -128, 127))
+        assert np.array_equal(got[: ties.size], np.clip(np.where(q > 0, q + 0.5, q - 0.5) + zp, -128, 127))
 
 
 # ------------------------------------------------------------------------- whole models vs TFLM
+
 
 def typed_inputs(model_path: Path, n: int = 120) -> np.ndarray:
     """Random inputs of the model's type plus the extremes: for uint8 all-0 and all-255 samples, for
@@ -258,6 +288,7 @@ def test_training_c_identical_to_reference(tmp_path, name):
 
 # ------------------------------------------------------------------------------------------ CLI
 
+
 @pytest.mark.cc
 @pytest.mark.tflm
 def test_cli_infer_and_validate_typed_models(tmp_path, capsys):
@@ -265,16 +296,22 @@ def test_cli_infer_and_validate_typed_models(tmp_path, capsys):
         path = OPS_DIR / name
         x = typed_inputs(path, 10)
         np.save(tmp_path / "x.npy", x)
-        assert main(["infer", "--model", str(path), "--inputs", str(tmp_path / "x.npy"),
-                     "--out", str(tmp_path / "y.npy")]) == 0
+        assert (
+            main(["infer", "--model", str(path), "--inputs", str(tmp_path / "x.npy"), "--out", str(tmp_path / "y.npy")])
+            == 0
+        )
         y = np.load(tmp_path / "y.npy")
         assert y.dtype == (np.uint8 if "uint8" in name else np.float32) and y.shape == (10, 1, 10)
         assert np.array_equal(y, api.infer(path, x))
         assert main(["validate", "--model", str(path), "--random", "100"]) == 0
         assert "OK" in capsys.readouterr().out
         np.save(tmp_path / "bad.npy", x.astype(np.int8))
-        assert main(["infer", "--model", str(path), "--inputs", str(tmp_path / "bad.npy"),
-                     "--out", str(tmp_path / "y.npy")]) == 2
+        assert (
+            main(
+                ["infer", "--model", str(path), "--inputs", str(tmp_path / "bad.npy"), "--out", str(tmp_path / "y.npy")]
+            )
+            == 2
+        )
 
 
 def test_legality_names_the_unsupported_type_pairs():
@@ -288,8 +325,10 @@ def test_legality_names_the_unsupported_type_pairs():
     out = g.outputs[0]
     g.tensors[out] = dataclasses.replace(g.tensors[out], dtype="int64")  # QUANTIZE int8 -> int64
     problems = "\n".join(model_problems(g))
-    assert ("QUANTIZE must be int8 -> int8, int16, int32 or uint8; int16 -> int8, int16 or int32; uint8 -> int8; "
-            "or float32 -> int8 or int16 (int8 -> int64)") in problems
+    assert (
+        "QUANTIZE must be int8 -> int8, int16, int32 or uint8; int16 -> int8, int16 or int32; uint8 -> int8; "
+        "or float32 -> int8 or int16 (int8 -> int64)"
+    ) in problems
     assert "is int64, not int8, int16, uint8 or float32" in problems
     g.tensors[out] = dataclasses.replace(g.tensors[out], dtype="float32")  # a float output without DEQUANTIZE
     assert "is float32 but no DEQUANTIZE makes it" in "\n".join(model_problems(g))

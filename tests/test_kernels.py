@@ -5,6 +5,7 @@ library and called through ctypes with params from zoflash.compiler.kernels; the
 zoflash.reference.kernels exactly.  Also: builders emit exactly the C struct fields, reject
 what TFLM would not run, and the sources cross-compile for the Cortex-M55.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,6 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cbuild  # noqa: E402
+
 from zoflash.compiler import kernels as kb  # noqa: E402
 from zoflash.compiler import quant  # noqa: E402
 from zoflash.compiler.ops import KERNELS  # noqa: E402
@@ -55,29 +57,98 @@ def assert_same(got, want, what):
     if not np.array_equal(got, want):
         bad = np.flatnonzero(got.reshape(-1) != want.reshape(-1))
         i = bad[0]
-        raise AssertionError(f"{what}: {bad.size} of {got.size} differ; first at {i}: "
-                             f"C {got.reshape(-1)[i]} vs reference {want.reshape(-1)[i]}")
+        raise AssertionError(
+            f"{what}: {bad.size} of {got.size} differ; first at {i}: "
+            f"C {got.reshape(-1)[i]} vs reference {want.reshape(-1)[i]}"
+        )
 
 
 # --------------------------------------------------------------------------- struct contract
 
 SAMPLE_ARGS = {
-    "conv2d": dict(input_hwc=(5, 5, 4), output_hwc=(3, 3, 6), filter_ohwi=(6, 3, 3, 4), stride_hw=(2, 2),
-                   dilation_hw=(1, 1), padding="SAME", input_scale=0.05, input_zp=-3, filter_scales=[0.01],
-                   output_scale=0.1, output_zp=2, activation="RELU"),
-    "depthwise_conv2d": dict(input_hwc=(5, 5, 4), output_hwc=(5, 5, 8), filter_1hwo=(1, 3, 3, 8), stride_hw=(1, 1),
-                             dilation_hw=(1, 1), padding="SAME", depth_multiplier=2, input_scale=0.05, input_zp=0,
-                             filter_scales=[0.01] * 8, output_scale=0.1, output_zp=0, activation="RELU6"),
-    "fully_connected": dict(input_elements=16, weights_shape=(3, 16), input_scale=0.05, input_zp=1,
-                            filter_scales=[0.01], output_scale=0.1, output_zp=-1, activation="NONE"),
-    "avg_pool": dict(input_hwc=(4, 4, 2), output_hwc=(2, 2, 2), filter_hw=(2, 2), stride_hw=(2, 2),
-                     padding="VALID", output_scale=0.1, output_zp=0, activation="NONE"),
-    "max_pool": dict(input_hwc=(4, 4, 2), output_hwc=(2, 2, 2), filter_hw=(2, 2), stride_hw=(2, 2),
-                     padding="VALID", output_scale=0.1, output_zp=0, activation="NONE"),
-    "add": dict(input1_shape=(1, 2, 3), input2_shape=(3,), output_shape=(1, 2, 3), input1_scale=0.1, input1_zp=0,
-                input2_scale=0.2, input2_zp=1, output_scale=0.3, output_zp=-2, activation="NONE"),
-    "mul": dict(input1_shape=(1, 2, 3), input2_shape=(3,), output_shape=(1, 2, 3), input1_scale=0.1, input1_zp=0,
-                input2_scale=0.2, input2_zp=1, output_scale=0.3, output_zp=-2, activation="NONE"),
+    "conv2d": dict(
+        input_hwc=(5, 5, 4),
+        output_hwc=(3, 3, 6),
+        filter_ohwi=(6, 3, 3, 4),
+        stride_hw=(2, 2),
+        dilation_hw=(1, 1),
+        padding="SAME",
+        input_scale=0.05,
+        input_zp=-3,
+        filter_scales=[0.01],
+        output_scale=0.1,
+        output_zp=2,
+        activation="RELU",
+    ),
+    "depthwise_conv2d": dict(
+        input_hwc=(5, 5, 4),
+        output_hwc=(5, 5, 8),
+        filter_1hwo=(1, 3, 3, 8),
+        stride_hw=(1, 1),
+        dilation_hw=(1, 1),
+        padding="SAME",
+        depth_multiplier=2,
+        input_scale=0.05,
+        input_zp=0,
+        filter_scales=[0.01] * 8,
+        output_scale=0.1,
+        output_zp=0,
+        activation="RELU6",
+    ),
+    "fully_connected": dict(
+        input_elements=16,
+        weights_shape=(3, 16),
+        input_scale=0.05,
+        input_zp=1,
+        filter_scales=[0.01],
+        output_scale=0.1,
+        output_zp=-1,
+        activation="NONE",
+    ),
+    "avg_pool": dict(
+        input_hwc=(4, 4, 2),
+        output_hwc=(2, 2, 2),
+        filter_hw=(2, 2),
+        stride_hw=(2, 2),
+        padding="VALID",
+        output_scale=0.1,
+        output_zp=0,
+        activation="NONE",
+    ),
+    "max_pool": dict(
+        input_hwc=(4, 4, 2),
+        output_hwc=(2, 2, 2),
+        filter_hw=(2, 2),
+        stride_hw=(2, 2),
+        padding="VALID",
+        output_scale=0.1,
+        output_zp=0,
+        activation="NONE",
+    ),
+    "add": dict(
+        input1_shape=(1, 2, 3),
+        input2_shape=(3,),
+        output_shape=(1, 2, 3),
+        input1_scale=0.1,
+        input1_zp=0,
+        input2_scale=0.2,
+        input2_zp=1,
+        output_scale=0.3,
+        output_zp=-2,
+        activation="NONE",
+    ),
+    "mul": dict(
+        input1_shape=(1, 2, 3),
+        input2_shape=(3,),
+        output_shape=(1, 2, 3),
+        input1_scale=0.1,
+        input1_zp=0,
+        input2_scale=0.2,
+        input2_zp=1,
+        output_scale=0.3,
+        output_zp=-2,
+        activation="NONE",
+    ),
     "pad": dict(input_shape=(1, 2, 3, 4), paddings=((0, 0), (1, 1), (2, 0), (0, 0)), pad_value=-5),
     "concat": dict(input_shapes=[(1, 2, 3), (1, 2, 5)], axis=2),
     "mean": dict(input_shape=(1, 4, 4, 8), axes=(1, 2), input_scale=0.1, input_zp=3, output_scale=0.05, output_zp=-4),
@@ -122,14 +193,14 @@ def test_builders_are_keyword_only(name):
 
 def test_builders_reject_what_tflm_cannot_run():
     bad = [
-        ("conv2d", dict(output_hwc=(2, 2, 6))),                 # wrong output size for SAME / stride 2
-        ("conv2d", dict(filter_scales=[0.01, 0.02])),           # 2 scales for 6 channels
+        ("conv2d", dict(output_hwc=(2, 2, 6))),  # wrong output size for SAME / stride 2
+        ("conv2d", dict(filter_scales=[0.01, 0.02])),  # 2 scales for 6 channels
         ("conv2d", dict(padding="FULL")),
         ("conv2d", dict(activation="TANH")),
         ("conv2d", dict(input_zp=200)),
         ("depthwise_conv2d", dict(depth_multiplier=3)),
         ("fully_connected", dict(input_elements=17)),
-        ("add", dict(output_scale=1e-9)),                       # TFLM's output multiplier must be < 1
+        ("add", dict(output_scale=1e-9)),  # TFLM's output multiplier must be < 1
         ("add", dict(input2_shape=(4,))),
         ("mean", dict(input_shape=(2, 4, 3, 8), axes=(0, 2))),  # not contiguous
         ("softmax", dict(output_scale=1 / 255)),
@@ -137,7 +208,7 @@ def test_builders_reject_what_tflm_cannot_run():
         ("logistic", dict(output_zp=0)),
         ("pad", dict(input_shape=(1, 1, 2, 3, 4, 1), paddings=((0, 0),) * 6)),
         ("concat", dict(input_shapes=[(1, 2, 3), (1, 3, 5)])),
-        ("requantize", dict(output_scale=1e-12)),               # left shift > 30
+        ("requantize", dict(output_scale=1e-12)),  # left shift > 30
     ]
     for name, change in bad:
         with pytest.raises(ValueError):
@@ -145,11 +216,19 @@ def test_builders_reject_what_tflm_cannot_run():
 
 
 def test_geometry_matches_tflm_padding():
-    p = kb.conv2d_params(**SAMPLE_ARGS["conv2d"])   # 5x5, k3, s2, SAME: total pad 2 -> 1 before
+    p = kb.conv2d_params(**SAMPLE_ARGS["conv2d"])  # 5x5, k3, s2, SAME: total pad 2 -> 1 before
     assert (p["pad_h"], p["pad_w"]) == (1, 1)
-    p = kb.pool_params(input_hwc=(4, 4, 1), output_hwc=(2, 2, 1), filter_hw=(3, 3), stride_hw=(2, 2),
-                       padding="SAME", output_scale=0.1, output_zp=0, activation="NONE")
-    assert (p["pad_h"], p["pad_w"]) == (0, 0)       # total pad 1: 0 before, 1 after
+    p = kb.pool_params(
+        input_hwc=(4, 4, 1),
+        output_hwc=(2, 2, 1),
+        filter_hw=(3, 3),
+        stride_hw=(2, 2),
+        padding="SAME",
+        output_scale=0.1,
+        output_zp=0,
+        activation="NONE",
+    )
+    assert (p["pad_h"], p["pad_w"]) == (0, 0)  # total pad 1: 0 before, 1 after
 
 
 def test_fully_connected_per_tensor_multiplier_is_the_double_product():
@@ -161,8 +240,16 @@ def test_fully_connected_per_tensor_multiplier_is_the_double_product():
     differs = 0
     for _ in range(2000):
         si, sw, so = (f32(v) for v in rng.uniform(1e-3, 1e-1, 3))
-        p = kb.fully_connected_params(input_elements=4, weights_shape=(3, 4), input_scale=si, input_zp=0,
-                                      filter_scales=[sw], output_scale=so, output_zp=0, activation="NONE")
+        p = kb.fully_connected_params(
+            input_elements=4,
+            weights_shape=(3, 4),
+            input_scale=si,
+            input_zp=0,
+            filter_scales=[sw],
+            output_scale=so,
+            output_zp=0,
+            activation="NONE",
+        )
         want = quant.quantize_multiplier(si * sw / so)
         assert [(int(m), int(s)) for m, s in zip(p["multiplier"], p["shift"])] == [want] * 3
         differs += want != quant.quantize_multiplier(float(np.float32(si) * np.float32(sw)) / so)
@@ -170,6 +257,7 @@ def test_fully_connected_per_tensor_multiplier_is_the_double_product():
 
 
 # ------------------------------------------------------------------------------- convolutions
+
 
 def conv_scales(rng, k, per_channel, oc):
     in_s = f32(rng.uniform(0.005, 0.1))
@@ -205,8 +293,9 @@ def random_conv_case(rng, pointwise=False, big=False):
         padding = str(rng.choice(["SAME", "VALID"]))
         (oh, ow), _ = quant.compute_padding_hw((sh, sw), (dh, dw), (h, w), (kh, kw), padding)
         if oh >= 1 and ow >= 1:
-            return dict(h=h, w=w, c=c, fc=fc, oc=oc, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw,
-                        padding=padding, oh=oh, ow=ow)
+            return dict(
+                h=h, w=w, c=c, fc=fc, oc=oc, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, padding=padding, oh=oh, ow=ow
+            )
     raise AssertionError("no valid case")
 
 
@@ -221,11 +310,20 @@ def check_conv(K, rng, case, per_channel, act, with_bias):
     c = case
     k = c["kh"] * c["kw"] * c["fc"]
     in_s, fs, out_s = conv_scales(rng, k, per_channel, c["oc"])
-    params = kb.conv2d_params(input_hwc=(c["h"], c["w"], c["c"]), output_hwc=(c["oh"], c["ow"], c["oc"]),
-                              filter_ohwi=(c["oc"], c["kh"], c["kw"], c["fc"]), stride_hw=(c["sh"], c["sw"]),
-                              dilation_hw=(c["dh"], c["dw"]), padding=c["padding"], input_scale=in_s,
-                              input_zp=rand_zp(rng), filter_scales=fs, output_scale=out_s,
-                              output_zp=rand_zp(rng), activation=act)
+    params = kb.conv2d_params(
+        input_hwc=(c["h"], c["w"], c["c"]),
+        output_hwc=(c["oh"], c["ow"], c["oc"]),
+        filter_ohwi=(c["oc"], c["kh"], c["kw"], c["fc"]),
+        stride_hw=(c["sh"], c["sw"]),
+        dilation_hw=(c["dh"], c["dw"]),
+        padding=c["padding"],
+        input_scale=in_s,
+        input_zp=rand_zp(rng),
+        filter_scales=fs,
+        output_scale=out_s,
+        output_zp=rand_zp(rng),
+        activation=act,
+    )
     x = rand_i8(rng, (c["h"], c["w"], c["c"]))
     wt = rand_i8(rng, (c["oc"], c["kh"], c["kw"], c["fc"]))
     b = rng.integers(-30000, 30000, c["oc"]).astype(np.int32) if with_bias else None
@@ -251,7 +349,7 @@ def test_conv2d_random(K, seed):
 @pytest.mark.cc
 def test_conv2d_large_patch_uses_direct_path(K):
     rng = np.random.default_rng(5)
-    for i in range(3):  # 3x3x240/256 patches exceed ZO_CONV_PATCH_MAX (2048)
+    for _i in range(3):  # 3x3x240/256 patches exceed ZO_CONV_PATCH_MAX (2048)
         case = random_conv_case(rng, big=True)
         check_conv(K, rng, case, per_channel=True, act="NONE", with_bias=True)
 
@@ -284,9 +382,20 @@ def test_depthwise_conv2d_random(K, seed):
         oc = c * dm
         in_s, fs, out_s = conv_scales(rng, kh * kw, bool(i % 2), oc)
         params = kb.depthwise_conv2d_params(
-            input_hwc=(h, w, c), output_hwc=(oh, ow, oc), filter_1hwo=(1, kh, kw, oc), stride_hw=(sh, sw),
-            dilation_hw=(dh, dw), padding=padding, depth_multiplier=dm, input_scale=in_s, input_zp=rand_zp(rng),
-            filter_scales=fs, output_scale=out_s, output_zp=rand_zp(rng), activation=ACTS[(seed + i) % 4])
+            input_hwc=(h, w, c),
+            output_hwc=(oh, ow, oc),
+            filter_1hwo=(1, kh, kw, oc),
+            stride_hw=(sh, sw),
+            dilation_hw=(dh, dw),
+            padding=padding,
+            depth_multiplier=dm,
+            input_scale=in_s,
+            input_zp=rand_zp(rng),
+            filter_scales=fs,
+            output_scale=out_s,
+            output_zp=rand_zp(rng),
+            activation=ACTS[(seed + i) % 4],
+        )
         x = rand_i8(rng, (h, w, c))
         wt = rand_i8(rng, (1, kh, kw, oc))
         b = rng.integers(-20000, 20000, oc).astype(np.int32) if i % 3 else None
@@ -305,9 +414,16 @@ def test_fully_connected_random(K, seed):
         units = int(rng.choice([1, 4, 10, 65, 130, int(rng.integers(1, 100))]))
         per_channel = bool(i % 2) and units > 1
         in_s, fs, out_s = conv_scales(rng, depth, per_channel, units)
-        params = kb.fully_connected_params(input_elements=rows * depth, weights_shape=(units, depth),
-                                           input_scale=in_s, input_zp=rand_zp(rng), filter_scales=fs,
-                                           output_scale=out_s, output_zp=rand_zp(rng), activation=ACTS[i % 4])
+        params = kb.fully_connected_params(
+            input_elements=rows * depth,
+            weights_shape=(units, depth),
+            input_scale=in_s,
+            input_zp=rand_zp(rng),
+            filter_scales=fs,
+            output_scale=out_s,
+            output_zp=rand_zp(rng),
+            activation=ACTS[i % 4],
+        )
         x = rand_i8(rng, rows * depth)
         wt = rand_i8(rng, (units, depth))
         b = rng.integers(-50000, 50000, units).astype(np.int32) if i % 3 else None
@@ -319,6 +435,7 @@ def test_fully_connected_random(K, seed):
 
 
 # ------------------------------------------------------------------------------------ pooling
+
 
 @pytest.mark.cc
 @pytest.mark.parametrize("kind", ["avg_pool", "max_pool"])
@@ -335,9 +452,16 @@ def test_pool_random(K, kind, seed):
             (oh, ow), _ = quant.compute_padding_hw((sh, sw), (1, 1), (h, w), (fh, fw), padding)
             if oh >= 1 and ow >= 1:
                 break
-        params = kb.pool_params(input_hwc=(h, w, c), output_hwc=(oh, ow, c), filter_hw=(fh, fw), stride_hw=(sh, sw),
-                                padding=padding, output_scale=f32(rng.uniform(0.01, 0.1)), output_zp=rand_zp(rng),
-                                activation=ACTS[(seed + i) % 4])
+        params = kb.pool_params(
+            input_hwc=(h, w, c),
+            output_hwc=(oh, ow, c),
+            filter_hw=(fh, fw),
+            stride_hw=(sh, sw),
+            padding=padding,
+            output_scale=f32(rng.uniform(0.01, 0.1)),
+            output_zp=rand_zp(rng),
+            activation=ACTS[(seed + i) % 4],
+        )
         x = rand_i8(rng, (h, w, c))
         out = np.zeros((oh, ow, c), np.int8)
         run(K, kind, params, x, out)
@@ -347,8 +471,16 @@ def test_pool_random(K, kind, seed):
 
 @pytest.mark.cc
 def test_avg_pool_rounds_half_away_from_zero(K):
-    params = kb.pool_params(input_hwc=(1, 2, 4), output_hwc=(1, 1, 4), filter_hw=(1, 2), stride_hw=(1, 1),
-                            padding="VALID", output_scale=0.1, output_zp=0, activation="NONE")
+    params = kb.pool_params(
+        input_hwc=(1, 2, 4),
+        output_hwc=(1, 1, 4),
+        filter_hw=(1, 2),
+        stride_hw=(1, 1),
+        padding="VALID",
+        output_scale=0.1,
+        output_zp=0,
+        activation="NONE",
+    )
     x = np.array([[[1, -1, 3, -128], [0, 0, 0, -127]]], np.int8)  # sums 1, -1, 3, -255 over 2
     out = np.zeros((1, 1, 4), np.int8)
     run(K, "avg_pool", params, x, out)
@@ -356,6 +488,7 @@ def test_avg_pool_rounds_half_away_from_zero(K):
 
 
 # -------------------------------------------------------------------------------- elementwise
+
 
 def random_broadcast_shapes(rng):
     rank = int(rng.integers(0, 5))
@@ -365,7 +498,7 @@ def random_broadcast_shapes(rng):
 
     def operand():
         r = int(rng.integers(0, rank + 1))
-        dims = out[rank - r:] if r else ()
+        dims = out[rank - r :] if r else ()
         return tuple(d if rng.random() < 0.6 else 1 for d in dims)
 
     a, b = operand(), operand()
@@ -389,9 +522,18 @@ def test_binary_broadcast_random(K, kind, seed):
             o_s = f32(max(a_s, b_s) * rng.uniform(0.5, 3.0))
         else:
             o_s = f32(a_s * b_s * 128 * rng.uniform(0.05, 2.0) * (0.002 if i % 5 == 0 else 1.0))
-        params = KERNELS[kind].build(input1_shape=s1, input2_shape=s2, output_shape=so, input1_scale=a_s,
-                                        input1_zp=rand_zp(rng), input2_scale=b_s, input2_zp=rand_zp(rng),
-                                        output_scale=o_s, output_zp=rand_zp(rng), activation=ACTS[(seed + i) % 4])
+        params = KERNELS[kind].build(
+            input1_shape=s1,
+            input2_shape=s2,
+            output_shape=so,
+            input1_scale=a_s,
+            input1_zp=rand_zp(rng),
+            input2_scale=b_s,
+            input2_zp=rand_zp(rng),
+            output_scale=o_s,
+            output_zp=rand_zp(rng),
+            activation=ACTS[(seed + i) % 4],
+        )
         a, b = rand_i8(rng, s1), rand_i8(rng, s2)
         out = np.zeros(so, np.int8)
         run(K, kind, params, np.ascontiguousarray(a), np.ascontiguousarray(b), out)
@@ -403,9 +545,18 @@ def test_binary_broadcast_random(K, kind, seed):
 def test_add_mobilenet_residual_same_shape(K):
     rng = np.random.default_rng(77)
     shape = (1, 8, 8, 24)
-    params = kb.add_params(input1_shape=shape, input2_shape=shape, output_shape=shape, input1_scale=0.11,
-                           input1_zp=-7, input2_scale=0.042, input2_zp=12, output_scale=0.13, output_zp=-3,
-                           activation="NONE")
+    params = kb.add_params(
+        input1_shape=shape,
+        input2_shape=shape,
+        output_shape=shape,
+        input1_scale=0.11,
+        input1_zp=-7,
+        input2_scale=0.042,
+        input2_zp=12,
+        output_scale=0.13,
+        output_zp=-3,
+        activation="NONE",
+    )
     assert params["broadcast"] == 0
     a, b = rand_i8(rng, shape), rand_i8(rng, shape)
     out = np.zeros(shape, np.int8)
@@ -418,11 +569,12 @@ def test_add_mobilenet_residual_same_shape(K):
 def test_requantize_all_inputs(K, seed):
     rng = np.random.default_rng(6000 + seed)
     x = np.arange(-128, 128, dtype=np.int8)
-    for i in range(10):
+    for _i in range(10):
         ratio = float(np.exp(rng.uniform(-6, 6)))
         in_s = f32(rng.uniform(0.01, 0.1))
-        params = kb.requantize_params(size=256, input_scale=in_s, input_zp=rand_zp(rng),
-                                      output_scale=f32(in_s / ratio), output_zp=rand_zp(rng))
+        params = kb.requantize_params(
+            size=256, input_scale=in_s, input_zp=rand_zp(rng), output_scale=f32(in_s / ratio), output_zp=rand_zp(rng)
+        )
         out = np.zeros(256, np.int8)
         run(K, "requantize", params, x, out)
         assert_same(out, ref.requantize_s8(params, x), f"requantize ratio {ratio}")
@@ -433,7 +585,7 @@ def test_requantize_all_inputs(K, seed):
 def test_dequantize_all_inputs_bit_exact_float(K, seed):
     rng = np.random.default_rng(7000 + seed)
     x = np.arange(-128, 128, dtype=np.int8)
-    scales = [f32(v) for v in np.exp(rng.uniform(-20, 5, 30))] + [f32(1 / 3), f32(0.1), 2.0 ** -7]
+    scales = [f32(v) for v in np.exp(rng.uniform(-20, 5, 30))] + [f32(1 / 3), f32(0.1), 2.0**-7]
     for s in scales:
         params = kb.dequantize_params(size=256, scale=s, zp=rand_zp(rng))
         out = np.zeros(256, np.float32)
@@ -450,8 +602,9 @@ def test_logistic_all_inputs(K, seed):
     x = np.arange(-128, 128, dtype=np.int8)
     scales = [f32(v) for v in np.exp(rng.uniform(-7, 1, 12))] + [1 / 16, 0.1, 1 / 256, 0.5]
     for s in scales:
-        params = kb.logistic_params(size=256, input_scale=s, input_zp=rand_zp(rng), output_scale=1 / 256,
-                                    output_zp=-128)
+        params = kb.logistic_params(
+            size=256, input_scale=s, input_zp=rand_zp(rng), output_scale=1 / 256, output_zp=-128
+        )
         out = np.zeros(256, np.int8)
         run(K, "logistic", params, x, out)
         assert_same(out, ref.logistic_s8(params, x), f"logistic scale {s}")
@@ -469,20 +622,29 @@ def test_logistic_reference_tracks_the_float_sigmoid():
 
 # ---------------------------------------------------------------------------------- softmax
 
+
 @pytest.mark.cc
 @pytest.mark.parametrize("seed", range(6))
 def test_softmax_random(K, seed):
     rng = np.random.default_rng(9000 + seed)
-    for i in range(8):
+    for _i in range(8):
         outer = int(rng.choice([1, 1, 3, 7]))
         depth = int(rng.choice([1, 2, 10, 12, 35, 100, int(rng.integers(1, 400))]))
         in_s = f32(np.exp(rng.uniform(-6, 1)))
         beta = f32(rng.choice([1.0, 1.0, 0.5, 2.0, float(rng.uniform(0.1, 3))]))
-        params = kb.softmax_params(outer=outer, depth=depth, beta=beta, input_scale=in_s, input_zp=rand_zp(rng),
-                                   output_scale=1 / 256, output_zp=-128)
+        params = kb.softmax_params(
+            outer=outer,
+            depth=depth,
+            beta=beta,
+            input_scale=in_s,
+            input_zp=rand_zp(rng),
+            output_scale=1 / 256,
+            output_zp=-128,
+        )
         spread = int(rng.choice([3, 30, 256]))
-        x = np.clip(rng.integers(-128, -128 + spread, (outer, depth)) + int(rng.integers(0, 256 - spread + 1)),
-                    -128, 127).astype(np.int8)
+        x = np.clip(
+            rng.integers(-128, -128 + spread, (outer, depth)) + int(rng.integers(0, 256 - spread + 1)), -128, 127
+        ).astype(np.int8)
         out = np.zeros((outer, depth), np.int8)
         run(K, "softmax", params, x, out)
         assert_same(out, ref.softmax_s8(params, x), f"softmax depth {depth} scale {in_s} beta {beta}")
@@ -491,8 +653,9 @@ def test_softmax_random(K, seed):
 def test_softmax_reference_tracks_the_float_softmax():
     rng = np.random.default_rng(3)
     for in_s in (0.05, 0.1, 0.25):
-        p = kb.softmax_params(outer=4, depth=10, beta=1.0, input_scale=in_s, input_zp=0, output_scale=1 / 256,
-                              output_zp=-128)
+        p = kb.softmax_params(
+            outer=4, depth=10, beta=1.0, input_scale=in_s, input_zp=0, output_scale=1 / 256, output_zp=-128
+        )
         x = rng.integers(-128, 128, (4, 10)).astype(np.int8)
         got = ref.softmax_s8(p, x).astype(int) + 128
         xi = x.astype(np.int64)
@@ -503,11 +666,12 @@ def test_softmax_reference_tracks_the_float_softmax():
 
 # ------------------------------------------------------------------------------ data movement
 
+
 @pytest.mark.cc
 @pytest.mark.parametrize("seed", range(4))
 def test_pad_random(K, seed):
     rng = np.random.default_rng(10000 + seed)
-    for i in range(10):
+    for _i in range(10):
         rank = int(rng.integers(1, 6))
         shape = tuple(int(rng.integers(1, 6)) for _ in range(rank))
         pads = tuple((int(rng.integers(0, 3)), int(rng.integers(0, 3))) for _ in range(rank))
@@ -522,7 +686,7 @@ def test_pad_random(K, seed):
 @pytest.mark.parametrize("seed", range(4))
 def test_concat_random(K, seed):
     rng = np.random.default_rng(11000 + seed)
-    for i in range(10):
+    for _i in range(10):
         rank = int(rng.integers(1, 6))
         base = [int(rng.integers(1, 5)) for _ in range(rank)]
         axis = int(rng.integers(-rank, rank))
@@ -543,16 +707,16 @@ def test_concat_random(K, seed):
 # ------------------------------------------------------------------------------------- mean
 
 MEAN_CASES = [
-    ((1, 7, 7, 32), (1, 2)),        # global average pool, NHWC
-    ((1, 32, 32, 8), (1, 2)),       # 1024 elements per mean
+    ((1, 7, 7, 32), (1, 2)),  # global average pool, NHWC
+    ((1, 32, 32, 8), (1, 2)),  # 1024 elements per mean
     ((1, 5, 3, 70), (1, 2)),
-    ((1, 49, 64), (1,)),            # 3-D, axis 1
+    ((1, 49, 64), (1,)),  # 3-D, axis 1
     ((1, 12, 5), (-2,)),
     ((4, 6), (1,)),
     ((1, 3, 4, 5), (3,)),
     ((1, 3, 4, 5), (2, 3)),
     ((2, 3, 4), (0, 1)),
-    ((1, 1, 10, 1), (0, 1, 2)),     # size-1 dimensions are ignored for contiguity
+    ((1, 1, 10, 1), (0, 1, 2)),  # size-1 dimensions are ignored for contiguity
     ((1, 8, 1, 6), (1, 2)),
     ((3, 2, 5), (0, 1, 2)),
 ]
@@ -565,8 +729,14 @@ def test_mean(K, shape, axes):
     for i in range(6):
         in_s = f32(rng.uniform(0.01, 0.2))
         out_s = f32(in_s * float(np.exp(rng.uniform(-3, 3))))
-        params = kb.mean_params(input_shape=shape, axes=axes, input_scale=in_s, input_zp=rand_zp(rng),
-                                output_scale=out_s, output_zp=rand_zp(rng))
+        params = kb.mean_params(
+            input_shape=shape,
+            axes=axes,
+            input_scale=in_s,
+            input_zp=rand_zp(rng),
+            output_scale=out_s,
+            output_zp=rand_zp(rng),
+        )
         x = rand_i8(rng, shape)
         if i == 0:
             x = np.clip(x.astype(int) + 100, -128, 127).astype(np.int8)  # biased mean
@@ -577,8 +747,9 @@ def test_mean(K, shape, axes):
 
 
 def test_mean_multiplier_folds_the_count_like_tflm():
-    p = kb.mean_params(input_shape=(1, 7, 7, 4), axes=(1, 2), input_scale=0.1, input_zp=0, output_scale=0.1,
-                       output_zp=0)
+    p = kb.mean_params(
+        input_shape=(1, 7, 7, 4), axes=(1, 2), input_scale=0.1, input_zp=0, output_scale=0.1, output_zp=0
+    )
     m, s = quant.quantize_multiplier(f32(0.1) / f32(0.1))
     assert (m, s) == (1 << 30, 1)
     assert p["reduce"] == 49 and p["multiplier"] == (m << 5) // 49 and p["shift"] == s - 5
@@ -586,13 +757,25 @@ def test_mean_multiplier_folds_the_count_like_tflm():
 
 # ------------------------------------------------------------------------------ speed sanity
 
+
 @pytest.mark.cc
 def test_pointwise_conv_is_fast(K):
     """A 32x32x64 -> 64 1x1 conv (4M MACs) takes about 0.5 ms at -O2; 20 ms leaves room for slow CI."""
     rng = np.random.default_rng(1)
-    params = kb.conv2d_params(input_hwc=(32, 32, 64), output_hwc=(32, 32, 64), filter_ohwi=(64, 1, 1, 64),
-                              stride_hw=(1, 1), dilation_hw=(1, 1), padding="SAME", input_scale=0.05, input_zp=3,
-                              filter_scales=[0.01] * 64, output_scale=0.2, output_zp=-1, activation="RELU6")
+    params = kb.conv2d_params(
+        input_hwc=(32, 32, 64),
+        output_hwc=(32, 32, 64),
+        filter_ohwi=(64, 1, 1, 64),
+        stride_hw=(1, 1),
+        dilation_hw=(1, 1),
+        padding="SAME",
+        input_scale=0.05,
+        input_zp=3,
+        filter_scales=[0.01] * 64,
+        output_scale=0.2,
+        output_zp=-1,
+        activation="RELU6",
+    )
     x, w = rand_i8(rng, (32, 32, 64)), rand_i8(rng, (64, 1, 1, 64))
     b = rng.integers(-1000, 1000, 64).astype(np.int32)
     out = np.zeros((32, 32, 64), np.int8)
@@ -603,12 +786,14 @@ def test_pointwise_conv_is_fast(K):
 
 def _timed(fn):
     import time
+
     t = time.perf_counter()
     fn()
     return time.perf_counter() - t
 
 
 # ----------------------------------------------------------------------------- cross compile
+
 
 @pytest.mark.cross
 def test_kernels_cross_compile_for_cortex_m55(tmp_path):
@@ -626,19 +811,48 @@ def test_kernels_cross_compile_for_cortex_m55(tmp_path):
 def test_kernels_compile_clean_with_pedantic_flags(tmp_path):
     cc = cbuild.host_cc()
     for src in cbuild.KERNEL_SOURCES:
-        res = subprocess.run([cc, *cbuild.HOST_FLAGS, "-Wpedantic", "-Wshadow", "-Wstrict-prototypes",
-                              "-c", str(src), "-o", str(tmp_path / "x.o")], capture_output=True, text=True)
+        res = subprocess.run(
+            [
+                cc,
+                *cbuild.HOST_FLAGS,
+                "-Wpedantic",
+                "-Wshadow",
+                "-Wstrict-prototypes",
+                "-c",
+                str(src),
+                "-o",
+                str(tmp_path / "x.o"),
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert res.returncode == 0, res.stderr
 
 
 # ---- begin QUANTIZE at the model's edges (kernel tests in tests/test_io_types.py) ----
-SAMPLE_ARGS.update({
-    "requantize_u8_s8": dict(size=10, input_scale=0.1, input_zp=128, output_scale=0.1, output_zp=0,
-                             input_dtype="uint8", output_dtype="int8"),
-    "requantize_s8_u8": dict(size=10, input_scale=0.1, input_zp=-3, output_scale=0.2, output_zp=250,
-                             input_dtype="int8", output_dtype="uint8"),
-    "quantize_f32_s8": dict(size=10, output_scale=0.1, output_zp=-128),
-})
+SAMPLE_ARGS.update(
+    {
+        "requantize_u8_s8": dict(
+            size=10,
+            input_scale=0.1,
+            input_zp=128,
+            output_scale=0.1,
+            output_zp=0,
+            input_dtype="uint8",
+            output_dtype="int8",
+        ),
+        "requantize_s8_u8": dict(
+            size=10,
+            input_scale=0.1,
+            input_zp=-3,
+            output_scale=0.2,
+            output_zp=250,
+            input_dtype="int8",
+            output_dtype="uint8",
+        ),
+        "quantize_f32_s8": dict(size=10, output_scale=0.1, output_zp=-128),
+    }
+)
 # ---- end QUANTIZE at the model's edges ----
 
 # ==================================================================== data movement (movement ops)
@@ -662,9 +876,19 @@ _RESIZE_FAMILY = {
     "arg_max": dict(input_shape=(1, 4, 10), axis=-1),
     "resize_bilinear": dict(input_hwc=(3, 4, 2), output_hwc=(6, 8, 2), align_corners=False, half_pixel_centers=True),
     "resize_nearest": dict(input_hwc=(3, 4, 2), output_hwc=(6, 8, 2), align_corners=True, half_pixel_centers=False),
-    "transpose_conv": dict(input_hwc=(3, 3, 4), output_hwc=(6, 6, 2), filter_ohwi=(2, 3, 3, 4), stride_hw=(2, 2),
-                           padding="SAME", input_scale=0.05, input_zp=-3, filter_scales=[0.01, 0.02],
-                           output_scale=0.1, output_zp=2, activation="NONE"),
+    "transpose_conv": dict(
+        input_hwc=(3, 3, 4),
+        output_hwc=(6, 6, 2),
+        filter_ohwi=(2, 3, 3, 4),
+        stride_hw=(2, 2),
+        padding="SAME",
+        input_scale=0.05,
+        input_zp=-3,
+        filter_scales=[0.01, 0.02],
+        output_scale=0.1,
+        output_zp=2,
+        activation="NONE",
+    ),
 }
 SAMPLE_ARGS.update(_RESIZE_FAMILY)
 
@@ -673,13 +897,28 @@ SAMPLE_ARGS.update(_RESIZE_FAMILY)
 def test_resize_family_builders_fill_their_structs(name):
     test_builder_keys_are_exactly_the_struct_fields(name)
     test_builders_are_keyword_only(name)
+
+
 # ==== end of reductions, resizing, transposed convolution ========================================
 
 
 # ==== sequence ops: SVDF (the kernels: tests/test_kernels_sequence.py) ===========================
 
-_SVDF = dict(batches=1, input_size=8, num_filters=4, rank=2, memory_size=5, input_scale=0.05, input_zp=-3,
-             feature_scale=0.01, state_scale=0.02, state_zp=3, time_scale=0.004, output_scale=0.1, output_zp=1)
+_SVDF = dict(
+    batches=1,
+    input_size=8,
+    num_filters=4,
+    rank=2,
+    memory_size=5,
+    input_scale=0.05,
+    input_zp=-3,
+    feature_scale=0.01,
+    state_scale=0.02,
+    state_zp=3,
+    time_scale=0.004,
+    output_scale=0.1,
+    output_zp=1,
+)
 _SEQUENCE_FAMILY = {
     "svdf_s8": dict(_SVDF, state_dtype="int8"),
     "svdf_s8_s16": dict(_SVDF, state_zp=0, state_dtype="int16"),
@@ -692,6 +931,8 @@ SAMPLE_ARGS.update(_SEQUENCE_FAMILY)
 def test_sequence_family_builders_fill_their_structs(name):
     test_builder_keys_are_exactly_the_struct_fields(name)
     test_builders_are_keyword_only(name)
+
+
 # ==== end of sequence ops ========================================================================
 
 
@@ -705,6 +946,8 @@ SAMPLE_ARGS.update(_LSTM_SAMPLES)
 def test_lstm_builder_fills_its_struct(name):
     test_builder_keys_are_exactly_the_struct_fields(name)
     test_builders_are_keyword_only(name)
+
+
 # ==== end of UNIDIRECTIONAL_SEQUENCE_LSTM ========================================================
 # ==== int16 activations (16x8 quantization; the kernels: tests/test_kernels_int16.py) ============
 from test_kernels_int16 import SAMPLES as _INT16_SAMPLES  # noqa: E402
@@ -716,13 +959,20 @@ SAMPLE_ARGS.update(_INT16_SAMPLES)
 def test_int16_builders_fill_their_structs(name):
     test_builder_keys_are_exactly_the_struct_fields(name)
     test_builders_are_keyword_only(name)
+
+
 # ==== end of int16 activations ===================================================================
 
 
 # ==== resource variables and CAST (the kernels: tests/test_resource_variables.py, tests/test_cast.py) ====
 _VARIABLES_AND_CAST = {"copy_s8": dict(size=12)}
-_VARIABLES_AND_CAST.update({name: dict(size=7, input_dtype=k.arg_dtypes[0], output_dtype=k.arg_dtypes[1])
-                            for name, k in KERNELS.items() if name.startswith("cast_")})
+_VARIABLES_AND_CAST.update(
+    {
+        name: dict(size=7, input_dtype=k.arg_dtypes[0], output_dtype=k.arg_dtypes[1])
+        for name, k in KERNELS.items()
+        if name.startswith("cast_")
+    }
+)
 SAMPLE_ARGS.update(_VARIABLES_AND_CAST)
 
 
@@ -730,4 +980,6 @@ SAMPLE_ARGS.update(_VARIABLES_AND_CAST)
 def test_variable_and_cast_builders_fill_their_structs(name):
     test_builder_keys_are_exactly_the_struct_fields(name)
     test_builders_are_keyword_only(name)
+
+
 # ==== end of resource variables and CAST ===================================================================

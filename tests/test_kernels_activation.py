@@ -2,6 +2,7 @@
 RSQRT: the C kernels against the NumPy reference on random shapes, scales and zero points, the
 reference against the real functions, and the fixture models (tests/fixtures/ops/activation.json)
 against the tflite-micro interpreter."""
+
 from __future__ import annotations
 
 import json
@@ -16,6 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cbuild  # noqa: E402
+
 from zoflash import api  # noqa: E402
 from zoflash.compiler.ops import KERNELS  # noqa: E402
 from zoflash.compiler.pipeline import compile_graph  # noqa: E402
@@ -31,8 +33,17 @@ SAMPLES = {
     "squared_difference": dict(_SHAPES, **_Q2),
     "maximum": dict(_SHAPES),
     "minimum": dict(_SHAPES),
-    "prelu": dict(input_shape=(1, 2, 3), alpha_shape=(3,), output_shape=(1, 2, 3), input_scale=0.1, input_zp=0,
-                  alpha_scale=0.01, alpha_zp=5, output_scale=0.08, output_zp=-3),
+    "prelu": dict(
+        input_shape=(1, 2, 3),
+        alpha_shape=(3,),
+        output_shape=(1, 2, 3),
+        input_scale=0.1,
+        input_zp=0,
+        alpha_scale=0.01,
+        alpha_zp=5,
+        output_scale=0.08,
+        output_zp=-3,
+    ),
     "relu": dict(_Q1),
     "relu6": dict(size=10, input_scale=0.05, input_zp=-128),
     "leaky_relu": dict(_Q1, alpha=0.2),
@@ -52,10 +63,21 @@ from test_kernels import (  # noqa: E402
     run,
 )
 
-BINARY = {"sub": ref.sub_s8, "squared_difference": ref.squared_difference_s8, "maximum": ref.maximum_s8,
-          "minimum": ref.minimum_s8, "prelu": ref.prelu_s8}
-UNARY = {"relu": ref.relu_s8, "relu6": ref.relu6_s8, "leaky_relu": ref.leaky_relu_s8, "tanh": ref.tanh_s8,
-         "hard_swish": ref.hard_swish_s8, "rsqrt": ref.rsqrt_s8}
+BINARY = {
+    "sub": ref.sub_s8,
+    "squared_difference": ref.squared_difference_s8,
+    "maximum": ref.maximum_s8,
+    "minimum": ref.minimum_s8,
+    "prelu": ref.prelu_s8,
+}
+UNARY = {
+    "relu": ref.relu_s8,
+    "relu6": ref.relu6_s8,
+    "leaky_relu": ref.leaky_relu_s8,
+    "tanh": ref.tanh_s8,
+    "hard_swish": ref.hard_swish_s8,
+    "rsqrt": ref.rsqrt_s8,
+}
 ALL_INPUTS = np.arange(-128, 128).astype(np.int8)
 
 
@@ -77,11 +99,11 @@ def test_builder_keys_are_exactly_the_struct_fields(name):
 
 def test_builders_reject_what_tflm_cannot_run():
     bad = [
-        ("sub", dict(output_scale=1e-9)),                 # TFLM's output multiplier must be < 1
+        ("sub", dict(output_scale=1e-9)),  # TFLM's output multiplier must be < 1
         ("sub", dict(input2_shape=(4,))),
         ("prelu", dict(alpha_shape=(2,))),
-        ("hard_swish", dict(output_scale=0.1 / 200)),     # input / output scale > 128: a left shift
-        ("relu", dict(output_scale=1e-12)),               # left shift > 30
+        ("hard_swish", dict(output_scale=0.1 / 200)),  # input / output scale > 128: a left shift
+        ("relu", dict(output_scale=1e-12)),  # left shift > 30
         ("leaky_relu", dict(alpha=float("inf"))),
     ]
     for name, change in bad:
@@ -97,13 +119,32 @@ def _binary_case(rng, name, i):
     if name in ("maximum", "minimum"):
         return s1, s2, so, KERNELS[name].build(**shapes)
     if name == "prelu":
-        return s1, s2, so, KERNELS[name].build(
-            input_shape=s1, alpha_shape=s2, output_shape=so, input_scale=a_s, input_zp=zp1,
-            alpha_scale=f32(b_s / 20), alpha_zp=zp2, output_scale=f32(a_s * rng.uniform(0.3, 3)), output_zp=zpo)
+        return (
+            s1,
+            s2,
+            so,
+            KERNELS[name].build(
+                input_shape=s1,
+                alpha_shape=s2,
+                output_shape=so,
+                input_scale=a_s,
+                input_zp=zp1,
+                alpha_scale=f32(b_s / 20),
+                alpha_zp=zp2,
+                output_scale=f32(a_s * rng.uniform(0.3, 3)),
+                output_zp=zpo,
+            ),
+        )
     q = dict(input1_scale=a_s, input1_zp=zp1, input2_scale=b_s, input2_zp=zp2, output_zp=zpo)
     if name == "sub":
-        return s1, s2, so, KERNELS[name].build(**shapes, **q, output_scale=f32(max(a_s, b_s) * rng.uniform(0.5, 3)),
-                                               activation=ACTS[i % 4])
+        return (
+            s1,
+            s2,
+            so,
+            KERNELS[name].build(
+                **shapes, **q, output_scale=f32(max(a_s, b_s) * rng.uniform(0.5, 3)), activation=ACTS[i % 4]
+            ),
+        )
     return s1, s2, so, KERNELS[name].build(**shapes, **q, output_scale=f32(max(a_s, b_s) ** 2 * rng.uniform(20, 800)))
 
 
@@ -150,6 +191,7 @@ def test_unary_all_inputs(K, name):
 
 # The reference itself against the real functions: a wrong reading of TFLM shows up as a large error.
 
+
 def _real(q, scale, zp):
     return (q.astype(np.float64) - zp) * scale
 
@@ -177,13 +219,30 @@ def test_reference_tracks_the_real_functions():
         got = ref.rsqrt_s8(p, x)[pos]
         _close(got, 1 / np.sqrt(_real(x[pos], s, -128)), 0.08, -128, 1)
     a, b = np.meshgrid(ALL_INPUTS, ALL_INPUTS[::5])
-    p = KERNELS["sub"].build(input1_shape=a.shape, input2_shape=b.shape, output_shape=a.shape, input1_scale=0.03,
-                             input1_zp=4, input2_scale=0.05, input2_zp=-9, output_scale=0.07, output_zp=1,
-                             activation="NONE")
+    p = KERNELS["sub"].build(
+        input1_shape=a.shape,
+        input2_shape=b.shape,
+        output_shape=a.shape,
+        input1_scale=0.03,
+        input1_zp=4,
+        input2_scale=0.05,
+        input2_zp=-9,
+        output_scale=0.07,
+        output_zp=1,
+        activation="NONE",
+    )
     _close(ref.sub_s8(p, a, b), _real(a, 0.03, 4) - _real(b, 0.05, -9), 0.07, 1, 1)
-    p = KERNELS["squared_difference"].build(input1_shape=a.shape, input2_shape=b.shape, output_shape=a.shape,
-                                            input1_scale=0.03, input1_zp=4, input2_scale=0.05, input2_zp=-9,
-                                            output_scale=0.5, output_zp=-128)
+    p = KERNELS["squared_difference"].build(
+        input1_shape=a.shape,
+        input2_shape=b.shape,
+        output_shape=a.shape,
+        input1_scale=0.03,
+        input1_zp=4,
+        input2_scale=0.05,
+        input2_zp=-9,
+        output_scale=0.5,
+        output_zp=-128,
+    )
     _close(ref.squared_difference_s8(p, a, b), (_real(a, 0.03, 4) - _real(b, 0.05, -9)) ** 2, 0.5, -128, 1)
 
 
@@ -239,7 +298,7 @@ def rescaled(path: Path, seed: int) -> bytes:
         old = struct.pack("<f", t.quant.scale)
         if data.count(old) == 1:
             i = data.index(old)
-            data[i:i + 4] = struct.pack("<f", t.quant.scale * float(np.exp(rng.uniform(-1, 1))))
+            data[i : i + 4] = struct.pack("<f", t.quant.scale * float(np.exp(rng.uniform(-1, 1))))
     return bytes(data)
 
 

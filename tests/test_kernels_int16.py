@@ -4,6 +4,7 @@ functions they tabulate, the 16x8 fixture models (tests/fixtures/ops/int16.json)
 the tflite-micro interpreter through the generated C and the reference forward pass, and what
 legality refuses.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,6 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cbuild  # noqa: E402
+
 from zoflash import api  # noqa: E402
 from zoflash.compiler import kernels_int16 as kb16  # noqa: E402
 from zoflash.compiler.ops import KERNELS  # noqa: E402
@@ -35,31 +37,79 @@ REFUSED = {"s16_mlp.tflite": "op 2 TANH"}
 FILES = [f["file"] for f in INDEX if f["file"] not in REFUSED]
 
 # Builder samples for tests/test_kernels.py's struct contract.
-_BINARY = dict(input1_shape=(2, 3), input2_shape=(3,), output_shape=(2, 3), input1_scale=1e-4, input1_zp=0,
-               input2_scale=2e-4, input2_zp=0, output_scale=3e-4, output_zp=0, activation="NONE")
+_BINARY = dict(
+    input1_shape=(2, 3),
+    input2_shape=(3,),
+    output_shape=(2, 3),
+    input1_scale=1e-4,
+    input1_zp=0,
+    input2_scale=2e-4,
+    input2_zp=0,
+    output_scale=3e-4,
+    output_zp=0,
+    activation="NONE",
+)
 _Q = dict(size=10, input_scale=0.0005, output_scale=0.05)
 SAMPLES = {
-    "softmax_s8_s16": dict(outer=2, depth=5, beta=1.0, input_scale=0.1, input_zp=3, output_scale=1 / 65536,
-                           output_zp=-32768),
-    "softmax_s16": dict(outer=2, depth=5, beta=1.0, input_scale=0.001, input_zp=0, output_scale=1 / 32768,
-                        output_zp=0),
+    "softmax_s8_s16": dict(
+        outer=2, depth=5, beta=1.0, input_scale=0.1, input_zp=3, output_scale=1 / 65536, output_zp=-32768
+    ),
+    "softmax_s16": dict(outer=2, depth=5, beta=1.0, input_scale=0.001, input_zp=0, output_scale=1 / 32768, output_zp=0),
     "requantize_s8_s16": dict(_Q, input_zp=-3, output_zp=100, input_dtype="int8", output_dtype="int16"),
     "requantize_s16_s16": dict(_Q, input_zp=0, output_zp=0, input_dtype="int16", output_dtype="int16"),
     "requantize_s16_s32": dict(_Q, input_zp=-300, output_zp=7, input_dtype="int16", output_dtype="int32"),
     "requantize_s8_s32": dict(_Q, input_zp=5, output_zp=0, input_dtype="int8", output_dtype="int32"),
     "dequantize_s16": dict(size=10, scale=0.0001, zp=0),
     "quantize_f32_s16": dict(size=10, output_scale=0.0001, output_zp=0),
-    "conv2d_s16": dict(input_hwc=(5, 5, 4), output_hwc=(3, 3, 6), filter_ohwi=(6, 3, 3, 2), stride_hw=(2, 2),
-                       dilation_hw=(1, 1), padding="SAME", input_scale=0.0005, input_zp=0, filter_scales=[0.01] * 6,
-                       output_scale=0.001, output_zp=0, activation="RELU"),
-    "depthwise_conv2d_s16": dict(input_hwc=(5, 5, 4), output_hwc=(5, 5, 8), filter_1hwo=(1, 3, 3, 8),
-                                 stride_hw=(1, 1), dilation_hw=(1, 1), padding="SAME", depth_multiplier=2,
-                                 input_scale=0.0005, input_zp=0, filter_scales=[0.01], output_scale=0.001,
-                                 output_zp=0, activation="NONE"),
-    "avg_pool_s16": dict(input_hwc=(4, 4, 3), output_hwc=(2, 2, 3), filter_hw=(2, 2), stride_hw=(2, 2),
-                         padding="VALID", output_scale=0.001, output_zp=0, activation="NONE"),
-    "max_pool_s16": dict(input_hwc=(4, 4, 3), output_hwc=(2, 2, 3), filter_hw=(2, 2), stride_hw=(2, 2),
-                         padding="VALID", output_scale=0.001, output_zp=0, activation="RELU"),
+    "conv2d_s16": dict(
+        input_hwc=(5, 5, 4),
+        output_hwc=(3, 3, 6),
+        filter_ohwi=(6, 3, 3, 2),
+        stride_hw=(2, 2),
+        dilation_hw=(1, 1),
+        padding="SAME",
+        input_scale=0.0005,
+        input_zp=0,
+        filter_scales=[0.01] * 6,
+        output_scale=0.001,
+        output_zp=0,
+        activation="RELU",
+    ),
+    "depthwise_conv2d_s16": dict(
+        input_hwc=(5, 5, 4),
+        output_hwc=(5, 5, 8),
+        filter_1hwo=(1, 3, 3, 8),
+        stride_hw=(1, 1),
+        dilation_hw=(1, 1),
+        padding="SAME",
+        depth_multiplier=2,
+        input_scale=0.0005,
+        input_zp=0,
+        filter_scales=[0.01],
+        output_scale=0.001,
+        output_zp=0,
+        activation="NONE",
+    ),
+    "avg_pool_s16": dict(
+        input_hwc=(4, 4, 3),
+        output_hwc=(2, 2, 3),
+        filter_hw=(2, 2),
+        stride_hw=(2, 2),
+        padding="VALID",
+        output_scale=0.001,
+        output_zp=0,
+        activation="NONE",
+    ),
+    "max_pool_s16": dict(
+        input_hwc=(4, 4, 3),
+        output_hwc=(2, 2, 3),
+        filter_hw=(2, 2),
+        stride_hw=(2, 2),
+        padding="VALID",
+        output_scale=0.001,
+        output_zp=0,
+        activation="RELU",
+    ),
     "pad_s16": dict(input_shape=(1, 3, 3, 2), paddings=[(0, 0), (1, 1), (0, 2), (0, 0)], pad_value=-5),
     "concat_s16": dict(input_shapes=[(1, 2, 3), (1, 2, 5)], axis=2),
     "add_s16": dict(_BINARY, input1_zp=3, output_zp=-2),
@@ -68,20 +118,35 @@ SAMPLES = {
     "relu_s16": dict(size=10, input_scale=1e-4, input_zp=0, output_scale=2e-4, output_zp=0),
     "relu6_s16": dict(size=10, input_scale=1e-3, input_zp=0),
     "leaky_relu_s16": dict(size=10, alpha=0.2, input_scale=1e-4, input_zp=0, output_scale=1e-4, output_zp=0),
-    "mean_s16": dict(input_shape=(1, 4, 4, 3), axes=(1, 2), input_scale=1e-4, input_zp=0, output_scale=1e-4,
-                     output_zp=0),
+    "mean_s16": dict(
+        input_shape=(1, 4, 4, 3), axes=(1, 2), input_scale=1e-4, input_zp=0, output_scale=1e-4, output_zp=0
+    ),
     "transpose_s16": dict(input_shape=(1, 2, 3, 4), perm=(0, 3, 1, 2)),
     "slice_s16": dict(input_shape=(1, 4, 5), begin=(0, 1, 2), size=(1, 2, -1)),
-    "strided_slice_s16": dict(input_shape=(1, 6, 4), begin=(0, 0, 1), end=(1, 6, 4), strides=(1, 2, 1), begin_mask=0,
-                              end_mask=0, shrink_axis_mask=0),
+    "strided_slice_s16": dict(
+        input_shape=(1, 6, 4),
+        begin=(0, 0, 1),
+        end=(1, 6, 4),
+        strides=(1, 2, 1),
+        begin_mask=0,
+        end_mask=0,
+        shrink_axis_mask=0,
+    ),
     "split_s16": dict(input_shape=(1, 6, 4), axis=1, sizes=(2, 4)),
     "pack_s16": dict(input_shape=(2, 3), count=3, axis=1),
     "maximum_s16": dict(input1_shape=(2, 3), input2_shape=(3,), output_shape=(2, 3)),
     "minimum_s16": dict(input1_shape=(2, 3), input2_shape=(2, 3), output_shape=(2, 3)),
-    "resize_nearest_s16": dict(input_hwc=(3, 4, 2), output_hwc=(6, 8, 2), align_corners=False,
-                               half_pixel_centers=True),
-    "fully_connected_s16": dict(input_elements=16, weights_shape=(3, 8), input_scale=0.0005, input_zp=0,
-                                filter_scales=[0.01, 0.02, 0.03], output_scale=0.001, output_zp=0, activation="NONE"),
+    "resize_nearest_s16": dict(input_hwc=(3, 4, 2), output_hwc=(6, 8, 2), align_corners=False, half_pixel_centers=True),
+    "fully_connected_s16": dict(
+        input_elements=16,
+        weights_shape=(3, 8),
+        input_scale=0.0005,
+        input_zp=0,
+        filter_scales=[0.01, 0.02, 0.03],
+        output_scale=0.001,
+        output_zp=0,
+        activation="NONE",
+    ),
 }
 
 
@@ -95,8 +160,10 @@ def assert_same(got, want, what):
     bad = np.flatnonzero(got.reshape(-1).view(np.uint8) != want.reshape(-1).astype(got.dtype).view(np.uint8))
     if bad.size:
         k = bad[0] // got.itemsize
-        raise AssertionError(f"{what}: {bad.size} bytes of {got.nbytes} differ; first at element {k}: "
-                             f"C {got.reshape(-1)[k]} vs reference {want.reshape(-1)[k]}")
+        raise AssertionError(
+            f"{what}: {bad.size} bytes of {got.nbytes} differ; first at element {k}: "
+            f"C {got.reshape(-1)[k]} vs reference {want.reshape(-1)[k]}"
+        )
 
 
 def f32(v) -> float:
@@ -113,6 +180,7 @@ def int16_values(rng, n):
 
 
 # ------------------------------------------------------------------------- C vs NumPy reference
+
 
 def test_luts_tabulate_exp_and_the_reciprocal():
     """Each table entry is the function at its point to within 2 LSB (TFLM biases each entry by half
@@ -133,9 +201,15 @@ def test_softmax_s8_s16(K):
     kernel = KERNELS["softmax_s8_s16"]
     for i in range(40):
         outer, depth = int(rng.integers(1, 4)), int(rng.integers(1, 40))
-        p = kernel.build(outer=outer, depth=depth, beta=f32(rng.uniform(0.3, 2.0)),
-                         input_scale=f32(rng.uniform(0.01, 0.5)), input_zp=int(rng.integers(-128, 128)),
-                         output_scale=1 / 65536, output_zp=-32768)
+        p = kernel.build(
+            outer=outer,
+            depth=depth,
+            beta=f32(rng.uniform(0.3, 2.0)),
+            input_scale=f32(rng.uniform(0.01, 0.5)),
+            input_zp=int(rng.integers(-128, 128)),
+            output_scale=1 / 65536,
+            output_zp=-32768,
+        )
         x = rng.integers(-128, 128, outer * depth).astype(np.int8)
         x[: min(2, x.size)] = (-128, 127)[: min(2, x.size)]
         out = np.zeros(outer * depth, np.int16)
@@ -152,8 +226,15 @@ def test_softmax_s16(K):
     for i in range(40):
         outer, depth = int(rng.integers(1, 4)), int(rng.integers(1, 60))
         input_scale, beta = f32(10 ** rng.uniform(-5, -2.5)), f32(rng.uniform(0.3, 2.0))
-        p = kernel.build(outer=outer, depth=depth, beta=beta, input_scale=input_scale, input_zp=0,
-                         output_scale=1 / 32768, output_zp=0)
+        p = kernel.build(
+            outer=outer,
+            depth=depth,
+            beta=beta,
+            input_scale=input_scale,
+            input_zp=0,
+            output_scale=1 / 32768,
+            output_zp=0,
+        )
         x = int16_values(rng, outer * depth)
         out = np.zeros(outer * depth, np.int16)
         K.call(kernel.function, kernel.struct, p, x, out)
@@ -166,8 +247,7 @@ def test_softmax_s16(K):
 
 
 @pytest.mark.cc
-@pytest.mark.parametrize("name", ["requantize_s8_s16", "requantize_s16_s16", "requantize_s16_s32",
-                                  "requantize_s8_s32"])
+@pytest.mark.parametrize("name", ["requantize_s8_s16", "requantize_s16_s16", "requantize_s16_s32", "requantize_s8_s32"])
 def test_requantize(K, name):
     rng = np.random.default_rng(33)
     kernel = KERNELS[name]
@@ -178,9 +258,15 @@ def test_requantize(K, name):
         ratio = 10 ** rng.uniform(-3, 3 if small else 0.5)
         in_s = f32(10 ** rng.uniform(-5, -1))
         out_zp = int(rng.integers(-300, 300)) if y_type != "int8" else int(rng.integers(-128, 128))
-        p = kernel.build(size=64, input_scale=in_s, input_zp=int(rng.integers(lo // 2, hi // 2)) if x_type == "int16"
-                         else int(rng.integers(-128, 128)), output_scale=f32(in_s / ratio), output_zp=out_zp,
-                         input_dtype=x_type, output_dtype=y_type)
+        p = kernel.build(
+            size=64,
+            input_scale=in_s,
+            input_zp=int(rng.integers(lo // 2, hi // 2)) if x_type == "int16" else int(rng.integers(-128, 128)),
+            output_scale=f32(in_s / ratio),
+            output_zp=out_zp,
+            input_dtype=x_type,
+            output_dtype=y_type,
+        )
         x = rng.integers(lo, hi + 1, 64).astype(x_type)
         x[:2] = lo, hi
         out = np.zeros(64, y_type)
@@ -199,8 +285,13 @@ def test_dequantize_and_quantize_float(K):
         p = deq.build(size=256, scale=scale, zp=zp)
         K.call(deq.function, deq.struct, p, x, y)
         assert_same(y, ref16.dequantize_s16(p, x), f"dequantize_s16 case {i}")
-        v = np.concatenate([y, rng.normal(0, scale * 40000, 250).astype(np.float32),
-                            np.float32([np.nan, np.inf, -np.inf, 1e30, -1e30, scale * 0.5])])
+        v = np.concatenate(
+            [
+                y,
+                rng.normal(0, scale * 40000, 250).astype(np.float32),
+                np.float32([np.nan, np.inf, -np.inf, 1e30, -1e30, scale * 0.5]),
+            ]
+        )
         out = np.zeros(v.size, np.int16)
         pq = q.build(size=v.size, output_scale=scale, output_zp=zp)
         K.call(q.function, q.struct, pq, v, out)
@@ -217,18 +308,27 @@ def test_conv2d_s16(K):
     rng = np.random.default_rng(35)
     kernel = KERNELS["conv2d_s16"]
     for i in range(30):
-        h, w, groups, fc = (int(v) for v in (rng.integers(1, 8), rng.integers(1, 8), rng.integers(1, 3),
-                                              rng.integers(1, 6)))
+        h, w, groups, fc = (
+            int(v) for v in (rng.integers(1, 8), rng.integers(1, 8), rng.integers(1, 3), rng.integers(1, 6))
+        )
         oc = groups * int(rng.integers(1, 4))
         kh, kw = int(rng.integers(1, min(h, 3) + 1)), int(rng.integers(1, min(w, 3) + 1))
         stride, padding = (int(rng.integers(1, 3)), int(rng.integers(1, 3))), ("SAME", "VALID")[i % 2]
         (oh, ow), _ = kb16.quant.compute_padding_hw(stride, (1, 1), (h, w), (kh, kw), padding)
-        p = kernel.build(input_hwc=(h, w, groups * fc), output_hwc=(oh, ow, oc), filter_ohwi=(oc, kh, kw, fc),
-                         stride_hw=stride, dilation_hw=(1, 1), padding=padding,
-                         input_scale=f32(rng.uniform(1e-4, 1e-3)),
-                         input_zp=0, filter_scales=[f32(v) for v in rng.uniform(0.001, 0.02, oc)],
-                         output_scale=f32(rng.uniform(1e-3, 1e-2)), output_zp=0,
-                         activation=("NONE", "RELU", "RELU6", "RELU_N1_TO_1")[i % 4])
+        p = kernel.build(
+            input_hwc=(h, w, groups * fc),
+            output_hwc=(oh, ow, oc),
+            filter_ohwi=(oc, kh, kw, fc),
+            stride_hw=stride,
+            dilation_hw=(1, 1),
+            padding=padding,
+            input_scale=f32(rng.uniform(1e-4, 1e-3)),
+            input_zp=0,
+            filter_scales=[f32(v) for v in rng.uniform(0.001, 0.02, oc)],
+            output_scale=f32(rng.uniform(1e-3, 1e-2)),
+            output_zp=0,
+            activation=("NONE", "RELU", "RELU6", "RELU_N1_TO_1")[i % 4],
+        )
         x = int16_values(rng, h * w * groups * fc)
         wt = rng.integers(-127, 128, oc * kh * kw * fc).astype(np.int8)
         b = _bias64(rng, oc, i)
@@ -249,11 +349,21 @@ def test_depthwise_conv2d_s16(K):
         (oh, ow), _ = kb16.quant.compute_padding_hw(stride, dil, (h, w), (kh, kw), padding)
         if oh < 1 or ow < 1:
             continue
-        p = kernel.build(input_hwc=(h, w, c), output_hwc=(oh, ow, c * dm), filter_1hwo=(1, kh, kw, c * dm),
-                         stride_hw=stride, dilation_hw=dil, padding=padding, depth_multiplier=dm,
-                         input_scale=f32(rng.uniform(1e-4, 1e-3)), input_zp=0,
-                         filter_scales=[f32(v) for v in rng.uniform(0.001, 0.02, c * dm)],
-                         output_scale=f32(rng.uniform(1e-4, 1e-3)), output_zp=0, activation=("NONE", "RELU")[i % 2])
+        p = kernel.build(
+            input_hwc=(h, w, c),
+            output_hwc=(oh, ow, c * dm),
+            filter_1hwo=(1, kh, kw, c * dm),
+            stride_hw=stride,
+            dilation_hw=dil,
+            padding=padding,
+            depth_multiplier=dm,
+            input_scale=f32(rng.uniform(1e-4, 1e-3)),
+            input_zp=0,
+            filter_scales=[f32(v) for v in rng.uniform(0.001, 0.02, c * dm)],
+            output_scale=f32(rng.uniform(1e-4, 1e-3)),
+            output_zp=0,
+            activation=("NONE", "RELU")[i % 2],
+        )
         x = int16_values(rng, h * w * c)
         wt = rng.integers(-127, 128, kh * kw * c * dm).astype(np.int8)
         b = _bias64(rng, c * dm, i)
@@ -269,9 +379,16 @@ def test_fully_connected_s16(K):
     for i in range(30):
         rows, depth, units = int(rng.integers(1, 4)), int(rng.integers(1, 300)), int(rng.integers(1, 20))
         scales = rng.uniform(0.001, 0.02, units if i % 2 else 1)
-        p = kernel.build(input_elements=rows * depth, weights_shape=(units, depth),
-                         input_scale=f32(rng.uniform(1e-4, 1e-3)), input_zp=0, filter_scales=[f32(v) for v in scales],
-                         output_scale=f32(10 ** rng.uniform(-3, -1)), output_zp=0, activation=("NONE", "RELU")[i % 2])
+        p = kernel.build(
+            input_elements=rows * depth,
+            weights_shape=(units, depth),
+            input_scale=f32(rng.uniform(1e-4, 1e-3)),
+            input_zp=0,
+            filter_scales=[f32(v) for v in scales],
+            output_scale=f32(10 ** rng.uniform(-3, -1)),
+            output_zp=0,
+            activation=("NONE", "RELU")[i % 2],
+        )
         x = int16_values(rng, rows * depth)
         wt = rng.integers(-127, 128, units * depth).astype(np.int8)
         b = _bias64(rng, units, i)
@@ -297,16 +414,31 @@ def test_pool_s16(K, name):
         fh, fw = int(rng.integers(1, h + 1)), int(rng.integers(1, w + 1))
         stride, padding = (int(rng.integers(1, 3)), int(rng.integers(1, 3))), ("SAME", "VALID")[i % 2]
         (oh, ow), _ = kb16.quant.compute_padding_hw(stride, (1, 1), (h, w), (fh, fw), padding)
-        p = kernel.build(input_hwc=(h, w, c), output_hwc=(oh, ow, c), filter_hw=(fh, fw), stride_hw=stride,
-                         padding=padding, output_scale=f32(rng.uniform(1e-4, 1e-3)), output_zp=0,
-                         activation=("NONE", "RELU", "RELU6")[i % 3])
+        p = kernel.build(
+            input_hwc=(h, w, c),
+            output_hwc=(oh, ow, c),
+            filter_hw=(fh, fw),
+            stride_hw=stride,
+            padding=padding,
+            output_scale=f32(rng.uniform(1e-4, 1e-3)),
+            output_zp=0,
+            activation=("NONE", "RELU", "RELU6")[i % 3],
+        )
         x = int16_values(rng, h * w * c)
         out = np.zeros(oh * ow * c, np.int16)
         K.call(kernel.function, kernel.struct, p, x, out)
         assert_same(out, want(p, x), f"{name} case {i}")
     x = np.array([-32768, -32767, 32767, 32767], np.int16)  # halves away from zero, no overflow
-    p = kernel.build(input_hwc=(2, 2, 1), output_hwc=(1, 1, 1), filter_hw=(2, 2), stride_hw=(1, 1), padding="VALID",
-                     output_scale=1e-4, output_zp=0, activation="NONE")
+    p = kernel.build(
+        input_hwc=(2, 2, 1),
+        output_hwc=(1, 1, 1),
+        filter_hw=(2, 2),
+        stride_hw=(1, 1),
+        padding="VALID",
+        output_scale=1e-4,
+        output_zp=0,
+        activation="NONE",
+    )
     assert int(want(p, x)[0, 0, 0]) == (0 if name == "avg_pool_s16" else 32767)
 
 
@@ -343,11 +475,18 @@ def test_binary_s16(K, name):
         out_shape = np.broadcast_shapes(s1, s2)
         zps = (0, 0, 0) if name == "mul_s16" else tuple(int(v) for v in rng.integers(-50, 50, 3))
         out_exp = rng.uniform(-8, -5) if name == "mul_s16" else rng.uniform(-4.5, -2.5)  # MUL: a product's scale
-        p = kernel.build(input1_shape=s1 or (1,), input2_shape=s2 or (1,), output_shape=out_shape,
-                         input1_scale=f32(10 ** rng.uniform(-5, -3)), input1_zp=zps[0],
-                         input2_scale=f32(10 ** rng.uniform(-5, -3)), input2_zp=zps[1],
-                         output_scale=f32(10 ** out_exp),
-                         output_zp=zps[2], activation=("NONE", "RELU")[i % 2])
+        p = kernel.build(
+            input1_shape=s1 or (1,),
+            input2_shape=s2 or (1,),
+            output_shape=out_shape,
+            input1_scale=f32(10 ** rng.uniform(-5, -3)),
+            input1_zp=zps[0],
+            input2_scale=f32(10 ** rng.uniform(-5, -3)),
+            input2_zp=zps[1],
+            output_scale=f32(10**out_exp),
+            output_zp=zps[2],
+            activation=("NONE", "RELU")[i % 2],
+        )
         a, b = int16_values(rng, int(np.prod(s1))), int16_values(rng, int(np.prod(s2)))
         out = np.zeros(int(np.prod(out_shape)), np.int16)
         K.call(kernel.function, kernel.struct, p, a, b, out)
@@ -363,10 +502,14 @@ def test_relu_relu6_leaky_relu_mean_s16(K):
         x = int16_values(rng, n)
         in_s, out_s = f32(10 ** rng.uniform(-5, -3)), f32(10 ** rng.uniform(-5, -3))
         zps = dict(input_zp=int(rng.integers(-100, 100)), output_zp=int(rng.integers(-100, 100)))
-        cases = [("relu_s16", dict(size=n, input_scale=in_s, output_scale=out_s, **zps)),
-                 ("relu6_s16", dict(size=n, input_scale=f32(rng.uniform(3e-4, 1e-3)), input_zp=zps["input_zp"])),
-                 ("leaky_relu_s16", dict(size=n, alpha=f32(rng.uniform(-1, 1)), input_scale=in_s, output_scale=out_s,
-                                         **zps))]
+        cases = [
+            ("relu_s16", dict(size=n, input_scale=in_s, output_scale=out_s, **zps)),
+            ("relu6_s16", dict(size=n, input_scale=f32(rng.uniform(3e-4, 1e-3)), input_zp=zps["input_zp"])),
+            (
+                "leaky_relu_s16",
+                dict(size=n, alpha=f32(rng.uniform(-1, 1)), input_scale=in_s, output_scale=out_s, **zps),
+            ),
+        ]
         for name, kw in cases:
             kernel = KERNELS[name]
             p = kernel.build(**kw)
@@ -420,8 +563,9 @@ def test_minmax_and_resize_nearest_s16(K):
     kernel = KERNELS["resize_nearest_s16"]
     for i in range(10):
         h, w, c, oh, ow = (int(v) for v in rng.integers(1, 7, 5))
-        p = kernel.build(input_hwc=(h, w, c), output_hwc=(oh, ow, c), align_corners=i % 3 == 1,
-                         half_pixel_centers=i % 3 == 2)
+        p = kernel.build(
+            input_hwc=(h, w, c), output_hwc=(oh, ow, c), align_corners=i % 3 == 1, half_pixel_centers=i % 3 == 2
+        )
         x = int16_values(rng, h * w * c)
         out = np.zeros(oh * ow * c, np.int16)
         K.call(kernel.function, kernel.struct, p, x, out)
@@ -429,8 +573,16 @@ def test_minmax_and_resize_nearest_s16(K):
 
 
 def test_16x8_builders_refuse_what_tflm_does_not_run():
-    kw = dict(input_elements=8, weights_shape=(2, 8), input_scale=0.001, input_zp=0, filter_scales=[0.01],
-              output_scale=0.001, output_zp=0, activation="NONE")
+    kw = dict(
+        input_elements=8,
+        weights_shape=(2, 8),
+        input_scale=0.001,
+        input_zp=0,
+        filter_scales=[0.01],
+        output_scale=0.001,
+        output_zp=0,
+        activation="NONE",
+    )
     with pytest.raises(ValueError, match="zero points must be 0"):
         kb16.fully_connected_s16_params(**dict(kw, input_zp=3))
     with pytest.raises(ValueError, match="at most 7"):
@@ -452,6 +604,7 @@ def test_softmax_builders_refuse_what_tflm_does_not_run():
 
 # ------------------------------------------------------------------------- models against TFLM
 
+
 def test_fixture_index_matches_the_files():
     for f in INDEX:
         assert hashlib.sha256((OPS_FIXTURES / f["file"]).read_bytes()).hexdigest() == f["sha256"], f["file"]
@@ -472,8 +625,18 @@ def host_bundles(tmp_path_factory):
     bundles = {f: api.generate(OPS_FIXTURES / f, "host", root / Path(f).stem, prefix=Path(f).stem) for f in FILES}
     models, asm_includes = cbuild.model_sources(bundles.values())
     lib = root / "libint16.so"
-    cmd = [cbuild.host_cc(), *cbuild.HOST_FLAGS, *asm_includes, "-fPIC", "-shared", "-I", str(cbuild.INFERENCE),
-           *map(str, models + cbuild.KERNEL_SOURCES), "-o", str(lib)]
+    cmd = [
+        cbuild.host_cc(),
+        *cbuild.HOST_FLAGS,
+        *asm_includes,
+        "-fPIC",
+        "-shared",
+        "-I",
+        str(cbuild.INFERENCE),
+        *map(str, models + cbuild.KERNEL_SOURCES),
+        "-o",
+        str(lib),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for b in bundles.values():
@@ -525,6 +688,7 @@ def test_validate_and_infer_take_int16_inputs():
 
 # ----------------------------------------------------------------------- what legality refuses
 
+
 @pytest.mark.parametrize("model_file", sorted(REFUSED))
 def test_ops_without_an_int16_variant_are_refused(model_file):
     with pytest.raises(UnsupportedModelError) as err:
@@ -551,8 +715,13 @@ def test_int16_softmax_needs_tflm_output_quantization():
 def test_training_a_16x8_model_is_refused(tmp_path):
     rng = np.random.default_rng(0)
     data = tmp_path / "d.npz"
-    np.savez(data, x_train=rng.uniform(-1, 1, (8, 6, 6, 3)).astype(np.float32), y_train=rng.integers(0, 5, 8),
-             x_test=rng.uniform(-1, 1, (4, 6, 6, 3)).astype(np.float32), y_test=rng.integers(0, 5, 4))
+    np.savez(
+        data,
+        x_train=rng.uniform(-1, 1, (8, 6, 6, 3)).astype(np.float32),
+        y_train=rng.integers(0, 5, 8),
+        x_test=rng.uniform(-1, 1, (4, 6, 6, 3)).astype(np.float32),
+        y_test=rng.integers(0, 5, 4),
+    )
     refusal = r"op \d+ \w+ .* has int16 activations \(16x8\): training is int8-only"
     with pytest.raises(UnsupportedModelError, match=refusal):
         api.generate(OPS_FIXTURES / "s16_cnn_float.tflite", "host", tmp_path / "b", data_path=data)

@@ -4,6 +4,7 @@ int16 sigmoid and tanh against their float definitions, the fixtures (tests/fixt
 bit for bit against the tflite-micro interpreter over input sequences, the state across invokes
 and after a reset against TFLM's, the sanitizer build, and what legality refuses.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,6 +22,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cbuild  # noqa: E402
+
 from zoflash import api  # noqa: E402
 from zoflash.compiler import kernels as kb  # noqa: E402
 from zoflash.compiler.ir import Quantization  # noqa: E402
@@ -37,10 +39,23 @@ INDEX = json.loads((OPS_FIXTURES / "lstm.json").read_text())
 FIXTURES = [f["file"] for f in INDEX]
 
 # The builder/struct contract sample (tests/test_kernels.py collects it).
-SAMPLES = {"lstm_s8_s16": dict(batches=2, time_steps=3, input_size=5, units=4, time_major=False, input_scale=0.03,
-                               input_zp=-3, input_weight_scales=[0.01, 0.02, 0.015, 0.01],
-                               recurrent_weight_scales=[0.02, 0.01, 0.01, 0.03], hidden_scale=1 / 128, hidden_zp=4,
-                               cell_scale=2 ** -11, cell_clip=0.0)}
+SAMPLES = {
+    "lstm_s8_s16": dict(
+        batches=2,
+        time_steps=3,
+        input_size=5,
+        units=4,
+        time_major=False,
+        input_scale=0.03,
+        input_zp=-3,
+        input_weight_scales=[0.01, 0.02, 0.015, 0.01],
+        recurrent_weight_scales=[0.02, 0.01, 0.01, 0.03],
+        hidden_scale=1 / 128,
+        hidden_zp=4,
+        cell_scale=2**-11,
+        cell_clip=0.0,
+    )
+}
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +66,10 @@ def K():
 def assert_same(got, want, what):
     got, want = np.asarray(got), np.asarray(want).reshape(np.shape(got))
     bad = np.flatnonzero(got.reshape(-1) != want.reshape(-1))
-    assert bad.size == 0, (f"{what}: {bad.size} of {got.size} differ; first at {bad[0]}: "
-                           f"C {got.reshape(-1)[bad[0]]} vs reference {want.reshape(-1)[bad[0]]}")
+    assert bad.size == 0, (
+        f"{what}: {bad.size} of {got.size} differ; first at {bad[0]}: "
+        f"C {got.reshape(-1)[bad[0]]} vs reference {want.reshape(-1)[bad[0]]}"
+    )
 
 
 def f32(v) -> float:
@@ -72,6 +89,7 @@ def test_sigmoid_table_is_the_same_in_c_and_in_the_reference():
 
 # ------------------------------------------------------------------------- C vs NumPy reference
 
+
 def _random_case(rng, i):
     batches, steps = int(rng.integers(1, 4)), int(rng.integers(1, 7))
     n_in, units = int(rng.integers(1, 20)), int(rng.integers(1, 17))
@@ -79,17 +97,27 @@ def _random_case(rng, i):
     # Power-of-two cell scales from 2^-15 to 2^-9 (the tanh's right and left shifts), and others.
     cell_s = f32(2.0 ** -rng.integers(9, 16) * (1 if i % 3 else rng.uniform(0.75, 1.4)))
     clip = 0.0 if i % 2 else f32(rng.uniform(0.1, 1.2) * cell_s * 32768)
-    p = kb.lstm_params(batches=batches, time_steps=steps, input_size=n_in, units=units, time_major=bool(i % 4 == 1),
-                       input_scale=in_s, input_zp=int(rng.integers(-128, 128)),
-                       input_weight_scales=[f32(rng.uniform(0.2, 3) / (n_in * 40 * in_s)) for _ in range(4)],
-                       recurrent_weight_scales=[f32(rng.uniform(0.2, 3) / (units * 40 * h_s)) for _ in range(4)],
-                       hidden_scale=h_s, hidden_zp=int(rng.integers(-20, 21)), cell_scale=cell_s, cell_clip=clip)
+    p = kb.lstm_params(
+        batches=batches,
+        time_steps=steps,
+        input_size=n_in,
+        units=units,
+        time_major=bool(i % 4 == 1),
+        input_scale=in_s,
+        input_zp=int(rng.integers(-128, 128)),
+        input_weight_scales=[f32(rng.uniform(0.2, 3) / (n_in * 40 * in_s)) for _ in range(4)],
+        recurrent_weight_scales=[f32(rng.uniform(0.2, 3) / (units * 40 * h_s)) for _ in range(4)],
+        hidden_scale=h_s,
+        hidden_zp=int(rng.integers(-20, 21)),
+        cell_scale=cell_s,
+        cell_clip=clip,
+    )
     wx = [rng.integers(-127, 128, (units, n_in)).astype(np.int8) for _ in range(4)]
     wh = [rng.integers(-127, 128, (units, units)).astype(np.int8) for _ in range(4)]
     bias_s = [in_s * 0.01 for _ in range(4)]
     bs = [np.round(rng.normal(0, 1.5, units) / s).astype(np.int32) for s in bias_s]
     if i % 5 == 0:  # extreme biases: saturated gates and int32 wrap-around in the accumulator
-        bs[int(rng.integers(4))][:] = rng.choice([-2**31, 2**31 - 1], units)
+        bs[int(rng.integers(4))][:] = rng.choice([-(2**31), 2**31 - 1], units)
     return p, wx, wh, bs
 
 
@@ -111,8 +139,10 @@ def test_lstm_sequences_c_vs_reference(K):
             want = ref.lstm(p, x, wx, wh, bs, hidden_ref, cell_ref)
             out = np.zeros(p["batches"] * p["time_steps"] * p["units"], np.int8)
             K.call(kernel.function, kernel.struct, p, x, *wx, *wh, *bs, hidden_c, cell_c, out)
-            what = (f"lstm case {i} invoke {invoke} (batches {p['batches']}, steps {p['time_steps']}, "
-                    f"inputs {p['input_size']}, units {p['units']}, time_major {p['time_major']})")
+            what = (
+                f"lstm case {i} invoke {invoke} (batches {p['batches']}, steps {p['time_steps']}, "
+                f"inputs {p['input_size']}, units {p['units']}, time_major {p['time_major']})"
+            )
             assert_same(out, want, what)
             assert_same(hidden_c, hidden_ref, what + " hidden")
             assert_same(cell_c, cell_ref, what + " cell")
@@ -124,8 +154,8 @@ def test_int16_sigmoid_and_tanh_follow_their_definitions():
     q = np.arange(-32768, 32768)
     x = q / 4096.0
     sig, tanh = ref.sigmoid_s16(q * 3) / 32768.0, ref.tanh_s16(q * 3) / 32768.0
-    assert np.abs(sig - 1 / (1 + np.exp(-x))).max() < 2 ** -10
-    assert np.abs(tanh - np.tanh(x)).max() < 2 ** -10
+    assert np.abs(sig - 1 / (1 + np.exp(-x))).max() < 2**-10
+    assert np.abs(tanh - np.tanh(x)).max() < 2**-10
     assert ref.sigmoid_s16(0) == 16384 and ref.tanh_s16(0) == 0
     assert ref.sigmoid_s16(1 << 20) == 32767 and ref.tanh_s16(-(1 << 20)) == -32767  # past the table
     inner = q[1:]
@@ -168,6 +198,7 @@ def test_builder_refuses_what_tflm_cannot_run():
 
 # ------------------------------------------------------------------------- models against TFLM
 
+
 def test_fixture_index_matches_the_files():
     for f in INDEX:
         assert hashlib.sha256((OPS_FIXTURES / f["file"]).read_bytes()).hexdigest() == f["sha256"], f["file"]
@@ -190,8 +221,18 @@ def host_bundles(tmp_path_factory):
     bundles = {p.name: api.generate(p, "host", root / p.stem, prefix=p.stem) for p in paths}
     models, asm_includes = cbuild.model_sources(bundles.values())
     lib = root / "liblstm.so"
-    cmd = [cbuild.host_cc(), *cbuild.HOST_FLAGS, *asm_includes, "-fPIC", "-shared", "-I", str(cbuild.INFERENCE),
-           *map(str, models + cbuild.KERNEL_SOURCES), "-o", str(lib)]
+    cmd = [
+        cbuild.host_cc(),
+        *cbuild.HOST_FLAGS,
+        *asm_includes,
+        "-fPIC",
+        "-shared",
+        "-I",
+        str(cbuild.INFERENCE),
+        *map(str, models + cbuild.KERNEL_SOURCES),
+        "-o",
+        str(lib),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for b in bundles.values():
@@ -221,7 +262,7 @@ def test_sequence_bit_exact_against_tflm(name, host_bundles):
     assert_same(ReferenceForward(model).forward(x), golden, f"{name}: reference vs TFLM")
     # The state matters: each input alone, from a reset state, gives other outputs (mnist_lstm's
     # saturated softmax hides most of it).
-    alone = np.stack([(m.reset(), m.run(x[i:i + 1]))[1][0] for i in range(20, 40)])
+    alone = np.stack([(m.reset(), m.run(x[i : i + 1]))[1][0] for i in range(20, 40)])
     assert np.mean(alone != ours[20:40]) > (0.01 if name == "mnist_lstm.tflite" else 0.3)
 
 
@@ -280,9 +321,12 @@ def test_sanitizer_build_matches(host_bundles, tmp_path):
     x = _inputs(_path("lstm_clip.tflite"), 12)
     (tmp_path / "in.bin").write_bytes(x.tobytes())
     exe = bundle.path / "build" / f"{bundle.prefix}_run_asan"
-    proc = subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], capture_output=True,
-                          text=True, env={**os.environ, "UBSAN_OPTIONS": "halt_on_error=1",
-                                          "ASAN_OPTIONS": "detect_leaks=1"})
+    proc = subprocess.run(
+        [str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "UBSAN_OPTIONS": "halt_on_error=1", "ASAN_OPTIONS": "detect_leaks=1"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = HostModel(bundle)
     m.reset()
@@ -298,6 +342,7 @@ def test_cortex_m55_compile_is_warning_free(tmp_path):
 
 
 # ----------------------------------------------------------------------- what legality refuses
+
 
 def _problems(graph) -> str:
     with pytest.raises(UnsupportedModelError) as err:
@@ -318,10 +363,13 @@ def _with_input(graph, op, pos: int, source: int):
     return graph
 
 
-@pytest.mark.parametrize("positions, rule", [
-    ((1, 5, 12), "CIFG (coupled input and forget gates"),
-    ((5,), "CIFG (coupled input and forget gates"),
-])
+@pytest.mark.parametrize(
+    "positions, rule",
+    [
+        ((1, 5, 12), "CIFG (coupled input and forget gates"),
+        ((5,), "CIFG (coupled input and forget gates"),
+    ],
+)
 def test_cifg_is_refused(positions, rule):
     graph, op = _graph()
     for pos in positions:
@@ -329,9 +377,17 @@ def test_cifg_is_refused(positions, rule):
     assert rule in _problems(graph)
 
 
-@pytest.mark.parametrize("pos, rule", [(9, "peephole connections"), (11, "peephole connections"),
-                                       (16, "a projection layer"), (17, "a projection layer"),
-                                       (20, "layer normalisation"), (23, "layer normalisation")])
+@pytest.mark.parametrize(
+    "pos, rule",
+    [
+        (9, "peephole connections"),
+        (11, "peephole connections"),
+        (16, "a projection layer"),
+        (17, "a projection layer"),
+        (20, "layer normalisation"),
+        (23, "layer normalisation"),
+    ],
+)
 def test_variants_are_refused_by_name(pos, rule):
     graph, op = _graph()
     problems = _problems(_with_input(graph, op, pos, op.inputs[12]))  # any tensor makes the variant present
@@ -362,8 +418,9 @@ def test_weights_must_be_symmetric_per_tensor():
     graph, op = _graph()
     w, r = graph.tensors[op.inputs[2]], graph.tensors[op.inputs[6]]
     graph.tensors[w.index] = replace(w, quant=Quantization((w.quant.scale,), (3,)))
-    graph.tensors[r.index] = replace(r, quant=Quantization(tuple([r.quant.scale] * r.shape[0]),
-                                                           tuple([0] * r.shape[0]), axis=0))
+    graph.tensors[r.index] = replace(
+        r, quant=Quantization(tuple([r.quant.scale] * r.shape[0]), tuple([0] * r.shape[0]), axis=0)
+    )
     problems = _problems(graph)
     assert "the weights must be quantized per tensor and symmetric" in problems
     assert f"'{w.name}' has zero point 3" in problems and f"'{r.name}' not quantized per tensor" in problems
@@ -372,8 +429,9 @@ def test_weights_must_be_symmetric_per_tensor():
 def test_shapes_must_agree():
     graph, op = _graph()
     w = graph.tensors[op.inputs[3]]
-    graph.tensors[w.index] = replace(w, shape=(w.shape[0], w.shape[1] + 1),
-                                     data=np.zeros((w.shape[0], w.shape[1] + 1), np.int8))
+    graph.tensors[w.index] = replace(
+        w, shape=(w.shape[0], w.shape[1] + 1), data=np.zeros((w.shape[0], w.shape[1] + 1), np.int8)
+    )
     assert f"'{w.name}' [8, 6]" in _problems(graph)
     graph, op = _graph()
     h = graph.tensors[op.inputs[18]]
@@ -381,10 +439,13 @@ def test_shapes_must_agree():
     assert "hidden state [batches, units]" in _problems(graph)
 
 
-@pytest.mark.parametrize("option, value, rule", [
-    ("fused_activation_function", "RELU", "fused_activation_function is 'RELU' (supported: TANH)"),
-    ("diagonal_recurrent_tensors", True, "diagonal_recurrent_tensors is True (supported: False)"),
-])
+@pytest.mark.parametrize(
+    "option, value, rule",
+    [
+        ("fused_activation_function", "RELU", "fused_activation_function is 'RELU' (supported: TANH)"),
+        ("diagonal_recurrent_tensors", True, "diagonal_recurrent_tensors is True (supported: False)"),
+    ],
+)
 def test_options_outside_tflm_are_refused(option, value, rule):
     graph, op = _graph()
     graph.ops[op.index] = replace(op, options={**op.options, option: value})

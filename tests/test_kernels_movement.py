@@ -5,6 +5,7 @@ The C kernels, with params from zoflash.compiler.kernels, against NumPy's own st
 fixture models of tests/fixtures/ops/movement.json against the tflite-micro interpreter; the
 constraints on hand-broken models; and the Cortex-M55 build of generated code with several outputs.
 """
+
 from __future__ import annotations
 
 import copy
@@ -18,6 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cbuild  # noqa: E402
+
 from zoflash import api  # noqa: E402
 from zoflash.compiler import kernels as kb  # noqa: E402
 from zoflash.compiler.ops import KERNELS  # noqa: E402
@@ -33,8 +35,15 @@ N_CASES = 150
 SAMPLES = {  # one valid call of each builder
     "transpose": dict(input_shape=(1, 2, 3, 4), perm=(0, 3, 1, 2)),
     "slice": dict(input_shape=(1, 4, 5), begin=(0, 1, 2), size=(1, -1, 2)),
-    "strided_slice": dict(input_shape=(1, 6, 5), begin=(0, 1, -1), end=(1, 5, 0), strides=(1, 2, -1),
-                          begin_mask=0, end_mask=0, shrink_axis_mask=0),
+    "strided_slice": dict(
+        input_shape=(1, 6, 5),
+        begin=(0, 1, -1),
+        end=(1, 5, 0),
+        strides=(1, 2, -1),
+        begin_mask=0,
+        end_mask=0,
+        shrink_axis_mask=0,
+    ),
     "pack": dict(input_shape=(2, 3), count=4, axis=1),
     "split": dict(input_shape=(1, 6, 4), axis=1, sizes=(1, 3, 2)),
     "gather": dict(input_shape=(3, 5, 2), axis=1, indices=(4, 0, 0)),
@@ -75,17 +84,20 @@ def test_builders_emit_exactly_the_struct_fields():
         assert list(params) == [f for f, _ in structs[info.struct]], name
 
 
-@pytest.mark.parametrize("name, change", [
-    ("transpose", dict(perm=(0, 1, 1, 2))),
-    ("slice", dict(begin=(0, 5, 0))),
-    ("slice", dict(size=(1, 1, 4))),
-    ("strided_slice", dict(strides=(1, 0, 1))),
-    ("strided_slice", dict(begin=(0, 6, 0), shrink_axis_mask=2)),     # shrunk axis begins past its end
-    ("pack", dict(axis=3)),
-    ("split", dict(sizes=(1, 3, 3))),
-    ("gather", dict(indices=(5,))),
-    ("gather", dict(indices=(-1,))),
-])
+@pytest.mark.parametrize(
+    "name, change",
+    [
+        ("transpose", dict(perm=(0, 1, 1, 2))),
+        ("slice", dict(begin=(0, 5, 0))),
+        ("slice", dict(size=(1, 1, 4))),
+        ("strided_slice", dict(strides=(1, 0, 1))),
+        ("strided_slice", dict(begin=(0, 6, 0), shrink_axis_mask=2)),  # shrunk axis begins past its end
+        ("pack", dict(axis=3)),
+        ("split", dict(sizes=(1, 3, 3))),
+        ("gather", dict(indices=(5,))),
+        ("gather", dict(indices=(-1,))),
+    ],
+)
 def test_builders_refuse_what_tflm_cannot_run(name, change):
     with pytest.raises(ValueError):
         KERNELS[name].build(**{**SAMPLES[name], **change})
@@ -131,8 +143,15 @@ def test_strided_slice_matches_python_indexing(K):
         for k, d in enumerate(shape):
             if shrink >> k & 1:  # a shrunk axis indexes one element inside the axis
                 begin[k], strides[k] = int(rng.integers(-d, d)), 1
-        kw = dict(input_shape=shape, begin=begin, end=end, strides=strides, begin_mask=masks[0], end_mask=masks[1],
-                  shrink_axis_mask=shrink)
+        kw = dict(
+            input_shape=shape,
+            begin=begin,
+            end=end,
+            strides=strides,
+            begin_mask=masks[0],
+            end_mask=masks[1],
+            shrink_axis_mask=shrink,
+        )
         x = rand_i8(rng, shape)
         want = ref.strided_slice_op(x, begin, end, strides, masks[0], masks[1], shrink)
         axes = kb.strided_slice_axes(**kw)
@@ -194,6 +213,7 @@ def test_gather_matches_numpy_take(K):
 
 # ----------------------------------------------------------------------------- fixture models
 
+
 def sample_inputs(path: Path, n: int) -> np.ndarray:
     x = api.random_inputs(api.load_model(path), n, 0)
     x[0], x[1], x[2] = -128, 127, 0
@@ -205,6 +225,7 @@ def test_index_lists_the_fixtures():
     files = sorted(p.name for p in OPS_DIR.glob("*.tflite") if p.name in {f["file"] for f in INDEX})
     assert files == sorted(f["file"] for f in INDEX)
     import hashlib
+
     for f in INDEX:
         assert hashlib.sha256((OPS_DIR / f["file"]).read_bytes()).hexdigest() == f["sha256"], f["file"]
     covered = {t for f in INDEX for t in f["ops"]}
@@ -241,14 +262,16 @@ def test_several_outputs_lower_to_one_call_with_an_output_array(tmp_path):
 
 
 @pytest.mark.cross
-@pytest.mark.parametrize("model_file", ["pack_unpack.tflite", "split_v.tflite", "gather.tflite",
-                                        "strided_slice.tflite"])
+@pytest.mark.parametrize(
+    "model_file", ["pack_unpack.tflite", "split_v.tflite", "gather.tflite", "strided_slice.tflite"]
+)
 def test_cortex_m55_compile_is_warning_free(model_file, tmp_path):
     bundle = api.generate(OPS_DIR / model_file, "host", tmp_path / "b")
     cbuild.cross_compile_bundle(bundle.path, tmp_path)
 
 
 # -------------------------------------------------------------------------------- constraints
+
 
 def _refused(path: str, edit, fragment: str) -> None:
     model = api.load_model(OPS_DIR / path)
@@ -270,31 +293,54 @@ def _set_const(graph, op_type, pos, values):
 
 def test_strided_slice_ellipsis_and_new_axis_masks_are_refused():
     for mask in ("ellipsis_mask", "new_axis_mask"):
-        _refused("strided_slice.tflite", lambda g: _op(g, "STRIDED_SLICE").options.__setitem__(mask, 1),
-                 f"{mask} is 1 (supported: 0 (TFLM's kernel ignores this mask")
+        _refused(
+            "strided_slice.tflite",
+            lambda g, mask=mask: _op(g, "STRIDED_SLICE").options.__setitem__(mask, 1),
+            f"{mask} is 1 (supported: 0 (TFLM's kernel ignores this mask",
+        )
 
 
 def test_constraints_refuse_inconsistent_parameters():
-    _refused("transpose_4d.tflite", lambda g: _set_const(g, "TRANSPOSE", 1, [0, 3, 3, 2]),
-             "the permutation must hold each input dimension exactly once")
-    _refused("transpose_4d.tflite", lambda g: _set_const(g, "TRANSPOSE", 1, [0, 3, 2, 1]),
-             "the output must be the input's dimensions in the permutation's order")
+    _refused(
+        "transpose_4d.tflite",
+        lambda g: _set_const(g, "TRANSPOSE", 1, [0, 3, 3, 2]),
+        "the permutation must hold each input dimension exactly once",
+    )
+    _refused(
+        "transpose_4d.tflite",
+        lambda g: _set_const(g, "TRANSPOSE", 1, [0, 3, 2, 1]),
+        "the output must be the input's dimensions in the permutation's order",
+    )
     _refused("slice.tflite", lambda g: _set_const(g, "SLICE", 1, [0, 5, 2, 1]), "the slice must lie within the input")
-    _refused("strided_slice.tflite", lambda g: _set_const(g, "STRIDED_SLICE", 3, [1, 2, 0, -3]),
-             "no stride may be 0")
-    _refused("strided_slice.tflite", lambda g: _set_const(g, "STRIDED_SLICE", 3, [1, 1, -1, -3]),
-             "the output's shape must be what begin, end, strides and the masks select")
+    _refused("strided_slice.tflite", lambda g: _set_const(g, "STRIDED_SLICE", 3, [1, 2, 0, -3]), "no stride may be 0")
+    _refused(
+        "strided_slice.tflite",
+        lambda g: _set_const(g, "STRIDED_SLICE", 3, [1, 1, -1, -3]),
+        "the output's shape must be what begin, end, strides and the masks select",
+    )
     _refused("gather.tflite", lambda g: _set_const(g, "GATHER", 1, [4, 0, 0, 2, 6, 1]), "indices [6] outside [0, 6)")
     _refused("gather.tflite", lambda g: _set_const(g, "GATHER", 1, [4, 0, 0, 2, -1, 1]), "indices [-1] outside")
     _refused("split_v.tflite", lambda g: _set_const(g, "SPLIT_V", 1, [2, 2, 2]), "the outputs must divide the input")
-    _refused("split.tflite", lambda g: _op(g, "SPLIT").options.__setitem__("num_splits", 2),
-             "the outputs must divide the input")
-    _refused("pack_unpack.tflite", lambda g: _op(g, "UNPACK").options.__setitem__("axis", 1),
-             "the outputs must divide the input")
-    _refused("pack_unpack.tflite", lambda g: _op(g, "PACK").options.__setitem__("axis", 2),
-             "the output must be the inputs' shape with their count inserted at the axis")
-    _refused("gather.tflite", lambda g: _op(g, "GATHER").options.__setitem__("batch_dims", 1),
-             "batch_dims is 1 (supported: 0)")
+    _refused(
+        "split.tflite",
+        lambda g: _op(g, "SPLIT").options.__setitem__("num_splits", 2),
+        "the outputs must divide the input",
+    )
+    _refused(
+        "pack_unpack.tflite",
+        lambda g: _op(g, "UNPACK").options.__setitem__("axis", 1),
+        "the outputs must divide the input",
+    )
+    _refused(
+        "pack_unpack.tflite",
+        lambda g: _op(g, "PACK").options.__setitem__("axis", 2),
+        "the output must be the inputs' shape with their count inserted at the axis",
+    )
+    _refused(
+        "gather.tflite",
+        lambda g: _op(g, "GATHER").options.__setitem__("batch_dims", 1),
+        "batch_dims is 1 (supported: 0)",
+    )
 
 
 @pytest.mark.parametrize("model_file", [f["file"] for f in INDEX])
@@ -321,8 +367,7 @@ def test_mutants_are_rejected_or_verify(model_file):
     assert accepted < 60
 
 
-@pytest.mark.parametrize("model_file", ["transpose_5d.tflite", "pack_unpack.tflite", "split_v.tflite",
-                                        "gather.tflite"])
+@pytest.mark.parametrize("model_file", ["transpose_5d.tflite", "pack_unpack.tflite", "split_v.tflite", "gather.tflite"])
 def test_extents_equal_their_tensors(model_file):
     """Where a kernel reads its whole input, the extents are exactly the tensors' sizes."""
     model = compile_graph(api.load_model(OPS_DIR / model_file).graph)

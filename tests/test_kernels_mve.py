@@ -10,6 +10,7 @@ QEMU mps3-an547. The test recomputes the hashes from zoflash.reference.kernels.
 
 Whole models on the M55 against TFLM: tests/test_m55_models.py.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,6 +33,7 @@ from test_kernels import (  # noqa: E402
     random_broadcast_shapes,
     random_conv_case,
 )
+
 from zoflash.compiler import kernels as kb  # noqa: E402
 from zoflash.compiler import quant  # noqa: E402
 from zoflash.compiler.ops import KERNELS  # noqa: E402
@@ -68,11 +70,20 @@ def conv_case(rng, i):
     c = random_conv_case(rng, pointwise=(i % 3 == 0))
     k = c["kh"] * c["kw"] * c["fc"]
     in_s, fs, out_s = conv_scales(rng, k, bool(i % 2), c["oc"])
-    params = kb.conv2d_params(input_hwc=(c["h"], c["w"], c["c"]), output_hwc=(c["oh"], c["ow"], c["oc"]),
-                              filter_ohwi=(c["oc"], c["kh"], c["kw"], c["fc"]), stride_hw=(c["sh"], c["sw"]),
-                              dilation_hw=(c["dh"], c["dw"]), padding=c["padding"], input_scale=in_s,
-                              input_zp=zp(rng), filter_scales=fs, output_scale=out_s, output_zp=zp(rng),
-                              activation=ACTS[i % 4])
+    params = kb.conv2d_params(
+        input_hwc=(c["h"], c["w"], c["c"]),
+        output_hwc=(c["oh"], c["ow"], c["oc"]),
+        filter_ohwi=(c["oc"], c["kh"], c["kw"], c["fc"]),
+        stride_hw=(c["sh"], c["sw"]),
+        dilation_hw=(c["dh"], c["dw"]),
+        padding=c["padding"],
+        input_scale=in_s,
+        input_zp=zp(rng),
+        filter_scales=fs,
+        output_scale=out_s,
+        output_zp=zp(rng),
+        activation=ACTS[i % 4],
+    )
     x = extreme_i8(rng, (c["h"], c["w"], c["c"]))
     w = extreme_i8(rng, (c["oc"], c["kh"], c["kw"], c["fc"]))
     b = rng.integers(-30000, 30000, c["oc"]).astype(np.int32) if i % 5 else None
@@ -98,9 +109,20 @@ def depthwise_case(rng, i):
     oc = c * dm
     in_s, fs, out_s = conv_scales(rng, kh * kw, bool(i % 2), oc)
     params = kb.depthwise_conv2d_params(
-        input_hwc=(h, w, c), output_hwc=(oh, ow, oc), filter_1hwo=(1, kh, kw, oc), stride_hw=(sh, sw),
-        dilation_hw=(dh, dw), padding=padding, depth_multiplier=dm, input_scale=in_s, input_zp=zp(rng),
-        filter_scales=fs, output_scale=out_s, output_zp=zp(rng), activation=ACTS[i % 4])
+        input_hwc=(h, w, c),
+        output_hwc=(oh, ow, oc),
+        filter_1hwo=(1, kh, kw, oc),
+        stride_hw=(sh, sw),
+        dilation_hw=(dh, dw),
+        padding=padding,
+        depth_multiplier=dm,
+        input_scale=in_s,
+        input_zp=zp(rng),
+        filter_scales=fs,
+        output_scale=out_s,
+        output_zp=zp(rng),
+        activation=ACTS[i % 4],
+    )
     x = extreme_i8(rng, (h, w, c))
     wt = extreme_i8(rng, (1, kh, kw, oc))
     b = rng.integers(-20000, 20000, oc).astype(np.int32) if i % 3 else None
@@ -113,9 +135,16 @@ def fc_case(rng, i):
     units = int(rng.choice([1, 3, 4, 5, 10, 65, int(rng.integers(1, 80))]))
     per_channel = bool(i % 2) and units > 1
     in_s, fs, out_s = conv_scales(rng, depth, per_channel, units)
-    params = kb.fully_connected_params(input_elements=rows * depth, weights_shape=(units, depth),
-                                       input_scale=in_s, input_zp=zp(rng), filter_scales=fs,
-                                       output_scale=out_s, output_zp=zp(rng), activation=ACTS[i % 4])
+    params = kb.fully_connected_params(
+        input_elements=rows * depth,
+        weights_shape=(units, depth),
+        input_scale=in_s,
+        input_zp=zp(rng),
+        filter_scales=fs,
+        output_scale=out_s,
+        output_zp=zp(rng),
+        activation=ACTS[i % 4],
+    )
     x = extreme_i8(rng, rows * depth)
     w = extreme_i8(rng, (units, depth))
     b = rng.integers(-50000, 50000, units).astype(np.int32) if i % 3 else None
@@ -138,9 +167,18 @@ def binary_case(rng, i, kind):
         o_s = f32(max(a_s, b_s) * rng.uniform(0.5, 3.0))
     else:
         o_s = f32(a_s * b_s * 128 * rng.uniform(0.05, 2.0) * (0.002 if i % 5 == 0 else 1.0))
-    params = KERNELS[kind].build(input1_shape=s1, input2_shape=s2, output_shape=so, input1_scale=a_s,
-                                 input1_zp=zp(rng), input2_scale=b_s, input2_zp=zp(rng), output_scale=o_s,
-                                 output_zp=zp(rng), activation=ACTS[i % 4])
+    params = KERNELS[kind].build(
+        input1_shape=s1,
+        input2_shape=s2,
+        output_shape=so,
+        input1_scale=a_s,
+        input1_zp=zp(rng),
+        input2_scale=b_s,
+        input2_zp=zp(rng),
+        output_scale=o_s,
+        output_zp=zp(rng),
+        activation=ACTS[i % 4],
+    )
     a, b = extreme_i8(rng, s1), extreme_i8(rng, s2)
     return kind, params, [a, b], (ref.add_s8 if kind == "add" else ref.mul_s8)(params, a, b)
 
@@ -158,9 +196,16 @@ def pool_case(rng, i, kind="max_pool", big=False):
         (oh, ow), _ = quant.compute_padding_hw((sh, sw), (1, 1), (h, w), (fh, fw), padding)
         if oh >= 1 and ow >= 1:
             break
-    params = kb.pool_params(input_hwc=(h, w, c), output_hwc=(oh, ow, c), filter_hw=(fh, fw), stride_hw=(sh, sw),
-                            padding=padding, output_scale=f32(rng.uniform(0.01, 0.1)), output_zp=zp(rng),
-                            activation=ACTS[i % 4])
+    params = kb.pool_params(
+        input_hwc=(h, w, c),
+        output_hwc=(oh, ow, c),
+        filter_hw=(fh, fw),
+        stride_hw=(sh, sw),
+        padding=padding,
+        output_scale=f32(rng.uniform(0.01, 0.1)),
+        output_zp=zp(rng),
+        activation=ACTS[i % 4],
+    )
     x = extreme_i8(rng, (h, w, c))
     return kind, params, [x], (ref.max_pool_s8 if kind == "max_pool" else ref.avg_pool_s8)(params, x)
 
@@ -199,8 +244,9 @@ def render(cases) -> str:
                 inits.append(f".{f} = {int(params[f])}")
         src.append(f"static const {info.struct} p{n} = {{{', '.join(inits)}}};\n")
         for variant, fn in (("mve", info.function), ("portable", info.function + "_portable")):
-            calls.append(f"    case {2 * n + (variant == 'portable')}: {fn}(&p{n}, {', '.join(args)}, out); "
-                         f"return {want.size};")
+            calls.append(
+                f"    case {2 * n + (variant == 'portable')}: {fn}(&p{n}, {', '.join(args)}, out); return {want.size};"
+            )
         max_out = max(max_out, want.size)
     src.append(f"#define N_CALLS {2 * len(cases)}")
     src.append(f"static int8_t out[{max_out + GUARD}] __attribute__((aligned(4)));")
@@ -254,13 +300,29 @@ def run_on_m55(tmp_path, cases, opt="-O2"):
     (tmp_path / "cases.c").write_text(render(cases) + MAIN_C)
     elf = tmp_path / "mve.elf"
     flags = [f if f != "-O2" else opt for f in cbuild.CROSS_FLAGS]
-    cmd = ["arm-none-eabi-gcc", *flags, "-ffreestanding", "-nostdlib", "-nostartfiles", f"-I{cbuild.INFERENCE}",
-           "-T", str(M55 / "link.ld"), str(M55 / "startup.c"), str(tmp_path / "cases.c"),
-           *map(str, cbuild.KERNEL_SOURCES), "-lgcc", "-o", str(elf)]
+    cmd = [
+        "arm-none-eabi-gcc",
+        *flags,
+        "-ffreestanding",
+        "-nostdlib",
+        "-nostartfiles",
+        f"-I{cbuild.INFERENCE}",
+        "-T",
+        str(M55 / "link.ld"),
+        str(M55 / "startup.c"),
+        str(tmp_path / "cases.c"),
+        *map(str, cbuild.KERNEL_SOURCES),
+        "-lgcc",
+        "-o",
+        str(elf),
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-4000:]
-    run = subprocess.run(["timeout", "60", "qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting",
-                          "-kernel", str(elf)], capture_output=True, text=True)
+    run = subprocess.run(
+        ["timeout", "60", "qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-kernel", str(elf)],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, (run.returncode, run.stdout[-2000:], run.stderr[-2000:])
     got = {}
     for line in (run.stdout + run.stderr).splitlines():  # semihosting output goes to stderr
@@ -333,7 +395,7 @@ def test_requant_extremes_mve(tmp_path):
         params["multiplier"] = [int(v) for v in rng.choice([2**30, 2**31 - 1, 1 << 16, 1518500250], oc)]
         params["shift"] = [int(v) for v in rng.choice([-31, -20, -1, 0, 1, 10], oc)]
         if b is not None:
-            b = rng.choice(np.array([-2**31, 2**31 - 1, -(1 << 20), 1 << 19], dtype=np.int64), oc).astype(np.int32)
+            b = rng.choice(np.array([-(2**31), 2**31 - 1, -(1 << 20), 1 << 19], dtype=np.int64), oc).astype(np.int32)
         if params.get("folded_bias") is not None:
             params["folded_bias"] = folded(w, b, params["input_zp"])
         want = (ref.conv2d_s8 if name == "conv2d" else ref.fully_connected_s8)(params, x, w, b)
@@ -355,7 +417,7 @@ def both_sign_scales(rng, oc):
     """Per-channel scales whose requantisation multipliers span 2^-9 .. 2^2: right and left shifts."""
     in_s = f32(rng.uniform(0.01, 0.05))
     base = f32(rng.uniform(0.002, 0.02))
-    fs = [f32(base * 2.0 ** u) for u in np.linspace(-9, 2, oc)[rng.permutation(oc)]]
+    fs = [f32(base * 2.0**u) for u in np.linspace(-9, 2, oc)[rng.permutation(oc)]]
     return in_s, fs, f32(in_s * base)
 
 
@@ -369,10 +431,20 @@ def grid_conv(rng, n, h, w, c, oc, kh, kw, stride, padding, dilation=1, groups=1
     fc = c // groups
     in_zp, out_zp = ZPS[n % len(ZPS)], ZPS[(n + 2) % len(ZPS)]
     in_s, fs, out_s = both_sign_scales(rng, oc) if spread else conv_scales(rng, kh * kw * fc, bool(n % 3), oc)
-    params = kb.conv2d_params(input_hwc=(h, w, c), output_hwc=(oh, ow, oc), filter_ohwi=(oc, kh, kw, fc),
-                              stride_hw=(stride, stride), dilation_hw=(dilation, dilation), padding=padding,
-                              input_scale=in_s, input_zp=in_zp, filter_scales=fs, output_scale=out_s,
-                              output_zp=out_zp, activation=ACTS[n % 4])
+    params = kb.conv2d_params(
+        input_hwc=(h, w, c),
+        output_hwc=(oh, ow, oc),
+        filter_ohwi=(oc, kh, kw, fc),
+        stride_hw=(stride, stride),
+        dilation_hw=(dilation, dilation),
+        padding=padding,
+        input_scale=in_s,
+        input_zp=in_zp,
+        filter_scales=fs,
+        output_scale=out_s,
+        output_zp=out_zp,
+        activation=ACTS[n % 4],
+    )
     x = small_i8(rng, (h, w, c), in_zp) if spread else extreme_i8(rng, (h, w, c))
     wt = small_i8(rng, (oc, kh, kw, fc)) if spread else extreme_i8(rng, (oc, kh, kw, fc))
     b = rng.integers(-30000, 30000, oc).astype(np.int32) if n % 4 else None
@@ -386,8 +458,11 @@ def conv_grid(rng):
             for stride in (1, 2):
                 for padding in ("SAME", "VALID"):
                     n = len(cases)
-                    cases.append(grid_conv(rng, n, 7, 6, c, CHANNELS[n % len(CHANNELS)], kh, kw, stride, padding,
-                                           spread=n % 5 == 1))
+                    cases.append(
+                        grid_conv(
+                            rng, n, 7, 6, c, CHANNELS[n % len(CHANNELS)], kh, kw, stride, padding, spread=n % 5 == 1
+                        )
+                    )
     for c, oc in ((65, 3), (100, 17), (128, 65), (33, 70), (48, 2), (49, 5)):  # 1x1 rows past 48 and 64 bytes
         cases.append(grid_conv(rng, len(cases), 3, 5, c, oc, 1, 1, 1, "VALID", spread=len(cases) % 2 == 0))
     for c, dilation in ((3, 2), (8, 3), (17, 2)):  # dilated: im2col
@@ -405,9 +480,20 @@ def grid_depthwise(rng, n, h, w, c, dm, kh, kw, stride, padding, dilation=1, spr
     in_zp, out_zp = ZPS[n % len(ZPS)], ZPS[(n + 3) % len(ZPS)]
     in_s, fs, out_s = both_sign_scales(rng, oc) if spread else conv_scales(rng, kh * kw, bool(n % 3), oc)
     params = kb.depthwise_conv2d_params(
-        input_hwc=(h, w, c), output_hwc=(oh, ow, oc), filter_1hwo=(1, kh, kw, oc), stride_hw=(stride, stride),
-        dilation_hw=(dilation, dilation), padding=padding, depth_multiplier=dm, input_scale=in_s, input_zp=in_zp,
-        filter_scales=fs, output_scale=out_s, output_zp=out_zp, activation=ACTS[n % 4])
+        input_hwc=(h, w, c),
+        output_hwc=(oh, ow, oc),
+        filter_1hwo=(1, kh, kw, oc),
+        stride_hw=(stride, stride),
+        dilation_hw=(dilation, dilation),
+        padding=padding,
+        depth_multiplier=dm,
+        input_scale=in_s,
+        input_zp=in_zp,
+        filter_scales=fs,
+        output_scale=out_s,
+        output_zp=out_zp,
+        activation=ACTS[n % 4],
+    )
     x = small_i8(rng, (h, w, c), in_zp) if spread else extreme_i8(rng, (h, w, c))
     wt = small_i8(rng, (1, kh, kw, oc)) if spread else extreme_i8(rng, (1, kh, kw, oc))
     b = rng.integers(-20000, 20000, oc).astype(np.int32) if n % 3 else None
@@ -422,8 +508,9 @@ def depthwise_grid(rng):
                 for padding in ("SAME", "VALID"):
                     n = len(cases)
                     k, dilation = ((3, 3), 1 + (n % 7 == 4)) if n % 3 else ((5, 5), 1)
-                    cases.append(grid_depthwise(rng, n, 7, 8, c, dm, *k, stride, padding, dilation=dilation,
-                                                spread=n % 5 == 2))
+                    cases.append(
+                        grid_depthwise(rng, n, 7, 8, c, dm, *k, stride, padding, dilation=dilation, spread=n % 5 == 2)
+                    )
     for c, dm in ((1, 3), (3, 4), (5, 3), (17, 3)):  # larger depth multipliers
         cases.append(grid_depthwise(rng, len(cases), 5, 6, c, dm, 3, 3, 1, "SAME"))
     for c, w in ((8, 40), (16, 33), (17, 70), (3, 65)):  # output rows longer than the 32 pixels kept
@@ -442,9 +529,16 @@ def fc_grid(rng):
             spread = len(cases) % 4 == 1
             in_s, fs, out_s = both_sign_scales(rng, u) if spread else conv_scales(rng, depth, bool(n % 2), u)
             in_zp, out_zp = ZPS[len(cases) % len(ZPS)], ZPS[(len(cases) + 1) % len(ZPS)]
-            params = kb.fully_connected_params(input_elements=rows * depth, weights_shape=(u, depth),
-                                               input_scale=in_s, input_zp=in_zp, filter_scales=fs,
-                                               output_scale=out_s, output_zp=out_zp, activation=ACTS[len(cases) % 4])
+            params = kb.fully_connected_params(
+                input_elements=rows * depth,
+                weights_shape=(u, depth),
+                input_scale=in_s,
+                input_zp=in_zp,
+                filter_scales=fs,
+                output_scale=out_s,
+                output_zp=out_zp,
+                activation=ACTS[len(cases) % 4],
+            )
             x = small_i8(rng, rows * depth, in_zp) if spread else extreme_i8(rng, rows * depth)
             w = small_i8(rng, (u, depth)) if spread else extreme_i8(rng, (u, depth))
             b = rng.integers(-50000, 50000, u).astype(np.int32) if len(cases) % 3 else None
@@ -452,9 +546,18 @@ def fc_grid(rng):
     return cases
 
 
-BROADCASTS = (((1, 1, 1, 8), (1, 4, 3, 8)), ((4, 3, 1), (1, 1, 5)), ((17,), ()), ((), (3, 16)),
-              ((2, 1, 15), (2, 3, 1)), ((1, 64), (5, 64)), ((3, 17), (3, 17)), ((1,), (1,)), ((2, 8), (2, 8)),
-              ((5, 1, 1, 3), (1, 2, 4, 1)))
+BROADCASTS = (
+    ((1, 1, 1, 8), (1, 4, 3, 8)),
+    ((4, 3, 1), (1, 1, 5)),
+    ((17,), ()),
+    ((), (3, 16)),
+    ((2, 1, 15), (2, 3, 1)),
+    ((1, 64), (5, 64)),
+    ((3, 17), (3, 17)),
+    ((1,), (1,)),
+    ((2, 8), (2, 8)),
+    ((5, 1, 1, 3), (1, 2, 4, 1)),
+)
 
 
 def binary_grid(rng, kind):
@@ -462,11 +565,22 @@ def binary_grid(rng, kind):
     for n, (s1, s2) in enumerate(BROADCASTS * 2):
         so = tuple(np.broadcast_shapes(s1, s2))
         a_s, b_s = f32(rng.uniform(0.01, 0.2)), f32(rng.uniform(0.01, 0.2) * (8 if n % 3 == 0 else 1))
-        o_s = f32(max(a_s, b_s) * rng.uniform(0.5, 3.0)) if kind == "add" else f32(a_s * b_s * 128 * rng.uniform(0.05, 2))
+        o_s = (
+            f32(max(a_s, b_s) * rng.uniform(0.5, 3.0)) if kind == "add" else f32(a_s * b_s * 128 * rng.uniform(0.05, 2))
+        )
         # Activation ranges: the four fused activations, each with output zero points at both ends.
-        params = KERNELS[kind].build(input1_shape=s1, input2_shape=s2, output_shape=so, input1_scale=a_s,
-                                     input1_zp=ZPS[n % len(ZPS)], input2_scale=b_s, input2_zp=ZPS[(n + 1) % len(ZPS)],
-                                     output_scale=o_s, output_zp=ZPS[(n + 2) % len(ZPS)], activation=ACTS[n % 4])
+        params = KERNELS[kind].build(
+            input1_shape=s1,
+            input2_shape=s2,
+            output_shape=so,
+            input1_scale=a_s,
+            input1_zp=ZPS[n % len(ZPS)],
+            input2_scale=b_s,
+            input2_zp=ZPS[(n + 1) % len(ZPS)],
+            output_scale=o_s,
+            output_zp=ZPS[(n + 2) % len(ZPS)],
+            activation=ACTS[n % 4],
+        )
         a, b = extreme_i8(rng, s1), extreme_i8(rng, s2)
         cases.append((kind, params, [a, b], (ref.add_s8 if kind == "add" else ref.mul_s8)(params, a, b)))
     return cases
@@ -483,9 +597,16 @@ def max_pool_grid(rng):
             (oh, ow), _ = quant.compute_padding_hw((s, s), (1, 1), (7, 6), (fh, fw), padding)
             if oh < 1 or ow < 1:
                 continue
-            params = kb.pool_params(input_hwc=(7, 6, c), output_hwc=(oh, ow, c), filter_hw=(fh, fw),
-                                    stride_hw=(s, s), padding=padding, output_scale=f32(rng.uniform(0.01, 0.1)),
-                                    output_zp=ZPS[len(cases) % len(ZPS)], activation=ACTS[len(cases) % 4])
+            params = kb.pool_params(
+                input_hwc=(7, 6, c),
+                output_hwc=(oh, ow, c),
+                filter_hw=(fh, fw),
+                stride_hw=(s, s),
+                padding=padding,
+                output_scale=f32(rng.uniform(0.01, 0.1)),
+                output_zp=ZPS[len(cases) % len(ZPS)],
+                activation=ACTS[len(cases) % 4],
+            )
             x = extreme_i8(rng, (7, 6, c))
             cases.append(("max_pool", params, [x], ref.max_pool_s8(params, x)))
     return cases

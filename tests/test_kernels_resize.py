@@ -4,6 +4,7 @@ The C kernels against the NumPy reference on random shapes and parameters, the b
 and the fixture models (tests/fixtures/ops/resize.json) bit for bit against the tflite-micro
 interpreter, through the generated C and through the reference forward pass.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,6 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cbuild  # noqa: E402
+
 from zoflash import api  # noqa: E402
 from zoflash.compiler import kernels as kb  # noqa: E402
 from zoflash.compiler.ir import Quantization  # noqa: E402
@@ -51,11 +53,14 @@ def run(K, name, params, *arrays):
 def assert_same(got, want, what):
     got, want = np.asarray(got), np.asarray(want).reshape(np.shape(got))
     bad = np.flatnonzero(got.reshape(-1) != want.reshape(-1))
-    assert bad.size == 0, (f"{what}: {bad.size} of {got.size} differ; first at {bad[0]}: "
-                           f"C {got.reshape(-1)[bad[0]]} vs reference {want.reshape(-1)[bad[0]]}")
+    assert bad.size == 0, (
+        f"{what}: {bad.size} of {got.size} differ; first at {bad[0]}: "
+        f"C {got.reshape(-1)[bad[0]]} vs reference {want.reshape(-1)[bad[0]]}"
+    )
 
 
 # ------------------------------------------------------------------------- C vs NumPy reference
+
 
 @pytest.mark.cc
 def test_reduce_max(K):
@@ -63,8 +68,9 @@ def test_reduce_max(K):
     for _ in range(60):
         shape = tuple(int(d) for d in rng.integers(1, 6, size=int(rng.integers(1, 7))))
         k = int(rng.integers(1, len(shape) + 1))
-        axes = [int(a) - (len(shape) if rng.random() < 0.3 else 0)
-                for a in rng.choice(len(shape), size=k, replace=False)]
+        axes = [
+            int(a) - (len(shape) if rng.random() < 0.3 else 0) for a in rng.choice(len(shape), size=k, replace=False)
+        ]
         p = kb.reduce_max_params(input_shape=shape, axes=axes)
         x = rand_i8(rng, shape)
         want = np.max(x, axis=tuple(a % len(shape) for a in axes))  # numpy's own max, the definition
@@ -98,8 +104,9 @@ def test_resize_bilinear(K):
         align, half = FLAGS[i % 3]
         h, w, oh, ow = (int(v) for v in rng.integers(1, 14, size=4))
         c = int(rng.integers(1, 6))
-        p = kb.resize_bilinear_params(input_hwc=(h, w, c), output_hwc=(oh, ow, c), align_corners=align,
-                                      half_pixel_centers=half)
+        p = kb.resize_bilinear_params(
+            input_hwc=(h, w, c), output_hwc=(oh, ow, c), align_corners=align, half_pixel_centers=half
+        )
         x = rand_i8(rng, (h, w, c))
         x[0, 0, 0] = -128
         want = ref.resize_bilinear_s8(p, x)
@@ -115,8 +122,9 @@ def test_resize_nearest(K):
         align, half = FLAGS[i % 3]
         h, w, oh, ow = (int(v) for v in rng.integers(1, 20, size=4))
         c = int(rng.integers(1, 6))
-        p = kb.resize_nearest_params(input_hwc=(h, w, c), output_hwc=(oh, ow, c), align_corners=align,
-                                     half_pixel_centers=half)
+        p = kb.resize_nearest_params(
+            input_hwc=(h, w, c), output_hwc=(oh, ow, c), align_corners=align, half_pixel_centers=half
+        )
         # The builder's float32 tables against the reference's scalar reading of TFLM's formula.
         np.testing.assert_array_equal(p["y_index"], ref.nearest_index(h, oh, align, half))
         np.testing.assert_array_equal(p["x_index"], ref.nearest_index(w, ow, align, half))
@@ -155,12 +163,19 @@ def test_transpose_conv(K):
         oc = out_hwc[2]
         per_channel = i % 2 == 0
         scales = [float(np.float32(s)) for s in rng.uniform(0.002, 0.02, oc if per_channel else 1)]
-        p = kb.transpose_conv_params(input_hwc=in_hwc, output_hwc=out_hwc, filter_ohwi=f_shape, stride_hw=stride,
-                                     padding=padding, input_scale=float(np.float32(rng.uniform(0.01, 0.1))),
-                                     input_zp=int(rng.integers(-128, 128)), filter_scales=scales,
-                                     output_scale=float(np.float32(rng.uniform(0.02, 0.3))),
-                                     output_zp=int(rng.integers(-128, 128)),
-                                     activation=("NONE", "RELU", "RELU6", "RELU_N1_TO_1")[i % 4])
+        p = kb.transpose_conv_params(
+            input_hwc=in_hwc,
+            output_hwc=out_hwc,
+            filter_ohwi=f_shape,
+            stride_hw=stride,
+            padding=padding,
+            input_scale=float(np.float32(rng.uniform(0.01, 0.1))),
+            input_zp=int(rng.integers(-128, 128)),
+            filter_scales=scales,
+            output_scale=float(np.float32(rng.uniform(0.02, 0.3))),
+            output_zp=int(rng.integers(-128, 128)),
+            activation=("NONE", "RELU", "RELU6", "RELU_N1_TO_1")[i % 4],
+        )
         x, w = rand_i8(rng, in_hwc), rand_i8(rng, f_shape, -127, 128)
         b = None if i % 3 == 0 else rng.integers(-5000, 5000, oc).astype(np.int32)
         want = ref.transpose_conv_s8(p, x, w, b)
@@ -171,29 +186,52 @@ def test_transpose_conv(K):
 
 def test_transpose_conv_reference_by_definition():
     """A stride-2 1x1 transposed convolution spreads the input over the even positions (zp 0, unit scale)."""
-    p = kb.transpose_conv_params(input_hwc=(2, 2, 1), output_hwc=(4, 4, 1), filter_ohwi=(1, 1, 1, 1), stride_hw=(2, 2),
-                                 padding="SAME", input_scale=0.5, input_zp=0, filter_scales=[1.0], output_scale=0.5,
-                                 output_zp=0, activation="NONE")
+    p = kb.transpose_conv_params(
+        input_hwc=(2, 2, 1),
+        output_hwc=(4, 4, 1),
+        filter_ohwi=(1, 1, 1, 1),
+        stride_hw=(2, 2),
+        padding="SAME",
+        input_scale=0.5,
+        input_zp=0,
+        filter_scales=[1.0],
+        output_scale=0.5,
+        output_zp=0,
+        activation="NONE",
+    )
     y = ref.transpose_conv_s8(p, np.array([1, 2, 3, 4], np.int8), np.ones(1, np.int8)).reshape(4, 4)
     assert y.tolist() == [[1, 0, 2, 0], [0, 0, 0, 0], [3, 0, 4, 0], [0, 0, 0, 0]]
 
 
 def test_builders_refuse_what_tflm_does_not_run():
     with pytest.raises(ValueError, match="cannot both be set"):
-        kb.resize_bilinear_params(input_hwc=(2, 2, 1), output_hwc=(4, 4, 1), align_corners=True,
-                                  half_pixel_centers=True)
+        kb.resize_bilinear_params(
+            input_hwc=(2, 2, 1), output_hwc=(4, 4, 1), align_corners=True, half_pixel_centers=True
+        )
     with pytest.raises(ValueError, match="channels"):
-        kb.resize_nearest_params(input_hwc=(2, 2, 1), output_hwc=(4, 4, 2), align_corners=False,
-                                 half_pixel_centers=False)
+        kb.resize_nearest_params(
+            input_hwc=(2, 2, 1), output_hwc=(4, 4, 2), align_corners=False, half_pixel_centers=False
+        )
     with pytest.raises(ValueError, match="needs a 3x3 input"):
-        kb.transpose_conv_params(input_hwc=(2, 2, 1), output_hwc=(6, 6, 1), filter_ohwi=(1, 3, 3, 1),
-                                 stride_hw=(2, 2), padding="SAME", input_scale=0.1, input_zp=0, filter_scales=[0.1],
-                                 output_scale=0.1, output_zp=0, activation="NONE")
+        kb.transpose_conv_params(
+            input_hwc=(2, 2, 1),
+            output_hwc=(6, 6, 1),
+            filter_ohwi=(1, 3, 3, 1),
+            stride_hw=(2, 2),
+            padding="SAME",
+            input_scale=0.1,
+            input_zp=0,
+            filter_scales=[0.1],
+            output_scale=0.1,
+            output_zp=0,
+            activation="NONE",
+        )
     with pytest.raises(ValueError, match="rank 7"):
         kb.reduce_max_params(input_shape=(1,) * 7, axes=[0])
 
 
 # ------------------------------------------------------------------------- models against TFLM
+
 
 def test_fixture_index_matches_the_files():
     for f in INDEX:
@@ -219,8 +257,18 @@ def host_bundles(tmp_path_factory):
     bundles = {f: api.generate(OPS_FIXTURES / f, "host", root / Path(f).stem, prefix=Path(f).stem) for f in POSITIVE}
     models, asm_includes = cbuild.model_sources(bundles.values())
     lib = root / "libops.so"
-    cmd = [cbuild.host_cc(), *cbuild.HOST_FLAGS, *asm_includes, "-fPIC", "-shared", "-I", str(cbuild.INFERENCE),
-           *map(str, models + cbuild.KERNEL_SOURCES), "-o", str(lib)]
+    cmd = [
+        cbuild.host_cc(),
+        *cbuild.HOST_FLAGS,
+        *asm_includes,
+        "-fPIC",
+        "-shared",
+        "-I",
+        str(cbuild.INFERENCE),
+        *map(str, models + cbuild.KERNEL_SOURCES),
+        "-o",
+        str(lib),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for b in bundles.values():
@@ -266,6 +314,7 @@ def test_generated_api_declares_int32_output(tmp_path):
 
 # ----------------------------------------------------------------------- what legality refuses
 
+
 def _graph_and_op(model_file: str, op_type: str):
     graph = api.load_model(OPS_FIXTURES / model_file).graph
     return graph, next(op for op in graph.ops if op.type == op_type)
@@ -286,17 +335,28 @@ def _requantize(graph, index: int, scale: float):
     graph.tensors[index] = replace(graph.tensors[index], quant=Quantization((scale,), (0,)))
 
 
-@pytest.mark.parametrize("model_file, op_type", [("reduce_max_c.tflite", "REDUCE_MAX"),
-                                                 ("bilinear_down.tflite", "RESIZE_BILINEAR"),
-                                                 ("nearest_align.tflite", "RESIZE_NEAREST_NEIGHBOR")])
+@pytest.mark.parametrize(
+    "model_file, op_type",
+    [
+        ("reduce_max_c.tflite", "REDUCE_MAX"),
+        ("bilinear_down.tflite", "RESIZE_BILINEAR"),
+        ("nearest_align.tflite", "RESIZE_NEAREST_NEIGHBOR"),
+    ],
+)
 def test_output_must_keep_the_input_quantization(model_file, op_type):
     graph, op = _graph_and_op(model_file, op_type)
     _requantize(graph, op.outputs[0], 0.5)
     assert "input and output must share scale and zero point" in _problems(graph)
 
 
-@pytest.mark.parametrize("axes, words", [([1, 1], "the axes must be distinct"), ([3, 4], "each in [-rank, rank)"),
-                                         ([1], "the output must be the input without the reduced dimensions")])
+@pytest.mark.parametrize(
+    "axes, words",
+    [
+        ([1, 1], "the axes must be distinct"),
+        ([3, 4], "each in [-rank, rank)"),
+        ([1], "the output must be the input without the reduced dimensions"),
+    ],
+)
 def test_reduce_max_axes(axes, words):
     graph, op = _graph_and_op("reduce_max_split.tflite", "REDUCE_MAX")
     _set_data(graph, op.inputs[1], axes)

@@ -5,6 +5,7 @@ The C kernel against the NumPy reference on random shapes and parameters over se
 bit against the tflite-micro interpreter over input sequences, through the generated C and through
 the reference forward pass, the reset of both engines, and what legality refuses.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,6 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cbuild  # noqa: E402
+
 from zoflash import api  # noqa: E402
 from zoflash.compiler import kernels as kb  # noqa: E402
 from zoflash.compiler.ir import Quantization  # noqa: E402
@@ -43,8 +45,10 @@ def K():
 def assert_same(got, want, what):
     got, want = np.asarray(got), np.asarray(want).reshape(np.shape(got))
     bad = np.flatnonzero(got.reshape(-1) != want.reshape(-1))
-    assert bad.size == 0, (f"{what}: {bad.size} of {got.size} differ; first at {bad[0]}: "
-                           f"C {got.reshape(-1)[bad[0]]} vs reference {want.reshape(-1)[bad[0]]}")
+    assert bad.size == 0, (
+        f"{what}: {bad.size} of {got.size} differ; first at {bad[0]}: "
+        f"C {got.reshape(-1)[bad[0]]} vs reference {want.reshape(-1)[bad[0]]}"
+    )
 
 
 def f32(v) -> float:
@@ -52,6 +56,7 @@ def f32(v) -> float:
 
 
 # ------------------------------------------------------------------------- C vs NumPy reference
+
 
 @pytest.mark.cc
 @pytest.mark.parametrize("dtype", ["int8", "int16"])
@@ -65,12 +70,22 @@ def test_svdf_sequences(K, dtype):
         filters = rank * units
         state_scale = f32(rng.uniform(0.02, 0.3) if dtype == "int8" else rng.uniform(1e-4, 3e-3))
         time_scale = f32(rng.uniform(0.001, 0.01) if dtype == "int8" else rng.uniform(1e-6, 1e-5))
-        p = kb.svdf_params(batches=batches, input_size=n_in, num_filters=filters, rank=rank, memory_size=memory,
-                           input_scale=f32(rng.uniform(0.01, 0.1)), input_zp=int(rng.integers(-128, 128)),
-                           feature_scale=f32(rng.uniform(0.002, 0.02)), state_scale=state_scale,
-                           state_zp=int(rng.integers(-20, 21)) if dtype == "int8" else 0,
-                           time_scale=time_scale, output_scale=f32(rng.uniform(0.05, 0.5)),
-                           output_zp=int(rng.integers(-128, 128)), state_dtype=dtype)
+        p = kb.svdf_params(
+            batches=batches,
+            input_size=n_in,
+            num_filters=filters,
+            rank=rank,
+            memory_size=memory,
+            input_scale=f32(rng.uniform(0.01, 0.1)),
+            input_zp=int(rng.integers(-128, 128)),
+            feature_scale=f32(rng.uniform(0.002, 0.02)),
+            state_scale=state_scale,
+            state_zp=int(rng.integers(-20, 21)) if dtype == "int8" else 0,
+            time_scale=time_scale,
+            output_scale=f32(rng.uniform(0.05, 0.5)),
+            output_zp=int(rng.integers(-128, 128)),
+            state_dtype=dtype,
+        )
         wf = rng.integers(-127, 128, (filters, n_in)).astype(np.int8)
         wt = rng.integers(info.min // 2, info.max // 2, (filters, memory)).astype(dtype)
         b = None if i % 4 == 0 else rng.integers(-50000, 50000, units).astype(np.int32)
@@ -91,9 +106,13 @@ def test_requantize_s16_s8(K):
     rng = np.random.default_rng(23)
     kernel = KERNELS["requantize_s16_s8"]
     for _ in range(40):
-        p = kb.requantize_s16_params(size=64, input_scale=f32(rng.uniform(1e-5, 1e-3)),
-                                     input_zp=int(rng.integers(-300, 300)), output_scale=f32(rng.uniform(0.001, 0.1)),
-                                     output_zp=int(rng.integers(-128, 128)))
+        p = kb.requantize_s16_params(
+            size=64,
+            input_scale=f32(rng.uniform(1e-5, 1e-3)),
+            input_zp=int(rng.integers(-300, 300)),
+            output_scale=f32(rng.uniform(0.001, 0.1)),
+            output_zp=int(rng.integers(-128, 128)),
+        )
         x = rng.integers(-32768, 32768, 64).astype(np.int16)
         x[:2] = -32768, 32767
         out = np.zeros(64, np.int8)
@@ -104,9 +123,22 @@ def test_requantize_s16_s8(K):
 def test_svdf_reference_by_definition():
     """Unit scales, one filter, memory 2: the state shifts left and the newest activation is the
     feature dot product; the output is the time weights against the memory."""
-    p = kb.svdf_params(batches=1, input_size=1, num_filters=1, rank=1, memory_size=2, input_scale=1.0, input_zp=0,
-                       feature_scale=1.0, state_scale=1.0, state_zp=0, time_scale=1.0, output_scale=1.0, output_zp=0,
-                       state_dtype="int16")
+    p = kb.svdf_params(
+        batches=1,
+        input_size=1,
+        num_filters=1,
+        rank=1,
+        memory_size=2,
+        input_scale=1.0,
+        input_zp=0,
+        feature_scale=1.0,
+        state_scale=1.0,
+        state_zp=0,
+        time_scale=1.0,
+        output_scale=1.0,
+        output_zp=0,
+        state_dtype="int16",
+    )
     state = np.zeros(2, np.int16)
     wf, wt, b = np.array([[2]], np.int8), np.array([[1, 10]], np.int16), np.array([0], np.int32)
     assert ref.svdf(p, np.array([3], np.int8), wf, wt, b, state).tolist() == [60] and state.tolist() == [0, 6]
@@ -114,9 +146,22 @@ def test_svdf_reference_by_definition():
 
 
 def test_svdf_builder_refuses_what_tflm_does_not_run():
-    kw = dict(batches=1, input_size=4, num_filters=6, rank=4, memory_size=3, input_scale=0.1, input_zp=0,
-              feature_scale=0.01, state_scale=0.1, state_zp=0, time_scale=0.01, output_scale=0.1, output_zp=0,
-              state_dtype="int8")
+    kw = dict(
+        batches=1,
+        input_size=4,
+        num_filters=6,
+        rank=4,
+        memory_size=3,
+        input_scale=0.1,
+        input_zp=0,
+        feature_scale=0.01,
+        state_scale=0.1,
+        state_zp=0,
+        time_scale=0.01,
+        output_scale=0.1,
+        output_zp=0,
+        state_dtype="int8",
+    )
     with pytest.raises(ValueError, match="not a multiple of rank"):
         kb.svdf_params(**kw)
     with pytest.raises(ValueError, match="int8 or int16"):
@@ -124,6 +169,7 @@ def test_svdf_builder_refuses_what_tflm_does_not_run():
 
 
 # ------------------------------------------------------------------------- models against TFLM
+
 
 def test_fixture_index_matches_the_files():
     for f in INDEX:
@@ -146,8 +192,18 @@ def host_bundles(tmp_path_factory):
     bundles = {f: api.generate(OPS_FIXTURES / f, "host", root / Path(f).stem, prefix=Path(f).stem) for f in POSITIVE}
     models, asm_includes = cbuild.model_sources(bundles.values())
     lib = root / "libseq.so"
-    cmd = [cbuild.host_cc(), *cbuild.HOST_FLAGS, *asm_includes, "-fPIC", "-shared", "-I", str(cbuild.INFERENCE),
-           *map(str, models + cbuild.KERNEL_SOURCES), "-o", str(lib)]
+    cmd = [
+        cbuild.host_cc(),
+        *cbuild.HOST_FLAGS,
+        *asm_includes,
+        "-fPIC",
+        "-shared",
+        "-I",
+        str(cbuild.INFERENCE),
+        *map(str, models + cbuild.KERNEL_SOURCES),
+        "-o",
+        str(lib),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for b in bundles.values():
@@ -174,7 +230,7 @@ def test_fixture_sequence_bit_exact_against_tflm(model_file, host_bundles):
     if not model.stateful:
         return
     # The state matters: each input alone, from a reset state, gives other outputs.
-    alone = np.stack([(m.reset(), m.run(x[i:i + 1]))[1][0] for i in range(20, 40)])
+    alone = np.stack([(m.reset(), m.run(x[i : i + 1]))[1][0] for i in range(20, 40)])
     assert np.mean(alone != ours[20:40]) > 0.5
 
 
@@ -238,8 +294,13 @@ def test_stateless_models_have_an_empty_reset(tmp_path):
 def test_training_a_stateful_model_is_refused(tmp_path):
     rng = np.random.default_rng(0)
     data = tmp_path / "d.npz"
-    np.savez(data, x_train=rng.uniform(-1, 1, (8, 1, 16)).astype(np.float32), y_train=rng.integers(0, 32, 8),
-             x_test=rng.uniform(-1, 1, (4, 1, 16)).astype(np.float32), y_test=rng.integers(0, 32, 4))
+    np.savez(
+        data,
+        x_train=rng.uniform(-1, 1, (8, 1, 16)).astype(np.float32),
+        y_train=rng.integers(0, 32, 8),
+        x_test=rng.uniform(-1, 1, (4, 1, 16)).astype(np.float32),
+        y_test=rng.integers(0, 32, 4),
+    )
     with pytest.raises(UnsupportedModelError, match="training a stateful model is not supported"):
         api.generate(OPS_FIXTURES / "svdf_s8.tflite", "host", tmp_path / "b", data_path=data)
 
@@ -255,6 +316,7 @@ def test_firmware_budget_counts_the_state():
 
 
 # ----------------------------------------------------------------------- what legality refuses
+
 
 def _problems(graph) -> str:
     with pytest.raises(UnsupportedModelError) as err:
@@ -277,7 +339,10 @@ def test_a_variable_elsewhere_is_refused():
     graph, op = _graph()
     graph.tensors[op.outputs[0]] = replace(graph.tensors[op.outputs[0]], is_variable=True)
     problems = _problems(graph)
-    assert "is a variable (state) as an output" in problems and "READ_VARIABLE, SVDF, UNIDIRECTIONAL_SEQUENCE_LSTM state inputs" in problems
+    assert (
+        "is a variable (state) as an output" in problems
+        and "READ_VARIABLE, SVDF, UNIDIRECTIONAL_SEQUENCE_LSTM state inputs" in problems
+    )
 
 
 def test_state_type_must_match_the_time_weights():

@@ -1,5 +1,6 @@
 """The package layout: no import cycles between zoflash's modules (function-level imports and
 imports only for type checking included: a cycle of types is a knot all the same)."""
+
 from __future__ import annotations
 
 import ast
@@ -50,8 +51,10 @@ def _imports(tree: ast.AST, current: str, is_package: bool, modules: dict) -> se
 
 def import_graph() -> dict[str, set[str]]:
     modules = _modules()
-    return {name: _imports(ast.parse(path.read_text()), name, path.name == "__init__.py", modules)
-            for name, path in modules.items()}
+    return {
+        name: _imports(ast.parse(path.read_text()), name, path.name == "__init__.py", modules)
+        for name, path in modules.items()
+    }
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -118,7 +121,8 @@ def test_the_layer_contract_holds():
     if exe is None:
         pytest.skip("import-linter is not installed (pip install -e '.[dev]')")
     root = PACKAGE.parent.parent
-    proc = subprocess.run([exe, "--config", str(root / ".importlinter"), "--no-cache"], capture_output=True,
-                          text=True, cwd=root)
+    proc = subprocess.run(
+        [exe, "--config", str(root / ".importlinter"), "--no-cache"], capture_output=True, text=True, cwd=root
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "0 broken" in proc.stdout

@@ -1,4 +1,5 @@
 """Bad models get one clear error listing every problem; damaged files never crash the tool."""
+
 from __future__ import annotations
 
 import random
@@ -6,6 +7,7 @@ import random
 import numpy as np
 import pytest
 from conftest import FIXTURES, negative_fixtures
+
 from zoflash import api
 from zoflash.cli import main
 from zoflash.compiler.ir import Quantization, Tensor
@@ -106,6 +108,7 @@ def test_all_problems_reported_at_once():
 
 # ---- hand-made invalid models: each was accepted once and produced wrong or dangerous code
 
+
 def fixture_graph(name: str):
     return api.load_model(FIXTURES / name).graph
 
@@ -148,9 +151,15 @@ def test_pad_paddings_must_be_small_and_non_negative(value):
     assert_reported(problems_of(graph), pad, "paddings must be >= 0, and every padded size must fit in int32")
 
 
-@pytest.mark.parametrize("axes, words", [([1, 4], "each in [-rank, rank)"), ([1, -5], "each in [-rank, rank)"),
-                                         ([1, 1], "the axes must be distinct"),
-                                         ([2, -2], "the axes must be distinct")])
+@pytest.mark.parametrize(
+    "axes, words",
+    [
+        ([1, 4], "each in [-rank, rank)"),
+        ([1, -5], "each in [-rank, rank)"),
+        ([1, 1], "the axes must be distinct"),
+        ([2, -2], "the axes must be distinct"),
+    ],
+)
 def test_mean_axes_in_range_and_distinct(axes, words):
     """Out-of-range axes used to wrap around, repeated ones to be merged: 49 of 50 outputs differed from TFLM."""
     graph = fixture_graph("mbv2_block.tflite")
@@ -177,8 +186,9 @@ def test_constant_model_output_is_a_problem_not_a_traceback(tmp_path):
 def test_model_output_not_computed_by_any_op():
     graph = fixture_graph("mlp.tflite")
     out = graph.tensors[graph.outputs[0]]
-    graph.tensors.append(Tensor(index=len(graph.tensors), name="orphan", shape=out.shape, dtype="int8",
-                                quant=out.quant))
+    graph.tensors.append(
+        Tensor(index=len(graph.tensors), name="orphan", shape=out.shape, dtype="int8", quant=out.quant)
+    )
     graph.outputs = (len(graph.tensors) - 1,)
     assert any("'orphan'" in p and "not computed by any operator" in p for p in problems_of(graph))
 
@@ -208,8 +218,11 @@ def test_tensor_buffer_index_out_of_range_is_reported_as_such():
     raw = (FIXTURES / "mlp.tflite").read_bytes()
     graph = parse_tflite(raw, "m")
     weights = next(t for t in graph.tensors if t.is_constant)
-    with pytest.raises(ModelFormatError, match=rf"tensor {weights.index} '.*' refers to buffer 100000, but the "
-                                               r"model has only \d+ buffers"):
+    with pytest.raises(
+        ModelFormatError,
+        match=rf"tensor {weights.index} '.*' refers to buffer 100000, but the "
+        r"model has only \d+ buffers",
+    ):
         parse_tflite(_with_tensor_buffer(raw, weights.index, 100000), "m")
 
 

@@ -3,6 +3,7 @@ the NumPy mirror bit for bit and against float64; whole runs of the generated C 
 reference, record for record, for sigmoid-bce (a one-output binary classifier), mse (a regressor)
 and mse against the input (MLPerf Tiny's FC autoencoder); the loss falls in each; the guards work;
 a loss that cannot move, or data that does not fit the loss, is refused with a clear message."""
+
 from __future__ import annotations
 
 import ctypes
@@ -13,11 +14,12 @@ from ccompile import ZO_MATH, build_shared
 from conftest import FIXTURES
 from fixtures.make_losses import new_machine
 from test_training import assert_identical, run_both
+
 from zoflash.errors import DataError
 from zoflash.monitor.live_view import LiveView
 from zoflash.reference import zo_math as zm
-from zoflash.workflows.simulate import simulate
 from zoflash.training.options import OptionsError, make_options
+from zoflash.workflows.simulate import simulate
 from zoflash.workflows.training import compile_for_training
 
 F32 = np.float32
@@ -51,10 +53,21 @@ def bits(a) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    lib = build_shared([ZO_MATH / "zo_rng.c", ZO_MATH / "zo_train_math.c"], tmp_path_factory.mktemp("loss_c"),
-                       "zo_loss", {"shim.c": SHIM})
-    lib.t_mse.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_float, ctypes.c_int32,
-                          ctypes.c_void_p, ctypes.c_void_p]
+    lib = build_shared(
+        [ZO_MATH / "zo_rng.c", ZO_MATH / "zo_train_math.c"],
+        tmp_path_factory.mktemp("loss_c"),
+        "zo_loss",
+        {"shim.c": SHIM},
+    )
+    lib.t_mse.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_int32,
+        ctypes.c_int32,
+        ctypes.c_float,
+        ctypes.c_int32,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+    ]
     return lib
 
 
@@ -68,6 +81,7 @@ def ad_data(tmp_path_factory):
 
 
 # ---- the loss functions: C == mirror, and close to float64 ---------------------------------------
+
 
 @pytest.mark.cc
 def test_sigmoid_bce_bit_identical(lib):
@@ -103,6 +117,7 @@ def test_mse_bit_identical(lib, n):
 
 
 # ---- whole runs: C == reference, and the loss falls ----------------------------------------------
+
 
 @pytest.mark.cc
 def test_binary_classifier_learns_with_sigmoid_bce(tmp_path):
@@ -154,8 +169,9 @@ def test_bce_guard_rolls_back_identically(tmp_path):
     """A far too large lr sends the test loss up (the one logit to the wrong side, sometimes to its
     saturation): the test-loss guard rolls back and halves lr."""
     # headroom 0: the explicit lr was chosen for the pretrained scale (with h bits it is 4^h times larger)
-    runs = run_both(tmp_path, BINARY, BINARY_DATA, scheduler="fixed", lr=3e5, steps=80, eval_every=20, guard_steps=4,
-                    headroom=0)
+    runs = run_both(
+        tmp_path, BINARY, BINARY_DATA, scheduler="fixed", lr=3e5, steps=80, eval_every=20, guard_steps=4, headroom=0
+    )
     assert_identical(runs)
     rollbacks = [r for r in runs["c"].records if r["type"] == "event" and r["kind"] == "rollback"]
     assert rollbacks and rollbacks[0]["code"] == 1 and rollbacks[0]["value"] == 1.5e5
@@ -169,10 +185,25 @@ def test_saturation_towards_the_target_is_no_collapse(tmp_path):
     target; the zero guard skips settled samples), else every step would count and roll back."""
     d = np.load(REGRESS_DATA)
     path = tmp_path / "far.npz"
-    np.savez(path, x_train=d["x_train"], y_train=np.full_like(d["y_train"], 1e3), x_test=d["x_test"],
-             y_test=np.full_like(d["y_test"], 1e3))
-    runs = run_both(tmp_path, REGRESSOR, path, loss="mse", scheduler="fixed", lr=2e4, steps=60, eval_every=20,
-                    guard_steps=2, headroom=0)  # the explicit lr is for the pretrained scale
+    np.savez(
+        path,
+        x_train=d["x_train"],
+        y_train=np.full_like(d["y_train"], 1e3),
+        x_test=d["x_test"],
+        y_test=np.full_like(d["y_test"], 1e3),
+    )
+    runs = run_both(
+        tmp_path,
+        REGRESSOR,
+        path,
+        loss="mse",
+        scheduler="fixed",
+        lr=2e4,
+        steps=60,
+        eval_every=20,
+        guard_steps=2,
+        headroom=0,
+    )  # the explicit lr is for the pretrained scale
     assert_identical(runs)
     steps = runs["c"].steps
     assert not any(s["diverged"] for s in steps)
@@ -185,6 +216,7 @@ def test_saturation_towards_the_target_is_no_collapse(tmp_path):
 
 # ---- choosing the loss, and refusing what cannot train ---------------------------------------------
 
+
 def _prep(model, data, **options):
     return compile_for_training(model, data, make_options(**options))
 
@@ -193,8 +225,13 @@ def test_auto_picks_the_loss_from_the_output(tmp_path):
     assert _prep(BINARY, BINARY_DATA).training.plan.loss == "sigmoid-bce"
     d = np.load(FIXTURES / "digits_shift.npz")
     path = tmp_path / "flat.npz"
-    np.savez(path, x_train=d["x_train"].reshape(len(d["x_train"]), -1), y_train=d["y_train"],
-             x_test=d["x_test"].reshape(len(d["x_test"]), -1), y_test=d["y_test"])
+    np.savez(
+        path,
+        x_train=d["x_train"].reshape(len(d["x_train"]), -1),
+        y_train=d["y_train"],
+        x_test=d["x_test"].reshape(len(d["x_test"]), -1),
+        y_test=d["y_test"],
+    )
     plan = _prep(MLP, path).training.plan
     assert plan.loss == "softmax-ce" and plan.classes == 10
 
@@ -246,10 +283,31 @@ def test_live_view_shows_no_accuracy_for_mse(tmp_path):
 
     out = io.StringIO()
     view = LiveView(out=out)
-    view.show({"type": "hello", "loss_kind": "mse", "scheduler": "plateau", "batch": 16, "trainable_params": 33,
-               "n_train": 1, "n_test": 1, "lr_auto": True, "lr": 0.0})
-    view.show({"type": "eval", "step": 0, "correct": 0, "count": 160, "accuracy": 0.0, "loss": 0.12,
-               "prefix_passes": 0, "suffix_passes": 0})
+    view.show(
+        {
+            "type": "hello",
+            "loss_kind": "mse",
+            "scheduler": "plateau",
+            "batch": 16,
+            "trainable_params": 33,
+            "n_train": 1,
+            "n_test": 1,
+            "lr_auto": True,
+            "lr": 0.0,
+        }
+    )
+    view.show(
+        {
+            "type": "eval",
+            "step": 0,
+            "correct": 0,
+            "count": 160,
+            "accuracy": 0.0,
+            "loss": 0.12,
+            "prefix_passes": 0,
+            "suffix_passes": 0,
+        }
+    )
     text = out.getvalue()
     assert "loss mse" in text and "eval after 0 steps: test loss 0.1200" in text and "accuracy" not in text
 
@@ -278,13 +336,28 @@ def test_qemu_losses_bit_identical_to_the_host(tmp_path, case):
     small = tmp_path / "small_machine.npz"  # the board's 512 KiB TCM holds the model and 160 samples
     x = new_machine(n=160)
     np.savez(small, x_train=x[:128], x_test=x[128:])
-    model, data, options = {"bce": (BINARY, BINARY_DATA, dict(steps=30, eval_every=15)),
-                            "autoencoder": (AUTOENCODER, small, dict(steps=12, eval_every=6, target="input",
-                                                                     density=1 / 16))}[case]
+    model, data, options = {
+        "bce": (BINARY, BINARY_DATA, dict(steps=30, eval_every=15)),
+        "autoencoder": (AUTOENCODER, small, dict(steps=12, eval_every=6, target="input", density=1 / 16)),
+    }[case]
     opts = make_options(**options)
     elf = api.build(model, "mps3-an547", tmp_path / "b", data_path=data, options=opts).outputs[0]
-    proc = subprocess.run(["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-icount", "shift=0",
-                           "-kernel", str(elf)], capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [
+            "qemu-system-arm",
+            "-M",
+            "mps3-an547",
+            "-nographic",
+            "-semihosting",
+            "-icount",
+            "shift=0",
+            "-kernel",
+            str(elf),
+        ],
+        capture_output=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
     dec = Decoder()
     device = comparable(dec.records(dec.feed(proc.stdout) + dec.flush()))

@@ -12,6 +12,7 @@ all maximum, random with runs of both extremes, uniform random.
 Default tier: the Helium kernels (the board's build). Slow tier: the same with -DZO_NO_MVE (the
 portable kernels on the M55), and the op fixtures with both kernel sets.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,15 +21,18 @@ import numpy as np
 import pytest
 from conftest import FIXTURES, fixture_index
 from test_public_models import EXPECTED
+
 from zoflash import api
 from zoflash.targets import emulated
 
 pytestmark = [pytest.mark.cross, pytest.mark.qemu, pytest.mark.tflm]
 
 NEGATIVE = {f["file"] for f in fixture_index() if f["kind"] == "negative"}
-MODELS = sorted(p.name for p in FIXTURES.glob("*.tflite") if p.name not in NEGATIVE) + \
-    sorted(f"public/{name}" for name, v in EXPECTED.items() if v == "bit-exact")
+MODELS = sorted(p.name for p in FIXTURES.glob("*.tflite") if p.name not in NEGATIVE) + sorted(
+    f"public/{name}" for name, v in EXPECTED.items() if v == "bit-exact"
+)
 OPS = FIXTURES / "ops"
+
 
 def _op_fixtures() -> list[str]:
     """The op fixtures but those the compiler refuses: marked negative in their index (ops/*.json)
@@ -85,8 +89,10 @@ def check_on_m55(tmp_path, path, n: int, seed: int, extra_cflags: str = ""):
         for s in range(n):  # bit for bit: floats by their bytes
             if g[s].tobytes() != w[s].tobytes():
                 diff = np.abs(g[s].astype(np.float64) - w[s].astype(np.float64))
-                bad.append(f"input {s}, output {k}: {int(np.count_nonzero(g[s] != w[s]))} of {g[s].size} "
-                           f"elements differ (max {diff.max():g})")
+                bad.append(
+                    f"input {s}, output {k}: {int(np.count_nonzero(g[s] != w[s]))} of {g[s].size} "
+                    f"elements differ (max {diff.max():g})"
+                )
     assert not bad, "\n".join(bad)
 
 

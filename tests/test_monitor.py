@@ -12,6 +12,7 @@
 - Stopping when the run cannot go on: a fault line, the emulator ended (QEMU killed under
   `zoflash run`), a port away longer than --reconnect-timeout; Ctrl-C fetches the weights.
 """
+
 from __future__ import annotations
 
 import _thread
@@ -36,17 +37,18 @@ import serial
 from ccompile import M55_FLAGS, RUNTIME_INCLUDES, STRICT_FLAGS, TRAINING, build_shared, compile_object
 from conftest import FIXTURES, need_program
 from test_telemetry import damage, is_subsequence
-from zoflash.spec import wire as proto
+
 from zoflash.monitor import telemetry as tm
 from zoflash.monitor.serial_monitor import DeviceError, KeyCommands, Monitor, PortGone, board_console
 from zoflash.monitor.serialport import PortError, ProgramPort, find_port, open_port, parse_usb_id
 from zoflash.monitor.session import comparable, read_log
+from zoflash.spec import wire as proto
 from zoflash.targets.host_build import run_make
 from zoflash.targets.runners.qemu import emulator_ended
-from zoflash.workflows.simulate import reference_frames
 from zoflash.training.options import make_options
-from zoflash.workflows.training import compile_for_training, training_bundle
 from zoflash.training.weights_file import load_weights
+from zoflash.workflows.simulate import reference_frames
+from zoflash.workflows.training import compile_for_training, training_bundle
 
 DIGITS = FIXTURES / "digits_cnn.tflite"
 SHIFT = FIXTURES / "digits_shift.npz"
@@ -106,8 +108,12 @@ int t_poll(uint8_t *type, uint16_t *seq, uint8_t *payload, uint16_t *len)
 
 @pytest.fixture(scope="module")
 def cmdlib(tmp_path_factory):
-    lib = build_shared([TRAINING / "zo_command.c", TRAINING / "zo_telemetry.c", TRAINING / "zo_wire.c"], tmp_path_factory.mktemp("zo_cmd"),
-                       "zo_cmd", {"shim.c": SHIM})
+    lib = build_shared(
+        [TRAINING / "zo_command.c", TRAINING / "zo_telemetry.c", TRAINING / "zo_wire.c"],
+        tmp_path_factory.mktemp("zo_cmd"),
+        "zo_cmd",
+        {"shim.c": SHIM},
+    )
     lib.t_feed.argtypes = [ctypes.c_char_p, ctypes.c_uint32]
     for f in ("t_left", "t_reads", "t_counter"):
         getattr(lib, f).restype = ctypes.c_uint32
@@ -128,13 +134,13 @@ def c_parse(lib, data: bytes, chunk: int | None = None) -> list[tm.Frame]:
     while True:
         if lib.t_left() == 0 and pos < len(data):
             step = len(data) - pos if chunk is None else chunk
-            lib.t_feed(data[pos:pos + step], len(data[pos:pos + step]))
+            lib.t_feed(data[pos : pos + step], len(data[pos : pos + step]))
             pos += step
         before = lib.t_left()
         got = lib.t_poll(ctypes.byref(t), ctypes.byref(s), payload, ctypes.byref(n))
         assert before - lib.t_left() <= 64  # never reads more than ZO_CMD_POLL_BYTES per poll
         if got:
-            out.append(tm.Frame(t.value, s.value, payload.raw[:n.value]))
+            out.append(tm.Frame(t.value, s.value, payload.raw[: n.value]))
         elif lib.t_left() == 0 and pos >= len(data):
             return out
 
@@ -166,7 +172,9 @@ def test_parser_returns_exactly_the_intact_frames(cmdlib, p_fault):
     for seed in range(60):
         rng = random.Random(seed * 7 + int(p_fault * 10))
         elems = rand_command_stream(rng, rng.randint(1, 30), p_fault)
-        data = b"".join(w for _, _, w, _ in elems) + bytes(tm.HEAD + proto.CMD_MAX_PAYLOAD + 4)  # settles a pending candidate
+        data = b"".join(w for _, _, w, _ in elems) + bytes(
+            tm.HEAD + proto.CMD_MAX_PAYLOAD + 4
+        )  # settles a pending candidate
         sent = [b for what, b, _, _ in elems if what == "frame"]  # as meant, before any damage
         intact = [b for what, b, _, ok in elems if what == "frame" and ok]
         got = c_parse(cmdlib, data, chunk=rng.choice([None, 1, 7, 64]))
@@ -191,8 +199,9 @@ def test_parser_never_takes_noise_for_a_command(cmdlib):
     rng = random.Random(5)
     noise = bytearray(rng.randbytes(1 << 20))
     for k in range(0, len(noise) - 8, 97):  # many plausible headers: sync, version, small lengths
-        noise[k:k + 8] = bytes([0xA5, 0x5A, 3, rng.choice(COMMAND_TYPES), rng.randrange(256), 0,
-                                rng.randrange(17), 0])
+        noise[k : k + 8] = bytes(
+            [0xA5, 0x5A, 3, rng.choice(COMMAND_TYPES), rng.randrange(256), 0, rng.randrange(17), 0]
+        )
     assert c_parse(cmdlib, bytes(noise)) == []
     assert cmdlib.t_counter(1) > 5000  # those headers were checked, and failed their CRC
 
@@ -218,7 +227,7 @@ def test_parser_length_bound_and_bounded_polls(cmdlib):
 def test_parser_finds_a_frame_inside_a_damaged_one(cmdlib):
     inner = proto.encode_command("stop", 9)
     outer = bytearray(tm.Frame(18, 1, bytes(16)).to_bytes())
-    outer[10:10 + len(inner)] = inner  # the outer frame's CRC no longer matches
+    outer[10 : 10 + len(inner)] = inner  # the outer frame's CRC no longer matches
     assert c_parse(cmdlib, bytes(outer) + bytes(28)) == [tm.Frame(20, 9, b"")]
 
 
@@ -231,11 +240,18 @@ def test_parser_cross_compiles_for_m55(tmp_path):
     nm = shutil.which("arm-none-eabi-nm")
     if nm:
         obj = tmp_path / "zo_command.o"
-        subprocess.run(["arm-none-eabi-gcc", *STRICT_FLAGS, *M55_FLAGS, *RUNTIME_INCLUDES, "-c", str(src), "-o", str(obj)],
-                       check=True)
+        subprocess.run(
+            ["arm-none-eabi-gcc", *STRICT_FLAGS, *M55_FLAGS, *RUNTIME_INCLUDES, "-c", str(src), "-o", str(obj)],
+            check=True,
+        )
         out = subprocess.run([nm, "-u", str(obj)], check=True, capture_output=True, text=True).stdout
         assert {line.split()[-1] for line in out.splitlines() if line.strip()} <= {
-            "zo_port_read_byte", "zo_tm_crc32", "memcpy", "memmove", "memset"}
+            "zo_port_read_byte",
+            "zo_tm_crc32",
+            "memcpy",
+            "memmove",
+            "memset",
+        }
 
 
 # ============================================================================== a recorded stream
@@ -293,8 +309,9 @@ def write_later(port, data: bytes) -> threading.Thread:
 
 def test_loop_port_stream_to_done(tmp_path, stream):
     port, opener = loop_opener()
-    mon = Monitor(opener=opener, log_path=tmp_path / "run.jsonl", csv_path=tmp_path / "run.csv",
-                  plot_path=tmp_path / "run.png")
+    mon = Monitor(
+        opener=opener, log_path=tmp_path / "run.jsonl", csv_path=tmp_path / "run.csv", plot_path=tmp_path / "run.png"
+    )
     mon.connect()
     write_later(port, b"boot: zoflash firmware\r\n" + b"".join(stream) + b"after done\n")
     mon.run(timeout=20)
@@ -306,7 +323,8 @@ def test_loop_port_stream_to_done(tmp_path, stream):
     assert comparable(read_log(tmp_path / "run.jsonl")) == logged(decoded(stream))
     rows = (tmp_path / "run.csv").read_text().splitlines()
     assert rows[0].startswith("type,step,q,state") and len(rows) == 1 + sum(
-        r["type"] in ("step", "eval") for r in res.records)
+        r["type"] in ("step", "eval") for r in res.records
+    )
     assert res.plot_path is None or res.plot_path.exists()
 
 
@@ -322,8 +340,9 @@ def test_loop_port_commands_are_frames(tmp_path):
         mon.request("status", timeout=0.3)
     res = mon.close()
     echoed = [r for r in res.records if r["type"] == "command"]
-    assert [(r["command"], r["seq"]) for r in echoed][:5] == list(zip(("pause", "resume", "status", "dump", "stop"),
-                                                                       seqs))
+    assert [(r["command"], r["seq"]) for r in echoed][:5] == list(
+        zip(("pause", "resume", "status", "dump", "stop"), seqs)
+    )
     sent = [r for r in read_log(tmp_path / "cmd.jsonl") if r["type"] == "monitor" and r["event"] == "command"]
     assert [r["command"] for r in sent][:5] == ["pause", "resume", "status", "dump", "stop"]
 
@@ -331,7 +350,7 @@ def test_loop_port_commands_are_frames(tmp_path):
 def test_ctrl_c_closes_the_log_and_draws_the_plot(tmp_path, stream):
     port, opener = loop_opener()
     mon = Monitor(opener=opener, log_path=tmp_path / "run.jsonl", plot_path=tmp_path / "run.png")
-    half = stream[:len(stream) // 2]  # no done: the monitor would wait for ever
+    half = stream[: len(stream) // 2]  # no done: the monitor would wait for ever
     write_later(port, b"".join(half))
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
@@ -384,7 +403,7 @@ class Peer(threading.Thread):
                 pos = 0
                 while pos < len(script):
                     n = rng.randint(1, 700)
-                    conn.sendall(script[pos:pos + n])
+                    conn.sendall(script[pos : pos + n])
                     pos += n
                     time.sleep(0.001)
                 conn.close()
@@ -414,8 +433,8 @@ def test_tcp_peer_faults_and_reconnect(tmp_path, stream, seed):
     rng = random.Random(seed)
     cut = len(stream) // 2
     first, intact1 = faulty(stream[:cut], rng, 0.2)
-    half_frame = stream[cut][:len(stream[cut]) // 2]  # the connection drops in the middle of a frame
-    second, intact2 = faulty(stream[cut + 1:-1], rng, 0.2)
+    half_frame = stream[cut][: len(stream[cut]) // 2]  # the connection drops in the middle of a frame
+    second, intact2 = faulty(stream[cut + 1 : -1], rng, 0.2)
     second = rng.randbytes(20) + second + stream[-1]  # done arrives intact: the run can end
     peer = Peer([first + half_frame, second])
     peer.start()
@@ -453,7 +472,7 @@ def test_socket_bytes_before_a_close_are_not_lost(stream):
 def test_device_restart_starts_a_new_segment(tmp_path, stream):
     port, opener = loop_opener()
     mon = Monitor(opener=opener, log_path=tmp_path / "run.jsonl")
-    write_later(port, b"".join(stream[:len(stream) // 2]) + b"reset\n" + b"".join(stream))  # reset mid-run, rerun
+    write_later(port, b"".join(stream[: len(stream) // 2]) + b"reset\n" + b"".join(stream))  # reset mid-run, rerun
     mon.run(timeout=20)
     res = mon.close()
     assert res.segments == 2 and res.done is not None and res.stats["seq_gaps"] == 0
@@ -471,8 +490,11 @@ def fake_port(device, vid=None, pid=None, product=None):
 
 
 def test_find_port_by_usb_id():
-    ports = [fake_port("/dev/ttyS0"), fake_port("/dev/ttyACM0", 0x0483, 0x374E, "STLINK-V3"),
-             fake_port("/dev/ttyACM1", 0x1366, 0x0105, "J-Link")]
+    ports = [
+        fake_port("/dev/ttyS0"),
+        fake_port("/dev/ttyACM0", 0x0483, 0x374E, "STLINK-V3"),
+        fake_port("/dev/ttyACM1", 0x1366, 0x0105, "J-Link"),
+    ]
     assert find_port(ports=ports) == "/dev/ttyACM0"
     assert find_port([(0x1366, 0x0105)], ports=ports) == "/dev/ttyACM1"
     assert find_port(["0483:374e"], ports=ports) == "/dev/ttyACM0"
@@ -528,8 +550,9 @@ def program(tmp_path_factory, small_data):
     return SimpleNamespace(exe=exe, records=dec.records(dec.feed(raw)), prep=prep)
 
 
-def program_monitor(exe: Path, tmp_path: Path, queued: tuple[str, ...] = (), name: str = "run",
-                    **monitor_options) -> tuple[Monitor, ProgramPort]:
+def program_monitor(
+    exe: Path, tmp_path: Path, queued: tuple[str, ...] = (), name: str = "run", **monitor_options
+) -> tuple[Monitor, ProgramPort]:
     # the queued commands are already waiting when the program starts
     port = ProgramPort([exe], preload=b"".join(proto.encode_command(c, 1000 + k) for k, c in enumerate(queued)))
     opened = []
@@ -593,8 +616,16 @@ def test_pause_status_dump_resume_leave_the_run_unchanged(tmp_path, program):
     assert logged(res.records) == logged(program.records)
     acks = [r for r in res.records if r["type"] == "ack"]
     assert [(a["command"], a["result"]) for a in acks] == [
-        ("pause", "ok"), ("status", "ok"), ("resume", "ok"), ("pause", "ok"), ("pause", "ignored"), ("status", "ok"),
-        ("dump", "ok"), ("resume", "ok"), ("resume", "ignored")]
+        ("pause", "ok"),
+        ("status", "ok"),
+        ("resume", "ok"),
+        ("pause", "ok"),
+        ("pause", "ignored"),
+        ("status", "ok"),
+        ("dump", "ok"),
+        ("resume", "ok"),
+        ("resume", "ignored"),
+    ]
     assert weights_of(res.records) == weights_of(program.records)  # the last dump: the end of the run
 
 
@@ -612,14 +643,14 @@ def test_stop_finishes_like_a_run(tmp_path, program):
     assert port.proc.returncode == 0
     recs = res.records
     k = next(i for i, r in enumerate(recs) if r["type"] == "ack" and r["command"] == "stop")
-    tail = [r for r in recs[k + 1:] if r["type"] != "monitor"]
+    tail = [r for r in recs[k + 1 :] if r["type"] != "monitor"]
     assert {r["type"] for r in tail} <= {"eval", "weights", "done"} and tail[-1]["type"] == "done"
     if st["step"] % 500:  # not just evaluated: a final evaluation, as at the end of any run
         assert tail[0]["type"] == "eval" and tail[0]["step"] == st["step"]
     assert {key: dump.get(*key, np.uint8).tobytes() for key in dump.keys()} == weights_of(tail)
     # Before the stop, the same records as the undisturbed run.
     before = logged(recs[:k])
-    assert before == logged(program.records)[:len(before)]
+    assert before == logged(program.records)[: len(before)]
 
 
 @pytest.mark.cc
@@ -654,8 +685,9 @@ class Bridge(threading.Thread):
             conn, _ = self.listener.accept()
         except OSError:
             return
-        proc = subprocess.Popen([str(self.exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [str(self.exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
 
         def to_program():
             try:
@@ -688,8 +720,23 @@ def test_cli_monitor_and_export_over_a_socket(tmp_path, program):
     bridge = Bridge(program.exe)
     bridge.start()
     out = tmp_path / "trained.tflite"
-    assert main(["-q", "export", "--port", f"socket://127.0.0.1:{bridge.port}", "--model", str(DIGITS),
-                 "--out", str(out), "--save-weights", str(tmp_path / "dumped.weights.npz")]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "export",
+                "--port",
+                f"socket://127.0.0.1:{bridge.port}",
+                "--model",
+                str(DIGITS),
+                "--out",
+                str(out),
+                "--save-weights",
+                str(tmp_path / "dumped.weights.npz"),
+            ]
+        )
+        == 0
+    )
     bridge.join(20)
     assert out.exists() and out.stat().st_size == DIGITS.stat().st_size
     assert load_weights(tmp_path / "dumped.weights.npz").model_sha256 == program.prep.sha256
@@ -697,8 +744,25 @@ def test_cli_monitor_and_export_over_a_socket(tmp_path, program):
     bridge = Bridge(program.exe)
     bridge.start()
     log = tmp_path / "mon.jsonl"
-    assert main(["-q", "monitor", "--port", f"socket://127.0.0.1:{bridge.port}", "--log", str(log), "--csv",
-                 str(tmp_path / "mon.csv"), "--model", str(DIGITS), "--timeout", "60"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "monitor",
+                "--port",
+                f"socket://127.0.0.1:{bridge.port}",
+                "--log",
+                str(log),
+                "--csv",
+                str(tmp_path / "mon.csv"),
+                "--model",
+                str(DIGITS),
+                "--timeout",
+                "60",
+            ]
+        )
+        == 0
+    )
     bridge.join(20)
     assert bridge.returncodes == [0]
     assert comparable(read_log(log)) == logged(program.records)
@@ -713,8 +777,22 @@ def test_cli_export_needs_one_source(tmp_path):
     from zoflash.cli import main
 
     assert main(["export", "--model", str(DIGITS), "--out", str(tmp_path / "x.tflite")]) == 2
-    assert main(["export", "--model", str(DIGITS), "--out", str(tmp_path / "x.tflite"), "--weights", "w.npz",
-                 "--port", "loop://"]) == 2
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                str(DIGITS),
+                "--out",
+                str(tmp_path / "x.tflite"),
+                "--weights",
+                "w.npz",
+                "--port",
+                "loop://",
+            ]
+        )
+        == 2
+    )
 
 
 @pytest.mark.cc
@@ -732,7 +810,10 @@ def test_keys_typed_in_the_terminal_send_commands(tmp_path, program):
     port.close()
     assert res.done["reason"] == "command" and res.done["steps"] == 0
     assert [(a["command"], a["result"]) for a in res.records if a["type"] == "ack"] == [
-        ("pause", "ok"), ("status", "ok"), ("stop", "ok")]
+        ("pause", "ok"),
+        ("status", "ok"),
+        ("stop", "ok"),
+    ]
     assert said == ["dump: give --model M.tflite to save the weights the device sends"]
 
 
@@ -746,9 +827,25 @@ def qemu_serial(elf: Path):
     with socket.socket() as s:  # a free local port for QEMU's server socket
         s.bind(("127.0.0.1", 0))
         tcp = s.getsockname()[1]
-    qemu = subprocess.Popen(["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-icount", "shift=0",
-                             "-monitor", "none", "-serial", f"tcp:127.0.0.1:{tcp},server=on,wait=on", "-kernel",
-                             str(elf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    qemu = subprocess.Popen(
+        [
+            "qemu-system-arm",
+            "-M",
+            "mps3-an547",
+            "-nographic",
+            "-semihosting",
+            "-icount",
+            "shift=0",
+            "-monitor",
+            "none",
+            "-serial",
+            f"tcp:127.0.0.1:{tcp},server=on,wait=on",
+            "-kernel",
+            str(elf),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         yield f"socket://127.0.0.1:{tcp}"
         assert qemu.wait(timeout=60) == 0
@@ -836,12 +933,16 @@ def dying_opener(data: bytes):
             raise ConnectionRefusedError("connection refused")
         opened.append(1)
         return DyingPort(data)
+
     return opener
 
 
 def test_an_ended_emulator_stops_the_monitor(tmp_path, stream):
-    mon = Monitor(opener=dying_opener(b"".join(stream[:6])), log_path=tmp_path / "run.jsonl",
-                  ended=lambda: "the emulator has ended (exited with status 3)")
+    mon = Monitor(
+        opener=dying_opener(b"".join(stream[:6])),
+        log_path=tmp_path / "run.jsonl",
+        ended=lambda: "the emulator has ended (exited with status 3)",
+    )
     mon.connect()
     t0 = time.monotonic()
     mon.run(timeout=30)
@@ -871,8 +972,10 @@ def test_emulator_ended_reads_the_supervisors_note(tmp_path):
         argv = Path(f"/proc/{proc.pid}/cmdline").read_bytes().rstrip(b"\0").decode().split("\0")
         time.sleep(0.01)
     log = tmp_path / ".zoflash-qemu.log"
-    log.write_text("QEMU waiting for connection on: disconnected:tcp:127.0.0.1:4444,server=on\n"
-                   "qemu: fatal: Lockup: can't escalate 3 to HardFault\n")
+    log.write_text(
+        "QEMU waiting for connection on: disconnected:tcp:127.0.0.1:4444,server=on\n"
+        "qemu: fatal: Lockup: can't escalate 3 to HardFault\n"
+    )
     (tmp_path / ".zoflash-qemu.json").write_text(json.dumps({"pid": proc.pid, "command": argv, "log": str(log)}))
     ended = emulator_ended(tmp_path)
     assert ended() is None
@@ -880,8 +983,10 @@ def test_emulator_ended_reads_the_supervisors_note(tmp_path):
     proc.wait()
     with log.open("a") as f:
         f.write("[zoflash] qemu ended by signal 9\n")
-    assert ended() == (f"the emulator has ended (ended by signal 9): qemu: fatal: Lockup: can't escalate 3 to "
-                       f"HardFault (output in {log})")
+    assert ended() == (
+        f"the emulator has ended (ended by signal 9): qemu: fatal: Lockup: can't escalate 3 to "
+        f"HardFault (output in {log})"
+    )
 
 
 def test_lost_weights_frames_are_reported(tmp_path, stream):
@@ -920,8 +1025,19 @@ def test_ctrl_c_asks_the_device_for_its_weights(tmp_path, program, capsys):
     threading.Thread(target=interrupt_after_a_step, daemon=True).start()
     from zoflash.cli import main
 
-    rc = main(["monitor", "--port", f"socket://127.0.0.1:{bridge.port}", "--log", str(log), "--model", str(DIGITS),
-               "--timeout", "60"])
+    rc = main(
+        [
+            "monitor",
+            "--port",
+            f"socket://127.0.0.1:{bridge.port}",
+            "--log",
+            str(log),
+            "--model",
+            str(DIGITS),
+            "--timeout",
+            "60",
+        ]
+    )
     out = capsys.readouterr().out
     bridge.join(20)
     assert rc == 0, out
@@ -953,8 +1069,25 @@ def test_run_stops_when_the_emulator_is_killed(tmp_path, capsys):
     t0 = time.monotonic()
     from zoflash.cli import main
 
-    rc = main(["run", "--board", "mps3-an547", "--model", str(DIGITS), "--data", str(FIXTURES / "digits_shift.npz"),
-               "--steps", "100000", "--out", str(bundle), "--log", str(log), "--timeout", "300"])
+    rc = main(
+        [
+            "run",
+            "--board",
+            "mps3-an547",
+            "--model",
+            str(DIGITS),
+            "--data",
+            str(FIXTURES / "digits_shift.npz"),
+            "--steps",
+            "100000",
+            "--out",
+            str(bundle),
+            "--log",
+            str(log),
+            "--timeout",
+            "300",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 1, out
     assert "stopped: the emulator has ended (ended by signal 9)" in out

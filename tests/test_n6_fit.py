@@ -8,6 +8,7 @@ data is read in place from the memory-mapped NOR, in development mode (the ram m
 there first) as in flash boot; the hot state (arena, stack, RAM data) stays in the SRAM.
 The MobileNetV2 0.35 is the stand-in (tests/fixtures/make_standin_mobilenetv2.py), not a public model.
 """
+
 from __future__ import annotations
 
 import re
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 from conftest import FIXTURES
 from test_public_models import EXPECTED, PUBLIC
+
 from zoflash import api
 from zoflash.cli import main
 from zoflash.errors import BoardError, UnsupportedModelError
@@ -24,7 +26,8 @@ from zoflash.training.plan import plan_training
 
 BOARDS = ("stm32n6570-dk", "nucleo-n657x0-q")
 MODELS = sorted(PUBLIC / k for k, v in EXPECTED.items() if v == "bit-exact") + [
-    FIXTURES / "standin_mobilenet_v2_0.35_128.tflite"]
+    FIXTURES / "standin_mobilenet_v2_0.35_128.tflite"
+]
 SAMPLES = 1000
 TESTS = 16
 # models zoflash compiles but does not train (a clear refusal, checked below)
@@ -106,8 +109,24 @@ def test_build_for_stm32n6_links_the_plan(tmp_path, capsys):
     as many images as the SRAM holds: the data in AXISRAM3..6, which the port turns on."""
     model = PUBLIC / "person_detect.tflite"
     data, _ = synthetic_data(tmp_path / "pd.npz", model, 150)
-    assert main(["build", "--board", "stm32n6", "--model", str(model), "--data", str(data), "--steps", "3",
-                 "--out", str(tmp_path / "b")]) == 0
+    assert (
+        main(
+            [
+                "build",
+                "--board",
+                "stm32n6",
+                "--model",
+                str(model),
+                "--data",
+                str(data),
+                "--steps",
+                "3",
+                "--out",
+                str(tmp_path / "b"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert (tmp_path / "b" / "build" / "person_detect.elf").is_file()
     row = next(line for line in out.splitlines() if line.startswith("region  AXISRAM3_6"))
@@ -128,16 +147,36 @@ def test_development_mode_links_the_data_in_the_nor(tmp_path, capsys):
 
     model = FIXTURES.parent.parent / "examples" / "digits_cnn.tflite"
     data, _ = synthetic_data(tmp_path / "d.npz", model, 30000)
-    assert main(["build", "--board", "stm32n6", "--model", str(model), "--data", str(data), "--steps", "3",
-                 "--out", str(tmp_path / "b")]) == 0
-    assert re.search(r"^region  XSPI2_NOR \(flash, \d+ bytes at 0x70100000\): \d+ used .*: training data \d+$",
-                     capsys.readouterr().out, re.M)
+    assert (
+        main(
+            [
+                "build",
+                "--board",
+                "stm32n6",
+                "--model",
+                str(model),
+                "--data",
+                str(data),
+                "--steps",
+                "3",
+                "--out",
+                str(tmp_path / "b"),
+            ]
+        )
+        == 0
+    )
+    assert re.search(
+        r"^region  XSPI2_NOR \(flash, \d+ bytes at 0x70100000\): \d+ used .*: training data \d+$",
+        capsys.readouterr().out,
+        re.M,
+    )
     build = tmp_path / "b" / "build"
 
     def sections(elf):
         out = subprocess.run(["arm-none-eabi-objdump", "-h", str(elf)], capture_output=True, text=True).stdout
-        return {f[1]: int(f[3], 16) for f in (line.split() for line in out.splitlines()) if len(f) > 3 and
-                f[0].isdigit()}
+        return {
+            f[1]: int(f[3], 16) for f in (line.split() for line in out.splitlines()) if len(f) > 3 and f[0].isdigit()
+        }
 
     whole, ram = sections(build / "digits_cnn.elf"), sections(build / "digits_cnn_ram.elf")
     assert whole[".train_data"] == 0x70100000 and ".train_data" not in ram

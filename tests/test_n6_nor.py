@@ -3,6 +3,7 @@ keep checkpoints in a reserved range at the end of the external NOR, the board's
 [checkpoint_store] region.  No board is available: the store is checked as board data, as a
 linked firmware (both boards, development and flash boot, warning-free: the Makefile has
 -Werror), and its register facts by tests/test_n6_regs.py against ST's header."""
+
 from __future__ import annotations
 
 import re
@@ -11,6 +12,7 @@ import subprocess
 import pytest
 from conftest import FIXTURES
 from test_boards import board_text, edited, parse
+
 from zoflash.cli import main
 from zoflash.errors import BoardError
 from zoflash.targets import boards
@@ -32,13 +34,19 @@ def test_the_store_is_the_nors_last_sectors_and_out_of_the_plan(board_id):
         assert all(b.checkpoint_store not in c for c in boards.for_boot(b, mode).candidates.values())
 
 
-@pytest.mark.parametrize("old,new,message", [
-    ('region = "XSPI2_CKPT"', 'region = "NOWHERE"', r"\[checkpoint_store\]: 'region' names 'NOWHERE', which"),
-    ('region = "XSPI2_CKPT"', 'region = "RAM"', r"'region' must be of kind 'flash', but 'RAM' is 'ram'"),
-    ('weights = ["IMAGE", "XSPI2_NOR"]', 'weights = ["IMAGE", "XSPI2_CKPT"]',
-     r"region 'XSPI2_CKPT' is reserved for checkpoints, but the placement of 'weights' lists it"),
-    ('size = 0x0040_0000', 'size = 0x0040_1000', r"must be a non-zero multiple of 8192 bytes"),
-])
+@pytest.mark.parametrize(
+    "old,new,message",
+    [
+        ('region = "XSPI2_CKPT"', 'region = "NOWHERE"', r"\[checkpoint_store\]: 'region' names 'NOWHERE', which"),
+        ('region = "XSPI2_CKPT"', 'region = "RAM"', r"'region' must be of kind 'flash', but 'RAM' is 'ram'"),
+        (
+            'weights = ["IMAGE", "XSPI2_NOR"]',
+            'weights = ["IMAGE", "XSPI2_CKPT"]',
+            r"region 'XSPI2_CKPT' is reserved for checkpoints, but the placement of 'weights' lists it",
+        ),
+        ("size = 0x0040_0000", "size = 0x0040_1000", r"must be a non-zero multiple of 8192 bytes"),
+    ],
+)
 def test_a_bad_store_is_named(old, new, message):
     with pytest.raises(BoardError, match=message):
         parse(edited("stm32n6570-dk", old, new))
@@ -58,8 +66,28 @@ def _symbols(elf) -> dict[str, int]:
 @pytest.mark.parametrize("board_id,boot", [("stm32n6570-dk", "dev"), ("nucleo-n657x0-q", "flash")])
 def test_the_firmware_links_the_nor_hooks(tmp_path, board_id, boot):
     out = tmp_path / "b"
-    assert main(["build", "--board", board_id, "--boot", boot, "--model", str(DIGITS), "--data", str(SHIFT),
-                 "--steps", "20", "--checkpoint-every", "5", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "build",
+                "--board",
+                board_id,
+                "--boot",
+                boot,
+                "--model",
+                str(DIGITS),
+                "--data",
+                str(SHIFT),
+                "--steps",
+                "20",
+                "--checkpoint-every",
+                "5",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     b = boards.load_board(board_id)
     store = b.region(b.checkpoint_store)
     sym = _symbols(next(out.glob("build/*.elf")))
@@ -67,11 +95,16 @@ def test_the_firmware_links_the_nor_hooks(tmp_path, board_id, boot):
     image = b.region("IMAGE")
     for hook in ("zo_port_checkpoint_save", "zo_port_checkpoint_load"):  # the port's, not the weak defaults
         assert image.origin <= sym[hook] < image.end  # in RAM: runs while the NOR is out of memory-mapped mode
-    nm = subprocess.run(["arm-none-eabi-nm", "--defined-only", str(out / "build" / "obj" / "zo_checkpoint.o")],
-                        capture_output=True, text=True, check=True).stdout
+    nm = subprocess.run(
+        ["arm-none-eabi-nm", "--defined-only", str(out / "build" / "obj" / "zo_checkpoint.o")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert re.search(r" W zo_port_checkpoint_save$", nm, flags=re.M)  # the trainer's default (zo_checkpoint.c) is weak
-    sections = subprocess.run(["arm-none-eabi-objdump", "-h", str(next(out.glob("build/*.elf")))],
-                              capture_output=True, text=True, check=True).stdout
+    sections = subprocess.run(
+        ["arm-none-eabi-objdump", "-h", str(next(out.glob("build/*.elf")))], capture_output=True, text=True, check=True
+    ).stdout
     for vma, size in re.findall(r"^\s+\d+ \S+\s+([0-9a-f]{8}) [0-9a-f]{8} ([0-9a-f]{8})", sections, flags=re.M):
         start, end = int(vma, 16), int(vma, 16) + int(size, 16)
         assert end <= store.origin or start >= store.end  # nothing placed in the store

@@ -4,6 +4,7 @@ Without the header (a fresh machine) the port's own numbers are checked against
 tests/fixtures/stm32n657xx_facts.toml, values evaluated from the header (tests/n6regs.py);
 with the cmsis-device-n6 mirror the header itself gives the same numbers, and the port built
 against it (--device-headers) compiles to the same machine code as with its own numbers."""
+
 from __future__ import annotations
 
 import shutil
@@ -12,6 +13,7 @@ import subprocess
 import pytest
 from conftest import FIXTURES
 from n6regs import assert_source, extract_headers, port_dir, read_facts, regs_names
+
 from zoflash.cli import main
 
 DIGITS = FIXTURES / "digits_cnn.tflite"
@@ -23,8 +25,11 @@ def _syntax_check(tmp_path, source: str, *flags: str) -> subprocess.CompletedPro
     if cc is None:
         pytest.skip("no host C compiler")
     (tmp_path / "check.c").write_text(source)
-    return subprocess.run([cc, "-std=c11", "-fsyntax-only", *flags, f"-I{port_dir()}", str(tmp_path / "check.c")],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [cc, "-std=c11", "-fsyntax-only", *flags, f"-I{port_dir()}", str(tmp_path / "check.c")],
+        capture_output=True,
+        text=True,
+    )
 
 
 def _headers(tmp_path):
@@ -53,8 +58,9 @@ def test_a_wrong_number_is_caught(tmp_path):
 
 def test_the_header_gives_the_recorded_numbers(tmp_path):
     st = _headers(tmp_path)
-    proc = _syntax_check(tmp_path, assert_source(read_facts()), "-DZO_DEVICE_HEADERS", f"-I{st / 'Include'}",
-                         f"-I{st / 'core'}")
+    proc = _syntax_check(
+        tmp_path, assert_source(read_facts()), "-DZO_DEVICE_HEADERS", f"-I{st / 'Include'}", f"-I{st / 'core'}"
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -63,13 +69,17 @@ PORT_OBJECTS = ("zo_port_stm32n6", "zo_port_stm32n6_xspi")
 
 def _port_code(bundle) -> dict[str, str]:
     """The port's objects compiled by the bundle's Makefile, disassembled."""
-    subprocess.run(["make", "-s", "-C", str(bundle), *(f"build/obj/{o}.o" for o in PORT_OBJECTS)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["make", "-s", "-C", str(bundle), *(f"build/obj/{o}.o" for o in PORT_OBJECTS)], check=True, capture_output=True
+    )
     out = {}
     for obj in PORT_OBJECTS:
-        text = subprocess.run(["arm-none-eabi-objdump", "-d", "--no-show-raw-insn", str(bundle / "build" / "obj" /
-                                                                                     f"{obj}.o")],
-                              capture_output=True, text=True, check=True).stdout
+        text = subprocess.run(
+            ["arm-none-eabi-objdump", "-d", "--no-show-raw-insn", str(bundle / "build" / "obj" / f"{obj}.o")],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         out[obj] = text.split("Disassembly of section", 1)[1]
     return out
 
@@ -79,14 +89,39 @@ def test_the_port_built_against_the_header_is_the_same_code(tmp_path):
     """--device-headers (cmsis-device-n6's Include/ and a CMSIS core folder): the Makefile defines
     ZO_DEVICE_HEADERS, the port takes ST's definitions, and its machine code is unchanged."""
     st = _headers(tmp_path)
-    args = ["build", "--board", "stm32n6", "--boot", "flash", "--model", str(DIGITS), "--data", str(SHIFT),
-            "--steps", "5", "--no-compile"]
+    args = [
+        "build",
+        "--board",
+        "stm32n6",
+        "--boot",
+        "flash",
+        "--model",
+        str(DIGITS),
+        "--data",
+        str(SHIFT),
+        "--steps",
+        "5",
+        "--no-compile",
+    ]
     assert main([*args, "--out", str(tmp_path / "own")]) == 0
-    assert main([*args, "--out", str(tmp_path / "with_st"), "--device-headers", str(st),
-                 "--device-headers", str(st / "core")]) == 0
+    assert (
+        main(
+            [
+                *args,
+                "--out",
+                str(tmp_path / "with_st"),
+                "--device-headers",
+                str(st),
+                "--device-headers",
+                str(st / "core"),
+            ]
+        )
+        == 0
+    )
     make = (tmp_path / "with_st" / "Makefile").read_text()
-    assert f'DEVICE_CFLAGS := -DZO_DEVICE_HEADERS "-I{(st / "Include").resolve()}" "-I{(st / "core").resolve()}"' \
-        in make
+    assert (
+        f'DEVICE_CFLAGS := -DZO_DEVICE_HEADERS "-I{(st / "Include").resolve()}" "-I{(st / "core").resolve()}"' in make
+    )
     assert "ZO_DEVICE_HEADERS" not in (tmp_path / "own" / "Makefile").read_text()
     assert _port_code(tmp_path / "own") == _port_code(tmp_path / "with_st")
 
@@ -108,11 +143,24 @@ def test_device_headers_that_are_missing_are_named(tmp_path, capsys):
 
 
 def test_device_headers_for_a_port_without_them(tmp_path, capsys):
-    assert main(["build", "--board", "host", "--model", str(DIGITS), "--no-compile", "--out", str(tmp_path / "b"),
-                 "--device-headers", str(tmp_path)]) == 2
+    assert (
+        main(
+            [
+                "build",
+                "--board",
+                "host",
+                "--model",
+                str(DIGITS),
+                "--no-compile",
+                "--out",
+                str(tmp_path / "b"),
+                "--device-headers",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
     assert "does not compile against vendor headers" in capsys.readouterr().err
-
-
 
 
 def test_device_headers_from_the_project_file(tmp_path):
@@ -122,8 +170,29 @@ def test_device_headers_from_the_project_file(tmp_path):
         (proj / sub).mkdir(parents=True)
         (proj / sub / header).write_text("/* stand-in: only found, not compiled here */\n")
     (proj / "zoflash.toml").write_text('[build]\ndevice_headers = ["cmsis-device-n6", "CMSIS_6"]\n')
-    assert main(["build", "--board", "stm32n6", "--model", str(DIGITS), "--data", str(SHIFT), "--steps", "5",
-                 "--no-compile", "--config", str(proj / "zoflash.toml"), "--out", str(tmp_path / "b")]) == 0
+    assert (
+        main(
+            [
+                "build",
+                "--board",
+                "stm32n6",
+                "--model",
+                str(DIGITS),
+                "--data",
+                str(SHIFT),
+                "--steps",
+                "5",
+                "--no-compile",
+                "--config",
+                str(proj / "zoflash.toml"),
+                "--out",
+                str(tmp_path / "b"),
+            ]
+        )
+        == 0
+    )
     make = (tmp_path / "b" / "Makefile").read_text()
-    assert (f'DEVICE_CFLAGS := -DZO_DEVICE_HEADERS "-I{(proj / "cmsis-device-n6/Include").resolve()}" '
-            f'"-I{(proj / "CMSIS_6/CMSIS/Core/Include").resolve()}"') in make
+    assert (
+        f'DEVICE_CFLAGS := -DZO_DEVICE_HEADERS "-I{(proj / "cmsis-device-n6/Include").resolve()}" '
+        f'"-I{(proj / "CMSIS_6/CMSIS/Core/Include").resolve()}"'
+    ) in make

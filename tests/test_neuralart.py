@@ -5,6 +5,7 @@ Cortex-M55 against a stand-in of the ll_aton declarations it calls (tests/ll_ato
 No stedgeai, no ST runtime and no Neural-ART NPU exist here: the build is driven by a fake
 stedgeai that writes the files the real one does (names from ST's documentation), so what runs is
 zoflash's side only."""
+
 from __future__ import annotations
 
 import json
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 import tomllib
 from conftest import FIXTURES
+
 from zoflash import api
 from zoflash.cli import main
 from zoflash.errors import BoardError, ToolMissingError
@@ -36,7 +38,8 @@ def test_the_n6_boards_carry_the_npu_facts_of_st_s_header(board_id):
     ram = [p for p in npu["pools"] if p["use"] == "activations"]
     # AXISRAM3..6: 448 KiB each, back to back from 0x34200000 (RM0486 memory map), then the NPU cache's RAM
     assert [(p["name"], p["origin"], p["size"]) for p in ram] == [
-        (f"AXISRAM{i}", 0x34200000 + (i - 3) * 0x70000, 0x70000) for i in range(3, 7)]
+        (f"AXISRAM{i}", 0x34200000 + (i - 3) * 0x70000, 0x70000) for i in range(3, 7)
+    ]
     cache = next(p for p in npu["pools"] if p["use"] == "cache")
     assert (cache["origin"], cache["size"]) == (0x343C0000, 0x40000)  # CACHEAXI_RAM_BASE_S, CACHEAXI_RAM_SIZE
     assert backend_for("neural-art").name == "neural-art"
@@ -55,18 +58,27 @@ def test_the_profile_gives_the_npu_its_pools_and_the_constants_one_pool():
     dev = boards.load_board("stm32n6570-dk")
     files = neuralart.profile_files(dev)
     profile = json.loads(files["user_neuralart.json"])["Profiles"]["default"]
-    assert profile == {"memory_pool": "./zoflash.mpool",
-                       "options": "--enable-epoch-controller --all-buffers-info --cache-maintenance"}
+    assert profile == {
+        "memory_pool": "./zoflash.mpool",
+        "options": "--enable-epoch-controller --all-buffers-info --cache-maintenance",
+    }
     pools = json.loads(files["zoflash.mpool"])["memory"]["mempools"]
     # development mode: the four AXISRAMs, at their absolute addresses in KiB; the last holds the constants
     assert [(p["name"], p["offset"]["value"], p["size"]["value"]) for p in pools] == [
-        ("AXISRAM3", str(0x34200000 // 1024), "448"), ("AXISRAM4", str(0x34270000 // 1024), "448"),
-        ("AXISRAM5", str(0x342E0000 // 1024), "448"), ("AXISRAM6", str(0x34350000 // 1024), "448")]
+        ("AXISRAM3", str(0x34200000 // 1024), "448"),
+        ("AXISRAM4", str(0x34270000 // 1024), "448"),
+        ("AXISRAM5", str(0x342E0000 // 1024), "448"),
+        ("AXISRAM6", str(0x34350000 // 1024), "448"),
+    ]
     assert [p["prop"]["constantsPreferred"] for p in pools] == [False, False, False, True]
     flash = json.loads(neuralart.profile_files(boards.for_boot(dev, "flash"))["zoflash.mpool"])["memory"]["mempools"]
     nor = flash[-1]
     assert (nor["name"], nor["offset"]["value"], nor["prop"]["rights"], nor["prop"]["constantsPreferred"]) == (
-        "xSPI2", str(0x76C00000 // 1024), "ACC_READ", True)
+        "xSPI2",
+        str(0x76C00000 // 1024),
+        "ACC_READ",
+        True,
+    )
     assert files == neuralart.profile_files(dev)  # deterministic
 
 
@@ -81,32 +93,71 @@ def test_missing_tools_are_named_in_one_line(monkeypatch, tmp_path):
         neuralart.find_runtime(None)
     with pytest.raises(ToolMissingError, match="no ll_aton/ll_aton_runtime.c"):
         neuralart.find_runtime(tmp_path)
-    assert main(["build", "--board", "stm32n6", "--model", str(MODEL), "--data", str(DATA),
-                 "--npu", "neural-art", "--no-compile", "--out", str(tmp_path / "b")]) == 2
+    assert (
+        main(
+            [
+                "build",
+                "--board",
+                "stm32n6",
+                "--model",
+                str(MODEL),
+                "--data",
+                str(DATA),
+                "--npu",
+                "neural-art",
+                "--no-compile",
+                "--out",
+                str(tmp_path / "b"),
+            ]
+        )
+        == 2
+    )
 
 
 def test_dry_run_prints_the_commands_and_writes_the_profile(capsys, monkeypatch, tmp_path):
     for v in (*neuralart.STEDGEAI_ENV, neuralart.RUNTIME_ENV):
         monkeypatch.delenv(v, raising=False)
     out_dir = tmp_path / "b"
-    assert main(["build", "--board", "stm32n6", "--model", str(MODEL), "--data", str(DATA),
-                 "--npu", "neural-art", "--dry-run", "--out", str(out_dir)]) == 0
+    assert (
+        main(
+            [
+                "build",
+                "--board",
+                "stm32n6",
+                "--model",
+                str(MODEL),
+                "--data",
+                str(DATA),
+                "--npu",
+                "neural-art",
+                "--dry-run",
+                "--out",
+                str(out_dir),
+            ]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1] == ("stedgeai generate --model npu_prefix.tflite --target stm32n6 --st-neural-art "
-                        "default@user_neuralart.json --name network --output st_ai_output --workspace st_ai_ws")
-    assert lines[2].startswith("arm-none-eabi-gcc -mcpu=cortex-m55 ") and lines[2].endswith(
-        "-c st_ai_output/network.c")
+    assert lines[1] == (
+        "stedgeai generate --model npu_prefix.tflite --target stm32n6 --st-neural-art "
+        "default@user_neuralart.json --name network --output st_ai_output --workspace st_ai_ws"
+    )
+    assert lines[2].startswith("arm-none-eabi-gcc -mcpu=cortex-m55 ") and lines[2].endswith("-c st_ai_output/network.c")
     assert "-DLL_ATON_PLATFORM=LL_ATON_PLAT_STM32N6" in lines[2]
-    assert ("arm-none-eabi-objcopy -I binary -O ihex --change-addresses 0x34350000 "
-            "st_ai_output/network_atonbuf.AXISRAM6.raw build/PREFIX_npu_AXISRAM6.hex") in lines
+    assert (
+        "arm-none-eabi-objcopy -I binary -O ihex --change-addresses 0x34350000 "
+        "st_ai_output/network_atonbuf.AXISRAM6.raw build/PREFIX_npu_AXISRAM6.hex"
+    ) in lines
     assert lines[-1] == f"make -C {out_dir}  # zoflash's sources and the glue, then the link"
     assert sorted(p.name for p in out_dir.iterdir()) == ["user_neuralart.json", "zoflash.mpool"]
     # the build itself then writes its bundle there (the profile files are its own)
     stedgeai, runtime = _fake_tools(tmp_path)
-    bundle = api.generate(MODEL, "stm32n6", out_dir, data_path=DATA,
-                          npu=neuralart.NpuRequest("neural-art", str(stedgeai), str(runtime)))
+    bundle = api.generate(
+        MODEL, "stm32n6", out_dir, data_path=DATA, npu=neuralart.NpuRequest("neural-art", str(stedgeai), str(runtime))
+    )
     assert (bundle.path / "zoflash.mpool").read_text() == neuralart.profile_files(boards.load_board("stm32n6570-dk"))[
-        "zoflash.mpool"]
+        "zoflash.mpool"
+    ]
 
 
 def test_the_plan_keeps_the_cpu_out_of_the_npu_s_pools():
@@ -154,8 +205,13 @@ def _fake_tools(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.mark.parametrize("board_id", N6_BOARDS)
 def test_the_glue_compiles_for_the_m55_against_the_standin(board_id, tmp_path):
     stedgeai, runtime = _fake_tools(tmp_path)
-    bundle = api.generate(MODEL, board_id, tmp_path / "b", data_path=DATA,
-                          npu=neuralart.NpuRequest("neural-art", str(stedgeai), str(runtime)))
+    bundle = api.generate(
+        MODEL,
+        board_id,
+        tmp_path / "b",
+        data_path=DATA,
+        npu=neuralart.NpuRequest("neural-art", str(stedgeai), str(runtime)),
+    )
     npu = bundle.manifest["training"]["npu"]
     assert npu["executed"] is False and npu["constants_pool"] == "AXISRAM6"
     assert [p["blob"] for p in npu["pools"] if p["blob"]] == ["network_atonbuf.AXISRAM6.raw"]
@@ -168,15 +224,22 @@ def test_the_glue_compiles_for_the_m55_against_the_standin(board_id, tmp_path):
     assert "__zo_enable_memories = 0x0000001F;" in (bundle.path / "link.ld").read_text()
     # the bundle's own compile lines (its Makefile: -Wall -Wextra -Werror), the stand-in first on the path
     objects = ["build/obj/digits_cnn_npu.o", "build/obj/zo_neuralart.o", "build/obj/npu/network.o"]
-    subprocess.run(["make", "-C", str(bundle.path), *objects, f"EXTRA_CFLAGS=-I{STANDIN}"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["make", "-C", str(bundle.path), *objects, f"EXTRA_CFLAGS=-I{STANDIN}"], check=True, capture_output=True
+    )
     assert all((bundle.path / o).is_file() for o in objects)
 
 
 def test_flash_boot_puts_the_constants_in_the_nor_and_maps_it(tmp_path):
     stedgeai, runtime = _fake_tools(tmp_path)
-    bundle = api.generate(MODEL, "nucleo-n657x0-q", tmp_path / "b", data_path=DATA, boot="flash",
-                          npu=neuralart.NpuRequest("neural-art", str(stedgeai), str(runtime)))
+    bundle = api.generate(
+        MODEL,
+        "nucleo-n657x0-q",
+        tmp_path / "b",
+        data_path=DATA,
+        boot="flash",
+        npu=neuralart.NpuRequest("neural-art", str(stedgeai), str(runtime)),
+    )
     npu = bundle.manifest["training"]["npu"]
     assert npu["constants_pool"] == "xSPI2"
     # the last 16 MiB of the NUCLEO's XSPI2_NOR (0x70100000 + 59 MiB, below the 4 MiB checkpoint store)

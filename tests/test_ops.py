@@ -1,5 +1,6 @@
 """The op registry: every entry complete, the docs generated from it up to date, and per-op
 constraints that reject hand-made invalid models; a property test over random mutants."""
+
 from __future__ import annotations
 
 import copy
@@ -10,6 +11,7 @@ import subprocess
 import numpy as np
 import pytest
 from conftest import FIXTURES, ROOT, positive_fixtures
+
 from zoflash import api
 from zoflash.cli import main
 from zoflash.compiler.ops import KERNELS, OPS, docs
@@ -38,14 +40,16 @@ def test_kernels_name_real_c_functions_and_structs():
 
 
 def test_docs_ops_md_is_up_to_date():
-    assert (ROOT / "docs" / "ops.md").read_text() == docs.markdown(), \
+    assert (ROOT / "docs" / "ops.md").read_text() == docs.markdown(), (
         "docs/ops.md is stale: regenerate it with `make docs`"
+    )
 
 
 def test_readme_operator_table_is_up_to_date():
     readme = (ROOT / "README.md").read_text()
-    assert docs.with_readme_table(readme) == readme, \
+    assert docs.with_readme_table(readme) == readme, (
         "the README's operator table is stale: regenerate it with `make docs`"
+    )
 
 
 def test_readme_table_lists_every_op_once():
@@ -65,6 +69,7 @@ def test_ops_command(capsys):
 
 # ---- each family rejects what its kernels cannot compute ------------------------------------
 
+
 def graph_of(name: str):
     return api.load_model(FIXTURES / name).graph
 
@@ -76,8 +81,9 @@ def op_of(graph, op_type: str):
 def rejected(graph, op, words: str) -> None:
     with pytest.raises(UnsupportedModelError) as info:
         compile_graph(graph)
-    assert any(p.startswith(f"op {op.index} {op.type} (") and words in p for p in info.value.problems), \
+    assert any(p.startswith(f"op {op.index} {op.type} (") and words in p for p in info.value.problems), (
         info.value.problems
+    )
 
 
 def test_concatenation_sizes_must_add_up():
@@ -153,11 +159,15 @@ def test_missing_input():
 
 # ---- property: a random mutant is rejected by legality or verifies -----------------------------
 
+
 def _parameters(graph, op) -> list[int]:
     """The op's constant parameter tensors that are not weights or biases (paddings, axes, shapes)."""
     args = OPS[op.type].inputs
-    return [i for pos, i in enumerate(op.inputs) if i >= 0 and graph.tensors[i].is_constant
-            and pos < len(args) and args[pos].role not in ("weights", "bias")]
+    return [
+        i
+        for pos, i in enumerate(op.inputs)
+        if i >= 0 and graph.tensors[i].is_constant and pos < len(args) and args[pos].role not in ("weights", "bias")
+    ]
 
 
 def _mutate(graph, rng: random.Random, op=None) -> str | None:
@@ -232,8 +242,8 @@ def test_pad_and_mean_extents_equal_their_tensors():
 def test_accepted_mutants_run_clean_under_sanitizers(model_file, tmp_path):
     """What legality lets through runs without an out-of-bounds access or undefined behaviour
     (AddressSanitizer + UBSan build of the generated C)."""
-    from zoflash.targets.project import generate_bundle
     from zoflash.targets.boards import load_board
+    from zoflash.targets.project import generate_bundle
 
     original = graph_of(model_file)
     rng = random.Random(f"sanitize {model_file}")
@@ -250,12 +260,16 @@ def test_accepted_mutants_run_clean_under_sanitizers(model_file, tmp_path):
         out = tmp_path / f"mutant{attempt}"
         bundle = generate_bundle(model, load_board("host"), out, model_file, "0" * 64)
         subprocess.run(["make", "-s", "-C", str(out), "sanitize"], check=True, capture_output=True)
-        x = np.random.default_rng(attempt).integers(-128, 128, size=4 * model.storage(graph.inputs[0]).nbytes,
-                                                    dtype=np.int8)
+        x = np.random.default_rng(attempt).integers(
+            -128, 128, size=4 * model.storage(graph.inputs[0]).nbytes, dtype=np.int8
+        )
         (out / "in.bin").write_bytes(x.tobytes())
-        proc = subprocess.run([str(out / "build" / f"{bundle.prefix}_run_asan"), str(out / "in.bin"),
-                               str(out / "out.bin")], capture_output=True, text=True,
-                              env={**os.environ, "UBSAN_OPTIONS": "halt_on_error=1"})
+        proc = subprocess.run(
+            [str(out / "build" / f"{bundle.prefix}_run_asan"), str(out / "in.bin"), str(out / "out.bin")],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "UBSAN_OPTIONS": "halt_on_error=1"},
+        )
         assert proc.returncode == 0, f"{change}:\n{proc.stderr[-3000:]}"
         runs.append(change)
         if len(runs) == 2:

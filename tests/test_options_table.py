@@ -1,6 +1,7 @@
 """The table of the training options (spec/options.py) and what is derived from it: the
 TrainOptions fields, the flags, the zo_train_config_t fields, one message per problem wherever a
 value comes from, and docs/options.md."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import click
 import pytest
+
 from zoflash.cli import main
 from zoflash.cli.build import build
 from zoflash.spec import options as table
@@ -33,7 +35,7 @@ def test_every_c_field_of_the_table_is_in_the_header_and_every_header_field_has_
     header = _header_config_fields()
     assert header[-1] == "sched"  # zo_sched_config_t: from scheduler, q, q_min, q_max and sched
     table_fields = {c for o in table.OPTIONS for c in o.c}
-    assert table_fields == set(header) - {"sched"}, (table_fields ^ (set(header) - {"sched"}))
+    assert table_fields == set(header) - {"sched"}, table_fields ^ (set(header) - {"sched"})
     assert list(train_config_fields()) == header[:-1]
     assert list(train_config(TrainOptions())) == header[:-1]
 
@@ -51,7 +53,7 @@ def test_train_options_fields_are_the_table():
     for o in table.OPTIONS:
         assert getattr(opts, o.name) == o.default, o.name
         assert dict((f.name, f.type) for f in fields)[o.name] == o.type
-    assert table.TRAIN_DEFAULTS == {o.name: o.default for o in table.OPTIONS if o.name != "sched"}
+    assert {o.name: o.default for o in table.OPTIONS if o.name != "sched"} == table.TRAIN_DEFAULTS
     # the defaults are valid values of the spec's tables
     assert table.TRAIN_DEFAULTS["rounding"] in spec.ROUNDINGS and table.TRAIN_DEFAULTS["scheduler"] in spec.SCHEDULERS
 
@@ -67,8 +69,18 @@ def test_every_option_has_its_flag_with_the_default_in_its_help():
             assert p.metavar == "[" + "|".join(o.choices) + "]"
 
 
-@pytest.mark.parametrize("name, bad", [("rounding", "down"), ("batch", 0), ("guard_sat", 0.0), ("calib_q", 3),
-                                       ("val_fraction", 0.7), ("headroom", 9), ("scheduler", "random")])
+@pytest.mark.parametrize(
+    "name, bad",
+    [
+        ("rounding", "down"),
+        ("batch", 0),
+        ("guard_sat", 0.0),
+        ("calib_q", 3),
+        ("val_fraction", 0.7),
+        ("headroom", 9),
+        ("scheduler", "random"),
+    ],
+)
 def test_one_message_from_the_api_the_project_file_and_the_command_line(tmp_path, monkeypatch, capsys, name, bad):
     monkeypatch.chdir(tmp_path)
     o = table.BY_NAME[name]
@@ -81,16 +93,34 @@ def test_one_message_from_the_api_the_project_file_and_the_command_line(tmp_path
     with pytest.raises(OptionsError) as exc:
         make_options(tmp_path / "p.toml")
     assert [line for line in str(exc.value).splitlines() if line.startswith("  - ")] == api
-    assert main(["build", "--board", "host", "--model", str(ROOT / "tests" / "fixtures" / "mlp.tflite"),
-                 "--data", "nope.npz", "--no-compile", o.flag, str(bad)]) == 2
+    assert (
+        main(
+            [
+                "build",
+                "--board",
+                "host",
+                "--model",
+                str(ROOT / "tests" / "fixtures" / "mlp.tflite"),
+                "--data",
+                "nope.npz",
+                "--no-compile",
+                o.flag,
+                str(bad),
+            ]
+        )
+        == 2
+    )
     assert api[0] in capsys.readouterr().err
 
 
 def test_the_options_page_is_generated_from_the_table():
     page = (ROOT / "docs" / "options.md").read_text()
-    assert page == table.markdown(), "docs/options.md is stale: python -m zoflash.spec.options --markdown > docs/options.md"
-    out = subprocess.run([sys.executable, "-m", "zoflash.spec.options", "--markdown"], capture_output=True,
-                         text=True, check=True).stdout
+    assert page == table.markdown(), (
+        "docs/options.md is stale: python -m zoflash.spec.options --markdown > docs/options.md"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "zoflash.spec.options", "--markdown"], capture_output=True, text=True, check=True
+    ).stdout
     assert out == page
     for o in table.OPTIONS:
         assert f"`{o.flag}`" in page or o.name == "sched"

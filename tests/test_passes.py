@@ -1,9 +1,11 @@
 """Graph passes: compile-time integer arithmetic (the shape subgraphs of dynamic-batch Keras
 exports) is folded into constants, checked against NumPy's own slicing and stacking."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from zoflash.compiler.ir import Graph, Op, Quantization, Tensor
 from zoflash.compiler.passes import fold_shape_arithmetic
 
@@ -11,26 +13,32 @@ Q = Quantization((0.1,), (0,))
 
 
 def _graph(tensors, ops, inputs=(0,), outputs=None):
-    ts = [Tensor(index=i, name=f"t{i}", shape=s, dtype=d, data=v, quant=Q if d == "int8" else None)
-          for i, (s, d, v) in enumerate(tensors)]
+    ts = [
+        Tensor(index=i, name=f"t{i}", shape=s, dtype=d, data=v, quant=Q if d == "int8" else None)
+        for i, (s, d, v) in enumerate(tensors)
+    ]
     return Graph(name="g", tensors=ts, ops=ops, inputs=inputs, outputs=outputs or (len(ts) - 1,))
 
 
 def _keras_flatten_graph():
     """x[1,4,6,2] -> SHAPE -> STRIDED_SLICE(0:1, shrink) -> PACK(batch, 48) -> RESHAPE(x)."""
-    tensors = [((1, 4, 6, 2), "int8", None),                      # 0 x
-               ((4,), "int32", None),                             # 1 shape
-               ((1,), "int32", np.array([0], np.int32)),          # 2 begin
-               ((1,), "int32", np.array([1], np.int32)),          # 3 end
-               ((1,), "int32", np.array([1], np.int32)),          # 4 strides
-               ((), "int32", None),                               # 5 batch
-               ((), "int32", np.array(48, np.int32)),             # 6 48
-               ((2,), "int32", None),                             # 7 new shape
-               ((1, 48), "int8", None)]                           # 8 y
-    ops = [Op(0, "SHAPE", (0,), (1,), {"out_type": 2}),
-           Op(1, "STRIDED_SLICE", (1, 2, 3, 4), (5,), {"shrink_axis_mask": 1}),
-           Op(2, "PACK", (5, 6), (7,), {"axis": 0, "values_count": 2}),
-           Op(3, "RESHAPE", (0, 7), (8,), {})]
+    tensors = [
+        ((1, 4, 6, 2), "int8", None),  # 0 x
+        ((4,), "int32", None),  # 1 shape
+        ((1,), "int32", np.array([0], np.int32)),  # 2 begin
+        ((1,), "int32", np.array([1], np.int32)),  # 3 end
+        ((1,), "int32", np.array([1], np.int32)),  # 4 strides
+        ((), "int32", None),  # 5 batch
+        ((), "int32", np.array(48, np.int32)),  # 6 48
+        ((2,), "int32", None),  # 7 new shape
+        ((1, 48), "int8", None),
+    ]  # 8 y
+    ops = [
+        Op(0, "SHAPE", (0,), (1,), {"out_type": 2}),
+        Op(1, "STRIDED_SLICE", (1, 2, 3, 4), (5,), {"shrink_axis_mask": 1}),
+        Op(2, "PACK", (5, 6), (7,), {"axis": 0, "values_count": 2}),
+        Op(3, "RESHAPE", (0, 7), (8,), {}),
+    ]
     return _graph(tensors, ops)
 
 
@@ -60,18 +68,33 @@ def test_strided_slice_matches_tensorflow(seed):
             end[k], strides[k] = begin[k] + 1, 1
             bm &= ~(1 << k)
     expect = tf.strided_slice(x, begin, end, strides, begin_mask=bm, end_mask=em, shrink_axis_mask=sm).numpy()
-    tensors = [((1,), "int8", None), (x.shape, "int32", x), ((n,), "int32", begin), ((n,), "int32", end),
-               ((n,), "int32", strides), (expect.shape, "int32", None)]
-    g, folded = fold_shape_arithmetic(_graph(tensors, [Op(0, "STRIDED_SLICE", (1, 2, 3, 4), (5,),
-                                                          {"begin_mask": bm, "end_mask": em,
-                                                           "shrink_axis_mask": sm})], outputs=(0,)))
+    tensors = [
+        ((1,), "int8", None),
+        (x.shape, "int32", x),
+        ((n,), "int32", begin),
+        ((n,), "int32", end),
+        ((n,), "int32", strides),
+        (expect.shape, "int32", None),
+    ]
+    g, folded = fold_shape_arithmetic(
+        _graph(
+            tensors,
+            [Op(0, "STRIDED_SLICE", (1, 2, 3, 4), (5,), {"begin_mask": bm, "end_mask": em, "shrink_axis_mask": sm})],
+            outputs=(0,),
+        )
+    )
     assert len(folded) == 1
     assert np.array_equal(g.tensors[5].data, expect)
 
 
 def test_ops_on_activations_and_unknown_masks_are_kept():
-    tensors = [((1, 4), "int8", None), ((1,), "int32", np.array([0], np.int32)),
-               ((1,), "int32", np.array([1], np.int32)), ((1,), "int32", np.array([1], np.int32)), ((1, 1), "int8", None)]
+    tensors = [
+        ((1, 4), "int8", None),
+        ((1,), "int32", np.array([0], np.int32)),
+        ((1,), "int32", np.array([1], np.int32)),
+        ((1,), "int32", np.array([1], np.int32)),
+        ((1, 1), "int8", None),
+    ]
     on_activations = Op(0, "STRIDED_SLICE", (0, 1, 2, 3), (4,), {})
     g, folded = fold_shape_arithmetic(_graph(tensors, [on_activations]))
     assert folded == [] and g.ops == [on_activations]
@@ -84,8 +107,11 @@ def test_ops_on_activations_and_unknown_masks_are_kept():
 
 def test_a_folded_value_that_disagrees_with_the_declared_shape_is_left_for_legality():
     tensors = [((1, 6), "int8", None), ((2,), "int32", None), ((3,), "int32", None)]
-    g0 = _graph([tensors[0], tensors[1], ((1,), "int32", np.array([5], np.int32)), tensors[2]],
-                [Op(0, "SHAPE", (0,), (1,), {}), Op(1, "CONCATENATION", (1, 2), (3,), {"axis": 0})], outputs=(0,))
+    g0 = _graph(
+        [tensors[0], tensors[1], ((1,), "int32", np.array([5], np.int32)), tensors[2]],
+        [Op(0, "SHAPE", (0,), (1,), {}), Op(1, "CONCATENATION", (1, 2), (3,), {"axis": 0})],
+        outputs=(0,),
+    )
     g, folded = fold_shape_arithmetic(g0)
     assert g.tensors[3].data.tolist() == [1, 6, 5]
     g0.tensors[3] = Tensor(index=3, name="t3", shape=(4,), dtype="int32")

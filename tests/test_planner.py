@@ -1,7 +1,9 @@
 """Memory planner: every strategy yields a valid plan; the verifier catches overlaps."""
+
 import random
 
 import pytest
+
 from zoflash.compiler.planner import ALIGNMENT, PLANNERS, Buffer, MemoryPlan, PlanError, align, plan_memory, verify_plan
 
 
@@ -9,8 +11,14 @@ def random_buffers(rng: random.Random, n: int) -> list[Buffer]:
     out = []
     for i in range(n):
         first = rng.randrange(-1, 30)
-        out.append(Buffer(name=f"b{i}", size=rng.choice([1, 7, 16, 100, 1000, 4096]) * rng.randrange(1, 5),
-                          first=first, last=first + rng.randrange(0, 8)))
+        out.append(
+            Buffer(
+                name=f"b{i}",
+                size=rng.choice([1, 7, 16, 100, 1000, 4096]) * rng.randrange(1, 5),
+                first=first,
+                last=first + rng.randrange(0, 8),
+            )
+        )
     return out
 
 

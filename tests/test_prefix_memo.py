@@ -2,6 +2,7 @@
 each embedded sample is computed once per run.  It must change nothing but the time: a simulation
 with it and one without (ZOFLASH_NO_PREFIX_MEMO) give identical records; its table finds what was
 added, under any number of samples."""
+
 from __future__ import annotations
 
 import ctypes
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 from ccompile import PORT, build_shared
 from conftest import FIXTURES, ROOT
+
 from zoflash.cli import main
 
 HOST_PORT = ROOT / "firmware_templates" / "ports" / "host" / "zo_port_host.c"
@@ -19,8 +21,9 @@ HOST_PORT = ROOT / "firmware_templates" / "ports" / "host" / "zo_port_host.c"
 @pytest.mark.cc
 def test_the_memo_table_finds_every_sample_added(tmp_path, monkeypatch):
     monkeypatch.delenv("ZOFLASH_NO_PREFIX_MEMO", raising=False)
-    lib = build_shared([HOST_PORT], tmp_path, "memo", flags=["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror",
-                                                             f"-I{PORT}"])
+    lib = build_shared(
+        [HOST_PORT], tmp_path, "memo", flags=["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{PORT}"]
+    )
     lib.zo_port_prefix_memo_find.restype = ctypes.POINTER(ctypes.c_int8)
     lib.zo_port_prefix_memo_add.restype = ctypes.POINTER(ctypes.c_int8)
     samples = ctypes.create_string_buffer(40 * 5000)  # 5000 samples of 40 bytes: the table grows 4 times
@@ -40,13 +43,28 @@ def test_the_memo_table_finds_every_sample_added(tmp_path, monkeypatch):
 
 
 @pytest.mark.cc
-@pytest.mark.parametrize("model, data, extra", [
-    ("digits_cnn.tflite", "digits_shift.npz", ["--scheduler", "plateau"]),
-    ("motions_cnn.tflite", "motions_shift.npz", ["--scheduler", "critical", "--val-fraction", "0.2"]),
-])
+@pytest.mark.parametrize(
+    "model, data, extra",
+    [
+        ("digits_cnn.tflite", "digits_shift.npz", ["--scheduler", "plateau"]),
+        ("motions_cnn.tflite", "motions_shift.npz", ["--scheduler", "critical", "--val-fraction", "0.2"]),
+    ],
+)
 def test_a_simulation_with_the_memo_equals_one_without(tmp_path, capsys, monkeypatch, model, data, extra):
-    common = ["-q", "simulate", "--model", str(FIXTURES / model), "--data", str(FIXTURES / data),
-              "--budget", "60000", "--eval-every", "10", "--no-plot", *extra]
+    common = [
+        "-q",
+        "simulate",
+        "--model",
+        str(FIXTURES / model),
+        "--data",
+        str(FIXTURES / data),
+        "--budget",
+        "60000",
+        "--eval-every",
+        "10",
+        "--no-plot",
+        *extra,
+    ]
     monkeypatch.delenv("ZOFLASH_NO_PREFIX_MEMO", raising=False)
     monkeypatch.setenv("ZOFLASH_PREFIX_MEMO_STATS", str(tmp_path / "stats.txt"))
     assert main([*common, "--log", str(tmp_path / "memo.jsonl")]) == 0

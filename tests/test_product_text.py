@@ -1,5 +1,6 @@
 """The product speaks of what it does, not of the tracker that planned it: no tracked file
 (code, templates, board files, tests, benchmarks, docs, CHANGELOG.md) names an issue by number."""
+
 from __future__ import annotations
 
 import re
@@ -26,8 +27,14 @@ def markers(text: str) -> list[tuple[int, str]]:
 
 def test_the_pattern_finds_the_markers_it_is_for():
     # each example is split in two so that this file does not hold a marker itself
-    for head, tail in (("see issue", " 13"), ("Issue", " #5"), ("(issue", "-10 models)"), ("issues", " 12 and 13"),
-                       ("ISSUE", " 7"), ("issue", "#9")):
+    for head, tail in (
+        ("see issue", " 13"),
+        ("Issue", " #5"),
+        ("(issue", "-10 models)"),
+        ("issues", " 12 and 13"),
+        ("ISSUE", " 7"),
+        ("issue", "#9"),
+    ):
         assert markers(head + tail), head + tail
     for head, tail in (("an issue", " tracker"), ("the issue's", " goal"), ("issues", " = []"), ("tissue", " 3")):
         assert not markers(head + tail), head + tail

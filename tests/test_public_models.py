@@ -5,6 +5,7 @@ commit, licence and sha256).
 Supported models must match the tflite-micro interpreter bit for bit; the others must be
 refused with a clear reason (never a traceback). `EXPECTED` is the current state, one line a
 model: when a model becomes supported, its line changes."""
+
 from __future__ import annotations
 
 import hashlib
@@ -13,6 +14,7 @@ import json
 import numpy as np
 import pytest
 from conftest import FIXTURES
+
 from zoflash import api
 from zoflash.errors import UnsupportedModelError
 

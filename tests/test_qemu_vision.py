@@ -3,11 +3,13 @@ simulation does: person_detect (weights in the ITCM, data in the 2 MiB SRAM) and
 0.35/128 stand-in (weights in the SRAM, data in the DDR).  Head training, a few steps on seeded
 synthetic images: the check is that every telemetry record equals the simulation's, not that it learns.
 About a minute each on 2 cores (slow)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from conftest import FIXTURES
+
 from zoflash.cli import main
 
 CASES = {
@@ -20,13 +22,51 @@ def run_and_simulate(tmp_path, capsys, name):
     model, shape, classes, (weights, data) = CASES[name]
     rng = np.random.default_rng(11)
     npz = tmp_path / "data.npz"
-    np.savez(npz, x_train=rng.integers(-128, 128, (32, *shape), dtype=np.int8), y_train=rng.integers(0, classes, 32),
-             x_test=rng.integers(-128, 128, (8, *shape), dtype=np.int8), y_test=rng.integers(0, classes, 8))
-    common = ["--model", str(model), "--data", str(npz), "--steps", "4", "--eval-every", "2", "--batch", "4",
-              "--scheduler", "fixed", "--q", "2", "--calib-steps", "1", "--calib-q", "2"]
+    np.savez(
+        npz,
+        x_train=rng.integers(-128, 128, (32, *shape), dtype=np.int8),
+        y_train=rng.integers(0, classes, 32),
+        x_test=rng.integers(-128, 128, (8, *shape), dtype=np.int8),
+        y_test=rng.integers(0, classes, 8),
+    )
+    common = [
+        "--model",
+        str(model),
+        "--data",
+        str(npz),
+        "--steps",
+        "4",
+        "--eval-every",
+        "2",
+        "--batch",
+        "4",
+        "--scheduler",
+        "fixed",
+        "--q",
+        "2",
+        "--calib-steps",
+        "1",
+        "--calib-q",
+        "2",
+    ]
     m55, host = tmp_path / "m55.jsonl", tmp_path / "host.jsonl"
-    assert main(["run", "--board", "mps3-an547", "--out", str(tmp_path / "bundle"), "--log", str(m55),
-                 "--timeout", "600", *common]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--board",
+                "mps3-an547",
+                "--out",
+                str(tmp_path / "bundle"),
+                "--log",
+                str(m55),
+                "--timeout",
+                "600",
+                *common,
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "done (steps) after 4 steps" in out
     regions = {line.split()[1]: line for line in out.splitlines() if line.startswith("region  ")}

@@ -5,6 +5,7 @@ documented semantics: QuantizeMultiplier = frexp + round half away from zero wit
 2^31 renormalisation and the shift < -31 flush; SaturatingRoundingDoublingHighMul rounds ties
 toward +infinity (gemmlowp's nudge-and-truncate); RoundingDivideByPOT rounds ties away from zero.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,12 +20,34 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cbuild  # noqa: E402
+
 from zoflash.compiler import quant  # noqa: E402
 from zoflash.reference import kernels as ref  # noqa: E402
 
 I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1
-EDGE_INTS = [I32_MIN, I32_MIN + 1, -(1 << 30) - 1, -(1 << 30), -(1 << 30) + 1, -65536, -256, -3, -2, -1, 0, 1, 2, 3,
-             255, 65535, (1 << 30) - 1, 1 << 30, (1 << 30) + 1, I32_MAX - 1, I32_MAX]
+EDGE_INTS = [
+    I32_MIN,
+    I32_MIN + 1,
+    -(1 << 30) - 1,
+    -(1 << 30),
+    -(1 << 30) + 1,
+    -65536,
+    -256,
+    -3,
+    -2,
+    -1,
+    0,
+    1,
+    2,
+    3,
+    255,
+    65535,
+    (1 << 30) - 1,
+    1 << 30,
+    (1 << 30) + 1,
+    I32_MAX - 1,
+    I32_MAX,
+]
 
 
 def exact_srdhm(a: int, b: int) -> int:
@@ -41,6 +64,7 @@ def exact_rdbpot(x: int, e: int) -> int:
 
 # ----------------------------------------------------------------------------- rounding basics
 
+
 def test_round_half_away_matches_std_round():
     assert quant.round_half_away(2.5) == 3.0
     assert quant.round_half_away(-2.5) == -3.0
@@ -53,8 +77,24 @@ def test_round_half_away_matches_std_round():
 
 
 def test_round_half_away_array_matches_the_scalar():
-    x = np.array([2.5, -2.5, 0.5, -0.5, 0.49999999999999994, -0.49999999999999994, 1.5, 7.0, -7.25, 0.0, -0.0,
-                  4503599627370495.5, 1e300, -1e300])
+    x = np.array(
+        [
+            2.5,
+            -2.5,
+            0.5,
+            -0.5,
+            0.49999999999999994,
+            -0.49999999999999994,
+            1.5,
+            7.0,
+            -7.25,
+            0.0,
+            -0.0,
+            4503599627370495.5,
+            1e300,
+            -1e300,
+        ]
+    )
     got = quant.round_half_away_array(x)
     assert [float(v) for v in got] == [quant.round_half_away(float(v)) for v in x]
     assert np.signbit(got[10])  # -0.0 stays -0.0, as std::round
@@ -68,33 +108,37 @@ def test_wrap32():
 
 # ------------------------------------------------------------------------- QuantizeMultiplier
 
-@pytest.mark.parametrize("real,expected", [
-    (0.0, (0, 0)),
-    (1.0, (1 << 30, 1)),
-    (0.5, (1 << 30, 0)),
-    (0.75, (3 << 29, 0)),
-    (2.0 ** -31, (1 << 30, -30)),
-    (2.0 ** -32, (1 << 30, -31)),                 # smallest shift kept
-    (2.0 ** -33, (0, 0)),                         # shift -32: flushed to zero like TFLM
-    (2.0 ** -32 * (1 - 2.0 ** -40), (1 << 30, -31)),  # rounds up to 2^31, renormalised, then kept
-    (1.0 - 2.0 ** -40, (1 << 30, 1)),             # q rounds to 2^31 -> halved, shift + 1
-    (2.0 ** 40, (1 << 30, 41)),
-    (1.0 / 3.0, (1431655765, -1)),
-    (float((1 << 31) - 1), ((1 << 31) - 1, 31)),
-])
+
+@pytest.mark.parametrize(
+    "real,expected",
+    [
+        (0.0, (0, 0)),
+        (1.0, (1 << 30, 1)),
+        (0.5, (1 << 30, 0)),
+        (0.75, (3 << 29, 0)),
+        (2.0**-31, (1 << 30, -30)),
+        (2.0**-32, (1 << 30, -31)),  # smallest shift kept
+        (2.0**-33, (0, 0)),  # shift -32: flushed to zero like TFLM
+        (2.0**-32 * (1 - 2.0**-40), (1 << 30, -31)),  # rounds up to 2^31, renormalised, then kept
+        (1.0 - 2.0**-40, (1 << 30, 1)),  # q rounds to 2^31 -> halved, shift + 1
+        (2.0**40, (1 << 30, 41)),
+        (1.0 / 3.0, (1431655765, -1)),
+        (float((1 << 31) - 1), ((1 << 31) - 1, 31)),
+    ],
+)
 def test_quantize_multiplier_edge_cases(real, expected):
     assert quant.quantize_multiplier(real) == expected
 
 
 def test_quantize_multiplier_ties_round_away_from_zero():
     # q * 2^31 = 2^30 + 0.5 exactly: the tie goes up.
-    real = (2 ** 30 + 0.5) / 2 ** 31
+    real = (2**30 + 0.5) / 2**31
     assert quant.quantize_multiplier(real) == ((1 << 30) + 1, 0)
 
 
 def test_quantize_multiplier_is_the_nearest_q31_value():
     rng = np.random.default_rng(0)
-    for real in np.exp(rng.uniform(math.log(2.0 ** -31), math.log(2.0 ** 40), 3000)):
+    for real in np.exp(rng.uniform(math.log(2.0**-31), math.log(2.0**40), 3000)):
         real = float(real)
         q, s = quant.quantize_multiplier(real)
         assert (1 << 30) <= q < (1 << 31)
@@ -119,10 +163,11 @@ def test_smaller_and_greater_than_one_checks():
             quant.quantize_multiplier_greater_than_one(bad)
     # Just below 1, the multiplier rounds up to 2^31 and renormalises to a left shift: TFLM CHECK-fails.
     with pytest.raises(ValueError):
-        quant.quantize_multiplier_smaller_than_one_exp(1.0 - 2.0 ** -40)
+        quant.quantize_multiplier_smaller_than_one_exp(1.0 - 2.0**-40)
 
 
 # --------------------------------------------------------------------- fixed-point primitives
+
 
 def test_srdhm_and_rdbpot_scalar_against_exact_rationals():
     rng = np.random.default_rng(1)
@@ -158,15 +203,17 @@ def test_mbqm_rounds_twice_like_the_default_tflm_build():
     assert quant.multiply_by_quantized_multiplier(5, 1 << 30, -1) == 2
     # 10 * 0.75 = 7.5 -> 8, then 8 / 16 = 0.5 -> 1 (ties away); single rounding of 0.46875 gives 0.
     assert quant.multiply_by_quantized_multiplier(10, 3 << 29, -4) == 1
-    assert quant.multiply_by_quantized_multiplier(-10, 3 << 29, -4) == 0   # -7.5 -> -7 (tie toward +inf)
+    assert quant.multiply_by_quantized_multiplier(-10, 3 << 29, -4) == 0  # -7.5 -> -7 (tie toward +inf)
     assert quant.multiply_by_quantized_multiplier(-11, 3 << 29, -4) == -1  # -8.25 -> -8 -> -0.5 -> -1
     # Left shifts happen before the multiply and wrap like C++ int32 arithmetic.
     assert quant.multiply_by_quantized_multiplier(3, 1 << 30, 2) == 6
     assert quant.multiply_by_quantized_multiplier(1 << 29, 1 << 30, 2) == quant.saturating_rounding_doubling_high_mul(
-        I32_MIN, 1 << 30)
+        I32_MIN, 1 << 30
+    )
 
 
 # --------------------------------------------------------------------------------- activations
+
 
 def test_activation_ranges():
     assert quant.activation_range("NONE", 0.1, 5) == (-128, 127)
@@ -194,17 +241,21 @@ def test_activation_bound_divides_in_float32_like_tflm():
 
 # ------------------------------------------------------------------------------------ geometry
 
-@pytest.mark.parametrize("args,expected", [
-    # (stride, dilation, in, filter, padding) -> (out, pad_before)
-    ((2, 1, 5, 3, "SAME"), (3, 1)),
-    ((2, 1, 4, 3, "SAME"), (2, 0)),     # total padding 1: 0 before, 1 after
-    ((2, 1, 5, 3, "VALID"), (2, 0)),
-    ((1, 2, 7, 3, "SAME"), (7, 2)),
-    ((1, 3, 10, 3, "VALID"), (4, 0)),
-    ((3, 1, 10, 1, "SAME"), (4, 0)),
-    ((1, 1, 49, 10, "SAME"), (49, 4)),
-    ((2, 1, 49, 10, "SAME"), (25, 4)),
-])
+
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        # (stride, dilation, in, filter, padding) -> (out, pad_before)
+        ((2, 1, 5, 3, "SAME"), (3, 1)),
+        ((2, 1, 4, 3, "SAME"), (2, 0)),  # total padding 1: 0 before, 1 after
+        ((2, 1, 5, 3, "VALID"), (2, 0)),
+        ((1, 2, 7, 3, "SAME"), (7, 2)),
+        ((1, 3, 10, 3, "VALID"), (4, 0)),
+        ((3, 1, 10, 1, "SAME"), (4, 0)),
+        ((1, 1, 49, 10, "SAME"), (49, 4)),
+        ((2, 1, 49, 10, "SAME"), (25, 4)),
+    ],
+)
 def test_padding_like_tflm(args, expected):
     stride, dil, size, k, padding = args
     out = quant.compute_out_size(padding, size, k, stride, dil)
@@ -216,6 +267,7 @@ def test_padding_like_tflm(args, expected):
 
 # ---------------------------------------------------------------------- softmax and logistic
 
+
 def test_softmax_preprocessing():
     # beta * scale * 2^26 = 2^22 -> multiplier 2^30, left shift 23; radius floor(31 * 2^26 / 2^23) = 248.
     mult, shift = quant.preprocess_softmax_scaling(1.0, 1 / 16, 5)
@@ -226,16 +278,16 @@ def test_softmax_preprocessing():
     assert (mult, shift) == (I32_MAX, 31)
     assert quant.calculate_input_radius(5, shift, 31) == 0
     with pytest.raises(ValueError):
-        quant.preprocess_softmax_scaling(1.0, 2.0 ** -27, 5)
+        quant.preprocess_softmax_scaling(1.0, 2.0**-27, 5)
 
 
 def test_logistic_preprocessing():
     # scale 1/16: 2^-4 * 2^27 = 2^23 = 0.5 * 2^24 -> multiplier 2^30, left shift 24, radius 15 * 2^27 / 2^24.
     assert quant.logistic_input_params(1 / 16) == (1 << 30, 24, 120)
     mult, shift, radius = quant.logistic_input_params(0.1)
-    q, e = math.frexp(float(np.float32(0.1)) * 2 ** 27)
-    assert (mult, shift) == (round(q * 2 ** 31), e)
-    assert radius == math.floor(15 * 2 ** 27 / 2 ** e)
+    q, e = math.frexp(float(np.float32(0.1)) * 2**27)
+    assert (mult, shift) == (round(q * 2**31), e)
+    assert radius == math.floor(15 * 2**27 / 2**e)
 
 
 # ------------------------------------------------------------------ the C primitives themselves
@@ -253,6 +305,7 @@ SHIM = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def shim(tmp_path_factory):
     import ctypes
+
     src = tmp_path_factory.mktemp("shim") / "zo_fixedpoint_shim.c"
     src.write_text(SHIM)
     lib = ctypes.CDLL(str(cbuild.build_shared([src], name="zo_fixedpoint_shim")))
@@ -283,16 +336,17 @@ def test_c_srdhm_rdbpot_mbqm_exact(shim):
 def test_c_exp_and_reciprocal_match_reference(shim):
     rng = np.random.default_rng(4)
     for ib in (4, 5):
-        a = np.concatenate([[0, -1, I32_MIN, I32_MIN + 1, -(1 << (31 - ib))],
-                            -rng.integers(0, 1 << 31, 3000)]).astype(np.int64)
+        a = np.concatenate([[0, -1, I32_MIN, I32_MIN + 1, -(1 << (31 - ib))], -rng.integers(0, 1 << 31, 3000)]).astype(
+            np.int64
+        )
         want = ref.exp_on_negative_values(a, ib)
         got = [shim.t_exp(int(v), ib) for v in a]
         assert got == want.tolist()
         # and the result is exp(a) to within a few Q0.31 ulps of 2^-20
-        real = np.exp(a / 2.0 ** (31 - ib)) * 2.0 ** 31
-        assert np.max(np.abs(want - real)) < 2.0 ** 11
+        real = np.exp(a / 2.0 ** (31 - ib)) * 2.0**31
+        assert np.max(np.abs(want - real)) < 2.0**11
     x = np.concatenate([[0, 1, I32_MAX - 1, I32_MAX], rng.integers(0, 1 << 31, 3000)]).astype(np.int64)
     want = ref.one_over_one_plus_x_for_x_in_0_1(x)
     assert [shim.t_recip(int(v)) for v in x] == want.tolist()
-    real = 1.0 / (1.0 + x / 2.0 ** 31) * 2.0 ** 31
-    assert np.max(np.abs(want - real)) < 2.0 ** 8
+    real = 1.0 / (1.0 + x / 2.0**31) * 2.0**31
+    assert np.max(np.abs(want - real)) < 2.0**8

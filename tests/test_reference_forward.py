@@ -1,10 +1,12 @@
 """The batched NumPy executor (zoflash.reference.forward) against the generated C, bit for bit,
 on every supported fixture; plus partial runs, weight overrides and batch independence."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from conftest import FIXTURES, positive_fixtures
+
 from zoflash import api
 from zoflash.compiler import quant
 from zoflash.compiler.ops import KERNELS
@@ -60,7 +62,7 @@ def test_batch_equals_single_samples(model_file):
     rf = forward_for(model_file)
     x = int8_inputs(rf, 8, seed=2)
     batch = rf.run({rf.graph.inputs[0]: x})
-    singles = [rf.run({rf.graph.inputs[0]: x[i:i + 1]}) for i in range(len(x))]
+    singles = [rf.run({rf.graph.inputs[0]: x[i : i + 1]}) for i in range(len(x))]
     for r, value in batch.items():
         np.testing.assert_array_equal(bits(value), bits(np.concatenate([s[r] for s in singles])), err_msg=f"tensor {r}")
 
@@ -119,8 +121,18 @@ def test_fc_override_matches_a_manual_layer(model_file):
 
     feats = prefix[rf.root[x_t]].reshape(-1, p["depth"]).astype(np.int64) - p["input_zp"]
     acc = feats @ w.astype(np.int64).T + b
-    manual = np.array([[quant.multiply_by_quantized_multiplier(int(a), int(p["multiplier"][u]), int(p["shift"][u]))
-                        for u, a in enumerate(row)] for row in acc]) + p["output_zp"]
+    manual = (
+        np.array(
+            [
+                [
+                    quant.multiply_by_quantized_multiplier(int(a), int(p["multiplier"][u]), int(p["shift"][u]))
+                    for u, a in enumerate(row)
+                ]
+                for row in acc
+            ]
+        )
+        + p["output_zp"]
+    )
     manual = np.clip(manual, p["act_min"], p["act_max"]).astype(np.int8).reshape(len(x), -1)
     y = env[rf.root[y_t]]
     np.testing.assert_array_equal(y, manual)
@@ -147,7 +159,7 @@ def test_logits_are_output_zero_before_softmax(model_file):
     producer = rf.steps[rf.logits_end - 1]
     assert rf.root[producer.args[-1]] == rf.logits_index
     assert rf.graph.tensors[rf.logits_index].dtype == "int8"
-    assert all(s.kernel in ("softmax", "dequantize") for s in rf.steps[rf.logits_end:])
+    assert all(s.kernel in ("softmax", "dequantize") for s in rf.steps[rf.logits_end :])
     x = int8_inputs(rf, 8, seed=7)
     env = rf.run({rf.graph.inputs[0]: x})
     # env values may keep their shape: [B, *shape] is flattened like the inputs

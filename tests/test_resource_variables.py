@@ -6,6 +6,7 @@ invokes (the state carried), from a fresh start and after reset, through the gen
 reference forward pass; TFLM's once/reset semantics (CALL_ONCE runs at the first invoke only, reset
 fills the variables with their zero point); what legality refuses, each in one line.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,6 +22,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cbuild  # noqa: E402
+
 from zoflash import api  # noqa: E402
 from zoflash.compiler import kernels as kb  # noqa: E402
 from zoflash.compiler.ops import KERNELS  # noqa: E402
@@ -39,8 +41,10 @@ MODELS = [OPS_FIXTURES / f["file"] for f in INDEX] + [WAKEWORD]
 def assert_same(got, want, what):
     got, want = np.asarray(got), np.asarray(want).reshape(np.shape(got))
     bad = np.flatnonzero(got.reshape(-1) != want.reshape(-1))
-    assert bad.size == 0, (f"{what}: {bad.size} of {got.size} differ; first at {bad[0]}: "
-                           f"ours {got.reshape(-1)[bad[0]]} vs TFLM {want.reshape(-1)[bad[0]]}")
+    assert bad.size == 0, (
+        f"{what}: {bad.size} of {got.size} differ; first at {bad[0]}: "
+        f"ours {got.reshape(-1)[bad[0]]} vs TFLM {want.reshape(-1)[bad[0]]}"
+    )
 
 
 def _inputs(path: Path, n: int = 120) -> np.ndarray:
@@ -57,6 +61,7 @@ def _problems(graph) -> str:
 
 
 # ------------------------------------------------------------------------------- the kernel
+
 
 @pytest.mark.cc
 def test_copy_kernel_against_numpy():
@@ -80,6 +85,7 @@ def test_fixture_index_matches_the_files():
 
 # ------------------------------------------------------------------------- whole models vs TFLM
 
+
 @pytest.fixture(scope="module")
 def host_bundles(tmp_path_factory):
     """Every model generated for the host and compiled with the kernels into one shared library."""
@@ -87,8 +93,18 @@ def host_bundles(tmp_path_factory):
     bundles = {p: api.generate(p, "host", root / p.stem, prefix=p.stem) for p in MODELS}
     sources, asm_includes = cbuild.model_sources(bundles.values())
     lib = root / "libvar.so"
-    cmd = [cbuild.host_cc(), *cbuild.HOST_FLAGS, *asm_includes, "-fPIC", "-shared", "-I", str(cbuild.INFERENCE),
-           *map(str, sources + cbuild.KERNEL_SOURCES), "-o", str(lib)]
+    cmd = [
+        cbuild.host_cc(),
+        *cbuild.HOST_FLAGS,
+        *asm_includes,
+        "-fPIC",
+        "-shared",
+        "-I",
+        str(cbuild.INFERENCE),
+        *map(str, sources + cbuild.KERNEL_SOURCES),
+        "-o",
+        str(lib),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for b in bundles.values():
@@ -119,7 +135,7 @@ def test_sequence_bit_exact_against_tflm(path, host_bundles):
     assert_same(forward.forward(x[:40]), golden_reset, f"{path.name}: reference after reset vs TFLM")
     assert len(np.unique(golden)) > 3  # the outputs vary: the comparison means something
     # The state matters: each input from a reset state gives other outputs.
-    alone = np.stack([(m.reset(), m.run(x[i:i + 1]))[1][0] for i in range(40, 60)])
+    alone = np.stack([(m.reset(), m.run(x[i : i + 1]))[1][0] for i in range(40, 60)])
     assert np.any(alone != golden[40:60].reshape(alone.shape))
 
 
@@ -153,7 +169,8 @@ def test_generated_state_and_call_once(tmp_path):
     # The reads alias the state (read before the variable is assigned again); the assigns copy.
     assert [s.op.type for s in model.program.steps if s.kernel == "copy_s8"] == ["ASSIGN_VARIABLE"] * 2
     assert [(a.op.type, g.tensors[a.source].is_variable) for a in model.program.aliases].count(
-        ("READ_VARIABLE", True)) == 2
+        ("READ_VARIABLE", True)
+    ) == 2
     assert model.state_size == 32 and len(model.state_offset) == 2  # [1,2,6] and [1,6], 16-byte aligned
     bundle = api.generate(OPS_FIXTURES / "var_two_states.tflite", "host", tmp_path / "b")
     p = bundle.prefix
@@ -175,6 +192,7 @@ def test_training_refuses_resource_variables(tmp_path):
 
 
 # ------------------------------------------------------------------------------- refusals
+
 
 def _graph(name="var_two_states.tflite"):
     return api.load_model(OPS_FIXTURES / name).graph
@@ -237,8 +255,9 @@ def test_other_subgraphs_and_foreign_handle_users_are_refused():
     handle = g.ops[1].outputs[0]
     ops = list(g.ops)
     ops[11] = replace(ops[11], inputs=(ops[11].inputs[0], handle))  # ADD of a resource
-    assert "VAR_HANDLE's output must be a resource tensor that only READ_VARIABLE and ASSIGN_VARIABLE use" \
-        in _problems(replace(g, ops=ops))
+    assert "VAR_HANDLE's output must be a resource tensor that only READ_VARIABLE and ASSIGN_VARIABLE use" in _problems(
+        replace(g, ops=ops)
+    )
 
 
 def test_custom_ops_are_refused_in_one_line():

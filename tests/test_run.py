@@ -1,10 +1,12 @@
 """`zoflash run` (build + flash + monitor) on the emulated Cortex-M55, and `zoflash compare`."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 from conftest import FIXTURES
+
 from zoflash.cli import main
 
 DIGITS = str(FIXTURES / "digits_cnn.tflite")
@@ -15,11 +17,38 @@ SHIFT = str(FIXTURES / "digits_shift.npz")
 @pytest.mark.cross
 @pytest.mark.qemu
 def test_run_on_qemu_equals_the_host_simulation(tmp_path, capsys):
-    common = ["--model", DIGITS, "--data", SHIFT, "--steps", "60", "--eval-every", "30", "--scheduler", "critical",
-              "--headroom", "0"]  # at the default (2 bits) 60 steps at the auto lr, no lr trial, do not lower the loss
+    common = [
+        "--model",
+        DIGITS,
+        "--data",
+        SHIFT,
+        "--steps",
+        "60",
+        "--eval-every",
+        "30",
+        "--scheduler",
+        "critical",
+        "--headroom",
+        "0",
+    ]  # at the default (2 bits) 60 steps at the auto lr, no lr trial, do not lower the loss
     m55, host = tmp_path / "m55.jsonl", tmp_path / "host.jsonl"
-    assert main(["run", "--board", "mps3-an547", "--out", str(tmp_path / "bundle"), "--log", str(m55),
-                 "--timeout", "300", *common]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--board",
+                "mps3-an547",
+                "--out",
+                str(tmp_path / "bundle"),
+                "--log",
+                str(m55),
+                "--timeout",
+                "300",
+                *common,
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "region  ITCM" in out and "socket://127.0.0.1:" in out and "done (steps) after 60 steps" in out
     assert (tmp_path / "m55.weights.npz").is_file() and (tmp_path / "m55.png").is_file()
@@ -49,6 +78,10 @@ def test_compare_reports_the_first_difference(tmp_path, capsys):
 
 
 def test_run_refuses_the_host_board(tmp_path, capsys):
-    assert main(["run", "--board", "host", "--model", DIGITS, "--data", SHIFT, "--steps", "5",
-                 "--out", str(tmp_path / "b")]) == 2
+    assert (
+        main(
+            ["run", "--board", "host", "--model", DIGITS, "--data", SHIFT, "--steps", "5", "--out", str(tmp_path / "b")]
+        )
+        == 2
+    )
     assert "zoflash simulate" in capsys.readouterr().err

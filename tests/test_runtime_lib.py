@@ -1,6 +1,7 @@
 """The static C runtime as a library of the user's own build: its parts (zoflash.compiler.runtime),
 its public headers from C++, its CMake targets, and the port contract as the only thing a port
 includes of it."""
+
 from __future__ import annotations
 
 import re
@@ -20,9 +21,23 @@ HOST_PORT = PORTS / "host" / "zo_port_host.c"
 
 # What a program may include (zo_neuralart.h too, with ST's ll_aton headers).  zo_telemetry.h comes
 # before zo_port.h, which declares two of its functions again: a missing extern "C" in it shows.
-PUBLIC_HEADERS = ("zo_runtime.h", "zo_kernels.h", "zo_fixedpoint.h", "zo_rng.h", "zo_train_math.h", "zo_telemetry.h",
-                  "zo_port.h", "zo_port_checkpoint.h", "zo_command.h", "zo_stream.h", "zo_sched.h", "zo_trainer.h",
-                  "zo_app.h", "zo_ethosu.h", "zo_port_cortex_m.h")
+PUBLIC_HEADERS = (
+    "zo_runtime.h",
+    "zo_kernels.h",
+    "zo_fixedpoint.h",
+    "zo_rng.h",
+    "zo_train_math.h",
+    "zo_telemetry.h",
+    "zo_port.h",
+    "zo_port_checkpoint.h",
+    "zo_command.h",
+    "zo_stream.h",
+    "zo_sched.h",
+    "zo_trainer.h",
+    "zo_app.h",
+    "zo_ethosu.h",
+    "zo_port_cortex_m.h",
+)
 MACROS_ONLY = ("zo_port_checkpoint.h",)
 
 # Exercises each library once; the expected lines are computed in Python below.
@@ -54,13 +69,18 @@ int main(void)
 
 def _expected() -> list[str]:
     import numpy as np
+
     from zoflash.reference import zo_math
 
     lr = np.float32(0.25) * (np.float32(2.0) * np.float32(1.41421354))  # q = 8: 2^(3/2) as the C computes it
     lr_bits = struct.unpack("<I", struct.pack("<f", lr))[0]
-    return [f"crc {zlib.crc32(b'123456789'):08x}", f"lr {lr_bits:08x}",
-            f"hash {int(zo_math.zo_hash(1, 2, 3, 4, 5)):08x}", "pool 42",
-            f"ckpt {struct.calcsize('<4sHH8s8sIII')}"]
+    return [
+        f"crc {zlib.crc32(b'123456789'):08x}",
+        f"lr {lr_bits:08x}",
+        f"hash {int(zo_math.zo_hash(1, 2, 3, 4, 5)):08x}",
+        "pool 42",
+        f"ckpt {struct.calcsize('<4sHH8s8sIII')}",
+    ]
 
 
 def _includes(names) -> str:
@@ -106,8 +126,24 @@ def _objects(tmp_path, cc: str) -> list[str]:
     objs = []
     for src in runtime.sources(["inference", "zo_math", "training"]) + [HOST_PORT]:
         obj = tmp_path / f"{src.stem}.o"
-        res = subprocess.run([cc, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", *incs,
-                              "-c", str(src), "-o", str(obj)], capture_output=True, text=True)
+        res = subprocess.run(
+            [
+                cc,
+                "-std=c11",
+                "-O2",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-ffp-contract=off",
+                *incs,
+                "-c",
+                str(src),
+                "-o",
+                str(obj),
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert res.returncode == 0, res.stderr
         objs.append(str(obj))
     return objs
@@ -129,8 +165,24 @@ def test_public_headers_compile_and_link_as_cpp(tmp_path):
     main.write_text(PROGRAM % {"includes": _includes(PUBLIC_HEADERS)})
     incs = [f"-I{d}" for d in runtime.include_dirs(runtime.PARTS)] + [f"-I{PORTS / 'cortex-m'}"]
     exe = tmp_path / "user"
-    res = subprocess.run([cxx, "-std=c++17", "-Wall", "-Wextra", "-Werror", "-DZO_CPU_CLOCK_HZ=100000000u", *incs,
-                          str(main), *_objects(tmp_path, cc), "-lm", "-o", str(exe)], capture_output=True, text=True)
+    res = subprocess.run(
+        [
+            cxx,
+            "-std=c++17",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-DZO_CPU_CLOCK_HZ=100000000u",
+            *incs,
+            str(main),
+            *_objects(tmp_path, cc),
+            "-lm",
+            "-o",
+            str(exe),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stderr
     out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
@@ -153,11 +205,21 @@ def test_a_cmake_project_builds_against_the_runtime(tmp_path):
     src, build = tmp_path / "src", tmp_path / "build"
     src.mkdir()
     (src / "main.c").write_text(PROGRAM % {"includes": _includes(("zo_kernels.h", "zo_trainer.h", "zo_telemetry.h"))})
-    (src / "CMakeLists.txt").write_text(USER_CMAKE.format(runtime=runtime.runtime_root().as_posix(),
-                                                          port=HOST_PORT.as_posix()))
-    for cmd in ([cmake, "-S", str(src), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-                 "-DCMAKE_C_FLAGS=-Wall -Wextra -Werror"],
-                [cmake, "--build", str(build), "-j", "2"]):
+    (src / "CMakeLists.txt").write_text(
+        USER_CMAKE.format(runtime=runtime.runtime_root().as_posix(), port=HOST_PORT.as_posix())
+    )
+    for cmd in (
+        [
+            cmake,
+            "-S",
+            str(src),
+            "-B",
+            str(build),
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DCMAKE_C_FLAGS=-Wall -Wextra -Werror",
+        ],
+        [cmake, "--build", str(build), "-j", "2"],
+    ):
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     out = subprocess.run([str(build / "user")], capture_output=True, text=True, timeout=30)

@@ -2,6 +2,7 @@
 the NumPy model zoflash.reference.schedulers (which reads the parameters itself), step by step
 and bit for bit, on synthetic traces that walk every row of every transition table, on random
 traces, and a few properties (q bounds, window sizes, validation)."""
+
 from __future__ import annotations
 
 import ctypes
@@ -12,10 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ccompile import M55_FLAGS, STRICT_FLAGS, TRAINING, ZO_MATH, build_shared, compile_object
+
 from zoflash.reference import schedulers as S
 from zoflash.reference.schedulers import EV, Obs
-from zoflash.training import schedulers as P  # the product's configuration of the C
 from zoflash.spec import training as spec
+from zoflash.training import schedulers as P  # the product's configuration of the C
 
 pytestmark = pytest.mark.cc
 
@@ -23,15 +25,51 @@ F32 = np.float32
 SOURCES = [TRAINING / "zo_sched.c", ZO_MATH / "zo_train_math.c", ZO_MATH / "zo_rng.c"]
 BATCH = 4
 
-INT_STATE = ("q", "state", "stop", "n_obs", "last_event", "w_passes", "w_steps", "has_best", "stale",
-             "pending", "count", "raised", "gained", "w_kn", "since_passes")
-FLOAT_STATE = ("w_sum", "w_sq", "w_mean", "w_se2", "best", "best_se2", "w_m2", "w_s", "w_s2", "w_k", "w_k2",
-               "c_m2", "c_s", "c_kappa", "c_rse2", "q_star", "base_mean", "base_se2", "base_gap", "base_rate",
-               "base_rate_se2")
+INT_STATE = (
+    "q",
+    "state",
+    "stop",
+    "n_obs",
+    "last_event",
+    "w_passes",
+    "w_steps",
+    "has_best",
+    "stale",
+    "pending",
+    "count",
+    "raised",
+    "gained",
+    "w_kn",
+    "since_passes",
+)
+FLOAT_STATE = (
+    "w_sum",
+    "w_sq",
+    "w_mean",
+    "w_se2",
+    "best",
+    "best_se2",
+    "w_m2",
+    "w_s",
+    "w_s2",
+    "w_k",
+    "w_k2",
+    "c_m2",
+    "c_s",
+    "c_kappa",
+    "c_rse2",
+    "q_star",
+    "base_mean",
+    "base_se2",
+    "base_gap",
+    "base_rate",
+    "base_rate_se2",
+)
 # per step: before (wants_centre, q, state), the event (filled, 6 fields), after (should_stop)
 REC = ("centre", "q", "state", "filled", "ev_step", "code", "state_from", "state_to", "q_from", "q_to", "stop")
 
-SHIM = r"""
+SHIM = (
+    r"""
 #include <string.h>
 #include "zo_sched.h"
 
@@ -63,12 +101,26 @@ void t_run(const zo_sched_config_t *cfg, const zo_sched_obs_t *obs, int32_t n, i
 }
 
 int32_t t_sizeof_sched(void) { return (int32_t)sizeof(zo_sched_t); }
-""".replace("@INTS@", ", ".join(f"(int64_t)s->{n}" for n in INT_STATE)).replace(
-    "@FLOATS@", ", ".join(f"s->{n}" for n in FLOAT_STATE)).replace("@NI@", str(len(INT_STATE))).replace(
-    "@NF@", str(len(FLOAT_STATE)))
+""".replace("@INTS@", ", ".join(f"(int64_t)s->{n}" for n in INT_STATE))
+    .replace("@FLOATS@", ", ".join(f"s->{n}" for n in FLOAT_STATE))
+    .replace("@NI@", str(len(INT_STATE)))
+    .replace("@NF@", str(len(FLOAT_STATE)))
+)
 
-OBS_DTYPE = np.dtype([("step", "<u4"), ("q", "<u4"), ("passes", "<u4"), ("loss", "<f4"), ("m2", "<f4"),
-                      ("v", "<f4"), ("has_kappa", "<i4"), ("kappa", "<f4"), ("diverged", "<i4"), ("lr", "<f4")])
+OBS_DTYPE = np.dtype(
+    [
+        ("step", "<u4"),
+        ("q", "<u4"),
+        ("passes", "<u4"),
+        ("loss", "<f4"),
+        ("m2", "<f4"),
+        ("v", "<f4"),
+        ("has_kappa", "<i4"),
+        ("kappa", "<f4"),
+        ("diverged", "<i4"),
+        ("lr", "<f4"),
+    ]
+)
 
 
 def _ctype(field: str):
@@ -82,8 +134,13 @@ class Config(ctypes.Structure):
 
 
 class Rule(ctypes.Structure):
-    _fields_ = [("state", ctypes.c_uint8), ("event", ctypes.c_uint8), ("next", ctypes.c_uint8),
-                ("next_at_cap", ctypes.c_uint8), ("actions", ctypes.c_uint16)]
+    _fields_ = [
+        ("state", ctypes.c_uint8),
+        ("event", ctypes.c_uint8),
+        ("next", ctypes.c_uint8),
+        ("next_at_cap", ctypes.c_uint8),
+        ("actions", ctypes.c_uint16),
+    ]
 
 
 def c_config(kind, **params) -> Config:
@@ -101,8 +158,14 @@ def lib(tmp_path_factory):
     for fn in ("zo_sched_kind_name", "zo_sched_state_name", "zo_sched_event_name"):
         getattr(lib, fn).restype = ctypes.c_char_p
         getattr(lib, fn).argtypes = [ctypes.c_int32]
-    lib.t_run.argtypes = [ctypes.POINTER(Config), ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p,
-                          ctypes.c_void_p, ctypes.c_void_p]
+    lib.t_run.argtypes = [
+        ctypes.POINTER(Config),
+        ctypes.c_void_p,
+        ctypes.c_int32,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+    ]
     return lib
 
 
@@ -155,8 +218,18 @@ class Run:
     def obs_array(self) -> np.ndarray:
         a = np.zeros(len(self.obs), OBS_DTYPE)
         for k, o in enumerate(self.obs):
-            a[k] = (o.step, o.q, o.passes, F32(o.loss), F32(o.m2), F32(o.v), int(o.has_kappa), F32(o.kappa),
-                    int(o.diverged), F32(o.lr))
+            a[k] = (
+                o.step,
+                o.q,
+                o.passes,
+                F32(o.loss),
+                F32(o.m2),
+                F32(o.v),
+                int(o.has_kappa),
+                F32(o.kappa),
+                int(o.diverged),
+                F32(o.lr),
+            )
         return a
 
     def compare_with_c(self, lib) -> None:
@@ -169,12 +242,15 @@ class Run:
         lib.t_run(ctypes.byref(cfg), obs.ctypes.data, n, rec.ctypes.data, ints.ctypes.data, floats.ctypes.data)
         for k in range(n):
             where = f"{self.kind} step {k}: obs {self.obs[k]}"
-            assert rec[k].tolist() == self.rec[k].tolist(), \
+            assert rec[k].tolist() == self.rec[k].tolist(), (
                 f"{where}\nC  {dict(zip(REC, rec[k].tolist()))}\nPy {dict(zip(REC, self.rec[k].tolist()))}"
-            assert ints[k].tolist() == self.ints[k].tolist(), \
+            )
+            assert ints[k].tolist() == self.ints[k].tolist(), (
                 f"{where}\nC  {dict(zip(INT_STATE, ints[k].tolist()))}\nPy {dict(zip(INT_STATE, self.ints[k].tolist()))}"
-            assert np.array_equal(floats[k].view(np.uint32), self.floats[k].view(np.uint32)), \
+            )
+            assert np.array_equal(floats[k].view(np.uint32), self.floats[k].view(np.uint32)), (
                 f"{where}\nC  {dict(zip(FLOAT_STATE, floats[k]))}\nPy {dict(zip(FLOAT_STATE, self.floats[k]))}"
+            )
         self.check_properties()
 
     def check_properties(self) -> None:
@@ -206,8 +282,16 @@ class Run:
 
 
 def obs(loss=1.0, m2=1.0, v=0.0, kappa=0.0, has_kappa=False, diverged=False, lr=1.0, passes=0) -> Obs:
-    return Obs(loss=F32(loss), m2=F32(m2), v=F32(v), kappa=F32(kappa), has_kappa=bool(has_kappa),
-               diverged=bool(diverged), lr=F32(lr), passes=passes)
+    return Obs(
+        loss=F32(loss),
+        m2=F32(m2),
+        v=F32(v),
+        kappa=F32(kappa),
+        has_kappa=bool(has_kappa),
+        diverged=bool(diverged),
+        lr=F32(lr),
+        passes=passes,
+    )
 
 
 def diverge_in_each_state(after: int = 2, states=None):
@@ -219,6 +303,7 @@ def diverge_in_each_state(after: int = 2, states=None):
             done.add(s.state)
             return True
         return False
+
     return pick
 
 
@@ -246,8 +331,9 @@ def test_tables_and_names_match(lib):
         assert lib.zo_sched_kind_name(kind).decode() == name
         n = ctypes.c_uint32()
         rows = lib.zo_sched_rules(kind, ctypes.byref(n))
-        c_table = {(rows[i].state, rows[i].event): (rows[i].next, rows[i].next_at_cap, rows[i].actions)
-                   for i in range(n.value)}
+        c_table = {
+            (rows[i].state, rows[i].event): (rows[i].next, rows[i].next_at_cap, rows[i].actions) for i in range(n.value)
+        }
         assert len(c_table) == n.value, "duplicate (state, event) rows"
         assert c_table == {k: (a, b, int(act)) for k, (a, b, act) in S.TABLES[kind].items()}
     for sid, name in enumerate(spec.STATES):
@@ -264,10 +350,15 @@ def test_tables_and_names_match(lib):
 
 
 def test_c_initializer_compiles_to_same_config(lib, tmp_path):
-    cases = [("plateau", {}), ("critical", {"p": 0.25, "z": 1.5}), ("adazeta", {"steps_per_epoch": 7, "beta": -0.5}),
-             ("fixed", {"q0": 4})]
-    inits = "\n".join(f"const zo_sched_config_t cfg{k} = {P.c_initializer(kind, **p)};"
-                      for k, (kind, p) in enumerate(cases))
+    cases = [
+        ("plateau", {}),
+        ("critical", {"p": 0.25, "z": 1.5}),
+        ("adazeta", {"steps_per_epoch": 7, "beta": -0.5}),
+        ("fixed", {"q0": 4}),
+    ]
+    inits = "\n".join(
+        f"const zo_sched_config_t cfg{k} = {P.c_initializer(kind, **p)};" for k, (kind, p) in enumerate(cases)
+    )
     other = build_shared([], tmp_path, "zo_sched_init", {"inits.c": f'#include "zo_sched.h"\n{inits}\n'})
     for k, (kind, p) in enumerate(cases):
         got = Config.in_dll(other, f"cfg{k}")
@@ -281,8 +372,10 @@ def test_c_initializer_compiles_to_same_config(lib, tmp_path):
 def test_fixed(lib):
     def gen(t, s, centre, rng, ctx):
         return obs(loss=rng.uniform(0, 3), diverged=t % 7 == 3)
-    runs = compare_and_cover(lib, S.FIXED_KIND, {q0: Run("fixed", {"q0": q0, "q_max": 16}, gen, 60, seed=q0)
-                                                 for q0 in (1, 16)})
+
+    runs = compare_and_cover(
+        lib, S.FIXED_KIND, {q0: Run("fixed", {"q0": q0, "q_max": 16}, gen, 60, seed=q0) for q0 in (1, 16)}
+    )
     for r in runs.values():
         assert set(r.rec[:, 1].tolist()) == {r.params["q0"]} and not r.events
         assert not r.rec[:, 0].any() and not r.rec[:, 10].any()
@@ -290,43 +383,83 @@ def test_fixed(lib):
 
 # ---------------------------------------------------------------------------- plateau
 
-PLATEAU_SMALL = {"window_passes": 64, "window_min_steps": 4, "window_max_steps": 16, "tau": 0.01, "z": 1.0,
-                 "patience": 2}
+PLATEAU_SMALL = {
+    "window_passes": 64,
+    "window_min_steps": 4,
+    "window_max_steps": 16,
+    "tau": 0.01,
+    "z": 1.0,
+    "patience": 2,
+}
 
 
 def _loss_gen(fn, div=None):
     def gen(t, s, centre, rng, ctx):
         return obs(loss=fn(t, rng), diverged=bool(div and div(s, ctx)))
+
     return gen
 
 
 def plateau_runs() -> dict[str, Run]:
     runs = {}
-    runs["decreasing"] = Run("plateau", PLATEAU_SMALL, _loss_gen(lambda t, r: 2.0 * 0.99 ** t), 300)
-    runs["flat_stop"] = Run("plateau", {**PLATEAU_SMALL, "q_max": 8, "stop_when_capped": True},
-                            _loss_gen(lambda t, r: 1.0), 500, until_stop=True)
-    runs["stairs"] = Run("plateau", {**PLATEAU_SMALL, "q_max": 8, "stop_when_capped": True},
-                         lambda t, s, centre, rng, ctx: obs(loss=1.0 / s.q), 500, until_stop=True)
+    runs["decreasing"] = Run("plateau", PLATEAU_SMALL, _loss_gen(lambda t, r: 2.0 * 0.99**t), 300)
+    runs["flat_stop"] = Run(
+        "plateau",
+        {**PLATEAU_SMALL, "q_max": 8, "stop_when_capped": True},
+        _loss_gen(lambda t, r: 1.0),
+        500,
+        until_stop=True,
+    )
+    runs["stairs"] = Run(
+        "plateau",
+        {**PLATEAU_SMALL, "q_max": 8, "stop_when_capped": True},
+        lambda t, s, centre, rng, ctx: obs(loss=1.0 / s.q),
+        500,
+        until_stop=True,
+    )
     # a sharp rise after a descent (MONITOR), then a slower one
-    runs["rise"] = Run("plateau", {**PLATEAU_SMALL, "q_max": 16},
-                       _loss_gen(lambda t, r: 2.0 * 0.99 ** t * (3.0 if 60 <= t < 100 else 1.0)), 200)
+    runs["rise"] = Run(
+        "plateau",
+        {**PLATEAU_SMALL, "q_max": 16},
+        _loss_gen(lambda t, r: 2.0 * 0.99**t * (3.0 if 60 <= t < 100 else 1.0)),
+        200,
+    )
     # q0 == q_max: CAPPED after warmup; improve, stall, rise, stall until patience (no stop)
-    runs["capped"] = Run("plateau", {**PLATEAU_SMALL, "q0": 4, "q_max": 4},
-                         _loss_gen(lambda t, r: 2.0 * 0.98 ** min(t, 40) * (2.0 if 80 <= t < 90 else 1.0)), 200)
+    runs["capped"] = Run(
+        "plateau",
+        {**PLATEAU_SMALL, "q0": 4, "q_max": 4},
+        _loss_gen(lambda t, r: 2.0 * 0.98 ** min(t, 40) * (2.0 if 80 <= t < 90 else 1.0)),
+        200,
+    )
     noisy = lambda t, r: 1.0 - 0.001 * t + r.normal(0, 0.2)
     for z in (0.0, 1.0, 3.0):
         runs[f"noisy_z{z:g}"] = Run("plateau", {**PLATEAU_SMALL, "z": z, "q_max": 64}, _loss_gen(noisy), 600, seed=11)
-    runs["diverge_everywhere"] = Run("plateau", PLATEAU_SMALL,
-                                     _loss_gen(lambda t, r: 1.0 + 0.001 * r.standard_normal(),
-                                               diverge_in_each_state()), 600, seed=3)
+    runs["diverge_everywhere"] = Run(
+        "plateau",
+        PLATEAU_SMALL,
+        _loss_gen(lambda t, r: 1.0 + 0.001 * r.standard_normal(), diverge_in_each_state()),
+        600,
+        seed=3,
+    )
     stairs_div = diverge_in_each_state(states={S.COOLDOWN, S.CAPPED})
-    runs["diverge_stairs"] = Run("plateau", {**PLATEAU_SMALL, "q_max": 8}, lambda t, s, centre, rng, ctx: obs(
-        loss=1.0 / s.q, diverged=stairs_div(s, ctx)), 300)
-    runs["diverge_capped"] = Run("plateau", {**PLATEAU_SMALL, "q0": 4, "q_max": 4}, _loss_gen(
-        lambda t, r: 1.0, diverge_in_each_state(4, states={S.CAPPED})), 60)
-    runs["diverge_twice"] = Run("plateau", {**PLATEAU_SMALL, "q0": 2},
-                                _loss_gen(lambda t, r: 1.5 - 0.002 * t, lambda s, c: s.state == S.DIVERGE and c["in_state"] == 2),
-                                300)
+    runs["diverge_stairs"] = Run(
+        "plateau",
+        {**PLATEAU_SMALL, "q_max": 8},
+        lambda t, s, centre, rng, ctx: obs(loss=1.0 / s.q, diverged=stairs_div(s, ctx)),
+        300,
+    )
+    runs["diverge_capped"] = Run(
+        "plateau",
+        {**PLATEAU_SMALL, "q0": 4, "q_max": 4},
+        _loss_gen(lambda t, r: 1.0, diverge_in_each_state(4, states={S.CAPPED})),
+        60,
+    )
+    runs["diverge_twice"] = Run(
+        "plateau",
+        {**PLATEAU_SMALL, "q0": 2},
+        _loss_gen(lambda t, r: 1.5 - 0.002 * t, lambda s, c: s.state == S.DIVERGE and c["in_state"] == 2),
+        300,
+    )
     return runs
 
 
@@ -361,8 +494,10 @@ def test_plateau_traces(lib):
     assert not capped.sched.should_stop() and set(capped.rec[:, 1].tolist()) == {4}
 
     # the standard error matters: z = 0 accepts more improvements than z = 3
-    improved = {z: sum(1 for k in runs[f"noisy_z{z:g}"].ints[:, INT_STATE.index("last_event")] if k == EV.IMPROVED)
-                for z in (0.0, 1.0, 3.0)}
+    improved = {
+        z: sum(1 for k in runs[f"noisy_z{z:g}"].ints[:, INT_STATE.index("last_event")] if k == EV.IMPROVED)
+        for z in (0.0, 1.0, 3.0)
+    }
     assert improved[0.0] > improved[1.0] >= improved[3.0], improved
 
     # diverged: q doubles, the open window is dropped, DIVERGE until the next window closes
@@ -378,8 +513,10 @@ def test_plateau_traces(lib):
 def test_plateau_diverge_sets_best_from_fresh_window(lib):
     """After DIVERGE, best is the next window's mean even if it is worse (a rollback moved the
     weights); after COOLDOWN, best only goes down."""
+
     def gen(t, s, centre, rng, ctx):
         return obs(loss=1.0 if t < 40 else 5.0, diverged=t == 40)
+
     r = Run("plateau", PLATEAU_SMALL, gen, 80)
     r.compare_with_c(lib)
     best = r.floats[:, FLOAT_STATE.index("best")]
@@ -407,11 +544,11 @@ def test_plateau_comparisons_at_equality(lib):
     # mean == best * (1 + rise): no rise; one ulp above: rise.  r is chosen so that the other
     # rounding, best + best * rise, is smaller (a rise there).
     best = F32(3.0)
-    rise = next(x for x in (F32(k * 0.001) for k in range(1, 1000))
-                if best * (F32(1) + x) > best + best * x)
+    rise = next(x for x in (F32(k * 0.001) for k in range(1, 1000)) if best * (F32(1) + x) > best + best * x)
     edge = best * (F32(1) + rise)
-    r = Run("plateau", {**one, "tau": 0.0, "z": 0.0, "rise": float(rise)},
-            seq([best, edge, np.nextafter(edge, F32(10))]), 3)
+    r = Run(
+        "plateau", {**one, "tau": 0.0, "z": 0.0, "rise": float(rise)}, seq([best, edge, np.nextafter(edge, F32(10))]), 3
+    )
     r.compare_with_c(lib)
     assert r.ints[:, INT_STATE.index("last_event")].tolist() == [EV.WINDOW_FIRST, EV.STALE, EV.RISE]
     assert r.sched.q == 1, "a rise is not a reason to double q"
@@ -449,16 +586,35 @@ def _se_tie(improved: bool):
 
 # ---------------------------------------------------------------------------- critical
 
-CRIT_SMALL = {"centre_every": 2, "calib_steps": 4, "calib_q": 4, "confirm": 2, "window_passes": 32,
-              "window_min_steps": 3, "window_max_steps": 12, "q_max": 32, "p": 0.25, "c": 2.0, "floor": 0.05}
-CRIT_WINDOW_EVENTS = (EV.TARGET_HOLD, EV.TARGET_PENDING, EV.TARGET_UP, EV.TARGET_DOWN, EV.NO_GAIN, EV.COOLED,
-                      EV.CALIBRATED)
+CRIT_SMALL = {
+    "centre_every": 2,
+    "calib_steps": 4,
+    "calib_q": 4,
+    "confirm": 2,
+    "window_passes": 32,
+    "window_min_steps": 3,
+    "window_max_steps": 12,
+    "q_max": 32,
+    "p": 0.25,
+    "c": 2.0,
+    "floor": 0.05,
+}
+CRIT_WINDOW_EVENTS = (
+    EV.TARGET_HOLD,
+    EV.TARGET_PENDING,
+    EV.TARGET_UP,
+    EV.TARGET_DOWN,
+    EV.NO_GAIN,
+    EV.COOLED,
+    EV.CALIBRATED,
+)
 
 
 def _target_gen(want_of_window, m2=1.0, v=0.0, lr=0.5, div=None, kappa_known=True, flat=False, noise=0.0):
     """kappa chosen so that q* = want (with v = 0: q* = c*lr*kappa/p), times 1 + noise * N(0, 1).
     The loss falls by 1e-4 q^2 per step, so its decrease per pass grows with q and every raise
     pays; flat: a constant loss (no raise pays)."""
+
     def gen(t, s, centre, rng, ctx):
         if s.last_event in CRIT_WINDOW_EVENTS:
             ctx["windows"] = ctx.get("windows", 0) + 1
@@ -466,8 +622,16 @@ def _target_gen(want_of_window, m2=1.0, v=0.0, lr=0.5, div=None, kappa_known=Tru
         c, p = s.cfg["c"], s.cfg["p"]
         kappa = F32(want) * p / (c * F32(lr)) * F32(1 + noise * rng.standard_normal())
         ctx["loss"] = ctx.get("loss", 2.0) - (0.0 if flat else 1e-4 * s.q * s.q)
-        return obs(loss=ctx["loss"], m2=m2, v=v, kappa=kappa, has_kappa=centre and kappa_known, lr=lr,
-                   diverged=bool(div and div(s, ctx)))
+        return obs(
+            loss=ctx["loss"],
+            m2=m2,
+            v=v,
+            kappa=kappa,
+            has_kappa=centre and kappa_known,
+            lr=lr,
+            diverged=bool(div and div(s, ctx)),
+        )
+
     return gen
 
 
@@ -481,20 +645,31 @@ def critical_runs() -> dict[str, Run]:
     runs["m2_zero"] = Run("critical", CRIT_SMALL, _target_gen(lambda w, t: 32, m2=0.0), 60)
     runs["kappa_negative"] = Run("critical", CRIT_SMALL, _target_gen(lambda w, t: -8), 60)
     runs["noisy_v"] = Run("critical", CRIT_SMALL, _target_gen(lambda w, t: 6, v=0.97), 200)
-    runs["diverge_everywhere"] = Run("critical", {**CRIT_SMALL, "q_max": 64},
-                                     _target_gen(lambda w, t: 4, div=diverge_in_each_state(1)), 200)
-    runs["diverge_twice"] = Run("critical", CRIT_SMALL, _target_gen(
-        lambda w, t: 8, div=lambda s, c: s.state == S.DIVERGE and c["in_state"] == 2), 100)
-    runs["diverge_calibrate"] = Run("critical", CRIT_SMALL, _target_gen(
-        lambda w, t: 8, div=lambda s, c: s.state == S.CALIBRATE and c["in_state"] == 2), 60)
+    runs["diverge_everywhere"] = Run(
+        "critical", {**CRIT_SMALL, "q_max": 64}, _target_gen(lambda w, t: 4, div=diverge_in_each_state(1)), 200
+    )
+    runs["diverge_twice"] = Run(
+        "critical",
+        CRIT_SMALL,
+        _target_gen(lambda w, t: 8, div=lambda s, c: s.state == S.DIVERGE and c["in_state"] == 2),
+        100,
+    )
+    runs["diverge_calibrate"] = Run(
+        "critical",
+        CRIT_SMALL,
+        _target_gen(lambda w, t: 8, div=lambda s, c: s.state == S.CALIBRATE and c["in_state"] == 2),
+        60,
+    )
     # a flat loss: the first raise brings no gain, so the next confirmed raise holds q (HOLD),
     # where q can still come down; a rollback leaves HOLD
     hold = lambda w, t: 32 if w < 10 else 8 if w < 14 else 2 if w < 22 else 4
-    runs["no_gain_hold"] = Run("critical", CRIT_SMALL, _target_gen(
-        hold, flat=True, div=diverge_in_each_state(70, states={S.HOLD})), 200)
+    runs["no_gain_hold"] = Run(
+        "critical", CRIT_SMALL, _target_gen(hold, flat=True, div=diverge_in_each_state(70, states={S.HOLD})), 200
+    )
     # a noisy kappa: windows grow until q* is precise enough (or to window_max_steps)
-    runs["noisy_kappa"] = Run("critical", {**CRIT_SMALL, "window_max_steps": 40},
-                              _target_gen(lambda w, t: 16, noise=0.8), 300, seed=3)
+    runs["noisy_kappa"] = Run(
+        "critical", {**CRIT_SMALL, "window_max_steps": 40}, _target_gen(lambda w, t: 16, noise=0.8), 300, seed=3
+    )
     return runs
 
 
@@ -541,8 +716,8 @@ def test_critical_target_formula():
     geometrically; q unless q* is beyond the threshold toward the target by z relative errors."""
     s = S.make_scheduler("critical", q_max=64, p=0.5, c=1.0, floor=0.25, z=2.0)
     st = {"kappa": F32(3.0), "m2": F32(2.0), "sig": F32(2.0), "rse2": F32(0.0)}
-    assert s.target(1.0, st) == (8, F32(6.0))        # 6 / (0.5 * 2) ... = 6 -> 8 (6 >= 4*sqrt2)
-    st["sig"] = F32(0.1)                              # floor binds: max(0.1, 0.5) -> 24 -> 32
+    assert s.target(1.0, st) == (8, F32(6.0))  # 6 / (0.5 * 2) ... = 6 -> 8 (6 >= 4*sqrt2)
+    st["sig"] = F32(0.1)  # floor binds: max(0.1, 0.5) -> 24 -> 32
     assert s.target(1.0, st) == (32, F32(24.0))
     st["sig"] = F32(2.0)
     assert s.target(1000.0, st)[0] == 64 and s.target(1e-9, st)[0] == 1
@@ -553,7 +728,7 @@ def test_critical_target_formula():
     assert s.target(1.0, st)[0] == 8
     st["rse2"] = F32((4.59 / 6 / 2) ** 2)
     assert s.target(1.0, st) == (1, F32(6.0))
-    st["rse2"] = F32(-1.0)                            # unknown (kappa or m2 not > 0, < 2 centre steps)
+    st["rse2"] = F32(-1.0)  # unknown (kappa or m2 not > 0, < 2 centre steps)
     assert s.target(1.0, st) == (s.q, F32(0.0))
 
 
@@ -563,6 +738,7 @@ def test_critical_target_formula():
 def _plain(div_every=0):
     def gen(t, s, centre, rng, ctx):
         return obs(loss=rng.uniform(0.5, 2), diverged=bool(div_every) and t % div_every == 1)
+
     return gen
 
 
@@ -584,7 +760,7 @@ def test_adazeta_traces(lib):
         spe = r.sched.cfg["steps_per_epoch"]
         assert all((e[0] + 1) % spe == 0 for e in r.events)
     grow = runs["grow"]
-    assert [e[5] for e in grow.events] == [2, 4, 8]     # epochs 2, 4 (target 4), 8 (target 8)
+    assert [e[5] for e in grow.events] == [2, 4, 8]  # epochs 2, 4 (target 4), 8 (target 8)
     assert [e[0] for e in grow.events] == [4, 14, 34] and grow.sched.state == S.CAPPED
     shrink = runs["shrink"]
     assert shrink.rec[0, 2] == S.CAPPED and shrink.sched.q == 1 and shrink.sched.state == S.RAMP
@@ -606,18 +782,29 @@ def _random_params(kind: str, rng) -> dict:
         p["window_passes"] = int(rng.integers(1, 3000))
         p["window_min_steps"] = int(rng.integers(1, 10))
     if kind == "plateau":
-        p.update(tau=float(rng.uniform(0, 0.05)), z=float(rng.uniform(0, 3)), patience=int(rng.integers(1, 4)),
-                 rise=float(rng.uniform(0, 0.3)), stop_when_capped=bool(rng.integers(0, 2)))
+        p.update(
+            tau=float(rng.uniform(0, 0.05)),
+            z=float(rng.uniform(0, 3)),
+            patience=int(rng.integers(1, 4)),
+            rise=float(rng.uniform(0, 0.3)),
+            stop_when_capped=bool(rng.integers(0, 2)),
+        )
     if kind == "critical":
-        p.update(c=float(rng.uniform(0.1, 10)), z=float(rng.choice([0.0, 1.0, 2.0, 3.0])),
-                 window_max_steps=p["window_min_steps"] + int(rng.integers(0, 60)),
-                 floor=float(rng.uniform(0.01, 1)), p=float(2.0 ** -rng.integers(0, 5)),
-                 centre_every=int(rng.integers(1, 10)), calib_steps=int(rng.integers(1, 12)),
-                 calib_q=int(2 ** rng.integers(int(math.log2(lo)), int(math.log2(hi)) + 1)),
-                 confirm=int(rng.integers(1, 5)))
+        p.update(
+            c=float(rng.uniform(0.1, 10)),
+            z=float(rng.choice([0.0, 1.0, 2.0, 3.0])),
+            window_max_steps=p["window_min_steps"] + int(rng.integers(0, 60)),
+            floor=float(rng.uniform(0.01, 1)),
+            p=float(2.0 ** -rng.integers(0, 5)),
+            centre_every=int(rng.integers(1, 10)),
+            calib_steps=int(rng.integers(1, 12)),
+            calib_q=int(2 ** rng.integers(int(math.log2(lo)), int(math.log2(hi)) + 1)),
+            confirm=int(rng.integers(1, 5)),
+        )
     if kind == "adazeta":
-        p.update(alpha=float(rng.uniform(0.1, 8)), beta=float(rng.uniform(-2, 3)),
-                 steps_per_epoch=int(rng.integers(1, 30)))
+        p.update(
+            alpha=float(rng.uniform(0.1, 8)), beta=float(rng.uniform(-2, 3)), steps_per_epoch=int(rng.integers(1, 30))
+        )
     return p
 
 
@@ -627,9 +814,15 @@ def _random_gen(t, s, centre, rng, ctx):
     ctx["loss"] = ctx.get("loss", 2.0) * float(np.exp(rng.normal(ctx["drift"], 0.05)))
     loss = ctx["loss"] * (4.0 if rng.random() < 0.005 else 1.0)
     m2 = float(np.exp(rng.normal(-2, 2))) if rng.random() > 0.05 else 0.0
-    return obs(loss=loss, m2=m2, v=m2 * rng.uniform(0, 1.5), kappa=rng.normal(0.5, 1.0) * 10.0 ** rng.integers(-3, 3),
-               has_kappa=centre or rng.random() < 0.1, diverged=rng.random() < ctx["p_div"],
-               lr=float(np.exp(rng.normal(0, 3))))
+    return obs(
+        loss=loss,
+        m2=m2,
+        v=m2 * rng.uniform(0, 1.5),
+        kappa=rng.normal(0.5, 1.0) * 10.0 ** rng.integers(-3, 3),
+        has_kappa=centre or rng.random() < 0.1,
+        diverged=rng.random() < ctx["p_div"],
+        lr=float(np.exp(rng.normal(0, 3))),
+    )
 
 
 @pytest.mark.parametrize("kind", ["fixed", "plateau", "critical", "adazeta"])
@@ -645,20 +838,41 @@ def test_random_traces(lib, kind):
 # ---------------------------------------------------------------------------- validation
 
 BAD = [
-    ("plateau", {"q_min": 3}), ("plateau", {"q_max": 128, "q0": 1}), ("plateau", {"q_min": 8, "q_max": 4, "q0": 4}),
-    ("plateau", {"q_min": 0}), ("fixed", {"q0": 2, "q_min": 4}), ("fixed", {"q0": 6, "q_max": 8}),
-    ("adazeta", {"q0": 128, "steps_per_epoch": 1}), ("plateau", {"window_passes": 0}),
-    ("plateau", {"window_min_steps": 0}), ("plateau", {"tau": -0.1}), ("plateau", {"tau": float("nan")}),
-    ("plateau", {"z": float("inf")}), ("plateau", {"rise": -1.0}), ("plateau", {"rise": 1e39}),
-    ("plateau", {"patience": 0}), ("plateau", {"stop_when_capped": 2}),
-    ("critical", {"c": 0.0}), ("critical", {"c": float("inf")}), ("critical", {"z": -1.0}),
-    ("critical", {"z": float("nan")}), ("critical", {"window_max_steps": 4, "window_min_steps": 8}),
+    ("plateau", {"q_min": 3}),
+    ("plateau", {"q_max": 128, "q0": 1}),
+    ("plateau", {"q_min": 8, "q_max": 4, "q0": 4}),
+    ("plateau", {"q_min": 0}),
+    ("fixed", {"q0": 2, "q_min": 4}),
+    ("fixed", {"q0": 6, "q_max": 8}),
+    ("adazeta", {"q0": 128, "steps_per_epoch": 1}),
+    ("plateau", {"window_passes": 0}),
+    ("plateau", {"window_min_steps": 0}),
+    ("plateau", {"tau": -0.1}),
+    ("plateau", {"tau": float("nan")}),
+    ("plateau", {"z": float("inf")}),
+    ("plateau", {"rise": -1.0}),
+    ("plateau", {"rise": 1e39}),
+    ("plateau", {"patience": 0}),
+    ("plateau", {"stop_when_capped": 2}),
+    ("critical", {"c": 0.0}),
+    ("critical", {"c": float("inf")}),
+    ("critical", {"z": -1.0}),
+    ("critical", {"z": float("nan")}),
+    ("critical", {"window_max_steps": 4, "window_min_steps": 8}),
     ("critical", {"floor": 0.0}),
-    ("critical", {"floor": 1.5}), ("critical", {"p": 0.0}), ("critical", {"p": 2.0}),
-    ("critical", {"centre_every": 0}), ("critical", {"calib_steps": 0}), ("critical", {"confirm": 0}),
-    ("critical", {"calib_q": 3}), ("critical", {"calib_q": 16, "q_max": 8}), ("critical", {"window_passes": 0}),
-    ("adazeta", {"alpha": 0.0, "steps_per_epoch": 1}), ("adazeta", {"alpha": float("inf"), "steps_per_epoch": 1}),
-    ("adazeta", {"beta": float("nan"), "steps_per_epoch": 1}), ("adazeta", {"steps_per_epoch": 0}),
+    ("critical", {"floor": 1.5}),
+    ("critical", {"p": 0.0}),
+    ("critical", {"p": 2.0}),
+    ("critical", {"centre_every": 0}),
+    ("critical", {"calib_steps": 0}),
+    ("critical", {"confirm": 0}),
+    ("critical", {"calib_q": 3}),
+    ("critical", {"calib_q": 16, "q_max": 8}),
+    ("critical", {"window_passes": 0}),
+    ("adazeta", {"alpha": 0.0, "steps_per_epoch": 1}),
+    ("adazeta", {"alpha": float("inf"), "steps_per_epoch": 1}),
+    ("adazeta", {"beta": float("nan"), "steps_per_epoch": 1}),
+    ("adazeta", {"steps_per_epoch": 0}),
 ]
 
 

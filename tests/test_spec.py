@@ -1,6 +1,7 @@
 """The training spec is the one source of ids, names and limits: the C headers agree with it value
 by value, and the import boundaries hold (the product never uses the Python reference, which
 sees only the spec and the wire format)."""
+
 from __future__ import annotations
 
 import ast
@@ -10,13 +11,20 @@ import sys
 from pathlib import Path
 
 from ccompile import TRAINING, ZO_MATH
-from zoflash.spec import wire as protocol
+
 from zoflash.spec import training as spec
+from zoflash.spec import wire as protocol
 from zoflash.spec import wire_c
 
 PACKAGE = Path(spec.__file__).resolve().parent.parent
-HEADERS = (TRAINING / "zo_sched.h", ZO_MATH / "zo_train_math.h", TRAINING / "zo_trainer.h", TRAINING / "zo_telemetry.h",
-           TRAINING / "zo_wire.h", TRAINING / "zo_command.h")
+HEADERS = (
+    TRAINING / "zo_sched.h",
+    ZO_MATH / "zo_train_math.h",
+    TRAINING / "zo_trainer.h",
+    TRAINING / "zo_telemetry.h",
+    TRAINING / "zo_wire.h",
+    TRAINING / "zo_command.h",
+)
 _NUMBER = r"(?:0x[0-9A-Fa-f]+|\d+)u?"
 
 
@@ -43,15 +51,27 @@ def _expected() -> dict[str, int]:
         ids = spec.ACTION_BITS if table == "ACTIONS" else _ids(getattr(spec, table))
         want.update((spec.c_name(table, name), v) for name, v in ids.items())
     want.update((f"ZO_DONE_{name.upper().replace('-', '_')}", i) for i, name in enumerate(spec.DONE_REASONS))
-    want.update(ZO_SCHED_Q_LIMIT=spec.Q_LIMIT, ZO_SCHED_N_KINDS=len(spec.SCHEDULERS),
-                ZO_SCHED_N_STATES=len(spec.STATES), ZO_SCHED_N_EVENTS=len(spec.EVENTS),
-                ZO_TRAIN_EPS_MIN=spec.EPS_RANGE[0], ZO_TRAIN_EPS_MAX=spec.EPS_RANGE[1],
-                ZO_W_MAX=spec.INT8_WEIGHT_LIMIT - spec.EPS_RANGE[0], ZO_CMD_FIRST=spec.COMMAND_FIRST, ZO_LR_W_RMS_DIV=spec.LR_W_RMS_DIV,
-                ZO_LR_TRIAL_MAX_MOVES=spec.LR_TRIAL_MAX_MOVES, ZO_LR_TRIAL_SHARE=spec.LR_TRIAL_SHARE,
-                ZO_LR_TRIAL_BACKOFF=spec.LR_TRIAL_BACKOFF, ZO_LR_TRIAL_HORIZON=spec.LR_TRIAL_HORIZON,
-                ZO_LR_DECAY_TAIL_DIV=spec.LR_DECAY_TAIL_DIV,
-                ZO_TM_VERSION=protocol.VERSION, ZO_TM_SYNC0=protocol.SYNC[0], ZO_TM_SYNC1=protocol.SYNC[1],
-                ZO_TM_MAX_PAYLOAD=protocol.MAX_PAYLOAD, ZO_TM_WEIGHTS_CHUNK=protocol.WEIGHTS_CHUNK)
+    want.update(
+        ZO_SCHED_Q_LIMIT=spec.Q_LIMIT,
+        ZO_SCHED_N_KINDS=len(spec.SCHEDULERS),
+        ZO_SCHED_N_STATES=len(spec.STATES),
+        ZO_SCHED_N_EVENTS=len(spec.EVENTS),
+        ZO_TRAIN_EPS_MIN=spec.EPS_RANGE[0],
+        ZO_TRAIN_EPS_MAX=spec.EPS_RANGE[1],
+        ZO_W_MAX=spec.INT8_WEIGHT_LIMIT - spec.EPS_RANGE[0],
+        ZO_CMD_FIRST=spec.COMMAND_FIRST,
+        ZO_LR_W_RMS_DIV=spec.LR_W_RMS_DIV,
+        ZO_LR_TRIAL_MAX_MOVES=spec.LR_TRIAL_MAX_MOVES,
+        ZO_LR_TRIAL_SHARE=spec.LR_TRIAL_SHARE,
+        ZO_LR_TRIAL_BACKOFF=spec.LR_TRIAL_BACKOFF,
+        ZO_LR_TRIAL_HORIZON=spec.LR_TRIAL_HORIZON,
+        ZO_LR_DECAY_TAIL_DIV=spec.LR_DECAY_TAIL_DIV,
+        ZO_TM_VERSION=protocol.VERSION,
+        ZO_TM_SYNC0=protocol.SYNC[0],
+        ZO_TM_SYNC1=protocol.SYNC[1],
+        ZO_TM_MAX_PAYLOAD=protocol.MAX_PAYLOAD,
+        ZO_TM_WEIGHTS_CHUNK=protocol.WEIGHTS_CHUNK,
+    )
     want.update((f"ZO_TM_{kind.upper()}", tid) for kind, (tid, _) in protocol.LAYOUTS.items())
     want.update((f"ZO_TM_SIZE_{kind.upper()}", st.size) for kind, st in protocol.STRUCTS.items())
     want.update(ZO_TM_HEAD=protocol.HEAD, ZO_TM_FIXED_MAX=max(st.size for st in protocol.STRUCTS.values()))
@@ -108,8 +128,20 @@ def test_spec_is_plain_data():
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert imported <= {"__future__"}, imported
-    for table in ("SCHEDULERS", "STATES", "EVENTS", "ACTIONS", "ROUNDINGS", "LR_SCALINGS", "LR_DECAYS", "LOSSES",
-                  "DONE_REASONS", "ACK_RESULTS", "ROLLBACK_CAUSES", "WEIGHTS_PARTS"):
+    for table in (
+        "SCHEDULERS",
+        "STATES",
+        "EVENTS",
+        "ACTIONS",
+        "ROUNDINGS",
+        "LR_SCALINGS",
+        "LR_DECAYS",
+        "LOSSES",
+        "DONE_REASONS",
+        "ACK_RESULTS",
+        "ROLLBACK_CAUSES",
+        "WEIGHTS_PARTS",
+    ):
         names = getattr(spec, table)
         assert len(set(names)) == len(names), table
     assert len(set(spec.COMMANDS.values())) == len(spec.COMMANDS) and min(spec.COMMANDS.values()) >= spec.COMMAND_FIRST
@@ -155,11 +187,17 @@ def _rel(path: Path) -> str:
 
 def test_product_never_imports_the_reference():
     # the engine registry runs the reference trainer on request; validate() runs the TFLM oracle
-    allowed = {("workflows/simulate.py", "zoflash.reference.trainer"),
-               ("workflows/inference.py", "zoflash.reference.tflm")}
-    found = {(_rel(p), m) for p in PACKAGE.rglob("*.py") if "reference" not in p.relative_to(PACKAGE).parts
-             for m in _imports(p, skip_type_checking=False) if m == "zoflash.reference" or
-             m.startswith("zoflash.reference.")}
+    allowed = {
+        ("workflows/simulate.py", "zoflash.reference.trainer"),
+        ("workflows/inference.py", "zoflash.reference.tflm"),
+    }
+    found = {
+        (_rel(p), m)
+        for p in PACKAGE.rglob("*.py")
+        if "reference" not in p.relative_to(PACKAGE).parts
+        for m in _imports(p, skip_type_checking=False)
+        if m == "zoflash.reference" or m.startswith("zoflash.reference.")
+    }
     assert found <= allowed, sorted(found - allowed)
 
 
@@ -169,8 +207,11 @@ def test_reference_imports_only_the_spec_and_the_format():
         for m in _imports(path):
             top = m.split(".")[0]
             if top != "zoflash":
-                assert top in sys.stdlib_module_names or top == "numpy" or (
-                    path.name == "tflm.py" and top == "tflite_micro"), f"{_rel(path)} imports {m}"
+                assert (
+                    top in sys.stdlib_module_names
+                    or top == "numpy"
+                    or (path.name == "tflm.py" and top == "tflite_micro")
+                ), f"{_rel(path)} imports {m}"
                 continue
             ok = m.startswith("zoflash.reference") or m in shared or (path.name == "tflm.py" and m == "zoflash.errors")
             assert ok, f"{_rel(path)} imports {m}"
@@ -179,9 +220,12 @@ def test_reference_imports_only_the_spec_and_the_format():
 
 
 def test_loading_the_reference_loads_no_product_module():
-    code = ("import sys, zoflash.reference.trainer, zoflash.reference.schedulers, zoflash.reference.forward;"
-            "print(' '.join(sorted(m for m in sys.modules if m.startswith('zoflash'))))")
-    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-                 .stdout.split())
+    code = (
+        "import sys, zoflash.reference.trainer, zoflash.reference.schedulers, zoflash.reference.forward;"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('zoflash'))))"
+    )
+    loaded = set(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    )
     shared = {"zoflash", "zoflash.spec", "zoflash.spec.training", "zoflash.spec.wire"}
     assert {m for m in loaded if not m.startswith("zoflash.reference")} == shared

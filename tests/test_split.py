@@ -2,6 +2,7 @@
 
 The oracle is the tflite-micro interpreter on the original file; zoflash's compiled parts are
 compared with zoflash on the whole. Cut points: the training plan's default and two others."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,14 +12,16 @@ import pytest
 import tflite
 from conftest import FIXTURES, positive_fixtures
 from test_public_models import EXPECTED
+
 from zoflash import api
 from zoflash.cli import main
 from zoflash.compiler.tflite_split import split_tflite, tensor_names
 from zoflash.errors import SplitError, UnsupportedModelError
 from zoflash.training.options import OptionsError
 
-MODELS = [FIXTURES / f for f in positive_fixtures()] + \
-         [FIXTURES / "public" / f for f, v in sorted(EXPECTED.items()) if v == "bit-exact"]
+MODELS = [FIXTURES / f for f in positive_fixtures()] + [
+    FIXTURES / "public" / f for f, v in sorted(EXPECTED.items()) if v == "bit-exact"
+]
 SPLITTABLE = [m for m in MODELS if tflite.Model.GetRootAs(m.read_bytes(), 0).SubgraphsLength() == 1]
 # zoflash's own build of every part on every model is slow; these small ones run always
 FAST_BUILDS = {"mlp.tflite", "digits_cnn.tflite", "branchy.tflite", "kws_dscnn.tflite", "micro_speech.tflite"}
@@ -119,19 +122,25 @@ def test_the_cut_tensor_keeps_its_quantization_and_each_part_only_its_own_data()
     model = tflite.Model.GetRootAs(raw, 0)
     used = {t.Buffer() for t in whole_tensors} - {0}
     data = sum(model.Buffers(b).DataLength() for b in used)
-    part_data = sum(tflite.Model.GetRootAs(p, 0).Buffers(b).DataLength()
-                    for p in (parts.prefix, parts.suffix) for b in range(tflite.Model.GetRootAs(p, 0).BuffersLength()))
+    part_data = sum(
+        tflite.Model.GetRootAs(p, 0).Buffers(b).DataLength()
+        for p in (parts.prefix, parts.suffix)
+        for b in range(tflite.Model.GetRootAs(p, 0).BuffersLength())
+    )
     assert part_data == data
     assert len(parts.prefix_ops) + len(parts.suffix_ops) == model.Subgraphs(0).OperatorsLength()
     assert split_tflite(raw, tensor).prefix == parts.prefix  # deterministic
 
 
-@pytest.mark.parametrize("model, tensor, message", [
-    ("branchy.tflite", "branchy_1/max_pooling2d_2_1/MaxPool2d", "is not a cut: op 2, in the suffix, also reads"),
-    ("mlp.tflite", "no_such_tensor", "no tensor named 'no_such_tensor'"),
-    ("mlp.tflite", "serving_default_keras_tensor_4:0", "not computed by any op"),
-    ("mlp.tflite", "StatefulPartitionedCall_1:0", "the suffix would be empty"),
-])
+@pytest.mark.parametrize(
+    "model, tensor, message",
+    [
+        ("branchy.tflite", "branchy_1/max_pooling2d_2_1/MaxPool2d", "is not a cut: op 2, in the suffix, also reads"),
+        ("mlp.tflite", "no_such_tensor", "no tensor named 'no_such_tensor'"),
+        ("mlp.tflite", "serving_default_keras_tensor_4:0", "not computed by any op"),
+        ("mlp.tflite", "StatefulPartitionedCall_1:0", "the suffix would be empty"),
+    ],
+)
 def test_bad_cuts_are_refused_in_one_line(model, tensor, message):
     with pytest.raises(SplitError, match=message) as info:
         split_tflite((FIXTURES / model).read_bytes(), tensor)

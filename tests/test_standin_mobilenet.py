@@ -1,12 +1,14 @@
 """The MobileNetV2 0.35/128 stand-in (tests/fixtures/make_standin_mobilenetv2.py: Keras'
 architecture with random weights, not a public model) matches the tflite-micro interpreter bit
 for bit, as the public models do (tests/test_public_models.py)."""
+
 from __future__ import annotations
 
 import hashlib
 
 import pytest
 from conftest import FIXTURES
+
 from zoflash import api
 
 STANDIN = FIXTURES / "standin_mobilenet_v2_0.35_128.tflite"

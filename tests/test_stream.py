@@ -2,6 +2,7 @@
 frames, docs/training.md "Data sources").  The records of a fed run depend only on the order
 the samples arrive in: the host program, the Python reference and the emulated Cortex-M55 agree,
 also when the link corrupts and drops the host's frames."""
+
 from __future__ import annotations
 
 import struct
@@ -9,15 +10,16 @@ import struct
 import numpy as np
 import pytest
 from conftest import FIXTURES
+
 from zoflash.cli import main
 from zoflash.errors import DataError
-from zoflash.spec import wire as protocol
 from zoflash.monitor.feed import Feeder
 from zoflash.monitor.session import comparable, read_log
 from zoflash.monitor.telemetry import Decoder, decode
-from zoflash.workflows.simulate import simulate
 from zoflash.spec import training as spec
+from zoflash.spec import wire as protocol
 from zoflash.training.options import OptionsError, make_options
+from zoflash.workflows.simulate import simulate
 
 MLP = str(FIXTURES / "mlp.tflite")
 SHIFT = FIXTURES / "digits_shift.npz"
@@ -29,8 +31,13 @@ def flat(tmp_path_factory):
     """The shifted digits flattened for the MLP: 200 training, 100 test samples."""
     d = np.load(SHIFT)
     path = tmp_path_factory.mktemp("data") / "flat.npz"
-    np.savez(path, x_train=d["x_train"].reshape(len(d["x_train"]), -1)[:200], y_train=d["y_train"][:200],
-             x_test=d["x_test"].reshape(len(d["x_test"]), -1)[:100], y_test=d["y_test"][:100])
+    np.savez(
+        path,
+        x_train=d["x_train"].reshape(len(d["x_train"]), -1)[:200],
+        y_train=d["y_train"][:200],
+        x_test=d["x_test"].reshape(len(d["x_test"]), -1)[:100],
+        y_test=d["y_test"][:100],
+    )
     return path
 
 
@@ -59,6 +66,7 @@ class FaultyFeeder(Feeder):
 
 # ---- the wire format -----------------------------------------------------------------------------
 
+
 def test_sample_frames_respect_the_window_and_the_payload_bound():
     records_ = [bytes(range(256)) * 10]  # a 2560-byte sample: chunked
     feeder = Feeder(records_, [7])
@@ -69,7 +77,7 @@ def test_sample_frames_respect_the_window_and_the_payload_bound():
         assert f.type == spec.COMMANDS["sample"] == 21
         index, label, offset, total = struct.unpack_from("<IHII", f.payload)
         assert (index, label, offset, total) == (5, 7, 100, 2560)
-        assert f.payload[14:] == records_[0][100:100 + chunk]
+        assert f.payload[14:] == records_[0][100 : 100 + chunk]
     with pytest.raises(DataError, match="expects samples of 99 bytes"):
         feeder.answer({"cursor": 0, "offset": 0, "count": 1, "total": 99, "window": 512})
     with pytest.raises(DataError, match="window of 20 bytes"):
@@ -92,6 +100,7 @@ def test_options_are_checked():
 
 
 # ---- host program == reference, and == the embedded data when the ring is the whole split -------
+
 
 @pytest.mark.cc
 def test_stream_c_equals_reference_and_survives_a_faulty_link(tmp_path, flat, monkeypatch):
@@ -123,12 +132,14 @@ def test_a_ring_of_the_whole_split_refreshed_each_step_is_the_embedded_run(tmp_p
     embedded = simulate(MLP, small, make_options(**base), tmp_path / "e.jsonl", plot=False)
     n = next(r for r in embedded.records if r["type"] == "hello")["n_train"]  # what the validation split leaves
     assert n < 24
-    fed = simulate(MLP, small, make_options(**base, data_source="stream", buffer=n, refresh=n), tmp_path / "s.jsonl",
-                   plot=False)
+    fed = simulate(
+        MLP, small, make_options(**base, data_source="stream", buffer=n, refresh=n), tmp_path / "s.jsonl", plot=False
+    )
     assert records(fed.log_path) == records(embedded.log_path)
 
 
 # ---- the emulated Cortex-M55 ----------------------------------------------------------------------
+
 
 @pytest.mark.cc
 @pytest.mark.cross
@@ -136,8 +147,23 @@ def test_a_ring_of_the_whole_split_refreshed_each_step_is_the_embedded_run(tmp_p
 def test_run_stream_on_qemu_equals_simulate(tmp_path, flat, capsys):
     common = ["--model", MLP, "--data", str(flat), *COMMON]
     m55, host = tmp_path / "m55.jsonl", tmp_path / "host.jsonl"
-    assert main(["run", "--board", "mps3-an547", "--out", str(tmp_path / "bundle"), "--log", str(m55),
-                 "--timeout", "300", *common]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--board",
+                "mps3-an547",
+                "--out",
+                str(tmp_path / "bundle"),
+                "--log",
+                str(m55),
+                "--timeout",
+                "300",
+                *common,
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "stream ring 2112 bytes (32 samples of 66 bytes" in out and "done (steps) after 40 steps" in out
     assert main(["simulate", "--log", str(host), "--no-plot", *common]) == 0
@@ -166,8 +192,13 @@ def test_qemu_stream_survives_corrupted_and_dropped_frames(tmp_path, flat):
     model = FIXTURES / "kws_dscnn.tflite"  # 49x10 int8 inputs: 490 bytes, two chunks on the M55
     rng = np.random.default_rng(3)
     big = tmp_path / "kws.npz"
-    np.savez(big, x_train=rng.integers(-128, 128, (20, 49, 10, 1), dtype=np.int8), y_train=rng.integers(0, 10, 20),
-             x_test=rng.integers(-128, 128, (10, 49, 10, 1), dtype=np.int8), y_test=rng.integers(0, 10, 10))
+    np.savez(
+        big,
+        x_train=rng.integers(-128, 128, (20, 49, 10, 1), dtype=np.int8),
+        y_train=rng.integers(0, 10, 20),
+        x_test=rng.integers(-128, 128, (10, 49, 10, 1), dtype=np.int8),
+        y_test=rng.integers(0, 10, 10),
+    )
     opts = make_options(steps=12, eval_every=6, data_source="stream", buffer=8, refresh=1, batch=4)
     bundle = api.build(str(model), "mps3-an547", str(tmp_path / "bundle"), data_path=str(big), options=opts).bundle
     flashed = flash_bundle(bundle.path, None, FlashOptions(timeout=700), say=lambda s: None)
@@ -182,15 +213,18 @@ def test_qemu_stream_survives_corrupted_and_dropped_frames(tmp_path, flat):
                 return len(data)  # lost
             if self.writes in (8, 30):
                 k = len(data) - 5  # the last payload byte
-                data = data[:k] + bytes([data[k] ^ 1]) + data[k + 1:]
+                data = data[:k] + bytes([data[k] ^ 1]) + data[k + 1 :]
             return self.port.write(data)
 
         def __getattr__(self, name):
             return getattr(self.port, name)
 
     try:
-        mon = Monitor(opener=lambda: FaultyPort(open_port(flashed.serial_url, 115200)), log_path=tmp_path / "m55.jsonl",
-                      feeder=load_feeder(model, big, opts))
+        mon = Monitor(
+            opener=lambda: FaultyPort(open_port(flashed.serial_url, 115200)),
+            log_path=tmp_path / "m55.jsonl",
+            feeder=load_feeder(model, big, opts),
+        )
         mon.connect(10)
         mon.run(timeout=600)
         res = mon.close()
@@ -200,7 +234,9 @@ def test_qemu_stream_survives_corrupted_and_dropped_frames(tmp_path, flat):
     host = simulate(model, big, opts, tmp_path / "host.jsonl", plot=False)
     assert records(tmp_path / "m55.jsonl") == records(host.log_path)
     needs = [r for r in res.records if r["type"] == "need"]
-    assert {r["offset"] for r in needs} == {0, 486} and len(needs) >= 2 * (8 + 11) + 4  # 2 chunks per sample; 4 asked again
+    assert {r["offset"] for r in needs} == {0, 486} and len(needs) >= 2 * (
+        8 + 11
+    ) + 4  # 2 chunks per sample; 4 asked again
     # (more if an answer came later than the timeout on a loaded machine: the records are the same)
 
 
@@ -212,8 +248,9 @@ def test_cli_refusals(flat, capsys):
 
 
 @pytest.mark.cc
-@pytest.mark.parametrize("model, loss", [pytest.param("mbv2_block.tflite", "auto", marks=pytest.mark.slow),
-                                         ("regressor.tflite", "mse")])
+@pytest.mark.parametrize(
+    "model, loss", [pytest.param("mbv2_block.tflite", "auto", marks=pytest.mark.slow), ("regressor.tflite", "mse")]
+)
 def test_chunked_samples_and_mse_targets_c_equals_reference(tmp_path, model, loss):
     """3072-byte images go as 4 chunks (host window 4096: 1010 bytes a chunk); mse records carry
     their float32 targets after the input."""
@@ -221,12 +258,18 @@ def test_chunked_samples_and_mse_targets_c_equals_reference(tmp_path, model, los
     if model == "mbv2_block.tflite":
         rng = np.random.default_rng(1)
         data = tmp_path / "img.npz"
-        np.savez(data, x_train=rng.integers(-128, 128, (6, 32, 32, 3), dtype=np.int8), y_train=rng.integers(0, 10, 6),
-                 x_test=rng.integers(-128, 128, (2, 32, 32, 3), dtype=np.int8), y_test=rng.integers(0, 10, 2))
+        np.savez(
+            data,
+            x_train=rng.integers(-128, 128, (6, 32, 32, 3), dtype=np.int8),
+            y_train=rng.integers(0, 10, 6),
+            x_test=rng.integers(-128, 128, (2, 32, 32, 3), dtype=np.int8),
+            y_test=rng.integers(0, 10, 2),
+        )
     else:
         data = FIXTURES / "regress_shift.npz"
-    opts = make_options(steps=6, eval_every=3, batch=2, lr=1.0, scheduler="fixed", data_source="stream", buffer=4,
-                        refresh=3, loss=loss)
+    opts = make_options(
+        steps=6, eval_every=3, batch=2, lr=1.0, scheduler="fixed", data_source="stream", buffer=4, refresh=3, loss=loss
+    )
     c = simulate(path, data, opts, tmp_path / "c.jsonl", plot=False)
     ref = simulate(path, data, opts, tmp_path / "ref.jsonl", engine="reference", plot=False)
     assert records(c.log_path) == records(ref.log_path)

@@ -1,6 +1,7 @@
 """The experiment sweep engine (benchmarks/sweep.py): a re-run skips finished runs, the cache key
 follows the options and the files' bytes, and local processes and a Dask cluster give the same
 results."""
+
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -68,8 +69,10 @@ def test_local_and_dask_runs_agree_and_reruns_are_cached(tmp_path):
         from distributed import Client, LocalCluster
     except ImportError:
         pytest.skip("dask[distributed] is missing: pip install -e '.[sweep]' to test the Dask executor")
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
         remote = sweep.run_grid(specs, ex.run_one, client.get_executor(), tmp_path / "dask", log.append)
     assert _strip(remote) == _strip(local)
 
@@ -78,16 +81,24 @@ def test_heldout_report_pairs_runs_by_seed():
     """benchmarks/heldout.py: Δ is the per-seed paired difference to the reference (mean and its
     standard error), and a seed counts as a win when the method is at least as good."""
     import numpy as np
+
     _load("experiments")
     ho = _load("heldout")
     assert ho.seed_range("6-9") == [6, 7, 8, 9] and ho.seed_range("3") == [3]
     ref, other = np.array([80.0, 90.0, 85.0, 70.0]), np.array([81.0, 88.0, 85.0, 74.0])
-    h = dict(task="t", seeds=[6, 7, 8, 9], ref="fixed q=4", finals={"fixed q=4": ref, "plateau": other},
-             rollbacks={"fixed q=4": 0.0, "plateau": 1.5})
+    h = dict(
+        task="t",
+        seeds=[6, 7, 8, 9],
+        ref="fixed q=4",
+        finals={"fixed q=4": ref, "plateau": other},
+        rollbacks={"fixed q=4": 0.0, "plateau": 1.5},
+    )
     text = ho.to_markdown(h, "cmd")
     d = other - ref  # +1, -2, 0, +4: mean +0.75, se std/sqrt(4)
     row = next(line for line in text.splitlines() if line.startswith("| plateau"))
-    assert row == f"| plateau | {other.mean():.1f} ± {other.std():.1f} | {d.mean():+.1f} ± {d.std() / 2:.1f} | 3/4 | 1.5 |"
+    assert (
+        row == f"| plateau | {other.mean():.1f} ± {other.std():.1f} | {d.mean():+.1f} ± {d.std() / 2:.1f} | 3/4 | 1.5 |"
+    )
     assert "| fixed q=4 | 81.2 ± 7.4 | – | – | 0.0 |" in text
 
 

@@ -3,6 +3,7 @@ make_vision_task.py): the domain shift is real (the pretrained int8 model, run i
 worse on the target than on the source, which is the target with the shift undone), ZO head
 training recovers part of it, and the vision task fits the STM32N6 and trains under QEMU exactly
 as the host simulation does, for its two trainable settings."""
+
 from __future__ import annotations
 
 import sys
@@ -10,12 +11,13 @@ import sys
 import numpy as np
 import pytest
 from conftest import FIXTURES
+
 from zoflash import api
 from zoflash.cli import main
 from zoflash.targets import boards
 from zoflash.targets.budget import section_sizes
-from zoflash.workflows.simulate import simulate
 from zoflash.training.options import make_options
+from zoflash.workflows.simulate import simulate
 
 SENSOR = (FIXTURES / "motions_cnn.tflite", FIXTURES / "motions_shift.npz")
 VISION = (FIXTURES / "fmnist_mbv2.tflite", FIXTURES / "fmnist_shift.npz")
@@ -45,8 +47,11 @@ def tflm_accuracy(model, x, y) -> float:
 
 
 @pytest.mark.tflm
-@pytest.mark.parametrize("task, undo, n, source_min, drop_min", [
-    (SENSOR, unrotate_watch, 400, 0.95, 0.15), (VISION, unrotate_image, 150, 0.70, 0.30)], ids=["sensor", "vision"])
+@pytest.mark.parametrize(
+    "task, undo, n, source_min, drop_min",
+    [(SENSOR, unrotate_watch, 400, 0.95, 0.15), (VISION, unrotate_image, 150, 0.70, 0.30)],
+    ids=["sensor", "vision"],
+)
 def test_the_shift_is_real(task, undo, n, source_min, drop_min):
     model, data = task
     with np.load(data) as d:
@@ -81,8 +86,28 @@ def test_vision_block_training_fits_the_stm32n6_in_both_boot_modes():
 @pytest.mark.cross
 @pytest.mark.parametrize("setting, boot", [("head", "dev"), ("block", "dev"), ("block", "flash")])
 def test_vision_training_links_for_the_stm32n6(tmp_path, capsys, setting, boot):
-    assert main(["build", "--board", "stm32n6", "--model", str(VISION[0]), "--data", str(VISION[1]),
-                 "--train", VISION_SETTINGS[setting], "--boot", boot, "--steps", "3", "--out", str(tmp_path / "b")]) == 0
+    assert (
+        main(
+            [
+                "build",
+                "--board",
+                "stm32n6",
+                "--model",
+                str(VISION[0]),
+                "--data",
+                str(VISION[1]),
+                "--train",
+                VISION_SETTINGS[setting],
+                "--boot",
+                boot,
+                "--steps",
+                "3",
+                "--out",
+                str(tmp_path / "b"),
+            ]
+        )
+        == 0
+    )
     elf = tmp_path / "b" / "build" / "fmnist_mbv2.elf"
     sections = {name: (addr, size) for name, size, addr in section_sizes("arm-none-eabi-size", elf)}
     board = boards.load_board("stm32n6570-dk")
@@ -98,14 +123,53 @@ def test_vision_training_links_for_the_stm32n6(tmp_path, capsys, setting, boot):
 @pytest.mark.parametrize("setting", sorted(VISION_SETTINGS))
 def test_vision_trains_on_qemu_as_on_the_host(tmp_path, capsys, setting):
     with np.load(VISION[1]) as d:  # a slice of the real adaptation set: a few steps, not learning
-        np.savez(tmp_path / "data.npz", x_train=d["x_train"][:32], y_train=d["y_train"][:32],
-                 x_test=d["x_test"][:8], y_test=d["y_test"][:8])
-    common = ["--model", str(VISION[0]), "--data", str(tmp_path / "data.npz"), "--train", VISION_SETTINGS[setting],
-              "--steps", "4", "--eval-every", "2", "--batch", "4", "--scheduler", "fixed", "--q", "2",
-              "--calib-steps", "1", "--calib-q", "2"]
+        np.savez(
+            tmp_path / "data.npz",
+            x_train=d["x_train"][:32],
+            y_train=d["y_train"][:32],
+            x_test=d["x_test"][:8],
+            y_test=d["y_test"][:8],
+        )
+    common = [
+        "--model",
+        str(VISION[0]),
+        "--data",
+        str(tmp_path / "data.npz"),
+        "--train",
+        VISION_SETTINGS[setting],
+        "--steps",
+        "4",
+        "--eval-every",
+        "2",
+        "--batch",
+        "4",
+        "--scheduler",
+        "fixed",
+        "--q",
+        "2",
+        "--calib-steps",
+        "1",
+        "--calib-q",
+        "2",
+    ]
     m55, host = tmp_path / "m55.jsonl", tmp_path / "host.jsonl"
-    assert main(["run", "--board", "mps3-an547", "--out", str(tmp_path / "bundle"), "--log", str(m55),
-                 "--timeout", "900", *common]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--board",
+                "mps3-an547",
+                "--out",
+                str(tmp_path / "bundle"),
+                "--log",
+                str(m55),
+                "--timeout",
+                "900",
+                *common,
+            ]
+        )
+        == 0
+    )
     assert "done (steps) after 4 steps" in capsys.readouterr().out
     assert main(["simulate", "--log", str(host), "--no-plot", *common]) == 0
     capsys.readouterr()

@@ -1,5 +1,6 @@
 """Telemetry: the C encoder (zo_telemetry.c) against the Python encoder byte for byte, the
 decoder's field values, and the decoder's robustness against a damaged stream."""
+
 from __future__ import annotations
 
 import ctypes
@@ -12,8 +13,9 @@ import zlib
 import numpy as np
 import pytest
 from ccompile import M55_FLAGS, RUNTIME_INCLUDES, STRICT_FLAGS, TRAINING, build_shared, compile_object
-from zoflash.spec import wire as proto
+
 from zoflash.monitor import telemetry as tm
+from zoflash.spec import wire as proto
 
 # The frame helpers and the variable-tail encoders, and the fixed-layout encoders generated from
 # protocol.LAYOUTS (zoflash.spec.wire_c).
@@ -56,20 +58,31 @@ void t_spin(uint32_t n)
 }
 """
 
-_CTYPES = {"I": ctypes.c_uint32, "H": ctypes.c_uint16, "B": ctypes.c_uint8, "Q": ctypes.c_uint64,
-           "f": ctypes.c_float, "8s": ctypes.c_uint8 * 8}
+_CTYPES = {
+    "I": ctypes.c_uint32,
+    "H": ctypes.c_uint16,
+    "B": ctypes.c_uint8,
+    "Q": ctypes.c_uint64,
+    "f": ctypes.c_float,
+    "8s": ctypes.c_uint8 * 8,
+}
 # The C structs declare the fields in wire order, so the layout table also gives their ctypes twin.
-CSTRUCTS = {k: type(f"zo_tm_{k}_t", (ctypes.Structure,),
-                    {"_fields_": [(n, _CTYPES[c]) for n, c in proto.LAYOUTS[k][1]]}) for k in FIXED_KINDS}
+CSTRUCTS = {
+    k: type(f"zo_tm_{k}_t", (ctypes.Structure,), {"_fields_": [(n, _CTYPES[c]) for n, c in proto.LAYOUTS[k][1]]})
+    for k in FIXED_KINDS
+}
 
 # Names as the brief states them (not taken from the module under test).
 STATES = ["FIXED", "WARMUP", "MONITOR", "COOLDOWN", "CAPPED", "DIVERGE", "CALIBRATE", "TRACK", "RAMP", "HOLD"]
-ENUMS = {"scheduler": ["fixed", "plateau", "critical", "adazeta"], "rounding": ["split16", "nearest", "stochastic"],
-         "loss_kind": ["softmax-ce", "sigmoid-bce", "mse"],
-         "kind": [None, "scheduler", "lr", "rollback", "stop"],
-         "reason": ["steps", "budget", "scheduler", "command", "dead-zone", "guard"],
-         "command": [None] * 16 + ["pause", "resume", "status", "dump", "stop", None, "restore"],
-         "result": ["ok", "ignored", "unknown", "refused"]}
+ENUMS = {
+    "scheduler": ["fixed", "plateau", "critical", "adazeta"],
+    "rounding": ["split16", "nearest", "stochastic"],
+    "loss_kind": ["softmax-ce", "sigmoid-bce", "mse"],
+    "kind": [None, "scheduler", "lr", "rollback", "stop"],
+    "reason": ["steps", "budget", "scheduler", "command", "dead-zone", "guard"],
+    "command": [None] * 16 + ["pause", "resume", "status", "dump", "stop", None, "restore"],
+    "result": ["ok", "ignored", "unknown", "refused"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +109,7 @@ def take(lib) -> bytes:
 
 def rand_f32(rng: random.Random) -> float:
     if rng.random() < 0.1:
-        return rng.choice([0.0, -0.0, 1.0, float("inf"), -float("inf"), 2.0 ** -149, 3.4028234663852886e38])
+        return rng.choice([0.0, -0.0, 1.0, float("inf"), -float("inf"), 2.0**-149, 3.4028234663852886e38])
     while True:  # any finite float32 bit pattern
         bits = rng.getrandbits(32)
         if (bits >> 23) & 0xFF != 0xFF:
@@ -104,9 +117,14 @@ def rand_f32(rng: random.Random) -> float:
 
 
 def rand_fields(kind: str, rng: random.Random) -> dict:
-    gen = {"I": lambda: rng.getrandbits(32), "H": lambda: rng.getrandbits(16), "Q": lambda: rng.getrandbits(64),
-           "B": lambda: rng.choice([0, 1, 2, 3, 4, 5, 8, 9, rng.getrandbits(8)]), "f": lambda: rand_f32(rng),
-           "8s": lambda: rng.randbytes(8)}
+    gen = {
+        "I": lambda: rng.getrandbits(32),
+        "H": lambda: rng.getrandbits(16),
+        "Q": lambda: rng.getrandbits(64),
+        "B": lambda: rng.choice([0, 1, 2, 3, 4, 5, 8, 9, rng.getrandbits(8)]),
+        "f": lambda: rand_f32(rng),
+        "8s": lambda: rng.randbytes(8),
+    }
     return {n: gen[c]() for n, c in proto.LAYOUTS[kind][1]}
 
 
@@ -188,8 +206,15 @@ def test_c_frames_equal_python_frames(lib, seed):
             assert asm.missing() == {}
             assert asm.get(fields["tensor"], fields["part"], np.uint8).tobytes() == fields["data"]
     assert dec.flush() == []
-    assert dec.stats() == {"frames": dec.frames, "crc_errors": 0, "dropped_bytes": 0, "seq_gaps": 0,
-                           "truncated": 0, "text_bytes": 0, "malformed": 0}
+    assert dec.stats() == {
+        "frames": dec.frames,
+        "crc_errors": 0,
+        "dropped_bytes": 0,
+        "seq_gaps": 0,
+        "truncated": 0,
+        "text_bytes": 0,
+        "malformed": 0,
+    }
 
 
 @pytest.mark.cc
@@ -222,12 +247,17 @@ def test_cross_compiles_for_m55(tmp_path, opt):
         objs = []
         for source in SOURCES:
             objs.append(tmp_path / f"{source.stem}.o")
-            res = subprocess.run(["arm-none-eabi-gcc", *flags, *RUNTIME_INCLUDES, "-c", str(source), "-o", str(objs[-1])],
-                                 check=False, capture_output=True, text=True)
+            res = subprocess.run(
+                ["arm-none-eabi-gcc", *flags, *RUNTIME_INCLUDES, "-c", str(source), "-o", str(objs[-1])],
+                check=False,
+                capture_output=True,
+                text=True,
+            )
             assert res.returncode == 0, res.stderr
         linked = tmp_path / "zo_tm.o"  # one relocatable object: calls between the two files resolve
-        res = subprocess.run(["arm-none-eabi-ld", "-r", *map(str, objs), "-o", str(linked)],
-                             check=False, capture_output=True, text=True)
+        res = subprocess.run(
+            ["arm-none-eabi-ld", "-r", *map(str, objs), "-o", str(linked)], check=False, capture_output=True, text=True
+        )
         assert res.returncode == 0, res.stderr
         out = subprocess.run([nm, "-u", str(linked)], check=False, capture_output=True, text=True).stdout
         assert {line.split()[-1] for line in out.splitlines() if line.strip()} <= {"zo_port_write", "memcpy"}
@@ -241,7 +271,7 @@ def feed_chunked(data: bytes, rng: random.Random | None) -> tuple[list, dict]:
     dec, items, pos = tm.Decoder(), [], 0
     while pos < len(data):
         n = len(data) if rng is None else rng.randint(1, 300)
-        items += dec.feed(data[pos:pos + n])
+        items += dec.feed(data[pos : pos + n])
         pos += n
     items += dec.flush()
     return items, dec.stats()
@@ -271,8 +301,10 @@ def rand_stream(rng: random.Random, n: int, p_fault: float):
         if r < 0.6:
             what, kind = "frame", rng.choice(FIXED_KINDS + ("weights", "log"))
             if kind == "weights":
-                b = enc.frame("weights", {"tensor": 1, "part": 0, "offset": 0, "total": 600,
-                                          "data": rng.randbytes(rng.randrange(512))})
+                b = enc.frame(
+                    "weights",
+                    {"tensor": 1, "part": 0, "offset": 0, "total": 600, "data": rng.randbytes(rng.randrange(512))},
+                )
             elif kind == "log":
                 b = enc.frame("log", {"text": rand_text(rng, rng.randrange(30))})
             else:
@@ -322,12 +354,14 @@ def test_decoder_survives_damaged_streams(p_fault):
         if p_fault == 0.0:
             assert out == intact, seed
         # A text line comes out if it and what precedes it (the line's start) are untouched.
-        want_lines = [b.decode().rstrip("\n").removesuffix("\r") for k, (what, b, ok) in enumerate(elems)
-                      if what == "text" and ok and (k == 0 or (elems[k - 1][2] and elems[k - 1][0] != "garbage"))]
+        want_lines = [
+            b.decode().rstrip("\n").removesuffix("\r")
+            for k, (what, b, ok) in enumerate(elems)
+            if what == "text" and ok and (k == 0 or (elems[k - 1][2] and elems[k - 1][0] != "garbage"))
+        ]
         assert is_subsequence(want_lines, lines), seed
         # Every byte is accounted for: in a frame, in a text line, or dropped.
-        assert (sum(len(f.to_bytes()) for f in frames) + stats["text_bytes"] + stats["dropped_bytes"]
-                == len(data)), seed
+        assert sum(len(f.to_bytes()) for f in frames) + stats["text_bytes"] + stats["dropped_bytes"] == len(data), seed
         assert stats["frames"] == len(frames) and stats["seq_gaps"] == seq_gaps(frames), seed
         if all(ok and what != "garbage" for what, _, ok in elems):
             assert lines == want_lines and stats["dropped_bytes"] == stats["crc_errors"] == 0, seed
@@ -339,15 +373,17 @@ def test_decoder_byte_at_a_time_equals_whole():
     data = b"".join(b for _, _, b, _ in rand_stream(rng, 60, 0.2))
     dec, items = tm.Decoder(), []
     for k in range(len(data)):
-        items += dec.feed(data[k:k + 1])
+        items += dec.feed(data[k : k + 1])
     items += dec.flush()
     assert (items, dec.stats()) == feed_chunked(data, None)
 
 
 def test_decoder_counters():
     enc = proto.Encoder()
-    f0, f1, f2 = (enc.frame("done", {"steps": k, "reason": 0, "prefix_passes": 1, "suffix_passes": 2,
-                                     "time_us": 3}) for k in range(3))
+    f0, f1, f2 = (
+        enc.frame("done", {"steps": k, "reason": 0, "prefix_passes": 1, "suffix_passes": 2, "time_us": 3})
+        for k in range(3)
+    )
     bad = bytearray(f1)
     bad[12] ^= 0x10  # payload bit: the header still looks right, the CRC does not
     dec = tm.Decoder()
@@ -372,8 +408,13 @@ def test_decoder_text_lines():
     frame = proto.encode("log", {"text": "x"})
     dec = tm.Decoder()
     items = dec.feed(b"boot ok\r\nno newline" + frame + b"\x01bin\x7f\nnext\n\npartial")
-    assert items == [tm.TextLine("boot ok"), tm.TextLine("no newline"), tm.Frame(7, 0, b"x"),
-                     tm.TextLine("next"), tm.TextLine("")]
+    assert items == [
+        tm.TextLine("boot ok"),
+        tm.TextLine("no newline"),
+        tm.Frame(7, 0, b"x"),
+        tm.TextLine("next"),
+        tm.TextLine(""),
+    ]
     assert dec.dropped_bytes == len(b"\x01bin\x7f\n")
     assert dec.flush() == [tm.TextLine("partial")]
     long = tm.Decoder()
@@ -397,10 +438,14 @@ def test_decode_never_raises_on_malformed_payloads():
         t = rng.randrange(10)
         size = proto.STRUCTS[tm.TYPE_NAMES[t]].size if t in tm.TYPE_NAMES and rng.random() < 0.3 else rng.randrange(70)
         rec = dec.records([tm.Frame(t, rng.randrange(65536), rng.randbytes(size))])[0]
-        assert rec["type"] in {"hello", "step", "eval", "event", "done", "weights", "log", "status", "ack",
-                               "malformed"}
-    short = dec.records([tm.Frame(2, 9, b"\x00" * 10), tm.Frame(0, 1, b""),
-                         tm.Frame(6, 2, struct.pack("<IBII", 0, 0, 10, 4) + b"12345")])  # chunk past total
+        assert rec["type"] in {"hello", "step", "eval", "event", "done", "weights", "log", "status", "ack", "malformed"}
+    short = dec.records(
+        [
+            tm.Frame(2, 9, b"\x00" * 10),
+            tm.Frame(0, 1, b""),
+            tm.Frame(6, 2, struct.pack("<IBII", 0, 0, 10, 4) + b"12345"),
+        ]
+    )  # chunk past total
     assert [r["type"] for r in short] == ["malformed"] * 3
     assert short[0] == {"type": "malformed", "frame_type": 2, "seq": 9, "length": 10, "reason": "payload of 10 bytes"}
     assert dec.malformed >= 3
@@ -428,10 +473,12 @@ def test_command_frames():
     dec = tm.Decoder()
     plain = [name for name in proto.COMMANDS if name != "restore"]  # restore carries a chunk: test_checkpoint.py
     frames = b"".join(proto.encode_command(name, seq) for seq, name in enumerate(plain))
-    assert dec.records(dec.feed(frames)) == [{"type": "command", "command": name, "seq": seq}
-                                             for seq, name in enumerate(plain)]
+    assert dec.records(dec.feed(frames)) == [
+        {"type": "command", "command": name, "seq": seq} for seq, name in enumerate(plain)
+    ]
     assert proto.encode_command("pause", 7) == bytes([0xA5, 0x5A, 3, 16, 7, 0, 0, 0]) + struct.pack(
-        "<I", zlib.crc32(bytes([3, 16, 7, 0, 0, 0])))  # version 3
+        "<I", zlib.crc32(bytes([3, 16, 7, 0, 0, 0]))
+    )  # version 3
     assert dec.records([tm.Frame(19, 1, b"x")])[0]["type"] == "malformed"  # only restore carries a payload
     with pytest.raises(ValueError, match="unknown command"):
         proto.encode_command("reboot", 0)

@@ -1,4 +1,5 @@
 """The tflite-micro wrapper (zoflash.reference.tflm) on the fixture models, and the fixture index itself."""
+
 from __future__ import annotations
 
 import hashlib
@@ -29,24 +30,36 @@ def _random_input(d: dict, n: int, seed: int = 0) -> np.ndarray:
 def test_index_matches_files():
     idx = fixture_index()
     assert {e["file"] for e in idx} >= {
-        "mlp.tflite", "digits_cnn.tflite", "kws_dscnn.tflite", "mbv2_block.tflite",
-        "conv1d_ts.tflite", "branchy.tflite", "fc_per_tensor.tflite", "logistic_mul.tflite",
-        "float_mlp.tflite", "int16_act.tflite", "dynamic_batch.tflite",
-        "unsupported_op.tflite", "float_io.tflite"}
+        "mlp.tflite",
+        "digits_cnn.tflite",
+        "kws_dscnn.tflite",
+        "mbv2_block.tflite",
+        "conv1d_ts.tflite",
+        "branchy.tflite",
+        "fc_per_tensor.tflite",
+        "logistic_mul.tflite",
+        "float_mlp.tflite",
+        "int16_act.tflite",
+        "dynamic_batch.tflite",
+        "unsupported_op.tflite",
+        "float_io.tflite",
+    }
     total = 0
     for e in idx:
         raw = _load(e["file"])
         total += len(raw)
         assert raw[4:8] == b"TFL3", e["file"]
-        assert len(raw) == e["size_bytes"] and hashlib.sha256(raw).hexdigest() == e["sha256"], \
+        assert len(raw) == e["size_bytes"] and hashlib.sha256(raw).hexdigest() == e["sha256"], (
             f"{e['file']} differs from fixtures.json: rerun tests/fixtures/make_fixtures.py"
+        )
         assert e["ops"] == sorted(set(e["op_sequence"]))
         assert e["kind"] in ("positive", "negative", "int16")  # int16: tests/test_kernels_int16.py
         if e["kind"] == "int16":
             assert e["inputs"][0]["dtype"] == "int16"
         elif e["kind"] == "negative":
-            assert e["expected_problem"] in ("float", "int16", "dynamic") or \
-                e["expected_problem"].startswith("unsupported_op:")
+            assert e["expected_problem"] in ("float", "int16", "dynamic") or e["expected_problem"].startswith(
+                "unsupported_op:"
+            )
         else:
             assert e["input_dtype"] in ("int8", "float32") and e["input_shape"][0] == 1
         assert len(raw) < 60 * 1024, e["file"]
@@ -65,7 +78,7 @@ def test_digits_shift_dataset():
     assert d["x_train"].dtype == np.float32 and d["x_train"].shape[1:] == (8, 8, 1)
     assert d["x_train"].shape[0] == d["y_train"].shape[0] == 1000
     assert d["x_test"].shape[0] == d["y_test"].shape[0] >= 450
-    assert 0.0 <= d["x_train"].min() and d["x_train"].max() <= 1.0
+    assert d["x_train"].min() >= 0.0 and d["x_train"].max() <= 1.0
     assert set(np.unique(d["y_test"])) == set(range(10))
 
 
@@ -113,8 +126,7 @@ def test_arena_usage(model_file):
     assert "TfLiteEvalTensor data" in u["records"]
     # the head holds at least the input and output activations
     d_in, d_out = it.inputs[0], it.outputs[0]
-    io_bytes = max(np.prod(d_in["shape"]) * d_in["dtype"].itemsize,
-                   np.prod(d_out["shape"]) * d_out["dtype"].itemsize)
+    io_bytes = max(np.prod(d_in["shape"]) * d_in["dtype"].itemsize, np.prod(d_out["shape"]) * d_out["dtype"].itemsize)
     assert u["head"] >= io_bytes
     # fixed at construction: invoking does not change the report
     it.invoke([np.zeros(d_in["shape"], d_in["dtype"])])
@@ -179,7 +191,7 @@ def test_preserve_all_tensors_exposes_intermediates():
     assert any(t.shape == x.shape and np.array_equal(t, x) for t in tensors)
     assert any(t.shape == y.shape and np.array_equal(t, y) for t in tensors)
     with pytest.raises(IndexError):
-        it.tensor(it.num_tensors)          # the raw runtime would segfault here
+        it.tensor(it.num_tensors)  # the raw runtime would segfault here
     with pytest.raises(RuntimeError):
         it.arena_usage()
 
@@ -231,6 +243,7 @@ def test_import_does_not_need_tflite_micro():
     sys.modules["tflite_micro"] = None  # make any import of it fail
     try:
         import zoflash.reference.tflm as mod
+
         mod = importlib.reload(mod)
         assert mod.available() is False
         from zoflash.errors import ToolMissingError

@@ -1,5 +1,6 @@
 """The static maths of a ZO step (zo_rng.c, zo_train_math.c) against the NumPy mirror
 (zoflash.reference.zo_math): bit for bit on the host, and on the emulated Cortex-M55."""
+
 from __future__ import annotations
 
 import ctypes
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ccompile import M55_FLAGS, RUNTIME_INCLUDES, STRICT_FLAGS, ZO_MATH, build_shared, compile_object
+
 from zoflash.reference import zo_math as zm
 from zoflash.spec import training as spec
 
@@ -52,8 +54,16 @@ class ZoDir(ctypes.Structure):
 
 
 # zo_update_s8(w, residual, n, c, q, d0, mode, w_max)
-UPDATE_S8_ARGTYPES = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32,
-                      ctypes.POINTER(ZoDir), ctypes.c_int, ctypes.c_int32]
+UPDATE_S8_ARGTYPES = [
+    ctypes.c_void_p,
+    ctypes.c_void_p,
+    ctypes.c_int32,
+    ctypes.c_void_p,
+    ctypes.c_int32,
+    ctypes.POINTER(ZoDir),
+    ctypes.c_int,
+    ctypes.c_int32,
+]
 # Weight bounds w_max = 127 - eps exercised against the mirror (eps = 1, 2, 7, 63, 126).
 W_MAX_CASES = [126, 125, 120, 64, 1]
 
@@ -68,14 +78,25 @@ def lib(tmp_path_factory):
     lib.zo_hash.restype = ctypes.c_uint32
     lib.zo_hash.argtypes = [ctypes.c_uint32] * 5
     lib.zo_cross_entropy_s8.restype = ctypes.c_float
-    lib.zo_cross_entropy_s8.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_float, ctypes.c_int32,
-                                        ctypes.c_int32]
+    lib.zo_cross_entropy_s8.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_float, ctypes.c_int32, ctypes.c_int32]
     lib.zo_perturb_s8.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ZoDir)]
-    lib.zo_perturb_s32.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p,
-                                   ctypes.POINTER(ZoDir)]
+    lib.zo_perturb_s32.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_int32,
+        ctypes.c_int32,
+        ctypes.c_void_p,
+        ctypes.POINTER(ZoDir),
+    ]
     lib.zo_update_s8.argtypes = UPDATE_S8_ARGTYPES
-    lib.zo_update_s32.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32,
-                                  ctypes.c_void_p, ctypes.c_int32, ctypes.POINTER(ZoDir)]
+    lib.zo_update_s32.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_int32,
+        ctypes.c_void_p,
+        ctypes.c_int32,
+        ctypes.c_void_p,
+        ctypes.c_int32,
+        ctypes.POINTER(ZoDir),
+    ]
     lib.zo_argmax_s8.restype = ctypes.c_int32
     lib.t_sample.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint32, ctypes.c_void_p]
     return lib
@@ -154,7 +175,7 @@ def test_direction_statistics():
     n = 32 * 2000 + 17
     for dl2 in range(0, 5):
         z = zm.directions(11, 5, 2, 3, n, dl2).astype(np.float64)
-        p = 2.0 ** -dl2
+        p = 2.0**-dl2
         nz = np.count_nonzero(z) / n
         assert abs(nz - p) < 4 * np.sqrt(p * (1 - p) / n) + 1e-12, (dl2, nz)
         assert abs(z.mean()) < 4 * np.sqrt(p / n), (dl2, z.mean())
@@ -163,8 +184,12 @@ def test_direction_statistics():
     sparse = zm.directions(11, 5, 2, 3, n, 3)
     assert np.all(sparse[sparse != 0] == dense[sparse != 0]), "sparse = dense masked"
     # different directions, steps, streams: uncorrelated
-    others = [zm.directions(11, 5, 3, 3, n), zm.directions(11, 6, 2, 3, n),
-              zm.directions(11, 5, 2, 4, n), zm.directions(12, 5, 2, 3, n)]
+    others = [
+        zm.directions(11, 5, 3, 3, n),
+        zm.directions(11, 6, 2, 3, n),
+        zm.directions(11, 5, 2, 4, n),
+        zm.directions(12, 5, 2, 3, n),
+    ]
     for o in others:
         corr = float(np.mean(dense.astype(np.float64) * o))
         assert abs(corr) < 4 / np.sqrt(n)
@@ -182,12 +207,65 @@ def test_sample_index_statistics():
 
 
 def test_rounding_rules_mirror():
-    x = F32([0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999997, -0.49999997, 0.0, -0.0, 1e-45, 8388607.5,
-             1e10, -1e10, np.inf, -np.inf, np.nan])
-    assert zm.round_f32(x).tolist() == [1, -1, 2, -2, 3, -3, 0, 0, 0, 0, 0, 8388608,
-                                        2**30, -2**30, 2**30, -2**30, 0]
-    assert zm.floor_f32(x).tolist() == [0, -1, 1, -2, 2, -3, 0, -1, 0, 0, 0, 8388607,
-                                        2**30, -2**30, 2**30, -2**30, 0]
+    x = F32(
+        [
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            -2.5,
+            0.49999997,
+            -0.49999997,
+            0.0,
+            -0.0,
+            1e-45,
+            8388607.5,
+            1e10,
+            -1e10,
+            np.inf,
+            -np.inf,
+            np.nan,
+        ]
+    )
+    assert zm.round_f32(x).tolist() == [
+        1,
+        -1,
+        2,
+        -2,
+        3,
+        -3,
+        0,
+        0,
+        0,
+        0,
+        0,
+        8388608,
+        2**30,
+        -(2**30),
+        2**30,
+        -(2**30),
+        0,
+    ]
+    assert zm.floor_f32(x).tolist() == [
+        0,
+        -1,
+        1,
+        -2,
+        2,
+        -3,
+        0,
+        -1,
+        0,
+        0,
+        0,
+        8388607,
+        2**30,
+        -(2**30),
+        2**30,
+        -(2**30),
+        0,
+    ]
 
 
 def test_split16_properties():
@@ -229,8 +307,9 @@ def test_expf_logf_accuracy():
     assert e.max() <= 1.0, e.max()  # measured: 0.97 ulp
     assert zm.expf(F32(0))[0] == F32(1)
     # logf on the loss range [1, classes] and beyond, including just above 1
-    y = np.concatenate([rng.uniform(1, 1000, 200000), 1 + rng.uniform(0, 1e-3, 20000),
-                        np.exp(rng.uniform(-80, 80, 50000))]).astype(F32)
+    y = np.concatenate(
+        [rng.uniform(1, 1000, 200000), 1 + rng.uniform(0, 1e-3, 20000), np.exp(rng.uniform(-80, 80, 50000))]
+    ).astype(F32)
     y = y[y != 1]
     e = _ulp_err(zm.logf(y), np.log(y.astype(np.float64)))
     assert e.max() <= 1.0, e.max()  # measured: 0.76 ulp
@@ -256,7 +335,7 @@ def test_known_answers_c(lib):
 def test_hash_bit_identical(lib):
     rng = np.random.default_rng(3)
     args = rand_u32(rng, (50000, 5))
-    args[:1000, :4] = rng.integers(0, 4, (1000, 4))   # small values too
+    args[:1000, :4] = rng.integers(0, 4, (1000, 4))  # small values too
     args[1000:2000, 4] = np.arange(1000)
     assert np.array_equal(c_hash(lib, args), zm.zo_hash(*args.T))
 
@@ -292,12 +371,16 @@ def test_sample_index_bit_identical(lib):
 @pytest.mark.cc
 def test_rounding_bit_identical(lib):
     rng = np.random.default_rng(4)
-    x = np.concatenate([
-        rng.uniform(-5, 5, 20000).astype(F32), rng.uniform(-3e9, 3e9, 2000).astype(F32),
-        (np.arange(-2000, 2000) * 0.25).astype(F32), (np.arange(-100, 100) + 0.5).astype(F32),
-        rand_u32(rng, 20000).view(F32),            # every kind of float, NaN and inf too
-        F32([0.49999997, -0.49999997, 0.5, -0.5, 1e-45, -1e-45, np.inf, -np.inf, np.nan, 2**30, -2**30]),
-    ])
+    x = np.concatenate(
+        [
+            rng.uniform(-5, 5, 20000).astype(F32),
+            rng.uniform(-3e9, 3e9, 2000).astype(F32),
+            (np.arange(-2000, 2000) * 0.25).astype(F32),
+            (np.arange(-100, 100) + 0.5).astype(F32),
+            rand_u32(rng, 20000).view(F32),  # every kind of float, NaN and inf too
+            F32([0.49999997, -0.49999997, 0.5, -0.5, 1e-45, -1e-45, np.inf, -np.inf, np.nan, 2**30, -(2**30)]),
+        ]
+    )
     assert np.array_equal(c_apply(lib, "t_round", x, np.int32), zm.round_f32(x))
     assert np.array_equal(c_apply(lib, "t_floor", x, np.int32), zm.floor_f32(x))
 
@@ -305,11 +388,17 @@ def test_rounding_bit_identical(lib):
 @pytest.mark.cc
 def test_expf_logf_bit_identical(lib):
     rng = np.random.default_rng(6)
-    x = np.concatenate([rng.uniform(-100, 100, 50000).astype(F32), rng.uniform(-1, 1, 20000).astype(F32),
-                        rand_u32(rng, 20000).view(F32)])
+    x = np.concatenate(
+        [
+            rng.uniform(-100, 100, 50000).astype(F32),
+            rng.uniform(-1, 1, 20000).astype(F32),
+            rand_u32(rng, 20000).view(F32),
+        ]
+    )
     assert np.array_equal(bits(c_apply(lib, "t_expf", x, F32)), bits(zm.expf(x)))
-    y = np.concatenate([rng.uniform(0, 100, 50000).astype(F32), np.abs(rand_u32(rng, 20000).view(F32)),
-                        rand_u32(rng, 5000).view(F32)])
+    y = np.concatenate(
+        [rng.uniform(0, 100, 50000).astype(F32), np.abs(rand_u32(rng, 20000).view(F32)), rand_u32(rng, 5000).view(F32)]
+    )
     assert np.array_equal(bits(c_apply(lib, "t_logf", y, F32)), bits(zm.logf(y)))
 
 
@@ -319,8 +408,8 @@ def test_perturb_roundtrip(lib, dl2):
     rng = np.random.default_rng(20 + dl2)
     for n in (5, 64, 777):
         w0 = rng.integers(-126, 127, n).astype(np.int8)
-        b0 = rng.integers(-2**31, 2**31, n).astype(np.int32)
-        b0[:3] = [2**31 - 1, -2**31, 2**31 - 2]           # wraps, and must still restore
+        b0 = rng.integers(-(2**31), 2**31, n).astype(np.int32)
+        b0[:3] = [2**31 - 1, -(2**31), 2**31 - 2]  # wraps, and must still restore
         eps = rng.integers(1, 5000, n).astype(np.int32)
         seed, step, direction = (int(v) for v in rand_u32(rng, 3))
         d = ZoDir(seed, step, direction, 9, dl2)
@@ -333,7 +422,9 @@ def test_perturb_roundtrip(lib, dl2):
             bb = zm.perturb_s32(bb, sign, eps, seed, step, direction, 9, dl2)
             assert np.array_equal(w, ww) and np.array_equal(b, bb), sign
             if pas == 0:
-                assert np.count_nonzero(w != w0) == np.count_nonzero(zm.directions(seed, step, direction, 9, n, dl2)) > 0
+                assert (
+                    np.count_nonzero(w != w0) == np.count_nonzero(zm.directions(seed, step, direction, 9, n, dl2)) > 0
+                )
         assert np.array_equal(w, w0) and np.array_equal(b, b0)
 
 
@@ -347,8 +438,8 @@ def _c_values(rng, q: int, kind: int | None = None) -> np.ndarray:
     c[rng.random(q) < 0.1] = 0.0
     c[rng.random(q) < 0.05] = -0.0
     if q > 2:
-        c[0] = F32(1e-40)   # subnormal
-        c[1] = -c[2]         # cancellation
+        c[0] = F32(1e-40)  # subnormal
+        c[1] = -c[2]  # cancellation
     if kind == 5 and q >= 8:
         c[3:8] = F32([3e38, 3e38, np.inf, -np.inf, -3e38])  # u overflows to inf; inf - inf = NaN
     return c
@@ -360,14 +451,15 @@ def _c_values(rng, q: int, kind: int | None = None) -> np.ndarray:
 def test_update_s8_bit_identical(lib, mode, w_max):
     """C == mirror for every rounding mode and weight bound ("random": a fresh w_max in [1, 126]
     per case).  Input weights span [-126, 126], so a smaller bound also clamps weights in."""
-    rng = np.random.default_rng([{"split16": 30, "nearest": 31, "stochastic": 32}[mode],
-                                 0 if w_max == "random" else w_max])
+    rng = np.random.default_rng(
+        [{"split16": 30, "nearest": 31, "stochastic": 32}[mode], 0 if w_max == "random" else w_max]
+    )
     cases = [(q, dl2) for q in (1, 2, 3, 6, 7, 8, 16, 64, 100) for dl2 in (0, 1, 4)]  # q <= 6 dense: table path
     for q, dl2 in cases:
         wm = int(rng.integers(1, 127)) if w_max == "random" else w_max
         n = int(rng.integers(1, 600))
         w0 = rng.integers(-126, 127, n).astype(np.int8)
-        w0[:4] = [126, -126, wm, -wm][:min(n, 4)]
+        w0[:4] = [126, -126, wm, -wm][: min(n, 4)]
         r0 = rng.integers(-128, 128, n).astype(np.int8)
         c = _c_values(rng, q)
         seed, step = (int(v) for v in rand_u32(rng, 2))
@@ -451,8 +543,8 @@ def test_update_s32_bit_identical(lib):
         q = int(rng.choice([1, 4, 16, 64]))
         n = int(rng.integers(2, 300))
         dl2 = int(rng.integers(0, 3))
-        b0 = rng.integers(-2**31, 2**31, n).astype(np.int32)
-        b0[:2] = [2**31 - 5, -2**31 + 5]
+        b0 = rng.integers(-(2**31), 2**31, n).astype(np.int32)
+        b0[:2] = [2**31 - 5, -(2**31) + 5]
         eps = rng.integers(1, 100000, n).astype(np.int32)
         c = _c_values(rng, q)
         max_step = int(rng.choice([0, 1, 50, 10**6, 2**31 - 1]))
@@ -467,7 +559,7 @@ def test_update_s32_bit_identical(lib):
 
 def _ce_cases(rng, ns: int, classes: int):
     lg = rng.integers(-128, 128, (ns, classes)).astype(np.int8)
-    lg[: ns // 10] = rng.integers(-128, -120, (ns // 10, classes))      # saturated logits, ties
+    lg[: ns // 10] = rng.integers(-128, -120, (ns // 10, classes))  # saturated logits, ties
     scale = np.exp(rng.uniform(np.log(1e-3), np.log(2.0), ns)).astype(F32)
     scale[:5] = [2.0**-4, 1.0, 0.5, 1e-6, 3.0]
     zp = rng.integers(-128, 128, ns).astype(np.int32)
@@ -490,8 +582,7 @@ def test_cross_entropy_bit_identical(lib, classes):
     assert np.array_equal(amax, np.argmax(lg, axis=1))
     # one direct call through the real entry point
     k = 7
-    one = lib.zo_cross_entropy_s8(_p(np.ascontiguousarray(lg[k])), classes, float(scale[k]), int(zp[k]),
-                                  int(label[k]))
+    one = lib.zo_cross_entropy_s8(_p(np.ascontiguousarray(lg[k])), classes, float(scale[k]), int(zp[k]), int(label[k]))
     assert bits(one) == bits(want[k])
     # float64 reference on the same dequantized float32 logits
     x = scale[:, None].astype(np.float64) * (lg.astype(np.int64) - zp[:, None]).astype(np.float64)
@@ -509,8 +600,7 @@ def test_cross_entropy_bit_identical(lib, classes):
 def test_other_optimisation_levels_bit_identical(tmp_path_factory, opt):
     """Bit-identity must not depend on the optimisation level or the host CPU's FMA units."""
     flags = [f for f in STRICT_FLAGS if f != "-O2"] + opt
-    other = build_shared(SOURCES, tmp_path_factory.mktemp("zo_math_opt"), "zo_math_opt", {"shim.c": SHIM},
-                         flags=flags)
+    other = build_shared(SOURCES, tmp_path_factory.mktemp("zo_math_opt"), "zo_math_opt", {"shim.c": SHIM}, flags=flags)
     other.zo_update_s8.argtypes = UPDATE_S8_ARGTYPES
     rng = np.random.default_rng(60)
     x = rng.uniform(-90, 90, 20000).astype(F32)
@@ -526,8 +616,9 @@ def test_other_optimisation_levels_bit_identical(tmp_path_factory, opt):
         r0 = rng.integers(-128, 128, n).astype(np.int8)
         c = _c_values(rng, q)
         w, r = w0.copy(), r0.copy()
-        other.zo_update_s8(_p(w), _p(r), n, _p(c), q, ctypes.byref(ZoDir(3, 4, 0, 5, 1)), spec.ROUNDING_IDS[mode],
-                           w_max)
+        other.zo_update_s8(
+            _p(w), _p(r), n, _p(c), q, ctypes.byref(ZoDir(3, 4, 0, 5, 1)), spec.ROUNDING_IDS[mode], w_max
+        )
         ww, rr = zm.update_s8(w0, r0, c, 3, 4, 5, 1, mode, w_max=w_max)
         assert np.array_equal(w, ww) and np.array_equal(r, rr), (mode, w_max)
 
@@ -545,8 +636,11 @@ def test_cross_compiles_for_m55(tmp_path):
     if nm:
         for src in SOURCES:
             obj = tmp_path / (src.stem + ".o")
-            res = subprocess.run(["arm-none-eabi-gcc", *STRICT_FLAGS, *M55_FLAGS, *RUNTIME_INCLUDES, "-c", str(src),
-                                  "-o", str(obj)], capture_output=True, text=True)
+            res = subprocess.run(
+                ["arm-none-eabi-gcc", *STRICT_FLAGS, *M55_FLAGS, *RUNTIME_INCLUDES, "-c", str(src), "-o", str(obj)],
+                capture_output=True,
+                text=True,
+            )
             assert res.returncode == 0, res.stderr
             out = subprocess.run([nm, "-u", str(obj)], capture_output=True, text=True)
             undefined = {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
@@ -562,7 +656,7 @@ def _fnv(words) -> int:
 
 def _c_array(ctype: str, name: str, values, per_line: int = 16) -> str:
     vals = [str(int(v)) for v in np.asarray(values).ravel()]
-    lines = [", ".join(vals[i:i + per_line]) for i in range(0, len(vals), per_line)]
+    lines = [", ".join(vals[i : i + per_line]) for i in range(0, len(vals), per_line)]
     return f"static const {ctype} {name}[] = {{\n  " + ",\n  ".join(lines) + "\n};\n"
 
 
@@ -580,8 +674,10 @@ def _m55_inputs():
     ex = np.concatenate([rng.uniform(-100, 100, 1500), rng.uniform(-1, 1, 500)]).astype(F32)
     lx = np.concatenate([rng.uniform(1, 200, 1500), np.abs(rand_u32(rng, 500).view(F32))]).astype(F32)
     ex[:4] = [0.0, -87.5, 0.5, -2.5]
-    words = np.stack([bits(zm.expf(ex)), bits(zm.logf(lx)), zm.round_f32(ex).view(np.uint32),
-                      zm.floor_f32(ex).view(np.uint32)], axis=1)
+    words = np.stack(
+        [bits(zm.expf(ex)), bits(zm.logf(lx)), zm.round_f32(ex).view(np.uint32), zm.floor_f32(ex).view(np.uint32)],
+        axis=1,
+    )
     expected["explog"] = _fnv(words.astype(np.int64))
     # cross-entropy + argmax, mixed class counts
     ce = []
@@ -596,14 +692,15 @@ def _m55_inputs():
     offsets = np.cumsum([0] + [len(l) for l, *_ in ce])[:-1]
     mse_t = np.random.default_rng(2025).normal(0, 5, int(sum(len(l) for l, *_ in ce))).astype(F32)
     expected["bce"] = _fnv(bits(F32([zm.sigmoid_bce(l[0], s, z, y & 1) for l, s, z, y in ce])))
-    expected["mse"] = _fnv(bits(F32([zm.mse(l[None], s, z, mse_t[o:o + len(l)])[0]
-                                     for (l, s, z, _), o in zip(ce, offsets)])))
+    expected["mse"] = _fnv(
+        bits(F32([zm.mse(l[None], s, z, mse_t[o : o + len(l)])[0] for (l, s, z, _), o in zip(ce, offsets)]))
+    )
     # perturb + update configurations
     n_max = 700
     w0 = rng.integers(-126, 127, n_max).astype(np.int8)
     r0 = rng.integers(-128, 128, n_max).astype(np.int8)
-    b0 = rng.integers(-2**31, 2**31, n_max).astype(np.int32)
-    b0[:2] = [-2**31, 2**31 - 1]
+    b0 = rng.integers(-(2**31), 2**31, n_max).astype(np.int32)
+    b0[:2] = [-(2**31), 2**31 - 1]
     eps = rng.integers(1, 3000, n_max).astype(np.int32)
     cfgs, cvals = [], []
     hp, hu = [], []
@@ -634,12 +731,21 @@ def _m55_inputs():
     expected["update"] = _fnv(np.concatenate(hu))
     expected["restored"] = 1
 
-    hdr = ["/* generated by tests/test_train_math.py */", "#include <stdint.h>",
-           f"#define HASH_N {len(hargs)}", f"#define EXP_N {len(ex)}", f"#define CE_N {len(ce)}",
-           f"#define UPD_N {n_max}", f"#define UPD_CFG {len(cfgs)}"]
+    hdr = [
+        "/* generated by tests/test_train_math.py */",
+        "#include <stdint.h>",
+        f"#define HASH_N {len(hargs)}",
+        f"#define EXP_N {len(ex)}",
+        f"#define CE_N {len(ce)}",
+        f"#define UPD_N {n_max}",
+        f"#define UPD_CFG {len(cfgs)}",
+    ]
     src = "\n".join(hdr) + "\n"
-    src += "static const uint32_t hash_args[][5] = {\n" + ",\n".join(
-        "  {" + ", ".join(f"{int(v)}u" for v in a) + "}" for a in hargs) + "\n};\n"
+    src += (
+        "static const uint32_t hash_args[][5] = {\n"
+        + ",\n".join("  {" + ", ".join(f"{int(v)}u" for v in a) + "}" for a in hargs)
+        + "\n};\n"
+    )
     src += _c_array("uint32_t", "exp_x", bits(ex))
     src += _c_array("uint32_t", "log_x", bits(lx))
     src += _c_array("int8_t", "ce_logits", np.concatenate([l for l, *_ in ce]))
@@ -653,10 +759,16 @@ def _m55_inputs():
     src += _c_array("int8_t", "upd_r0", r0)
     src += _c_array("int32_t", "upd_b0", b0)
     src += _c_array("int32_t", "upd_eps", eps)
-    src += "static const int32_t upd_cfg[][9] = {\n" + ",\n".join(
-        "  {" + ", ".join(str(v) for v in cf) + "}" for cf in cfgs) + "\n};\n"
-    src += "static const uint32_t upd_c[][64] = {\n" + ",\n".join(
-        "  {" + ", ".join(f"{int(v)}u" for v in cv) + "}" for cv in cvals) + "\n};\n"
+    src += (
+        "static const int32_t upd_cfg[][9] = {\n"
+        + ",\n".join("  {" + ", ".join(str(v) for v in cf) + "}" for cf in cfgs)
+        + "\n};\n"
+    )
+    src += (
+        "static const uint32_t upd_c[][64] = {\n"
+        + ",\n".join("  {" + ", ".join(f"{int(v)}u" for v in cv) + "}" for cv in cvals)
+        + "\n};\n"
+    )
     return src, expected
 
 
@@ -667,8 +779,9 @@ def m55_inputs():
 
 @pytest.mark.cross
 @pytest.mark.qemu
-@pytest.mark.parametrize("opt", [["-O2"], ["-Os"], ["-O3"], ["-O2", "-DZO_NO_MVE"]],
-                         ids=["O2-mve", "Os-mve", "O3-mve", "O2-portable"])
+@pytest.mark.parametrize(
+    "opt", [["-O2"], ["-Os"], ["-O3"], ["-O2", "-DZO_NO_MVE"]], ids=["O2-mve", "Os-mve", "O3-mve", "O2-portable"]
+)
 def test_m55_qemu_matches_mirror(tmp_path, m55_inputs, opt):
     """Cross-compiled for Cortex-M55 (Helium intrinsics, or the portable loops with ZO_NO_MVE;
     compiler auto-vectorisation allowed), run under QEMU mps3-an547: per-section FNV-1a hashes of
@@ -678,13 +791,31 @@ def test_m55_qemu_matches_mirror(tmp_path, m55_inputs, opt):
     elf = tmp_path / "app.elf"
     m55 = HERE / "m55_math"
     flags = [f for f in STRICT_FLAGS if f != "-O2"] + opt
-    cmd = ["arm-none-eabi-gcc", *flags, *M55_FLAGS, "-ffreestanding", "-nostdlib", "-nostartfiles",
-           *RUNTIME_INCLUDES, f"-I{tmp_path}", "-T", str(m55 / "link.ld"),
-           str(m55 / "startup.c"), str(m55 / "main.c"), *map(str, SOURCES), "-lgcc", "-o", str(elf)]
+    cmd = [
+        "arm-none-eabi-gcc",
+        *flags,
+        *M55_FLAGS,
+        "-ffreestanding",
+        "-nostdlib",
+        "-nostartfiles",
+        *RUNTIME_INCLUDES,
+        f"-I{tmp_path}",
+        "-T",
+        str(m55 / "link.ld"),
+        str(m55 / "startup.c"),
+        str(m55 / "main.c"),
+        *map(str, SOURCES),
+        "-lgcc",
+        "-o",
+        str(elf),
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
-    run = subprocess.run(["timeout", "20", "qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting",
-                          "-kernel", str(elf)], capture_output=True, text=True)
+    run = subprocess.run(
+        ["timeout", "20", "qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-kernel", str(elf)],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, (run.returncode, run.stdout, run.stderr)
     got = {}
     for line in (run.stdout + run.stderr).splitlines():  # QEMU writes semihosting output to stderr

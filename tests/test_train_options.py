@@ -1,9 +1,11 @@
 """Training options (zoflash.training.options): the documented defaults, defaults < zoflash.toml
 [train] < command line, and validation that reports every problem of a combination in one
 OptionsError before anything is generated (docs/training.md)."""
+
 from __future__ import annotations
 
 import pytest
+
 from zoflash.errors import ZoflashError
 from zoflash.training.options import (
     OptionsError,
@@ -56,7 +58,13 @@ def test_defaults_are_the_documented_ones():
     p = o.sched_params()
     assert (p["q0"], p["q_min"], p["q_max"]) == (1, 1, 64)
     assert (p["tau"], p["z"], p["patience"], p["window_passes"], p["window_min_steps"], p["window_max_steps"]) == (
-        0.01, 2.0, 2, 4096, 16, 128)
+        0.01,
+        2.0,
+        2,
+        4096,
+        16,
+        128,
+    )
     assert not p["stop_when_capped"]
 
 
@@ -106,9 +114,9 @@ def test_project_file_over_defaults(tmp_path):
 def test_flags_over_project_file(tmp_path):
     path = project(tmp_path, TOML, "p.toml")
     o = make_options(path, batch=32, seed=None, lr="auto", rounding="stochastic", sched={"patience": 5})
-    assert o.batch == 32                # flag wins
-    assert o.seed == 7                  # None = flag not given: the file's value stays
-    assert o.lr is None and o.lr_auto   # 'auto' on the command line replaces the file's number
+    assert o.batch == 32  # flag wins
+    assert o.seed == 7  # None = flag not given: the file's value stays
+    assert o.lr is None and o.lr_auto  # 'auto' on the command line replaces the file's number
     assert o.rounding == "stochastic"
     assert o.sched == {"tau": 0.02, "patience": 5}  # parameters merge, the flag's value wins
     assert o.budget == 5000
@@ -158,8 +166,10 @@ def test_a_project_file_that_is_not_utf8_is_an_error(tmp_path):
 # ------------------------------------------------------------------------------------ the lr
 
 
-@pytest.mark.parametrize("given, expected", [("auto", None), ("AUTO", None), ("0.5", 0.5), (0.125, 0.125),
-                                             ("3", 3.0), (0, 0.0), ("1e-3", 1e-3)])
+@pytest.mark.parametrize(
+    "given, expected",
+    [("auto", None), ("AUTO", None), ("0.5", 0.5), (0.125, 0.125), ("3", 3.0), (0, 0.0), ("1e-3", 1e-3)],
+)
 def test_lr_auto_or_number(given, expected):
     o = make_options(lr=given)
     assert o.lr == expected and o.lr_auto == (expected is None)
@@ -258,22 +268,25 @@ def test_scheduler_value_problems_are_listed_with_the_others():
 # ------------------------------------------------------------------------- scheduler parameters
 
 
-@pytest.mark.parametrize("scheduler, param, value, ok", [
-    ("fixed", "tau", 0.02, False),
-    ("fixed", "patience", 3, False),
-    ("plateau", "tau", 0.02, True),
-    ("plateau", "patience", 3, True),
-    ("plateau", "stop_when_capped", 1, True),
-    ("plateau", "alpha", 2, False),
-    ("plateau", "c", 1.0, False),
-    ("critical", "c", 2.0, True),
-    ("critical", "centre_every", 4, True),
-    ("critical", "tau", 0.02, False),
-    ("adazeta", "alpha", 2.0, True),
-    ("adazeta", "beta", 0.5, True),
-    ("adazeta", "window_passes", 100, False),
-    ("adazeta", "patience", 2, False),
-])
+@pytest.mark.parametrize(
+    "scheduler, param, value, ok",
+    [
+        ("fixed", "tau", 0.02, False),
+        ("fixed", "patience", 3, False),
+        ("plateau", "tau", 0.02, True),
+        ("plateau", "patience", 3, True),
+        ("plateau", "stop_when_capped", 1, True),
+        ("plateau", "alpha", 2, False),
+        ("plateau", "c", 1.0, False),
+        ("critical", "c", 2.0, True),
+        ("critical", "centre_every", 4, True),
+        ("critical", "tau", 0.02, False),
+        ("adazeta", "alpha", 2.0, True),
+        ("adazeta", "beta", 0.5, True),
+        ("adazeta", "window_passes", 100, False),
+        ("adazeta", "patience", 2, False),
+    ],
+)
 def test_scheduler_params_are_checked_per_scheduler(scheduler, param, value, ok):
     q = {"scheduler": scheduler}
     if ok:
@@ -291,17 +304,20 @@ def test_rejected_scheduler_param_lists_what_the_scheduler_takes():
         assert name in text.split("it takes:")[1]
 
 
-@pytest.mark.parametrize("scheduler, sched, text", [
-    ("plateau", {"tau": -1}, "tau"),
-    ("plateau", {"patience": 0}, "patience"),
-    ("plateau", {"window_passes": 0}, "window_passes"),
-    ("plateau", {"stop_when_capped": 2}, "stop_when_capped"),
-    ("critical", {"floor": 1.5}, "floor"),
-    ("critical", {"floor": 0}, "floor"),
-    ("critical", {"calib_q": 3}, "calib_q"),
-    ("critical", {"calib_q": 128}, "calib_q"),
-    ("adazeta", {"alpha": 0}, "alpha"),
-])
+@pytest.mark.parametrize(
+    "scheduler, sched, text",
+    [
+        ("plateau", {"tau": -1}, "tau"),
+        ("plateau", {"patience": 0}, "patience"),
+        ("plateau", {"window_passes": 0}, "window_passes"),
+        ("plateau", {"stop_when_capped": 2}, "stop_when_capped"),
+        ("critical", {"floor": 1.5}, "floor"),
+        ("critical", {"floor": 0}, "floor"),
+        ("critical", {"calib_q": 3}, "calib_q"),
+        ("critical", {"calib_q": 128}, "calib_q"),
+        ("adazeta", {"alpha": 0}, "alpha"),
+    ],
+)
 def test_scheduler_param_values(scheduler, sched, text):
     found = problems(error_of(scheduler=scheduler, sched=sched))
     assert len(found) == 1 and text in found[0], found
@@ -365,8 +381,18 @@ def test_missing_project_file(tmp_path):
         make_options(tmp_path / "nope.toml")
 
 
-@pytest.mark.parametrize("text", ['batch = "lots"', "batch = 2.5", "biases_only = 1", "train = 3",
-                                  "sched = 3", 'sched = {tau = "x"}', "batch = true"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        'batch = "lots"',
+        "batch = 2.5",
+        "biases_only = 1",
+        "train = 3",
+        "sched = 3",
+        'sched = {tau = "x"}',
+        "batch = true",
+    ],
+)
 def test_bad_project_values(tmp_path, text):
     with pytest.raises(OptionsError):
         make_options(project(tmp_path, f"[train]\n{text}\n", "p.toml"))

@@ -2,18 +2,20 @@
 reference, record for record and weight for weight; training really adapts the digits model to
 the shifted domain; the trained weights exported into a .tflite run identically in tflite-micro.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from conftest import FIXTURES
+
 from zoflash.monitor.session import comparable, read_log
 from zoflash.reference import zo_math as zm
 from zoflash.reference.forward import ReferenceForward
-from zoflash.workflows.simulate import simulate
 from zoflash.training.options import make_options
-from zoflash.workflows.training import compile_for_training
 from zoflash.training.weights_file import load_weights
+from zoflash.workflows.simulate import simulate
+from zoflash.workflows.training import compile_for_training
 
 pytestmark = pytest.mark.cc
 
@@ -27,8 +29,13 @@ def mlp_data(tmp_path_factory):
     """The shifted digits, flattened for the MLP (64 inputs)."""
     d = np.load(SHIFT)
     path = tmp_path_factory.mktemp("data") / "digits_flat.npz"
-    np.savez(path, x_train=d["x_train"].reshape(len(d["x_train"]), -1), y_train=d["y_train"],
-             x_test=d["x_test"].reshape(len(d["x_test"]), -1)[:200], y_test=d["y_test"][:200])
+    np.savez(
+        path,
+        x_train=d["x_train"].reshape(len(d["x_train"]), -1),
+        y_train=d["y_train"],
+        x_test=d["x_test"].reshape(len(d["x_test"]), -1)[:200],
+        y_test=d["y_test"][:200],
+    )
     return path
 
 
@@ -56,11 +63,13 @@ def assert_identical(runs):
 
 # ---- C == reference, for every scheduler, on a CNN and an MLP ----------------------------------
 
+
 @pytest.mark.parametrize("scheduler", ["fixed", "plateau", "critical", "adazeta"])
 def test_cnn_identical_to_reference(tmp_path, scheduler):
     steps = 500 if scheduler == "plateau" else 160
-    runs = run_both(tmp_path, DIGITS, SHIFT, scheduler=scheduler, steps=steps, eval_every=40,
-                    q=2 if scheduler == "fixed" else 1)
+    runs = run_both(
+        tmp_path, DIGITS, SHIFT, scheduler=scheduler, steps=steps, eval_every=40, q=2 if scheduler == "fixed" else 1
+    )
     assert_identical(runs)
     steps_seen = runs["c"].steps
     assert len(steps_seen) == steps
@@ -71,24 +80,28 @@ def test_cnn_identical_to_reference(tmp_path, scheduler):
 @pytest.mark.parametrize("scheduler", ["fixed", "plateau", "critical", "adazeta"])
 def test_mlp_identical_to_reference(tmp_path, mlp_data, scheduler):
     """All three layers train: the split is at step 0 and the boundary is the model input."""
-    runs = run_both(tmp_path, MLP, mlp_data, scheduler=scheduler, train="all", steps=120, eval_every=30,
-                    batch=8, seed=7)
+    runs = run_both(
+        tmp_path, MLP, mlp_data, scheduler=scheduler, train="all", steps=120, eval_every=30, batch=8, seed=7
+    )
     assert_identical(runs)
     assert runs["c"].steps[-1]["prefix_passes"] == 0  # nothing frozen before the first layer
 
 
-@pytest.mark.parametrize("variant", [
-    dict(rounding="nearest", density=0.25, lr=20.0),
-    dict(rounding="stochastic", lr_scaling="linear", batch=5, budget=20000, steps=None),
-    dict(train="last:2", biases_only=True, lr=50.0, q=4, scheduler="fixed"),
-    dict(eps=3, lr=10.0, scheduler="critical"),
-    # --- lr decay: by the budget's fraction and by the steps'
-    dict(lr_decay="linear", scheduler="fixed", q=2, budget=15000, steps=None),
-    dict(lr_decay="step", lr=30.0),
-    # --- lr trial: after the auto calibration, and from an explicit lr by the budget
-    dict(lr_trial=8, steps=200),
-    dict(lr_trial=4, lr=400.0, scheduler="critical", budget=30000, steps=None),
-])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        dict(rounding="nearest", density=0.25, lr=20.0),
+        dict(rounding="stochastic", lr_scaling="linear", batch=5, budget=20000, steps=None),
+        dict(train="last:2", biases_only=True, lr=50.0, q=4, scheduler="fixed"),
+        dict(eps=3, lr=10.0, scheduler="critical"),
+        # --- lr decay: by the budget's fraction and by the steps'
+        dict(lr_decay="linear", scheduler="fixed", q=2, budget=15000, steps=None),
+        dict(lr_decay="step", lr=30.0),
+        # --- lr trial: after the auto calibration, and from an explicit lr by the budget
+        dict(lr_trial=8, steps=200),
+        dict(lr_trial=4, lr=400.0, scheduler="critical", budget=30000, steps=None),
+    ],
+)
 def test_variants_identical_to_reference(tmp_path, mlp_data, variant):
     runs = run_both(tmp_path, MLP, mlp_data, **{"steps": 80, "eval_every": 25, **variant})
     assert_identical(runs)
@@ -98,10 +111,15 @@ def test_lr_decay_factors_in_the_step_records(tmp_path, mlp_data):
     """The lr of every step is lr_1 * q (linear scaling) times the decay factor of the fraction of
     the run done before it (by the budget's passes, or by --steps), recomputed here in float64
     from the records (the engines agree bit for bit above)."""
-    for decay, length in (("linear", dict(budget=12000)), ("step", dict(steps=40)), ("tail", dict(budget=12000)),
-                          ("tail", dict(steps=40))):
-        opts = make_options(scheduler="fixed", q=2, lr=8.0, lr_scaling="linear", eval_every=20, lr_decay=decay,
-                            headroom=0, **length)  # an lr for the pretrained scale: no rollback may interfere
+    for decay, length in (
+        ("linear", dict(budget=12000)),
+        ("step", dict(steps=40)),
+        ("tail", dict(budget=12000)),
+        ("tail", dict(steps=40)),
+    ):
+        opts = make_options(
+            scheduler="fixed", q=2, lr=8.0, lr_scaling="linear", eval_every=20, lr_decay=decay, headroom=0, **length
+        )  # an lr for the pretrained scale: no rollback may interfere
         run = simulate(MLP, mlp_data, opts, tmp_path / f"{decay}.jsonl", engine="c", plot=False)
         assert not [r for r in run.records if r["type"] == "event" and r["kind"] == "rollback"]
         done = 0
@@ -120,8 +138,9 @@ def test_lr_decay_factors_in_the_step_records(tmp_path, mlp_data):
 
 def test_guard_rolls_back_identically(tmp_path):
     """A far too large lr saturates the logits; the guard restores the snapshot and halves lr."""
-    runs = run_both(tmp_path, DIGITS, SHIFT, scheduler="fixed", q=1, lr=20000.0, steps=120, eval_every=20,
-                    guard_steps=4)
+    runs = run_both(
+        tmp_path, DIGITS, SHIFT, scheduler="fixed", q=1, lr=20000.0, steps=120, eval_every=20, guard_steps=4
+    )
     assert_identical(runs)
     rollbacks = [r for r in runs["c"].records if r["type"] == "event" and r["kind"] == "rollback"]
     assert rollbacks, "the guard never tripped"
@@ -131,6 +150,7 @@ def test_guard_rolls_back_identically(tmp_path):
 
 
 # ---- training works ------------------------------------------------------------------------------
+
 
 def test_adapts_to_the_shifted_domain(tmp_path):
     """The README's headline: the pretrained digits CNN adapted on the device to rotated digits."""
@@ -146,6 +166,7 @@ def test_adapts_to_the_shifted_domain(tmp_path):
 
 
 # ---- export: the trained C model, in tflite-micro ------------------------------------------------
+
 
 @pytest.mark.tflm
 def test_exported_model_reproduces_the_trained_c(tmp_path):
@@ -180,6 +201,7 @@ def test_exported_model_reproduces_the_trained_c(tmp_path):
 
 # ---- the training program under the sanitizers ----------------------------------------------------
 
+
 def test_training_program_is_clean_under_sanitizers(tmp_path):
     import subprocess
 
@@ -190,8 +212,9 @@ def test_training_program_is_clean_under_sanitizers(tmp_path):
     opts = make_options(scheduler="critical", steps=40, eval_every=20, batch=4)
     bundle = training_bundle(compile_for_training(DIGITS, SHIFT, opts), "host", tmp_path / "bundle")
     run_make(bundle, f"build/{bundle.prefix}_train_asan")
-    proc = subprocess.run([str(bundle.path / "build" / f"{bundle.prefix}_train_asan")], capture_output=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [str(bundle.path / "build" / f"{bundle.prefix}_train_asan")], capture_output=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     dec = Decoder()
     recs = dec.records(dec.feed(proc.stdout) + dec.flush())
@@ -201,8 +224,19 @@ def test_training_program_is_clean_under_sanitizers(tmp_path):
 def test_test_loss_guard_and_rollback_limit_identically(tmp_path):
     """The test-loss guard rolls back after an evaluation; after guard_max_rollbacks the run
     stops (reason "guard") with the last good snapshot as its weights."""
-    runs = run_both(tmp_path, DIGITS, SHIFT, scheduler="fixed", q=1, lr=3000.0, steps=300, eval_every=10,
-                    guard_steps=1000, guard_loss=1.2, guard_max_rollbacks=3)
+    runs = run_both(
+        tmp_path,
+        DIGITS,
+        SHIFT,
+        scheduler="fixed",
+        q=1,
+        lr=3000.0,
+        steps=300,
+        eval_every=10,
+        guard_steps=1000,
+        guard_loss=1.2,
+        guard_max_rollbacks=3,
+    )
     assert_identical(runs)
     records = runs["c"].records
     rollbacks = [r for r in records if r["type"] == "event" and r["kind"] == "rollback"]
@@ -215,6 +249,7 @@ def test_test_loss_guard_and_rollback_limit_identically(tmp_path):
 
 
 # ---- lr trial (docs/training.md "lr trial") -------------------------------------------------------
+
 
 def _trial(run):
     """The trial's candidates (j, validation loss), its chosen lr_1 and its step records."""
@@ -229,6 +264,7 @@ def test_lr_trial_walks_paired_candidates_and_backs_off_from_the_best(tmp_path, 
     the same absolute rate scores the same validation loss whatever lr_1 it started from; j walks
     up from 0 while the loss falls, else down; training runs at the lowest loss's rate / 2^backoff."""
     from zoflash.spec import training as spec
+
     T, base = 8, 100.0
     runs = {}
     for start in (base, 4 * base):
@@ -241,7 +277,9 @@ def test_lr_trial_walks_paired_candidates_and_backs_off_from_the_best(tmp_path, 
         # the walk: up while it improves; if the first step up did not, down while it improves
         js = [j for j, _ in cands]
         up = [j for j in js if j > 0]
-        assert up == list(range(1, len(up) + 1)) and [j for j in js if j < 0] == list(range(-1, -(len(js) - len(up)), -1))
+        assert up == list(range(1, len(up) + 1)) and [j for j in js if j < 0] == list(
+            range(-1, -(len(js) - len(up)), -1)
+        )
         losses = dict(cands)
         best_j = min(losses, key=lambda j: (losses[j], abs(j)))
         assert chosen[0]["value"] == pytest.approx(start * 2.0 ** (best_j - spec.LR_TRIAL_BACKOFF), rel=1e-6)
@@ -252,9 +290,11 @@ def test_lr_trial_walks_paired_candidates_and_backs_off_from_the_best(tmp_path, 
         firsts = {steps[k * T]["loss"] for k in range(len(cands))}
         assert len(firsts) == 1
         for j, loss in cands:
-            by_rate.setdefault(round(start * 2.0 ** j, 3), {})[start] = loss
+            by_rate.setdefault(round(start * 2.0**j, 3), {})[start] = loss
         regular = [s for s in run.steps if not s["trial"]]
-        assert regular[0]["step"] == len(steps) and regular[0]["lr"] == pytest.approx(chosen[0]["value"] * regular[0]["q"])
+        assert regular[0]["step"] == len(steps) and regular[0]["lr"] == pytest.approx(
+            chosen[0]["value"] * regular[0]["q"]
+        )
     in_both = {rate: losses for rate, losses in by_rate.items() if len(losses) == 2}
     assert in_both, "the two walks met no common rate"
     for rate, losses in in_both.items():  # paired: the same rate scores the same loss from either start
@@ -266,9 +306,11 @@ def test_lr_trial_rate_falls_with_the_run_length(tmp_path, mlp_data, limit):
     """A run longer than LR_TRIAL_HORIZON candidates trains at the backed-off best rate times
     sqrt(LR_TRIAL_HORIZON * candidate passes / run passes), in float32; C == reference."""
     from zoflash.spec import training as spec
+
     T, batch, start = 4, 8, 100.0
-    runs = run_both(tmp_path, MLP, mlp_data, scheduler="plateau", lr=start, lr_trial=T, eval_every=50, batch=batch,
-                    **limit)
+    runs = run_both(
+        tmp_path, MLP, mlp_data, scheduler="plateau", lr=start, lr_trial=T, eval_every=50, batch=batch, **limit
+    )
     assert_identical(runs)
     cands, chosen, steps = _trial(runs["c"])
     assert steps and len(chosen) == 1
@@ -287,12 +329,19 @@ def test_lr_trial_defaults_and_limits(tmp_path, mlp_data):
     stream; skipped when its worst case exceeds a quarter of the run; refused with a stream."""
     from zoflash.spec import training as spec
     from zoflash.training.options import OptionsError
+
     assert make_options().lr_trial_steps == spec.LR_TRIAL_STEPS
     assert make_options(scheduler="fixed").lr_trial_steps == 0
     assert make_options(data_source="stream").lr_trial_steps == 0
     with pytest.raises(OptionsError, match="--lr-trial 8 needs --data-source embedded"):
         make_options(data_source="stream", lr_trial=8)
     # 64 steps x 5 candidates x 4 > 300 steps: no trial in a 300-step run
-    run = simulate(MLP, mlp_data, make_options(steps=300, eval_every=100, batch=8), tmp_path / "short.jsonl",
-                   engine="c", plot=False)
+    run = simulate(
+        MLP,
+        mlp_data,
+        make_options(steps=300, eval_every=100, batch=8),
+        tmp_path / "short.jsonl",
+        engine="c",
+        plot=False,
+    )
     assert _trial(run) == ([], [], [])

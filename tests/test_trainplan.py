@@ -2,6 +2,7 @@
 "Model split", recomputed here from the graph (ops, tensors, quantization) and the program's
 step order: trainable tensors and streams, split, logits, boundary, bias eps, clamping, the
 layer selections and the memory training needs beyond inference."""
+
 from __future__ import annotations
 
 import functools
@@ -11,6 +12,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from conftest import FIXTURES, positive_fixtures
+
 from zoflash.compiler.pipeline import compile_graph
 from zoflash.compiler.tflite_import import load_tflite
 from zoflash.errors import ZoflashError
@@ -27,7 +29,7 @@ def _in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # make_options() would read a ./zoflash.toml
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def model(name: str):
     return compile_graph(load_tflite(FIXTURES / name)[0])
 
@@ -153,8 +155,11 @@ def check_plan(m, plan, steps, o):
     assert plan.split == split
     assert (plan.logits, plan.logits_end) == (logits, logits_step + 1)
     lt = g.tensors[logits]
-    assert (plan.classes, plan.logits_scale, plan.logits_zp) == (lt.num_elements, lt.quant.scales[0],
-                                                                 lt.quant.zero_points[0])
+    assert (plan.classes, plan.logits_scale, plan.logits_zp) == (
+        lt.num_elements,
+        lt.quant.scales[0],
+        lt.quant.zero_points[0],
+    )
     spans = [(b.index, b.offset, b.nbytes) for b in plan.boundary]
     assert len(spans) == len(set(spans))
     assert set(spans) == expected_boundary(m, split, logits_step + 1)
@@ -165,14 +170,19 @@ def check_plan(m, plan, steps, o):
     q_buffer = max(o.q_max, o.calib_q) if o.lr_auto else o.q_max
     assert mem == {
         "trainable_bytes_in_ram": n_w + 4 * n_b,
-        "residual_bytes": n_w,                       # one int8 residual per trainable weight
+        "residual_bytes": n_w,  # one int8 residual per trainable weight
         "feature_cache_bytes": o.batch * plan.boundary_bytes,
         "statistics_bytes": statistics_bytes(o.batch, q_buffer),
-        "snapshot_bytes": n_w + 4 * n_b + n_w,       # weights, biases and residuals
+        "snapshot_bytes": n_w + 4 * n_b + n_w,  # weights, biases and residuals
         "eps_bytes": 4 * n_b,
     }
-    assert plan.training_ram_bytes() == (mem["residual_bytes"] + mem["feature_cache_bytes"] + mem["statistics_bytes"]
-                                         + mem["snapshot_bytes"] + mem["trainable_bytes_in_ram"])
+    assert plan.training_ram_bytes() == (
+        mem["residual_bytes"]
+        + mem["feature_cache_bytes"]
+        + mem["statistics_bytes"]
+        + mem["snapshot_bytes"]
+        + mem["trainable_bytes_in_ram"]
+    )
     assert plan.params == n_w + n_b
 
 
@@ -298,10 +308,12 @@ def test_max_params_counts_only_biases_when_biases_only():
 def test_memory_numbers_follow_batch_q_max_and_the_lr():
     m = model("digits_cnn.tflite")
     last = weighted_steps(m)[-1]
-    for kw, q_buffer in ((dict(batch=5, q=1, q_max=4), 8),              # lr auto: calibration at calib_q 8
-                         (dict(batch=5, q=1, q_max=4, lr=0.1), 4),
-                         (dict(batch=7, q_max=16, calib_q=32), 32),
-                         (dict(batch=1, q_max=64, calib_q=2), 64)):
+    for kw, q_buffer in (
+        (dict(batch=5, q=1, q_max=4), 8),  # lr auto: calibration at calib_q 8
+        (dict(batch=5, q=1, q_max=4, lr=0.1), 4),
+        (dict(batch=7, q_max=16, calib_q=32), 32),
+        (dict(batch=1, q_max=64, calib_q=2), 64),
+    ):
         o = opts(**kw)
         plan = plan_training(m, o)
         check_plan(m, plan, [last], o)
@@ -351,8 +363,7 @@ def test_clamped_counts_the_fixture_data():
 
 
 def _steps_named(m, text):
-    return [s for s in weighted_steps(m)
-            if text in m.graph.tensors[m.program.steps[s].op.inputs[1]].name]
+    return [s for s in weighted_steps(m) if text in m.graph.tensors[m.program.steps[s].op.inputs[1]].name]
 
 
 def test_branchy_boundary_spans():
@@ -401,14 +412,16 @@ def test_training_from_the_first_layer_caches_the_model_input():
     assert [(b.index, b.offset, b.nbytes) for b in plan.boundary] == [(inp, m.arena_offset[inp], 64)]
 
 
-@pytest.mark.parametrize("name, head", [("float_out.tflite", ["SOFTMAX", "DEQUANTIZE"]),
-                                        ("mlp.tflite", ["SOFTMAX"]), ("digits_cnn.tflite", ["SOFTMAX"])])
+@pytest.mark.parametrize(
+    "name, head",
+    [("float_out.tflite", ["SOFTMAX", "DEQUANTIZE"]), ("mlp.tflite", ["SOFTMAX"]), ("digits_cnn.tflite", ["SOFTMAX"])],
+)
 def test_logits_before_softmax_and_dequantize(name, head):
     m = model(name)
     g = m.graph
     plan = plan_training(m, opts())
     steps = m.program.steps
-    assert [st.op.type for st in steps[plan.logits_end:]] == head
+    assert [st.op.type for st in steps[plan.logits_end :]] == head
     lt = g.tensors[plan.logits]
     assert lt.dtype == "int8" and lt.num_elements == plan.classes == 10
     # the logits are what the last FULLY_CONNECTED writes
@@ -460,7 +473,10 @@ def test_weights_are_kept_within_127_minus_eps(eps):
     plan = plan_training(m, o)
     check_plan(m, plan, weighted_steps(m), o)
     w_max = 127 - eps
-    want = sum(int(np.count_nonzero(np.abs(m.graph.tensors[t.index].data.astype(int)) > w_max))
-               for t in plan.tensors if not t.is_bias)
+    want = sum(
+        int(np.count_nonzero(np.abs(m.graph.tensors[t.index].data.astype(int)) > w_max))
+        for t in plan.tensors
+        if not t.is_bias
+    )
     assert plan.clamped == want > 0
     assert all(int(np.abs(t.values.astype(int)).max()) == w_max for t in plan.tensors if not t.is_bias)

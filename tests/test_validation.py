@@ -2,14 +2,15 @@
 stratified; the guards, the snapshots and the best weights use it, the test set is only reported;
 `export --select best|last`.  Expectations are counted by hand from the rule in docs/training.md
 ("Validation split"), not taken from the code."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from conftest import FIXTURES
+
 from zoflash.errors import DataError
 from zoflash.monitor import session as session_mod
-from zoflash.spec import training as spec
 from zoflash.spec.options import TRAIN_DEFAULTS
 from zoflash.training.dataset import Dataset, carve_validation
 from zoflash.training.options import OptionsError, make_options
@@ -18,8 +19,16 @@ from zoflash.training.options import OptionsError, make_options
 def dataset(y, x=None, labels=True, t=None) -> Dataset:
     y = np.asarray(y, np.uint16)
     x = np.arange(len(y), dtype=np.int8).reshape(-1, 1) if x is None else x  # x[i] = i: tracks each sample
-    return Dataset(x_train=x, y_train=y, x_test=x[:2], y_test=y[:2], source="d.npz", labels=labels,
-                   t_train=t, t_test=None if t is None else t[:2])
+    return Dataset(
+        x_train=x,
+        y_train=y,
+        x_test=x[:2],
+        y_test=y[:2],
+        source="d.npz",
+        labels=labels,
+        t_train=t,
+        t_test=None if t is None else t[:2],
+    )
 
 
 def test_stratified_counts_per_class():
@@ -85,8 +94,14 @@ GUARDED = dict(steps=46, eval_every=4, guard_loss=1.02, guard_loss_z=0.0, lr=150
 def simulate_guarded(out, engine: str):
     from zoflash.workflows.simulate import simulate
 
-    return simulate(FIXTURES / "digits_cnn.tflite", FIXTURES / "digits_shift.npz", make_options(None, **GUARDED),
-                    out / f"{engine}.jsonl", engine=engine, plot=False)
+    return simulate(
+        FIXTURES / "digits_cnn.tflite",
+        FIXTURES / "digits_shift.npz",
+        make_options(None, **GUARDED),
+        out / f"{engine}.jsonl",
+        engine=engine,
+        plot=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +127,7 @@ def test_guards_and_best_follow_the_validation_split(runs):
     # 1000 training samples, 10 classes of about 100: 0.1 of each -> about 100 for validation
     assert all(r["val_count"] == 1000 - hello["n_train"] for r in evals) and 90 <= evals[0]["val_count"] <= 110
     assert all(r["count"] == 497 for r in evals)
+
     # the snapshot rule replayed on the validation losses alone (docs/training.md): a loss rollback
     # iff val_loss > best * 1.02 (no calibration with an explicit lr), else a new snapshot iff
     # val_loss < best
@@ -154,8 +170,11 @@ def test_export_select(runs, tmp_path):
         for i, v in want.items():
             assert np.array_equal(g.tensors[i].data.reshape(-1), v.reshape(-1))
     # a file without best values: last by default, a clear error when best is asked for
-    old = save_weights(tmp_path / "old.weights.npz", w.model_sha256,
-                       [(i, w.names[i], v, w.residuals.get(i)) for i, v in w.tensors.items()])
+    old = save_weights(
+        tmp_path / "old.weights.npz",
+        w.model_sha256,
+        [(i, w.names[i], v, w.residuals.get(i)) for i, v in w.tensors.items()],
+    )
     assert export_weights(model, old, tmp_path / "o.tflite").selected == "last"
     with pytest.raises(DataError, match="no best weights"):
         export_weights(model, old, tmp_path / "o2.tflite", select="best")
@@ -169,8 +188,17 @@ def test_loss_guard_margin_holds_back_rollbacks_within_the_noise(tmp_path):
     from zoflash.workflows.simulate import simulate
 
     opts = make_options(None, **{**GUARDED, "guard_loss_z": TRAIN_DEFAULTS["guard_loss_z"]})
-    runs = {e: simulate(FIXTURES / "digits_cnn.tflite", FIXTURES / "digits_shift.npz", opts, tmp_path / f"{e}.jsonl",
-                        engine=e, plot=False) for e in ("c", "reference")}
+    runs = {
+        e: simulate(
+            FIXTURES / "digits_cnn.tflite",
+            FIXTURES / "digits_shift.npz",
+            opts,
+            tmp_path / f"{e}.jsonl",
+            engine=e,
+            plot=False,
+        )
+        for e in ("c", "reference")
+    }
     assert session_mod.comparable(runs["c"].records) == session_mod.comparable(runs["reference"].records)
     recs = runs["c"].records
     evals = {r["step"]: r for r in recs if r["type"] == "eval"}

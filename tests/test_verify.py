@@ -1,9 +1,11 @@
 """The verifier between compiler stages: a compiled program or plan corrupted the way a compiler
 bug would corrupt it is refused with an InternalError naming the op, before any code exists."""
+
 from __future__ import annotations
 
 import pytest
 from conftest import FIXTURES, positive_fixtures
+
 from zoflash import api
 from zoflash.compiler.pipeline import compile_graph
 from zoflash.compiler.verify import verify_graph, verify_plan, verify_program

@@ -7,6 +7,7 @@ kernel parameters in <prefix>.c) is a slice of <prefix>_weights.bin or <prefix>_
 the plan gives its object: the weights in .weights, the parameters in .rodata. The emulated run's
 samples go to a region the plan leaves empty.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 from conftest import FIXTURES
 from test_golden import tiny_dataset
+
 from zoflash import api
 from zoflash.compiler.codegen import BLOB_MIN_BYTES
 from zoflash.targets import emulated
@@ -50,31 +52,46 @@ def test_large_constants_are_slices_of_the_bundles_binary_files(tmp_path):
         if i in large:
             file, offset, n = blobs[f"m_t{i}"]
             data = (tmp_path / "b" / file).read_bytes()
-            assert file == "m_weights.bin" and data[offset:offset + n] == little_endian(t.data), t.name
+            assert file == "m_weights.bin" and data[offset : offset + n] == little_endian(t.data), t.name
             assert f"m_t{i}[{t.data.size}] ZO_CONST_ATTR" not in weights_c
         else:
-            assert f"const {'int32_t' if t.dtype == 'int32' else 'int8_t'} m_t{i}[{t.data.size}] ZO_CONST_ATTR" \
+            assert (
+                f"const {'int32_t' if t.dtype == 'int32' else 'int8_t'} m_t{i}[{t.data.size}] ZO_CONST_ATTR"
                 in weights_c
+            )
     params = slices(model_c)
     steps = api.compile_model(api.load_model(path)).program.steps
-    big = {f"m_op{n}_{k}": v for n, s in enumerate(steps) for k, v in s.params.items()
-           if isinstance(v, np.ndarray) and v.nbytes >= BLOB_MIN_BYTES}
+    big = {
+        f"m_op{n}_{k}": v
+        for n, s in enumerate(steps)
+        for k, v in s.params.items()
+        if isinstance(v, np.ndarray) and v.nbytes >= BLOB_MIN_BYTES
+    }
     assert big and set(params) == set(big)
     data = (tmp_path / "b" / "m_params.bin").read_bytes()
     for name, (file, offset, n) in params.items():
-        assert file == "m_params.bin" and data[offset:offset + n] == little_endian(big[name]), name
+        assert file == "m_params.bin" and data[offset : offset + n] == little_endian(big[name]), name
     assert sorted(n for n in bundle.manifest["files"] if n.endswith(".bin")) == sorted(
-        {f for f, _, _ in [*blobs.values(), *params.values()]})
-    assert "MODEL_BLOBS := " + " ".join(sorted({f for f, _, _ in [*blobs.values(), *params.values()]})) in \
-        (tmp_path / "b" / "Makefile").read_text()
+        {f for f, _, _ in [*blobs.values(), *params.values()]}
+    )
+    assert (
+        "MODEL_BLOBS := " + " ".join(sorted({f for f, _, _ in [*blobs.values(), *params.values()]}))
+        in (tmp_path / "b" / "Makefile").read_text()
+    )
 
 
 def test_trainable_tensors_live_in_ram_and_start_from_read_only_pretrained_values(tmp_path):
     """Each trained tensor is an uninitialised RAM array that <prefix>_init fills from a read-only
     copy of its pretrained values, linked like any constant (a slice when large): the copy goes
     with the weights, not into the code region as .data's initial values would."""
-    api.generate(FIXTURES / "mlp.tflite", "host", tmp_path / "b", prefix="m",
-                 data_path=tiny_dataset(tmp_path / "tiny.npz"), options=validate(TrainOptions(train="all", headroom=0)))  # the model's own values
+    api.generate(
+        FIXTURES / "mlp.tflite",
+        "host",
+        tmp_path / "b",
+        prefix="m",
+        data_path=tiny_dataset(tmp_path / "tiny.npz"),
+        options=validate(TrainOptions(train="all", headroom=0)),
+    )  # the model's own values
     weights_c = (tmp_path / "b" / "m_weights.c").read_text()
     model_c = (tmp_path / "b" / "m.c").read_text()
     in_ram = dict(re.findall(r"^(?:int8_t|int32_t) (m_t\d+)\[(\d+)\] ZO_TRAIN_ATTR;$", weights_c, re.M))
@@ -89,7 +106,7 @@ def test_trainable_tensors_live_in_ram_and_start_from_read_only_pretrained_value
         assert t.data.size == int(n)
         if f"{name}_pretrained" in blobs:
             _, offset, nbytes = blobs[f"{name}_pretrained"]
-            assert data[offset:offset + nbytes] == little_endian(expected), name
+            assert data[offset : offset + nbytes] == little_endian(expected), name
         else:
             assert re.search(rf"^const \w+ {name}_pretrained\[{n}\] ZO_CONST_ATTR = \{{", weights_c, re.M), name
     assert any(f"{name}_pretrained" in blobs for name in in_ram)  # the 2048-weight layer is a slice
@@ -123,8 +140,17 @@ def test_slices_are_aligned_and_in_their_sections_on_the_m55(tmp_path):
 
 def test_emulated_samples_go_to_a_region_the_plan_leaves_empty():
     board = load_board("mps3-an547")  # train_data may use ITCM, SRAM, DDR
-    place = dict(board.placement, code="ITCM", rodata="ITCM", weights="ITCM", train_data="ITCM",
-                 data="DTCM", bss="DTCM", arena="DTCM", stack="DTCM")
+    place = dict(
+        board.placement,
+        code="ITCM",
+        rodata="ITCM",
+        weights="ITCM",
+        train_data="ITCM",
+        data="DTCM",
+        bss="DTCM",
+        arena="DTCM",
+        stack="DTCM",
+    )
     assert emulated.samples_region(replace(board, placement=place)).name == "SRAM"
     assert emulated.samples_region(replace(board, placement={**place, "weights": "SRAM"})).name == "DDR"
     full = {**place, "weights": "SRAM", "arena": "DDR"}

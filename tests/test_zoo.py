@@ -1,5 +1,6 @@
 """What the model-zoo survey needed: `api.validate` compares every output of a model (SSD-like
 detectors have several), and benchmarks/zoo_survey.py reports a verdict per model."""
+
 from __future__ import annotations
 
 import hashlib
@@ -9,6 +10,7 @@ import shutil
 
 import pytest
 from conftest import FIXTURES, ROOT
+
 from zoflash import api
 from zoflash.targets.host_runner import HostModel
 

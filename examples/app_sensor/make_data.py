@@ -3,6 +3,7 @@ split, embedded for the evaluations; x_train is not used by --data-source app).
 
     python examples/app_sensor/make_data.py sensor.npz
 """
+
 from __future__ import annotations
 
 import sys

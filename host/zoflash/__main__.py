@@ -1,4 +1,5 @@
 """`python -m zoflash ...`: the same command line as the `zoflash` script."""
+
 import sys
 
 from zoflash.cli import main

@@ -5,6 +5,7 @@ plan_memory, split_model. Training: simulate (on the host), run (build, flash an
 monitor (watch a board that trains), export (trained weights into a copy of the model).
 Each is a workflow (zoflash.workflows) over the pipeline's stages; the CLI is a thin layer over these.
 """
+
 from __future__ import annotations
 
 from zoflash.training.export import export_weights as export
@@ -38,8 +39,33 @@ from zoflash.workflows.monitor import monitor
 from zoflash.workflows.run import run
 from zoflash.workflows.simulate import SimulationResult, simulate
 
-__all__ = ["load_model", "compile_model", "compile_for", "generate", "build", "infer", "infer_on_board", "validate",
-           "inspect", "random_inputs", "input_quantization", "host_model", "plan_memory", "training_cut",
-           "split_model", "default_bundle_dir", "simulate", "run", "monitor", "export",
-           "LoadedModel", "Compiled", "MemoryPlan", "SplitResult", "OutputComparison", "ValidationReport",
-           "Inspection", "SimulationResult"]
+__all__ = [
+    "load_model",
+    "compile_model",
+    "compile_for",
+    "generate",
+    "build",
+    "infer",
+    "infer_on_board",
+    "validate",
+    "inspect",
+    "random_inputs",
+    "input_quantization",
+    "host_model",
+    "plan_memory",
+    "training_cut",
+    "split_model",
+    "default_bundle_dir",
+    "simulate",
+    "run",
+    "monitor",
+    "export",
+    "LoadedModel",
+    "Compiled",
+    "MemoryPlan",
+    "SplitResult",
+    "OutputComparison",
+    "ValidationReport",
+    "Inspection",
+    "SimulationResult",
+]

@@ -2,6 +2,7 @@
 
 The CLI prints `str(err)` as one paragraph and exits with `err.exit_code`; no traceback.
 """
+
 from __future__ import annotations
 
 
@@ -51,8 +52,10 @@ class InternalError(ZoflashError):
 
     def __init__(self, stage: str, what: str):
         self.stage = stage
-        super().__init__(f"internal error after {stage}: {what}. This is a zoflash bug, not a problem with "
-                         "the model; please report it with the model file")
+        super().__init__(
+            f"internal error after {stage}: {what}. This is a zoflash bug, not a problem with "
+            "the model; please report it with the model file"
+        )
 
 
 # --------------------------------------------------------------- zoflash split

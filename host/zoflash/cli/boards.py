@@ -1,4 +1,5 @@
 """`zoflash boards`: the boards zoflash builds for."""
+
 from __future__ import annotations
 
 import click
@@ -14,8 +15,9 @@ def boards(ctx) -> None:
         return
     click.echo(f"{'id':<18} {'family':<14} name")
     for b in list_boards():
-        marks = [m for m, on in (("family reference", b.reference and b.family != b.id), ("emulated", b.emulated))
-                 if on]
+        marks = [
+            m for m, on in (("family reference", b.reference and b.family != b.id), ("emulated", b.emulated)) if on
+        ]
         click.echo(f"{b.id:<18} {b.family:<14} {b.name}" + (f"  [{', '.join(marks)}]" if marks else ""))
     click.echo("(--board also takes a family name: its reference board)")
 

@@ -1,4 +1,5 @@
 """`zoflash cache`: the shared cache of compiled runtime objects."""
+
 from __future__ import annotations
 
 import os

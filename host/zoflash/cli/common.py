@@ -1,4 +1,5 @@
 """What the commands share: the training flags, output checks, the printing that -q silences."""
+
 from __future__ import annotations
 
 import logging
@@ -25,14 +26,16 @@ def check_outputs(**paths) -> None:
         while not folder.exists() and folder != folder.parent:
             folder = folder.parent
         if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-            raise ZoflashError(f"--{name.replace('_', '-')} {value}: cannot write there ({folder} is not a writable "
-                               "folder)")
+            raise ZoflashError(
+                f"--{name.replace('_', '-')} {value}: cannot write there ({folder} is not a writable folder)"
+            )
 
 
 def say(text: str) -> None:
     """Normal output, silenced by -q."""
     if logging.getLogger().level < logging.ERROR:
         click.echo(text)
+
 
 def load_array(path: str) -> np.ndarray:
     try:
@@ -55,8 +58,14 @@ def _click_option(o: options_table.Option):
 
 def training_options(f):
     """The training flags (docs/options.md, from spec/options.py); the same keys work in zoflash.toml [train]."""
-    opts = [click.option("--config", "project_file", type=click.Path(dir_okay=False),
-                         help="Project file with a [train] table [./zoflash.toml if present].")]
+    opts = [
+        click.option(
+            "--config",
+            "project_file",
+            type=click.Path(dir_okay=False),
+            help="Project file with a [train] table [./zoflash.toml if present].",
+        )
+    ]
     opts += [_click_option(o) for o in options_table.OPTIONS]
     for o in reversed(opts):
         f = o(f)
@@ -77,22 +86,34 @@ def options_from(kwargs: dict):
 def refuse_app(opts) -> None:
     """--data-source app builds a library for your firmware: nothing to simulate or run as it is."""
     if opts.data_source == "app":
-        raise click.UsageError("--data-source app builds the trainer as a library for your own firmware: use "
-                               "`zoflash build --data-source app` and link your main() (examples/app_sensor)")
+        raise click.UsageError(
+            "--data-source app builds the trainer as a library for your own firmware: use "
+            "`zoflash build --data-source app` and link your main() (examples/app_sensor)"
+        )
 
 
 RECONNECT_OPTION = click.option(
-    "--reconnect-timeout", type=float, default=RECONNECT_TIMEOUT, show_default=True,
-    help="Seconds to keep retrying a serial port that disappeared before stopping (exit status 1).")
+    "--reconnect-timeout",
+    type=float,
+    default=RECONNECT_TIMEOUT,
+    show_default=True,
+    help="Seconds to keep retrying a serial port that disappeared before stopping (exit status 1).",
+)
 
 
 def checkpoint_options(f):
-    f = click.option("--resume", "resume_path", type=click.Path(dir_okay=False),
-                     help="Send this checkpoint to the device first: training continues from its step.")(f)
-    return click.option("--checkpoint", "checkpoint_path", type=click.Path(dir_okay=False),
-                        help="Keep the latest valid checkpoint the device sends (build with --checkpoint-every N) "
-                             "in this file.")(f)
-
+    f = click.option(
+        "--resume",
+        "resume_path",
+        type=click.Path(dir_okay=False),
+        help="Send this checkpoint to the device first: training continues from its step.",
+    )(f)
+    return click.option(
+        "--checkpoint",
+        "checkpoint_path",
+        type=click.Path(dir_okay=False),
+        help="Keep the latest valid checkpoint the device sends (build with --checkpoint-every N) in this file.",
+    )(f)
 
 
 def live_view() -> LiveView:

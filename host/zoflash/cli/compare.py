@@ -1,4 +1,5 @@
 """`zoflash compare`: two training logs, record by record, time fields aside."""
+
 from __future__ import annotations
 
 import click
@@ -15,8 +16,10 @@ def compare(log_a: str, log_b: str) -> int:
     for k, (ra, rb) in enumerate(zip(a, b)):
         if ra != rb:
             keys = sorted(key for key in set(ra) | set(rb) if ra.get(key) != rb.get(key))
-            click.echo(f"DIFFERENT at record {k} ({ra.get('type')}): " +
-                       ", ".join(f"{key}: {ra.get(key)!r} vs {rb.get(key)!r}" for key in keys))
+            click.echo(
+                f"DIFFERENT at record {k} ({ra.get('type')}): "
+                + ", ".join(f"{key}: {ra.get(key)!r} vs {rb.get(key)!r}" for key in keys)
+            )
             return 1
     if len(a) != len(b):
         click.echo(f"DIFFERENT: {len(a)} vs {len(b)} records (identical up to the shorter)")

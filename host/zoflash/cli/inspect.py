@@ -1,4 +1,5 @@
 """`zoflash inspect`: ops, tensors, quantization, memory plan and legality of a model."""
+
 from __future__ import annotations
 
 import sys

@@ -1,5 +1,6 @@
 """The `zoflash` command group: one module per command (zoflash/cli/<command>.py), each a thin layer
 over zoflash.api. Errors print one paragraph, no traceback."""
+
 from __future__ import annotations
 
 import logging
@@ -26,10 +27,23 @@ from zoflash.cli import (
 )
 from zoflash.errors import ZoflashError
 
-COMMANDS = (boards.boards, build.build, simulate.simulate, infer.infer, validate.validate, inspect.inspect,
-            convert.convert, ops.ops, export.export, monitor.monitor, flash.flash, run.run, cache.cache,
-            compare.compare, split.split)
-
+COMMANDS = (
+    boards.boards,
+    build.build,
+    simulate.simulate,
+    infer.infer,
+    validate.validate,
+    inspect.inspect,
+    convert.convert,
+    ops.ops,
+    export.export,
+    monitor.monitor,
+    flash.flash,
+    run.run,
+    cache.cache,
+    compare.compare,
+    split.split,
+)
 
 
 class _Group(click.Group):
@@ -72,7 +86,6 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     return rv if isinstance(rv, int) else 0  # click returns ctx.exit() codes in this mode
-
 
 
 for command in COMMANDS:

@@ -1,4 +1,5 @@
 """`zoflash ops`: the supported operators."""
+
 from __future__ import annotations
 
 import click

@@ -1,4 +1,5 @@
 """`zoflash simulate`: train on the host, the generated C or the Python reference, live."""
+
 from __future__ import annotations
 
 import logging
@@ -17,43 +18,83 @@ from zoflash.workflows.simulate import ENGINES
 
 @click.command()
 @click.option("--model", "model_path", required=True, type=click.Path(dir_okay=False), help="INT8 .tflite model.")
-@click.option("--data", "data_path", required=True, type=click.Path(dir_okay=False),
-              help="Training data .npz (x_train, y_train, x_test, y_test).")
-@click.option("--log", "log_path", default="run.jsonl", show_default=True, type=click.Path(dir_okay=False),
-              help="JSONL log; the weights (<log>.weights.npz) and the plot (<log>.png) go next to it.")
-@click.option("--engine", type=click.Choice(ENGINES), default=ENGINES[0], show_default=True,
-              help="c: the generated firmware C on the host; reference: the independent Python reference.")
+@click.option(
+    "--data",
+    "data_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Training data .npz (x_train, y_train, x_test, y_test).",
+)
+@click.option(
+    "--log",
+    "log_path",
+    default="run.jsonl",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="JSONL log; the weights (<log>.weights.npz) and the plot (<log>.png) go next to it.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    default=ENGINES[0],
+    show_default=True,
+    help="c: the generated firmware C on the host; reference: the independent Python reference.",
+)
 @click.option("--bundle", "bundle_dir", type=click.Path(file_okay=False), help="Keep the generated C here.")
 @click.option("--no-plot", is_flag=True, help="Do not write the PNG.")
 @training_options
-def simulate(model_path: str, data_path: str, log_path: str, engine: str, bundle_dir: str | None,
-             no_plot: bool, **kwargs) -> None:
+def simulate(
+    model_path: str, data_path: str, log_path: str, engine: str, bundle_dir: str | None, no_plot: bool, **kwargs
+) -> None:
     """Train on the host: the generated training C (or the Python reference), live."""
     check_outputs(log=log_path, out=bundle_dir and str(Path(bundle_dir) / "manifest.json"))
     opts = options_from(kwargs)
     refuse_app(opts)
     quiet = logging.getLogger().level >= logging.ERROR
     say(f"simulate {model_path} on {data_path} ({engine}): {opts.describe()}")
-    result = api.simulate(model_path, data_path, opts, log_path, engine=engine, bundle_dir=bundle_dir,
-                            view=LiveView(enabled=not quiet), plot=not no_plot)
+    result = api.simulate(
+        model_path,
+        data_path,
+        opts,
+        log_path,
+        engine=engine,
+        bundle_dir=bundle_dir,
+        view=LiveView(enabled=not quiet),
+        plot=not no_plot,
+    )
     if result.headroom:
         say(f"requant {describe(result.headroom)}")
     if not result.evals:  # the program stopped before its first evaluation (its log frames say why)
         why = [r["text"] for r in result.records if r.get("type") == "log"]
-        raise ZoflashError("the training program ended without an evaluation"
-                           + (f": {why[-1]}" if why else "") + f" (log {result.log_path})")
+        raise ZoflashError(
+            "the training program ended without an evaluation"
+            + (f": {why[-1]}" if why else "")
+            + f" (log {result.log_path})"
+        )
     first, last = result.evals[0], result.evals[-1]
-    accuracy = (f"accuracy {first['accuracy'] * 100:.1f}% -> {last['accuracy'] * 100:.1f}% "
-                f"({(last['accuracy'] - first['accuracy']) * 100:+.1f} points), ") if has_accuracy(result.records) else ""
-    say(f"{accuracy}test loss {first['loss']:.4f} -> {last['loss']:.4f}"
-         + (f", validation loss {first['val_loss']:.4f} -> {last['val_loss']:.4f}" if "val_loss" in last else ""))
+    accuracy = (
+        (
+            f"accuracy {first['accuracy'] * 100:.1f}% -> {last['accuracy'] * 100:.1f}% "
+            f"({(last['accuracy'] - first['accuracy']) * 100:+.1f} points), "
+        )
+        if has_accuracy(result.records)
+        else ""
+    )
+    say(
+        f"{accuracy}test loss {first['loss']:.4f} -> {last['loss']:.4f}"
+        + (f", validation loss {first['val_loss']:.4f} -> {last['val_loss']:.4f}" if "val_loss" in last else "")
+    )
     say(f"log     {result.log_path}")
-    say(f"weights {result.weights_path}  (zoflash export --model {model_path} --weights {result.weights_path} "
-         "--out trained.tflite)")
+    say(
+        f"weights {result.weights_path}  (zoflash export --model {model_path} --weights {result.weights_path} "
+        "--out trained.tflite)"
+    )
     if result.plot_path is not None:
         say(f"plot    {result.plot_path}")
     elif not no_plot:
         say("plot    skipped: matplotlib is not installed (pip install 'zoflash[plot]')")
-    bad = {k: v for k, v in result.stats.items() if k in ("crc_errors", "dropped_bytes", "truncated", "malformed") and v}
+    bad = {
+        k: v for k, v in result.stats.items() if k in ("crc_errors", "dropped_bytes", "truncated", "malformed") and v
+    }
     if bad:
         say(f"warning: telemetry problems {bad}")

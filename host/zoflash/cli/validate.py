@@ -1,4 +1,5 @@
 """`zoflash validate`: the generated C against the tflite-micro interpreter, bit for bit."""
+
 from __future__ import annotations
 
 import sys
@@ -24,7 +25,9 @@ def validate(model_path: str, inputs_path: str | None, n_random: int | None, see
     report = api.validate(model_path, x)
     for o in report.outputs:
         status = "OK" if o.mismatches == 0 else "MISMATCH"
-        click.echo(f"{status}  output '{o.name}': {report.samples} samples, max abs diff {o.max_abs_diff:g}, "
-                   f"{o.mismatches} of {o.elements} elements differ")
+        click.echo(
+            f"{status}  output '{o.name}': {report.samples} samples, max abs diff {o.max_abs_diff:g}, "
+            f"{o.mismatches} of {o.elements} elements differ"
+        )
     if not report.ok:
         sys.exit(1)

@@ -4,6 +4,7 @@ Python makes C *tokens* here (identifiers, literals, address expressions, array 
 the `.j2` templates make C *structure*. Every name that comes from the model file reaches C
 only through `c_comment` or `c_string`, so no tensor name can inject code.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,17 +15,29 @@ import jinja2
 import numpy as np
 
 from zoflash import __version__
-from zoflash.compiler.ops import KERNELS
 from zoflash.compiler.compiled import CompiledModel
+from zoflash.compiler.ops import KERNELS
 
-_C_TYPES = {"int8": "int8_t", "int32": "int32_t", "float32": "float", "int16": "int16_t", "uint8": "uint8_t",
-            "int64": "int64_t"}
-_IO_DTYPES = {"int8": "ZO_INT8", "float32": "ZO_FLOAT32", "uint8": "ZO_UINT8", "int32": "ZO_INT32",
-              "int16": "ZO_INT16"}  # zo_dtype_t
+_C_TYPES = {
+    "int8": "int8_t",
+    "int32": "int32_t",
+    "float32": "float",
+    "int16": "int16_t",
+    "uint8": "uint8_t",
+    "int64": "int64_t",
+}
+_IO_DTYPES = {
+    "int8": "ZO_INT8",
+    "float32": "ZO_FLOAT32",
+    "uint8": "ZO_UINT8",
+    "int32": "ZO_INT32",
+    "int16": "ZO_INT16",
+}  # zo_dtype_t
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
 # ---- token makers (used as Jinja filters) -------------------------------------------------
+
 
 def c_identifier(text: str) -> str:
     """A safe C identifier from arbitrary text: [A-Za-z0-9_], not starting with a digit."""
@@ -51,7 +64,7 @@ def c_string(text: str) -> str:
 
 def c_int(value: int) -> str:
     value = int(value)
-    if value == -2**31:
+    if value == -(2**31):
         return "(-2147483647 - 1)"
     return str(value)
 
@@ -72,11 +85,12 @@ def c_array(values, per_line: int = 16, indent: str = "    ") -> str:
         items = [c_float(v) for v in flat]
     else:
         items = [c_int(v) for v in flat]
-    lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
+    lines = [", ".join(items[i : i + per_line]) for i in range(0, len(items), per_line)]
     return (",\n" + indent).join(lines)
 
 
 # ---- render context -------------------------------------------------------------------------
+
 
 @dataclass
 class CArray:
@@ -91,8 +105,16 @@ class CArray:
         return int(np.asarray(self.values).size)
 
 
-C_SIZES = {"int8_t": 1, "uint8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4, "uint32_t": 4, "float": 4,
-           "int64_t": 8}
+C_SIZES = {
+    "int8_t": 1,
+    "uint8_t": 1,
+    "int16_t": 2,
+    "uint16_t": 2,
+    "int32_t": 4,
+    "uint32_t": 4,
+    "float": 4,
+    "int64_t": 8,
+}
 
 
 @dataclass
@@ -150,8 +172,7 @@ def as_blob(array: CArray, prefix: str) -> Blob | None:
     if values.nbytes < BLOB_MIN_BYTES:
         return None
     name = array.name if array.name.startswith(prefix + "_") else f"{prefix}_{array.name}"
-    return Blob(array.ctype, name, values.astype(values.dtype.newbyteorder("<"), copy=False).tobytes(),
-                array.comment)
+    return Blob(array.ctype, name, values.astype(values.dtype.newbyteorder("<"), copy=False).tobytes(), array.comment)
 
 
 def pack_blobs(blobs: list[Blob], file: str) -> bytes:
@@ -161,6 +182,8 @@ def pack_blobs(blobs: list[Blob], file: str) -> bytes:
         b.file, b.offset = file, offset
         offset += b.nbytes
     return b"".join(b.data for b in blobs)
+
+
 # --- end constant arrays as binary sections ---
 
 
@@ -201,8 +224,9 @@ def _address(model: CompiledModel, names: _Names, tensor: int | None, const: boo
     qual = "const " if const and not t.is_variable else ""  # a kernel updates a state in place
     if t.is_constant:
         return names.constant(root)
-    array, offset = (names.state, model.state_offset[root]) if t.is_variable else (names.arena,
-                                                                                   model.arena_offset[root])
+    array, offset = (
+        (names.state, model.state_offset[root]) if t.is_variable else (names.arena, model.arena_offset[root])
+    )
     if ctype == "int8_t":
         return f"&{array}[{offset}]"
     return f"({qual}{ctype} *)(void *)&{array}[{offset}]"
@@ -241,8 +265,17 @@ def _step_call(model: CompiledModel, names: _Names, n: int, step) -> CCall:
     ins = ", ".join(f"'{g.tensors[i].name}'" for i in op.inputs if i >= 0 and not g.tensors[i].is_constant)
     outs = ", ".join(f"'{g.tensors[i].name}'" for i in op.outputs)
     comment = c_comment(f"op {op.index} {op.type}: {ins} -> {outs}")
-    return CCall(comment=comment, function=info.function, struct=info.struct, params_name=pname,
-                 fields=fields, arrays=arrays, args=args, pointer_lists=pointer_lists, blobs=blobs)
+    return CCall(
+        comment=comment,
+        function=info.function,
+        struct=info.struct,
+        params_name=pname,
+        fields=fields,
+        arrays=arrays,
+        args=args,
+        pointer_lists=pointer_lists,
+        blobs=blobs,
+    )
 
 
 def _io(model: CompiledModel, names: _Names, indices) -> list[dict]:
@@ -251,11 +284,20 @@ def _io(model: CompiledModel, names: _Names, indices) -> list[dict]:
         t = model.graph.tensors[i]
         q = model.io_quantization(i)
         scale, zp = (q.scale, q.zero_point) if q is not None and not q.per_channel else (0.0, 0)
-        out.append(dict(name=c_string(t.name), comment=c_comment(t.name),
-                        dtype=_IO_DTYPES[t.dtype],
-                        ctype=_ctype(t.dtype), rank=len(t.shape), shape=", ".join(str(d) for d in t.shape) or "0",
-                        bytes=t.nbytes, scale=c_float(scale), zero_point=zp,
-                        offset=model.arena_offset[model.root[i]]))
+        out.append(
+            dict(
+                name=c_string(t.name),
+                comment=c_comment(t.name),
+                dtype=_IO_DTYPES[t.dtype],
+                ctype=_ctype(t.dtype),
+                rank=len(t.shape),
+                shape=", ".join(str(d) for d in t.shape) or "0",
+                bytes=t.nbytes,
+                scale=c_float(scale),
+                zero_point=zp,
+                offset=model.arena_offset[model.root[i]],
+            )
+        )
     return out
 
 
@@ -280,13 +322,25 @@ def _initial(model: CompiledModel, names: _Names) -> list[dict]:
     for r, off in sorted(model.state_offset.items(), key=lambda item: item[1]):
         t = model.graph.tensors[r]
         if t.initial is not None and (t.initial != _reset_value(t)).any():
-            out.append(dict(offset=off, bytes=t.nbytes, array=CArray(
-                _ctype(t.dtype), f"{names.prefix}_initial{len(out)}", t.initial, c_comment(t.describe()))))
+            out.append(
+                dict(
+                    offset=off,
+                    bytes=t.nbytes,
+                    array=CArray(
+                        _ctype(t.dtype), f"{names.prefix}_initial{len(out)}", t.initial, c_comment(t.describe())
+                    ),
+                )
+            )
     return out
 
 
-def render_context(model: CompiledModel, prefix: str, source_name: str, source_sha256: str,
-                   trainable: dict[int, np.ndarray] | None = None) -> dict:
+def render_context(
+    model: CompiledModel,
+    prefix: str,
+    source_name: str,
+    source_sha256: str,
+    trainable: dict[int, np.ndarray] | None = None,
+) -> dict:
     """`trainable`: root tensor index -> initial values of the tensors that train (in RAM)."""
     names = _Names(prefix)
     g = model.graph
@@ -296,14 +350,18 @@ def render_context(model: CompiledModel, prefix: str, source_name: str, source_s
         t = g.tensors[r]
         q = ""
         if t.quant is not None:
-            q = f", {len(t.quant.scales)} scale(s), axis {t.quant.axis}" if t.quant.per_channel \
+            q = (
+                f", {len(t.quant.scales)} scale(s), axis {t.quant.axis}"
+                if t.quant.per_channel
                 else f", scale {t.quant.scale:.9g}, zero point {t.quant.zero_point}"
+            )
         about = f"'{t.name}' {t.dtype}{list(t.shape)}{q}"
         cname, values = names.constant(r), t.data
         if r in trainable:  # in RAM, filled by <prefix>_init from a read-only copy placed with the weights
             cname, values = names.pretrained(r), trainable[r]
-            ram = CArray(_ctype(t.dtype), names.constant(r), values, c_comment(f"{about}, trainable"),
-                         attribute="ZO_TRAIN_ATTR")
+            ram = CArray(
+                _ctype(t.dtype), names.constant(r), values, c_comment(f"{about}, trainable"), attribute="ZO_TRAIN_ATTR"
+            )
             in_ram.append(dict(array=ram, pretrained=cname))
             about = f"pretrained values of {ram.name}: {about}"
         array = CArray(_ctype(t.dtype), cname, values, c_comment(about))
@@ -311,8 +369,11 @@ def render_context(model: CompiledModel, prefix: str, source_name: str, source_s
         (weight_blobs if blob else constants).append(blob or array)
     calls = [_step_call(model, names, n, s) for n, s in enumerate(model.program.steps)]
     param_blobs = [b for call in calls for b in call.blobs]
-    blob_files = {name: pack_blobs(blobs, name) for name, blobs in (
-        (f"{prefix}_weights.bin", weight_blobs), (f"{prefix}_params.bin", param_blobs)) if blobs}
+    blob_files = {
+        name: pack_blobs(blobs, name)
+        for name, blobs in ((f"{prefix}_weights.bin", weight_blobs), (f"{prefix}_params.bin", param_blobs))
+        if blobs
+    }
     return dict(
         prefix=prefix,
         guard=prefix.upper(),
@@ -340,10 +401,17 @@ def render_context(model: CompiledModel, prefix: str, source_name: str, source_s
 
 # ---- templates ------------------------------------------------------------------------------
 
+
 def template_env() -> jinja2.Environment:
     loader = jinja2.FileSystemLoader(str(resources.files("zoflash.firmware_templates")))
-    env = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env = jinja2.Environment(
+        loader=loader,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
     env.filters.update(c_array=c_array, c_comment=c_comment, c_string=c_string, c_int=c_int, c_float=c_float)
     return env
 
@@ -355,12 +423,18 @@ MODEL_TEMPLATES = {  # template -> output file name pattern
 }
 
 
-def render_model(model: CompiledModel, prefix: str, source_name: str, source_sha256: str,
-                 trainable: dict[int, np.ndarray] | None = None) -> dict[str, bytes]:
+def render_model(
+    model: CompiledModel,
+    prefix: str,
+    source_name: str,
+    source_sha256: str,
+    trainable: dict[int, np.ndarray] | None = None,
+) -> dict[str, bytes]:
     """File name -> bytes of the generated model sources and of the binary files they link
     (<prefix>_weights.bin, <prefix>_params.bin: the constant arrays of at least BLOB_MIN_BYTES)."""
     env = template_env()
     ctx = render_context(model, prefix, source_name, source_sha256, trainable)
-    files = {out.format(prefix=prefix): env.get_template(tpl).render(**ctx).encode()
-             for tpl, out in MODEL_TEMPLATES.items()}
+    files = {
+        out.format(prefix=prefix): env.get_template(tpl).render(**ctx).encode() for tpl, out in MODEL_TEMPLATES.items()
+    }
     return {**files, **ctx["blob_files"]}

@@ -1,4 +1,5 @@
 """The compiler's result: the graph, its program of kernel calls and its memory plan."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

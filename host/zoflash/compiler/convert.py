@@ -6,6 +6,7 @@ zoflash compiles it, and how closely the int8 model follows the float one on tha
 TensorFlow is an optional extra (`pip install 'zoflash[convert]'`), imported only here; nothing
 else in zoflash needs it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -60,12 +61,18 @@ class ConversionReport:
 
     def describe(self) -> str:
         ops = ", ".join(f"{k} x{v}" for k, v in sorted(self.ops.items()))
-        lines = [f"wrote {self.out} ({self.bytes} bytes)",
-                 f"inputs:  {'; '.join(self.inputs)}", f"outputs: {'; '.join(self.outputs)}", f"ops: {ops}"]
+        lines = [
+            f"wrote {self.out} ({self.bytes} bytes)",
+            f"inputs:  {'; '.join(self.inputs)}",
+            f"outputs: {'; '.join(self.outputs)}",
+            f"ops: {ops}",
+        ]
         a = self.agreement
         if a is not None:
-            text = (f"int8 vs float on {a.samples} calibration samples: max |error| {a.max_abs_error:.4g}, "
-                    f"mean {a.mean_abs_error:.4g} (float outputs span {a.output_range:.4g})")
+            text = (
+                f"int8 vs float on {a.samples} calibration samples: max |error| {a.max_abs_error:.4g}, "
+                f"mean {a.mean_abs_error:.4g} (float outputs span {a.output_range:.4g})"
+            )
             if a.top1_agreement is not None:
                 text += f", top-1 agreement {100 * a.top1_agreement:.1f}%"
             lines.append(text)
@@ -83,8 +90,9 @@ def _tensorflow():
         with quiet():
             import tensorflow as tf
     except ImportError:
-        raise ToolMissingError("TensorFlow (Python module 'tensorflow')",
-                               "pip install 'zoflash[convert]' (or pip install tensorflow-cpu)") from None
+        raise ToolMissingError(
+            "TensorFlow (Python module 'tensorflow')", "pip install 'zoflash[convert]' (or pip install tensorflow-cpu)"
+        ) from None
     tf.get_logger().setLevel("ERROR")
     return tf
 
@@ -124,8 +132,10 @@ def load_calibration(path: str | Path) -> np.ndarray:
             with np.load(path, allow_pickle=False) as npz:
                 keys = [k for k in CALIBRATION_KEYS if k in npz.files] or (npz.files if len(npz.files) == 1 else [])
                 if not keys:
-                    raise DataError(f"'{path}' holds {', '.join(npz.files) or 'no arrays'}; a calibration .npz "
-                                    f"needs one of {', '.join(CALIBRATION_KEYS)} (float samples [N, ...])")
+                    raise DataError(
+                        f"'{path}' holds {', '.join(npz.files) or 'no arrays'}; a calibration .npz "
+                        f"needs one of {', '.join(CALIBRATION_KEYS)} (float samples [N, ...])"
+                    )
                 x = npz[keys[0]]
         else:
             x = np.load(path, allow_pickle=False)
@@ -135,8 +145,9 @@ def load_calibration(path: str | Path) -> np.ndarray:
         raise DataError(f"cannot read calibration data '{path}': {exc}") from None
     x = np.asarray(x)
     if x.dtype.kind not in "fiu" or x.ndim < 1 or x.shape[0] == 0:
-        raise DataError(f"calibration data '{path}' must be numeric samples [N, ...] with N >= 1, "
-                        f"got {x.dtype} {list(x.shape)}")
+        raise DataError(
+            f"calibration data '{path}' must be numeric samples [N, ...] with N >= 1, got {x.dtype} {list(x.shape)}"
+        )
     if x.dtype.kind == "f" and not np.all(np.isfinite(x)):
         raise DataError(f"calibration data '{path}' contains NaN or infinity")
     return x.astype(np.float32)
@@ -149,8 +160,10 @@ def _samples_for(x: np.ndarray, shape: tuple[int, ...], where: str) -> np.ndarra
         return x
     if tuple(x.shape[1:]) == tuple(shape[1:]):
         return x.reshape((x.shape[0],) + tuple(shape))
-    raise DataError(f"calibration samples have shape {list(x.shape)}; the model's input {where} is "
-                    f"{list(shape)} (give [N, {', '.join(map(str, shape[1:]))}])")
+    raise DataError(
+        f"calibration samples have shape {list(x.shape)}; the model's input {where} is "
+        f"{list(shape)} (give [N, {', '.join(map(str, shape[1:]))}])"
+    )
 
 
 def _batch_one(shape, where: str) -> tuple[int, ...]:
@@ -158,8 +171,10 @@ def _batch_one(shape, where: str) -> tuple[int, ...]:
     if not dims:
         raise ConvertError(f"the model's input {where} is a scalar; zoflash needs [batch, ...] inputs")
     if any(d is None or d < 0 for d in dims[1:]):
-        raise ConvertError(f"the model's input {where} has a dynamic dimension {dims}; give the model fixed "
-                           "input sizes (tf.keras.Input(shape=...)) before converting")
+        raise ConvertError(
+            f"the model's input {where} has a dynamic dimension {dims}; give the model fixed "
+            "input sizes (tf.keras.Input(shape=...)) before converting"
+        )
     return (1, *dims[1:])
 
 
@@ -187,7 +202,7 @@ def _concrete_function(tf, path: Path):
     specs = sig.structured_input_signature[1]
     if len(specs) != 1:
         raise ConvertError(f"the SavedModel's signature has {len(specs)} inputs; zoflash convert handles one")
-    (name, spec), = specs.items()
+    ((name, spec),) = specs.items()
     shape = _batch_one(spec.shape, f"'{name}'")
     outputs = sorted(sig.structured_outputs)
     fn = tf.function(lambda x: [sig(**{name: x})[k] for k in outputs])
@@ -214,8 +229,10 @@ def _quantize_tflite(tf, float_model: bytes, x: np.ndarray, io_type: str) -> byt
     try:
         from tensorflow.lite.python.optimize import calibrator
     except ImportError:
-        raise ConvertError("this TensorFlow has no tflite calibrator; convert the Keras model or SavedModel "
-                           "instead (--keras / --saved-model)") from None
+        raise ConvertError(
+            "this TensorFlow has no tflite calibrator; convert the Keras model or SavedModel "
+            "instead (--keras / --saved-model)"
+        ) from None
     in_type, out_type = _tf_types(tf, io_type)
 
     def gen():
@@ -286,12 +303,18 @@ def _agreement(reference: np.ndarray, quantized: np.ndarray) -> Agreement:
     top1 = None
     if reference.shape[1] > 1:
         top1 = float(np.mean(np.argmax(reference, axis=1) == np.argmax(quantized, axis=1)))
-    return Agreement(samples=int(reference.shape[0]), max_abs_error=float(err.max()), mean_abs_error=float(err.mean()),
-                     output_range=float(reference.max() - reference.min()), top1_agreement=top1)
+    return Agreement(
+        samples=int(reference.shape[0]),
+        max_abs_error=float(err.max()),
+        mean_abs_error=float(err.mean()),
+        output_range=float(reference.max() - reference.min()),
+        top1_agreement=top1,
+    )
 
 
-def convert(kind: str, source: str | Path, calibration: str | Path, out: str | Path, io_type: str = "int8",
-            compare: bool = True) -> ConversionReport:
+def convert(
+    kind: str, source: str | Path, calibration: str | Path, out: str | Path, io_type: str = "int8", compare: bool = True
+) -> ConversionReport:
     """Quantize a float model to full INT8 with batch size 1 and write it to `out`."""
     if kind not in SOURCES:
         raise ConvertError(f"unknown source kind '{kind}' (use one of {', '.join(SOURCES)})")
@@ -331,17 +354,24 @@ def _convert(tf, kind: str, source: Path, x: np.ndarray, out: Path, io_type: str
     except ZoflashError:
         raise
     except Exception as exc:  # TensorFlow raises many kinds; the user needs its message, not a traceback
-        raise ConvertError(f"TensorFlow could not convert '{source}': {type(exc).__name__}: "
-                           f"{str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}") from None
+        raise ConvertError(
+            f"TensorFlow could not convert '{source}': {type(exc).__name__}: "
+            f"{str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}"
+        ) from None
     model = fixed_batch(model)
     try:
         out.write_bytes(model)
     except OSError as exc:
         raise ConvertError(f"cannot write '{out}': {exc.strerror}") from None
     graph = parse_tflite(model, out.name)
-    report = ConversionReport(out=out, bytes=len(model), ops=dict(Counter(op.type for op in graph.ops)),
-                              inputs=[graph.tensors[i].describe() for i in graph.inputs],
-                              outputs=[graph.tensors[i].describe() for i in graph.outputs], supported=True)
+    report = ConversionReport(
+        out=out,
+        bytes=len(model),
+        ops=dict(Counter(op.type for op in graph.ops)),
+        inputs=[graph.tensors[i].describe() for i in graph.inputs],
+        outputs=[graph.tensors[i].describe() for i in graph.outputs],
+        supported=True,
+    )
     try:
         compile_graph(graph)
     except UnsupportedModelError as err:

@@ -3,6 +3,7 @@ kept for CALL_ONCE, whose init subgraph the compiler folds into the initial stat
 
 The importer builds it from a .tflite file; passes read it; nothing in it knows about C.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,8 +12,17 @@ from typing import Any
 import numpy as np
 
 # Bytes per element of the tensor types zoflash understands.
-DTYPE_SIZES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "float32": 4, "float16": 2,
-               "float64": 8, "bool": 1}
+DTYPE_SIZES = {
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "float32": 4,
+    "float16": 2,
+    "float64": 8,
+    "bool": 1,
+}
 
 
 @dataclass(frozen=True)
@@ -97,10 +107,12 @@ class Op:
     options: dict[str, Any] = field(default_factory=dict)
     version: int = 1
 
-    def where(self, graph: "Graph") -> str:
+    def where(self, graph: Graph) -> str:
         """How an error message names this op: index, type and its tensors."""
+
         def name(i: int) -> str:  # a damaged model may name tensors that do not exist
             return graph.tensors[i].name if 0 <= i < len(graph.tensors) else f"#{i}?"
+
         ins = ", ".join(name(i) for i in self.inputs if i != -1)
         outs = ", ".join(name(i) for i in self.outputs)
         return f"op {self.index} {self.type} (inputs: {ins}; outputs: {outs})"
@@ -115,7 +127,7 @@ class Graph:
     outputs: tuple[int, ...]
     description: str = ""
     num_subgraphs: int = 1
-    subgraphs: tuple["Graph", ...] = ()  # the model's other subgraphs (k at [k - 1]): CALL_ONCE's init
+    subgraphs: tuple[Graph, ...] = ()  # the model's other subgraphs (k at [k - 1]): CALL_ONCE's init
 
     def producer(self) -> dict[int, Op]:
         """Tensor index -> the op writing it."""

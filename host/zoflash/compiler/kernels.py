@@ -10,10 +10,11 @@ The op registry (compiler/ops/) pairs each builder with its C function and param
 Shapes exclude the batch dimension where the argument name says hwc/hw; scales are the float32
 values stored in the model (Python floats), zero points are ints.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -28,6 +29,7 @@ _MAX_ACCUM_DEPTH = 1 << 16
 
 
 # ------------------------------------------------------------------------------------ helpers
+
 
 def _int(name: str, v, lo: int | None = None, hi: int | None = None) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
@@ -66,8 +68,10 @@ def _scale(name: str, v) -> float:
 
 def _check_shift(what: str, shift: int) -> int:
     if shift > _MAX_LEFT_SHIFT:
-        raise ValueError(f"{what}: the scale ratio needs a left shift of {shift} (> {_MAX_LEFT_SHIFT}); "
-                         "the quantization parameters are not usable")
+        raise ValueError(
+            f"{what}: the scale ratio needs a left shift of {shift} (> {_MAX_LEFT_SHIFT}); "
+            "the quantization parameters are not usable"
+        )
     return shift
 
 
@@ -85,14 +89,16 @@ def _pair(name: str, v) -> tuple[int, int]:
     return d
 
 
-def _per_channel_multipliers(input_scale: float, filter_scales: Sequence[float], output_scale: float,
-                             channels: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+def _per_channel_multipliers(
+    input_scale: float, filter_scales: Sequence[float], output_scale: float, channels: int, what: str
+) -> tuple[np.ndarray, np.ndarray]:
     """TFLM PopulateConvolutionQuantizationParams: per channel, in double,
     input_scale * filter_scale / output_scale (a single scale is broadcast)."""
     scales = [_scale(f"filter_scales[{i}]", s) for i, s in enumerate(filter_scales)]
     if len(scales) not in (1, channels):
-        raise ValueError(f"{what}: {len(scales)} filter scales for {channels} output channels "
-                         "(need 1 or one per channel)")
+        raise ValueError(
+            f"{what}: {len(scales)} filter scales for {channels} output channels (need 1 or one per channel)"
+        )
     mult = np.zeros(channels, dtype=np.int32)
     shift = np.zeros(channels, dtype=np.int32)
     for c in range(channels):
@@ -104,21 +110,38 @@ def _per_channel_multipliers(input_scale: float, filter_scales: Sequence[float],
 
 
 def _conv_geometry(what, input_hwc, output_hwc, kernel_hw, stride_hw, dilation_hw, padding):
-    (out_h, out_w), (pad_h, pad_w) = quant.compute_padding_hw(stride_hw, dilation_hw, input_hwc[:2],
-                                                              kernel_hw, padding)
+    (out_h, out_w), (pad_h, pad_w) = quant.compute_padding_hw(stride_hw, dilation_hw, input_hwc[:2], kernel_hw, padding)
     if out_h < 1 or out_w < 1:
-        raise ValueError(f"{what}: a {kernel_hw[0]}x{kernel_hw[1]} window (dilation {dilation_hw}) "
-                         f"does not fit a {input_hwc[0]}x{input_hwc[1]} input with {padding} padding")
+        raise ValueError(
+            f"{what}: a {kernel_hw[0]}x{kernel_hw[1]} window (dilation {dilation_hw}) "
+            f"does not fit a {input_hwc[0]}x{input_hwc[1]} input with {padding} padding"
+        )
     if (out_h, out_w) != tuple(output_hwc[:2]):
-        raise ValueError(f"{what}: output is {output_hwc[0]}x{output_hwc[1]} but {padding} padding with "
-                         f"stride {tuple(stride_hw)} gives {out_h}x{out_w}")
+        raise ValueError(
+            f"{what}: output is {output_hwc[0]}x{output_hwc[1]} but {padding} padding with "
+            f"stride {tuple(stride_hw)} gives {out_h}x{out_w}"
+        )
     return pad_h, pad_w
 
 
 # ----------------------------------------------------------------------- convolution family
 
-def conv2d_params(*, input_hwc, output_hwc, filter_ohwi, stride_hw, dilation_hw, padding,
-                  input_scale, input_zp, filter_scales, output_scale, output_zp, activation) -> dict:
+
+def conv2d_params(
+    *,
+    input_hwc,
+    output_hwc,
+    filter_ohwi,
+    stride_hw,
+    dilation_hw,
+    padding,
+    input_scale,
+    input_zp,
+    filter_scales,
+    output_scale,
+    output_zp,
+    activation,
+) -> dict:
     """CONV_2D (also grouped: filter_c = input_c / groups)."""
     h, w, c = _dims("input_hwc", input_hwc, 3)
     oh, ow, oc = _dims("output_hwc", output_hwc, 3)
@@ -138,16 +161,48 @@ def conv2d_params(*, input_hwc, output_hwc, filter_ohwi, stride_hw, dilation_hw,
     in_zp, out_zp = _zp("input_zp", input_zp), _zp("output_zp", output_zp)
     mult, shift = _per_channel_multipliers(in_s, filter_scales, out_s, oc, "conv2d")
     act_min, act_max = quant.activation_range(activation, out_s, out_zp)
-    return dict(input_h=h, input_w=w, input_c=c, output_h=oh, output_w=ow, output_c=oc,
-                filter_h=kh, filter_w=kw, filter_c=fc, stride_h=stride[0], stride_w=stride[1],
-                dilation_h=dil[0], dilation_w=dil[1], pad_h=pad_h, pad_w=pad_w,
-                input_zp=in_zp, output_zp=out_zp, act_min=act_min, act_max=act_max,
-                multiplier=mult, shift=shift, folded_bias=None)  # the lowering folds constant weights
+    return dict(
+        input_h=h,
+        input_w=w,
+        input_c=c,
+        output_h=oh,
+        output_w=ow,
+        output_c=oc,
+        filter_h=kh,
+        filter_w=kw,
+        filter_c=fc,
+        stride_h=stride[0],
+        stride_w=stride[1],
+        dilation_h=dil[0],
+        dilation_w=dil[1],
+        pad_h=pad_h,
+        pad_w=pad_w,
+        input_zp=in_zp,
+        output_zp=out_zp,
+        act_min=act_min,
+        act_max=act_max,
+        multiplier=mult,
+        shift=shift,
+        folded_bias=None,
+    )  # the lowering folds constant weights
 
 
-def depthwise_conv2d_params(*, input_hwc, output_hwc, filter_1hwo, stride_hw, dilation_hw, padding,
-                            depth_multiplier, input_scale, input_zp, filter_scales, output_scale,
-                            output_zp, activation) -> dict:
+def depthwise_conv2d_params(
+    *,
+    input_hwc,
+    output_hwc,
+    filter_1hwo,
+    stride_hw,
+    dilation_hw,
+    padding,
+    depth_multiplier,
+    input_scale,
+    input_zp,
+    filter_scales,
+    output_scale,
+    output_zp,
+    activation,
+) -> dict:
     """DEPTHWISE_CONV_2D: output channel oc = ic * depth_multiplier + m."""
     h, w, c = _dims("input_hwc", input_hwc, 3)
     oh, ow, oc = _dims("output_hwc", output_hwc, 3)
@@ -156,23 +211,44 @@ def depthwise_conv2d_params(*, input_hwc, output_hwc, filter_1hwo, stride_hw, di
     if one != 1:
         raise ValueError(f"depthwise_conv2d: filter shape must be [1, h, w, channels], got {tuple(filter_1hwo)}")
     if f_oc != oc or oc != c * dm:
-        raise ValueError(f"depthwise_conv2d: filter channels {f_oc}, output channels {oc}, input channels {c} "
-                         f"and depth multiplier {dm} are inconsistent (need filter = output = input * multiplier)")
+        raise ValueError(
+            f"depthwise_conv2d: filter channels {f_oc}, output channels {oc}, input channels {c} "
+            f"and depth multiplier {dm} are inconsistent (need filter = output = input * multiplier)"
+        )
     stride, dil, pad = _pair("stride_hw", stride_hw), _pair("dilation_hw", dilation_hw), _padding(padding)
     pad_h, pad_w = _conv_geometry("depthwise_conv2d", (h, w, c), (oh, ow, oc), (kh, kw), stride, dil, pad)
     in_s, out_s = _scale("input_scale", input_scale), _scale("output_scale", output_scale)
     in_zp, out_zp = _zp("input_zp", input_zp), _zp("output_zp", output_zp)
     mult, shift = _per_channel_multipliers(in_s, filter_scales, out_s, oc, "depthwise_conv2d")
     act_min, act_max = quant.activation_range(activation, out_s, out_zp)
-    return dict(input_h=h, input_w=w, input_c=c, output_h=oh, output_w=ow, output_c=oc,
-                filter_h=kh, filter_w=kw, depth_multiplier=dm, stride_h=stride[0], stride_w=stride[1],
-                dilation_h=dil[0], dilation_w=dil[1], pad_h=pad_h, pad_w=pad_w,
-                input_zp=in_zp, output_zp=out_zp, act_min=act_min, act_max=act_max,
-                multiplier=mult, shift=shift)
+    return dict(
+        input_h=h,
+        input_w=w,
+        input_c=c,
+        output_h=oh,
+        output_w=ow,
+        output_c=oc,
+        filter_h=kh,
+        filter_w=kw,
+        depth_multiplier=dm,
+        stride_h=stride[0],
+        stride_w=stride[1],
+        dilation_h=dil[0],
+        dilation_w=dil[1],
+        pad_h=pad_h,
+        pad_w=pad_w,
+        input_zp=in_zp,
+        output_zp=out_zp,
+        act_min=act_min,
+        act_max=act_max,
+        multiplier=mult,
+        shift=shift,
+    )
 
 
-def fully_connected_params(*, input_elements, weights_shape, input_scale, input_zp, filter_scales,
-                           output_scale, output_zp, activation) -> dict:
+def fully_connected_params(
+    *, input_elements, weights_shape, input_scale, input_zp, filter_scales, output_scale, output_zp, activation
+) -> dict:
     """FULLY_CONNECTED.  The multiplier is input_scale * filter_scale / output_scale in double, per
     channel or per tensor (a single scale is broadcast), as CONV_2D. Older TFLM rounded the
     per-tensor product to float32 first; the TFLM we check against (the tflite-micro wheel) widens
@@ -187,12 +263,21 @@ def fully_connected_params(*, input_elements, weights_shape, input_scale, input_
     in_zp, out_zp = _zp("input_zp", input_zp), _zp("output_zp", output_zp)
     mult, shift = _per_channel_multipliers(in_s, filter_scales, out_s, units, "fully_connected")
     act_min, act_max = quant.activation_range(activation, out_s, out_zp)
-    return dict(rows=n // depth, depth=depth, units=units, input_zp=in_zp, output_zp=out_zp,
-                act_min=act_min, act_max=act_max, multiplier=mult, shift=shift, folded_bias=None)
+    return dict(
+        rows=n // depth,
+        depth=depth,
+        units=units,
+        input_zp=in_zp,
+        output_zp=out_zp,
+        act_min=act_min,
+        act_max=act_max,
+        multiplier=mult,
+        shift=shift,
+        folded_bias=None,
+    )
 
 
-def pool_params(*, input_hwc, output_hwc, filter_hw, stride_hw, padding, output_scale, output_zp,
-                activation) -> dict:
+def pool_params(*, input_hwc, output_hwc, filter_hw, stride_hw, padding, output_scale, output_zp, activation) -> dict:
     """AVERAGE_POOL_2D and MAX_POOL_2D.  TFLM requires input and output to share the scale
     (|difference| <= 1e-6) and zero point; the caller checks that."""
     h, w, c = _dims("input_hwc", input_hwc, 3)
@@ -204,12 +289,25 @@ def pool_params(*, input_hwc, output_hwc, filter_hw, stride_hw, padding, output_
     pad_h, pad_w = _conv_geometry("pool", (h, w, c), (oh, ow, oc), (fh, fw), stride, (1, 1), pad)
     out_s, out_zp = _scale("output_scale", output_scale), _zp("output_zp", output_zp)
     act_min, act_max = quant.activation_range(activation, out_s, out_zp)
-    return dict(input_h=h, input_w=w, channels=c, output_h=oh, output_w=ow, filter_h=fh, filter_w=fw,
-                stride_h=stride[0], stride_w=stride[1], pad_h=pad_h, pad_w=pad_w,
-                act_min=act_min, act_max=act_max)
+    return dict(
+        input_h=h,
+        input_w=w,
+        channels=c,
+        output_h=oh,
+        output_w=ow,
+        filter_h=fh,
+        filter_w=fw,
+        stride_h=stride[0],
+        stride_w=stride[1],
+        pad_h=pad_h,
+        pad_w=pad_w,
+        act_min=act_min,
+        act_max=act_max,
+    )
 
 
 # ---------------------------------------------------------------------------- broadcasting
+
 
 def _broadcast_layout(what: str, shape1, shape2, out_shape) -> dict:
     """Walk order for a broadcasting binary op: the output as (at most) a 4-D box plus each input's
@@ -222,6 +320,7 @@ def _broadcast_layout(what: str, shape1, shape2, out_shape) -> dict:
         expect = tuple(np.broadcast_shapes(s1, s2))
     except ValueError:
         raise ValueError(f"{what}: shapes {s1} and {s2} do not broadcast") from None
+
     def strip(s):  # leading 1s do not change the data layout
         s = tuple(s)
         while s and s[0] == 1:
@@ -244,8 +343,9 @@ def _broadcast_layout(what: str, shape1, shape2, out_shape) -> dict:
         else:
             merged.append([o[k], pat[0], pat[1]])
     if len(merged) > 4:
-        raise ValueError(f"{what}: the broadcast of {s1} and {s2} needs {len(merged)} loop dimensions "
-                         "(at most 4 are supported)")
+        raise ValueError(
+            f"{what}: the broadcast of {s1} and {s2} needs {len(merged)} loop dimensions (at most 4 are supported)"
+        )
     broadcast = any(m[1] or m[2] for m in merged)
     merged = [[1, True, True]] * (4 - len(merged)) + merged
 
@@ -268,8 +368,19 @@ def _broadcast_layout(what: str, shape1, shape2, out_shape) -> dict:
     return d
 
 
-def add_params(*, input1_shape, input2_shape, output_shape, input1_scale, input1_zp, input2_scale,
-               input2_zp, output_scale, output_zp, activation) -> dict:
+def add_params(
+    *,
+    input1_shape,
+    input2_shape,
+    output_shape,
+    input1_scale,
+    input1_zp,
+    input2_scale,
+    input2_zp,
+    output_scale,
+    output_zp,
+    activation,
+) -> dict:
     """ADD (int8): TFLM's left shift of 20 and three multipliers smaller than one."""
     layout = _broadcast_layout("add", input1_shape, input2_shape, output_shape)
     s1, s2 = _scale("input1_scale", input1_scale), _scale("input2_scale", input2_scale)
@@ -285,16 +396,41 @@ def add_params(*, input1_shape, input2_shape, output_shape, input1_scale, input1
         m2, sh2 = quant.quantize_multiplier_smaller_than_one_exp(real2)
         mo, sho = quant.quantize_multiplier_smaller_than_one_exp(real_out)
     except ValueError:
-        raise ValueError(f"add: output scale {so} is too small for input scales {s1} and {s2} "
-                         "(TFLM needs 2 * max(input scales) / (2^20 * output scale) < 1)") from None
+        raise ValueError(
+            f"add: output scale {so} is too small for input scales {s1} and {s2} "
+            "(TFLM needs 2 * max(input scales) / (2^20 * output scale) < 1)"
+        ) from None
     act_min, act_max = quant.activation_range(activation, so, zpo)
-    return dict(layout, input1_zp=zp1, input2_zp=zp2, output_zp=zpo, left_shift=left_shift,
-                input1_multiplier=m1, input1_shift=sh1, input2_multiplier=m2, input2_shift=sh2,
-                output_multiplier=mo, output_shift=sho, act_min=act_min, act_max=act_max)
+    return dict(
+        layout,
+        input1_zp=zp1,
+        input2_zp=zp2,
+        output_zp=zpo,
+        left_shift=left_shift,
+        input1_multiplier=m1,
+        input1_shift=sh1,
+        input2_multiplier=m2,
+        input2_shift=sh2,
+        output_multiplier=mo,
+        output_shift=sho,
+        act_min=act_min,
+        act_max=act_max,
+    )
 
 
-def mul_params(*, input1_shape, input2_shape, output_shape, input1_scale, input1_zp, input2_scale,
-               input2_zp, output_scale, output_zp, activation) -> dict:
+def mul_params(
+    *,
+    input1_shape,
+    input2_shape,
+    output_shape,
+    input1_scale,
+    input1_zp,
+    input2_scale,
+    input2_zp,
+    output_scale,
+    output_zp,
+    activation,
+) -> dict:
     """MUL (int8): one multiplier input1_scale * input2_scale / output_scale (double)."""
     layout = _broadcast_layout("mul", input1_shape, input2_shape, output_shape)
     s1, s2 = _scale("input1_scale", input1_scale), _scale("input2_scale", input2_scale)
@@ -303,11 +439,20 @@ def mul_params(*, input1_shape, input2_shape, output_shape, input1_scale, input1
     m, s = quant.quantize_multiplier(s1 * s2 / so)
     _check_shift("mul", s)
     act_min, act_max = quant.activation_range(activation, so, zpo)
-    return dict(layout, input1_zp=zp1, input2_zp=zp2, output_zp=zpo, output_multiplier=m, output_shift=s,
-                act_min=act_min, act_max=act_max)
+    return dict(
+        layout,
+        input1_zp=zp1,
+        input2_zp=zp2,
+        output_zp=zpo,
+        output_multiplier=m,
+        output_shift=s,
+        act_min=act_min,
+        act_max=act_max,
+    )
 
 
 # ----------------------------------------------------------------------------- data movement
+
 
 def pad_params(*, input_shape, paddings, pad_value) -> dict:
     """PAD / PADV2 with a constant value (up to 5-D, like TFLM)."""
@@ -348,12 +493,13 @@ def concat_params(*, input_shapes, axis) -> dict:
         if len(s) != rank or any(s[k] != shapes[0][k] for k in range(rank) if k != ax):
             raise ValueError(f"concat: input {i} shape {s} does not match {shapes[0]} outside axis {ax}")
     outer = math.prod(shapes[0][:ax])
-    inner = math.prod(shapes[0][ax + 1:])
+    inner = math.prod(shapes[0][ax + 1 :])
     chunk = np.array([s[ax] * inner for s in shapes], dtype=np.int32)
     return dict(num_inputs=len(shapes), outer=outer, chunk=chunk)
 
 
 # --------------------------------------------------------------------------------- reductions
+
 
 def mean_params(*, input_shape, axes, input_scale, input_zp, output_scale, output_zp) -> dict:
     """MEAN (int8).  TFLM (reduce_common.cc) always takes reference_ops::QuantizedMeanOrSum for int8:
@@ -377,11 +523,13 @@ def mean_params(*, input_shape, axes, input_scale, input_zp, output_scale, outpu
     kept = [(shape[k], k in ax) for k in range(rank) if shape[k] != 1]
     red_pos = [i for i, (_, r) in enumerate(kept) if r]
     if red_pos and red_pos != list(range(red_pos[0], red_pos[-1] + 1)):
-        raise ValueError(f"mean: reduced axes {sorted(ax)} of shape {shape} are not contiguous "
-                         "(only one contiguous run of reduced axes is supported)")
+        raise ValueError(
+            f"mean: reduced axes {sorted(ax)} of shape {shape} are not contiguous "
+            "(only one contiguous run of reduced axes is supported)"
+        )
     if red_pos:
-        outer = math.prod(d for d, _ in kept[:red_pos[0]])
-        inner = math.prod(d for d, _ in kept[red_pos[-1] + 1:])
+        outer = math.prod(d for d, _ in kept[: red_pos[0]])
+        inner = math.prod(d for d, _ in kept[red_pos[-1] + 1 :])
     else:
         outer, inner = 1, math.prod(shape)
     in_s, out_s = _scale("input_scale", input_scale), _scale("output_scale", output_scale)
@@ -391,8 +539,9 @@ def mean_params(*, input_shape, axes, input_scale, input_zp, output_scale, outpu
     mult = (mult << adj) // count
     shift -= adj
     _check_shift("mean", shift)
-    return dict(outer=outer, reduce=count, inner=inner, input_zp=in_zp, output_zp=out_zp,
-                multiplier=int(mult), shift=int(shift))
+    return dict(
+        outer=outer, reduce=count, inner=inner, input_zp=in_zp, output_zp=out_zp, multiplier=int(mult), shift=int(shift)
+    )
 
 
 # ------------------------------------------------------------------------------ nonlinearities
@@ -434,8 +583,9 @@ def logistic_params(*, size, input_scale, input_zp, output_scale, output_zp) -> 
     if _zp("output_zp", output_zp) != -128:
         raise ValueError(f"logistic: output zero point must be -128 (TFLM), got {output_zp}")
     mult, left_shift, radius = quant.logistic_input_params(in_s)
-    return dict(size=size, input_zp=in_zp, input_range_radius=radius, input_multiplier=mult,
-                input_left_shift=left_shift)
+    return dict(
+        size=size, input_zp=in_zp, input_range_radius=radius, input_multiplier=mult, input_left_shift=left_shift
+    )
 
 
 def requantize_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dict:
@@ -444,8 +594,9 @@ def requantize_params(*, size, input_scale, input_zp, output_scale, output_zp) -
     in_s, out_s = _scale("input_scale", input_scale), _scale("output_scale", output_scale)
     m, s = quant.quantize_multiplier(in_s / out_s)
     _check_shift("requantize", s)
-    return dict(size=size, input_zp=_zp("input_zp", input_zp), output_zp=_zp("output_zp", output_zp),
-                multiplier=m, shift=s)
+    return dict(
+        size=size, input_zp=_zp("input_zp", input_zp), output_zp=_zp("output_zp", output_zp), multiplier=m, shift=s
+    )
 
 
 def dequantize_params(*, size, scale, zp) -> dict:
@@ -467,15 +618,22 @@ def requantize_u8_params(*, size, input_scale, input_zp, output_scale, output_zp
     in_s, out_s = _scale("input_scale", input_scale), _scale("output_scale", output_scale)
     m, s = quant.quantize_multiplier(in_s / out_s)
     _check_shift("requantize", s)
-    return dict(size=size, input_zp=_int("input_zp", input_zp, *_ZP_RANGES[input_dtype]),
-                output_zp=_int("output_zp", output_zp, *_ZP_RANGES[output_dtype]), multiplier=m, shift=s)
+    return dict(
+        size=size,
+        input_zp=_int("input_zp", input_zp, *_ZP_RANGES[input_dtype]),
+        output_zp=_int("output_zp", output_zp, *_ZP_RANGES[output_dtype]),
+        multiplier=m,
+        shift=s,
+    )
 
 
 def quantize_f32_params(*, size, output_scale, output_zp) -> dict:
     """QUANTIZE float32 -> int8: TFLM divides by the output scale as a float32 (the double it keeps
     is the float32 scale widened), rounds half away from zero and adds the zero point."""
-    return dict(size=_int("size", size, 1), zero_point=_zp("output_zp", output_zp),
-                scale=_scale("output_scale", output_scale))
+    return dict(
+        size=_int("size", size, 1), zero_point=_zp("output_zp", output_zp), scale=_scale("output_scale", output_scale)
+    )
+
 
 # ---- end QUANTIZE at the model's edges ----
 
@@ -488,7 +646,7 @@ _COPY_RANK = 6  # zo_strided_copy_params_t's dimensions
 
 def _row_strides(shape) -> list[int]:
     """Element strides of a row-major array."""
-    return [math.prod(shape[k + 1:]) for k in range(len(shape))]
+    return [math.prod(shape[k + 1 :]) for k in range(len(shape))]
 
 
 def _strided_copy(what: str, out_dims, in_strides, offset: int) -> dict:
@@ -499,8 +657,11 @@ def _strided_copy(what: str, out_dims, in_strides, offset: int) -> dict:
         raise ValueError(f"{what}: reads before the start of the input")
     pad = _COPY_RANK - len(out_dims)
     dims, strides = [1] * pad + list(out_dims), [0] * pad + list(in_strides)
-    return {**{f"out_d{k}": int(d) for k, d in enumerate(dims)},
-            **{f"in_s{k}": int(s) for k, s in enumerate(strides)}, "offset": int(offset)}
+    return {
+        **{f"out_d{k}": int(d) for k, d in enumerate(dims)},
+        **{f"in_s{k}": int(s) for k, s in enumerate(strides)},
+        "offset": int(offset),
+    }
 
 
 def strided_copy_extents(p: dict) -> tuple[int, int]:
@@ -529,7 +690,7 @@ def slice_params(*, input_shape, begin, size) -> dict:
         raise ValueError(f"slice: begin {list(begin)} and size {list(size)} for a {len(shape)}-D input")
     begin = [_int(f"begin[{k}]", b) for k, b in enumerate(begin)]
     size = [d - b if int(s) == -1 else _int(f"size[{k}]", s) for k, (d, b, s) in enumerate(zip(shape, begin, size))]
-    if not all(0 <= b and 0 <= s and b + s <= d for d, b, s in zip(shape, begin, size)):
+    if not all(b >= 0 and s >= 0 and b + s <= d for d, b, s in zip(shape, begin, size)):
         raise ValueError(f"slice: begin {begin} size {size} do not fit in the input {list(shape)}")
     strides = _row_strides(shape)
     return _strided_copy("slice", size, strides, sum(b * s for b, s in zip(begin, strides)))
@@ -539,14 +700,17 @@ def _clamp(v: int, lo: int, hi: int) -> int:
     return max(lo, min(hi, v))
 
 
-def strided_slice_axes(*, input_shape, begin, end, strides, begin_mask, end_mask,
-                       shrink_axis_mask) -> list[tuple[int, int, int]]:
+def strided_slice_axes(
+    *, input_shape, begin, end, strides, begin_mask, end_mask, shrink_axis_mask
+) -> list[tuple[int, int, int]]:
     """(start, count, stride) per input axis, as TFLM's StridedSliceStartForAxis and
     StridedSliceEndForAxis compute them (clamp to the axis, then the masks override)."""
     shape = _dims("input_shape", input_shape)
     if not len(begin) == len(end) == len(strides) == len(shape):
-        raise ValueError(f"strided_slice: begin/end/strides of {len(begin)}/{len(end)}/{len(strides)} values "
-                         f"for a {len(shape)}-D input")
+        raise ValueError(
+            f"strided_slice: begin/end/strides of {len(begin)}/{len(end)}/{len(strides)} values "
+            f"for a {len(shape)}-D input"
+        )
     axes = []
     for k, d in enumerate(shape):
         b, e, s = _int(f"begin[{k}]", begin[k]), _int(f"end[{k}]", end[k]), _int(f"strides[{k}]", strides[k])
@@ -571,11 +735,22 @@ def strided_slice_axes(*, input_shape, begin, end, strides, begin_mask, end_mask
 
 def strided_slice_params(*, input_shape, begin, end, strides, begin_mask, end_mask, shrink_axis_mask) -> dict:
     """STRIDED_SLICE (begin, end and strides constant; ellipsis and new-axis masks unsupported)."""
-    axes = strided_slice_axes(input_shape=input_shape, begin=begin, end=end, strides=strides, begin_mask=begin_mask,
-                              end_mask=end_mask, shrink_axis_mask=shrink_axis_mask)
+    axes = strided_slice_axes(
+        input_shape=input_shape,
+        begin=begin,
+        end=end,
+        strides=strides,
+        begin_mask=begin_mask,
+        end_mask=end_mask,
+        shrink_axis_mask=shrink_axis_mask,
+    )
     row = _row_strides(tuple(input_shape))
-    return _strided_copy("strided_slice", [c for _, c, _ in axes], [s * r for (_, _, s), r in zip(axes, row)],
-                         sum(start * r for (start, _, _), r in zip(axes, row)))
+    return _strided_copy(
+        "strided_slice",
+        [c for _, c, _ in axes],
+        [s * r for (_, _, s), r in zip(axes, row)],
+        sum(start * r for (start, _, _), r in zip(axes, row)),
+    )
 
 
 def pack_params(*, input_shape, count, axis) -> dict:
@@ -586,8 +761,9 @@ def pack_params(*, input_shape, count, axis) -> dict:
     ax = ax + len(shape) + 1 if ax < 0 else ax
     if not 0 <= ax <= len(shape):
         raise ValueError(f"pack: axis {axis} out of range for a {len(shape) + 1}-D output")
-    return dict(num_inputs=count, outer=math.prod(shape[:ax]),
-                chunk=np.full(count, math.prod(shape[ax:]), dtype=np.int32))
+    return dict(
+        num_inputs=count, outer=math.prod(shape[:ax]), chunk=np.full(count, math.prod(shape[ax:]), dtype=np.int32)
+    )
 
 
 def split_params(*, input_shape, axis, sizes) -> dict:
@@ -600,9 +776,10 @@ def split_params(*, input_shape, axis, sizes) -> dict:
     sizes = [_int(f"sizes[{i}]", s, 0) for i, s in enumerate(sizes)]
     if not sizes or sum(sizes) != shape[ax]:
         raise ValueError(f"split: sizes {sizes} do not add up to the input's {shape[ax]} along axis {ax}")
-    inner = math.prod(shape[ax + 1:])
-    return dict(num_outputs=len(sizes), outer=math.prod(shape[:ax]),
-                chunk=np.array([s * inner for s in sizes], dtype=np.int32))
+    inner = math.prod(shape[ax + 1 :])
+    return dict(
+        num_outputs=len(sizes), outer=math.prod(shape[:ax]), chunk=np.array([s * inner for s in sizes], dtype=np.int32)
+    )
 
 
 def gather_params(*, input_shape, axis, indices) -> dict:
@@ -616,14 +793,33 @@ def gather_params(*, input_shape, axis, indices) -> dict:
     idx = np.asarray(indices).reshape(-1)
     if idx.size == 0 or idx.min() < 0 or idx.max() >= shape[ax]:
         raise ValueError(f"gather: indices {idx.tolist()} outside [0, {shape[ax]})")
-    return dict(outer=math.prod(shape[:ax]), axis_size=shape[ax], inner=math.prod(shape[ax + 1:]),
-                num_indices=int(idx.size), indices=idx.astype(np.int32))
+    return dict(
+        outer=math.prod(shape[:ax]),
+        axis_size=shape[ax],
+        inner=math.prod(shape[ax + 1 :]),
+        num_indices=int(idx.size),
+        indices=idx.astype(np.int32),
+    )
+
+
 # ==================================================================== end of data movement
 
 # ------------------------------------------- element-wise and activation ops --------------------
 
-def sub_params(*, input1_shape, input2_shape, output_shape, input1_scale, input1_zp, input2_scale,
-               input2_zp, output_scale, output_zp, activation) -> dict:
+
+def sub_params(
+    *,
+    input1_shape,
+    input2_shape,
+    output_shape,
+    input1_scale,
+    input1_zp,
+    input2_scale,
+    input2_zp,
+    output_scale,
+    output_zp,
+    activation,
+) -> dict:
     """SUB (int8): ADD's left shift of 20 and three multipliers < 1, but TFLM computes them in
     float32 (then widens to double), where ADD uses double."""
     layout = _broadcast_layout("sub", input1_shape, input2_shape, output_shape)
@@ -636,18 +832,43 @@ def sub_params(*, input1_shape, input2_shape, output_shape, input1_scale, input1
         m1, sh1 = quant.quantize_multiplier_smaller_than_one_exp(quant.f32(s1 / twice_max))
         m2, sh2 = quant.quantize_multiplier_smaller_than_one_exp(quant.f32(s2 / twice_max))
         mo, sho = quant.quantize_multiplier_smaller_than_one_exp(
-            quant.f32(twice_max / quant.f32((1 << left_shift) * so)))
+            quant.f32(twice_max / quant.f32((1 << left_shift) * so))
+        )
     except ValueError:
-        raise ValueError(f"sub: output scale {so} is too small for input scales {s1} and {s2} "
-                         "(TFLM needs 2 * max(input scales) / (2^20 * output scale) < 1)") from None
+        raise ValueError(
+            f"sub: output scale {so} is too small for input scales {s1} and {s2} "
+            "(TFLM needs 2 * max(input scales) / (2^20 * output scale) < 1)"
+        ) from None
     act_min, act_max = quant.activation_range(activation, so, zpo)
-    return dict(layout, input1_zp=zp1, input2_zp=zp2, output_zp=zpo, left_shift=left_shift,
-                input1_multiplier=m1, input1_shift=sh1, input2_multiplier=m2, input2_shift=sh2,
-                output_multiplier=mo, output_shift=sho, act_min=act_min, act_max=act_max)
+    return dict(
+        layout,
+        input1_zp=zp1,
+        input2_zp=zp2,
+        output_zp=zpo,
+        left_shift=left_shift,
+        input1_multiplier=m1,
+        input1_shift=sh1,
+        input2_multiplier=m2,
+        input2_shift=sh2,
+        output_multiplier=mo,
+        output_shift=sho,
+        act_min=act_min,
+        act_max=act_max,
+    )
 
 
-def squared_difference_params(*, input1_shape, input2_shape, output_shape, input1_scale, input1_zp,
-                              input2_scale, input2_zp, output_scale, output_zp) -> dict:
+def squared_difference_params(
+    *,
+    input1_shape,
+    input2_shape,
+    output_shape,
+    input1_scale,
+    input1_zp,
+    input2_scale,
+    input2_zp,
+    output_scale,
+    output_zp,
+) -> dict:
     """SQUARED_DIFFERENCE (int8): left shift 7, input multipliers < 1 as ADD's (double), and an
     output multiplier (2 max scale)^2 / (2^14 output scale) that may exceed one."""
     layout = _broadcast_layout("squared_difference", input1_shape, input2_shape, output_shape)
@@ -660,9 +881,21 @@ def squared_difference_params(*, input1_shape, input2_shape, output_shape, input
     m2, sh2 = quant.quantize_multiplier_smaller_than_one_exp(s2 / twice_max)
     mo, sho = quant.quantize_multiplier(twice_max * twice_max / quant.f32((1 << 2 * left_shift) * so))
     _check_shift("squared_difference", sho)
-    return dict(layout, input1_zp=zp1, input2_zp=zp2, output_zp=zpo, left_shift=left_shift,
-                input1_multiplier=m1, input1_shift=sh1, input2_multiplier=m2, input2_shift=sh2,
-                output_multiplier=mo, output_shift=sho, act_min=quant.INT8_MIN, act_max=quant.INT8_MAX)
+    return dict(
+        layout,
+        input1_zp=zp1,
+        input2_zp=zp2,
+        output_zp=zpo,
+        left_shift=left_shift,
+        input1_multiplier=m1,
+        input1_shift=sh1,
+        input2_multiplier=m2,
+        input2_shift=sh2,
+        output_multiplier=mo,
+        output_shift=sho,
+        act_min=quant.INT8_MIN,
+        act_max=quant.INT8_MAX,
+    )
 
 
 def minmax_params(*, input1_shape, input2_shape, output_shape) -> dict:
@@ -670,18 +903,30 @@ def minmax_params(*, input1_shape, input2_shape, output_shape) -> dict:
     return _broadcast_layout("minimum/maximum", input1_shape, input2_shape, output_shape)
 
 
-def prelu_params(*, input_shape, alpha_shape, output_shape, input_scale, input_zp, alpha_scale, alpha_zp,
-                 output_scale, output_zp) -> dict:
+def prelu_params(
+    *, input_shape, alpha_shape, output_shape, input_scale, input_zp, alpha_scale, alpha_zp, output_scale, output_zp
+) -> dict:
     """PRELU (int8): identity multiplier input/output scale, alpha multiplier input * alpha /
     output scale (doubles)."""
     layout = _broadcast_layout("prelu", input_shape, alpha_shape, output_shape)
-    si, sa, so = _scale("input_scale", input_scale), _scale("alpha_scale", alpha_scale), _scale("output_scale", output_scale)
+    si, sa, so = (
+        _scale("input_scale", input_scale),
+        _scale("alpha_scale", alpha_scale),
+        _scale("output_scale", output_scale),
+    )
     m1, s1 = quant.quantize_multiplier(si / so)
     m2, s2 = quant.quantize_multiplier(si * sa / so)
     _check_shift("prelu", max(s1, s2))
-    return dict(layout, input_zp=_zp("input_zp", input_zp), alpha_zp=_zp("alpha_zp", alpha_zp),
-                output_zp=_zp("output_zp", output_zp), identity_multiplier=m1, identity_shift=s1,
-                alpha_multiplier=m2, alpha_shift=s2)
+    return dict(
+        layout,
+        input_zp=_zp("input_zp", input_zp),
+        alpha_zp=_zp("alpha_zp", alpha_zp),
+        output_zp=_zp("output_zp", output_zp),
+        identity_multiplier=m1,
+        identity_shift=s1,
+        alpha_multiplier=m2,
+        alpha_shift=s2,
+    )
 
 
 def relu_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dict:
@@ -690,8 +935,15 @@ def relu_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dict
     m, s = quant.quantize_multiplier(quant.f32(in_s / out_s))
     _check_shift("relu", s)
     zpo = _zp("output_zp", output_zp)
-    return dict(size=_int("size", size, 1), input_zp=_zp("input_zp", input_zp), output_zp=zpo, multiplier=m,
-                shift=s, act_min=zpo, act_max=quant.INT8_MAX)
+    return dict(
+        size=_int("size", size, 1),
+        input_zp=_zp("input_zp", input_zp),
+        output_zp=zpo,
+        multiplier=m,
+        shift=s,
+        act_min=zpo,
+        act_max=quant.INT8_MAX,
+    )
 
 
 def relu6_params(*, size, input_scale, input_zp) -> dict:
@@ -712,8 +964,15 @@ def leaky_relu_params(*, size, alpha, input_scale, input_zp, output_scale, outpu
     mi, si = quant.quantize_multiplier(quant.f32(in_s / out_s))
     ma, sa = quant.quantize_multiplier(abs(quant.f32(quant.f32(in_s * a) / out_s)))
     _check_shift("leaky_relu", max(si, sa))
-    return dict(size=_int("size", size, 1), input_zp=_zp("input_zp", input_zp), output_zp=_zp("output_zp", output_zp),
-                identity_multiplier=mi, identity_shift=si, alpha_multiplier=-ma if a < 0 else ma, alpha_shift=sa)
+    return dict(
+        size=_int("size", size, 1),
+        input_zp=_zp("input_zp", input_zp),
+        output_zp=_zp("output_zp", output_zp),
+        identity_multiplier=mi,
+        identity_shift=si,
+        alpha_multiplier=-ma if a < 0 else ma,
+        alpha_shift=sa,
+    )
 
 
 def tanh_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dict:
@@ -726,8 +985,13 @@ def tanh_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dict
         mult, left_shift, radius = quant.logistic_input_params(_scale("input_scale", input_scale))
     except ValueError as exc:
         raise ValueError(f"tanh: {exc}".replace("logistic ", "")) from None
-    return dict(size=_int("size", size, 1), input_zp=_zp("input_zp", input_zp), input_range_radius=radius,
-                input_multiplier=mult, input_left_shift=left_shift)
+    return dict(
+        size=_int("size", size, 1),
+        input_zp=_zp("input_zp", input_zp),
+        input_range_radius=radius,
+        input_multiplier=mult,
+        input_left_shift=left_shift,
+    )
 
 
 def _int16_multiplier(real: float) -> tuple[int, int]:
@@ -745,13 +1009,22 @@ def hard_swish_params(*, size, input_scale, input_zp, output_scale, output_zp) -
     if so > 0:
         raise ValueError(f"hard_swish: input scale {in_s} / output scale {out_s} must be at most 128 (TFLM)")
     if so < -15:
-        raise ValueError(f"hard_swish: input scale {in_s} / output scale {out_s} is below 2^-9 "
-                         "(the 16-bit output shift would exceed 15)")
+        raise ValueError(
+            f"hard_swish: input scale {in_s} / output scale {out_s} is below 2^-9 "
+            "(the 16-bit output shift would exceed 15)"
+        )
     mr, sr = _int16_multiplier(quant.f32(hires / quant.f32(3.0 / 32768.0)))
     if not -15 <= sr <= 30:
         raise ValueError(f"hard_swish: input scale {in_s} is out of the supported range")
-    return dict(size=_int("size", size, 1), input_zp=_zp("input_zp", input_zp), output_zp=_zp("output_zp", output_zp),
-                output_multiplier=mo, output_shift=so, reluish_multiplier=mr, reluish_shift=sr)
+    return dict(
+        size=_int("size", size, 1),
+        input_zp=_zp("input_zp", input_zp),
+        output_zp=_zp("output_zp", output_zp),
+        output_multiplier=mo,
+        output_shift=so,
+        reluish_multiplier=mr,
+        reluish_shift=sr,
+    )
 
 
 def rsqrt_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dict:
@@ -760,8 +1033,15 @@ def rsqrt_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dic
     m, s = quant.quantize_multiplier(1.0 / float(np.sqrt(np.float32(in_s)) * np.float32(out_s)))
     if not -11 <= s <= 30:  # the kernel applies shift - 20, which must stay a right shift <= 31
         raise ValueError(f"rsqrt: 1 / (sqrt(input scale {in_s}) * output scale {out_s}) is out of range")
-    return dict(size=_int("size", size, 1), input_zp=_zp("input_zp", input_zp), output_zp=_zp("output_zp", output_zp),
-                multiplier=m, shift=s)
+    return dict(
+        size=_int("size", size, 1),
+        input_zp=_zp("input_zp", input_zp),
+        output_zp=_zp("output_zp", output_zp),
+        multiplier=m,
+        shift=s,
+    )
+
+
 # ---------------------------------------------------- end of element-wise and activation ops ----------
 
 # ==== reductions, resizing, transposed convolution (zo_kernels_resize.c) ====================
@@ -792,16 +1072,21 @@ def reduce_max_params(*, input_shape, axes) -> dict:
     for k in range(len(merged) - 1, -1, -1):
         if not merged[k][1]:
             strides[k], step = step, step * merged[k][0]
-    return dict(rank=len(merged), output_size=step, dims=np.array([m[0] for m in merged], dtype=np.int32),
-                out_stride=np.array(strides, dtype=np.int32))
+    return dict(
+        rank=len(merged),
+        output_size=step,
+        dims=np.array([m[0] for m in merged], dtype=np.int32),
+        out_stride=np.array(strides, dtype=np.int32),
+    )
 
 
 def arg_max_params(*, input_shape, axis) -> dict:
     """ARG_MAX int8: the input as [outer][axis][inner]."""
     shape = _dims("input_shape", input_shape)
     a = _int("axis", axis, -len(shape), len(shape) - 1) % len(shape)
-    return dict(outer=int(np.prod(shape[:a], dtype=np.int64)), axis=shape[a],
-                inner=int(np.prod(shape[a + 1:], dtype=np.int64)))
+    return dict(
+        outer=int(np.prod(shape[:a], dtype=np.int64)), axis=shape[a], inner=int(np.prod(shape[a + 1 :], dtype=np.int64))
+    )
 
 
 def _resize_geometry(what, input_hwc, output_hwc, align_corners, half_pixel_centers):
@@ -830,10 +1115,20 @@ def resize_bilinear_params(*, input_hwc, output_hwc, align_corners, half_pixel_c
         # The last row's (column's) position, and the lower neighbour TFLM reads there.
         last = (out - 1) * s + (s // 2 - (1 << 9) if half_pixel_centers else 0)
         if last >= (1 << 30) or last // (1 << 10) > size - 1:
-            raise ValueError(f"resize_bilinear: resizing {size} to {out} makes TFLM read outside the input "
-                             "(its 1/1024 scale rounds up too far)")
-    return dict(input_h=h, input_w=w, channels=c, output_h=oh, output_w=ow, height_scale_10=sh,
-                width_scale_10=sw, half_pixel_centers=int(bool(half_pixel_centers)))
+            raise ValueError(
+                f"resize_bilinear: resizing {size} to {out} makes TFLM read outside the input "
+                "(its 1/1024 scale rounds up too far)"
+            )
+    return dict(
+        input_h=h,
+        input_w=w,
+        channels=c,
+        output_h=oh,
+        output_w=ow,
+        height_scale_10=sh,
+        width_scale_10=sw,
+        half_pixel_centers=int(bool(half_pixel_centers)),
+    )
 
 
 def _nearest_index(in_size: int, out_size: int, align_corners: bool, half_pixel_centers: bool) -> np.ndarray:
@@ -858,13 +1153,31 @@ def resize_nearest_params(*, input_hwc, output_hwc, align_corners, half_pixel_ce
     """RESIZE_NEAREST_NEIGHBOR int8: the source row and column tables (TFLM copies int8 values, so
     input and output share the quantization)."""
     h, w, c, oh, ow = _resize_geometry("resize_nearest", input_hwc, output_hwc, align_corners, half_pixel_centers)
-    return dict(input_h=h, input_w=w, channels=c, output_h=oh, output_w=ow,
-                y_index=_nearest_index(h, oh, align_corners, half_pixel_centers),
-                x_index=_nearest_index(w, ow, align_corners, half_pixel_centers))
+    return dict(
+        input_h=h,
+        input_w=w,
+        channels=c,
+        output_h=oh,
+        output_w=ow,
+        y_index=_nearest_index(h, oh, align_corners, half_pixel_centers),
+        x_index=_nearest_index(w, ow, align_corners, half_pixel_centers),
+    )
 
 
-def transpose_conv_params(*, input_hwc, output_hwc, filter_ohwi, stride_hw, padding, input_scale, input_zp,
-                          filter_scales, output_scale, output_zp, activation) -> dict:
+def transpose_conv_params(
+    *,
+    input_hwc,
+    output_hwc,
+    filter_ohwi,
+    stride_hw,
+    padding,
+    input_scale,
+    input_zp,
+    filter_scales,
+    output_scale,
+    output_zp,
+    activation,
+) -> dict:
     """TRANSPOSE_CONV int8 with per-channel weights.  TFLM computes the padding as for a
     convolution of the *output* size with the filter (dilation 1), and the multipliers as CONV_2D."""
     h, w, c = _dims("input_hwc", input_hwc, 3)
@@ -877,22 +1190,59 @@ def transpose_conv_params(*, input_hwc, output_hwc, filter_ohwi, stride_hw, padd
     stride, pad = _pair("stride_hw", stride_hw), _padding(padding)
     (ih, iw), (pad_h, pad_w) = quant.compute_padding_hw(stride, (1, 1), (oh, ow), (kh, kw), pad)
     if (ih, iw) != (h, w):
-        raise ValueError(f"transpose_conv: a {oh}x{ow} output with a {kh}x{kw} window, stride {stride} and "
-                         f"{pad} padding needs a {ih}x{iw} input, not {h}x{w}")
+        raise ValueError(
+            f"transpose_conv: a {oh}x{ow} output with a {kh}x{kw} window, stride {stride} and "
+            f"{pad} padding needs a {ih}x{iw} input, not {h}x{w}"
+        )
     in_s, out_s = _scale("input_scale", input_scale), _scale("output_scale", output_scale)
     in_zp, out_zp = _zp("input_zp", input_zp), _zp("output_zp", output_zp)
     mult, shift = _per_channel_multipliers(in_s, filter_scales, out_s, oc, "transpose_conv")
     act_min, act_max = quant.activation_range(activation, out_s, out_zp)
-    return dict(input_h=h, input_w=w, input_c=c, output_h=oh, output_w=ow, output_c=oc, filter_h=kh,
-                filter_w=kw, stride_h=stride[0], stride_w=stride[1], pad_h=pad_h, pad_w=pad_w,
-                input_zp=in_zp, output_zp=out_zp, act_min=act_min, act_max=act_max, multiplier=mult, shift=shift)
+    return dict(
+        input_h=h,
+        input_w=w,
+        input_c=c,
+        output_h=oh,
+        output_w=ow,
+        output_c=oc,
+        filter_h=kh,
+        filter_w=kw,
+        stride_h=stride[0],
+        stride_w=stride[1],
+        pad_h=pad_h,
+        pad_w=pad_w,
+        input_zp=in_zp,
+        output_zp=out_zp,
+        act_min=act_min,
+        act_max=act_max,
+        multiplier=mult,
+        shift=shift,
+    )
+
+
 # ==== end of reductions, resizing, transposed convolution ===================================
 
 
 # ==== sequence ops: SVDF (stateful models) ===================================================
 
-def svdf_params(*, batches, input_size, num_filters, rank, memory_size, input_scale, input_zp,
-                feature_scale, state_scale, state_zp, time_scale, output_scale, output_zp, state_dtype) -> dict:
+
+def svdf_params(
+    *,
+    batches,
+    input_size,
+    num_filters,
+    rank,
+    memory_size,
+    input_scale,
+    input_zp,
+    feature_scale,
+    state_scale,
+    state_zp,
+    time_scale,
+    output_scale,
+    output_zp,
+    state_dtype,
+) -> dict:
     """SVDF, TFLM's integer path (PrepareSvdf): both effective scales are products and quotients
     of the float32 scales, rounded to float32, then widened to double for QuantizeMultiplier."""
     batches, input_size = _int("batches", batches, 1), _int("input_size", input_size, 1)
@@ -911,10 +1261,21 @@ def svdf_params(*, batches, input_size, num_filters, rank, memory_size, input_sc
     st_zp = _int("state_zp", state_zp, lo, hi)
     m1, s1 = quant.quantize_multiplier(quant.f32(quant.f32(in_s * f_s) / st_s))
     m2, s2 = quant.quantize_multiplier(quant.f32(quant.f32(st_s * t_s) / out_s))
-    return dict(batches=batches, input_size=input_size, num_filters=num_filters, num_units=num_filters // rank,
-                rank=rank, memory_size=memory_size, input_zp=_zp("input_zp", input_zp), state_zp=st_zp,
-                output_zp=_zp("output_zp", output_zp), multiplier_1=m1, shift_1=_check_shift("svdf feature", s1),
-                multiplier_2=m2, shift_2=_check_shift("svdf time", s2))
+    return dict(
+        batches=batches,
+        input_size=input_size,
+        num_filters=num_filters,
+        num_units=num_filters // rank,
+        rank=rank,
+        memory_size=memory_size,
+        input_zp=_zp("input_zp", input_zp),
+        state_zp=st_zp,
+        output_zp=_zp("output_zp", output_zp),
+        multiplier_1=m1,
+        shift_1=_check_shift("svdf feature", s1),
+        multiplier_2=m2,
+        shift_2=_check_shift("svdf time", s2),
+    )
 
 
 def requantize_s16_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dict:
@@ -923,15 +1284,22 @@ def requantize_s16_params(*, size, input_scale, input_zp, output_scale, output_z
     size = _int("size", size, 1)
     in_s, out_s = _scale("input_scale", input_scale), _scale("output_scale", output_scale)
     m, s = quant.quantize_multiplier(in_s / out_s)
-    return dict(size=size, input_zp=_int("input_zp", input_zp, -32768, 32767), output_zp=_zp("output_zp", output_zp),
-                multiplier=m, shift=_check_shift("requantize", s))
+    return dict(
+        size=size,
+        input_zp=_int("input_zp", input_zp, -32768, 32767),
+        output_zp=_zp("output_zp", output_zp),
+        multiplier=m,
+        shift=_check_shift("requantize", s),
+    )
+
+
 # ==== end of sequence ops ====================================================================
 
 
 # ==== UNIDIRECTIONAL_SEQUENCE_LSTM (int8, int16 cell state) ===========================
 
 _LSTM_GATES = ("input", "forget", "cell", "output")  # the order of every per-gate array
-_Q3_12, _Q0_15 = 2.0 ** -12, 2.0 ** -15  # TFLM's scales of a gate's pre-activation and of its output
+_Q3_12, _Q0_15 = 2.0**-12, 2.0**-15  # TFLM's scales of a gate's pre-activation and of its output
 
 
 def _checked_log2(x: float) -> int:
@@ -941,8 +1309,22 @@ def _checked_log2(x: float) -> int:
     return int(quant.round_half_away_f32(x_log2))
 
 
-def lstm_params(*, batches, time_steps, input_size, units, time_major, input_scale, input_zp, input_weight_scales,
-                recurrent_weight_scales, hidden_scale, hidden_zp, cell_scale, cell_clip) -> dict:
+def lstm_params(
+    *,
+    batches,
+    time_steps,
+    input_size,
+    units,
+    time_major,
+    input_scale,
+    input_zp,
+    input_weight_scales,
+    recurrent_weight_scales,
+    hidden_scale,
+    hidden_zp,
+    cell_scale,
+    cell_clip,
+) -> dict:
     """UNIDIRECTIONAL_SEQUENCE_LSTM, TFLM's integer path (PrepareGateParametersInteger): each gate's
     two fully connected layers go to int16 Q3.12, input_scale (or hidden_scale) x weight scale / 2^-12
     in double; the gates' outputs are Q0.15; the element-wise products' multipliers are
@@ -959,11 +1341,14 @@ def lstm_params(*, batches, time_steps, input_size, units, time_major, input_sca
     for what, scales, act_s in (("input", input_weight_scales, in_s), ("recurrent", recurrent_weight_scales, h_s)):
         if len(scales) != 4:
             raise ValueError(f"lstm: {len(scales)} {what} weight scales, one per gate (4) expected")
-        ms = [quant.quantize_multiplier(act_s * _scale(f"{what}_weight_scales[{g}]", s) / _Q3_12)
-              for g, s in enumerate(scales)]
+        ms = [
+            quant.quantize_multiplier(act_s * _scale(f"{what}_weight_scales[{g}]", s) / _Q3_12)
+            for g, s in enumerate(scales)
+        ]
         mults[f"{what}_multiplier"] = np.array([m for m, _ in ms], np.int32)
-        mults[f"{what}_shift"] = np.array([_check_shift(f"lstm {what} {_LSTM_GATES[g]} gate", s)
-                                           for g, (_, s) in enumerate(ms)], np.int32)
+        mults[f"{what}_shift"] = np.array(
+            [_check_shift(f"lstm {what} {_LSTM_GATES[g]} gate", s) for g, (_, s) in enumerate(ms)], np.int32
+        )
     forget_m, forget_s = quant.quantize_multiplier(_Q0_15 * c_s / c_s)
     input_m, input_s = quant.quantize_multiplier(_Q0_15 * _Q0_15 / c_s)
     hidden_m, hidden_s = quant.quantize_multiplier(_Q0_15 * _Q0_15 / h_s)
@@ -975,20 +1360,38 @@ def lstm_params(*, batches, time_steps, input_size, units, time_major, input_sca
     tanh_multiplier, tanh_shift = (3 << shift, 0) if shift >= 0 else (3, -shift)
     clip = quant.f32(float(cell_clip))  # a float32 option
     quantized_clip = int(min(max(clip / c_s, -32768.0), 32767.0)) if clip > 0 else 0  # truncated, as C
-    return dict(batches=batches, time_steps=time_steps, input_size=input_size, units=units,
-                time_major=1 if time_major else 0, input_zp=_zp("input_zp", input_zp),
-                hidden_zp=_zp("hidden_zp", hidden_zp), **mults, forget_multiplier=forget_m,
-                forget_shift=_check_shift("lstm forget x cell", forget_s), input_gate_multiplier=input_m,
-                input_gate_shift=_check_shift("lstm input x cell gate", input_s), hidden_multiplier=hidden_m,
-                hidden_shift=_check_shift("lstm output x tanh", hidden_s), tanh_multiplier=tanh_multiplier,
-                tanh_shift=tanh_shift, use_cell_clip=1 if clip > 0 else 0, cell_clip=quantized_clip)
+    return dict(
+        batches=batches,
+        time_steps=time_steps,
+        input_size=input_size,
+        units=units,
+        time_major=1 if time_major else 0,
+        input_zp=_zp("input_zp", input_zp),
+        hidden_zp=_zp("hidden_zp", hidden_zp),
+        **mults,
+        forget_multiplier=forget_m,
+        forget_shift=_check_shift("lstm forget x cell", forget_s),
+        input_gate_multiplier=input_m,
+        input_gate_shift=_check_shift("lstm input x cell gate", input_s),
+        hidden_multiplier=hidden_m,
+        hidden_shift=_check_shift("lstm output x tanh", hidden_s),
+        tanh_multiplier=tanh_multiplier,
+        tanh_shift=tanh_shift,
+        use_cell_clip=1 if clip > 0 else 0,
+        cell_clip=quantized_clip,
+    )
+
+
 # ==== end of UNIDIRECTIONAL_SEQUENCE_LSTM ====================================================
 
 # ==== resource variables: READ_VARIABLE / ASSIGN_VARIABLE ===================================
 
+
 def copy_params(*, size) -> dict:
     """A variable's bytes copied whole (TFLM's MicroResourceVariables::Read and Assign)."""
     return dict(size=_int("size", size, 1))
+
+
 # ==== end of resource variables =============================================================
 
 
@@ -1005,4 +1408,6 @@ def cast_params(*, size, input_dtype, output_dtype) -> dict:
     if input_dtype == "float32" and output_dtype != "float32":
         raise ValueError(f"cast: float32 -> {output_dtype} is undefined for values out of range")
     return dict(size=_int("size", size, 1), input_type=CAST_TYPES[input_dtype], output_type=CAST_TYPES[output_dtype])
+
+
 # ==== end of CAST ===========================================================================

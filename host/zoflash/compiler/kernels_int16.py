@@ -2,6 +2,7 @@
 firmware_templates/runtime/inference/zo_kernels_int16.c): what TFLM computes at prepare time for
 its int16 paths, with the conventions of compiler/kernels.py (keyword-only, dict keys = the C
 struct's fields, ValueError for what TFLM would not run)."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,12 @@ from zoflash.compiler import kernels, quant
 from zoflash.compiler.kernels import _check_shift, _int, _scale, softmax_params
 
 INT16_MIN, INT16_MAX = -32768, 32767
-_ZP_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (INT16_MIN, INT16_MAX),
-              "int32": (quant.INT32_MIN, quant.INT32_MAX)}
+_ZP_RANGES = {
+    "int8": (-128, 127),
+    "uint8": (0, 255),
+    "int16": (INT16_MIN, INT16_MAX),
+    "int32": (quant.INT32_MIN, quant.INT32_MAX),
+}
 
 
 def _zp16(name: str, v) -> int:
@@ -28,6 +33,7 @@ def near_f32(value: float, target: float, tolerance: float) -> bool:
 
 
 # ------------------------------------------------------------------------------------ LUTs
+
 
 def _round_f32(v: np.float32) -> np.float32:
     """TfLiteRound on a float: halves away from zero (exact in float64 for any float32)."""
@@ -74,11 +80,14 @@ _RANGE = np.float32(65535)  # int16 max - min
 def _softmax_luts() -> tuple[np.ndarray, np.ndarray]:
     """The tables TFLM builds for every int16 softmax: exp over [-10, 0], 1 / (1 + x) over [0, 1]."""
     f = np.float32
-    return (lut_int16(f(10) / _RANGE, INT16_MAX, f(2) / _RANGE, 0, _exp_f32),
-            lut_int16(f(1) / _RANGE, INT16_MIN, f(2) / _RANGE, 0, _one_over_one_plus_x))
+    return (
+        lut_int16(f(10) / _RANGE, INT16_MAX, f(2) / _RANGE, 0, _exp_f32),
+        lut_int16(f(1) / _RANGE, INT16_MIN, f(2) / _RANGE, 0, _one_over_one_plus_x),
+    )
 
 
 # ----------------------------------------------------------------------------------- softmax
+
 
 def softmax_s8_s16_params(*, outer, depth, beta, input_scale, input_zp, output_scale, output_zp) -> dict:
     """SOFTMAX int8 -> int16: the int8 kernel's parameters; TFLM requires output zero point -32768
@@ -87,8 +96,15 @@ def softmax_s8_s16_params(*, outer, depth, beta, input_scale, input_zp, output_s
         raise ValueError(f"softmax: an int16 output needs zero point -32768 (TFLM), got {output_zp}")
     if not near_f32(output_scale, 1.0 / 65536, 0.001 / 65536):
         raise ValueError(f"softmax: an int16 output of an int8 input needs scale 1/65536 (TFLM), got {output_scale!r}")
-    return softmax_params(outer=outer, depth=depth, beta=beta, input_scale=input_scale, input_zp=input_zp,
-                          output_scale=1.0 / 256, output_zp=-128)
+    return softmax_params(
+        outer=outer,
+        depth=depth,
+        beta=beta,
+        input_scale=input_scale,
+        input_zp=input_zp,
+        output_scale=1.0 / 256,
+        output_zp=-128,
+    )
 
 
 def softmax_s16_params(*, outer, depth, beta, input_scale, input_zp, output_scale, output_zp) -> dict:
@@ -106,11 +122,18 @@ def softmax_s16_params(*, outer, depth, beta, input_scale, input_zp, output_scal
         raise ValueError(f"softmax: beta must be positive, got {beta!r}")
     mult, shift = quant.quantize_multiplier(in_s * b / (10.0 / 65535.0))
     exp_lut, reciprocal_lut = _softmax_luts()
-    return dict(outer=outer, depth=depth, input_multiplier=mult, input_left_shift=_check_shift("softmax", shift),
-                exp_lut=exp_lut.copy(), one_over_one_plus_x_lut=reciprocal_lut.copy())
+    return dict(
+        outer=outer,
+        depth=depth,
+        input_multiplier=mult,
+        input_left_shift=_check_shift("softmax", shift),
+        exp_lut=exp_lut.copy(),
+        one_over_one_plus_x_lut=reciprocal_lut.copy(),
+    )
 
 
 # ---------------------------------------------------------------------------------- quantize
+
 
 def requantize_int_params(*, size, input_scale, input_zp, output_scale, output_zp, input_dtype, output_dtype) -> dict:
     """QUANTIZE between integer types (int8, int16 -> int8, int16, int32): TFLM's Requantize with
@@ -118,9 +141,13 @@ def requantize_int_params(*, size, input_scale, input_zp, output_scale, output_z
     size = _int("size", size, 1)
     in_s, out_s = _scale("input_scale", input_scale), _scale("output_scale", output_scale)
     m, s = quant.quantize_multiplier(in_s / out_s)
-    return dict(size=size, input_zp=_int("input_zp", input_zp, *_ZP_RANGES[input_dtype]),
-                output_zp=_int("output_zp", output_zp, *_ZP_RANGES[output_dtype]), multiplier=m,
-                shift=_check_shift("requantize", s))
+    return dict(
+        size=size,
+        input_zp=_int("input_zp", input_zp, *_ZP_RANGES[input_dtype]),
+        output_zp=_int("output_zp", output_zp, *_ZP_RANGES[output_dtype]),
+        multiplier=m,
+        shift=_check_shift("requantize", s),
+    )
 
 
 def dequantize_s16_params(*, size, scale, zp) -> dict:
@@ -130,12 +157,13 @@ def dequantize_s16_params(*, size, scale, zp) -> dict:
 
 def quantize_f32_s16_params(*, size, output_scale, output_zp) -> dict:
     """QUANTIZE float32 -> int16: round(x / scale) in float32, halves away from zero, plus the zero point."""
-    return dict(size=_int("size", size, 1), zero_point=_zp16("output_zp", output_zp),
-                scale=_scale("output_scale", output_scale))
-
+    return dict(
+        size=_int("size", size, 1), zero_point=_zp16("output_zp", output_zp), scale=_scale("output_scale", output_scale)
+    )
 
 
 # ------------------------------------------------------- CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED
+
 
 def _weighted_16x8(what: str, builder, kw: dict) -> dict:
     """The int8 builder's geometry and per-channel multipliers with zero points 0 (TFLM's 16x8 conv
@@ -144,11 +172,14 @@ def _weighted_16x8(what: str, builder, kw: dict) -> dict:
     if kw["input_zp"] != 0 or kw["output_zp"] != 0:
         raise ValueError(f"{what}: int16 zero points must be 0, got {kw['input_zp']} and {kw['output_zp']}")
     p = builder(**dict(kw, activation="NONE"))
-    p["act_min"], p["act_max"] = quant.activation_range(kw["activation"], _scale("output_scale", kw["output_scale"]),
-                                                        0, INT16_MIN, INT16_MAX)
+    p["act_min"], p["act_max"] = quant.activation_range(
+        kw["activation"], _scale("output_scale", kw["output_scale"]), 0, INT16_MIN, INT16_MAX
+    )
     if int(np.max(p["shift"])) >= 8:
-        raise ValueError(f"{what}: the scale ratio needs a left shift of {int(np.max(p['shift']))} (TFLM's int16 "
-                         "kernels take at most 7)")
+        raise ValueError(
+            f"{what}: the scale ratio needs a left shift of {int(np.max(p['shift']))} (TFLM's int16 "
+            "kernels take at most 7)"
+        )
     return p
 
 
@@ -169,26 +200,52 @@ def fully_connected_s16_params(**kw) -> dict:
 
 # ------------------------------------------------------------------ pooling, PAD, CONCATENATION
 
-def pool_s16_params(*, input_hwc, output_hwc, filter_hw, stride_hw, padding, output_scale, output_zp,
-                    activation) -> dict:
+
+def pool_s16_params(
+    *, input_hwc, output_hwc, filter_hw, stride_hw, padding, output_scale, output_zp, activation
+) -> dict:
     """AVERAGE_POOL_2D and MAX_POOL_2D on int16: pool_params' geometry, the int16 activation range."""
-    p = kernels.pool_params(input_hwc=input_hwc, output_hwc=output_hwc, filter_hw=filter_hw, stride_hw=stride_hw,
-                            padding=padding, output_scale=output_scale, output_zp=0, activation="NONE")
-    p["act_min"], p["act_max"] = quant.activation_range(activation, _scale("output_scale", output_scale),
-                                                        _zp16("output_zp", output_zp), INT16_MIN, INT16_MAX)
+    p = kernels.pool_params(
+        input_hwc=input_hwc,
+        output_hwc=output_hwc,
+        filter_hw=filter_hw,
+        stride_hw=stride_hw,
+        padding=padding,
+        output_scale=output_scale,
+        output_zp=0,
+        activation="NONE",
+    )
+    p["act_min"], p["act_max"] = quant.activation_range(
+        activation, _scale("output_scale", output_scale), _zp16("output_zp", output_zp), INT16_MIN, INT16_MAX
+    )
     return p
 
 
 def pad_s16_params(*, input_shape, paddings, pad_value) -> dict:
     """PAD / PADV2 on int16: pad_params with an int16 pad value."""
-    return dict(kernels.pad_params(input_shape=input_shape, paddings=paddings, pad_value=0),
-                pad_value=_zp16("pad_value", pad_value))
+    return dict(
+        kernels.pad_params(input_shape=input_shape, paddings=paddings, pad_value=0),
+        pad_value=_zp16("pad_value", pad_value),
+    )
 
 
 # ---------------------------------------------------------------------------------- ADD, SUB, MUL
 
-def _add_sub_s16(what: str, *, input1_shape, input2_shape, output_shape, input1_scale, input1_zp,
-                 input2_scale, input2_zp, output_scale, output_zp, activation) -> dict:
+
+def _add_sub_s16(
+    what: str,
+    *,
+    input1_shape,
+    input2_shape,
+    output_shape,
+    input1_scale,
+    input1_zp,
+    input2_scale,
+    input2_zp,
+    output_scale,
+    output_zp,
+    activation,
+) -> dict:
     """TFLM's int16 ADD / SUB prepare: the int8 multipliers with a left shift of 15, in double.  (The
     TFLM source computes SUB's in float32; the tflite-micro wheel, our oracle, matches double: float32
     puts 2 of the 7680 outputs of tests/fixtures/ops/s16_pool_add.tflite off by one.)"""
@@ -203,12 +260,26 @@ def _add_sub_s16(what: str, *, input1_shape, input2_shape, output_shape, input1_
         m2, sh2 = quant.quantize_multiplier_smaller_than_one_exp(s2 / twice_max)
         mo, sho = quant.quantize_multiplier_smaller_than_one_exp(twice_max / (float(1 << left_shift) * so))
     except ValueError:
-        raise ValueError(f"{what}: output scale {so} is too small for input scales {s1} and {s2} "
-                         "(TFLM needs 2 * max(input scales) / (2^15 * output scale) < 1)") from None
+        raise ValueError(
+            f"{what}: output scale {so} is too small for input scales {s1} and {s2} "
+            "(TFLM needs 2 * max(input scales) / (2^15 * output scale) < 1)"
+        ) from None
     act_min, act_max = quant.activation_range(activation, so, zpo, INT16_MIN, INT16_MAX)
-    return dict(layout, input1_zp=zp1, input2_zp=zp2, output_zp=zpo, left_shift=left_shift,
-                input1_multiplier=m1, input1_shift=sh1, input2_multiplier=m2, input2_shift=sh2,
-                output_multiplier=mo, output_shift=sho, act_min=act_min, act_max=act_max)
+    return dict(
+        layout,
+        input1_zp=zp1,
+        input2_zp=zp2,
+        output_zp=zpo,
+        left_shift=left_shift,
+        input1_multiplier=m1,
+        input1_shift=sh1,
+        input2_multiplier=m2,
+        input2_shift=sh2,
+        output_multiplier=mo,
+        output_shift=sho,
+        act_min=act_min,
+        act_max=act_max,
+    )
 
 
 def add_s16_params(**kw) -> dict:
@@ -224,22 +295,29 @@ def sub_s16_params(**kw) -> dict:
 def mul_s16_params(**kw) -> dict:
     """MUL on int16: mul_params' arguments; TFLM requires zero points 0."""
     if any(kw[k] != 0 for k in ("input1_zp", "input2_zp", "output_zp")):
-        raise ValueError(f"mul: int16 zero points must be 0 (TFLM), got {kw['input1_zp']}, {kw['input2_zp']} and "
-                         f"{kw['output_zp']}")
+        raise ValueError(
+            f"mul: int16 zero points must be 0 (TFLM), got {kw['input1_zp']}, {kw['input2_zp']} and {kw['output_zp']}"
+        )
     p = kernels.mul_params(**dict(kw, activation="NONE"))
-    p["act_min"], p["act_max"] = quant.activation_range(kw["activation"], _scale("output_scale", kw["output_scale"]),
-                                                        0, INT16_MIN, INT16_MAX)
+    p["act_min"], p["act_max"] = quant.activation_range(
+        kw["activation"], _scale("output_scale", kw["output_scale"]), 0, INT16_MIN, INT16_MAX
+    )
     return p
 
 
 # ------------------------------------------------------------------ RELU, RELU6, LEAKY_RELU, MEAN
 
+
 def relu_s16_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dict:
     """RELU on int16: relu_params' multiplier, clamped below at the output zero point."""
     zpo = _zp16("output_zp", output_zp)
-    return dict(kernels.relu_params(size=size, input_scale=input_scale, input_zp=0, output_scale=output_scale,
-                                    output_zp=0), input_zp=_zp16("input_zp", input_zp), output_zp=zpo,
-                act_min=zpo, act_max=INT16_MAX)
+    return dict(
+        kernels.relu_params(size=size, input_scale=input_scale, input_zp=0, output_scale=output_scale, output_zp=0),
+        input_zp=_zp16("input_zp", input_zp),
+        output_zp=zpo,
+        act_min=zpo,
+        act_max=INT16_MAX,
+    )
 
 
 def relu6_s16_params(*, size, input_scale, input_zp) -> dict:
@@ -254,13 +332,26 @@ def relu6_s16_params(*, size, input_scale, input_zp) -> dict:
 
 def leaky_relu_s16_params(*, size, alpha, input_scale, input_zp, output_scale, output_zp) -> dict:
     """LEAKY_RELU on int16: leaky_relu_params' multipliers, int16 zero points."""
-    return dict(kernels.leaky_relu_params(size=size, alpha=alpha, input_scale=input_scale, input_zp=0,
-                                          output_scale=output_scale, output_zp=0),
-                input_zp=_zp16("input_zp", input_zp), output_zp=_zp16("output_zp", output_zp))
+    return dict(
+        kernels.leaky_relu_params(
+            size=size, alpha=alpha, input_scale=input_scale, input_zp=0, output_scale=output_scale, output_zp=0
+        ),
+        input_zp=_zp16("input_zp", input_zp),
+        output_zp=_zp16("output_zp", output_zp),
+    )
 
 
 def mean_s16_params(*, input_shape, axes, input_scale, input_zp, output_scale, output_zp) -> dict:
     """MEAN on int16: mean_params' layout and multiplier folding 1 / count, int16 zero points."""
-    return dict(kernels.mean_params(input_shape=input_shape, axes=axes, input_scale=input_scale, input_zp=0,
-                                    output_scale=output_scale, output_zp=0),
-                input_zp=_zp16("input_zp", input_zp), output_zp=_zp16("output_zp", output_zp))
+    return dict(
+        kernels.mean_params(
+            input_shape=input_shape,
+            axes=axes,
+            input_scale=input_scale,
+            input_zp=0,
+            output_scale=output_scale,
+            output_zp=0,
+        ),
+        input_zp=_zp16("input_zp", input_zp),
+        output_zp=_zp16("output_zp", output_zp),
+    )

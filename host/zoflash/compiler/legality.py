@@ -1,5 +1,6 @@
 """The legality pass: every problem that prevents compiling a model, found before anything is
 generated. Whole-model checks first, then each op's constraints from the registry."""
+
 from __future__ import annotations
 
 from zoflash.compiler.ir import Graph, Op
@@ -18,8 +19,10 @@ def graph_problems(graph: Graph) -> list[str]:
     problems = []
     init = {op.options.get("init_subgraph_index") for op in graph.ops if op.type == "CALL_ONCE"}
     if set(range(1, graph.num_subgraphs)) - init:  # CALL_ONCE's init subgraph is its own op's check
-        problems.append(f"the model has {graph.num_subgraphs} subgraphs (control flow); only one, and "
-                        "CALL_ONCE's init subgraph, are supported")
+        problems.append(
+            f"the model has {graph.num_subgraphs} subgraphs (control flow); only one, and "
+            "CALL_ONCE's init subgraph, are supported"
+        )
     if not graph.ops:
         problems.append("the model has no operators")
     producer = graph.producer()
@@ -36,34 +39,47 @@ def graph_problems(graph: Graph) -> list[str]:
             float_in = role == "input" and t.dtype == "float32"
             int32_out = t.dtype == "int32" and made_by in ("ARG_MAX", "QUANTIZE")
             if t.dtype == "float32" and not (float_out or float_in):
-                problems.append(f"model output {t.describe()} is float32 but no DEQUANTIZE makes it (a float "
-                                "model: convert with full-integer quantization)")
+                problems.append(
+                    f"model output {t.describe()} is float32 but no DEQUANTIZE makes it (a float "
+                    "model: convert with full-integer quantization)"
+                )
             elif t.dtype not in ("int8", "uint8", "float32", "int16") and not int32_out and made_by != "CAST":
                 problems.append(f"model {role} {t.describe()} is {t.dtype}, not int8, int16, uint8 or float32")
             if t.shape and t.shape[0] != 1 and role == "input":
                 problems.append(f"model input {t.describe()} has batch {t.shape[0]}; export with batch size 1")
             if t.is_constant:
-                problems.append(f"model {role} {t.describe()} is a constant tensor; a model's inputs and outputs "
-                                "must be computed at run time")
+                problems.append(
+                    f"model {role} {t.describe()} is a constant tensor; a model's inputs and outputs "
+                    "must be computed at run time"
+                )
             elif role == "output" and i not in producer and i not in graph.inputs:
                 problems.append(f"model output {t.describe()} is not computed by any operator")
     for t in graph.tensors:
         if t.dynamic_dims:  # a dynamic leading batch alone is compiled as batch 1
-            problems.append(f"tensor {t.describe()} has a dynamic shape {list(t.shape_signature)} (dimension "
-                            f"{', '.join(map(str, t.dynamic_dims))} besides the batch); export with fixed sizes "
-                            "(tf.keras.Input(shape, batch_size=1))")
+            problems.append(
+                f"tensor {t.describe()} has a dynamic shape {list(t.shape_signature)} (dimension "
+                f"{', '.join(map(str, t.dynamic_dims))} besides the batch); export with fixed sizes "
+                "(tf.keras.Input(shape, batch_size=1))"
+            )
         if t.sparse:
             problems.append(f"tensor {t.describe()} is sparse; sparse weights are not supported")
         if t.is_variable and (t.index in graph.inputs or t.index in graph.outputs):
-            problems.append(f"tensor {t.describe()} is a variable (state) and a model input or output; "
-                            "state must stay inside the model")
+            problems.append(
+                f"tensor {t.describe()} is a variable (state) and a model input or output; "
+                "state must stay inside the model"
+            )
     for op in graph.ops:
         for pos, i in enumerate((*op.inputs, *op.outputs)):
-            if 0 <= i < len(graph.tensors) and graph.tensors[i].is_variable \
-                    and pos not in STATE_INPUTS.get(op.type, ()):
+            if (
+                0 <= i < len(graph.tensors)
+                and graph.tensors[i].is_variable
+                and pos not in STATE_INPUTS.get(op.type, ())
+            ):
                 where = "an output" if pos >= len(op.inputs) else f"input {pos}"
-                problems.append(f"{op.where(graph)}: tensor {graph.tensors[i].describe()} is a variable (state) "
-                                f"as {where}; only {', '.join(sorted(STATE_INPUTS))} state inputs are supported")
+                problems.append(
+                    f"{op.where(graph)}: tensor {graph.tensors[i].describe()} is a variable (state) "
+                    f"as {where}; only {', '.join(sorted(STATE_INPUTS))} state inputs are supported"
+                )
     return problems
 
 
@@ -92,10 +108,12 @@ def op_problems(graph: Graph, op: Op) -> list[str]:
 
 
 # Where known custom ops come from, by the start of their custom code.
-_VENDORS = (("Signal", "the TFLM Signal library, an audio front end to run before the model"),
-            ("ethos-u", "Arm's Vela compiler for the Ethos-U NPU: compile the .tflite given to Vela instead"),
-            ("TFLite_Detection_PostProcess", "TFLite's object-detection post-processing"),
-            ("Flex", "TensorFlow Select, the converter's fallback to TensorFlow ops"))
+_VENDORS = (
+    ("Signal", "the TFLM Signal library, an audio front end to run before the model"),
+    ("ethos-u", "Arm's Vela compiler for the Ethos-U NPU: compile the .tflite given to Vela instead"),
+    ("TFLite_Detection_PostProcess", "TFLite's object-detection post-processing"),
+    ("Flex", "TensorFlow Select, the converter's fallback to TensorFlow ops"),
+)
 
 
 def custom_op_problem(graph: Graph) -> str | None:
@@ -114,8 +132,11 @@ def custom_op_problem(graph: Graph) -> str | None:
     names = ", ".join(f"op {op.index} {op.type}" for op in custom)
     kind = ("vendor custom op" if None not in sources else "custom op") + ("" if one else "s")
     known = "; ".join(s for s in sources if s)
-    return (f"{names} {'is a' if one else 'are'} {kind}" + (f" ({known})" if known else "")
-            + f"; zoflash does not run {'it' if one else 'them'}")
+    return (
+        f"{names} {'is a' if one else 'are'} {kind}"
+        + (f" ({known})" if known else "")
+        + f"; zoflash does not run {'it' if one else 'them'}"
+    )
 
 
 def model_problems(graph: Graph) -> list[str]:

@@ -7,6 +7,7 @@ runs first, so a lowering only meets ops that satisfy their constraints. A kerne
 builder can still refuse what TFLM cannot run either (a `Problem`); `lower_graph` collects every
 problem of the whole graph before anything is generated, so the user sees them all at once.
 """
+
 from __future__ import annotations
 
 from zoflash.compiler.ir import Graph

@@ -7,6 +7,7 @@ become constants; the ops disappear from the graph. Only integer tensors are fol
 activations), and only ops whose semantics are fully reproduced below; anything else is left for
 legality to report.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -46,8 +47,9 @@ def _strided_slice(graph: Graph, op: Op, values: list) -> np.ndarray:
                 raise _CannotFold
             index.append(b)
             continue
-        index.append(slice(None if o.get("begin_mask", 0) >> k & 1 else b,
-                           None if o.get("end_mask", 0) >> k & 1 else e, s))
+        index.append(
+            slice(None if o.get("begin_mask", 0) >> k & 1 else b, None if o.get("end_mask", 0) >> k & 1 else e, s)
+        )
     return np.asarray(x[tuple(index)])
 
 
@@ -84,6 +86,7 @@ def _elementwise(fn):
                 return fn(values[0].astype(np.int64), values[1].astype(np.int64))
             except FloatingPointError:
                 raise _CannotFold from None
+
     return fold
 
 
@@ -92,9 +95,18 @@ def _cast(graph: Graph, op: Op, values: list) -> np.ndarray:
 
 
 _FOLDERS = {
-    "SHAPE": _shape, "STRIDED_SLICE": _strided_slice, "PACK": _pack, "CONCATENATION": _concatenation,
-    "GATHER": _gather, "RESHAPE": _reshape, "SQUEEZE": _reshape, "EXPAND_DIMS": _reshape, "CAST": _cast,
-    "ADD": _elementwise(np.add), "SUB": _elementwise(np.subtract), "MUL": _elementwise(np.multiply),
+    "SHAPE": _shape,
+    "STRIDED_SLICE": _strided_slice,
+    "PACK": _pack,
+    "CONCATENATION": _concatenation,
+    "GATHER": _gather,
+    "RESHAPE": _reshape,
+    "SQUEEZE": _reshape,
+    "EXPAND_DIMS": _reshape,
+    "CAST": _cast,
+    "ADD": _elementwise(np.add),
+    "SUB": _elementwise(np.subtract),
+    "MUL": _elementwise(np.multiply),
 }
 
 
@@ -142,5 +154,3 @@ def fold_shape_arithmetic(graph: Graph) -> tuple[Graph, list[Op]]:
     if not folded:
         return graph, []
     return replace(graph, tensors=tensors, ops=kept), folded
-
-

@@ -4,6 +4,7 @@ the verifier's checks between the stages.
 `compile_graph` reads like the table of contents of the compiler; each stage lives in its own
 module. Nothing here writes C: codegen.py renders a CompiledModel.
 """
+
 from __future__ import annotations
 
 from zoflash.compiler.compiled import CompiledModel
@@ -26,7 +27,7 @@ def _resolve_aliases(program: Program) -> dict:
 def step_tensors(step, include_output: bool = True) -> list[int]:
     """Tensor indices a kernel call touches (its arguments; the output, or outputs, the last one)."""
     out = []
-    for arg in (step.args if include_output else step.args[:-1]):
+    for arg in step.args if include_output else step.args[:-1]:
         if isinstance(arg, tuple):
             out.extend(arg)
         elif arg is not None:
@@ -53,8 +54,7 @@ def collect_buffers(program: Program, root: dict) -> list[Buffer]:
     for o in graph.outputs:  # read by the caller after the last step
         last[root[o]] = end
         first.setdefault(root[o], end)
-    return [Buffer(name=str(r), size=graph.tensors[r].nbytes, first=first[r], last=last[r])
-            for r in sorted(first)]
+    return [Buffer(name=str(r), size=graph.tensors[r].nbytes, first=first[r], last=last[r]) for r in sorted(first)]
 
 
 def compile_graph(graph: Graph, strategies: tuple[str, ...] | None = None) -> CompiledModel:
@@ -75,9 +75,15 @@ def compile_graph(graph: Graph, strategies: tuple[str, ...] | None = None) -> Co
                 constants.append(r)
             elif graph.tensors[r].is_variable and r not in state:
                 state[r] = sum(align(graph.tensors[v].nbytes) for v in state)
-    model = CompiledModel(graph=graph, program=program, plan=plan, root=root,
-                          arena_offset={int(k): v for k, v in plan.offsets.items()}, constants=constants,
-                          state_offset=state)
+    model = CompiledModel(
+        graph=graph,
+        program=program,
+        plan=plan,
+        root=root,
+        arena_offset={int(k): v for k, v in plan.offsets.items()},
+        constants=constants,
+        state_offset=state,
+    )
     verify_plan(model)
     return model
 

@@ -4,6 +4,7 @@ Buffers whose lifetimes overlap must not overlap in memory. Several placement st
 behind one interface (`PLANNERS`); `plan_memory` runs them all, keeps the smallest arena
 (ties go to the earlier strategy, so the output is deterministic) and verifies it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ class Buffer:
     first: int
     last: int
 
-    def overlaps_in_time(self, other: "Buffer") -> bool:
+    def overlaps_in_time(self, other: Buffer) -> bool:
         return self.first <= other.last and other.first <= self.last
 
 
@@ -89,13 +90,16 @@ def verify_plan(buffers: list[Buffer], plan: MemoryPlan) -> None:
     items = [(b, plan.offsets[b.name]) for b in buffers]
     for b, off in items:
         if off < 0 or off % ALIGNMENT or off + b.size > plan.arena_size:
-            raise PlanError(f"buffer {b.name} at {off}+{b.size} is outside or misaligned in a "
-                            f"{plan.arena_size}-byte arena")
+            raise PlanError(
+                f"buffer {b.name} at {off}+{b.size} is outside or misaligned in a {plan.arena_size}-byte arena"
+            )
     for i, (a, oa) in enumerate(items):
-        for b, ob in items[i + 1:]:
+        for b, ob in items[i + 1 :]:
             if a.overlaps_in_time(b) and oa < ob + b.size and ob < oa + a.size:
-                raise PlanError(f"buffers {a.name} [{oa}, {oa + a.size}) and {b.name} [{ob}, {ob + b.size}) "
-                                f"overlap while both live (steps {a.first}-{a.last} and {b.first}-{b.last})")
+                raise PlanError(
+                    f"buffers {a.name} [{oa}, {oa + a.size}) and {b.name} [{ob}, {ob + b.size}) "
+                    f"overlap while both live (steps {a.first}-{a.last} and {b.first}-{b.last})"
+                )
 
 
 def plan_memory(buffers: list[Buffer], strategies: tuple[str, ...] | None = None) -> MemoryPlan:

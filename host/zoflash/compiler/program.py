@@ -2,6 +2,7 @@
 
 Planning, code generation, the reference executor and the training plan all read it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -10,6 +10,7 @@ Integer conventions (same as TFLM):
   * a quantized multiplier is an int32 in [2^30, 2^31) (or 0) that means multiplier / 2^31;
   * a shift is positive for a left shift and negative for a right shift.
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,6 +33,7 @@ ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 
 log = logging.getLogger("zoflash")
 SATURATION_WARNING = 0.05  # the fraction of saturated values in user data that earns a warning
+
 
 def f32(x: float) -> float:
     """The float32 value nearest to x, as a Python float (exact if x already is a float32)."""
@@ -72,6 +74,7 @@ def wrap32(x: int) -> int:
 
 
 # --------------------------------------------------------------------------- multipliers
+
 
 def quantize_multiplier(real_multiplier: float) -> tuple[int, int]:
     """TFLM QuantizeMultiplier: real = q / 2^31 * 2^shift with q in [2^30, 2^31).
@@ -118,6 +121,7 @@ def quantize_multiplier_greater_than_one(real_multiplier: float) -> tuple[int, i
 
 # --------------------------------------------------------------------------- fixed-point ops (scalar)
 
+
 def saturating_rounding_doubling_high_mul(a: int, b: int) -> int:
     """gemmlowp SaturatingRoundingDoublingHighMul on int32 (division truncates toward zero)."""
     if a == b == INT32_MIN:
@@ -151,6 +155,7 @@ def multiply_by_quantized_multiplier(x: int, multiplier: int, shift: int) -> int
 
 # --------------------------------------------------------------------------- activations
 
+
 def quantize_value_f32(value: float, scale: float, zero_point: int) -> int:
     """TFLM kernel_util Quantize(): zp + (int)round(value / scale), computed in float32."""
     tmp = round_half_away_f32(np.float32(value) / np.float32(scale))
@@ -159,8 +164,9 @@ def quantize_value_f32(value: float, scale: float, zero_point: int) -> int:
     return int(zero_point) + int(tmp)
 
 
-def activation_range(activation: str, scale: float, zero_point: int,
-                     qmin: int = INT8_MIN, qmax: int = INT8_MAX) -> tuple[int, int]:
+def activation_range(
+    activation: str, scale: float, zero_point: int, qmin: int = INT8_MIN, qmax: int = INT8_MAX
+) -> tuple[int, int]:
     """TFLM CalculateActivationRangeQuantized for an int8 output."""
     act = str(activation).upper()
     if act == "NONE":
@@ -174,14 +180,14 @@ def activation_range(activation: str, scale: float, zero_point: int,
         lo = max(qmin, quantize_value_f32(-1.0, scale, zero_point))
         hi = min(qmax, quantize_value_f32(1.0, scale, zero_point))
     else:
-        raise ValueError(f"fused activation {activation!r} is not supported "
-                         f"(supported: {', '.join(ACTIVATIONS)})")
+        raise ValueError(f"fused activation {activation!r} is not supported (supported: {', '.join(ACTIVATIONS)})")
     if lo > hi:
         raise ValueError(f"activation {act} range is empty for output scale {scale} zero point {zero_point}")
     return lo, hi
 
 
 # --------------------------------------------------------------------------- conv/pool geometry
+
 
 def compute_out_size(padding: str, image_size: int, filter_size: int, stride: int, dilation: int = 1) -> int:
     """TFLM ComputeOutSize (matches TensorFlow's GetWindowedOutputSize)."""
@@ -194,8 +200,9 @@ def compute_out_size(padding: str, image_size: int, filter_size: int, stride: in
     raise ValueError(f"padding must be SAME or VALID, got {padding!r}")
 
 
-def compute_padding_with_offset(stride: int, dilation: int, in_size: int, filter_size: int,
-                                out_size: int) -> tuple[int, int]:
+def compute_padding_with_offset(
+    stride: int, dilation: int, in_size: int, filter_size: int, out_size: int
+) -> tuple[int, int]:
     """TFLM ComputePaddingWithOffset: (padding before, extra padding after)."""
     eff = (filter_size - 1) * dilation + 1
     total = max((out_size - 1) * stride + eff - in_size, 0)
@@ -213,6 +220,7 @@ def compute_padding_hw(stride_hw, dilation_hw, in_hw, filter_hw, padding: str):
 
 # --------------------------------------------------------------------------- softmax / logistic
 
+
 def preprocess_softmax_scaling(beta: float, input_scale: float, input_integer_bits: int) -> tuple[int, int]:
     """TFLM PreprocessSoftmaxScaling (double-rounding build): (multiplier, left_shift)."""
     max_real = float((1 << 31) - 1)
@@ -224,9 +232,12 @@ def calculate_input_radius(input_integer_bits: int, input_left_shift: int, total
     """TFLM CalculateInputRadius (float build): floor of the largest safe |input| before rescaling."""
     if input_left_shift < 0 or input_left_shift > 62:
         raise ValueError(f"input left shift {input_left_shift} out of range")
-    max_input_rescaled = (1.0 * ((1 << input_integer_bits) - 1)
-                          * float(1 << (total_signed_bits - input_integer_bits))
-                          / float(1 << input_left_shift))
+    max_input_rescaled = (
+        1.0
+        * ((1 << input_integer_bits) - 1)
+        * float(1 << (total_signed_bits - input_integer_bits))
+        / float(1 << input_left_shift)
+    )
     return int(math.floor(max_input_rescaled))
 
 
@@ -245,16 +256,25 @@ def logistic_input_params(input_scale: float) -> tuple[int, int, int]:
     if mult > INT32_MAX:
         raise ValueError(f"logistic input scale {input_scale!r} gives an unrepresentable multiplier")
     if left_shift < 0 or left_shift > 62:
-        raise ValueError(f"logistic input scale {input_scale!r} is out of the supported range "
-                         f"(left shift {left_shift} not in [0, 62])")
+        raise ValueError(
+            f"logistic input scale {input_scale!r} is out of the supported range "
+            f"(left shift {left_shift} not in [0, 62])"
+        )
     radius = calculate_input_radius(k_input_integer_bits, left_shift, 31)
     return mult, left_shift, radius
 
 
 # ------------------------------------------------------------------------------ user data
 
-def as_samples(x: np.ndarray, shape: tuple[int, ...], scale: float | None, zero_point: int | None,
-               what: str = "inputs", dtype: str = "int8") -> np.ndarray:
+
+def as_samples(
+    x: np.ndarray,
+    shape: tuple[int, ...],
+    scale: float | None,
+    zero_point: int | None,
+    what: str = "inputs",
+    dtype: str = "int8",
+) -> np.ndarray:
     """Bring user data to the model input's type `dtype` (int8, uint8 or float32) as [N, *shape]: the
     model's leading batch dim of 1 is optional.  For an integer input, float data is quantized with
     the input's scale and zero point (round half away from zero, as TFLite); a float input takes
@@ -268,8 +288,10 @@ def as_samples(x: np.ndarray, shape: tuple[int, ...], scale: float | None, zero_
     elif x.shape == shape or (shape and shape[0] == 1 and x.shape == shape[1:]):
         x = x.reshape((1,) + shape)
     else:
-        raise DataError(f"{what} have shape {list(x.shape)}; expected [N, {', '.join(map(str, shape))}]"
-                        + (f" or [N, {', '.join(map(str, shape[1:]))}]" if shape and shape[0] == 1 else ""))
+        raise DataError(
+            f"{what} have shape {list(x.shape)}; expected [N, {', '.join(map(str, shape))}]"
+            + (f" or [N, {', '.join(map(str, shape[1:]))}]" if shape and shape[0] == 1 else "")
+        )
     if x.dtype.kind == "f" and not np.all(np.isfinite(x)):
         bad = int(np.count_nonzero(~np.isfinite(x)))
         raise DataError(f"{what} hold {bad} NaN or infinite value(s); give finite numbers")
@@ -287,8 +309,15 @@ def as_samples(x: np.ndarray, shape: tuple[int, ...], scale: float | None, zero_
         saturated = float(np.mean((q < lo) | (q > hi))) if q.size else 0.0
         if saturated > SATURATION_WARNING:  # e.g. 0..255 pixels for a model trained on [0, 1]
             real_lo, real_hi = (lo - zero_point) * scale, (hi - zero_point) * scale
-            log.warning("%s: %.1f%% of the values fall outside the input's range [%.4g, %.4g] and saturate; "
-                        "are they in the model's units?", what, 100 * saturated, real_lo, real_hi)
+            log.warning(
+                "%s: %.1f%% of the values fall outside the input's range [%.4g, %.4g] and saturate; "
+                "are they in the model's units?",
+                what,
+                100 * saturated,
+                real_lo,
+                real_hi,
+            )
         return np.clip(q, lo, hi).astype(dtype)
-    raise DataError(f"{what} are {x.dtype}; give {dtype} data (the model's input type) or float32 in the "
-                    "model's real units")
+    raise DataError(
+        f"{what} are {x.dtype}; give {dtype} data (the model's input type) or float32 in the model's real units"
+    )

@@ -13,6 +13,7 @@ Parts:
   harness    the inference program of emulated boards (needs a bundle's generated headers)
   npu        the NPU glue (needs the vendor's driver headers)
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -76,8 +77,12 @@ def sources(parts: Iterable[str], bundle_only: bool = False) -> list[Path]:
     """The C sources of the parts themselves (not of their requirements), sorted; without the
     files that need a bundle's generated headers (BUNDLE_ONLY) unless bundle_only."""
     root = runtime_root()
-    return [root / p / name for p in _check(parts) for name in sorted(runtime_part(p))
-            if name.endswith(".c") and (bundle_only or name not in BUNDLE_ONLY)]
+    return [
+        root / p / name
+        for p in _check(parts)
+        for name in sorted(runtime_part(p))
+        if name.endswith(".c") and (bundle_only or name not in BUNDLE_ONLY)
+    ]
 
 
 def runtime_part(part: str) -> dict[str, bytes]:

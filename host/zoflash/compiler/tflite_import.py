@@ -3,6 +3,7 @@
 Every failure of the flatbuffer accessors on a damaged file becomes a ModelFormatError that
 says what was being read; the caller never sees an IndexError or struct.error.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -16,16 +17,29 @@ from zoflash.compiler.ir import Graph, Op, Quantization, Tensor
 from zoflash.errors import ModelFormatError
 
 _TENSOR_TYPES = {
-    tflite.TensorType.FLOAT32: "float32", tflite.TensorType.FLOAT16: "float16",
-    tflite.TensorType.INT32: "int32", tflite.TensorType.UINT8: "uint8",
-    tflite.TensorType.INT64: "int64", tflite.TensorType.STRING: "string",
-    tflite.TensorType.BOOL: "bool", tflite.TensorType.INT16: "int16",
-    tflite.TensorType.INT8: "int8", tflite.TensorType.FLOAT64: "float64",
+    tflite.TensorType.FLOAT32: "float32",
+    tflite.TensorType.FLOAT16: "float16",
+    tflite.TensorType.INT32: "int32",
+    tflite.TensorType.UINT8: "uint8",
+    tflite.TensorType.INT64: "int64",
+    tflite.TensorType.STRING: "string",
+    tflite.TensorType.BOOL: "bool",
+    tflite.TensorType.INT16: "int16",
+    tflite.TensorType.INT8: "int8",
+    tflite.TensorType.FLOAT64: "float64",
     tflite.TensorType.RESOURCE: "resource",  # a resource variable's handle (VAR_HANDLE's output)
 }
-_NUMPY_TYPES = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "uint8": np.uint8,
-                "int64": np.int64, "bool": np.bool_, "int16": np.int16, "int8": np.int8,
-                "float64": np.float64}
+_NUMPY_TYPES = {
+    "float32": np.float32,
+    "float16": np.float16,
+    "int32": np.int32,
+    "uint8": np.uint8,
+    "int64": np.int64,
+    "bool": np.bool_,
+    "int16": np.int16,
+    "int8": np.int8,
+    "float64": np.float64,
+}
 _OPTION_TYPE_NAMES = {v: k for k, v in vars(tflite.BuiltinOptions).items() if isinstance(v, int)}
 _PADDING = {v: k for k, v in vars(tflite.Padding).items() if isinstance(v, int)}
 _ACTIVATION = {v: k for k, v in vars(tflite.ActivationFunctionType).items() if isinstance(v, int)}
@@ -51,8 +65,11 @@ def _decode_options(op) -> dict:
     vectors = {m[: -len("Length")] for m in methods if m.endswith("Length")}
     options = {}
     for m in sorted(methods):
-        if m in ("Init",) or m.startswith("GetRootAs") or m.endswith(("BufferHasIdentifier", "AsNumpy",
-                                                                      "Length", "IsNone")):
+        if (
+            m in ("Init",)
+            or m.startswith("GetRootAs")
+            or m.endswith(("BufferHasIdentifier", "AsNumpy", "Length", "IsNone"))
+        ):
             continue
         if m in vectors:
             n = getattr(obj, m + "Length")()
@@ -65,8 +82,9 @@ def _decode_options(op) -> dict:
     if "padding" in options:
         options["padding"] = _PADDING.get(options["padding"], options["padding"])
     if "fused_activation_function" in options:
-        options["fused_activation_function"] = _ACTIVATION.get(options["fused_activation_function"],
-                                                              options["fused_activation_function"])
+        options["fused_activation_function"] = _ACTIVATION.get(
+            options["fused_activation_function"], options["fused_activation_function"]
+        )
     return options
 
 
@@ -95,7 +113,7 @@ def _buffer_bytes(model, raw: bytes, index: int) -> bytes | None:
     if offset > 1:  # large models keep buffer data after the flatbuffer
         if offset + size > len(raw):
             raise ModelFormatError(f"buffer {index} points past the end of the file")
-        return raw[offset: offset + size]
+        return raw[offset : offset + size]
     if buf.DataLength() == 0:
         return None
     return buf.DataAsNumpy().tobytes()
@@ -110,8 +128,10 @@ def _read_tensor(model, raw: bytes, t, index: int) -> Tensor:
         raise ModelFormatError(f"tensor {index} '{name}' has a negative dimension in its shape {list(shape)}")
     buffer = t.Buffer()
     if buffer >= model.BuffersLength():
-        raise ModelFormatError(f"tensor {index} '{name}' refers to buffer {buffer}, but the model has only "
-                               f"{model.BuffersLength()} buffers (0 to {model.BuffersLength() - 1})")
+        raise ModelFormatError(
+            f"tensor {index} '{name}' refers to buffer {buffer}, but the model has only "
+            f"{model.BuffersLength()} buffers (0 to {model.BuffersLength() - 1})"
+        )
     data = None
     payload = _buffer_bytes(model, raw, buffer)
     if payload is not None and dtype in _NUMPY_TYPES:
@@ -119,10 +139,20 @@ def _read_tensor(model, raw: bytes, t, index: int) -> Tensor:
         arr = np.frombuffer(payload, dtype=_NUMPY_TYPES[dtype])
         if arr.size != count:
             raise ModelFormatError(
-                f"tensor {index} '{name}' holds {arr.size} values but its shape {list(shape)} needs {count}")
+                f"tensor {index} '{name}' holds {arr.size} values but its shape {list(shape)} needs {count}"
+            )
         data = arr.reshape(shape).copy()
-    return Tensor(index=index, name=name, shape=shape, dtype=dtype, quant=_quantization(t), data=data,
-                  shape_signature=sig, is_variable=bool(t.IsVariable()), sparse=t.Sparsity() is not None)
+    return Tensor(
+        index=index,
+        name=name,
+        shape=shape,
+        dtype=dtype,
+        quant=_quantization(t),
+        data=data,
+        shape_signature=sig,
+        is_variable=bool(t.IsVariable()),
+        sparse=t.Sparsity() is not None,
+    )
 
 
 def _read_subgraph(model, raw: bytes, codes: list[str], k: int, name: str) -> Graph:
@@ -140,8 +170,16 @@ def _read_subgraph(model, raw: bytes, codes: list[str], k: int, name: str) -> Gr
         for tix in ins + outs:
             if tix >= len(tensors) or tix < -1:
                 raise ModelFormatError(f"{where}: op {i} refers to tensor {tix}, which does not exist")
-        ops.append(Op(index=i, type=codes[idx], inputs=ins, outputs=outs, options=_decode_options(o),
-                      version=model.OperatorCodes(idx).Version()))
+        ops.append(
+            Op(
+                index=i,
+                type=codes[idx],
+                inputs=ins,
+                outputs=outs,
+                options=_decode_options(o),
+                version=model.OperatorCodes(idx).Version(),
+            )
+        )
     inputs = tuple(int(x) for x in sub.InputsAsNumpy()) if sub.InputsLength() else ()
     outputs = tuple(int(x) for x in sub.OutputsAsNumpy()) if sub.OutputsLength() else ()
     for tix in inputs + outputs:
@@ -156,7 +194,8 @@ def parse_tflite(raw: bytes, name: str = "model") -> Graph:
         raise ModelFormatError(f"{name}: the file is {len(raw)} bytes, too short to be a TFLite model")
     if raw[4:8] != b"TFL3":
         raise ModelFormatError(
-            f"{name}: not a TFLite flatbuffer (expected the identifier 'TFL3' at byte 4, found {raw[4:8]!r})")
+            f"{name}: not a TFLite flatbuffer (expected the identifier 'TFL3' at byte 4, found {raw[4:8]!r})"
+        )
     try:
         model = tflite.Model.GetRootAs(raw, 0)
         if model.SubgraphsLength() < 1:
@@ -169,7 +208,8 @@ def parse_tflite(raw: bytes, name: str = "model") -> Graph:
     except Exception as exc:  # damaged offsets make the generated accessors fail in many ways
         raise ModelFormatError(
             f"{name}: the flatbuffer is damaged or truncated ({type(exc).__name__}: {exc}); "
-            "re-export the model with the TFLite converter") from None
+            "re-export the model with the TFLite converter"
+        ) from None
     main = graphs[0]
     main.description, main.num_subgraphs, main.subgraphs = desc, len(graphs), tuple(graphs[1:])
     return main

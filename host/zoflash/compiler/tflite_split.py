@@ -7,6 +7,7 @@ only output and the suffix's only input. Signature defs and metadata are dropped
 tensors of the whole model). A tensor is a cut when nothing else crosses it: the suffix reads no
 other tensor of the prefix, no model input, and every model output comes from the suffix.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -25,9 +26,9 @@ _OPTION_CLASSES = {v: k for k, v in vars(tflite.BuiltinOptions).items() if isins
 
 @dataclass
 class SplitModel:
-    tensor: str        # the cut tensor's name
-    prefix: bytes      # .tflite: model inputs -> tensor
-    suffix: bytes      # .tflite: tensor -> model outputs
+    tensor: str  # the cut tensor's name
+    prefix: bytes  # .tflite: model inputs -> tensor
+    suffix: bytes  # .tflite: tensor -> model outputs
     prefix_ops: list[int]  # op indices of the whole model, per part
     suffix_ops: list[int]
 
@@ -43,8 +44,9 @@ def _parts(sub, cut: int) -> tuple[list[int], list[int]]:
     names = _names(sub)
     name = names[cut]
     if cut not in producer:
-        raise SplitError(f"tensor '{name}' is not computed by any op (a model input or a constant): "
-                         "nothing to put in the prefix")
+        raise SplitError(
+            f"tensor '{name}' is not computed by any op (a model input or a constant): nothing to put in the prefix"
+        )
     prefix, todo = set(), [producer[cut]]
     while todo:
         i = todo.pop()
@@ -59,8 +61,10 @@ def _parts(sub, cut: int) -> tuple[list[int], list[int]]:
     for i in suffix:
         for t in _ints(ops[i], "Inputs"):
             if t != cut and t in crossing:
-                raise SplitError(f"tensor '{name}' is not a cut: op {i}, in the suffix, also reads '{names[t]}', "
-                                 "which the prefix computes or the model takes as input")
+                raise SplitError(
+                    f"tensor '{name}' is not a cut: op {i}, in the suffix, also reads '{names[t]}', "
+                    "which the prefix computes or the model takes as input"
+                )
     for t in _ints(sub, "Outputs"):
         if t in producer and producer[t] in prefix:
             raise SplitError(f"tensor '{name}' is not a cut: the model output '{names[t]}' is computed before it")
@@ -88,14 +92,14 @@ class _Writer:
     def _buffer(self, index: int) -> int:
         buf = self.model.Buffers(index)
         if buf.Offset() > 1:  # data stored after the flatbuffer (models past 2 GB)
-            data = self.raw[buf.Offset(): buf.Offset() + buf.Size()]
+            data = self.raw[buf.Offset() : buf.Offset() + buf.Size()]
         else:
             data = buf.DataAsNumpy().tobytes() if buf.DataLength() else b""
         vec = None
         if data:
             self.b.StartVector(1, len(data), _BUFFER_ALIGN)
             self.b.head -= len(data)
-            self.b.Bytes[self.b.head: self.b.head + len(data)] = data
+            self.b.Bytes[self.b.head : self.b.head + len(data)] = data
             vec = self.b.EndVector()
         tflite.BufferStart(self.b)
         if vec is not None:
@@ -105,9 +109,11 @@ class _Writer:
     def _quantization(self, q) -> int:
         if q.DetailsType() != 0:
             raise SplitError("a tensor has custom quantization details, which the split does not copy")
-        fields = [(f, self._vector(getattr(q, f + "AsNumpy")(), dt)) for f, dt in
-                  (("Min", np.float32), ("Max", np.float32), ("Scale", np.float32), ("ZeroPoint", np.int64))
-                  if getattr(q, f + "Length")()]
+        fields = [
+            (f, self._vector(getattr(q, f + "AsNumpy")(), dt))
+            for f, dt in (("Min", np.float32), ("Max", np.float32), ("Scale", np.float32), ("ZeroPoint", np.int64))
+            if getattr(q, f + "Length")()
+        ]
         tflite.QuantizationParametersStart(self.b)
         for f, vec in fields:
             getattr(tflite, "QuantizationParametersAdd" + f)(self.b, vec)
@@ -148,7 +154,7 @@ class _Writer:
         table = op.BuiltinOptions()
         obj = getattr(functions, cls_name)()
         obj.Init(table.Bytes, table.Pos)
-        adders = sorted(n[len(cls_name) + 3:] for n in vars(functions) if n.startswith(cls_name + "Add"))
+        adders = sorted(n[len(cls_name) + 3 :] for n in vars(functions) if n.startswith(cls_name + "Add"))
         values = {}
         for field in adders:
             if hasattr(obj, field + "AsNumpy"):  # a vector: written before the table starts
@@ -169,8 +175,11 @@ class _Writer:
         remap = [tensor_map[t] if t >= 0 else -1 for t in _ints(op, "Inputs")]
         inputs = self._vector(remap, np.int32)
         outputs = self._vector([tensor_map[t] for t in _ints(op, "Outputs")], np.int32)
-        inter = self._vector([tensor_map[t] for t in _ints(op, "Intermediates")], np.int32) \
-            if op.IntermediatesLength() else None
+        inter = (
+            self._vector([tensor_map[t] for t in _ints(op, "Intermediates")], np.int32)
+            if op.IntermediatesLength()
+            else None
+        )
         custom = self._vector(op.CustomOptionsAsNumpy(), np.uint8) if op.CustomOptionsLength() else None
         options = self._options(op)
         tflite.OperatorStart(self.b)
@@ -206,8 +215,11 @@ class _Writer:
     def build(self, sub, op_indices: list[int], inputs: list[int], outputs: list[int]) -> bytes:
         ops = [sub.Operators(i) for i in op_indices]
         order: list[int] = []  # old tensor indices in first-use order
-        for t in inputs + [t for op in ops for t in _ints(op, "Inputs") + _ints(op, "Outputs")
-                           + _ints(op, "Intermediates")] + outputs:
+        for t in (
+            inputs
+            + [t for op in ops for t in _ints(op, "Inputs") + _ints(op, "Outputs") + _ints(op, "Intermediates")]
+            + outputs
+        ):
             if t >= 0 and t not in order:
                 order.append(t)
         tensor_map = {t: k for k, t in enumerate(order)}
@@ -258,16 +270,19 @@ def tensor_names(raw: bytes) -> list[str]:
 
 
 def _names(sub) -> list[str]:
-    return [(sub.Tensors(i).Name() or b"").decode("utf-8", "replace") or f"tensor{i}"
-            for i in range(sub.TensorsLength())]
+    return [
+        (sub.Tensors(i).Name() or b"").decode("utf-8", "replace") or f"tensor{i}" for i in range(sub.TensorsLength())
+    ]
 
 
 def split_tflite(raw: bytes, tensor: str) -> SplitModel:
     """Cut the model `raw` (a checked, readable .tflite) at the tensor named `tensor`."""
     model = tflite.Model.GetRootAs(raw, 0)
     if model.SubgraphsLength() != 1:
-        raise SplitError(f"the model has {model.SubgraphsLength()} subgraphs (control flow or resource "
-                         "variables): only single-subgraph models can be split")
+        raise SplitError(
+            f"the model has {model.SubgraphsLength()} subgraphs (control flow or resource "
+            "variables): only single-subgraph models can be split"
+        )
     sub = model.Subgraphs(0)
     names = _names(sub)
     hits = [i for i, n in enumerate(names) if n == tensor]

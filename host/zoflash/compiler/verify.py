@@ -4,6 +4,7 @@ Legality decides what the user may compile; these checks catch zoflash's own mis
 they become C code that reads or writes the wrong bytes. A violation raises InternalError naming
 the op, never generated code.
 """
+
 from __future__ import annotations
 
 from zoflash.compiler.compiled import CompiledModel
@@ -19,14 +20,17 @@ def verify_graph(graph: Graph) -> None:
 
     def fail(what: str):
         raise InternalError("import", what)
+
     for k, t in enumerate(graph.tensors):
         if t.index != k:
             fail(f"tensor {k} '{t.name}' says it is tensor {t.index}")
         if any(not isinstance(d, int) or d < 0 for d in t.shape):
             fail(f"tensor {k} '{t.name}' has the shape {list(t.shape)}")
         if t.data is not None and (tuple(t.data.shape) != tuple(t.shape) or t.data.nbytes != t.nbytes):
-            fail(f"tensor {k} '{t.name}' {t.dtype}{list(t.shape)} ({t.nbytes} bytes) holds "
-                 f"{t.data.dtype}{list(t.data.shape)} ({t.data.nbytes} bytes)")
+            fail(
+                f"tensor {k} '{t.name}' {t.dtype}{list(t.shape)} ({t.nbytes} bytes) holds "
+                f"{t.data.dtype}{list(t.data.shape)} ({t.data.nbytes} bytes)"
+            )
     for k, op in enumerate(graph.ops):
         if op.index != k:
             fail(f"op {k} {op.type} says it is op {op.index}")
@@ -42,8 +46,10 @@ def verify_program(program: Program) -> None:
     graph = program.graph
     n = len(graph.tensors)
     for step in program.steps:
-        def fail(what: str):
+
+        def fail(what: str, step=step):
             raise InternalError("lowering", f"op {step.op.index} {step.op.type} (kernel {step.kernel}): {what}")
+
         kernel = KERNELS.get(step.kernel)
         if kernel is None:
             fail("no such kernel")
@@ -78,8 +84,11 @@ def verify_program(program: Program) -> None:
             raise InternalError("lowering", f"op {op.index} {op.type}: alias {alias.source} -> {alias.target}")
         source, target = graph.tensors[alias.source], graph.tensors[alias.target]
         if source.nbytes != target.nbytes:
-            raise InternalError("lowering", f"op {op.index} {op.type}: '{target.name}' ({target.nbytes} bytes) "
-                                f"aliases '{source.name}' ({source.nbytes} bytes)")
+            raise InternalError(
+                "lowering",
+                f"op {op.index} {op.type}: '{target.name}' ({target.nbytes} bytes) "
+                f"aliases '{source.name}' ({source.nbytes} bytes)",
+            )
 
 
 def verify_plan(model: CompiledModel) -> None:
@@ -92,11 +101,17 @@ def verify_plan(model: CompiledModel) -> None:
         op = writer.get(t)
         by = f"op {op.index} {op.type}" if op is not None else "the caller"
         raise InternalError("memory planning", f"tensor {t} '{graph.tensors[t].name}' (written by {by}) {what}")
+
     for t, r in model.root.items():
         if graph.tensors[t].nbytes != graph.tensors[r].nbytes:
             fail(t, f"({graph.tensors[t].nbytes} bytes) is stored in tensor {r} ({graph.tensors[r].nbytes} bytes)")
-    used = {t for step in model.program.steps for arg in step.args if arg is not None
-            for t in (arg if isinstance(arg, tuple) else (arg,))}
+    used = {
+        t
+        for step in model.program.steps
+        for arg in step.args
+        if arg is not None
+        for t in (arg if isinstance(arg, tuple) else (arg,))
+    }
     for t in sorted(used | set(graph.inputs) | set(graph.outputs)):
         r = model.root[t]
         if graph.tensors[r].is_constant:

@@ -7,6 +7,7 @@ The image is opaque to the host except for its header (zo_trainer.h, ZO_CKPT_*):
     "ZOCK" | u16 version | u16 state bytes | model_sha256[8] | options_sha256[8] | u32 step |
     u32 body bytes | u32 CRC-32 of the body | body
 """
+
 from __future__ import annotations
 
 import json
@@ -40,11 +41,11 @@ class CheckpointError(DataError):
 class Checkpoint:
     image: bytes
     step: int
-    model_prefix: str    # 16 hex digits: the first 8 bytes of the model's SHA-256
+    model_prefix: str  # 16 hex digits: the first 8 bytes of the model's SHA-256
     options_prefix: str  # 16 hex digits: the build's options and data (manifest training.options_sha256)
 
     @classmethod
-    def from_image(cls, image: bytes, where: str = "the checkpoint") -> "Checkpoint":
+    def from_image(cls, image: bytes, where: str = "the checkpoint") -> Checkpoint:
         """Check the header and the body's CRC; CheckpointError says what is wrong."""
         image = bytes(image)
         if len(image) < HEADER.size:
@@ -55,28 +56,36 @@ class Checkpoint:
         if version != VERSION:
             raise CheckpointError(f"{where} has checkpoint format {version}; this zoflash reads {VERSION}")
         if body != len(image) - HEADER.size:
-            raise CheckpointError(f"{where} is cut short or padded: its header announces {body} body bytes, "
-                                  f"it has {len(image) - HEADER.size}")
-        if zlib.crc32(image[HEADER.size:]) != crc:
+            raise CheckpointError(
+                f"{where} is cut short or padded: its header announces {body} body bytes, "
+                f"it has {len(image) - HEADER.size}"
+            )
+        if zlib.crc32(image[HEADER.size :]) != crc:
             raise CheckpointError(f"{where} is damaged (its CRC does not match)")
         return cls(image, step, model.hex(), options.hex())
 
     def restore_payloads(self) -> list[bytes]:
         """The restore command payloads, in order: u32 offset, u32 total, up to RESTORE_CHUNK bytes."""
         total = len(self.image)
-        return [struct.pack("<II", o, total) + self.image[o:o + RESTORE_CHUNK] for o in range(0, total, RESTORE_CHUNK)]
+        return [
+            struct.pack("<II", o, total) + self.image[o : o + RESTORE_CHUNK] for o in range(0, total, RESTORE_CHUNK)
+        ]
 
     def check_for(self, model_prefix: str | None, options_sha256: str | None = None) -> None:
         """CheckpointError if it was taken by a run of another model (or, given the bundle's
         training.options_sha256, another build)."""
         if model_prefix is not None and model_prefix != self.model_prefix:
-            raise CheckpointError(f"the checkpoint was taken by a run of another model (SHA-256 "
-                                  f"{self.model_prefix}...), but the device trains {model_prefix}...: resume only "
-                                  "the run it came from")
+            raise CheckpointError(
+                f"the checkpoint was taken by a run of another model (SHA-256 "
+                f"{self.model_prefix}...), but the device trains {model_prefix}...: resume only "
+                "the run it came from"
+            )
         if options_sha256 is not None and not options_sha256.startswith(self.options_prefix):
-            raise CheckpointError("the checkpoint was taken by a build with other training options or data "
-                                  f"(options hash {self.options_prefix}, this build's {options_sha256[:16]}): "
-                                  "rebuild with the same options and data to resume it")
+            raise CheckpointError(
+                "the checkpoint was taken by a build with other training options or data "
+                f"(options hash {self.options_prefix}, this build's {options_sha256[:16]}): "
+                "rebuild with the same options and data to resume it"
+            )
 
 
 class CheckpointAssembler:
@@ -107,8 +116,13 @@ def save_checkpoint(path: str | Path, ckpt: Checkpoint) -> Path:
     """An .npz holding `image` (uint8) and `meta` (JSON), written atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"format": FILE_FORMAT, "version": VERSION, "step": ckpt.step, "model_sha256_prefix": ckpt.model_prefix,
-            "options_sha256_prefix": ckpt.options_prefix}
+    meta = {
+        "format": FILE_FORMAT,
+        "version": VERSION,
+        "step": ckpt.step,
+        "model_sha256_prefix": ckpt.model_prefix,
+        "options_sha256_prefix": ckpt.options_prefix,
+    }
     arrays = {"image": np.frombuffer(ckpt.image, np.uint8), "meta": np.array(json.dumps(meta))}
     atomic_write(path, lambda f: np.savez(f, **arrays))
     return path

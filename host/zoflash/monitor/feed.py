@@ -8,6 +8,7 @@ next chunk of the sample at the device's cursor, no larger than the device's rec
 the host never has more in flight than the device can buffer.  A need repeated after a timeout
 (the answer was lost or damaged) is answered again with the same chunk.
 """
+
 from __future__ import annotations
 
 import struct
@@ -15,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from zoflash.errors import DataError
-from zoflash.spec import wire as protocol
 from zoflash.compiler.tflite_import import load_tflite
+from zoflash.errors import DataError
 from zoflash.spec import training as spec
+from zoflash.spec import wire as protocol
 from zoflash.training.options import make_options
 from zoflash.training.pipeline import compile_training
 
@@ -37,7 +38,7 @@ class Feeder:
         self.frames_sent = 0
 
     @classmethod
-    def from_dataset(cls, data) -> "Feeder":
+    def from_dataset(cls, data) -> Feeder:
         """The training split of a training.dataset.Dataset: the input's bytes, then the mse
         targets as little-endian float32 (when the data has them)."""
         n = len(data.y_train)
@@ -58,11 +59,13 @@ class Feeder:
         k = need["cursor"]
         record = self.records[k % len(self.records)]
         if need["total"] != len(record):
-            raise DataError(f"the device expects samples of {need['total']} bytes but {self.source} has "
-                            f"{len(record)}-byte samples (quantized for this model): is it the firmware's model "
-                            "and data?")
+            raise DataError(
+                f"the device expects samples of {need['total']} bytes but {self.source} has "
+                f"{len(record)}-byte samples (quantized for this model): is it the firmware's model "
+                "and data?"
+            )
         offset = need["offset"]
-        data = record[offset:offset + self.chunk_bytes(need["window"])]
+        data = record[offset : offset + self.chunk_bytes(need["window"])]
         payload = _HEAD.pack(k & 0xFFFFFFFF, self.labels[k % len(self.labels)], offset, len(record)) + data
         frame = protocol.encode_command("sample", self.seq, payload)
         self.seq = (self.seq + 1) & 0xFFFF

@@ -1,4 +1,5 @@
 """The live view: training progress in the terminal, from the decoded records."""
+
 from __future__ import annotations
 
 import sys
@@ -56,9 +57,12 @@ class LiveView:
             now = float(np.mean(recent))
             trend = " \u2193" if now < before else " \u2191"
         acc = f"  acc {self.last_eval['accuracy'] * 100:5.1f}%" if self.last_eval and self.accuracy else ""
-        text = (f"step {rec['step']:6d}  q {rec['q']:2d}  {rec['state']:<9}  loss {float(np.mean(recent)):.4f}{trend}"
-                f"{acc}  passes {rec['prefix_passes']}+{rec['suffix_passes']}  {rate:,.0f} passes/s"
-                + ("  [lr calibration]" if rec.get("calibrating") else "") + ("  [lr trial]" if rec.get("trial") else ""))
+        text = (
+            f"step {rec['step']:6d}  q {rec['q']:2d}  {rec['state']:<9}  loss {float(np.mean(recent)):.4f}{trend}"
+            f"{acc}  passes {rec['prefix_passes']}+{rec['suffix_passes']}  {rate:,.0f} passes/s"
+            + ("  [lr calibration]" if rec.get("calibrating") else "")
+            + ("  [lr trial]" if rec.get("trial") else "")
+        )
         if not self.enabled:
             return
         now_t = time.monotonic()
@@ -82,14 +86,18 @@ class LiveView:
             if "val_loss" in rec:  # protocol 2: the validation split the guards use
                 val_acc = f"accuracy {rec['val_accuracy'] * 100:.1f}%, " if self.accuracy else ""
                 val = f"; validation {val_acc}loss {rec['val_loss']:.4f}"
-            self._line(f"eval after {rec['step']} steps: test {acc}loss {rec['loss']:.4f}{val}, "
-                       f"passes {rec['prefix_passes']} prefix + {rec['suffix_passes']} suffix")
+            self._line(
+                f"eval after {rec['step']} steps: test {acc}loss {rec['loss']:.4f}{val}, "
+                f"passes {rec['prefix_passes']} prefix + {rec['suffix_passes']} suffix"
+            )
         elif kind == "event":
             if rec["kind"] == "scheduler":
                 codes = spec.EVENTS
                 why = codes[rec["code"]] if rec["code"] < len(codes) else f"event {rec['code']}"
-                self._line(f"step {rec['step']}: scheduler {rec['state_from']} -> {rec['state_to']}, "
-                           f"q {rec['q_from']} -> {rec['q_to']} ({why.lower().replace('_', ' ')})")
+                self._line(
+                    f"step {rec['step']}: scheduler {rec['state_from']} -> {rec['state_to']}, "
+                    f"q {rec['q_from']} -> {rec['q_to']} ({why.lower().replace('_', ' ')})"
+                )
             elif rec["kind"] == "lr" and rec["code"] == spec.LR_EVENT_CODE_IDS["trial"]:  # lr trial
                 j = rec["aux"] - (1 << 32) if rec["aux"] >= 1 << 31 else rec["aux"]
                 self._line(f"step {rec['step']}: lr trial: lr_1 x 2^{j}: validation loss {rec['value']:.4f}")
@@ -98,22 +106,31 @@ class LiveView:
             elif rec["kind"] == "lr":
                 self._line(f"step {rec['step']}: learning rate calibrated: lr_1 = {rec['value']:.6g}")
             elif rec["kind"] == "rollback":
-                why = ("the validation loss ran away" if rec["code"] == spec.ROLLBACK_CAUSE_IDS["loss"]
-                       else "saturated logits or no loss differences")
-                self._line(f"step {rec['step']}: guard tripped ({why}): "
-                           f"rolled back to step {rec['aux']}, lr_1 halved to {rec['value']:.6g}")
+                why = (
+                    "the validation loss ran away"
+                    if rec["code"] == spec.ROLLBACK_CAUSE_IDS["loss"]
+                    else "saturated logits or no loss differences"
+                )
+                self._line(
+                    f"step {rec['step']}: guard tripped ({why}): "
+                    f"rolled back to step {rec['aux']}, lr_1 halved to {rec['value']:.6g}"
+                )
             else:
                 self._line(f"step {rec['step']}: event {rec['kind']}")
         elif kind == "hello":
             self.accuracy = has_accuracy([rec])
-            self._line(f"training: loss {rec['loss_kind']}, scheduler {rec['scheduler']}, batch {rec['batch']}, "
-                       f"{rec['trainable_params']} "
-                       f"trainable parameters, {rec['n_train']} training / {rec['n_test']} test samples, "
-                       f"lr {'auto' if rec['lr_auto'] else format(rec['lr'], 'g')}"
-                       + (f", headroom {rec['headroom']} bit(s)" if rec.get("headroom") else ""))
+            self._line(
+                f"training: loss {rec['loss_kind']}, scheduler {rec['scheduler']}, batch {rec['batch']}, "
+                f"{rec['trainable_params']} "
+                f"trainable parameters, {rec['n_train']} training / {rec['n_test']} test samples, "
+                f"lr {'auto' if rec['lr_auto'] else format(rec['lr'], 'g')}"
+                + (f", headroom {rec['headroom']} bit(s)" if rec.get("headroom") else "")
+            )
         elif kind == "done":
-            self._line(f"done ({rec['reason']}): {rec['steps']} steps, {rec['prefix_passes']} prefix + "
-                       f"{rec['suffix_passes']} suffix passes, {rec['time_s']:.1f} s")
+            self._line(
+                f"done ({rec['reason']}): {rec['steps']} steps, {rec['prefix_passes']} prefix + "
+                f"{rec['suffix_passes']} suffix passes, {rec['time_s']:.1f} s"
+            )
         elif kind in ("text", "log"):
             self._line(f"device: {rec['text']}")
         elif kind == "boundary":  # --- boundary checksum
@@ -121,9 +138,11 @@ class LiveView:
         elif kind == "malformed":
             self._line(f"warning: malformed frame ({rec['reason']})")
         elif kind == "status":
-            self._line(f"status: {'paused' if rec['paused'] else 'running'} after {rec['step']} steps, q {rec['q']}, "
-                       f"{rec['state']}{', calibrating lr' if rec['calibrating'] else ''}, lr {rec['lr']:.6g}, "
-                       f"passes {rec['prefix_passes']}+{rec['suffix_passes']} (+{rec['eval_passes']} eval)")
+            self._line(
+                f"status: {'paused' if rec['paused'] else 'running'} after {rec['step']} steps, q {rec['q']}, "
+                f"{rec['state']}{', calibrating lr' if rec['calibrating'] else ''}, lr {rec['lr']:.6g}, "
+                f"passes {rec['prefix_passes']}+{rec['suffix_passes']} (+{rec['eval_passes']} eval)"
+            )
         elif kind == "ack":
             if rec["command"] == "restore" and rec["result"] != "refused":
                 return  # one per checkpoint chunk: the monitor reports the resume once
@@ -147,5 +166,7 @@ def boundary_line(rec: dict) -> str:
         return head + "; no simulation value built in (zoflash build --check-boundary)"
     if rec["agree"]:
         return head + ": agrees with the host simulation"
-    return (head + f": DISAGREES with the host simulation (0x{rec['expected_crc32']:08X}): the prefix's activations "
-            "differ from zoflash's C (bit-exact with TFLM); the suffix trains on these features")
+    return (
+        head + f": DISAGREES with the host simulation (0x{rec['expected_crc32']:08X}): the prefix's activations "
+        "differ from zoflash's C (bit-exact with TFLM); the suffix trains on these features"
+    )

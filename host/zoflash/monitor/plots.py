@@ -1,5 +1,6 @@
 """The plot of a run: loss, test accuracy (not for mse) and q against forward passes (matplotlib,
 optional)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,6 +15,7 @@ def plot_run(records: list[dict], out: str | Path, title: str = "") -> Path | No
     without matplotlib."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -22,15 +24,16 @@ def plot_run(records: list[dict], out: str | Path, title: str = "") -> Path | No
     evals = [r for r in records if r["type"] == "eval"]
     accuracy = has_accuracy(records)  # mse runs have none: loss and q only
     ratios = [3, 3, 1.5] if accuracy else [3, 1.5]
-    fig, axes = plt.subplots(len(ratios), 1, figsize=(8, 8 if accuracy else 5.5), sharex=True,
-                             gridspec_kw={"height_ratios": ratios})
+    fig, axes = plt.subplots(
+        len(ratios), 1, figsize=(8, 8 if accuracy else 5.5), sharex=True, gridspec_kw={"height_ratios": ratios}
+    )
     x = [r["prefix_passes"] + r["suffix_passes"] for r in steps]
     loss = np.array([r["loss"] for r in steps])
     axes[0].plot(x, loss, lw=0.6, alpha=0.4, label="step mean loss")
     if len(loss) >= 10:
         k = max(5, len(loss) // 50)
         smooth = np.convolve(loss, np.ones(k) / k, mode="valid")
-        axes[0].plot(x[k - 1:], smooth, lw=1.5, label=f"moving mean ({k} steps)")
+        axes[0].plot(x[k - 1 :], smooth, lw=1.5, label=f"moving mean ({k} steps)")
     ex = [r["prefix_passes"] + r["suffix_passes"] for r in evals]
     axes[0].plot(ex, [r["loss"] for r in evals], "o-", ms=3, label="test loss")
     if evals and all("val_loss" in r for r in evals):
@@ -45,8 +48,9 @@ def plot_run(records: list[dict], out: str | Path, title: str = "") -> Path | No
     if accuracy:
         axes[1].plot(ex, [100 * r["accuracy"] for r in evals], "o-", ms=3, color="tab:green", label="test")
         if evals and all("val_accuracy" in r for r in evals):
-            axes[1].plot(ex, [100 * r["val_accuracy"] for r in evals], "s--", ms=3, color="tab:olive",
-                         label="validation")
+            axes[1].plot(
+                ex, [100 * r["val_accuracy"] for r in evals], "s--", ms=3, color="tab:olive", label="validation"
+            )
             axes[1].legend(fontsize=8)
         axes[1].set_ylabel("accuracy (%)")
         axes[1].grid(alpha=0.3)

@@ -19,19 +19,19 @@ the model given) and the plot drawn.
 Besides the device's records the log holds the monitor's own: {"type": "monitor", "event":
 "disconnected" | "reconnected" | "restart" | "command", ...}; session.comparable() skips them.
 """
+
 from __future__ import annotations
 
 import csv
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 import serial
 
 from zoflash.errors import DataError, ZoflashError
 from zoflash.monitor import telemetry
-from zoflash.spec import wire as protocol
 from zoflash.monitor.checkpoint import (
     Checkpoint,
     CheckpointAssembler,
@@ -51,9 +51,31 @@ from zoflash.monitor.serialport import (
     parse_usb_id,
 )
 from zoflash.monitor.session import Session, SessionResult, assembled_arrays, assembled_best, weights_path_for
+from zoflash.spec import wire as protocol
 
-CSV_COLUMNS = ("type", "step", "q", "state", "calibrating", "centre", "diverged", "trial", "lr", "loss", "m2", "v", "zero_frac",
-               "sat_frac", "accuracy", "correct", "count", "prefix_passes", "suffix_passes", "eval_passes", "time_s")
+CSV_COLUMNS = (
+    "type",
+    "step",
+    "q",
+    "state",
+    "calibrating",
+    "centre",
+    "diverged",
+    "trial",
+    "lr",
+    "loss",
+    "m2",
+    "v",
+    "zero_frac",
+    "sat_frac",
+    "accuracy",
+    "correct",
+    "count",
+    "prefix_passes",
+    "suffix_passes",
+    "eval_passes",
+    "time_s",
+)
 MAX_BACKOFF = 2.0  # seconds between reconnection attempts, at most
 RECONNECT_TIMEOUT = 60.0  # seconds a lost port is retried before the monitor gives up
 FAULT_PREFIX = "zoflash: fault"  # the fault line of the Cortex-M ports (zo_port_cortex_m.c): the firmware stopped
@@ -103,7 +125,7 @@ class MonitorResult(SessionResult):
     def last_segment(self) -> list[dict]:
         """The records from the last hello on (the whole log if no hello was seen)."""
         starts = [k for k, r in enumerate(self.records) if r["type"] == "hello"]
-        return self.records[starts[-1]:] if starts else self.records
+        return self.records[starts[-1] :] if starts else self.records
 
 
 class _MonitorSession(Session):
@@ -154,13 +176,26 @@ class Monitor:
     exited), which stops the monitor at once.  A lost port is retried for `reconnect_timeout`
     seconds (None: for ever)."""
 
-    def __init__(self, port: str | None = None, *, baud: int = DEFAULT_BAUD, usb_ids: Iterable | None = None,
-                 opener: Callable[[], object] | None = None, log_path: str | Path | None = None,
-                 csv_path: str | Path | None = None, plot_path: str | Path | None = None,
-                 model_path: str | Path | None = None, weights_path: str | Path | None = None,
-                 view: LiveView | None = None, max_backoff: float = MAX_BACKOFF, headroom: int | None = None,
-                 reconnect_timeout: float | None = RECONNECT_TIMEOUT, ended: Callable[[], str | None] | None = None,
-                 feeder=None, checkpoint_path: str | Path | None = None):
+    def __init__(
+        self,
+        port: str | None = None,
+        *,
+        baud: int = DEFAULT_BAUD,
+        usb_ids: Iterable | None = None,
+        opener: Callable[[], object] | None = None,
+        log_path: str | Path | None = None,
+        csv_path: str | Path | None = None,
+        plot_path: str | Path | None = None,
+        model_path: str | Path | None = None,
+        weights_path: str | Path | None = None,
+        view: LiveView | None = None,
+        max_backoff: float = MAX_BACKOFF,
+        headroom: int | None = None,
+        reconnect_timeout: float | None = RECONNECT_TIMEOUT,
+        ended: Callable[[], str | None] | None = None,
+        feeder=None,
+        checkpoint_path: str | Path | None = None,
+    ):
         """`checkpoint_path`: keep the latest complete, valid checkpoint the device sends there."""
         self.feeder = feeder  # --data-source stream: a monitor.feed.Feeder answering the device's need frames
         # the firmware's --headroom bits (None: as its hello says): weights files record the re-quantized scales
@@ -200,8 +235,11 @@ class Monitor:
         self.log_path = Path(log_path) if log_path else None
         self.plot_path = Path(plot_path) if plot_path else None
         self.model_path = Path(model_path) if model_path else None
-        self.weights_path = Path(weights_path) if weights_path else (
-            weights_path_for(self.log_path) if self.log_path and model_path else None)
+        self.weights_path = (
+            Path(weights_path)
+            if weights_path
+            else (weights_path_for(self.log_path) if self.log_path and model_path else None)
+        )
         self.csv = CsvSink(csv_path) if csv_path else None
         self.session = _MonitorSession(self.log_path, view, self.csv, self._before_record)
         self.result: MonitorResult | None = None
@@ -233,8 +271,10 @@ class Monitor:
                 if deadline is not None and time.monotonic() + delay > deadline:
                     away = self._reconnect_deadline(None)  # the end of the reconnection time, if a port was lost
                     if away is not None and time.monotonic() + delay > away:
-                        raise PortError(f"{self.port_name} did not come back within {self.reconnect_timeout:g} s "
-                                        f"(--reconnect-timeout): {exc}") from None
+                        raise PortError(
+                            f"{self.port_name} did not come back within {self.reconnect_timeout:g} s "
+                            f"(--reconnect-timeout): {exc}"
+                        ) from None
                     if isinstance(exc, PortError):
                         raise
                     raise PortError(f"cannot open {self.port_name}: {exc}") from None
@@ -282,8 +322,9 @@ class Monitor:
             self.session.feed(data)
         return len(data)
 
-    def run(self, until_done: bool = True, timeout: float | None = None,
-            on_tick: Callable[["Monitor"], None] | None = None) -> "Monitor":
+    def run(
+        self, until_done: bool = True, timeout: float | None = None, on_tick: Callable[[Monitor], None] | None = None
+    ) -> Monitor:
         """Pump until the device reports done (`until_done`), `timeout` seconds pass, Ctrl-C
         (flagged `interrupted`, not raised), or the run cannot go on: a fault reported by the
         device, the emulator ended, the port lost for longer than `reconnect_timeout` (`stopped`
@@ -374,8 +415,10 @@ class Monitor:
         timeout / attempts (or the device restarted meanwhile).  Returns the ack record.
         DeviceError if the run ends first (except for stop) or nothing answers."""
         if self.done is not None:
-            raise DeviceError(f"the run on {self.port_name} is already done ({self.done['reason']}): the device "
-                              "takes no more commands; its final weights came with the done record")
+            raise DeviceError(
+                f"the run on {self.port_name} is already done ({self.done['reason']}): the device "
+                "takes no more commands; its final weights came with the done record"
+            )
         seqs = []  # an ack of any attempt answers the request
         for _ in range(attempts):
             if command == "dump":
@@ -388,13 +431,14 @@ class Monitor:
                     if seq in self._acks:
                         return self._acks.pop(seq)
                 if self.done is not None:
-                    raise DeviceError(f"the run ended ({self.done['reason']}) before the device answered "
-                                      f"'{command}'")
+                    raise DeviceError(f"the run ended ({self.done['reason']}) before the device answered '{command}'")
                 if segment and self.segments != segment:
                     break  # the device restarted: the command may have been lost, send it again
                 self.pump(end)
-        raise DeviceError(f"no answer to '{command}' from {self.port_name} within {timeout:g} s: is the training "
-                          "firmware running there (a finished run takes no commands)?")
+        raise DeviceError(
+            f"no answer to '{command}' from {self.port_name} within {timeout:g} s: is the training "
+            "firmware running there (a finished run takes no commands)?"
+        )
 
     def pause(self) -> dict:
         return self.request("pause")
@@ -435,14 +479,21 @@ class Monitor:
                 return int(rec["headroom"])
         return 0
 
-    def save_dump(self, model_path: str | Path, out_path: str | Path, allow_other_model: bool = False,
-                  timeout: float = 10.0) -> Path:
+    def save_dump(
+        self, model_path: str | Path, out_path: str | Path, allow_other_model: bool = False, timeout: float = 10.0
+    ) -> Path:
         """Dump the weights now and write them as a weights file for `model_path` (checked
         against the model the device reports)."""
         if self.model_prefix is None:
             self.status()
-        return save_dumped(self.dump(timeout), model_path, out_path, self.model_prefix, allow_other_model,
-                           headroom=self.headroom_bits())
+        return save_dumped(
+            self.dump(timeout),
+            model_path,
+            out_path,
+            self.model_prefix,
+            allow_other_model,
+            headroom=self.headroom_bits(),
+        )
 
     # ---------------------------------------------------------------------------- checkpoint and resume
 
@@ -491,30 +542,49 @@ class Monitor:
         res = self.session.close()
         if self.csv is not None:
             self.csv.close()
-        out = MonitorResult(**vars(res), reconnects=self.reconnects, segments=self.segments,
-                            interrupted=self.interrupted, timed_out=self.timed_out, log_path=self.log_path,
-                            csv_path=self.csv.path if self.csv else None, stopped=self.stopped,
-                            faulted=self.faulted)
+        out = MonitorResult(
+            **vars(res),
+            reconnects=self.reconnects,
+            segments=self.segments,
+            interrupted=self.interrupted,
+            timed_out=self.timed_out,
+            log_path=self.log_path,
+            csv_path=self.csv.path if self.csv else None,
+            stopped=self.stopped,
+            faulted=self.faulted,
+        )
         self.result = out
         damaged = sum(res.stats.get(k, 0) for k in ("crc_errors", "truncated", "malformed"))
-        if self.weights_path is not None and self.model_path is not None and (self.session.weights.keys()
-                                                                              or self.done is not None):
+        if (
+            self.weights_path is not None
+            and self.model_path is not None
+            and (self.session.weights.keys() or self.done is not None)
+        ):
             try:
                 sent = {index for index, part in self.session.weights.keys() if part == 0}
                 expected = (self.hello or {}).get("n_tensors")
                 if expected is not None and len(sent) < expected:
-                    raise DataError(f"the device trains {expected} tensor(s) but the weights of only {len(sent)} "
-                                    "arrived")
-                out.weights_path = save_dumped(self.session.weights, self.model_path, self.weights_path,
-                                               self.model_prefix, headroom=self.headroom_bits())
+                    raise DataError(
+                        f"the device trains {expected} tensor(s) but the weights of only {len(sent)} arrived"
+                    )
+                out.weights_path = save_dumped(
+                    self.session.weights,
+                    self.model_path,
+                    self.weights_path,
+                    self.model_prefix,
+                    headroom=self.headroom_bits(),
+                )
             except DataError as exc:  # the log and the plot are still worth having
-                out.weights_error = str(exc) + (f" ({damaged} damaged telemetry frame(s) were dropped: the missing "
-                                                "weights were among them)" if damaged else "")
+                out.weights_error = str(exc) + (
+                    f" ({damaged} damaged telemetry frame(s) were dropped: the missing weights were among them)"
+                    if damaged
+                    else ""
+                )
         if self.plot_path is not None and any(r["type"] == "step" for r in out.last_segment):
             out.plot_path = plot_run(out.last_segment, self.plot_path, f"zoflash monitor {self.port_name}")
         return out
 
-    def __enter__(self) -> "Monitor":
+    def __enter__(self) -> Monitor:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -535,7 +605,7 @@ class KeyCommands:
         self._fd: int | None = None
         self._saved = None
 
-    def __enter__(self) -> "KeyCommands":
+    def __enter__(self) -> KeyCommands:
         try:
             import termios
             import tty
@@ -589,8 +659,14 @@ class KeyCommands:
         self.say(f"dump: weights saved in {path}" + (f" (status before: step {step})" if step is not None else ""))
 
 
-def save_dumped(dump: telemetry.WeightsAssembler, model_path: str | Path, out_path: str | Path,
-                model_prefix: str | None, allow_other_model: bool = False, headroom: int = 0) -> Path:
+def save_dumped(
+    dump: telemetry.WeightsAssembler,
+    model_path: str | Path,
+    out_path: str | Path,
+    model_prefix: str | None,
+    allow_other_model: bool = False,
+    headroom: int = 0,
+) -> Path:
     """Write dumped weights chunks as a weights file: names, dtypes and shapes come from the
     model, which must be the one the device reported (first 8 bytes of its SHA-256).
 
@@ -603,11 +679,15 @@ def save_dumped(dump: telemetry.WeightsAssembler, model_path: str | Path, out_pa
     graph, raw = load_tflite(model_path)
     sha = model_sha256(raw)
     if model_prefix is None:
-        raise DataError("the device did not say which model it trains (no hello or status record seen), so its "
-                        f"weights cannot be checked against {model_path}")
+        raise DataError(
+            "the device did not say which model it trains (no hello or status record seen), so its "
+            f"weights cannot be checked against {model_path}"
+        )
     if not sha.startswith(model_prefix) and not allow_other_model:
-        raise DataError(f"the device trains the model whose SHA-256 starts {model_prefix}, but '{model_path}' has "
-                        f"SHA-256 {sha[:16]}...: give the model the firmware was built from")
+        raise DataError(
+            f"the device trains the model whose SHA-256 starts {model_prefix}, but '{model_path}' has "
+            f"SHA-256 {sha[:16]}...: give the model the firmware was built from"
+        )
     tensors, problems = [], []
     for index, part in dump.keys():
         if part != 0:
@@ -618,8 +698,10 @@ def save_dumped(dump: telemetry.WeightsAssembler, model_path: str | Path, out_pa
         t = graph.tensors[index]
         sent = dump.total(index, 0)
         if t.dtype not in ("int8", "int32") or sent != t.nbytes:
-            problems.append(f"tensor {index} '{t.name}' is {t.dtype}{list(t.shape)} ({t.nbytes} bytes) in the model "
-                            f"but the device sent {sent} bytes")
+            problems.append(
+                f"tensor {index} '{t.name}' is {t.dtype}{list(t.shape)} ({t.nbytes} bytes) in the model "
+                f"but the device sent {sent} bytes"
+            )
             continue
         tensors.append(dict(index=index, name=t.name, dtype=t.dtype, shape=list(t.shape)))
     missing = dump.missing()
@@ -631,15 +713,31 @@ def save_dumped(dump: telemetry.WeightsAssembler, model_path: str | Path, out_pa
     if headroom:
         from zoflash.training.headroom import scaled
 
-        scales = {t["index"]: scaled(graph.tensors[t["index"]].quant, headroom).scales for t in tensors
-                  if graph.tensors[t["index"]].quant is not None}
-    return save_weights(out_path, sha, assembled_arrays(dump, tensors), scales=scales, headroom=headroom,
-                        best=assembled_best(dump, tensors))
+        scales = {
+            t["index"]: scaled(graph.tensors[t["index"]].quant, headroom).scales
+            for t in tensors
+            if graph.tensors[t["index"]].quant is not None
+        }
+    return save_weights(
+        out_path,
+        sha,
+        assembled_arrays(dump, tensors),
+        scales=scales,
+        headroom=headroom,
+        best=assembled_best(dump, tensors),
+    )
 
 
-def dump_from_port(port: str, model_path: str | Path, out_path: str | Path, *, baud: int = DEFAULT_BAUD,
-                   usb_ids: Iterable | None = None, allow_other_model: bool = False,
-                   timeout: float = 10.0) -> tuple[Path, dict]:
+def dump_from_port(
+    port: str,
+    model_path: str | Path,
+    out_path: str | Path,
+    *,
+    baud: int = DEFAULT_BAUD,
+    usb_ids: Iterable | None = None,
+    allow_other_model: bool = False,
+    timeout: float = 10.0,
+) -> tuple[Path, dict]:
     """Ask the training firmware on `port` for its status and its weights as they are now, and
     write them as a weights file for `model_path`.  Returns (the file, the status record)."""
     with Monitor(port, baud=baud, usb_ids=usb_ids) as mon:

@@ -8,6 +8,7 @@ possibly none; raises serial.SerialException when the connection is lost), `writ
     port = open_port("socket://127.0.0.1:4321")        # or /dev/ttyACM0, COM3, rfc2217://, loop://
     port = open_port(find_port([(0x0483, None)]))        # the one ST-LINK virtual COM port
 """
+
 from __future__ import annotations
 
 import os
@@ -58,8 +59,11 @@ def format_usb_id(vid: int | None, pid: int | None) -> str:
 
 
 def _describe(p) -> str:
-    extra = " ".join(x for x in (getattr(p, "manufacturer", None), getattr(p, "product", None) or
-                                 getattr(p, "description", None)) if x and x != "n/a")
+    extra = " ".join(
+        x
+        for x in (getattr(p, "manufacturer", None), getattr(p, "product", None) or getattr(p, "description", None))
+        if x and x != "n/a"
+    )
     return f"{p.device} ({format_usb_id(p.vid, p.pid)}{', ' + extra if extra else ''})"
 
 
@@ -72,16 +76,23 @@ def find_port(usb_ids: Iterable = DEFAULT_USB_IDS, ports: Sequence | None = None
         from serial.tools import list_ports
 
         ports = list(list_ports.comports())
-    matches = [p for p in ports
-               if p.vid is not None and any(p.vid == vid and (pid is None or p.pid == pid) for vid, pid in ids)]
+    matches = [
+        p
+        for p in ports
+        if p.vid is not None and any(p.vid == vid and (pid is None or p.pid == pid) for vid, pid in ids)
+    ]
     wanted = ", ".join(format_usb_id(*i) for i in ids)
     seen = "; ".join(_describe(p) for p in sorted(ports, key=lambda p: p.device)) or "none"
     if not matches:
-        raise PortError(f"no serial port with USB id {wanted} (is the board plugged in, and its ST-LINK USB port "
-                        f"the one connected?). Ports seen: {seen}. Give the port with --port")
+        raise PortError(
+            f"no serial port with USB id {wanted} (is the board plugged in, and its ST-LINK USB port "
+            f"the one connected?). Ports seen: {seen}. Give the port with --port"
+        )
     if len(matches) > 1:
-        raise PortError(f"{len(matches)} serial ports have USB id {wanted}: "
-                        f"{', '.join(_describe(p) for p in matches)}. Choose one with --port")
+        raise PortError(
+            f"{len(matches)} serial ports have USB id {wanted}: "
+            f"{', '.join(_describe(p) for p in matches)}. Choose one with --port"
+        )
     return matches[0].device
 
 
@@ -128,8 +139,9 @@ def check_port_name(port: str) -> None:
         try:
             serial.serial_for_url(port, do_not_open=True)
         except (ValueError, serial.SerialException) as exc:
-            raise PortError(f"'{port}': {exc} (use a device such as /dev/ttyACM0 or COM3, or a URL: socket://, "
-                            "rfc2217://, loop://)") from None
+            raise PortError(
+                f"'{port}': {exc} (use a device such as /dev/ttyACM0 or COM3, or a URL: socket://, rfc2217://, loop://)"
+            ) from None
 
 
 def open_port(port: str, baud: int = DEFAULT_BAUD, timeout: float = READ_TIMEOUT):
@@ -152,8 +164,9 @@ class ProgramPort:
 
     returns_early = True
 
-    def __init__(self, argv: Sequence[str], timeout: float = READ_TIMEOUT, cwd: str | None = None,
-                 preload: bytes = b""):
+    def __init__(
+        self, argv: Sequence[str], timeout: float = READ_TIMEOUT, cwd: str | None = None, preload: bytes = b""
+    ):
         """`preload`: bytes already waiting on its input when it starts (commands it finds at its
         first poll); at most a pipe buffer (4 KiB is always safe)."""
         self.argv = [str(a) for a in argv]
@@ -179,8 +192,9 @@ class ProgramPort:
             return b""
         data = os.read(fd, size)
         if not data:
-            raise serial.SerialException(f"the program {self.argv[0]} ended its output (exit status "
-                                         f"{self.proc.wait()})")
+            raise serial.SerialException(
+                f"the program {self.argv[0]} ended its output (exit status {self.proc.wait()})"
+            )
         return data
 
     def write(self, data: bytes) -> int:

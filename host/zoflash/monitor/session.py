@@ -2,12 +2,13 @@
 Python reference or a board's serial port), and out come the JSONL log, the live terminal view,
 the trained weights file and the plot. The same code serves `simulate` and `monitor`.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 import numpy as np
 
@@ -55,8 +56,12 @@ class SessionResult:
 class Session:
     """Feed telemetry bytes; records go to the JSONL log and the live view as they arrive."""
 
-    def __init__(self, log_path: str | Path | None = None, view: LiveView | None = None,
-                 on_record: Callable[[dict], None] | None = None):
+    def __init__(
+        self,
+        log_path: str | Path | None = None,
+        view: LiveView | None = None,
+        on_record: Callable[[dict], None] | None = None,
+    ):
         self.decoder = telemetry.Decoder()
         self.weights = telemetry.WeightsAssembler()
         self.view = view
@@ -105,8 +110,9 @@ class Session:
         return assembled_best(self.weights, tensors)
 
 
-def assembled_arrays(weights: telemetry.WeightsAssembler,
-                     tensors: list[dict]) -> list[tuple[int, str, np.ndarray, np.ndarray | None]]:
+def assembled_arrays(
+    weights: telemetry.WeightsAssembler, tensors: list[dict]
+) -> list[tuple[int, str, np.ndarray, np.ndarray | None]]:
     """Weights chunks as (index, name, values, residual) for save_weights; `tensors`: (index,
     name, dtype, shape) of each trainable tensor."""
     out = []
@@ -126,8 +132,11 @@ def assembled_best(weights: telemetry.WeightsAssembler, tensors: list[dict]) -> 
     """The best values by validation (weights part best-values) per tensor index, for
     save_weights(best=...); empty when the run sent none (a firmware older than protocol 2)."""
     part = spec.WEIGHTS_PARTS.index("best-values")
-    return {t["index"]: weights.get(t["index"], part, np.dtype(t["dtype"])).reshape(t["shape"])
-            for t in tensors if (t["index"], part) in weights.keys()}
+    return {
+        t["index"]: weights.get(t["index"], part, np.dtype(t["dtype"])).reshape(t["shape"])
+        for t in tensors
+        if (t["index"], part) in weights.keys()
+    }
 
 
 # Records that depend on who watched the run, not on the training: device text, the command
@@ -155,8 +164,9 @@ def read_log(path: str | Path) -> list[dict]:
             try:
                 rec = json.loads(line)
             except ValueError as exc:
-                raise DataError(f"'{path}' line {number} is not JSON ({exc.msg}): not a zoflash training log, "
-                                "or a damaged one") from None
+                raise DataError(
+                    f"'{path}' line {number} is not JSON ({exc.msg}): not a zoflash training log, or a damaged one"
+                ) from None
             if not isinstance(rec, dict) or "type" not in rec:
                 raise DataError(f"'{path}' line {number} is not a training record (no 'type')")
             records.append(rec)

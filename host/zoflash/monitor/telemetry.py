@@ -7,6 +7,7 @@ version 2)"); ids become the names of the training spec (spec/training.py).
     for item in dec.records(dec.feed(chunk)): ...      # JSON-ready dicts, text lines included
     tail = dec.records(dec.flush())                      # at the end of the stream
 """
+
 from __future__ import annotations
 
 import struct
@@ -14,6 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from zoflash.spec import training as spec
 from zoflash.spec.wire import (
     COMMANDS,
     HEAD,
@@ -26,7 +28,6 @@ from zoflash.spec.wire import (
     Frame,
     crc32,
 )
-from zoflash.spec import training as spec
 
 MAX_TEXT_LINE = 4096  # a longer run without a newline is cut into lines of this many bytes
 
@@ -82,8 +83,13 @@ def has_accuracy(records) -> bool:
 
 
 def _malformed(frame: Frame, reason: str) -> dict:
-    return {"type": "malformed", "frame_type": frame.type, "seq": frame.seq, "length": len(frame.payload),
-            "reason": reason}
+    return {
+        "type": "malformed",
+        "frame_type": frame.type,
+        "seq": frame.seq,
+        "length": len(frame.payload),
+        "reason": reason,
+    }
 
 
 def decode(frame: Frame) -> dict:
@@ -97,8 +103,14 @@ def decode(frame: Frame) -> dict:
             if len(frame.payload) < 8:
                 return _malformed(frame, f"restore with a payload of {len(frame.payload)} bytes")
             offset, total = struct.unpack_from("<II", frame.payload)
-            return {"type": "command", "command": name, "seq": frame.seq, "offset": offset, "total": total,
-                    "bytes": len(frame.payload) - 8}
+            return {
+                "type": "command",
+                "command": name,
+                "seq": frame.seq,
+                "offset": offset,
+                "total": total,
+                "bytes": len(frame.payload) - 8,
+            }
         if frame.payload and name != "sample":  # a sample chunk (--data-source stream) has one
             return _malformed(frame, f"command with a payload of {len(frame.payload)} bytes")
         return {"type": "command", "command": name, "seq": frame.seq}
@@ -115,7 +127,7 @@ def decode(frame: Frame) -> dict:
     if kind == "boundary":  # --- boundary checksum: None when no expected value was built in
         rec["agree"] = rec["crc32"] == rec["expected_crc32"] if rec["expected"] else None
     if kind in ("weights", "checkpoint"):
-        rec["data"] = payload[st.size:]
+        rec["data"] = payload[st.size :]
         if rec["offset"] + len(rec["data"]) > rec["total"]:
             return _malformed(frame, f"{kind} chunk past total")
     return rec
@@ -135,8 +147,10 @@ class Decoder:
         self.truncated = self.text_bytes = self.malformed = 0
 
     def stats(self) -> dict:
-        return {k: getattr(self, k) for k in ("frames", "crc_errors", "dropped_bytes", "seq_gaps", "truncated",
-                                               "text_bytes", "malformed")}
+        return {
+            k: getattr(self, k)
+            for k in ("frames", "crc_errors", "dropped_bytes", "seq_gaps", "truncated", "text_bytes", "malformed")
+        }
 
     def feed(self, data: bytes) -> list:
         self._buf += data
@@ -174,8 +188,9 @@ class Decoder:
             n = self._candidate(buf, pos)
             if n > 0:
                 self._end_line()  # a frame also ends the text line before it
-                self._accept(Frame(buf[pos + 3], buf[pos + 4] | buf[pos + 5] << 8,
-                                   bytes(buf[pos + HEAD:pos + n - 4])))
+                self._accept(
+                    Frame(buf[pos + 3], buf[pos + 4] | buf[pos + 5] << 8, bytes(buf[pos + HEAD : pos + n - 4]))
+                )
                 pos += n
                 continue
             if n == 0:  # incomplete
@@ -183,7 +198,7 @@ class Decoder:
                     break
                 if len(buf) - pos >= len(SYNC):
                     self.truncated += 1
-            self._text(buf[pos:pos + 1])  # give up one byte; it is text or garbage like any other
+            self._text(buf[pos : pos + 1])  # give up one byte; it is text or garbage like any other
             pos += 1
         del buf[:pos]
 
@@ -199,7 +214,7 @@ class Decoder:
             return -1
         if avail < n:
             return 0
-        if crc32(buf[pos + 2:pos + n - 4]) != int.from_bytes(buf[pos + n - 4:pos + n], "little"):
+        if crc32(buf[pos + 2 : pos + n - 4]) != int.from_bytes(buf[pos + n - 4 : pos + n], "little"):
             self.crc_errors += 1
             return -1
         return n
@@ -289,5 +304,5 @@ class WeightsAssembler:
         total, chunks = self._parts[(tensor, part)]
         buf = bytearray(total)
         for off in sorted(chunks):
-            buf[off:off + len(chunks[off])] = chunks[off]
+            buf[off : off + len(chunks[off])] = chunks[off]
         return np.frombuffer(bytes(buf), dtype=np.dtype(dtype).newbyteorder("<")).copy()

@@ -10,6 +10,7 @@ Batching never changes the arithmetic: each adapter either folds the batch into 
 reference kernel already treats independently (FC and softmax rows, pooling channels, ...) or
 loops over the samples (convolutions).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -31,6 +32,7 @@ _PARAM_ARGS = {"conv2d": (1, 2), "depthwise_conv2d": (1, 2), "fully_connected": 
 
 # ------------------------------------------------------------------------------ the adapters
 # Each takes (params, batch size, *inputs in C argument order) and returns [B, elements].
+
 
 def _fully_connected(p, n, x, w, b):
     return ref.fully_connected_s8(dict(p, rows=p["rows"] * n), x, w, b).reshape(n, -1)
@@ -57,17 +59,20 @@ def _pool(kernel):
         x = x.reshape(n, h, w, -1).transpose(1, 2, 0, 3).reshape(h, w, -1)
         y = kernel(dict(p, channels=p["channels"] * n), x)
         return y.reshape(p["output_h"], p["output_w"], n, -1).transpose(2, 0, 1, 3).reshape(n, -1)
+
     return run
 
 
 def _binary(kernel):
     """ADD / MUL: the params' 4-D walk gives each input's shape, 1 where it broadcasts."""
+
     def run(p, n, a, b):
         out = tuple(p[f"out_d{k}"] for k in range(4))
         shape1 = tuple(d if p[f"in1_s{k}"] else 1 for k, d in enumerate(out))
         shape2 = tuple(d if p[f"in2_s{k}"] else 1 for k, d in enumerate(out))
         y = kernel(p, a.reshape(len(a), *shape1), b.reshape(len(b), *shape2))
         return np.broadcast_to(y, (n,) + out).reshape(n, -1)
+
     return run
 
 
@@ -112,17 +117,20 @@ DISPATCH = {
 # ==== reductions, resizing, transposed convolution ============================================
 # TRANSPOSE_CONV's weights and bias are parameters; the other kernels run one sample at a time.
 _PARAM_ARGS["transpose_conv"] = (1, 2)
-DISPATCH.update({
-    "reduce_max": _per_sample(ref.reduce_max_s8),
-    "arg_max": _per_sample(ref.arg_max_s8),
-    "resize_bilinear": _per_sample(ref.resize_bilinear_s8),
-    "resize_nearest": _per_sample(ref.resize_nearest_s8),
-    "transpose_conv": _per_sample(ref.transpose_conv_s8),
-})
+DISPATCH.update(
+    {
+        "reduce_max": _per_sample(ref.reduce_max_s8),
+        "arg_max": _per_sample(ref.arg_max_s8),
+        "resize_bilinear": _per_sample(ref.resize_bilinear_s8),
+        "resize_nearest": _per_sample(ref.resize_nearest_s8),
+        "transpose_conv": _per_sample(ref.transpose_conv_s8),
+    }
+)
 # ==== end of reductions, resizing, transposed convolution =====================================
 
 
 # ------------------------------------------------------------------------------- the executor
+
 
 def _samples(x, shape: tuple[int, ...], quant, dtype: str = "int8") -> np.ndarray:
     """int8 [N, *shape] from int8 data or from float data in real units, quantized as TFLite does:
@@ -162,9 +170,16 @@ class ReferenceForward:
             ins = []
             for pos, a in enumerate(step.args[:-1]):
                 for t in a if isinstance(a, tuple) else (a,):  # a tuple (concat) becomes *inputs
-                    ins.append(None if t is None else (self.root[t], tensors[self.root[t]].is_constant,
-                                                       pos in params, tensors[self.root[t]].is_variable
-                                                       and not tensors[t].is_variable))
+                    ins.append(
+                        None
+                        if t is None
+                        else (
+                            self.root[t],
+                            tensors[self.root[t]].is_constant,
+                            pos in params,
+                            tensors[self.root[t]].is_variable and not tensors[t].is_variable,
+                        )
+                    )
             last = step.args[-1]
             out = tuple(self.root[t] for t in last) if isinstance(last, tuple) else self.root[last]
             self._plan.append((DISPATCH[step.kernel], step.params, ins, out))
@@ -172,11 +187,13 @@ class ReferenceForward:
         self.state: dict[int, np.ndarray] = {}  # variable tensors by root index, kept across runs
         self.reset()
         # CALL_ONCE's initial values, written at the first run (TFLM's reset does not run it again).
-        self._call_once = {r: self.graph.tensors[r].initial for r in self.state
-                           if self.graph.tensors[r].initial is not None}
+        self._call_once = {
+            r: self.graph.tensors[r].initial for r in self.state if self.graph.tensors[r].initial is not None
+        }
         # A step writing a variable (ASSIGN_VARIABLE) makes each sample depend on the previous one.
-        self._sequential = any(not isinstance(out, tuple) and self.graph.tensors[out].is_variable
-                               for _, _, _, out in self._plan)
+        self._sequential = any(
+            not isinstance(out, tuple) and self.graph.tensors[out].is_variable for _, _, _, out in self._plan
+        )
 
     def reset(self) -> None:
         """The variable tensors (state) as TFLM's reset leaves them: an int8 one at its zero point,
@@ -203,13 +220,20 @@ class ReferenceForward:
             r, w = self.root[t], np.asarray(w)
             data = self.graph.tensors[r].data
             if data is None or w.shape != data.shape or w.dtype != data.dtype:
-                raise ValueError(f"weights[{t}]: {w.dtype}{list(w.shape)} does not replace tensor "
-                                 f"{self.graph.tensors[r].describe()}")
+                raise ValueError(
+                    f"weights[{t}]: {w.dtype}{list(w.shape)} does not replace tensor {self.graph.tensors[r].describe()}"
+                )
             out[r] = w
         return out
 
-    def run(self, inputs: dict[int, np.ndarray], first: int = 0, end: int | None = None,
-            env: dict | None = None, weights: dict[int, np.ndarray] | None = None) -> dict[int, np.ndarray]:
+    def run(
+        self,
+        inputs: dict[int, np.ndarray],
+        first: int = 0,
+        end: int | None = None,
+        env: dict | None = None,
+        weights: dict[int, np.ndarray] | None = None,
+    ) -> dict[int, np.ndarray]:
         """Execute steps [first, end) on a batch.  inputs: tensor index -> int8 [B, ...]; env: earlier
         values by root index (e.g. cached boundary features); weights: constant overrides.
         Returns a new env (the given one is not modified) holding every value as [B, elements]."""
@@ -238,8 +262,9 @@ class ReferenceForward:
                 try:
                     return env[r]
                 except KeyError:
-                    raise KeyError(f"tensor {tensors[r].describe()} has no value: run the step producing "
-                                   "it or pass it in env") from None
+                    raise KeyError(
+                        f"tensor {tensors[r].describe()} has no value: run the step producing it or pass it in env"
+                    ) from None
             data = over.get(r, tensors[r].data)
             return data if param else data.reshape(1, -1)  # a batch of one broadcasts
 
@@ -269,13 +294,15 @@ class ReferenceForward:
         t = self.graph.tensors[self.graph.inputs[0]]
         x = _samples(x, t.shape, t.quant, t.dtype)
         if self._sequential:  # each sample sees the variables the previous one assigned
-            return np.concatenate([self.output(self.run({t.index: x[i:i + 1]}, weights=weights))
-                                   for i in range(len(x))])
+            return np.concatenate(
+                [self.output(self.run({t.index: x[i : i + 1]}, weights=weights)) for i in range(len(x))]
+            )
         return self.output(self.run({t.index: x}, weights=weights))
 
 
 # ==================================================================== data movement (movement ops)
 # The input may be a constant (one row): it broadcasts over the batch.
+
 
 def _strided_copy(p, n, x):
     return np.stack([ref.strided_copy_s8(p, row).reshape(-1) for row in np.broadcast_to(x, (n, x.shape[1]))])
@@ -292,32 +319,35 @@ def _gather(p, n, x):
     return ref.gather_s8(dict(p, outer=p["outer"] * n), x).reshape(n, -1)
 
 
-DISPATCH.update({
-    "transpose": _strided_copy,
-    "slice": _strided_copy,
-    "strided_slice": _strided_copy,
-    "pack": _concat,
-    "split": _split,
-    "gather": _gather,
-})
+DISPATCH.update(
+    {
+        "transpose": _strided_copy,
+        "slice": _strided_copy,
+        "strided_slice": _strided_copy,
+        "pack": _concat,
+        "split": _split,
+        "gather": _gather,
+    }
+)
 # ==================================================================== end of data movement
 
 
-
 # ------------------------------------------- element-wise and activation ops --------------------
-DISPATCH.update({
-    "sub": _binary(ref.sub_s8),
-    "squared_difference": _binary(ref.squared_difference_s8),
-    "maximum": _binary(ref.maximum_s8),
-    "minimum": _binary(ref.minimum_s8),
-    "prelu": _binary(ref.prelu_s8),
-    "relu": _elementwise(ref.relu_s8),
-    "relu6": _elementwise(ref.relu6_s8),
-    "leaky_relu": _elementwise(ref.leaky_relu_s8),
-    "tanh": _elementwise(ref.tanh_s8),
-    "hard_swish": _elementwise(ref.hard_swish_s8),
-    "rsqrt": _elementwise(ref.rsqrt_s8),
-})
+DISPATCH.update(
+    {
+        "sub": _binary(ref.sub_s8),
+        "squared_difference": _binary(ref.squared_difference_s8),
+        "maximum": _binary(ref.maximum_s8),
+        "minimum": _binary(ref.minimum_s8),
+        "prelu": _binary(ref.prelu_s8),
+        "relu": _elementwise(ref.relu_s8),
+        "relu6": _elementwise(ref.relu6_s8),
+        "leaky_relu": _elementwise(ref.leaky_relu_s8),
+        "tanh": _elementwise(ref.tanh_s8),
+        "hard_swish": _elementwise(ref.hard_swish_s8),
+        "rsqrt": _elementwise(ref.rsqrt_s8),
+    }
+)
 # ---------------------------------------------------- end of element-wise and activation ops ----------
 
 
@@ -339,13 +369,15 @@ from zoflash.reference import lstm as ref_lstm  # noqa: E402  (this block's own 
 def _lstm(p, n, x, *rest):
     *weights, b_i, b_f, b_c, b_o, hidden, cell = rest
     # The samples are a sequence: each one starts from the states the previous one left.
-    return np.stack([ref_lstm.lstm(p, x[i], weights[:4], weights[4:], (b_i, b_f, b_c, b_o), hidden, cell)
-                     for i in range(n)])
+    return np.stack(
+        [ref_lstm.lstm(p, x[i], weights[:4], weights[4:], (b_i, b_f, b_c, b_o), hidden, cell) for i in range(n)]
+    )
 
 
 _PARAM_ARGS["lstm_s8_s16"] = tuple(range(1, 13))
 DISPATCH["lstm_s8_s16"] = _lstm
 # ==== end of UNIDIRECTIONAL_SEQUENCE_LSTM ====================================================
+
 
 # ==== resource variables: READ_VARIABLE / ASSIGN_VARIABLE ===================================
 def _copy(p, n, x):
@@ -398,38 +430,41 @@ def _split16(p, n, x):
 
 
 _AFTER_LOGITS += ("softmax_s8_s16", "softmax_s16", "dequantize_s16")
-DISPATCH.update({
-    "softmax_s8_s16": _softmax_rows(ref16.softmax_s8_s16),
-    "softmax_s16": _softmax_rows(ref16.softmax_s16),
-    "requantize_s8_s16": _requantize_to("int16"),
-    "requantize_s16_s16": _requantize_to("int16"),
-    "requantize_s16_s32": _requantize_to("int32"),
-    "requantize_s8_s32": _requantize_to("int32"),
-    "dequantize_s16": _elementwise(ref16.dequantize_s16),
-    "quantize_f32_s16": _elementwise(ref16.quantize_f32_s16),
-    "conv2d_s16": _per_sample(ref16.conv2d_s16),
-    "depthwise_conv2d_s16": _per_sample(ref16.depthwise_conv2d_s16),
-    "fully_connected_s16": lambda p, n, x, w, b: ref16.fully_connected_s16(dict(p, rows=p["rows"] * n), x, w,
-                                                                            b).reshape(n, -1),
-    "avg_pool_s16": _pool(ref16.avg_pool_s16),
-    "max_pool_s16": _pool(ref16.max_pool_s16),
-    "add_s16": _binary(ref16.add_s16),
-    "sub_s16": _binary(ref16.sub_s16),
-    "mul_s16": _binary(ref16.mul_s16),
-    "relu_s16": _elementwise(ref16.relu_s16),
-    "relu6_s16": _elementwise(ref16.relu6_s16),
-    "leaky_relu_s16": _elementwise(ref16.leaky_relu_s16),
-    "mean_s16": lambda p, n, x: ref16.mean_s16(dict(p, outer=p["outer"] * n), x).reshape(n, -1),
-    "transpose_s16": _copy16,
-    "slice_s16": _copy16,
-    "strided_slice_s16": _copy16,
-    "split_s16": _split16,
-    "pack_s16": _concat16,
-    "maximum_s16": _binary(ref16.maximum_s16),
-    "minimum_s16": _binary(ref16.minimum_s16),
-    "resize_nearest_s16": _per_sample(ref16.resize_nearest_s16),
-    "pad_s16": _pad16,
-    "concat_s16": _concat16,
-})
+DISPATCH.update(
+    {
+        "softmax_s8_s16": _softmax_rows(ref16.softmax_s8_s16),
+        "softmax_s16": _softmax_rows(ref16.softmax_s16),
+        "requantize_s8_s16": _requantize_to("int16"),
+        "requantize_s16_s16": _requantize_to("int16"),
+        "requantize_s16_s32": _requantize_to("int32"),
+        "requantize_s8_s32": _requantize_to("int32"),
+        "dequantize_s16": _elementwise(ref16.dequantize_s16),
+        "quantize_f32_s16": _elementwise(ref16.quantize_f32_s16),
+        "conv2d_s16": _per_sample(ref16.conv2d_s16),
+        "depthwise_conv2d_s16": _per_sample(ref16.depthwise_conv2d_s16),
+        "fully_connected_s16": lambda p, n, x, w, b: ref16.fully_connected_s16(
+            dict(p, rows=p["rows"] * n), x, w, b
+        ).reshape(n, -1),
+        "avg_pool_s16": _pool(ref16.avg_pool_s16),
+        "max_pool_s16": _pool(ref16.max_pool_s16),
+        "add_s16": _binary(ref16.add_s16),
+        "sub_s16": _binary(ref16.sub_s16),
+        "mul_s16": _binary(ref16.mul_s16),
+        "relu_s16": _elementwise(ref16.relu_s16),
+        "relu6_s16": _elementwise(ref16.relu6_s16),
+        "leaky_relu_s16": _elementwise(ref16.leaky_relu_s16),
+        "mean_s16": lambda p, n, x: ref16.mean_s16(dict(p, outer=p["outer"] * n), x).reshape(n, -1),
+        "transpose_s16": _copy16,
+        "slice_s16": _copy16,
+        "strided_slice_s16": _copy16,
+        "split_s16": _split16,
+        "pack_s16": _concat16,
+        "maximum_s16": _binary(ref16.maximum_s16),
+        "minimum_s16": _binary(ref16.minimum_s16),
+        "resize_nearest_s16": _per_sample(ref16.resize_nearest_s16),
+        "pad_s16": _pad16,
+        "concat_s16": _concat16,
+    }
+)
 _PARAM_ARGS.update({"conv2d_s16": (1, 2), "depthwise_conv2d_s16": (1, 2), "fully_connected_s16": (1, 2)})
 # ==== end of int16 activations ===============================================================

@@ -7,6 +7,7 @@ MultiplyByQuantizedMultiplier (saturating rounding doubling high multiply, then 
 divide by a power of two).  Nothing here is shared with the C kernels except the params dict;
 clarity wins over speed, but everything is vectorised over the output.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,6 +17,7 @@ _I32_MAX = (1 << 31) - 1
 
 
 # ------------------------------------------------------------------------ fixed-point arithmetic
+
 
 def wrap_int32(x) -> np.ndarray:
     """Two's-complement wrap of int64 values to int32 (C int32 arithmetic)."""
@@ -66,7 +68,7 @@ def _sat_shl(x, e: int) -> np.ndarray:
 
 def _exp_on_interval_between_negative_one_quarter_and_0_excl(a):
     a = np.asarray(a, dtype=np.int64)
-    constant_term = 1895147668   # exp(-1/8) in Q0.31
+    constant_term = 1895147668  # exp(-1/8) in Q0.31
     constant_1_over_3 = 715827883
     x = wrap_int32(a + (1 << 28))
     x2 = srdhm(x, x)
@@ -86,8 +88,15 @@ def exp_on_negative_values(a, integer_bits: int) -> np.ndarray:
     a_mod = wrap_int32((a & (one_quarter - 1)) - one_quarter)
     result = _exp_on_interval_between_negative_one_quarter_and_0_excl(_sat_shl(a_mod, integer_bits))
     remainder = wrap_int32(a_mod - a)
-    for exponent, multiplier in ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308),
-                                 (2, 39332535), (3, 720401), (4, 242)):
+    for exponent, multiplier in (
+        (-2, 1672461947),
+        (-1, 1302514674),
+        (0, 790015084),
+        (1, 290630308),
+        (2, 39332535),
+        (3, 720401),
+        (4, 242),
+    ):
         if integer_bits > exponent:
             bit = 1 << (frac + exponent)
             result = np.where((remainder & bit) != 0, srdhm(result, multiplier), result)
@@ -120,6 +129,7 @@ def logistic_q4(a) -> np.ndarray:
 
 # ------------------------------------------------------------------------------- convolutions
 
+
 def _shifted_taps(xs, p, kh, kw):
     """Yield (ky, kx, view) where view[oy, ox, :] = xs[iy, ix, :] for that filter tap, or 0
     where the tap falls outside the image.  xs is already offset by the zero point."""
@@ -148,7 +158,9 @@ def conv2d_s8(p, x, w, b=None) -> np.ndarray:
     acc = np.zeros((p["output_h"], p["output_w"], p["output_c"]), dtype=np.int64)
     for ky, kx, view in _shifted_taps(xs, p, p["filter_h"], p["filter_w"]):
         for g in range(groups):
-            acc[..., g * ocg:(g + 1) * ocg] += view[..., g * fc:(g + 1) * fc] @ w[g * ocg:(g + 1) * ocg, ky, kx, :].T
+            acc[..., g * ocg : (g + 1) * ocg] += (
+                view[..., g * fc : (g + 1) * fc] @ w[g * ocg : (g + 1) * ocg, ky, kx, :].T
+            )
     acc = wrap_int32(acc)
     if b is not None:
         acc = wrap_int32(acc + np.asarray(b, dtype=np.int64))
@@ -181,6 +193,7 @@ def fully_connected_s8(p, x, w, b=None) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------- pooling
+
 
 def _pool_taps(p, x, fill):
     q = dict(p, dilation_h=1, dilation_w=1, input_c=p["channels"])
@@ -220,6 +233,7 @@ def max_pool_s8(p, x) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- elementwise
+
 
 def add_s8(p, a, b) -> np.ndarray:
     """a, b: int8 arrays with their own (broadcastable) shapes; result has the broadcast shape."""
@@ -286,6 +300,7 @@ def softmax_s8(p, x) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- data movement
 
+
 def pad_s8(p, x) -> np.ndarray:
     shape = tuple(p[f"in_d{k}"] for k in range(5))
     pads = [(p[f"before{k}"], p[f"after{k}"]) for k in range(5)]
@@ -310,6 +325,7 @@ def mean_s8(p, x, axes) -> np.ndarray:
 
 # ---- begin QUANTIZE at the model's edges (uint8 <-> int8, float32 -> int8) ----
 
+
 def requantize_u8_s8(p, x) -> np.ndarray:
     out = mbqm(np.asarray(x).astype(np.int64) - p["input_zp"], p["multiplier"], p["shift"]) + p["output_zp"]
     return np.clip(out, -128, 127).astype(np.int8)
@@ -330,11 +346,13 @@ def quantize_f32_s8(p, x) -> np.ndarray:
     r = np.copysign(np.floor(a + 0.5), v)  # in float64, exactly round half away for a float32 a
     return np.clip(np.clip(r, -1024, 1024) + p["zero_point"], -128, 127).astype(np.int8)
 
+
 # ---- end QUANTIZE at the model's edges ----
 
 # ==================================================================== data movement (movement ops)
 # The kernels as the executor runs them (from their params), and the ops as NumPy states them
 # (from the model's parameters), which the tests hold the C kernels and the builders to.
+
 
 def strided_copy_s8(p, x) -> np.ndarray:
     """output[i] = x.flat[offset + sum(i_k * in_s_k)] over the 6-D output shape."""
@@ -365,12 +383,16 @@ def strided_slice_op(x, begin, end, strides, begin_mask, end_mask, shrink_axis_m
         if shrink_axis_mask >> k & 1:
             index.append(0 if begin_mask >> k & 1 else begin[k])
         else:
-            index.append(slice(None if begin_mask >> k & 1 else begin[k], None if end_mask >> k & 1 else end[k],
-                               strides[k]))
+            index.append(
+                slice(None if begin_mask >> k & 1 else begin[k], None if end_mask >> k & 1 else end[k], strides[k])
+            )
     return np.asarray(x)[tuple(index)]
+
+
 # ==================================================================== end of data movement
 
 # ------------------------------------------- element-wise and activation ops --------------------
+
 
 def _offsets(p, a, b, zp1="input1_zp", zp2="input2_zp"):
     a = np.asarray(a).astype(np.int64) - p[zp1]
@@ -509,9 +531,12 @@ def rsqrt_s8(p, x) -> np.ndarray:
             data = mbqm(1, m, s + 20)
             table[q + 128] = np.clip(mbqm(data, p["multiplier"], p["shift"] - 20) + p["output_zp"], -128, 127)
     return table[np.asarray(x).astype(np.int64) + 128].astype(np.int8)
+
+
 # ---------------------------------------------------- end of element-wise and activation ops ----------
 
 # ==== reductions, resizing, transposed convolution ============================================
+
 
 def reduce_max_s8(p, x) -> np.ndarray:
     """x: int8 with any shape of p's size -> the maxima over the dimensions whose output stride is 0."""
@@ -550,15 +575,19 @@ def resize_bilinear_s8(p, x) -> np.ndarray:
     y0, y1, fy = _bilinear_axis(p["output_h"], p["height_scale_10"], hp, p["input_h"])
     x0, x1, fx = _bilinear_axis(p["output_w"], p["width_scale_10"], hp, p["input_w"])
     fy, fx = fy[:, None, None], fx[None, :, None]
-    total = (x[y0][:, x0] * (1024 - fy) * (1024 - fx) + x[y1][:, x0] * fy * (1024 - fx)
-             + x[y0][:, x1] * (1024 - fy) * fx + x[y1][:, x1] * fy * fx)
+    total = (
+        x[y0][:, x0] * (1024 - fy) * (1024 - fx)
+        + x[y1][:, x0] * fy * (1024 - fx)
+        + x[y0][:, x1] * (1024 - fy) * fx
+        + x[y1][:, x1] * fy * fx
+    )
     return _trunc_div(total + np.where(total > 0, 1 << 19, -(1 << 19)), 1 << 20).astype(np.int8)
 
 
 def nearest_index(in_size: int, out_size: int, align_corners: bool, half_pixel_centers: bool) -> np.ndarray:
     """TFLM GetNearestNeighbor, one output position at a time, in float32 scalars."""
     f = np.float32
-    scale = (f(in_size - 1) / f(out_size - 1) if align_corners and out_size > 1 else f(in_size) / f(out_size))
+    scale = f(in_size - 1) / f(out_size - 1) if align_corners and out_size > 1 else f(in_size) / f(out_size)
     out = []
     for i in range(out_size):
         v = (f(i) + f(0.5 if half_pixel_centers else 0.0)) * scale
@@ -583,19 +612,23 @@ def transpose_conv_s8(p, x, w, b=None) -> np.ndarray:
     xs = np.asarray(x).reshape(h, wd, ic).astype(np.int64) - p["input_zp"]
     w = np.asarray(w).reshape(oc, kh, kw, ic).astype(np.int64)
     # The scatter on a canvas with the padding (and room for the whole window) around the output.
-    canvas = np.zeros((max((h - 1) * sh + kh, p["pad_h"] + oh), max((wd - 1) * sw + kw, p["pad_w"] + ow), oc),
-                      dtype=np.int64)
+    canvas = np.zeros(
+        (max((h - 1) * sh + kh, p["pad_h"] + oh), max((wd - 1) * sw + kw, p["pad_w"] + ow), oc), dtype=np.int64
+    )
     for fy in range(kh):
         for fx in range(kw):
-            canvas[fy:fy + (h - 1) * sh + 1:sh, fx:fx + (wd - 1) * sw + 1:sw] += xs @ w[:, fy, fx, :].T
-    acc = wrap_int32(canvas[p["pad_h"]:p["pad_h"] + oh, p["pad_w"]:p["pad_w"] + ow])
+            canvas[fy : fy + (h - 1) * sh + 1 : sh, fx : fx + (wd - 1) * sw + 1 : sw] += xs @ w[:, fy, fx, :].T
+    acc = wrap_int32(canvas[p["pad_h"] : p["pad_h"] + oh, p["pad_w"] : p["pad_w"] + ow])
     if b is not None:
         acc = wrap_int32(acc + np.asarray(b, dtype=np.int64))
     return _requant(acc, p, np.asarray(p["multiplier"], np.int64), np.asarray(p["shift"], np.int64))
+
+
 # ==== end of reductions, resizing, transposed convolution =====================================
 
 
 # ==== sequence ops: SVDF (stateful models) ===================================================
+
 
 def svdf(p, x, wf, wt, b, state) -> np.ndarray:
     """SVDF on one input [batches * input_size]: updates `state` (int8 or int16, flat
@@ -622,6 +655,8 @@ def svdf(p, x, wf, wt, b, state) -> np.ndarray:
 def requantize_s16_s8(p, x) -> np.ndarray:
     out = mbqm(np.asarray(x).astype(np.int64) - p["input_zp"], p["multiplier"], p["shift"]) + p["output_zp"]
     return np.clip(out, -128, 127).astype(np.int8)
+
+
 # ==== end of sequence ops ====================================================================
 
 
@@ -635,4 +670,6 @@ def cast(p, x) -> np.ndarray:
     bits and rounds an integer to the nearest float32, as C does on two's-complement targets."""
     src, dst = _CAST_DTYPES[p["input_type"]], _CAST_DTYPES[p["output_type"]]
     return np.asarray(x, dtype=src).reshape(-1).astype(dst)
+
+
 # ==== end of CAST ===========================================================================

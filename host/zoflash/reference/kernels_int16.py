@@ -1,5 +1,6 @@
 """NumPy reference of the int16-activation kernels (16x8 quantization), read from TFLM's reference
 kernels independently of the C in zo_kernels_int16.c; each takes the kernel's params dict."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -55,8 +56,9 @@ def softmax_s16(p, x) -> np.ndarray:
         total = int(e[r].sum())
         headroom_plus_one = 32 - total.bit_length()
         shifted = ((total << (headroom_plus_one - 1)) + (1 << 13)) >> 14
-        reciprocal = int(lut_lookup_s16(np.clip(shifted - (1 << 15) - (1 << 16), -32768, 32767),
-                                        p["one_over_one_plus_x_lut"]))
+        reciprocal = int(
+            lut_lookup_s16(np.clip(shifted - (1 << 15) - (1 << 16), -32768, 32767), p["one_over_one_plus_x_lut"])
+        )
         right = 31 - headroom_plus_one
         out[r] = np.clip((e[r] * reciprocal + (1 << (right - 1))) >> right, 0, 32767)
     return out.astype(np.int16)
@@ -85,6 +87,7 @@ def quantize_f32_s16(p, x) -> np.ndarray:
 
 # ------------------------------------------------------- CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED
 
+
 def mbqm64(x, multiplier, shift) -> np.ndarray:
     """TFLM's MultiplyByQuantizedMultiplier(int64_t x, ...): the multiplier rounded to Q0.15, then
     one shift by 15 - shift, rounding half up; the int32 result wraps."""
@@ -111,7 +114,9 @@ def conv2d_s16(p, x, w, b=None) -> np.ndarray:
     acc = np.zeros((p["output_h"], p["output_w"], p["output_c"]), np.int64)
     for ky, kx, view in _shifted_taps(x, p, p["filter_h"], p["filter_w"]):
         for g in range(groups):
-            acc[..., g * ocg:(g + 1) * ocg] += view[..., g * fc:(g + 1) * fc] @ w[g * ocg:(g + 1) * ocg, ky, kx, :].T
+            acc[..., g * ocg : (g + 1) * ocg] += (
+                view[..., g * fc : (g + 1) * fc] @ w[g * ocg : (g + 1) * ocg, ky, kx, :].T
+            )
     return _requant16(acc, p, b)
 
 
@@ -132,6 +137,7 @@ def fully_connected_s16(p, x, w, b=None) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ pooling, PAD, CONCATENATION
+
 
 def avg_pool_s16(p, x) -> np.ndarray:
     """The sum of the taps inside the image over their count, rounded half away from zero."""
@@ -161,6 +167,7 @@ def pad_s16(p, x) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------- ADD, SUB, MUL
 
+
 def _rescaled(p, a, b):
     """Both inputs shifted left by left_shift and brought to twice the larger scale (MBQM < 1)."""
     a = (np.asarray(a).astype(np.int64) - p["input1_zp"]) << p["left_shift"]
@@ -189,6 +196,7 @@ def mul_s16(p, a, b) -> np.ndarray:
 
 # ------------------------------------------------------------------ RELU, RELU6, LEAKY_RELU, MEAN
 
+
 def relu_s16(p, x) -> np.ndarray:
     out = mbqm(np.asarray(x).astype(np.int64) - p["input_zp"], p["multiplier"], p["shift"]) + p["output_zp"]
     return np.clip(out, p["act_min"], p["act_max"]).astype(np.int16)
@@ -216,6 +224,7 @@ def mean_s16(p, x) -> np.ndarray:
 
 # ------------------------------------------------------------ TRANSPOSE, SLICE, STRIDED_SLICE, SPLIT
 
+
 def strided_copy_s16(p, x) -> np.ndarray:
     """output[i] = x.flat[offset + sum(i_k * in_s_k)] over the 6-D output shape."""
     flat = np.ascontiguousarray(x, dtype=np.int16).reshape(-1)
@@ -233,6 +242,7 @@ def split_s16(p, x) -> list[np.ndarray]:
 
 
 # ------------------------------------------------------- MAXIMUM, MINIMUM, RESIZE_NEAREST_NEIGHBOR
+
 
 def maximum_s16(p, a, b) -> np.ndarray:
     return np.maximum(np.asarray(a), np.asarray(b)).astype(np.int16)

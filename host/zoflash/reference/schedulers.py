@@ -15,6 +15,7 @@ Every float operation is one np.float32 operation, in the C's order.
     q_next, event = s.observe(Obs(step=t, q=q, passes=..., loss=..., m2=..., v=...))
     if s.should_stop(): ...
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -32,7 +33,9 @@ SQRT2 = F32(1.41421354)
 CRIT_TOL = F32(1 - 1 / np.sqrt(2))  # critical: 1 - 1/sqrt(2) rounded to float32 (the C's CRIT_TOL)
 
 FIXED_KIND, PLATEAU_KIND, CRITICAL_KIND, ADAZETA_KIND = (spec.SCHEDULER_IDS[k] for k in spec.SCHEDULERS)
-FIXED, WARMUP, MONITOR, COOLDOWN, CAPPED, DIVERGE, CALIBRATE, TRACK, RAMP, HOLD = (spec.STATE_IDS[s] for s in spec.STATES)
+FIXED, WARMUP, MONITOR, COOLDOWN, CAPPED, DIVERGE, CALIBRATE, TRACK, RAMP, HOLD = (
+    spec.STATE_IDS[s] for s in spec.STATES
+)
 EV = IntEnum("EV", {name: i for i, name in enumerate(spec.EVENTS)})  # scheduler events (spec.EVENTS)
 Act = IntFlag("Act", spec.ACTION_BITS)  # actions of a table row (spec.ACTIONS), applied in bit order
 
@@ -108,8 +111,12 @@ TABLES: dict[int, dict[tuple[int, int], tuple[int, int, Act]]] = {
 }
 
 # first state, and the first state when q starts at q_max
-INITIAL = {FIXED_KIND: (FIXED, FIXED), PLATEAU_KIND: (WARMUP, WARMUP),
-           CRITICAL_KIND: (CALIBRATE, CALIBRATE), ADAZETA_KIND: (RAMP, CAPPED)}
+INITIAL = {
+    FIXED_KIND: (FIXED, FIXED),
+    PLATEAU_KIND: (WARMUP, WARMUP),
+    CRITICAL_KIND: (CALIBRATE, CALIBRATE),
+    ADAZETA_KIND: (RAMP, CAPPED),
+}
 
 
 def config(kind, **params) -> dict:
@@ -140,6 +147,7 @@ def config(kind, **params) -> dict:
 @dataclass
 class Obs:
     """One step as the trainer saw it (zo_sched_obs_t)."""
+
     step: int = 0
     q: int = 0
     passes: int = 0
@@ -154,6 +162,7 @@ class Obs:
 
 class Event(NamedTuple):
     """A change of state or q (zo_sched_event_t)."""
+
     step: int
     code: int
     state_from: int
@@ -183,7 +192,7 @@ class Scheduler:
         self.w_mean, self.w_se2 = F32(0), F32(0)
         self.base_mean, self.base_se2, self.base_gap = F32(0), F32(0), F32(0)
         self.base_rate, self.base_rate_se2, self.since_passes = F32(0), F32(0), 0
-        self.last_window = None   # (passes, steps, mean, se2, critical's rse2 or None) of the last closed window
+        self.last_window = None  # (passes, steps, mean, se2, critical's rse2 or None) of the last closed window
 
     # -- queries
     def wants_centre(self) -> bool:
@@ -194,13 +203,47 @@ class Scheduler:
 
     def internal_state(self) -> dict:
         """Everything zo_sched_t holds besides the config (the tests compare it with the C)."""
-        names = ("q", "state", "stop", "n_obs", "last_event", "w_passes", "w_steps", "w_sum", "w_sq",
-                 "w_mean", "w_se2", "has_best", "best", "best_se2", "stale", "raised", "gained",
-                 "w_m2", "w_s", "w_s2", "w_k", "w_k2", "w_kn", "c_m2", "c_s", "c_kappa", "c_rse2", "q_star",
-                 "pending", "count", "base_mean", "base_se2", "base_gap", "base_rate",
-                 "base_rate_se2", "since_passes")
-        return {n: (getattr(self, n) if isinstance(getattr(self, n), np.floating) else int(getattr(self, n)))
-                for n in names}
+        names = (
+            "q",
+            "state",
+            "stop",
+            "n_obs",
+            "last_event",
+            "w_passes",
+            "w_steps",
+            "w_sum",
+            "w_sq",
+            "w_mean",
+            "w_se2",
+            "has_best",
+            "best",
+            "best_se2",
+            "stale",
+            "raised",
+            "gained",
+            "w_m2",
+            "w_s",
+            "w_s2",
+            "w_k",
+            "w_k2",
+            "w_kn",
+            "c_m2",
+            "c_s",
+            "c_kappa",
+            "c_rse2",
+            "q_star",
+            "pending",
+            "count",
+            "base_mean",
+            "base_se2",
+            "base_gap",
+            "base_rate",
+            "base_rate_se2",
+            "since_passes",
+        )
+        return {
+            n: (getattr(self, n) if isinstance(getattr(self, n), np.floating) else int(getattr(self, n))) for n in names
+        }
 
     # -- one observation
     def observe(self, obs: Obs | Mapping) -> tuple[int, Event | None]:

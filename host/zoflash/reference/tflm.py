@@ -50,6 +50,7 @@ needs a 2672 B arena.
 Output capture at the file-descriptor level is process-wide: do not call these from
 several threads at once.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -59,7 +60,7 @@ import os
 import re
 import sys
 import tempfile
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -72,6 +73,7 @@ def _runtime():
         from tflite_micro.python.tflite_micro import runtime
     except ImportError:  # pragma: no cover - depends on the environment
         from zoflash.errors import ToolMissingError
+
         raise ToolMissingError("tflite-micro", "pip install tflite-micro (or pip install 'zoflash[tflm]')") from None
     return runtime
 
@@ -162,8 +164,10 @@ def _details(d: dict) -> dict:
 
 
 _TOTAL_RE = re.compile(r"Arena allocation (total|head|tail) (\d+) bytes")
-_REC_RE = re.compile(r"'([^']+)' used (\d+) bytes with alignment overhead "
-                     r"\(requested (\d+) bytes for (\d+) ")
+_REC_RE = re.compile(
+    r"'([^']+)' used (\d+) bytes with alignment overhead "
+    r"\(requested (\d+) bytes for (\d+) "
+)
 
 
 def parse_allocations(text: str) -> dict:
@@ -191,14 +195,16 @@ class TflmInterpreter:
     activations after ``invoke``) but disables :meth:`arena_usage`.
     """
 
-    def __init__(self, model_bytes: bytes, arena_size: int | None = None, *,
-                 preserve_all_tensors: bool = False):
+    def __init__(self, model_bytes: bytes, arena_size: int | None = None, *, preserve_all_tensors: bool = False):
         runtime = _runtime()
         self.model_bytes = bytes(model_bytes)
         self.num_inputs, self.num_outputs, self.num_tensors = _graph_counts(self.model_bytes)
         self.preserve_all_tensors = preserve_all_tensors
-        config = (runtime.InterpreterConfig.kPreserveAllTensors if preserve_all_tensors
-                  else runtime.InterpreterConfig.kAllocationRecording)
+        config = (
+            runtime.InterpreterConfig.kPreserveAllTensors
+            if preserve_all_tensors
+            else runtime.InterpreterConfig.kAllocationRecording
+        )
         if arena_size is None:
             size = max(10 * len(self.model_bytes), 64 * 1024)
             while True:
@@ -219,8 +225,7 @@ class TflmInterpreter:
     def _create(self, runtime, size: int, config):
         try:
             with capture_fds() as cap:
-                return runtime.Interpreter.from_bytes(self.model_bytes, arena_size=size,
-                                                      intrepreter_config=config)
+                return runtime.Interpreter.from_bytes(self.model_bytes, arena_size=size, intrepreter_config=config)
         except RuntimeError as exc:
             msg = " ".join(cap.text.split())
             raise RuntimeError(f"{exc} (arena_size={size})" + (f": {msg}" if msg else "")) from exc
@@ -245,9 +250,15 @@ class TflmInterpreter:
         self._it.invoke()
         return [np.array(self._it.get_output(i), copy=True) for i in range(self.num_outputs)]
 
-    def run_batch(self, x: np.ndarray, input_index: int = 0, *, output_index: int = 0,
-                  other_inputs: Sequence[np.ndarray] | None = None,
-                  keep_batch_dim: bool = False) -> np.ndarray:
+    def run_batch(
+        self,
+        x: np.ndarray,
+        input_index: int = 0,
+        *,
+        output_index: int = 0,
+        other_inputs: Sequence[np.ndarray] | None = None,
+        keep_batch_dim: bool = False,
+    ) -> np.ndarray:
         """Run N samples stacked on axis 0 and stack output ``output_index``.
 
         ``x`` is ``[N, *input_shape]`` or, when the model's input has a leading batch dim of
@@ -264,11 +275,13 @@ class TflmInterpreter:
         elif shape and shape[0] == 1 and x.ndim == len(shape) and tuple(x.shape[1:]) == shape[1:]:
             per = x.reshape((x.shape[0],) + shape)
         else:
-            raise ValueError(f"input {input_index}: expected [N, *{list(shape)}] or "
-                             f"[N, *{list(shape[1:])}], got {list(x.shape)}")
+            raise ValueError(
+                f"input {input_index}: expected [N, *{list(shape)}] or [N, *{list(shape[1:])}], got {list(x.shape)}"
+            )
         if x.dtype != d["dtype"]:
-            raise TypeError(f"input {input_index}: expected dtype {d['dtype']}, got {x.dtype}"
-                            " (use quantize_input() for float data)")
+            raise TypeError(
+                f"input {input_index}: expected dtype {d['dtype']}, got {x.dtype} (use quantize_input() for float data)"
+            )
         if self.num_inputs > 1 and other_inputs is None:
             raise ValueError(f"model has {self.num_inputs} inputs: pass other_inputs")
         feeds = list(other_inputs) if other_inputs is not None else [None]
@@ -319,8 +332,7 @@ class TflmInterpreter:
         docstring for what each number means (``head`` = activations + scratch).
         """
         if self.preserve_all_tensors:
-            raise RuntimeError("arena_usage() is only recorded in the default mode "
-                               "(preserve_all_tensors=False)")
+            raise RuntimeError("arena_usage() is only recorded in the default mode (preserve_all_tensors=False)")
         with capture_fds() as cap:
             self._it.print_allocations()
         usage = parse_allocations(cap.text)

@@ -7,20 +7,22 @@ Python loop in the order the spec gives (NumPy's pairwise `sum` would round diff
 The forward pass is the NumPy reference kernels (reference/forward.py), run on whole
 minibatches; the frozen prefix is computed once per training sample, since it cannot change.
 """
+
 from __future__ import annotations
 
 import math
 import time
 import zlib
-from typing import Any, Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from zoflash.spec.wire import Encoder
 from zoflash.reference import zo_math as zm
 from zoflash.reference.forward import ReferenceForward
 from zoflash.reference.schedulers import Scheduler
 from zoflash.spec import training as spec
+from zoflash.spec.wire import Encoder
 
 # The product's objects arrive as arguments and are read by duck typing: the reference imports
 # nothing of the product it checks (only the training contract and the wire format).
@@ -29,7 +31,8 @@ CompiledModel = Dataset = TrainOptions = TrainPlan = Any
 F32 = np.float32
 SQRT2 = F32(1.41421354)
 DONE_STEPS, DONE_BUDGET, DONE_SCHEDULER, DONE_DEAD_ZONE, DONE_GUARD = (
-    spec.DONE_REASON_IDS[r] for r in ("steps", "budget", "scheduler", "dead-zone", "guard"))
+    spec.DONE_REASON_IDS[r] for r in ("steps", "budget", "scheduler", "dead-zone", "guard")
+)
 EVENT_SCHEDULER, EVENT_LR, EVENT_ROLLBACK = (spec.EVENT_KINDS[k] for k in ("scheduler", "lr", "rollback"))
 LR_TRIAL, LR_CHOSEN = spec.LR_EVENT_CODE_IDS["trial"], spec.LR_EVENT_CODE_IDS["chosen"]
 ROLLBACK_GUARD, ROLLBACK_LOSS = spec.ROLLBACK_CAUSE_IDS["guard"], spec.ROLLBACK_CAUSE_IDS["loss"]
@@ -39,9 +42,10 @@ VALUES, RESIDUAL, BEST = (spec.WEIGHTS_PARTS.index(p) for p in ("values", "resid
 
 class RunSettings(NamedTuple):
     """What the reference derives from the options itself (not from the product's properties)."""
-    density_log2: int   # density = 2^-density_log2
-    lr_auto: bool       # lr None: calibrate
-    max_steps: int      # 0: no step limit (a budget)
+
+    density_log2: int  # density = 2^-density_log2
+    lr_auto: bool  # lr None: calibrate
+    max_steps: int  # 0: no step limit (a budget)
 
 
 def run_settings(opts: TrainOptions) -> RunSettings:
@@ -98,8 +102,7 @@ def lr_decay_factor(decay: str, t: int, passes: int, budget: int | None, max_ste
 
 
 class ReferenceTrainer:
-    def __init__(self, model: CompiledModel, plan: TrainPlan, opts: TrainOptions, data: Dataset,
-                 model_sha256: str):
+    def __init__(self, model: CompiledModel, plan: TrainPlan, opts: TrainOptions, data: Dataset, model_sha256: str):
         self.model, self.plan, self.opts, self.data = model, plan, opts, data
         self.sha = bytes.fromhex(model_sha256[:16])
         self.settings = run_settings(opts)
@@ -116,9 +119,13 @@ class ReferenceTrainer:
         if self.loss == "mse":  # float32 targets per sample: the data's, or the input dequantized
             q_in = g.tensors[g.inputs[0]].quant
             self.t_train, self.t_val, self.t_test = (
-                np.asarray(t, F32) if t is not None else
-                (F32(q_in.scale) * (x.reshape(len(x), -1).astype(np.int32) - np.int32(q_in.zero_point)).astype(F32))
-                for x, t in ((data.x_train, data.t_train), (data.x_val, data.t_val), (data.x_test, data.t_test)))
+                np.asarray(t, F32)
+                if t is not None
+                else (
+                    F32(q_in.scale) * (x.reshape(len(x), -1).astype(np.int32) - np.int32(q_in.zero_point)).astype(F32)
+                )
+                for x, t in ((data.x_train, data.t_train), (data.x_val, data.t_val), (data.x_test, data.t_test))
+            )
         # the frozen prefix, once per training sample: boundary root index -> [N, bytes]
         env = self.fwd.run({g.inputs[0]: data.x_train}, 0, plan.split)
         self.features = {b.index: env[b.index] for b in plan.boundary}
@@ -138,11 +145,13 @@ class ReferenceTrainer:
         sign = sign * o.eps
         for k, tt in enumerate(self.plan.tensors):
             if tt.is_bias:
-                self.values[k] = zm.perturb_s32(self.values[k], sign, tt.eps_b.reshape(-1), o.seed, t, i,
-                                                tt.stream, self.settings.density_log2)
+                self.values[k] = zm.perturb_s32(
+                    self.values[k], sign, tt.eps_b.reshape(-1), o.seed, t, i, tt.stream, self.settings.density_log2
+                )
             else:
-                self.values[k] = zm.perturb_s8(self.values[k], sign, o.seed, t, i, tt.stream,
-                                               self.settings.density_log2)
+                self.values[k] = zm.perturb_s8(
+                    self.values[k], sign, o.seed, t, i, tt.stream, self.settings.density_log2
+                )
 
     def _loss(self, out: np.ndarray, labels: np.ndarray, targets: np.ndarray | None) -> np.ndarray:
         """Per-sample float32 losses of the int8 outputs [B, classes]."""
@@ -187,18 +196,32 @@ class ReferenceTrainer:
         samples are settled."""
         out = self._outputs(env, self.plan.split)
         self.suffix_passes += len(labels)
-        return self._loss(out, labels, targets), self._saturated(out, labels, targets), \
-            self._settled(out, labels, targets)
+        return (
+            self._loss(out, labels, targets),
+            self._saturated(out, labels, targets),
+            self._settled(out, labels, targets),
+        )
 
     def _frame(self, frame_type: str, **fields) -> bytes:
         return self.tm.frame(frame_type, fields)
 
     def _event(self, step, kind, code, s_from, s_to, q_from, q_to, value, aux) -> bytes:
-        return self._frame("event", step=step, kind=kind, code=code, state_from=s_from, state_to=s_to,
-                           q_from=q_from, q_to=q_to, value=value, aux=aux)
+        return self._frame(
+            "event",
+            step=step,
+            kind=kind,
+            code=code,
+            state_from=s_from,
+            state_to=s_to,
+            q_from=q_from,
+            q_to=q_to,
+            value=value,
+            aux=aux,
+        )
 
-    def _evaluate_split(self, x: np.ndarray, y: np.ndarray, targets: np.ndarray | None
-                        ) -> tuple[int, np.float32, int, np.float32]:
+    def _evaluate_split(
+        self, x: np.ndarray, y: np.ndarray, targets: np.ndarray | None
+    ) -> tuple[int, np.float32, int, np.float32]:
         """Correct answers, mean loss, saturated logits and the mean loss's standard error of one
         split, samples in order."""
         out = self._outputs({self.input_root: x.reshape(len(x), -1)}, 0)
@@ -227,10 +250,27 @@ class ReferenceTrainer:
         v_correct, v_loss, v_sat, v_se = self._evaluate_split(d.x_val, d.y_val, self.t_val if mse else None)
         correct, loss, _, _ = self._evaluate_split(d.x_test, d.y_test, self.t_test if mse else None)
         n, n_val = len(d.y_test), len(d.y_val)
-        return self._frame("eval", step=steps_done, correct=correct, count=n, accuracy=F32(correct) / F32(n),
-                           loss=loss, prefix_passes=self.prefix_passes, suffix_passes=self.suffix_passes,
-                           eval_passes=self.eval_passes, time_us=self._time_us(), val_correct=v_correct,
-                           val_count=n_val, val_accuracy=F32(v_correct) / F32(n_val), val_loss=v_loss), v_loss, v_sat, v_se
+        return (
+            self._frame(
+                "eval",
+                step=steps_done,
+                correct=correct,
+                count=n,
+                accuracy=F32(correct) / F32(n),
+                loss=loss,
+                prefix_passes=self.prefix_passes,
+                suffix_passes=self.suffix_passes,
+                eval_passes=self.eval_passes,
+                time_us=self._time_us(),
+                val_correct=v_correct,
+                val_count=n_val,
+                val_accuracy=F32(v_correct) / F32(n_val),
+                val_loss=v_loss,
+            ),
+            v_loss,
+            v_sat,
+            v_se,
+        )
 
     # ---- one step ----------------------------------------------------------------------------
 
@@ -293,10 +333,15 @@ class ReferenceTrainer:
             m2_sum = F32(m2_sum + F32(delta * delta))
             v_sum = F32(v_sum + vi)
         passes = (2 * q + int(centre)) * b
-        return dict(loss=F32(loss_sum / F32(2 * q * b)), m2=F32(m2_sum / F32(q)), v=F32(v_sum / F32(q)),
-                    zero_frac=F32(F32(zeros) / F32(q * b)),
-                    sat_frac=F32(F32(saturated) / F32(F32(passes) * F32(self.plan.classes))),
-                    kappa=F32(k_sum / F32(q * b)) if centre else F32(0), passes=passes)
+        return dict(
+            loss=F32(loss_sum / F32(2 * q * b)),
+            m2=F32(m2_sum / F32(q)),
+            v=F32(v_sum / F32(q)),
+            zero_frac=F32(F32(zeros) / F32(q * b)),
+            sat_frac=F32(F32(saturated) / F32(F32(passes) * F32(self.plan.classes))),
+            kappa=F32(k_sum / F32(q * b)) if centre else F32(0),
+            passes=passes,
+        )
 
     def _auto_step_lsb(self, rho: np.float32, p: np.float32) -> np.float32:
         """Auto lr: RMS step in LSB, rho but at most max(1, w_rms / LR_W_RMS_DIV / sqrt(p)) (w_rms:
@@ -315,12 +360,28 @@ class ReferenceTrainer:
         c = np.array([F32(F32(lr * d) / F32(q)) for d in self.delta], dtype=F32)
         for k, tt in enumerate(self.plan.tensors):
             if tt.is_bias:
-                self.values[k] = zm.update_s32(self.values[k], c, tt.eps_b.reshape(-1), tt.max_step, o.seed, t,
-                                               tt.stream, self.settings.density_log2)
+                self.values[k] = zm.update_s32(
+                    self.values[k],
+                    c,
+                    tt.eps_b.reshape(-1),
+                    tt.max_step,
+                    o.seed,
+                    t,
+                    tt.stream,
+                    self.settings.density_log2,
+                )
             else:
-                self.values[k], self.residual[k] = zm.update_s8(self.values[k], self.residual[k], c, o.seed, t,
-                                                                tt.stream, self.settings.density_log2, o.rounding,
-                                                                w_max=spec.INT8_WEIGHT_LIMIT - o.eps)
+                self.values[k], self.residual[k] = zm.update_s8(
+                    self.values[k],
+                    self.residual[k],
+                    c,
+                    o.seed,
+                    t,
+                    tt.stream,
+                    self.settings.density_log2,
+                    o.rounding,
+                    w_max=spec.INT8_WEIGHT_LIMIT - o.eps,
+                )
 
     # ---- lr trial (docs/training.md "lr trial") -------------------------------------------------
 
@@ -348,11 +409,24 @@ class ReferenceTrainer:
                 st = self._step(t0 + i, 1, False)
                 self._update(t0 + i, 1, lr)
                 sat_run, zero_run, diverged = self._guard_runs(st, sat_run, zero_run)
-                frames.append(self._frame("step", step=t, q=1, state=state,
-                                          flags=FLAG["trial"] | (FLAG["diverged"] if diverged else 0), lr=lr,
-                                          loss=st["loss"], m2=st["m2"], v=st["v"], zero_frac=st["zero_frac"],
-                                          sat_frac=st["sat_frac"], prefix_passes=self.prefix_passes,
-                                          suffix_passes=self.suffix_passes, time_us=self._time_us()))
+                frames.append(
+                    self._frame(
+                        "step",
+                        step=t,
+                        q=1,
+                        state=state,
+                        flags=FLAG["trial"] | (FLAG["diverged"] if diverged else 0),
+                        lr=lr,
+                        loss=st["loss"],
+                        m2=st["m2"],
+                        v=st["v"],
+                        zero_frac=st["zero_frac"],
+                        sat_frac=st["sat_frac"],
+                        prefix_passes=self.prefix_passes,
+                        suffix_passes=self.suffix_passes,
+                        time_us=self._time_us(),
+                    )
+                )
                 t += 1
                 if diverged:
                     return F32(np.inf)
@@ -360,7 +434,7 @@ class ReferenceTrainer:
             return self._evaluate_split(d.x_val, d.y_val, self.t_val if self.loss == "mse" else None)[1]
 
         def trial(j: int) -> np.float32:
-            loss = candidate(lr_at_q(F32(lr1 * F32(2.0 ** j)), 1, o.lr_scaling))
+            loss = candidate(lr_at_q(F32(lr1 * F32(2.0**j)), 1, o.lr_scaling))
             frames.append(self._event(t0, EVENT_LR, LR_TRIAL, state, state, 1, 1, loss, j & 0xFFFFFFFF))
             return loss
 
@@ -418,16 +492,31 @@ class ReferenceTrainer:
     def frames(self) -> Iterator[bytes]:
         """The whole run as telemetry frames (the bytes the firmware would write)."""
         o, plan = self.opts, self.plan
-        yield self._frame("hello", seed=o.seed, batch=o.batch, classes=plan.classes, n_train=self._n_train(),
-                          n_test=len(self.data.y_test), trainable_params=plan.params,
-                          scheduler=spec.SCHEDULER_IDS[o.scheduler], rounding=spec.ROUNDING_IDS[o.rounding],
-                          density_log2=self.settings.density_log2, lr_auto=int(self.settings.lr_auto),
-                          lr=F32(0.0) if self.settings.lr_auto else F32(o.lr), max_steps=self.settings.max_steps,
-                          budget=o.budget or 0, q_max=o.q_max, n_tensors=len(plan.tensors), model_sha256=self.sha,
-                          loss_kind=spec.LOSS_IDS[self.loss], headroom=int(o.headroom))
+        yield self._frame(
+            "hello",
+            seed=o.seed,
+            batch=o.batch,
+            classes=plan.classes,
+            n_train=self._n_train(),
+            n_test=len(self.data.y_test),
+            trainable_params=plan.params,
+            scheduler=spec.SCHEDULER_IDS[o.scheduler],
+            rounding=spec.ROUNDING_IDS[o.rounding],
+            density_log2=self.settings.density_log2,
+            lr_auto=int(self.settings.lr_auto),
+            lr=F32(0.0) if self.settings.lr_auto else F32(o.lr),
+            max_steps=self.settings.max_steps,
+            budget=o.budget or 0,
+            q_max=o.q_max,
+            n_tensors=len(plan.tensors),
+            model_sha256=self.sha,
+            loss_kind=spec.LOSS_IDS[self.loss],
+            headroom=int(o.headroom),
+        )
         if plan.split > 0:  # --- boundary checksum: the first test sample's prefix, once
-            yield self._frame("boundary", crc32=self.boundary_crc32(), expected_crc32=0, bytes=plan.boundary_bytes,
-                              boundary_flags=0)
+            yield self._frame(
+                "boundary", crc32=self.boundary_crc32(), expected_crc32=0, bytes=plan.boundary_bytes, boundary_flags=0
+            )
         lr1 = F32(o.lr or 0.0)
         frame, best_loss, _, _ = self._evaluate(0)
         yield frame
@@ -459,8 +548,12 @@ class ReferenceTrainer:
             centre = (not calibrating) and self.sched.wants_centre()
             lr = F32(0) if calibrating else lr_at_q(lr1, q, o.lr_scaling)
             if not calibrating and o.lr_decay != "none":
-                lr = F32(lr * lr_decay_factor(o.lr_decay, t, self.prefix_passes + self.suffix_passes, o.budget,
-                                              self.settings.max_steps))
+                lr = F32(
+                    lr
+                    * lr_decay_factor(
+                        o.lr_decay, t, self.prefix_passes + self.suffix_passes, o.budget, self.settings.max_steps
+                    )
+                )
             state = self.sched.state
             st = self._step(t, q, centre)
             if not calibrating:
@@ -470,12 +563,27 @@ class ReferenceTrainer:
                 sat_run, zero_run, diverged = self._guard_runs(st, sat_run, zero_run)
                 if diverged:
                     rollback()
-            flags = ((FLAG["calibrating"] if calibrating else 0) | (FLAG["centre"] if centre else 0)
-                     | (FLAG["diverged"] if diverged else 0))
-            yield self._frame("step", step=t, q=q, state=state, flags=flags, lr=lr, loss=st["loss"], m2=st["m2"],
-                              v=st["v"], zero_frac=st["zero_frac"], sat_frac=st["sat_frac"],
-                              prefix_passes=self.prefix_passes, suffix_passes=self.suffix_passes,
-                              time_us=self._time_us())
+            flags = (
+                (FLAG["calibrating"] if calibrating else 0)
+                | (FLAG["centre"] if centre else 0)
+                | (FLAG["diverged"] if diverged else 0)
+            )
+            yield self._frame(
+                "step",
+                step=t,
+                q=q,
+                state=state,
+                flags=flags,
+                lr=lr,
+                loss=st["loss"],
+                m2=st["m2"],
+                v=st["v"],
+                zero_frac=st["zero_frac"],
+                sat_frac=st["sat_frac"],
+                prefix_passes=self.prefix_passes,
+                suffix_passes=self.suffix_passes,
+                time_us=self._time_us(),
+            )
             if diverged:
                 yield self._event(t, EVENT_ROLLBACK, ROLLBACK_GUARD, state, state, q, q, lr1, snapshot_step)
             if calibrating:
@@ -490,12 +598,23 @@ class ReferenceTrainer:
                     lr1 = F32(self._auto_step_lsb(F32(o.rho), p) * np.sqrt(F32(p / m2_calib)))
                     yield self._event(t, EVENT_LR, 0, state, state, q, q, lr1, calib)
             else:
-                obs = dict(step=t, q=q, passes=st["passes"], loss=st["loss"], m2=st["m2"], v=st["v"],
-                           has_kappa=centre, kappa=st["kappa"], diverged=diverged, lr=lr)
+                obs = dict(
+                    step=t,
+                    q=q,
+                    passes=st["passes"],
+                    loss=st["loss"],
+                    m2=st["m2"],
+                    v=st["v"],
+                    has_kappa=centre,
+                    kappa=st["kappa"],
+                    diverged=diverged,
+                    lr=lr,
+                )
                 _, ev = self.sched.observe(obs)
                 if ev is not None:
-                    yield self._event(t, EVENT_SCHEDULER, ev.code, ev.state_from, ev.state_to, ev.q_from, ev.q_to,
-                                      F32(0), 0)
+                    yield self._event(
+                        t, EVENT_SCHEDULER, ev.code, ev.state_from, ev.state_to, ev.q_from, ev.q_to, F32(0), 0
+                    )
             t += 1
             last_eval = False
             if t % o.eval_every == 0:
@@ -530,5 +649,11 @@ class ReferenceTrainer:
                 yield self.tm.weights(tt.index, RESIDUAL, r.tobytes())
         for tt, v in zip(plan.tensors, snapshot[0]):  # the best values: the last good snapshot
             yield self.tm.weights(tt.index, BEST, v.astype("<i4" if tt.is_bias else np.int8).tobytes())
-        yield self._frame("done", steps=t, reason=reason, prefix_passes=self.prefix_passes,
-                          suffix_passes=self.suffix_passes, time_us=self._time_us())
+        yield self._frame(
+            "done",
+            steps=t,
+            reason=reason,
+            prefix_passes=self.prefix_passes,
+            suffix_passes=self.suffix_passes,
+            time_us=self._time_us(),
+        )

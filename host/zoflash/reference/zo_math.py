@@ -5,6 +5,7 @@ operation (no float64 intermediates), and every sum that C does in a loop (over 
 classes) is done here as a Python loop in the same order, vectorised only across independent
 coordinates or samples.  The rules are documented in docs/zo-math.md.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,9 +42,9 @@ def _hexf(s: str) -> np.float32:
 
 # ------------------------------------------------------------------------------------ hash
 
+
 def _u32(x) -> np.ndarray:
-    return np.asarray(x, dtype=np.uint64).astype(U32) if not isinstance(x, np.ndarray) \
-        else x.astype(U32, copy=False)
+    return np.asarray(x, dtype=np.uint64).astype(U32) if not isinstance(x, np.ndarray) else x.astype(U32, copy=False)
 
 
 def mix32(x) -> np.ndarray:
@@ -79,6 +80,7 @@ def zo_hash(seed, step, direction, stream, counter):
 
 
 # ------------------------------------------------------------------------------ directions
+
 
 def direction_words(seed, step, direction, stream, nblocks: int, density_log2: int = 0):
     """(sign words, nonzero masks) of blocks 0..nblocks-1 as uint32 arrays."""
@@ -150,16 +152,17 @@ def floor_f32(x) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- perturbation
 
-def perturb_s8(w: np.ndarray, sign: int, seed, step, direction, stream,
-               density_log2: int = 0) -> np.ndarray:
+
+def perturb_s8(w: np.ndarray, sign: int, seed, step, direction, stream, density_log2: int = 0) -> np.ndarray:
     """w + sign * z as int8 (wrapping store, like the C)."""
     w = np.asarray(w, dtype=np.int8)
     z = directions(seed, step, direction, stream, w.size, density_log2).astype(np.int64)
     return ((w.astype(np.int64) + int(sign) * z) & 0xFF).astype(np.uint8).view(np.int8)
 
 
-def perturb_s32(b: np.ndarray, sign: int, eps_b: np.ndarray, seed, step, direction, stream,
-                density_log2: int = 0) -> np.ndarray:
+def perturb_s32(
+    b: np.ndarray, sign: int, eps_b: np.ndarray, seed, step, direction, stream, density_log2: int = 0
+) -> np.ndarray:
     """b + sign * eps_b * z modulo 2^32 (as int32)."""
     b = np.asarray(b, dtype=np.int32)
     z = directions(seed, step, direction, stream, b.size, density_log2).astype(np.int64)
@@ -168,6 +171,7 @@ def perturb_s32(b: np.ndarray, sign: int, eps_b: np.ndarray, seed, step, directi
 
 
 # ---------------------------------------------------------------------------- update
+
 
 def accumulate_u(n: int, c, seed, step, stream, density_log2: int = 0) -> np.ndarray:
     """u_k = sum_i c[i] z_ik in float32, sequential in i (zero z skipped).  Overflow to inf
@@ -183,8 +187,7 @@ def accumulate_u(n: int, c, seed, step, stream, density_log2: int = 0) -> np.nda
     return u
 
 
-def update_s8(w, residual, c, seed, step, stream, density_log2: int = 0, mode="split16",
-              w_max: int = W_MAX):
+def update_s8(w, residual, c, seed, step, stream, density_log2: int = 0, mode="split16", w_max: int = W_MAX):
     """One update of an int8 tensor; returns (w', residual') (residual' is the input copy unless
     mode is split16).  w' is clamped to [-w_max, w_max], w_max = 127 - eps in [1, 126]."""
     w_max = int(w_max)
@@ -225,7 +228,7 @@ def update_s32(b, c, eps_b, max_step: int, seed, step, stream, density_log2: int
     with np.errstate(over="ignore", invalid="ignore"):
         eu = e * u
     st = np.clip(round_f32(eu).astype(np.int64), -max_step, max_step)
-    nb = np.clip(b.astype(np.int64) - st, -2**31, 2**31 - 1)
+    nb = np.clip(b.astype(np.int64) - st, -(2**31), 2**31 - 1)
     return nb.astype(np.int32)
 
 
@@ -236,19 +239,31 @@ EXP_HI = F32(88.0)
 LOG2E = _hexf("0x1.715476p+0")
 LN2_HI = _hexf("0x1.63p-1")
 LN2_LO = _hexf("-0x1.bd0106p-13")
-_EXP_P = [_hexf(h) for h in ("0x1.a0d2cep-13", "0x1.6e879cp-10", "0x1.11121p-7",
-                             "0x1.555382p-5", "0x1.555554p-3", "0x1p-1")]
+_EXP_P = [
+    _hexf(h) for h in ("0x1.a0d2cep-13", "0x1.6e879cp-10", "0x1.11121p-7", "0x1.555382p-5", "0x1.555554p-3", "0x1p-1")
+]
 SQRTHF = _hexf("0x1.6a09e6p-1")
-_LOG_P = [_hexf(h) for h in ("0x1.204376p-4", "-0x1.d7a37p-4", "0x1.de4a34p-4",
-                             "-0x1.fcba9ep-4", "0x1.23d37ep-3", "-0x1.555cap-3",
-                             "0x1.999d58p-3", "-0x1.fffff8p-3", "0x1.555554p-2")]
+_LOG_P = [
+    _hexf(h)
+    for h in (
+        "0x1.204376p-4",
+        "-0x1.d7a37p-4",
+        "0x1.de4a34p-4",
+        "-0x1.fcba9ep-4",
+        "0x1.23d37ep-3",
+        "-0x1.555cap-3",
+        "0x1.999d58p-3",
+        "-0x1.fffff8p-3",
+        "0x1.555554p-2",
+    )
+]
 FLT_MIN = np.array([0x00800000], dtype=U32).view(F32)[0]
 FLT_MAX = np.array([0x7F7FFFFF], dtype=U32).view(F32)[0]
 
 
 def expf(x) -> np.ndarray:
     x = np.array(x, dtype=F32, copy=True, ndmin=1)
-    x = np.where(x >= EXP_LO, x, EXP_LO)           # NaN -> EXP_LO, like !(x >= lo)
+    x = np.where(x >= EXP_LO, x, EXP_LO)  # NaN -> EXP_LO, like !(x >= lo)
     x = np.where(x > EXP_HI, EXP_HI, x).astype(F32)
     n = round_f32(x * LOG2E)
     fn = n.astype(F32)
@@ -299,7 +314,7 @@ def cross_entropy(logits, scale, zero_point, label):
     zp = np.broadcast_to(np.asarray(zero_point, dtype=np.int32), (ns,))
     label = np.broadcast_to(np.asarray(label, dtype=np.int64), (ns,))
     x = scale[:, None] * (q.astype(np.int32) - zp[:, None]).astype(F32)
-    m = x.max(axis=1)                      # exact, order does not matter
+    m = x.max(axis=1)  # exact, order does not matter
     s = np.zeros(ns, dtype=F32)
     for j in range(classes):
         s = s + expf(x[:, j] - m)

@@ -8,6 +8,7 @@ the page, the header and the flags against the table).
 
 Plain data: the names, limits and C tables it uses are spec/training.py's.
 """
+
 from __future__ import annotations
 
 import sys
@@ -49,6 +50,7 @@ class Option:
     group: the docs section; doc: more for docs/options.md.
     auto: the value may be 'auto' (the default None or "auto" means it).
     """
+
     name: str
     type: str
     default: object
@@ -78,102 +80,344 @@ RULE_MESSAGES = {
 }
 FLOAT32_MESSAGE = "{flag} {value:g} does not fit a float32 (at most {hi:.6g})"  # float fields of the C config
 
-_DENSITIES = ", ".join(["1"] + [f"1/{1 << k}" for k in range(1, t.DENSITY_LOG2_MAX)]) + \
-    f" or 1/{1 << t.DENSITY_LOG2_MAX}"
+_DENSITIES = (
+    ", ".join(["1"] + [f"1/{1 << k}" for k in range(1, t.DENSITY_LOG2_MAX)]) + f" or 1/{1 << t.DENSITY_LOG2_MAX}"
+)
 
 LAYERS, STEP, LR, LENGTH, SCHED, GUARDS, LOSS, DATA, OUTPUT = (
-    "Trainable layers", "The step", "Learning rate", "Length and evaluation", "q scheduler", "Guards",
-    "Loss and headroom", "Data", "Checkpoints")
+    "Trainable layers",
+    "The step",
+    "Learning rate",
+    "Length and evaluation",
+    "q scheduler",
+    "Guards",
+    "Loss and headroom",
+    "Data",
+    "Checkpoints",
+)
 
 OPTIONS: tuple[Option, ...] = (
-    Option("train", "str", "last:1", "Trainable layers: last, last:N, all, layers:NAME[,NAME]", LAYERS,
-           rule=("pattern", r"^(last(:\d+)?|all|layers:(?=.*[^,\s]).+)$"),
-           message="{flag} '{value}': use last, last:N, all or layers:NAME[,NAME]"),
+    Option(
+        "train",
+        "str",
+        "last:1",
+        "Trainable layers: last, last:N, all, layers:NAME[,NAME]",
+        LAYERS,
+        rule=("pattern", r"^(last(:\d+)?|all|layers:(?=.*[^,\s]).+)$"),
+        message="{flag} '{value}': use last, last:N, all or layers:NAME[,NAME]",
+    ),
     Option("biases_only", "bool", False, "Train only the biases of those layers.", LAYERS),
-    Option("max_params", "int | None", None, "Cap on trainable parameters (drops the earliest layers).", LAYERS,
-           rule=("range", 1, None), message="{flag} must be >= 1"),
-    Option("batch", "int", 16, "Minibatch size b", STEP, rule=("range", *t.BATCH_RANGE),
-           message="{flag} {value}: must be in {lo}..{hi}", c=("batch",)),
-    Option("eps", "int", 1, "Perturbation size in LSB (biases: eps * their eps_b)", STEP,
-           rule=("range", *t.EPS_RANGE), c=("eps",),
-           message="{flag} {value}: must be {lo}..{hi} LSB (trainable weights then stay in [-(127 - eps), 127 - eps])"),
-    Option("density", "float", 1.0, f"Sparse directions: nonzero fraction 1, 1/2, ..., 1/{1 << t.DENSITY_LOG2_MAX}",
-           STEP, rule=("density",), message="{flag} {value:g}: must be " + _DENSITIES, c=("density_log2",),
-           doc="The C config holds its log2: density = 2^-density_log2."),
-    Option("rounding", "str", "split16", "int8 update rounding", STEP, rule=("choices",), choices=t.ROUNDINGS,
-           c=("rounding",), c_enum="ROUNDINGS"),
-    Option("lr", "float | None", None, "Learning rate lr_1, or 'auto' (calibrated on the device)", LR,
-           rule=("lr",), message="{flag} must be a number >= 0 or 'auto'", c=("lr_auto", "lr"), auto=True,
-           shown="auto"),
-    Option("rho", "float", 4.0, "auto lr: RMS update per step at q = 1, in LSB", LR,
-           rule=("interval", "(0, inf)"), message="{flag} must be > 0", c=("rho",)),
-    Option("lr_scaling", "str", "linear", "lr at q vs q = 1", LR, rule=("choices",), choices=t.LR_SCALINGS,
-           c=("lr_scaling",), c_enum="LR_SCALINGS",
-           doc="linear: lr at q = lr_1 * q, the ZO theory for q << d (docs/training.md \"Learning rate\")."),
-    Option("lr_decay", "str", "tail", "lr factor over the run (budget or steps): linear 1 - f, step 1/0.1/0.01, tail 1 "
-           f"then linear to 0 over the last 1/{t.LR_DECAY_TAIL_DIV}", LR, rule=("choices",), choices=t.LR_DECAYS,
-           c=("lr_decay",), c_enum="LR_DECAYS"),
-    Option("lr_trial", "int | None", None, "lr trial: steps per candidate lr_1 * 2^j before training, 0 off", LR,
-           rule=("range", 0, UINT32_MAX), message="{flag} must be in {lo}..{hi} steps", c=("lr_trial_steps",),
-           shown=f"{t.LR_TRIAL_STEPS} for the adaptive schedulers with embedded data, else 0"),
-    Option("calib_steps", "int", 8, "auto lr: calibration steps", LR, rule=("range", 1, UINT32_MAX),
-           c=("calib_steps",)),
+    Option(
+        "max_params",
+        "int | None",
+        None,
+        "Cap on trainable parameters (drops the earliest layers).",
+        LAYERS,
+        rule=("range", 1, None),
+        message="{flag} must be >= 1",
+    ),
+    Option(
+        "batch",
+        "int",
+        16,
+        "Minibatch size b",
+        STEP,
+        rule=("range", *t.BATCH_RANGE),
+        message="{flag} {value}: must be in {lo}..{hi}",
+        c=("batch",),
+    ),
+    Option(
+        "eps",
+        "int",
+        1,
+        "Perturbation size in LSB (biases: eps * their eps_b)",
+        STEP,
+        rule=("range", *t.EPS_RANGE),
+        c=("eps",),
+        message="{flag} {value}: must be {lo}..{hi} LSB (trainable weights then stay in [-(127 - eps), 127 - eps])",
+    ),
+    Option(
+        "density",
+        "float",
+        1.0,
+        f"Sparse directions: nonzero fraction 1, 1/2, ..., 1/{1 << t.DENSITY_LOG2_MAX}",
+        STEP,
+        rule=("density",),
+        message="{flag} {value:g}: must be " + _DENSITIES,
+        c=("density_log2",),
+        doc="The C config holds its log2: density = 2^-density_log2.",
+    ),
+    Option(
+        "rounding",
+        "str",
+        "split16",
+        "int8 update rounding",
+        STEP,
+        rule=("choices",),
+        choices=t.ROUNDINGS,
+        c=("rounding",),
+        c_enum="ROUNDINGS",
+    ),
+    Option(
+        "lr",
+        "float | None",
+        None,
+        "Learning rate lr_1, or 'auto' (calibrated on the device)",
+        LR,
+        rule=("lr",),
+        message="{flag} must be a number >= 0 or 'auto'",
+        c=("lr_auto", "lr"),
+        auto=True,
+        shown="auto",
+    ),
+    Option(
+        "rho",
+        "float",
+        4.0,
+        "auto lr: RMS update per step at q = 1, in LSB",
+        LR,
+        rule=("interval", "(0, inf)"),
+        message="{flag} must be > 0",
+        c=("rho",),
+    ),
+    Option(
+        "lr_scaling",
+        "str",
+        "linear",
+        "lr at q vs q = 1",
+        LR,
+        rule=("choices",),
+        choices=t.LR_SCALINGS,
+        c=("lr_scaling",),
+        c_enum="LR_SCALINGS",
+        doc='linear: lr at q = lr_1 * q, the ZO theory for q << d (docs/training.md "Learning rate").',
+    ),
+    Option(
+        "lr_decay",
+        "str",
+        "tail",
+        "lr factor over the run (budget or steps): linear 1 - f, step 1/0.1/0.01, tail 1 "
+        f"then linear to 0 over the last 1/{t.LR_DECAY_TAIL_DIV}",
+        LR,
+        rule=("choices",),
+        choices=t.LR_DECAYS,
+        c=("lr_decay",),
+        c_enum="LR_DECAYS",
+    ),
+    Option(
+        "lr_trial",
+        "int | None",
+        None,
+        "lr trial: steps per candidate lr_1 * 2^j before training, 0 off",
+        LR,
+        rule=("range", 0, UINT32_MAX),
+        message="{flag} must be in {lo}..{hi} steps",
+        c=("lr_trial_steps",),
+        shown=f"{t.LR_TRIAL_STEPS} for the adaptive schedulers with embedded data, else 0",
+    ),
+    Option(
+        "calib_steps", "int", 8, "auto lr: calibration steps", LR, rule=("range", 1, UINT32_MAX), c=("calib_steps",)
+    ),
     Option("calib_q", "int", 8, "auto lr: q during calibration", LR, rule=("pow2", t.Q_LIMIT), c=("calib_q",)),
-    Option("seed", "int", 1, "Run seed", STEP, rule=("range", 0, t.SEED_LIMIT - 1), message="{flag} must be in 0..2^32-1",
-           c=("seed",)),
-    Option("steps", "int | None", None, "Training steps", LENGTH, rule=("range", 1, UINT32_MAX), c=("max_steps",),
-           shown=f"{t.DEFAULT_STEPS} unless --budget", doc="The C config's max_steps: 0 with --budget alone."),
-    Option("budget", "int | None", None, "Forward-pass budget (prefix + suffix sample-passes).", LENGTH,
-           rule=("range", 1, INT64_MAX), c=("max_steps", "budget")),
-    Option("eval_every", "int", 50, "Evaluate on the validation and test sets every N steps", LENGTH,
-           rule=("range", 1, UINT32_MAX), c=("eval_every",)),
-    Option("scheduler", "str", "plateau", "q scheduler", SCHED, rule=("choices",), choices=t.SCHEDULERS,
-           doc="The scheduler's own config (zo_sched_config_t) comes from scheduler, q, q_min, q_max and sched."),
+    Option(
+        "seed",
+        "int",
+        1,
+        "Run seed",
+        STEP,
+        rule=("range", 0, t.SEED_LIMIT - 1),
+        message="{flag} must be in 0..2^32-1",
+        c=("seed",),
+    ),
+    Option(
+        "steps",
+        "int | None",
+        None,
+        "Training steps",
+        LENGTH,
+        rule=("range", 1, UINT32_MAX),
+        c=("max_steps",),
+        shown=f"{t.DEFAULT_STEPS} unless --budget",
+        doc="The C config's max_steps: 0 with --budget alone.",
+    ),
+    Option(
+        "budget",
+        "int | None",
+        None,
+        "Forward-pass budget (prefix + suffix sample-passes).",
+        LENGTH,
+        rule=("range", 1, INT64_MAX),
+        c=("max_steps", "budget"),
+    ),
+    Option(
+        "eval_every",
+        "int",
+        50,
+        "Evaluate on the validation and test sets every N steps",
+        LENGTH,
+        rule=("range", 1, UINT32_MAX),
+        c=("eval_every",),
+    ),
+    Option(
+        "scheduler",
+        "str",
+        "plateau",
+        "q scheduler",
+        SCHED,
+        rule=("choices",),
+        choices=t.SCHEDULERS,
+        doc="The scheduler's own config (zo_sched_config_t) comes from scheduler, q, q_min, q_max and sched.",
+    ),
     Option("q", "int", 1, "q of the fixed scheduler, starting q of plateau/adazeta", SCHED, rule=("pow2", t.Q_LIMIT)),
     Option("q_min", "int", 1, "Smallest q", SCHED, rule=("pow2", t.Q_LIMIT)),
     Option("q_max", "int", t.Q_LIMIT, "Largest q", SCHED, rule=("pow2", t.Q_LIMIT)),
-    Option("sched", "dict", {}, "Scheduler parameter (repeatable), e.g. tau=0.02, patience=3, alpha=2.", SCHED,
-           doc="In zoflash.toml a table, [train.sched]; each scheduler's parameters: docs/training.md \"Schedulers\"."),
-    Option("bias_bound", "int", 8, "Bound of a step's bias change, in units of eps_b", STEP,
-           rule=("range", 1, INT32_MAX)),
-    Option("guard_sat", "float", 0.25, "Guard: saturated-logit fraction", GUARDS, rule=("interval", "(0, 1]"),
-           message="guard thresholds must be in (0, 1]", c=("guard_sat",)),
-    Option("guard_zero", "float", 0.98, "Guard: zero-loss-difference fraction", GUARDS, rule=("interval", "(0, 1]"),
-           message="guard thresholds must be in (0, 1]", c=("guard_zero",)),
-    Option("guard_steps", "int", 8, "Guard: consecutive steps before a rollback", GUARDS,
-           rule=("range", 1, UINT32_MAX), c=("guard_steps",)),
-    Option("guard_loss", "float", 1.5, "Guard: roll back when a validation loss exceeds best x this plus "
-           "--guard-loss-z standard errors of the validation mean (0 off)", GUARDS, rule=("off_or_above", 1),
-           message="{flag} must be 0 (off) or > 1", c=("guard_loss",)),
-    Option("guard_loss_z", "float", 2.0, "Guard: standard errors of the validation mean added to best x --guard-loss",
-           GUARDS, rule=("interval", "[0, inf)"), message="{flag} must be finite and >= 0", c=("guard_loss_z",),
-           doc="Without it a small split's loss near 0 crosses best x --guard-loss by noise alone."),
-    Option("guard_max_rollbacks", "int", 10, "Guard: stop after this many rollbacks (0 never)", GUARDS,
-           rule=("range", 0, UINT32_MAX), c=("guard_max_rollbacks",)),
-    Option("headroom", "int | str", "auto", "Re-quantize the trainable layers with H bits of headroom (scales x 2^H, "
-           f"weights / 2^H), 0..{t.HEADROOM_MAX}, or auto: the most bits that keep the trainable weights' RMS at "
-           f"least {t.HEADROOM_AUTO_LSB:g} LSB", LOSS, rule=("headroom",), auto=True,
-           message="{flag} {value}: must be auto or 0..{hi} bits",
-           doc="Resolved to bits when the training is compiled; the model config's headroom_bits."),
-    Option("loss", "str", "auto", "Loss: auto = mse with --target input, sigmoid-bce for one output (labels 0/1), "
-           "else softmax-ce; mse for float targets", LOSS, rule=("choices",), choices=t.LOSS_CHOICES,
-           doc="The model config's loss, once auto is resolved."),
-    Option("target", "str", "labels", "What the output should match: the data's y, or the sample's own input "
-           "(autoencoders; no y needed)", LOSS, rule=("choices",), choices=t.TARGETS),
-    Option("data_source", "str", "embedded", "Where training samples come from: built in, fed by the host over the "
-           "serial link, or pushed by your own firmware (a library)", DATA, rule=("choices",),
-           choices=t.DATA_SOURCES),
-    Option("buffer", "int", 64, "stream/app: samples the device keeps for minibatches", DATA,
-           rule=("range", *t.BUFFER_RANGE), message="{flag} {value}: must be in {lo}..{hi} samples"),
-    Option("refresh", "int", 1, "stream/app: new samples before each step", DATA,
-           doc="At most --buffer (checked with it)."),
-    Option("val_fraction", "float", 0.1, "Share of the training data carved off for validation (guards, snapshots, "
-           "best weights; the test set is only reported)", DATA,
-           rule=("interval", f"({t.VAL_FRACTION_RANGE[0]:g}, {t.VAL_FRACTION_RANGE[1]:g}]"),
-           message="{flag} {value:g}: must be in {lo} (the share of the training data kept for validation)"),
-    Option("checkpoint_every", "int", 0, "Send a checkpoint every N steps (monitor/run --checkpoint keeps it)", OUTPUT,
-           rule=("range", 0, UINT32_MAX), message="{flag} must be in {lo}..{hi} (0: never)", shown="0: never",
-           c=("checkpoint_every",)),
+    Option(
+        "sched",
+        "dict",
+        {},
+        "Scheduler parameter (repeatable), e.g. tau=0.02, patience=3, alpha=2.",
+        SCHED,
+        doc='In zoflash.toml a table, [train.sched]; each scheduler\'s parameters: docs/training.md "Schedulers".',
+    ),
+    Option(
+        "bias_bound", "int", 8, "Bound of a step's bias change, in units of eps_b", STEP, rule=("range", 1, INT32_MAX)
+    ),
+    Option(
+        "guard_sat",
+        "float",
+        0.25,
+        "Guard: saturated-logit fraction",
+        GUARDS,
+        rule=("interval", "(0, 1]"),
+        message="guard thresholds must be in (0, 1]",
+        c=("guard_sat",),
+    ),
+    Option(
+        "guard_zero",
+        "float",
+        0.98,
+        "Guard: zero-loss-difference fraction",
+        GUARDS,
+        rule=("interval", "(0, 1]"),
+        message="guard thresholds must be in (0, 1]",
+        c=("guard_zero",),
+    ),
+    Option(
+        "guard_steps",
+        "int",
+        8,
+        "Guard: consecutive steps before a rollback",
+        GUARDS,
+        rule=("range", 1, UINT32_MAX),
+        c=("guard_steps",),
+    ),
+    Option(
+        "guard_loss",
+        "float",
+        1.5,
+        "Guard: roll back when a validation loss exceeds best x this plus "
+        "--guard-loss-z standard errors of the validation mean (0 off)",
+        GUARDS,
+        rule=("off_or_above", 1),
+        message="{flag} must be 0 (off) or > 1",
+        c=("guard_loss",),
+    ),
+    Option(
+        "guard_loss_z",
+        "float",
+        2.0,
+        "Guard: standard errors of the validation mean added to best x --guard-loss",
+        GUARDS,
+        rule=("interval", "[0, inf)"),
+        message="{flag} must be finite and >= 0",
+        c=("guard_loss_z",),
+        doc="Without it a small split's loss near 0 crosses best x --guard-loss by noise alone.",
+    ),
+    Option(
+        "guard_max_rollbacks",
+        "int",
+        10,
+        "Guard: stop after this many rollbacks (0 never)",
+        GUARDS,
+        rule=("range", 0, UINT32_MAX),
+        c=("guard_max_rollbacks",),
+    ),
+    Option(
+        "headroom",
+        "int | str",
+        "auto",
+        "Re-quantize the trainable layers with H bits of headroom (scales x 2^H, "
+        f"weights / 2^H), 0..{t.HEADROOM_MAX}, or auto: the most bits that keep the trainable weights' RMS at "
+        f"least {t.HEADROOM_AUTO_LSB:g} LSB",
+        LOSS,
+        rule=("headroom",),
+        auto=True,
+        message="{flag} {value}: must be auto or 0..{hi} bits",
+        doc="Resolved to bits when the training is compiled; the model config's headroom_bits.",
+    ),
+    Option(
+        "loss",
+        "str",
+        "auto",
+        "Loss: auto = mse with --target input, sigmoid-bce for one output (labels 0/1), "
+        "else softmax-ce; mse for float targets",
+        LOSS,
+        rule=("choices",),
+        choices=t.LOSS_CHOICES,
+        doc="The model config's loss, once auto is resolved.",
+    ),
+    Option(
+        "target",
+        "str",
+        "labels",
+        "What the output should match: the data's y, or the sample's own input (autoencoders; no y needed)",
+        LOSS,
+        rule=("choices",),
+        choices=t.TARGETS,
+    ),
+    Option(
+        "data_source",
+        "str",
+        "embedded",
+        "Where training samples come from: built in, fed by the host over the "
+        "serial link, or pushed by your own firmware (a library)",
+        DATA,
+        rule=("choices",),
+        choices=t.DATA_SOURCES,
+    ),
+    Option(
+        "buffer",
+        "int",
+        64,
+        "stream/app: samples the device keeps for minibatches",
+        DATA,
+        rule=("range", *t.BUFFER_RANGE),
+        message="{flag} {value}: must be in {lo}..{hi} samples",
+    ),
+    Option(
+        "refresh", "int", 1, "stream/app: new samples before each step", DATA, doc="At most --buffer (checked with it)."
+    ),
+    Option(
+        "val_fraction",
+        "float",
+        0.1,
+        "Share of the training data carved off for validation (guards, snapshots, "
+        "best weights; the test set is only reported)",
+        DATA,
+        rule=("interval", f"({t.VAL_FRACTION_RANGE[0]:g}, {t.VAL_FRACTION_RANGE[1]:g}]"),
+        message="{flag} {value:g}: must be in {lo} (the share of the training data kept for validation)",
+    ),
+    Option(
+        "checkpoint_every",
+        "int",
+        0,
+        "Send a checkpoint every N steps (monitor/run --checkpoint keeps it)",
+        OUTPUT,
+        rule=("range", 0, UINT32_MAX),
+        message="{flag} must be in {lo}..{hi} (0: never)",
+        shown="0: never",
+        c=("checkpoint_every",),
+    ),
 )
 
 OPTION_NAMES = tuple(o.name for o in OPTIONS)
@@ -199,15 +443,17 @@ def help_text(o: Option) -> str:
 def allowed(o: Option) -> str:
     """The valid values in words (docs/options.md)."""
     kind = o.rule[0] if o.rule else None
-    text = {"range": lambda: f"{o.rule[1]}..{o.rule[2] if o.rule[2] is not None else ''}",
-            "interval": lambda: o.rule[1],
-            "pow2": lambda: f"a power of two in 1..{o.rule[1]}",
-            "choices": lambda: " \\| ".join(f"`{c}`" for c in o.choices),
-            "pattern": lambda: "`last`, `last:N`, `all`, `layers:NAME[,NAME]`",
-            "density": lambda: _DENSITIES,
-            "headroom": lambda: f"`auto` or 0..{t.HEADROOM_MAX}",
-            "lr": lambda: "`auto` or a number >= 0",
-            "off_or_above": lambda: f"0 (off) or > {o.rule[1]}"}.get(kind, lambda: "")()
+    text = {
+        "range": lambda: f"{o.rule[1]}..{o.rule[2] if o.rule[2] is not None else ''}",
+        "interval": lambda: o.rule[1],
+        "pow2": lambda: f"a power of two in 1..{o.rule[1]}",
+        "choices": lambda: " \\| ".join(f"`{c}`" for c in o.choices),
+        "pattern": lambda: "`last`, `last:N`, `all`, `layers:NAME[,NAME]`",
+        "density": lambda: _DENSITIES,
+        "headroom": lambda: f"`auto` or 0..{t.HEADROOM_MAX}",
+        "lr": lambda: "`auto` or a number >= 0",
+        "off_or_above": lambda: f"0 (off) or > {o.rule[1]}",
+    }.get(kind, lambda: "")()
     if o.type == "bool":
         text = "flag"
     return text + (" or unset" if o.default is None and kind not in ("lr",) else "")
@@ -215,21 +461,32 @@ def allowed(o: Option) -> str:
 
 def markdown() -> str:
     """docs/options.md."""
-    lines = ["# Training options", "",
-             "<!-- generated by `python -m zoflash.spec.options --markdown > docs/options.md` from",
-             "     host/zoflash/spec/options.py; do not edit (tests/test_options_table.py checks it) -->", "",
-             "Every option is a flag of `zoflash build`, `simulate` and `run` and a key of the "
-             "`[train]` table of `zoflash.toml` (flags win over the file, the file over the defaults). "
-             "The same checks apply wherever a value comes from. Meanings in depth: docs/training.md.", ""]
+    lines = [
+        "# Training options",
+        "",
+        "<!-- generated by `python -m zoflash.spec.options --markdown > docs/options.md` from",
+        "     host/zoflash/spec/options.py; do not edit (tests/test_options_table.py checks it) -->",
+        "",
+        "Every option is a flag of `zoflash build`, `simulate` and `run` and a key of the "
+        "`[train]` table of `zoflash.toml` (flags win over the file, the file over the defaults). "
+        "The same checks apply wherever a value comes from. Meanings in depth: docs/training.md.",
+        "",
+    ]
     for group in dict.fromkeys(o.group for o in OPTIONS):
-        lines += [f"## {group}", "", "| flag | `[train]` key | default | valid values | C config |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            f"## {group}",
+            "",
+            "| flag | `[train]` key | default | valid values | C config |",
+            "|---|---|---|---|---|",
+        ]
         rows = [o for o in OPTIONS if o.group == group]
         for o in rows:
             flag = f"`{o.flag} NAME=VALUE`" if o.name == "sched" else f"`{o.flag}`"
             key = "`[train.sched]`" if o.name == "sched" else f"`{o.name}`"
-            lines.append(f"| {flag} | {key} | {shown_default(o) or '-'} | {allowed(o) or '-'} | "
-                         f"{', '.join(f'`{c}`' for c in o.c) or '-'} |")
+            lines.append(
+                f"| {flag} | {key} | {shown_default(o) or '-'} | {allowed(o) or '-'} | "
+                f"{', '.join(f'`{c}`' for c in o.c) or '-'} |"
+            )
         lines.append("")
         for o in rows:
             lines.append(f"- `{o.flag}`: {o.help.rstrip('.')}." + (f" {o.doc}" if o.doc else ""))

@@ -8,6 +8,7 @@ Imports only the training spec, so that the reference may import it too.
 
     0xA5 0x5A | version u8 | type u8 | seq u16 | len u16 | payload[len] | crc32 u32
 """
+
 from __future__ import annotations
 
 import struct
@@ -28,26 +29,99 @@ COMMANDS = spec.COMMANDS
 # Payload layouts in wire order: (frame type, ((field, struct code), ...)).  Field names are the
 # C struct fields: zo_wire.h/.c are generated from this table (wire_c.py).
 LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
-    "hello": (1, (("seed", "I"), ("batch", "H"), ("classes", "H"), ("n_train", "I"), ("n_test", "I"),
-                  ("trainable_params", "I"), ("scheduler", "B"), ("rounding", "B"), ("density_log2", "B"),
-                  ("lr_auto", "B"), ("lr", "f"), ("max_steps", "I"), ("budget", "Q"), ("q_max", "H"),
-                  ("n_tensors", "H"), ("model_sha256", "8s"), ("loss_kind", "B"),
-                  ("headroom", "B"))),
-    "step": (2, (("step", "I"), ("q", "H"), ("state", "B"), ("flags", "B"), ("lr", "f"), ("loss", "f"),
-                 ("m2", "f"), ("v", "f"), ("zero_frac", "f"), ("sat_frac", "f"), ("prefix_passes", "Q"),
-                 ("suffix_passes", "Q"), ("time_us", "Q"))),
-    "eval": (3, (("step", "I"), ("correct", "I"), ("count", "I"), ("accuracy", "f"), ("loss", "f"),
-                 ("prefix_passes", "Q"), ("suffix_passes", "Q"), ("eval_passes", "Q"), ("time_us", "Q"),
-                 ("val_correct", "I"), ("val_count", "I"), ("val_accuracy", "f"), ("val_loss", "f"))),
-    "event": (4, (("step", "I"), ("kind", "B"), ("code", "B"), ("state_from", "B"), ("state_to", "B"),
-                  ("q_from", "H"), ("q_to", "H"), ("value", "f"), ("aux", "I"))),
-    "done": (5, (("steps", "I"), ("reason", "B"), ("prefix_passes", "Q"), ("suffix_passes", "Q"),
-                 ("time_us", "Q"))),
+    "hello": (
+        1,
+        (
+            ("seed", "I"),
+            ("batch", "H"),
+            ("classes", "H"),
+            ("n_train", "I"),
+            ("n_test", "I"),
+            ("trainable_params", "I"),
+            ("scheduler", "B"),
+            ("rounding", "B"),
+            ("density_log2", "B"),
+            ("lr_auto", "B"),
+            ("lr", "f"),
+            ("max_steps", "I"),
+            ("budget", "Q"),
+            ("q_max", "H"),
+            ("n_tensors", "H"),
+            ("model_sha256", "8s"),
+            ("loss_kind", "B"),
+            ("headroom", "B"),
+        ),
+    ),
+    "step": (
+        2,
+        (
+            ("step", "I"),
+            ("q", "H"),
+            ("state", "B"),
+            ("flags", "B"),
+            ("lr", "f"),
+            ("loss", "f"),
+            ("m2", "f"),
+            ("v", "f"),
+            ("zero_frac", "f"),
+            ("sat_frac", "f"),
+            ("prefix_passes", "Q"),
+            ("suffix_passes", "Q"),
+            ("time_us", "Q"),
+        ),
+    ),
+    "eval": (
+        3,
+        (
+            ("step", "I"),
+            ("correct", "I"),
+            ("count", "I"),
+            ("accuracy", "f"),
+            ("loss", "f"),
+            ("prefix_passes", "Q"),
+            ("suffix_passes", "Q"),
+            ("eval_passes", "Q"),
+            ("time_us", "Q"),
+            ("val_correct", "I"),
+            ("val_count", "I"),
+            ("val_accuracy", "f"),
+            ("val_loss", "f"),
+        ),
+    ),
+    "event": (
+        4,
+        (
+            ("step", "I"),
+            ("kind", "B"),
+            ("code", "B"),
+            ("state_from", "B"),
+            ("state_to", "B"),
+            ("q_from", "H"),
+            ("q_to", "H"),
+            ("value", "f"),
+            ("aux", "I"),
+        ),
+    ),
+    "done": (5, (("steps", "I"), ("reason", "B"), ("prefix_passes", "Q"), ("suffix_passes", "Q"), ("time_us", "Q"))),
     "weights": (6, (("tensor", "I"), ("part", "B"), ("offset", "I"), ("total", "I"))),  # + data
     "log": (7, ()),  # + UTF-8 text
-    "status": (8, (("step", "I"), ("q", "H"), ("state", "B"), ("paused", "B"), ("calibrating", "B"), ("lr", "f"),
-                   ("prefix_passes", "Q"), ("suffix_passes", "Q"), ("eval_passes", "Q"), ("time_us", "Q"),
-                   ("model_sha256", "8s"), ("headroom", "B"))),
+    "status": (
+        8,
+        (
+            ("step", "I"),
+            ("q", "H"),
+            ("state", "B"),
+            ("paused", "B"),
+            ("calibrating", "B"),
+            ("lr", "f"),
+            ("prefix_passes", "Q"),
+            ("suffix_passes", "Q"),
+            ("eval_passes", "Q"),
+            ("time_us", "Q"),
+            ("model_sha256", "8s"),
+            ("headroom", "B"),
+        ),
+    ),
     "ack": (9, (("step", "I"), ("command_seq", "H"), ("command", "B"), ("result", "B"))),
     # ---- data sources: --data-source stream (zo_stream.h) ----
     "need": (10, (("cursor", "I"), ("offset", "I"), ("count", "I"), ("total", "I"), ("window", "H"))),
@@ -120,5 +194,10 @@ class Encoder:
         """Chunks of at most WEIGHTS_CHUNK bytes in offset order; empty data still sends one."""
         data = bytes(data)
         offsets = range(0, max(len(data), 1), WEIGHTS_CHUNK)
-        return b"".join(self.frame("weights", {"tensor": tensor, "part": part, "offset": o, "total": len(data),
-                                               "data": data[o:o + WEIGHTS_CHUNK]}) for o in offsets)
+        return b"".join(
+            self.frame(
+                "weights",
+                {"tensor": tensor, "part": part, "offset": o, "total": len(data), "data": data[o : o + WEIGHTS_CHUNK]},
+            )
+            for o in offsets
+        )

@@ -10,6 +10,7 @@ are committed static runtime files; tests/test_spec.py fails when they differ fr
 Frames with a variable tail (weights, log, checkpoint) get their type id and fixed-part size
 here; their encoders stay hand-written in zo_telemetry.c.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,17 @@ COMMAND = "python -m zoflash.spec.wire_c firmware_templates/runtime/training"
 VARIABLE = ("weights", "log", "checkpoint")  # a data or text tail follows the fixed fields
 
 # struct code -> C type; 'Ns' is uint8_t[N]
-C_TYPES = {"B": "uint8_t", "H": "uint16_t", "I": "uint32_t", "Q": "uint64_t",
-           "b": "int8_t", "h": "int16_t", "i": "int32_t", "q": "int64_t", "f": "float"}
+C_TYPES = {
+    "B": "uint8_t",
+    "H": "uint16_t",
+    "I": "uint32_t",
+    "Q": "uint64_t",
+    "b": "int8_t",
+    "h": "int16_t",
+    "i": "int32_t",
+    "q": "int64_t",
+    "f": "float",
+}
 
 # What the ids and fields mean, as comments in the header (the layout itself is LAYOUTS).
 FRAME_NOTES = {
@@ -40,42 +50,62 @@ STRUCT_NOTES = {
     "boundary": "Boundary checksum: the first test sample's boundary activations, once after hello.",
 }
 FIELD_NOTES = {
-    "hello": {"scheduler": "0 fixed, 1 plateau, 2 critical, 3 adazeta",
-              "rounding": "zo_rounding_t: 0 split16, 1 nearest, 2 stochastic",
-              "lr_auto": "1: lr = auto (calibrated on the device)",
-              "budget": "prefix + suffix sample-passes",
-              "n_tensors": "trainable tensors",
-              "model_sha256": "first 8 bytes of the model file's SHA-256",
-              "loss_kind": "zo_loss_t: 0 softmax-ce, 1 sigmoid-bce, 2 mse",
-              "headroom": "bits the trained layers were re-quantized with at build time (--headroom)"},
+    "hello": {
+        "scheduler": "0 fixed, 1 plateau, 2 critical, 3 adazeta",
+        "rounding": "zo_rounding_t: 0 split16, 1 nearest, 2 stochastic",
+        "lr_auto": "1: lr = auto (calibrated on the device)",
+        "budget": "prefix + suffix sample-passes",
+        "n_tensors": "trainable tensors",
+        "model_sha256": "first 8 bytes of the model file's SHA-256",
+        "loss_kind": "zo_loss_t: 0 softmax-ce, 1 sigmoid-bce, 2 mse",
+        "headroom": "bits the trained layers were re-quantized with at build time (--headroom)",
+    },
     "step": {"state": "scheduler state id (docs/training.md, Schedulers)", "flags": "ZO_TM_FLAG_*"},
     "eval": {"val_correct": "the validation split (correct, count, accuracy, loss above: the test set)"},
     "event": {"kind": "ZO_TM_EV_*", "code": "scheduler event code"},
     "done": {"reason": "ZO_TM_DONE_*"},
-    "status": {"step": "steps completed", "q": "q of the next step", "state": "scheduler state id",
-               "paused": "1 while paused by a command", "calibrating": "1 while the next step calibrates lr",
-               "lr": "lr of the next step (0 while calibrating), as in step frames",
-               "model_sha256": "as in hello: identifies the model after a late attach",
-               "headroom": "as in hello: the scales of a weights dump after a late attach"},
-    "ack": {"step": "steps completed when the command was handled", "command_seq": "the command frame's seq",
-            "command": "its type", "result": "ZO_TM_ACK_*"},
-    "need": {"cursor": "the stream index of the sample wanted next", "offset": "bytes of it already received",
-             "count": "samples wanted before the next step, that one included",
-             "total": "bytes of one sample record", "window": "bytes the device can take in flight (its receive buffer)"},
-    "boundary": {"crc32": "zlib's CRC-32 of the boundary bytes (feature-cache order)",
-                 "expected_crc32": "the host simulation's (zoflash's C prefix), with ZO_TM_BOUNDARY_EXPECTED",
-                 "bytes": "boundary bytes per sample", "boundary_flags": "ZO_TM_BOUNDARY_*"},
+    "status": {
+        "step": "steps completed",
+        "q": "q of the next step",
+        "state": "scheduler state id",
+        "paused": "1 while paused by a command",
+        "calibrating": "1 while the next step calibrates lr",
+        "lr": "lr of the next step (0 while calibrating), as in step frames",
+        "model_sha256": "as in hello: identifies the model after a late attach",
+        "headroom": "as in hello: the scales of a weights dump after a late attach",
+    },
+    "ack": {
+        "step": "steps completed when the command was handled",
+        "command_seq": "the command frame's seq",
+        "command": "its type",
+        "result": "ZO_TM_ACK_*",
+    },
+    "need": {
+        "cursor": "the stream index of the sample wanted next",
+        "offset": "bytes of it already received",
+        "count": "samples wanted before the next step, that one included",
+        "total": "bytes of one sample record",
+        "window": "bytes the device can take in flight (its receive buffer)",
+    },
+    "boundary": {
+        "crc32": "zlib's CRC-32 of the boundary bytes (feature-cache order)",
+        "expected_crc32": "the host simulation's (zoflash's C prefix), with ZO_TM_BOUNDARY_EXPECTED",
+        "bytes": "boundary bytes per sample",
+        "boundary_flags": "ZO_TM_BOUNDARY_*",
+    },
 }
 
 
 def _banner(name: str, what: str) -> str:
-    return (f"/* {name} - {what}\n"
-            f" *\n"
-            f" * GENERATED from host/zoflash/spec/wire.py (LAYOUTS) by\n"
-            f" *     {COMMAND}\n"
-            f" * Do not edit: change LAYOUTS and regenerate (tests/test_spec.py fails when this file is stale).\n"
-            f" * Static file, copied verbatim into each bundle; the frame format is in zo_telemetry.h.\n"
-            f" */\n")
+    return (
+        f"/* {name} - {what}\n"
+        f" *\n"
+        f" * GENERATED from host/zoflash/spec/wire.py (LAYOUTS) by\n"
+        f" *     {COMMAND}\n"
+        f" * Do not edit: change LAYOUTS and regenerate (tests/test_spec.py fails when this file is stale).\n"
+        f" * Static file, copied verbatim into each bundle; the frame format is in zo_telemetry.h.\n"
+        f" */\n"
+    )
 
 
 def _array(code: str) -> int | None:
@@ -113,22 +143,35 @@ def fixed_frames() -> list[str]:
 
 
 def render_header() -> str:
-    out = [_banner("zo_wire.h", "the telemetry frame layouts: ids, payload sizes, payload structs."),
-           "#ifndef ZO_WIRE_H", "#define ZO_WIRE_H", "", "#include <stdint.h>", "",
-           "#ifdef __cplusplus", 'extern "C" {', "#endif", "",
-           _define("ZO_TM_VERSION", f"{wire.VERSION}u"),
-           _define("ZO_TM_SYNC0", f"0x{wire.SYNC[0]:02X}u"),
-           _define("ZO_TM_SYNC1", f"0x{wire.SYNC[1]:02X}u"),
-           _define("ZO_TM_HEAD", f"{wire.HEAD}u", "sync, version, type, seq, len"),
-           _define("ZO_TM_MAX_PAYLOAD", f"{wire.MAX_PAYLOAD}u", "bytes; longer log text is truncated"),
-           _define("ZO_TM_WEIGHTS_CHUNK", f"{wire.WEIGHTS_CHUNK}u", "data bytes per weights frame, at most"),
-           "", "/* Frame types. */"]
+    out = [
+        _banner("zo_wire.h", "the telemetry frame layouts: ids, payload sizes, payload structs."),
+        "#ifndef ZO_WIRE_H",
+        "#define ZO_WIRE_H",
+        "",
+        "#include <stdint.h>",
+        "",
+        "#ifdef __cplusplus",
+        'extern "C" {',
+        "#endif",
+        "",
+        _define("ZO_TM_VERSION", f"{wire.VERSION}u"),
+        _define("ZO_TM_SYNC0", f"0x{wire.SYNC[0]:02X}u"),
+        _define("ZO_TM_SYNC1", f"0x{wire.SYNC[1]:02X}u"),
+        _define("ZO_TM_HEAD", f"{wire.HEAD}u", "sync, version, type, seq, len"),
+        _define("ZO_TM_MAX_PAYLOAD", f"{wire.MAX_PAYLOAD}u", "bytes; longer log text is truncated"),
+        _define("ZO_TM_WEIGHTS_CHUNK", f"{wire.WEIGHTS_CHUNK}u", "data bytes per weights frame, at most"),
+        "",
+        "/* Frame types. */",
+    ]
     out += [_define(f"ZO_TM_{k.upper()}", f"{tid}u", FRAME_NOTES.get(k, "")) for k, (tid, _) in wire.LAYOUTS.items()]
     out += ["", "/* Payload bytes of each frame (of the fields before the tail, for weights, log and checkpoint). */"]
     out += [_define(f"ZO_TM_SIZE_{k.upper()}", f"{wire.STRUCTS[k].size}u") for k in wire.LAYOUTS]
-    out += [_define("ZO_TM_FIXED_MAX", f"{max(s.size for s in wire.STRUCTS.values())}u", "the largest of them"), "",
-            "/* Payload structs: fields in wire order (the struct layout itself is never sent).",
-            " * Times are zo_port_time_us() values filled in by the caller. */"]
+    out += [
+        _define("ZO_TM_FIXED_MAX", f"{max(s.size for s in wire.STRUCTS.values())}u", "the largest of them"),
+        "",
+        "/* Payload structs: fields in wire order (the struct layout itself is never sent).",
+        " * Times are zo_port_time_us() values filled in by the caller. */",
+    ]
     for k in fixed_frames():
         if k in STRUCT_NOTES:
             out.append(f"/* {STRUCT_NOTES[k]} */")
@@ -145,11 +188,20 @@ def render_header() -> str:
 
 
 def render_source() -> str:
-    out = [_banner("zo_wire.c", "the fixed-layout frame encoders (see zo_wire.h)."),
-           "#include <stddef.h>", "", '#include "zo_telemetry.h"']
+    out = [
+        _banner("zo_wire.c", "the fixed-layout frame encoders (see zo_wire.h)."),
+        "#include <stddef.h>",
+        "",
+        '#include "zo_telemetry.h"',
+    ]
     for k in fixed_frames():
-        out += ["", f"void zo_tm_{k}(const zo_tm_{k}_t *m)", "{", "    zo_tm_frame_t f;",
-                f"    zo_tm_begin(&f, ZO_TM_{k.upper()});"]
+        out += [
+            "",
+            f"void zo_tm_{k}(const zo_tm_{k}_t *m)",
+            "{",
+            "    zo_tm_frame_t f;",
+            f"    zo_tm_begin(&f, ZO_TM_{k.upper()});",
+        ]
         out += [f"    {_put(field, code)}" for field, code in wire.LAYOUTS[k][1]]
         out += ["    zo_tm_finish(&f, NULL, 0u);", "}"]
     return "\n".join(out) + "\n"

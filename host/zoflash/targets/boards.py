@@ -9,6 +9,7 @@ error naming the file and the key. Adding a board for an existing port is a new 
 Users may type a family name (`stm32n6`): it selects the family's board marked
 `reference = true` (see resolve_board).
 """
+
 from __future__ import annotations
 
 import re
@@ -69,7 +70,7 @@ _CONSOLE = {
 BOOT_MODES = ("dev", "flash")  # --boot (the [boot] switch positions: 'development', 'flash')
 _FLASH_BOOT = {
     "image": (str, True),  # the RAM region the boot ROM copies the image to (= placement code)
-    "fsbl": (str, True),   # the flash region the signed image is written to
+    "fsbl": (str, True),  # the flash region the signed image is written to
     "description": (str, False),
     **{k: (STR_OR_LIST, False) for k in PLACEMENT_KEYS},
 }
@@ -80,8 +81,8 @@ NPU_TYPES = ("ethos-u55", "ethos-u65", "ethos-u85", "neural-art")
 # [[npu.pools]] (Neural-ART): the memory the NPU owns, the pools of ST's memory-pool profile (.mpool);
 # the CPU's plan never places anything there (budget.py).
 _NPU_POOL = {
-    "name": (str, True),       # the pool's name in the profile; its weight blob is network_atonbuf.<name>.raw
-    "region": (str, True),     # the [[memory]] region holding it
+    "name": (str, True),  # the pool's name in the profile; its weight blob is network_atonbuf.<name>.raw
+    "region": (str, True),  # the [[memory]] region holding it
     "origin": (int, True),
     "size": (int, True),
     "use": (Enum(("activations", "constants", "cache")), True),  # cache: the NPU cache's RAM, no pool
@@ -90,10 +91,10 @@ _NPU_POOL = {
 }
 _NPU = {
     "type": (Enum(NPU_TYPES), True),
-    "base": (int, True),       # register base address
-    "irq": (int, True),        # device interrupt number (NVIC)
-    "configs": (LIST, True),   # accelerator configurations (Vela's --accelerator-config) the part has
-    "regions": (LIST, True),   # [[memory]] regions the NPU's AXI ports reach (weights, scratch, I/O)
+    "base": (int, True),  # register base address
+    "irq": (int, True),  # device interrupt number (NVIC)
+    "configs": (LIST, True),  # accelerator configurations (Vela's --accelerator-config) the part has
+    "regions": (LIST, True),  # [[memory]] regions the NPU's AXI ports reach (weights, scratch, I/O)
     "verified": (bool, True),  # false: the facts are from a public example, not checked on the part
     "description": (str, False),
     "pools": ([_NPU_POOL], False),  # Neural-ART
@@ -114,7 +115,7 @@ _FLASH_COMMON = {
     "name": (str, True),
     "method": (Enum(FLASH_METHODS), True),
     "description": (str, False),
-    "boot": (str, False),      # boot mode (a key of [boot]) while loading
+    "boot": (str, False),  # boot mode (a key of [boot]) while loading
     "run_boot": (str, False),  # boot mode to run the loaded firmware, if different
 }
 _FLASH_METHOD = {
@@ -156,9 +157,9 @@ FIRMWARE_TABLES = ("cpu", "memory", "placement", "console", "flash")
 _PORT_SCHEMA = {
     "kind": (Enum(("host", "firmware")), True),
     "description": (str, False),
-    "base": (str, False),       # shared files (static C, Makefile and linker templates) from ports/<base>/
+    "base": (str, False),  # shared files (static C, Makefile and linker templates) from ports/<base>/
     "consoles": (LIST, False),  # the console UARTs the port drives
-    "code_bytes": (int, False),            # pre-compile estimate: machine code + small constants,
+    "code_bytes": (int, False),  # pre-compile estimate: machine code + small constants,
     "code_bytes_inference": (int, False),  # of the training firmware and of the inference library
     "memories": (LIST, False),  # memory switches the start-up code turns on: bit i of __zo_enable_memories
     "device_headers": (LIST, False),  # vendor headers --device-headers must provide (device_headers.py)
@@ -174,8 +175,11 @@ def _type_name(kind) -> str:
         return "a table"
     if isinstance(kind, list):
         return "an array of tables ([[...]])"
-    return kind if isinstance(kind, str) else {int: "an integer", str: "a string", bool: "true or false"}.get(
-        kind, kind.__name__)
+    return (
+        kind
+        if isinstance(kind, str)
+        else {int: "an integer", str: "a string", bool: "true or false"}.get(kind, kind.__name__)
+    )
 
 
 def _check_value(value, kind, where: str, key: str) -> None:
@@ -196,8 +200,9 @@ def _check_value(value, kind, where: str, key: str) -> None:
     elif kind == LIST:
         bad = not isinstance(value, list) or not all(isinstance(v, str) for v in value)
     elif kind == STR_OR_LIST:
-        bad = not (isinstance(value, str) or (isinstance(value, list) and value
-                                               and all(isinstance(v, str) for v in value)))
+        bad = not (
+            isinstance(value, str) or (isinstance(value, list) and value and all(isinstance(v, str) for v in value))
+        )
     elif kind is int:
         bad = isinstance(value, bool) or not isinstance(value, int)
     else:
@@ -308,8 +313,9 @@ def load_port(name: str, board_where: str = "") -> Port:
     where = f"port file ports/{name}/port.toml"
     if not root.is_dir() or not (root / "port.toml").is_file():
         known = ", ".join(sorted(p.name for p in _ports_root().iterdir() if (p / "port.toml").is_file()))
-        raise BoardError(f"{board_where + ': ' if board_where else ''}port '{name}' does not exist in this zoflash "
-                         f"(ports: {known})")
+        raise BoardError(
+            f"{board_where + ': ' if board_where else ''}port '{name}' does not exist in this zoflash (ports: {known})"
+        )
     try:
         data = tomllib.loads((root / "port.toml").read_text())
     except tomllib.TOMLDecodeError as exc:
@@ -317,10 +323,17 @@ def load_port(name: str, board_where: str = "") -> Port:
     _check(data, _PORT_SCHEMA, where)
     if data.get("base") and not (_ports_root() / data["base"]).is_dir():
         raise BoardError(f"{where}: base '{data['base']}' is not a directory under ports/")
-    return Port(name=name, kind=data["kind"], base=data.get("base", ""), consoles=tuple(data.get("consoles", ())),
-                code_bytes=data.get("code_bytes", 0), code_bytes_inference=data.get("code_bytes_inference", 0),
-                description=data.get("description", ""), memories=tuple(data.get("memories", ())),
-                device_headers=tuple(data.get("device_headers", ())))
+    return Port(
+        name=name,
+        kind=data["kind"],
+        base=data.get("base", ""),
+        consoles=tuple(data.get("consoles", ())),
+        code_bytes=data.get("code_bytes", 0),
+        code_bytes_inference=data.get("code_bytes_inference", 0),
+        description=data.get("description", ""),
+        memories=tuple(data.get("memories", ())),
+        device_headers=tuple(data.get("device_headers", ())),
+    )
 
 
 # ------------------------------------------------------------------------------- semantics
@@ -333,10 +346,13 @@ def _check_memory(data: dict, where: str) -> tuple[Region, ...]:
         if not _NAME.match(r["name"]):
             raise BoardError(f"{w}: 'name' must be a C-style identifier (letters, digits, _), got '{r['name']}'")
         if r["size"] <= 0 or r["origin"] < 0 or r["origin"] + r["size"] > 1 << 32:
-            raise BoardError(f"{w}: origin 0x{r['origin']:X} and size {r['size']} must lie inside the 32-bit "
-                             "address space, with size > 0")
-        regions.append(Region(r["name"], r["origin"], r["size"], r["kind"], r.get("description", ""),
-                              tuple(r.get("enable", ()))))
+            raise BoardError(
+                f"{w}: origin 0x{r['origin']:X} and size {r['size']} must lie inside the 32-bit "
+                "address space, with size > 0"
+            )
+        regions.append(
+            Region(r["name"], r["origin"], r["size"], r["kind"], r.get("description", ""), tuple(r.get("enable", ())))
+        )
     names = [r.name for r in regions]
     for n in names:
         if names.count(n) > 1:
@@ -344,24 +360,31 @@ def _check_memory(data: dict, where: str) -> tuple[Region, ...]:
     spans = sorted(regions, key=lambda r: r.origin)
     for a, b in zip(spans, spans[1:]):
         if b.origin < a.end:
-            raise BoardError(f"{where}: [[memory]] regions '{a.name}' [0x{a.origin:08X}, 0x{a.end:08X}) and "
-                             f"'{b.name}' [0x{b.origin:08X}, 0x{b.end:08X}) overlap")
+            raise BoardError(
+                f"{where}: [[memory]] regions '{a.name}' [0x{a.origin:08X}, 0x{a.end:08X}) and "
+                f"'{b.name}' [0x{b.origin:08X}, 0x{b.end:08X}) overlap"
+            )
     for key, choices in placement_candidates(data["placement"]).items():
         for name in choices:
             if name not in names:
-                raise BoardError(f"{where}: [placement] '{key}' names region '{name}', which [[memory]] does not "
-                                 f"define (regions: {', '.join(names)})")
+                raise BoardError(
+                    f"{where}: [placement] '{key}' names region '{name}', which [[memory]] does not "
+                    f"define (regions: {', '.join(names)})"
+                )
             if key in WRITABLE_PLACEMENTS and regions[names.index(name)].kind != "ram":
-                raise BoardError(f"{where}: [placement] '{key}' must be in a region of kind 'ram', but "
-                                 f"'{name}' is '{regions[names.index(name)].kind}'")
+                raise BoardError(
+                    f"{where}: [placement] '{key}' must be in a region of kind 'ram', but "
+                    f"'{name}' is '{regions[names.index(name)].kind}'"
+                )
         if key == "stack" and any(regions[names.index(n)].enable for n in choices):
             raise BoardError(f"{where}: [placement] 'stack' must be in a region that is on at reset (no 'enable')")
         if key == "code" and len(choices) > 1:
             raise BoardError(f"{where}: [placement] 'code' must name one region (the image starts at its origin)")
     place = data["placement"]
     if place["stack_bytes"] < 256 or place["stack_bytes"] % 8:
-        raise BoardError(f"{where}: [placement] 'stack_bytes' must be a multiple of 8 and at least 256, "
-                         f"got {place['stack_bytes']}")
+        raise BoardError(
+            f"{where}: [placement] 'stack_bytes' must be a multiple of 8 and at least 256, got {place['stack_bytes']}"
+        )
     return tuple(regions)
 
 
@@ -374,15 +397,18 @@ def _check_enables(memory: tuple[Region, ...], port: Port, where: str) -> None:
     for r in memory:
         for switch in r.enable:
             if switch not in port.memories:
-                raise BoardError(f"{where}: [[memory]] '{r.name}' needs memory switch '{switch}', which port "
-                                 f"'{port.name}' does not have (its switches: {', '.join(port.memories) or 'none'})")
+                raise BoardError(
+                    f"{where}: [[memory]] '{r.name}' needs memory switch '{switch}', which port "
+                    f"'{port.name}' does not have (its switches: {', '.join(port.memories) or 'none'})"
+                )
 
 
 def _check_firmware(data: dict, port: Port, where: str) -> None:
     for table in FIRMWARE_TABLES:
         if table not in data:
-            raise BoardError(f"{where}: missing required key '{table}' (boards of the '{port.name}' port are "
-                             "firmware targets)")
+            raise BoardError(
+                f"{where}: missing required key '{table}' (boards of the '{port.name}' port are firmware targets)"
+            )
     tc = data["toolchain"]
     for key in ("objcopy", "size"):
         if key not in tc:
@@ -391,8 +417,10 @@ def _check_firmware(data: dict, port: Port, where: str) -> None:
         raise BoardError(f"{where} [cpu]: 'clock_hz' must be positive")
     con = data["console"]
     if port.consoles and con["uart"] not in port.consoles:
-        raise BoardError(f"{where} [console]: 'uart' is '{con['uart']}' but port '{port.name}' drives only "
-                         f"{', '.join(port.consoles)}")
+        raise BoardError(
+            f"{where} [console]: 'uart' is '{con['uart']}' but port '{port.name}' drives only "
+            f"{', '.join(port.consoles)}"
+        )
     if con["baud"] <= 0 or con["clock_hz"] < 16 * con["baud"]:
         raise BoardError(f"{where} [console]: 'baud' must be positive and 'clock_hz' at least 16 x baud")
     for usb in con.get("usb", ()):
@@ -410,17 +438,25 @@ def _check_firmware(data: dict, port: Port, where: str) -> None:
         if f["name"] in seen:
             raise BoardError(f"{w}: name '{f['name']}' is used twice")
         seen.add(f["name"])
-        _check({k: v for k, v in f.items() if k not in _FLASH_COMMON}, _FLASH_METHOD[f["method"]],
-               f"{w} (method {f['method']})")
+        _check(
+            {k: v for k, v in f.items() if k not in _FLASH_COMMON},
+            _FLASH_METHOD[f["method"]],
+            f"{w} (method {f['method']})",
+        )
         for key in ("boot", "run_boot"):
             if key in f and f[key] not in boot:
-                raise BoardError(f"{w}: '{key}' names boot mode '{f[key]}', which [boot] does not define "
-                                 f"(boot modes: {', '.join(boot) or 'none'})")
+                raise BoardError(
+                    f"{w}: '{key}' names boot mode '{f[key]}', which [boot] does not define "
+                    f"(boot modes: {', '.join(boot) or 'none'})"
+                )
         if f["method"] != "qemu" and "boot" not in f:
             raise BoardError(f"{w}: missing required key 'boot' (the boot mode while loading)")
         if f["method"] == "stm32cubeprogrammer":
-            needs = ("connect", "external_loader", "address", "sign") if f["mode"] == "flash" else (
-                "gdbserver_port", "gdbserver_args")
+            needs = (
+                ("connect", "external_loader", "address", "sign")
+                if f["mode"] == "flash"
+                else ("gdbserver_port", "gdbserver_args")
+            )
             for key in needs:
                 if key not in f:
                     raise BoardError(f"{w}: missing required key '{key}' ({f['mode']} mode)")
@@ -437,11 +473,14 @@ def _check_flash_boot(data: dict, memory: tuple[Region, ...], where: str) -> Non
     by_name = {r.name: r for r in memory}
     for key in ("image", "fsbl"):
         if fb[key] not in by_name:
-            raise BoardError(f"{w}: '{key}' names region '{fb[key]}', which [[memory]] does not define "
-                             f"(regions: {', '.join(by_name)})")
+            raise BoardError(
+                f"{w}: '{key}' names region '{fb[key]}', which [[memory]] does not define "
+                f"(regions: {', '.join(by_name)})"
+            )
     if by_name[fb["fsbl"]].kind != "flash":
-        raise BoardError(f"{w}: 'fsbl' must be a region of kind 'flash', but '{fb['fsbl']}' is "
-                         f"'{by_name[fb['fsbl']].kind}'")
+        raise BoardError(
+            f"{w}: 'fsbl' must be a region of kind 'flash', but '{fb['fsbl']}' is '{by_name[fb['fsbl']].kind}'"
+        )
     place = {**data["placement"], **{k: v for k, v in fb.items() if k in PLACEMENT_KEYS}}
     if placement_candidates(place)["code"] != (fb["image"],):
         raise BoardError(f"{w}: the code must be placed in the image region '{fb['image']}'")
@@ -450,8 +489,10 @@ def _check_flash_boot(data: dict, memory: tuple[Region, ...], where: str) -> Non
             if name not in by_name:
                 raise BoardError(f"{w}: '{key}' names region '{name}', which [[memory]] does not define")
             if key in LOADED_PLACEMENTS and name != fb["image"] and by_name[name].kind != "flash":
-                raise BoardError(f"{w}: '{key}' may use only the image region '{fb['image']}' or flash regions "
-                                 f"(the boot ROM copies nothing else), but lists '{name}'")
+                raise BoardError(
+                    f"{w}: '{key}' may use only the image region '{fb['image']}' or flash regions "
+                    f"(the boot ROM copies nothing else), but lists '{name}'"
+                )
 
 
 def for_boot(board: Board, mode: str) -> Board:
@@ -462,12 +503,15 @@ def for_boot(board: Board, mode: str) -> Board:
     if mode == "dev":
         return board
     if not board.flash_boot:
-        raise BoardError(f"board '{board.id}' has no flash boot ([flash_boot] in its board file): "
-                         "build it with --boot dev")
+        raise BoardError(
+            f"board '{board.id}' has no flash boot ([flash_boot] in its board file): build it with --boot dev"
+        )
     over = {k: v for k, v in board.flash_boot.items() if k in PLACEMENT_KEYS}
     candidates = placement_candidates({**board.candidates, **over})
     placement = {**{k: c[0] for k, c in candidates.items()}, "stack_bytes": board.placement["stack_bytes"]}
     return replace(board, candidates=candidates, placement=placement, boot_mode=mode)
+
+
 # --- end flash boot ---
 
 
@@ -477,23 +521,33 @@ def _check_npu(npu: dict, memory: tuple[Region, ...], where: str) -> None:
     names = [r.name for r in memory]
     for name in npu["regions"]:
         if name not in names:
-            raise BoardError(f"{where}: 'regions' names '{name}', which [[memory]] does not define "
-                             f"(regions: {', '.join(names)})")
+            raise BoardError(
+                f"{where}: 'regions' names '{name}', which [[memory]] does not define (regions: {', '.join(names)})"
+            )
     for pool in npu.get("pools", ()):
         if pool["region"] not in names:
-            raise BoardError(f"{where}: pool '{pool['name']}' is in region '{pool['region']}', which [[memory]] "
-                             f"does not define")
+            raise BoardError(
+                f"{where}: pool '{pool['name']}' is in region '{pool['region']}', which [[memory]] does not define"
+            )
         r = memory[names.index(pool["region"])]
         if not (r.origin <= pool["origin"] and pool["origin"] + pool["size"] <= r.origin + r.size):
-            raise BoardError(f"{where}: pool '{pool['name']}' (0x{pool['origin']:08X}, {pool['size']} bytes) is not "
-                             f"inside region '{r.name}'")
+            raise BoardError(
+                f"{where}: pool '{pool['name']}' (0x{pool['origin']:08X}, {pool['size']} bytes) is not "
+                f"inside region '{r.name}'"
+            )
         if pool["origin"] % 1024 or pool["size"] % 1024:
-            raise BoardError(f"{where}: pool '{pool['name']}': origin and size must be multiples of 1 KiB "
-                             "(the profile gives them in KiB)")
+            raise BoardError(
+                f"{where}: pool '{pool['name']}': origin and size must be multiples of 1 KiB "
+                "(the profile gives them in KiB)"
+            )
     for config in npu["configs"]:
         if config != npu["type"] and not config.startswith(npu["type"] + "-"):
-            raise BoardError(f"{where}: configuration '{config}' is not of type '{npu['type']}' "
-                             f"(write it as {npu['type']}-MACS, e.g. {npu['type']}-128)")
+            raise BoardError(
+                f"{where}: configuration '{config}' is not of type '{npu['type']}' "
+                f"(write it as {npu['type']}-MACS, e.g. {npu['type']}-128)"
+            )
+
+
 # --- end NPU ---
 
 
@@ -503,18 +557,24 @@ def _check_checkpoint_store(data: dict, memory: tuple[Region, ...], where: str) 
     name, w = data["checkpoint_store"]["region"], f"{where} [checkpoint_store]"
     by_name = {r.name: r for r in memory}
     if name not in by_name:
-        raise BoardError(f"{w}: 'region' names '{name}', which [[memory]] does not define "
-                         f"(regions: {', '.join(by_name)})")
+        raise BoardError(
+            f"{w}: 'region' names '{name}', which [[memory]] does not define (regions: {', '.join(by_name)})"
+        )
     if by_name[name].kind != "flash":
         raise BoardError(f"{w}: 'region' must be of kind 'flash', but '{name}' is '{by_name[name].kind}'")
     if by_name[name].size == 0 or by_name[name].size % CHECKPOINT_STORE_ALIGN:
-        raise BoardError(f"{w}: region '{name}' must be a non-zero multiple of {CHECKPOINT_STORE_ALIGN} bytes "
-                         "(two slots of whole 4 KiB sectors)")
+        raise BoardError(
+            f"{w}: region '{name}' must be a non-zero multiple of {CHECKPOINT_STORE_ALIGN} bytes "
+            "(two slots of whole 4 KiB sectors)"
+        )
     for place in (data["placement"], data.get("flash_boot", {})):
         for key, choices in place.items():
             if key in PLACEMENT_KEYS and name in ((choices,) if isinstance(choices, str) else choices):
-                raise BoardError(f"{w}: region '{name}' is reserved for checkpoints, but the placement of "
-                                 f"'{key}' lists it")
+                raise BoardError(
+                    f"{w}: region '{name}' is reserved for checkpoints, but the placement of '{key}' lists it"
+                )
+
+
 # --- end checkpoint store ---
 
 
@@ -545,20 +605,39 @@ def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
     else:
         for table in (*FIRMWARE_TABLES, "boot", "flash_boot", "npu", "checkpoint_store"):
             if table in data:
-                raise BoardError(f"{where}: key '{table}' is not used by boards of the '{port.name}' port "
-                                 f"(kind {port.kind})")
+                raise BoardError(
+                    f"{where}: key '{table}' is not used by boards of the '{port.name}' port (kind {port.kind})"
+                )
     tc = data["toolchain"]
-    return Board(id=data["id"], name=data["name"], family=data["family"], port=data["port"], port_kind=port.kind,
-                 description=data.get("description", ""), reference=data.get("reference", False),
-                 emulated=data.get("emulated", False),
-                 toolchain=Toolchain(cc=tc["cc"], cflags=tuple(tc["cflags"]), ldflags=tuple(tc.get("ldflags", ())),
-                                     objcopy=tc.get("objcopy", ""), size=tc.get("size", ""),
-                                     install=tc.get("install", "")),
-                 cpu=dict(data.get("cpu", {})), memory=memory, placement=placement, candidates=candidates,
-                 console=dict(data.get("console", {})), boot=dict(data.get("boot", {})),
-                 flash=tuple(dict(f) for f in data.get("flash", ())), flash_boot=dict(data.get("flash_boot", {})),
-                 npu=dict(data.get("npu", {})), checkpoint_store=data.get("checkpoint_store", {}).get("region", ""),
-                 raw=data)
+    return Board(
+        id=data["id"],
+        name=data["name"],
+        family=data["family"],
+        port=data["port"],
+        port_kind=port.kind,
+        description=data.get("description", ""),
+        reference=data.get("reference", False),
+        emulated=data.get("emulated", False),
+        toolchain=Toolchain(
+            cc=tc["cc"],
+            cflags=tuple(tc["cflags"]),
+            ldflags=tuple(tc.get("ldflags", ())),
+            objcopy=tc.get("objcopy", ""),
+            size=tc.get("size", ""),
+            install=tc.get("install", ""),
+        ),
+        cpu=dict(data.get("cpu", {})),
+        memory=memory,
+        placement=placement,
+        candidates=candidates,
+        console=dict(data.get("console", {})),
+        boot=dict(data.get("boot", {})),
+        flash=tuple(dict(f) for f in data.get("flash", ())),
+        flash_boot=dict(data.get("flash_boot", {})),
+        npu=dict(data.get("npu", {})),
+        checkpoint_store=data.get("checkpoint_store", {}).get("region", ""),
+        raw=data,
+    )
 
 
 # ---------------------------------------------------------------------------- finding boards
@@ -577,8 +656,10 @@ def list_boards() -> list[Board]:
             refs.setdefault(b.family, []).append(b.id)
     for family, ids in refs.items():
         if len(ids) > 1:
-            raise BoardError(f"family '{family}' has several reference boards ({', '.join(ids)}); "
-                             "mark exactly one with reference = true")
+            raise BoardError(
+                f"family '{family}' has several reference boards ({', '.join(ids)}); "
+                "mark exactly one with reference = true"
+            )
     return boards
 
 
@@ -599,16 +680,20 @@ def resolve_board(name: str) -> tuple[Board, str | None]:
     members = [b for b in boards if b.family == name]
     if not members:
         families = sorted({b.family for b in boards})
-        raise BoardError(f"unknown board '{name}' (known boards: {', '.join(b.id for b in boards)}; families: "
-                         f"{', '.join(families)}; see `zoflash boards`)")
+        raise BoardError(
+            f"unknown board '{name}' (known boards: {', '.join(b.id for b in boards)}; families: "
+            f"{', '.join(families)}; see `zoflash boards`)"
+        )
     refs = [b for b in members if b.reference]
     if refs:
         chosen = refs[0]
     elif len(members) == 1:
         chosen = members[0]
     else:
-        raise BoardError(f"'{name}' is a family with several boards ({', '.join(b.id for b in members)}) and none "
-                         "is marked reference = true; name the board")
+        raise BoardError(
+            f"'{name}' is a family with several boards ({', '.join(b.id for b in members)}) and none "
+            "is marked reference = true; name the board"
+        )
     return chosen, f"{name} -> {chosen.id} (the {name} family's reference board: {chosen.name})"
 
 
@@ -626,9 +711,11 @@ def _size(n: int) -> str:
 def describe(board: Board) -> str:
     """Everything a board file says, for `zoflash boards show ID`."""
     tc = board.toolchain
-    lines = [f"{board.id}: {board.name}",
-             f"  family     {board.family}{' (reference board)' if board.reference else ''}",
-             f"  port       {board.port}{'  [emulated]' if board.emulated else ''}"]
+    lines = [
+        f"{board.id}: {board.name}",
+        f"  family     {board.family}{' (reference board)' if board.reference else ''}",
+        f"  port       {board.port}{'  [emulated]' if board.emulated else ''}",
+    ]
     if board.description:
         lines.append(f"  about      {board.description}")
     lines += [f"  compiler   {tc.cc} {' '.join(tc.cflags)}"]
@@ -641,10 +728,15 @@ def describe(board: Board) -> str:
     if board.memory:
         lines.append("  memory")
         for r in board.memory:
-            used = [k if board.candidates[k][0] == r.name else f"({k})" for k in PLACEMENT_KEYS
-                    if r.name in board.candidates[k]]
-            lines.append(f"    {r.name:<14} {r.kind:<5} 0x{r.origin:08X}-0x{r.end - 1:08X} {_size(r.size):>8}  "
-                         f"{', '.join(used) or '-'}" + (f"  ({r.description})" if r.description else ""))
+            used = [
+                k if board.candidates[k][0] == r.name else f"({k})"
+                for k in PLACEMENT_KEYS
+                if r.name in board.candidates[k]
+            ]
+            lines.append(
+                f"    {r.name:<14} {r.kind:<5} 0x{r.origin:08X}-0x{r.end - 1:08X} {_size(r.size):>8}  "
+                f"{', '.join(used) or '-'}" + (f"  ({r.description})" if r.description else "")
+            )
         if any(len(c) > 1 for c in board.candidates.values()):
             lines.append("    (key): used when the key's earlier regions are full (the plan takes the first with room)")
         lines.append(f"  stack      {board.placement['stack_bytes']} bytes in {board.placement['stack']}")
@@ -653,18 +745,24 @@ def describe(board: Board) -> str:
         pins = f" (TX {c['tx']}, RX {c['rx']})" if "tx" in c and "rx" in c else ""
         lines.append(f"  console    {c['uart']}{pins} {c['baud']} baud, 8N1, kernel clock {c['clock_hz'] / 1e6:g} MHz")
         if c.get("usb"):
-            lines.append(f"  usb serial {', '.join(c['usb'])}" + (f"  ({c['description']})" if "description" in c
-                                                                  else ""))
+            lines.append(
+                f"  usb serial {', '.join(c['usb'])}" + (f"  ({c['description']})" if "description" in c else "")
+            )
     if board.flash_boot:  # --- flash boot ---
         fb = for_boot(board, "flash")
-        moved = ", ".join(f"{k} {' or '.join(fb.candidates[k])}" for k in PLACEMENT_KEYS
-                          if fb.candidates[k] != board.candidates[k])
-        lines.append(f"  flash boot --boot flash: the boot ROM copies the signed image from {board.flash_boot['fsbl']} to "
-                     f"{board.flash_boot['image']}; {moved}")
+        moved = ", ".join(
+            f"{k} {' or '.join(fb.candidates[k])}" for k in PLACEMENT_KEYS if fb.candidates[k] != board.candidates[k]
+        )
+        lines.append(
+            f"  flash boot --boot flash: the boot ROM copies the signed image from {board.flash_boot['fsbl']} to "
+            f"{board.flash_boot['image']}; {moved}"
+        )
     if board.npu:  # --- NPU ---
         n = board.npu
-        lines.append(f"  npu        {n['type']} at 0x{n['base']:08X}, IRQ {n['irq']}{'' if n['verified'] else ' (unverified)'}; "
-                     f"--npu {' | '.join(n['configs'])}; reaches {', '.join(n['regions'])}")
+        lines.append(
+            f"  npu        {n['type']} at 0x{n['base']:08X}, IRQ {n['irq']}{'' if n['verified'] else ' (unverified)'}; "
+            f"--npu {' | '.join(n['configs'])}; reaches {', '.join(n['regions'])}"
+        )
     if board.boot:
         lines.append("  boot modes")
         for mode, text in board.boot.items():

@@ -7,6 +7,7 @@ model's bytes go (each key in the first candidate with room, the keys in PLAN_OR
 the plan.  The planned placement goes into the bundle (link.ld, manifest "placement"), so the
 report after linking groups the ELF's sections exactly as the estimate before compiling did.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -49,12 +50,20 @@ class RegionUse:
     def describe(self, verb: str = "used") -> str:
         r = self.region
         parts = ", ".join(f"{u.label} {u.bytes}" for u in self.items if u.bytes)
-        return (f"{r.name} ({r.kind}, {r.size} bytes at 0x{r.origin:08X}): {self.used} {verb} "
-                f"({100.0 * self.used / r.size:.1f}%)" + (f": {parts}" if parts else ""))
+        return (
+            f"{r.name} ({r.kind}, {r.size} bytes at 0x{r.origin:08X}): {self.used} {verb} "
+            f"({100.0 * self.used / r.size:.1f}%)" + (f": {parts}" if parts else "")
+        )
 
     def as_dict(self) -> dict:
-        return {"region": self.region.name, "kind": self.region.kind, "origin": self.region.origin,
-                "size": self.region.size, "used": self.used, "items": {u.label: u.bytes for u in self.items}}
+        return {
+            "region": self.region.name,
+            "kind": self.region.kind,
+            "origin": self.region.origin,
+            "size": self.region.size,
+            "used": self.used,
+            "items": {u.label: u.bytes for u in self.items},
+        }
 
 
 def _by_region(board: Board, items: list[tuple[str, str, int]]) -> list[RegionUse]:
@@ -135,9 +144,16 @@ def _samples_hint(board: Board, placed: Board, items, training) -> str:
     data = training.data
     # the file's training samples: the validation split is carved from them and embedded likewise
     n = len(data.x_train) + (len(data.x_val) if data.x_val is not None else 0)
-    train_bytes = sum(a.nbytes for split in ("train", "val") for a in (
-        getattr(data, f"x_{split}"), getattr(data, f"y_{split}") if data.labels else None,
-        getattr(data, f"t_{split}")) if a is not None)
+    train_bytes = sum(
+        a.nbytes
+        for split in ("train", "val")
+        for a in (
+            getattr(data, f"x_{split}"),
+            getattr(data, f"y_{split}") if data.labels else None,
+            getattr(data, f"t_{split}"),
+        )
+        if a is not None
+    )
     per_sample = train_bytes // max(n, 1)
     test_bytes = data.nbytes - train_bytes
     others = [it for it in items if it[0] != "train_data"]
@@ -149,9 +165,11 @@ def _samples_hint(board: Board, placed: Board, items, training) -> str:
     fits = max(room, 0) // max(per_sample, 1)
     if fits >= n:
         return ""
-    return (f"At most {fits} of the {n} training samples ({per_sample} bytes each, with the "
-            f"{len(data.x_test)} test samples; the validation split is carved from them) fit in the regions the data "
-            f"may use ({', '.join(board.candidates['train_data'])}).")
+    return (
+        f"At most {fits} of the {n} training samples ({per_sample} bytes each, with the "
+        f"{len(data.x_test)} test samples; the validation split is carved from them) fit in the regions the data "
+        f"may use ({', '.join(board.candidates['train_data'])})."
+    )
 
 
 def estimate_regions(board: Board, model, training=None, reserved=()) -> list[RegionUse]:
@@ -169,8 +187,11 @@ def _measured_items(items, measured: dict | None):
     if not measured:
         return items
     kept = [it for it in items if it[1] != "code (estimate)"]
-    return [("code", "code (measured)", measured["code"]), ("rodata", "read-only data (measured)",
-                                                               measured["rodata"]), *kept]
+    return [
+        ("code", "code (measured)", measured["code"]),
+        ("rodata", "read-only data (measured)", measured["rodata"]),
+        *kept,
+    ]
 
 
 def measured_code(size_tool: str, objects: list[Path]) -> dict:
@@ -184,6 +205,8 @@ def measured_code(size_tool: str, objects: list[Path]) -> dict:
             elif name.startswith(".rodata"):
                 out["rodata"] += size
     return out
+
+
 # --- end measured code ---
 
 
@@ -191,25 +214,34 @@ def _items(board: Board, model, training=None) -> list[tuple[str, str, int]]:
     port = load_port(board.port)
     items: list[tuple[str, str, int]] = []
     if training is None:  # the model as a library: the application brings its own code and stack
-        items += [("code", "code (estimate)", port.code_bytes_inference),
-                  ("weights", "constant weights", model.weights_bytes),
-                  ("rodata", "kernel parameters", _kernel_params(model)),
-                  ("arena", "arena", model.arena_size)] + _state(model)
+        items += [
+            ("code", "code (estimate)", port.code_bytes_inference),
+            ("weights", "constant weights", model.weights_bytes),
+            ("rodata", "kernel parameters", _kernel_params(model)),
+            ("arena", "arena", model.arena_size),
+        ] + _state(model)
         return items
     mem = training.plan.memory()
     trainable = mem["trainable_bytes_in_ram"]
     work = mem["residual_bytes"] + mem["feature_cache_bytes"] + mem["statistics_bytes"] + mem["snapshot_bytes"]
-    items += [("code", "code (estimate)", port.code_bytes),
-              ("weights", "constant weights", model.weights_bytes),
-              ("train_data", "training data", _embedded_data_bytes(training)),
-              ("rodata", "bias perturbation sizes", mem["eps_bytes"]),
-              ("rodata", "kernel parameters", _kernel_params(model)),
-              ("data", "trainable weights", trainable),
-              ("arena", "arena", model.arena_size), *_state(model),
-              ("bss", f"training state (residuals {mem['residual_bytes']}, feature cache "
-                      f"{mem['feature_cache_bytes']}, snapshot {mem['snapshot_bytes']}, statistics "
-                      f"{mem['statistics_bytes']})", work),
-              ("stack", "stack", board.placement["stack_bytes"])]
+    items += [
+        ("code", "code (estimate)", port.code_bytes),
+        ("weights", "constant weights", model.weights_bytes),
+        ("train_data", "training data", _embedded_data_bytes(training)),
+        ("rodata", "bias perturbation sizes", mem["eps_bytes"]),
+        ("rodata", "kernel parameters", _kernel_params(model)),
+        ("data", "trainable weights", trainable),
+        ("arena", "arena", model.arena_size),
+        *_state(model),
+        (
+            "bss",
+            f"training state (residuals {mem['residual_bytes']}, feature cache "
+            f"{mem['feature_cache_bytes']}, snapshot {mem['snapshot_bytes']}, statistics "
+            f"{mem['statistics_bytes']})",
+            work,
+        ),
+        ("stack", "stack", board.placement["stack_bytes"]),
+    ]
     if mem.get("stream_buffer_bytes"):  # --data-source stream: the ring of fed samples
         items.insert(-1, ("bss", f"stream ring ({training.options.buffer} samples)", mem["stream_buffer_bytes"]))
     return items
@@ -220,8 +252,10 @@ def _embedded_data_bytes(training) -> int:
     d = training.data
     if training.options.data_source == "embedded":
         return d.nbytes
-    return sum(a.nbytes for a in (d.x_test,) + ((d.y_test,) if d.labels else ()) + ((d.t_test,) if d.t_test
-                                                                                       is not None else ()))
+    return sum(
+        a.nbytes
+        for a in (d.x_test,) + ((d.y_test,) if d.labels else ()) + ((d.t_test,) if d.t_test is not None else ())
+    )
 
 
 def check_fit(board: Board, usage: list[RegionUse], what: str = "this plan", hint: str = "") -> None:
@@ -236,14 +270,18 @@ def check_fit(board: Board, usage: list[RegionUse], what: str = "this plan", hin
             lines.append(f"  - fits: region {u.describe()}")
     if hint:
         lines.append(hint)
-    lines.append(f"Use less data or fewer trainable parameters (--max-params, --train), or let the data use "
-                 f"a larger region ([placement] in boards/{board.id}.toml lists the regions each part may use).")
+    lines.append(
+        f"Use less data or fewer trainable parameters (--max-params, --train), or let the data use "
+        f"a larger region ([placement] in boards/{board.id}.toml lists the regions each part may use)."
+    )
     if board.flash_boot and board.boot_mode == "dev":  # --- flash boot ---
         nor = _flash_boot_only_regions(board)
         if nor:
-            lines.append(f"Or build for flash boot (--boot flash): weights and data that do not fit the image then "
-                         f"stay in the external flash ({', '.join(f'{n} {board.region(n).size >> 20} MiB' for n in nor)}), "
-                         "read in place.")
+            lines.append(
+                f"Or build for flash boot (--boot flash): weights and data that do not fit the image then "
+                f"stay in the external flash ({', '.join(f'{n} {board.region(n).size >> 20} MiB' for n in nor)}), "
+                "read in place."
+            )
     raise BudgetError("\n".join(lines))
 
 
@@ -283,8 +321,11 @@ def image_sections(board: Board) -> list[str]:
 def loaded_elsewhere(board: Board) -> list[tuple[str, str]]:
     """(section, region) of the loaded sections the plan put outside the code region and outside
     the flash: only a debugger or an emulator loads them, not a boot ROM that copies the image."""
-    return [(s, board.placement[SECTIONS[s][0]]) for s in LOADED if s not in image_sections(board)
-            and board.region_of(SECTIONS[s][0]).kind != "flash"]
+    return [
+        (s, board.placement[SECTIONS[s][0]])
+        for s in LOADED
+        if s not in image_sections(board) and board.region_of(SECTIONS[s][0]).kind != "flash"
+    ]
 
 
 # --- flash boot ---
@@ -299,9 +340,13 @@ def flash_data_address(board: Board) -> int | None:
     sections (link.ld starts the first of them there), or None without such sections."""
     regions = {board.placement[SECTIONS[s][0]] for s in flash_sections(board)}
     if len(regions) > 1:
-        raise BuildError(f"the plan put data in several flash regions ({', '.join(sorted(regions))}); "
-                         "[flash_boot] must list one flash region per board")
+        raise BuildError(
+            f"the plan put data in several flash regions ({', '.join(sorted(regions))}); "
+            "[flash_boot] must list one flash region per board"
+        )
     return board.region(regions.pop()).origin if regions else None
+
+
 # --- end flash boot ---
 _NOT_LOADED = (".debug", ".comment", ".ARM.attributes", ".stab", ".gnu.attributes", ".note.gnu.build-id")
 

@@ -12,6 +12,7 @@ place), so concurrent builds share the cache safely.
 The cache lives in $ZOFLASH_CACHE, else $XDG_CACHE_HOME/zoflash, else ~/.cache/zoflash;
 ZOFLASH_CACHE=off disables it; `zoflash cache --clear` empties it.
 """
+
 from __future__ import annotations
 
 import functools

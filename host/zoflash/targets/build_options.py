@@ -7,6 +7,7 @@ headers (--device-headers), from the command line or a zoflash.toml `[build]` ta
 
 The command line wins over the project file.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,18 +36,22 @@ def _build_table(project_file: str | Path | None) -> tuple[dict, Path]:
         raise BuildOptionsError(f"'{path}': [build] must be a table")
     unknown = sorted(set(table) - set(BUILD_KEYS))
     if unknown:
-        raise BuildOptionsError(f"'{path}' [build]: unknown key(s) {', '.join(unknown)}; known: {', '.join(BUILD_KEYS)}")
+        raise BuildOptionsError(
+            f"'{path}' [build]: unknown key(s) {', '.join(unknown)}; known: {', '.join(BUILD_KEYS)}"
+        )
     if "boot" in table and table["boot"] not in BOOT_MODES:
-        raise BuildOptionsError(f"'{path}' [build]: 'boot' must be one of {', '.join(BOOT_MODES)}, "
-                                f"got {table['boot']!r}")
+        raise BuildOptionsError(
+            f"'{path}' [build]: 'boot' must be one of {', '.join(BOOT_MODES)}, got {table['boot']!r}"
+        )
     heads = table.get("device_headers", [])
     if not isinstance(heads, list) or not all(isinstance(h, str) for h in heads):
         raise BuildOptionsError(f"'{path}' [build]: 'device_headers' must be a list of folder names")
     return table, path.parent
 
 
-def build_settings(project_file: str | Path | None = None, boot: str | None = None,
-                   device_headers=()) -> tuple[str, tuple[str, ...]]:
+def build_settings(
+    project_file: str | Path | None = None, boot: str | None = None, device_headers=()
+) -> tuple[str, tuple[str, ...]]:
     """(boot mode, vendor header folders): flags < the project file's [build] < defaults."""
     table, base = _build_table(project_file)
     heads = tuple(device_headers) or tuple(str(base / h) for h in table.get("device_headers", ()))

@@ -6,6 +6,7 @@ CMSIS core); each needed header is looked for in the usual folders of those layo
 folders found become include paths. The Makefile then defines ZO_DEVICE_HEADERS, which makes the
 port take its register definitions from the header instead of its own (checked equal by tests).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +16,15 @@ from zoflash.targets.boards import Board, load_port
 
 # Where the headers sit in the checkouts a user may have: cmsis-device-n6 (Include/), STM32CubeN6
 # (Drivers/CMSIS/...), Arm CMSIS 5/6 (CMSIS/Core/Include, Core/Include), or the folder itself.
-SEARCH = (".", "Include", "Drivers/CMSIS/Device/ST/STM32N6xx/Include", "Drivers/CMSIS/Include",
-          "Drivers/CMSIS/Core/Include", "CMSIS/Core/Include", "Core/Include")
+SEARCH = (
+    ".",
+    "Include",
+    "Drivers/CMSIS/Device/ST/STM32N6xx/Include",
+    "Drivers/CMSIS/Include",
+    "Drivers/CMSIS/Core/Include",
+    "CMSIS/Core/Include",
+    "Core/Include",
+)
 
 
 class DeviceHeadersError(ZoflashError):
@@ -32,13 +40,17 @@ def include_dirs(board: Board, paths) -> list[Path]:
         return []
     port = load_port(board.port)
     if not port.device_headers:
-        raise DeviceHeadersError(f"--device-headers: the '{board.port}' port of board '{board.id}' does not "
-                                 "compile against vendor headers (only boards with device_headers in their "
-                                 "port.toml do)")
+        raise DeviceHeadersError(
+            f"--device-headers: the '{board.port}' port of board '{board.id}' does not "
+            "compile against vendor headers (only boards with device_headers in their "
+            "port.toml do)"
+        )
     for p in paths:
         if not p.is_dir():
-            raise DeviceHeadersError(f"--device-headers '{p}': not a folder (give a checkout of ST's "
-                                     "cmsis-device-n6 or STM32CubeN6, and of Arm's CMSIS core)")
+            raise DeviceHeadersError(
+                f"--device-headers '{p}': not a folder (give a checkout of ST's "
+                "cmsis-device-n6 or STM32CubeN6, and of Arm's CMSIS core)"
+            )
     dirs: list[Path] = []
     missing = []
     for header in port.device_headers:
@@ -54,5 +66,6 @@ def include_dirs(board: Board, paths) -> list[Path]:
             f"{', '.join(SEARCH)} of each); stm32n657xx.h is in ST's cmsis-device-n6 (Include/) or "
             "STM32CubeN6 (Drivers/CMSIS/Device/ST/STM32N6xx/Include/), core_cm55.h in Arm's CMSIS core "
             "(CMSIS/Core/Include/, or STM32CubeN6's Drivers/CMSIS/Include/): give each checkout with "
-            "its own --device-headers")
+            "its own --device-headers"
+        )
     return dirs

@@ -1,12 +1,12 @@
 """The cross build of a firmware bundle (ELF, BIN, HEX, or the model as a static library) and
 its per-region size report (budget.py)."""
+
 from __future__ import annotations
 
 import re
 import shlex
 import subprocess
 
-from zoflash.targets.project import Bundle
 from zoflash.errors import BuildError, ToolMissingError
 from zoflash.targets.boards import Board
 from zoflash.targets.budget import (
@@ -20,6 +20,7 @@ from zoflash.targets.budget import (
 )
 from zoflash.targets.host_build import BuildResult, require, run_make
 from zoflash.targets.npu import pool_items
+from zoflash.targets.project import Bundle
 
 # ----------------------------------------------------------------------------------- build
 
@@ -77,15 +78,23 @@ def flash_boot_lines(result: BuildResult) -> list[str]:
         return []
     fw = Firmware(dir=bundle.path, board=board, entry=entry, prefix=bundle.prefix)
     image = board.region(board.flash_boot["image"])
-    lines = [f"image   {fw.bin} ({fw.bin.stat().st_size} bytes): the FSBL image the boot ROM copies to "
-             f"{image.name} at 0x{image.origin:08X} (at most {image.size}); signed by: {shlex.join(sign_command(fw))}"]
+    lines = [
+        f"image   {fw.bin} ({fw.bin.stat().st_size} bytes): the FSBL image the boot ROM copies to "
+        f"{image.name} at 0x{image.origin:08X} (at most {image.size}); signed by: {shlex.join(sign_command(fw))}"
+    ]
     nor = flash_data_address(board)
     if nor is not None:
-        lines.append(f"image   {fw.nor_bin} ({fw.nor_bin.stat().st_size} bytes): weights and data read in place, "
-                     f"written to the external flash at 0x{nor:08X}")
-    lines.append(f"flash   sign and write: zoflash flash --bundle {bundle.path} --method {entry['name']} "
-                 "(--dry-run prints the commands)")
+        lines.append(
+            f"image   {fw.nor_bin} ({fw.nor_bin.stat().st_size} bytes): weights and data read in place, "
+            f"written to the external flash at 0x{nor:08X}"
+        )
+    lines.append(
+        f"flash   sign and write: zoflash flash --bundle {bundle.path} --method {entry['name']} "
+        "(--dry-run prints the commands)"
+    )
     return lines
+
+
 # --- end flash boot ---
 
 
@@ -103,7 +112,12 @@ def measured_sizes(bundle: Bundle) -> dict:
     """Code and read-only data of the bundle's compiled objects other than the weights and the
     data (their sizes are exact in the plan): what replaces the code estimate when re-planning."""
     prefix = bundle.prefix
-    objects = [p for p in sorted((bundle.path / "build" / "obj").glob("*.o"))
-               if p.name not in (f"{prefix}_weights.o", f"{prefix}_data.o")]
+    objects = [
+        p
+        for p in sorted((bundle.path / "build" / "obj").glob("*.o"))
+        if p.name not in (f"{prefix}_weights.o", f"{prefix}_data.o")
+    ]
     return measured_code(bundle.manifest["toolchain"]["size"], objects)
+
+
 # --- end re-planning ---

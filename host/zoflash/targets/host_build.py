@@ -1,4 +1,5 @@
 """Build a bundle with its generated Makefile and measure what it uses."""
+
 from __future__ import annotations
 
 import shutil
@@ -6,9 +7,9 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zoflash.targets.project import Bundle
 from zoflash.errors import BuildError, ToolMissingError
 from zoflash.targets import build_cache
+from zoflash.targets.project import Bundle
 
 INSTALL_HINTS = {
     "make": "install it with your package manager (Debian/Ubuntu: apt-get install make)",

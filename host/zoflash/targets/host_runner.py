@@ -1,4 +1,5 @@
 """Run a host-built bundle in-process through ctypes."""
+
 from __future__ import annotations
 
 import ctypes
@@ -6,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from zoflash.targets.project import Bundle
 from zoflash.compiler.quant import as_samples
 from zoflash.errors import ZoflashError
+from zoflash.targets.project import Bundle
 
 _NP_TYPES = {"int8": np.int8, "uint8": np.uint8, "float32": np.float32, "int32": np.int32, "int16": np.int16}
 

@@ -12,6 +12,7 @@ Nothing here was run: stedgeai is proprietary and user-installed (on no package 
 no Neural-ART NPU is emulated. The profile and command lines are checked as text; the glue is
 compiled against a stand-in of the ll_aton declarations it calls (tests/ll_aton_standin/).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,10 +27,14 @@ from zoflash.errors import BoardError, BuildError, ToolMissingError
 
 STEDGEAI_ENV = ("ZOFLASH_STEDGEAI", "STEDGEAI_CORE_DIR")  # ours, then the variable ST's installer sets
 RUNTIME_ENV = "ZOFLASH_ST_RUNTIME"
-STEDGEAI_HINT = ("install ST Edge AI Core from ST's website (it is on no package registry) and pass --stedgeai "
-                 "PATH (the program or its install folder) or set ZOFLASH_STEDGEAI or STEDGEAI_CORE_DIR")
-RUNTIME_HINT = ("pass --st-runtime PATH (or set ZOFLASH_ST_RUNTIME): an ST Edge AI Core, STM32CubeN6 or X-CUBE-AI "
-                "install with the Neural-ART runtime (a folder ll_aton holding ll_aton_runtime.c)")
+STEDGEAI_HINT = (
+    "install ST Edge AI Core from ST's website (it is on no package registry) and pass --stedgeai "
+    "PATH (the program or its install folder) or set ZOFLASH_STEDGEAI or STEDGEAI_CORE_DIR"
+)
+RUNTIME_HINT = (
+    "pass --st-runtime PATH (or set ZOFLASH_ST_RUNTIME): an ST Edge AI Core, STM32CubeN6 or X-CUBE-AI "
+    "install with the Neural-ART runtime (a folder ll_aton holding ll_aton_runtime.c)"
+)
 PREFIX_MODEL = "npu_prefix.tflite"  # the stedgeai input, written beside the profile
 PROFILE, MPOOL = "user_neuralart.json", "zoflash.mpool"
 OUTPUT, WORKSPACE, NETWORK = "st_ai_output", "st_ai_ws", "network"
@@ -38,8 +43,12 @@ OUTPUT, WORKSPACE, NETWORK = "st_ai_output", "st_ai_ws", "network"
 OPTIONS = "--enable-epoch-controller --all-buffers-info --cache-maintenance"
 # ll_aton's configuration (verify against your install): polling, since the port routes no NPU interrupt to
 # ll_aton (its vector table serves the console only)
-LL_ATON_DEFS = ("-DLL_ATON_PLATFORM=LL_ATON_PLAT_STM32N6", "-DLL_ATON_OSAL=LL_ATON_OSAL_BARE_METAL",
-                "-DLL_ATON_RT_MODE=LL_ATON_RT_POLLING", "-DLL_ATON_SW_FALLBACK")
+LL_ATON_DEFS = (
+    "-DLL_ATON_PLATFORM=LL_ATON_PLAT_STM32N6",
+    "-DLL_ATON_OSAL=LL_ATON_OSAL_BARE_METAL",
+    "-DLL_ATON_RT_MODE=LL_ATON_RT_POLLING",
+    "-DLL_ATON_SW_FALLBACK",
+)
 # where the runtime sits in ST's installs, relative to the given root
 LL_ATON_PLACES = ("Middlewares/ST/AI/Npu/ll_aton", "Middlewares/AI_Runtime/Npu/ll_aton", "Npu/ll_aton", "ll_aton", ".")
 
@@ -47,8 +56,8 @@ LL_ATON_PLACES = ("Middlewares/ST/AI/Npu/ll_aton", "Middlewares/AI_Runtime/Npu/l
 @dataclass
 class NpuRequest:
     accelerator: str = "neural-art"  # --npu
-    stedgeai: str | None = None      # --stedgeai (else $ZOFLASH_STEDGEAI, $STEDGEAI_CORE_DIR, PATH)
-    runtime: str | None = None       # --st-runtime (else $ZOFLASH_ST_RUNTIME, then the stedgeai install)
+    stedgeai: str | None = None  # --stedgeai (else $ZOFLASH_STEDGEAI, $STEDGEAI_CORE_DIR, PATH)
+    runtime: str | None = None  # --st-runtime (else $ZOFLASH_ST_RUNTIME, then the stedgeai install)
 
 
 # ---------------------------------------------------------------------------- the board's pools
@@ -58,11 +67,14 @@ def check(board, config: str) -> None:
     if not board.npu:
         raise BoardError(f"--npu {config}: board '{board.id}' has no NPU ([npu] in its board file)")
     if board.npu["type"] != "neural-art":
-        raise BoardError(f"--npu {config}: board '{board.id}' has an {board.npu['type']} NPU, not a Neural-ART "
-                         f"(--npu {' | '.join(board.npu['configs'])})")
+        raise BoardError(
+            f"--npu {config}: board '{board.id}' has an {board.npu['type']} NPU, not a Neural-ART "
+            f"(--npu {' | '.join(board.npu['configs'])})"
+        )
     if not any(p["use"] == "activations" for p in board.npu.get("pools", ())):
-        raise BoardError(f"--npu {config}: board '{board.id}' gives the NPU no RAM ([[npu.pools]] with "
-                         "use = \"activations\")")
+        raise BoardError(
+            f"--npu {config}: board '{board.id}' gives the NPU no RAM ([[npu.pools]] with use = \"activations\")"
+        )
 
 
 def pools(board) -> list[dict]:
@@ -98,12 +110,23 @@ def mpool(board) -> dict:
         if p["use"] == "cache":
             continue
         flash = board.region(p["region"]).kind == "flash"
-        out.append({"fname": p["name"], "name": p["name"], "fformat": "FORMAT_RAW",
-                    "prop": {"rights": "ACC_READ" if flash else "ACC_WRITE",
-                             "throughput": "MID" if flash else "HIGH", "latency": "HIGH" if flash else "LOW",
-                             "cacheable": "CACHEABLE_ON" if flash else "CACHEABLE_OFF",
-                             "constantsPreferred": p["name"] == const},
-                    "offset": _kib(p["origin"]), "size": _kib(p["size"]), "mode": "USEMODE_ABSOLUTE"})
+        out.append(
+            {
+                "fname": p["name"],
+                "name": p["name"],
+                "fformat": "FORMAT_RAW",
+                "prop": {
+                    "rights": "ACC_READ" if flash else "ACC_WRITE",
+                    "throughput": "MID" if flash else "HIGH",
+                    "latency": "HIGH" if flash else "LOW",
+                    "cacheable": "CACHEABLE_ON" if flash else "CACHEABLE_OFF",
+                    "constantsPreferred": p["name"] == const,
+                },
+                "offset": _kib(p["origin"]),
+                "size": _kib(p["size"]),
+                "mode": "USEMODE_ABSOLUTE",
+            }
+        )
     return {"memory": {"memFilePrefix": "atonbuf", "mempools": out}}
 
 
@@ -139,8 +162,10 @@ def find_runtime(path: str | os.PathLike | None) -> Path:
         raise ToolMissingError("ST's Neural-ART runtime (ll_aton)", RUNTIME_HINT)
     root = Path(given).expanduser().absolute()
     if any(c.isspace() for c in str(root)):
-        raise ToolMissingError(f"ST's Neural-ART runtime at '{root}'", "make cannot name sources in a path with "
-                               "spaces: move or link the install to a path without them")
+        raise ToolMissingError(
+            f"ST's Neural-ART runtime at '{root}'",
+            "make cannot name sources in a path with spaces: move or link the install to a path without them",
+        )
     for place in LL_ATON_PLACES:
         d = root / place
         if (d / "ll_aton_runtime.c").is_file():
@@ -163,8 +188,22 @@ def runtime_cflags(ll_aton: Path) -> str:
 
 
 def stedgeai_command(stedgeai: str = "stedgeai") -> list[str]:
-    return [stedgeai, "generate", "--model", PREFIX_MODEL, "--target", "stm32n6", "--st-neural-art",
-            f"default@{PROFILE}", "--name", NETWORK, "--output", OUTPUT, "--workspace", WORKSPACE]
+    return [
+        stedgeai,
+        "generate",
+        "--model",
+        PREFIX_MODEL,
+        "--target",
+        "stm32n6",
+        "--st-neural-art",
+        f"default@{PROFILE}",
+        "--name",
+        NETWORK,
+        "--output",
+        OUTPUT,
+        "--workspace",
+        WORKSPACE,
+    ]
 
 
 def raw_name(pool: str) -> str:
@@ -174,8 +213,10 @@ def raw_name(pool: str) -> str:
 def hex_rules(board, prefix: str, raws) -> list[dict]:
     """One objcopy rule per pool blob stedgeai wrote: the blob as an image at the pool's address."""
     by_name = {p["name"]: p for p in pools(board)}
-    return [dict(pool=name, raw=raw_name(name), hex=f"{prefix}_npu_{name}.hex",
-                 address=f"0x{by_name[name]['origin']:08X}") for name in raws]
+    return [
+        dict(pool=name, raw=raw_name(name), hex=f"{prefix}_npu_{name}.hex", address=f"0x{by_name[name]['origin']:08X}")
+        for name in raws
+    ]
 
 
 def run_stedgeai(command: list[str], cwd: Path) -> None:
@@ -211,11 +252,17 @@ def dry_run(board, request: NpuRequest, bundle_dir: str) -> list[str]:
     except ToolMissingError:
         sources, cflags = ["$ST_RUNTIME/ll_aton/ll_aton*.c"], '"-I$ST_RUNTIME/ll_aton" ' + " ".join(LL_ATON_DEFS)
     cc = " ".join([board.toolchain.cc, *board.toolchain.cflags, "-std=c11", "-ffunction-sections", "-fdata-sections"])
-    lines = [f"# in {bundle_dir} (wrote {PROFILE} and {MPOOL}), after writing the prefix ({PREFIX_MODEL}, the "
-             "training plan's cut)", " ".join(stedgeai_command(stedgeai))]
+    lines = [
+        f"# in {bundle_dir} (wrote {PROFILE} and {MPOOL}), after writing the prefix ({PREFIX_MODEL}, the "
+        "training plan's cut)",
+        " ".join(stedgeai_command(stedgeai)),
+    ]
     lines += [f"{cc} {cflags} -c {s}" for s in [f"{OUTPUT}/{NETWORK}.c", *sources]]
-    lines += [f"{board.toolchain.objcopy} -I binary -O ihex --change-addresses {h['address']} {OUTPUT}/{h['raw']} "
-              f"build/{h['hex']}" for h in hex_rules(board, "PREFIX", [constants_pool(board)])]
+    lines += [
+        f"{board.toolchain.objcopy} -I binary -O ihex --change-addresses {h['address']} {OUTPUT}/{h['raw']} "
+        f"build/{h['hex']}"
+        for h in hex_rules(board, "PREFIX", [constants_pool(board)])
+    ]
     return lines + [f"make -C {bundle_dir}  # zoflash's sources and the glue, then the link"]
 
 
@@ -274,29 +321,64 @@ def npu_sources(prep, board, request: NpuRequest, prefix: str) -> NpuSources:
         raise BuildError(f"stedgeai wrote blobs for pools the profile does not have: {', '.join(stray)}")
     g = model.graph
     t = g.tensors[boundary.index]
-    ctx = dict(version=__version__, source=c_comment(prep.path.name), source_sha256=prep.sha256, prefix=prefix,
-               split=plan.split, boundary_name=c_comment(f"'{name}'"), arena_name=f"{prefix}_arena",
-               arena_size=model.arena_array_size, arena_input=model.arena_offset[model.root[g.inputs[0]]],
-               input_bytes=g.tensors[model.root[g.inputs[0]]].nbytes, arena_boundary=boundary.offset,
-               boundary_bytes=boundary.nbytes, boundary_scale=c_float(t.quant.scale), boundary_zp=t.quant.zero_point)
+    ctx = dict(
+        version=__version__,
+        source=c_comment(prep.path.name),
+        source_sha256=prep.sha256,
+        prefix=prefix,
+        split=plan.split,
+        boundary_name=c_comment(f"'{name}'"),
+        arena_name=f"{prefix}_arena",
+        arena_size=model.arena_array_size,
+        arena_input=model.arena_offset[model.root[g.inputs[0]]],
+        input_bytes=g.tensors[model.root[g.inputs[0]]].nbytes,
+        arena_boundary=boundary.offset,
+        boundary_bytes=boundary.nbytes,
+        boundary_scale=c_float(t.quant.scale),
+        boundary_zp=t.quant.zero_point,
+    )
     files = {f"{prefix}_npu.c": template_env().get_template("model_neuralart.c.j2").render(**ctx)}
     files.update({n: data.decode() for n, data in runtime_part("npu").items() if n in GLUE})
     # ST's generated files are built like ST's runtime (the vendor's flags, not zoflash's -Werror)
-    blobs = {**generated, **raws, **{n: text.encode() for n, text in profiles.items()},
-             f"{prefix}_{PREFIX_MODEL}": prefix_model}
+    blobs = {
+        **generated,
+        **raws,
+        **{n: text.encode() for n, text in profiles.items()},
+        f"{prefix}_{PREFIX_MODEL}": prefix_model,
+    }
     sources = [n for n in generated if n.endswith(".c")] + [str(s) for s in runtime_sources(ll_aton)]
     # ll_aton includes ST's device header and Arm's CMSIS core: --device-headers names their folders
     includes = " ".join(f'"-I{d}"' for d in board.device_includes)
-    make = dict(npu_cflags=f"{runtime_cflags(ll_aton)} {includes}".strip(),
-                npu_memories=_memory_mask(board, [p["region"] for p in pools(board)]),
-                npu_sources=" ".join(sources), npu_hex=hex_rules(board, prefix, [known[r] for r in raws]))
-    manifest = dict(type="neural-art", accelerator=request.accelerator, base=board.npu["base"], irq=board.npu["irq"],
-                    verified_board_facts=board.npu["verified"], boundary=name, prefix_kernel_calls=plan.split,
-                    pools=[dict(name=p["name"], region=p["region"], origin=p["origin"], size=p["size"], use=p["use"],
-                                blob=raw_name(p["name"]) if raw_name(p["name"]) in raws else None)
-                           for p in pools(board)],
-                    constants_pool=constants_pool(board), commands=[" ".join(stedgeai_command())],
-                    runtime=str(ll_aton), executed=False)
+    make = dict(
+        npu_cflags=f"{runtime_cflags(ll_aton)} {includes}".strip(),
+        npu_memories=_memory_mask(board, [p["region"] for p in pools(board)]),
+        npu_sources=" ".join(sources),
+        npu_hex=hex_rules(board, prefix, [known[r] for r in raws]),
+    )
+    manifest = dict(
+        type="neural-art",
+        accelerator=request.accelerator,
+        base=board.npu["base"],
+        irq=board.npu["irq"],
+        verified_board_facts=board.npu["verified"],
+        boundary=name,
+        prefix_kernel_calls=plan.split,
+        pools=[
+            dict(
+                name=p["name"],
+                region=p["region"],
+                origin=p["origin"],
+                size=p["size"],
+                use=p["use"],
+                blob=raw_name(p["name"]) if raw_name(p["name"]) in raws else None,
+            )
+            for p in pools(board)
+        ],
+        constants_pool=constants_pool(board),
+        commands=[" ".join(stedgeai_command())],
+        runtime=str(ll_aton),
+        executed=False,
+    )
     return NpuSources(files=files, blobs=blobs, manifest=manifest, make=make, run_steps=f"{prefix}_npu_run_steps")
 
 
@@ -305,8 +387,10 @@ GLUE = ("zo_neuralart.c", "zo_neuralart.h")  # of firmware_templates/runtime/npu
 
 def describe(manifest: dict) -> list[str]:
     pools_text = ", ".join(f"{p['name']} {p['size'] // 1024} KiB ({p['use']})" for p in manifest["pools"])
-    return [f"npu     neural-art runs the prefix (kernel calls [0, {manifest['prefix_kernel_calls']}), up to "
-            f"'{manifest['boundary']}') with ST's ll_aton from {manifest['runtime']}",
-            f"npu     pools {pools_text}; constants in {manifest['constants_pool']}; not executed here (no NPU is "
-            "emulated): its rounding may differ from the host simulation's, check on hardware (the boundary "
-            "checksum in `zoflash monitor`)"]
+    return [
+        f"npu     neural-art runs the prefix (kernel calls [0, {manifest['prefix_kernel_calls']}), up to "
+        f"'{manifest['boundary']}') with ST's ll_aton from {manifest['runtime']}",
+        f"npu     pools {pools_text}; constants in {manifest['constants_pool']}; not executed here (no NPU is "
+        "emulated): its rounding may differ from the host simulation's, check on hardware (the boundary "
+        "checksum in `zoflash monitor`)",
+    ]

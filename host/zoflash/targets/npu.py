@@ -10,6 +10,7 @@ A backend module provides:
   reserved(board)                       (region, label, bytes) the NPU owns: the CPU's plan keeps out of them
   describe(manifest)                    the build report's lines
 """
+
 from __future__ import annotations
 
 import importlib
@@ -22,7 +23,7 @@ from zoflash.errors import BoardError
 class Backend:
     name: str
     board_types: tuple[str, ...]  # the [npu] `type` values of the boards it serves
-    configs: tuple[str, ...]      # --npu values (a board file lists those its part has)
+    configs: tuple[str, ...]  # --npu values (a board file lists those its part has)
     module: str
 
     def load(self):
@@ -30,8 +31,19 @@ class Backend:
 
 
 # Vela's --accelerator-config values
-ETHOSU_CONFIGS = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u65-512",
-                  "ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048")
+ETHOSU_CONFIGS = (
+    "ethos-u55-32",
+    "ethos-u55-64",
+    "ethos-u55-128",
+    "ethos-u55-256",
+    "ethos-u65-256",
+    "ethos-u65-512",
+    "ethos-u85-128",
+    "ethos-u85-256",
+    "ethos-u85-512",
+    "ethos-u85-1024",
+    "ethos-u85-2048",
+)
 BACKENDS = (
     Backend("ethos-u", ("ethos-u55", "ethos-u65", "ethos-u85"), ETHOSU_CONFIGS, "zoflash.targets.ethosu"),
     Backend("neural-art", ("neural-art",), ("neural-art",), "zoflash.targets.neuralart"),
@@ -66,8 +78,10 @@ def prefix_boundary(prep):
 
     plan = prep.training.plan
     if plan.split == 0 or len(plan.boundary) != 1:
-        raise BuildError(f"--npu needs a frozen prefix handing one tensor to the suffix; this plan has a prefix of "
-                         f"{plan.split} kernel calls and {len(plan.boundary)} boundary tensor(s) (choose --train)")
+        raise BuildError(
+            f"--npu needs a frozen prefix handing one tensor to the suffix; this plan has a prefix of "
+            f"{plan.split} kernel calls and {len(plan.boundary)} boundary tensor(s) (choose --train)"
+        )
     boundary = plan.boundary[0]
     return boundary, prep.model.graph.tensors[boundary.index].name
 

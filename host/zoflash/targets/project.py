@@ -3,6 +3,7 @@
 
 Output is deterministic: the same model, board and options give byte-identical files.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -63,15 +64,29 @@ def _io_manifest(model: CompiledModel, indices) -> list[dict]:
     for i in indices:
         t = model.graph.tensors[i]
         q = model.io_quantization(i)
-        out.append(dict(name=t.name, dtype=t.dtype, shape=list(t.shape), bytes=t.nbytes,
-                        scale=q.scale if q is not None else None,
-                        zero_point=q.zero_point if q is not None else None,
-                        arena_offset=model.arena_offset[model.root[i]]))
+        out.append(
+            dict(
+                name=t.name,
+                dtype=t.dtype,
+                shape=list(t.shape),
+                bytes=t.nbytes,
+                scale=q.scale if q is not None else None,
+                zero_point=q.zero_point if q is not None else None,
+                arena_offset=model.arena_offset[model.root[i]],
+            )
+        )
     return out
 
 
-def make_manifest(model: CompiledModel, board: Board, prefix: str, source_name: str, source_sha256: str,
-                  files: dict[str, bytes], training: TrainingSources | None = None) -> dict:
+def make_manifest(
+    model: CompiledModel,
+    board: Board,
+    prefix: str,
+    source_name: str,
+    source_sha256: str,
+    files: dict[str, bytes],
+    training: TrainingSources | None = None,
+) -> dict:
     return {
         "manifest_version": MANIFEST_VERSION,
         "generator": f"zoflash {__version__}",
@@ -79,8 +94,12 @@ def make_manifest(model: CompiledModel, board: Board, prefix: str, source_name: 
         "board": board.id,
         "port": board.port,
         "port_kind": board.port_kind,
-        "toolchain": {"cc": board.toolchain.cc, "objcopy": board.toolchain.objcopy, "size": board.toolchain.size,
-                      "install": board.toolchain.install},
+        "toolchain": {
+            "cc": board.toolchain.cc,
+            "objcopy": board.toolchain.objcopy,
+            "size": board.toolchain.size,
+            "install": board.toolchain.install,
+        },
         "placement": board.placement or None,  # firmware boards: where the memory plan put each part
         **({"boot": board.boot_mode} if board.is_firmware else {}),  # the boot mode the plan is for
         "prefix": prefix,
@@ -100,8 +119,15 @@ def make_manifest(model: CompiledModel, board: Board, prefix: str, source_name: 
     }
 
 
-def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_name: str, source_sha256: str,
-                    prefix: str | None = None, training: TrainingSources | None = None) -> Bundle:
+def generate_bundle(
+    model: CompiledModel,
+    board: Board,
+    out_dir: Path,
+    source_name: str,
+    source_sha256: str,
+    prefix: str | None = None,
+    training: TrainingSources | None = None,
+) -> Bundle:
     """`training` (rendered by training.render for the same prefix) adds the training loop, its
     wiring and the data."""
     prefix = prefix or c_identifier(Path(source_name).stem)
@@ -121,30 +147,43 @@ def generate_bundle(model: CompiledModel, board: Board, out_dir: Path, source_na
     env = template_env()
     training_runtime = runtime_part(TRAINING_RUNTIME)
     unlinked = training.unlinked if training is not None else ()
-    train_sources = sorted(n for n in files if n.endswith(".c") and (n in training_runtime or n in train_files)
-                           and n not in unlinked)
-    sources = sorted(n for n in files if n.endswith(".c") and n not in static and n not in train_sources
-                     and n not in unlinked)
+    train_sources = sorted(
+        n for n in files if n.endswith(".c") and (n in training_runtime or n in train_files) and n not in unlinked
+    )
+    sources = sorted(
+        n for n in files if n.endswith(".c") and n not in static and n not in train_sources and n not in unlinked
+    )
     headers = sorted(n for n in files if n.endswith(".h")) + ["zo_bundle.h"]
-    ctx = dict(version=__version__, prefix=prefix, guard=prefix.upper(), board_id=board.id,
-               cc=board.toolchain.cc, cflags=" ".join(board.toolchain.cflags),
-               ldflags=" ".join(board.toolchain.ldflags), sources=" ".join(sources), headers=" ".join(headers),
-               train_sources=" ".join(train_sources), app=training is not None and training.app,
-               port_sources=" ".join(sorted(n for n in static if n.endswith(".c"))),
-               data_blobs=" ".join(sorted(training.blobs)) if training is not None else "",
-               model_blobs=" ".join(sorted(n for n in model_files if n.endswith(".bin"))),
-               board=board, place=board.placement,
-               # the plan's memory switches, and those of an NPU's pools (--npu neural-art)
-               enable_memories=f"0x{enable_mask(board) | (training.make.get('npu_memories', 0) if training else 0):08X}"
-               if board.is_firmware else "",
-               image_sections=" ".join(f"-j {s}" for s in image_sections(board)) if board.is_firmware else "",
-               npu_cflags=training.make.get("npu_cflags", "") if training is not None else "",
-               npu_sources=training.make.get("npu_sources", "") if training is not None else "",
-               npu_driver_cflags=training.make.get("npu_driver_cflags", "") if training is not None else "",
-               npu_region=training.make.get("npu_region", "") if training is not None else "",
-               npu_blob_deps=training.make.get("npu_blob_deps", "") if training is not None else "",
-               npu_hex=training.make.get("npu_hex", []) if training is not None else [],
-               **_flash_boot_context(board))
+    ctx = dict(
+        version=__version__,
+        prefix=prefix,
+        guard=prefix.upper(),
+        board_id=board.id,
+        cc=board.toolchain.cc,
+        cflags=" ".join(board.toolchain.cflags),
+        ldflags=" ".join(board.toolchain.ldflags),
+        sources=" ".join(sources),
+        headers=" ".join(headers),
+        train_sources=" ".join(train_sources),
+        app=training is not None and training.app,
+        port_sources=" ".join(sorted(n for n in static if n.endswith(".c"))),
+        data_blobs=" ".join(sorted(training.blobs)) if training is not None else "",
+        model_blobs=" ".join(sorted(n for n in model_files if n.endswith(".bin"))),
+        board=board,
+        place=board.placement,
+        # the plan's memory switches, and those of an NPU's pools (--npu neural-art)
+        enable_memories=f"0x{enable_mask(board) | (training.make.get('npu_memories', 0) if training else 0):08X}"
+        if board.is_firmware
+        else "",
+        image_sections=" ".join(f"-j {s}" for s in image_sections(board)) if board.is_firmware else "",
+        npu_cflags=training.make.get("npu_cflags", "") if training is not None else "",
+        npu_sources=training.make.get("npu_sources", "") if training is not None else "",
+        npu_driver_cflags=training.make.get("npu_driver_cflags", "") if training is not None else "",
+        npu_region=training.make.get("npu_region", "") if training is not None else "",
+        npu_blob_deps=training.make.get("npu_blob_deps", "") if training is not None else "",
+        npu_hex=training.make.get("npu_hex", []) if training is not None else [],
+        **_flash_boot_context(board),
+    )
     files["zo_bundle.h"] = env.get_template("zo_bundle.h.j2").render(**ctx).encode()
     for out_name, tpl in templates.items():
         files[out_name] = env.get_template(tpl).render(**ctx).encode()
@@ -161,11 +200,13 @@ def _flash_boot_context(board: Board) -> dict:
     load in development mode) and the include
     folders of the vendor headers (--device-headers)."""
     sections = flash_sections(board) if board.is_firmware else []
-    return dict(flash_sections=" ".join(f"-j {s}" for s in sections),
-                ram_elf=bool(sections) and board.boot_mode == "dev",
-                without_flash_sections=" ".join(f"-R {s}" for s in sections),
-                flash_address=f"0x{flash_data_address(board):08X}" if sections else "",
-                device_includes=" ".join(f'"-I{d}"' for d in board.device_includes))
+    return dict(
+        flash_sections=" ".join(f"-j {s}" for s in sections),
+        ram_elf=bool(sections) and board.boot_mode == "dev",
+        without_flash_sections=" ".join(f"-R {s}" for s in sections),
+        flash_address=f"0x{flash_data_address(board):08X}" if sections else "",
+        device_includes=" ".join(f'"-I{d}"' for d in board.device_includes),
+    )
 
 
 def _write(out_dir: Path, files: dict[str, bytes], manifest: dict) -> None:
@@ -179,8 +220,9 @@ def _write(out_dir: Path, files: dict[str, bytes], manifest: dict) -> None:
         for name in stale:
             (out_dir / name).unlink(missing_ok=True)
     elif any(p.name not in files for p in out_dir.iterdir()):  # (a dry run's profile files are ours)
-        raise ZoflashError(f"output directory '{out_dir}' is not empty and is not a zoflash bundle; "
-                           "choose another --out")
+        raise ZoflashError(
+            f"output directory '{out_dir}' is not empty and is not a zoflash bundle; choose another --out"
+        )
     for name, data in sorted(files.items()):
         target = out_dir / name
         if not target.exists() or target.read_bytes() != data:  # keep mtimes: make rebuilds only what changed
@@ -193,11 +235,15 @@ def load_bundle(path: str | Path) -> Bundle:
     try:
         manifest = json.loads((path / "manifest.json").read_text())
     except FileNotFoundError:
-        raise ZoflashError(f"'{path}' is not a zoflash bundle (no manifest.json); create one with `zoflash build`") from None
+        raise ZoflashError(
+            f"'{path}' is not a zoflash bundle (no manifest.json); create one with `zoflash build`"
+        ) from None
     except ValueError as exc:
         raise ZoflashError(f"'{path}/manifest.json' is not valid JSON ({exc})") from None
     if manifest.get("manifest_version") != MANIFEST_VERSION:
-        raise ZoflashError(f"'{path}' was made by another zoflash version "
-                           f"(manifest version {manifest.get('manifest_version')}, expected {MANIFEST_VERSION}); "
-                           "regenerate it with `zoflash build`")
+        raise ZoflashError(
+            f"'{path}' was made by another zoflash version "
+            f"(manifest version {manifest.get('manifest_version')}, expected {MANIFEST_VERSION}); "
+            "regenerate it with `zoflash build`"
+        )
     return Bundle(path=path, manifest=manifest)

@@ -1,5 +1,6 @@
 """What the training compile hands to the later stages: the compiled model with its training plan,
 options and data (CompiledTraining), and the rendered training sources a bundle adds (TrainingSources)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -49,5 +50,3 @@ class TrainingSources:
     unlinked: tuple[str, ...] = ()  # runtime sources copied but not built (the library form has no main)
     app: bool = False  # --data-source app: the trainer as a library (Makefile targets lib*_train.a, app)
     make: dict = field(default_factory=dict)  # --npu: npu_cflags, npu_sources for the Makefile
-
-

@@ -3,6 +3,7 @@ the loss and brought to the model input's type and layout, which the firmware em
 class labels (softmax-ce), labels 0/1 (sigmoid-bce) or float targets of the output's shape in
 real units (mse); with --target input (mse against the sample's own input) y is not needed.
 A validation split is carved from the training data here (carve_validation)."""
+
 from __future__ import annotations
 
 import zipfile
@@ -47,8 +48,10 @@ class Dataset:
 
     def describe(self) -> str:
         val = f", {len(self.y_val)} validation" if self.y_val is not None else ""
-        return (f"{self.source}: {len(self.y_train)} training{val} and {len(self.y_test)} test samples, "
-                f"{self.nbytes} bytes embedded")
+        return (
+            f"{self.source}: {len(self.y_train)} training{val} and {len(self.y_test)} test samples, "
+            f"{self.nbytes} bytes embedded"
+        )
 
 
 def validation_indices(y: np.ndarray, fraction: float, seed: int, stratify: bool) -> np.ndarray:
@@ -62,12 +65,12 @@ def validation_indices(y: np.ndarray, fraction: float, seed: int, stratify: bool
     n = len(y)
     rng = np.random.default_rng(seed)
     groups = [np.flatnonzero(y == c) for c in np.unique(y)] if stratify else [np.arange(n)]
-    chosen = [g[rng.permutation(len(g))[:int(np.floor(fraction * len(g) + 0.5))]] for g in groups]
+    chosen = [g[rng.permutation(len(g))[: int(np.floor(fraction * len(g) + 0.5))]] for g in groups]
     val = np.sort(np.concatenate(chosen)).astype(np.int64)
     want = min(spec.VAL_MIN_COUNT, n // 2)
     if len(val) < want:
         rest = np.setdiff1d(np.arange(n), val)
-        val = np.sort(np.concatenate([val, rest[rng.permutation(len(rest))[:want - len(val)]]]))
+        val = np.sort(np.concatenate([val, rest[rng.permutation(len(rest))[: want - len(val)]]]))
     return val
 
 
@@ -77,15 +80,18 @@ def carve_validation(data: Dataset, fraction: float, seed: int) -> Dataset:
     n = len(data.y_train)
     val = validation_indices(data.y_train, fraction, seed, stratify=data.labels)
     if len(val) == 0 or len(val) == n:
-        raise DataError(f"{data.source}: {n} training sample(s) cannot give both a training and a validation "
-                        "split; give at least 2 training samples")
+        raise DataError(
+            f"{data.source}: {n} training sample(s) cannot give both a training and a validation "
+            "split; give at least 2 training samples"
+        )
     keep = np.setdiff1d(np.arange(n), val)
     out = {}
     for k in "xyt":
         a = getattr(data, f"{k}_train")
         out[f"{k}_train"], out[f"{k}_val"] = (None, None) if a is None else (a[keep], a[val])
-    return Dataset(x_test=data.x_test, y_test=data.y_test, t_test=data.t_test, source=data.source,
-                   labels=data.labels, **out)
+    return Dataset(
+        x_test=data.x_test, y_test=data.y_test, t_test=data.t_test, source=data.source, labels=data.labels, **out
+    )
 
 
 def _targets(y: np.ndarray, name: str, n: int, output_shape: tuple[int, ...]) -> np.ndarray:
@@ -95,8 +101,10 @@ def _targets(y: np.ndarray, name: str, n: int, output_shape: tuple[int, ...]) ->
     if y.dtype.kind not in "fiub":
         raise DataError(f"{name} is {y.dtype}; --loss mse needs numeric targets")
     if y.shape[:1] != (n,) or int(np.prod(y.shape[1:])) != size:
-        raise DataError(f"{name} has shape {list(y.shape)}; --loss mse needs [{n}, {size}] targets (one per sample "
-                        f"and output value; the output is {list(output_shape)})")
+        raise DataError(
+            f"{name} has shape {list(y.shape)}; --loss mse needs [{n}, {size}] targets (one per sample "
+            f"and output value; the output is {list(output_shape)})"
+        )
     if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
         raise DataError(f"{name} contains NaN or infinity")
     return y.reshape(n, size).astype(np.float32)
@@ -110,30 +118,46 @@ def _labels(y: np.ndarray, name: str, n: int, classes: int, binary: bool = False
         raise DataError(f"{name} has shape {list(y.shape)}; expected [{n}] integer labels (one per sample)")
     if y.dtype.kind == "f":
         if not np.all(np.isfinite(y)) or not np.all(y == np.round(y)):
-            raise DataError(f"{name} holds non-integer values; labels must be class indices "
-                            "(for real-valued targets use --loss mse)")
+            raise DataError(
+                f"{name} holds non-integer values; labels must be class indices "
+                "(for real-valued targets use --loss mse)"
+            )
     elif y.dtype.kind not in "iub":
         raise DataError(f"{name} is {y.dtype}; labels must be integers")
     if binary and n and (y.min() < 0 or y.max() > 1):
-        raise DataError(f"{name} has labels in [{int(y.min())}, {int(y.max())}]; --loss sigmoid-bce takes labels 0/1 "
-                        "(for real-valued targets use --loss mse)")
+        raise DataError(
+            f"{name} has labels in [{int(y.min())}, {int(y.max())}]; --loss sigmoid-bce takes labels 0/1 "
+            "(for real-valued targets use --loss mse)"
+        )
     if n and (y.min() < 0 or y.max() >= classes):
-        raise DataError(f"{name} has labels in [{int(y.min())}, {int(y.max())}] but the model has {classes} "
-                        f"classes (valid labels 0..{classes - 1})")
+        raise DataError(
+            f"{name} has labels in [{int(y.min())}, {int(y.max())}] but the model has {classes} "
+            f"classes (valid labels 0..{classes - 1})"
+        )
     return y.astype(np.uint16)
 
 
-def load_dataset(path: str | Path, input_shape: tuple[int, ...], scale: float | None, zero_point: int | None,
-                 classes: int, dtype: str = "int8", loss: str = "softmax-ce", target: str = "labels",
-                 output_shape: tuple[int, ...] | None = None) -> Dataset:
+def load_dataset(
+    path: str | Path,
+    input_shape: tuple[int, ...],
+    scale: float | None,
+    zero_point: int | None,
+    classes: int,
+    dtype: str = "int8",
+    loss: str = "softmax-ce",
+    target: str = "labels",
+    output_shape: tuple[int, ...] | None = None,
+) -> Dataset:
     """`dtype`: the model input's type (int8, uint8 or float32), which the samples take: the firmware
     embeds their bytes and the model's first QUANTIZE converts a uint8 or float32 input.  `loss`
     (resolved, spec.LOSSES) and `target` say what y must hold; `output_shape` is the shape of
     the output the loss reads (mse)."""
     from_input = target == "input"
     if from_input and (dtype != "int8" or int(np.prod(input_shape)) != classes):
-        raise DataError(f"--target input needs an int8 model input with as many values as the output ({classes}); "
-                        f"this model's input is {dtype}{list(input_shape)}")
+        raise DataError(
+            f"--target input needs an int8 model input with as many values as the output ({classes}); "
+            f"this model's input is {dtype}{list(input_shape)}"
+        )
     keys = KEYS if not from_input else ("x_train", "x_test")
     path = Path(path)
     if path.is_file() and not zipfile.is_zipfile(path):  # np.load would return a .npy array or try pickle
@@ -144,8 +168,10 @@ def load_dataset(path: str | Path, input_shape: tuple[int, ...], scale: float | 
         with np.load(path, allow_pickle=False) as npz:
             missing = [k for k in keys if k not in npz.files]
             if missing:
-                raise DataError(f"'{path}' lacks {', '.join(missing)}; a dataset .npz needs {', '.join(keys)}"
-                                + (" (with --target input, y is not needed)" if from_input else ""))
+                raise DataError(
+                    f"'{path}' lacks {', '.join(missing)}; a dataset .npz needs {', '.join(keys)}"
+                    + (" (with --target input, y is not needed)" if from_input else "")
+                )
             arrays = {}
             for k in keys:
                 try:
@@ -172,8 +198,9 @@ def load_dataset(path: str | Path, input_shape: tuple[int, ...], scale: float | 
                 out[f"t_{split}"] = _targets(arrays[f"y_{split}"], name, xs.shape[0], output_shape or (classes,))
         else:
             binary = loss == "sigmoid-bce"
-            out[f"y_{split}"] = _labels(arrays[f"y_{split}"], name, xs.shape[0], 2 if binary else classes,
-                                        binary=binary)
+            out[f"y_{split}"] = _labels(
+                arrays[f"y_{split}"], name, xs.shape[0], 2 if binary else classes, binary=binary
+            )
     if out["x_train"].shape[0] >= 2**32 or out["x_test"].shape[0] >= 2**32:
         raise DataError("datasets are limited to 2^32 - 1 samples per split")
     return Dataset(source=path.name, labels=loss != "mse", **out)

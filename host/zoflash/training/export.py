@@ -5,6 +5,7 @@ size and every byte outside those buffers is identical to the model. Buffer data
 inside the flatbuffer (the `Buffer.data` vector) or, in the layout for models over 2 GB, after
 it (`Buffer.offset` from the start of the file, `Buffer.size` bytes); both are supported.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -82,8 +83,10 @@ def buffer_span(model, file_size: int, index: int) -> tuple[int, int, bool] | No
     if n == 0:
         return None
     if start + n > file_size:
-        raise ModelFormatError(f"buffer {index} spans bytes [{start}, {start + n}) but the file has only "
-                               f"{file_size}; the model is truncated or damaged")
+        raise ModelFormatError(
+            f"buffer {index} spans bytes [{start}, {start + n}) but the file has only "
+            f"{file_size}; the model is truncated or damaged"
+        )
     return start, n, external
 
 
@@ -108,8 +111,10 @@ def _scale_patches(graph: Graph, model, sub, weights: TrainedWeights, problems: 
         span = scale_span(model, sub, index)
         if span is None or t.quant is None or span[1] != len(scales):
             have = span[1] if span else 0
-            problems.append(f"tensor {index} '{t.name}' has {have} quantization scale(s) in the model but the "
-                            f"weights file gives {len(scales)}")
+            problems.append(
+                f"tensor {index} '{t.name}' has {have} quantization scale(s) in the model but the "
+                f"weights file gives {len(scales)}"
+            )
             continue
         spans[index] = (span[0], np.ascontiguousarray(scales, dtype="<f4").tobytes())
     if spans:  # a scale vector shared with another tensor (deduplicated by a converter) must not change it
@@ -118,8 +123,10 @@ def _scale_patches(graph: Graph, model, sub, weights: TrainedWeights, problems: 
             other = scale_span(model, sub, i)
             if other is not None and other[0] in mine and i != mine[other[0]] and i not in spans:
                 j = mine[other[0]]
-                problems.append(f"tensor {j} '{graph.tensors[j].name}' shares its quantization scale vector with "
-                                f"tensor {i} '{graph.tensors[i].name}'; rewriting it would change that tensor too")
+                problems.append(
+                    f"tensor {j} '{graph.tensors[j].name}' shares its quantization scale vector with "
+                    f"tensor {i} '{graph.tensors[i].name}'; rewriting it would change that tensor too"
+                )
     return spans
 
 
@@ -153,9 +160,12 @@ def _sharing_problem(index: int, users: list, graph: Graph, weights: TrainedWeig
             reasons.append(f"tensor {u[1]} '{graph.tensors[u[1]].name}', which was trained to different values")
     if not reasons:
         return None
-    return (f"tensor {index} '{graph.tensors[index].name}' shares its buffer with " + "; ".join(reasons)
-            + ": patching the buffer would change those too. Train all tensors of a shared buffer together, "
-              "or re-convert the model without constant deduplication")
+    return (
+        f"tensor {index} '{graph.tensors[index].name}' shares its buffer with "
+        + "; ".join(reasons)
+        + ": patching the buffer would change those too. Train all tensors of a shared buffer together, "
+        "or re-convert the model without constant deduplication"
+    )
 
 
 def plan_patches(graph: Graph, raw: bytes, weights: TrainedWeights) -> list[tuple[PatchedTensor, bytes]]:
@@ -177,8 +187,10 @@ def plan_patches(graph: Graph, raw: bytes, weights: TrainedWeights) -> list[tupl
     for index, values in weights.tensors.items():
         name = weights.names.get(index, "")
         if index >= len(graph.tensors):
-            problems.append(f"tensor {index} '{name}' does not exist: {graph.name} has {len(graph.tensors)} "
-                            f"tensors (0..{len(graph.tensors) - 1})")
+            problems.append(
+                f"tensor {index} '{name}' does not exist: {graph.name} has {len(graph.tensors)} "
+                f"tensors (0..{len(graph.tensors) - 1})"
+            )
             continue
         t = graph.tensors[index]
         want = f"{t.dtype}{list(t.shape)}"
@@ -186,8 +198,10 @@ def plan_patches(graph: Graph, raw: bytes, weights: TrainedWeights) -> list[tupl
         if t.name != name:
             problems.append(f"tensor {index} is '{t.name}' in the model but '{name}' in the weights file")
         elif not t.is_constant:
-            problems.append(f"tensor {index} '{t.name}' is not a constant tensor (its values are computed at run "
-                            "time), so it has no stored weights to replace")
+            problems.append(
+                f"tensor {index} '{t.name}' is not a constant tensor (its values are computed at run "
+                "time), so it has no stored weights to replace"
+            )
         elif t.sparse:
             problems.append(f"tensor {index} '{t.name}' is stored sparse; zoflash only writes dense tensors")
         elif want != got:
@@ -196,8 +210,10 @@ def plan_patches(graph: Graph, raw: bytes, weights: TrainedWeights) -> list[tupl
             buffer = buffer_of[index]
             span = buffer_span(model, len(raw), buffer)
             if span is None or span[1] != values.nbytes:
-                problems.append(f"tensor {index} '{t.name}': buffer {buffer} holds {span[1] if span else 0} bytes, "
-                                f"not the {values.nbytes} of {want}")
+                problems.append(
+                    f"tensor {index} '{t.name}': buffer {buffer} holds {span[1] if span else 0} bytes, "
+                    f"not the {values.nbytes} of {want}"
+                )
                 continue
             shared = _sharing_problem(index, users.get(buffer, []), graph, weights)
             if shared:
@@ -205,17 +221,32 @@ def plan_patches(graph: Graph, raw: bytes, weights: TrainedWeights) -> list[tupl
                 continue
             data = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<")).tobytes()
             others = tuple(u[1] for u in users.get(buffer, []) if u != (0, index))
-            patches.append((PatchedTensor(index=index, name=t.name, dtype=t.dtype, shape=t.shape, buffer=buffer,
-                                          offset=span[0], nbytes=span[1], count=int(values.size),
-                                          changed=int(np.count_nonzero(t.data != values)), external=span[2],
-                                          shared_with=others,
-                                          scale_offset=scale_spans[index][0] if index in scale_spans else None,
-                                          scales=tuple(float(x) for x in weights.scales[index])
-                                          if index in scale_spans else None), data))
+            patches.append(
+                (
+                    PatchedTensor(
+                        index=index,
+                        name=t.name,
+                        dtype=t.dtype,
+                        shape=t.shape,
+                        buffer=buffer,
+                        offset=span[0],
+                        nbytes=span[1],
+                        count=int(values.size),
+                        changed=int(np.count_nonzero(t.data != values)),
+                        external=span[2],
+                        shared_with=others,
+                        scale_offset=scale_spans[index][0] if index in scale_spans else None,
+                        scales=tuple(float(x) for x in weights.scales[index]) if index in scale_spans else None,
+                    ),
+                    data,
+                )
+            )
     if problems:
-        raise DataError(f"cannot write the weights into {graph.name}: {len(problems)} problem(s):\n"
-                        + "\n".join(f"  - {p}" for p in problems)
-                        + "\nCheck that the model is the one these weights were trained from.")
+        raise DataError(
+            f"cannot write the weights into {graph.name}: {len(problems)} problem(s):\n"
+            + "\n".join(f"  - {p}" for p in problems)
+            + "\nCheck that the model is the one these weights were trained from."
+        )
     spans = sorted({(p.offset, p.nbytes, p.buffer) for p, _ in patches})
     for (a, n, ba), (b, _, bb) in itertools.pairwise(spans):
         if a + n > b:
@@ -230,14 +261,22 @@ def _verify(graph: Graph, out: bytes, patches: list[tuple[PatchedTensor, bytes]]
     requant = {p.index: p.scales for p, _ in patches if p.scales is not None}
     for t, u in zip(graph.tensors, new.tensors):
         expect = weights.tensors[t.index] if t.index in patched else t.data
-        same = (u.data is None) if expect is None else (u.data is not None and u.data.dtype == expect.dtype
-                                                       and np.array_equal(u.data, expect))
+        same = (
+            (u.data is None)
+            if expect is None
+            else (u.data is not None and u.data.dtype == expect.dtype and np.array_equal(u.data, expect))
+        )
         scales = requant.get(t.index, t.quant.scales if t.quant is not None else None)
-        same = same and (u.quant is None if scales is None else
-                         (u.quant is not None and np.array_equal(np.float32(u.quant.scales), np.float32(scales))))
+        same = same and (
+            u.quant is None
+            if scales is None
+            else (u.quant is not None and np.array_equal(np.float32(u.quant.scales), np.float32(scales)))
+        )
         if not same:
-            raise ZoflashError(f"internal error: tensor {t.index} '{t.name}' does not read back as expected from "
-                               "the exported model; nothing was written. Please report this with the model.")
+            raise ZoflashError(
+                f"internal error: tensor {t.index} '{t.name}' does not read back as expected from "
+                "the exported model; nothing was written. Please report this with the model."
+            )
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -258,8 +297,8 @@ def _headroom_scales(graph: Graph, weights: TrainedWeights, headroom: int | None
         return
     if headroom == 0:
         return
-    from zoflash.training.headroom import scaled
     from zoflash.spec.training import HEADROOM_MAX
+    from zoflash.training.headroom import scaled
 
     if not 0 < headroom <= HEADROOM_MAX:
         raise ZoflashError(f"--headroom {headroom}: must be 0..{HEADROOM_MAX} bits")
@@ -269,9 +308,14 @@ def _headroom_scales(graph: Graph, weights: TrainedWeights, headroom: int | None
     weights.headroom = headroom
 
 
-def export_weights(model_path: str | Path, weights_path: str | Path, out_path: str | Path,
-                   allow_other_model: bool = False, headroom: int | None = None,
-                   select: str | None = None) -> ExportReport:
+def export_weights(
+    model_path: str | Path,
+    weights_path: str | Path,
+    out_path: str | Path,
+    allow_other_model: bool = False,
+    headroom: int | None = None,
+    select: str | None = None,
+) -> ExportReport:
     """Write a copy of the model with the trained tensors' values replaced in place.
 
     `select`: "best" (the best values by validation, the device's last good snapshot), "last"
@@ -290,18 +334,24 @@ def export_weights(model_path: str | Path, weights_path: str | Path, out_path: s
     model_path, weights_path, out_path = Path(model_path), Path(weights_path), Path(out_path)
     for other in (model_path, weights_path):
         if _same_file(other, out_path):
-            raise ZoflashError(f"the output '{out_path}' is the input file '{other}'; export writes a new file, "
-                               "choose another --out")
+            raise ZoflashError(
+                f"the output '{out_path}' is the input file '{other}'; export writes a new file, choose another --out"
+            )
     if out_path.is_dir():
         raise ZoflashError(f"the output '{out_path}' is a directory; give a file name such as trained.tflite")
     weights = load_weights(weights_path)
     if select not in (None,) + SELECT_CHOICES:
         raise ZoflashError(f"--select {select}: use one of {', '.join(SELECT_CHOICES)}")
     if select == "best" and set(weights.best) != set(weights.tensors):
-        raise DataError(f"{weights_path} holds no best weights (written by a zoflash or a firmware from before the "
-                        "validation split); export the last ones with --select last")
-    selected = "best" if select == "best" or (select is None and weights.best
-                                              and set(weights.best) == set(weights.tensors)) else "last"
+        raise DataError(
+            f"{weights_path} holds no best weights (written by a zoflash or a firmware from before the "
+            "validation split); export the last ones with --select last"
+        )
+    selected = (
+        "best"
+        if select == "best" or (select is None and weights.best and set(weights.best) == set(weights.tensors))
+        else "last"
+    )
     if selected == "best":
         weights.tensors = {index: weights.best[index] for index in weights.tensors}
     graph, raw = load_tflite(model_path)
@@ -312,17 +362,22 @@ def export_weights(model_path: str | Path, weights_path: str | Path, out_path: s
                 f"{weights_path} was trained from the model with SHA-256 {weights.model_sha256[:16]}..., but "
                 f"'{model_path}' has SHA-256 {sha[:16]}...: export into the model the weights were trained from, "
                 "or, if this model is a re-conversion with the same tensors, pass --allow-other-model "
-                "(allow_other_model=True)")
-        log.warning("%s was trained from another model file (SHA-256 %s..., this one %s...); writing anyway",
-                    weights_path, weights.model_sha256[:16], sha[:16])
+                "(allow_other_model=True)"
+            )
+        log.warning(
+            "%s was trained from another model file (SHA-256 %s..., this one %s...); writing anyway",
+            weights_path,
+            weights.model_sha256[:16],
+            sha[:16],
+        )
     _headroom_scales(graph, weights, headroom, weights_path)
     patches = plan_patches(graph, raw, weights)
     out = bytearray(raw)
     for p, data in patches:
-        out[p.offset: p.offset + p.nbytes] = data
+        out[p.offset : p.offset + p.nbytes] = data
         if p.scales is not None:
             new = np.asarray(p.scales, dtype="<f4").tobytes()
-            out[p.scale_offset: p.scale_offset + len(new)] = new
+            out[p.scale_offset : p.scale_offset + len(new)] = new
     out = bytes(out)
     _verify(graph, out, patches, weights)
     try:
@@ -330,8 +385,15 @@ def export_weights(model_path: str | Path, weights_path: str | Path, out_path: s
         atomic_write(out_path, lambda f: f.write(out))
     except OSError as exc:
         raise ZoflashError(f"cannot write '{out_path}': {exc.strerror or exc}") from None
-    report = ExportReport(model_path=model_path, weights_path=weights_path, out_path=out_path, model_sha256=sha,
-                          weights_model_sha256=weights.model_sha256, out_sha256=model_sha256(out),
-                          tensors=[p for p, _ in patches], selected=selected)
+    report = ExportReport(
+        model_path=model_path,
+        weights_path=weights_path,
+        out_path=out_path,
+        model_sha256=sha,
+        weights_model_sha256=weights.model_sha256,
+        out_sha256=model_sha256(out),
+        tensors=[p for p, _ in patches],
+        selected=selected,
+    )
     log.info("wrote %s: %d tensor(s), %d value(s) changed", out_path, len(report.tensors), report.values_changed)
     return report

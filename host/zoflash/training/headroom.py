@@ -7,6 +7,7 @@ reading it (scale s_in * s_w) gets scales x 2^h and b' = round_half_away(b / 2^h
 requantization multipliers follow when the graph is compiled again (kernels.py computes them
 from the scales). A pure pass: the input graph is not modified.
 """
+
 from __future__ import annotations
 
 import copy
@@ -31,12 +32,14 @@ def scaled(quant: Quantization | None, bits: int) -> Quantization | None:
     """The quantization with every scale x 2^bits (exact: a power of two)."""
     if quant is None:
         return None
-    return Quantization(scales=tuple(float(s) * float(1 << bits) for s in quant.scales),
-                        zero_points=quant.zero_points, axis=quant.axis)
+    return Quantization(
+        scales=tuple(float(s) * float(1 << bits) for s in quant.scales), zero_points=quant.zero_points, axis=quant.axis
+    )
 
 
-def requantized_tensors(graph: Graph, weights: Iterable[int],
-                        root: Mapping[int, int] | None = None) -> tuple[list[int], list[int]]:
+def requantized_tensors(
+    graph: Graph, weights: Iterable[int], root: Mapping[int, int] | None = None
+) -> tuple[list[int], list[int]]:
     """(weight tensors, bias tensors) the pass changes for these trainable weight tensors: the
     weights themselves and the int32 constant bias of every weighted op that reads them."""
     root = root or {}
@@ -65,8 +68,10 @@ def auto_bits(graph: Graph, weights: Iterable[int], root: Mapping[int, int] | No
     0 when nothing can be re-quantized: no trainable weights (biases only), a weight tensor that is
     not a quantized constant int8, or one read by several layers (which may not all be trained)."""
     ws, _ = requantized_tensors(graph, weights, root)
-    if not ws or any(not (graph.tensors[w].is_constant and graph.tensors[w].dtype == "int8"
-                          and graph.tensors[w].quant is not None) for w in ws):
+    if not ws or any(
+        not (graph.tensors[w].is_constant and graph.tensors[w].dtype == "int8" and graph.tensors[w].quant is not None)
+        for w in ws
+    ):
         return 0
     if _read_by_several_layers(graph, ws, root or {}):
         return 0
@@ -83,13 +88,17 @@ def _read_by_several_layers(graph: Graph, ws: list[int], root: Mapping[int, int]
     """Whether two weighted ops read one of these weight tensors. Conservative: auto does not know
     which layers are trained, and re-quantizing a shared tensor would change an untrained layer
     (an explicit --headroom reports that case as an error)."""
-    readers = [root.get(op.inputs[1], op.inputs[1]) for op in graph.ops
-               if op.type in WEIGHTED_OPS and len(op.inputs) >= 2 and op.inputs[1] >= 0]
+    readers = [
+        root.get(op.inputs[1], op.inputs[1])
+        for op in graph.ops
+        if op.type in WEIGHTED_OPS and len(op.inputs) >= 2 and op.inputs[1] >= 0
+    ]
     return any(readers.count(w) > 1 for w in ws)
 
 
-def apply_headroom(graph: Graph, weights: Iterable[int], bits: int, eps: int = 1,
-                   root: Mapping[int, int] | None = None) -> tuple[Graph, list[int]]:
+def apply_headroom(
+    graph: Graph, weights: Iterable[int], bits: int, eps: int = 1, root: Mapping[int, int] | None = None
+) -> tuple[Graph, list[int]]:
     """A new graph with `bits` of headroom on the trainable int8 weight tensors `weights` (and the
     biases of the layers reading them). Returns (graph, indices of the changed tensors).
     bits = 0 returns an unchanged copy."""
@@ -120,10 +129,13 @@ def describe(report: dict) -> str:
     out = report["outputs"]
     text = f"headroom {report['bits']} bit(s) on {len(report['tensors'])} tensor(s)"
     if "accuracy_before" in out:
-        text += (f": test accuracy {out['accuracy_before'] * 100:.1f}% -> {out['accuracy_after'] * 100:.1f}%, "
-                 f"{out['changed_predictions'] * 100:.1f}% of predictions changed, logits moved by at most "
-                 f"{out['max_abs_logit_change']} LSB (mean {out['mean_abs_logit_change']:.2f})")
+        text += (
+            f": test accuracy {out['accuracy_before'] * 100:.1f}% -> {out['accuracy_after'] * 100:.1f}%, "
+            f"{out['changed_predictions'] * 100:.1f}% of predictions changed, logits moved by at most "
+            f"{out['max_abs_logit_change']} LSB (mean {out['mean_abs_logit_change']:.2f})"
+        )
     elif out.get("n_test"):
-        text += (f": outputs moved by at most {out['max_abs_logit_change']} LSB "
-                 f"(mean {out['mean_abs_logit_change']:.2f})")
+        text += (
+            f": outputs moved by at most {out['max_abs_logit_change']} LSB (mean {out['mean_abs_logit_change']:.2f})"
+        )
     return text

@@ -4,6 +4,7 @@ generated. The same keys are used everywhere (flags use dashes, TOML uses unders
 
 The fields, their defaults, types and checks come from the option table, spec/options.py.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,9 +18,8 @@ import tomllib
 from zoflash.errors import ZoflashError
 from zoflash.spec import options as table
 from zoflash.spec import training as spec
-from zoflash.training import schedulers
 from zoflash.spec.training import DENSITY_LOG2_MAX, HEADROOM_MAX, SCHEDULERS
-
+from zoflash.training import schedulers
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -30,6 +30,7 @@ class OptionsError(ZoflashError):
 
 class _Derived:
     """What TrainOptions derives from its fields (the fields: spec/options.py)."""
+
     DEFAULT_STEPS = spec.DEFAULT_STEPS
 
     @property
@@ -65,8 +66,9 @@ class _Derived:
         defaults = spec.SCHED_DEFAULTS[self.scheduler]
         params = dict(defaults)
         params.update(self.sched)
-        params.update({k: v for k, v in (("q0", self.q), ("q_min", self.q_min), ("q_max", self.q_max))
-                       if k in defaults})
+        params.update(
+            {k: v for k, v in (("q0", self.q), ("q_min", self.q_min), ("q_max", self.q_max)) if k in defaults}
+        )
         return params
 
     def sched_run_params(self, n_train: int) -> dict:
@@ -85,26 +87,42 @@ class _Derived:
 
     def describe(self) -> str:
         lr = "auto" if self.lr_auto else f"{self.lr:g}"
-        length = f"{self.steps} steps" if self.steps is not None else \
-            (f"budget {self.budget} passes" if self.budget is not None else f"{self.max_steps} steps")
-        return (f"train {self.train}{' (biases only)' if self.biases_only else ''}, batch {self.batch}, "
-                + (f"eps {self.eps}, " if self.eps != 1 else "") +
-                f"scheduler {self.scheduler}, lr {lr}, rounding {self.rounding}, density {self.density:g}, "
-                f"seed {self.seed}, {length}" + (f", headroom {self.headroom}" if self.headroom else "")
-                + (f", loss {self.loss}" if self.loss != "auto" else "")
-                + (f", target {self.target}" if self.target != "labels" else "")
-                + (f", data {self.data_source}" if self.data_source != "embedded" else "")
-                + (f" (buffer {self.buffer}, refresh {self.refresh})" if self.data_source != "embedded" else "")
-                + (f", validation {self.val_fraction:g}" if self.val_fraction != table.TRAIN_DEFAULTS["val_fraction"]
-                   else ""))
+        length = (
+            f"{self.steps} steps"
+            if self.steps is not None
+            else (f"budget {self.budget} passes" if self.budget is not None else f"{self.max_steps} steps")
+        )
+        return (
+            f"train {self.train}{' (biases only)' if self.biases_only else ''}, batch {self.batch}, "
+            + (f"eps {self.eps}, " if self.eps != 1 else "")
+            + f"scheduler {self.scheduler}, lr {lr}, rounding {self.rounding}, density {self.density:g}, "
+            f"seed {self.seed}, {length}"
+            + (f", headroom {self.headroom}" if self.headroom else "")
+            + (f", loss {self.loss}" if self.loss != "auto" else "")
+            + (f", target {self.target}" if self.target != "labels" else "")
+            + (f", data {self.data_source}" if self.data_source != "embedded" else "")
+            + (f" (buffer {self.buffer}, refresh {self.refresh})" if self.data_source != "embedded" else "")
+            + (
+                f", validation {self.val_fraction:g}"
+                if self.val_fraction != table.TRAIN_DEFAULTS["val_fraction"]
+                else ""
+            )
+        )
 
 
 TrainOptions = make_dataclass(
     "TrainOptions",
-    [(o.name, o.type, field(default_factory=dict) if isinstance(o.default, dict) else field(default=o.default))
-     for o in table.OPTIONS],
-    bases=(_Derived,), frozen=True,
-    namespace={"__module__": __name__, "__doc__": "The training options; meanings, defaults and limits: spec/options.py."})
+    [
+        (o.name, o.type, field(default_factory=dict) if isinstance(o.default, dict) else field(default=o.default))
+        for o in table.OPTIONS
+    ],
+    bases=(_Derived,),
+    frozen=True,
+    namespace={
+        "__module__": __name__,
+        "__doc__": "The training options; meanings, defaults and limits: spec/options.py.",
+    },
+)
 
 OPTION_NAMES = table.OPTION_NAMES
 
@@ -116,8 +134,7 @@ def _is_pow2(n: int) -> bool:
 def _interval(v, text: str) -> bool:
     """v (finite) in an interval written "(a, b]" (bounds may be inf)."""
     lo, hi = (float(x) for x in text[1:-1].split(","))
-    return (math.isfinite(v) and (lo < v if text[0] == "(" else lo <= v)
-            and (v < hi if text[-1] == ")" else v <= hi))
+    return math.isfinite(v) and (lo < v if text[0] == "(" else lo <= v) and (v < hi if text[-1] == ")" else v <= hi)
 
 
 def _rule_ok(o: table.Option, v) -> bool:
@@ -151,8 +168,12 @@ def _rule_ok(o: table.Option, v) -> bool:
 
 def _message(o: table.Option, v, template: str | None = None) -> str:
     kind = o.rule[0] if o.rule else None
-    lo, hi = {"range": o.rule[1:3], "interval": o.rule[1:2] + (None,), "pow2": (1, o.rule[-1]),
-              "headroom": (0, HEADROOM_MAX)}.get(kind, (None, None))
+    lo, hi = {
+        "range": o.rule[1:3],
+        "interval": o.rule[1:2] + (None,),
+        "pow2": (1, o.rule[-1]),
+        "headroom": (0, HEADROOM_MAX),
+    }.get(kind, (None, None))
     fmt = dict(flag=o.flag, lo=lo, hi=hi, choices=", ".join(map(str, o.choices)))
     template = template or o.message or table.RULE_MESSAGES[kind]
     try:
@@ -189,17 +210,27 @@ def validate(opts: TrainOptions) -> TrainOptions:
 
     m = re.match(r"^last:(\d+)$", opts.train) if isinstance(opts.train, str) else None
     need(m is None or int(m.group(1)) >= 1, "--train last:N needs N >= 1")
-    need(not (opts.lr_trial and opts.data_source != "embedded"),
-         f"--lr-trial {opts.lr_trial} needs --data-source embedded: the trial replays the same minibatches for "
-         "every candidate, which a stream's ring no longer holds (use --lr-trial 0)")
+    need(
+        not (opts.lr_trial and opts.data_source != "embedded"),
+        f"--lr-trial {opts.lr_trial} needs --data-source embedded: the trial replays the same minibatches for "
+        "every candidate, which a stream's ring no longer holds (use --lr-trial 0)",
+    )
     need(not (opts.steps is not None and opts.budget is not None), "give --steps or --budget, not both")
     n_before_q = len(problems)
-    need(opts.q_min <= opts.q <= opts.q_max, f"need --q-min <= --q <= --q-max (got {opts.q_min}, {opts.q}, {opts.q_max})")
-    q_ok = len(problems) == n_before_q and all(_rule_ok(table.BY_NAME[k], getattr(opts, k)) for k in ("q", "q_min", "q_max"))
-    need(not (opts.headroom not in ("auto", 0) and opts.biases_only),
-         "--headroom re-quantizes trainable weights: it does not go with --biases-only")
-    need(not (opts.target == "input" and opts.loss not in ("auto", "mse")),
-         f"--target input compares the output with the input: it needs --loss mse (or auto), not {opts.loss}")
+    need(
+        opts.q_min <= opts.q <= opts.q_max, f"need --q-min <= --q <= --q-max (got {opts.q_min}, {opts.q}, {opts.q_max})"
+    )
+    q_ok = len(problems) == n_before_q and all(
+        _rule_ok(table.BY_NAME[k], getattr(opts, k)) for k in ("q", "q_min", "q_max")
+    )
+    need(
+        not (opts.headroom not in ("auto", 0) and opts.biases_only),
+        "--headroom re-quantizes trainable weights: it does not go with --biases-only",
+    )
+    need(
+        not (opts.target == "input" and opts.loss not in ("auto", "mse")),
+        f"--target input compares the output with the input: it needs --loss mse (or auto), not {opts.loss}",
+    )
     # ---- data sources ----
     need(1 <= opts.refresh <= opts.buffer, f"--refresh {opts.refresh}: must be in 1..--buffer ({opts.buffer})")
     # ---- end data sources ----
@@ -207,13 +238,16 @@ def validate(opts: TrainOptions) -> TrainOptions:
         q_keys = spec.SCHED_Q_PARAMS
         given_q = sorted(set(opts.sched) & set(q_keys))
         if given_q:  # sched_params() takes them from --q/--q-min/--q-max: never drop them silently
-            problems.append(f"scheduler parameter {', '.join(given_q)}: set q with --q, --q-min, --q-max "
-                            "(q, q_min, q_max in [train])")
+            problems.append(
+                f"scheduler parameter {', '.join(given_q)}: set q with --q, --q-min, --q-max "
+                "(q, q_min, q_max in [train])"
+            )
         unknown = sorted(set(opts.sched) - set(spec.SCHED_DEFAULTS[opts.scheduler]) - set(q_keys))
         if unknown:
             allowed = ", ".join(sorted(k for k in spec.SCHED_DEFAULTS[opts.scheduler] if k not in q_keys))
-            problems.append(f"scheduler '{opts.scheduler}' has no parameter {', '.join(unknown)} "
-                            f"(it takes: {allowed or 'none'})")
+            problems.append(
+                f"scheduler '{opts.scheduler}' has no parameter {', '.join(unknown)} (it takes: {allowed or 'none'})"
+            )
         else:
             params = opts.sched_params()
             if not q_ok:  # already reported: check the scheduler's own parameters on the default q range
@@ -297,15 +331,16 @@ def load_project_file(path: str | Path) -> dict:
         raise OptionsError(f"'{path}' is not valid TOML: {exc}") from None
     unknown_tables = sorted(set(data) - set(PROJECT_TABLES))
     if unknown_tables:  # a misspelled [train] would otherwise be ignored without a word
-        raise OptionsError(f"'{path}': unknown table(s) {', '.join(f'[{k}]' for k in unknown_tables)}; "
-                           f"zoflash.toml holds {', '.join(f'[{k}]' for k in PROJECT_TABLES)}")
+        raise OptionsError(
+            f"'{path}': unknown table(s) {', '.join(f'[{k}]' for k in unknown_tables)}; "
+            f"zoflash.toml holds {', '.join(f'[{k}]' for k in PROJECT_TABLES)}"
+        )
     table = data.get("train", {})
     if not isinstance(table, dict):
         raise OptionsError(f"'{path}': [train] must be a table")
     unknown = sorted(set(table) - set(OPTION_NAMES))
     if unknown:
-        raise OptionsError(f"'{path}' [train]: unknown key(s) {', '.join(unknown)}; "
-                           f"known: {', '.join(OPTION_NAMES)}")
+        raise OptionsError(f"'{path}' [train]: unknown key(s) {', '.join(unknown)}; known: {', '.join(OPTION_NAMES)}")
     return {k: _coerce(k, v, f"'{path}' [train]") for k, v in table.items()}
 
 

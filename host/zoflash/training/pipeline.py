@@ -4,6 +4,7 @@ is to inference: every problem with model, options or data surfaces here, before
 generated. Measuring what the headroom did to the outputs needs the C built and run: a later stage
 (workflows.headroom) does that with the model kept in `CompiledTraining.before_headroom`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from zoflash.compiler.ir import Graph
 from zoflash.compiler.compiled import CompiledModel
+from zoflash.compiler.ir import Graph
 from zoflash.compiler.pipeline import compile_graph, fold_biases_at_run_time
 from zoflash.compiler.tflite_import import model_sha256
 from zoflash.errors import ZoflashError
@@ -26,17 +27,27 @@ from zoflash.training.render import stream_record_bytes
 
 log = logging.getLogger("zoflash")
 
-def compile_training(model_path: str | Path, graph: Graph, raw: bytes, data_path: str | Path,
-                     opts: TrainOptions) -> CompiledTraining:
+
+def compile_training(
+    model_path: str | Path, graph: Graph, raw: bytes, data_path: str | Path, opts: TrainOptions
+) -> CompiledTraining:
     """Compile and plan the loaded model (`graph` parsed from the file's bytes `raw`), load the data:
     every problem with model, options or data surfaces here."""
     model = compile_graph(graph)
     plan = plan_training(model, opts)
     t_in = graph.tensors[graph.inputs[0]]
     q = t_in.quant
-    data = load_dataset(data_path, t_in.shape, q.scale if q else None, q.zero_point if q else None, plan.classes,
-                        dtype=t_in.dtype, loss=plan.loss, target=opts.target,
-                        output_shape=model.storage(plan.logits).shape)
+    data = load_dataset(
+        data_path,
+        t_in.shape,
+        q.scale if q else None,
+        q.zero_point if q else None,
+        plan.classes,
+        dtype=t_in.dtype,
+        loss=plan.loss,
+        target=opts.target,
+        output_shape=model.storage(plan.logits).shape,
+    )
     data = carve_validation(data, opts.val_fraction, opts.seed)  # guards and snapshots never see the test set
     _warn_about(data, opts, plan)
     if opts.headroom == "auto":  # resolved here, so that the bundle, the manifest and the monitor see the bits
@@ -48,26 +59,41 @@ def compile_training(model_path: str | Path, graph: Graph, raw: bytes, data_path
     if opts.data_source in ("stream", "app"):  # a RAM ring of fed or pushed samples (on the final plan)
         plan.stream_buffer_bytes = opts.buffer * sum(stream_record_bytes(plan, data).values())
     fold_biases_at_run_time(model, {t.index for t in plan.tensors})
-    return CompiledTraining(Path(model_path), model_sha256(raw), model, Training(plan, opts, data, headroom=report),
-                            before_headroom=before)
+    return CompiledTraining(
+        Path(model_path), model_sha256(raw), model, Training(plan, opts, data, headroom=report), before_headroom=before
+    )
 
 
 def _warn_about(data: Dataset, opts: TrainOptions, plan: TrainPlan) -> None:
     """Data that trains, but probably not as the user meant."""
     n = len(data.y_train)
     if n < opts.batch:
-        log.warning("%s: %d training samples for a batch of %d: every step draws samples more than once",
-                    data.source, n, opts.batch)
+        log.warning(
+            "%s: %d training samples for a batch of %d: every step draws samples more than once",
+            data.source,
+            n,
+            opts.batch,
+        )
     if data.t_train is not None:  # mse targets the int8 output cannot reach pull it to saturation
         lo, hi = (plan.logits_scale * (v - plan.logits_zp) for v in (-128, 127))
         outside = float(np.mean((data.t_train < lo) | (data.t_train > hi)))
         if outside > 0.1:
-            log.warning("%s: %.0f%% of the training targets lie outside the output's range [%.4g, %.4g] (targets "
-                        "not in the output's real units?)", data.source, 100 * outside, lo, hi)
+            log.warning(
+                "%s: %.0f%% of the training targets lie outside the output's range [%.4g, %.4g] (targets "
+                "not in the output's real units?)",
+                data.source,
+                100 * outside,
+                lo,
+                hi,
+            )
     labels = np.unique(data.y_train)
     if data.labels and len(labels) == 1:
-        log.warning("%s: every training sample has label %d: the model can only learn to answer %d",
-                    data.source, int(labels[0]), int(labels[0]))
+        log.warning(
+            "%s: every training sample has label %d: the model can only learn to answer %d",
+            data.source,
+            int(labels[0]),
+            int(labels[0]),
+        )
 
 
 def _weight_tensors(plan: TrainPlan) -> list[int]:
@@ -84,15 +110,23 @@ def _with_headroom(model: CompiledModel, plan, opts: TrainOptions):
     untrained = [i for i in changed if i not in trained]
     if untrained:
         names = ", ".join(f"{i} '{graph.tensors[i].name}'" for i in untrained)
-        raise ZoflashError(f"--headroom {opts.headroom} would re-quantize tensor(s) {names}, which are not trained "
-                           "(a weight tensor shared with a layer that is not selected); select that layer too "
-                           "or drop --headroom")
+        raise ZoflashError(
+            f"--headroom {opts.headroom} would re-quantize tensor(s) {names}, which are not trained "
+            "(a weight tensor shared with a layer that is not selected); select that layer too "
+            "or drop --headroom"
+        )
     g = graph.tensors
     report = {
         "bits": opts.headroom,
-        "tensors": [{"index": i, "name": g[i].name, "kind": "bias" if g[i].dtype == "int32" else "weights",
-                     "scales": [float(s) for s in g[i].quant.scales] if g[i].quant else None,
-                     "values_changed": int(np.count_nonzero(g[i].data != model.graph.tensors[i].data))}
-                    for i in changed],
+        "tensors": [
+            {
+                "index": i,
+                "name": g[i].name,
+                "kind": "bias" if g[i].dtype == "int32" else "weights",
+                "scales": [float(s) for s in g[i].quant.scales] if g[i].quant else None,
+                "values_changed": int(np.count_nonzero(g[i].data != model.graph.tensors[i].data)),
+            }
+            for i in changed
+        ],
     }
     return new_model, new_plan, report

@@ -6,6 +6,7 @@ tensor; the suffix runs up to the step producing the logits (the int8 tensor fee
 SOFTMAX/DEQUANTIZE); the boundary is every activation the prefix (or the caller) writes and the
 suffix reads.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,7 +15,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from zoflash.compiler.compiled import CompiledModel
-
 from zoflash.compiler.pipeline import step_tensors
 from zoflash.compiler.quant import round_half_away
 from zoflash.errors import UnsupportedModelError
@@ -26,17 +26,20 @@ WEIGHTED_KERNELS = ("conv2d", "depthwise_conv2d", "fully_connected")
 # the real values; softmax-ce reads the logits before a SOFTMAX, sigmoid-bce before a LOGISTIC;
 # mse compares the output itself.
 CONVERSION_KERNELS = ("dequantize", "requantize_s8_u8")
-HEAD_KERNELS = {"softmax-ce": ("softmax",) + CONVERSION_KERNELS, "sigmoid-bce": ("logistic",) + CONVERSION_KERNELS,
-                "mse": CONVERSION_KERNELS}
+HEAD_KERNELS = {
+    "softmax-ce": ("softmax",) + CONVERSION_KERNELS,
+    "sigmoid-bce": ("logistic",) + CONVERSION_KERNELS,
+    "mse": CONVERSION_KERNELS,
+}
 
 
 @dataclass
 class TrainableTensor:
-    index: int            # root (storage) tensor index of the constant
+    index: int  # root (storage) tensor index of the constant
     name: str
-    op_index: int         # the model op that reads it (first one)
+    op_index: int  # the model op that reads it (first one)
     is_bias: bool
-    values: np.ndarray    # initial values (int8 clamped to [-126, 126], or int32)
+    values: np.ndarray  # initial values (int8 clamped to [-126, 126], or int32)
     stream: int
     eps_b: np.ndarray | None = None  # int32 per element (biases)
     max_step: int = 0
@@ -52,7 +55,7 @@ class TrainableTensor:
 
 @dataclass
 class BoundarySpan:
-    index: int   # root tensor index
+    index: int  # root tensor index
     offset: int  # arena offset
     nbytes: int
 
@@ -60,15 +63,15 @@ class BoundarySpan:
 @dataclass
 class TrainPlan:
     tensors: list[TrainableTensor]
-    split: int            # steps [0, split) = frozen prefix
-    logits_end: int       # steps [split, logits_end) = trainable suffix
-    logits: int           # root tensor index of the int8 logits
+    split: int  # steps [0, split) = frozen prefix
+    logits_end: int  # steps [split, logits_end) = trainable suffix
+    logits: int  # root tensor index of the int8 logits
     classes: int
     logits_scale: float
     logits_zp: int
-    loss: str             # spec.LOSSES (auto resolved)
+    loss: str  # spec.LOSSES (auto resolved)
     boundary: list[BoundarySpan]
-    clamped: int          # int8 weights moved from -127/-128/127 to the trainable range
+    clamped: int  # int8 weights moved from -127/-128/127 to the trainable range
     batch: int
     q_buffer: int  # directions the statistics buffers hold (TrainOptions.q_buffer)
     layers: list[int] = field(default_factory=list)  # op indices of the trained layers
@@ -91,8 +94,10 @@ class TrainPlan:
             "trainable_bytes_in_ram": sum(t.nbytes for t in self.tensors),
             "residual_bytes": residual,
             "feature_cache_bytes": self.batch * self.boundary_bytes,
-            "statistics_bytes": 3 * 4 * self.batch + 2 * 4 * self.q_buffer + 3 * self.batch
-                                + (4 * self.batch * self.classes if self.loss == "mse" else 0),
+            "statistics_bytes": 3 * 4 * self.batch
+            + 2 * 4 * self.q_buffer
+            + 3 * self.batch
+            + (4 * self.batch * self.classes if self.loss == "mse" else 0),
             "snapshot_bytes": snapshot,
             "eps_bytes": sum(4 * t.count for t in self.tensors if t.is_bias),
             **({"stream_buffer_bytes": self.stream_buffer_bytes} if self.stream_buffer_bytes else {}),
@@ -118,9 +123,10 @@ def _weighted_steps(model: CompiledModel) -> list[int]:
 
 def _select_layers(model: CompiledModel, opts: TrainOptions, weighted: list[int]) -> list[int]:
     if not weighted:
-        raise UnsupportedModelError(model.graph.name or "model",
-                                    ["no layer with constant int8 weights (CONV_2D, DEPTHWISE_CONV_2D, "
-                                     "FULLY_CONNECTED) to train"])
+        raise UnsupportedModelError(
+            model.graph.name or "model",
+            ["no layer with constant int8 weights (CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED) to train"],
+        )
     g = model.graph
     if opts.train == "all":
         return list(weighted)
@@ -133,13 +139,18 @@ def _select_layers(model: CompiledModel, opts: TrainOptions, weighted: list[int]
     names = [n.strip() for n in opts.train.split(":", 1)[1].split(",") if n.strip()]
     chosen = []
     for name in names:
-        hits = [s for s in weighted
-                if name in (g.tensors[model.program.steps[s].op.outputs[0]].name,
-                            g.tensors[model.program.steps[s].args[1]].name)]
+        hits = [
+            s
+            for s in weighted
+            if name
+            in (g.tensors[model.program.steps[s].op.outputs[0]].name, g.tensors[model.program.steps[s].args[1]].name)
+        ]
         if not hits:
             known = ", ".join(f"'{g.tensors[model.program.steps[s].op.outputs[0]].name}'" for s in weighted)
-            raise OptionsError(f"--train layers: no layer named '{name}' (give a weighted layer's output or "
-                               f"weight tensor name; layers with weights: {known})")
+            raise OptionsError(
+                f"--train layers: no layer named '{name}' (give a weighted layer's output or "
+                f"weight tensor name; layers with weights: {known})"
+            )
         chosen += [s for s in hits if s not in chosen]
     return sorted(chosen)
 
@@ -167,11 +178,15 @@ def resolve_loss(model: CompiledModel, opts: TrainOptions) -> str:
     else:
         loss = "sigmoid-bce" if outputs == 1 else "softmax-ce"
     if loss == "softmax-ce" and outputs == 1:
-        raise OptionsError("--loss softmax-ce on a model with one output is always 0 (nothing to learn): use "
-                           "--loss sigmoid-bce for labels 0/1 or --loss mse for a regression target")
+        raise OptionsError(
+            "--loss softmax-ce on a model with one output is always 0 (nothing to learn): use "
+            "--loss sigmoid-bce for labels 0/1 or --loss mse for a regression target"
+        )
     if loss == "sigmoid-bce" and outputs != 1:
-        raise OptionsError(f"--loss sigmoid-bce needs a model with one output (this one has {outputs}): use "
-                           "--loss softmax-ce for class labels or --loss mse for regression targets")
+        raise OptionsError(
+            f"--loss sigmoid-bce needs a model with one output (this one has {outputs}): use "
+            "--loss softmax-ce for class labels or --loss mse for regression targets"
+        )
     return loss
 
 
@@ -189,8 +204,9 @@ def _logits(model: CompiledModel, loss: str) -> tuple[int, int]:
             continue
         tensor = model.storage(t)
         if tensor.dtype != "int8" or tensor.quant is None or tensor.quant.per_channel:
-            raise UnsupportedModelError(model.graph.name or "model",
-                                        [f"the logits tensor '{tensor.name}' is not per-tensor int8"])
+            raise UnsupportedModelError(
+                model.graph.name or "model", [f"the logits tensor '{tensor.name}' is not per-tensor int8"]
+            )
         return t, s
 
 
@@ -198,9 +214,13 @@ def _int16_refusal(model: CompiledModel, steps) -> None:
     """Training is int8-only: refuse a 16x8 layer (int16 activations) among `steps`."""
     for step in steps:
         if any(model.graph.tensors[t].dtype == "int16" for t in step.written):
-            raise UnsupportedModelError(model.graph.name or "model", [
-                f"{step.op.where(model.graph)} has int16 activations (16x8): training is int8-only, and this "
-                "op would be in the trained part of the model"])
+            raise UnsupportedModelError(
+                model.graph.name or "model",
+                [
+                    f"{step.op.where(model.graph)} has int16 activations (16x8): training is int8-only, and this "
+                    "op would be in the trained part of the model"
+                ],
+            )
 
 
 def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
@@ -221,8 +241,10 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
         while layers and sum(layer_params(s) for s in layers) > opts.max_params:
             dropped.append(layers.pop(0))
         if not layers:
-            raise OptionsError(f"--max-params {opts.max_params}: even the last selected layer alone has "
-                               f"{layer_params(dropped[-1])} trainable parameters")
+            raise OptionsError(
+                f"--max-params {opts.max_params}: even the last selected layer alone has "
+                f"{layer_params(dropped[-1])} trainable parameters"
+            )
     loss = resolve_loss(model, opts)
     logits, logits_step = _logits(model, loss)
     tensors: list[TrainableTensor] = []
@@ -247,30 +269,52 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
             eps = _bias_eps(model, step)
             max_step = opts.bias_bound * int(eps.max())
             if max_step > 2**31 - 1:  # an int32_t field of the trainer
-                raise OptionsError(f"--bias-bound {opts.bias_bound}: the bias step bound of op {step.op.index} "
-                                   f"would be {opts.bias_bound} x {int(eps.max())} = {max_step}, past int32; "
-                                   f"use at most {(2**31 - 1) // int(eps.max())}")
-            tensors.append(TrainableTensor(rb, g.tensors[rb].name, step.op.index, True,
-                                           model.storage(rb).data.astype(np.int32),
-                                           stream=0, eps_b=eps, max_step=max_step))
+                raise OptionsError(
+                    f"--bias-bound {opts.bias_bound}: the bias step bound of op {step.op.index} "
+                    f"would be {opts.bias_bound} x {int(eps.max())} = {max_step}, past int32; "
+                    f"use at most {(2**31 - 1) // int(eps.max())}"
+                )
+            tensors.append(
+                TrainableTensor(
+                    rb,
+                    g.tensors[rb].name,
+                    step.op.index,
+                    True,
+                    model.storage(rb).data.astype(np.int32),
+                    stream=0,
+                    eps_b=eps,
+                    max_step=max_step,
+                )
+            )
             seen.add(rb)
     if not tensors:
         raise OptionsError("the selected layers have nothing to train (biases only, but they have no bias)")
     for k, t in enumerate(tensors):
         t.stream = k
     trainable_roots = {t.index for t in tensors}
-    split = min(s for s, step in enumerate(model.program.steps)
-                if any(a is not None and not isinstance(a, tuple) and model.root[a] in trainable_roots
-                       for a in step.args))
-    _int16_refusal(model, model.program.steps[split:logits_step + 1])
+    split = min(
+        s
+        for s, step in enumerate(model.program.steps)
+        if any(a is not None and not isinstance(a, tuple) and model.root[a] in trainable_roots for a in step.args)
+    )
+    _int16_refusal(model, model.program.steps[split : logits_step + 1])
     boundary = _boundary(model, split, logits_step + 1)
-    return TrainPlan(tensors=tensors, split=split, logits_end=logits_step + 1, logits=logits,
-                     classes=model.storage(logits).num_elements, logits_scale=model.storage(logits).quant.scale,
-                     logits_zp=model.storage(logits).quant.zero_point, loss=loss, boundary=boundary,
-                     clamped=clamped,
-                     batch=opts.batch, q_buffer=opts.q_buffer,
-                     layers=[model.program.steps[s].op.index for s in layers],
-                     dropped_layers=[model.program.steps[s].op.index for s in dropped])
+    return TrainPlan(
+        tensors=tensors,
+        split=split,
+        logits_end=logits_step + 1,
+        logits=logits,
+        classes=model.storage(logits).num_elements,
+        logits_scale=model.storage(logits).quant.scale,
+        logits_zp=model.storage(logits).quant.zero_point,
+        loss=loss,
+        boundary=boundary,
+        clamped=clamped,
+        batch=opts.batch,
+        q_buffer=opts.q_buffer,
+        layers=[model.program.steps[s].op.index for s in layers],
+        dropped_layers=[model.program.steps[s].op.index for s in dropped],
+    )
 
 
 def _boundary(model: CompiledModel, split: int, end: int) -> list[BoundarySpan]:

@@ -3,6 +3,7 @@
 Like codegen.py: Python makes C tokens, the templates make structure; the training maths
 itself is static C (zo_trainer.c, zo_sched.c, zo_telemetry.c).
 """
+
 from __future__ import annotations
 
 import functools
@@ -76,9 +77,18 @@ def training_manifest(training: Training) -> dict:
     plan, opts = training.plan, training.options
     return {
         "options": {k: v for k, v in sorted(vars(opts).items())},
-        "tensors": [{"index": t.index, "name": t.name, "op": t.op_index, "kind": "bias" if t.is_bias else "weights",
-                     "dtype": str(t.values.dtype), "shape": list(t.values.shape), "stream": t.stream}
-                    for t in plan.tensors],
+        "tensors": [
+            {
+                "index": t.index,
+                "name": t.name,
+                "op": t.op_index,
+                "kind": "bias" if t.is_bias else "weights",
+                "dtype": str(t.values.dtype),
+                "shape": list(t.values.shape),
+                "stream": t.stream,
+            }
+            for t in plan.tensors
+        ],
         "trainable_params": plan.params,
         "layers": plan.layers,
         "dropped_layers": plan.dropped_layers,
@@ -91,17 +101,38 @@ def training_manifest(training: Training) -> dict:
         "headroom": training.headroom,
         "memory": plan.memory(),
         "memory_beyond_inference_bytes": plan.training_ram_bytes(),
-        "data": {"source": training.data.source, "n_train": int(len(training.data.y_train)),
-                 "n_val": int(len(training.data.y_val)), "n_test": int(len(training.data.y_test)), "bytes": training.data.nbytes},
-        **({"data_source": {"kind": opts.data_source, "buffer": opts.buffer, "refresh": opts.refresh,
-                            "record_bytes": stream_record_bytes(plan, training.data),
-                            "embedded": "validation and test splits"}} if opts.data_source in RING_SOURCES else {}),
+        "data": {
+            "source": training.data.source,
+            "n_train": int(len(training.data.y_train)),
+            "n_val": int(len(training.data.y_val)),
+            "n_test": int(len(training.data.y_test)),
+            "bytes": training.data.nbytes,
+        },
+        **(
+            {
+                "data_source": {
+                    "kind": opts.data_source,
+                    "buffer": opts.buffer,
+                    "refresh": opts.refresh,
+                    "record_bytes": stream_record_bytes(plan, training.data),
+                    "embedded": "validation and test splits",
+                }
+            }
+            if opts.data_source in RING_SOURCES
+            else {}
+        ),
     }
 
 
-def render_training(model: CompiledModel, training: Training, prefix: str, source_name: str,
-                    source_sha256: str, npu_run_steps: str | None = None,
-                    boundary_expected: int | None = None) -> TrainingSources:
+def render_training(
+    model: CompiledModel,
+    training: Training,
+    prefix: str,
+    source_name: str,
+    source_sha256: str,
+    npu_run_steps: str | None = None,
+    boundary_expected: int | None = None,
+) -> TrainingSources:
     """`npu_run_steps`: the function the trainer runs kernel calls with when an NPU runs the prefix
     (--npu, targets/npu.py), instead of the model's own. `boundary_expected`: the host simulation's
     CRC-32 of the first test sample's boundary (workflows/boundary_check.py), which the device reports
@@ -111,12 +142,19 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
     tensors = []
     for t in plan.tensors:
         name = f"{prefix}_t{t.index}"
-        tensors.append(dict(
-            name=name, ctype="int32_t" if t.is_bias else "int8_t", count=t.count, index=t.index, stream=t.stream,
-            residual=None if t.is_bias else f"{prefix}_r{t.index}",
-            eps=CArray("int32_t", f"{prefix}_eps{t.index}", t.eps_b) if t.is_bias else None,
-            max_step=t.max_step if t.is_bias else 0,
-            comment=c_comment(f"'{t.name}' of op {t.op_index}, {'bias' if t.is_bias else 'weights'}")))
+        tensors.append(
+            dict(
+                name=name,
+                ctype="int32_t" if t.is_bias else "int8_t",
+                count=t.count,
+                index=t.index,
+                stream=t.stream,
+                residual=None if t.is_bias else f"{prefix}_r{t.index}",
+                eps=CArray("int32_t", f"{prefix}_eps{t.index}", t.eps_b) if t.is_bias else None,
+                max_step=t.max_step if t.is_bias else 0,
+                comment=c_comment(f"'{t.name}' of op {t.op_index}, {'bias' if t.is_bias else 'weights'}"),
+            )
+        )
     # The samples as bytes (a uint8 or float32 input too): the trainer copies input_bytes per sample.
     # Labels (not for mse), or mse targets (float32 rows; none with --target input).
     # --data-source stream: the training split is not embedded; the host feeds it into a RAM ring.
@@ -124,14 +162,27 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
     data_blobs, data_names = [], dict(stream["names"]) if stream else {}
     for split in tuple(s for s in data.SPLITS if s != "train") if stream else data.SPLITS:
         x, y, t = getattr(data, f"x_{split}"), getattr(data, f"y_{split}"), getattr(data, f"t_{split}")
-        data_blobs.append(Blob("int8_t", f"{prefix}_x_{split}", _le_bytes(x),
-                               c_comment(f"x_{split} {x.dtype}{list(x.shape)}")))
+        data_blobs.append(
+            Blob("int8_t", f"{prefix}_x_{split}", _le_bytes(x), c_comment(f"x_{split} {x.dtype}{list(x.shape)}"))
+        )
         if data.labels:
-            data_blobs.append(Blob("uint16_t", f"{prefix}_y_{split}", _le_bytes(np.asarray(y).astype("<u2")),
-                                   c_comment(f"y_{split} uint16[{len(y)}]")))
+            data_blobs.append(
+                Blob(
+                    "uint16_t",
+                    f"{prefix}_y_{split}",
+                    _le_bytes(np.asarray(y).astype("<u2")),
+                    c_comment(f"y_{split} uint16[{len(y)}]"),
+                )
+            )
         if t is not None:
-            data_blobs.append(Blob("float", f"{prefix}_t_{split}", _le_bytes(np.asarray(t, dtype=np.float32)),
-                                   c_comment(f"mse targets float32{list(t.shape)}")))
+            data_blobs.append(
+                Blob(
+                    "float",
+                    f"{prefix}_t_{split}",
+                    _le_bytes(np.asarray(t, dtype=np.float32)),
+                    c_comment(f"mse targets float32{list(t.shape)}"),
+                )
+            )
         data_names[f"x_{split}"] = f"{prefix}_x_{split}"
         data_names[f"y_{split}"] = f"{prefix}_y_{split}" if data.labels else "NULL"
         data_names[f"t_{split}"] = f"{prefix}_t_{split}" if t is not None else "NULL"
@@ -141,33 +192,60 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
     mem = plan.memory()
     in_root = model.root[g.inputs[0]]
     config_fields = [CField(k, v if isinstance(v, str) else _value(v)) for k, v in train_config(opts).items()]
-    sched_fields = [CField(k, c_float(v) if isinstance(v, np.floating) else _value(int(v)))
-                    for k, v in opts.sched_config(len(data.y_train)).items()]
+    sched_fields = [
+        CField(k, c_float(v) if isinstance(v, np.floating) else _value(int(v)))
+        for k, v in opts.sched_config(len(data.y_train)).items()
+    ]
     ctx = dict(
-        version=__version__, source=c_comment(source_name), source_sha256=source_sha256, prefix=prefix,
-        data_source=c_comment(data.source), data_bytes=sum(len(b.data) for b in data_blobs), data_blobs=data_blobs,
+        version=__version__,
+        source=c_comment(source_name),
+        source_sha256=source_sha256,
+        prefix=prefix,
+        data_source=c_comment(data.source),
+        data_bytes=sum(len(b.data) for b in data_blobs),
+        data_blobs=data_blobs,
         stream=stream,
         options_comment=c_comment(opts.describe()),
-        arena_name=f"{prefix}_arena", arena_size=model.arena_array_size, tensors=tensors,
+        arena_name=f"{prefix}_arena",
+        arena_size=model.arena_array_size,
+        tensors=tensors,
         trainable_params=plan.params,
-        boundary=[dict(offset=b.offset, nbytes=b.nbytes, comment=c_comment(f"'{g.tensors[b.index].name}'"))
-                  for b in plan.boundary],
-        boundary_bytes=plan.boundary_bytes, feature_cache_bytes=max(1, mem["feature_cache_bytes"]),
-        snapshot_bytes=mem["snapshot_bytes"], batch=opts.batch, q_buffer=plan.q_buffer,
-        input_offset=model.arena_offset[in_root], input_bytes=g.tensors[in_root].nbytes,
-        split=plan.split, logits_end=plan.logits_end, logits_offset=model.arena_offset[plan.logits],
-        classes=plan.classes, logits_scale=c_float(plan.logits_scale), logits_zp=plan.logits_zp,
-        loss=spec.c_name("LOSSES", plan.loss), headroom_bits=int(opts.headroom), mse=plan.loss == "mse",
+        boundary=[
+            dict(offset=b.offset, nbytes=b.nbytes, comment=c_comment(f"'{g.tensors[b.index].name}'"))
+            for b in plan.boundary
+        ],
+        boundary_bytes=plan.boundary_bytes,
+        feature_cache_bytes=max(1, mem["feature_cache_bytes"]),
+        snapshot_bytes=mem["snapshot_bytes"],
+        batch=opts.batch,
+        q_buffer=plan.q_buffer,
+        input_offset=model.arena_offset[in_root],
+        input_bytes=g.tensors[in_root].nbytes,
+        split=plan.split,
+        logits_end=plan.logits_end,
+        logits_offset=model.arena_offset[plan.logits],
+        classes=plan.classes,
+        logits_scale=c_float(plan.logits_scale),
+        logits_zp=plan.logits_zp,
+        loss=spec.c_name("LOSSES", plan.loss),
+        headroom_bits=int(opts.headroom),
+        mse=plan.loss == "mse",
         data_names=data_names,
-        target_scale=c_float(in_quant.scale if from_input else 0.0), target_zp=in_quant.zero_point if from_input else 0,
-        sha_bytes=", ".join(f"0x{source_sha256[2 * i:2 * i + 2]}" for i in range(8)),
-        options_sha_bytes=", ".join(f"0x{opts_sha[2 * i:2 * i + 2]}" for i in range(8)),
-        n_train=opts.buffer if stream else len(data.y_train), n_val=len(data.y_val), n_test=len(data.y_test),
-        config_fields=config_fields, sched_fields=sched_fields,
-        run_steps=npu_run_steps or f"{prefix}_run_steps", npu_run_steps=[npu_run_steps] if npu_run_steps else [],
+        target_scale=c_float(in_quant.scale if from_input else 0.0),
+        target_zp=in_quant.zero_point if from_input else 0,
+        sha_bytes=", ".join(f"0x{source_sha256[2 * i : 2 * i + 2]}" for i in range(8)),
+        options_sha_bytes=", ".join(f"0x{opts_sha[2 * i : 2 * i + 2]}" for i in range(8)),
+        n_train=opts.buffer if stream else len(data.y_train),
+        n_val=len(data.y_val),
+        n_test=len(data.y_test),
+        config_fields=config_fields,
+        sched_fields=sched_fields,
+        run_steps=npu_run_steps or f"{prefix}_run_steps",
+        npu_run_steps=[npu_run_steps] if npu_run_steps else [],
         boundary_expected=boundary_expected or 0,
         boundary_flags=(spec.BOUNDARY_FLAGS["expected"] if boundary_expected is not None else 0)
-        | (spec.BOUNDARY_FLAGS["npu"] if npu_run_steps else 0))
+        | (spec.BOUNDARY_FLAGS["npu"] if npu_run_steps else 0),
+    )
     env = template_env()
     files = {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in TRAIN_TEMPLATES.items()}
     app = opts.data_source == "app"
@@ -175,11 +253,20 @@ def render_training(model: CompiledModel, training: Training, prefix: str, sourc
         files.update({name: text.decode() for name, text in runtime_part(APP_RUNTIME).items()})
     manifest = {**training_manifest(training), "options_sha256": opts_sha}
     if boundary_expected is not None:  # --- boundary checksum
-        manifest["boundary_check"] = {"sample": "x_test[0]", "bytes": plan.boundary_bytes,
-                                      "crc32": boundary_expected, "computed_by": "host simulation (zoflash's C)"}
-    return TrainingSources(files=files, manifest=manifest, trainable=training.trainable,
-                           blobs={b.file: b.data for b in data_blobs},
-                           unlinked=("zo_train_main.c",) if app else (), app=app)
+        manifest["boundary_check"] = {
+            "sample": "x_test[0]",
+            "bytes": plan.boundary_bytes,
+            "crc32": boundary_expected,
+            "computed_by": "host simulation (zoflash's C)",
+        }
+    return TrainingSources(
+        files=files,
+        manifest=manifest,
+        trainable=training.trainable,
+        blobs={b.file: b.data for b in data_blobs},
+        unlinked=("zo_train_main.c",) if app else (),
+        app=app,
+    )
 
 
 # ---- data sources ----
@@ -189,20 +276,38 @@ APP_RUNTIME = "app"  # firmware_templates/runtime/app/: zo_app.c/.h, only in --d
 
 def stream_record_bytes(plan, data) -> dict:
     """Bytes per sample of the stream ring: the input, a label (not for mse), mse targets."""
-    return {"input": int(data.x_train[0].nbytes), "label": 2 if data.labels else 0,
-            "targets": 4 * plan.classes if data.t_train is not None else 0}
+    return {
+        "input": int(data.x_train[0].nbytes),
+        "label": 2 if data.labels else 0,
+        "targets": 4 * plan.classes if data.t_train is not None else 0,
+    }
 
 
 def _stream_context(prefix: str, plan, opts: TrainOptions, data) -> dict:
     """The ring of zo_stream.h and the names the model struct points at."""
     rec = stream_record_bytes(plan, data)
-    names = {"x_train": f"{prefix}_x_ring", "y_train": f"{prefix}_y_ring" if data.labels else "NULL",
-             "t_train": f"{prefix}_t_ring" if rec["targets"] else "NULL"}
+    names = {
+        "x_train": f"{prefix}_x_ring",
+        "y_train": f"{prefix}_y_ring" if data.labels else "NULL",
+        "t_train": f"{prefix}_t_ring" if rec["targets"] else "NULL",
+    }
     app = opts.data_source == "app"  # the ring is zo_app.c's (extern), filled by pushes, not by the host
-    return dict(slots=opts.buffer, refresh=opts.refresh, input_bytes=rec["input"], target_bytes=rec["targets"],
-                x=names["x_train"], y=names["y_train"], t=names["t_train"], classes=plan.classes,
-                name="zo_train_ring" if app else f"{prefix}_stream", storage="" if app else "static ",
-                linked=not app, names=names)
+    return dict(
+        slots=opts.buffer,
+        refresh=opts.refresh,
+        input_bytes=rec["input"],
+        target_bytes=rec["targets"],
+        x=names["x_train"],
+        y=names["y_train"],
+        t=names["t_train"],
+        classes=plan.classes,
+        name="zo_train_ring" if app else f"{prefix}_stream",
+        storage="" if app else "static ",
+        linked=not app,
+        names=names,
+    )
+
+
 # ---- end data sources ----
 
 

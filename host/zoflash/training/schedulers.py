@@ -4,6 +4,7 @@ zo_sched_config_t field from them (ids, defaults and limits from the training sp
 The Python reference (reference/schedulers.py) resolves its own configuration independently,
 so the C-vs-reference tests catch a mistake here.
 """
+
 from __future__ import annotations
 
 import math
@@ -102,17 +103,25 @@ def validate_params(kind, params: Mapping) -> list[str]:
             problems.append(f"{name}: {text}")
 
     q_min, q_max = vals["q_min"], vals["q_max"]
-    need(_pow2(q_min) and _pow2(q_max) and q_min <= q_max <= spec.Q_LIMIT,
-         f"q_min {q_min} and q_max {q_max} must be powers of two with 1 <= q_min <= q_max <= {spec.Q_LIMIT}")
+    need(
+        _pow2(q_min) and _pow2(q_max) and q_min <= q_max <= spec.Q_LIMIT,
+        f"q_min {q_min} and q_max {q_max} must be powers of two with 1 <= q_min <= q_max <= {spec.Q_LIMIT}",
+    )
     if name != "critical":
-        need(_pow2(vals["q0"]) and q_min <= vals["q0"] <= q_max,
-             f"q0 {vals['q0']} must be a power of two in [q_min, q_max] = [{q_min}, {q_max}]")
+        need(
+            _pow2(vals["q0"]) and q_min <= vals["q0"] <= q_max,
+            f"q0 {vals['q0']} must be a power of two in [q_min, q_max] = [{q_min}, {q_max}]",
+        )
     if name == "critical":
-        need(_pow2(vals["calib_q"]) and q_min <= vals["calib_q"] <= q_max,
-             f"calib_q {vals['calib_q']} must be a power of two in [q_min, q_max] = [{q_min}, {q_max}]")
+        need(
+            _pow2(vals["calib_q"]) and q_min <= vals["calib_q"] <= q_max,
+            f"calib_q {vals['calib_q']} must be a power of two in [q_min, q_max] = [{q_min}, {q_max}]",
+        )
     if name in ("plateau", "critical"):
-        need(vals["window_max_steps"] >= vals["window_min_steps"],
-             f"window_max_steps {vals['window_max_steps']} must be >= window_min_steps {vals['window_min_steps']}")
+        need(
+            vals["window_max_steps"] >= vals["window_min_steps"],
+            f"window_max_steps {vals['window_max_steps']} must be >= window_min_steps {vals['window_min_steps']}",
+        )
     for k, v in vals.items():
         if k in spec.SCHED_LIMITS and v is not None:
             need(_within(v, spec.SCHED_LIMITS[k]), f"{k} must be {_describe(k, spec.SCHED_LIMITS[k])} (got {v})")

@@ -13,6 +13,7 @@ scale vector), and meta `"headroom"` holds the bits; export writes those scales 
 Any version may also hold `b<index>` (the best values by validation: the device's last good
 snapshot, same dtype and shape as `t<index>`), which `zoflash export --select best` writes.
 """
+
 from __future__ import annotations
 
 import json
@@ -75,15 +76,20 @@ def atomic_write(path: str | Path, write) -> None:
 
 def _check_sha256(value, where: str) -> str:
     if not isinstance(value, str) or not _SHA256.fullmatch(value):
-        raise DataError(f"{where}: model_sha256 must be 64 lowercase hex digits (the model file's SHA-256), "
-                        f"got {value!r}")
+        raise DataError(
+            f"{where}: model_sha256 must be 64 lowercase hex digits (the model file's SHA-256), got {value!r}"
+        )
     return value
 
 
-def save_weights(path: str | Path, model_sha256: str,
-                 tensors: Iterable[tuple[int, str, np.ndarray, np.ndarray | None]],
-                 scales: dict[int, Iterable[float]] | None = None, headroom: int = 0,
-                 best: dict[int, np.ndarray] | None = None) -> Path:
+def save_weights(
+    path: str | Path,
+    model_sha256: str,
+    tensors: Iterable[tuple[int, str, np.ndarray, np.ndarray | None]],
+    scales: dict[int, Iterable[float]] | None = None,
+    headroom: int = 0,
+    best: dict[int, np.ndarray] | None = None,
+) -> Path:
     """Write a weights file. `tensors`: (model tensor index, name, values, residuals or None).
 
     Values must be int8 or int32; residuals only go with int8 values and have their shape.
@@ -106,24 +112,33 @@ def save_weights(path: str | Path, model_sha256: str,
         values = np.asarray(values)
         dtype = next((k for k, v in DTYPES.items() if values.dtype == v), None)
         if dtype is None:
-            raise DataError(f"{path}: tensor {index} '{name}' has dtype {values.dtype}; trained tensors are "
-                            "int8 weights or int32 biases")
+            raise DataError(
+                f"{path}: tensor {index} '{name}' has dtype {values.dtype}; trained tensors are "
+                "int8 weights or int32 biases"
+            )
         arrays[f"t{index}"] = np.ascontiguousarray(values, dtype=DTYPES[dtype])
         if residual is not None:
             residual = np.asarray(residual)
             if dtype != "int8":
                 raise DataError(f"{path}: tensor {index} '{name}' is {dtype}; only int8 tensors have residuals")
             if residual.dtype != np.int8 or residual.shape != values.shape:
-                raise DataError(f"{path}: the residuals of tensor {index} '{name}' are {residual.dtype}"
-                                f"{list(residual.shape)}; they must be int8{list(values.shape)} like the values")
+                raise DataError(
+                    f"{path}: the residuals of tensor {index} '{name}' are {residual.dtype}"
+                    f"{list(residual.shape)}; they must be int8{list(values.shape)} like the values"
+                )
             arrays[f"r{index}"] = np.ascontiguousarray(residual, dtype=np.int8)
         entries.append({"index": index, "name": str(name), "dtype": dtype, "shape": list(values.shape)})
     for index, values in (best or {}).items():
         index, values = int(index), np.asarray(values)
-        if f"t{index}" not in arrays or values.dtype != arrays[f"t{index}"].dtype \
-                or values.shape != arrays[f"t{index}"].shape:
-            raise DataError(f"{path}: the best values of tensor {index} are {values.dtype}{list(values.shape)}; "
-                            "they must belong to a tensor in the file and have its dtype and shape")
+        if (
+            f"t{index}" not in arrays
+            or values.dtype != arrays[f"t{index}"].dtype
+            or values.shape != arrays[f"t{index}"].shape
+        ):
+            raise DataError(
+                f"{path}: the best values of tensor {index} are {values.dtype}{list(values.shape)}; "
+                "they must belong to a tensor in the file and have its dtype and shape"
+            )
         arrays[f"b{index}"] = np.ascontiguousarray(values)
     scales = {int(k): v for k, v in (scales or {}).items()}
     for e in entries:
@@ -132,8 +147,10 @@ def save_weights(path: str | Path, model_sha256: str,
             if not e["scales"] or not all(math.isfinite(x) and x > 0 for x in e["scales"]):
                 raise DataError(f"{path}: the scales of tensor {e['index']} must be finite and > 0")
     if scales:
-        raise DataError(f"{path}: scales given for tensor(s) {sorted(scales)}, which are not in the file; every "
-                        "re-quantized tensor must be written with its values")
+        raise DataError(
+            f"{path}: scales given for tensor(s) {sorted(scales)}, which are not in the file; every "
+            "re-quantized tensor must be written with its values"
+        )
     meta = {"format": FORMAT, "version": 1, "model_sha256": model_sha256, "tensors": entries}
     if any("scales" in e for e in entries):
         meta.update(version=VERSION, headroom=int(headroom))
@@ -156,32 +173,50 @@ def _parse_meta(text: str, where: str) -> dict:
         raise DataError(f"{where}: not a zoflash weights file (meta format is {found!r}, expected {FORMAT!r})")
     version = meta.get("version")
     if not _is_int(version) or version not in VERSIONS:
-        hint = ("it was written by a newer zoflash; upgrade zoflash" if _is_int(version) and version > VERSION
-                else _RETAKE)
-        raise DataError(f"{where}: weights file version {version!r} is not supported (this zoflash reads "
-                        f"versions {', '.join(map(str, VERSIONS))}); {hint}")
+        hint = (
+            "it was written by a newer zoflash; upgrade zoflash" if _is_int(version) and version > VERSION else _RETAKE
+        )
+        raise DataError(
+            f"{where}: weights file version {version!r} is not supported (this zoflash reads "
+            f"versions {', '.join(map(str, VERSIONS))}); {hint}"
+        )
     _check_sha256(meta.get("model_sha256"), where)
     entries = meta.get("tensors")
     if not isinstance(entries, list) or not entries:
         raise DataError(f"{where}: meta lists no tensors ('tensors' must be a non-empty list); {_RETAKE}")
     seen = set()
     for k, e in enumerate(entries):
-        ok = (isinstance(e, dict) and _is_int(e.get("index")) and e["index"] >= 0
-              and isinstance(e.get("name"), str) and e.get("dtype") in DTYPES
-              and isinstance(e.get("shape"), list) and all(_is_int(d) and d >= 0 for d in e["shape"]))
+        ok = (
+            isinstance(e, dict)
+            and _is_int(e.get("index"))
+            and e["index"] >= 0
+            and isinstance(e.get("name"), str)
+            and e.get("dtype") in DTYPES
+            and isinstance(e.get("shape"), list)
+            and all(_is_int(d) and d >= 0 for d in e["shape"])
+        )
         if not ok:
-            raise DataError(f"{where}: meta tensor entry {k} is malformed ({json.dumps(e)[:200]}); it needs "
-                            "an integer 'index', a string 'name', 'dtype' int8 or int32 and a list 'shape'")
+            raise DataError(
+                f"{where}: meta tensor entry {k} is malformed ({json.dumps(e)[:200]}); it needs "
+                "an integer 'index', a string 'name', 'dtype' int8 or int32 and a list 'shape'"
+            )
         if e["index"] in seen:
             raise DataError(f"{where}: meta lists tensor {e['index']} twice; {_RETAKE}")
         seen.add(e["index"])
         if "scales" in e:
             sc = e["scales"]
-            if version < 2 or not isinstance(sc, list) or not sc or not all(
-                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
-                    for x in sc):
-                raise DataError(f"{where}: meta tensor {e['index']} has malformed 'scales' (a version 2 file's "
-                                f"non-empty list of positive numbers); {_RETAKE}")
+            if (
+                version < 2
+                or not isinstance(sc, list)
+                or not sc
+                or not all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0 for x in sc
+                )
+            ):
+                raise DataError(
+                    f"{where}: meta tensor {e['index']} has malformed 'scales' (a version 2 file's "
+                    f"non-empty list of positive numbers); {_RETAKE}"
+                )
     hr = meta.get("headroom", 0)
     if not _is_int(hr) or hr < 0:
         raise DataError(f"{where}: meta 'headroom' must be a non-negative integer, got {hr!r}; {_RETAKE}")
@@ -214,8 +249,10 @@ def load_weights(path: str | Path) -> TrainedWeights:
                 return archive[name]
             except ValueError as exc:
                 if "allow_pickle" in str(exc):
-                    raise DataError(f"{where}: '{name}' holds pickled Python objects, which zoflash never "
-                                    f"loads (they can run code); {_RETAKE}") from None
+                    raise DataError(
+                        f"{where}: '{name}' holds pickled Python objects, which zoflash never "
+                        f"loads (they can run code); {_RETAKE}"
+                    ) from None
                 raise DataError(f"{where}: '{name}' cannot be read ({exc}); {_RETAKE}") from None
             except Exception as exc:  # damaged zip members fail in many ways (CRC, EOF, zlib)
                 raise DataError(f"{where}: '{name}' is damaged ({type(exc).__name__}: {exc}); {_RETAKE}") from None
@@ -224,24 +261,28 @@ def load_weights(path: str | Path) -> TrainedWeights:
             raise DataError(f"{where}: has no 'meta' entry, so it is not a zoflash weights file; {_RETAKE}")
         meta_arr = member("meta")
         if meta_arr.shape != () or meta_arr.dtype.kind not in "US":
-            raise DataError(f"{where}: 'meta' must be a 0-d string array, found {meta_arr.dtype}"
-                            f"{list(meta_arr.shape)}; {_RETAKE}")
+            raise DataError(
+                f"{where}: 'meta' must be a 0-d string array, found {meta_arr.dtype}{list(meta_arr.shape)}; {_RETAKE}"
+            )
         meta = _parse_meta(str(meta_arr[()] if meta_arr.dtype.kind == "U" else meta_arr[()].decode()), where)
         expected = {"meta"}
-        weights = TrainedWeights(model_sha256=meta["model_sha256"], tensors={}, path=path,
-                                 headroom=meta.get("headroom", 0))
+        weights = TrainedWeights(
+            model_sha256=meta["model_sha256"], tensors={}, path=path, headroom=meta.get("headroom", 0)
+        )
         for e in meta["tensors"]:
             index, dtype, shape = e["index"], e["dtype"], tuple(e["shape"])
             desc = f"{dtype}{list(shape)}"
             key, rkey, bkey = f"t{index}", f"r{index}", f"b{index}"
             expected |= {key, rkey, bkey}
             if key not in members:
-                raise DataError(f"{where}: meta lists tensor {index} '{e['name']}' but the file has no '{key}' "
-                                f"array; {_RETAKE}")
+                raise DataError(
+                    f"{where}: meta lists tensor {index} '{e['name']}' but the file has no '{key}' array; {_RETAKE}"
+                )
             values = member(key)
             if values.dtype != DTYPES[dtype] or values.shape != shape:
-                raise DataError(f"{where}: '{key}' is {values.dtype}{list(values.shape)} but meta says {desc}; "
-                                f"{_RETAKE}")
+                raise DataError(
+                    f"{where}: '{key}' is {values.dtype}{list(values.shape)} but meta says {desc}; {_RETAKE}"
+                )
             weights.tensors[index] = values
             weights.names[index] = e["name"]
             if "scales" in e:
@@ -249,17 +290,22 @@ def load_weights(path: str | Path) -> TrainedWeights:
             if rkey in members:
                 residual = member(rkey)
                 if dtype != "int8" or residual.dtype != np.int8 or residual.shape != shape:
-                    raise DataError(f"{where}: '{rkey}' is {residual.dtype}{list(residual.shape)}; residuals "
-                                    f"belong to int8 tensors and must be int8{list(shape)}; {_RETAKE}")
+                    raise DataError(
+                        f"{where}: '{rkey}' is {residual.dtype}{list(residual.shape)}; residuals "
+                        f"belong to int8 tensors and must be int8{list(shape)}; {_RETAKE}"
+                    )
                 weights.residuals[index] = residual
             if bkey in members:
                 best = member(bkey)
                 if best.dtype != DTYPES[dtype] or best.shape != shape:
-                    raise DataError(f"{where}: '{bkey}' is {best.dtype}{list(best.shape)} but meta says {desc}; "
-                                    f"{_RETAKE}")
+                    raise DataError(
+                        f"{where}: '{bkey}' is {best.dtype}{list(best.shape)} but meta says {desc}; {_RETAKE}"
+                    )
                 weights.best[index] = best
         extra = sorted(members - expected)
         if extra:
-            raise DataError(f"{where}: unexpected entries {extra} (meta lists tensors "
-                            f"{[e['index'] for e in meta['tensors']]}); {_RETAKE}")
+            raise DataError(
+                f"{where}: unexpected entries {extra} (meta lists tensors "
+                f"{[e['index'] for e in meta['tensors']]}); {_RETAKE}"
+            )
     return weights

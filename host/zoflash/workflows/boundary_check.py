@@ -4,6 +4,7 @@ the `boundary` telemetry frame). A build can bake in the value the host simulati
 zoflash's own C prefix (bit-exact with TFLM's reference kernels): the device then reports both, and
 `zoflash monitor` / `run` says whether the NPU (or the board's CPU kernels) and the simulation agree.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -20,10 +21,14 @@ def simulated_crc32(prep: CompiledTraining) -> int:
     """The host simulation's boundary checksum: the training program built for the host, run until
     it sends its boundary frame (then stopped)."""
     if prep.training.plan.split == 0:
-        raise BuildError("the boundary checksum needs a frozen prefix; this plan trains the first layer (choose --train)")
+        raise BuildError(
+            "the boundary checksum needs a frozen prefix; this plan trains the first layer (choose --train)"
+        )
     if prep.training.options.data_source == "app":
-        raise BuildError("the boundary checksum is computed by the host training program, which --data-source app "
-                         "does not build: use embedded or stream data for this build")
+        raise BuildError(
+            "the boundary checksum is computed by the host training program, which --data-source app "
+            "does not build: use embedded or stream data for this build"
+        )
     with tempfile.TemporaryDirectory(prefix="zoflash-boundary-") as tmp:
         bundle = training_bundle(prep, "host", Path(tmp) / "bundle")
         decoder, frames = Decoder(), c_frames(bundle)
@@ -35,4 +40,3 @@ def simulated_crc32(prep: CompiledTraining) -> int:
         finally:
             frames.close()
     raise BuildError("the host training program ended without its boundary frame")
-

@@ -1,5 +1,6 @@
 """Generate and build: a model compiled once, planned for its board's memory (and for training with
 data), rendered into a bundle, compiled; the memory plan alone; the training plan's cut."""
+
 from __future__ import annotations
 
 import logging
@@ -7,8 +8,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from zoflash.compiler.codegen import c_identifier
-from zoflash.compiler.ir import Graph
 from zoflash.compiler.compiled import CompiledModel
+from zoflash.compiler.ir import Graph
 from zoflash.compiler.pipeline import compile_graph
 from zoflash.compiler.tflite_import import load_tflite, model_sha256
 from zoflash.compiler.tflite_split import split_tflite
@@ -79,9 +80,18 @@ def compile_for(model_path: str | Path, data_path: str | Path | None = None, opt
     return Compiled(prep.path, prep.sha256, prep.model, prep)
 
 
-def generate(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
-             prefix: str | None = None, data_path: str | Path | None = None, options=None,
-             boot: str = "dev", device_headers=(), npu=None, check_boundary: bool = False) -> Bundle:
+def generate(
+    model_path: str | Path,
+    board_id: str = "host",
+    out_dir: str | Path | None = None,
+    prefix: str | None = None,
+    data_path: str | Path | None = None,
+    options=None,
+    boot: str = "dev",
+    device_headers=(),
+    npu=None,
+    check_boundary: bool = False,
+) -> Bundle:
     """Compile a model and write its bundle for a board (no compiler run). With `data_path`,
     the bundle also trains (options: TrainOptions, defaults if None). `board_id` may be a family
     name (its reference board). For a board with memory regions, a plan that does not fit them
@@ -123,8 +133,14 @@ def place(compiled: Compiled, board, npu=None, measured: dict | None = None):
     return fit(board, compiled.model, compiled.training, measured, reserved(board, npu))
 
 
-def render(compiled: Compiled, board, out_dir: str | Path | None = None, prefix: str | None = None, npu=None,
-           boundary_expected: int | None = None) -> Bundle:
+def render(
+    compiled: Compiled,
+    board,
+    out_dir: str | Path | None = None,
+    prefix: str | None = None,
+    npu=None,
+    boundary_expected: int | None = None,
+) -> Bundle:
     """Write the bundle of the compiled model for the board with its memory plan (place())."""
     out = Path(out_dir) if out_dir is not None else default_bundle_dir(compiled.path, board.id)
     if compiled.prep is not None:
@@ -143,9 +159,18 @@ def _configure(board, boot: str, device_headers):
     return replace(board, device_includes=tuple(str(d) for d in dirs)) if dirs else board
 
 
-def build(model_path: str | Path, board_id: str = "host", out_dir: str | Path | None = None,
-          prefix: str | None = None, data_path: str | Path | None = None, options=None,
-          boot: str = "dev", device_headers=(), npu=None, check_boundary: bool = False) -> BuildResult:
+def build(
+    model_path: str | Path,
+    board_id: str = "host",
+    out_dir: str | Path | None = None,
+    prefix: str | None = None,
+    data_path: str | Path | None = None,
+    options=None,
+    boot: str = "dev",
+    device_headers=(),
+    npu=None,
+    check_boundary: bool = False,
+) -> BuildResult:
     """generate() and compile: for the host a shared library and programs, for a firmware
     board the training firmware (ELF, BIN, HEX; with data) or the model as a static library,
     with the memory used per region (BuildResult.regions)."""
@@ -176,8 +201,14 @@ class MemoryPlan:
     regions: list  # budget.RegionUse per region, estimated before compiling
 
 
-def plan_memory(model_path: str | Path, board_id: str, data_path: str | Path | None = None,
-                options=None, boot: str = "dev", npu=None) -> MemoryPlan:
+def plan_memory(
+    model_path: str | Path,
+    board_id: str,
+    data_path: str | Path | None = None,
+    options=None,
+    boot: str = "dev",
+    npu=None,
+) -> MemoryPlan:
     """The placement generate() would choose on a firmware board in boot mode `boot`, region by
     region, without writing or compiling anything; budget.BudgetError when it does not fit (with
     how many training samples would). `npu` (an NpuRequest, targets/npu.py): the NPU's pools are
@@ -194,7 +225,7 @@ def plan_memory(model_path: str | Path, board_id: str, data_path: str | Path | N
 
 @dataclass
 class SplitResult:
-    tensor: str        # the cut tensor's name
+    tensor: str  # the cut tensor's name
     prefix_path: Path  # model inputs -> tensor
     suffix_path: Path  # tensor -> model outputs
     prefix_ops: list[int]
@@ -207,12 +238,16 @@ def training_cut(model_path: str | Path, options=None) -> str:
     compiled = compile_model(load_model(model_path))
     plan = plan_training(compiled, options or make_options())
     if plan.split == 0:
-        raise SplitError("the training plan trains the first layer: the frozen prefix is empty (train fewer "
-                         "layers with --train, or give the cut with --at)")
+        raise SplitError(
+            "the training plan trains the first layer: the frozen prefix is empty (train fewer "
+            "layers with --train, or give the cut with --at)"
+        )
     names = [compiled.graph.tensors[b.index].name for b in plan.boundary]
     if len(names) != 1:
-        raise SplitError(f"the training plan's suffix reads {len(names)} activations of the prefix "
-                         f"({', '.join(names)}): give the cut with --at")
+        raise SplitError(
+            f"the training plan's suffix reads {len(names)} activations of the prefix "
+            f"({', '.join(names)}): give the cut with --at"
+        )
     return names[0]
 
 

@@ -1,5 +1,6 @@
 """The headroom report's measured half: how re-quantizing the trainable layers (training.headroom)
 moved the model's outputs on the test set, measured on the generated C built for the host."""
+
 from __future__ import annotations
 
 import tempfile
@@ -9,7 +10,6 @@ from pathlib import Path
 import numpy as np
 
 from zoflash.compiler.compiled import CompiledModel
-
 from zoflash.compiler.pipeline import compile_graph
 from zoflash.targets.boards import load_board
 from zoflash.targets.host_build import run_make
@@ -40,8 +40,14 @@ def c_logits(model: CompiledModel, logits: int, x: np.ndarray) -> np.ndarray:
         return HostModel(bundle).run(x).reshape(len(x), -1)
 
 
-def output_change(before: CompiledModel, after: CompiledModel, logits: int, x_test: np.ndarray,
-                  y_test: np.ndarray, loss: str = "softmax-ce") -> dict:
+def output_change(
+    before: CompiledModel,
+    after: CompiledModel,
+    logits: int,
+    x_test: np.ndarray,
+    y_test: np.ndarray,
+    loss: str = "softmax-ce",
+) -> dict:
     """How re-quantization moved the int8 logits (root tensor `logits` of both models) on the
     test set, run by the generated C: accuracies and the fraction of changed predictions (argmax;
     sigmoid-bce: logit above its zero point; none for mse), logit changes in LSB."""
@@ -59,5 +65,9 @@ def output_change(before: CompiledModel, after: CompiledModel, logits: int, x_te
         pa, pb = (la[:, 0] > zp).astype(np.int64), (lb[:, 0] > zp).astype(np.int64)
     else:
         pa, pb = la.argmax(axis=1), lb.argmax(axis=1)
-    return {**out, "accuracy_before": float(np.mean(pa == y)), "accuracy_after": float(np.mean(pb == y)),
-            "changed_predictions": float(np.mean(pa != pb))}
+    return {
+        **out,
+        "accuracy_before": float(np.mean(pa == y)),
+        "accuracy_after": float(np.mean(pb == y)),
+        "changed_predictions": float(np.mean(pa != pb)),
+    }

@@ -1,5 +1,6 @@
 """Inference on the generated C: on the host (a shared library), on an emulated board (QEMU), and
 checked bit for bit against the tflite-micro interpreter."""
+
 from __future__ import annotations
 
 import tempfile
@@ -33,8 +34,9 @@ def infer(model_path: str | Path, x: np.ndarray) -> np.ndarray:
         return m.run(x)
 
 
-def infer_on_board(model_path: str | Path, x, board_id: str = "mps3-an547",
-                   bundle_dir: str | Path | None = None) -> list[np.ndarray]:
+def infer_on_board(
+    model_path: str | Path, x, board_id: str = "mps3-an547", bundle_dir: str | Path | None = None
+) -> list[np.ndarray]:
     """Run the model's inference build for an emulated board (QEMU) on the samples of x, in order
     (a stateful model's state carries from one to the next), as for infer(); returns every output,
     [N, *output shape] each. A board QEMU does not emulate is refused (BoardError); so are more
@@ -111,17 +113,23 @@ def validate(model_path: str | Path, x: np.ndarray) -> ValidationReport:
     interpreter.reset()
     shape = interpreter.inputs[0]["shape"]
     golden = [interpreter.invoke([sample.reshape(shape)]) for sample in x]  # every output of each sample
-    return ValidationReport(samples=x.shape[0], outputs=[
-        _compare(model.graph.tensors[t].name, y, np.stack([g[k] for g in golden]).reshape(y.shape))
-        for k, (t, y) in enumerate(zip(model.graph.outputs, ours))])
+    return ValidationReport(
+        samples=x.shape[0],
+        outputs=[
+            _compare(model.graph.tensors[t].name, y, np.stack([g[k] for g in golden]).reshape(y.shape))
+            for k, (t, y) in enumerate(zip(model.graph.outputs, ours))
+        ],
+    )
 
 
 def _compare(name: str, ours: np.ndarray, golden: np.ndarray) -> OutputComparison:
     """Bit for bit: integers by value, floats by their bits."""
     diff = np.abs(ours.astype(np.float64) - golden.astype(np.float64))
-    mismatches = int(np.count_nonzero(ours != golden)) if ours.dtype.kind != "f" else \
-        int(np.count_nonzero(ours.view(np.uint32) != golden.astype(ours.dtype).view(np.uint32)))
-    return OutputComparison(name=name, max_abs_diff=float(diff.max()) if diff.size else 0.0,
-                            mismatches=mismatches, elements=int(ours.size))
-
-
+    mismatches = (
+        int(np.count_nonzero(ours != golden))
+        if ours.dtype.kind != "f"
+        else int(np.count_nonzero(ours.view(np.uint32) != golden.astype(ours.dtype).view(np.uint32)))
+    )
+    return OutputComparison(
+        name=name, max_abs_diff=float(diff.max()) if diff.size else 0.0, mismatches=mismatches, elements=int(ours.size)
+    )

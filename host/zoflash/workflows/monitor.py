@@ -1,9 +1,10 @@
 """Monitor a board that trains: the serial link, the live view, the log, the weights it sends, the
 checkpoints it keeps; and the serial settings a board's data gives."""
+
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from zoflash.monitor.live_view import LiveView
 from zoflash.monitor.serial_monitor import DeviceError, KeyCommands, Monitor, PortError, board_console
@@ -28,20 +29,48 @@ def serial_settings(board: str | None, baud: int | None, say: Say = _log) -> tup
     return con.usb_ids, baud or con.baud
 
 
-def monitor(port: str, baud: int, usb_ids, log_path: str, csv_path: str | None = None, plot_path: str | None = None,
-            model_path: str | None = None, until_done: bool = True, timeout: float | None = None,
-            connect_wait: float = 5.0, headroom: int | None = None, reconnect_timeout: float | None = None,
-            ended=None, feeder=None, checkpoint_path: str | None = None, resume_path: str | None = None,
-            options_sha256: str | None = None, view: LiveView | None = None, say: Say = _log,
-            keys_from=None) -> int:
+def monitor(
+    port: str,
+    baud: int,
+    usb_ids,
+    log_path: str,
+    csv_path: str | None = None,
+    plot_path: str | None = None,
+    model_path: str | None = None,
+    until_done: bool = True,
+    timeout: float | None = None,
+    connect_wait: float = 5.0,
+    headroom: int | None = None,
+    reconnect_timeout: float | None = None,
+    ended=None,
+    feeder=None,
+    checkpoint_path: str | None = None,
+    resume_path: str | None = None,
+    options_sha256: str | None = None,
+    view: LiveView | None = None,
+    say: Say = _log,
+    keys_from=None,
+) -> int:
     """Watch a training run on a board: connect (resume from a checkpoint if asked), follow it until
     done (or the timeout, a lost port, a fault), keep the log, the weights and the plot. Progress lines
     go to `say`; key commands are read from `keys_from` (a terminal; None: none). Returns the exit
     status: 0 done, 1 stopped before done, 3 the device reported a fault."""
     view = view if view is not None else LiveView(enabled=False)
-    mon = Monitor(port, baud=baud, usb_ids=usb_ids, log_path=log_path, csv_path=csv_path,
-                  plot_path=plot_path, model_path=model_path, view=view, headroom=headroom,
-                  reconnect_timeout=reconnect_timeout, ended=ended, feeder=feeder, checkpoint_path=checkpoint_path)
+    mon = Monitor(
+        port,
+        baud=baud,
+        usb_ids=usb_ids,
+        log_path=log_path,
+        csv_path=csv_path,
+        plot_path=plot_path,
+        model_path=model_path,
+        view=view,
+        headroom=headroom,
+        reconnect_timeout=reconnect_timeout,
+        ended=ended,
+        feeder=feeder,
+        checkpoint_path=checkpoint_path,
+    )
     try:
         mon.connect(connect_wait)
         say(f"monitor {mon.device} at {baud} baud ({'until done' if until_done else 'until Ctrl-C'})")
@@ -62,18 +91,31 @@ def monitor(port: str, baud: int, usb_ids, log_path: str, csv_path: str | None =
                 say("no weights from the device: skipped")
     finally:
         res = mon.close()
-    end = (f"done ({res.done['reason']}) after {res.done['steps']} steps" if res.done else
-           f"stopped: {res.stopped}" if res.stopped else
-           "stopped (Ctrl-C)" if res.interrupted else f"stopped after {timeout:g} s" if res.timed_out else "stopped")
+    end = (
+        f"done ({res.done['reason']}) after {res.done['steps']} steps"
+        if res.done
+        else f"stopped: {res.stopped}"
+        if res.stopped
+        else "stopped (Ctrl-C)"
+        if res.interrupted
+        else f"stopped after {timeout:g} s"
+        if res.timed_out
+        else "stopped"
+    )
     say(f"{end}; {res.segments} run segment(s), {res.reconnects} reconnection(s)")
-    bad = {k: v for k, v in res.stats.items()
-           if k in ("crc_errors", "dropped_bytes", "truncated", "malformed", "seq_gaps") and v}
+    bad = {
+        k: v
+        for k, v in res.stats.items()
+        if k in ("crc_errors", "dropped_bytes", "truncated", "malformed", "seq_gaps") and v
+    }
     if bad:
         say(f"telemetry problems (every damaged frame was dropped): {bad}")
     say(f"log     {res.log_path}" + (f", csv {res.csv_path}" if res.csv_path else ""))
     if res.weights_path is not None:
-        say(f"weights {res.weights_path}  (zoflash export --model {model_path} --weights {res.weights_path} "
-             "--out trained.tflite)")
+        say(
+            f"weights {res.weights_path}  (zoflash export --model {model_path} --weights {res.weights_path} "
+            "--out trained.tflite)"
+        )
     elif res.weights_error:
         say(f"weights not saved: {res.weights_error}")
     elif model_path is None and res.done is not None:
@@ -81,8 +123,11 @@ def monitor(port: str, baud: int, usb_ids, log_path: str, csv_path: str | None =
     if res.plot_path is not None:
         say(f"plot    {res.plot_path}")
     if checkpoint_path is not None:
-        say(f"checkpoint {checkpoint_path} (step {mon.checkpoint.step}; resume with --resume {checkpoint_path})"
-             if mon.checkpoint is not None else "checkpoint none arrived (was the firmware built with --checkpoint-every?)")
+        say(
+            f"checkpoint {checkpoint_path} (step {mon.checkpoint.step}; resume with --resume {checkpoint_path})"
+            if mon.checkpoint is not None
+            else "checkpoint none arrived (was the firmware built with --checkpoint-every?)"
+        )
     if res.faulted:
         return 3
     return 1 if res.stopped or (until_done and res.done is None and res.timed_out) else 0

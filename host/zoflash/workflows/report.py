@@ -1,5 +1,6 @@
 """The build report: what a bundle uses (RAM, flash, training memory, NPU, firmware regions), as the
 lines `zoflash build` and `zoflash run` print."""
+
 from __future__ import annotations
 
 from zoflash.targets.firmware_build import flash_boot_lines
@@ -23,8 +24,10 @@ def bundle_lines(bundle, result=None, board=None) -> list[str]:
         out += training_memory_lines(training)
         check = training.get("boundary_check")
         if check:
-            say(f"check   boundary CRC-32 0x{check['crc32']:08X} of {check['sample']} ({check['bytes']} bytes, "
-                "by the host simulation): the device reports its own beside it")
+            say(
+                f"check   boundary CRC-32 0x{check['crc32']:08X} of {check['sample']} ({check['bytes']} bytes, "
+                "by the host simulation): the device reports its own beside it"
+            )
         if training.get("npu"):
             npu_manifest = training["npu"]
             out += list(backend_of_manifest(npu_manifest).load().describe(npu_manifest))
@@ -37,28 +40,38 @@ def training_memory_lines(training: dict) -> list[str]:
     out: list[str] = []
     say = out.append
     mem = training["memory"]
-    say(f"train   {training['trainable_params']} parameters in {len(training['tensors'])} tensor(s) "
-         f"(layers {', '.join(map(str, training['layers']))}), suffix from kernel call {training['split_step']}; "
-         f"{training['clamped_weights']} weight(s) clamped to +-(127 - eps)")
+    say(
+        f"train   {training['trainable_params']} parameters in {len(training['tensors'])} tensor(s) "
+        f"(layers {', '.join(map(str, training['layers']))}), suffix from kernel call {training['split_step']}; "
+        f"{training['clamped_weights']} weight(s) clamped to +-(127 - eps)"
+    )
     if training.get("headroom"):
         say(f"requant {describe_headroom(training['headroom'])}")
-    say(f"RAM     training beyond inference {training['memory_beyond_inference_bytes']} bytes: trainable tensors "
-         f"(their RAM copy) {mem['trainable_bytes_in_ram']}, residuals {mem['residual_bytes']}, feature cache "
-         f"{mem['feature_cache_bytes']}, statistics {mem['statistics_bytes']}, snapshot {mem['snapshot_bytes']}")
+    say(
+        f"RAM     training beyond inference {training['memory_beyond_inference_bytes']} bytes: trainable tensors "
+        f"(their RAM copy) {mem['trainable_bytes_in_ram']}, residuals {mem['residual_bytes']}, feature cache "
+        f"{mem['feature_cache_bytes']}, statistics {mem['statistics_bytes']}, snapshot {mem['snapshot_bytes']}"
+    )
     if mem.get("stream_buffer_bytes"):
         ds = training["data_source"]
         who = "your application pushes" if ds["kind"] == "app" else "the host feeds"
-        say(f"RAM     stream ring {mem['stream_buffer_bytes']} bytes ({ds['buffer']} samples of "
-             f"{sum(ds['record_bytes'].values())} bytes; {who} {ds['refresh']} per step; test split embedded)")
+        say(
+            f"RAM     stream ring {mem['stream_buffer_bytes']} bytes ({ds['buffer']} samples of "
+            f"{sum(ds['record_bytes'].values())} bytes; {who} {ds['refresh']} per step; test split embedded)"
+        )
     data = training["data"]
     if training.get("data_source"):
-        say(f"flash   validation and test data {data['n_val']} + {data['n_test']} samples embedded (the training "
-             "split is not built in), "
-             f"bias eps tables {mem['eps_bytes']} bytes")
+        say(
+            f"flash   validation and test data {data['n_val']} + {data['n_test']} samples embedded (the training "
+            "split is not built in), "
+            f"bias eps tables {mem['eps_bytes']} bytes"
+        )
         return out
-    say(f"flash   data {data['bytes']} bytes ({data['n_train']} training, {data['n_val']} validation, "
-         f"{data['n_test']} test samples), "
-         f"bias eps tables {mem['eps_bytes']} bytes")
+    say(
+        f"flash   data {data['bytes']} bytes ({data['n_train']} training, {data['n_val']} validation, "
+        f"{data['n_test']} test samples), "
+        f"bias eps tables {mem['eps_bytes']} bytes"
+    )
     return out
 
 
@@ -70,9 +83,11 @@ def firmware_lines(result, board) -> list[str]:
     app = training.get("data_source", {}).get("kind") == "app"
     kind = "firmware" if training and not app else "library"
     if app:  # the trainer as a library: your firmware brings main()
-        say(f"library {', '.join(str(p.relative_to(result.bundle.path)) for p in result.outputs)} and zo_app.h "
-             f"({board.toolchain.cc}); link your firmware with `make -C {result.bundle.path} app APP=main.c` "
-             "(see examples/app_sensor)")
+        say(
+            f"library {', '.join(str(p.relative_to(result.bundle.path)) for p in result.outputs)} and zo_app.h "
+            f"({board.toolchain.cc}); link your firmware with `make -C {result.bundle.path} app APP=main.c` "
+            "(see examples/app_sensor)"
+        )
         return out
     say(f"{kind:<7} {', '.join(outs)}  ({board.toolchain.cc}, code {result.code_bytes} bytes)")
     for use in result.regions:

@@ -1,5 +1,6 @@
 """Train on a board from one call: build the training firmware, flash it (or start it in QEMU),
 monitor the run to its end, stop the emulator."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,18 +22,36 @@ from zoflash.workflows.report import bundle_lines
 def refuse_to_run(board: str, opts: TrainOptions) -> str | None:
     """Why this board and these options cannot run as they are (None: they can)."""
     if opts.data_source == "app":
-        return ("--data-source app builds the trainer as a library for your own firmware: use `zoflash build "
-                "--data-source app` and link your main() (examples/app_sensor)")
+        return (
+            "--data-source app builds the trainer as a library for your own firmware: use `zoflash build "
+            "--data-source app` and link your main() (examples/app_sensor)"
+        )
     if not resolve_board(board)[0].is_firmware:
         return f"board '{board}' runs no firmware; use `zoflash simulate` for the host"
     return None
 
 
-def run(board: str, model_path: str, data_path: str, opts: TrainOptions, settings=("dev", ()),
-        out_dir: str | None = None, method: str | None = None, port: str | None = None, baud: int | None = None,
-        log_path: str = "run.jsonl", csv_path: str | None = None, timeout: float | None = None,
-        check_boundary: bool = False, reconnect_timeout: float | None = None, checkpoint_path: str | None = None,
-        resume_path: str | None = None, view: LiveView | None = None, say: Say = _log, keys_from=None) -> int:
+def run(
+    board: str,
+    model_path: str,
+    data_path: str,
+    opts: TrainOptions,
+    settings=("dev", ()),
+    out_dir: str | None = None,
+    method: str | None = None,
+    port: str | None = None,
+    baud: int | None = None,
+    log_path: str = "run.jsonl",
+    csv_path: str | None = None,
+    timeout: float | None = None,
+    check_boundary: bool = False,
+    reconnect_timeout: float | None = None,
+    checkpoint_path: str | None = None,
+    resume_path: str | None = None,
+    view: LiveView | None = None,
+    say: Say = _log,
+    keys_from=None,
+) -> int:
     """Build, flash and monitor: train on a board (or on the emulated Cortex-M55). `settings`: (boot
     mode, vendor header folders). Returns the monitor's exit status (3: the device reported a fault)."""
     if resume_path is not None:  # a damaged file is refused before building
@@ -41,8 +60,16 @@ def run(board: str, model_path: str, data_path: str, opts: TrainOptions, setting
     if note:
         say(f"board   {note}")
     boot, device_headers = settings
-    result = build(model_path, board_obj.id, out_dir, data_path=data_path, options=opts, boot=boot,
-                   device_headers=device_headers, check_boundary=check_boundary)
+    result = build(
+        model_path,
+        board_obj.id,
+        out_dir,
+        data_path=data_path,
+        options=opts,
+        boot=boot,
+        device_headers=device_headers,
+        check_boundary=check_boundary,
+    )
     bundle = result.bundle
     for line in bundle_lines(bundle, result, board_obj):
         say(line)
@@ -57,18 +84,36 @@ def run(board: str, model_path: str, data_path: str, opts: TrainOptions, setting
         ended = emulator_ended(bundle.path) if flashed.pid is not None else None
         # --data-source stream: the host feeds the training split
         feeder = load_feeder(model_path, data_path, opts) if opts.data_source == "stream" else None
-        return monitor(serial, baud, usb_ids, log_path, csv_path, str(Path(log_path).with_suffix(".png")),
-                       model_path, True, timeout, 10.0,
-                       headroom=bundle.manifest["training"]["options"]["headroom"],
-                       reconnect_timeout=reconnect_timeout, ended=ended, feeder=feeder,
-                       checkpoint_path=checkpoint_path, resume_path=resume_path,
-                       options_sha256=bundle.manifest["training"]["options_sha256"], view=view, say=say,
-                       keys_from=keys_from)
+        return monitor(
+            serial,
+            baud,
+            usb_ids,
+            log_path,
+            csv_path,
+            str(Path(log_path).with_suffix(".png")),
+            model_path,
+            True,
+            timeout,
+            10.0,
+            headroom=bundle.manifest["training"]["options"]["headroom"],
+            reconnect_timeout=reconnect_timeout,
+            ended=ended,
+            feeder=feeder,
+            checkpoint_path=checkpoint_path,
+            resume_path=resume_path,
+            options_sha256=bundle.manifest["training"]["options_sha256"],
+            view=view,
+            say=say,
+            keys_from=keys_from,
+        )
     finally:
         if flashed.serial_url is not None and flashed.pid is not None:
             notes: list[str] = []
             if not stop_qemu(bundle.path, say=notes.append):  # normally the firmware has exited QEMU already
-                say("qemu    the firmware ended; " + notes[-1].split(": ", 1)[-1].replace("[zoflash] ", "")
-                    if notes else "qemu    ended")
+                say(
+                    "qemu    the firmware ended; " + notes[-1].split(": ", 1)[-1].replace("[zoflash] ", "")
+                    if notes
+                    else "qemu    ended"
+                )
             else:
                 say(notes[-1])

@@ -2,25 +2,26 @@
 independent Python reference (engine "reference"); both stream the same telemetry frames into
 a Session (JSONL log, live view, weights file, plot).  ENGINE_RUNNERS is the one place that
 selects an engine."""
+
 from __future__ import annotations
 
 import os
 import subprocess
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
-from zoflash.targets.project import Bundle
 from zoflash.errors import BuildError, ZoflashError
 from zoflash.monitor.feed import Feeder
 from zoflash.monitor.live_view import LiveView
 from zoflash.monitor.plots import plot_run
-from zoflash.spec.wire import LAYOUTS, Frame
 from zoflash.monitor.session import Session, SessionResult, plot_path_for, weights_path_for
 from zoflash.monitor.telemetry import Decoder, decode
 from zoflash.reference.trainer import ReferenceTrainer
+from zoflash.spec.wire import LAYOUTS, Frame
 from zoflash.targets.host_build import run_make
+from zoflash.targets.project import Bundle
 from zoflash.training.compiled import CompiledTraining
 from zoflash.training.options import TrainOptions
 from zoflash.training.weights_file import save_weights
@@ -35,8 +36,12 @@ def c_frames(bundle: Bundle, feeder: Feeder | None = None) -> Iterator[bytes]:
     run_make(bundle, f"build/{prefix}_train")
     exe = bundle.path / "build" / f"{prefix}_train"
     # stdin: nothing (the program reads commands from a pipe on stdin: not from ours), or the feed
-    proc = subprocess.Popen([str(exe)], stdin=subprocess.PIPE if feeder else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [str(exe)],
+        stdin=subprocess.PIPE if feeder else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     needs = Decoder() if feeder else None
     try:
         fd = proc.stdout.fileno()
@@ -88,7 +93,7 @@ def _reference_engine(prep: CompiledTraining, bundle_dir: Path, prefix: str | No
 # (compiled training, bundle directory, prefix) -> (telemetry byte stream, the bundle if one is made)
 Engine = Callable[[CompiledTraining, Path, "str | None"], "tuple[Iterator[bytes], Bundle | None]"]
 ENGINE_RUNNERS: dict[str, Engine] = {
-    "c": _c_engine,                  # the generated training C, built and run on the host
+    "c": _c_engine,  # the generated training C, built and run on the host
     "reference": _reference_engine,  # the independent Python reference trainer
 }
 ENGINES = tuple(ENGINE_RUNNERS)
@@ -101,9 +106,17 @@ class SimulationResult(SessionResult):
     headroom: dict | None = None  # the re-quantization report (--headroom), or None
 
 
-def simulate(model_path: str | Path, data_path: str | Path, opts: TrainOptions, log_path: str | Path | None = None,
-             engine: str = "c", bundle_dir: str | Path | None = None, view: LiveView | None = None,
-             plot: bool = True, prefix: str | None = None) -> SimulationResult:
+def simulate(
+    model_path: str | Path,
+    data_path: str | Path,
+    opts: TrainOptions,
+    log_path: str | Path | None = None,
+    engine: str = "c",
+    bundle_dir: str | Path | None = None,
+    view: LiveView | None = None,
+    plot: bool = True,
+    prefix: str | None = None,
+) -> SimulationResult:
     if engine not in ENGINES:
         raise ZoflashError(f"unknown engine '{engine}'; use one of {', '.join(ENGINES)}")
     prep = compile_for_training(model_path, data_path, opts)
@@ -120,13 +133,21 @@ def simulate(model_path: str | Path, data_path: str | Path, opts: TrainOptions, 
     if out.done is None:
         raise ZoflashError(f"the run ended without its 'done' record (decoder: {out.stats})")
     if log_path is not None:
-        tensors = [dict(index=t.index, name=t.name, dtype=str(t.values.dtype), shape=list(t.values.shape))
-                   for t in prep.training.plan.tensors]
+        tensors = [
+            dict(index=t.index, name=t.name, dtype=str(t.values.dtype), shape=list(t.values.shape))
+            for t in prep.training.plan.tensors
+        ]
         hr = prep.training.headroom
-        out.weights_path = save_weights(weights_path_for(log_path), prep.sha256, session.trained_arrays(tensors),
-                                        scales={t["index"]: t["scales"] for t in hr["tensors"]} if hr else None,
-                                        headroom=hr["bits"] if hr else 0, best=session.best_arrays(tensors))
+        out.weights_path = save_weights(
+            weights_path_for(log_path),
+            prep.sha256,
+            session.trained_arrays(tensors),
+            scales={t["index"]: t["scales"] for t in hr["tensors"]} if hr else None,
+            headroom=hr["bits"] if hr else 0,
+            best=session.best_arrays(tensors),
+        )
         if plot:
-            out.plot_path = plot_run(out.records, plot_path_for(log_path),
-                                     f"{prep.path.name}: {opts.describe()} ({engine})")
+            out.plot_path = plot_run(
+                out.records, plot_path_for(log_path), f"{prep.path.name}: {opts.describe()} ({engine})"
+            )
     return out

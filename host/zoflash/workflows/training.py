@@ -1,5 +1,6 @@
 """Compile for training, then render the training bundle: load the model once, compile and plan
 once (training.pipeline), measure what the headroom did (on the C), render for the board."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,8 +19,9 @@ from zoflash.training.render import render_training
 from zoflash.workflows import headroom
 
 
-def compile_for_training(model_path: str | Path, data_path: str | Path, opts: TrainOptions,
-                         loaded: tuple[Graph, bytes] | None = None) -> CompiledTraining:
+def compile_for_training(
+    model_path: str | Path, data_path: str | Path, opts: TrainOptions, loaded: tuple[Graph, bytes] | None = None
+) -> CompiledTraining:
     """The model (read from `model_path` unless `loaded` gives its graph and bytes) compiled and
     planned for training on the data; a --headroom report gets the outputs' measured change."""
     graph, raw = loaded if loaded is not None else load_tflite(model_path)
@@ -31,13 +33,23 @@ def compile_for_training(model_path: str | Path, data_path: str | Path, opts: Tr
 def refuse_stateful(graph: Graph, model_path: str | Path) -> None:
     """Training a model that keeps state across invokes is refused with what to do instead."""
     if any(t.is_variable for t in graph.tensors) or any(op.type == "VAR_HANDLE" for op in graph.ops):
-        raise UnsupportedModelError(str(model_path), [
-            "the model keeps state across invokes (variable tensors, e.g. SVDF, or resource variables); "
-            "training a stateful model is not supported yet: build it without --data for inference"])
+        raise UnsupportedModelError(
+            str(model_path),
+            [
+                "the model keeps state across invokes (variable tensors, e.g. SVDF, or resource variables); "
+                "training a stateful model is not supported yet: build it without --data for inference"
+            ],
+        )
 
 
-def training_bundle(prep: CompiledTraining, board: str | boards_mod.Board, out_dir: str | Path,
-                    prefix: str | None = None, npu=None, boundary_expected: int | None = None) -> Bundle:
+def training_bundle(
+    prep: CompiledTraining,
+    board: str | boards_mod.Board,
+    out_dir: str | Path,
+    prefix: str | None = None,
+    npu=None,
+    boundary_expected: int | None = None,
+) -> Bundle:
     """The training bundle for a board (an id, or a Board with its memory plan: budget.fit): the
     model, the training wiring and the data. `npu` (an NpuRequest of targets/npu.py's backends): the
     frozen prefix runs on the board's NPU. `boundary_expected`: the host simulation's boundary
@@ -46,15 +58,18 @@ def training_bundle(prep: CompiledTraining, board: str | boards_mod.Board, out_d
         board = boards_mod.load_board(board)
     prefix = prefix or c_identifier(prep.path.stem)
     if npu is None:
-        sources = render_training(prep.model, prep.training, prefix, prep.path.name, prep.sha256,
-                                  boundary_expected=boundary_expected)
+        sources = render_training(
+            prep.model, prep.training, prefix, prep.path.name, prep.sha256, boundary_expected=boundary_expected
+        )
     else:
         extra = backend_for(npu.accelerator).load().npu_sources(prep, board, npu, prefix)
-        sources = render_training(prep.model, prep.training, prefix, prep.path.name, prep.sha256, extra.run_steps,
-                                  boundary_expected)
+        sources = render_training(
+            prep.model, prep.training, prefix, prep.path.name, prep.sha256, extra.run_steps, boundary_expected
+        )
         sources.files.update(extra.files)
         sources.blobs.update(extra.blobs)
         sources.make.update(extra.make)
         sources.manifest["npu"] = extra.manifest
-    return generate_bundle(prep.model, board, Path(out_dir), prep.path.name, prep.sha256, prefix=prefix,
-                           training=sources)
+    return generate_bundle(
+        prep.model, board, Path(out_dir), prep.path.name, prep.sha256, prefix=prefix, training=sources
+    )

@@ -3,12 +3,25 @@
 Each family module registers its ops when imported, in the order of FAMILIES, which is also the
 order of the docs (`zoflash ops`, docs/ops.md, the README's table).
 """
+
 import importlib
 
 from zoflash.compiler.ops.registry import OPS, Kernel, OpEntry, Problem
 
-FAMILIES = ("convolution", "fully_connected", "pooling", "binary", "data_movement", "movement", "reduction",
-            "activation", "resize", "sequence", "variables", "cast")
+FAMILIES = (
+    "convolution",
+    "fully_connected",
+    "pooling",
+    "binary",
+    "data_movement",
+    "movement",
+    "reduction",
+    "activation",
+    "resize",
+    "sequence",
+    "variables",
+    "cast",
+)
 for _family in FAMILIES:
     importlib.import_module(f"{__name__}.{_family}")
 

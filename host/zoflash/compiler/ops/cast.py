@@ -4,6 +4,7 @@ In int8 models it converts ARG_MAX's int32 indices (to int8, int16, or float32 f
 a CAST may make a model output of any of these types. Float32 to an integer type is refused: out
 of range it is undefined behaviour in C and C++, so TFLM's result is not reproducible.
 """
+
 from __future__ import annotations
 
 from zoflash.compiler import kernels
@@ -26,8 +27,14 @@ TYPES = tuple(kernels.CAST_TYPES)
 
 def _kernel(src: str, dst: str) -> Kernel:
     a, b = DTYPE_SIZES[src], DTYPE_SIZES[dst]
-    return Kernel(f"cast_{src}_{dst}", "zo_cast", "zo_cast_params_t", kernels.cast_params, (src, dst),
-                  lambda p: (a * p["size"], b * p["size"]))
+    return Kernel(
+        f"cast_{src}_{dst}",
+        "zo_cast",
+        "zo_cast_params_t",
+        kernels.cast_params,
+        (src, dst),
+        lambda p: (a * p["size"], b * p["size"]),
+    )
 
 
 # One kernel entry per pair (the verifier checks each argument's type), one C function.
@@ -54,13 +61,20 @@ def lower_cast(graph: Graph, op: Op) -> Step:
     return Step(op, kernel.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
 
 
-register(OpEntry(
-    types=("CAST",),
-    summary="int8, int16, int32 -> int8, int16, int32, float32 (a C cast: narrowing keeps the low bits) and "
-            "float32 -> float32; may make a model output (e.g. of ARG_MAX's indices)",
-    # Any type here: cast_types says which pairs, in one message.
-    inputs=(Arg("input", DATA, ()),), outputs=(Arg("output", DATA, ()),), lower=lower_cast,
-    kernels=tuple(CASTS.values()),
-    options=(any_value("in_data_type", "any (the tensors' types decide)", default=None),
-             any_value("out_data_type", "any (the tensors' types decide)", default=None)),
-    constraints=(cast_types, same_size)))
+register(
+    OpEntry(
+        types=("CAST",),
+        summary="int8, int16, int32 -> int8, int16, int32, float32 (a C cast: narrowing keeps the low bits) and "
+        "float32 -> float32; may make a model output (e.g. of ARG_MAX's indices)",
+        # Any type here: cast_types says which pairs, in one message.
+        inputs=(Arg("input", DATA, ()),),
+        outputs=(Arg("output", DATA, ()),),
+        lower=lower_cast,
+        kernels=tuple(CASTS.values()),
+        options=(
+            any_value("in_data_type", "any (the tensors' types decide)", default=None),
+            any_value("out_data_type", "any (the tensors' types decide)", default=None),
+        ),
+        constraints=(cast_types, same_size),
+    )
+)

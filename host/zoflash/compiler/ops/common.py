@@ -4,9 +4,10 @@ The legality pass runs STRUCTURE first: when an op lacks a tensor, nothing else 
 be checked. Then GENERIC and the op's own constraints, all of them, so the user sees every
 problem at once.
 """
+
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -54,6 +55,7 @@ def activation_issue(t: Tensor, role: str, hint: str = "", dtypes: tuple[str, ..
 
 # --------------------------------------------------------------------------------- STRUCTURE
 
+
 def tensors_exist(graph: Graph, op: Op) -> str | None:
     """every tensor the op names must exist in the model"""
     n = len(graph.tensors)
@@ -83,11 +85,15 @@ STRUCTURE = (tensors_exist, has_every_tensor)
 
 # ----------------------------------------------------------------------------------- GENERIC
 
+
 def activations_int8(graph: Graph, op: Op) -> str | None:
     """activations must be int8 (or int16 where `zoflash ops` lists it) with per-tensor quantization (one scale
     and zero point)"""
-    issues = [activation_issue(t, arg.role, arg.hint, arg.dtypes) for arg, t in bound_tensors(graph, op)
-              if arg.kind == ACTIVATION]
+    issues = [
+        activation_issue(t, arg.role, arg.hint, arg.dtypes)
+        for arg, t in bound_tensors(graph, op)
+        if arg.kind == ACTIVATION
+    ]
     return "; ".join(i for i in issues if i) or None
 
 
@@ -98,8 +104,10 @@ def parameters_constant(graph: Graph, op: Op) -> str | None:
         if arg.kind == CONSTANT and not t.is_constant:
             issues.append(f"{arg.role} '{t.name}' is computed at run time")
         elif arg.kind != ACTIVATION and arg.dtypes and t.dtype not in arg.dtypes:
-            issues.append(f"{arg.role} {t.describe()} is {t.dtype}, not {'/'.join(arg.dtypes)}"
-                          + (f" ({arg.hint})" if arg.hint else ""))
+            issues.append(
+                f"{arg.role} {t.describe()} is {t.dtype}, not {'/'.join(arg.dtypes)}"
+                + (f" ({arg.hint})" if arg.hint else "")
+            )
     return "; ".join(issues) or None
 
 
@@ -132,10 +140,14 @@ GENERIC = (activations_int8, parameters_constant, outputs_computed, options_acce
 
 # ------------------------------------------------------------------ shared by several families
 
+
 def image_4d(graph: Graph, op: Op) -> str | None:
     """input and output must be 4-D [1, height, width, channels] (batch 1)"""
-    bad = [t.describe() for t in (input_tensor(graph, op, 0), output_tensor(graph, op))
-           if len(t.shape) != 4 or t.shape[0] != 1]
+    bad = [
+        t.describe()
+        for t in (input_tensor(graph, op, 0), output_tensor(graph, op))
+        if len(t.shape) != 4 or t.shape[0] != 1
+    ]
     return "; ".join(bad) or None
 
 
@@ -153,8 +165,10 @@ def window_output_size(graph: Graph, op: Op) -> str | None:
     (out_h, out_w), _ = quant.compute_padding_hw(stride, dilation, x.shape[1:3], window, padding)
     if out_h >= 1 and out_w >= 1 and (out_h, out_w) == tuple(y.shape[1:3]):
         return None
-    return (f"input {shape(x)}, window {window[0]}x{window[1]}, stride {stride}, dilation {dilation}, "
-            f"{padding} padding give {out_h}x{out_w}; the output is {shape(y)}")
+    return (
+        f"input {shape(x)}, window {window[0]}x{window[1]}, stride {stride}, dilation {dilation}, "
+        f"{padding} padding give {out_h}x{out_w}; the output is {shape(y)}"
+    )
 
 
 def same_shape(graph: Graph, op: Op) -> str | None:
@@ -187,8 +201,10 @@ def weights_scales_per_output_channel(graph: Graph, op: Op) -> str | None:
     q, axis = w.quant, weights_axis(op)
     if not q.per_channel or (q.axis == axis and len(q.scales) == w.shape[axis]):
         return None
-    return (f"weights '{w.name}' {shape(w)} have {len(q.scales)} scales along axis {q.axis}; "
-            f"expected {w.shape[axis]} along axis {axis}")
+    return (
+        f"weights '{w.name}' {shape(w)} have {len(q.scales)} scales along axis {q.axis}; "
+        f"expected {w.shape[axis]} along axis {axis}"
+    )
 
 
 def bias_per_output_channel(graph: Graph, op: Op) -> str | None:
@@ -210,16 +226,19 @@ def same_quantization(a: Tensor, b: Tensor, tolerance: float = 0.0) -> bool:
 def output_keeps_input_quantization(why: str):
     """A constraint: input 0 and output 0 share scale and zero point exactly; `why` says why the op
     needs it (it goes into the rule the user reads)."""
+
     def check(graph, op) -> str | None:
         x, y = graph.tensors[op.inputs[0]], graph.tensors[op.outputs[0]]
         if same_quantization(x, y):
             return None
-        return (f"input scale {x.quant.scale:.9g}, zero point {x.quant.zero_point}; output scale "
-                f"{y.quant.scale:.9g}, zero point {y.quant.zero_point}")
+        return (
+            f"input scale {x.quant.scale:.9g}, zero point {x.quant.zero_point}; output scale "
+            f"{y.quant.scale:.9g}, zero point {y.quant.zero_point}"
+        )
+
     check.__doc__ = f"input and output must share scale and zero point ({why})"
     check.__name__ = "output_keeps_input_quantization"
     return check
-
 
 
 # ==== int16 activations (16x8 quantization) ====================================================
@@ -247,6 +266,8 @@ def weighted_16x8(graph: Graph, op: Op) -> str | None:
     if x.dtype == "int16":
         issues += [f"{role} {t.describe()}" for role, t in (("input", x), ("output", y)) if t.quant.zero_point != 0]
     return "; ".join(issues) or None
+
+
 # ==== end of int16 activations =================================================================
 
 

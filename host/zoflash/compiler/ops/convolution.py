@@ -1,4 +1,5 @@
 """CONV_2D, DEPTHWISE_CONV_2D and TRANSPOSE_CONV."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,32 +34,73 @@ from zoflash.compiler.ops.registry import (
 )
 from zoflash.compiler.program import Step
 
-CONV2D = Kernel("conv2d", "zo_conv2d_s8", "zo_conv2d_params_t", kernels.conv2d_params,
-                ("int8", "int8", "int32", "int8"),
-                lambda p: (p["input_h"] * p["input_w"] * p["input_c"],
-                           p["output_c"] * p["filter_h"] * p["filter_w"] * p["filter_c"],
-                           4 * p["output_c"], p["output_h"] * p["output_w"] * p["output_c"]))
-DEPTHWISE_CONV2D = Kernel("depthwise_conv2d", "zo_depthwise_conv2d_s8", "zo_depthwise_conv2d_params_t",
-                          kernels.depthwise_conv2d_params, ("int8", "int8", "int32", "int8"),
-                          lambda p: (p["input_h"] * p["input_w"] * p["input_c"],
-                                     p["filter_h"] * p["filter_w"] * p["output_c"],
-                                     4 * p["output_c"], p["output_h"] * p["output_w"] * p["output_c"]))
+CONV2D = Kernel(
+    "conv2d",
+    "zo_conv2d_s8",
+    "zo_conv2d_params_t",
+    kernels.conv2d_params,
+    ("int8", "int8", "int32", "int8"),
+    lambda p: (
+        p["input_h"] * p["input_w"] * p["input_c"],
+        p["output_c"] * p["filter_h"] * p["filter_w"] * p["filter_c"],
+        4 * p["output_c"],
+        p["output_h"] * p["output_w"] * p["output_c"],
+    ),
+)
+DEPTHWISE_CONV2D = Kernel(
+    "depthwise_conv2d",
+    "zo_depthwise_conv2d_s8",
+    "zo_depthwise_conv2d_params_t",
+    kernels.depthwise_conv2d_params,
+    ("int8", "int8", "int32", "int8"),
+    lambda p: (
+        p["input_h"] * p["input_w"] * p["input_c"],
+        p["filter_h"] * p["filter_w"] * p["output_c"],
+        4 * p["output_c"],
+        p["output_h"] * p["output_w"] * p["output_c"],
+    ),
+)
 
-CONV2D_S16 = Kernel("conv2d_s16", "zo_conv2d_s16", "zo_conv2d_params_t", kernels_int16.conv2d_s16_params,
-                    ("int16", "int8", "int64", "int16"),
-                    lambda p: (2 * p["input_h"] * p["input_w"] * p["input_c"],
-                               p["output_c"] * p["filter_h"] * p["filter_w"] * p["filter_c"],
-                               8 * p["output_c"], 2 * p["output_h"] * p["output_w"] * p["output_c"]))
-DEPTHWISE_CONV2D_S16 = Kernel("depthwise_conv2d_s16", "zo_depthwise_conv2d_s16", "zo_depthwise_conv2d_params_t",
-                              kernels_int16.depthwise_conv2d_s16_params, ("int16", "int8", "int64", "int16"),
-                              lambda p: (2 * p["input_h"] * p["input_w"] * p["input_c"],
-                                         p["filter_h"] * p["filter_w"] * p["output_c"],
-                                         8 * p["output_c"], 2 * p["output_h"] * p["output_w"] * p["output_c"]))
+CONV2D_S16 = Kernel(
+    "conv2d_s16",
+    "zo_conv2d_s16",
+    "zo_conv2d_params_t",
+    kernels_int16.conv2d_s16_params,
+    ("int16", "int8", "int64", "int16"),
+    lambda p: (
+        2 * p["input_h"] * p["input_w"] * p["input_c"],
+        p["output_c"] * p["filter_h"] * p["filter_w"] * p["filter_c"],
+        8 * p["output_c"],
+        2 * p["output_h"] * p["output_w"] * p["output_c"],
+    ),
+)
+DEPTHWISE_CONV2D_S16 = Kernel(
+    "depthwise_conv2d_s16",
+    "zo_depthwise_conv2d_s16",
+    "zo_depthwise_conv2d_params_t",
+    kernels_int16.depthwise_conv2d_s16_params,
+    ("int16", "int8", "int64", "int16"),
+    lambda p: (
+        2 * p["input_h"] * p["input_w"] * p["input_c"],
+        p["filter_h"] * p["filter_w"] * p["output_c"],
+        8 * p["output_c"],
+        2 * p["output_h"] * p["output_w"] * p["output_c"],
+    ),
+)
 
-INPUTS = (Arg("input", dtypes=INT8_INT16), Arg("weights", CONSTANT, ("int8",)),
-          Arg("bias", CONSTANT, ("int32", "int64"), optional=True))
-OPTIONS = (at_least("stride_h", 1), at_least("stride_w", 1), at_least("dilation_h_factor", 1, default=1),
-           at_least("dilation_w_factor", 1, default=1), one_of("padding", "SAME", "VALID"), FUSED_ACTIVATION)
+INPUTS = (
+    Arg("input", dtypes=INT8_INT16),
+    Arg("weights", CONSTANT, ("int8",)),
+    Arg("bias", CONSTANT, ("int32", "int64"), optional=True),
+)
+OPTIONS = (
+    at_least("stride_h", 1),
+    at_least("stride_w", 1),
+    at_least("dilation_h_factor", 1, default=1),
+    at_least("dilation_w_factor", 1, default=1),
+    one_of("padding", "SAME", "VALID"),
+    FUSED_ACTIVATION,
+)
 
 
 def weights_4d(graph: Graph, op: Op) -> str | None:
@@ -87,50 +129,90 @@ def depthwise_channels(graph: Graph, op: Op) -> str | None:
 
 
 def lower_conv(graph: Graph, op: Op) -> Step:
-    x, w, b, y = (input_tensor(graph, op, 0), input_tensor(graph, op, 1), input_tensor(graph, op, 2),
-                  output_tensor(graph, op))
-    common = dict(input_hwc=x.shape[1:], output_hwc=y.shape[1:],
-                  stride_hw=(option(op, "stride_h"), option(op, "stride_w")),
-                  dilation_hw=(option(op, "dilation_h_factor"), option(op, "dilation_w_factor")),
-                  padding=option(op, "padding"), input_scale=x.quant.scale, input_zp=x.quant.zero_point,
-                  filter_scales=w.quant.scales, output_scale=y.quant.scale, output_zp=y.quant.zero_point,
-                  activation=option(op, "fused_activation_function"))
+    x, w, b, y = (
+        input_tensor(graph, op, 0),
+        input_tensor(graph, op, 1),
+        input_tensor(graph, op, 2),
+        output_tensor(graph, op),
+    )
+    common = dict(
+        input_hwc=x.shape[1:],
+        output_hwc=y.shape[1:],
+        stride_hw=(option(op, "stride_h"), option(op, "stride_w")),
+        dilation_hw=(option(op, "dilation_h_factor"), option(op, "dilation_w_factor")),
+        padding=option(op, "padding"),
+        input_scale=x.quant.scale,
+        input_zp=x.quant.zero_point,
+        filter_scales=w.quant.scales,
+        output_scale=y.quant.scale,
+        output_zp=y.quant.zero_point,
+        activation=option(op, "fused_activation_function"),
+    )
     int16 = x.dtype == "int16"
     if op.type == "DEPTHWISE_CONV_2D":
         kernel = DEPTHWISE_CONV2D_S16 if int16 else DEPTHWISE_CONV2D
-        params = build(graph, op, kernel, filter_1hwo=w.shape, depth_multiplier=option(op, "depth_multiplier"),
-                       **common)
+        params = build(
+            graph, op, kernel, filter_1hwo=w.shape, depth_multiplier=option(op, "depth_multiplier"), **common
+        )
     else:
         kernel = CONV2D_S16 if int16 else CONV2D
         params = build(graph, op, kernel, filter_ohwi=w.shape, **common)
         if not int16:
             params["folded_bias"] = folded_bias(w, b, x.quant.zero_point)
-    return Step(op, kernel.name, params, args=[x.index, w.index, b.index if b is not None else None, y.index],
-                inputs=(x.index,), outputs=(y.index,))
+    return Step(
+        op,
+        kernel.name,
+        params,
+        args=[x.index, w.index, b.index if b is not None else None, y.index],
+        inputs=(x.index,),
+        outputs=(y.index,),
+    )
 
 
-register(OpEntry(
-    types=("CONV_2D",), summary="stride, SAME/VALID, dilation, grouped; fused NONE/RELU/RELU6/RELU_N1_TO_1; int8, "
-                                "or 16x8 (int16 activations, int64 bias)",
-    inputs=INPUTS, outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_conv, kernels=(CONV2D, CONV2D_S16),
-    options=OPTIONS, constraints=(image_4d, weights_4d, *WEIGHTS, weighted_16x8, conv_channels, window_output_size)))
+register(
+    OpEntry(
+        types=("CONV_2D",),
+        summary="stride, SAME/VALID, dilation, grouped; fused NONE/RELU/RELU6/RELU_N1_TO_1; int8, "
+        "or 16x8 (int16 activations, int64 bias)",
+        inputs=INPUTS,
+        outputs=(Arg("output", dtypes=INT8_INT16),),
+        lower=lower_conv,
+        kernels=(CONV2D, CONV2D_S16),
+        options=OPTIONS,
+        constraints=(image_4d, weights_4d, *WEIGHTS, weighted_16x8, conv_channels, window_output_size),
+    )
+)
 
-register(OpEntry(
-    types=("DEPTHWISE_CONV_2D",), summary="depth multiplier, stride, SAME/VALID, dilation; int8, or 16x8 (int16 "
-                                          "activations, int64 bias)",
-    inputs=INPUTS, outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_conv,
-    kernels=(DEPTHWISE_CONV2D, DEPTHWISE_CONV2D_S16), options=OPTIONS + (at_least("depth_multiplier", 1, default=1),),
-    constraints=(image_4d, weights_4d, *WEIGHTS, weighted_16x8, depthwise_channels, window_output_size)))
+register(
+    OpEntry(
+        types=("DEPTHWISE_CONV_2D",),
+        summary="depth multiplier, stride, SAME/VALID, dilation; int8, or 16x8 (int16 activations, int64 bias)",
+        inputs=INPUTS,
+        outputs=(Arg("output", dtypes=INT8_INT16),),
+        lower=lower_conv,
+        kernels=(DEPTHWISE_CONV2D, DEPTHWISE_CONV2D_S16),
+        options=OPTIONS + (at_least("depth_multiplier", 1, default=1),),
+        constraints=(image_4d, weights_4d, *WEIGHTS, weighted_16x8, depthwise_channels, window_output_size),
+    )
+)
 
 
 # ==== TRANSPOSE_CONV ==========================================================================
 # Inputs: 0 the output shape (constant int32), 1 weights [out, h, w, in], 2 input, 3 bias (optional).
 
-TRANSPOSE_CONV = Kernel("transpose_conv", "zo_transpose_conv_s8", "zo_transpose_conv_params_t",
-                        kernels.transpose_conv_params, ("int8", "int8", "int32", "int8"),
-                        lambda p: (p["input_h"] * p["input_w"] * p["input_c"],
-                                   p["output_c"] * p["filter_h"] * p["filter_w"] * p["input_c"],
-                                   4 * p["output_c"], p["output_h"] * p["output_w"] * p["output_c"]))
+TRANSPOSE_CONV = Kernel(
+    "transpose_conv",
+    "zo_transpose_conv_s8",
+    "zo_transpose_conv_params_t",
+    kernels.transpose_conv_params,
+    ("int8", "int8", "int32", "int8"),
+    lambda p: (
+        p["input_h"] * p["input_w"] * p["input_c"],
+        p["output_c"] * p["filter_h"] * p["filter_w"] * p["input_c"],
+        4 * p["output_c"],
+        p["output_h"] * p["output_w"] * p["output_c"],
+    ),
+)
 
 
 def tconv_4d(graph: Graph, op: Op) -> str | None:
@@ -171,28 +253,72 @@ def tconv_input_size(graph: Graph, op: Op) -> str | None:
     (h, wd), _ = quant.compute_padding_hw(stride, (1, 1), y.shape[1:3], w.shape[1:3], padding)
     if (h, wd) == tuple(x.shape[1:3]):
         return None
-    return (f"output {shape(y)}, window {w.shape[1]}x{w.shape[2]}, stride {stride}, {padding} padding give "
-            f"{h}x{wd}; the input is {shape(x)}")
+    return (
+        f"output {shape(y)}, window {w.shape[1]}x{w.shape[2]}, stride {stride}, {padding} padding give "
+        f"{h}x{wd}; the input is {shape(x)}"
+    )
 
 
 def lower_transpose_conv(graph: Graph, op: Op) -> Step:
-    w, x, b, y = (input_tensor(graph, op, 1), input_tensor(graph, op, 2), input_tensor(graph, op, 3),
-                  output_tensor(graph, op))
-    params = build(graph, op, TRANSPOSE_CONV, input_hwc=x.shape[1:], output_hwc=y.shape[1:], filter_ohwi=w.shape,
-                   stride_hw=(option(op, "stride_h"), option(op, "stride_w")), padding=option(op, "padding"),
-                   input_scale=x.quant.scale, input_zp=x.quant.zero_point, filter_scales=w.quant.scales,
-                   output_scale=y.quant.scale, output_zp=y.quant.zero_point,
-                   activation=option(op, "fused_activation_function"))
-    return Step(op, TRANSPOSE_CONV.name, params,
-                args=[x.index, w.index, b.index if b is not None else None, y.index],
-                inputs=(x.index,), outputs=(y.index,))
+    w, x, b, y = (
+        input_tensor(graph, op, 1),
+        input_tensor(graph, op, 2),
+        input_tensor(graph, op, 3),
+        output_tensor(graph, op),
+    )
+    params = build(
+        graph,
+        op,
+        TRANSPOSE_CONV,
+        input_hwc=x.shape[1:],
+        output_hwc=y.shape[1:],
+        filter_ohwi=w.shape,
+        stride_hw=(option(op, "stride_h"), option(op, "stride_w")),
+        padding=option(op, "padding"),
+        input_scale=x.quant.scale,
+        input_zp=x.quant.zero_point,
+        filter_scales=w.quant.scales,
+        output_scale=y.quant.scale,
+        output_zp=y.quant.zero_point,
+        activation=option(op, "fused_activation_function"),
+    )
+    return Step(
+        op,
+        TRANSPOSE_CONV.name,
+        params,
+        args=[x.index, w.index, b.index if b is not None else None, y.index],
+        inputs=(x.index,),
+        outputs=(y.index,),
+    )
 
 
-register(OpEntry(
-    types=("TRANSPOSE_CONV",), summary="stride, SAME/VALID, per-channel weights, optional bias; fused activation",
-    inputs=(Arg("output_shape", CONSTANT, ("int32",)), Arg("weights", CONSTANT, ("int8",)), Arg("input"),
-            Arg("bias", CONSTANT, ("int32",), optional=True)),
-    outputs=(Arg("output"),), lower=lower_transpose_conv, kernels=(TRANSPOSE_CONV,),
-    options=(at_least("stride_h", 1), at_least("stride_w", 1), one_of("padding", "SAME", "VALID"), FUSED_ACTIVATION),
-    constraints=(tconv_4d, output_shape_matches, weights_quantized, weights_symmetric,
-                 weights_scales_per_output_channel, tconv_bias, tconv_input_size)))
+register(
+    OpEntry(
+        types=("TRANSPOSE_CONV",),
+        summary="stride, SAME/VALID, per-channel weights, optional bias; fused activation",
+        inputs=(
+            Arg("output_shape", CONSTANT, ("int32",)),
+            Arg("weights", CONSTANT, ("int8",)),
+            Arg("input"),
+            Arg("bias", CONSTANT, ("int32",), optional=True),
+        ),
+        outputs=(Arg("output"),),
+        lower=lower_transpose_conv,
+        kernels=(TRANSPOSE_CONV,),
+        options=(
+            at_least("stride_h", 1),
+            at_least("stride_w", 1),
+            one_of("padding", "SAME", "VALID"),
+            FUSED_ACTIVATION,
+        ),
+        constraints=(
+            tconv_4d,
+            output_shape_matches,
+            weights_quantized,
+            weights_symmetric,
+            weights_scales_per_output_channel,
+            tconv_bias,
+            tconv_input_size,
+        ),
+    )
+)

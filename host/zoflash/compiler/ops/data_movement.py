@@ -1,4 +1,5 @@
 """Ops that move bytes: the RESHAPE family (no code), PAD / PADV2 and CONCATENATION."""
+
 from __future__ import annotations
 
 import math
@@ -29,18 +30,45 @@ _PAD_MAX_RANK = 5  # as TFLM
 _CONCAT_MAX_INPUTS = 10  # as TFLM
 _CONCAT_MAX_RANK = 6  # as TFLM
 
-PAD = Kernel("pad", "zo_pad_s8", "zo_pad_params_t", kernels.pad_params, ("int8", "int8"),
-             lambda p: (math.prod(p[f"in_d{k}"] for k in range(5)),
-                        math.prod(p[f"in_d{k}"] + p[f"before{k}"] + p[f"after{k}"] for k in range(5))))
-CONCAT = Kernel("concat", "zo_concat_s8", "zo_concat_params_t", kernels.concat_params, ("int8", "int8"),
-                lambda p: ([p["outer"] * int(c) for c in p["chunk"]], p["outer"] * int(sum(p["chunk"]))))
-PAD_S16 = Kernel("pad_s16", "zo_pad_s16", "zo_pad_params_t", kernels_int16.pad_s16_params, ("int16", "int16"),
-                 lambda p: tuple(2 * n for n in PAD.extents(p)))
-CONCAT_S16 = Kernel("concat_s16", "zo_concat_s16", "zo_concat_params_t", kernels.concat_params, ("int16", "int16"),
-                    lambda p: ([2 * n for n in CONCAT.extents(p)[0]], 2 * CONCAT.extents(p)[1]))
+PAD = Kernel(
+    "pad",
+    "zo_pad_s8",
+    "zo_pad_params_t",
+    kernels.pad_params,
+    ("int8", "int8"),
+    lambda p: (
+        math.prod(p[f"in_d{k}"] for k in range(5)),
+        math.prod(p[f"in_d{k}"] + p[f"before{k}"] + p[f"after{k}"] for k in range(5)),
+    ),
+)
+CONCAT = Kernel(
+    "concat",
+    "zo_concat_s8",
+    "zo_concat_params_t",
+    kernels.concat_params,
+    ("int8", "int8"),
+    lambda p: ([p["outer"] * int(c) for c in p["chunk"]], p["outer"] * int(sum(p["chunk"]))),
+)
+PAD_S16 = Kernel(
+    "pad_s16",
+    "zo_pad_s16",
+    "zo_pad_params_t",
+    kernels_int16.pad_s16_params,
+    ("int16", "int16"),
+    lambda p: tuple(2 * n for n in PAD.extents(p)),
+)
+CONCAT_S16 = Kernel(
+    "concat_s16",
+    "zo_concat_s16",
+    "zo_concat_params_t",
+    kernels.concat_params,
+    ("int16", "int16"),
+    lambda p: ([2 * n for n in CONCAT.extents(p)[0]], 2 * CONCAT.extents(p)[1]),
+)
 
 
 # ------------------------------------------------------------------------------- RESHAPE family
+
 
 def same_bytes(graph: Graph, op: Op) -> str | None:
     """the output must have the input's type and element count (the op moves no data)"""
@@ -58,13 +86,20 @@ def lower_reshape(graph: Graph, op: Op) -> Alias:
     return Alias(op, op.inputs[0], op.outputs[0])
 
 
-register(OpEntry(
-    types=("RESHAPE", "SQUEEZE", "EXPAND_DIMS"), summary="no code: the output aliases the input's bytes",
-    inputs=(Arg("input", DATA, ()), Arg("shape or axis", DATA, (), optional=True)),
-    outputs=(Arg("output", DATA, ()),), lower=lower_reshape, constraints=(same_bytes, computed_input_int8)))
+register(
+    OpEntry(
+        types=("RESHAPE", "SQUEEZE", "EXPAND_DIMS"),
+        summary="no code: the output aliases the input's bytes",
+        inputs=(Arg("input", DATA, ()), Arg("shape or axis", DATA, (), optional=True)),
+        outputs=(Arg("output", DATA, ()),),
+        lower=lower_reshape,
+        constraints=(same_bytes, computed_input_int8),
+    )
+)
 
 
 # ------------------------------------------------------------------------------------ PAD, PADV2
+
 
 def _paddings(graph: Graph, op: Op) -> list[tuple[int, int]]:
     return [(int(b), int(a)) for b, a in np.asarray(input_tensor(graph, op, 1).data).reshape(-1, 2)]
@@ -121,15 +156,25 @@ def lower_pad(graph: Graph, op: Op) -> Step:
     return Step(op, kernel.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
 
 
-register(OpEntry(
-    types=("PAD", "PADV2"), summary="int8 or int16, up to 5-D, pad value = output zero point or the constant",
-    inputs=(Arg("input", dtypes=INT8_INT16), Arg("paddings", CONSTANT, ("int32", "int64")),
-            Arg("constant value", CONSTANT, INT8_INT16, optional=True)),
-    outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_pad, kernels=(PAD, PAD_S16),
-    constraints=(same_type, pad_rank, paddings_shape, paddings_in_range, pad_output_shape, pad_value_quantization)))
+register(
+    OpEntry(
+        types=("PAD", "PADV2"),
+        summary="int8 or int16, up to 5-D, pad value = output zero point or the constant",
+        inputs=(
+            Arg("input", dtypes=INT8_INT16),
+            Arg("paddings", CONSTANT, ("int32", "int64")),
+            Arg("constant value", CONSTANT, INT8_INT16, optional=True),
+        ),
+        outputs=(Arg("output", dtypes=INT8_INT16),),
+        lower=lower_pad,
+        kernels=(PAD, PAD_S16),
+        constraints=(same_type, pad_rank, paddings_shape, paddings_in_range, pad_output_shape, pad_value_quantization),
+    )
+)
 
 
 # --------------------------------------------------------------------------------- CONCATENATION
+
 
 def _concat_axis(graph: Graph, op: Op) -> int:
     axis, rank = option(op, "axis"), len(output_tensor(graph, op).shape)
@@ -157,9 +202,12 @@ def concat_shapes(graph: Graph, op: Op) -> str | None:
     xs = [graph.tensors[i] for i in op.inputs]
 
     def outside(s):
-        return tuple(s[:axis]) + tuple(s[axis + 1:])
-    if (all(len(x.shape) == len(y.shape) and outside(x.shape) == outside(y.shape) for x in xs)
-            and sum(x.shape[axis] for x in xs) == y.shape[axis]):
+        return tuple(s[:axis]) + tuple(s[axis + 1 :])
+
+    if (
+        all(len(x.shape) == len(y.shape) and outside(x.shape) == outside(y.shape) for x in xs)
+        and sum(x.shape[axis] for x in xs) == y.shape[axis]
+    ):
         return None
     return f"inputs {[shape(x) for x in xs]} along axis {axis}; the output is {shape(y)}"
 
@@ -176,15 +224,28 @@ def lower_concat(graph: Graph, op: Op) -> Step:
     xs = [graph.tensors[i] for i in op.inputs]
     kernel = CONCAT if y.dtype == "int8" else CONCAT_S16
     params = build(graph, op, kernel, input_shapes=[x.shape for x in xs], axis=_concat_axis(graph, op))
-    return Step(op, kernel.name, params, args=[tuple(x.index for x in xs), y.index],
-                inputs=tuple(x.index for x in xs if not x.is_constant), outputs=(y.index,))
+    return Step(
+        op,
+        kernel.name,
+        params,
+        args=[tuple(x.index for x in xs), y.index],
+        inputs=tuple(x.index for x in xs if not x.is_constant),
+        outputs=(y.index,),
+    )
 
 
-register(OpEntry(
-    types=("CONCATENATION",), summary="int8 or int16, any axis, inputs share the output's quantization (as TFLM "
-                                      "requires)",
-    inputs=(Arg("inputs", dtypes=INT8_INT16, variadic=True),), outputs=(Arg("output", dtypes=INT8_INT16),),
-    lower=lower_concat, kernels=(CONCAT, CONCAT_S16),
-    options=(any_value("axis", "a dimension of the output (negative counts from the end)", default=0),
-             one_of("fused_activation_function", "NONE", default="NONE")),
-    constraints=(same_type, concat_limits, concat_axis_in_range, concat_shapes, concat_quantization)))
+register(
+    OpEntry(
+        types=("CONCATENATION",),
+        summary="int8 or int16, any axis, inputs share the output's quantization (as TFLM requires)",
+        inputs=(Arg("inputs", dtypes=INT8_INT16, variadic=True),),
+        outputs=(Arg("output", dtypes=INT8_INT16),),
+        lower=lower_concat,
+        kernels=(CONCAT, CONCAT_S16),
+        options=(
+            any_value("axis", "a dimension of the output (negative counts from the end)", default=0),
+            one_of("fused_activation_function", "NONE", default="NONE"),
+        ),
+        constraints=(same_type, concat_limits, concat_axis_in_range, concat_shapes, concat_quantization),
+    )
+)

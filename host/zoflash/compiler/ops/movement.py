@@ -4,6 +4,7 @@ concatenation), UNPACK, SPLIT, SPLIT_V (one split, several outputs) and GATHER.
 TFLM copies the bytes for all of them without looking at the quantization (it checks none), so the
 kernels copy bytes too and zoflash checks no quantization either: the result is TFLM's.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,8 +38,9 @@ _INDEX_TYPES = ("int32", "int64")
 
 
 def _copy_kernel(name: str, builder) -> Kernel:
-    return Kernel(name, "zo_strided_copy_s8", "zo_strided_copy_params_t", builder, ("int8", "int8"),
-                  kernels.strided_copy_extents)
+    return Kernel(
+        name, "zo_strided_copy_s8", "zo_strided_copy_params_t", builder, ("int8", "int8"), kernels.strided_copy_extents
+    )
 
 
 TRANSPOSE = _copy_kernel("transpose", kernels.transpose_params)
@@ -46,17 +48,42 @@ SLICE = _copy_kernel("slice", kernels.slice_params)
 STRIDED_SLICE = _copy_kernel("strided_slice", kernels.strided_slice_params)
 # PACK is CONCATENATION's C kernel, with chunks of the new axis
 PACK = Kernel("pack", CONCAT.function, CONCAT.struct, kernels.pack_params, CONCAT.arg_dtypes, CONCAT.extents)
-SPLIT = Kernel("split", "zo_split_s8", "zo_split_params_t", kernels.split_params, ("int8", "int8"),
-               lambda p: (p["outer"] * int(sum(p["chunk"])), [p["outer"] * int(c) for c in p["chunk"]]))
+SPLIT = Kernel(
+    "split",
+    "zo_split_s8",
+    "zo_split_params_t",
+    kernels.split_params,
+    ("int8", "int8"),
+    lambda p: (p["outer"] * int(sum(p["chunk"])), [p["outer"] * int(c) for c in p["chunk"]]),
+)
 # int16 (16x8 models): the same params (they count elements), the C kernels of zo_kernels_int16.c
-_S16 = {k: Kernel(f"{k.name}_s16", f, k.struct, k.build, ("int16", "int16"),
-                  lambda p, k=k: tuple([2 * v for v in e] if isinstance(e, list) else 2 * e for e in k.extents(p)))
-        for k, f in ((TRANSPOSE, "zo_strided_copy_s16"), (SLICE, "zo_strided_copy_s16"),
-                     (STRIDED_SLICE, "zo_strided_copy_s16"), (SPLIT, "zo_split_s16"))}
-_S16[PACK] = Kernel("pack_s16", CONCAT_S16.function, CONCAT_S16.struct, kernels.pack_params, CONCAT_S16.arg_dtypes,
-                    CONCAT_S16.extents)
-GATHER = Kernel("gather", "zo_gather_s8", "zo_gather_params_t", kernels.gather_params, ("int8", "int8"),
-                lambda p: (p["outer"] * p["axis_size"] * p["inner"], p["outer"] * p["num_indices"] * p["inner"]))
+_S16 = {
+    k: Kernel(
+        f"{k.name}_s16",
+        f,
+        k.struct,
+        k.build,
+        ("int16", "int16"),
+        lambda p, k=k: tuple([2 * v for v in e] if isinstance(e, list) else 2 * e for e in k.extents(p)),
+    )
+    for k, f in (
+        (TRANSPOSE, "zo_strided_copy_s16"),
+        (SLICE, "zo_strided_copy_s16"),
+        (STRIDED_SLICE, "zo_strided_copy_s16"),
+        (SPLIT, "zo_split_s16"),
+    )
+}
+_S16[PACK] = Kernel(
+    "pack_s16", CONCAT_S16.function, CONCAT_S16.struct, kernels.pack_params, CONCAT_S16.arg_dtypes, CONCAT_S16.extents
+)
+GATHER = Kernel(
+    "gather",
+    "zo_gather_s8",
+    "zo_gather_params_t",
+    kernels.gather_params,
+    ("int8", "int8"),
+    lambda p: (p["outer"] * p["axis_size"] * p["inner"], p["outer"] * p["num_indices"] * p["inner"]),
+)
 
 
 def _values(graph: Graph, op: Op, pos: int) -> list[int]:
@@ -88,6 +115,7 @@ def _rank_at_most(limit: int):
     def check(graph: Graph, op: Op) -> str | None:
         x = input_tensor(graph, op, 0)
         return x.describe() if len(x.shape) > limit else None
+
     check.__doc__ = f"the input must have at most {limit} dimensions (as TFLM)"
     check.__name__ = f"rank_at_most_{limit}"
     return check
@@ -99,6 +127,7 @@ def _output_shape_is(graph: Graph, op: Op, expected: list[int], how: str) -> str
 
 
 # ------------------------------------------------------------------------------------ TRANSPOSE
+
 
 def perm_valid(graph: Graph, op: Op) -> str | None:
     """the permutation must hold each input dimension exactly once"""
@@ -123,15 +152,21 @@ def lower_transpose(graph: Graph, op: Op) -> Step:
     return _step(graph, op, TRANSPOSE, params, [x.index])
 
 
-register(OpEntry(
-    types=("TRANSPOSE",), summary="any permutation, up to 5-D",
-    inputs=(Arg("input", dtypes=INT8_INT16), Arg("perm", CONSTANT, _INDEX_TYPES)),
-    outputs=(Arg("output", dtypes=INT8_INT16),),
-    lower=lower_transpose, kernels=(TRANSPOSE, _S16[TRANSPOSE]),
-    constraints=(same_type, _rank_at_most(_TRANSPOSE_MAX_RANK), perm_valid, transpose_output_shape)))
+register(
+    OpEntry(
+        types=("TRANSPOSE",),
+        summary="any permutation, up to 5-D",
+        inputs=(Arg("input", dtypes=INT8_INT16), Arg("perm", CONSTANT, _INDEX_TYPES)),
+        outputs=(Arg("output", dtypes=INT8_INT16),),
+        lower=lower_transpose,
+        kernels=(TRANSPOSE, _S16[TRANSPOSE]),
+        constraints=(same_type, _rank_at_most(_TRANSPOSE_MAX_RANK), perm_valid, transpose_output_shape),
+    )
+)
 
 
 # ---------------------------------------------------------------------------------------- SLICE
+
 
 def _slice_sizes(graph: Graph, op: Op) -> tuple[list[int], list[int]]:
     """begin and size, size -1 meaning up to the end of the dimension."""
@@ -148,7 +183,7 @@ def slice_within_input(graph: Graph, op: Op) -> str | None:
         return issue
     x = input_tensor(graph, op, 0)
     begin, size = _slice_sizes(graph, op)
-    if all(0 <= b and 0 <= s and b + s <= d for d, b, s in zip(x.shape, begin, size)):
+    if all(b >= 0 and s >= 0 and b + s <= d for d, b, s in zip(x.shape, begin, size)):
         return None
     return f"begin {begin} size {_values(graph, op, 2)} for a {shape(x)} input"
 
@@ -167,27 +202,45 @@ def lower_slice(graph: Graph, op: Op) -> Step:
     return _step(graph, op, SLICE, params, [x.index])
 
 
-register(OpEntry(
-    types=("SLICE",), summary="up to 5-D",
-    inputs=(Arg("input", dtypes=INT8_INT16), Arg("begin", CONSTANT, _INDEX_TYPES),
-            Arg("size", CONSTANT, _INDEX_TYPES)),
-    outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_slice, kernels=(SLICE, _S16[SLICE]),
-    constraints=(same_type, _rank_at_most(_SLICE_MAX_RANK), slice_within_input, slice_output_shape)))
+register(
+    OpEntry(
+        types=("SLICE",),
+        summary="up to 5-D",
+        inputs=(
+            Arg("input", dtypes=INT8_INT16),
+            Arg("begin", CONSTANT, _INDEX_TYPES),
+            Arg("size", CONSTANT, _INDEX_TYPES),
+        ),
+        outputs=(Arg("output", dtypes=INT8_INT16),),
+        lower=lower_slice,
+        kernels=(SLICE, _S16[SLICE]),
+        constraints=(same_type, _rank_at_most(_SLICE_MAX_RANK), slice_within_input, slice_output_shape),
+    )
+)
 
 
 # -------------------------------------------------------------------------------- STRIDED_SLICE
 
+
 def _strided_slice_args(graph: Graph, op: Op) -> dict:
-    return dict(input_shape=input_tensor(graph, op, 0).shape, begin=_values(graph, op, 1), end=_values(graph, op, 2),
-                strides=_values(graph, op, 3), begin_mask=option(op, "begin_mask"), end_mask=option(op, "end_mask"),
-                shrink_axis_mask=option(op, "shrink_axis_mask"))
+    return dict(
+        input_shape=input_tensor(graph, op, 0).shape,
+        begin=_values(graph, op, 1),
+        end=_values(graph, op, 2),
+        strides=_values(graph, op, 3),
+        begin_mask=option(op, "begin_mask"),
+        end_mask=option(op, "end_mask"),
+        shrink_axis_mask=option(op, "shrink_axis_mask"),
+    )
 
 
 def strided_slice_indices(graph: Graph, op: Op) -> str | None:
     """begin, end and strides must have one value per input dimension, no stride may be 0, and the
     begin of a shrunk axis must lie within it"""
-    issue = next((i for pos, role in ((1, "begin"), (2, "end"), (3, "strides"))
-                  if (i := _index_vector(graph, op, pos, role))), None)
+    issue = next(
+        (i for pos, role in ((1, "begin"), (2, "end"), (3, "strides")) if (i := _index_vector(graph, op, pos, role))),
+        None,
+    )
     if issue:
         return issue
     try:
@@ -204,8 +257,13 @@ def strided_slice_output_shape(graph: Graph, op: Op) -> str | None:
     args = _strided_slice_args(graph, op)
     axes = kernels.strided_slice_axes(**args)
     expected = [count for k, (_, count, _) in enumerate(axes) if not args["shrink_axis_mask"] >> k & 1]
-    return _output_shape_is(graph, op, expected, f"begin {args['begin']} end {args['end']} strides {args['strides']} "
-                            f"(masks {args['begin_mask']}/{args['end_mask']}/{args['shrink_axis_mask']})")
+    return _output_shape_is(
+        graph,
+        op,
+        expected,
+        f"begin {args['begin']} end {args['end']} strides {args['strides']} "
+        f"(masks {args['begin_mask']}/{args['end_mask']}/{args['shrink_axis_mask']})",
+    )
 
 
 def lower_strided_slice(graph: Graph, op: Op) -> Step:
@@ -214,25 +272,44 @@ def lower_strided_slice(graph: Graph, op: Op) -> Step:
 
 
 def _unsupported_mask(name: str) -> Option:
-    return Option(name, "0 (TFLM's kernel ignores this mask, so it would slice differently from TensorFlow)",
-                  lambda v: v == 0, 0)
+    return Option(
+        name, "0 (TFLM's kernel ignores this mask, so it would slice differently from TensorFlow)", lambda v: v == 0, 0
+    )
 
 
-register(OpEntry(
-    types=("STRIDED_SLICE",), summary="up to 4-D, any strides, begin/end/shrink-axis masks",
-    inputs=(Arg("input", dtypes=INT8_INT16), Arg("begin", CONSTANT, ("int32",)), Arg("end", CONSTANT, ("int32",)),
-            Arg("strides", CONSTANT, ("int32",))),
-    outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_strided_slice,
-    kernels=(STRIDED_SLICE, _S16[STRIDED_SLICE]),
-    options=(any_value("begin_mask", "any bit mask", default=0), any_value("end_mask", "any bit mask", default=0),
-             any_value("shrink_axis_mask", "any bit mask", default=0),
-             _unsupported_mask("ellipsis_mask"), _unsupported_mask("new_axis_mask"),
-             one_of("offset", False, default=False)),
-    constraints=(same_type, _rank_at_most(_STRIDED_SLICE_MAX_RANK), strided_slice_indices,
-                 strided_slice_output_shape)))
+register(
+    OpEntry(
+        types=("STRIDED_SLICE",),
+        summary="up to 4-D, any strides, begin/end/shrink-axis masks",
+        inputs=(
+            Arg("input", dtypes=INT8_INT16),
+            Arg("begin", CONSTANT, ("int32",)),
+            Arg("end", CONSTANT, ("int32",)),
+            Arg("strides", CONSTANT, ("int32",)),
+        ),
+        outputs=(Arg("output", dtypes=INT8_INT16),),
+        lower=lower_strided_slice,
+        kernels=(STRIDED_SLICE, _S16[STRIDED_SLICE]),
+        options=(
+            any_value("begin_mask", "any bit mask", default=0),
+            any_value("end_mask", "any bit mask", default=0),
+            any_value("shrink_axis_mask", "any bit mask", default=0),
+            _unsupported_mask("ellipsis_mask"),
+            _unsupported_mask("new_axis_mask"),
+            one_of("offset", False, default=False),
+        ),
+        constraints=(
+            same_type,
+            _rank_at_most(_STRIDED_SLICE_MAX_RANK),
+            strided_slice_indices,
+            strided_slice_output_shape,
+        ),
+    )
+)
 
 
 # ----------------------------------------------------------------------------------------- PACK
+
 
 def pack_inputs(graph: Graph, op: Op) -> str | None:
     """values_count must be the number of inputs, all of one shape"""
@@ -259,21 +336,31 @@ def pack_output_shape(graph: Graph, op: Op) -> str | None:
 
 
 def lower_pack(graph: Graph, op: Op) -> Step:
-    params = build(graph, op, PACK, input_shape=input_tensor(graph, op, 0).shape, count=len(op.inputs),
-                   axis=option(op, "axis"))
+    params = build(
+        graph, op, PACK, input_shape=input_tensor(graph, op, 0).shape, count=len(op.inputs), axis=option(op, "axis")
+    )
     return _step(graph, op, PACK, params, list(op.inputs))
 
 
-register(OpEntry(
-    types=("PACK",), summary="any axis",
-    inputs=(Arg("values", dtypes=INT8_INT16, variadic=True),), outputs=(Arg("output", dtypes=INT8_INT16),),
-    lower=lower_pack, kernels=(PACK, _S16[PACK]),
-    options=(at_least("values_count", 1), any_value("axis", "a dimension of the output (negative counts from the end)",
-                                                    default=0)),
-    constraints=(same_type, pack_inputs, pack_axis_in_range, pack_output_shape)))
+register(
+    OpEntry(
+        types=("PACK",),
+        summary="any axis",
+        inputs=(Arg("values", dtypes=INT8_INT16, variadic=True),),
+        outputs=(Arg("output", dtypes=INT8_INT16),),
+        lower=lower_pack,
+        kernels=(PACK, _S16[PACK]),
+        options=(
+            at_least("values_count", 1),
+            any_value("axis", "a dimension of the output (negative counts from the end)", default=0),
+        ),
+        constraints=(same_type, pack_inputs, pack_axis_in_range, pack_output_shape),
+    )
+)
 
 
 # ------------------------------------------------------------------------- UNPACK, SPLIT, SPLIT_V
+
 
 def _split_input(graph: Graph, op: Op):
     """SPLIT takes the axis first, the data second; UNPACK and SPLIT_V the data first."""
@@ -324,8 +411,9 @@ def split_sizes(graph: Graph, op: Op) -> str | None:
     if op.type == "UNPACK":
         what = f"num {option(op, 'num')}"
     else:
-        what = f"num_splits {option(op, 'num_splits')}" + (f", size_splits {_values(graph, op, 1)}"
-                                                           if op.type == "SPLIT_V" else "")
+        what = f"num_splits {option(op, 'num_splits')}" + (
+            f", size_splits {_values(graph, op, 1)}" if op.type == "SPLIT_V" else ""
+        )
     return f"{what} for {len(op.outputs)} outputs and {shape(x)} along axis {axis}"
 
 
@@ -334,7 +422,7 @@ def split_output_shapes(graph: Graph, op: Op) -> str | None:
     if split_axis_in_range(graph, op) or (sizes := _split_sizes(graph, op)) is None:
         return None
     x, axis = _split_input(graph, op), _split_axis(graph, op)
-    expected = [list(x.shape[:axis]) + ([] if op.type == "UNPACK" else [s]) + list(x.shape[axis + 1:]) for s in sizes]
+    expected = [list(x.shape[:axis]) + ([] if op.type == "UNPACK" else [s]) + list(x.shape[axis + 1 :]) for s in sizes]
     got = [shape(output_tensor(graph, op, k)) for k in range(len(op.outputs))]
     return None if got == expected else f"{shape(x)} along axis {axis} gives {expected}; the outputs are {got}"
 
@@ -349,28 +437,51 @@ _SPLIT_CONSTRAINTS = (split_axis_in_range, split_sizes, split_output_shapes)
 _AXIS = Arg("axis", CONSTANT, ("int32",))
 _SPLIT_OUTPUTS = (Arg("outputs", dtypes=INT8_INT16, variadic=True),)
 
-register(OpEntry(
-    types=("UNPACK",), summary="any axis, one output per index",
-    inputs=(Arg("input", dtypes=INT8_INT16),), outputs=_SPLIT_OUTPUTS, lower=lower_split,
-    kernels=(SPLIT, _S16[SPLIT]),
-    options=(at_least("num", 1), any_value("axis", "a dimension of the input (negative counts from the end)",
-                                           default=0)),
-    constraints=(same_type, *_SPLIT_CONSTRAINTS)))
+register(
+    OpEntry(
+        types=("UNPACK",),
+        summary="any axis, one output per index",
+        inputs=(Arg("input", dtypes=INT8_INT16),),
+        outputs=_SPLIT_OUTPUTS,
+        lower=lower_split,
+        kernels=(SPLIT, _S16[SPLIT]),
+        options=(
+            at_least("num", 1),
+            any_value("axis", "a dimension of the input (negative counts from the end)", default=0),
+        ),
+        constraints=(same_type, *_SPLIT_CONSTRAINTS),
+    )
+)
 
-register(OpEntry(
-    types=("SPLIT",), summary="any axis, equal parts",
-    inputs=(_AXIS, Arg("input", dtypes=INT8_INT16)), outputs=_SPLIT_OUTPUTS, lower=lower_split,
-    kernels=(SPLIT, _S16[SPLIT]),
-    options=(at_least("num_splits", 1),), constraints=(same_type, *_SPLIT_CONSTRAINTS)))
+register(
+    OpEntry(
+        types=("SPLIT",),
+        summary="any axis, equal parts",
+        inputs=(_AXIS, Arg("input", dtypes=INT8_INT16)),
+        outputs=_SPLIT_OUTPUTS,
+        lower=lower_split,
+        kernels=(SPLIT, _S16[SPLIT]),
+        options=(at_least("num_splits", 1),),
+        constraints=(same_type, *_SPLIT_CONSTRAINTS),
+    )
+)
 
-register(OpEntry(
-    types=("SPLIT_V",), summary="any axis, parts of the given sizes",
-    inputs=(Arg("input", dtypes=INT8_INT16), Arg("size_splits", CONSTANT, _INDEX_TYPES), _AXIS),
-    outputs=_SPLIT_OUTPUTS, lower=lower_split, kernels=(SPLIT, _S16[SPLIT]), options=(at_least("num_splits", 1),),
-    constraints=(same_type, *_SPLIT_CONSTRAINTS)))
+register(
+    OpEntry(
+        types=("SPLIT_V",),
+        summary="any axis, parts of the given sizes",
+        inputs=(Arg("input", dtypes=INT8_INT16), Arg("size_splits", CONSTANT, _INDEX_TYPES), _AXIS),
+        outputs=_SPLIT_OUTPUTS,
+        lower=lower_split,
+        kernels=(SPLIT, _S16[SPLIT]),
+        options=(at_least("num_splits", 1),),
+        constraints=(same_type, *_SPLIT_CONSTRAINTS),
+    )
+)
 
 
 # --------------------------------------------------------------------------------------- GATHER
+
 
 def _gather_axis(graph: Graph, op: Op) -> int:
     return _normalized(option(op, "axis"), len(input_tensor(graph, op, 0).shape))
@@ -392,7 +503,7 @@ def gather_output_shape(graph: Graph, op: Op) -> str | None:
     if gather_indices(graph, op):
         return None
     x, idx, axis = input_tensor(graph, op, 0), input_tensor(graph, op, 1), _gather_axis(graph, op)
-    expected = list(x.shape[:axis]) + list(idx.shape) + list(x.shape[axis + 1:])
+    expected = list(x.shape[:axis]) + list(idx.shape) + list(x.shape[axis + 1 :])
     return _output_shape_is(graph, op, expected, f"{shape(x)} gathered along axis {axis} by {shape(idx)} indices")
 
 
@@ -402,10 +513,18 @@ def lower_gather(graph: Graph, op: Op) -> Step:
     return _step(graph, op, GATHER, params, [x.index])
 
 
-register(OpEntry(
-    types=("GATHER",), summary="any axis, constant int32 indices, batch_dims 0",
-    inputs=(Arg("params"), Arg("indices", CONSTANT, ("int32",))), outputs=(Arg("output"),),
-    lower=lower_gather, kernels=(GATHER,),
-    options=(any_value("axis", "a dimension of the input (negative counts from the end)", default=0),
-             one_of("batch_dims", 0, default=0)),
-    constraints=(gather_indices, gather_output_shape)))
+register(
+    OpEntry(
+        types=("GATHER",),
+        summary="any axis, constant int32 indices, batch_dims 0",
+        inputs=(Arg("params"), Arg("indices", CONSTANT, ("int32",))),
+        outputs=(Arg("output"),),
+        lower=lower_gather,
+        kernels=(GATHER,),
+        options=(
+            any_value("axis", "a dimension of the input (negative counts from the end)", default=0),
+            one_of("batch_dims", 0, default=0),
+        ),
+        constraints=(gather_indices, gather_output_shape),
+    )
+)

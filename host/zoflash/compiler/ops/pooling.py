@@ -1,4 +1,5 @@
 """AVERAGE_POOL_2D and MAX_POOL_2D."""
+
 from __future__ import annotations
 
 from zoflash.compiler import kernels, kernels_int16
@@ -24,16 +25,34 @@ def _pool_extents(p: dict) -> tuple:
     return p["input_h"] * p["input_w"] * p["channels"], p["output_h"] * p["output_w"] * p["channels"]
 
 
-AVG_POOL = Kernel("avg_pool", "zo_avg_pool_s8", "zo_pool_params_t", kernels.pool_params, ("int8", "int8"),
-                  _pool_extents)
-MAX_POOL = Kernel("max_pool", "zo_max_pool_s8", "zo_pool_params_t", kernels.pool_params, ("int8", "int8"),
-                  _pool_extents)
-AVG_POOL_S16 = Kernel("avg_pool_s16", "zo_avg_pool_s16", "zo_pool_params_t", kernels_int16.pool_s16_params,
-                      ("int16", "int16"), lambda p: tuple(2 * n for n in _pool_extents(p)))
-MAX_POOL_S16 = Kernel("max_pool_s16", "zo_max_pool_s16", "zo_pool_params_t", kernels_int16.pool_s16_params,
-                      ("int16", "int16"), lambda p: tuple(2 * n for n in _pool_extents(p)))
-_KERNELS = {("AVERAGE_POOL_2D", "int8"): AVG_POOL, ("MAX_POOL_2D", "int8"): MAX_POOL,
-            ("AVERAGE_POOL_2D", "int16"): AVG_POOL_S16, ("MAX_POOL_2D", "int16"): MAX_POOL_S16}
+AVG_POOL = Kernel(
+    "avg_pool", "zo_avg_pool_s8", "zo_pool_params_t", kernels.pool_params, ("int8", "int8"), _pool_extents
+)
+MAX_POOL = Kernel(
+    "max_pool", "zo_max_pool_s8", "zo_pool_params_t", kernels.pool_params, ("int8", "int8"), _pool_extents
+)
+AVG_POOL_S16 = Kernel(
+    "avg_pool_s16",
+    "zo_avg_pool_s16",
+    "zo_pool_params_t",
+    kernels_int16.pool_s16_params,
+    ("int16", "int16"),
+    lambda p: tuple(2 * n for n in _pool_extents(p)),
+)
+MAX_POOL_S16 = Kernel(
+    "max_pool_s16",
+    "zo_max_pool_s16",
+    "zo_pool_params_t",
+    kernels_int16.pool_s16_params,
+    ("int16", "int16"),
+    lambda p: tuple(2 * n for n in _pool_extents(p)),
+)
+_KERNELS = {
+    ("AVERAGE_POOL_2D", "int8"): AVG_POOL,
+    ("MAX_POOL_2D", "int8"): MAX_POOL,
+    ("AVERAGE_POOL_2D", "int16"): AVG_POOL_S16,
+    ("MAX_POOL_2D", "int16"): MAX_POOL_S16,
+}
 
 
 def same_channels(graph: Graph, op: Op) -> str | None:
@@ -51,19 +70,38 @@ def pool_quantization(graph: Graph, op: Op) -> str | None:
 def lower_pool(graph: Graph, op: Op) -> Step:
     x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
     kernel = _KERNELS[op.type, x.dtype]
-    params = build(graph, op, kernel, input_hwc=x.shape[1:], output_hwc=y.shape[1:],
-                   filter_hw=(option(op, "filter_height"), option(op, "filter_width")),
-                   stride_hw=(option(op, "stride_h"), option(op, "stride_w")), padding=option(op, "padding"),
-                   output_scale=y.quant.scale, output_zp=y.quant.zero_point,
-                   activation=option(op, "fused_activation_function"))
+    params = build(
+        graph,
+        op,
+        kernel,
+        input_hwc=x.shape[1:],
+        output_hwc=y.shape[1:],
+        filter_hw=(option(op, "filter_height"), option(op, "filter_width")),
+        stride_hw=(option(op, "stride_h"), option(op, "stride_w")),
+        padding=option(op, "padding"),
+        output_scale=y.quant.scale,
+        output_zp=y.quant.zero_point,
+        activation=option(op, "fused_activation_function"),
+    )
     return Step(op, kernel.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
 
 
-register(OpEntry(
-    types=("AVERAGE_POOL_2D", "MAX_POOL_2D"), summary="int8 or int16; input and output share quantization (as TFLM "
-                                                     "requires)",
-    inputs=(Arg("input", dtypes=INT8_INT16),), outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_pool,
-    kernels=tuple(_KERNELS.values()),
-    options=(at_least("filter_height", 1), at_least("filter_width", 1), at_least("stride_h", 1),
-             at_least("stride_w", 1), one_of("padding", "SAME", "VALID"), FUSED_ACTIVATION),
-    constraints=(image_4d, same_type, same_channels, pool_quantization, window_output_size)))
+register(
+    OpEntry(
+        types=("AVERAGE_POOL_2D", "MAX_POOL_2D"),
+        summary="int8 or int16; input and output share quantization (as TFLM requires)",
+        inputs=(Arg("input", dtypes=INT8_INT16),),
+        outputs=(Arg("output", dtypes=INT8_INT16),),
+        lower=lower_pool,
+        kernels=tuple(_KERNELS.values()),
+        options=(
+            at_least("filter_height", 1),
+            at_least("filter_width", 1),
+            at_least("stride_h", 1),
+            at_least("stride_w", 1),
+            one_of("padding", "SAME", "VALID"),
+            FUSED_ACTIVATION,
+        ),
+        constraints=(image_4d, same_type, same_channels, pool_quantization, window_output_size),
+    )
+)

@@ -1,4 +1,5 @@
 """MEAN, REDUCE_MAX and ARG_MAX (int8 input)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,11 +23,23 @@ from zoflash.compiler.ops.registry import (
 )
 from zoflash.compiler.program import Step
 
-MEAN = Kernel("mean", "zo_mean_s8", "zo_mean_params_t", kernels.mean_params, ("int8", "int8"),
-              lambda p: (p["outer"] * p["reduce"] * p["inner"], p["outer"] * p["inner"]))
+MEAN = Kernel(
+    "mean",
+    "zo_mean_s8",
+    "zo_mean_params_t",
+    kernels.mean_params,
+    ("int8", "int8"),
+    lambda p: (p["outer"] * p["reduce"] * p["inner"], p["outer"] * p["inner"]),
+)
 
-MEAN_S16 = Kernel("mean_s16", "zo_mean_s16", "zo_mean_params_t", kernels_int16.mean_s16_params, ("int16", "int16"),
-                  lambda p: (2 * p["outer"] * p["reduce"] * p["inner"], 2 * p["outer"] * p["inner"]))
+MEAN_S16 = Kernel(
+    "mean_s16",
+    "zo_mean_s16",
+    "zo_mean_params_t",
+    kernels_int16.mean_s16_params,
+    ("int16", "int16"),
+    lambda p: (2 * p["outer"] * p["reduce"] * p["inner"], 2 * p["outer"] * p["inner"]),
+)
 
 MAX_KEEPS_QUANTIZATION = output_keeps_input_quantization("TFLM copies the int8 maximum without requantizing")
 
@@ -74,32 +87,62 @@ def mean_output_shape(graph: Graph, op: Op) -> str | None:
         expected = [1 if k in reduced else d for k, d in enumerate(x.shape)]
     else:
         expected = [d for k, d in enumerate(x.shape) if k not in reduced]
-    return None if list(y.shape) == expected else f"input {shape(x)}, axes {sorted(reduced)}: expected " \
-        f"{expected}, the output is {shape(y)}"
+    return (
+        None
+        if list(y.shape) == expected
+        else f"input {shape(x)}, axes {sorted(reduced)}: expected {expected}, the output is {shape(y)}"
+    )
 
 
 def lower_mean(graph: Graph, op: Op) -> Step:
     x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
     kernel = MEAN if x.dtype == "int8" else MEAN_S16
-    params = build(graph, op, kernel, input_shape=x.shape, axes=tuple(_reduced(graph, op)), input_scale=x.quant.scale,
-                   input_zp=x.quant.zero_point, output_scale=y.quant.scale, output_zp=y.quant.zero_point)
+    params = build(
+        graph,
+        op,
+        kernel,
+        input_shape=x.shape,
+        axes=tuple(_reduced(graph, op)),
+        input_scale=x.quant.scale,
+        input_zp=x.quant.zero_point,
+        output_scale=y.quant.scale,
+        output_zp=y.quant.zero_point,
+    )
     return Step(op, kernel.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
 
 
-register(OpEntry(
-    types=("MEAN",), summary="int8 or int16, one contiguous run of axes (global average pooling, Conv1D time pooling)",
-    inputs=(Arg("input", dtypes=INT8_INT16), Arg("axes", CONSTANT, ("int32", "int64"))),
-    outputs=(Arg("output", dtypes=INT8_INT16),), lower=lower_mean, kernels=(MEAN, MEAN_S16),
-    options=(any_value("keep_dims", "true, false", default=False),),
-    constraints=(same_type, axes_in_range, axes_distinct, axes_contiguous, mean_output_shape)))
+register(
+    OpEntry(
+        types=("MEAN",),
+        summary="int8 or int16, one contiguous run of axes (global average pooling, Conv1D time pooling)",
+        inputs=(Arg("input", dtypes=INT8_INT16), Arg("axes", CONSTANT, ("int32", "int64"))),
+        outputs=(Arg("output", dtypes=INT8_INT16),),
+        lower=lower_mean,
+        kernels=(MEAN, MEAN_S16),
+        options=(any_value("keep_dims", "true, false", default=False),),
+        constraints=(same_type, axes_in_range, axes_distinct, axes_contiguous, mean_output_shape),
+    )
+)
 
 
 # ==== REDUCE_MAX and ARG_MAX ==================================================================
 
-REDUCE_MAX = Kernel("reduce_max", "zo_reduce_max_s8", "zo_reduce_max_params_t", kernels.reduce_max_params,
-                    ("int8", "int8"), lambda p: (int(np.prod(p["dims"])), p["output_size"]))
-ARG_MAX = Kernel("arg_max", "zo_arg_max_s8", "zo_arg_max_params_t", kernels.arg_max_params, ("int8", "int32"),
-                 lambda p: (p["outer"] * p["axis"] * p["inner"], 4 * p["outer"] * p["inner"]))
+REDUCE_MAX = Kernel(
+    "reduce_max",
+    "zo_reduce_max_s8",
+    "zo_reduce_max_params_t",
+    kernels.reduce_max_params,
+    ("int8", "int8"),
+    lambda p: (int(np.prod(p["dims"])), p["output_size"]),
+)
+ARG_MAX = Kernel(
+    "arg_max",
+    "zo_arg_max_s8",
+    "zo_arg_max_params_t",
+    kernels.arg_max_params,
+    ("int8", "int32"),
+    lambda p: (p["outer"] * p["axis"] * p["inner"], 4 * p["outer"] * p["inner"]),
+)
 
 
 def rank_at_most_6(graph: Graph, op: Op) -> str | None:
@@ -108,18 +151,24 @@ def rank_at_most_6(graph: Graph, op: Op) -> str | None:
     return None if 1 <= len(x.shape) <= 6 else f"input {shape(x)}"
 
 
-
 def lower_reduce_max(graph: Graph, op: Op) -> Step:
     x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
     params = build(graph, op, REDUCE_MAX, input_shape=x.shape, axes=tuple(_reduced(graph, op)))
     return Step(op, REDUCE_MAX.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
 
 
-register(OpEntry(
-    types=("REDUCE_MAX",), summary="any set of axes, keep_dims (global max pooling)",
-    inputs=(Arg("input"), Arg("axes", CONSTANT, ("int32",))), outputs=(Arg("output"),), lower=lower_reduce_max,
-    kernels=(REDUCE_MAX,), options=(any_value("keep_dims", "true, false", default=False),),
-    constraints=(rank_at_most_6, axes_in_range, axes_distinct, mean_output_shape, MAX_KEEPS_QUANTIZATION)))
+register(
+    OpEntry(
+        types=("REDUCE_MAX",),
+        summary="any set of axes, keep_dims (global max pooling)",
+        inputs=(Arg("input"), Arg("axes", CONSTANT, ("int32",))),
+        outputs=(Arg("output"),),
+        lower=lower_reduce_max,
+        kernels=(REDUCE_MAX,),
+        options=(any_value("keep_dims", "true, false", default=False),),
+        constraints=(rank_at_most_6, axes_in_range, axes_distinct, mean_output_shape, MAX_KEEPS_QUANTIZATION),
+    )
+)
 
 
 def one_axis(graph: Graph, op: Op) -> str | None:
@@ -135,8 +184,11 @@ def arg_max_output_shape(graph: Graph, op: Op) -> str | None:
     x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
     axis = _reduced(graph, op)[0]
     expected = [d for k, d in enumerate(x.shape) if k != axis]
-    return None if list(y.shape) == expected else f"input {shape(x)}, axis {axis}: expected {expected}, " \
-        f"the output is {shape(y)}"
+    return (
+        None
+        if list(y.shape) == expected
+        else f"input {shape(x)}, axis {axis}: expected {expected}, the output is {shape(y)}"
+    )
 
 
 def lower_arg_max(graph: Graph, op: Op) -> Step:
@@ -145,10 +197,21 @@ def lower_arg_max(graph: Graph, op: Op) -> Step:
     return Step(op, ARG_MAX.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
 
 
-register(OpEntry(
-    types=("ARG_MAX",), summary="one axis; int32 indices (may be a model output)",
-    inputs=(Arg("input"), Arg("axis", CONSTANT, ("int32",))),
-    outputs=(Arg("indices", DATA, ("int32",), hint="TFLM computes int32 indices only: "
-                 "use tf.math.argmax(..., output_type=tf.int32)"),),
-    lower=lower_arg_max, kernels=(ARG_MAX,),
-    constraints=(one_axis, arg_max_output_shape)))
+register(
+    OpEntry(
+        types=("ARG_MAX",),
+        summary="one axis; int32 indices (may be a model output)",
+        inputs=(Arg("input"), Arg("axis", CONSTANT, ("int32",))),
+        outputs=(
+            Arg(
+                "indices",
+                DATA,
+                ("int32",),
+                hint="TFLM computes int32 indices only: use tf.math.argmax(..., output_type=tf.int32)",
+            ),
+        ),
+        lower=lower_arg_max,
+        kernels=(ARG_MAX,),
+        constraints=(one_axis, arg_max_output_shape),
+    )
+)

@@ -9,10 +9,12 @@ A constraint is a small function `(graph, op) -> str | None`: None when the op m
 otherwise a detail with the actual values. Its docstring is the rule the user reads, in the error
 message and in `zoflash ops`. The legality pass (compiler/legality.py) runs them.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from zoflash.compiler.ir import Graph, Op, Tensor
 
@@ -54,8 +56,11 @@ class Arg:
     hint: str = ""  # what to do when the dtype is wrong
 
     def describe(self) -> str:
-        what = {ACTIVATION: f"{'/'.join(self.dtypes)} per-tensor", CONSTANT: f"constant {'/'.join(self.dtypes)}",
-                DATA: "/".join(self.dtypes) or "any type"}[self.kind]
+        what = {
+            ACTIVATION: f"{'/'.join(self.dtypes)} per-tensor",
+            CONSTANT: f"constant {'/'.join(self.dtypes)}",
+            DATA: "/".join(self.dtypes) or "any type",
+        }[self.kind]
         return f"{self.role}{'...' if self.variadic else ''} ({what}{', optional' if self.optional else ''})"
 
 
@@ -79,12 +84,14 @@ def one_of(name: str, *values, default=REQUIRED) -> Option:
 def at_least(name: str, minimum: int, default=REQUIRED) -> Option:
     def accepts(v) -> bool:
         return isinstance(v, int) and not isinstance(v, bool) and v >= minimum
+
     return Option(name, f"integer >= {minimum}", accepts, default)
 
 
 def positive(name: str, default=REQUIRED) -> Option:
     def accepts(v) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+
     return Option(name, "number > 0", accepts, default)
 
 
@@ -128,6 +135,7 @@ def message(constraint: Constraint) -> str:
 
 
 # ------------------------------------------------------------- helpers for constraints and lowerings
+
 
 def input_tensor(graph: Graph, op: Op, pos: int) -> Tensor | None:
     """Input `pos` of the op, None when it is omitted."""

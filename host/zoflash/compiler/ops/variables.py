@@ -14,6 +14,7 @@ ASSIGN_VARIABLE could overwrite it while the value is still read), ASSIGN_VARIAB
 to the state; VAR_HANDLE and CALL_ONCE need no code. A model the pass cannot bind is left as it is,
 and the constraints below say why.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -28,8 +29,9 @@ from zoflash.compiler.program import Alias, Step
 # The positions of the state tensor after binding (legality lets a variable tensor reach only these).
 STATE_INPUTS = {"READ_VARIABLE": (0,), "ASSIGN_VARIABLE": (0,)}
 
-COPY_S8 = Kernel("copy_s8", "zo_copy_s8", "zo_copy_params_t", kernels.copy_params, ("int8", "int8"),
-                 lambda p: (p["size"], p["size"]))
+COPY_S8 = Kernel(
+    "copy_s8", "zo_copy_s8", "zo_copy_params_t", kernels.copy_params, ("int8", "int8"), lambda p: (p["size"], p["size"])
+)
 
 
 @dataclass
@@ -89,8 +91,11 @@ def _fold_init(graph: Graph, op: Op, b: _Binding) -> list[tuple[tuple, Tensor]]:
             if value.is_constant:
                 assigned.append((handles[o.inputs[0]], value))
             else:
-                b.refuse(op, f"init subgraph op {o.index} ASSIGN_VARIABLE of '{_name(handles[o.inputs[0]])}' "
-                             f"assigns '{value.name}', computed at run time, not a constant")
+                b.refuse(
+                    op,
+                    f"init subgraph op {o.index} ASSIGN_VARIABLE of '{_name(handles[o.inputs[0]])}' "
+                    f"assigns '{value.name}', computed at run time, not a constant",
+                )
     return assigned
 
 
@@ -124,23 +129,35 @@ def bind(graph: Graph) -> _Binding:
         key = b.handles[op.inputs[0]]
         var = b.variables[key]
         if is_read and key not in assigned:
-            b.refuse(op, f"variable '{var.name}' is read before anything assigns it (no CALL_ONCE init "
-                         "value, no earlier ASSIGN_VARIABLE)")
+            b.refuse(
+                op,
+                f"variable '{var.name}' is read before anything assigns it (no CALL_ONCE init "
+                "value, no earlier ASSIGN_VARIABLE)",
+            )
         elif var.first is None:  # assigned only by an init value that does not fold: CALL_ONCE's problem
             continue
         elif value.dtype != "int8" or var.first.dtype != "int8":
-            b.refuse(op, f"variable '{var.name}' is {var.first.dtype}, its value '{value.name}' {value.dtype}; "
-                         "int8 variables are supported")
+            b.refuse(
+                op,
+                f"variable '{var.name}' is {var.first.dtype}, its value '{value.name}' {value.dtype}; "
+                "int8 variables are supported",
+            )
         elif value.nbytes != var.first.nbytes:
-            b.refuse(op, f"variable '{var.name}' holds {var.first.nbytes} bytes ({list(var.first.shape)}), "
-                         f"'{value.name}' {value.nbytes} ({list(value.shape)})")
+            b.refuse(
+                op,
+                f"variable '{var.name}' holds {var.first.nbytes} bytes ({list(var.first.shape)}), "
+                f"'{value.name}' {value.nbytes} ({list(value.shape)})",
+            )
         if not is_read:
             assigned.add(key)
     for key, value in init:
         var = b.variables.get(key)
         if var is not None and (value.dtype, value.nbytes) != ("int8", var.first.nbytes):
-            b.refuse(graph.ops[0], f"the init value {value.describe()} of variable '{var.name}' is not int8 "
-                                   f"of its {var.first.nbytes} bytes")
+            b.refuse(
+                graph.ops[0],
+                f"the init value {value.describe()} of variable '{var.name}' is not int8 "
+                f"of its {var.first.nbytes} bytes",
+            )
     return b
 
 
@@ -165,8 +182,15 @@ def bind_resource_variables(graph: Graph) -> Graph:
         if var.first is None:  # only handled, never read nor assigned: nothing to keep
             continue
         initial = None if var.initial is None else var.initial.reshape(-1).view(np.int8).reshape(var.first.shape)
-        t = Tensor(index=len(tensors), name=var.name, shape=var.first.shape, dtype="int8", quant=var.first.quant,
-                   is_variable=True, initial=initial)
+        t = Tensor(
+            index=len(tensors),
+            name=var.name,
+            shape=var.first.shape,
+            dtype="int8",
+            quant=var.first.quant,
+            is_variable=True,
+            initial=initial,
+        )
         tensors.append(t)
         state[key] = t.index
     ops = []
@@ -178,6 +202,7 @@ def bind_resource_variables(graph: Graph) -> Graph:
 
 
 # ------------------------------------------------------------------------------ constraints
+
 
 def _problems(graph: Graph, op: Op) -> str | None:
     return "; ".join(bind(graph).problems.get(op.index, ())) or None
@@ -198,14 +223,20 @@ def variable_use(graph: Graph, op: Op) -> str | None:
 def handle_outputs_resource(graph: Graph, op: Op) -> str | None:
     """VAR_HANDLE's output must be a resource tensor that only READ_VARIABLE and ASSIGN_VARIABLE use"""
     out = graph.tensors[op.outputs[0]]
-    users = sorted({f"op {o.index} {o.type}" for o in graph.consumers().get(out.index, [])
-                    if o.type not in STATE_INPUTS or o.inputs[0] != out.index})
+    users = sorted(
+        {
+            f"op {o.index} {o.type}"
+            for o in graph.consumers().get(out.index, [])
+            if o.type not in STATE_INPUTS or o.inputs[0] != out.index
+        }
+    )
     if out.dtype != "resource" or users:
         return f"'{out.name}' is {out.dtype}" + (f", used by {', '.join(users)}" if users else "")
     return None
 
 
 # ------------------------------------------------------------------------------- lowerings
+
 
 def _no_code(graph: Graph, op: Op) -> None:
     """VAR_HANDLE and CALL_ONCE: bound at compile time (the variable's place, its initial value)."""
@@ -224,10 +255,16 @@ def _alias_is_safe(graph: Graph, op: Op) -> bool:
     value = op.outputs[0]
     readers = graph.consumers().get(value, [])
     position = {o.index: k for k, o in enumerate(graph.ops)}
-    assigns = [position[o.index] for o in graph.ops if o.type == "ASSIGN_VARIABLE" and o.inputs[0] == op.inputs[0]
-               and position[o.index] > position[op.index]]
-    return (value not in graph.outputs and all(OPS[o.type].kernels for o in readers)
-            and all(position[o.index] < min(assigns, default=len(graph.ops)) for o in readers))
+    assigns = [
+        position[o.index]
+        for o in graph.ops
+        if o.type == "ASSIGN_VARIABLE" and o.inputs[0] == op.inputs[0] and position[o.index] > position[op.index]
+    ]
+    return (
+        value not in graph.outputs
+        and all(OPS[o.type].kernels for o in readers)
+        and all(position[o.index] < min(assigns, default=len(graph.ops)) for o in readers)
+    )
 
 
 def lower_read(graph: Graph, op: Op) -> Step | Alias:
@@ -242,30 +279,53 @@ def lower_assign(graph: Graph, op: Op) -> Step:
 
 _VARIABLE = Arg("variable", DATA, (), hint="a resource variable, bound at compile time to int8 state")
 
-register(OpEntry(
-    types=("CALL_ONCE",),
-    summary="the first op, running an init subgraph of constant ASSIGN_VARIABLEs: compiled into the "
-            "variables' initial values, written at the first invoke (TFLM's reset does not run it again)",
-    inputs=(), outputs=(), lower=_no_code, options=(any_value("init_subgraph_index", "a subgraph index"),),
-    constraints=(init_folds,)))
+register(
+    OpEntry(
+        types=("CALL_ONCE",),
+        summary="the first op, running an init subgraph of constant ASSIGN_VARIABLEs: compiled into the "
+        "variables' initial values, written at the first invoke (TFLM's reset does not run it again)",
+        inputs=(),
+        outputs=(),
+        lower=_no_code,
+        options=(any_value("init_subgraph_index", "a subgraph index"),),
+        constraints=(init_folds,),
+    )
+)
 
-register(OpEntry(
-    types=("VAR_HANDLE",),
-    summary="names a resource variable (container, shared_name): no code, the variable is int8 state "
-            "beside the arena, kept across invokes",
-    inputs=(), outputs=(Arg("resource", DATA, ("resource",)),), lower=_no_code,
-    options=(any_value("container", "any", default=""), any_value("shared_name", "any", default="")),
-    constraints=(handle_outputs_resource,)))
+register(
+    OpEntry(
+        types=("VAR_HANDLE",),
+        summary="names a resource variable (container, shared_name): no code, the variable is int8 state "
+        "beside the arena, kept across invokes",
+        inputs=(),
+        outputs=(Arg("resource", DATA, ("resource",)),),
+        lower=_no_code,
+        options=(any_value("container", "any", default=""), any_value("shared_name", "any", default="")),
+        constraints=(handle_outputs_resource,),
+    )
+)
 
-register(OpEntry(
-    types=("READ_VARIABLE",),
-    summary="int8 variable: the output aliases its state (a copy if an ASSIGN_VARIABLE could overwrite it "
-            "while the output is still read)",
-    inputs=(_VARIABLE,), outputs=(Arg("value", DATA, ("int8",)),), lower=lower_read, kernels=(COPY_S8,),
-    constraints=(variable_use,)))
+register(
+    OpEntry(
+        types=("READ_VARIABLE",),
+        summary="int8 variable: the output aliases its state (a copy if an ASSIGN_VARIABLE could overwrite it "
+        "while the output is still read)",
+        inputs=(_VARIABLE,),
+        outputs=(Arg("value", DATA, ("int8",)),),
+        lower=lower_read,
+        kernels=(COPY_S8,),
+        constraints=(variable_use,),
+    )
+)
 
-register(OpEntry(
-    types=("ASSIGN_VARIABLE",),
-    summary="int8 variable: a copy of the value into its state (the same size)",
-    inputs=(_VARIABLE, Arg("value", DATA, ("int8",))), outputs=(), lower=lower_assign, kernels=(COPY_S8,),
-    constraints=(variable_use,)))
+register(
+    OpEntry(
+        types=("ASSIGN_VARIABLE",),
+        summary="int8 variable: a copy of the value into its state (the same size)",
+        inputs=(_VARIABLE, Arg("value", DATA, ("int8",))),
+        outputs=(),
+        lower=lower_assign,
+        kernels=(COPY_S8,),
+        constraints=(variable_use,),
+    )
+)

@@ -24,6 +24,7 @@ loaded without a system reset afterwards: on the STM32N6 a system reset erases A
 the runners set the PC to the ELF's entry point (the reset handler sets the stack and VTOR
 itself) and let the core run.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -45,8 +46,13 @@ from zoflash.targets.runners.base import (
 # ------------------------------------------------------------------------------------- API
 
 
-def flash_bundle(bundle_dir: str | Path, method: str | None = None, options: FlashOptions | None = None,
-                 dry_run: bool = False, say: Say = print) -> FlashResult:
+def flash_bundle(
+    bundle_dir: str | Path,
+    method: str | None = None,
+    options: FlashOptions | None = None,
+    dry_run: bool = False,
+    say: Say = print,
+) -> FlashResult:
     """Load a bundle's firmware with one of its board's flash methods (see the module doc)."""
     fw = load_firmware(bundle_dir, method)
     opts = options or FlashOptions()
@@ -55,18 +61,24 @@ def flash_bundle(bundle_dir: str | Path, method: str | None = None, options: Fla
     nor = flash_data_address(fw.board)
     if nor is not None and fw.board.boot_mode == "flash" and e.get("mode") != "flash":  # --- flash boot ---
         flashers = ", ".join(f["name"] for f in fw.board.flash if f.get("mode") == "flash")
-        raise FlashError(f"this build keeps weights or data in the external flash at 0x{nor:08X} (--boot flash), "
-                         f"which method '{e['name']}' does not write: use --method {flashers or 'with mode flash'}, "
-                         "or rebuild with --boot dev to load it in development mode")
+        raise FlashError(
+            f"this build keeps weights or data in the external flash at 0x{nor:08X} (--boot flash), "
+            f"which method '{e['name']}' does not write: use --method {flashers or 'with mode flash'}, "
+            "or rebuild with --boot dev to load it in development mode"
+        )
     if nor is not None and "external_loader" not in e:  # development mode, data read in place from the NOR
         writers = ", ".join(f["name"] for f in fw.board.flash if "external_loader" in f and f.get("mode") != "flash")
-        raise FlashError(f"this build reads weights or data in place from the external flash at 0x{nor:08X}, which "
-                         f"method '{e['name']}' does not write: use --method {writers or '(none on this board)'} "
-                         "(it writes them with the external loader, then loads the rest into RAM), or use less "
-                         "data so that everything fits in RAM")
+        raise FlashError(
+            f"this build reads weights or data in place from the external flash at 0x{nor:08X}, which "
+            f"method '{e['name']}' does not write: use --method {writers or '(none on this board)'} "
+            "(it writes them with the external loader, then loads the rest into RAM), or use less "
+            "data so that everything fits in RAM"
+        )
     mode = f", {e['mode']} mode" if "mode" in e else ""
-    say(f"flash   {fw.board.id}: method '{e['name']}' ({e['method']}{mode})"
-        + (f": {e['description']}" if e.get("description") else ""))
+    say(
+        f"flash   {fw.board.id}: method '{e['name']}' ({e['method']}{mode})"
+        + (f": {e['description']}" if e.get("description") else "")
+    )
     for line in boot_lines(fw):
         say(line)
     if not dry_run:

@@ -1,4 +1,5 @@
 """Flash runners: the firmware files, options, the runner base class and the registry."""
+
 from __future__ import annotations
 
 import os
@@ -17,26 +18,26 @@ from zoflash.targets.budget import placed_board
 
 Say = Callable[[str], None]
 
-STATE_FILE = ".zoflash-qemu.json"   # in the bundle directory, while QEMU runs
-QEMU_LOG = ".zoflash-qemu.log"      # QEMU's own output (errors, semihosting text) and its end
-FLASH_LOG = ".zoflash-flash.log"    # the output of the last hardware flash's programs
+STATE_FILE = ".zoflash-qemu.json"  # in the bundle directory, while QEMU runs
+QEMU_LOG = ".zoflash-qemu.log"  # QEMU's own output (errors, semihosting text) and its end
+FLASH_LOG = ".zoflash-flash.log"  # the output of the last hardware flash's programs
 DEFAULT_QEMU_TIMEOUT = 3600.0
 
 HINTS = {
     "qemu-system-arm": "install QEMU (Debian/Ubuntu: apt-get install qemu-system-arm)",
     "STM32_Programmer_CLI": "install STM32CubeProgrammer (ST's download page 'STM32CubeProg'), then put its bin "
-                            "folder on PATH or set STM32_PRG_PATH to it",
+    "folder on PATH or set STM32_PRG_PATH to it",
     "STM32_SigningTool_CLI": "it comes with STM32CubeProgrammer (ST's download page 'STM32CubeProg'): put its bin "
-                             "folder on PATH or set STM32_PRG_PATH to it",
+    "folder on PATH or set STM32_PRG_PATH to it",
     "ST-LINK_gdbserver": "it comes with STM32CubeCLT or STM32CubeIDE (ST's download pages 'STM32CubeCLT', "
-                         "'STM32CubeIDE'): put the folder that holds it on PATH",
+    "'STM32CubeIDE'): put the folder that holds it on PATH",
     "arm-none-eabi-gdb": "install a GDB for Arm (Debian/Ubuntu: apt-get install gdb-multiarch; or the Arm GNU "
-                         "Toolchain's arm-none-eabi-gdb on PATH)",
+    "Toolchain's arm-none-eabi-gdb on PATH)",
     "pyocd": "install it with pip install pyocd (or pip install 'zoflash[flash]')",
     "cmsis-pack-manager": "install it with pip install cmsis-pack-manager (pyOCD brings it), or give the part's "
-                          "pack file with --pack FILE.pack",
+    "pack file with --pack FILE.pack",
     "openocd": "install it (Debian/Ubuntu: apt-get install openocd; the STM32N6 needs an OpenOCD with "
-               "target/stm32n6x.cfg, newer than Debian's 0.12)",
+    "target/stm32n6x.cfg, newer than Debian's 0.12)",
 }
 
 
@@ -68,7 +69,9 @@ class Firmware:
     bin = property(lambda self: self.output(".bin"))
     hex = property(lambda self: self.output(".hex"))
     signed_bin = property(lambda self: self.output("-trusted.bin"))  # the FSBL image the signing tool writes
-    nor_bin = property(lambda self: self.output("_nor.bin"))  # the data read in place from the external flash (budget.py)
+    nor_bin = property(
+        lambda self: self.output("_nor.bin")
+    )  # the data read in place from the external flash (budget.py)
     ram_elf = property(lambda self: self.output("_ram.elf"))  # the ELF without those sections, for a debugger's load
 
     @property
@@ -107,8 +110,10 @@ def select_entry(board: Board, method: str | None) -> dict:
         return users[0]
     names = ", ".join(e["name"] for e in board.flash)
     if users:
-        raise FlashError(f"board '{board.id}' has several '{method}' entries ({', '.join(e['name'] for e in users)}): "
-                         f"choose one with --method (methods: {names})")
+        raise FlashError(
+            f"board '{board.id}' has several '{method}' entries ({', '.join(e['name'] for e in users)}): "
+            f"choose one with --method (methods: {names})"
+        )
     raise FlashError(f"board '{board.id}' has no flash method '{method}' (methods: {names})")
 
 
@@ -126,10 +131,14 @@ def check_files(fw: Firmware, paths: list[Path]) -> None:
     if not missing:
         return
     if (fw.dir / "build" / f"lib{fw.prefix}.a").is_file():
-        raise FlashError(f"{fw.dir} holds the model as a library (built without --data): there is no firmware to "
-                         "flash; build the training firmware with `zoflash build --board ... --data ...`")
-    raise FlashError(f"no firmware {', '.join(str(p) for p in missing)}: build the bundle first "
-                     f"(`zoflash build ...` or `make -C {fw.dir}`)")
+        raise FlashError(
+            f"{fw.dir} holds the model as a library (built without --data): there is no firmware to "
+            "flash; build the training firmware with `zoflash build --board ... --data ...`"
+        )
+    raise FlashError(
+        f"no firmware {', '.join(str(p) for p in missing)}: build the bundle first "
+        f"(`zoflash build ...` or `make -C {fw.dir}`)"
+    )
 
 
 def boot_lines(fw: Firmware) -> list[str]:
@@ -148,12 +157,12 @@ def boot_lines(fw: Firmware) -> list[str]:
 
 @dataclass
 class FlashOptions:
-    pack: Path | None = None             # pyocd: the part's CMSIS pack (.pack) instead of the cache's
-    programmer_bin: Path | None = None   # stm32cubeprogrammer: STM32CubeProgrammer's bin folder
+    pack: Path | None = None  # pyocd: the part's CMSIS pack (.pack) instead of the cache's
+    programmer_bin: Path | None = None  # stm32cubeprogrammer: STM32CubeProgrammer's bin folder
     tools: dict = field(default_factory=dict)  # program name -> argv prefix found (else the bare name)
-    port: int | None = None              # qemu: TCP port of the console UART [a free one]
+    port: int | None = None  # qemu: TCP port of the console UART [a free one]
     timeout: float = DEFAULT_QEMU_TIMEOUT  # qemu: seconds before the background QEMU is stopped
-    auto_port: bool = False              # qemu: the port was chosen here (another is tried if it is taken)
+    auto_port: bool = False  # qemu: the port was chosen here (another is tried if it is taken)
     notes: list = field(default_factory=list)  # what resolving found out (printed before the commands)
 
     def tool(self, name: str) -> list[str]:
@@ -194,8 +203,9 @@ def runner_for(entry: dict) -> Runner:
     try:
         return RUNNERS[entry["method"]]()
     except KeyError:
-        raise FlashError(f"flash method '{entry['method']}' has no runner in this zoflash "
-                         f"(runners: {', '.join(sorted(RUNNERS))})") from None
+        raise FlashError(
+            f"flash method '{entry['method']}' has no runner in this zoflash (runners: {', '.join(sorted(RUNNERS))})"
+        ) from None
 
 
 def _which(name: str, extra_dirs=()) -> str | None:
@@ -290,21 +300,31 @@ class Runner:
         out.write(f"$ {_show(step.argv)}\n")
         out.flush()
         try:
-            proc = subprocess.run(step.argv, check=False, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True, errors="replace", timeout=step.timeout)
+            proc = subprocess.run(
+                step.argv,
+                check=False,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                timeout=step.timeout,
+            )
         except FileNotFoundError:
             raise _missing(_program(step.argv)) from None
         except subprocess.TimeoutExpired as exc:
             out.write(exc.stdout if isinstance(exc.stdout, str) else (exc.stdout or b"").decode(errors="replace"))
-            raise FlashError(f"{step.what}: {_program(step.argv)} did not finish within {step.timeout:g} s "
-                             f"(output in {log})") from None
+            raise FlashError(
+                f"{step.what}: {_program(step.argv)} did not finish within {step.timeout:g} s (output in {log})"
+            ) from None
         out.write(proc.stdout)
         out.flush()
         if proc.returncode != 0:
-            raise FlashError(f"{step.what}: {_program(step.argv)} failed (exit {proc.returncode}): "
-                             f"{_reason(proc.stdout)} (output in {log})")
+            raise FlashError(
+                f"{step.what}: {_program(step.argv)} failed (exit {proc.returncode}): "
+                f"{_reason(proc.stdout)} (output in {log})"
+            )
         return proc.stdout
-
 
 
 def entry_address(fw: Firmware) -> str:
@@ -313,4 +333,3 @@ def entry_address(fw: Firmware) -> str:
     if not fw.elf.is_file():
         return f"<entry point of {fw.elf.name}>"
     return f"0x{elf_entry(fw.elf) & ~1:08X}"
-

@@ -1,4 +1,5 @@
 """OpenOCD with the board's interface and target configs."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,17 +33,20 @@ class OpenOcdRunner(Runner):
         for cfg in e["config"]:
             argv += ["-f", cfg]
         if "commands" in e:
-            values = {"elf": _tcl(fw.elf), "bin": _tcl(fw.bin), "hex": _tcl(fw.hex),
-                      "entry": entry_address(fw)}
+            values = {"elf": _tcl(fw.elf), "bin": _tcl(fw.bin), "hex": _tcl(fw.hex), "entry": entry_address(fw)}
             cmds = [c.format(**values) for c in e["commands"]]
         elif fw.runs_from_ram:
             elf = _tcl(fw.elf)
-            cmds = ["init", "halt", f"load_image {elf}", f"verify_image {elf}",
-                    f"resume {entry_address(fw)}", "shutdown"]
+            cmds = [
+                "init",
+                "halt",
+                f"load_image {elf}",
+                f"verify_image {elf}",
+                f"resume {entry_address(fw)}",
+                "shutdown",
+            ]
         else:
             cmds = [f"program {_tcl(fw.elf)} verify reset exit"]
         for c in cmds:
             argv += ["-c", c]
         return [ToolCommand(argv, "load (OpenOCD)" if fw.runs_from_ram else "program (OpenOCD)", 600)]
-
-

@@ -1,4 +1,5 @@
 """pyOCD with the part's CMSIS pack (cmsis-pack-manager's cache or --pack)."""
+
 from __future__ import annotations
 
 import shutil
@@ -14,7 +15,6 @@ from zoflash.targets.runners.base import FlashError, Runner, ToolCommand, _missi
 def _pack_ref(device: dict) -> str:
     p = device.get("from_pack", {})
     return f"{p.get('vendor', '?')}.{p.get('pack', '?')}.{p.get('version', '?')}"
-
 
 
 def check_pack_file(path: Path, target: str) -> list[str]:
@@ -55,25 +55,35 @@ def find_cached_pack(target: str, pack: str, refresh: bool = True, cache=None) -
     if not index:
         where = Path(cache.index_path).parent
         if refresh:
-            return None, (f"offline: cmsis-pack-manager could not download the CMSIS pack index (it stays empty, "
-                          f"cache {where}); {_offline_hint(target, pack)}")
-        return None, (f"cmsis-pack-manager's pack index is empty (cache {where}; a real run tries to download it); "
-                      f"{_offline_hint(target, pack)}")
+            return None, (
+                f"offline: cmsis-pack-manager could not download the CMSIS pack index (it stays empty, "
+                f"cache {where}); {_offline_hint(target, pack)}"
+            )
+        return None, (
+            f"cmsis-pack-manager's pack index is empty (cache {where}; a real run tries to download it); "
+            f"{_offline_hint(target, pack)}"
+        )
     device = next((d for name, d in index.items() if name.lower() == target.lower()), None)
     if device is None:
-        return None, (f"device '{target}' is not in cmsis-pack-manager's pack index ({len(index)} devices): "
-                      f"{_offline_hint(target, pack)}")
+        return None, (
+            f"device '{target}' is not in cmsis-pack-manager's pack index ({len(index)} devices): "
+            f"{_offline_hint(target, pack)}"
+        )
     p = device.get("from_pack", {})
     path = Path(cache.data_path) / p.get("vendor", "") / p.get("pack", "") / f"{p.get('version', '')}.pack"
     if not path.is_file():
-        return None, (f"pack {_pack_ref(device)} for '{target}' is in the index but not downloaded: run "
-                      f"`pyocd pack install {target}` (needs internet), or give the pack with --pack FILE.pack")
+        return None, (
+            f"pack {_pack_ref(device)} for '{target}' is in the index but not downloaded: run "
+            f"`pyocd pack install {target}` (needs internet), or give the pack with --pack FILE.pack"
+        )
     return path, ""
 
 
 def _offline_hint(target: str, pack: str) -> str:
-    return (f"get the {pack} pack (a .pack file) on a machine with internet (e.g. `pyocd pack install {target}`, "
-            "or from the vendor's pack page) and give it with --pack FILE.pack")
+    return (
+        f"get the {pack} pack (a .pack file) on a machine with internet (e.g. `pyocd pack install {target}`, "
+        "or from the vendor's pack page) and give it with --pack FILE.pack"
+    )
 
 
 @register
@@ -117,9 +127,17 @@ class PyOcdRunner(Runner):
         if "frequency" in e:
             common += ["--frequency", str(e["frequency"])]
         if fw.runs_from_ram:
-            argv = [*pyocd, "commander", *common, "--halt", "-c", f"load {fw.elf}",
-                    "-c", f"wreg pc {entry_address(fw)}", "-c", "go"]
+            argv = [
+                *pyocd,
+                "commander",
+                *common,
+                "--halt",
+                "-c",
+                f"load {fw.elf}",
+                "-c",
+                f"wreg pc {entry_address(fw)}",
+                "-c",
+                "go",
+            ]
             return [ToolCommand(argv, "load into RAM and run (pyOCD)", 600)]
         return [ToolCommand([*pyocd, "load", *common, str(fw.elf)], "program the flash (pyOCD)", 600)]
-
-

@@ -1,4 +1,5 @@
 """QEMU in the background, the console UART on a local TCP port."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from zoflash.targets.runners.base import (
     QEMU_LOG,
@@ -132,10 +133,18 @@ def emulator_ended(bundle_dir: str | Path) -> Callable[[], str | None]:
         if isinstance(pid, int) and isinstance(argv, list) and _is_qemu(pid, argv):
             return None
         how = _log_tail(log, match="[zoflash] qemu").replace("[zoflash] qemu ", "")
-        said = [ln for ln in _log_tail(log, 3).split(" / ") if ln and "[zoflash]" not in ln
-                and "waiting for connection" not in ln]
-        return ("the emulator has ended" + (f" ({how})" if how else "") + (f": {said[-1]}" if said else "")
-                + f" (output in {log})")
+        said = [
+            ln
+            for ln in _log_tail(log, 3).split(" / ")
+            if ln and "[zoflash]" not in ln and "waiting for connection" not in ln
+        ]
+        return (
+            "the emulator has ended"
+            + (f" ({how})" if how else "")
+            + (f": {said[-1]}" if said else "")
+            + f" (output in {log})"
+        )
+
     return ended
 
 
@@ -170,6 +179,8 @@ def _runs_on_an_npu(bundle_dir: Path) -> bool:
     except (OSError, ValueError):
         return False  # check_files and the loader report a broken bundle
     return bool((manifest.get("training") or {}).get("npu"))
+
+
 # --- end NPU ---
 
 
@@ -191,12 +202,16 @@ class QemuRunner(Runner):
 
     def prepare(self, fw, opts, dry_run=False):
         if os.name != "posix" and not dry_run:
-            raise FlashError("running QEMU in the background is supported on Linux and macOS only; run the "
-                             "command of `zoflash flash --dry-run` by hand")
+            raise FlashError(
+                "running QEMU in the background is supported on Linux and macOS only; run the "
+                "command of `zoflash flash --dry-run` by hand"
+            )
         _require(opts, fw.entry["program"], dry_run)
         if not dry_run and _runs_on_an_npu(fw.dir):  # --- NPU ---
-            raise FlashError("this firmware runs its frozen prefix on the Ethos-U NPU (built with --npu), which QEMU "
-                             "does not emulate: load it on the board, or build without --npu for QEMU")
+            raise FlashError(
+                "this firmware runs its frozen prefix on the Ethos-U NPU (built with --npu), which QEMU "
+                "does not emulate: load it on the board, or build without --npu for QEMU"
+            )
         if opts.port is None:
             opts.port, opts.auto_port = free_port(), True
         if opts.timeout is None or opts.timeout <= 0:
@@ -208,8 +223,18 @@ class QemuRunner(Runner):
 
     def steps(self, fw, opts):
         e = fw.entry
-        argv = [*opts.tool(e["program"]), "-M", e["machine"], *e.get("args", ()), "-monitor", "none",
-                "-serial", self.serial_arg(opts.port), "-kernel", str(fw.elf)]
+        argv = [
+            *opts.tool(e["program"]),
+            "-M",
+            e["machine"],
+            *e.get("args", ()),
+            "-monitor",
+            "none",
+            "-serial",
+            self.serial_arg(opts.port),
+            "-kernel",
+            str(fw.elf),
+        ]
         return [ToolCommand(argv, "emulator (background)", opts.timeout, background=True)]
 
     def done_message(self, fw):
@@ -228,16 +253,28 @@ class QemuRunner(Runner):
             if started is not None:
                 break
             if attempt == 2 or not opts.auto_port:
-                raise FlashError(f"QEMU could not listen on 127.0.0.1:{opts.port}: "
-                                 f"{_log_tail(fw.dir / QEMU_LOG, match='Address already in use')}")
+                raise FlashError(
+                    f"QEMU could not listen on 127.0.0.1:{opts.port}: "
+                    f"{_log_tail(fw.dir / QEMU_LOG, match='Address already in use')}"
+                )
             say(f"qemu    port {opts.port} is taken; trying another")
             opts.port = free_port()
         pid, url = started
-        say(f"qemu    running (pid {pid}); it stops after {opts.timeout:g} s, or with "
-            f"`zoflash flash --bundle {fw.dir} --stop`")
+        say(
+            f"qemu    running (pid {pid}); it stops after {opts.timeout:g} s, or with "
+            f"`zoflash flash --bundle {fw.dir} --stop`"
+        )
         say(f"serial  {url}  (the firmware starts when a client connects: zoflash monitor --port {url})")
-        return FlashResult(self.method, fw.entry["name"], [step.argv], serial_url=url, pid=pid, port=opts.port,
-                           state_path=fw.dir / STATE_FILE, message=self.done_message(fw))
+        return FlashResult(
+            self.method,
+            fw.entry["name"],
+            [step.argv],
+            serial_url=url,
+            pid=pid,
+            port=opts.port,
+            state_path=fw.dir / STATE_FILE,
+            message=self.done_message(fw),
+        )
 
     def _start(self, fw, opts, step: ToolCommand):
         log = fw.dir / QEMU_LOG
@@ -246,9 +283,15 @@ class QemuRunner(Runner):
         env = dict(os.environ)
         env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         code = "import sys; from zoflash.targets.runners.qemu import supervise; sys.exit(supervise(sys.argv[1:]))"
-        sup = subprocess.Popen([sys.executable, "-c", code, str(log), f"{opts.timeout:g}", *step.argv],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                               env=env, text=True, start_new_session=True)
+        sup = subprocess.Popen(
+            [sys.executable, "-c", code, str(log), f"{opts.timeout:g}", *step.argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            text=True,
+            start_new_session=True,
+        )
         _BACKGROUND.append(sup)
         line = sup.stdout.readline().strip()
         sup.stdout.close()
@@ -273,12 +316,20 @@ class QemuRunner(Runner):
                     pass
                 raise FlashError(f"QEMU did not open {url} within 10 s (output in {log})")
             time.sleep(0.02)
-        state = {"pid": pid, "supervisor_pid": sup.pid, "port": opts.port, "url": url, "elf": str(fw.elf),
-                 "board": fw.board.id, "command": step.argv, "log": str(log), "started": time.time(),
-                 "timeout_s": opts.timeout, "deadline": time.time() + opts.timeout}
+        state = {
+            "pid": pid,
+            "supervisor_pid": sup.pid,
+            "port": opts.port,
+            "url": url,
+            "elf": str(fw.elf),
+            "board": fw.board.id,
+            "command": step.argv,
+            "log": str(log),
+            "started": time.time(),
+            "timeout_s": opts.timeout,
+            "deadline": time.time() + opts.timeout,
+        }
         tmp = fw.dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         tmp.replace(fw.dir / STATE_FILE)
         return pid, url
-
-

@@ -1,4 +1,5 @@
 """STM32CubeProgrammer: RAM load through ST-LINK_gdbserver and gdb, or FSBL signing and the external loader."""
+
 from __future__ import annotations
 
 import glob
@@ -34,10 +35,13 @@ PRG_CLI = "STM32_Programmer_CLI"
 
 def _default_programmer_dirs() -> list[Path]:
     """Where ST's installers put STM32CubeProgrammer's bin folder (and STM32CubeCLT's copy of it)."""
-    dirs = [Path.home() / "STMicroelectronics/STM32Cube/STM32CubeProgrammer/bin",
-            Path("/Applications/STMicroelectronics/STM32Cube/STM32CubeProgrammer/STM32CubeProgrammer.app/"
-                 "Contents/MacOs/bin"),
-            Path("C:/Program Files/STMicroelectronics/STM32Cube/STM32CubeProgrammer/bin")]
+    dirs = [
+        Path.home() / "STMicroelectronics/STM32Cube/STM32CubeProgrammer/bin",
+        Path(
+            "/Applications/STMicroelectronics/STM32Cube/STM32CubeProgrammer/STM32CubeProgrammer.app/Contents/MacOs/bin"
+        ),
+        Path("C:/Program Files/STMicroelectronics/STM32Cube/STM32CubeProgrammer/bin"),
+    ]
     dirs += [Path(p) for p in sorted(glob.glob("/opt/st/stm32cubeclt*/STM32CubeProgrammer/bin"), reverse=True)]
     return dirs
 
@@ -87,10 +91,12 @@ class StM32CubeProgrammerRunner(Runner):
         elsewhere = loaded_elsewhere(fw.board) if fw.entry["mode"] == "flash" else []
         if elsewhere:  # the boot ROM copies the image only: the rest would be missing at run time
             where = ", ".join(f"{s} in {r}" for s, r in elsewhere)
-            raise FlashError(f"flash boot copies only the {fw.board.placement['code']} image, but the memory plan put "
-                             f"{where}: load this build in development mode (method 'ram'), or rebuild it with "
-                             "--boot flash (weights and data that do not fit the image then stay in the external "
-                             "flash)")
+            raise FlashError(
+                f"flash boot copies only the {fw.board.placement['code']} image, but the memory plan put "
+                f"{where}: load this build in development mode (method 'ram'), or rebuild it with "
+                "--boot flash (weights and data that do not fit the image then stay in the external "
+                "flash)"
+            )
         if opts.programmer_bin is None:
             found, how = find_programmer_bin()
             if found is not None:
@@ -102,8 +108,13 @@ class StM32CubeProgrammerRunner(Runner):
                 opts.notes.append(f"note    {_missing(PRG_CLI)}")
         if fw.entry["mode"] == "ram":
             _require(opts, "ST-LINK_gdbserver", dry_run, _cubeclt_dirs("STLink-gdb-server/bin"))
-            _require(opts, "arm-none-eabi-gdb", dry_run, _cubeclt_dirs("GNU-tools-for-STM32/bin"),
-                     alternatives=("gdb-multiarch",))
+            _require(
+                opts,
+                "arm-none-eabi-gdb",
+                dry_run,
+                _cubeclt_dirs("GNU-tools-for-STM32/bin"),
+                alternatives=("gdb-multiarch",),
+            )
         return opts
 
     def _prg(self, opts: FlashOptions, name: str) -> str:
@@ -124,10 +135,20 @@ class StM32CubeProgrammerRunner(Runner):
             return []
         e = fw.entry
         loader_dir = opts.programmer_bin if opts.programmer_bin else Path("<STM32CubeProgrammer bin>")
-        write = [self._prg(opts, PRG_CLI), "--connect", *e["connect"], "-el",
-                 str(loader_dir / "ExternalLoader" / e["external_loader"])]
-        return [ToolCommand([*write, "--download", str(fw.nor_bin), f"0x{nor:08X}"],
-                            "write the data read in place to the external flash", 1800)]
+        write = [
+            self._prg(opts, PRG_CLI),
+            "--connect",
+            *e["connect"],
+            "-el",
+            str(loader_dir / "ExternalLoader" / e["external_loader"]),
+        ]
+        return [
+            ToolCommand(
+                [*write, "--download", str(fw.nor_bin), f"0x{nor:08X}"],
+                "write the data read in place to the external flash",
+                1800,
+            )
+        ]
 
     def steps(self, fw, opts):
         e = fw.entry
@@ -137,17 +158,41 @@ class StM32CubeProgrammerRunner(Runner):
             server = [*opts.tool("ST-LINK_gdbserver"), "-p", port, *e["gdbserver_args"], "-cp", cp]
             # with data in the external flash, gdb loads the ELF without those sections (_ram.elf)
             elf = fw.ram_elf if flash_data_address(fw.board) is not None else fw.elf
-            gdb = [*opts.tool("arm-none-eabi-gdb"), "-nx", "-batch", "-ex", f"target remote :{port}", "-ex", "load",
-                   "-ex", "detach", str(elf)]
-            return [*self._write_nor(fw, opts), ToolCommand(server, "gdb server (ST-LINK)", background=True),
-                    ToolCommand(gdb, "load into RAM (gdb)", 300)]
+            gdb = [
+                *opts.tool("arm-none-eabi-gdb"),
+                "-nx",
+                "-batch",
+                "-ex",
+                f"target remote :{port}",
+                "-ex",
+                "load",
+                "-ex",
+                "detach",
+                str(elf),
+            ]
+            return [
+                *self._write_nor(fw, opts),
+                ToolCommand(server, "gdb server (ST-LINK)", background=True),
+                ToolCommand(gdb, "load into RAM (gdb)", 300),
+            ]
         loader_dir = opts.programmer_bin if opts.programmer_bin else Path("<STM32CubeProgrammer bin>")
         sign = sign_command(fw, self._prg(opts, "STM32_SigningTool_CLI"))
-        write = [self._prg(opts, PRG_CLI), "--connect", *e["connect"], "-el",
-                 str(loader_dir / "ExternalLoader" / e["external_loader"])]
-        return [ToolCommand(sign, "sign the FSBL image", 120), *self._write_nor(fw, opts),
-                ToolCommand([*write, "--download", str(fw.signed_bin), f"0x{e['address']:08X}", "--start"],
-                            "write the external flash", 900)]
+        write = [
+            self._prg(opts, PRG_CLI),
+            "--connect",
+            *e["connect"],
+            "-el",
+            str(loader_dir / "ExternalLoader" / e["external_loader"]),
+        ]
+        return [
+            ToolCommand(sign, "sign the FSBL image", 120),
+            *self._write_nor(fw, opts),
+            ToolCommand(
+                [*write, "--download", str(fw.signed_bin), f"0x{e['address']:08X}", "--start"],
+                "write the external flash",
+                900,
+            ),
+        ]
 
     def done_message(self, fw):
         nor = flash_data_address(fw.board)
@@ -155,10 +200,14 @@ class StM32CubeProgrammerRunner(Runner):
             where = f"{fw.nor_bin.name} written to the external flash at 0x{nor:08X}; " if nor is not None else ""
             return f"{where}{fw.elf.name} loaded into RAM and running (lost at power-off; reset the core only)"
         if nor is not None:
-            return (f"{fw.nor_bin.name} written to the external flash at 0x{nor:08X} and {fw.signed_bin.name} at "
-                    f"0x{fw.entry['address']:08X}; set the boot switches for flash boot and press RESET")
-        return (f"{fw.signed_bin.name} written to the external flash at 0x{fw.entry['address']:08X}; set the boot "
-                "switches for flash boot and press RESET")
+            return (
+                f"{fw.nor_bin.name} written to the external flash at 0x{nor:08X} and {fw.signed_bin.name} at "
+                f"0x{fw.entry['address']:08X}; set the boot switches for flash boot and press RESET"
+            )
+        return (
+            f"{fw.signed_bin.name} written to the external flash at 0x{fw.entry['address']:08X}; set the boot "
+            "switches for flash boot and press RESET"
+        )
 
     def run(self, fw, opts, say):
         if fw.entry["mode"] == "flash":
@@ -197,13 +246,17 @@ class StM32CubeProgrammerRunner(Runner):
                         break
                     except FlashError as err:
                         if proc.poll() is not None:
-                            raise FlashError(f"ST-LINK_gdbserver stopped (exit {proc.returncode}): "
-                                             f"{_reason(log.read_text(errors='replace'))} (output in {log})") from None
+                            raise FlashError(
+                                f"ST-LINK_gdbserver stopped (exit {proc.returncode}): "
+                                f"{_reason(log.read_text(errors='replace'))} (output in {log})"
+                            ) from None
                         if "Connection refused" not in str(err) and "connection refused" not in str(err).lower():
                             raise
                         if time.monotonic() > deadline:
-                            raise FlashError(f"ST-LINK_gdbserver did not accept gdb on port "
-                                             f"{fw.entry['gdbserver_port']} within 20 s (output in {log})") from None
+                            raise FlashError(
+                                f"ST-LINK_gdbserver did not accept gdb on port "
+                                f"{fw.entry['gdbserver_port']} within 20 s (output in {log})"
+                            ) from None
                         time.sleep(0.5)
                 try:  # a non-persistent gdbserver exits once gdb has detached
                     proc.wait(timeout=self.server_exit_wait)
@@ -215,5 +268,3 @@ class StM32CubeProgrammerRunner(Runner):
         msg = self.done_message(fw)
         say(f"flash   done: {msg}")
         return FlashResult(self.method, fw.entry["name"], [s.argv for s in (*before, server, gdb)], message=msg)
-
-
