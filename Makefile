@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PARALLEL := -n $(TEST_JOBS) --dist loadfile
 
-.PHONY: setup system-packages test test-fast demo bench bench-m55 docs fixtures clean
+.PHONY: setup system-packages lint test test-fast demo bench bench-m55 docs fixtures clean
 
 setup: system-packages $(VENV)/.installed
 
@@ -27,8 +27,15 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
+# The code's habits: ruff (lint and format), mypy on the package, the layer contract (import-linter).
+lint: setup
+	$(VENV)/bin/ruff check host tests benchmarks examples
+	$(VENV)/bin/ruff format --check host tests benchmarks examples
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
 # Every tier; ZOFLASH_REQUIRE_ALL turns a skipped tier (missing tool) into a failure.
-test: setup
+test: setup lint
 	ZOFLASH_REQUIRE_ALL=1 $(PY) -m pytest -q $(PARALLEL) $(PYTEST_ARGS)
 
 # Unit tier only (no compilers): seconds.

@@ -14,7 +14,11 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomli is the same parser
+    import tomli as tomllib
+
 
 MIRROR = Path("/work/.mirror/STMicroelectronics+cmsis-device-n6")
 COMMIT = "f818b00f775444e8d19ef6cad822534c345e054f"  # cmsis-device-n6 v1.1.0

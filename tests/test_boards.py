@@ -3,10 +3,15 @@ name, family names select the reference board, and `zoflash boards` lists and sh
 
 from __future__ import annotations
 
+import sys
 from importlib import resources
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomli is the same parser
+    import tomli as tomllib
+
 import pytest
-import tomllib
 from conftest import ROOT
 
 from zoflash.cli import main

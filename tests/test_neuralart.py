@@ -14,8 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomli is the same parser
+    import tomli as tomllib
+
 import pytest
-import tomllib
 from conftest import FIXTURES
 
 from zoflash import api

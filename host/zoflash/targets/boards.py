@@ -13,10 +13,15 @@ Users may type a family name (`stm32n6`): it selects the family's board marked
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field, replace
 from importlib import resources
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomli is the same parser
+    import tomli as tomllib
+
 
 from zoflash.errors import BoardError
 

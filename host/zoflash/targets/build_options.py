@@ -10,9 +10,14 @@ The command line wins over the project file.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomli is the same parser
+    import tomli as tomllib
+
 
 from zoflash.errors import ZoflashError
 from zoflash.targets.boards import BOOT_MODES

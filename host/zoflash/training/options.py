@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from dataclasses import field, make_dataclass, replace
 from pathlib import Path
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomli is the same parser
+    import tomli as tomllib
+
 import numpy as np
-import tomllib
 
 from zoflash.errors import ZoflashError
 from zoflash.spec import options as table
