@@ -20,8 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cbuild  # noqa: E402
 
 from zoflash import api  # noqa: E402
-from zoflash.compiler import kernels as kb  # noqa: E402
-from zoflash.compiler.ops import KERNELS  # noqa: E402
+from zoflash.compiler.ops import (
+    KERNELS,  # noqa: E402
+    cast_params,  # noqa: E402
+)
 from zoflash.compiler.ops.cast import CASTS  # noqa: E402
 from zoflash.compiler.pipeline import compile_graph  # noqa: E402
 from zoflash.errors import UnsupportedModelError  # noqa: E402
@@ -50,32 +52,32 @@ def test_cast_kernel_against_numpy():
     for (src, dst), kernel in CASTS.items():
         for n in (1, 7, 300):
             x = _random(rng, src, n)
-            p = kb.cast_params(size=n, input_dtype=src, output_dtype=dst)
+            p = cast_params.cast_params(size=n, input_dtype=src, output_dtype=dst)
             out = np.zeros(n, NP[dst])
             K.call(kernel.function, kernel.struct, p, x, out)
             want = ref.cast(p, x)
             assert want.dtype == NP[dst]
             assert np.array_equal(out.view(np.uint8), want.view(np.uint8)), f"{src} -> {dst}, {n} elements"
     # Independently of NumPy: narrowing keeps the low bits.
-    p = kb.cast_params(size=3, input_dtype="int32", output_dtype="int8")
+    p = cast_params.cast_params(size=3, input_dtype="int32", output_dtype="int8")
     assert ref.cast(p, np.array([200, -129, 65535], np.int32)).tolist() == [-56, 127, -1]
 
 
 def test_builder_matches_the_c_struct_and_enum():
     kernel = KERNELS["cast_int32_int8"]
     fields = [f for f, _ in cbuild.parse_structs()[kernel.struct]]
-    assert list(kb.cast_params(size=4, input_dtype="int32", output_dtype="int8")) == fields
+    assert list(cast_params.cast_params(size=4, input_dtype="int32", output_dtype="int8")) == fields
     header = cbuild.KERNEL_HEADER.read_text()
     enum = dict(re.findall(r"ZO_CAST_(\w+) = (\d+)", header))
     assert {k: int(v) for k, v in enum.items()} == {"S8": 0, "S16": 1, "S32": 2, "F32": 3}
-    assert [kb.CAST_TYPES[t] for t in ("int8", "int16", "int32", "float32")] == [0, 1, 2, 3]
+    assert [cast_params.CAST_TYPES[t] for t in ("int8", "int16", "int32", "float32")] == [0, 1, 2, 3]
     for bad in (
         dict(input_dtype="float32", output_dtype="int8"),
         dict(input_dtype="int64", output_dtype="int8"),
         dict(input_dtype="int8", output_dtype="bool"),
     ):
         with pytest.raises(ValueError):
-            kb.cast_params(size=4, **bad)
+            cast_params.cast_params(size=4, **bad)
 
 
 def test_fixture_index_matches_the_files():

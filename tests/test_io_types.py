@@ -20,8 +20,10 @@ from conftest import FIXTURES  # noqa: E402
 
 from zoflash import api  # noqa: E402
 from zoflash.cli import main  # noqa: E402
-from zoflash.compiler import kernels as kb  # noqa: E402
-from zoflash.compiler.ops import KERNELS  # noqa: E402
+from zoflash.compiler.ops import (
+    KERNELS,  # noqa: E402
+    activation_params,  # noqa: E402
+)
 from zoflash.compiler.quant import as_samples  # noqa: E402
 from zoflash.errors import DataError  # noqa: E402
 from zoflash.reference import kernels as ref  # noqa: E402
@@ -81,14 +83,14 @@ def test_builders_reject_zero_points_outside_each_type():
 
 def test_same_scale_is_an_exact_128_shift():
     """TFLM's fast path (in ^ 0x80) and its general path agree: the multiplier is exactly one."""
-    p = kb.requantize_u8_params(**{**SAMPLES["requantize_u8_s8"], "size": 256})
+    p = activation_params.requantize_u8_params(**{**SAMPLES["requantize_u8_s8"], "size": 256})
     assert (p["multiplier"], p["shift"]) == (1 << 30, 1)
     x = np.arange(256, dtype=np.uint8)
     assert np.array_equal(ref.requantize_u8_s8(p, x).view(np.uint8), x ^ 0x80)
 
 
 def test_reference_quantize_rounds_half_away_and_saturates():
-    p = kb.quantize_f32_params(size=1, output_scale=0.5, output_zp=3)
+    p = activation_params.quantize_f32_params(size=1, output_scale=0.5, output_zp=3)
     x = np.array(
         [1.25, -1.25, 0.75, -0.75, 0.2499999, 63.0, 63.25, -65.75, -66.0, np.inf, -np.inf, np.nan, 1e30], np.float32
     )
@@ -118,7 +120,7 @@ def test_requantize_uint8_both_ways_all_inputs(K, seed):
         in_s = f32(rng.uniform(0.001, 0.1))
         out_s = in_s if i < 2 else f32(in_s / float(np.exp(rng.uniform(-5, 5))))
         uzp, szp = int(rng.choice([0, 128, 255, int(rng.integers(0, 256))])), int(rng.integers(-128, 128))
-        p = kb.requantize_u8_params(
+        p = activation_params.requantize_u8_params(
             size=256,
             input_scale=in_s,
             input_zp=uzp,
@@ -128,7 +130,7 @@ def test_requantize_uint8_both_ways_all_inputs(K, seed):
             output_dtype="int8",
         )
         assert np.array_equal(run(K, "requantize_u8_s8", p, u8, np.zeros(256, np.int8)), ref.requantize_u8_s8(p, u8))
-        p = kb.requantize_u8_params(
+        p = activation_params.requantize_u8_params(
             size=256,
             input_scale=in_s,
             input_zp=szp,
@@ -171,7 +173,7 @@ def test_quantize_float_bit_exact(K, seed):
                 np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 3.4e38, -3.4e38], np.float32),
             ]
         )
-        p = kb.quantize_f32_params(size=x.size, output_scale=scale, output_zp=zp)
+        p = activation_params.quantize_f32_params(size=x.size, output_scale=scale, output_zp=zp)
         got = run(K, "quantize_f32_s8", p, x, np.zeros(x.size, np.int8))
         want = ref.quantize_f32_s8(p, x)
         assert np.array_equal(got, want), f"scale {scale!r} zp {zp}: {np.count_nonzero(got != want)} differ"

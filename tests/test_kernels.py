@@ -21,9 +21,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cbuild  # noqa: E402
 
-from zoflash.compiler import kernels as kb  # noqa: E402
 from zoflash.compiler import quant  # noqa: E402
-from zoflash.compiler.ops import KERNELS  # noqa: E402
+from zoflash.compiler.ops import (  # noqa: E402
+    KERNELS,  # noqa: E402
+    activation_params,
+    binary_params,
+    convolution_params,
+    data_movement_params,
+    fully_connected_params,
+    pooling_params,
+    reduction_params,
+)
 from zoflash.reference import kernels as ref  # noqa: E402
 
 ACTS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
@@ -216,9 +224,9 @@ def test_builders_reject_what_tflm_cannot_run():
 
 
 def test_geometry_matches_tflm_padding():
-    p = kb.conv2d_params(**SAMPLE_ARGS["conv2d"])  # 5x5, k3, s2, SAME: total pad 2 -> 1 before
+    p = convolution_params.conv2d_params(**SAMPLE_ARGS["conv2d"])  # 5x5, k3, s2, SAME: total pad 2 -> 1 before
     assert (p["pad_h"], p["pad_w"]) == (1, 1)
-    p = kb.pool_params(
+    p = pooling_params.pool_params(
         input_hwc=(4, 4, 1),
         output_hwc=(2, 2, 1),
         filter_hw=(3, 3),
@@ -240,7 +248,7 @@ def test_fully_connected_per_tensor_multiplier_is_the_double_product():
     differs = 0
     for _ in range(2000):
         si, sw, so = (f32(v) for v in rng.uniform(1e-3, 1e-1, 3))
-        p = kb.fully_connected_params(
+        p = fully_connected_params.fully_connected_params(
             input_elements=4,
             weights_shape=(3, 4),
             input_scale=si,
@@ -310,7 +318,7 @@ def check_conv(K, rng, case, per_channel, act, with_bias):
     c = case
     k = c["kh"] * c["kw"] * c["fc"]
     in_s, fs, out_s = conv_scales(rng, k, per_channel, c["oc"])
-    params = kb.conv2d_params(
+    params = convolution_params.conv2d_params(
         input_hwc=(c["h"], c["w"], c["c"]),
         output_hwc=(c["oh"], c["ow"], c["oc"]),
         filter_ohwi=(c["oc"], c["kh"], c["kw"], c["fc"]),
@@ -381,7 +389,7 @@ def test_depthwise_conv2d_random(K, seed):
                 break
         oc = c * dm
         in_s, fs, out_s = conv_scales(rng, kh * kw, bool(i % 2), oc)
-        params = kb.depthwise_conv2d_params(
+        params = convolution_params.depthwise_conv2d_params(
             input_hwc=(h, w, c),
             output_hwc=(oh, ow, oc),
             filter_1hwo=(1, kh, kw, oc),
@@ -414,7 +422,7 @@ def test_fully_connected_random(K, seed):
         units = int(rng.choice([1, 4, 10, 65, 130, int(rng.integers(1, 100))]))
         per_channel = bool(i % 2) and units > 1
         in_s, fs, out_s = conv_scales(rng, depth, per_channel, units)
-        params = kb.fully_connected_params(
+        params = fully_connected_params.fully_connected_params(
             input_elements=rows * depth,
             weights_shape=(units, depth),
             input_scale=in_s,
@@ -452,7 +460,7 @@ def test_pool_random(K, kind, seed):
             (oh, ow), _ = quant.compute_padding_hw((sh, sw), (1, 1), (h, w), (fh, fw), padding)
             if oh >= 1 and ow >= 1:
                 break
-        params = kb.pool_params(
+        params = pooling_params.pool_params(
             input_hwc=(h, w, c),
             output_hwc=(oh, ow, c),
             filter_hw=(fh, fw),
@@ -471,7 +479,7 @@ def test_pool_random(K, kind, seed):
 
 @pytest.mark.cc
 def test_avg_pool_rounds_half_away_from_zero(K):
-    params = kb.pool_params(
+    params = pooling_params.pool_params(
         input_hwc=(1, 2, 4),
         output_hwc=(1, 1, 4),
         filter_hw=(1, 2),
@@ -545,7 +553,7 @@ def test_binary_broadcast_random(K, kind, seed):
 def test_add_mobilenet_residual_same_shape(K):
     rng = np.random.default_rng(77)
     shape = (1, 8, 8, 24)
-    params = kb.add_params(
+    params = binary_params.add_params(
         input1_shape=shape,
         input2_shape=shape,
         output_shape=shape,
@@ -572,7 +580,7 @@ def test_requantize_all_inputs(K, seed):
     for _i in range(10):
         ratio = float(np.exp(rng.uniform(-6, 6)))
         in_s = f32(rng.uniform(0.01, 0.1))
-        params = kb.requantize_params(
+        params = activation_params.requantize_params(
             size=256, input_scale=in_s, input_zp=rand_zp(rng), output_scale=f32(in_s / ratio), output_zp=rand_zp(rng)
         )
         out = np.zeros(256, np.int8)
@@ -587,7 +595,7 @@ def test_dequantize_all_inputs_bit_exact_float(K, seed):
     x = np.arange(-128, 128, dtype=np.int8)
     scales = [f32(v) for v in np.exp(rng.uniform(-20, 5, 30))] + [f32(1 / 3), f32(0.1), 2.0**-7]
     for s in scales:
-        params = kb.dequantize_params(size=256, scale=s, zp=rand_zp(rng))
+        params = activation_params.dequantize_params(size=256, scale=s, zp=rand_zp(rng))
         out = np.zeros(256, np.float32)
         run(K, "dequantize", params, x, out)
         want = ref.dequantize_s8(params, x)
@@ -602,7 +610,7 @@ def test_logistic_all_inputs(K, seed):
     x = np.arange(-128, 128, dtype=np.int8)
     scales = [f32(v) for v in np.exp(rng.uniform(-7, 1, 12))] + [1 / 16, 0.1, 1 / 256, 0.5]
     for s in scales:
-        params = kb.logistic_params(
+        params = activation_params.logistic_params(
             size=256, input_scale=s, input_zp=rand_zp(rng), output_scale=1 / 256, output_zp=-128
         )
         out = np.zeros(256, np.int8)
@@ -614,7 +622,9 @@ def test_logistic_reference_tracks_the_float_sigmoid():
     """Guards the reference itself: within 1 LSB of the real sigmoid everywhere."""
     x = np.arange(-128, 128)
     for s, zp in ((0.1, 0), (1 / 16, 10), (0.03, -128), (0.5, 127)):
-        p = kb.logistic_params(size=256, input_scale=s, input_zp=zp, output_scale=1 / 256, output_zp=-128)
+        p = activation_params.logistic_params(
+            size=256, input_scale=s, input_zp=zp, output_scale=1 / 256, output_zp=-128
+        )
         got = ref.logistic_s8(p, x.astype(np.int8)).astype(int)
         real = np.clip(np.round(256 / (1 + np.exp(-(x - zp) * f32(s)))) - 128, -128, 127)
         assert np.max(np.abs(got - real)) <= 1
@@ -632,7 +642,7 @@ def test_softmax_random(K, seed):
         depth = int(rng.choice([1, 2, 10, 12, 35, 100, int(rng.integers(1, 400))]))
         in_s = f32(np.exp(rng.uniform(-6, 1)))
         beta = f32(rng.choice([1.0, 1.0, 0.5, 2.0, float(rng.uniform(0.1, 3))]))
-        params = kb.softmax_params(
+        params = activation_params.softmax_params(
             outer=outer,
             depth=depth,
             beta=beta,
@@ -653,7 +663,7 @@ def test_softmax_random(K, seed):
 def test_softmax_reference_tracks_the_float_softmax():
     rng = np.random.default_rng(3)
     for in_s in (0.05, 0.1, 0.25):
-        p = kb.softmax_params(
+        p = activation_params.softmax_params(
             outer=4, depth=10, beta=1.0, input_scale=in_s, input_zp=0, output_scale=1 / 256, output_zp=-128
         )
         x = rng.integers(-128, 128, (4, 10)).astype(np.int8)
@@ -675,7 +685,7 @@ def test_pad_random(K, seed):
         rank = int(rng.integers(1, 6))
         shape = tuple(int(rng.integers(1, 6)) for _ in range(rank))
         pads = tuple((int(rng.integers(0, 3)), int(rng.integers(0, 3))) for _ in range(rank))
-        params = kb.pad_params(input_shape=shape, paddings=pads, pad_value=rand_zp(rng))
+        params = data_movement_params.pad_params(input_shape=shape, paddings=pads, pad_value=rand_zp(rng))
         x = rand_i8(rng, shape)
         out = np.zeros(tuple(d + a + b for d, (a, b) in zip(shape, pads)), np.int8)
         run(K, "pad", params, x, out)
@@ -696,7 +706,7 @@ def test_concat_random(K, seed):
             s = list(base)
             s[axis] = int(rng.integers(0 if n > 1 else 1, 5))
             shapes.append(tuple(s))
-        params = kb.concat_params(input_shapes=shapes, axis=axis)
+        params = data_movement_params.concat_params(input_shapes=shapes, axis=axis)
         xs = [rand_i8(rng, s) for s in shapes]
         want = ref.concat_s8(params, xs, axis)
         out = np.zeros(want.shape, np.int8)
@@ -729,7 +739,7 @@ def test_mean(K, shape, axes):
     for i in range(6):
         in_s = f32(rng.uniform(0.01, 0.2))
         out_s = f32(in_s * float(np.exp(rng.uniform(-3, 3))))
-        params = kb.mean_params(
+        params = reduction_params.mean_params(
             input_shape=shape,
             axes=axes,
             input_scale=in_s,
@@ -747,7 +757,7 @@ def test_mean(K, shape, axes):
 
 
 def test_mean_multiplier_folds_the_count_like_tflm():
-    p = kb.mean_params(
+    p = reduction_params.mean_params(
         input_shape=(1, 7, 7, 4), axes=(1, 2), input_scale=0.1, input_zp=0, output_scale=0.1, output_zp=0
     )
     m, s = quant.quantize_multiplier(f32(0.1) / f32(0.1))
@@ -762,7 +772,7 @@ def test_mean_multiplier_folds_the_count_like_tflm():
 def test_pointwise_conv_is_fast(K):
     """A 32x32x64 -> 64 1x1 conv (4M MACs) takes about 0.5 ms at -O2; 20 ms leaves room for slow CI."""
     rng = np.random.default_rng(1)
-    params = kb.conv2d_params(
+    params = convolution_params.conv2d_params(
         input_hwc=(32, 32, 64),
         output_hwc=(32, 32, 64),
         filter_ohwi=(64, 1, 1, 64),

@@ -22,8 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cbuild  # noqa: E402
 
 from zoflash import api  # noqa: E402
-from zoflash.compiler import kernels_int16 as kb16  # noqa: E402
-from zoflash.compiler.ops import KERNELS  # noqa: E402
+from zoflash.compiler import quant  # noqa: E402
+from zoflash.compiler.ops import (  # noqa: E402
+    KERNELS,  # noqa: E402
+    activation_params,
+    fully_connected_params,
+)
 from zoflash.compiler.pipeline import compile_graph  # noqa: E402
 from zoflash.errors import UnsupportedModelError  # noqa: E402
 from zoflash.reference import kernels_int16 as ref16  # noqa: E402
@@ -185,7 +189,7 @@ def int16_values(rng, n):
 def test_luts_tabulate_exp_and_the_reciprocal():
     """Each table entry is the function at its point to within 2 LSB (TFLM biases each entry by half
     the midpoint's interpolation error), and interpolating between entries stays within 8 LSB."""
-    p = kb16.softmax_s16_params(**SAMPLES["softmax_s16"])
+    p = activation_params.softmax_s16_params(**SAMPLES["softmax_s16"])
     x = np.linspace(-10.0, 0.0, 513)
     assert np.abs(p["exp_lut"] - np.minimum(np.exp(x) * 32768, 32767)).max() <= 2
     u = np.linspace(0.0, 1.0, 513)
@@ -314,7 +318,7 @@ def test_conv2d_s16(K):
         oc = groups * int(rng.integers(1, 4))
         kh, kw = int(rng.integers(1, min(h, 3) + 1)), int(rng.integers(1, min(w, 3) + 1))
         stride, padding = (int(rng.integers(1, 3)), int(rng.integers(1, 3))), ("SAME", "VALID")[i % 2]
-        (oh, ow), _ = kb16.quant.compute_padding_hw(stride, (1, 1), (h, w), (kh, kw), padding)
+        (oh, ow), _ = quant.compute_padding_hw(stride, (1, 1), (h, w), (kh, kw), padding)
         p = kernel.build(
             input_hwc=(h, w, groups * fc),
             output_hwc=(oh, ow, oc),
@@ -346,7 +350,7 @@ def test_depthwise_conv2d_s16(K):
         kh, kw = int(rng.integers(1, min(h, 3) + 1)), int(rng.integers(1, min(w, 3) + 1))
         dil = (int(rng.integers(1, 3)), 1) if h >= 2 * kh else (1, 1)
         stride, padding = (int(rng.integers(1, 3)), int(rng.integers(1, 3))), ("SAME", "VALID")[i % 2]
-        (oh, ow), _ = kb16.quant.compute_padding_hw(stride, dil, (h, w), (kh, kw), padding)
+        (oh, ow), _ = quant.compute_padding_hw(stride, dil, (h, w), (kh, kw), padding)
         if oh < 1 or ow < 1:
             continue
         p = kernel.build(
@@ -413,7 +417,7 @@ def test_pool_s16(K, name):
         h, w, c = int(rng.integers(1, 9)), int(rng.integers(1, 9)), int(rng.integers(1, 6))
         fh, fw = int(rng.integers(1, h + 1)), int(rng.integers(1, w + 1))
         stride, padding = (int(rng.integers(1, 3)), int(rng.integers(1, 3))), ("SAME", "VALID")[i % 2]
-        (oh, ow), _ = kb16.quant.compute_padding_hw(stride, (1, 1), (h, w), (fh, fw), padding)
+        (oh, ow), _ = quant.compute_padding_hw(stride, (1, 1), (h, w), (fh, fw), padding)
         p = kernel.build(
             input_hwc=(h, w, c),
             output_hwc=(oh, ow, c),
@@ -584,22 +588,24 @@ def test_16x8_builders_refuse_what_tflm_does_not_run():
         activation="NONE",
     )
     with pytest.raises(ValueError, match="zero points must be 0"):
-        kb16.fully_connected_s16_params(**dict(kw, input_zp=3))
+        fully_connected_params.fully_connected_s16_params(**dict(kw, input_zp=3))
     with pytest.raises(ValueError, match="at most 7"):
-        kb16.fully_connected_s16_params(**dict(kw, output_scale=1e-8))
-    assert kb16.fully_connected_s16_params(**dict(kw, activation="RELU"))["act_min"] == 0
+        fully_connected_params.fully_connected_s16_params(**dict(kw, output_scale=1e-8))
+    assert fully_connected_params.fully_connected_s16_params(**dict(kw, activation="RELU"))["act_min"] == 0
 
 
 def test_softmax_builders_refuse_what_tflm_does_not_run():
     with pytest.raises(ValueError, match="zero point -32768"):
-        kb16.softmax_s8_s16_params(**dict(SAMPLES["softmax_s8_s16"], output_zp=0))
+        activation_params.softmax_s8_s16_params(**dict(SAMPLES["softmax_s8_s16"], output_zp=0))
     with pytest.raises(ValueError, match="scale 1/65536"):
-        kb16.softmax_s8_s16_params(**dict(SAMPLES["softmax_s8_s16"], output_scale=1 / 32768))
+        activation_params.softmax_s8_s16_params(**dict(SAMPLES["softmax_s8_s16"], output_scale=1 / 32768))
     with pytest.raises(ValueError, match="zero points must be 0"):
-        kb16.softmax_s16_params(**dict(SAMPLES["softmax_s16"], input_zp=4))
+        activation_params.softmax_s16_params(**dict(SAMPLES["softmax_s16"], input_zp=4))
     with pytest.raises(ValueError, match="scale 1/32768"):
-        kb16.softmax_s16_params(**dict(SAMPLES["softmax_s16"], output_scale=1 / 65536))
-    kb16.softmax_s16_params(**dict(SAMPLES["softmax_s16"], output_scale=f32(1 / 32768 * 1.0009)))  # TFLM's 0.1%
+        activation_params.softmax_s16_params(**dict(SAMPLES["softmax_s16"], output_scale=1 / 65536))
+    activation_params.softmax_s16_params(
+        **dict(SAMPLES["softmax_s16"], output_scale=f32(1 / 32768 * 1.0009))
+    )  # TFLM's 0.1%
 
 
 # ------------------------------------------------------------------------- models against TFLM

@@ -24,9 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cbuild  # noqa: E402
 
 from zoflash import api  # noqa: E402
-from zoflash.compiler import kernels as kb  # noqa: E402
 from zoflash.compiler.ir import Quantization  # noqa: E402
-from zoflash.compiler.ops import KERNELS  # noqa: E402
+from zoflash.compiler.ops import (
+    KERNELS,  # noqa: E402
+    sequence_params,  # noqa: E402
+)
 from zoflash.compiler.pipeline import compile_graph  # noqa: E402
 from zoflash.errors import UnsupportedModelError  # noqa: E402
 from zoflash.reference import lstm as ref  # noqa: E402
@@ -97,7 +99,7 @@ def _random_case(rng, i):
     # Power-of-two cell scales from 2^-15 to 2^-9 (the tanh's right and left shifts), and others.
     cell_s = f32(2.0 ** -rng.integers(9, 16) * (1 if i % 3 else rng.uniform(0.75, 1.4)))
     clip = 0.0 if i % 2 else f32(rng.uniform(0.1, 1.2) * cell_s * 32768)
-    p = kb.lstm_params(
+    p = sequence_params.lstm_params(
         batches=batches,
         time_steps=steps,
         input_size=n_in,
@@ -187,13 +189,13 @@ def test_reference_is_close_to_a_float_lstm():
 def test_builder_refuses_what_tflm_cannot_run():
     kw = SAMPLES["lstm_s8_s16"]
     with pytest.raises(ValueError, match="one per gate"):
-        kb.lstm_params(**dict(kw, input_weight_scales=[0.01] * 3))
+        sequence_params.lstm_params(**dict(kw, input_weight_scales=[0.01] * 3))
     with pytest.raises(ValueError, match="outside what the int16 tanh reads"):
-        kb.lstm_params(**dict(kw, cell_scale=8.0))
-    p = kb.lstm_params(**dict(kw, cell_scale=0.00021, cell_clip=f32(1.0)))
+        sequence_params.lstm_params(**dict(kw, cell_scale=8.0))
+    p = sequence_params.lstm_params(**dict(kw, cell_scale=0.00021, cell_clip=f32(1.0)))
     assert (p["tanh_multiplier"], p["tanh_shift"]) == (3, 0)  # log2(0.00021) = -12.2, rounded to -12
     assert p["use_cell_clip"] == 1 and p["cell_clip"] == int(f32(1.0) / f32(0.00021))  # truncated
-    assert kb.lstm_params(**dict(kw, cell_clip=-1.0))["use_cell_clip"] == 0
+    assert sequence_params.lstm_params(**dict(kw, cell_clip=-1.0))["use_cell_clip"] == 0
 
 
 # ------------------------------------------------------------------------- models against TFLM

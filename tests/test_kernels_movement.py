@@ -21,8 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cbuild  # noqa: E402
 
 from zoflash import api  # noqa: E402
-from zoflash.compiler import kernels as kb  # noqa: E402
-from zoflash.compiler.ops import KERNELS  # noqa: E402
+from zoflash.compiler.ops import (
+    KERNELS,  # noqa: E402
+    movement_params,  # noqa: E402
+)
 from zoflash.compiler.pipeline import compile_graph  # noqa: E402
 from zoflash.errors import UnsupportedModelError  # noqa: E402
 from zoflash.reference import kernels as ref  # noqa: E402
@@ -110,7 +112,7 @@ def test_transpose_matches_numpy(K):
         shape = rand_shape(rng, int(rng.integers(1, 7)))
         perm = tuple(int(a) for a in rng.permutation(len(shape)))
         x = rand_i8(rng, shape)
-        y = run_copy(K, "transpose", kb.transpose_params(input_shape=shape, perm=perm), x)
+        y = run_copy(K, "transpose", movement_params.transpose_params(input_shape=shape, perm=perm), x)
         np.testing.assert_array_equal(y, np.transpose(x, perm).reshape(-1))
 
 
@@ -122,7 +124,7 @@ def test_slice_matches_numpy(K):
         begin = [int(rng.integers(0, d)) for d in shape]
         size = [-1 if rng.random() < 0.2 else int(rng.integers(1, d - b + 1)) for d, b in zip(shape, begin)]
         x = rand_i8(rng, shape)
-        y = run_copy(K, "slice", kb.slice_params(input_shape=shape, begin=begin, size=size), x)
+        y = run_copy(K, "slice", movement_params.slice_params(input_shape=shape, begin=begin, size=size), x)
         want = x[tuple(slice(b, None if s == -1 else b + s) for b, s in zip(begin, size))]
         np.testing.assert_array_equal(y, want.reshape(-1))
 
@@ -154,11 +156,11 @@ def test_strided_slice_matches_python_indexing(K):
         )
         x = rand_i8(rng, shape)
         want = ref.strided_slice_op(x, begin, end, strides, masks[0], masks[1], shrink)
-        axes = kb.strided_slice_axes(**kw)
+        axes = movement_params.strided_slice_axes(**kw)
         assert [c for k, (_, c, _) in enumerate(axes) if not shrink >> k & 1] == list(want.shape)
         if want.size == 0:
             continue
-        y = run_copy(K, "strided_slice", kb.strided_slice_params(**kw), x)
+        y = run_copy(K, "strided_slice", movement_params.strided_slice_params(**kw), x)
         np.testing.assert_array_equal(y, want.reshape(-1))
         done += 1
 
@@ -171,7 +173,7 @@ def test_pack_matches_numpy_stack(K):
         count = int(rng.integers(1, 13))
         axis = int(rng.integers(-len(shape) - 1, len(shape) + 1))
         xs = [rand_i8(rng, shape) for _ in range(count)]
-        p = kb.pack_params(input_shape=shape, count=count, axis=axis)
+        p = movement_params.pack_params(input_shape=shape, count=count, axis=axis)
         y = np.zeros(count * xs[0].size, np.int8)
         K.call("zo_concat_s8", "zo_concat_params_t", p, xs, y)
         np.testing.assert_array_equal(y, np.stack(xs, axis=axis).reshape(-1))
@@ -186,7 +188,9 @@ def test_split_matches_numpy_split(K):
         cuts = np.sort(rng.integers(0, shape[axis] + 1, size=int(rng.integers(0, 4))))
         sizes = np.diff(np.concatenate([[0], cuts, [shape[axis]]])).tolist()
         x = rand_i8(rng, shape)
-        p = kb.split_params(input_shape=shape, axis=axis - len(shape) if rng.random() < 0.5 else axis, sizes=sizes)
+        p = movement_params.split_params(
+            input_shape=shape, axis=axis - len(shape) if rng.random() < 0.5 else axis, sizes=sizes
+        )
         read, written = KERNELS["split"].extents(p)
         assert read == x.size and len(written) == len(sizes)
         ys = [np.full(n, 99, np.int8) for n in written]
@@ -204,7 +208,7 @@ def test_gather_matches_numpy_take(K):
         axis = int(rng.integers(0, len(shape)))
         indices = rng.integers(0, shape[axis], size=rand_shape(rng, int(rng.integers(1, 3)), 4))
         x = rand_i8(rng, shape)
-        p = kb.gather_params(input_shape=shape, axis=axis, indices=indices)
+        p = movement_params.gather_params(input_shape=shape, axis=axis, indices=indices)
         y = np.full(KERNELS["gather"].extents(p)[1], 99, np.int8)
         K.call("zo_gather_s8", "zo_gather_params_t", p, x, y)
         np.testing.assert_array_equal(y, np.take(x, indices, axis=axis).reshape(-1))
@@ -404,9 +408,9 @@ def test_executor_broadcasts_a_constant_input_and_keeps_a_single_split_output_a_
 
     x = np.arange(24, dtype=np.int8).reshape(1, -1)  # a constant: one row for the whole batch
     cube = x.reshape(2, 3, 4)
-    y = DISPATCH["transpose"](kb.transpose_params(input_shape=(2, 3, 4), perm=(2, 0, 1)), 3, x)
+    y = DISPATCH["transpose"](movement_params.transpose_params(input_shape=(2, 3, 4), perm=(2, 0, 1)), 3, x)
     np.testing.assert_array_equal(y, np.tile(np.transpose(cube, (2, 0, 1)).reshape(1, -1), (3, 1)))
-    (only,) = DISPATCH["split"](kb.split_params(input_shape=(2, 3, 4), axis=1, sizes=[3]), 3, x)
+    (only,) = DISPATCH["split"](movement_params.split_params(input_shape=(2, 3, 4), axis=1, sizes=[3]), 3, x)
     np.testing.assert_array_equal(only, np.tile(x, (3, 1)))
-    y = DISPATCH["gather"](kb.gather_params(input_shape=(2, 3, 4), axis=2, indices=[3, 1]), 3, x)
+    y = DISPATCH["gather"](movement_params.gather_params(input_shape=(2, 3, 4), axis=2, indices=[3, 1]), 3, x)
     np.testing.assert_array_equal(y, np.tile(cube[:, :, [3, 1]].reshape(1, -1), (3, 1)))

@@ -34,9 +34,13 @@ from test_kernels import (  # noqa: E402
     random_conv_case,
 )
 
-from zoflash.compiler import kernels as kb  # noqa: E402
 from zoflash.compiler import quant  # noqa: E402
-from zoflash.compiler.ops import KERNELS  # noqa: E402
+from zoflash.compiler.ops import (  # noqa: E402
+    KERNELS,  # noqa: E402
+    convolution_params,
+    fully_connected_params,
+    pooling_params,
+)
 from zoflash.reference import kernels as ref  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -70,7 +74,7 @@ def conv_case(rng, i):
     c = random_conv_case(rng, pointwise=(i % 3 == 0))
     k = c["kh"] * c["kw"] * c["fc"]
     in_s, fs, out_s = conv_scales(rng, k, bool(i % 2), c["oc"])
-    params = kb.conv2d_params(
+    params = convolution_params.conv2d_params(
         input_hwc=(c["h"], c["w"], c["c"]),
         output_hwc=(c["oh"], c["ow"], c["oc"]),
         filter_ohwi=(c["oc"], c["kh"], c["kw"], c["fc"]),
@@ -108,7 +112,7 @@ def depthwise_case(rng, i):
             break
     oc = c * dm
     in_s, fs, out_s = conv_scales(rng, kh * kw, bool(i % 2), oc)
-    params = kb.depthwise_conv2d_params(
+    params = convolution_params.depthwise_conv2d_params(
         input_hwc=(h, w, c),
         output_hwc=(oh, ow, oc),
         filter_1hwo=(1, kh, kw, oc),
@@ -135,7 +139,7 @@ def fc_case(rng, i):
     units = int(rng.choice([1, 3, 4, 5, 10, 65, int(rng.integers(1, 80))]))
     per_channel = bool(i % 2) and units > 1
     in_s, fs, out_s = conv_scales(rng, depth, per_channel, units)
-    params = kb.fully_connected_params(
+    params = fully_connected_params.fully_connected_params(
         input_elements=rows * depth,
         weights_shape=(units, depth),
         input_scale=in_s,
@@ -196,7 +200,7 @@ def pool_case(rng, i, kind="max_pool", big=False):
         (oh, ow), _ = quant.compute_padding_hw((sh, sw), (1, 1), (h, w), (fh, fw), padding)
         if oh >= 1 and ow >= 1:
             break
-    params = kb.pool_params(
+    params = pooling_params.pool_params(
         input_hwc=(h, w, c),
         output_hwc=(oh, ow, c),
         filter_hw=(fh, fw),
@@ -431,7 +435,7 @@ def grid_conv(rng, n, h, w, c, oc, kh, kw, stride, padding, dilation=1, groups=1
     fc = c // groups
     in_zp, out_zp = ZPS[n % len(ZPS)], ZPS[(n + 2) % len(ZPS)]
     in_s, fs, out_s = both_sign_scales(rng, oc) if spread else conv_scales(rng, kh * kw * fc, bool(n % 3), oc)
-    params = kb.conv2d_params(
+    params = convolution_params.conv2d_params(
         input_hwc=(h, w, c),
         output_hwc=(oh, ow, oc),
         filter_ohwi=(oc, kh, kw, fc),
@@ -479,7 +483,7 @@ def grid_depthwise(rng, n, h, w, c, dm, kh, kw, stride, padding, dilation=1, spr
     oc = c * dm
     in_zp, out_zp = ZPS[n % len(ZPS)], ZPS[(n + 3) % len(ZPS)]
     in_s, fs, out_s = both_sign_scales(rng, oc) if spread else conv_scales(rng, kh * kw, bool(n % 3), oc)
-    params = kb.depthwise_conv2d_params(
+    params = convolution_params.depthwise_conv2d_params(
         input_hwc=(h, w, c),
         output_hwc=(oh, ow, oc),
         filter_1hwo=(1, kh, kw, oc),
@@ -529,7 +533,7 @@ def fc_grid(rng):
             spread = len(cases) % 4 == 1
             in_s, fs, out_s = both_sign_scales(rng, u) if spread else conv_scales(rng, depth, bool(n % 2), u)
             in_zp, out_zp = ZPS[len(cases) % len(ZPS)], ZPS[(len(cases) + 1) % len(ZPS)]
-            params = kb.fully_connected_params(
+            params = fully_connected_params.fully_connected_params(
                 input_elements=rows * depth,
                 weights_shape=(u, depth),
                 input_scale=in_s,
@@ -597,7 +601,7 @@ def max_pool_grid(rng):
             (oh, ow), _ = quant.compute_padding_hw((s, s), (1, 1), (7, 6), (fh, fw), padding)
             if oh < 1 or ow < 1:
                 continue
-            params = kb.pool_params(
+            params = pooling_params.pool_params(
                 input_hwc=(7, 6, c),
                 output_hwc=(oh, ow, c),
                 filter_hw=(fh, fw),

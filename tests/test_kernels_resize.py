@@ -22,9 +22,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cbuild  # noqa: E402
 
 from zoflash import api  # noqa: E402
-from zoflash.compiler import kernels as kb  # noqa: E402
 from zoflash.compiler.ir import Quantization  # noqa: E402
-from zoflash.compiler.ops import KERNELS  # noqa: E402
+from zoflash.compiler.ops import (  # noqa: E402
+    KERNELS,  # noqa: E402
+    convolution_params,
+    reduction_params,
+    resize_params,
+)
 from zoflash.compiler.pipeline import compile_graph  # noqa: E402
 from zoflash.errors import UnsupportedModelError  # noqa: E402
 from zoflash.reference import kernels as ref  # noqa: E402
@@ -71,7 +75,7 @@ def test_reduce_max(K):
         axes = [
             int(a) - (len(shape) if rng.random() < 0.3 else 0) for a in rng.choice(len(shape), size=k, replace=False)
         ]
-        p = kb.reduce_max_params(input_shape=shape, axes=axes)
+        p = reduction_params.reduce_max_params(input_shape=shape, axes=axes)
         x = rand_i8(rng, shape)
         want = np.max(x, axis=tuple(a % len(shape) for a in axes))  # numpy's own max, the definition
         assert_same(ref.reduce_max_s8(p, x), want, f"reference {shape} {axes}")
@@ -86,7 +90,7 @@ def test_arg_max(K):
     for _ in range(60):
         shape = tuple(int(d) for d in rng.integers(1, 7, size=int(rng.integers(1, 5))))
         axis = int(rng.integers(-len(shape), len(shape)))
-        p = kb.arg_max_params(input_shape=shape, axis=axis)
+        p = reduction_params.arg_max_params(input_shape=shape, axis=axis)
         x = rand_i8(rng, shape, -3, 3) if rng.random() < 0.5 else rand_i8(rng, shape)  # many ties
         want = ref.arg_max_s8(p, x)
         out = np.zeros(want.size, np.int32)
@@ -104,7 +108,7 @@ def test_resize_bilinear(K):
         align, half = FLAGS[i % 3]
         h, w, oh, ow = (int(v) for v in rng.integers(1, 14, size=4))
         c = int(rng.integers(1, 6))
-        p = kb.resize_bilinear_params(
+        p = resize_params.resize_bilinear_params(
             input_hwc=(h, w, c), output_hwc=(oh, ow, c), align_corners=align, half_pixel_centers=half
         )
         x = rand_i8(rng, (h, w, c))
@@ -122,7 +126,7 @@ def test_resize_nearest(K):
         align, half = FLAGS[i % 3]
         h, w, oh, ow = (int(v) for v in rng.integers(1, 20, size=4))
         c = int(rng.integers(1, 6))
-        p = kb.resize_nearest_params(
+        p = resize_params.resize_nearest_params(
             input_hwc=(h, w, c), output_hwc=(oh, ow, c), align_corners=align, half_pixel_centers=half
         )
         # The builder's float32 tables against the reference's scalar reading of TFLM's formula.
@@ -163,7 +167,7 @@ def test_transpose_conv(K):
         oc = out_hwc[2]
         per_channel = i % 2 == 0
         scales = [float(np.float32(s)) for s in rng.uniform(0.002, 0.02, oc if per_channel else 1)]
-        p = kb.transpose_conv_params(
+        p = convolution_params.transpose_conv_params(
             input_hwc=in_hwc,
             output_hwc=out_hwc,
             filter_ohwi=f_shape,
@@ -186,7 +190,7 @@ def test_transpose_conv(K):
 
 def test_transpose_conv_reference_by_definition():
     """A stride-2 1x1 transposed convolution spreads the input over the even positions (zp 0, unit scale)."""
-    p = kb.transpose_conv_params(
+    p = convolution_params.transpose_conv_params(
         input_hwc=(2, 2, 1),
         output_hwc=(4, 4, 1),
         filter_ohwi=(1, 1, 1, 1),
@@ -205,15 +209,15 @@ def test_transpose_conv_reference_by_definition():
 
 def test_builders_refuse_what_tflm_does_not_run():
     with pytest.raises(ValueError, match="cannot both be set"):
-        kb.resize_bilinear_params(
+        resize_params.resize_bilinear_params(
             input_hwc=(2, 2, 1), output_hwc=(4, 4, 1), align_corners=True, half_pixel_centers=True
         )
     with pytest.raises(ValueError, match="channels"):
-        kb.resize_nearest_params(
+        resize_params.resize_nearest_params(
             input_hwc=(2, 2, 1), output_hwc=(4, 4, 2), align_corners=False, half_pixel_centers=False
         )
     with pytest.raises(ValueError, match="needs a 3x3 input"):
-        kb.transpose_conv_params(
+        convolution_params.transpose_conv_params(
             input_hwc=(2, 2, 1),
             output_hwc=(6, 6, 1),
             filter_ohwi=(1, 3, 3, 1),
@@ -227,7 +231,7 @@ def test_builders_refuse_what_tflm_does_not_run():
             activation="NONE",
         )
     with pytest.raises(ValueError, match="rank 7"):
-        kb.reduce_max_params(input_shape=(1,) * 7, axes=[0])
+        reduction_params.reduce_max_params(input_shape=(1,) * 7, axes=[0])
 
 
 # ------------------------------------------------------------------------- models against TFLM

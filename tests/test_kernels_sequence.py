@@ -23,9 +23,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cbuild  # noqa: E402
 
 from zoflash import api  # noqa: E402
-from zoflash.compiler import kernels as kb  # noqa: E402
 from zoflash.compiler.ir import Quantization  # noqa: E402
-from zoflash.compiler.ops import KERNELS  # noqa: E402
+from zoflash.compiler.ops import (  # noqa: E402
+    KERNELS,  # noqa: E402
+    activation_params,
+    sequence_params,
+)
 from zoflash.compiler.pipeline import compile_graph  # noqa: E402
 from zoflash.errors import UnsupportedModelError  # noqa: E402
 from zoflash.reference import kernels as ref  # noqa: E402
@@ -70,7 +73,7 @@ def test_svdf_sequences(K, dtype):
         filters = rank * units
         state_scale = f32(rng.uniform(0.02, 0.3) if dtype == "int8" else rng.uniform(1e-4, 3e-3))
         time_scale = f32(rng.uniform(0.001, 0.01) if dtype == "int8" else rng.uniform(1e-6, 1e-5))
-        p = kb.svdf_params(
+        p = sequence_params.svdf_params(
             batches=batches,
             input_size=n_in,
             num_filters=filters,
@@ -106,7 +109,7 @@ def test_requantize_s16_s8(K):
     rng = np.random.default_rng(23)
     kernel = KERNELS["requantize_s16_s8"]
     for _ in range(40):
-        p = kb.requantize_s16_params(
+        p = activation_params.requantize_s16_params(
             size=64,
             input_scale=f32(rng.uniform(1e-5, 1e-3)),
             input_zp=int(rng.integers(-300, 300)),
@@ -123,7 +126,7 @@ def test_requantize_s16_s8(K):
 def test_svdf_reference_by_definition():
     """Unit scales, one filter, memory 2: the state shifts left and the newest activation is the
     feature dot product; the output is the time weights against the memory."""
-    p = kb.svdf_params(
+    p = sequence_params.svdf_params(
         batches=1,
         input_size=1,
         num_filters=1,
@@ -163,9 +166,9 @@ def test_svdf_builder_refuses_what_tflm_does_not_run():
         state_dtype="int8",
     )
     with pytest.raises(ValueError, match="not a multiple of rank"):
-        kb.svdf_params(**kw)
+        sequence_params.svdf_params(**kw)
     with pytest.raises(ValueError, match="int8 or int16"):
-        kb.svdf_params(**dict(kw, rank=2, state_dtype="int32"))
+        sequence_params.svdf_params(**dict(kw, rank=2, state_dtype="int32"))
 
 
 # ------------------------------------------------------------------------- models against TFLM

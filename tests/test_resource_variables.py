@@ -24,8 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cbuild  # noqa: E402
 
 from zoflash import api  # noqa: E402
-from zoflash.compiler import kernels as kb  # noqa: E402
-from zoflash.compiler.ops import KERNELS  # noqa: E402
+from zoflash.compiler.ops import (
+    KERNELS,  # noqa: E402
+    variables_params,  # noqa: E402
+)
 from zoflash.compiler.pipeline import compile_graph  # noqa: E402
 from zoflash.errors import UnsupportedModelError  # noqa: E402
 from zoflash.reference.forward import ReferenceForward  # noqa: E402
@@ -71,10 +73,10 @@ def test_copy_kernel_against_numpy():
     for size in [1, 2, 3, 15, 16, 17, 255, 1000]:
         x = rng.integers(-128, 128, size).astype(np.int8)
         out = rng.integers(-128, 128, size).astype(np.int8)
-        K.call(kernel.function, kernel.struct, kb.copy_params(size=size), x, out)
+        K.call(kernel.function, kernel.struct, variables_params.copy_params(size=size), x, out)
         assert_same(out, x, f"copy of {size} bytes")
     with pytest.raises(ValueError):
-        kb.copy_params(size=0)
+        variables_params.copy_params(size=0)
 
 
 def test_fixture_index_matches_the_files():

@@ -4,7 +4,7 @@ A pretrained layer's scales are fitted to its current weights, so training can s
 +-(127 - eps). With h bits of headroom each trainable int8 weight tensor gets scales x 2^h and
 values w' = round_half_away(w / 2^h) (clipped to +-(127 - eps)); the int32 bias of every layer
 reading it (scale s_in * s_w) gets scales x 2^h and b' = round_half_away(b / 2^h). The
-requantization multipliers follow when the graph is compiled again (kernels.py computes them
+requantization multipliers follow when the graph is compiled again (compiler/ops/*_params.py compute them
 from the scales). A pure pass: the input graph is not modified.
 """
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 
-from zoflash.compiler import kernels, kernels_int16, quant
+from zoflash.compiler import quant
 from zoflash.compiler.ir import Graph, Op
+from zoflash.compiler.ops import activation_params
 from zoflash.compiler.ops.common import INT8_INT16, same_shape, same_type
 from zoflash.compiler.ops.registry import (
     DATA,
@@ -28,7 +29,7 @@ SOFTMAX = Kernel(
     "softmax",
     "zo_softmax_s8",
     "zo_softmax_params_t",
-    kernels.softmax_params,
+    activation_params.softmax_params,
     ("int8", "int8"),
     lambda p: (p["outer"] * p["depth"], p["outer"] * p["depth"]),
 )
@@ -36,7 +37,7 @@ LOGISTIC = Kernel(
     "logistic",
     "zo_logistic_s8",
     "zo_logistic_params_t",
-    kernels.logistic_params,
+    activation_params.logistic_params,
     ("int8", "int8"),
     lambda p: (p["size"], p["size"]),
 )
@@ -44,7 +45,7 @@ REQUANTIZE = Kernel(
     "requantize",
     "zo_requantize_s8",
     "zo_requantize_params_t",
-    kernels.requantize_params,
+    activation_params.requantize_params,
     ("int8", "int8"),
     lambda p: (p["size"], p["size"]),
 )
@@ -52,7 +53,7 @@ REQUANTIZE_U8_S8 = Kernel(
     "requantize_u8_s8",
     "zo_requantize_u8_s8",
     "zo_requantize_params_t",
-    kernels.requantize_u8_params,
+    activation_params.requantize_u8_params,
     ("uint8", "int8"),
     lambda p: (p["size"], p["size"]),
 )
@@ -60,7 +61,7 @@ REQUANTIZE_S8_U8 = Kernel(
     "requantize_s8_u8",
     "zo_requantize_s8_u8",
     "zo_requantize_params_t",
-    kernels.requantize_u8_params,
+    activation_params.requantize_u8_params,
     ("int8", "uint8"),
     lambda p: (p["size"], p["size"]),
 )
@@ -68,7 +69,7 @@ QUANTIZE_F32 = Kernel(
     "quantize_f32_s8",
     "zo_quantize_f32_s8",
     "zo_quantize_params_t",
-    kernels.quantize_f32_params,
+    activation_params.quantize_f32_params,
     ("float32", "int8"),
     lambda p: (4 * p["size"], p["size"]),
 )
@@ -76,7 +77,7 @@ REQUANTIZE_S16_S8 = Kernel(
     "requantize_s16_s8",
     "zo_requantize_s16_s8",
     "zo_requantize_params_t",
-    kernels.requantize_s16_params,
+    activation_params.requantize_s16_params,
     ("int16", "int8"),
     lambda p: (2 * p["size"], p["size"]),
 )
@@ -84,12 +85,12 @@ DEQUANTIZE = Kernel(
     "dequantize",
     "zo_dequantize_s8",
     "zo_dequantize_params_t",
-    kernels.dequantize_params,
+    activation_params.dequantize_params,
     ("int8", "float32"),
     lambda p: (p["size"], 4 * p["size"]),
 )
 
-# ---- int16 activations (16x8 quantization): zo_kernels_int16.c, builders in compiler/kernels_int16.py
+# ---- int16 activations (16x8 quantization): zo_kernels_int16.c, params in compiler/ops/activation_params.py
 _BYTES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "float32": 4}
 _SHORT = {"int8": "s8", "int16": "s16", "int32": "s32"}
 
@@ -100,7 +101,7 @@ def _requantize_int(x_type: str, y_type: str) -> Kernel:
         name,
         f"zo_{name}",
         "zo_requantize_params_t",
-        kernels_int16.requantize_int_params,
+        activation_params.requantize_int_params,
         (x_type, y_type),
         lambda p: (_BYTES[x_type] * p["size"], _BYTES[y_type] * p["size"]),
     )
@@ -110,7 +111,7 @@ SOFTMAX_S8_S16 = Kernel(
     "softmax_s8_s16",
     "zo_softmax_s8_s16",
     "zo_softmax_params_t",
-    kernels_int16.softmax_s8_s16_params,
+    activation_params.softmax_s8_s16_params,
     ("int8", "int16"),
     lambda p: (p["outer"] * p["depth"], 2 * p["outer"] * p["depth"]),
 )
@@ -118,7 +119,7 @@ SOFTMAX_S16 = Kernel(
     "softmax_s16",
     "zo_softmax_s16",
     "zo_softmax_s16_params_t",
-    kernels_int16.softmax_s16_params,
+    activation_params.softmax_s16_params,
     ("int16", "int16"),
     lambda p: (2 * p["outer"] * p["depth"], 2 * p["outer"] * p["depth"]),
 )
@@ -128,7 +129,7 @@ DEQUANTIZE_S16 = Kernel(
     "dequantize_s16",
     "zo_dequantize_s16",
     "zo_dequantize_params_t",
-    kernels_int16.dequantize_s16_params,
+    activation_params.dequantize_s16_params,
     ("int16", "float32"),
     lambda p: (2 * p["size"], 4 * p["size"]),
 )
@@ -136,7 +137,7 @@ QUANTIZE_F32_S16 = Kernel(
     "quantize_f32_s16",
     "zo_quantize_f32_s16",
     "zo_quantize_params_t",
-    kernels_int16.quantize_f32_s16_params,
+    activation_params.quantize_f32_s16_params,
     ("float32", "int16"),
     lambda p: (4 * p["size"], 2 * p["size"]),
 )
@@ -175,9 +176,9 @@ def softmax_output_quantization(graph: Graph, op: Op) -> str | None:
         if y.quant.zero_point == _PROBABILITY_ZERO_POINT and quant.f32(y.quant.scale) == _PROBABILITY_SCALE:
             return None
     elif x.dtype == "int8":
-        if y.quant.zero_point == -32768 and kernels_int16.near_f32(y.quant.scale, 1 / 65536, 0.001 / 65536):
+        if y.quant.zero_point == -32768 and activation_params.near_f32(y.quant.scale, 1 / 65536, 0.001 / 65536):
             return None
-    elif x.quant.zero_point == 0 == y.quant.zero_point and kernels_int16.near_f32(
+    elif x.quant.zero_point == 0 == y.quant.zero_point and activation_params.near_f32(
         y.quant.scale, 1 / 32768, 0.001 / 32768
     ):
         return None
@@ -325,12 +326,12 @@ def _unary(name: str, struct: str, builder) -> Kernel:
     return Kernel(name, f"zo_{name}_s8", struct, builder, ("int8", "int8"), lambda p: (p["size"], p["size"]))
 
 
-RELU = _unary("relu", "zo_relu_params_t", kernels.relu_params)
-RELU6 = _unary("relu6", "zo_relu6_params_t", kernels.relu6_params)
-LEAKY_RELU = _unary("leaky_relu", "zo_leaky_relu_params_t", kernels.leaky_relu_params)
-TANH = _unary("tanh", "zo_logistic_params_t", kernels.tanh_params)
-HARD_SWISH = _unary("hard_swish", "zo_hard_swish_params_t", kernels.hard_swish_params)
-RSQRT = _unary("rsqrt", "zo_rsqrt_params_t", kernels.rsqrt_params)
+RELU = _unary("relu", "zo_relu_params_t", activation_params.relu_params)
+RELU6 = _unary("relu6", "zo_relu6_params_t", activation_params.relu6_params)
+LEAKY_RELU = _unary("leaky_relu", "zo_leaky_relu_params_t", activation_params.leaky_relu_params)
+TANH = _unary("tanh", "zo_logistic_params_t", activation_params.tanh_params)
+HARD_SWISH = _unary("hard_swish", "zo_hard_swish_params_t", activation_params.hard_swish_params)
+RSQRT = _unary("rsqrt", "zo_rsqrt_params_t", activation_params.rsqrt_params)
 _UNARY = {"RELU": RELU, "LEAKY_RELU": LEAKY_RELU, "TANH": TANH, "HARD_SWISH": HARD_SWISH, "RSQRT": RSQRT}
 # int16 (16x8 models): RELU, RELU6 and LEAKY_RELU
 _UNARY_S16 = {
@@ -338,9 +339,9 @@ _UNARY_S16 = {
         f"{name}_s16", f"zo_{name}_s16", struct, builder, ("int16", "int16"), lambda p: (2 * p["size"], 2 * p["size"])
     )
     for op, name, struct, builder in (
-        ("RELU", "relu", "zo_relu_params_t", kernels_int16.relu_s16_params),
-        ("RELU6", "relu6", "zo_relu6_params_t", kernels_int16.relu6_s16_params),
-        ("LEAKY_RELU", "leaky_relu", "zo_leaky_relu_params_t", kernels_int16.leaky_relu_s16_params),
+        ("RELU", "relu", "zo_relu_params_t", activation_params.relu_s16_params),
+        ("RELU6", "relu6", "zo_relu6_params_t", activation_params.relu6_s16_params),
+        ("LEAKY_RELU", "leaky_relu", "zo_leaky_relu_params_t", activation_params.leaky_relu_s16_params),
     )
 }
 

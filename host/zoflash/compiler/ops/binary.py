@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from zoflash.compiler import kernels, kernels_int16
 from zoflash.compiler.ir import Graph, Op
+from zoflash.compiler.ops import binary_params
 from zoflash.compiler.ops.common import INT8_INT16, same_type
 from zoflash.compiler.ops.registry import (
     FUSED_ACTIVATION,
@@ -34,8 +34,8 @@ def _binary_extents(p: dict) -> tuple:
     return reach("in1"), reach("in2"), int(np.prod(dims))
 
 
-ADD = Kernel("add", "zo_add_s8", "zo_add_params_t", kernels.add_params, ("int8", "int8", "int8"), _binary_extents)
-MUL = Kernel("mul", "zo_mul_s8", "zo_mul_params_t", kernels.mul_params, ("int8", "int8", "int8"), _binary_extents)
+ADD = Kernel("add", "zo_add_s8", "zo_add_params_t", binary_params.add_params, ("int8", "int8", "int8"), _binary_extents)
+MUL = Kernel("mul", "zo_mul_s8", "zo_mul_params_t", binary_params.mul_params, ("int8", "int8", "int8"), _binary_extents)
 
 
 def _int16_binary(name: str, struct: str, builder) -> Kernel:
@@ -49,9 +49,9 @@ def _int16_binary(name: str, struct: str, builder) -> Kernel:
     )
 
 
-ADD_S16 = _int16_binary("add", "zo_add_params_t", kernels_int16.add_s16_params)
-SUB_S16 = _int16_binary("sub", "zo_add_params_t", kernels_int16.sub_s16_params)
-MUL_S16 = _int16_binary("mul", "zo_mul_params_t", kernels_int16.mul_s16_params)
+ADD_S16 = _int16_binary("add", "zo_add_params_t", binary_params.add_s16_params)
+SUB_S16 = _int16_binary("sub", "zo_add_params_t", binary_params.sub_s16_params)
+MUL_S16 = _int16_binary("mul", "zo_mul_params_t", binary_params.mul_s16_params)
 _INT16_KERNELS = {"ADD": ADD_S16, "SUB": SUB_S16, "MUL": MUL_S16}
 _INT16_ARGS = (Arg("first input", dtypes=INT8_INT16), Arg("second input", dtypes=INT8_INT16))
 
@@ -120,23 +120,33 @@ register(
 
 # ------------------------------------------- SUB, SQUARED_DIFFERENCE, MINIMUM, MAXIMUM, PRELU ----------
 
-SUB = Kernel("sub", "zo_sub_s8", "zo_add_params_t", kernels.sub_params, ("int8", "int8", "int8"), _binary_extents)
+SUB = Kernel("sub", "zo_sub_s8", "zo_add_params_t", binary_params.sub_params, ("int8", "int8", "int8"), _binary_extents)
 SQUARED_DIFFERENCE = Kernel(
     "squared_difference",
     "zo_squared_difference_s8",
     "zo_add_params_t",
-    kernels.squared_difference_params,
+    binary_params.squared_difference_params,
     ("int8", "int8", "int8"),
     _binary_extents,
 )
 MAXIMUM = Kernel(
-    "maximum", "zo_maximum_s8", "zo_minmax_params_t", kernels.minmax_params, ("int8", "int8", "int8"), _binary_extents
+    "maximum",
+    "zo_maximum_s8",
+    "zo_minmax_params_t",
+    binary_params.minmax_params,
+    ("int8", "int8", "int8"),
+    _binary_extents,
 )
 MINIMUM = Kernel(
-    "minimum", "zo_minimum_s8", "zo_minmax_params_t", kernels.minmax_params, ("int8", "int8", "int8"), _binary_extents
+    "minimum",
+    "zo_minimum_s8",
+    "zo_minmax_params_t",
+    binary_params.minmax_params,
+    ("int8", "int8", "int8"),
+    _binary_extents,
 )
 PRELU = Kernel(
-    "prelu", "zo_prelu_s8", "zo_prelu_params_t", kernels.prelu_params, ("int8", "int8", "int8"), _binary_extents
+    "prelu", "zo_prelu_s8", "zo_prelu_params_t", binary_params.prelu_params, ("int8", "int8", "int8"), _binary_extents
 )
 _MORE_KERNELS = {
     "SUB": SUB,
@@ -146,8 +156,8 @@ _MORE_KERNELS = {
     "PRELU": PRELU,
 }
 _INT16_KERNELS.update(
-    MAXIMUM=_int16_binary("maximum", "zo_minmax_params_t", kernels.minmax_params),
-    MINIMUM=_int16_binary("minimum", "zo_minmax_params_t", kernels.minmax_params),
+    MAXIMUM=_int16_binary("maximum", "zo_minmax_params_t", binary_params.minmax_params),
+    MINIMUM=_int16_binary("minimum", "zo_minmax_params_t", binary_params.minmax_params),
 )
 
 

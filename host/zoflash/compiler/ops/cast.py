@@ -7,8 +7,8 @@ of range it is undefined behaviour in C and C++, so TFLM's result is not reprodu
 
 from __future__ import annotations
 
-from zoflash.compiler import kernels
 from zoflash.compiler.ir import DTYPE_SIZES, Graph, Op
+from zoflash.compiler.ops import cast_params
 from zoflash.compiler.ops.registry import (
     DATA,
     Arg,
@@ -22,7 +22,7 @@ from zoflash.compiler.ops.registry import (
 )
 from zoflash.compiler.program import Step
 
-TYPES = tuple(kernels.CAST_TYPES)
+TYPES = tuple(cast_params.CAST_TYPES)
 
 
 def _kernel(src: str, dst: str) -> Kernel:
@@ -31,7 +31,7 @@ def _kernel(src: str, dst: str) -> Kernel:
         f"cast_{src}_{dst}",
         "zo_cast",
         "zo_cast_params_t",
-        kernels.cast_params,
+        cast_params.cast_params,
         (src, dst),
         lambda p: (a * p["size"], b * p["size"]),
     )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from zoflash.compiler import kernels, kernels_int16, quant
+from zoflash.compiler import quant
 from zoflash.compiler.ir import Graph, Op
+from zoflash.compiler.ops import convolution_params
 from zoflash.compiler.ops.common import (
     INT8_INT16,
     WEIGHTS,
@@ -38,7 +39,7 @@ CONV2D = Kernel(
     "conv2d",
     "zo_conv2d_s8",
     "zo_conv2d_params_t",
-    kernels.conv2d_params,
+    convolution_params.conv2d_params,
     ("int8", "int8", "int32", "int8"),
     lambda p: (
         p["input_h"] * p["input_w"] * p["input_c"],
@@ -51,7 +52,7 @@ DEPTHWISE_CONV2D = Kernel(
     "depthwise_conv2d",
     "zo_depthwise_conv2d_s8",
     "zo_depthwise_conv2d_params_t",
-    kernels.depthwise_conv2d_params,
+    convolution_params.depthwise_conv2d_params,
     ("int8", "int8", "int32", "int8"),
     lambda p: (
         p["input_h"] * p["input_w"] * p["input_c"],
@@ -65,7 +66,7 @@ CONV2D_S16 = Kernel(
     "conv2d_s16",
     "zo_conv2d_s16",
     "zo_conv2d_params_t",
-    kernels_int16.conv2d_s16_params,
+    convolution_params.conv2d_s16_params,
     ("int16", "int8", "int64", "int16"),
     lambda p: (
         2 * p["input_h"] * p["input_w"] * p["input_c"],
@@ -78,7 +79,7 @@ DEPTHWISE_CONV2D_S16 = Kernel(
     "depthwise_conv2d_s16",
     "zo_depthwise_conv2d_s16",
     "zo_depthwise_conv2d_params_t",
-    kernels_int16.depthwise_conv2d_s16_params,
+    convolution_params.depthwise_conv2d_s16_params,
     ("int16", "int8", "int64", "int16"),
     lambda p: (
         2 * p["input_h"] * p["input_w"] * p["input_c"],
@@ -204,7 +205,7 @@ TRANSPOSE_CONV = Kernel(
     "transpose_conv",
     "zo_transpose_conv_s8",
     "zo_transpose_conv_params_t",
-    kernels.transpose_conv_params,
+    convolution_params.transpose_conv_params,
     ("int8", "int8", "int32", "int8"),
     lambda p: (
         p["input_h"] * p["input_w"] * p["input_c"],

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from zoflash.compiler import kernels, kernels_int16
 from zoflash.compiler.ir import Graph, Op
+from zoflash.compiler.ops import data_movement_params
 from zoflash.compiler.ops.common import INT8_INT16, INT32_MAX, activation_issue, same_quantization, same_type
 from zoflash.compiler.ops.registry import (
     CONSTANT,
@@ -34,7 +34,7 @@ PAD = Kernel(
     "pad",
     "zo_pad_s8",
     "zo_pad_params_t",
-    kernels.pad_params,
+    data_movement_params.pad_params,
     ("int8", "int8"),
     lambda p: (
         math.prod(p[f"in_d{k}"] for k in range(5)),
@@ -45,7 +45,7 @@ CONCAT = Kernel(
     "concat",
     "zo_concat_s8",
     "zo_concat_params_t",
-    kernels.concat_params,
+    data_movement_params.concat_params,
     ("int8", "int8"),
     lambda p: ([p["outer"] * int(c) for c in p["chunk"]], p["outer"] * int(sum(p["chunk"]))),
 )
@@ -53,7 +53,7 @@ PAD_S16 = Kernel(
     "pad_s16",
     "zo_pad_s16",
     "zo_pad_params_t",
-    kernels_int16.pad_s16_params,
+    data_movement_params.pad_s16_params,
     ("int16", "int16"),
     lambda p: tuple(2 * n for n in PAD.extents(p)),
 )
@@ -61,7 +61,7 @@ CONCAT_S16 = Kernel(
     "concat_s16",
     "zo_concat_s16",
     "zo_concat_params_t",
-    kernels.concat_params,
+    data_movement_params.concat_params,
     ("int16", "int16"),
     lambda p: ([2 * n for n in CONCAT.extents(p)[0]], 2 * CONCAT.extents(p)[1]),
 )

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from zoflash.compiler import kernels, kernels_int16
 from zoflash.compiler.ir import Graph, Op
+from zoflash.compiler.ops import fully_connected_params
 from zoflash.compiler.ops.common import INT8_INT16, WEIGHTS, folded_bias, weighted_16x8
 from zoflash.compiler.ops.registry import (
     CONSTANT,
@@ -26,7 +26,7 @@ FULLY_CONNECTED = Kernel(
     "fully_connected",
     "zo_fully_connected_s8",
     "zo_fully_connected_params_t",
-    kernels.fully_connected_params,
+    fully_connected_params.fully_connected_params,
     ("int8", "int8", "int32", "int8"),
     lambda p: (p["rows"] * p["depth"], p["units"] * p["depth"], 4 * p["units"], p["rows"] * p["units"]),
 )
@@ -35,7 +35,7 @@ FULLY_CONNECTED_S16 = Kernel(
     "fully_connected_s16",
     "zo_fully_connected_s16",
     "zo_fully_connected_params_t",
-    kernels_int16.fully_connected_s16_params,
+    fully_connected_params.fully_connected_s16_params,
     ("int16", "int8", "int64", "int16"),
     lambda p: (2 * p["rows"] * p["depth"], p["units"] * p["depth"], 8 * p["units"], 2 * p["rows"] * p["units"]),
 )

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from zoflash.compiler import kernels
 from zoflash.compiler.ir import Graph, Op
+from zoflash.compiler.ops import movement_params
 from zoflash.compiler.ops.common import INT8_INT16, same_type
 from zoflash.compiler.ops.data_movement import CONCAT, CONCAT_S16
 from zoflash.compiler.ops.registry import (
@@ -39,20 +39,25 @@ _INDEX_TYPES = ("int32", "int64")
 
 def _copy_kernel(name: str, builder) -> Kernel:
     return Kernel(
-        name, "zo_strided_copy_s8", "zo_strided_copy_params_t", builder, ("int8", "int8"), kernels.strided_copy_extents
+        name,
+        "zo_strided_copy_s8",
+        "zo_strided_copy_params_t",
+        builder,
+        ("int8", "int8"),
+        movement_params.strided_copy_extents,
     )
 
 
-TRANSPOSE = _copy_kernel("transpose", kernels.transpose_params)
-SLICE = _copy_kernel("slice", kernels.slice_params)
-STRIDED_SLICE = _copy_kernel("strided_slice", kernels.strided_slice_params)
+TRANSPOSE = _copy_kernel("transpose", movement_params.transpose_params)
+SLICE = _copy_kernel("slice", movement_params.slice_params)
+STRIDED_SLICE = _copy_kernel("strided_slice", movement_params.strided_slice_params)
 # PACK is CONCATENATION's C kernel, with chunks of the new axis
-PACK = Kernel("pack", CONCAT.function, CONCAT.struct, kernels.pack_params, CONCAT.arg_dtypes, CONCAT.extents)
+PACK = Kernel("pack", CONCAT.function, CONCAT.struct, movement_params.pack_params, CONCAT.arg_dtypes, CONCAT.extents)
 SPLIT = Kernel(
     "split",
     "zo_split_s8",
     "zo_split_params_t",
-    kernels.split_params,
+    movement_params.split_params,
     ("int8", "int8"),
     lambda p: (p["outer"] * int(sum(p["chunk"])), [p["outer"] * int(c) for c in p["chunk"]]),
 )
@@ -74,13 +79,18 @@ _S16 = {
     )
 }
 _S16[PACK] = Kernel(
-    "pack_s16", CONCAT_S16.function, CONCAT_S16.struct, kernels.pack_params, CONCAT_S16.arg_dtypes, CONCAT_S16.extents
+    "pack_s16",
+    CONCAT_S16.function,
+    CONCAT_S16.struct,
+    movement_params.pack_params,
+    CONCAT_S16.arg_dtypes,
+    CONCAT_S16.extents,
 )
 GATHER = Kernel(
     "gather",
     "zo_gather_s8",
     "zo_gather_params_t",
-    kernels.gather_params,
+    movement_params.gather_params,
     ("int8", "int8"),
     lambda p: (p["outer"] * p["axis_size"] * p["inner"], p["outer"] * p["num_indices"] * p["inner"]),
 )
@@ -244,7 +254,7 @@ def strided_slice_indices(graph: Graph, op: Op) -> str | None:
     if issue:
         return issue
     try:
-        kernels.strided_slice_axes(**_strided_slice_args(graph, op))
+        movement_params.strided_slice_axes(**_strided_slice_args(graph, op))
     except ValueError as exc:
         return str(exc).removeprefix("strided_slice: ")
     return None
@@ -255,7 +265,7 @@ def strided_slice_output_shape(graph: Graph, op: Op) -> str | None:
     if strided_slice_indices(graph, op):
         return None
     args = _strided_slice_args(graph, op)
-    axes = kernels.strided_slice_axes(**args)
+    axes = movement_params.strided_slice_axes(**args)
     expected = [count for k, (_, count, _) in enumerate(axes) if not args["shrink_axis_mask"] >> k & 1]
     return _output_shape_is(
         graph,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from zoflash.compiler import kernels, kernels_int16
 from zoflash.compiler.ir import Graph, Op
+from zoflash.compiler.ops import pooling_params
 from zoflash.compiler.ops.common import INT8_INT16, image_4d, same_quantization, same_type, window_output_size
 from zoflash.compiler.ops.registry import (
     FUSED_ACTIVATION,
@@ -26,16 +26,16 @@ def _pool_extents(p: dict) -> tuple:
 
 
 AVG_POOL = Kernel(
-    "avg_pool", "zo_avg_pool_s8", "zo_pool_params_t", kernels.pool_params, ("int8", "int8"), _pool_extents
+    "avg_pool", "zo_avg_pool_s8", "zo_pool_params_t", pooling_params.pool_params, ("int8", "int8"), _pool_extents
 )
 MAX_POOL = Kernel(
-    "max_pool", "zo_max_pool_s8", "zo_pool_params_t", kernels.pool_params, ("int8", "int8"), _pool_extents
+    "max_pool", "zo_max_pool_s8", "zo_pool_params_t", pooling_params.pool_params, ("int8", "int8"), _pool_extents
 )
 AVG_POOL_S16 = Kernel(
     "avg_pool_s16",
     "zo_avg_pool_s16",
     "zo_pool_params_t",
-    kernels_int16.pool_s16_params,
+    pooling_params.pool_s16_params,
     ("int16", "int16"),
     lambda p: tuple(2 * n for n in _pool_extents(p)),
 )
@@ -43,7 +43,7 @@ MAX_POOL_S16 = Kernel(
     "max_pool_s16",
     "zo_max_pool_s16",
     "zo_pool_params_t",
-    kernels_int16.pool_s16_params,
+    pooling_params.pool_s16_params,
     ("int16", "int16"),
     lambda p: tuple(2 * n for n in _pool_extents(p)),
 )

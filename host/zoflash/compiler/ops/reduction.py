@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from zoflash.compiler import kernels, kernels_int16
 from zoflash.compiler.ir import Graph, Op
+from zoflash.compiler.ops import reduction_params
 from zoflash.compiler.ops.common import INT8_INT16, output_keeps_input_quantization, same_type
 from zoflash.compiler.ops.registry import (
     CONSTANT,
@@ -27,7 +27,7 @@ MEAN = Kernel(
     "mean",
     "zo_mean_s8",
     "zo_mean_params_t",
-    kernels.mean_params,
+    reduction_params.mean_params,
     ("int8", "int8"),
     lambda p: (p["outer"] * p["reduce"] * p["inner"], p["outer"] * p["inner"]),
 )
@@ -36,7 +36,7 @@ MEAN_S16 = Kernel(
     "mean_s16",
     "zo_mean_s16",
     "zo_mean_params_t",
-    kernels_int16.mean_s16_params,
+    reduction_params.mean_s16_params,
     ("int16", "int16"),
     lambda p: (2 * p["outer"] * p["reduce"] * p["inner"], 2 * p["outer"] * p["inner"]),
 )
@@ -131,7 +131,7 @@ REDUCE_MAX = Kernel(
     "reduce_max",
     "zo_reduce_max_s8",
     "zo_reduce_max_params_t",
-    kernels.reduce_max_params,
+    reduction_params.reduce_max_params,
     ("int8", "int8"),
     lambda p: (int(np.prod(p["dims"])), p["output_size"]),
 )
@@ -139,7 +139,7 @@ ARG_MAX = Kernel(
     "arg_max",
     "zo_arg_max_s8",
     "zo_arg_max_params_t",
-    kernels.arg_max_params,
+    reduction_params.arg_max_params,
     ("int8", "int32"),
     lambda p: (p["outer"] * p["axis"] * p["inner"], 4 * p["outer"] * p["inner"]),
 )

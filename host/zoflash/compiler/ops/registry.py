@@ -36,7 +36,7 @@ class Kernel:
     name: str  # what Step.kernel says
     function: str
     struct: str  # its params struct, whose fields `build` returns
-    build: Callable[..., dict]  # compiler/kernels.py: the params TFLM computes at prepare time
+    build: Callable[..., dict]  # compiler/ops/<family>_params.py: the params TFLM computes at prepare time
     arg_dtypes: tuple[str, ...]  # the element type of each C argument after the params pointer
     # Bytes the C function reads or writes through each argument, computed from the params (an
     # int, a list of ints for an array of pointers, None where it touches nothing): the verifier

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from zoflash.compiler import kernels
 from zoflash.compiler.ir import Graph, Op
+from zoflash.compiler.ops import resize_params
 from zoflash.compiler.ops.common import INT8_INT16, image_4d, output_keeps_input_quantization, same_type
 from zoflash.compiler.ops.registry import (
     CONSTANT,
@@ -33,7 +33,7 @@ BILINEAR = Kernel(
     "resize_bilinear",
     "zo_resize_bilinear_s8",
     "zo_resize_bilinear_params_t",
-    kernels.resize_bilinear_params,
+    resize_params.resize_bilinear_params,
     ("int8", "int8"),
     _extents,
 )
@@ -41,7 +41,7 @@ NEAREST = Kernel(
     "resize_nearest",
     "zo_resize_nearest_s8",
     "zo_resize_nearest_params_t",
-    kernels.resize_nearest_params,
+    resize_params.resize_nearest_params,
     ("int8", "int8"),
     _extents,
 )
@@ -50,7 +50,7 @@ NEAREST_S16 = Kernel(
     "resize_nearest_s16",
     "zo_resize_nearest_s16",
     "zo_resize_nearest_params_t",
-    kernels.resize_nearest_params,
+    resize_params.resize_nearest_params,
     ("int16", "int16"),
     lambda p: tuple(2 * n for n in _extents(p)),
 )

@@ -8,8 +8,9 @@ legality pass lets a variable tensor reach only the inputs listed in STATE_INPUT
 
 from __future__ import annotations
 
-from zoflash.compiler import kernels, quant
+from zoflash.compiler import quant
 from zoflash.compiler.ir import Graph, Op
+from zoflash.compiler.ops import sequence_params
 from zoflash.compiler.ops.registry import (
     CONSTANT,
     DATA,
@@ -49,7 +50,7 @@ SVDF_S8 = Kernel(
     "svdf_s8",
     "zo_svdf_s8",
     "zo_svdf_params_t",
-    kernels.svdf_params,
+    sequence_params.svdf_params,
     ("int8", "int8", "int8", "int32", "int8", "int8"),
     lambda p: _svdf_extents(dict(p, state_bytes=1)),
 )
@@ -57,7 +58,7 @@ SVDF_S8_S16 = Kernel(
     "svdf_s8_s16",
     "zo_svdf_s8_s16",
     "zo_svdf_params_t",
-    kernels.svdf_params,
+    sequence_params.svdf_params,
     ("int8", "int8", "int16", "int32", "int16", "int8"),
     lambda p: _svdf_extents(dict(p, state_bytes=2)),
 )
@@ -208,7 +209,7 @@ LSTM_S8_S16 = Kernel(
     "lstm_s8_s16",
     "zo_lstm_s8_s16",
     "zo_lstm_params_t",
-    kernels.lstm_params,
+    sequence_params.lstm_params,
     ("int8", *["int8"] * 8, *["int32"] * 4, "int8", "int16", "int8"),
     _lstm_extents,
 )

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from zoflash.compiler import kernels
 from zoflash.compiler.ir import Graph, Op, Tensor
+from zoflash.compiler.ops import variables_params
 from zoflash.compiler.ops.registry import DATA, OPS, Arg, Kernel, OpEntry, any_value, build, register
 from zoflash.compiler.program import Alias, Step
 
@@ -30,7 +30,12 @@ from zoflash.compiler.program import Alias, Step
 STATE_INPUTS = {"READ_VARIABLE": (0,), "ASSIGN_VARIABLE": (0,)}
 
 COPY_S8 = Kernel(
-    "copy_s8", "zo_copy_s8", "zo_copy_params_t", kernels.copy_params, ("int8", "int8"), lambda p: (p["size"], p["size"])
+    "copy_s8",
+    "zo_copy_s8",
+    "zo_copy_params_t",
+    variables_params.copy_params,
+    ("int8", "int8"),
+    lambda p: (p["size"], p["size"]),
 )
 
 
