@@ -171,7 +171,7 @@ def binary_case(rng, i, kind):
         o_s = f32(max(a_s, b_s) * rng.uniform(0.5, 3.0))
     else:
         o_s = f32(a_s * b_s * 128 * rng.uniform(0.05, 2.0) * (0.002 if i % 5 == 0 else 1.0))
-    params = KERNELS[kind].build(
+    params = KERNELS.get(kind).build(
         input1_shape=s1,
         input2_shape=s2,
         output_shape=so,
@@ -229,7 +229,7 @@ def render(cases) -> str:
     calls = []
     max_out = 1
     for n, (name, params, arrays, want) in enumerate(cases):
-        info = KERNELS[name]
+        info = KERNELS.get(name)
         args = []
         for a, arr in enumerate(arrays):
             if arr is None:
@@ -573,7 +573,7 @@ def binary_grid(rng, kind):
             f32(max(a_s, b_s) * rng.uniform(0.5, 3.0)) if kind == "add" else f32(a_s * b_s * 128 * rng.uniform(0.05, 2))
         )
         # Activation ranges: the four fused activations, each with output zero points at both ends.
-        params = KERNELS[kind].build(
+        params = KERNELS.get(kind).build(
             input1_shape=s1,
             input2_shape=s2,
             output_shape=so,

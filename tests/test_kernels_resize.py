@@ -50,7 +50,7 @@ def rand_i8(rng, shape, lo=-128, hi=128):
 
 
 def run(K, name, params, *arrays):
-    info = KERNELS[name]
+    info = KERNELS.get(name)
     K.call(info.function, info.struct, params, *arrays)
 
 

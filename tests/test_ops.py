@@ -19,6 +19,7 @@ from zoflash.compiler.ops.common import GENERIC, STRUCTURE
 from zoflash.compiler.ops.registry import message
 from zoflash.compiler.pipeline import compile_graph
 from zoflash.errors import UnsupportedModelError
+from zoflash.registry import UnknownName
 
 KERNELS_H = ROOT / "firmware_templates" / "runtime" / "inference" / "zo_kernels.h"
 
@@ -37,6 +38,13 @@ def test_kernels_name_real_c_functions_and_structs():
     for name, kernel in KERNELS.items():
         assert kernel.name == name
         assert f"void {kernel.function}(const {kernel.struct} *p" in header, name
+
+
+def test_unknown_names_list_the_known_ones():
+    with pytest.raises(UnknownName, match=r"unknown op 'NOT_AN_OP' \(known: CONV_2D, "):
+        OPS.get("NOT_AN_OP")
+    with pytest.raises(UnknownName, match=r"unknown kernel 'conv9d' \(known: conv2d, "):
+        KERNELS.get("conv9d")
 
 
 def test_docs_ops_md_is_up_to_date():
@@ -62,7 +70,7 @@ def test_ops_command(capsys):
     text = capsys.readouterr().out
     for op_type in OPS:
         assert op_type in text
-    assert message(OPS["PAD"].constraints[3]) in text
+    assert message(OPS.get("PAD").constraints[3]) in text
     assert main(["ops", "--markdown"]) == 0
     assert capsys.readouterr().out == docs.markdown()
 
@@ -162,7 +170,7 @@ def test_missing_input():
 
 def _parameters(graph, op) -> list[int]:
     """The op's constant parameter tensors that are not weights or biases (paddings, axes, shapes)."""
-    args = OPS[op.type].inputs
+    args = OPS.get(op.type).inputs
     return [
         i
         for pos, i in enumerate(op.inputs)
@@ -232,7 +240,7 @@ def test_pad_and_mean_extents_equal_their_tensors():
     for name, op_type in (("branchy.tflite", "PAD"), ("mbv2_block.tflite", "MEAN")):
         model = compile_graph(graph_of(name))
         step = next(s for s in model.program.steps if s.op.type == op_type)
-        extents = KERNELS[step.kernel].extents(step.params)
+        extents = KERNELS.get(step.kernel).extents(step.params)
         assert [int(e) for e in extents] == [model.graph.tensors[a].nbytes for a in step.args]
         assert np.all(np.asarray(extents) > 0)
 

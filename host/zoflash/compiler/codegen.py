@@ -233,7 +233,7 @@ def _address(model: CompiledModel, names: _Names, tensor: int | None, const: boo
 
 
 def _step_call(model: CompiledModel, names: _Names, n: int, step) -> CCall:
-    info = KERNELS[step.kernel]
+    info = KERNELS.get(step.kernel)
     pname = names.params(n)
     fields, arrays, blobs = [], [], []
     for key, value in step.params.items():

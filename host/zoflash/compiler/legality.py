@@ -101,9 +101,9 @@ def _failures(graph: Graph, op: Op, constraints: tuple[Constraint, ...]) -> list
 
 def op_problems(graph: Graph, op: Op) -> list[str]:
     """Every constraint this op fails: the generic ones every op meets, then its own."""
-    entry = OPS.get(op.type)
-    if entry is None:
+    if op.type not in OPS:
         return [f"{op.where(graph)}: operator {op.type} is not supported (supported: {', '.join(SUPPORTED_OPS)})"]
+    entry = OPS.get(op.type)
     return _failures(graph, op, STRUCTURE) or _failures(graph, op, GENERIC + entry.constraints)
 
 

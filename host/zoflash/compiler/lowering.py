@@ -26,7 +26,7 @@ def lower_graph(graph: Graph) -> Program:
     aliases: list[Alias] = []
     for op in graph.ops:
         try:
-            result = OPS[op.type].lower(graph, op)
+            result = OPS.get(op.type).lower(graph, op)
         except Problem as p:
             problems.append(str(p))
             continue

@@ -50,9 +50,9 @@ def verify_program(program: Program) -> None:
         def fail(what: str, step=step):
             raise InternalError("lowering", f"op {step.op.index} {step.op.type} (kernel {step.kernel}): {what}")
 
-        kernel = KERNELS.get(step.kernel)
-        if kernel is None:
+        if step.kernel not in KERNELS:
             fail("no such kernel")
+        kernel = KERNELS.get(step.kernel)
         if len(step.args) != len(kernel.arg_dtypes):
             fail(f"{len(step.args)} arguments, the kernel takes {len(kernel.arg_dtypes)}")
         extents = kernel.extents(step.params)

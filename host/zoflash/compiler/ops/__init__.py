@@ -1,4 +1,5 @@
-"""The op registry: one entry per supported TFLite op (registry.py has the entry types).
+"""The op registry: one entry per supported TFLite op (registry.py has the entry types and the
+registries OPS and KERNELS, zoflash.registry.Registry instances).
 
 Each family module registers its ops when imported, in the order of FAMILIES, which is also the
 order of the docs (`zoflash ops`, docs/ops.md, the README's table).
@@ -6,7 +7,7 @@ order of the docs (`zoflash ops`, docs/ops.md, the README's table).
 
 import importlib
 
-from zoflash.compiler.ops.registry import OPS, Kernel, OpEntry, Problem
+from zoflash.compiler.ops.registry import KERNELS, OPS, Kernel, OpEntry, Problem
 
 FAMILIES = (
     "convolution",
@@ -25,7 +26,6 @@ FAMILIES = (
 for _family in FAMILIES:
     importlib.import_module(f"{__name__}.{_family}")
 
-KERNELS: dict[str, Kernel] = {k.name: k for entry in OPS.values() for k in entry.kernels}
 SUPPORTED_OPS = tuple(sorted(OPS))
 
 __all__ = ["FAMILIES", "KERNELS", "OPS", "SUPPORTED_OPS", "Kernel", "OpEntry", "Problem"]

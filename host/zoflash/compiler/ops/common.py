@@ -31,12 +31,12 @@ _INT16_HINT = "zoflash runs this op on int8 activations only"
 
 def bound_tensors(graph: Graph, op: Op) -> Iterator[tuple[Arg, Tensor]]:
     """Every tensor of the op (inputs, then outputs) with the declaration it fills."""
-    args = OPS[op.type].inputs
+    args = OPS.get(op.type).inputs
     for pos, index in enumerate(op.inputs):
         arg = args[pos] if pos < len(args) else args[-1]  # past the declared ones: the variadic one
         if index >= 0:
             yield arg, graph.tensors[index]
-    outs = OPS[op.type].outputs
+    outs = OPS.get(op.type).outputs
     for pos, index in enumerate(op.outputs):
         yield (outs[pos] if pos < len(outs) else outs[-1]), graph.tensors[index]
 
@@ -65,7 +65,7 @@ def tensors_exist(graph: Graph, op: Op) -> str | None:
 
 def has_every_tensor(graph: Graph, op: Op) -> str | None:
     """the op must have each input and output it needs, and no other"""
-    entry = OPS[op.type]
+    entry = OPS.get(op.type)
     issues = []
     for pos, arg in enumerate(entry.inputs):
         if not arg.optional and (pos >= len(op.inputs) or op.inputs[pos] < 0):
@@ -120,7 +120,7 @@ def outputs_computed(graph: Graph, op: Op) -> str | None:
 def options_accepted(graph: Graph, op: Op) -> str | None:
     """every option must have a value zoflash supports (`zoflash ops` lists them)"""
     issues = []
-    for opt in OPS[op.type].options:
+    for opt in OPS.get(op.type).options:
         value = op.options.get(opt.name, opt.default)
         if value is REQUIRED:
             issues.append(f"{opt.name} is missing")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zoflash.compiler.ir import Graph, Op, Tensor
+from zoflash.registry import Registry
 
 Constraint = Callable[[Graph, Op], "str | None"]
 
@@ -118,14 +119,20 @@ class OpEntry:
         return next(o for o in self.options if o.name == name)
 
 
-OPS: dict[str, OpEntry] = {}  # TFLite builtin name -> entry, in registration (documentation) order
+# TFLite builtin name -> entry, in registration (documentation) order
+OPS: Registry[OpEntry] = Registry("op", "see `zoflash ops` or docs/ops.md")
+# Step.kernel -> the C kernel; filled by `register` from the entries' kernels
+KERNELS: Registry[Kernel] = Registry("kernel", "an OpEntry's kernels in compiler/ops/<family>.py")
 
 
 def register(entry: OpEntry) -> OpEntry:
+    """Declare an op entry (in its family module): under each of its TFLite builtins, and its
+    kernels by name (a kernel several entries share is declared once)."""
     for t in entry.types:
-        if t in OPS:
-            raise ValueError(f"{t} is registered twice")
-        OPS[t] = entry
+        OPS.add(t, entry)
+    for k in entry.kernels:
+        if k.name not in KERNELS or KERNELS.get(k.name) is not k:
+            KERNELS.add(k.name, k)
     return entry
 
 
@@ -150,7 +157,7 @@ def output_tensor(graph: Graph, op: Op, pos: int = 0) -> Tensor:
 
 def option(op: Op, name: str):
     """The op's value of an option, or the entry's default when the model leaves it out."""
-    return op.options.get(name, OPS[op.type].option(name).default)
+    return op.options.get(name, OPS.get(op.type).option(name).default)
 
 
 def shape(t: Tensor) -> list[int]:

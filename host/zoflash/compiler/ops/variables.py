@@ -267,7 +267,7 @@ def _alias_is_safe(graph: Graph, op: Op) -> bool:
     ]
     return (
         value not in graph.outputs
-        and all(OPS[o.type].kernels for o in readers)
+        and all(OPS.get(o.type).kernels for o in readers)
         and all(position[o.index] < min(assigns, default=len(graph.ops)) for o in readers)
     )
 
