@@ -26,8 +26,8 @@ from zoflash.compiler.ops import (
 )
 from zoflash.compiler.quant import as_samples  # noqa: E402
 from zoflash.errors import DataError  # noqa: E402
-from zoflash.reference import kernels as ref  # noqa: E402
 from zoflash.reference.forward import ReferenceForward  # noqa: E402
+from zoflash.reference.ops import activation as ref_activation  # noqa: E402
 
 OPS_DIR = FIXTURES / "ops"
 INDEX = json.loads((OPS_DIR / "io.json").read_text())["fixtures"]
@@ -86,7 +86,7 @@ def test_same_scale_is_an_exact_128_shift():
     p = activation_params.requantize_u8_params(**{**SAMPLES["requantize_u8_s8"], "size": 256})
     assert (p["multiplier"], p["shift"]) == (1 << 30, 1)
     x = np.arange(256, dtype=np.uint8)
-    assert np.array_equal(ref.requantize_u8_s8(p, x).view(np.uint8), x ^ 0x80)
+    assert np.array_equal(ref_activation.requantize_u8_s8(p, x).view(np.uint8), x ^ 0x80)
 
 
 def test_reference_quantize_rounds_half_away_and_saturates():
@@ -95,7 +95,7 @@ def test_reference_quantize_rounds_half_away_and_saturates():
         [1.25, -1.25, 0.75, -0.75, 0.2499999, 63.0, 63.25, -65.75, -66.0, np.inf, -np.inf, np.nan, 1e30], np.float32
     )
     want = [6, 0, 5, 1, 3, 127, 127, -128, -128, 127, -128, 3, 127]  # x / 0.5 = 2.5 -> 3, -2.5 -> -3, ...
-    assert ref.quantize_f32_s8(p, x).tolist() == want
+    assert ref_activation.quantize_f32_s8(p, x).tolist() == want
 
 
 # ------------------------------------------------------------------------------------ C kernels
@@ -129,7 +129,9 @@ def test_requantize_uint8_both_ways_all_inputs(K, seed):
             input_dtype="uint8",
             output_dtype="int8",
         )
-        assert np.array_equal(run(K, "requantize_u8_s8", p, u8, np.zeros(256, np.int8)), ref.requantize_u8_s8(p, u8))
+        assert np.array_equal(
+            run(K, "requantize_u8_s8", p, u8, np.zeros(256, np.int8)), ref_activation.requantize_u8_s8(p, u8)
+        )
         p = activation_params.requantize_u8_params(
             size=256,
             input_scale=in_s,
@@ -139,7 +141,9 @@ def test_requantize_uint8_both_ways_all_inputs(K, seed):
             input_dtype="int8",
             output_dtype="uint8",
         )
-        assert np.array_equal(run(K, "requantize_s8_u8", p, s8, np.zeros(256, np.uint8)), ref.requantize_s8_u8(p, s8))
+        assert np.array_equal(
+            run(K, "requantize_s8_u8", p, s8, np.zeros(256, np.uint8)), ref_activation.requantize_s8_u8(p, s8)
+        )
 
 
 def exact_ties(scale: float, zero_point: int, span: int = 140) -> np.ndarray:
@@ -175,7 +179,7 @@ def test_quantize_float_bit_exact(K, seed):
         )
         p = activation_params.quantize_f32_params(size=x.size, output_scale=scale, output_zp=zp)
         got = run(K, "quantize_f32_s8", p, x, np.zeros(x.size, np.int8))
-        want = ref.quantize_f32_s8(p, x)
+        want = ref_activation.quantize_f32_s8(p, x)
         assert np.array_equal(got, want), f"scale {scale!r} zp {zp}: {np.count_nonzero(got != want)} differ"
         # ties went away from zero: k + 0.5 -> k + 1 for k >= 0, k for k < 0
         q = (ties / np.float32(scale)).astype(np.float64)

@@ -1,8 +1,9 @@
 """The static C int8 kernels against the NumPy reference, bit for bit, on many random cases.
 
 Every C kernel is compiled with the host compiler (-O2 -Wall -Wextra -Werror) into a shared
-library and called through ctypes with params from zoflash.compiler.kernels; the result must equal
-zoflash.reference.kernels exactly.  Also: builders emit exactly the C struct fields, reject
+library and called through ctypes with params from the op families' params builders
+(zoflash.compiler.ops.<family>_params); the result must equal the reference kernels
+(zoflash.reference.ops.<family>) exactly.  Also: builders emit exactly the C struct fields, reject
 what TFLM would not run, and the sources cross-compile for the Cortex-M55.
 """
 
@@ -32,7 +33,13 @@ from zoflash.compiler.ops import (  # noqa: E402
     pooling_params,
     reduction_params,
 )
-from zoflash.reference import kernels as ref  # noqa: E402
+from zoflash.reference.ops import activation as ref_activation  # noqa: E402
+from zoflash.reference.ops import binary as ref_binary  # noqa: E402
+from zoflash.reference.ops import convolution as ref_convolution  # noqa: E402
+from zoflash.reference.ops import data_movement as ref_data_movement  # noqa: E402
+from zoflash.reference.ops import fully_connected as ref_fully_connected  # noqa: E402
+from zoflash.reference.ops import pooling as ref_pooling  # noqa: E402
+from zoflash.reference.ops import reduction as ref_reduction  # noqa: E402
 
 ACTS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 
@@ -337,7 +344,7 @@ def check_conv(K, rng, case, per_channel, act, with_bias):
     b = rng.integers(-30000, 30000, c["oc"]).astype(np.int32) if with_bias else None
     out = np.zeros((c["oh"], c["ow"], c["oc"]), np.int8)
     run(K, "conv2d", params, x, wt, b, out)
-    want = ref.conv2d_s8(params, x, wt, b)
+    want = ref_convolution.conv2d_s8(params, x, wt, b)
     assert_same(out, want, f"conv2d {case}")
     with_folded = np.zeros_like(out)
     run(K, "conv2d", dict(params, folded_bias=folded(wt, b, params["input_zp"])), x, wt, b, with_folded)
@@ -409,7 +416,7 @@ def test_depthwise_conv2d_random(K, seed):
         b = rng.integers(-20000, 20000, oc).astype(np.int32) if i % 3 else None
         out = np.zeros((oh, ow, oc), np.int8)
         run(K, "depthwise_conv2d", params, x, wt, b, out)
-        assert_same(out, ref.depthwise_conv2d_s8(params, x, wt, b), f"depthwise seed {seed} case {i}")
+        assert_same(out, ref_convolution.depthwise_conv2d_s8(params, x, wt, b), f"depthwise seed {seed} case {i}")
 
 
 @pytest.mark.cc
@@ -439,7 +446,9 @@ def test_fully_connected_random(K, seed):
         if i % 2:
             params["folded_bias"] = folded(wt, b, params["input_zp"])
         run(K, "fully_connected", params, x, wt, b, out)
-        assert_same(out, ref.fully_connected_s8(params, x, wt, b), f"fully_connected seed {seed} case {i}")
+        assert_same(
+            out, ref_fully_connected.fully_connected_s8(params, x, wt, b), f"fully_connected seed {seed} case {i}"
+        )
 
 
 # ------------------------------------------------------------------------------------ pooling
@@ -473,7 +482,7 @@ def test_pool_random(K, kind, seed):
         x = rand_i8(rng, (h, w, c))
         out = np.zeros((oh, ow, c), np.int8)
         run(K, kind, params, x, out)
-        want = (ref.avg_pool_s8 if kind == "avg_pool" else ref.max_pool_s8)(params, x)
+        want = (ref_pooling.avg_pool_s8 if kind == "avg_pool" else ref_pooling.max_pool_s8)(params, x)
         assert_same(out, want, f"{kind} seed {seed} case {i}")
 
 
@@ -545,7 +554,7 @@ def test_binary_broadcast_random(K, kind, seed):
         a, b = rand_i8(rng, s1), rand_i8(rng, s2)
         out = np.zeros(so, np.int8)
         run(K, kind, params, np.ascontiguousarray(a), np.ascontiguousarray(b), out)
-        want = (ref.add_s8 if kind == "add" else ref.mul_s8)(params, a, b)
+        want = (ref_binary.add_s8 if kind == "add" else ref_binary.mul_s8)(params, a, b)
         assert_same(out, want, f"{kind} {s1} x {s2} -> {so}")
 
 
@@ -569,7 +578,7 @@ def test_add_mobilenet_residual_same_shape(K):
     a, b = rand_i8(rng, shape), rand_i8(rng, shape)
     out = np.zeros(shape, np.int8)
     run(K, "add", params, a, b, out)
-    assert_same(out, ref.add_s8(params, a, b), "residual add")
+    assert_same(out, ref_binary.add_s8(params, a, b), "residual add")
 
 
 @pytest.mark.cc
@@ -585,7 +594,7 @@ def test_requantize_all_inputs(K, seed):
         )
         out = np.zeros(256, np.int8)
         run(K, "requantize", params, x, out)
-        assert_same(out, ref.requantize_s8(params, x), f"requantize ratio {ratio}")
+        assert_same(out, ref_activation.requantize_s8(params, x), f"requantize ratio {ratio}")
 
 
 @pytest.mark.cc
@@ -598,7 +607,7 @@ def test_dequantize_all_inputs_bit_exact_float(K, seed):
         params = activation_params.dequantize_params(size=256, scale=s, zp=rand_zp(rng))
         out = np.zeros(256, np.float32)
         run(K, "dequantize", params, x, out)
-        want = ref.dequantize_s8(params, x)
+        want = ref_activation.dequantize_s8(params, x)
         assert_same(out.view(np.uint32), want.view(np.uint32), f"dequantize scale {s!r}")
         assert repr(float(np.float32(float(f"{params['scale']:.9g}")))) == repr(params["scale"])
 
@@ -615,7 +624,7 @@ def test_logistic_all_inputs(K, seed):
         )
         out = np.zeros(256, np.int8)
         run(K, "logistic", params, x, out)
-        assert_same(out, ref.logistic_s8(params, x), f"logistic scale {s}")
+        assert_same(out, ref_activation.logistic_s8(params, x), f"logistic scale {s}")
 
 
 def test_logistic_reference_tracks_the_float_sigmoid():
@@ -625,7 +634,7 @@ def test_logistic_reference_tracks_the_float_sigmoid():
         p = activation_params.logistic_params(
             size=256, input_scale=s, input_zp=zp, output_scale=1 / 256, output_zp=-128
         )
-        got = ref.logistic_s8(p, x.astype(np.int8)).astype(int)
+        got = ref_activation.logistic_s8(p, x.astype(np.int8)).astype(int)
         real = np.clip(np.round(256 / (1 + np.exp(-(x - zp) * f32(s)))) - 128, -128, 127)
         assert np.max(np.abs(got - real)) <= 1
 
@@ -657,7 +666,7 @@ def test_softmax_random(K, seed):
         ).astype(np.int8)
         out = np.zeros((outer, depth), np.int8)
         run(K, "softmax", params, x, out)
-        assert_same(out, ref.softmax_s8(params, x), f"softmax depth {depth} scale {in_s} beta {beta}")
+        assert_same(out, ref_activation.softmax_s8(params, x), f"softmax depth {depth} scale {in_s} beta {beta}")
 
 
 def test_softmax_reference_tracks_the_float_softmax():
@@ -667,7 +676,7 @@ def test_softmax_reference_tracks_the_float_softmax():
             outer=4, depth=10, beta=1.0, input_scale=in_s, input_zp=0, output_scale=1 / 256, output_zp=-128
         )
         x = rng.integers(-128, 128, (4, 10)).astype(np.int8)
-        got = ref.softmax_s8(p, x).astype(int) + 128
+        got = ref_activation.softmax_s8(p, x).astype(int) + 128
         xi = x.astype(np.int64)
         e = np.exp((xi - xi.max(axis=1, keepdims=True)) * f32(in_s))
         real = e / e.sum(axis=1, keepdims=True) * 256
@@ -689,7 +698,7 @@ def test_pad_random(K, seed):
         x = rand_i8(rng, shape)
         out = np.zeros(tuple(d + a + b for d, (a, b) in zip(shape, pads)), np.int8)
         run(K, "pad", params, x, out)
-        assert_same(out, ref.pad_s8(params, x), f"pad {shape} {pads}")
+        assert_same(out, ref_data_movement.pad_s8(params, x), f"pad {shape} {pads}")
 
 
 @pytest.mark.cc
@@ -708,7 +717,7 @@ def test_concat_random(K, seed):
             shapes.append(tuple(s))
         params = data_movement_params.concat_params(input_shapes=shapes, axis=axis)
         xs = [rand_i8(rng, s) for s in shapes]
-        want = ref.concat_s8(params, xs, axis)
+        want = ref_data_movement.concat_s8(params, xs, axis)
         out = np.zeros(want.shape, np.int8)
         run(K, "concat", params, xs, out)
         assert_same(out, want, f"concat {shapes} axis {axis}")
@@ -750,7 +759,7 @@ def test_mean(K, shape, axes):
         x = rand_i8(rng, shape)
         if i == 0:
             x = np.clip(x.astype(int) + 100, -128, 127).astype(np.int8)  # biased mean
-        want = ref.mean_s8(params, x, tuple(a % len(shape) for a in axes))
+        want = ref_reduction.mean_s8(params, x, tuple(a % len(shape) for a in axes))
         out = np.zeros(want.shape, np.int8)
         run(K, "mean", params, x, out)
         assert_same(out, want, f"mean {shape} axes {axes}")
@@ -791,7 +800,7 @@ def test_pointwise_conv_is_fast(K):
     out = np.zeros((32, 32, 64), np.int8)
     best = min(_timed(lambda: run(K, "conv2d", params, x, w, b, out)) for _ in range(5))
     assert best < 0.02, f"{best * 1e3:.1f} ms"
-    assert_same(out, ref.conv2d_s8(params, x, w, b), "pointwise")
+    assert_same(out, ref_convolution.conv2d_s8(params, x, w, b), "pointwise")
 
 
 def _timed(fn):

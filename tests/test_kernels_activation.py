@@ -21,8 +21,9 @@ import cbuild  # noqa: E402
 from zoflash import api  # noqa: E402
 from zoflash.compiler.ops import KERNELS  # noqa: E402
 from zoflash.compiler.pipeline import compile_graph  # noqa: E402
-from zoflash.reference import kernels as ref  # noqa: E402
 from zoflash.reference.forward import ReferenceForward  # noqa: E402
+from zoflash.reference.ops import activation as ref_activation  # noqa: E402
+from zoflash.reference.ops import binary as ref_binary  # noqa: E402
 
 OPS_DIR = Path(__file__).resolve().parent / "fixtures" / "ops"
 _SHAPES = dict(input1_shape=(1, 2, 3), input2_shape=(3,), output_shape=(1, 2, 3))
@@ -64,19 +65,19 @@ from test_kernels import (  # noqa: E402
 )
 
 BINARY = {
-    "sub": ref.sub_s8,
-    "squared_difference": ref.squared_difference_s8,
-    "maximum": ref.maximum_s8,
-    "minimum": ref.minimum_s8,
-    "prelu": ref.prelu_s8,
+    "sub": ref_binary.sub_s8,
+    "squared_difference": ref_binary.squared_difference_s8,
+    "maximum": ref_binary.maximum_s8,
+    "minimum": ref_binary.minimum_s8,
+    "prelu": ref_binary.prelu_s8,
 }
 UNARY = {
-    "relu": ref.relu_s8,
-    "relu6": ref.relu6_s8,
-    "leaky_relu": ref.leaky_relu_s8,
-    "tanh": ref.tanh_s8,
-    "hard_swish": ref.hard_swish_s8,
-    "rsqrt": ref.rsqrt_s8,
+    "relu": ref_activation.relu_s8,
+    "relu6": ref_activation.relu6_s8,
+    "leaky_relu": ref_activation.leaky_relu_s8,
+    "tanh": ref_activation.tanh_s8,
+    "hard_swish": ref_activation.hard_swish_s8,
+    "rsqrt": ref_activation.rsqrt_s8,
 }
 ALL_INPUTS = np.arange(-128, 128).astype(np.int8)
 
@@ -210,20 +211,20 @@ def test_reference_tracks_the_real_functions():
     x = ALL_INPUTS
     for s, zp in ((0.05, 0), (0.1, -20), (0.02, 100)):
         p = KERNELS.get("tanh").build(size=256, input_scale=s, input_zp=zp, output_scale=1 / 128, output_zp=0)
-        _close(ref.tanh_s8(p, x), np.tanh(_real(x, s, zp)), 1 / 128, 0, 1)
+        _close(ref_activation.tanh_s8(p, x), np.tanh(_real(x, s, zp)), 1 / 128, 0, 1)
         o = 3 * s / 4
         p = KERNELS.get("hard_swish").build(size=256, input_scale=s, input_zp=zp, output_scale=o, output_zp=-30)
         v = _real(x, s, zp)
-        _close(ref.hard_swish_s8(p, x), v * np.clip(v + 3, 0, 6) / 6, o, -30, 1)
+        _close(ref_activation.hard_swish_s8(p, x), v * np.clip(v + 3, 0, 6) / 6, o, -30, 1)
         p = KERNELS.get("leaky_relu").build(
             size=256, alpha=-0.3, input_scale=s, input_zp=zp, output_scale=o, output_zp=5
         )
-        _close(ref.leaky_relu_s8(p, x), np.where(v >= 0, v, -0.3 * v), o, 5, 1)
+        _close(ref_activation.leaky_relu_s8(p, x), np.where(v >= 0, v, -0.3 * v), o, 5, 1)
         p = KERNELS.get("relu6").build(size=256, input_scale=s, input_zp=zp)
-        _close(ref.relu6_s8(p, x), np.clip(v, 0, 6), s, zp, 0)
+        _close(ref_activation.relu6_s8(p, x), np.clip(v, 0, 6), s, zp, 0)
         p = KERNELS.get("rsqrt").build(size=256, input_scale=s, input_zp=-128, output_scale=0.08, output_zp=-128)
         pos = x.astype(int) > -128
-        got = ref.rsqrt_s8(p, x)[pos]
+        got = ref_activation.rsqrt_s8(p, x)[pos]
         _close(got, 1 / np.sqrt(_real(x[pos], s, -128)), 0.08, -128, 1)
     a, b = np.meshgrid(ALL_INPUTS, ALL_INPUTS[::5])
     p = KERNELS.get("sub").build(
@@ -238,7 +239,7 @@ def test_reference_tracks_the_real_functions():
         output_zp=1,
         activation="NONE",
     )
-    _close(ref.sub_s8(p, a, b), _real(a, 0.03, 4) - _real(b, 0.05, -9), 0.07, 1, 1)
+    _close(ref_binary.sub_s8(p, a, b), _real(a, 0.03, 4) - _real(b, 0.05, -9), 0.07, 1, 1)
     p = KERNELS.get("squared_difference").build(
         input1_shape=a.shape,
         input2_shape=b.shape,
@@ -250,7 +251,7 @@ def test_reference_tracks_the_real_functions():
         output_scale=0.5,
         output_zp=-128,
     )
-    _close(ref.squared_difference_s8(p, a, b), (_real(a, 0.03, 4) - _real(b, 0.05, -9)) ** 2, 0.5, -128, 1)
+    _close(ref_binary.squared_difference_s8(p, a, b), (_real(a, 0.03, 4) - _real(b, 0.05, -9)) ** 2, 0.5, -128, 1)
 
 
 # ------------------------------------------------------------------------- models against TFLM

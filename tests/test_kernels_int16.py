@@ -1,5 +1,5 @@
 """int16 activations (16x8 quantization): the C kernels of zo_kernels_int16.c against the NumPy
-reference (reference/kernels_int16.py) on random shapes and parameters, the LUTs against the
+reference (the int16 kernels of reference/ops/<family>.py) on random shapes and parameters, the LUTs against the
 functions they tabulate, the 16x8 fixture models (tests/fixtures/ops/int16.json) bit for bit against
 the tflite-micro interpreter through the generated C and the reference forward pass, and what
 legality refuses.
@@ -30,8 +30,15 @@ from zoflash.compiler.ops import (  # noqa: E402
 )
 from zoflash.compiler.pipeline import compile_graph  # noqa: E402
 from zoflash.errors import UnsupportedModelError  # noqa: E402
-from zoflash.reference import kernels_int16 as ref16  # noqa: E402
 from zoflash.reference.forward import ReferenceForward  # noqa: E402
+from zoflash.reference.ops import activation as ref_activation  # noqa: E402
+from zoflash.reference.ops import binary as ref_binary  # noqa: E402
+from zoflash.reference.ops import convolution as ref_convolution  # noqa: E402
+from zoflash.reference.ops import fully_connected as ref_fully_connected  # noqa: E402
+from zoflash.reference.ops import movement as ref_movement  # noqa: E402
+from zoflash.reference.ops import pooling as ref_pooling  # noqa: E402
+from zoflash.reference.ops import reduction as ref_reduction  # noqa: E402
+from zoflash.reference.ops import resize as ref_resize  # noqa: E402
 from zoflash.targets.host_runner import HostModel  # noqa: E402
 
 OPS_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ops"
@@ -195,7 +202,7 @@ def test_luts_tabulate_exp_and_the_reciprocal():
     u = np.linspace(0.0, 1.0, 513)
     assert np.abs(p["one_over_one_plus_x_lut"] - np.minimum(32768 / (1 + u), 32767)).max() <= 2
     v = np.arange(-32768, 32768, 37)
-    got = ref16.lut_lookup_s16(v, p["exp_lut"]).astype(np.float64)
+    got = ref_activation.lut_lookup_s16(v, p["exp_lut"]).astype(np.float64)
     assert np.abs(got - np.minimum(np.exp((v - 32767) * 10 / 65535) * 32768, 32767)).max() <= 8
 
 
@@ -218,7 +225,7 @@ def test_softmax_s8_s16(K):
         x[: min(2, x.size)] = (-128, 127)[: min(2, x.size)]
         out = np.zeros(outer * depth, np.int16)
         K.call(kernel.function, kernel.struct, p, x, out)
-        assert_same(out, ref16.softmax_s8_s16(p, x), f"softmax_s8_s16 case {i} ({outer}x{depth})")
+        assert_same(out, ref_activation.softmax_s8_s16(p, x), f"softmax_s8_s16 case {i} ({outer}x{depth})")
         if depth > 1:  # probabilities: each row sums to about 1
             assert np.allclose((out.reshape(outer, depth) + 32768.0).sum(axis=1) / 65536, 1.0, atol=0.01 * depth)
 
@@ -242,7 +249,7 @@ def test_softmax_s16(K):
         x = int16_values(rng, outer * depth)
         out = np.zeros(outer * depth, np.int16)
         K.call(kernel.function, kernel.struct, p, x, out)
-        assert_same(out, ref16.softmax_s16(p, x), f"softmax_s16 case {i} ({outer}x{depth})")
+        assert_same(out, ref_activation.softmax_s16(p, x), f"softmax_s16 case {i} ({outer}x{depth})")
         # The probabilities to within a few LSB, and exp(-10) (2 LSB), the table's floor, per entry.
         z = x.reshape(outer, depth) * (input_scale * beta)
         e = np.exp(z - z.max(axis=1, keepdims=True))
@@ -275,7 +282,7 @@ def test_requantize(K, name):
         x[:2] = lo, hi
         out = np.zeros(64, y_type)
         K.call(kernel.function, kernel.struct, p, x, out)
-        assert_same(out, ref16.requantize(p, x, y_type), f"{name} case {i}")
+        assert_same(out, ref_activation.requantize(p, x, y_type), f"{name} case {i}")
 
 
 @pytest.mark.cc
@@ -288,7 +295,7 @@ def test_dequantize_and_quantize_float(K):
         y = np.zeros(256, np.float32)
         p = deq.build(size=256, scale=scale, zp=zp)
         K.call(deq.function, deq.struct, p, x, y)
-        assert_same(y, ref16.dequantize_s16(p, x), f"dequantize_s16 case {i}")
+        assert_same(y, ref_activation.dequantize_s16(p, x), f"dequantize_s16 case {i}")
         v = np.concatenate(
             [
                 y,
@@ -299,7 +306,7 @@ def test_dequantize_and_quantize_float(K):
         out = np.zeros(v.size, np.int16)
         pq = q.build(size=v.size, output_scale=scale, output_zp=zp)
         K.call(q.function, q.struct, pq, v, out)
-        assert_same(out, ref16.quantize_f32_s16(pq, v), f"quantize_f32_s16 case {i}")
+        assert_same(out, ref_activation.quantize_f32_s16(pq, v), f"quantize_f32_s16 case {i}")
         assert_same(out[:256], np.clip(x.astype(np.int64) - zp + zp, -32768, 32767), "round trip")
 
 
@@ -338,7 +345,7 @@ def test_conv2d_s16(K):
         b = _bias64(rng, oc, i)
         out = np.zeros(oh * ow * oc, np.int16)
         K.call(kernel.function, kernel.struct, p, x, wt, b, out)
-        assert_same(out, ref16.conv2d_s16(p, x, wt, b), f"conv2d_s16 case {i}")
+        assert_same(out, ref_convolution.conv2d_s16(p, x, wt, b), f"conv2d_s16 case {i}")
 
 
 @pytest.mark.cc
@@ -373,7 +380,7 @@ def test_depthwise_conv2d_s16(K):
         b = _bias64(rng, c * dm, i)
         out = np.zeros(oh * ow * c * dm, np.int16)
         K.call(kernel.function, kernel.struct, p, x, wt, b, out)
-        assert_same(out, ref16.depthwise_conv2d_s16(p, x, wt, b), f"depthwise_conv2d_s16 case {i}")
+        assert_same(out, ref_convolution.depthwise_conv2d_s16(p, x, wt, b), f"depthwise_conv2d_s16 case {i}")
 
 
 @pytest.mark.cc
@@ -398,7 +405,7 @@ def test_fully_connected_s16(K):
         b = _bias64(rng, units, i)
         out = np.zeros(rows * units, np.int16)
         K.call(kernel.function, kernel.struct, p, x, wt, b, out)
-        want = ref16.fully_connected_s16(p, x, wt, b)
+        want = ref_fully_connected.fully_connected_s16(p, x, wt, b)
         assert_same(out, want, f"fully_connected_s16 case {i}")
         if b is None:  # the definition: round(x . w * scale ratio), to 1 LSB (the 16-bit multiplier)
             ratio = p["multiplier"].astype(np.float64) / 2**31 * 2.0 ** p["shift"]
@@ -412,7 +419,7 @@ def test_fully_connected_s16(K):
 @pytest.mark.parametrize("name", ["avg_pool_s16", "max_pool_s16"])
 def test_pool_s16(K, name):
     rng = np.random.default_rng(38)
-    kernel, want = KERNELS.get(name), getattr(ref16, name)
+    kernel, want = KERNELS.get(name), getattr(ref_pooling, name)
     for i in range(30):
         h, w, c = int(rng.integers(1, 9)), int(rng.integers(1, 9)), int(rng.integers(1, 6))
         fh, fw = int(rng.integers(1, h + 1)), int(rng.integers(1, w + 1))
@@ -472,7 +479,7 @@ def test_pad_and_concat_s16(K):
 @pytest.mark.parametrize("name", ["add_s16", "sub_s16", "mul_s16"])
 def test_binary_s16(K, name):
     rng = np.random.default_rng(40)
-    kernel, want = KERNELS.get(name), getattr(ref16, name)
+    kernel, want = KERNELS.get(name), getattr(ref_binary, name)
     shapes = [((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (4,)), ((1, 5, 1, 3), (2, 1, 4, 1)), ((6,), ()), ((3, 1), (1, 7))]
     for i in range(40):
         s1, s2 = shapes[i % len(shapes)]
@@ -519,14 +526,14 @@ def test_relu_relu6_leaky_relu_mean_s16(K):
             p = kernel.build(**kw)
             out = np.zeros(n, np.int16)
             K.call(kernel.function, kernel.struct, p, x, out)
-            assert_same(out, getattr(ref16, name)(p, x), f"{name} case {i}")
+            assert_same(out, getattr(ref_activation, name)(p, x), f"{name} case {i}")
         shape = tuple(int(d) for d in rng.integers(1, 6, 3))
         kernel = KERNELS.get("mean_s16")
         p = kernel.build(input_shape=shape, axes=(1,) if i % 2 else (0, 1), input_scale=in_s, output_scale=out_s, **zps)
         x = int16_values(rng, int(np.prod(shape)))
         out = np.zeros(p["outer"] * p["inner"], np.int16)
         K.call(kernel.function, kernel.struct, p, x, out)
-        assert_same(out, ref16.mean_s16(p, x), f"mean_s16 case {i}")
+        assert_same(out, ref_reduction.mean_s16(p, x), f"mean_s16 case {i}")
 
 
 @pytest.mark.cc
@@ -542,7 +549,7 @@ def test_movement_s16(K):
         out = np.zeros(x.size, np.int16)
         K.call(copy.function, copy.struct, p, x, out)
         assert_same(out, np.transpose(x.reshape(shape), perm), f"transpose_s16 case {i}")
-        assert_same(out, ref16.strided_copy_s16(p, x), f"transpose_s16 case {i} (reference)")
+        assert_same(out, ref_movement.strided_copy_s16(p, x), f"transpose_s16 case {i} (reference)")
         axis = int(rng.integers(0, len(shape)))
         cut = int(rng.integers(0, shape[axis] + 1))
         p = split.build(input_shape=shape, axis=axis, sizes=[cut, shape[axis] - cut])
@@ -573,7 +580,7 @@ def test_minmax_and_resize_nearest_s16(K):
         x = int16_values(rng, h * w * c)
         out = np.zeros(oh * ow * c, np.int16)
         K.call(kernel.function, kernel.struct, p, x, out)
-        assert_same(out, ref16.resize_nearest_s16(p, x), f"resize_nearest_s16 case {i}")
+        assert_same(out, ref_resize.resize_nearest_s16(p, x), f"resize_nearest_s16 case {i}")
 
 
 def test_16x8_builders_refuse_what_tflm_does_not_run():

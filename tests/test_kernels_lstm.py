@@ -31,8 +31,8 @@ from zoflash.compiler.ops import (
 )
 from zoflash.compiler.pipeline import compile_graph  # noqa: E402
 from zoflash.errors import UnsupportedModelError  # noqa: E402
-from zoflash.reference import lstm as ref  # noqa: E402
 from zoflash.reference.forward import ReferenceForward  # noqa: E402
+from zoflash.reference.ops import sequence as ref_sequence  # noqa: E402
 from zoflash.targets.host_runner import HostModel  # noqa: E402
 
 OPS_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ops"
@@ -84,7 +84,7 @@ def test_sigmoid_table_is_the_same_in_c_and_in_the_reference():
     text = (cbuild.INFERENCE / "zo_kernels_lstm.c").read_text()
     body = re.search(r"zo_sigmoid_table\[256\] = \{(.*?)\};", text, re.S).group(1)
     c_table = np.array([int(v) for v in body.replace("\n", " ").split(",") if v.strip()])
-    assert c_table.tolist() == ref.SIGMOID_TABLE.tolist()
+    assert c_table.tolist() == ref_sequence.SIGMOID_TABLE.tolist()
     exact = 65536.0 / (1.0 + np.exp(-np.arange(256) / 24.0))
     assert np.max(np.abs(c_table - np.minimum(exact, 65535))) <= 1.5
 
@@ -138,7 +138,7 @@ def test_lstm_sequences_c_vs_reference(K):
             if invoke == 1:
                 x[::2] = -128
                 x[1::2] = 127
-            want = ref.lstm(p, x, wx, wh, bs, hidden_ref, cell_ref)
+            want = ref_sequence.lstm(p, x, wx, wh, bs, hidden_ref, cell_ref)
             out = np.zeros(p["batches"] * p["time_steps"] * p["units"], np.int8)
             K.call(kernel.function, kernel.struct, p, x, *wx, *wh, *bs, hidden_c, cell_c, out)
             what = (
@@ -155,14 +155,14 @@ def test_int16_sigmoid_and_tanh_follow_their_definitions():
     odd (tanh) or point-symmetric about 1/2 (sigmoid) to one LSB; inputs past the table saturate."""
     q = np.arange(-32768, 32768)
     x = q / 4096.0
-    sig, tanh = ref.sigmoid_s16(q * 3) / 32768.0, ref.tanh_s16(q * 3) / 32768.0
+    sig, tanh = ref_sequence.sigmoid_s16(q * 3) / 32768.0, ref_sequence.tanh_s16(q * 3) / 32768.0
     assert np.abs(sig - 1 / (1 + np.exp(-x))).max() < 2**-10
     assert np.abs(tanh - np.tanh(x)).max() < 2**-10
-    assert ref.sigmoid_s16(0) == 16384 and ref.tanh_s16(0) == 0
-    assert ref.sigmoid_s16(1 << 20) == 32767 and ref.tanh_s16(-(1 << 20)) == -32767  # past the table
+    assert ref_sequence.sigmoid_s16(0) == 16384 and ref_sequence.tanh_s16(0) == 0
+    assert ref_sequence.sigmoid_s16(1 << 20) == 32767 and ref_sequence.tanh_s16(-(1 << 20)) == -32767  # past the table
     inner = q[1:]
-    assert np.abs(ref.tanh_s16(inner * 3) + ref.tanh_s16(-inner * 3)).max() <= 1
-    assert np.abs(ref.sigmoid_s16(inner * 3) + ref.sigmoid_s16(-inner * 3) - 32768).max() <= 1
+    assert np.abs(ref_sequence.tanh_s16(inner * 3) + ref_sequence.tanh_s16(-inner * 3)).max() <= 1
+    assert np.abs(ref_sequence.sigmoid_s16(inner * 3) + ref_sequence.sigmoid_s16(-inner * 3) - 32768).max() <= 1
 
 
 def test_reference_is_close_to_a_float_lstm():

@@ -27,8 +27,8 @@ from zoflash.compiler.ops import (
 )
 from zoflash.compiler.pipeline import compile_graph  # noqa: E402
 from zoflash.errors import UnsupportedModelError  # noqa: E402
-from zoflash.reference import kernels as ref  # noqa: E402
 from zoflash.reference.forward import ReferenceForward  # noqa: E402
+from zoflash.reference.ops import movement as ref_movement  # noqa: E402
 
 OPS_DIR = Path(__file__).resolve().parent / "fixtures" / "ops"
 INDEX = json.loads((OPS_DIR / "movement.json").read_text())
@@ -71,7 +71,7 @@ def run_copy(K, name, params, x):
     assert read <= x.size
     y = np.full(written, 99, np.int8)
     K.call("zo_strided_copy_s8", "zo_strided_copy_params_t", params, np.ascontiguousarray(x), y)
-    np.testing.assert_array_equal(ref.strided_copy_s8(params, x).reshape(-1), y)  # the executor's kernel
+    np.testing.assert_array_equal(ref_movement.strided_copy_s8(params, x).reshape(-1), y)  # the executor's kernel
     return y
 
 
@@ -155,7 +155,7 @@ def test_strided_slice_matches_python_indexing(K):
             shrink_axis_mask=shrink,
         )
         x = rand_i8(rng, shape)
-        want = ref.strided_slice_op(x, begin, end, strides, masks[0], masks[1], shrink)
+        want = ref_movement.strided_slice_op(x, begin, end, strides, masks[0], masks[1], shrink)
         axes = movement_params.strided_slice_axes(**kw)
         assert [c for k, (_, c, _) in enumerate(axes) if not shrink >> k & 1] == list(want.shape)
         if want.size == 0:
@@ -195,7 +195,7 @@ def test_split_matches_numpy_split(K):
         assert read == x.size and len(written) == len(sizes)
         ys = [np.full(n, 99, np.int8) for n in written]
         K.call("zo_split_s8", "zo_split_params_t", p, x, ys)
-        for y, want, got in zip(ys, np.split(x, np.cumsum(sizes)[:-1], axis=axis), ref.split_s8(p, x)):
+        for y, want, got in zip(ys, np.split(x, np.cumsum(sizes)[:-1], axis=axis), ref_movement.split_s8(p, x)):
             np.testing.assert_array_equal(y, want.reshape(-1))
             np.testing.assert_array_equal(got.reshape(-1), y)
 
@@ -212,7 +212,7 @@ def test_gather_matches_numpy_take(K):
         y = np.full(KERNELS.get("gather").extents(p)[1], 99, np.int8)
         K.call("zo_gather_s8", "zo_gather_params_t", p, x, y)
         np.testing.assert_array_equal(y, np.take(x, indices, axis=axis).reshape(-1))
-        np.testing.assert_array_equal(ref.gather_s8(p, x).reshape(-1), y)
+        np.testing.assert_array_equal(ref_movement.gather_s8(p, x).reshape(-1), y)
 
 
 # ----------------------------------------------------------------------------- fixture models

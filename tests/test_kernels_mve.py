@@ -6,7 +6,7 @@ multipliers, per-channel scales, extreme zero points and inputs) are written int
 bare-metal program (tests/m55_math's start-up and linker script) runs every case through the
 public kernel (the Helium one, zo_kernels_mve.c) and through its _portable twin in the same
 binary, checks the guard bytes after each output, and prints one FNV-1a hash per result under
-QEMU mps3-an547. The test recomputes the hashes from zoflash.reference.kernels.
+QEMU mps3-an547. The test recomputes the hashes from the reference kernels (zoflash.reference.ops).
 
 Whole models on the M55 against TFLM: tests/test_m55_models.py.
 """
@@ -41,7 +41,10 @@ from zoflash.compiler.ops import (  # noqa: E402
     fully_connected_params,
     pooling_params,
 )
-from zoflash.reference import kernels as ref  # noqa: E402
+from zoflash.reference.ops import binary as ref_binary  # noqa: E402
+from zoflash.reference.ops import convolution as ref_convolution  # noqa: E402
+from zoflash.reference.ops import fully_connected as ref_fully_connected  # noqa: E402
+from zoflash.reference.ops import pooling as ref_pooling  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 M55 = HERE / "m55_math"
@@ -93,7 +96,7 @@ def conv_case(rng, i):
     b = rng.integers(-30000, 30000, c["oc"]).astype(np.int32) if i % 5 else None
     if i % 2:
         params["folded_bias"] = folded(w, b, params["input_zp"])
-    return "conv2d", params, [x, w, b], ref.conv2d_s8(params, x, w, b)
+    return "conv2d", params, [x, w, b], ref_convolution.conv2d_s8(params, x, w, b)
 
 
 def depthwise_case(rng, i):
@@ -130,7 +133,7 @@ def depthwise_case(rng, i):
     x = extreme_i8(rng, (h, w, c))
     wt = extreme_i8(rng, (1, kh, kw, oc))
     b = rng.integers(-20000, 20000, oc).astype(np.int32) if i % 3 else None
-    return "depthwise_conv2d", params, [x, wt, b], ref.depthwise_conv2d_s8(params, x, wt, b)
+    return "depthwise_conv2d", params, [x, wt, b], ref_convolution.depthwise_conv2d_s8(params, x, wt, b)
 
 
 def fc_case(rng, i):
@@ -154,7 +157,7 @@ def fc_case(rng, i):
     b = rng.integers(-50000, 50000, units).astype(np.int32) if i % 3 else None
     if i % 2 == 0:
         params["folded_bias"] = folded(w, b, params["input_zp"])
-    return "fully_connected", params, [x, w, b], ref.fully_connected_s8(params, x, w, b)
+    return "fully_connected", params, [x, w, b], ref_fully_connected.fully_connected_s8(params, x, w, b)
 
 
 def binary_case(rng, i, kind):
@@ -184,7 +187,7 @@ def binary_case(rng, i, kind):
         activation=ACTS[i % 4],
     )
     a, b = extreme_i8(rng, s1), extreme_i8(rng, s2)
-    return kind, params, [a, b], (ref.add_s8 if kind == "add" else ref.mul_s8)(params, a, b)
+    return kind, params, [a, b], (ref_binary.add_s8 if kind == "add" else ref_binary.mul_s8)(params, a, b)
 
 
 def pool_case(rng, i, kind="max_pool", big=False):
@@ -211,7 +214,7 @@ def pool_case(rng, i, kind="max_pool", big=False):
         activation=ACTS[i % 4],
     )
     x = extreme_i8(rng, (h, w, c))
-    return kind, params, [x], (ref.max_pool_s8 if kind == "max_pool" else ref.avg_pool_s8)(params, x)
+    return kind, params, [x], (ref_pooling.max_pool_s8 if kind == "max_pool" else ref_pooling.avg_pool_s8)(params, x)
 
 
 def _array(ctype, name, values):
@@ -402,7 +405,9 @@ def test_requant_extremes_mve(tmp_path):
             b = rng.choice(np.array([-(2**31), 2**31 - 1, -(1 << 20), 1 << 19], dtype=np.int64), oc).astype(np.int32)
         if params.get("folded_bias") is not None:
             params["folded_bias"] = folded(w, b, params["input_zp"])
-        want = (ref.conv2d_s8 if name == "conv2d" else ref.fully_connected_s8)(params, x, w, b)
+        want = (ref_convolution.conv2d_s8 if name == "conv2d" else ref_fully_connected.fully_connected_s8)(
+            params, x, w, b
+        )
         cases.append((name, params, [x, w, b], want))
     check(tmp_path, cases, opt="-O3")
 
@@ -452,7 +457,7 @@ def grid_conv(rng, n, h, w, c, oc, kh, kw, stride, padding, dilation=1, groups=1
     x = small_i8(rng, (h, w, c), in_zp) if spread else extreme_i8(rng, (h, w, c))
     wt = small_i8(rng, (oc, kh, kw, fc)) if spread else extreme_i8(rng, (oc, kh, kw, fc))
     b = rng.integers(-30000, 30000, oc).astype(np.int32) if n % 4 else None
-    return "conv2d", params, [x, wt, b], ref.conv2d_s8(params, x, wt, b)
+    return "conv2d", params, [x, wt, b], ref_convolution.conv2d_s8(params, x, wt, b)
 
 
 def conv_grid(rng):
@@ -501,7 +506,7 @@ def grid_depthwise(rng, n, h, w, c, dm, kh, kw, stride, padding, dilation=1, spr
     x = small_i8(rng, (h, w, c), in_zp) if spread else extreme_i8(rng, (h, w, c))
     wt = small_i8(rng, (1, kh, kw, oc)) if spread else extreme_i8(rng, (1, kh, kw, oc))
     b = rng.integers(-20000, 20000, oc).astype(np.int32) if n % 3 else None
-    return "depthwise_conv2d", params, [x, wt, b], ref.depthwise_conv2d_s8(params, x, wt, b)
+    return "depthwise_conv2d", params, [x, wt, b], ref_convolution.depthwise_conv2d_s8(params, x, wt, b)
 
 
 def depthwise_grid(rng):
@@ -546,7 +551,9 @@ def fc_grid(rng):
             x = small_i8(rng, rows * depth, in_zp) if spread else extreme_i8(rng, rows * depth)
             w = small_i8(rng, (u, depth)) if spread else extreme_i8(rng, (u, depth))
             b = rng.integers(-50000, 50000, u).astype(np.int32) if len(cases) % 3 else None
-            cases.append(("fully_connected", params, [x, w, b], ref.fully_connected_s8(params, x, w, b)))
+            cases.append(
+                ("fully_connected", params, [x, w, b], ref_fully_connected.fully_connected_s8(params, x, w, b))
+            )
     return cases
 
 
@@ -586,7 +593,7 @@ def binary_grid(rng, kind):
             activation=ACTS[n % 4],
         )
         a, b = extreme_i8(rng, s1), extreme_i8(rng, s2)
-        cases.append((kind, params, [a, b], (ref.add_s8 if kind == "add" else ref.mul_s8)(params, a, b)))
+        cases.append((kind, params, [a, b], (ref_binary.add_s8 if kind == "add" else ref_binary.mul_s8)(params, a, b)))
     return cases
 
 
@@ -612,7 +619,7 @@ def max_pool_grid(rng):
                 activation=ACTS[len(cases) % 4],
             )
             x = extreme_i8(rng, (7, 6, c))
-            cases.append(("max_pool", params, [x], ref.max_pool_s8(params, x)))
+            cases.append(("max_pool", params, [x], ref_pooling.max_pool_s8(params, x)))
     return cases
 
 

@@ -31,8 +31,10 @@ from zoflash.compiler.ops import (  # noqa: E402
 )
 from zoflash.compiler.pipeline import compile_graph  # noqa: E402
 from zoflash.errors import UnsupportedModelError  # noqa: E402
-from zoflash.reference import kernels as ref  # noqa: E402
 from zoflash.reference.forward import ReferenceForward  # noqa: E402
+from zoflash.reference.ops import convolution as ref_convolution  # noqa: E402
+from zoflash.reference.ops import reduction as ref_reduction  # noqa: E402
+from zoflash.reference.ops import resize as ref_resize  # noqa: E402
 from zoflash.targets.host_runner import HostModel  # noqa: E402
 
 OPS_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ops"
@@ -78,7 +80,7 @@ def test_reduce_max(K):
         p = reduction_params.reduce_max_params(input_shape=shape, axes=axes)
         x = rand_i8(rng, shape)
         want = np.max(x, axis=tuple(a % len(shape) for a in axes))  # numpy's own max, the definition
-        assert_same(ref.reduce_max_s8(p, x), want, f"reference {shape} {axes}")
+        assert_same(ref_reduction.reduce_max_s8(p, x), want, f"reference {shape} {axes}")
         out = np.zeros(want.size, np.int8)
         run(K, "reduce_max", p, x, out)
         assert_same(out, want, f"reduce_max {shape} axes {axes}")
@@ -92,7 +94,7 @@ def test_arg_max(K):
         axis = int(rng.integers(-len(shape), len(shape)))
         p = reduction_params.arg_max_params(input_shape=shape, axis=axis)
         x = rand_i8(rng, shape, -3, 3) if rng.random() < 0.5 else rand_i8(rng, shape)  # many ties
-        want = ref.arg_max_s8(p, x)
+        want = ref_reduction.arg_max_s8(p, x)
         out = np.zeros(want.size, np.int32)
         run(K, "arg_max", p, x, out)
         assert_same(out, want, f"arg_max {shape} axis {axis}")
@@ -113,7 +115,7 @@ def test_resize_bilinear(K):
         )
         x = rand_i8(rng, (h, w, c))
         x[0, 0, 0] = -128
-        want = ref.resize_bilinear_s8(p, x)
+        want = ref_resize.resize_bilinear_s8(p, x)
         out = np.zeros((oh, ow, c), np.int8)
         run(K, "resize_bilinear", p, x, out)
         assert_same(out, want, f"resize_bilinear {h}x{w} -> {oh}x{ow} align {align} half {half}")
@@ -130,10 +132,10 @@ def test_resize_nearest(K):
             input_hwc=(h, w, c), output_hwc=(oh, ow, c), align_corners=align, half_pixel_centers=half
         )
         # The builder's float32 tables against the reference's scalar reading of TFLM's formula.
-        np.testing.assert_array_equal(p["y_index"], ref.nearest_index(h, oh, align, half))
-        np.testing.assert_array_equal(p["x_index"], ref.nearest_index(w, ow, align, half))
+        np.testing.assert_array_equal(p["y_index"], ref_resize.nearest_index(h, oh, align, half))
+        np.testing.assert_array_equal(p["x_index"], ref_resize.nearest_index(w, ow, align, half))
         x = rand_i8(rng, (h, w, c))
-        want = ref.resize_nearest_s8(p, x)
+        want = ref_resize.resize_nearest_s8(p, x)
         out = np.zeros((oh, ow, c), np.int8)
         run(K, "resize_nearest", p, x, out)
         assert_same(out, want, f"resize_nearest {h}x{w} -> {oh}x{ow} align {align} half {half}")
@@ -141,9 +143,9 @@ def test_resize_nearest(K):
 
 def test_nearest_index_examples():
     """Hand-checked: x2 up (UpSampling2D), align_corners rounding, half-pixel centres."""
-    assert ref.nearest_index(3, 6, False, False).tolist() == [0, 0, 1, 1, 2, 2]
-    assert ref.nearest_index(3, 5, True, False).tolist() == [0, 1, 1, 2, 2]  # (i * 0.5) rounded half up
-    assert ref.nearest_index(4, 3, False, True).tolist() == [0, 2, 3]  # floor((i + 0.5) * 4/3)
+    assert ref_resize.nearest_index(3, 6, False, False).tolist() == [0, 0, 1, 1, 2, 2]
+    assert ref_resize.nearest_index(3, 5, True, False).tolist() == [0, 1, 1, 2, 2]  # (i * 0.5) rounded half up
+    assert ref_resize.nearest_index(4, 3, False, True).tolist() == [0, 2, 3]  # floor((i + 0.5) * 4/3)
 
 
 def _tconv_case(rng):
@@ -182,7 +184,7 @@ def test_transpose_conv(K):
         )
         x, w = rand_i8(rng, in_hwc), rand_i8(rng, f_shape, -127, 128)
         b = None if i % 3 == 0 else rng.integers(-5000, 5000, oc).astype(np.int32)
-        want = ref.transpose_conv_s8(p, x, w, b)
+        want = ref_convolution.transpose_conv_s8(p, x, w, b)
         out = np.zeros(out_hwc, np.int8)
         run(K, "transpose_conv", p, x, w, b, out)
         assert_same(out, want, f"transpose_conv {in_hwc} -> {out_hwc} filter {f_shape} stride {stride} {padding}")
@@ -203,7 +205,7 @@ def test_transpose_conv_reference_by_definition():
         output_zp=0,
         activation="NONE",
     )
-    y = ref.transpose_conv_s8(p, np.array([1, 2, 3, 4], np.int8), np.ones(1, np.int8)).reshape(4, 4)
+    y = ref_convolution.transpose_conv_s8(p, np.array([1, 2, 3, 4], np.int8), np.ones(1, np.int8)).reshape(4, 4)
     assert y.tolist() == [[1, 0, 2, 0], [0, 0, 0, 0], [3, 0, 4, 0], [0, 0, 0, 0]]
 
 

@@ -31,8 +31,8 @@ from zoflash.compiler.ops import (  # noqa: E402
 )
 from zoflash.compiler.pipeline import compile_graph  # noqa: E402
 from zoflash.errors import UnsupportedModelError  # noqa: E402
-from zoflash.reference import kernels as ref  # noqa: E402
 from zoflash.reference.forward import ReferenceForward  # noqa: E402
+from zoflash.reference.ops import sequence as ref_sequence  # noqa: E402
 from zoflash.targets.host_runner import HostModel  # noqa: E402
 
 OPS_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ops"
@@ -96,7 +96,7 @@ def test_svdf_sequences(K, dtype):
         state_ref = state_c.copy()
         for step in range(6):  # a sequence: both states carry on
             x = rng.integers(-128, 128, batches * n_in).astype(np.int8)
-            want = ref.svdf(p, x, wf, wt, b, state_ref)
+            want = ref_sequence.svdf(p, x, wf, wt, b, state_ref)
             out = np.zeros(batches * units, np.int8)
             K.call(kernel.function, kernel.struct, p, x, wf, wt, b, state_c, out)
             what = f"svdf {dtype} case {i} step {step} ({batches}x{n_in}, rank {rank}, units {units}, memory {memory})"
@@ -120,7 +120,7 @@ def test_requantize_s16_s8(K):
         x[:2] = -32768, 32767
         out = np.zeros(64, np.int8)
         K.call(kernel.function, kernel.struct, p, x, out)
-        assert_same(out, ref.requantize_s16_s8(p, x), "requantize_s16_s8")
+        assert_same(out, ref_sequence.requantize_s16_s8(p, x), "requantize_s16_s8")
 
 
 def test_svdf_reference_by_definition():
@@ -144,8 +144,8 @@ def test_svdf_reference_by_definition():
     )
     state = np.zeros(2, np.int16)
     wf, wt, b = np.array([[2]], np.int8), np.array([[1, 10]], np.int16), np.array([0], np.int32)
-    assert ref.svdf(p, np.array([3], np.int8), wf, wt, b, state).tolist() == [60] and state.tolist() == [0, 6]
-    assert ref.svdf(p, np.array([1], np.int8), wf, wt, b, state).tolist() == [26] and state.tolist() == [6, 2]
+    assert ref_sequence.svdf(p, np.array([3], np.int8), wf, wt, b, state).tolist() == [60] and state.tolist() == [0, 6]
+    assert ref_sequence.svdf(p, np.array([1], np.int8), wf, wt, b, state).tolist() == [26] and state.tolist() == [6, 2]
 
 
 def test_svdf_builder_refuses_what_tflm_does_not_run():

@@ -17,7 +17,19 @@ from typing import Any
 
 import numpy as np
 
-from zoflash.reference import kernels as ref
+from zoflash.reference.ops import (
+    activation,
+    binary,
+    cast,
+    convolution,
+    data_movement,
+    fully_connected,
+    movement,
+    pooling,
+    reduction,
+    resize,
+    sequence,
+)
 
 # The compiled model arrives as an argument and is read by duck typing: the reference imports
 # nothing of the product it checks.
@@ -35,11 +47,11 @@ _PARAM_ARGS = {"conv2d": (1, 2), "depthwise_conv2d": (1, 2), "fully_connected": 
 
 
 def _fully_connected(p, n, x, w, b):
-    return ref.fully_connected_s8(dict(p, rows=p["rows"] * n), x, w, b).reshape(n, -1)
+    return fully_connected.fully_connected_s8(dict(p, rows=p["rows"] * n), x, w, b).reshape(n, -1)
 
 
 def _softmax(p, n, x):
-    return ref.softmax_s8(dict(p, outer=p["outer"] * n), x).reshape(n, -1)
+    return activation.softmax_s8(dict(p, outer=p["outer"] * n), x).reshape(n, -1)
 
 
 def _elementwise(kernel):
@@ -78,40 +90,40 @@ def _binary(kernel):
 
 def _pad(p, n, x):
     if p["before0"] == p["after0"] == 0:  # the batch joins dimension 0, which is not padded
-        return ref.pad_s8(dict(p, in_d0=p["in_d0"] * n), x).reshape(n, -1)
-    return _per_sample(ref.pad_s8)(p, n, x)
+        return data_movement.pad_s8(dict(p, in_d0=p["in_d0"] * n), x).reshape(n, -1)
+    return _per_sample(data_movement.pad_s8)(p, n, x)
 
 
 def _concat(p, n, *xs):
     # As the C does: each input is [outer, chunk]; join the chunks.
     parts = [np.broadcast_to(x, (n, x.shape[1])).reshape(n, p["outer"], -1) for x in xs]
-    return ref.concat_s8(p, parts, axis=2).reshape(n, -1)
+    return data_movement.concat_s8(p, parts, axis=2).reshape(n, -1)
 
 
 def _mean(p, n, x):
     x = x.reshape(n, p["outer"], p["reduce"], p["inner"])
-    return ref.mean_s8(p, x, axes=(2,)).reshape(n, -1)
+    return reduction.mean_s8(p, x, axes=(2,)).reshape(n, -1)
 
 
 DISPATCH = {
-    "conv2d": _per_sample(ref.conv2d_s8),
-    "depthwise_conv2d": _per_sample(ref.depthwise_conv2d_s8),
+    "conv2d": _per_sample(convolution.conv2d_s8),
+    "depthwise_conv2d": _per_sample(convolution.depthwise_conv2d_s8),
     "fully_connected": _fully_connected,
-    "avg_pool": _pool(ref.avg_pool_s8),
-    "max_pool": _pool(ref.max_pool_s8),
-    "add": _binary(ref.add_s8),
-    "mul": _binary(ref.mul_s8),
+    "avg_pool": _pool(pooling.avg_pool_s8),
+    "max_pool": _pool(pooling.max_pool_s8),
+    "add": _binary(binary.add_s8),
+    "mul": _binary(binary.mul_s8),
     "pad": _pad,
     "concat": _concat,
     "mean": _mean,
     "softmax": _softmax,
-    "logistic": _elementwise(ref.logistic_s8),
-    "requantize": _elementwise(ref.requantize_s8),
-    "dequantize": _elementwise(ref.dequantize_s8),
+    "logistic": _elementwise(activation.logistic_s8),
+    "requantize": _elementwise(activation.requantize_s8),
+    "dequantize": _elementwise(activation.dequantize_s8),
     # ---- QUANTIZE at the model's edges
-    "requantize_u8_s8": _elementwise(ref.requantize_u8_s8),
-    "requantize_s8_u8": _elementwise(ref.requantize_s8_u8),
-    "quantize_f32_s8": _elementwise(ref.quantize_f32_s8),
+    "requantize_u8_s8": _elementwise(activation.requantize_u8_s8),
+    "requantize_s8_u8": _elementwise(activation.requantize_s8_u8),
+    "quantize_f32_s8": _elementwise(activation.quantize_f32_s8),
 }
 
 # ==== reductions, resizing, transposed convolution ============================================
@@ -119,11 +131,11 @@ DISPATCH = {
 _PARAM_ARGS["transpose_conv"] = (1, 2)
 DISPATCH.update(
     {
-        "reduce_max": _per_sample(ref.reduce_max_s8),
-        "arg_max": _per_sample(ref.arg_max_s8),
-        "resize_bilinear": _per_sample(ref.resize_bilinear_s8),
-        "resize_nearest": _per_sample(ref.resize_nearest_s8),
-        "transpose_conv": _per_sample(ref.transpose_conv_s8),
+        "reduce_max": _per_sample(reduction.reduce_max_s8),
+        "arg_max": _per_sample(reduction.arg_max_s8),
+        "resize_bilinear": _per_sample(resize.resize_bilinear_s8),
+        "resize_nearest": _per_sample(resize.resize_nearest_s8),
+        "transpose_conv": _per_sample(convolution.transpose_conv_s8),
     }
 )
 # ==== end of reductions, resizing, transposed convolution =====================================
@@ -305,18 +317,18 @@ class ReferenceForward:
 
 
 def _strided_copy(p, n, x):
-    return np.stack([ref.strided_copy_s8(p, row).reshape(-1) for row in np.broadcast_to(x, (n, x.shape[1]))])
+    return np.stack([movement.strided_copy_s8(p, row).reshape(-1) for row in np.broadcast_to(x, (n, x.shape[1]))])
 
 
 def _split(p, n, x):
     # The batch joins the outer blocks, which split independently.
     x = np.broadcast_to(x, (n, x.shape[1]))
-    return [y.reshape(n, -1) for y in ref.split_s8(dict(p, outer=p["outer"] * n), x)]
+    return [y.reshape(n, -1) for y in movement.split_s8(dict(p, outer=p["outer"] * n), x)]
 
 
 def _gather(p, n, x):
     x = np.broadcast_to(x, (n, x.shape[1]))
-    return ref.gather_s8(dict(p, outer=p["outer"] * n), x).reshape(n, -1)
+    return movement.gather_s8(dict(p, outer=p["outer"] * n), x).reshape(n, -1)
 
 
 DISPATCH.update(
@@ -335,17 +347,17 @@ DISPATCH.update(
 # ------------------------------------------- element-wise and activation ops --------------------
 DISPATCH.update(
     {
-        "sub": _binary(ref.sub_s8),
-        "squared_difference": _binary(ref.squared_difference_s8),
-        "maximum": _binary(ref.maximum_s8),
-        "minimum": _binary(ref.minimum_s8),
-        "prelu": _binary(ref.prelu_s8),
-        "relu": _elementwise(ref.relu_s8),
-        "relu6": _elementwise(ref.relu6_s8),
-        "leaky_relu": _elementwise(ref.leaky_relu_s8),
-        "tanh": _elementwise(ref.tanh_s8),
-        "hard_swish": _elementwise(ref.hard_swish_s8),
-        "rsqrt": _elementwise(ref.rsqrt_s8),
+        "sub": _binary(binary.sub_s8),
+        "squared_difference": _binary(binary.squared_difference_s8),
+        "maximum": _binary(binary.maximum_s8),
+        "minimum": _binary(binary.minimum_s8),
+        "prelu": _binary(binary.prelu_s8),
+        "relu": _elementwise(activation.relu_s8),
+        "relu6": _elementwise(activation.relu6_s8),
+        "leaky_relu": _elementwise(activation.leaky_relu_s8),
+        "tanh": _elementwise(activation.tanh_s8),
+        "hard_swish": _elementwise(activation.hard_swish_s8),
+        "rsqrt": _elementwise(activation.rsqrt_s8),
     }
 )
 # ---------------------------------------------------- end of element-wise and activation ops ----------
@@ -354,23 +366,22 @@ DISPATCH.update(
 # ==== sequence ops: SVDF (stateful models) ===================================================
 def _svdf(p, n, x, wf, wt, b, state):
     # The samples are a sequence: each one sees the state the previous one left.
-    return np.stack([ref.svdf(p, x[i], wf, wt, b, state) for i in range(n)])
+    return np.stack([sequence.svdf(p, x[i], wf, wt, b, state) for i in range(n)])
 
 
 _PARAM_ARGS.update({"svdf_s8": (1, 2, 3), "svdf_s8_s16": (1, 2, 3)})
-DISPATCH.update({"svdf_s8": _svdf, "svdf_s8_s16": _svdf, "requantize_s16_s8": _elementwise(ref.requantize_s16_s8)})
+DISPATCH.update({"svdf_s8": _svdf, "svdf_s8_s16": _svdf, "requantize_s16_s8": _elementwise(sequence.requantize_s16_s8)})
 # ==== end of sequence ops ====================================================================
 
 
 # ==== UNIDIRECTIONAL_SEQUENCE_LSTM (int8, int16 cell state) ====================
-from zoflash.reference import lstm as ref_lstm  # noqa: E402  (this block's own import, for easy merges)
 
 
 def _lstm(p, n, x, *rest):
     *weights, b_i, b_f, b_c, b_o, hidden, cell = rest
     # The samples are a sequence: each one starts from the states the previous one left.
     return np.stack(
-        [ref_lstm.lstm(p, x[i], weights[:4], weights[4:], (b_i, b_f, b_c, b_o), hidden, cell) for i in range(n)]
+        [sequence.lstm(p, x[i], weights[:4], weights[4:], (b_i, b_f, b_c, b_o), hidden, cell) for i in range(n)]
     )
 
 
@@ -391,14 +402,13 @@ DISPATCH.update({"copy_s8": _copy})
 
 # ==== CAST ==================================================================================
 def _cast(p, n, x):
-    return ref.cast(p, np.broadcast_to(x, (n, p["size"]))).reshape(n, -1)
+    return cast.cast(p, np.broadcast_to(x, (n, p["size"]))).reshape(n, -1)
 
 
 _CAST_TYPES = ("int8", "int16", "int32", "float32")
 DISPATCH.update({f"cast_{s}_{d}": _cast for s in _CAST_TYPES for d in _CAST_TYPES if s != "float32" or d == "float32"})
 # ==== end of CAST ===========================================================================
 # ==== int16 activations (16x8 quantization) ==================================================
-from zoflash.reference import kernels_int16 as ref16  # noqa: E402
 
 
 def _softmax_rows(kernel):
@@ -406,13 +416,13 @@ def _softmax_rows(kernel):
 
 
 def _requantize_to(dtype: str):
-    return lambda p, n, x: ref16.requantize(p, x, dtype)
+    return lambda p, n, x: activation.requantize(p, x, dtype)
 
 
 def _pad16(p, n, x):
     if p["before0"] == p["after0"] == 0:  # the batch joins dimension 0, which is not padded
-        return ref16.pad_s16(dict(p, in_d0=p["in_d0"] * n), x).reshape(n, -1)
-    return _per_sample(ref16.pad_s16)(p, n, x)
+        return data_movement.pad_s16(dict(p, in_d0=p["in_d0"] * n), x).reshape(n, -1)
+    return _per_sample(data_movement.pad_s16)(p, n, x)
 
 
 def _concat16(p, n, *xs):
@@ -421,47 +431,47 @@ def _concat16(p, n, *xs):
 
 
 def _copy16(p, n, x):
-    return np.stack([ref16.strided_copy_s16(p, row).reshape(-1) for row in np.broadcast_to(x, (n, x.shape[1]))])
+    return np.stack([movement.strided_copy_s16(p, row).reshape(-1) for row in np.broadcast_to(x, (n, x.shape[1]))])
 
 
 def _split16(p, n, x):
     x = np.broadcast_to(x, (n, x.shape[1]))  # the batch joins the outer blocks, which split independently
-    return [y.reshape(n, -1) for y in ref16.split_s16(dict(p, outer=p["outer"] * n), x)]
+    return [y.reshape(n, -1) for y in movement.split_s16(dict(p, outer=p["outer"] * n), x)]
 
 
 _AFTER_LOGITS += ("softmax_s8_s16", "softmax_s16", "dequantize_s16")
 DISPATCH.update(
     {
-        "softmax_s8_s16": _softmax_rows(ref16.softmax_s8_s16),
-        "softmax_s16": _softmax_rows(ref16.softmax_s16),
+        "softmax_s8_s16": _softmax_rows(activation.softmax_s8_s16),
+        "softmax_s16": _softmax_rows(activation.softmax_s16),
         "requantize_s8_s16": _requantize_to("int16"),
         "requantize_s16_s16": _requantize_to("int16"),
         "requantize_s16_s32": _requantize_to("int32"),
         "requantize_s8_s32": _requantize_to("int32"),
-        "dequantize_s16": _elementwise(ref16.dequantize_s16),
-        "quantize_f32_s16": _elementwise(ref16.quantize_f32_s16),
-        "conv2d_s16": _per_sample(ref16.conv2d_s16),
-        "depthwise_conv2d_s16": _per_sample(ref16.depthwise_conv2d_s16),
-        "fully_connected_s16": lambda p, n, x, w, b: ref16.fully_connected_s16(
+        "dequantize_s16": _elementwise(activation.dequantize_s16),
+        "quantize_f32_s16": _elementwise(activation.quantize_f32_s16),
+        "conv2d_s16": _per_sample(convolution.conv2d_s16),
+        "depthwise_conv2d_s16": _per_sample(convolution.depthwise_conv2d_s16),
+        "fully_connected_s16": lambda p, n, x, w, b: fully_connected.fully_connected_s16(
             dict(p, rows=p["rows"] * n), x, w, b
         ).reshape(n, -1),
-        "avg_pool_s16": _pool(ref16.avg_pool_s16),
-        "max_pool_s16": _pool(ref16.max_pool_s16),
-        "add_s16": _binary(ref16.add_s16),
-        "sub_s16": _binary(ref16.sub_s16),
-        "mul_s16": _binary(ref16.mul_s16),
-        "relu_s16": _elementwise(ref16.relu_s16),
-        "relu6_s16": _elementwise(ref16.relu6_s16),
-        "leaky_relu_s16": _elementwise(ref16.leaky_relu_s16),
-        "mean_s16": lambda p, n, x: ref16.mean_s16(dict(p, outer=p["outer"] * n), x).reshape(n, -1),
+        "avg_pool_s16": _pool(pooling.avg_pool_s16),
+        "max_pool_s16": _pool(pooling.max_pool_s16),
+        "add_s16": _binary(binary.add_s16),
+        "sub_s16": _binary(binary.sub_s16),
+        "mul_s16": _binary(binary.mul_s16),
+        "relu_s16": _elementwise(activation.relu_s16),
+        "relu6_s16": _elementwise(activation.relu6_s16),
+        "leaky_relu_s16": _elementwise(activation.leaky_relu_s16),
+        "mean_s16": lambda p, n, x: reduction.mean_s16(dict(p, outer=p["outer"] * n), x).reshape(n, -1),
         "transpose_s16": _copy16,
         "slice_s16": _copy16,
         "strided_slice_s16": _copy16,
         "split_s16": _split16,
         "pack_s16": _concat16,
-        "maximum_s16": _binary(ref16.maximum_s16),
-        "minimum_s16": _binary(ref16.minimum_s16),
-        "resize_nearest_s16": _per_sample(ref16.resize_nearest_s16),
+        "maximum_s16": _binary(binary.maximum_s16),
+        "minimum_s16": _binary(binary.minimum_s16),
+        "resize_nearest_s16": _per_sample(resize.resize_nearest_s16),
         "pad_s16": _pad16,
         "concat_s16": _concat16,
     }

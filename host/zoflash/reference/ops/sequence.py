@@ -1,16 +1,45 @@
-"""UNIDIRECTIONAL_SEQUENCE_LSTM in NumPy: TFLM's integer path (lstm_eval.h, int8 activations and
-weights, int16 cell state), written stage by stage as TFLM runs it, each stage on whole vectors:
-the four gates (two fully connected layers to int16 Q3.12 each, a saturating add, an int16 sigmoid
-or tanh to Q0.15), the cell update (two int16 products, a saturating add, the clip) and the hidden
-state (the tanh of the cell times the output gate, to int8). The C kernel computes one unit at a
-time; this reading shares nothing with it but the params dict and TFLM's sigmoid table.
+"""Reference kernels of the sequence family: SVDF, and UNIDIRECTIONAL_SEQUENCE_LSTM in NumPy: TFLM's
+integer path (lstm_eval.h, int8 activations and weights, int16 cell state), written stage by stage
+as TFLM runs it, each stage on whole vectors: the four gates (two fully connected layers to int16
+Q3.12 each, a saturating add, an int16 sigmoid or tanh to Q0.15), the cell update (two int16
+products, a saturating add, the clip) and the hidden state (the tanh of the cell times the output
+gate, to int8). The C kernel computes one unit at a time; this reading shares nothing with it but
+the params dict and TFLM's sigmoid table.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from zoflash.reference.kernels import mbqm, wrap_int32
+from zoflash.reference.ops.fixedpoint import mbqm, wrap_int32
+
+
+def svdf(p, x, wf, wt, b, state) -> np.ndarray:
+    """SVDF on one input [batches * input_size]: updates `state` (int8 or int16, flat
+    [batches, filters, memory]) in place, as TFLM does, and returns the int8 output."""
+    nb, n_in, nf, mem = p["batches"], p["input_size"], p["num_filters"], p["memory_size"]
+    dtype = state.dtype
+    lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
+    s = state.astype(np.int64)
+    s[:-1] = s[1:]  # the whole buffer moves one element left
+    s = s.reshape(nb, nf, mem)
+    xs = np.asarray(x, np.int64).reshape(nb, n_in) - p["input_zp"]
+    feat = xs @ np.asarray(wf, np.int64).reshape(nf, n_in).T  # [batches, filters]
+    feat = np.clip(mbqm(feat, p["multiplier_1"], p["shift_1"]), lo, hi) + p["state_zp"]
+    s[:, :, -1] = feat.astype(dtype).astype(np.int64)  # narrowed as C does: wraps, no saturation
+    state[:] = s.reshape(-1).astype(dtype)
+    per_filter = ((s - p["state_zp"]) * np.asarray(wt, np.int64).reshape(nf, mem)).sum(axis=2)
+    acc = per_filter.reshape(nb, p["num_units"], p["rank"]).sum(axis=2)
+    if b is not None:
+        acc = acc + np.asarray(b, np.int64).reshape(1, -1)
+    y = mbqm(wrap_int32(acc), p["multiplier_2"], p["shift_2"]) + p["output_zp"]
+    return np.clip(y, -128, 127).astype(np.int8).reshape(-1)
+
+
+def requantize_s16_s8(p, x) -> np.ndarray:
+    out = mbqm(np.asarray(x).astype(np.int64) - p["input_zp"], p["multiplier"], p["shift"]) + p["output_zp"]
+    return np.clip(out, -128, 127).astype(np.int8)
+
 
 # sigmoid(i / 24) in Q0.16 for i = 0..255: the table TFLM's int16 logistic and tanh interpolate
 # (tensorflow/lite/kernels/internal/common.h, Apache-2.0; not reproducible from a formula).
@@ -275,6 +304,7 @@ SIGMOID_TABLE = np.array(
     ],
     dtype=np.int64,
 )
+
 
 INPUT, FORGET, CELL, OUTPUT = range(4)  # the gate order of the params' arrays
 
