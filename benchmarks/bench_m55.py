@@ -12,7 +12,7 @@ the port's clock follows it, so virtual microseconds x 1000 / repetitions is the
 executed instructions per inference (every instruction counts one, an MVE instruction on 16 lanes
 as much as a scalar add: not cycles).
 
-Two builds of zoflash's C: as generated (the Helium kernels of zo_kernels_mve.c) and with
+Two builds of zoflash's C: as generated (the Helium kernels of zo_kernels_<family>_mve.c) and with
 -DZO_NO_MVE (the portable kernels, what the M55 ran before them). The peer, TFLM with Arm's
 CMSIS-NN kernels, is read from benchmarks/peer_m55.json (TFLM 90b983c2 built with its own
 Makefile, CMSIS-NN 4ab83cc3, measured the same way here from fetched sources; the repository
@@ -157,7 +157,7 @@ def to_markdown(rows: list[dict], peer: dict, peer_note: str) -> str:
         "instructions per inference = virtual µs × 1000 / repetitions, minus the copy of the input.",
         "These are **executed instructions, not cycles**: QEMU counts an MVE instruction (16 lanes) as",
         "one, like a scalar add; the M55 executes a 128-bit MVE instruction in two beats.",
-        "`Helium` is the bundle as generated (zo_kernels_mve.c), `portable` the same bundle with",
+        "`Helium` is the bundle as generated (zo_kernels_*_mve.c), `portable` the same bundle with",
         "`-DZO_NO_MVE` (the scalar kernels: the M55 before the Helium kernels). MACs: conv, depthwise and FC.",
         "`code` is the harness ELF's `.text` (kernels, model, port, harness; weights are in `.weights`);",
         "`code / TFLM's` divides it by the `.text` of the peer's harness ELF (TFLM, CMSIS-NN, start-up, libc pieces).",

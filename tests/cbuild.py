@@ -1,8 +1,9 @@
 """Test helper: compile the runtime kernels into a shared library and call them through ctypes.
 
 The library is cached in the system temp directory, keyed by a hash of the sources and flags,
-so repeated test runs compile once.  Parameter structs are generated from zo_kernels.h itself,
-which also lets the tests check that the Python builders produce exactly the struct's fields.
+so repeated test runs compile once.  Parameter structs are generated from zo_kernels.h itself
+(and the family headers it includes), which also lets the tests check that the Python builders
+produce exactly the struct's fields.
 """
 
 from __future__ import annotations
@@ -63,9 +64,25 @@ def build_shared(sources=None, flags=None, name: str = "zo_kernels") -> Path:
 _CTYPES = {"int32_t": ctypes.c_int32, "float": ctypes.c_float}
 
 
+def header_text(header: Path = KERNEL_HEADER, seen: set[Path] | None = None) -> str:
+    """The header with its local includes (zo_kernels.h's family headers) expanded, each once."""
+    seen = set() if seen is None else seen
+    if header in seen:
+        return ""
+    seen.add(header)
+    return re.sub(
+        r'^#include "([^"]+)"',
+        lambda m: (
+            header_text(header.parent / m.group(1), seen) if (header.parent / m.group(1)).exists() else m.group(0)
+        ),
+        header.read_text(),
+        flags=re.M,
+    )
+
+
 def parse_structs(header: Path = KERNEL_HEADER) -> dict[str, list[tuple[str, str]]]:
     """{struct name: [(field, kind)]} with kind 'int32_t', 'float', 'int32_t*', 'int16_t*' or 'int64_t*'."""
-    text = header.read_text()
+    text = header_text(header)
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     structs = {}
     for body, name in re.findall(r"typedef\s+struct\s*\{(.*?)\}\s*(\w+)\s*;", text, flags=re.S):

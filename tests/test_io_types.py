@@ -63,7 +63,7 @@ def test_index_matches_files():
 def test_builder_keys_are_exactly_the_struct_fields(name):
     info = KERNELS.get(name)
     fields = [f for f, _ in cbuild.parse_structs()[info.struct]]
-    assert f"void {info.function}(const {info.struct} *p" in cbuild.KERNEL_HEADER.read_text()
+    assert f"void {info.function}(const {info.struct} *p" in cbuild.header_text()
     assert list(info.build(**SAMPLES[name])) == fields
 
 

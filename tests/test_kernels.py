@@ -183,7 +183,7 @@ def test_builder_keys_are_exactly_the_struct_fields(name):
     info = KERNELS.get(name)
     structs = cbuild.parse_structs()
     assert info.struct in structs
-    header = cbuild.KERNEL_HEADER.read_text()
+    header = cbuild.header_text()
     assert f"void {info.function}(const {info.struct} *p" in header
     params = info.build(**SAMPLE_ARGS[name])
     fields = dict(structs[info.struct])

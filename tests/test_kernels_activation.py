@@ -90,7 +90,7 @@ def K():
 @pytest.mark.parametrize("name", sorted(SAMPLES))
 def test_builder_keys_are_exactly_the_struct_fields(name):
     info = KERNELS.get(name)
-    assert f"void {info.function}(const {info.struct} *p" in cbuild.KERNEL_HEADER.read_text()
+    assert f"void {info.function}(const {info.struct} *p" in cbuild.header_text()
     params = info.build(**SAMPLES[name])
     assert list(params) == [f for f, _ in cbuild.parse_structs()[info.struct]]
     assert all(isinstance(v, int) and -(1 << 31) <= v < (1 << 31) for v in params.values())

@@ -4,7 +4,7 @@ NumPy reference.
 Random cases (odd channel counts, tails not a multiple of 16, strides, dilations, paddings, depth
 multipliers, per-channel scales, extreme zero points and inputs) are written into one C file; a
 bare-metal program (tests/m55_math's start-up and linker script) runs every case through the
-public kernel (the Helium one, zo_kernels_mve.c) and through its _portable twin in the same
+public kernel (the Helium one, zo_kernels_<family>_mve.c) and through its _portable twin in the same
 binary, checks the guard bytes after each output, and prints one FNV-1a hash per result under
 QEMU mps3-an547. The test recomputes the hashes from the reference kernels (zoflash.reference.ops).
 

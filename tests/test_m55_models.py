@@ -48,7 +48,7 @@ def _op_fixtures() -> list[str]:
 
 
 N_INPUTS = 4
-# The kernels zo_kernels_mve.c replaces (zo_kernels.h); no other kernel calls them.
+# The kernels the zo_kernels_<family>_mve.c files replace (zo_kernels_base.h); no other kernel calls them.
 HELIUM_KERNELS = {"conv2d", "depthwise_conv2d", "fully_connected", "add", "mul", "max_pool"}
 
 

@@ -8,6 +8,7 @@ import os
 import random
 import subprocess
 
+import cbuild
 import numpy as np
 import pytest
 from conftest import FIXTURES, ROOT, positive_fixtures
@@ -34,7 +35,7 @@ def test_every_entry_is_complete():
 
 
 def test_kernels_name_real_c_functions_and_structs():
-    header = KERNELS_H.read_text()
+    header = cbuild.header_text(KERNELS_H)
     for name, kernel in KERNELS.items():
         assert kernel.name == name
         assert f"void {kernel.function}(const {kernel.struct} *p" in header, name

@@ -24,6 +24,7 @@ HOST_PORT = PORTS / "host" / "zo_port_host.c"
 PUBLIC_HEADERS = (
     "zo_runtime.h",
     "zo_kernels.h",
+    *sorted(h.name for h in (RUNTIME / "inference").glob("zo_kernels_*.h") if h.name != "zo_kernels_mve.h"),
     "zo_fixedpoint.h",
     "zo_rng.h",
     "zo_train_math.h",
@@ -38,7 +39,8 @@ PUBLIC_HEADERS = (
     "zo_ethosu.h",
     "zo_port_cortex_m.h",
 )
-MACROS_ONLY = ("zo_port_checkpoint.h",)
+# Macros and includes only: zo_kernels.h includes the family headers, which declare the kernels.
+MACROS_ONLY = ("zo_port_checkpoint.h", "zo_kernels.h", "zo_kernels_base.h")
 
 # Exercises each library once; the expected lines are computed in Python below.
 PROGRAM = r"""

@@ -1,12 +1,8 @@
-/* zo_kernels_mve.c - Helium (MVE) versions of CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MUL,
- * MAX_POOL_2D and AVERAGE_POOL_2D for the Cortex-M55, bit-exact with the portable kernels (zo_kernels_conv.c,
- * _elementwise.c, _misc.c), and so with TFLM's reference kernels.  Compiled to nothing where
- * ZO_KERNELS_MVE is not set (zo_kernels.h).
+/* zo_kernels_conv_mve.c - Helium (MVE) CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED for the
+ * Cortex-M55, bit-exact with the portable kernels (zo_kernels_conv.c), and so with TFLM's reference
+ * kernels.  Compiled to nothing where ZO_KERNELS_MVE is not set (zo_kernels_base.h); the shared
+ * requantisation is in zo_kernels_mve.h.
  *
- * - Requantisation on 4 lanes, TFLM's MultiplyByQuantizedMultiplier exactly: VQRDMULH is
- *   gemmlowp's SaturatingRoundingDoublingHighMul (same rounding, same saturation), and the
- *   rounding right shift is made ties-away-from-zero (TFLM) rather than VRSHL's ties-up
- *   (CMSIS-NN) by first moving negative values down by one.
  * - CONV_2D and FULLY_CONNECTED are matrix products: int8 dot products of 16 lanes (VMLADAVA)
  *   with the input zero point folded into the bias, as the portable kernels do.  Rows of up to
  *   64 bytes keep the input in registers and walk the weight rows; tiles of 4 (rows <= 16 bytes)
@@ -19,47 +15,19 @@
  * - DEPTHWISE_CONV_2D: 16 (or 8) channels in registers, int16 lanes (x - zp fits, w fits), even
  *   and odd channels widened by VMULLB/VMULLT into int32 accumulators; a depth multiplier > 1
  *   gathers each output channel's input.
- * - ADD and MUL without broadcasting: 4 lanes of TFLM's per-element arithmetic; MAX_POOL_2D on
- *   16 channels; AVERAGE_POOL_2D on 8 (int16 sums, the division as an exact high multiply).
  * Tails are predicated (VCTP): no load or store goes past a buffer.
  */
 #include "zo_kernels.h"
 
 #if defined(ZO_KERNELS_MVE)
 
-#include <arm_mve.h>
-#include <stddef.h>
-
-#include "zo_fixedpoint.h"
+#include "zo_kernels_mve.h"
 
 /* Same limits as the portable kernels. */
 #ifndef ZO_CONV_PATCH_MAX
 #define ZO_CONV_PATCH_MAX 2048
 #endif
 #define ZO_MVE_OC_BLOCK 64
-
-/* The output side of a requantisation: zero point and activation clamp. */
-typedef struct {
-    int32_t zp, act_min, act_max;
-} zo_mve_out_t;
-
-/* TFLM MultiplyByQuantizedMultiplier on 4 lanes, the shift split into left >= 0 and right <= 0
- * (VRSHL shifts right by -right). */
-static inline int32x4_t zo_mve_mbqm_lr(int32x4_t x, int32x4_t mult, int32x4_t left, int32x4_t right)
-{
-    x = vqrdmulhq_s32(vshlq_s32(x, left), mult);
-    /* x & right has the sign bit only when x < 0 and there is a right shift: then x - 1 (never
-     * wrapping: saturating), so the ties that VRSHL rounds up go away from zero instead. */
-    x = vqaddq_s32(x, vshrq_n_s32(vandq_s32(x, right), 31));
-    return vrshlq_s32(x, right);
-}
-
-/* The same with TFLM's shift (> 0: left, < 0: right). */
-static inline int32x4_t zo_mve_mbqm(int32x4_t x, int32x4_t mult, int32x4_t shift)
-{
-    const int32x4_t zero = vdupq_n_s32(0);
-    return zo_mve_mbqm_lr(x, mult, vmaxq_s32(shift, zero), vminq_s32(shift, zero));
-}
 
 /* ------------------------------------------------------------------ matrix products */
 
@@ -849,167 +817,6 @@ void zo_depthwise_conv2d_s8(const zo_depthwise_conv2d_params_t *p, const int8_t 
     }
 }
 
-/* ------------------------------------------------------------------ ADD and MUL */
-
-/* TFLM's per-tensor requantisation constants as vectors: multiplier, left and right shift. */
-typedef struct {
-    int32x4_t m, left, right;
-} zo_mve_scale_t;
-
-static inline zo_mve_scale_t zo_mve_scale(int32_t multiplier, int32_t shift)
-{
-    const zo_mve_scale_t s = {vdupq_n_s32(multiplier), vdupq_n_s32(shift > 0 ? shift : 0),
-                              vdupq_n_s32(shift > 0 ? 0 : shift)};
-    return s;
-}
-
-/* Same-shape ADD (zo_add_one on 4 lanes at a time); broadcasts take the portable kernel. */
-void zo_add_s8(const zo_add_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output)
-{
-    if (p->broadcast) {
-        zo_add_s8_portable(p, input1, input2, output);
-        return;
-    }
-    const int32_t size = p->out_d0 * p->out_d1 * p->out_d2 * p->out_d3;
-    const zo_mve_scale_t s1 = zo_mve_scale(p->input1_multiplier, p->input1_shift);
-    const zo_mve_scale_t s2 = zo_mve_scale(p->input2_multiplier, p->input2_shift);
-    const zo_mve_scale_t so = zo_mve_scale(p->output_multiplier, p->output_shift);
-    const int32x4_t lo = vdupq_n_s32(p->act_min), hi = vdupq_n_s32(p->act_max);
-    const int32x4_t ls = vdupq_n_s32(p->left_shift);
-    for (int32_t i = 0; i < size; i += 4) {
-        const mve_pred16_t pr = vctp32q((uint32_t)(size - i));
-        const int32x4_t a = vshlq_s32(vsubq_n_s32(vldrbq_z_s32(input1 + i, pr), p->input1_zp), ls);
-        const int32x4_t b = vshlq_s32(vsubq_n_s32(vldrbq_z_s32(input2 + i, pr), p->input2_zp), ls);
-        const int32x4_t sum = vaddq_s32(zo_mve_mbqm_lr(a, s1.m, s1.left, s1.right),
-                                        zo_mve_mbqm_lr(b, s2.m, s2.left, s2.right));
-        int32x4_t v = vaddq_n_s32(zo_mve_mbqm_lr(sum, so.m, so.left, so.right), p->output_zp);
-        vstrbq_p_s32(output + i, vminq_s32(vmaxq_s32(v, lo), hi), pr);
-    }
-}
-
-/* Same-shape MUL (zo_mul_one on 4 lanes); broadcasts take the portable kernel. */
-void zo_mul_s8(const zo_mul_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output)
-{
-    if (p->broadcast) {
-        zo_mul_s8_portable(p, input1, input2, output);
-        return;
-    }
-    const int32_t size = p->out_d0 * p->out_d1 * p->out_d2 * p->out_d3;
-    const zo_mve_scale_t so = zo_mve_scale(p->output_multiplier, p->output_shift);
-    const int32x4_t lo = vdupq_n_s32(p->act_min), hi = vdupq_n_s32(p->act_max);
-    for (int32_t i = 0; i < size; i += 4) {
-        const mve_pred16_t pr = vctp32q((uint32_t)(size - i));
-        const int32x4_t a = vsubq_n_s32(vldrbq_z_s32(input1 + i, pr), p->input1_zp);
-        const int32x4_t b = vsubq_n_s32(vldrbq_z_s32(input2 + i, pr), p->input2_zp);
-        int32x4_t v = vaddq_n_s32(zo_mve_mbqm_lr(vmulq_s32(a, b), so.m, so.left, so.right), p->output_zp);
-        vstrbq_p_s32(output + i, vminq_s32(vmaxq_s32(v, lo), hi), pr);
-    }
-}
-
-/* ------------------------------------------------------------------------ pooling */
-
-/* The window of output pixel (oy, ox) clipped to the image: `rows` x `cols` taps, the first at
- * `first` (channel 0), each row `row_step` bytes after the previous one. */
-typedef struct {
-    const int8_t *first;
-    int32_t rows, cols;
-    size_t row_step;
-} zo_mve_window_t;
-
-static inline zo_mve_window_t zo_mve_pool_window(const zo_pool_params_t *p, const int8_t *input, int32_t oy,
-                                                 int32_t ox)
-{
-    const int32_t iy0 = oy * p->stride_h - p->pad_h, ix0 = ox * p->stride_w - p->pad_w;
-    const int32_t ky0 = zo_max32(0, -iy0), ky1 = zo_min32(p->filter_h, p->input_h - iy0);
-    const int32_t kx0 = zo_max32(0, -ix0), kx1 = zo_min32(p->filter_w, p->input_w - ix0);
-    const size_t ch = (size_t)p->channels;
-    zo_mve_window_t win = {input + ((size_t)(iy0 + ky0) * (size_t)p->input_w + (size_t)(ix0 + kx0)) * ch,
-                           zo_max32(0, ky1 - ky0), zo_max32(0, kx1 - kx0), (size_t)p->input_w * ch};
-    return win;
-}
-
-/* MAX_POOL_2D, 16 channels per vector: the running maximum of the window's taps, clamped. */
-void zo_max_pool_s8(const zo_pool_params_t *p, const int8_t *input, int8_t *output)
-{
-    const int32_t ch = p->channels;
-    const int8x16_t lo = vdupq_n_s8((int8_t)p->act_min), hi = vdupq_n_s8((int8_t)p->act_max);
-    int8_t *out = output;
-    for (int32_t oy = 0; oy < p->output_h; ++oy) {
-        for (int32_t ox = 0; ox < p->output_w; ++ox) {
-            const zo_mve_window_t win = zo_mve_pool_window(p, input, oy, ox);
-            for (int32_t c0 = 0; c0 < ch; c0 += 16) {
-                const mve_pred16_t pr = vctp8q((uint32_t)(ch - c0));
-                int8x16_t m = vdupq_n_s8(-128);
-                for (int32_t r = 0; r < win.rows; ++r) {
-                    const int8_t *x = win.first + (size_t)r * win.row_step + (size_t)c0;
-                    for (int32_t k = 0; k < win.cols; ++k) {
-                        m = vmaxq_s8(m, vldrbq_z_s8(x, pr));
-                        x += ch;
-                    }
-                }
-                vstrbq_p_s8(out + c0, vminq_s8(vmaxq_s8(m, lo), hi), pr);
-            }
-            out += ch;
-        }
-    }
-}
-
-/* Windows of at most this many taps: their int8 sums fit the int16 lanes (256 * -128 = INT16_MIN). */
-#define ZO_MVE_AVG_TAPS 256
-
-/* TFLM's average of 4 sums over `count` taps: (|s| + count / 2) / count with the sign of s, the
- * division exact as a high multiply by m = floor((2^32 - 1) / count) + 1 (|s| + count / 2 < 2^16,
- * far below the 2^32 / count up to which that is exact); count 1 is the sum itself. */
-static inline int32x4_t zo_mve_average(int32x4_t s, int32_t count, uint32_t m)
-{
-    if (count == 1) {
-        return s;
-    }
-    const uint32x4_t a = vreinterpretq_u32_s32(vaddq_n_s32(vabsq_s32(s), count / 2));
-    const int32x4_t q = vreinterpretq_s32_u32(vmulhq_u32(a, vdupq_n_u32(m)));
-    const int32x4_t sign = vshrq_n_s32(s, 31); /* -1 where s < 0 */
-    return vsubq_s32(veorq_s32(q, sign), sign);
-}
-
-/* AVERAGE_POOL_2D, 8 channels per int16 vector: the window's taps summed, averaged, clamped.
- * Larger windows take the portable kernel. */
-void zo_avg_pool_s8(const zo_pool_params_t *p, const int8_t *input, int8_t *output)
-{
-    if (p->filter_h * p->filter_w > ZO_MVE_AVG_TAPS) {
-        zo_avg_pool_s8_portable(p, input, output);
-        return;
-    }
-    const int32_t ch = p->channels;
-    const int16x8_t lo = vdupq_n_s16((int16_t)p->act_min), hi = vdupq_n_s16((int16_t)p->act_max);
-    int8_t *out = output;
-    for (int32_t oy = 0; oy < p->output_h; ++oy) {
-        for (int32_t ox = 0; ox < p->output_w; ++ox) {
-            const zo_mve_window_t win = zo_mve_pool_window(p, input, oy, ox);
-            const int32_t count = win.rows * win.cols;
-            const uint32_t m = count > 1 ? 0xFFFFFFFFu / (uint32_t)count + 1u : 0u;
-            for (int32_t c0 = 0; c0 < ch; c0 += 8) {
-                const mve_pred16_t pr = vctp16q((uint32_t)(ch - c0));
-                int16x8_t sum = vdupq_n_s16(0);
-                for (int32_t r = 0; r < win.rows; ++r) {
-                    const int8_t *x = win.first + (size_t)r * win.row_step + (size_t)c0;
-                    for (int32_t k = 0; k < win.cols; ++k) {
-                        sum = vaddq_s16(sum, vldrbq_z_s16(x, pr));
-                        x += ch;
-                    }
-                }
-                int16x8_t v = vdupq_n_s16(0);
-                if (count > 0) { /* TFLM leaves an empty window's average at 0 */
-                    /* even and odd channels widened, averaged, narrowed back into their lanes */
-                    v = vmovnbq_s32(v, zo_mve_average(vmovlbq_s16(sum), count, m));
-                    v = vmovntq_s32(v, zo_mve_average(vmovltq_s16(sum), count, m));
-                }
-                vstrbq_p_s16(out + c0, vminq_s16(vmaxq_s16(v, lo), hi), pr);
-            }
-            out += ch;
-        }
-    }
-}
-
 #else
-typedef int zo_kernels_mve_unused; /* ISO C: a translation unit is never empty */
+typedef int zo_kernels_conv_mve_unused; /* ISO C: a translation unit is never empty */
 #endif /* ZO_KERNELS_MVE */

@@ -1,0 +1,57 @@
+/* zo_kernels_elementwise_mve.c - Helium (MVE) ADD and MUL for the Cortex-M55, bit-exact with the
+ * portable kernels (zo_kernels_elementwise.c): without broadcasting, 4 lanes of TFLM's per-element
+ * arithmetic (broadcasts take the portable kernel).  Compiled to nothing where ZO_KERNELS_MVE is
+ * not set.  Tails are predicated (VCTP): no load or store goes past a buffer.
+ */
+#include "zo_kernels.h"
+
+#if defined(ZO_KERNELS_MVE)
+
+#include "zo_kernels_mve.h"
+
+/* Same-shape ADD (zo_add_one on 4 lanes at a time); broadcasts take the portable kernel. */
+void zo_add_s8(const zo_add_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output)
+{
+    if (p->broadcast) {
+        zo_add_s8_portable(p, input1, input2, output);
+        return;
+    }
+    const int32_t size = p->out_d0 * p->out_d1 * p->out_d2 * p->out_d3;
+    const zo_mve_scale_t s1 = zo_mve_scale(p->input1_multiplier, p->input1_shift);
+    const zo_mve_scale_t s2 = zo_mve_scale(p->input2_multiplier, p->input2_shift);
+    const zo_mve_scale_t so = zo_mve_scale(p->output_multiplier, p->output_shift);
+    const int32x4_t lo = vdupq_n_s32(p->act_min), hi = vdupq_n_s32(p->act_max);
+    const int32x4_t ls = vdupq_n_s32(p->left_shift);
+    for (int32_t i = 0; i < size; i += 4) {
+        const mve_pred16_t pr = vctp32q((uint32_t)(size - i));
+        const int32x4_t a = vshlq_s32(vsubq_n_s32(vldrbq_z_s32(input1 + i, pr), p->input1_zp), ls);
+        const int32x4_t b = vshlq_s32(vsubq_n_s32(vldrbq_z_s32(input2 + i, pr), p->input2_zp), ls);
+        const int32x4_t sum = vaddq_s32(zo_mve_mbqm_lr(a, s1.m, s1.left, s1.right),
+                                        zo_mve_mbqm_lr(b, s2.m, s2.left, s2.right));
+        int32x4_t v = vaddq_n_s32(zo_mve_mbqm_lr(sum, so.m, so.left, so.right), p->output_zp);
+        vstrbq_p_s32(output + i, vminq_s32(vmaxq_s32(v, lo), hi), pr);
+    }
+}
+
+/* Same-shape MUL (zo_mul_one on 4 lanes); broadcasts take the portable kernel. */
+void zo_mul_s8(const zo_mul_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output)
+{
+    if (p->broadcast) {
+        zo_mul_s8_portable(p, input1, input2, output);
+        return;
+    }
+    const int32_t size = p->out_d0 * p->out_d1 * p->out_d2 * p->out_d3;
+    const zo_mve_scale_t so = zo_mve_scale(p->output_multiplier, p->output_shift);
+    const int32x4_t lo = vdupq_n_s32(p->act_min), hi = vdupq_n_s32(p->act_max);
+    for (int32_t i = 0; i < size; i += 4) {
+        const mve_pred16_t pr = vctp32q((uint32_t)(size - i));
+        const int32x4_t a = vsubq_n_s32(vldrbq_z_s32(input1 + i, pr), p->input1_zp);
+        const int32x4_t b = vsubq_n_s32(vldrbq_z_s32(input2 + i, pr), p->input2_zp);
+        int32x4_t v = vaddq_n_s32(zo_mve_mbqm_lr(vmulq_s32(a, b), so.m, so.left, so.right), p->output_zp);
+        vstrbq_p_s32(output + i, vminq_s32(vmaxq_s32(v, lo), hi), pr);
+    }
+}
+
+#else
+typedef int zo_kernels_elementwise_mve_unused; /* ISO C: a translation unit is never empty */
+#endif /* ZO_KERNELS_MVE */
