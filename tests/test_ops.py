@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import os
 import random
+import re
 import subprocess
 
 import cbuild
@@ -39,6 +40,22 @@ def test_kernels_name_real_c_functions_and_structs():
     for name, kernel in KERNELS.items():
         assert kernel.name == name
         assert f"void {kernel.function}(const {kernel.struct} *p" in header, name
+
+
+def test_kernel_sources_are_the_files_defining_the_function():
+    """A kernel declares the C files that define its function (its family's portable kernel and,
+    where there is one, the Helium variant beside it): a bundle copies only those. Every kernel C
+    file serves some kernel."""
+    inference = KERNELS_H.parent
+    defined: dict[str, set[str]] = {}
+    for c in inference.glob("zo_kernels_*.c"):
+        for function in re.findall(r"^void\s+(?:ZO_PORTABLE\()?(zo_\w+)\)?\s*\(", c.read_text(), flags=re.M):
+            defined.setdefault(function, set()).add(c.name)
+    used: set[str] = set()
+    for name, kernel in KERNELS.items():
+        assert set(kernel.sources) == defined.get(kernel.function), name
+        used |= set(kernel.sources)
+    assert used == {c.name for c in inference.glob("zo_kernels_*.c")}
 
 
 def test_unknown_names_list_the_known_ones():

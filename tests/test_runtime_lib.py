@@ -102,6 +102,19 @@ def test_the_parts_are_the_runtime_folders():
         runtime.include_dirs(["kernels"])
 
 
+def test_a_bundle_copies_only_the_c_files_of_its_kernels():
+    files = runtime.runtime_sources(kernels=["fully_connected", "softmax", "fully_connected"])
+    kernel_c = {n for n in files if n.startswith("zo_kernels_") and n.endswith(".c")}
+    assert kernel_c == {"zo_kernels_conv.c", "zo_kernels_conv_mve.c", "zo_kernels_misc.c"}
+    # every header (zo_kernels.h includes each family's) and the ZO-step maths
+    assert {"zo_kernels.h", "zo_kernels_pool.h", "zo_kernels_int16.h", "zo_rng.c"} <= set(files)
+    everything = runtime.runtime_sources()
+    assert {"zo_kernels_pool.c", "zo_kernels_int16.c"} <= set(everything)
+    assert set(runtime.runtime_sources(kernels=[])) == {
+        n for n in everything if not n.startswith("zo_kernels_") or n.endswith(".h")
+    }
+
+
 def test_a_part_includes_only_the_headers_of_its_requirements():
     own = {p: {h.name for h in (RUNTIME / p).glob("*.h")} for p in runtime.PARTS}
     for part in ("inference", "zo_math", "port", "training"):

@@ -20,9 +20,12 @@ from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 
+from zoflash.compiler.ops import KERNELS
+
 # Copied flat into bundles: the int8 kernels and the ZO-step maths into every bundle, the training
 # loop and the port contract it is written against into training bundles only.
-SHARED_RUNTIME = ("inference", "zo_math")
+INFERENCE_RUNTIME = "inference"
+SHARED_RUNTIME = (INFERENCE_RUNTIME, "zo_math")
 TRAINING_RUNTIME = "training"
 PORT_RUNTIME = "port"
 
@@ -91,8 +94,23 @@ def runtime_part(part: str) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in root.iterdir() if p.name.endswith((".c", ".h"))}
 
 
-def runtime_sources(training: bool = False) -> dict[str, bytes]:
+def kernel_sources(kernels: Iterable[str]) -> set[str]:
+    """The inference part's C files that the named kernels (Step.kernel) need: their declared
+    `Kernel.sources`."""
+    return {source for name in kernels for source in KERNELS.get(name).sources}
+
+
+def runtime_sources(training: bool = False, kernels: Iterable[str] | None = None) -> dict[str, bytes]:
     """The static C runtime (kernels and ZO-step maths, plus the training loop and its port
-    contract if asked), copied verbatim into bundles."""
+    contract if asked), copied verbatim into bundles. With `kernels` (the Step.kernel names a
+    model calls), only the C files of those kernels from the inference part; every header."""
     parts = SHARED_RUNTIME + ((TRAINING_RUNTIME, PORT_RUNTIME) if training else ())
-    return dict(sorted(item for part in parts for item in runtime_part(part).items()))
+    needed = None if kernels is None else kernel_sources(kernels)
+    return dict(
+        sorted(
+            (name, data)
+            for part in parts
+            for name, data in runtime_part(part).items()
+            if part != INFERENCE_RUNTIME or needed is None or not name.endswith(".c") or name in needed
+        )
+    )

@@ -141,7 +141,9 @@ def generate_bundle(
             files[name] = text.encode()
             train_files.append(name)
         files.update(training.blobs)
-    files.update(runtime_sources(training is not None))
+    # the kernels' C files this model calls (its steps), every header, the ZO-step maths
+    runtime_files = runtime_sources(training is not None, kernels=(s.kernel for s in model.program.steps))
+    files.update(runtime_files)
     static, templates = _port_files(board, training is not None)
     files.update(static)
     env = template_env()
@@ -189,7 +191,7 @@ def generate_bundle(
         files[out_name] = env.get_template(tpl).render(**ctx).encode()
     manifest = make_manifest(model, board, prefix, source_name, source_sha256, files, training)
     # Copied verbatim from firmware_templates/: their objects can be shared between bundles.
-    manifest["static_files"] = sorted(set(runtime_sources(training is not None)) | set(static))
+    manifest["static_files"] = sorted(set(runtime_files) | set(static))
     _write(out_dir, files, manifest)
     return Bundle(path=out_dir, manifest=manifest)
 

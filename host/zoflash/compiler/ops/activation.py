@@ -32,6 +32,7 @@ SOFTMAX = Kernel(
     activation_params.softmax_params,
     ("int8", "int8"),
     lambda p: (p["outer"] * p["depth"], p["outer"] * p["depth"]),
+    sources=("zo_kernels_misc.c",),
 )
 LOGISTIC = Kernel(
     "logistic",
@@ -40,6 +41,7 @@ LOGISTIC = Kernel(
     activation_params.logistic_params,
     ("int8", "int8"),
     lambda p: (p["size"], p["size"]),
+    sources=("zo_kernels_elementwise.c",),
 )
 REQUANTIZE = Kernel(
     "requantize",
@@ -48,6 +50,7 @@ REQUANTIZE = Kernel(
     activation_params.requantize_params,
     ("int8", "int8"),
     lambda p: (p["size"], p["size"]),
+    sources=("zo_kernels_elementwise.c",),
 )
 REQUANTIZE_U8_S8 = Kernel(
     "requantize_u8_s8",
@@ -56,6 +59,7 @@ REQUANTIZE_U8_S8 = Kernel(
     activation_params.requantize_u8_params,
     ("uint8", "int8"),
     lambda p: (p["size"], p["size"]),
+    sources=("zo_kernels_quantize.c",),
 )
 REQUANTIZE_S8_U8 = Kernel(
     "requantize_s8_u8",
@@ -64,6 +68,7 @@ REQUANTIZE_S8_U8 = Kernel(
     activation_params.requantize_u8_params,
     ("int8", "uint8"),
     lambda p: (p["size"], p["size"]),
+    sources=("zo_kernels_quantize.c",),
 )
 QUANTIZE_F32 = Kernel(
     "quantize_f32_s8",
@@ -72,6 +77,7 @@ QUANTIZE_F32 = Kernel(
     activation_params.quantize_f32_params,
     ("float32", "int8"),
     lambda p: (4 * p["size"], p["size"]),
+    sources=("zo_kernels_quantize.c",),
 )
 REQUANTIZE_S16_S8 = Kernel(
     "requantize_s16_s8",
@@ -80,6 +86,7 @@ REQUANTIZE_S16_S8 = Kernel(
     activation_params.requantize_s16_params,
     ("int16", "int8"),
     lambda p: (2 * p["size"], p["size"]),
+    sources=("zo_kernels_sequence.c",),
 )
 DEQUANTIZE = Kernel(
     "dequantize",
@@ -88,6 +95,7 @@ DEQUANTIZE = Kernel(
     activation_params.dequantize_params,
     ("int8", "float32"),
     lambda p: (p["size"], 4 * p["size"]),
+    sources=("zo_kernels_elementwise.c",),
 )
 
 # ---- int16 activations (16x8 quantization): zo_kernels_int16.c, params in compiler/ops/activation_params.py
@@ -104,6 +112,7 @@ def _requantize_int(x_type: str, y_type: str) -> Kernel:
         activation_params.requantize_int_params,
         (x_type, y_type),
         lambda p: (_BYTES[x_type] * p["size"], _BYTES[y_type] * p["size"]),
+        sources=("zo_kernels_int16.c",),
     )
 
 
@@ -114,6 +123,7 @@ SOFTMAX_S8_S16 = Kernel(
     activation_params.softmax_s8_s16_params,
     ("int8", "int16"),
     lambda p: (p["outer"] * p["depth"], 2 * p["outer"] * p["depth"]),
+    sources=("zo_kernels_misc.c",),
 )
 SOFTMAX_S16 = Kernel(
     "softmax_s16",
@@ -122,6 +132,7 @@ SOFTMAX_S16 = Kernel(
     activation_params.softmax_s16_params,
     ("int16", "int16"),
     lambda p: (2 * p["outer"] * p["depth"], 2 * p["outer"] * p["depth"]),
+    sources=("zo_kernels_int16.c",),
 )
 # SOFTMAX's kernel by (input, output) type.
 _SOFTMAX_KERNELS = {("int8", "int8"): SOFTMAX, ("int8", "int16"): SOFTMAX_S8_S16, ("int16", "int16"): SOFTMAX_S16}
@@ -132,6 +143,7 @@ DEQUANTIZE_S16 = Kernel(
     activation_params.dequantize_s16_params,
     ("int16", "float32"),
     lambda p: (2 * p["size"], 4 * p["size"]),
+    sources=("zo_kernels_int16.c",),
 )
 QUANTIZE_F32_S16 = Kernel(
     "quantize_f32_s16",
@@ -140,6 +152,7 @@ QUANTIZE_F32_S16 = Kernel(
     activation_params.quantize_f32_s16_params,
     ("float32", "int16"),
     lambda p: (4 * p["size"], 2 * p["size"]),
+    sources=("zo_kernels_int16.c",),
 )
 # ---- end of int16 activations
 
@@ -323,7 +336,15 @@ register(
 
 
 def _unary(name: str, struct: str, builder) -> Kernel:
-    return Kernel(name, f"zo_{name}_s8", struct, builder, ("int8", "int8"), lambda p: (p["size"], p["size"]))
+    return Kernel(
+        name,
+        f"zo_{name}_s8",
+        struct,
+        builder,
+        ("int8", "int8"),
+        lambda p: (p["size"], p["size"]),
+        sources=("zo_kernels_activation.c",),
+    )
 
 
 RELU = _unary("relu", "zo_relu_params_t", activation_params.relu_params)
@@ -336,7 +357,13 @@ _UNARY = {"RELU": RELU, "LEAKY_RELU": LEAKY_RELU, "TANH": TANH, "HARD_SWISH": HA
 # int16 (16x8 models): RELU, RELU6 and LEAKY_RELU
 _UNARY_S16 = {
     op: Kernel(
-        f"{name}_s16", f"zo_{name}_s16", struct, builder, ("int16", "int16"), lambda p: (2 * p["size"], 2 * p["size"])
+        f"{name}_s16",
+        f"zo_{name}_s16",
+        struct,
+        builder,
+        ("int16", "int16"),
+        lambda p: (2 * p["size"], 2 * p["size"]),
+        sources=("zo_kernels_activation.c",),
     )
     for op, name, struct, builder in (
         ("RELU", "relu", "zo_relu_params_t", activation_params.relu_s16_params),

@@ -34,8 +34,24 @@ def _binary_extents(p: dict) -> tuple:
     return reach("in1"), reach("in2"), int(np.prod(dims))
 
 
-ADD = Kernel("add", "zo_add_s8", "zo_add_params_t", binary_params.add_params, ("int8", "int8", "int8"), _binary_extents)
-MUL = Kernel("mul", "zo_mul_s8", "zo_mul_params_t", binary_params.mul_params, ("int8", "int8", "int8"), _binary_extents)
+ADD = Kernel(
+    "add",
+    "zo_add_s8",
+    "zo_add_params_t",
+    binary_params.add_params,
+    ("int8", "int8", "int8"),
+    _binary_extents,
+    sources=("zo_kernels_elementwise.c", "zo_kernels_elementwise_mve.c"),
+)
+MUL = Kernel(
+    "mul",
+    "zo_mul_s8",
+    "zo_mul_params_t",
+    binary_params.mul_params,
+    ("int8", "int8", "int8"),
+    _binary_extents,
+    sources=("zo_kernels_elementwise.c", "zo_kernels_elementwise_mve.c"),
+)
 
 
 def _int16_binary(name: str, struct: str, builder) -> Kernel:
@@ -46,6 +62,7 @@ def _int16_binary(name: str, struct: str, builder) -> Kernel:
         builder,
         ("int16", "int16", "int16"),
         lambda p: tuple(2 * n for n in _binary_extents(p)),
+        sources=("zo_kernels_int16.c",),
     )
 
 
@@ -120,7 +137,15 @@ register(
 
 # ------------------------------------------- SUB, SQUARED_DIFFERENCE, MINIMUM, MAXIMUM, PRELU ----------
 
-SUB = Kernel("sub", "zo_sub_s8", "zo_add_params_t", binary_params.sub_params, ("int8", "int8", "int8"), _binary_extents)
+SUB = Kernel(
+    "sub",
+    "zo_sub_s8",
+    "zo_add_params_t",
+    binary_params.sub_params,
+    ("int8", "int8", "int8"),
+    _binary_extents,
+    sources=("zo_kernels_activation.c",),
+)
 SQUARED_DIFFERENCE = Kernel(
     "squared_difference",
     "zo_squared_difference_s8",
@@ -128,6 +153,7 @@ SQUARED_DIFFERENCE = Kernel(
     binary_params.squared_difference_params,
     ("int8", "int8", "int8"),
     _binary_extents,
+    sources=("zo_kernels_activation.c",),
 )
 MAXIMUM = Kernel(
     "maximum",
@@ -136,6 +162,7 @@ MAXIMUM = Kernel(
     binary_params.minmax_params,
     ("int8", "int8", "int8"),
     _binary_extents,
+    sources=("zo_kernels_activation.c",),
 )
 MINIMUM = Kernel(
     "minimum",
@@ -144,9 +171,16 @@ MINIMUM = Kernel(
     binary_params.minmax_params,
     ("int8", "int8", "int8"),
     _binary_extents,
+    sources=("zo_kernels_activation.c",),
 )
 PRELU = Kernel(
-    "prelu", "zo_prelu_s8", "zo_prelu_params_t", binary_params.prelu_params, ("int8", "int8", "int8"), _binary_extents
+    "prelu",
+    "zo_prelu_s8",
+    "zo_prelu_params_t",
+    binary_params.prelu_params,
+    ("int8", "int8", "int8"),
+    _binary_extents,
+    sources=("zo_kernels_activation.c",),
 )
 _MORE_KERNELS = {
     "SUB": SUB,

@@ -34,6 +34,7 @@ def _kernel(src: str, dst: str) -> Kernel:
         cast_params.cast_params,
         (src, dst),
         lambda p: (a * p["size"], b * p["size"]),
+        sources=("zo_kernels_cast.c",),
     )
 
 

@@ -47,6 +47,7 @@ CONV2D = Kernel(
         4 * p["output_c"],
         p["output_h"] * p["output_w"] * p["output_c"],
     ),
+    sources=("zo_kernels_conv.c", "zo_kernels_conv_mve.c"),
 )
 DEPTHWISE_CONV2D = Kernel(
     "depthwise_conv2d",
@@ -60,6 +61,7 @@ DEPTHWISE_CONV2D = Kernel(
         4 * p["output_c"],
         p["output_h"] * p["output_w"] * p["output_c"],
     ),
+    sources=("zo_kernels_conv.c", "zo_kernels_conv_mve.c"),
 )
 
 CONV2D_S16 = Kernel(
@@ -74,6 +76,7 @@ CONV2D_S16 = Kernel(
         8 * p["output_c"],
         2 * p["output_h"] * p["output_w"] * p["output_c"],
     ),
+    sources=("zo_kernels_int16.c",),
 )
 DEPTHWISE_CONV2D_S16 = Kernel(
     "depthwise_conv2d_s16",
@@ -87,6 +90,7 @@ DEPTHWISE_CONV2D_S16 = Kernel(
         8 * p["output_c"],
         2 * p["output_h"] * p["output_w"] * p["output_c"],
     ),
+    sources=("zo_kernels_int16.c",),
 )
 
 INPUTS = (
@@ -213,6 +217,7 @@ TRANSPOSE_CONV = Kernel(
         4 * p["output_c"],
         p["output_h"] * p["output_w"] * p["output_c"],
     ),
+    sources=("zo_kernels_resize.c",),
 )
 
 

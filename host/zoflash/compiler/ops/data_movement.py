@@ -40,6 +40,7 @@ PAD = Kernel(
         math.prod(p[f"in_d{k}"] for k in range(5)),
         math.prod(p[f"in_d{k}"] + p[f"before{k}"] + p[f"after{k}"] for k in range(5)),
     ),
+    sources=("zo_kernels_misc.c",),
 )
 CONCAT = Kernel(
     "concat",
@@ -48,6 +49,7 @@ CONCAT = Kernel(
     data_movement_params.concat_params,
     ("int8", "int8"),
     lambda p: ([p["outer"] * int(c) for c in p["chunk"]], p["outer"] * int(sum(p["chunk"]))),
+    sources=("zo_kernels_misc.c",),
 )
 PAD_S16 = Kernel(
     "pad_s16",
@@ -56,6 +58,7 @@ PAD_S16 = Kernel(
     data_movement_params.pad_s16_params,
     ("int16", "int16"),
     lambda p: tuple(2 * n for n in PAD.extents(p)),
+    sources=("zo_kernels_int16.c",),
 )
 CONCAT_S16 = Kernel(
     "concat_s16",
@@ -64,6 +67,7 @@ CONCAT_S16 = Kernel(
     data_movement_params.concat_params,
     ("int16", "int16"),
     lambda p: ([2 * n for n in CONCAT.extents(p)[0]], 2 * CONCAT.extents(p)[1]),
+    sources=("zo_kernels_int16.c",),
 )
 
 

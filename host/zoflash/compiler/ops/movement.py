@@ -45,6 +45,7 @@ def _copy_kernel(name: str, builder) -> Kernel:
         builder,
         ("int8", "int8"),
         movement_params.strided_copy_extents,
+        sources=("zo_kernels_movement.c",),
     )
 
 
@@ -52,7 +53,15 @@ TRANSPOSE = _copy_kernel("transpose", movement_params.transpose_params)
 SLICE = _copy_kernel("slice", movement_params.slice_params)
 STRIDED_SLICE = _copy_kernel("strided_slice", movement_params.strided_slice_params)
 # PACK is CONCATENATION's C kernel, with chunks of the new axis
-PACK = Kernel("pack", CONCAT.function, CONCAT.struct, movement_params.pack_params, CONCAT.arg_dtypes, CONCAT.extents)
+PACK = Kernel(
+    "pack",
+    CONCAT.function,
+    CONCAT.struct,
+    movement_params.pack_params,
+    CONCAT.arg_dtypes,
+    CONCAT.extents,
+    sources=CONCAT.sources,
+)
 SPLIT = Kernel(
     "split",
     "zo_split_s8",
@@ -60,6 +69,7 @@ SPLIT = Kernel(
     movement_params.split_params,
     ("int8", "int8"),
     lambda p: (p["outer"] * int(sum(p["chunk"])), [p["outer"] * int(c) for c in p["chunk"]]),
+    sources=("zo_kernels_movement.c",),
 )
 # int16 (16x8 models): the same params (they count elements), the C kernels of zo_kernels_int16.c
 _S16 = {
@@ -70,6 +80,7 @@ _S16 = {
         k.build,
         ("int16", "int16"),
         lambda p, k=k: tuple([2 * v for v in e] if isinstance(e, list) else 2 * e for e in k.extents(p)),
+        sources=("zo_kernels_int16.c",),
     )
     for k, f in (
         (TRANSPOSE, "zo_strided_copy_s16"),
@@ -85,6 +96,7 @@ _S16[PACK] = Kernel(
     movement_params.pack_params,
     CONCAT_S16.arg_dtypes,
     CONCAT_S16.extents,
+    sources=CONCAT_S16.sources,
 )
 GATHER = Kernel(
     "gather",
@@ -93,6 +105,7 @@ GATHER = Kernel(
     movement_params.gather_params,
     ("int8", "int8"),
     lambda p: (p["outer"] * p["axis_size"] * p["inner"], p["outer"] * p["num_indices"] * p["inner"]),
+    sources=("zo_kernels_movement.c",),
 )
 
 

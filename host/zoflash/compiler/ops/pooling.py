@@ -26,10 +26,22 @@ def _pool_extents(p: dict) -> tuple:
 
 
 AVG_POOL = Kernel(
-    "avg_pool", "zo_avg_pool_s8", "zo_pool_params_t", pooling_params.pool_params, ("int8", "int8"), _pool_extents
+    "avg_pool",
+    "zo_avg_pool_s8",
+    "zo_pool_params_t",
+    pooling_params.pool_params,
+    ("int8", "int8"),
+    _pool_extents,
+    sources=("zo_kernels_pool.c", "zo_kernels_pool_mve.c"),
 )
 MAX_POOL = Kernel(
-    "max_pool", "zo_max_pool_s8", "zo_pool_params_t", pooling_params.pool_params, ("int8", "int8"), _pool_extents
+    "max_pool",
+    "zo_max_pool_s8",
+    "zo_pool_params_t",
+    pooling_params.pool_params,
+    ("int8", "int8"),
+    _pool_extents,
+    sources=("zo_kernels_pool.c", "zo_kernels_pool_mve.c"),
 )
 AVG_POOL_S16 = Kernel(
     "avg_pool_s16",
@@ -38,6 +50,7 @@ AVG_POOL_S16 = Kernel(
     pooling_params.pool_s16_params,
     ("int16", "int16"),
     lambda p: tuple(2 * n for n in _pool_extents(p)),
+    sources=("zo_kernels_int16.c",),
 )
 MAX_POOL_S16 = Kernel(
     "max_pool_s16",
@@ -46,6 +59,7 @@ MAX_POOL_S16 = Kernel(
     pooling_params.pool_s16_params,
     ("int16", "int16"),
     lambda p: tuple(2 * n for n in _pool_extents(p)),
+    sources=("zo_kernels_int16.c",),
 )
 _KERNELS = {
     ("AVERAGE_POOL_2D", "int8"): AVG_POOL,

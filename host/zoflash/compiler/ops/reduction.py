@@ -30,6 +30,7 @@ MEAN = Kernel(
     reduction_params.mean_params,
     ("int8", "int8"),
     lambda p: (p["outer"] * p["reduce"] * p["inner"], p["outer"] * p["inner"]),
+    sources=("zo_kernels_misc.c",),
 )
 
 MEAN_S16 = Kernel(
@@ -39,6 +40,7 @@ MEAN_S16 = Kernel(
     reduction_params.mean_s16_params,
     ("int16", "int16"),
     lambda p: (2 * p["outer"] * p["reduce"] * p["inner"], 2 * p["outer"] * p["inner"]),
+    sources=("zo_kernels_int16.c",),
 )
 
 MAX_KEEPS_QUANTIZATION = output_keeps_input_quantization("TFLM copies the int8 maximum without requantizing")
@@ -134,6 +136,7 @@ REDUCE_MAX = Kernel(
     reduction_params.reduce_max_params,
     ("int8", "int8"),
     lambda p: (int(np.prod(p["dims"])), p["output_size"]),
+    sources=("zo_kernels_resize.c",),
 )
 ARG_MAX = Kernel(
     "arg_max",
@@ -142,6 +145,7 @@ ARG_MAX = Kernel(
     reduction_params.arg_max_params,
     ("int8", "int32"),
     lambda p: (p["outer"] * p["axis"] * p["inner"], 4 * p["outer"] * p["inner"]),
+    sources=("zo_kernels_resize.c",),
 )
 
 

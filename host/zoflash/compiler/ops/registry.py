@@ -32,7 +32,7 @@ class Problem(Exception):
 
 @dataclass(frozen=True)
 class Kernel:
-    """A static C kernel of firmware_templates/runtime/zo_kernels*.c."""
+    """A static C kernel of firmware_templates/runtime/inference/zo_kernels_<family>.c."""
 
     name: str  # what Step.kernel says
     function: str
@@ -43,6 +43,10 @@ class Kernel:
     # int, a list of ints for an array of pointers, None where it touches nothing): the verifier
     # checks that they fit in the tensors the step passes.
     extents: Callable[[dict], tuple]
+    # The C files (firmware_templates/runtime/inference/) that define `function`: its family's
+    # zo_kernels_<family>.c and, where it has one, the Helium variant beside it. A bundle copies
+    # only the files of the kernels its model calls.
+    sources: tuple[str, ...]
 
 
 @dataclass(frozen=True)

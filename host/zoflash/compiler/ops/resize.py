@@ -36,6 +36,7 @@ BILINEAR = Kernel(
     resize_params.resize_bilinear_params,
     ("int8", "int8"),
     _extents,
+    sources=("zo_kernels_resize.c",),
 )
 NEAREST = Kernel(
     "resize_nearest",
@@ -44,6 +45,7 @@ NEAREST = Kernel(
     resize_params.resize_nearest_params,
     ("int8", "int8"),
     _extents,
+    sources=("zo_kernels_resize.c",),
 )
 
 NEAREST_S16 = Kernel(
@@ -53,6 +55,7 @@ NEAREST_S16 = Kernel(
     resize_params.resize_nearest_params,
     ("int16", "int16"),
     lambda p: tuple(2 * n for n in _extents(p)),
+    sources=("zo_kernels_int16.c",),
 )
 
 INPUTS = (Arg("input"), Arg("size", CONSTANT, ("int32",)))

@@ -53,6 +53,7 @@ SVDF_S8 = Kernel(
     sequence_params.svdf_params,
     ("int8", "int8", "int8", "int32", "int8", "int8"),
     lambda p: _svdf_extents(dict(p, state_bytes=1)),
+    sources=("zo_kernels_sequence.c",),
 )
 SVDF_S8_S16 = Kernel(
     "svdf_s8_s16",
@@ -61,6 +62,7 @@ SVDF_S8_S16 = Kernel(
     sequence_params.svdf_params,
     ("int8", "int8", "int16", "int32", "int16", "int8"),
     lambda p: _svdf_extents(dict(p, state_bytes=2)),
+    sources=("zo_kernels_sequence.c",),
 )
 
 
@@ -212,6 +214,7 @@ LSTM_S8_S16 = Kernel(
     sequence_params.lstm_params,
     ("int8", *["int8"] * 8, *["int32"] * 4, "int8", "int16", "int8"),
     _lstm_extents,
+    sources=("zo_kernels_lstm.c",),
 )
 
 

@@ -36,6 +36,7 @@ COPY_S8 = Kernel(
     variables_params.copy_params,
     ("int8", "int8"),
     lambda p: (p["size"], p["size"]),
+    sources=("zo_kernels_variables.c",),
 )
 
 
