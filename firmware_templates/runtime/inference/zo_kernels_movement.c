@@ -1,6 +1,6 @@
 /* zo_kernels_movement.c - TRANSPOSE, SLICE, STRIDED_SLICE, UNPACK, SPLIT, SPLIT_V and GATHER on
  * int8 tensors. They only move bytes, so they are bit-exact with TFLite Micro by construction;
- * the compiler computes every index at build time (compiler/kernels.py). */
+ * the compiler computes every index at build time (compiler/ops/movement_params.py). */
 #include "zo_kernels.h"
 
 #include <stddef.h>
