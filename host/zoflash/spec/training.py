@@ -196,7 +196,6 @@ TARGETS = ("labels", "input")  # what the loss compares the output with: y of th
 # ---- data sources: where the training samples come from (docs/training.md "Data sources") ----
 DATA_SOURCES = ("embedded", "stream", "app")  # embedded: built in; stream: fed over the serial link; app: pushed
 BUFFER_RANGE = (1, 65535)  # --buffer: ring slots
-STREAM_SAMPLE_HEAD = 14  # sample command payload: index u32, label u16, offset u32, total u32 (ZO_STREAM_SAMPLE_HEAD)
 # ---- end data sources ----
 # auto lr: the first updates move the int8 weights by min(rho, max(1, w_rms / LR_W_RMS_DIV)) LSB RMS
 # per step (w_rms: RMS of the trainable int8 weights at the start): ZO_LR_W_RMS_DIV
