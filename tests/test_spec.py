@@ -65,7 +65,6 @@ def _expected() -> dict[str, int]:
         ZO_LR_TRIAL_MAX_MOVES=spec.LR_TRIAL_MAX_MOVES,
         ZO_LR_TRIAL_SHARE=spec.LR_TRIAL_SHARE,
         ZO_LR_TRIAL_BACKOFF=spec.LR_TRIAL_BACKOFF,
-        ZO_LR_TRIAL_HORIZON=spec.LR_TRIAL_HORIZON,
         ZO_LR_DECAY_TAIL_DIV=spec.LR_DECAY_TAIL_DIV,
         ZO_TM_VERSION=protocol.VERSION,
         ZO_TM_SYNC0=protocol.SYNC[0],
