@@ -111,3 +111,35 @@ def test_a_new_npu_backend_declares_its_board_types(monkeypatch):
     )
     assert boards.parse_board(text, "board file t.toml").npu["type"] == "hexagon"
     assert npu.backend_for("hexagon-v73").name == "hexagon"
+
+
+# --------------------------------------------------------------- boards, engines, schedulers, losses
+
+
+def test_boards_are_their_files_and_an_unknown_one_lists_them(tmp_path, monkeypatch):
+    assert boards.board_registry().names() == ("host", "mps3-an547", "nucleo-n657x0-q", "stm32n6570-dk")
+    with pytest.raises(BoardError, match=r"unknown board 'nope' \(known: host, mps3-an547, .*\); see `zoflash boards`"):
+        boards.load_board("nope")
+    (tmp_path / "an547-copy.toml").write_text(_an547('id = "mps3-an547"', 'id = "an547-copy"'))
+    monkeypatch.setattr(boards, "_board_files", lambda: {p.stem: p for p in tmp_path.glob("*.toml")})
+    assert boards.board_registry().names() == ("an547-copy",) and boards.load_board("an547-copy").id == "an547-copy"
+
+
+def test_an_unknown_engine_is_refused_before_any_work():
+    from zoflash.training.options import TrainOptions
+    from zoflash.workflows.simulate import ENGINES, simulate
+
+    assert ENGINES == ("c", "reference")  # the CLI's choices, the first the default
+    with pytest.raises(UnknownName, match=r"unknown simulation engine 'gpu' \(known: c, reference\)"):
+        simulate("no-such-model.tflite", "no-such-data.npz", TrainOptions(), engine="gpu")
+
+
+def test_every_spec_scheduler_and_loss_has_its_python_behaviour_and_no_other():
+    from zoflash.spec import training as spec
+    from zoflash.training.losses import LOSSES
+    from zoflash.training.schedulers import SCHEDULERS
+
+    assert SCHEDULERS.names() == spec.SCHEDULERS and LOSSES.names() == spec.LOSSES
+    assert [name for name, loss in LOSSES.items() if not loss.labels] == ["mse"]
+    assert LOSSES.get("sigmoid-bce").refuse(3) and LOSSES.get("sigmoid-bce").refuse(1) is None
+    assert LOSSES.get("softmax-ce").refuse(1) and LOSSES.get("softmax-ce").refuse(10) is None

@@ -16,7 +16,10 @@ import re
 import sys
 from dataclasses import dataclass, field, replace
 from importlib import resources
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable  # (only for the type: deprecated at run time from 3.12)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -25,7 +28,7 @@ else:  # Python 3.10: tomli is the same parser
 
 
 from zoflash.errors import BoardError
-from zoflash.registry import Registry
+from zoflash.registry import Registry, UnknownName
 from zoflash.targets.npu import board_types
 
 
@@ -135,7 +138,8 @@ class FlashMethod(Protocol):
     settings: ClassVar[dict]  # its [[flash]] keys: key -> (kind, required), as the schemas here
     needs_boot: ClassVar[bool]  # an entry must name the boot mode while loading ('boot')
 
-    def check_entry(self, entry: dict, where: str) -> None:
+    @classmethod
+    def check_entry(cls, entry: dict, where: str) -> None:
         """Rules of its entries beyond the schema (BoardError)."""
 
 
@@ -657,12 +661,22 @@ def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
 
 
 def _board_files() -> dict:
+    """The board files the package holds: id (the file stem) -> file."""
     root = resources.files("zoflash.board_files")
     return {p.name[:-5]: p for p in root.iterdir() if p.name.endswith(".toml")}
 
 
+def board_registry() -> Registry[Traversable]:
+    """The boards by id, in id order: a board is declared by its file alone, so the registry is
+    read from the files on each call (a file added or changed is seen at once)."""
+    registry: Registry[Traversable] = Registry("board", "see `zoflash boards`")
+    for board_id, path in sorted(_board_files().items()):
+        registry.add(board_id, path)
+    return registry
+
+
 def list_boards() -> list[Board]:
-    boards = [load_board(b) for b in sorted(_board_files())]
+    boards = [load_board(b) for b in board_registry()]
     refs: dict[str, list[str]] = {}
     for b in boards:
         if b.reference:
@@ -677,17 +691,17 @@ def list_boards() -> list[Board]:
 
 
 def load_board(board_id: str) -> Board:
-    files = _board_files()
-    if board_id not in files:
-        known = ", ".join(sorted(files)) or "none"
-        raise BoardError(f"unknown board '{board_id}' (known boards: {known}; see `zoflash boards`)")
-    return parse_board(files[board_id].read_text(), f"board file {board_id}.toml", expected_id=board_id)
+    try:
+        path = board_registry().get(board_id)
+    except UnknownName as exc:  # the registry's message, as the board error callers expect
+        raise BoardError(str(exc)) from None
+    return parse_board(path.read_text(), f"board file {board_id}.toml", expected_id=board_id)
 
 
 def resolve_board(name: str) -> tuple[Board, str | None]:
     """A board id, or a family name standing for the family's reference board. Returns the board
     and, for a family name, the sentence saying which board it chose."""
-    if name in _board_files():
+    if name in board_registry():
         return load_board(name), None
     boards = list_boards()
     members = [b for b in boards if b.family == name]
