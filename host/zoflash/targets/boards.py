@@ -326,7 +326,8 @@ class Board:
 
     @property
     def usb_ids(self) -> list[tuple[int, int]]:
-        return [tuple(int(p, 16) for p in s.split(":")) for s in self.console.get("usb", ())]
+        pairs = (s.split(":") for s in self.console.get("usb", ()))  # 'VVVV:PPPP', checked when read
+        return [(int(vendor, 16), int(product, 16)) for vendor, product in pairs]
 
 
 # ------------------------------------------------------------------------------------ ports

@@ -193,14 +193,14 @@ def load_dataset(
             raise DataError(f"x_{split} in '{path}' is empty")
         out[f"x_{split}"] = xs
         name = f"y_{split} in '{path}'"
-        kind = LOSSES.get(loss)
-        if not kind.labels:
+        loss_kind = LOSSES.get(loss)
+        if not loss_kind.labels:
             out[f"y_{split}"] = np.zeros(xs.shape[0], np.uint16)  # no labels; the targets are t or the input
             if not from_input:
                 out[f"t_{split}"] = _targets(arrays[f"y_{split}"], name, xs.shape[0], output_shape or (classes,))
         else:
             out[f"y_{split}"] = _labels(
-                arrays[f"y_{split}"], name, xs.shape[0], 2 if kind.binary else classes, binary=kind.binary
+                arrays[f"y_{split}"], name, xs.shape[0], 2 if loss_kind.binary else classes, binary=loss_kind.binary
             )
     if out["x_train"].shape[0] >= 2**32 or out["x_test"].shape[0] >= 2**32:
         raise DataError("datasets are limited to 2^32 - 1 samples per split")

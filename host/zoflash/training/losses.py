@@ -25,7 +25,7 @@ class Loss:
     refuse: Callable[[int], str | None] = lambda outputs: None
 
 
-LOSSES: Registry[Loss] = Registry("loss", "see `zoflash train --help` (--loss)")
+LOSSES: Registry[Loss] = Registry("loss", "see docs/options.md (--loss)")
 
 LOSSES.add(
     "softmax-ce",  # reads the logits before a SOFTMAX
