@@ -126,7 +126,8 @@ def save_checkpoint(path: str | Path, ckpt: Checkpoint) -> Path:
         "options_sha256_prefix": ckpt.options_prefix,
     }
     arrays = {"image": np.frombuffer(ckpt.image, np.uint8), "meta": np.array(json.dumps(meta))}
-    atomic_write(path, lambda f: np.savez(f, **arrays))
+    # mypy cannot tell that the keys ("image", "meta") never name savez's allow_pickle
+    atomic_write(path, lambda f: np.savez(f, **arrays))  # type: ignore[arg-type]
     return path
 
 

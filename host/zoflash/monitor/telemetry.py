@@ -10,7 +10,7 @@ version 2)"); ids become the names of the training spec (spec/training.py).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -122,7 +122,7 @@ def decode(frame: Frame) -> dict:
         return {"type": "log", "text": payload.decode("utf-8", errors="replace")}
     if len(payload) < st.size or (kind not in ("weights", "checkpoint") and len(payload) != st.size):
         return _malformed(frame, f"payload of {len(payload)} bytes")
-    rec = {"type": kind}
+    rec: dict[str, Any] = {"type": kind}
     for (name, _), v in zip(LAYOUTS[kind][1], st.unpack_from(payload)):
         rec.update(_CONVERT[name](v) if name in _CONVERT else {name: v})
     if kind == "boundary":  # --- boundary checksum: None when no expected value was built in

@@ -153,7 +153,7 @@ class Frame(NamedTuple):
         return head + self.payload + struct.pack("<I", crc32(head[2:] + self.payload))
 
 
-def crc32(data: bytes) -> int:
+def crc32(data: bytes | bytearray) -> int:
     """The frame CRC (zlib's CRC-32, as zo_tm_crc32) over version..payload."""
     return zlib.crc32(data)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -86,7 +87,7 @@ def carve_validation(data: Dataset, fraction: float, seed: int) -> Dataset:
             "split; give at least 2 training samples"
         )
     keep = np.setdiff1d(np.arange(n), val)
-    out = {}
+    out: dict[str, Any] = {}  # x/y/t _train/_val: arrays, t_* None without targets
     for k in "xyt":
         a = getattr(data, f"{k}_train")
         out[f"{k}_train"], out[f"{k}_val"] = (None, None) if a is None else (a[keep], a[val])

@@ -242,6 +242,7 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
         w, b = model.root[step.args[1]], step.args[2]
         if not opts.biases_only and w not in seen:
             data = model.storage(w).data
+            assert data is not None  # _weighted_steps keeps the layers with constant weights
             w_max = spec.INT8_WEIGHT_LIMIT - opts.eps  # +-eps perturbations must never wrap
             values = np.clip(data, -w_max, w_max).astype(np.int8)
             clamped += int(np.count_nonzero(values != data))
@@ -259,13 +260,15 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
                     f"would be {opts.bias_bound} x {int(eps.max())} = {max_step}, past int32; "
                     f"use at most {(2**31 - 1) // int(eps.max())}"
                 )
+            bias = model.storage(rb).data
+            assert bias is not None  # a weighted op's bias is a constant argument (its op table)
             tensors.append(
                 TrainableTensor(
                     rb,
                     g.tensors[rb].name,
                     step.op.index,
                     True,
-                    model.storage(rb).data.astype(np.int32),
+                    bias.astype(np.int32),
                     stream=0,
                     eps_b=eps,
                     max_step=max_step,
@@ -284,14 +287,16 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
     )
     _int16_refusal(model, model.program.steps[split : logits_step + 1])
     boundary = _boundary(model, split, logits_step + 1)
+    logits_quant = model.storage(logits).quant
+    assert logits_quant is not None  # _logits refuses an unquantized logits tensor
     return TrainPlan(
         tensors=tensors,
         split=split,
         logits_end=logits_step + 1,
         logits=logits,
         classes=model.storage(logits).num_elements,
-        logits_scale=model.storage(logits).quant.scale,
-        logits_zp=model.storage(logits).quant.zero_point,
+        logits_scale=logits_quant.scale,
+        logits_zp=logits_quant.zero_point,
         loss=loss,
         boundary=boundary,
         clamped=clamped,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +29,7 @@ from zoflash.training.weights_file import save_weights
 from zoflash.workflows.training import compile_for_training, training_bundle
 
 
-def c_frames(bundle: Bundle, feeder: Feeder | None = None) -> Iterator[bytes]:
+def c_frames(bundle: Bundle, feeder: Feeder | None = None) -> Generator[bytes, None, None]:
     """Build the host training program and stream its stdout.  With a feeder (--data-source
     stream) its answers to the program's need frames go to the program's stdin, as a host feeds
     a board over the serial link."""
@@ -44,13 +44,14 @@ def c_frames(bundle: Bundle, feeder: Feeder | None = None) -> Iterator[bytes]:
         stderr=subprocess.PIPE,
     )
     needs = Decoder() if feeder else None
+    assert proc.stdout is not None and proc.stderr is not None  # started with both PIPEs
     try:
         fd = proc.stdout.fileno()
         while True:
             chunk = os.read(fd, 65536)
             if not chunk:
                 break
-            if needs is not None:
+            if needs is not None and feeder is not None:  # both or neither
                 _answer_needs(needs, chunk, feeder, proc.stdin)
             yield chunk
     finally:

@@ -297,6 +297,7 @@ class QemuRunner(Runner):
             start_new_session=True,
         )
         _BACKGROUND.append(sup)
+        assert sup.stdout is not None  # started with stdout=PIPE
         line = sup.stdout.readline().strip()
         sup.stdout.close()
         if not line.isdigit():
