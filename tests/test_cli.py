@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import FIXTURES
@@ -111,3 +113,19 @@ def test_simulate_without_an_evaluation_says_why(tmp_path, capsys, monkeypatch):
     )
     err = capsys.readouterr().err
     assert code == 2 and "ended without an evaluation: batch and the three data splits" in err
+
+
+def test_runtime_command_gives_what_a_build_needs(capsys):
+    from zoflash.compiler.runtime import include_dirs, runtime_root, sources
+
+    assert main(["runtime", "training", "--cflags"]) == 0
+    assert capsys.readouterr().out.split() == [f"-I{d}" for d in include_dirs(["training"])]
+    assert main(["runtime", "inference", "--sources"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert listed == [str(p) for p in sources(["inference"])] and all(p.endswith(".c") for p in listed)
+    assert main(["runtime", "--cmake-dir"]) == 0
+    assert (Path(capsys.readouterr().out.strip()) / "CMakeLists.txt") == runtime_root() / "CMakeLists.txt"
+    assert main(["runtime"]) == 0
+    assert "training" in capsys.readouterr().out
+    assert main(["runtime", "nonsense"]) == 2
+    assert main(["runtime", "--cflags", "--sources"]) == 2

@@ -5,6 +5,7 @@ import random
 import pytest
 
 from zoflash.compiler.planner import ALIGNMENT, PLANNERS, Buffer, MemoryPlan, PlanError, align, plan_memory, verify_plan
+from zoflash.registry import UnknownName
 
 
 def random_buffers(rng: random.Random, n: int) -> list[Buffer]:
@@ -32,7 +33,7 @@ def peak_live_bytes(buffers: list[Buffer]) -> int:
 @pytest.mark.parametrize("strategy", sorted(PLANNERS))
 def test_every_strategy_gives_valid_plans(seed, strategy):
     buffers = random_buffers(random.Random(seed), 25)
-    offsets, size = PLANNERS[strategy](buffers)
+    offsets, size = PLANNERS.get(strategy)(buffers)
     plan = MemoryPlan(strategy, offsets, size)
     verify_plan(buffers, plan)
     assert size >= peak_live_bytes(buffers)
@@ -42,7 +43,7 @@ def test_every_strategy_gives_valid_plans(seed, strategy):
 def test_best_plan_is_no_worse_than_each_strategy():
     buffers = random_buffers(random.Random(7), 40)
     best = plan_memory(buffers)
-    assert best.arena_size == min(PLANNERS[s](buffers)[1] for s in PLANNERS)
+    assert best.arena_size == min(PLANNERS.get(s)(buffers)[1] for s in PLANNERS)
 
 
 def test_chain_reuses_memory():
@@ -66,3 +67,12 @@ def test_verifier_rejects_spill_and_misalignment():
         verify_plan([a], MemoryPlan("spill", {"a": 16}, 64))
     with pytest.raises(PlanError):
         verify_plan([a], MemoryPlan("misaligned", {"a": 4}, 128))
+
+
+def test_the_planners_are_tried_in_their_declared_order_and_unknown_ones_named():
+    # ties keep the earlier strategy: the order is part of the output (goldens)
+    assert PLANNERS.names() == ("greedy_by_size", "greedy_by_area", "greedy_by_lifetime", "greedy_by_first_use")
+    buffers = [Buffer("a", 64, 0, 1), Buffer("b", 64, 2, 3)]
+    assert plan_memory(buffers).strategy == "greedy_by_size"  # all four give 64 bytes
+    with pytest.raises(UnknownName, match=r"unknown memory planner 'best_fit' \(known: greedy_by_size, "):
+        plan_memory(buffers, ("best_fit",))

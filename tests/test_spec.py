@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -64,7 +65,6 @@ def _expected() -> dict[str, int]:
         ZO_LR_TRIAL_MAX_MOVES=spec.LR_TRIAL_MAX_MOVES,
         ZO_LR_TRIAL_SHARE=spec.LR_TRIAL_SHARE,
         ZO_LR_TRIAL_BACKOFF=spec.LR_TRIAL_BACKOFF,
-        ZO_LR_TRIAL_HORIZON=spec.LR_TRIAL_HORIZON,
         ZO_LR_DECAY_TAIL_DIV=spec.LR_DECAY_TAIL_DIV,
         ZO_TM_VERSION=protocol.VERSION,
         ZO_TM_SYNC0=protocol.SYNC[0],
@@ -75,6 +75,7 @@ def _expected() -> dict[str, int]:
     want.update((f"ZO_TM_{kind.upper()}", tid) for kind, (tid, _) in protocol.LAYOUTS.items())
     want.update((f"ZO_TM_SIZE_{kind.upper()}", st.size) for kind, st in protocol.STRUCTS.items())
     want.update(ZO_TM_HEAD=protocol.HEAD, ZO_TM_FIXED_MAX=max(st.size for st in protocol.STRUCTS.values()))
+    want.update((f"ZO_CMD_SIZE_{kind.upper()}", st.size) for kind, st in protocol.COMMAND_STRUCTS.items())
     return want
 
 
@@ -229,3 +230,20 @@ def test_loading_the_reference_loads_no_product_module():
     )
     shared = {"zoflash", "zoflash.spec", "zoflash.spec.training", "zoflash.spec.wire"}
     assert {m for m in loaded if not m.startswith("zoflash.reference")} == shared
+
+
+def test_generated_command_readers_follow_the_layouts():
+    """The device reads the sample and restore heads at the offsets and widths COMMAND_LAYOUTS gives."""
+    source = (TRAINING / "zo_wire.c").read_text()
+    for kind, layout in protocol.COMMAND_LAYOUTS.items():
+        body = re.search(
+            r"void zo_cmd_%s_read\(const uint8_t \*p, zo_cmd_%s_t \*out\)\n\{(.*?)\n\}" % (kind, kind), source, re.S
+        )
+        got = re.findall(r"out->(\w+) = \(\w+\)zo_cmd_get\(p \+ (\d+), (\d)u\);", body.group(1))
+        want, at = [], 0
+        for field, code in layout:
+            size = struct.calcsize("<" + code)
+            want.append((field, str(at), str(size)))
+            at += size
+        assert got == want, kind
+        assert protocol.COMMAND_STRUCTS[kind].size == at

@@ -301,15 +301,29 @@ def test_lr_trial_walks_paired_candidates_and_backs_off_from_the_best(tmp_path, 
         assert losses[base] == losses[4 * base], (rate, losses)
 
 
-@pytest.mark.parametrize("limit", [dict(budget=40_000), dict(steps=1200)])
-def test_lr_trial_rate_falls_with_the_run_length(tmp_path, mlp_data, limit):
-    """A run longer than LR_TRIAL_HORIZON candidates trains at the backed-off best rate times
-    sqrt(LR_TRIAL_HORIZON * candidate passes / run passes), in float32; C == reference."""
+@pytest.mark.parametrize(
+    "limit, horizon",
+    [(dict(budget=40_000), None), (dict(steps=1200), None), (dict(budget=40_000), 32), (dict(budget=40_000), 0)],
+)
+def test_lr_trial_rate_falls_with_the_run_length(tmp_path, mlp_data, limit, horizon):
+    """A run longer than --lr-trial-horizon candidates (default LR_TRIAL_HORIZON) trains at the
+    backed-off best rate times sqrt(horizon * candidate passes / run passes), in float32; horizon 0
+    keeps the backed-off rate; C == reference."""
     from zoflash.spec import training as spec
 
     T, batch, start = 4, 8, 100.0
+    chosen_horizon = {} if horizon is None else dict(lr_trial_horizon=horizon)
     runs = run_both(
-        tmp_path, MLP, mlp_data, scheduler="plateau", lr=start, lr_trial=T, eval_every=50, batch=batch, **limit
+        tmp_path,
+        MLP,
+        mlp_data,
+        scheduler="plateau",
+        lr=start,
+        lr_trial=T,
+        eval_every=50,
+        batch=batch,
+        **limit,
+        **chosen_horizon,
     )
     assert_identical(runs)
     cands, chosen, steps = _trial(runs["c"])
@@ -318,9 +332,11 @@ def test_lr_trial_rate_falls_with_the_run_length(tmp_path, mlp_data, limit):
     best_j = min(losses, key=lambda j: (losses[j], abs(j)))
     per_step = batch * 3  # q = 1: b prefix passes (the MLP trains its last layer) and 2b suffix passes
     run_passes = limit.get("budget") or limit["steps"] * per_step
-    ratio = np.float32(spec.LR_TRIAL_HORIZON * T * per_step) / np.float32(run_passes)
+    knee = spec.LR_TRIAL_HORIZON if horizon is None else horizon
+    ratio = np.float32(knee * T * per_step) / np.float32(run_passes)
     assert ratio < 1  # the case under test
-    want = np.float32(np.float32(start * 2.0 ** (best_j - spec.LR_TRIAL_BACKOFF)) * np.sqrt(ratio))
+    factor = np.sqrt(ratio) if knee else np.float32(1.0)
+    want = np.float32(np.float32(start * 2.0 ** (best_j - spec.LR_TRIAL_BACKOFF)) * factor)
     assert chosen[0]["value"] == want
 
 

@@ -2,12 +2,17 @@
 
 Inference: load_model, compile_model, generate, build, infer, infer_on_board, validate, inspect,
 plan_memory, split_model. Training: simulate (on the host), run (build, flash and monitor a board),
-monitor (watch a board that trains), export (trained weights into a copy of the model).
+monitor (watch a board that trains), export (trained weights into a copy of the model). The C
+runtime for your own build: runtime_include_dirs, runtime_c_sources, runtime_root.
 Each is a workflow (zoflash.workflows) over the pipeline's stages; the CLI is a thin layer over these.
 """
 
 from __future__ import annotations
 
+from zoflash.compiler.runtime import PARTS as RUNTIME_PARTS
+from zoflash.compiler.runtime import REQUIRES, runtime_root
+from zoflash.compiler.runtime import include_dirs as runtime_include_dirs
+from zoflash.compiler.runtime import sources as runtime_c_sources
 from zoflash.training.export import export_weights as export
 from zoflash.workflows.generate import (
     Compiled,
@@ -39,6 +44,12 @@ from zoflash.workflows.monitor import monitor
 from zoflash.workflows.run import run
 from zoflash.workflows.simulate import SimulationResult, simulate
 
+
+def runtime_requirements(part: str) -> tuple[str, ...]:
+    """The runtime parts whose headers a part's sources include."""
+    return REQUIRES[part]
+
+
 __all__ = [
     "load_model",
     "compile_model",
@@ -60,6 +71,11 @@ __all__ = [
     "run",
     "monitor",
     "export",
+    "runtime_include_dirs",
+    "runtime_c_sources",
+    "runtime_root",
+    "runtime_requirements",
+    "RUNTIME_PARTS",
     "LoadedModel",
     "Compiled",
     "MemoryPlan",

@@ -210,18 +210,20 @@ static _Noreturn void ckpt_broken(const char *why)
  * checks the body's CRC and hands the state to the loop. */
 uint8_t zo_ckpt_restore_chunk(trainer_t *tr, const zo_cmd_t *c)
 {
-    if (c->len < 8u) {
+    if (c->len < ZO_CMD_SIZE_RESTORE) {
         zo_tm_log("restore refused: a chunk needs offset and total");
         return ZO_TM_ACK_REFUSED;
     }
-    const uint32_t offset = get_le(c->payload, 4u), total = get_le(c->payload + 4, 4u);
-    const uint32_t n = (uint32_t)c->len - 8u;
+    zo_cmd_restore_t head;
+    zo_cmd_restore_read(c->payload, &head);
+    const uint32_t offset = head.offset, total = head.total;
+    const uint32_t n = (uint32_t)c->len - ZO_CMD_SIZE_RESTORE;
     if (tr->ck_restoring && offset == tr->ck_last && offset + n == tr->ck_next) {
         return ZO_TM_ACK_IGNORED; /* the host sent the last chunk again (its ack was lost) */
     }
     if (offset == 0u) {
         const char *why = n < ZO_CKPT_HEADER_BYTES ? "checkpoint refused: the first chunk must hold the header"
-                                                   : ckpt_check_header(tr, c->payload + 8, total);
+                                                   : ckpt_check_header(tr, c->payload + ZO_CMD_SIZE_RESTORE, total);
         if (why != NULL) {
             zo_tm_log(why);
             if (tr->ck_restoring) {
@@ -241,7 +243,7 @@ uint8_t zo_ckpt_restore_chunk(trainer_t *tr, const zo_cmd_t *c)
     if (n > total - offset) {
         ckpt_broken("restore broken off (a chunk past the end) after part of it was written: reset the device");
     }
-    ckpt_write(tr, offset, c->payload + 8, n);
+    ckpt_write(tr, offset, c->payload + ZO_CMD_SIZE_RESTORE, n);
     tr->ck_last = offset;
     tr->ck_next = offset + n;
     if (tr->ck_next == total) {
@@ -273,13 +275,14 @@ int zo_ckpt_load_stored(trainer_t *tr)
         return 0;
     }
     for (uint32_t offset = 0u; offset < total;) {
-        uint32_t n = total - offset < ZO_CMD_MAX_PAYLOAD - 8u ? total - offset : ZO_CMD_MAX_PAYLOAD - 8u;
-        if (zo_port_checkpoint_load(offset, c.payload + 8, n) != n) {
+        const uint32_t room = ZO_CMD_MAX_PAYLOAD - ZO_CMD_SIZE_RESTORE;
+        uint32_t n = total - offset < room ? total - offset : room;
+        if (zo_port_checkpoint_load(offset, c.payload + ZO_CMD_SIZE_RESTORE, n) != n) {
             ckpt_broken("the stored checkpoint ends early after part of it was written: reset the device");
         }
-        put_le(c.payload, offset, 4u);
-        put_le(c.payload + 4, total, 4u);
-        c.len = (uint16_t)(n + 8u);
+        const zo_cmd_restore_t head = {offset, total};
+        zo_cmd_restore_write(c.payload, &head);
+        c.len = (uint16_t)(n + ZO_CMD_SIZE_RESTORE);
         (void)zo_ckpt_restore_chunk(tr, &c);
         offset += n;
     }

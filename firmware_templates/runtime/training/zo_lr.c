@@ -91,7 +91,7 @@ float zo_lr_auto_step_lsb(const zo_train_model_t *m, float rho, float p)
  * are then put back (the snapshot still holds them: nothing has moved before) and training
  * starts at the best candidate's lr_1 / 2^ZO_LR_TRIAL_BACKOFF: the best rate over T steps from
  * the start is larger than the best over the whole run (short-horizon bias).  A run longer than
- * ZO_LR_TRIAL_HORIZON candidates also gets lr_trial_horizon_factor.  The steps are reported
+ * cfg->lr_trial_horizon candidates also gets lr_trial_horizon_factor.  The steps are reported
  * (ZO_TM_FLAG_TRIAL) and counted. */
 int zo_lr_trial_fits(const trainer_t *tr)
 {
@@ -138,7 +138,7 @@ static float times_pow2(float lr1, int32_t j)
     return lr1;
 }
 
-/* sqrt(ZO_LR_TRIAL_HORIZON * P / H), when below 1: P the passes of one candidate, H the run's
+/* sqrt(lr_trial_horizon * P / H), when below 1 (and lr_trial_horizon > 0): P the passes of one candidate, H the run's
  * (its budget, else its steps at q = 1); 1 for a run without either.  Past a horizon of a few
  * hundred thousand passes the best constant rate keeps falling (as 1 / sqrt(horizon) once the
  * noise dominates), and nothing else lowers the trial's rate (docs/training.md "lr trial"). */
@@ -148,7 +148,10 @@ static float lr_trial_horizon_factor(const trainer_t *tr)
     const float per_step = (float)cfg->batch * (float)((tr->m->split > 0 ? 1u : 0u) + 2u);
     const float candidate = (float)cfg->lr_trial_steps * per_step;
     const float horizon = cfg->budget != 0u ? (float)cfg->budget : (float)cfg->max_steps * per_step;
-    const float ratio = horizon > 0.0f ? (float)ZO_LR_TRIAL_HORIZON * candidate / horizon : 1.0f;
+    if (cfg->lr_trial_horizon == 0u) {
+        return 1.0f;
+    }
+    const float ratio = horizon > 0.0f ? (float)cfg->lr_trial_horizon * candidate / horizon : 1.0f;
     return ratio < 1.0f ? sqrtf(ratio) : 1.0f;
 }
 

@@ -5,11 +5,6 @@
 #include "zo_stream.h"
 #include "zo_telemetry.h"
 
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-
 uint32_t zo_stream_target(const zo_stream_t *s, uint32_t t)
 {
     return s->slots + t * s->refresh;
@@ -56,22 +51,24 @@ static void store(const zo_stream_t *s, uint32_t slot, uint32_t offset, const ui
 void zo_stream_accept(zo_stream_t *s, const zo_cmd_t *c)
 {
     const uint32_t total = s->input_bytes + s->target_bytes;
-    if (c->len < ZO_STREAM_SAMPLE_HEAD) {
+    if (c->len < ZO_CMD_SIZE_SAMPLE) {
         s->ignored++;
         return;
     }
-    const uint32_t index = get_u32(c->payload);
-    const uint16_t label = (uint16_t)(c->payload[4] | (c->payload[5] << 8));
-    const uint32_t offset = get_u32(c->payload + 6);
-    const uint32_t sent_total = get_u32(c->payload + 10);
-    const uint32_t n = (uint32_t)c->len - ZO_STREAM_SAMPLE_HEAD;
+    zo_cmd_sample_t head;
+    zo_cmd_sample_read(c->payload, &head);
+    const uint32_t index = head.index;
+    const uint16_t label = head.label;
+    const uint32_t offset = head.offset;
+    const uint32_t sent_total = head.total;
+    const uint32_t n = (uint32_t)c->len - ZO_CMD_SIZE_SAMPLE;
     if (s->cursor >= s->want || index != s->cursor || offset != s->got || sent_total != total || n == 0u
         || n > total - offset) {
         s->ignored++; /* not the chunk asked for: a duplicate or a stale resend */
         return;
     }
     const uint32_t slot = index % s->slots;
-    store(s, slot, offset, c->payload + ZO_STREAM_SAMPLE_HEAD, n);
+    store(s, slot, offset, c->payload + ZO_CMD_SIZE_SAMPLE, n);
     s->got += n;
     s->accepted++;
     s->asked = 0; /* the answer came: the next need goes out at once */

@@ -28,7 +28,6 @@ extern "C" {
 
 #define ZO_STREAM_TIMEOUT_US 200000u /* a need unanswered this long is sent again: a 512-byte window takes 44 ms at 115200 baud */
 #define ZO_STREAM_IDLE_US 20000u     /* an answer this late: the device sleeps between polls (zo_port_idle) */
-#define ZO_STREAM_SAMPLE_HEAD 14u    /* sample payload: index u32, label u16, offset u32, total u32 */
 
 typedef struct {
     /* the ring (the generator allocates it) */

@@ -108,10 +108,9 @@ typedef enum { ZO_LR_DECAY_NONE = 0, ZO_LR_DECAY_LINEAR = 1, ZO_LR_DECAY_STEP = 
 #define ZO_LR_TRIAL_MAX_MOVES 3u
 #define ZO_LR_TRIAL_SHARE 4u
 /* ... and training runs at the best candidate's rate / 2^ZO_LR_TRIAL_BACKOFF (short-horizon bias),
- * times sqrt(ZO_LR_TRIAL_HORIZON * trial passes / run passes) when the run is longer than
- * ZO_LR_TRIAL_HORIZON candidates (the best constant rate falls as 1 / sqrt(horizon)) */
+ * times sqrt(lr_trial_horizon * trial passes / run passes) when the run is longer than
+ * lr_trial_horizon candidates (the best constant rate falls as 1 / sqrt(horizon)) */
 #define ZO_LR_TRIAL_BACKOFF 1
-#define ZO_LR_TRIAL_HORIZON 128u
 
 typedef struct {
     uint32_t seed;
@@ -125,6 +124,7 @@ typedef struct {
     zo_lr_scaling_t lr_scaling;
     zo_lr_decay_t lr_decay;
     uint32_t lr_trial_steps;  /* lr trial: steps per candidate lr_1 before training; 0: off */
+    uint32_t lr_trial_horizon; /* lr trial: candidates' worth of passes past which the rate falls; 0: never */
     uint32_t calib_steps;
     uint32_t calib_q;
     uint32_t max_steps;       /* 0: no limit */

@@ -155,3 +155,47 @@ void zo_tm_boundary(const zo_tm_boundary_t *m)
     zo_tm_put(&f, m->boundary_flags, 1u);
     zo_tm_finish(&f, NULL, 0u);
 }
+
+static uint64_t zo_cmd_get(const uint8_t *p, uint32_t bytes)
+{
+    uint64_t v = 0u;
+    for (uint32_t i = bytes; i-- > 0u;) {
+        v = (v << 8) | p[i];
+    }
+    return v;
+}
+
+static void zo_cmd_set(uint8_t *p, uint64_t v, uint32_t bytes)
+{
+    for (uint32_t i = 0u; i < bytes; ++i) {
+        p[i] = (uint8_t)(v >> (8u * i));
+    }
+}
+
+void zo_cmd_sample_read(const uint8_t *p, zo_cmd_sample_t *out)
+{
+    out->index = (uint32_t)zo_cmd_get(p + 0, 4u);
+    out->label = (uint16_t)zo_cmd_get(p + 4, 2u);
+    out->offset = (uint32_t)zo_cmd_get(p + 6, 4u);
+    out->total = (uint32_t)zo_cmd_get(p + 10, 4u);
+}
+
+void zo_cmd_sample_write(uint8_t *p, const zo_cmd_sample_t *m)
+{
+    zo_cmd_set(p + 0, m->index, 4u);
+    zo_cmd_set(p + 4, m->label, 2u);
+    zo_cmd_set(p + 6, m->offset, 4u);
+    zo_cmd_set(p + 10, m->total, 4u);
+}
+
+void zo_cmd_restore_read(const uint8_t *p, zo_cmd_restore_t *out)
+{
+    out->offset = (uint32_t)zo_cmd_get(p + 0, 4u);
+    out->total = (uint32_t)zo_cmd_get(p + 4, 4u);
+}
+
+void zo_cmd_restore_write(uint8_t *p, const zo_cmd_restore_t *m)
+{
+    zo_cmd_set(p + 0, m->offset, 4u);
+    zo_cmd_set(p + 4, m->total, 4u);
+}

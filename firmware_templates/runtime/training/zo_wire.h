@@ -176,6 +176,25 @@ void zo_tm_ack(const zo_tm_ack_t *m);
 void zo_tm_need(const zo_tm_need_t *m);
 void zo_tm_boundary(const zo_tm_boundary_t *m);
 
+/* Command payloads that begin with fixed fields (a data tail after them): their sizes, the
+ * fields, and a reader and a writer each (zo_wire.c). */
+#define ZO_CMD_SIZE_SAMPLE       14u /* the data tail follows */
+#define ZO_CMD_SIZE_RESTORE      8u /* the data tail follows */
+typedef struct {
+    uint32_t index;
+    uint16_t label;
+    uint32_t offset;
+    uint32_t total;
+} zo_cmd_sample_t;
+typedef struct {
+    uint32_t offset;
+    uint32_t total;
+} zo_cmd_restore_t;
+void zo_cmd_sample_read(const uint8_t *p, zo_cmd_sample_t *out);  /* p: ZO_CMD_SIZE_SAMPLE bytes */
+void zo_cmd_sample_write(uint8_t *p, const zo_cmd_sample_t *m);
+void zo_cmd_restore_read(const uint8_t *p, zo_cmd_restore_t *out);  /* p: ZO_CMD_SIZE_RESTORE bytes */
+void zo_cmd_restore_write(uint8_t *p, const zo_cmd_restore_t *m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -122,7 +123,7 @@ def build(
     board_obj, note = resolve_board(board)
     if note:
         say(f"board   {note}")
-    args = dict(
+    args: dict[str, Any] = dict(
         data_path=data_path,
         options=opts,
         boot=boot,

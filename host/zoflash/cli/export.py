@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from pathlib import Path
 
 import click
 
@@ -58,7 +59,7 @@ from zoflash.workflows.monitor import serial_settings
 )
 def export(
     model_path: str,
-    weights_path: str | None,
+    weights_path: str | Path | None,
     port: str | None,
     baud: int | None,
     board: str | None,
@@ -89,6 +90,7 @@ def export(
                 f"weights from {port} after {st['step']} steps ({'paused' if st['paused'] else 'training'}, "
                 f"q {st['q']}, {st['state']})" + (f": saved in {save_weights_path}" if save_weights_path else "")
             )
+        assert weights_path is not None  # --weights, or the weights just read from --port
         report = api.export(
             model_path, weights_path, out_path, allow_other_model=allow_other_model, headroom=headroom, select=select
         )

@@ -21,6 +21,7 @@ from zoflash.cli import (
     monitor,
     ops,
     run,
+    runtime,
     simulate,
     split,
     validate,
@@ -43,6 +44,7 @@ COMMANDS = (
     cache.cache,
     compare.compare,
     split.split,
+    runtime.runtime,
 )
 
 

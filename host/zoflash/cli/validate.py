@@ -21,8 +21,13 @@ def validate(model_path: str, inputs_path: str | None, n_random: int | None, see
         raise click.UsageError("give exactly one of --inputs or --random N")
     if n_random is not None and n_random < 1:
         raise click.UsageError(f"--random {n_random}: give at least 1 input")
-    x = load_array(inputs_path) if inputs_path else api.random_inputs(api.load_model(model_path), n_random, seed)
-    report = api.validate(model_path, x)
+    model = api.load_model(model_path)
+    if inputs_path:
+        x = load_array(inputs_path)
+    else:
+        assert n_random is not None  # exactly one of --inputs and --random (checked above)
+        x = api.random_inputs(model, n_random, seed)
+    report = api.validate(model, x)
     for o in report.outputs:
         status = "OK" if o.mismatches == 0 else "MISMATCH"
         click.echo(

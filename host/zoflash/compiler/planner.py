@@ -7,7 +7,10 @@ behind one interface (`PLANNERS`); `plan_memory` runs them all, keeps the smalle
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from zoflash.registry import Registry
 
 ALIGNMENT = 16  # bytes: Helium loads and the int32/float views of buffers want it
 
@@ -57,32 +60,33 @@ def _place(buffers: list[Buffer]) -> tuple[dict, int]:
     return offsets, size
 
 
+# The strategies, in the order plan_memory tries them (a tie keeps the earlier one): registering
+# one is its decorated function here.
+PLANNERS: Registry[Callable[[list[Buffer]], tuple[dict, int]]] = Registry("memory planner")
+
+
+@PLANNERS.register("greedy_by_size")
 def greedy_by_size(buffers: list[Buffer]) -> tuple[dict, int]:
     """Largest first, the order TFLM's greedy planner uses."""
     return _place(sorted(buffers, key=lambda b: (-b.size, b.first, b.name)))
 
 
-def greedy_by_first_use(buffers: list[Buffer]) -> tuple[dict, int]:
-    """In execution order: good for long chains where sizes alternate."""
-    return _place(sorted(buffers, key=lambda b: (b.first, -b.size, b.name)))
-
-
-def greedy_by_lifetime(buffers: list[Buffer]) -> tuple[dict, int]:
-    """Longest-lived first: pins skip connections low, then packs short-lived buffers above."""
-    return _place(sorted(buffers, key=lambda b: (-(b.last - b.first), -b.size, b.name)))
-
-
+@PLANNERS.register("greedy_by_area")
 def greedy_by_area(buffers: list[Buffer]) -> tuple[dict, int]:
     """Largest size x lifetime first."""
     return _place(sorted(buffers, key=lambda b: (-b.size * (b.last - b.first + 1), b.first, b.name)))
 
 
-PLANNERS = {
-    "greedy_by_size": greedy_by_size,
-    "greedy_by_area": greedy_by_area,
-    "greedy_by_lifetime": greedy_by_lifetime,
-    "greedy_by_first_use": greedy_by_first_use,
-}
+@PLANNERS.register("greedy_by_lifetime")
+def greedy_by_lifetime(buffers: list[Buffer]) -> tuple[dict, int]:
+    """Longest-lived first: pins skip connections low, then packs short-lived buffers above."""
+    return _place(sorted(buffers, key=lambda b: (-(b.last - b.first), -b.size, b.name)))
+
+
+@PLANNERS.register("greedy_by_first_use")
+def greedy_by_first_use(buffers: list[Buffer]) -> tuple[dict, int]:
+    """In execution order: good for long chains where sizes alternate."""
+    return _place(sorted(buffers, key=lambda b: (b.first, -b.size, b.name)))
 
 
 def verify_plan(buffers: list[Buffer], plan: MemoryPlan) -> None:
@@ -104,8 +108,8 @@ def verify_plan(buffers: list[Buffer], plan: MemoryPlan) -> None:
 
 def plan_memory(buffers: list[Buffer], strategies: tuple[str, ...] | None = None) -> MemoryPlan:
     best = None
-    for name in strategies or tuple(PLANNERS):
-        offsets, size = PLANNERS[name](buffers)
+    for name in strategies or PLANNERS.names():
+        offsets, size = PLANNERS.get(name)(buffers)
         if best is None or size < best.arena_size:
             best = MemoryPlan(strategy=name, offsets=offsets, arena_size=size)
     verify_plan(buffers, best)

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from zoflash.errors import DataError
+from zoflash.spec import wire
 from zoflash.training.weights_file import atomic_write
 
 HEADER = struct.Struct("<4sHH8s8sIII")
@@ -68,7 +69,8 @@ class Checkpoint:
         """The restore command payloads, in order: u32 offset, u32 total, up to RESTORE_CHUNK bytes."""
         total = len(self.image)
         return [
-            struct.pack("<II", o, total) + self.image[o : o + RESTORE_CHUNK] for o in range(0, total, RESTORE_CHUNK)
+            wire.COMMAND_STRUCTS["restore"].pack(o, total) + self.image[o : o + RESTORE_CHUNK]
+            for o in range(0, total, RESTORE_CHUNK)
         ]
 
     def check_for(self, model_prefix: str | None, options_sha256: str | None = None) -> None:
@@ -124,7 +126,8 @@ def save_checkpoint(path: str | Path, ckpt: Checkpoint) -> Path:
         "options_sha256_prefix": ckpt.options_prefix,
     }
     arrays = {"image": np.frombuffer(ckpt.image, np.uint8), "meta": np.array(json.dumps(meta))}
-    atomic_write(path, lambda f: np.savez(f, **arrays))
+    # mypy cannot tell that the keys ("image", "meta") never name savez's allow_pickle
+    atomic_write(path, lambda f: np.savez(f, **arrays))  # type: ignore[arg-type]
     return path
 
 

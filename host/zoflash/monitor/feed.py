@@ -11,19 +11,17 @@ the host never has more in flight than the device can buffer.  A need repeated a
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 import numpy as np
 
 from zoflash.compiler.tflite_import import load_tflite
 from zoflash.errors import DataError
-from zoflash.spec import training as spec
 from zoflash.spec import wire as protocol
 from zoflash.training.options import make_options
 from zoflash.training.pipeline import compile_training
 
-_HEAD = struct.Struct("<IHII")  # index, label, offset, total (spec.STREAM_SAMPLE_HEAD bytes)
+_HEAD = protocol.COMMAND_STRUCTS["sample"]  # index, label, offset, total; then the sample bytes
 FRAME_OVERHEAD = protocol.HEAD + 4  # header and CRC around a payload
 
 
@@ -50,7 +48,7 @@ class Feeder:
 
     def chunk_bytes(self, window: int) -> int:
         """Data bytes per frame: a whole frame fits the device's window and the payload bound."""
-        n = min(protocol.MAX_PAYLOAD, window - FRAME_OVERHEAD) - spec.STREAM_SAMPLE_HEAD
+        n = min(protocol.MAX_PAYLOAD, window - FRAME_OVERHEAD) - _HEAD.size
         if n < 1:
             raise DataError(f"the device's receive window of {window} bytes cannot hold a sample frame")
         return n

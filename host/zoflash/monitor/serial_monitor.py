@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import serial
 
@@ -52,6 +53,15 @@ from zoflash.monitor.serialport import (
 )
 from zoflash.monitor.session import Session, SessionResult, assembled_arrays, assembled_best, weights_path_for
 from zoflash.spec import wire as protocol
+
+
+class Port(Protocol):
+    """What the monitor uses of a port: pyserial's Serial, serialport.SocketPort or ProgramPort."""
+
+    def read(self, size: int = ...) -> bytes: ...
+    def write(self, data: bytes, /) -> int | None: ...
+    def close(self) -> None: ...
+
 
 CSV_COLUMNS = (
     "type",
@@ -182,7 +192,7 @@ class Monitor:
         *,
         baud: int = DEFAULT_BAUD,
         usb_ids: Iterable | None = None,
-        opener: Callable[[], object] | None = None,
+        opener: Callable[[], Port] | None = None,
         log_path: str | Path | None = None,
         csv_path: str | Path | None = None,
         plot_path: str | Path | None = None,
@@ -214,7 +224,7 @@ class Monitor:
         self.port_name = port or "the device"
         self.device = port  # the device name "auto" resolved to, once opened
         self._opener = opener
-        self._port = None
+        self._port: Port | None = None
         self._connected_once = False
         self.max_backoff = max_backoff
         self.reconnect_timeout = reconnect_timeout
@@ -288,7 +298,8 @@ class Monitor:
 
     def _lost(self, exc: Exception) -> None:
         try:
-            self._port.close()
+            if self._port is not None:
+                self._port.close()
         except Exception:  # noqa: BLE001 - the port is already broken; closing is best effort
             pass
         self._port = None
@@ -312,6 +323,7 @@ class Monitor:
         if self._port is None:
             self._open(self._reconnect_deadline(deadline))
         port = self._port
+        assert port is not None  # _open opens it or raises
         try:
             size = 65536 if getattr(port, "returns_early", False) else max(getattr(port, "in_waiting", 0), 1)
             data = port.read(size)
@@ -389,8 +401,11 @@ class Monitor:
         except DataError as exc:
             self.stopped = str(exc)
             return
+        port = self._port
+        if port is None:
+            return  # the port went away: the device asks again after the reconnection
         try:
-            self._port.write(frame)
+            port.write(frame)
         except (serial.SerialException, OSError, AttributeError):
             pass  # the port went away: the device asks again after the reconnection
 
@@ -402,8 +417,10 @@ class Monitor:
         seq, self._seq = self._seq, (self._seq + 1) & 0xFFFF
         if self._port is None:
             self._open(time.monotonic() + 5.0)
+        port = self._port
+        assert port is not None  # _open opens it or raises
         try:
-            self._port.write(frame)
+            port.write(frame)
         except (serial.SerialException, OSError) as exc:
             self._lost(exc)
             raise PortError(f"cannot send '{command}' to {self.port_name}: {exc}") from None
@@ -465,6 +482,7 @@ class Monitor:
         """The trainable tensors as they are now on the device (weights frames, then the ack)."""
         self.request("dump", timeout=timeout)
         dump, self._dump = self._dump, None
+        assert dump is not None  # request("dump") made it
         if not dump.keys():
             raise DeviceError("the device acknowledged 'dump' without sending weights")
         return dump
@@ -603,7 +621,7 @@ class KeyCommands:
     def __init__(self, stream, say: Callable[[str], None]):
         self.stream, self.say = stream, say
         self._fd: int | None = None
-        self._saved = None
+        self._saved: list[Any] | None = None  # the terminal's attributes (termios.tcgetattr) while active
 
     def __enter__(self) -> KeyCommands:
         try:
@@ -623,6 +641,7 @@ class KeyCommands:
         if self._fd is not None:
             import termios
 
+            assert self._saved is not None  # saved before _fd was set
             termios.tcsetattr(self._fd, termios.TCSADRAIN, self._saved)
             self._fd = None
 
@@ -688,7 +707,8 @@ def save_dumped(
             f"the device trains the model whose SHA-256 starts {model_prefix}, but '{model_path}' has "
             f"SHA-256 {sha[:16]}...: give the model the firmware was built from"
         )
-    tensors, problems = [], []
+    tensors: list[dict[str, Any]] = []
+    problems: list[str] = []
     for index, part in dump.keys():
         if part != 0:
             continue
@@ -709,14 +729,14 @@ def save_dumped(
         problems.append(f"chunks missing (tensor, part: byte ranges): {missing}")
     if problems:
         raise DataError("the dumped weights do not fit the model: " + "; ".join(problems))
-    scales = None
+    scales: dict[int, Iterable[float]] | None = None
     if headroom:
         from zoflash.training.headroom import scaled
 
         scales = {
-            t["index"]: scaled(graph.tensors[t["index"]].quant, headroom).scales
+            t["index"]: scaled(quant, headroom).scales
             for t in tensors
-            if graph.tensors[t["index"]].quant is not None
+            if (quant := graph.tensors[t["index"]].quant) is not None
         }
     return save_weights(
         out_path,

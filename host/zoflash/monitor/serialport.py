@@ -186,6 +186,7 @@ class ProgramPort:
         self.stderr = ""  # what the program wrote to stderr, once closed
 
     def read(self, size: int = 1) -> bytes:
+        assert self.proc.stdout is not None  # started with stdout=PIPE
         fd = self.proc.stdout.fileno()
         ready, _, _ = select.select([fd], [], [], self.timeout)
         if not ready:
@@ -220,6 +221,7 @@ class ProgramPort:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.proc.wait()
+        assert self.proc.stdout is not None and self.proc.stderr is not None  # started with both PIPEs
         self.stderr = self.proc.stderr.read().decode(errors="replace")
         self.proc.stdout.close()
         self.proc.stderr.close()

@@ -163,7 +163,7 @@ def read_log(path: str | Path) -> list[dict]:
                 continue
             try:
                 rec = json.loads(line)
-            except ValueError as exc:
+            except json.JSONDecodeError as exc:
                 raise DataError(
                     f"'{path}' line {number} is not JSON ({exc.msg}): not a zoflash training log, or a damaged one"
                 ) from None

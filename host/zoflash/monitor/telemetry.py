@@ -10,13 +10,13 @@ version 2)"); ids become the names of the training spec (spec/training.py).
 
 from __future__ import annotations
 
-import struct
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from zoflash.spec import training as spec
 from zoflash.spec.wire import (
+    COMMAND_STRUCTS,
     COMMANDS,
     HEAD,
     LAYOUTS,
@@ -100,9 +100,10 @@ def decode(frame: Frame) -> dict:
     if frame.type in COMMAND_NAMES:  # a command seen on the wire (a loopback, or a host's own echo)
         name = COMMAND_NAMES[frame.type]
         if name == "restore":  # --- checkpoint and resume: a chunk of an image (offset, total, data)
-            if len(frame.payload) < 8:
+            head = COMMAND_STRUCTS["restore"]
+            if len(frame.payload) < head.size:
                 return _malformed(frame, f"restore with a payload of {len(frame.payload)} bytes")
-            offset, total = struct.unpack_from("<II", frame.payload)
+            offset, total = head.unpack_from(frame.payload)
             return {
                 "type": "command",
                 "command": name,
@@ -121,7 +122,7 @@ def decode(frame: Frame) -> dict:
         return {"type": "log", "text": payload.decode("utf-8", errors="replace")}
     if len(payload) < st.size or (kind not in ("weights", "checkpoint") and len(payload) != st.size):
         return _malformed(frame, f"payload of {len(payload)} bytes")
-    rec = {"type": kind}
+    rec: dict[str, Any] = {"type": kind}
     for (name, _), v in zip(LAYOUTS[kind][1], st.unpack_from(payload)):
         rec.update(_CONVERT[name](v) if name in _CONVERT else {name: v})
     if kind == "boundary":  # --- boundary checksum: None when no expected value was built in

@@ -454,13 +454,16 @@ class ReferenceTrainer:
         return t, chosen
 
     def _lr_trial_horizon_factor(self) -> np.float32:
-        """sqrt(LR_TRIAL_HORIZON * P / H) when below 1: P one candidate's passes, H the run's (its
-        budget, else its steps at q = 1); 1 without either (the C's lr_trial_horizon_factor)."""
+        """sqrt(lr_trial_horizon * P / H) when below 1: P one candidate's passes, H the run's (its
+        budget, else its steps at q = 1); 1 without either, or with lr_trial_horizon 0 (the C's
+        lr_trial_horizon_factor)."""
         o = self.opts
+        if o.lr_trial_horizon == 0:
+            return F32(1.0)
         per_step = F32(F32(o.batch) * F32((1 if self.plan.split > 0 else 0) + 2))
         candidate = F32(F32(o.lr_trial_steps) * per_step)
         horizon = F32(o.budget) if o.budget else F32(F32(self.settings.max_steps) * per_step)
-        ratio = F32(F32(F32(spec.LR_TRIAL_HORIZON) * candidate) / horizon) if horizon > 0 else F32(1.0)
+        ratio = F32(F32(F32(o.lr_trial_horizon) * candidate) / horizon) if horizon > 0 else F32(1.0)
         return F32(np.sqrt(ratio)) if ratio < 1 else F32(1.0)
 
     def _restore(self, snapshot: tuple) -> None:

@@ -216,6 +216,20 @@ OPTIONS: tuple[Option, ...] = (
         shown=f"{t.LR_TRIAL_STEPS} for the adaptive schedulers with embedded data, else 0",
     ),
     Option(
+        "lr_trial_horizon",
+        "int",
+        t.LR_TRIAL_HORIZON,
+        "lr trial: a run longer than this many candidates trains at the chosen rate times "
+        "sqrt(this x candidate passes / run passes); 0 keeps the chosen rate",
+        LR,
+        rule=("range", 0, UINT32_MAX),
+        c=("lr_trial_horizon",),
+        doc="The best constant rate of a long run falls as 1 / sqrt(its length) once the gradient noise "
+        "dominates, and the trial only sees a few candidates' worth of steps. The default knee is calibrated "
+        "on the digits, sensor and vision tasks (research records); raise it to keep more of the trial's rate "
+        "on long runs.",
+    ),
+    Option(
         "calib_steps", "int", 8, "auto lr: calibration steps", LR, rule=("range", 1, UINT32_MAX), c=("calib_steps",)
     ),
     Option("calib_q", "int", 8, "auto lr: q during calibration", LR, rule=("pow2", t.Q_LIMIT), c=("calib_q",)),

@@ -180,7 +180,7 @@ LR_TRIAL_STEPS = 64  # the default for the adaptive schedulers with embedded dat
 LR_TRIAL_MAX_MOVES = 3  # ZO_LR_TRIAL_MAX_MOVES
 LR_TRIAL_SHARE = 4  # ZO_LR_TRIAL_SHARE
 LR_TRIAL_BACKOFF = 1  # ZO_LR_TRIAL_BACKOFF: the chosen lr_1 is the best candidate's / 2^this,
-LR_TRIAL_HORIZON = 128  # ZO_LR_TRIAL_HORIZON: ... times sqrt(this * candidate passes / run passes) if < 1
+LR_TRIAL_HORIZON = 128  # --lr-trial-horizon default: ... times sqrt(this * candidate passes / run passes) if < 1
 # --- end lr trial
 # Training losses (zo_loss_t; the hello frame's `loss`), of the dequantized int8 output
 # x = scale * (q - zero_point): softmax-ce (zo_cross_entropy_s8, labels 0..classes-1),
@@ -196,7 +196,6 @@ TARGETS = ("labels", "input")  # what the loss compares the output with: y of th
 # ---- data sources: where the training samples come from (docs/training.md "Data sources") ----
 DATA_SOURCES = ("embedded", "stream", "app")  # embedded: built in; stream: fed over the serial link; app: pushed
 BUFFER_RANGE = (1, 65535)  # --buffer: ring slots
-STREAM_SAMPLE_HEAD = 14  # sample command payload: index u32, label u16, offset u32, total u32 (ZO_STREAM_SAMPLE_HEAD)
 # ---- end data sources ----
 # auto lr: the first updates move the int8 weights by min(rho, max(1, w_rms / LR_W_RMS_DIV)) LSB RMS
 # per step (w_rms: RMS of the trainable int8 weights at the start): ZO_LR_W_RMS_DIV

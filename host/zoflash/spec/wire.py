@@ -131,6 +131,13 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
     # --- boundary checksum: the first test sample's boundary activations, once after hello
     "boundary": (12, (("crc32", "I"), ("expected_crc32", "I"), ("bytes", "I"), ("boundary_flags", "B"))),
 }
+# Command payloads (host -> device) that begin with fixed fields, a data tail after them: the fields
+# in wire order, declared once (the device's readers are generated into zo_wire.h/.c).
+COMMAND_LAYOUTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "sample": (("index", "I"), ("label", "H"), ("offset", "I"), ("total", "I")),  # + bytes of one sample record
+    "restore": (("offset", "I"), ("total", "I")),  # + bytes of a checkpoint image
+}
+COMMAND_STRUCTS = {k: struct.Struct("<" + "".join(c for _, c in lay)) for k, lay in COMMAND_LAYOUTS.items()}
 CMD_MAX_PAYLOAD = 1024  # ZO_CMD_MAX_PAYLOAD: the device's command parser takes no longer frame
 STRUCTS = {k: struct.Struct("<" + "".join(c for _, c in lay)) for k, (_, lay) in LAYOUTS.items()}
 TYPE_NAMES = {tid: name for name, (tid, _) in LAYOUTS.items()}
@@ -146,7 +153,7 @@ class Frame(NamedTuple):
         return head + self.payload + struct.pack("<I", crc32(head[2:] + self.payload))
 
 
-def crc32(data: bytes) -> int:
+def crc32(data: bytes | bytearray) -> int:
     """The frame CRC (zlib's CRC-32, as zo_tm_crc32) over version..payload."""
     return zlib.crc32(data)
 

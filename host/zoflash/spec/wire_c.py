@@ -1,8 +1,9 @@
 """The C side of the telemetry wire format, rendered from its one declaration (wire.LAYOUTS).
 
 Writes firmware_templates/runtime/training/zo_wire.h (the wire constants, frame type ids, payload
-sizes and the zo_tm_<frame>_t payload structs) and zo_wire.c (one zo_tm_<frame> encoder per
-fixed-layout frame, writing the fields in wire order with zo_telemetry.c's frame helpers).  Both
+sizes and the zo_tm_<frame>_t payload structs; the fixed head of the sample and restore commands,
+wire.COMMAND_LAYOUTS) and zo_wire.c (one zo_tm_<frame> encoder per fixed-layout frame, writing the
+fields in wire order with zo_telemetry.c's frame helpers; a reader and a writer per command head).  Both
 are committed static runtime files; tests/test_spec.py fails when they differ from this output:
 
     python -m zoflash.spec.wire_c firmware_templates/runtime/training
@@ -183,8 +184,75 @@ def render_header() -> str:
         out += [f"}} zo_tm_{k}_t;", ""]
     out.append("/* One frame each, fields in wire order (zo_wire.c). */")
     out += [f"void zo_tm_{k}(const zo_tm_{k}_t *m);" for k in fixed_frames()]
-    out += ["", "#ifdef __cplusplus", "}", "#endif", "", "#endif /* ZO_WIRE_H */", ""]
+    out += [""] + render_commands_header()
+    out += ["#ifdef __cplusplus", "}", "#endif", "", "#endif /* ZO_WIRE_H */", ""]
     return "\n".join(out)
+
+
+def _get(field: str, code: str, offset: int) -> str:
+    if _array(code) is not None or code not in ("B", "H", "I", "Q"):
+        raise ValueError(f"command field {field}: only unsigned integers are read ({code})")
+    return f"out->{field} = ({C_TYPES[code]})zo_cmd_get(p + {offset}, {struct.calcsize('<' + code)}u);"
+
+
+def _set(field: str, code: str, offset: int) -> str:
+    return f"zo_cmd_set(p + {offset}, m->{field}, {struct.calcsize('<' + code)}u);"
+
+
+def _offsets(layout) -> list[tuple[str, str, int]]:
+    out, at = [], 0
+    for field, code in layout:
+        out.append((field, code, at))
+        at += struct.calcsize("<" + code)
+    return out
+
+
+def render_commands_header() -> list[str]:
+    out = [
+        "/* Command payloads that begin with fixed fields (a data tail after them): their sizes, the",
+        " * fields, and a reader and a writer each (zo_wire.c). */",
+    ]
+    for k in wire.COMMAND_LAYOUTS:
+        out.append(_define(f"ZO_CMD_SIZE_{k.upper()}", f"{wire.COMMAND_STRUCTS[k].size}u", "the data tail follows"))
+    for k, layout in wire.COMMAND_LAYOUTS.items():
+        out.append("typedef struct {")
+        out += [f"    {_declaration(field, code)}" for field, code in layout]
+        out.append(f"}} zo_cmd_{k}_t;")
+    for k in wire.COMMAND_LAYOUTS:
+        out.append(
+            f"void zo_cmd_{k}_read(const uint8_t *p, zo_cmd_{k}_t *out);  /* p: ZO_CMD_SIZE_{k.upper()} bytes */"
+        )
+        out.append(f"void zo_cmd_{k}_write(uint8_t *p, const zo_cmd_{k}_t *m);")
+    return out + [""]
+
+
+def render_commands_source() -> list[str]:
+    out = [
+        "",
+        "static uint64_t zo_cmd_get(const uint8_t *p, uint32_t bytes)",
+        "{",
+        "    uint64_t v = 0u;",
+        "    for (uint32_t i = bytes; i-- > 0u;) {",
+        "        v = (v << 8) | p[i];",
+        "    }",
+        "    return v;",
+        "}",
+        "",
+        "static void zo_cmd_set(uint8_t *p, uint64_t v, uint32_t bytes)",
+        "{",
+        "    for (uint32_t i = 0u; i < bytes; ++i) {",
+        "        p[i] = (uint8_t)(v >> (8u * i));",
+        "    }",
+        "}",
+    ]
+    for k, layout in wire.COMMAND_LAYOUTS.items():
+        fields = _offsets(layout)
+        out += ["", f"void zo_cmd_{k}_read(const uint8_t *p, zo_cmd_{k}_t *out)", "{"]
+        out += [f"    {_get(f, c, o)}" for f, c, o in fields]
+        out += ["}", "", f"void zo_cmd_{k}_write(uint8_t *p, const zo_cmd_{k}_t *m)", "{"]
+        out += [f"    {_set(f, c, o)}" for f, c, o in fields]
+        out.append("}")
+    return out
 
 
 def render_source() -> str:
@@ -204,6 +272,7 @@ def render_source() -> str:
         ]
         out += [f"    {_put(field, code)}" for field, code in wire.LAYOUTS[k][1]]
         out += ["    zo_tm_finish(&f, NULL, 0u);", "}"]
+    out += render_commands_source()
     return "\n".join(out) + "\n"
 
 

@@ -16,6 +16,10 @@ import re
 import sys
 from dataclasses import dataclass, field, replace
 from importlib import resources
+from typing import TYPE_CHECKING, ClassVar, Protocol
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable  # (only for the type: deprecated at run time from 3.12)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -24,6 +28,8 @@ else:  # Python 3.10: tomli is the same parser
 
 
 from zoflash.errors import BoardError
+from zoflash.registry import Registry, UnknownName
+from zoflash.targets.npu import board_types
 
 
 class Enum(tuple):
@@ -82,7 +88,6 @@ _FLASH_BOOT = {
 # --- end flash boot ---
 # --- NPU ---
 # [npu]: the board's neural processing unit; `zoflash build --npu CONFIG` runs the frozen prefix on it.
-NPU_TYPES = ("ethos-u55", "ethos-u65", "ethos-u85", "neural-art")
 # [[npu.pools]] (Neural-ART): the memory the NPU owns, the pools of ST's memory-pool profile (.mpool);
 # the CPU's plan never places anything there (budget.py).
 _NPU_POOL = {
@@ -95,7 +100,7 @@ _NPU_POOL = {
     "description": (str, False),
 }
 _NPU = {
-    "type": (Enum(NPU_TYPES), True),
+    "type": (str, True),  # a type a registered NPU backend serves (npu.board_types, checked when read)
     "base": (int, True),  # register base address
     "irq": (int, True),  # device interrupt number (NVIC)
     "configs": (LIST, True),  # accelerator configurations (Vela's --accelerator-config) the part has
@@ -115,30 +120,39 @@ _CHECKPOINT_STORE = {
     "description": (str, False),
 }
 # --- end checkpoint store ---
-FLASH_METHODS = ("qemu", "stm32cubeprogrammer", "pyocd", "openocd")
+# [[flash]]: the keys every entry has; each method's own keys (its `settings`) and rules come
+# from its runner, registered in FLASH_METHODS by targets/runners/ (imported by the targets
+# package before any board file is read, so the registry is complete when a board is checked).
 _FLASH_COMMON = {
     "name": (str, True),
-    "method": (Enum(FLASH_METHODS), True),
+    "method": (str, True),  # a registered flash method (checked against FLASH_METHODS when a board is read)
     "description": (str, False),
     "boot": (str, False),  # boot mode (a key of [boot]) while loading
     "run_boot": (str, False),  # boot mode to run the loaded firmware, if different
 }
-_FLASH_METHOD = {
-    "qemu": {"program": (str, True), "machine": (str, True), "args": (LIST, False)},
-    "stm32cubeprogrammer": {
-        "mode": (Enum(("ram", "flash")), True),
-        "gdbserver_port": (int, False),  # ram: ST-LINK_gdbserver, then gdb `load` and `continue`
-        "gdbserver_args": (LIST, False),
-        "connect": (LIST, False),  # flash: STM32_Programmer_CLI --connect ...
-        "external_loader": (str, False),
-        "address": (int, False),
-        "sign": (LIST, False),
-    },
-    "pyocd": {"target": (str, True), "pack": (str, True), "frequency": (int, False)},
-    "openocd": {"config": (LIST, True), "commands": (LIST, False)},
-}
-# every method key is optional at first; _check_firmware checks them per method
-_FLASH_ANY = {k: (kind, False) for m in _FLASH_METHOD.values() for k, (kind, _) in m.items()}
+
+
+class FlashMethod(Protocol):
+    """A flash method as a board file sees it: a Runner class of targets/runners/."""
+
+    settings: ClassVar[dict]  # its [[flash]] keys: key -> (kind, required), as the schemas here
+    needs_boot: ClassVar[bool]  # an entry must name the boot mode while loading ('boot')
+
+    @classmethod
+    def check_entry(cls, entry: dict, where: str) -> None:
+        """Rules of its entries beyond the schema (BoardError)."""
+
+
+FLASH_METHODS: Registry[type[FlashMethod]] = Registry("flash method", "see docs/flashing.md")
+
+
+def _flash_schema() -> dict:
+    """The [[flash]] table schema over the registered methods: every method key is optional at
+    first; _check_firmware checks them per method."""
+    methods = {**_FLASH_COMMON, "method": (Enum(FLASH_METHODS.names()), True)}
+    return {**methods, **{k: (kind, False) for m in FLASH_METHODS.values() for k, (kind, _) in m.settings.items()}}
+
+
 _SCHEMA = {
     "id": (str, True),
     "name": (str, True),
@@ -156,8 +170,17 @@ _SCHEMA = {
     "flash_boot": (_FLASH_BOOT, False),
     "npu": (_NPU, False),  # NPU
     "checkpoint_store": (_CHECKPOINT_STORE, False),  # checkpoint store
-    "flash": ([{**_FLASH_COMMON, **_FLASH_ANY}], False),
+    "flash": ([_FLASH_COMMON], False),  # checked with _flash_schema() (the registered methods)
 }
+
+
+def _schema() -> dict:
+    """The board schema with the registered flash methods and NPU types (the registries are complete
+    once the targets package is imported, which is before this module's first use)."""
+    npu = {**_NPU, "type": (Enum(board_types()), True)}
+    return {**_SCHEMA, "npu": (npu, False), "flash": ([_flash_schema()], False)}
+
+
 FIRMWARE_TABLES = ("cpu", "memory", "placement", "console", "flash")
 _PORT_SCHEMA = {
     "kind": (Enum(("host", "firmware")), True),
@@ -303,7 +326,8 @@ class Board:
 
     @property
     def usb_ids(self) -> list[tuple[int, int]]:
-        return [tuple(int(p, 16) for p in s.split(":")) for s in self.console.get("usb", ())]
+        pairs = (s.split(":") for s in self.console.get("usb", ()))  # 'VVVV:PPPP', checked when read
+        return [(int(vendor, 16), int(product, 16)) for vendor, product in pairs]
 
 
 # ------------------------------------------------------------------------------------ ports
@@ -443,28 +467,17 @@ def _check_firmware(data: dict, port: Port, where: str) -> None:
         if f["name"] in seen:
             raise BoardError(f"{w}: name '{f['name']}' is used twice")
         seen.add(f["name"])
-        _check(
-            {k: v for k, v in f.items() if k not in _FLASH_COMMON},
-            _FLASH_METHOD[f["method"]],
-            f"{w} (method {f['method']})",
-        )
+        method = FLASH_METHODS.get(f["method"])
+        _check({k: v for k, v in f.items() if k not in _FLASH_COMMON}, method.settings, f"{w} (method {f['method']})")
         for key in ("boot", "run_boot"):
             if key in f and f[key] not in boot:
                 raise BoardError(
                     f"{w}: '{key}' names boot mode '{f[key]}', which [boot] does not define "
                     f"(boot modes: {', '.join(boot) or 'none'})"
                 )
-        if f["method"] != "qemu" and "boot" not in f:
+        if method.needs_boot and "boot" not in f:
             raise BoardError(f"{w}: missing required key 'boot' (the boot mode while loading)")
-        if f["method"] == "stm32cubeprogrammer":
-            needs = (
-                ("connect", "external_loader", "address", "sign")
-                if f["mode"] == "flash"
-                else ("gdbserver_port", "gdbserver_args")
-            )
-            for key in needs:
-                if key not in f:
-                    raise BoardError(f"{w}: missing required key '{key}' ({f['mode']} mode)")
+        method.check_entry(f, w)
 
 
 # --- flash boot ---
@@ -588,7 +601,7 @@ def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise BoardError(f"{where}: not valid TOML ({exc})") from None
-    _check(data, _SCHEMA, where)
+    _check(data, _schema(), where)
     if expected_id is not None and data["id"] != expected_id:
         raise BoardError(f"{where}: id '{data['id']}' must equal the file name '{expected_id}'")
     port = load_port(data["port"], where)
@@ -649,12 +662,22 @@ def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
 
 
 def _board_files() -> dict:
+    """The board files the package holds: id (the file stem) -> file."""
     root = resources.files("zoflash.board_files")
     return {p.name[:-5]: p for p in root.iterdir() if p.name.endswith(".toml")}
 
 
+def board_registry() -> Registry[Traversable]:
+    """The boards by id, in id order: a board is declared by its file alone, so the registry is
+    read from the files on each call (a file added or changed is seen at once)."""
+    registry: Registry[Traversable] = Registry("board", "see `zoflash boards`")
+    for board_id, path in sorted(_board_files().items()):
+        registry.add(board_id, path)
+    return registry
+
+
 def list_boards() -> list[Board]:
-    boards = [load_board(b) for b in sorted(_board_files())]
+    boards = [load_board(b) for b in board_registry()]
     refs: dict[str, list[str]] = {}
     for b in boards:
         if b.reference:
@@ -669,17 +692,17 @@ def list_boards() -> list[Board]:
 
 
 def load_board(board_id: str) -> Board:
-    files = _board_files()
-    if board_id not in files:
-        known = ", ".join(sorted(files)) or "none"
-        raise BoardError(f"unknown board '{board_id}' (known boards: {known}; see `zoflash boards`)")
-    return parse_board(files[board_id].read_text(), f"board file {board_id}.toml", expected_id=board_id)
+    try:
+        path = board_registry().get(board_id)
+    except UnknownName as exc:  # the registry's message, as the board error callers expect
+        raise BoardError(str(exc)) from None
+    return parse_board(path.read_text(), f"board file {board_id}.toml", expected_id=board_id)
 
 
 def resolve_board(name: str) -> tuple[Board, str | None]:
     """A board id, or a family name standing for the family's reference board. Returns the board
     and, for a family name, the sentence saying which board it chose."""
-    if name in _board_files():
+    if name in board_registry():
         return load_board(name), None
     boards = list_boards()
     members = [b for b in boards if b.family == name]

@@ -103,7 +103,7 @@ def plan_placement(board: Board, items: list[tuple[str, str, int]]) -> Board:
     chosen = {}
     for key in PLAN_ORDER:
         choices = board.candidates[key]
-        name = next((c for c in choices if need[key] <= free[c]), None) or max(choices, key=free.get)
+        name = next((c for c in choices if need[key] <= free[c]), None) or max(choices, key=free.__getitem__)
         chosen[key] = name
         free[name] -= need[key]
     return replace(board, placement={**chosen, "stack_bytes": board.placement["stack_bytes"]})

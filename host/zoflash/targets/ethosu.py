@@ -23,9 +23,22 @@ from pathlib import Path
 import numpy as np
 
 from zoflash.errors import BoardError, BuildError, ToolMissingError
-from zoflash.targets.npu import ETHOSU_CONFIGS, prefix_boundary
+from zoflash.targets.npu import declare, prefix_boundary
 
-ACCELERATORS = ETHOSU_CONFIGS
+# Vela's --accelerator-config values
+ACCELERATORS = (
+    "ethos-u55-32",
+    "ethos-u55-64",
+    "ethos-u55-128",
+    "ethos-u55-256",
+    "ethos-u65-256",
+    "ethos-u65-512",
+    "ethos-u85-128",
+    "ethos-u85-256",
+    "ethos-u85-512",
+    "ethos-u85-1024",
+    "ethos-u85-2048",
+)
 DRIVER_ENV = "ZOFLASH_ETHOSU_DRIVER"
 VELA_HINT = "pip install ethos-u-vela (or pip install 'zoflash[npu]')"
 DRIVER_HINT = (
@@ -340,3 +353,6 @@ def describe(manifest: dict) -> list[str]:
         f"scratch {manifest['scratch_bytes']} B; not executed here (no NPU is emulated): its rounding may "
         "differ from the host simulation's, check on hardware",
     ]
+
+
+BACKEND = declare("ethos-u", ("ethos-u55", "ethos-u65", "ethos-u85"), ACCELERATORS, __name__)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zoflash.errors import BoardError, BuildError, ToolMissingError
+from zoflash.targets.npu import declare, pool_items, prefix_boundary
 
 STEDGEAI_ENV = ("ZOFLASH_STEDGEAI", "STEDGEAI_CORE_DIR")  # ours, then the variable ST's installer sets
 RUNTIME_ENV = "ZOFLASH_ST_RUNTIME"
@@ -92,7 +93,6 @@ def constants_pool(board) -> str:
 
 
 def reserved(board) -> list[tuple[str, str, int]]:
-    from zoflash.targets.npu import pool_items
 
     return pool_items(pools(board))
 
@@ -295,7 +295,6 @@ def npu_sources(prep, board, request: NpuRequest, prefix: str) -> NpuSources:
     from zoflash.compiler.codegen import c_comment, c_float, template_env
     from zoflash.compiler.runtime import runtime_part
     from zoflash.compiler.tflite_split import split_tflite
-    from zoflash.targets.npu import prefix_boundary
 
     check(board, request.accelerator)
     plan, model = prep.training.plan, prep.model
@@ -394,3 +393,6 @@ def describe(manifest: dict) -> list[str]:
         "emulated): its rounding may differ from the host simulation's, check on hardware (the boundary "
         "checksum in `zoflash monitor`)",
     ]
+
+
+BACKEND = declare("neural-art", ("neural-art",), ("neural-art",), __name__)

@@ -1,7 +1,8 @@
 """The NPU backends of `zoflash build --npu CONFIG`, one registry: which backend serves a
 configuration and a board's [npu] type, and the calls every backend answers.
 
-A backend module provides:
+A backend module declares itself once, at its end, with `declare(name, board types, configurations,
+__name__)`, and provides:
   check(board, config)                  the board has this NPU (BoardError otherwise)
   request(config, tools)                its NpuRequest from the CLI's tool paths (None: the environment)
   find_tools(request)                   the tools it runs and builds with (ToolMissingError, before any work)
@@ -17,6 +18,7 @@ import importlib
 from dataclasses import dataclass
 
 from zoflash.errors import BoardError
+from zoflash.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -30,38 +32,33 @@ class Backend:
         return importlib.import_module(self.module)
 
 
-# Vela's --accelerator-config values
-ETHOSU_CONFIGS = (
-    "ethos-u55-32",
-    "ethos-u55-64",
-    "ethos-u55-128",
-    "ethos-u55-256",
-    "ethos-u65-256",
-    "ethos-u65-512",
-    "ethos-u85-128",
-    "ethos-u85-256",
-    "ethos-u85-512",
-    "ethos-u85-1024",
-    "ethos-u85-2048",
-)
-BACKENDS = (
-    Backend("ethos-u", ("ethos-u55", "ethos-u65", "ethos-u85"), ETHOSU_CONFIGS, "zoflash.targets.ethosu"),
-    Backend("neural-art", ("neural-art",), ("neural-art",), "zoflash.targets.neuralart"),
-)
+# The backends, each declared once at the end of its module (`declare`); the targets package
+# imports them (targets/__init__.py), so the registry is complete before a board file is read.
+BACKENDS: Registry[Backend] = Registry("NPU backend", "see docs/npu.md")
+
+
+def declare(name: str, board_types: tuple[str, ...], configs: tuple[str, ...], module: str) -> Backend:
+    """Register the backend module `module` (its __name__) under `name`."""
+    return BACKENDS.add(name, Backend(name, board_types, configs, module))
+
+
+def board_types() -> tuple[str, ...]:
+    """The [npu] `type` values a board file may give: those the registered backends serve."""
+    return tuple(t for b in BACKENDS.values() for t in b.board_types)
 
 
 def backend_for(config: str) -> Backend:
     """The backend of a --npu value."""
-    for b in BACKENDS:
+    for b in BACKENDS.values():
         if config in b.configs or config.startswith(b.name + "-"):  # the backend names a wrong variant itself
             return b
-    known = ", ".join(f"{b.name} ({b.configs[0]}{', ...' if len(b.configs) > 1 else ''})" for b in BACKENDS)
+    known = ", ".join(f"{b.name} ({b.configs[0]}{', ...' if len(b.configs) > 1 else ''})" for b in BACKENDS.values())
     raise BoardError(f"--npu {config}: not an NPU configuration zoflash knows (backends: {known})")
 
 
 def backend_of_manifest(manifest: dict) -> Backend:
     """The backend that built a bundle (its manifest's training.npu)."""
-    return next(b for b in BACKENDS if manifest["type"] in b.board_types)
+    return next(b for b in BACKENDS.values() if manifest["type"] in b.board_types)
 
 
 def reserved(board, request) -> list[tuple[str, str, int]]:

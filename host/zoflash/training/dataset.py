@@ -9,12 +9,14 @@ from __future__ import annotations
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from zoflash.compiler.quant import as_samples
 from zoflash.errors import DataError
 from zoflash.spec import training as spec
+from zoflash.training.losses import LOSSES
 
 KEYS = ("x_train", "y_train", "x_test", "y_test")
 
@@ -85,7 +87,7 @@ def carve_validation(data: Dataset, fraction: float, seed: int) -> Dataset:
             "split; give at least 2 training samples"
         )
     keep = np.setdiff1d(np.arange(n), val)
-    out = {}
+    out: dict[str, Any] = {}  # x/y/t _train/_val: arrays, t_* None without targets
     for k in "xyt":
         a = getattr(data, f"{k}_train")
         out[f"{k}_train"], out[f"{k}_val"] = (None, None) if a is None else (a[keep], a[val])
@@ -192,15 +194,15 @@ def load_dataset(
             raise DataError(f"x_{split} in '{path}' is empty")
         out[f"x_{split}"] = xs
         name = f"y_{split} in '{path}'"
-        if loss == "mse":
+        loss_kind = LOSSES.get(loss)
+        if not loss_kind.labels:
             out[f"y_{split}"] = np.zeros(xs.shape[0], np.uint16)  # no labels; the targets are t or the input
             if not from_input:
                 out[f"t_{split}"] = _targets(arrays[f"y_{split}"], name, xs.shape[0], output_shape or (classes,))
         else:
-            binary = loss == "sigmoid-bce"
             out[f"y_{split}"] = _labels(
-                arrays[f"y_{split}"], name, xs.shape[0], 2 if binary else classes, binary=binary
+                arrays[f"y_{split}"], name, xs.shape[0], 2 if loss_kind.binary else classes, binary=loss_kind.binary
             )
     if out["x_train"].shape[0] >= 2**32 or out["x_test"].shape[0] >= 2**32:
         raise DataError("datasets are limited to 2^32 - 1 samples per split")
-    return Dataset(source=path.name, labels=loss != "mse", **out)
+    return Dataset(source=path.name, labels=LOSSES.get(loss).labels, **out)

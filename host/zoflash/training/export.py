@@ -220,7 +220,8 @@ def plan_patches(graph: Graph, raw: bytes, weights: TrainedWeights) -> list[tupl
                 problems.append(shared)
                 continue
             data = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<")).tobytes()
-            others = tuple(u[1] for u in users.get(buffer, []) if u != (0, index))
+            # strings (metadata users) cannot be here: _sharing_problem refuses them
+            others = tuple(u[1] for u in users.get(buffer, []) if not isinstance(u, str) and u != (0, index))
             patches.append(
                 (
                     PatchedTensor(
@@ -270,7 +271,10 @@ def _verify(graph: Graph, out: bytes, patches: list[tuple[PatchedTensor, bytes]]
         same = same and (
             u.quant is None
             if scales is None
-            else (u.quant is not None and np.array_equal(np.float32(u.quant.scales), np.float32(scales)))
+            else (
+                u.quant is not None
+                and np.array_equal(np.asarray(u.quant.scales, np.float32), np.asarray(scales, np.float32))
+            )
         )
         if not same:
             raise ZoflashError(
@@ -303,8 +307,8 @@ def _headroom_scales(graph: Graph, weights: TrainedWeights, headroom: int | None
     if not 0 < headroom <= HEADROOM_MAX:
         raise ZoflashError(f"--headroom {headroom}: must be 0..{HEADROOM_MAX} bits")
     for index in weights.tensors:
-        if index < len(graph.tensors) and graph.tensors[index].quant is not None:
-            weights.scales[index] = np.asarray(scaled(graph.tensors[index].quant, headroom).scales, dtype=np.float32)
+        if index < len(graph.tensors) and (quant := graph.tensors[index].quant) is not None:
+            weights.scales[index] = np.asarray(scaled(quant, headroom).scales, dtype=np.float32)
     weights.headroom = headroom
 
 
@@ -372,13 +376,14 @@ def export_weights(
         )
     _headroom_scales(graph, weights, headroom, weights_path)
     patches = plan_patches(graph, raw, weights)
-    out = bytearray(raw)
+    patched = bytearray(raw)
     for p, data in patches:
-        out[p.offset : p.offset + p.nbytes] = data
+        patched[p.offset : p.offset + p.nbytes] = data
         if p.scales is not None:
+            assert p.scale_offset is not None  # plan_patches sets both or neither
             new = np.asarray(p.scales, dtype="<f4").tobytes()
-            out[p.scale_offset : p.scale_offset + len(new)] = new
-    out = bytes(out)
+            patched[p.scale_offset : p.scale_offset + len(new)] = new
+    out = bytes(patched)
     _verify(graph, out, patches, weights)
     try:
         out_path.parent.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from typing import overload
 
 import numpy as np
 
@@ -28,6 +29,10 @@ def divide_by_pow2(values: np.ndarray, bits: int) -> np.ndarray:
     return round_half_away_array(np.asarray(values) / float(1 << bits))
 
 
+@overload
+def scaled(quant: Quantization, bits: int) -> Quantization: ...
+@overload
+def scaled(quant: None, bits: int) -> None: ...
 def scaled(quant: Quantization | None, bits: int) -> Quantization | None:
     """The quantization with every scale x 2^bits (exact: a power of two)."""
     if quant is None:
@@ -75,8 +80,9 @@ def auto_bits(graph: Graph, weights: Iterable[int], root: Mapping[int, int] | No
         return 0
     if _read_by_several_layers(graph, ws, root or {}):
         return 0
-    squares = sum(int(np.sum(np.square(graph.tensors[w].data.astype(np.int64)))) for w in ws)
-    count = sum(int(graph.tensors[w].data.size) for w in ws)
+    arrays = [d for w in ws if (d := graph.tensors[w].data) is not None]  # all of them: constants (above)
+    squares = sum(int(np.sum(np.square(d.astype(np.int64)))) for d in arrays)
+    count = sum(int(d.size) for d in arrays)
     rms = float(np.sqrt(squares / count))
     bits = 0
     while bits < HEADROOM_MAX and rms / float(1 << (bits + 1)) >= HEADROOM_AUTO_LSB:
@@ -113,12 +119,13 @@ def apply_headroom(
     w_max = INT8_WEIGHT_LIMIT - eps
     for w in ws:
         t = graph.tensors[w]
-        if not t.is_constant or t.dtype != "int8" or t.quant is None:
+        if t.data is None or t.dtype != "int8" or t.quant is None:
             raise ValueError(f"headroom: tensor {t.describe()} is not a quantized constant int8 weight tensor")
         data = np.clip(divide_by_pow2(t.data, bits), -w_max, w_max).astype(np.int8).reshape(t.data.shape)
         tensors[w] = replace(t, data=data, quant=scaled(t.quant, bits))
     for b in bs:
         t = graph.tensors[b]
+        assert t.data is not None  # requantized_tensors returns constant biases only
         data = divide_by_pow2(t.data, bits).astype(np.int32).reshape(t.data.shape)
         tensors[b] = replace(t, data=data, quant=scaled(t.quant, bits))
     return new, ws + bs

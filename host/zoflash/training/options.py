@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 import re
 import sys
-from dataclasses import field, make_dataclass, replace
+from dataclasses import Field, field, make_dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -115,19 +116,29 @@ class _Derived:
         )
 
 
-TrainOptions = make_dataclass(
-    "TrainOptions",
-    [
-        (o.name, o.type, field(default_factory=dict) if isinstance(o.default, dict) else field(default=o.default))
-        for o in table.OPTIONS
-    ],
-    bases=(_Derived,),
-    frozen=True,
-    namespace={
-        "__module__": __name__,
-        "__doc__": "The training options; meanings, defaults and limits: spec/options.py.",
-    },
-)
+if TYPE_CHECKING:
+    # The static view of the dataclass built below: its fields come from the option table at run
+    # time, so the type checker sees them as Any (the derived properties keep their types).
+    class TrainOptions(_Derived):
+        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+        def __init__(self, **fields: Any) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...
+
+else:
+    TrainOptions = make_dataclass(
+        "TrainOptions",
+        [
+            (o.name, o.type, field(default_factory=dict) if isinstance(o.default, dict) else field(default=o.default))
+            for o in table.OPTIONS
+        ],
+        bases=(_Derived,),
+        frozen=True,
+        namespace={
+            "__module__": __name__,
+            "__doc__": "The training options; meanings, defaults and limits: spec/options.py.",
+        },
+    )
 
 OPTION_NAMES = table.OPTION_NAMES
 

@@ -123,7 +123,7 @@ def _with_headroom(model: CompiledModel, plan, opts: TrainOptions):
                 "index": i,
                 "name": g[i].name,
                 "kind": "bias" if g[i].dtype == "int32" else "weights",
-                "scales": [float(s) for s in g[i].quant.scales] if g[i].quant else None,
+                "scales": [float(s) for s in quant.scales] if (quant := g[i].quant) else None,
                 "values_changed": int(np.count_nonzero(g[i].data != model.graph.tensors[i].data)),
             }
             for i in changed

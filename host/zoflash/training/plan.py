@@ -19,18 +19,10 @@ from zoflash.compiler.pipeline import step_tensors
 from zoflash.compiler.quant import round_half_away
 from zoflash.errors import UnsupportedModelError
 from zoflash.spec import training as spec
+from zoflash.training.losses import LOSSES
 from zoflash.training.options import OptionsError, TrainOptions
 
 WEIGHTED_KERNELS = ("conv2d", "depthwise_conv2d", "fully_connected")
-# Walked back through from output 0 to find the tensor the loss reads: the type conversions keep
-# the real values; softmax-ce reads the logits before a SOFTMAX, sigmoid-bce before a LOGISTIC;
-# mse compares the output itself.
-CONVERSION_KERNELS = ("dequantize", "requantize_s8_u8")
-HEAD_KERNELS = {
-    "softmax-ce": ("softmax",) + CONVERSION_KERNELS,
-    "sigmoid-bce": ("logistic",) + CONVERSION_KERNELS,
-    "mse": CONVERSION_KERNELS,
-}
 
 
 @dataclass
@@ -97,7 +89,7 @@ class TrainPlan:
             "statistics_bytes": 3 * 4 * self.batch
             + 2 * 4 * self.q_buffer
             + 3 * self.batch
-            + (4 * self.batch * self.classes if self.loss == "mse" else 0),
+            + (0 if LOSSES.get(self.loss).labels else 4 * self.batch * self.classes),  # float targets
             "snapshot_bytes": snapshot,
             "eps_bytes": sum(4 * t.count for t in self.tensors if t.is_bias),
             **({"stream_buffer_bytes": self.stream_buffer_bytes} if self.stream_buffer_bytes else {}),
@@ -177,16 +169,9 @@ def resolve_loss(model: CompiledModel, opts: TrainOptions) -> str:
         loss = "mse"
     else:
         loss = "sigmoid-bce" if outputs == 1 else "softmax-ce"
-    if loss == "softmax-ce" and outputs == 1:
-        raise OptionsError(
-            "--loss softmax-ce on a model with one output is always 0 (nothing to learn): use "
-            "--loss sigmoid-bce for labels 0/1 or --loss mse for a regression target"
-        )
-    if loss == "sigmoid-bce" and outputs != 1:
-        raise OptionsError(
-            f"--loss sigmoid-bce needs a model with one output (this one has {outputs}): use "
-            "--loss softmax-ce for class labels or --loss mse for regression targets"
-        )
+    refused = LOSSES.get(loss).refuse(outputs)
+    if refused:
+        raise OptionsError(refused)
     return loss
 
 
@@ -199,7 +184,7 @@ def _logits(model: CompiledModel, loss: str) -> tuple[int, int]:
         if s is None:
             raise UnsupportedModelError(model.graph.name or "model", ["output 0 is not computed by any op"])
         step = model.program.steps[s]
-        if step.kernel in HEAD_KERNELS[loss]:
+        if step.kernel in LOSSES.get(loss).head_kernels:
             t = model.root[step.args[0]]
             continue
         tensor = model.storage(t)
@@ -257,6 +242,7 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
         w, b = model.root[step.args[1]], step.args[2]
         if not opts.biases_only and w not in seen:
             data = model.storage(w).data
+            assert data is not None  # _weighted_steps keeps the layers with constant weights
             w_max = spec.INT8_WEIGHT_LIMIT - opts.eps  # +-eps perturbations must never wrap
             values = np.clip(data, -w_max, w_max).astype(np.int8)
             clamped += int(np.count_nonzero(values != data))
@@ -274,13 +260,15 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
                     f"would be {opts.bias_bound} x {int(eps.max())} = {max_step}, past int32; "
                     f"use at most {(2**31 - 1) // int(eps.max())}"
                 )
+            bias = model.storage(rb).data
+            assert bias is not None  # a weighted op's bias is a constant argument (its op table)
             tensors.append(
                 TrainableTensor(
                     rb,
                     g.tensors[rb].name,
                     step.op.index,
                     True,
-                    model.storage(rb).data.astype(np.int32),
+                    bias.astype(np.int32),
                     stream=0,
                     eps_b=eps,
                     max_step=max_step,
@@ -299,14 +287,16 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
     )
     _int16_refusal(model, model.program.steps[split : logits_step + 1])
     boundary = _boundary(model, split, logits_step + 1)
+    logits_quant = model.storage(logits).quant
+    assert logits_quant is not None  # _logits refuses an unquantized logits tensor
     return TrainPlan(
         tensors=tensors,
         split=split,
         logits_end=logits_step + 1,
         logits=logits,
         classes=model.storage(logits).num_elements,
-        logits_scale=model.storage(logits).quant.scale,
-        logits_zp=model.storage(logits).quant.zero_point,
+        logits_scale=logits_quant.scale,
+        logits_zp=logits_quant.zero_point,
         loss=loss,
         boundary=boundary,
         clamped=clamped,

@@ -37,7 +37,9 @@ def _value(v) -> str:
 def train_config_fields() -> tuple[str, ...]:
     """zo_train_config_t's fields in the header's order, but the scheduler's (sched)."""
     header = runtime_part(TRAINING_RUNTIME)["zo_trainer.h"].decode()
-    body = re.search(r"typedef struct \{([^}]*)\} zo_train_config_t;", header).group(1)
+    match = re.search(r"typedef struct \{([^}]*)\} zo_train_config_t;", header)
+    assert match is not None, "zo_trainer.h declares no zo_train_config_t"
+    body = match.group(1)
     names = re.findall(r"^\s*\w+\s+(\w+)\s*;", re.sub(r"/\*.*?\*/", "", body, flags=re.S), flags=re.M)
     return tuple(n for n in names if n != "sched")
 
@@ -46,7 +48,7 @@ def train_config(opts: TrainOptions) -> dict:
     """zo_train_config_t's fields but the scheduler's, as Python values (enums as their C names): each
     field is TrainOptions' attribute of its name, for the option whose table row names it
     (spec/options.py `c`), None as 0."""
-    source = {}
+    source: dict[str, options_table.Option] = {}
     for o in options_table.OPTIONS:
         for name in o.c:
             source.setdefault(name, o)
@@ -75,6 +77,7 @@ def options_sha256(opts: TrainOptions, data_blobs: list[Blob]) -> str:
 
 def training_manifest(training: Training) -> dict:
     plan, opts = training.plan, training.options
+    assert training.data.y_val is not None  # the pipeline carves the validation split first
     return {
         "options": {k: v for k, v in sorted(vars(opts).items())},
         "tensors": [
@@ -138,10 +141,12 @@ def render_training(
     CRC-32 of the first test sample's boundary (workflows/boundary_check.py), which the device reports
     beside its own."""
     plan, opts, data = training.plan, training.options, training.data
+    assert data.y_val is not None  # the pipeline carves the validation split first
     g = model.graph
     tensors = []
     for t in plan.tensors:
         name = f"{prefix}_t{t.index}"
+        assert not t.is_bias or t.eps_b is not None  # plan_training gives every bias its eps
         tensors.append(
             dict(
                 name=name,
@@ -150,7 +155,7 @@ def render_training(
                 index=t.index,
                 stream=t.stream,
                 residual=None if t.is_bias else f"{prefix}_r{t.index}",
-                eps=CArray("int32_t", f"{prefix}_eps{t.index}", t.eps_b) if t.is_bias else None,
+                eps=CArray("int32_t", f"{prefix}_eps{t.index}", t.eps_b) if t.eps_b is not None and t.is_bias else None,
                 max_step=t.max_step if t.is_bias else 0,
                 comment=c_comment(f"'{t.name}' of op {t.op_index}, {'bias' if t.is_bias else 'weights'}"),
             )
@@ -193,7 +198,7 @@ def render_training(
     in_root = model.root[g.inputs[0]]
     config_fields = [CField(k, v if isinstance(v, str) else _value(v)) for k, v in train_config(opts).items()]
     sched_fields = [
-        CField(k, c_float(v) if isinstance(v, np.floating) else _value(int(v)))
+        CField(k, c_float(float(v)) if isinstance(v, np.floating) else _value(int(v)))
         for k, v in opts.sched_config(len(data.y_train)).items()
     ]
     ctx = dict(

@@ -8,10 +8,11 @@ so the C-vs-reference tests catch a mistake here.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from zoflash.registry import Registry
 from zoflash.spec import training as spec
 
 F32 = np.float32
@@ -24,6 +25,85 @@ def kind_name(kind: int | str) -> str:
     if isinstance(kind, (int, np.integer)) and not isinstance(kind, bool) and int(kind) in range(len(spec.SCHEDULERS)):
         return spec.SCHEDULERS[int(kind)]
     raise ValueError(f"unknown scheduler kind {kind!r} (use one of {', '.join(spec.SCHEDULER_IDS)})")
+
+
+# ---------------------------------------------------------------------------- the kinds
+
+Need = Callable[[bool, str], None]  # need(ok, problem): record the problem unless ok
+
+
+def _q_in_range(vals: dict, key: str, need: Need) -> None:
+    q_min, q_max = vals["q_min"], vals["q_max"]
+    need(
+        _pow2(vals[key]) and q_min <= vals[key] <= q_max,
+        f"{key} {vals[key]} must be a power of two in [q_min, q_max] = [{q_min}, {q_max}]",
+    )
+
+
+def _window(vals: dict, need: Need) -> None:
+    need(
+        vals["window_max_steps"] >= vals["window_min_steps"],
+        f"window_max_steps {vals['window_max_steps']} must be >= window_min_steps {vals['window_min_steps']}",
+    )
+
+
+class Scheduler:
+    """A scheduler kind's own rules (its ids, parameters, defaults and limits are the spec's)."""
+
+    @classmethod
+    def check(cls, vals: dict, need: Need) -> None:
+        """Its rules over the parameter values (float32 / int), after the common q range."""
+        _q_in_range(vals, "q0", need)
+
+    @classmethod
+    def missing(cls, p: dict) -> list[str]:
+        """Parameters a run must supply (not given by the user: derived from the data)."""
+        return []
+
+    @classmethod
+    def complete(cls, p: dict) -> None:
+        """Fill the parameters derived from others."""
+
+
+# One per spec.SCHEDULERS kind, in the spec's order (tests check both).
+SCHEDULERS: Registry[type[Scheduler]] = Registry("scheduler", "see docs/options.md")
+
+
+@SCHEDULERS.register("fixed")
+class Fixed(Scheduler):
+    """q stays at q0: the common rules only."""
+
+
+@SCHEDULERS.register("plateau")
+class Plateau(Scheduler):
+    @classmethod
+    def check(cls, vals, need):
+        super().check(vals, need)
+        _window(vals, need)
+
+    @classmethod
+    def complete(cls, p):
+        if p["rise"] is None:
+            p["rise"] = F32(spec.SCHED_RISE_PER_TAU) * F32(p["tau"])
+
+
+@SCHEDULERS.register("critical")
+class Critical(Scheduler):
+    @classmethod
+    def check(cls, vals, need):  # no q0: it calibrates q at calib_q
+        _q_in_range(vals, "calib_q", need)
+        _window(vals, need)
+
+
+@SCHEDULERS.register("adazeta")
+class AdaZeta(Scheduler):
+    @classmethod
+    def missing(cls, p):
+        return (
+            []
+            if p["steps_per_epoch"] is not None
+            else ["adazeta: steps_per_epoch must be given (ceil(n_train / batch))"]
+        )
 
 
 # ---------------------------------------------------------------------------- validation
@@ -107,21 +187,7 @@ def validate_params(kind, params: Mapping) -> list[str]:
         _pow2(q_min) and _pow2(q_max) and q_min <= q_max <= spec.Q_LIMIT,
         f"q_min {q_min} and q_max {q_max} must be powers of two with 1 <= q_min <= q_max <= {spec.Q_LIMIT}",
     )
-    if name != "critical":
-        need(
-            _pow2(vals["q0"]) and q_min <= vals["q0"] <= q_max,
-            f"q0 {vals['q0']} must be a power of two in [q_min, q_max] = [{q_min}, {q_max}]",
-        )
-    if name == "critical":
-        need(
-            _pow2(vals["calib_q"]) and q_min <= vals["calib_q"] <= q_max,
-            f"calib_q {vals['calib_q']} must be a power of two in [q_min, q_max] = [{q_min}, {q_max}]",
-        )
-    if name in ("plateau", "critical"):
-        need(
-            vals["window_max_steps"] >= vals["window_min_steps"],
-            f"window_max_steps {vals['window_max_steps']} must be >= window_min_steps {vals['window_min_steps']}",
-        )
+    SCHEDULERS.get(name).check(vals, need)
     for k, v in vals.items():
         if k in spec.SCHED_LIMITS and v is not None:
             need(_within(v, spec.SCHED_LIMITS[k]), f"{k} must be {_describe(k, spec.SCHED_LIMITS[k])} (got {v})")
@@ -134,12 +200,11 @@ def resolve(kind, **params) -> dict:
     name = kind_name(kind)
     problems = validate_params(name, params)
     p = {**spec.SCHED_DEFAULTS[name], **spec.SCHED_TRAINER_PARAMS.get(name, {}), **params}
-    if name == "adazeta" and p["steps_per_epoch"] is None:
-        problems.append("adazeta: steps_per_epoch must be given (ceil(n_train / batch))")
+    kind = SCHEDULERS.get(name)
+    problems += kind.missing(p)
     if problems:
         raise ValueError("; ".join(problems))
-    if name == "plateau" and p["rise"] is None:
-        p["rise"] = F32(spec.SCHED_RISE_PER_TAU) * F32(p["tau"])
+    kind.complete(p)
     out = {}
     for f in spec.SCHED_CONFIG_FIELDS:
         v = spec.SCHEDULER_IDS[name] if f == "kind" else p.get(f, 0)

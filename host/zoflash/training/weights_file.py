@@ -25,6 +25,7 @@ import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -33,7 +34,7 @@ from zoflash.errors import DataError
 FORMAT = "zoflash-weights"
 VERSION = 2
 VERSIONS = (1, 2)  # 1: no scales
-DTYPES = {"int8": np.dtype(np.int8), "int32": np.dtype(np.int32)}
+DTYPES: dict[str, np.dtype] = {"int8": np.dtype(np.int8), "int32": np.dtype(np.int32)}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _RETAKE = "write it again from the training log (zoflash writes this file; it is not meant to be edited)"
 
@@ -101,7 +102,7 @@ def save_weights(
     path = Path(path)
     _check_sha256(model_sha256, str(path))
     arrays: dict[str, np.ndarray] = {}
-    entries = []
+    entries: list[dict[str, Any]] = []
     for item in tensors:
         index, name, values, residual = item
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0:
@@ -155,11 +156,12 @@ def save_weights(
     if any("scales" in e for e in entries):
         meta.update(version=VERSION, headroom=int(headroom))
     arrays["meta"] = np.array(json.dumps(meta))
-    atomic_write(path, lambda f: np.savez(f, **arrays))
+    # mypy cannot tell that the keys ("t3", "meta", ...) never name savez's allow_pickle
+    atomic_write(path, lambda f: np.savez(f, **arrays))  # type: ignore[arg-type]
     return path
 
 
-def _is_int(value) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -264,7 +266,8 @@ def load_weights(path: str | Path) -> TrainedWeights:
             raise DataError(
                 f"{where}: 'meta' must be a 0-d string array, found {meta_arr.dtype}{list(meta_arr.shape)}; {_RETAKE}"
             )
-        meta = _parse_meta(str(meta_arr[()] if meta_arr.dtype.kind == "U" else meta_arr[()].decode()), where)
+        meta_text = meta_arr.item()  # str for a "U" array, bytes for an "S" one
+        meta = _parse_meta(str(meta_text if meta_arr.dtype.kind == "U" else meta_text.decode()), where)
         expected = {"meta"}
         weights = TrainedWeights(
             model_sha256=meta["model_sha256"], tensors={}, path=path, headroom=meta.get("headroom", 0)

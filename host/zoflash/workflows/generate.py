@@ -74,10 +74,15 @@ def compile_for(model_path: str | Path, data_path: str | Path | None = None, opt
     TrainOptions, defaults if None). A stateful model cannot train (UnsupportedModelError)."""
     graph, raw = load_tflite(model_path)
     if data_path is None:
-        return Compiled(Path(model_path), model_sha256(raw), compile_graph(graph))
+        return compile_loaded(LoadedModel(Path(model_path), graph, raw))
     refuse_stateful(graph, model_path)
     prep = compile_for_training(model_path, data_path, options or make_options(), (graph, raw))
     return Compiled(prep.path, prep.sha256, prep.model, prep)
+
+
+def compile_loaded(model: LoadedModel) -> Compiled:
+    """An already loaded model compiled for inference."""
+    return Compiled(model.path, model.sha256, compile_graph(model.graph))
 
 
 def generate(
@@ -100,14 +105,15 @@ def generate(
     headers the port then compiles against (device_headers.py); `npu` (an NpuRequest of
     targets/npu.py) runs the frozen prefix on the board's NPU (training bundles only);
     `check_boundary` (always with `npu`) builds in the host simulation's boundary checksum."""
-    board = _board(board_id, boot, device_headers, npu, data_path)
+    board = configured_board(board_id, boot, device_headers, npu, data_path)
     compiled = compile_for(model_path, data_path, options)
     placed = place(compiled, board, npu)
     return render(compiled, placed, out_dir, prefix, npu, _boundary(compiled, npu, check_boundary))
 
 
-def _board(board_id: str, boot: str, device_headers, npu, data_path):
-    """The board to build for, configured for the boot mode and the vendor headers."""
+def configured_board(board_id: str, boot: str = "dev", device_headers=(), npu=None, data_path=None):
+    """The board to build for, configured for the boot mode and the vendor headers (an --npu build
+    needs data)."""
     board, note = boards_mod.resolve_board(board_id)
     if npu is not None and data_path is None:
         raise BuildError(f"--npu {npu.accelerator} runs the training plan's frozen prefix on the NPU: it needs --data")
@@ -174,8 +180,19 @@ def build(
     """generate() and compile: for the host a shared library and programs, for a firmware
     board the training firmware (ELF, BIN, HEX; with data) or the model as a static library,
     with the memory used per region (BuildResult.regions)."""
-    board = _board(board_id, boot, device_headers, npu, data_path)
-    compiled = compile_for(model_path, data_path, options)
+    board = configured_board(board_id, boot, device_headers, npu, data_path)
+    return build_compiled(compile_for(model_path, data_path, options), board, out_dir, prefix, npu, check_boundary)
+
+
+def build_compiled(
+    compiled: Compiled,
+    board,
+    out_dir: str | Path | None = None,
+    prefix: str | None = None,
+    npu=None,
+    check_boundary: bool = False,
+) -> BuildResult:
+    """Place, render and compile a compiled model for a board (a Board, configured: boards.for_boot)."""
     placed = place(compiled, board, npu)
     expected = _boundary(compiled, npu, check_boundary)
     bundle = render(compiled, placed, out_dir, prefix, npu, expected)

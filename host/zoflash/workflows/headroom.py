@@ -61,7 +61,9 @@ def output_change(
     if loss == "mse":
         return out
     if loss == "sigmoid-bce":
-        zp = before.storage(logits).quant.zero_point
+        quant = before.storage(logits).quant
+        assert quant is not None  # the training plan's logits are quantized int8 (plan._logits)
+        zp = quant.zero_point
         pa, pb = (la[:, 0] > zp).astype(np.int64), (lb[:, 0] > zp).astype(np.int64)
     else:
         pa, pb = la.argmax(axis=1), lb.argmax(axis=1)

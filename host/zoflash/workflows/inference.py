@@ -15,15 +15,25 @@ from zoflash.compiler.quant import as_samples
 from zoflash.targets import boards as boards_mod
 from zoflash.targets import emulated
 from zoflash.targets.host_runner import HostModel
-from zoflash.workflows.generate import LoadedModel, build, generate, load_model
+from zoflash.workflows.generate import (
+    LoadedModel,
+    build_compiled,
+    compile_loaded,
+    configured_board,
+    generate,
+    load_model,
+)
 
 
 @contextmanager
-def host_model(model_path: str | Path, bundle_dir: str | Path | None = None):
-    """Generate and build the model for the host in a scratch directory, yield it loaded."""
+def host_model(model: str | Path | LoadedModel, bundle_dir: str | Path | None = None):
+    """Generate and build the model (a file, or one already loaded) for the host in a scratch
+    directory, yield it loaded."""
+    loaded = model if isinstance(model, LoadedModel) else load_model(model)
+    board = configured_board("host")
     with tempfile.TemporaryDirectory(prefix="zoflash-") as tmp:
-        result = build(model_path, "host", Path(bundle_dir) if bundle_dir else Path(tmp) / "bundle")
-        yield HostModel(result.bundle)
+        out = Path(bundle_dir) if bundle_dir else Path(tmp) / "bundle"
+        yield HostModel(build_compiled(compile_loaded(loaded), board, out).bundle)
 
 
 def infer(model_path: str | Path, x: np.ndarray) -> np.ndarray:
@@ -94,19 +104,19 @@ def random_inputs(model: LoadedModel, n: int, seed: int = 0) -> np.ndarray:
     return (np.float32(q.scale) * (steps - q.zero_point).astype(np.float32)).astype(np.float32)
 
 
-def validate(model_path: str | Path, x: np.ndarray) -> ValidationReport:
+def validate(model_path: str | Path | LoadedModel, x: np.ndarray) -> ValidationReport:
     """Run the generated C and the tflite-micro interpreter on the same inputs (of the model's input
     type, or float in its real units, quantized once here for an integer input) and compare every
     output. The samples are a sequence: a stateful model's state carries from one to the next in both."""
     from zoflash.reference.tflm import TflmInterpreter  # tflite-micro is optional: loaded only here
 
-    model = load_model(model_path)
+    model = model_path if isinstance(model_path, LoadedModel) else load_model(model_path)
     t_in = model.graph.tensors[model.graph.inputs[0]]
     q = input_quantization(model.graph)
     x = as_samples(x, t_in.shape, q.scale if q else None, q.zero_point if q else None, dtype=t_in.dtype)
     # Both engines start from a reset state and keep it across the samples, so a stateful model
     # (SVDF) is checked on the whole sequence, its state's evolution included.
-    with host_model(model_path) as m:
+    with host_model(model) as m:
         m.reset()
         ours = m.run_outputs(x)
     interpreter = TflmInterpreter(model.raw)

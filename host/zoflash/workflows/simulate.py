@@ -1,14 +1,14 @@
 """`zoflash simulate`: the training firmware's C built and run on the host (engine "c"), or the
 independent Python reference (engine "reference"); both stream the same telemetry frames into
 a Session (JSONL log, live view, weights file, plot).  ENGINE_RUNNERS is the one place that
-selects an engine."""
+holds the engines."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from zoflash.monitor.plots import plot_run
 from zoflash.monitor.session import Session, SessionResult, plot_path_for, weights_path_for
 from zoflash.monitor.telemetry import Decoder, decode
 from zoflash.reference.trainer import ReferenceTrainer
+from zoflash.registry import Registry
 from zoflash.spec.wire import LAYOUTS, Frame
 from zoflash.targets.host_build import run_make
 from zoflash.targets.project import Bundle
@@ -28,7 +29,7 @@ from zoflash.training.weights_file import save_weights
 from zoflash.workflows.training import compile_for_training, training_bundle
 
 
-def c_frames(bundle: Bundle, feeder: Feeder | None = None) -> Iterator[bytes]:
+def c_frames(bundle: Bundle, feeder: Feeder | None = None) -> Generator[bytes, None, None]:
     """Build the host training program and stream its stdout.  With a feeder (--data-source
     stream) its answers to the program's need frames go to the program's stdin, as a host feeds
     a board over the serial link."""
@@ -43,13 +44,14 @@ def c_frames(bundle: Bundle, feeder: Feeder | None = None) -> Iterator[bytes]:
         stderr=subprocess.PIPE,
     )
     needs = Decoder() if feeder else None
+    assert proc.stdout is not None and proc.stderr is not None  # started with both PIPEs
     try:
         fd = proc.stdout.fileno()
         while True:
             chunk = os.read(fd, 65536)
             if not chunk:
                 break
-            if needs is not None:
+            if needs is not None and feeder is not None:  # both or neither
                 _answer_needs(needs, chunk, feeder, proc.stdin)
             yield chunk
     finally:
@@ -80,23 +82,27 @@ def reference_frames(prep: CompiledTraining) -> Iterator[bytes]:
     yield from ReferenceTrainer(prep.model, t.plan, t.options, t.data, prep.sha256).frames()
 
 
+# (compiled training, bundle directory, prefix) -> (telemetry byte stream, the bundle if one is made)
+Engine = Callable[[CompiledTraining, Path, "str | None"], "tuple[Iterator[bytes], Bundle | None]"]
+# The engines, the first the default; an engine is its decorated function here.
+ENGINE_RUNNERS: Registry[Engine] = Registry("simulation engine", "see `zoflash simulate --help`")
+
+
+@ENGINE_RUNNERS.register("c")
 def _c_engine(prep: CompiledTraining, bundle_dir: Path, prefix: str | None) -> tuple[Iterator[bytes], Bundle]:
+    """The generated training C, built and run on the host."""
     bundle = training_bundle(prep, "host", bundle_dir, prefix)
     stream = prep.training.options.data_source == "stream"
     return c_frames(bundle, Feeder.from_dataset(prep.training.data) if stream else None), bundle
 
 
+@ENGINE_RUNNERS.register("reference")
 def _reference_engine(prep: CompiledTraining, bundle_dir: Path, prefix: str | None) -> tuple[Iterator[bytes], None]:
+    """The independent Python reference trainer."""
     return reference_frames(prep), None
 
 
-# (compiled training, bundle directory, prefix) -> (telemetry byte stream, the bundle if one is made)
-Engine = Callable[[CompiledTraining, Path, "str | None"], "tuple[Iterator[bytes], Bundle | None]"]
-ENGINE_RUNNERS: dict[str, Engine] = {
-    "c": _c_engine,  # the generated training C, built and run on the host
-    "reference": _reference_engine,  # the independent Python reference trainer
-}
-ENGINES = tuple(ENGINE_RUNNERS)
+ENGINES = ENGINE_RUNNERS.names()  # what `zoflash simulate --engine` offers
 
 
 @dataclass
@@ -117,13 +123,12 @@ def simulate(
     plot: bool = True,
     prefix: str | None = None,
 ) -> SimulationResult:
-    if engine not in ENGINES:
-        raise ZoflashError(f"unknown engine '{engine}'; use one of {', '.join(ENGINES)}")
+    run_engine = ENGINE_RUNNERS.get(engine)  # an unknown engine fails before any work
     prep = compile_for_training(model_path, data_path, opts)
     log_path = Path(log_path) if log_path else None
     session = Session(log_path, view)
     with tempfile.TemporaryDirectory(prefix="zoflash-sim-") as tmp:
-        frames, bundle = ENGINE_RUNNERS[engine](prep, Path(bundle_dir or Path(tmp) / "bundle"), prefix)
+        frames, bundle = run_engine(prep, Path(bundle_dir or Path(tmp) / "bundle"), prefix)
         try:
             for chunk in frames:
                 session.feed(chunk)

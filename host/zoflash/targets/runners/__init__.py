@@ -19,6 +19,11 @@ Methods:
   pyocd                the part's CMSIS pack from cmsis-pack-manager's cache, or --pack FILE.pack.
   openocd              interface and target configs from the board file.
 
+A method is declared once, in its own module here: its Runner class names the method and gives
+its board-file settings (the [[flash]] keys boards.py checks), the rules of its entries, and how to
+get each program it runs; `@register` puts it in the registry (boards.FLASH_METHODS). Adding a
+method is that module and its name in the import line below.
+
 RAM images (the board places its code in a region of kind "ram", as on the STM32N6 boards) are
 loaded without a system reset afterwards: on the STM32N6 a system reset erases AXISRAM1/2, so
 the runners set the PC to the ELF's entry point (the reset handler sets the stack and VTOR

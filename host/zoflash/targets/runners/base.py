@@ -10,10 +10,10 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from zoflash.errors import ToolMissingError, ZoflashError
-from zoflash.targets.boards import Board
+from zoflash.targets.boards import FLASH_METHODS, Board
 from zoflash.targets.budget import placed_board
 
 Say = Callable[[str], None]
@@ -23,30 +23,19 @@ QEMU_LOG = ".zoflash-qemu.log"  # QEMU's own output (errors, semihosting text) a
 FLASH_LOG = ".zoflash-flash.log"  # the output of the last hardware flash's programs
 DEFAULT_QEMU_TIMEOUT = 3600.0
 
-HINTS = {
-    "qemu-system-arm": "install QEMU (Debian/Ubuntu: apt-get install qemu-system-arm)",
-    "STM32_Programmer_CLI": "install STM32CubeProgrammer (ST's download page 'STM32CubeProg'), then put its bin "
-    "folder on PATH or set STM32_PRG_PATH to it",
-    "STM32_SigningTool_CLI": "it comes with STM32CubeProgrammer (ST's download page 'STM32CubeProg'): put its bin "
-    "folder on PATH or set STM32_PRG_PATH to it",
-    "ST-LINK_gdbserver": "it comes with STM32CubeCLT or STM32CubeIDE (ST's download pages 'STM32CubeCLT', "
-    "'STM32CubeIDE'): put the folder that holds it on PATH",
-    "arm-none-eabi-gdb": "install a GDB for Arm (Debian/Ubuntu: apt-get install gdb-multiarch; or the Arm GNU "
-    "Toolchain's arm-none-eabi-gdb on PATH)",
-    "pyocd": "install it with pip install pyocd (or pip install 'zoflash[flash]')",
-    "cmsis-pack-manager": "install it with pip install cmsis-pack-manager (pyOCD brings it), or give the part's "
-    "pack file with --pack FILE.pack",
-    "openocd": "install it (Debian/Ubuntu: apt-get install openocd; the STM32N6 needs an OpenOCD with "
-    "target/stm32n6x.cfg, newer than Debian's 0.12)",
-}
-
 
 class FlashError(ZoflashError):
     """Loading the firmware failed, or cannot start."""
 
 
+def tool_hints() -> dict[str, str]:
+    """How to get each program a registered flash method runs (its runner's `tools`)."""
+    runners = (cast("type[Runner]", r) for r in RUNNERS.values())  # only `register` adds, and only runners
+    return {tool: hint for runner in runners for tool, hint in runner.tools.items()}
+
+
 def _missing(tool: str) -> ToolMissingError:
-    return ToolMissingError(tool, HINTS.get(tool, "install it and make sure it is on PATH"))
+    return ToolMissingError(tool, tool_hints().get(tool, "install it and make sure it is on PATH"))
 
 
 # ------------------------------------------------------------------------------- firmware
@@ -191,21 +180,18 @@ class FlashResult:
 
 # ---------------------------------------------------------------------------------- registry
 
-RUNNERS: dict[str, type[Runner]] = {}
+# The flash methods: the registry boards.py checks [[flash]] entries against (FLASH_METHODS), holding
+# the Runner classes; a runner module declares its method once with @register.
+RUNNERS = FLASH_METHODS
 
 
-def register(cls):
-    RUNNERS[cls.method] = cls
+def register(cls: type[Runner]) -> type[Runner]:
+    FLASH_METHODS.add(cls.method, cls)
     return cls
 
 
 def runner_for(entry: dict) -> Runner:
-    try:
-        return RUNNERS[entry["method"]]()
-    except KeyError:
-        raise FlashError(
-            f"flash method '{entry['method']}' has no runner in this zoflash (runners: {', '.join(sorted(RUNNERS))})"
-        ) from None
+    return cast("type[Runner]", RUNNERS.get(entry["method"]))()  # only `register` adds, and only runners
 
 
 def _which(name: str, extra_dirs=()) -> str | None:
@@ -266,7 +252,14 @@ def _reason(output: str) -> str:
 class Runner:
     """One flash method. `prepare` finds the tools (and packs, ports); `steps`/`commands` are pure."""
 
-    method: ClassVar[str] = ""
+    method: ClassVar[str] = ""  # its name, the `method` of a board file's [[flash]] entries
+    settings: ClassVar[dict] = {}  # its own [[flash]] keys: key -> (kind, required), boards.py's schema kinds
+    needs_boot: ClassVar[bool] = True  # an entry must name the boot mode while loading ('boot')
+    tools: ClassVar[dict[str, str]] = {}  # the programs it runs -> how to get one that is missing
+
+    @classmethod
+    def check_entry(cls, entry: dict, where: str) -> None:
+        """Rules of a [[flash]] entry beyond its settings' schema (BoardError); none by default."""
 
     def prepare(self, fw: Firmware, opts: FlashOptions, dry_run: bool = False) -> FlashOptions:
         return opts

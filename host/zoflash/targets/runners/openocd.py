@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from zoflash.targets.boards import LIST
 from zoflash.targets.runners.base import Runner, ToolCommand, _require, entry_address, register
 
 # ---------------------------------------------------------------------------------- OpenOCD
@@ -22,6 +23,11 @@ class OpenOcdRunner(Runner):
     and {entry} (hex address, Thumb bit cleared) are filled in."""
 
     method = "openocd"
+    settings = {"config": (LIST, True), "commands": (LIST, False)}
+    tools = {
+        "openocd": "install it (Debian/Ubuntu: apt-get install openocd; the STM32N6 needs an OpenOCD with "
+        "target/stm32n6x.cfg, newer than Debian's 0.12)",
+    }
 
     def prepare(self, fw, opts, dry_run=False):
         _require(opts, "openocd", dry_run)

@@ -93,6 +93,12 @@ class PyOcdRunner(Runner):
     the STM32N6). A flash image: `pyocd load` (programs, verifies and resets)."""
 
     method = "pyocd"
+    settings = {"target": (str, True), "pack": (str, True), "frequency": (int, False)}
+    tools = {
+        "pyocd": "install it with pip install pyocd (or pip install 'zoflash[flash]')",
+        "cmsis-pack-manager": "install it with pip install cmsis-pack-manager (pyOCD brings it), or give the "
+        "part's pack file with --pack FILE.pack",
+    }
 
     def prepare(self, fw, opts, dry_run=False):
         e = fw.entry

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from zoflash.targets.boards import LIST
 from zoflash.targets.runners.base import (
     QEMU_LOG,
     STATE_FILE,
@@ -199,6 +200,9 @@ class QemuRunner(Runner):
     it; flashing again replaces a running instance."""
 
     method = "qemu"
+    settings = {"program": (str, True), "machine": (str, True), "args": (LIST, False)}
+    needs_boot = False  # an emulated board has no boot switches
+    tools = {"qemu-system-arm": "install QEMU (Debian/Ubuntu: apt-get install qemu-system-arm)"}
 
     def prepare(self, fw, opts, dry_run=False):
         if os.name != "posix" and not dry_run:
@@ -293,6 +297,7 @@ class QemuRunner(Runner):
             start_new_session=True,
         )
         _BACKGROUND.append(sup)
+        assert sup.stdout is not None  # started with stdout=PIPE
         line = sup.stdout.readline().strip()
         sup.stdout.close()
         if not line.isdigit():

@@ -9,6 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from zoflash.errors import BoardError
+from zoflash.targets.boards import LIST, Enum
 from zoflash.targets.budget import flash_data_address, loaded_elsewhere
 from zoflash.targets.runners.base import (
     FLASH_LOG,
@@ -85,7 +87,38 @@ class StM32CubeProgrammerRunner(Runner):
     bin/ExternalLoader folder."""
 
     method = "stm32cubeprogrammer"
+    settings = {
+        "mode": (Enum(("ram", "flash")), True),
+        "gdbserver_port": (int, False),  # ram: ST-LINK_gdbserver, then gdb `load` and `continue`
+        "gdbserver_args": (LIST, False),
+        "connect": (LIST, False),  # flash: STM32_Programmer_CLI --connect ...
+        "external_loader": (str, False),
+        "address": (int, False),
+        "sign": (LIST, False),
+    }
+    tools = {
+        PRG_CLI: "install STM32CubeProgrammer (ST's download page 'STM32CubeProg'), then put its bin folder on "
+        "PATH or set STM32_PRG_PATH to it",
+        "STM32_SigningTool_CLI": "it comes with STM32CubeProgrammer (ST's download page 'STM32CubeProg'): put its "
+        "bin folder on PATH or set STM32_PRG_PATH to it",
+        "ST-LINK_gdbserver": "it comes with STM32CubeCLT or STM32CubeIDE (ST's download pages 'STM32CubeCLT', "
+        "'STM32CubeIDE'): put the folder that holds it on PATH",
+        "arm-none-eabi-gdb": "install a GDB for Arm (Debian/Ubuntu: apt-get install gdb-multiarch; or the Arm GNU "
+        "Toolchain's arm-none-eabi-gdb on PATH)",
+    }
     server_exit_wait = 10.0  # seconds for ST-LINK_gdbserver to exit after gdb detached, before it is ended
+
+    @classmethod
+    def check_entry(cls, entry: dict, where: str) -> None:
+        mode = entry["mode"]
+        needs = (
+            ("connect", "external_loader", "address", "sign")
+            if mode == "flash"
+            else ("gdbserver_port", "gdbserver_args")
+        )
+        for key in needs:
+            if key not in entry:
+                raise BoardError(f"{where}: missing required key '{key}' ({mode} mode)")
 
     def prepare(self, fw, opts, dry_run=False):
         elsewhere = loaded_elsewhere(fw.board) if fw.entry["mode"] == "flash" else []
