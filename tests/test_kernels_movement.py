@@ -1,4 +1,5 @@
-"""The data-movement ops (TRANSPOSE, SLICE, STRIDED_SLICE, PACK, UNPACK, SPLIT, SPLIT_V, GATHER).
+"""The data-movement ops (TRANSPOSE, SLICE, STRIDED_SLICE, PACK, UNPACK, SPLIT, SPLIT_V, GATHER,
+DEPTH_TO_SPACE, SPACE_TO_DEPTH).
 
 The C kernels, with params from zoflash.compiler.kernels, against NumPy's own statement of each op
 (np.transpose, Python slicing, np.stack, np.split, np.take) on random shapes and parameters; the
@@ -11,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cbuild  # noqa: E402
 
 from zoflash import api  # noqa: E402
+from zoflash.compiler.ir import Quantization  # noqa: E402
 from zoflash.compiler.ops import (
     KERNELS,  # noqa: E402
     movement_params,  # noqa: E402
@@ -49,6 +52,8 @@ SAMPLES = {  # one valid call of each builder
     "pack": dict(input_shape=(2, 3), count=4, axis=1),
     "split": dict(input_shape=(1, 6, 4), axis=1, sizes=(1, 3, 2)),
     "gather": dict(input_shape=(3, 5, 2), axis=1, indices=(4, 0, 0)),
+    "depth_to_space": dict(input_shape=(1, 2, 3, 8), block_size=2),
+    "space_to_depth": dict(input_shape=(1, 6, 3, 2), block_size=3),
 }
 
 
@@ -98,6 +103,11 @@ def test_builders_emit_exactly_the_struct_fields():
         ("split", dict(sizes=(1, 3, 3))),
         ("gather", dict(indices=(5,))),
         ("gather", dict(indices=(-1,))),
+        ("depth_to_space", dict(block_size=3)),  # 8 channels are not a multiple of 9
+        ("depth_to_space", dict(block_size=0)),
+        ("depth_to_space", dict(input_shape=(2, 2, 3, 8))),  # batch 2
+        ("space_to_depth", dict(block_size=2)),  # width 3 is not a multiple of 2
+        ("space_to_depth", dict(input_shape=(1, 6, 3))),
     ],
 )
 def test_builders_refuse_what_tflm_cannot_run(name, change):
@@ -215,6 +225,36 @@ def test_gather_matches_numpy_take(K):
         np.testing.assert_array_equal(ref_movement.gather_s8(p, x).reshape(-1), y)
 
 
+def _depth_to_space_by_index(x, b):
+    """TFLite's statement of DEPTH_TO_SPACE: output[h][w][d] = input[h / b][w / b][((h % b) * b + w % b) * D + d]."""
+    h, w, c = x.shape
+    oh, ow, od = np.indices((h * b, w * b, c // (b * b)))
+    return x[oh // b, ow // b, ((oh % b) * b + ow % b) * (c // (b * b)) + od]
+
+
+@pytest.mark.cc
+def test_depth_to_space_and_space_to_depth_match_the_index_formula(K):
+    """Random sizes and blocks: each C kernel against TFLite's index formula and the reference
+    kernel, its extents exactly the tensors, and SPACE_TO_DEPTH undoing DEPTH_TO_SPACE."""
+    rng = np.random.default_rng(7)
+    for _ in range(N_CASES):
+        h, w, b, d = (int(v) for v in rng.integers(1, 5, size=4))
+        x = rand_i8(rng, (h, w, b * b * d))
+        p = movement_params.depth_to_space_params(input_shape=(1, h, w, b * b * d), block_size=b)
+        assert KERNELS.get("depth_to_space").extents(p) == (x.size, x.size)
+        y = np.full(x.size, 99, np.int8)
+        K.call("zo_depth_to_space_s8", "zo_depth_space_params_t", p, x, y)
+        np.testing.assert_array_equal(y, _depth_to_space_by_index(x, b).reshape(-1))
+        np.testing.assert_array_equal(ref_movement.depth_to_space_s8(p, x).reshape(-1), y)
+
+        q = movement_params.space_to_depth_params(input_shape=(1, h * b, w * b, d), block_size=b)
+        assert q == p and KERNELS.get("space_to_depth").extents(q) == (x.size, x.size)
+        back = np.full(x.size, 99, np.int8)
+        K.call("zo_space_to_depth_s8", "zo_depth_space_params_t", q, y, back)
+        np.testing.assert_array_equal(back, x.reshape(-1))
+        np.testing.assert_array_equal(ref_movement.space_to_depth_s8(q, y).reshape(-1), back)
+
+
 # ----------------------------------------------------------------------------- fixture models
 
 
@@ -233,7 +273,18 @@ def test_index_lists_the_fixtures():
     for f in INDEX:
         assert hashlib.sha256((OPS_DIR / f["file"]).read_bytes()).hexdigest() == f["sha256"], f["file"]
     covered = {t for f in INDEX for t in f["ops"]}
-    assert {"TRANSPOSE", "SLICE", "STRIDED_SLICE", "PACK", "UNPACK", "SPLIT", "SPLIT_V", "GATHER"} <= covered
+    assert {
+        "TRANSPOSE",
+        "SLICE",
+        "STRIDED_SLICE",
+        "PACK",
+        "UNPACK",
+        "SPLIT",
+        "SPLIT_V",
+        "GATHER",
+        "DEPTH_TO_SPACE",
+        "SPACE_TO_DEPTH",
+    } <= covered
 
 
 @pytest.mark.cc
@@ -267,7 +318,8 @@ def test_several_outputs_lower_to_one_call_with_an_output_array(tmp_path):
 
 @pytest.mark.cross
 @pytest.mark.parametrize(
-    "model_file", ["pack_unpack.tflite", "split_v.tflite", "gather.tflite", "strided_slice.tflite"]
+    "model_file",
+    ["pack_unpack.tflite", "split_v.tflite", "gather.tflite", "strided_slice.tflite", "conv_depth_to_space.tflite"],
 )
 def test_cortex_m55_compile_is_warning_free(model_file, tmp_path):
     bundle = api.generate(OPS_DIR / model_file, "host", tmp_path / "b")
@@ -371,7 +423,17 @@ def test_mutants_are_rejected_or_verify(model_file):
     assert accepted < 60
 
 
-@pytest.mark.parametrize("model_file", ["transpose_5d.tflite", "pack_unpack.tflite", "split_v.tflite", "gather.tflite"])
+@pytest.mark.parametrize(
+    "model_file",
+    [
+        "transpose_5d.tflite",
+        "pack_unpack.tflite",
+        "split_v.tflite",
+        "gather.tflite",
+        "depth_to_space.tflite",
+        "space_to_depth.tflite",
+    ],
+)
 def test_extents_equal_their_tensors(model_file):
     """Where a kernel reads its whole input, the extents are exactly the tensors' sizes."""
     model = compile_graph(api.load_model(OPS_DIR / model_file).graph)
@@ -397,6 +459,74 @@ def test_verifier_checks_every_output_of_a_step():
     program.graph.tensors[step.written[1]].data = np.zeros(program.graph.tensors[step.written[1]].shape, np.int8)
     with pytest.raises(InternalError, match="writes the constant tensor"):
         verify_program(program)
+
+
+def _set_block(op_type, block_size):
+    return lambda g: _op(g, op_type).options.__setitem__("block_size", block_size)
+
+
+def _requantize_output(op_type, scale, zero_point):
+    def edit(graph):
+        y = _op(graph, op_type).outputs[0]
+        graph.tensors[y] = replace(graph.tensors[y], quant=Quantization((scale,), (zero_point,)))
+
+    return edit
+
+
+def _as_int16(op_type):
+    def edit(graph):
+        op = _op(graph, op_type)
+        for i in (op.inputs[0], op.outputs[0]):
+            graph.tensors[i] = replace(graph.tensors[i], dtype="int16")
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "model_file, edit, fragment",
+    [
+        (
+            "depth_to_space.tflite",
+            _set_block("DEPTH_TO_SPACE", 3),
+            "the input's channels must be a multiple of block_size squared (8 channels, block_size 3)",
+        ),
+        (
+            "depth_to_space.tflite",
+            _set_block("DEPTH_TO_SPACE", 1),
+            "the output must be [1, H * b, W * b, C / b^2] for a [1, H, W, C] input and block_size b "
+            "(input [1, 3, 4, 8] with block_size 1 gives [1, 3, 4, 8]; the output is [1, 6, 8, 2])",
+        ),
+        ("depth_to_space.tflite", _set_block("DEPTH_TO_SPACE", 0), "block_size is 0 (supported: integer >= 1)"),
+        (
+            "space_to_depth.tflite",
+            _set_block("SPACE_TO_DEPTH", 2),
+            "the input's height and width must be multiples of block_size (input [1, 6, 9, 2], block_size 2)",
+        ),
+        (
+            "space_to_depth.tflite",
+            _set_block("SPACE_TO_DEPTH", 1),
+            "the output must be [1, H / b, W / b, C * b^2] for a [1, H, W, C] input and block_size b "
+            "(input [1, 6, 9, 2] with block_size 1 gives [1, 6, 9, 2]; the output is [1, 2, 3, 18])",
+        ),
+        (
+            "space_to_depth.tflite",
+            _requantize_output("SPACE_TO_DEPTH", 0.5, 3),
+            "input and output must share scale and zero point (TFLM copies the int8 values without requantizing)",
+        ),
+        (
+            "depth_to_space.tflite",
+            _requantize_output("DEPTH_TO_SPACE", 0.029392709955573082, 1),
+            "input and output must share scale and zero point",
+        ),
+        (
+            "space_to_depth.tflite",
+            _as_int16("SPACE_TO_DEPTH"),
+            "int16[1, 6, 9, 2] scale 0.0267182 zp 3 is int16 (zoflash runs this op on int8 activations only)",
+        ),
+    ],
+)
+def test_depth_space_constraints(model_file, edit, fragment):
+    _refused(model_file, edit, fragment)
 
 
 def test_an_op_without_its_outputs_is_refused():

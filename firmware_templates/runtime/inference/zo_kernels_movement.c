@@ -1,6 +1,7 @@
-/* zo_kernels_movement.c - TRANSPOSE, SLICE, STRIDED_SLICE, UNPACK, SPLIT, SPLIT_V and GATHER on
- * int8 tensors. They only move bytes, so they are bit-exact with TFLite Micro by construction;
- * the compiler computes every index at build time (compiler/ops/movement_params.py). */
+/* zo_kernels_movement.c - TRANSPOSE, SLICE, STRIDED_SLICE, UNPACK, SPLIT, SPLIT_V, GATHER,
+ * DEPTH_TO_SPACE and SPACE_TO_DEPTH on int8 tensors. They only move bytes, so they are bit-exact
+ * with TFLite Micro by construction; the compiler computes every index at build time
+ * (compiler/ops/movement_params.py). */
 #include "zo_kernels.h"
 
 #include <stddef.h>
@@ -61,6 +62,42 @@ void zo_gather_s8(const zo_gather_params_t *p, const int8_t *input, int8_t *outp
         for (int32_t j = 0; j < p->num_indices; ++j) {
             memcpy(out, block + (size_t)p->indices[j] * inner, inner);
             out += inner;
+        }
+    }
+}
+
+/* ----------------------------------------------------------- depth to space, space to depth */
+
+/* A row of `block` pixels of `depth` channels is contiguous on both sides, so each op is one memcpy
+ * per (h, block row, w): the depth side walked in [h][w][block row] order, the space side in
+ * [h][block row][w] order. */
+
+void zo_depth_to_space_s8(const zo_depth_space_params_t *p, const int8_t *input, int8_t *output)
+{
+    const size_t run = (size_t)p->block * (size_t)p->depth;
+    int8_t *out = output;
+    for (int32_t h = 0; h < p->height; ++h) {
+        for (int32_t by = 0; by < p->block; ++by) {
+            for (int32_t w = 0; w < p->width; ++w) {
+                const size_t pixel = ((size_t)h * (size_t)p->width + (size_t)w) * (size_t)p->block + (size_t)by;
+                memcpy(out, input + pixel * run, run);
+                out += run;
+            }
+        }
+    }
+}
+
+void zo_space_to_depth_s8(const zo_depth_space_params_t *p, const int8_t *input, int8_t *output)
+{
+    const size_t run = (size_t)p->block * (size_t)p->depth;
+    const int8_t *in = input;
+    for (int32_t h = 0; h < p->height; ++h) {
+        for (int32_t by = 0; by < p->block; ++by) {
+            for (int32_t w = 0; w < p->width; ++w) {
+                const size_t pixel = ((size_t)h * (size_t)p->width + (size_t)w) * (size_t)p->block + (size_t)by;
+                memcpy(output + pixel * run, in, run);
+                in += run;
+            }
         }
     }
 }

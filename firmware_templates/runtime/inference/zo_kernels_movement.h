@@ -1,5 +1,5 @@
-/* zo_kernels_movement.h - TRANSPOSE, SLICE, STRIDED_SLICE, PACK (with zo_concat_s8), UNPACK, SPLIT, SPLIT_V and
- * GATHER (zo_kernels_movement.c). */
+/* zo_kernels_movement.h - TRANSPOSE, SLICE, STRIDED_SLICE, PACK (with zo_concat_s8), UNPACK, SPLIT, SPLIT_V,
+ * GATHER, DEPTH_TO_SPACE and SPACE_TO_DEPTH (zo_kernels_movement.c). */
 #ifndef ZO_KERNELS_MOVEMENT_H
 #define ZO_KERNELS_MOVEMENT_H
 
@@ -34,9 +34,21 @@ typedef struct {
     const int32_t *indices;        /* [num_indices], each in [0, axis_size) */
 } zo_gather_params_t;
 
+/* ---- DEPTH_TO_SPACE / SPACE_TO_DEPTH (NHWC, batch 1), one the other's inverse: the depth-side tensor
+ * [height][width][block][block][depth] is the space-side tensor [height][block][width][block][depth]
+ * with its axes 1 and 2 swapped. height and width are the depth side's (DEPTH_TO_SPACE's input,
+ * SPACE_TO_DEPTH's output), depth the space side's channels. */
+typedef struct {
+    int32_t height, width;
+    int32_t block;
+    int32_t depth;
+} zo_depth_space_params_t;
+
 void zo_strided_copy_s8(const zo_strided_copy_params_t *p, const int8_t *input, int8_t *output);
 void zo_split_s8(const zo_split_params_t *p, const int8_t *input, int8_t *const *outputs);
 void zo_gather_s8(const zo_gather_params_t *p, const int8_t *input, int8_t *output);
+void zo_depth_to_space_s8(const zo_depth_space_params_t *p, const int8_t *input, int8_t *output);
+void zo_space_to_depth_s8(const zo_depth_space_params_t *p, const int8_t *input, int8_t *output);
 
 #ifdef __cplusplus
 }

@@ -331,6 +331,14 @@ def _gather(p, n, x):
     return movement.gather_s8(dict(p, outer=p["outer"] * n), x).reshape(n, -1)
 
 
+def _depth_space(kernel):
+    # The batch stacks the images' rows: it joins the height.
+    def run(p, n, x):
+        return kernel(dict(p, height=p["height"] * n), np.broadcast_to(x, (n, x.shape[1]))).reshape(n, -1)
+
+    return run
+
+
 DISPATCH.update(
     {
         "transpose": _strided_copy,
@@ -339,6 +347,8 @@ DISPATCH.update(
         "pack": _concat,
         "split": _split,
         "gather": _gather,
+        "depth_to_space": _depth_space(movement.depth_to_space_s8),
+        "space_to_depth": _depth_space(movement.space_to_depth_s8),
     }
 )
 # ==================================================================== end of data movement

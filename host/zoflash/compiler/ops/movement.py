@@ -1,8 +1,11 @@
 """Ops that rearrange bytes: TRANSPOSE, SLICE, STRIDED_SLICE (one strided copy), PACK (a
-concatenation), UNPACK, SPLIT, SPLIT_V (one split, several outputs) and GATHER.
+concatenation), UNPACK, SPLIT, SPLIT_V (one split, several outputs), GATHER, DEPTH_TO_SPACE and
+SPACE_TO_DEPTH.
 
 TFLM copies the bytes for all of them without looking at the quantization (it checks none), so the
-kernels copy bytes too and zoflash checks no quantization either: the result is TFLM's.
+kernels copy bytes too and zoflash checks no quantization either: the result is TFLM's. DEPTH_TO_SPACE
+and SPACE_TO_DEPTH are the exception: their output must keep the input's quantization (the
+converter writes it so), since a byte copy under another scale would change the values.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import numpy as np
 
 from zoflash.compiler.ir import Graph, Op
 from zoflash.compiler.ops import movement_params
-from zoflash.compiler.ops.common import INT8_INT16, same_type
+from zoflash.compiler.ops.common import INT8_INT16, image_4d, output_keeps_input_quantization, same_type
 from zoflash.compiler.ops.data_movement import CONCAT, CONCAT_S16
 from zoflash.compiler.ops.registry import (
     CONSTANT,
@@ -97,6 +100,24 @@ _S16[PACK] = Kernel(
     CONCAT_S16.arg_dtypes,
     CONCAT_S16.extents,
     sources=CONCAT_S16.sources,
+)
+DEPTH_TO_SPACE = Kernel(
+    "depth_to_space",
+    "zo_depth_to_space_s8",
+    "zo_depth_space_params_t",
+    movement_params.depth_to_space_params,
+    ("int8", "int8"),
+    movement_params.depth_space_extents,
+    sources=("zo_kernels_movement.c",),
+)
+SPACE_TO_DEPTH = Kernel(
+    "space_to_depth",
+    "zo_space_to_depth_s8",
+    "zo_depth_space_params_t",
+    movement_params.space_to_depth_params,
+    ("int8", "int8"),
+    movement_params.depth_space_extents,
+    sources=("zo_kernels_movement.c",),
 )
 GATHER = Kernel(
     "gather",
@@ -549,5 +570,82 @@ register(
             one_of("batch_dims", 0, default=0),
         ),
         constraints=(gather_indices, gather_output_shape),
+    )
+)
+
+
+# ------------------------------------------------------------------ DEPTH_TO_SPACE, SPACE_TO_DEPTH
+
+
+def _block(op: Op) -> int:
+    return int(option(op, "block_size"))
+
+
+def depth_to_space_channels(graph: Graph, op: Op) -> str | None:
+    """the input's channels must be a multiple of block_size squared"""
+    x, b = input_tensor(graph, op, 0), _block(op)
+    return None if x.shape[3] % (b * b) == 0 else f"{x.shape[3]} channels, block_size {b}"
+
+
+def space_to_depth_size(graph: Graph, op: Op) -> str | None:
+    """the input's height and width must be multiples of block_size"""
+    x, b = input_tensor(graph, op, 0), _block(op)
+    return None if x.shape[1] % b == 0 and x.shape[2] % b == 0 else f"input {shape(x)}, block_size {b}"
+
+
+def _depth_space_output(graph: Graph, op: Op, fits, expected) -> str | None:
+    if image_4d(graph, op) or fits(graph, op):
+        return None  # reported by those
+    (_, h, w, c), b = input_tensor(graph, op, 0).shape, _block(op)
+    return _output_shape_is(graph, op, expected(h, w, c, b), f"input {[1, h, w, c]} with block_size {b}")
+
+
+def depth_to_space_output_shape(graph: Graph, op: Op) -> str | None:
+    """the output must be [1, H * b, W * b, C / b^2] for a [1, H, W, C] input and block_size b"""
+    return _depth_space_output(graph, op, depth_to_space_channels, lambda h, w, c, b: [1, h * b, w * b, c // (b * b)])
+
+
+def space_to_depth_output_shape(graph: Graph, op: Op) -> str | None:
+    """the output must be [1, H / b, W / b, C * b^2] for a [1, H, W, C] input and block_size b"""
+    return _depth_space_output(graph, op, space_to_depth_size, lambda h, w, c, b: [1, h // b, w // b, c * b * b])
+
+
+def lower_depth_space(graph: Graph, op: Op) -> Step:
+    x, y = input_tensor(graph, op, 0), output_tensor(graph, op)
+    kernel = DEPTH_TO_SPACE if op.type == "DEPTH_TO_SPACE" else SPACE_TO_DEPTH
+    params = build(graph, op, kernel, input_shape=x.shape, block_size=_block(op))
+    return Step(op, kernel.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
+
+
+_DEPTH_SPACE_KEEPS_QUANTIZATION = output_keeps_input_quantization("TFLM copies the int8 values without requantizing")
+
+register(
+    OpEntry(
+        types=("DEPTH_TO_SPACE",),
+        summary="NHWC, any block_size (channels a multiple of its square)",
+        inputs=(Arg("input"),),  # int8: TFLM's DEPTH_TO_SPACE runs no int16
+        outputs=(Arg("output"),),
+        lower=lower_depth_space,
+        kernels=(DEPTH_TO_SPACE,),
+        options=(at_least("block_size", 1),),
+        constraints=(
+            image_4d,
+            depth_to_space_channels,
+            depth_to_space_output_shape,
+            _DEPTH_SPACE_KEEPS_QUANTIZATION,
+        ),
+    )
+)
+
+register(
+    OpEntry(
+        types=("SPACE_TO_DEPTH",),
+        summary="NHWC, any block_size (height and width multiples of it)",
+        inputs=(Arg("input"),),  # int8, as DEPTH_TO_SPACE
+        outputs=(Arg("output"),),
+        lower=lower_depth_space,
+        kernels=(SPACE_TO_DEPTH,),
+        options=(at_least("block_size", 1),),
+        constraints=(image_4d, space_to_depth_size, space_to_depth_output_shape, _DEPTH_SPACE_KEEPS_QUANTIZATION),
     )
 )

@@ -1,5 +1,6 @@
 """The movement family's params (TRANSPOSE, SLICE, STRIDED_SLICE, PACK, SPLIT, GATHER: one strided
-copy kernel and its relatives; conventions: compiler/ops/params_common.py)."""
+copy kernel and its relatives; DEPTH_TO_SPACE, SPACE_TO_DEPTH; conventions:
+compiler/ops/params_common.py)."""
 
 from __future__ import annotations
 
@@ -174,3 +175,33 @@ def gather_params(*, input_shape, axis, indices) -> dict:
         num_indices=int(idx.size),
         indices=idx.astype(np.int32),
     )
+
+
+def _image(what: str, input_shape, block_size) -> tuple[int, int, int, int]:
+    """(height, width, channels, block) of a [1, H, W, C] input."""
+    n, h, w, c = checked_dims("input_shape", input_shape, 4)
+    if n != 1:
+        raise ValueError(f"{what}: batch {n}; the kernel runs batch 1")
+    return h, w, c, checked_int("block_size", block_size, 1)
+
+
+def depth_to_space_params(*, input_shape, block_size) -> dict:
+    """DEPTH_TO_SPACE of a [1, H, W, C] input: [1, H * b, W * b, C / b^2], as TFLM (C a multiple of b^2)."""
+    h, w, c, b = _image("depth_to_space", input_shape, block_size)
+    if c % (b * b):
+        raise ValueError(f"depth_to_space: {c} channels are not a multiple of block_size^2 = {b * b}")
+    return dict(height=h, width=w, block=b, depth=c // (b * b))
+
+
+def space_to_depth_params(*, input_shape, block_size) -> dict:
+    """SPACE_TO_DEPTH of a [1, H, W, C] input: [1, H / b, W / b, C * b^2], as TFLM (H and W multiples of b)."""
+    h, w, c, b = _image("space_to_depth", input_shape, block_size)
+    if h % b or w % b:
+        raise ValueError(f"space_to_depth: height {h} and width {w} must be multiples of block_size {b}")
+    return dict(height=h // b, width=w // b, block=b, depth=c)
+
+
+def depth_space_extents(p: dict) -> tuple[int, int]:
+    """Both kernels read and write every element once."""
+    n = p["height"] * p["width"] * p["block"] * p["block"] * p["depth"]
+    return n, n

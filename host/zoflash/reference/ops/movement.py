@@ -1,5 +1,6 @@
 """Reference kernels of the movement family: the strided copy (TRANSPOSE, SLICE, STRIDED_SLICE,
-PACK), SPLIT, GATHER (int8 and int16) (conventions: reference/ops/fixedpoint.py)."""
+PACK), SPLIT, GATHER (int8 and int16), DEPTH_TO_SPACE and SPACE_TO_DEPTH (int8) (conventions:
+reference/ops/fixedpoint.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,20 @@ def split_s8(p, x) -> list[np.ndarray]:
 def gather_s8(p, x) -> np.ndarray:
     """x viewed as [outer, axis_size, inner] -> [outer, num_indices, inner]."""
     return np.asarray(x, dtype=np.int8).reshape(p["outer"], p["axis_size"], p["inner"])[:, p["indices"], :]
+
+
+def depth_to_space_s8(p, x) -> np.ndarray:
+    """[H, W, b * b * D] -> [H * b, W * b, D]: the channels read as a b x b block of pixels."""
+    h, w, b, d = p["height"], p["width"], p["block"], p["depth"]
+    blocks = np.asarray(x, dtype=np.int8).reshape(h, w, b, b, d)
+    return blocks.transpose(0, 2, 1, 3, 4).reshape(h * b, w * b, d)
+
+
+def space_to_depth_s8(p, x) -> np.ndarray:
+    """[H * b, W * b, D] -> [H, W, b * b * D]: each b x b block of pixels becomes the channels."""
+    h, w, b, d = p["height"], p["width"], p["block"], p["depth"]
+    image = np.asarray(x, dtype=np.int8).reshape(h, b, w, b, d)
+    return image.transpose(0, 2, 1, 3, 4).reshape(h, w, b * b * d)
 
 
 def strided_slice_op(x, begin, end, strides, begin_mask, end_mask, shrink_axis_mask) -> np.ndarray:
