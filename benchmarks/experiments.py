@@ -28,7 +28,7 @@ Methods:
   * no adaptation: the step-0 evaluation (the pretrained model).
 
 Usage: python benchmarks/experiments.py [--task digits | --model M --data D [--train T]] [--quick | --medium]
-       [--write docs/experiments.md]
+       [--write research/2026-11-29-scheduler-grid-digits-400k.md]
        [--workers 2 | --cluster tcp://HOST:8786] [--reuse]
 The runs go through a concurrent.futures executor (sweep.py): local processes, or a Dask cluster.
 Every run's result is cached in build/experiments/runs/ by a hash of its options, model, data and
@@ -782,7 +782,14 @@ def write_doc(path: Path, body: str) -> None:
         head, rest = text.split(BEGIN, 1)
         text = head + block + rest.split(END, 1)[1]
     else:
-        text = "# Experiments: fixed q against adaptive q\n\n" + block + "\n"
+        # a new research record (research/README.md): the four headings, the results under Result
+        text = (
+            "# Experiments: fixed q against adaptive q\n\n## Question\n\n## Command\n\n"
+            + f"    python benchmarks/experiments.py --write {path}\n\n## Result\n\n"
+            + block
+            + "\n\n## Decision\n"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
 
 

@@ -7,7 +7,7 @@ fresh seeds, paired run by run, with the standard error of the paired mean (5 se
 1-point gap: a single run's spread is about 2 points).
 
     python benchmarks/experiments.py --task digits          # the grid first (or its cache)
-    python benchmarks/heldout.py --task digits --seeds 6-25 --write docs/experiments_heldout.md
+    python benchmarks/heldout.py --task digits --seeds 6-25 --write research/2026-12-02-heldout-seeds.md
 
 Runs are cached with the grid's (build/experiments/runs, keyed by their options and the sources).
 """

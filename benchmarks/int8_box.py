@@ -4,7 +4,7 @@ For an experiment task with a FULLY_CONNECTED head: the first-order head (Adam a
 iteration picked by the validation loss, as benchmarks/first_order.py) expressed in the int8
 weights' LSB (RMS, max, the share beyond the +-(127 - eps) bound), its test accuracy once
 rounded and clipped to that bound, and the ceiling of Adam projected onto the bound after every
-iteration (how many weights end on it). docs/experiments.md reads the vision task with it.
+iteration (how many weights end on it). research/2026-11-29-scheduler-grid-digits-400k.md reads the vision task with it.
 
     python benchmarks/int8_box.py digits sensor vision
 """

@@ -1,5 +1,5 @@
 """plateau (at its defaults, auto lr and lr trial) with each lr scaling at two budgets: how much of
-its shortfall at a long budget the scaling's annealing explains (docs/experiments_unseen_2m.md).
+its shortfall at a long budget the scaling's annealing explains (research/2026-12-02-scheduler-grid-unseen-2m.md).
 
 With lr proportional to q (linear, the default) raising q changes neither the drift nor the noise
 an update adds per forward pass, to first order; sqrt and fixed lower the rate per pass by sqrt 2

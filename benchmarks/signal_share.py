@@ -1,7 +1,7 @@
 """The signal share of ZO steps on the experiment tasks: (mean m2 - mean v) / mean m2 over the
 step telemetry (m2: the step's mean squared loss difference, v: its minibatch-noise part; m2 - v
 is what the directions measure of the gradient: docs/training.md "Learning rate"), for the first
-200 steps and for the rest, at fixed q = 1, lr 10, 100k passes, seed 1.  docs/experiments.md
+200 steps and for the rest, at fixed q = 1, lr 10, 100k passes, seed 1.  research/2026-11-29-scheduler-grid-digits-400k.md
 compares the digits and vision tasks with it.
 
     python benchmarks/signal_share.py digits vision

@@ -125,7 +125,7 @@ def test_auto_bits_edges():
     assert _rms_bits([5.9, 6.0, 11.9, 12.0, 24.0, 48.0, 96.0, 127.0]) == [0, 0, 0, 1, 2, 3, 4, 4]
     graph, model, plan = _trainable(DIGITS)
     assert auto_bits(model.graph, [], root=model.root) == 0  # biases only: nothing to re-quantize
-    # known cases (docs/experiments.md): the digits head RMS 29.5 LSB -> 2 bits
+    # known cases (research/2026-11-29-scheduler-grid-digits-400k.md): the digits head RMS 29.5 LSB -> 2 bits
     ws = [t.index for t in plan.tensors if not t.is_bias]
     assert auto_bits(model.graph, ws, root=model.root) == 2
     # the same head with smaller weights (RMS 14.8, 7.4 LSB): 1 bit, then none

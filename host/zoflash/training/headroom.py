@@ -69,7 +69,7 @@ def auto_bits(graph: Graph, weights: Iterable[int], root: Mapping[int, int] | No
     weights is still at least HEADROOM_AUTO_LSB LSB. Why (docs/training.md "Headroom"): a layer
     adapted to a new domain may need weights several times its pretrained ones, which int8 at the
     pretrained scale cannot hold; each bit doubles the room and halves the resolution, and about 6
-    LSB of RMS is the coarsest grid the three tasks of docs/experiments.md still train well on.
+    LSB of RMS is the coarsest grid the three tasks of research/2026-11-29-scheduler-grid-digits-400k.md still train well on.
     0 when nothing can be re-quantized: no trainable weights (biases only), a weight tensor that is
     not a quantized constant int8, or one read by several layers (which may not all be trained)."""
     ws, _ = requantized_tensors(graph, weights, root)
