@@ -36,11 +36,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_inference import cpu_name, write_section  # noqa: E402
+from model_zoo import public_models  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 ZOFLASH = [sys.executable, "-m", "zoflash.cli"]
-PERSON = FIXTURES / "public" / "person_detect.tflite"
+PERSON = public_models() / "person_detect.tflite"
 SIZES = (10, 250, 500, 1000)
 MOBILENET = FIXTURES / "standin_mobilenet_v2_0.35_128.tflite"
 MOBILENET_BUILDS = (("stm32n6", "flash", 10), ("stm32n6", "flash", 1000), ("mps3-an547", "dev", 1000))

@@ -23,6 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from model_zoo import public_models  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 COMPUTE_HEAVY = {"kws_dscnn.tflite", "mbv2_block.tflite"}
@@ -40,7 +44,11 @@ def bench_model(model_file: str, workdir: Path, rounds: int) -> dict:
     from zoflash.reference.tflm import TflmInterpreter
     from zoflash.targets.host_runner import HostModel
 
-    path = FIXTURES / model_file
+    path = (
+        public_models() / model_file.removeprefix("public/")
+        if model_file.startswith("public/")
+        else FIXTURES / model_file
+    )
     result = api.build(path, "host", workdir / Path(model_file).stem)
     ours = HostModel(result.bundle)
     model = api.load_model(path)
@@ -153,7 +161,7 @@ def main(argv=None) -> int:
     ap.add_argument("--models", nargs="*", help="fixture file names (default: all positive fixtures)")
     args = ap.parse_args(argv)
     index = json.loads((FIXTURES / "fixtures.json").read_text())["fixtures"]
-    public = json.loads((FIXTURES / "public" / "manifest.json").read_text())["models"]
+    public = json.loads((public_models() / "manifest.json").read_text())["models"]
     models = args.models or (
         [f["file"] for f in index if f["kind"] == "positive"] + [f"public/{m['file']}" for m in public]
     )

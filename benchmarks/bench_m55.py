@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mve_trace  # noqa: E402
 from bench_inference import write_section  # noqa: E402
 from bench_training import tool_version  # noqa: E402
+from model_zoo import public_models  # noqa: E402
 
 from zoflash.errors import ZoflashError  # noqa: E402
 
@@ -53,12 +54,13 @@ _FIRST = ("kws_dscnn", "mbv2_block", "digits_cnn", "conv1d_ts", "public/person_d
 _NEGATIVE = {
     f["file"] for f in json.loads((FIXTURES / "fixtures.json").read_text())["fixtures"] if f["kind"] == "negative"
 }
+ZOO = public_models()
 _ALL = [f"{n}.tflite" for n in _FIRST] + sorted(
-    str(p.relative_to(FIXTURES))
-    for p in [*FIXTURES.glob("*.tflite"), *FIXTURES.glob("public/*.tflite")]
-    if p.name not in _NEGATIVE and str(p.relative_to(FIXTURES)) not in {f"{n}.tflite" for n in _FIRST}
+    name
+    for name in [*(p.name for p in FIXTURES.glob("*.tflite")), *(f"public/{p.name}" for p in ZOO.glob("*.tflite"))]
+    if Path(name).name not in _NEGATIVE and name not in {f"{n}.tflite" for n in _FIRST}
 )
-MODELS = {Path(f).stem: FIXTURES / f for f in _ALL}
+MODELS = {Path(f).stem: ZOO / f.removeprefix("public/") if f.startswith("public/") else FIXTURES / f for f in _ALL}
 # TFLM with its reference kernels, instructions per inference, measured once on a TFLM build (not rebuilt here).
 TFLM_REFERENCE = {
     "kws_dscnn": 29_528_000,

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, PUBLIC
 
 from zoflash import api
 from zoflash.cli import main
@@ -22,8 +22,9 @@ def _signatures(raw: bytes) -> list:
     return [t.shape_signature for t in g.tensors if t.shape_signature is not None]
 
 
+@pytest.mark.zoo
 def test_fixed_batch_sets_only_the_leading_dynamic_dimension():
-    raw = (FIXTURES / "public" / "hello_world.tflite").read_bytes()
+    raw = (PUBLIC / "hello_world.tflite").read_bytes()
     assert any(s[0] == -1 for s in _signatures(raw))
     fixed = fixed_batch(raw)
     assert len(fixed) == len(raw)

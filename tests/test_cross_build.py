@@ -13,7 +13,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, PUBLIC
 
 from zoflash import api
 from zoflash.cli import main
@@ -475,6 +475,7 @@ def test_console_receive_is_buffered_by_interrupt(firmware, tmp_path, count):
     assert int(buffered) > 1  # more than the UART's one byte
 
 
+@pytest.mark.zoo
 @pytest.mark.slow
 @pytest.mark.cross
 @pytest.mark.qemu
@@ -482,7 +483,7 @@ def test_person_detect_trains_on_the_emulated_m55_from_ddr(tmp_path):
     """A real vision model with 1000 training images (9.4 MB, more than the TCMs and the SRAM):
     the plan puts the data in the DDR, the data is linked from binary files (no C array text),
     and the head training on QEMU sends the host simulation's records."""
-    model = FIXTURES / "public" / "person_detect.tflite"
+    model = PUBLIC / "person_detect.tflite"
     rng = np.random.default_rng(3)
     x = rng.random((1000, 96, 96, 1), dtype=np.float32)
     data = tmp_path / "pd.npz"

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, PUBLIC
 
 from zoflash import api
 from zoflash.cli import main
 from zoflash.errors import BuildError, DataError
 from zoflash.targets import emulated
 
-STREAMING = FIXTURES / "public" / "microwakeword_hey_mycroft.tflite"  # resource variables: state across invokes
+STREAMING = PUBLIC / "microwakeword_hey_mycroft.tflite"  # resource variables: state across invokes
 
 
+@pytest.mark.zoo
 @pytest.mark.cross
 @pytest.mark.qemu
 @pytest.mark.tflm
@@ -79,6 +80,7 @@ def test_samples_beyond_one_image_run_in_several(tmp_path, monkeypatch):
     assert np.array_equal(got, api.infer(path, x))
 
 
+@pytest.mark.zoo
 def test_a_stateful_models_samples_must_fit_one_image(tmp_path, monkeypatch):
     monkeypatch.setattr(emulated, "samples_per_run", lambda bundle, sample_bytes, extra_cflags="": 2)
     bundle = api.generate(STREAMING, "mps3-an547", tmp_path / "b")

@@ -22,6 +22,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cbuild  # noqa: E402
+from conftest import OPS_FIXTURES, derived_op_fixture, need_public_models  # noqa: E402
 
 from zoflash import api  # noqa: E402
 from zoflash.compiler.ir import Quantization  # noqa: E402
@@ -35,8 +36,6 @@ from zoflash.reference.forward import ReferenceForward  # noqa: E402
 from zoflash.reference.ops import sequence as ref_sequence  # noqa: E402
 from zoflash.targets.host_runner import HostModel  # noqa: E402
 
-OPS_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ops"
-PUBLIC = Path(__file__).resolve().parent / "fixtures" / "public"
 INDEX = json.loads((OPS_FIXTURES / "lstm.json").read_text())
 FIXTURES = [f["file"] for f in INDEX]
 
@@ -168,7 +167,7 @@ def test_int16_sigmoid_and_tanh_follow_their_definitions():
 def test_reference_is_close_to_a_float_lstm():
     """The reference on lstm_small against the float LSTM of its dequantized weights (Keras's
     equations): the hidden states agree to a few of the int8 steps."""
-    graph = api.load_model(OPS_FIXTURES / "lstm_small.tflite").graph
+    graph = api.load_model(_path("lstm_small.tflite")).graph
     model = compile_graph(graph)
     step = model.program.steps[0]
     t = [graph.tensors[a] for a in step.args]
@@ -203,7 +202,7 @@ def test_builder_refuses_what_tflm_cannot_run():
 
 def test_fixture_index_matches_the_files():
     for f in INDEX:
-        assert hashlib.sha256((OPS_FIXTURES / f["file"]).read_bytes()).hexdigest() == f["sha256"], f["file"]
+        assert hashlib.sha256(_path(f["file"]).read_bytes()).hexdigest() == f["sha256"], f["file"]
         assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in f["ops"]
 
 
@@ -219,7 +218,7 @@ def host_bundles(tmp_path_factory):
     """Every fixture and mnist_lstm generated for the host, compiled with the kernels into one shared
     library that each bundle's HostModel loads."""
     root = tmp_path_factory.mktemp("lstm")
-    paths = [OPS_FIXTURES / f for f in FIXTURES] + [PUBLIC / "mnist_lstm.tflite"]
+    paths = [_path(f) for f in [*FIXTURES, "mnist_lstm.tflite"]]
     bundles = {p.name: api.generate(p, "host", root / p.stem, prefix=p.stem) for p in paths}
     models, asm_includes = cbuild.model_sources(bundles.values())
     lib = root / "liblstm.so"
@@ -244,7 +243,8 @@ def host_bundles(tmp_path_factory):
 
 
 def _path(name: str) -> Path:
-    return PUBLIC / name if name == "mnist_lstm.tflite" else OPS_FIXTURES / name
+    """mnist_lstm.tflite from the zoo, a fixture as made from it (both skip without the zoo)."""
+    return need_public_models() / name if name == "mnist_lstm.tflite" else derived_op_fixture(name)
 
 
 @pytest.mark.cc
@@ -296,18 +296,18 @@ def test_arena_not_larger_than_tflm():
     """No scratch: the gates are consumed unit by unit, where TFLM requests four buffers."""
     from zoflash.reference.tflm import TflmInterpreter
 
-    model = compile_graph(api.load_model(PUBLIC / "mnist_lstm.tflite").graph)
-    assert model.arena_size <= TflmInterpreter((PUBLIC / "mnist_lstm.tflite").read_bytes()).arena_usage()["head"]
+    model = compile_graph(api.load_model(_path("mnist_lstm.tflite")).graph)
+    assert model.arena_size <= TflmInterpreter(_path("mnist_lstm.tflite").read_bytes()).arena_usage()["head"]
 
 
 def test_generated_api_has_both_states_and_reset(tmp_path):
-    model = compile_graph(api.load_model(OPS_FIXTURES / "lstm_small.tflite").graph)
+    model = compile_graph(api.load_model(_path("lstm_small.tflite")).graph)
     hidden, cell = (model.graph.tensors[i] for i in sorted(model.state_offset, key=model.state_offset.get))
     assert (hidden.dtype, cell.dtype, hidden.quant.zero_point) == ("int8", "int16", 5)
     assert model.state_size == 16 + 16  # 8 int8 and 8 int16 values, each aligned
     state = ReferenceForward(model).state
     assert (state[hidden.index] == 5).all() and not state[cell.index].any()  # TFLM's reset values
-    bundle = api.generate(OPS_FIXTURES / "lstm_small.tflite", "host", tmp_path / "b")
+    bundle = api.generate(_path("lstm_small.tflite"), "host", tmp_path / "b")
     p = bundle.prefix
     source = (bundle.path / f"{p}.c").read_text()
     assert f"void {p}_reset(void);" in (bundle.path / f"{p}.h").read_text()
@@ -339,7 +339,7 @@ def test_sanitizer_build_matches(host_bundles, tmp_path):
 
 @pytest.mark.cross
 def test_cortex_m55_compile_is_warning_free(tmp_path):
-    bundle = api.generate(PUBLIC / "mnist_lstm.tflite", "host", tmp_path / "b")
+    bundle = api.generate(_path("mnist_lstm.tflite"), "host", tmp_path / "b")
     cbuild.cross_compile_bundle(bundle.path, tmp_path)
 
 
@@ -353,7 +353,7 @@ def _problems(graph) -> str:
 
 
 def _graph():
-    graph = api.load_model(OPS_FIXTURES / "lstm_small.tflite").graph
+    graph = api.load_model(_path("lstm_small.tflite")).graph
     return graph, next(op for op in graph.ops if op.type == "UNIDIRECTIONAL_SEQUENCE_LSTM")
 
 

@@ -21,6 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cbuild  # noqa: E402
+from conftest import derived_op_fixture  # noqa: E402
 
 from zoflash import api  # noqa: E402
 from zoflash.compiler.ir import Quantization  # noqa: E402
@@ -35,7 +36,7 @@ from zoflash.reference.forward import ReferenceForward  # noqa: E402
 from zoflash.reference.ops import sequence as ref_sequence  # noqa: E402
 from zoflash.targets.host_runner import HostModel  # noqa: E402
 
-OPS_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ops"
+OPS_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ops"  # relu_relu6 (not derived)
 INDEX = json.loads((OPS_FIXTURES / "sequence.json").read_text())
 POSITIVE = [f["file"] for f in INDEX if f["kind"] == "positive"]
 
@@ -176,12 +177,12 @@ def test_svdf_builder_refuses_what_tflm_does_not_run():
 
 def test_fixture_index_matches_the_files():
     for f in INDEX:
-        assert hashlib.sha256((OPS_FIXTURES / f["file"]).read_bytes()).hexdigest() == f["sha256"], f["file"]
+        assert hashlib.sha256(derived_op_fixture(f["file"]).read_bytes()).hexdigest() == f["sha256"], f["file"]
     assert {"SVDF", "QUANTIZE"} <= {op for f in INDEX if f["kind"] == "positive" for op in f["ops"]}
 
 
 def _inputs(model_file: str, n: int = 120) -> np.ndarray:
-    x = api.random_inputs(api.load_model(OPS_FIXTURES / model_file), n, seed=3)
+    x = api.random_inputs(api.load_model(derived_op_fixture(model_file)), n, seed=3)
     x[0], x[1], x[2] = np.iinfo(x.dtype).min, np.iinfo(x.dtype).max, 0
     x[3] = np.arange(x[3].size).reshape(x[3].shape) % 256 - 128  # every int8 value
     return x
@@ -192,7 +193,9 @@ def host_bundles(tmp_path_factory):
     """Every positive fixture generated for the host, all compiled with the kernels into one shared
     library that each bundle's HostModel loads (one compile instead of one make per model)."""
     root = tmp_path_factory.mktemp("seq")
-    bundles = {f: api.generate(OPS_FIXTURES / f, "host", root / Path(f).stem, prefix=Path(f).stem) for f in POSITIVE}
+    bundles = {
+        f: api.generate(derived_op_fixture(f), "host", root / Path(f).stem, prefix=Path(f).stem) for f in POSITIVE
+    }
     models, asm_includes = cbuild.model_sources(bundles.values())
     lib = root / "libseq.so"
     cmd = [
@@ -226,9 +229,9 @@ def test_fixture_sequence_bit_exact_against_tflm(model_file, host_bundles):
     m = HostModel(host_bundles[model_file])
     m.reset()
     ours = m.run(x)
-    golden = TflmInterpreter((OPS_FIXTURES / model_file).read_bytes()).run_batch(x).reshape(ours.shape)
+    golden = TflmInterpreter(derived_op_fixture(model_file).read_bytes()).run_batch(x).reshape(ours.shape)
     assert_same(ours, golden, f"{model_file}: C vs TFLM")
-    model = compile_graph(api.load_model(OPS_FIXTURES / model_file).graph)
+    model = compile_graph(api.load_model(derived_op_fixture(model_file)).graph)
     assert_same(ReferenceForward(model).forward(x), golden, f"{model_file}: reference vs TFLM")
     if not model.stateful:
         return
@@ -247,7 +250,7 @@ def test_reset_restores_the_initial_state(host_bundles):
     assert not np.array_equal(m.run(x), first)  # the state carried on
     m.reset()
     assert np.array_equal(m.run(x), first)
-    forward = ReferenceForward(compile_graph(api.load_model(OPS_FIXTURES / f).graph))
+    forward = ReferenceForward(compile_graph(api.load_model(derived_op_fixture(f)).graph))
     forward.forward(x)
     forward.reset()
     assert_same(forward.forward(x), first, "reference after reset")
@@ -256,32 +259,32 @@ def test_reset_restores_the_initial_state(host_bundles):
 @pytest.mark.cc
 @pytest.mark.tflm
 def test_validate_compares_the_sequence():
-    report = api.validate(OPS_FIXTURES / "svdf_s16_rank2.tflite", _inputs("svdf_s16_rank2.tflite", 100))
+    report = api.validate(derived_op_fixture("svdf_s16_rank2.tflite"), _inputs("svdf_s16_rank2.tflite", 100))
     assert report.ok and report.samples == 100, report
 
 
 def test_generated_api_has_state_and_reset(tmp_path):
-    model = compile_graph(api.load_model(OPS_FIXTURES / "svdf_s8.tflite").graph)
+    model = compile_graph(api.load_model(derived_op_fixture("svdf_s8.tflite")).graph)
     s = model.graph.tensors[next(iter(model.state_offset))]
     assert model.state_size == 1024 and s.quant.zero_point == 7
     assert (ReferenceForward(model).state[s.index] == 7).all()  # TFLM writes an int8 state's zero point
-    bundle = api.generate(OPS_FIXTURES / "svdf_s8.tflite", "host", tmp_path / "b")
+    bundle = api.generate(derived_op_fixture("svdf_s8.tflite"), "host", tmp_path / "b")
     p = bundle.prefix
     header, source = (bundle.path / f"{p}.h").read_text(), (bundle.path / f"{p}.c").read_text()
     assert f"void {p}_reset(void);" in header and f"#define {p.upper()}_STATE_BYTES 1024" in header
     assert f"static int8_t {p}_state[1024]" in source and f"memset(&{p}_state[0], 7, 1024);" in source
     assert bundle.manifest["memory"]["state_bytes"] == 1024
-    text = api.inspect(OPS_FIXTURES / "svdf_s8.tflite").text
+    text = api.inspect(derived_op_fixture("svdf_s8.tflite")).text
     assert "state: 1024 bytes" in text and "state 1024 B" in text
-    int16 = compile_graph(api.load_model(OPS_FIXTURES / "svdf_s16_rank2.tflite").graph)
+    int16 = compile_graph(api.load_model(derived_op_fixture("svdf_s16_rank2.tflite")).graph)
     assert int16.state_size == 2048 and not any(v.any() for v in ReferenceForward(int16).state.values())  # zeros
 
 
 def test_int16_input_only_through_quantize(tmp_path):
-    bundle = api.generate(OPS_FIXTURES / "quantize_s16.tflite", "host", tmp_path / "b")
+    bundle = api.generate(derived_op_fixture("quantize_s16.tflite"), "host", tmp_path / "b")
     assert bundle.manifest["inputs"][0]["dtype"] == "int16"
     assert "ZO_INT16" in (bundle.path / f"{bundle.prefix}.c").read_text()
-    graph = api.load_model(OPS_FIXTURES / "svdf_s8.tflite").graph
+    graph = api.load_model(derived_op_fixture("svdf_s8.tflite")).graph
     x = graph.tensors[graph.inputs[0]]
     graph.tensors[x.index] = replace(x, dtype="int16")
     assert "is int16 (zoflash runs this op on int8 activations only" in _problems(graph)
@@ -305,7 +308,7 @@ def test_training_a_stateful_model_is_refused(tmp_path):
         y_test=rng.integers(0, 32, 4),
     )
     with pytest.raises(UnsupportedModelError, match="training a stateful model is not supported"):
-        api.generate(OPS_FIXTURES / "svdf_s8.tflite", "host", tmp_path / "b", data_path=data)
+        api.generate(derived_op_fixture("svdf_s8.tflite"), "host", tmp_path / "b", data_path=data)
 
 
 def test_firmware_budget_counts_the_state():
@@ -313,7 +316,7 @@ def test_firmware_budget_counts_the_state():
     from zoflash.targets.budget import estimate_regions
 
     board = boards.load_board("mps3-an547")
-    model = compile_graph(api.load_model(OPS_FIXTURES / "svdf_s8.tflite").graph)
+    model = compile_graph(api.load_model(derived_op_fixture("svdf_s8.tflite")).graph)
     uses = [u for r in estimate_regions(board, model) for u in r.items]
     assert any(u.label.startswith("model state") and u.bytes == 1024 for u in uses)
 
@@ -328,7 +331,7 @@ def _problems(graph) -> str:
 
 
 def _graph():
-    graph = api.load_model(OPS_FIXTURES / "svdf_s8.tflite").graph
+    graph = api.load_model(derived_op_fixture("svdf_s8.tflite")).graph
     return graph, next(op for op in graph.ops if op.type == "SVDF")
 
 
@@ -365,5 +368,5 @@ def test_bias_scale_must_match():
 @pytest.mark.cross
 @pytest.mark.parametrize("model_file", POSITIVE)
 def test_cortex_m55_compile_is_warning_free(model_file, tmp_path):
-    bundle = api.generate(OPS_FIXTURES / model_file, "host", tmp_path / "b")
+    bundle = api.generate(derived_op_fixture(model_file), "host", tmp_path / "b")
     cbuild.cross_compile_bundle(bundle.path, tmp_path)

@@ -11,7 +11,7 @@ import ctypes
 import numpy as np
 import pytest
 from ccompile import ZO_MATH, build_shared
-from conftest import FIXTURES
+from conftest import FIXTURES, PUBLIC
 from fixtures.make_losses import new_machine
 from test_training import assert_identical, run_both
 
@@ -27,7 +27,7 @@ BINARY = FIXTURES / "binary_clf.tflite"
 BINARY_DATA = FIXTURES / "binary_shift.npz"
 REGRESSOR = FIXTURES / "regressor.tflite"
 REGRESS_DATA = FIXTURES / "regress_shift.npz"
-AUTOENCODER = FIXTURES / "public" / "mlperf_ad_autoencoder.tflite"
+AUTOENCODER = PUBLIC / "mlperf_ad_autoencoder.tflite"
 MLP = FIXTURES / "mlp.tflite"
 
 SHIM = r"""
@@ -143,6 +143,7 @@ def test_regressor_learns_with_mse(tmp_path):
     assert all(e["correct"] == 0 and e["accuracy"] == 0 for e in runs["c"].evals)  # mse has no accuracy
 
 
+@pytest.mark.zoo
 @pytest.mark.cc
 def test_autoencoder_identical_to_reference(tmp_path, ad_data):
     """The reconstruction of the input: 640 outputs, the targets the dequantized int8 inputs."""
@@ -151,6 +152,7 @@ def test_autoencoder_identical_to_reference(tmp_path, ad_data):
     assert runs["c"].records[0]["loss_kind"] == "mse"
 
 
+@pytest.mark.zoo
 @pytest.mark.cc
 def test_autoencoder_adapts_to_a_new_machine(tmp_path, ad_data):
     """MLPerf Tiny's anomaly-detection autoencoder: its reconstruction error on the new machine
@@ -243,6 +245,7 @@ def test_sigmoid_bce_reads_the_logit_before_the_logistic():
     assert plan.logits_zp != -128 and prep.training.plan.logits_zp == -128
 
 
+@pytest.mark.zoo
 def test_a_loss_that_cannot_move_says_why():
     with pytest.raises(OptionsError, match="always 0.*--loss sigmoid-bce"):
         _prep(BINARY, BINARY_DATA, loss="softmax-ce")
@@ -272,6 +275,7 @@ def test_data_that_does_not_fit_the_loss(tmp_path):
         _prep(REGRESSOR, bad, target="input")
 
 
+@pytest.mark.zoo
 def test_target_input_needs_no_y(ad_data):
     data = _prep(AUTOENCODER, ad_data, target="input", steps=1).training.data
     assert data.t_train is None and not data.labels and len(data.y_train) + len(data.y_val) == 256
@@ -322,6 +326,7 @@ def test_headroom_report_follows_the_loss():
     assert "accuracy_before" not in mse and mse["max_abs_logit_change"] >= 0
 
 
+@pytest.mark.zoo
 @pytest.mark.cross
 @pytest.mark.qemu
 @pytest.mark.parametrize("case", ["bce", "autoencoder"])

@@ -19,7 +19,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, fixture_index
+from conftest import FIXTURES, PUBLIC, derived_op_fixture, derived_op_fixtures, fixture_index, zoo_param
 from test_public_models import EXPECTED
 
 from zoflash import api
@@ -28,15 +28,15 @@ from zoflash.targets import emulated
 pytestmark = [pytest.mark.cross, pytest.mark.qemu, pytest.mark.tflm]
 
 NEGATIVE = {f["file"] for f in fixture_index() if f["kind"] == "negative"}
-MODELS = sorted(p.name for p in FIXTURES.glob("*.tflite") if p.name not in NEGATIVE) + sorted(
-    f"public/{name}" for name, v in EXPECTED.items() if v == "bit-exact"
-)
+MODELS = sorted(p.name for p in FIXTURES.glob("*.tflite") if p.name not in NEGATIVE) + [
+    zoo_param(f"public/{name}") for name, v in sorted(EXPECTED.items()) if v == "bit-exact"
+]
 OPS = FIXTURES / "ops"
 
 
-def _op_fixtures() -> list[str]:
+def _op_fixtures() -> list:
     """The op fixtures but those the compiler refuses: marked negative in their index (ops/*.json)
-    or listed as refused by their own tests."""
+    or listed as refused by their own tests; those cut from public models need the zoo."""
     from test_kernels_int16 import REFUSED
 
     negative = set(REFUSED)
@@ -44,7 +44,18 @@ def _op_fixtures() -> list[str]:
         entries = json.loads(index.read_text())
         entries = entries.get("fixtures", []) if isinstance(entries, dict) else entries
         negative |= {e["file"] for e in entries if e.get("kind") == "negative"}
-    return sorted(p.name for p in OPS.glob("*.tflite") if p.name not in negative)
+    derived = set(derived_op_fixtures())
+    names = sorted({p.name for p in OPS.glob("*.tflite")} | derived)
+    return [zoo_param(n) if n in derived else n for n in names if n not in negative]
+
+
+def _model_path(name: str):
+    """A fixture's path: public/<file> is in the zoo folder."""
+    return PUBLIC / name.removeprefix("public/") if name.startswith("public/") else FIXTURES / name
+
+
+def _op_path(name: str):
+    return derived_op_fixture(name) if name in derived_op_fixtures() else OPS / name
 
 
 N_INPUTS = 4
@@ -99,21 +110,22 @@ def check_on_m55(tmp_path, path, n: int, seed: int, extra_cflags: str = ""):
 @pytest.mark.parametrize("name", MODELS)
 def test_model_bit_exact_on_m55(tmp_path, name):
     """The board's build (Helium kernels)."""
-    check_on_m55(tmp_path, FIXTURES / name, N_INPUTS, seed=11)
+    check_on_m55(tmp_path, _model_path(name), N_INPUTS, seed=11)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", MODELS)
 def test_model_bit_exact_on_m55_portable_kernels(tmp_path, name):
     """-DZO_NO_MVE: the portable kernels on the M55."""
-    check_on_m55(tmp_path, FIXTURES / name, 3, seed=12, extra_cflags="-DZO_NO_MVE")
+    check_on_m55(tmp_path, _model_path(name), 3, seed=12, extra_cflags="-DZO_NO_MVE")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cflags", ["", "-DZO_NO_MVE"])
 @pytest.mark.parametrize("name", _op_fixtures())
 def test_op_fixture_bit_exact_on_m55(tmp_path, name, cflags):
-    steps = api.compile_model(api.load_model(OPS / name)).program.steps
+    path = _op_path(name)
+    steps = api.compile_model(api.load_model(path)).program.steps
     if cflags and not {s.kernel for s in steps} & HELIUM_KERNELS:
         pytest.skip("no kernel with a Helium version: the -DZO_NO_MVE build is the same code")
-    check_on_m55(tmp_path, OPS / name, 4, seed=13, extra_cflags=cflags)
+    check_on_m55(tmp_path, path, 4, seed=13, extra_cflags=cflags)

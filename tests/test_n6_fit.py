@@ -15,8 +15,8 @@ import re
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
-from test_public_models import EXPECTED, PUBLIC
+from conftest import FIXTURES, PUBLIC, zoo_param
+from test_public_models import EXPECTED
 
 from zoflash import api
 from zoflash.cli import main
@@ -25,9 +25,9 @@ from zoflash.training.options import make_options
 from zoflash.training.plan import plan_training
 
 BOARDS = ("stm32n6570-dk", "nucleo-n657x0-q")
-MODELS = sorted(PUBLIC / k for k, v in EXPECTED.items() if v == "bit-exact") + [
-    FIXTURES / "standin_mobilenet_v2_0.35_128.tflite"
-]
+STANDIN = FIXTURES / "standin_mobilenet_v2_0.35_128.tflite"
+MODELS = sorted(PUBLIC / k for k, v in EXPECTED.items() if v == "bit-exact") + [STANDIN]
+MODEL_PARAMS = [m if m == STANDIN else zoo_param(m) for m in MODELS]
 SAMPLES = 1000
 TESTS = 16
 # models zoflash compiles but does not train (a clear refusal, checked below)
@@ -81,13 +81,13 @@ def check_plan(plan, data_bytes: int | None = None):
 
 
 @pytest.mark.parametrize("board", BOARDS)
-@pytest.mark.parametrize("model", MODELS, ids=ids(MODELS))
+@pytest.mark.parametrize("model", MODEL_PARAMS, ids=ids(MODELS))
 def test_inference_fits(model, board):
     check_plan(api.plan_memory(model, board))
     check_plan(api.plan_memory(model, board, boot="flash"))
 
 
-@pytest.mark.parametrize("model", MODELS, ids=ids(MODELS))
+@pytest.mark.parametrize("model", MODEL_PARAMS, ids=ids(MODELS))
 def test_head_training_with_1000_samples(model, tmp_path):
     if model.name in NOT_TRAINED:
         m = api.load_model(model)
@@ -103,6 +103,7 @@ def test_head_training_with_1000_samples(model, tmp_path):
             check_plan(api.plan_memory(model, board, data, boot=boot), SAMPLES * sample_bytes)
 
 
+@pytest.mark.zoo
 @pytest.mark.cross
 def test_build_for_stm32n6_links_the_plan(tmp_path, capsys):
     """`zoflash build --board stm32n6` cross-compiles and links person_detect's head training with
@@ -136,7 +137,7 @@ def test_build_for_stm32n6_links_the_plan(tmp_path, capsys):
 
 def test_plan_memory_needs_a_firmware_board():
     with pytest.raises(BoardError, match="no memory regions"):
-        api.plan_memory(MODELS[0], "host")
+        api.plan_memory(STANDIN, "host")
 
 
 @pytest.mark.cross

@@ -1,6 +1,6 @@
 """Public INT8 models from the TFLM repository, MLPerf Tiny, ST's model zoo and Arm's ML-zoo
-(tests/fixtures/public, unchanged from their sources; manifest.json records repository, path,
-commit, licence and sha256).
+(not in the repository: the model folder of tests/conftest.py, public_models(), ZOFLASH_MODEL_ZOO;
+unchanged from their sources; its manifest.json records repository, path, commit, licence and sha256).
 
 Supported models must match the tflite-micro interpreter bit for bit; the others must be
 refused with a clear reason (never a traceback). `EXPECTED` is the current state, one line a
@@ -13,13 +13,13 @@ import json
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
+from conftest import PUBLIC, ZOO
 
 from zoflash import api
 from zoflash.errors import UnsupportedModelError
 
-PUBLIC = FIXTURES / "public"
-MANIFEST = json.loads((PUBLIC / "manifest.json").read_text())["models"]
+pytestmark = pytest.mark.zoo
+MANIFEST = json.loads((ZOO / "manifest.json").read_text())["models"] if ZOO else []
 
 # file -> "bit-exact", or a phrase the refusal must contain
 EXPECTED = {

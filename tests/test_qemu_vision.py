@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, PUBLIC
 
 from zoflash.cli import main
 
 CASES = {
-    "person_detect": (FIXTURES / "public" / "person_detect.tflite", (96, 96, 1), 2, ("ITCM", "SRAM")),
+    "person_detect": (PUBLIC / "person_detect.tflite", (96, 96, 1), 2, ("ITCM", "SRAM")),
     "mobilenet_v2_0.35_128": (FIXTURES / "standin_mobilenet_v2_0.35_128.tflite", (128, 128, 3), 10, ("SRAM", "DDR")),
 }
 
@@ -81,6 +81,7 @@ def run_and_simulate(tmp_path, capsys, name):
 @pytest.mark.cross
 @pytest.mark.qemu
 @pytest.mark.slow
+@pytest.mark.zoo
 def test_person_detect_trains_on_qemu_as_on_the_host(tmp_path, capsys):
     run_and_simulate(tmp_path, capsys, "person_detect")
 

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, fixture_index, positive_fixtures
+from conftest import FIXTURES, PUBLIC, fixture_index, positive_fixtures
 
 POSITIVE = positive_fixtures()
 
@@ -148,6 +148,7 @@ def test_minimal_arena(model_file):
         TflmInterpreter(raw, arena_size=n - 1)
 
 
+@pytest.mark.zoo
 @pytest.mark.tflm
 @pytest.mark.parametrize("model_file", ["mnist_lstm.tflite", "keyword_svdf.tflite"])
 def test_minimal_arena_survives_kernels_that_crash_in_small_arenas(model_file):
@@ -155,7 +156,7 @@ def test_minimal_arena_survives_kernels_that_crash_in_small_arenas(model_file):
     runs its probes in child processes, so it ends with an arena that works."""
     from zoflash.reference.tflm import TflmInterpreter, minimal_arena_size
 
-    raw = (FIXTURES / "public" / model_file).read_bytes()
+    raw = (PUBLIC / model_file).read_bytes()
     n = minimal_arena_size(raw)
     it = TflmInterpreter(raw, arena_size=n)
     d = it.inputs[0]
