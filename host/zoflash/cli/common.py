@@ -14,6 +14,7 @@ from zoflash.monitor.live_view import LiveView
 from zoflash.monitor.serial_monitor import RECONNECT_TIMEOUT
 from zoflash.spec import options as options_table
 from zoflash.training.options import make_options, parse_sched_params
+from zoflash.workflows.run import APP_IS_A_LIBRARY
 
 
 def check_outputs(**paths) -> None:
@@ -86,10 +87,7 @@ def options_from(kwargs: dict):
 def refuse_app(opts) -> None:
     """--data-source app builds a library for your firmware: nothing to simulate or run as it is."""
     if opts.data_source == "app":
-        raise click.UsageError(
-            "--data-source app builds the trainer as a library for your own firmware: use "
-            "`zoflash build --data-source app` and link your main() (examples/app_sensor)"
-        )
+        raise click.UsageError(APP_IS_A_LIBRARY)
 
 
 RECONNECT_OPTION = click.option(

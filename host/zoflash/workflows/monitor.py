@@ -15,11 +15,12 @@ Say = Callable[[str], None]
 CTRL_C_DUMP_TIMEOUT = 3.0  # seconds Ctrl-C waits for the device's weights before giving up
 
 
-def _log(text: str) -> None:
+def log_line(text: str) -> None:
+    """Progress lines of a workflow called from Python: to the zoflash logger."""
     log.info(text)
 
 
-def serial_settings(board: str | None, baud: int | None, say: Say = _log) -> tuple[list | None, int]:
+def serial_settings(board: str | None, baud: int | None, say: Say = log_line) -> tuple[list | None, int]:
     """USB ids for --port auto and the baud rate: from the board's data when --board is given."""
     if not board:
         return None, baud or DEFAULT_BAUD
@@ -48,7 +49,7 @@ def monitor(
     resume_path: str | None = None,
     options_sha256: str | None = None,
     view: LiveView | None = None,
-    say: Say = _log,
+    say: Say = log_line,
     keys_from=None,
 ) -> int:
     """Watch a training run on a board: connect (resume from a checkpoint if asked), follow it until

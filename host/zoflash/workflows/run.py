@@ -15,17 +15,20 @@ from zoflash.targets.runners.base import DEFAULT_QEMU_TIMEOUT
 from zoflash.targets.runners.qemu import emulator_ended, stop_qemu
 from zoflash.training.options import TrainOptions
 from zoflash.workflows.generate import build
-from zoflash.workflows.monitor import Say, _log, monitor, serial_settings
+from zoflash.workflows.monitor import Say, log_line, monitor, serial_settings
 from zoflash.workflows.report import bundle_lines
+
+# --data-source app builds the trainer as a library for the user's firmware: nothing zoflash runs itself.
+APP_IS_A_LIBRARY = (
+    "--data-source app builds the trainer as a library for your own firmware: use `zoflash build "
+    "--data-source app` and link your main() (examples/app_sensor)"
+)
 
 
 def refuse_to_run(board: str, opts: TrainOptions) -> str | None:
     """Why this board and these options cannot run as they are (None: they can)."""
     if opts.data_source == "app":
-        return (
-            "--data-source app builds the trainer as a library for your own firmware: use `zoflash build "
-            "--data-source app` and link your main() (examples/app_sensor)"
-        )
+        return APP_IS_A_LIBRARY
     if not resolve_board(board)[0].is_firmware:
         return f"board '{board}' runs no firmware; use `zoflash simulate` for the host"
     return None
@@ -49,7 +52,7 @@ def run(
     checkpoint_path: str | None = None,
     resume_path: str | None = None,
     view: LiveView | None = None,
-    say: Say = _log,
+    say: Say = log_line,
     keys_from=None,
 ) -> int:
     """Build, flash and monitor: train on a board (or on the emulated Cortex-M55). `settings`: (boot
