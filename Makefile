@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PARALLEL := -n $(TEST_JOBS) --dist loadfile
 
-.PHONY: setup system-packages lint test test-fast demo bench bench-m55 docs fixtures clean
+.PHONY: setup system-packages lint test test-fast demo bench bench-m55 docs docs-site fixtures clean
 
 setup: system-packages $(VENV)/.installed
 
@@ -29,13 +29,13 @@ $(VENV)/.installed: pyproject.toml
 
 # The code's habits: ruff (lint and format), mypy on the package, the layer contract (import-linter).
 lint: setup
-	$(VENV)/bin/ruff check host tests benchmarks examples
-	$(VENV)/bin/ruff format --check host tests benchmarks examples
+	$(VENV)/bin/ruff check host tests benchmarks examples tools
+	$(VENV)/bin/ruff format --check host tests benchmarks examples tools
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
 # Every tier; ZOFLASH_REQUIRE_ALL turns a skipped tier (missing tool) into a failure.
-test: setup lint
+test: setup lint docs-site
 	ZOFLASH_REQUIRE_ALL=1 $(PY) -m pytest -q $(PARALLEL) $(PYTEST_ARGS)
 
 # Unit tier only (no compilers): seconds.
@@ -67,11 +67,14 @@ bench: setup
 bench-m55: setup
 	$(PY) benchmarks/bench_m55.py --write docs/benchmarks.md
 
-# Regenerate the op docs from the op registry: docs/ops.md and the README's operator table; and the
-# training options' page from their table (spec/options.py).
+# Regenerate the reference pages made from the code (ops, options, boards, telemetry, C API):
+# tools/docs_site.py lists them; the site's build fails when one is stale.
 docs: setup
-	$(PY) -m zoflash.compiler.ops.docs README.md docs/ops.md
-	$(PY) -m zoflash.spec.options --markdown > docs/options.md
+	$(PY) tools/docs_site.py --write
+
+# The documentation site (mkdocs-material) into build/site/; strict: any warning fails it.
+docs-site: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 # Regenerate the checked-in fixture models (needs TensorFlow: pip install '.[fixtures]').
 # The adaptation tasks of benchmarks/experiments.py: sensor (aeon's BasicMotions, in the extra) and

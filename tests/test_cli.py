@@ -1,4 +1,4 @@
-"""The command line: exact commands from the README, exit codes, outputs."""
+"""The command line: exact commands from the docs, exit codes, outputs."""
 
 from __future__ import annotations
 

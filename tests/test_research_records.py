@@ -22,11 +22,11 @@ def records() -> list[Path]:
 def test_no_experiment_logs_under_docs():
     names = [p.name for p in DOCS.rglob("*") if re.search(r"experiment|survey", p.name, re.I)]
     assert not names, f"experiment logs belong in research/: {names}"
-    for page in DOCS.glob("*.md"):
+    for page in DOCS.rglob("*.md"):
         text = page.read_text()
         history = HISTORY.findall(text)
         assert not history, f"{page.name}: {history}: move the history to a research/ record and link it"
-        if page.name != "benchmarks.md":
+        if page.name not in ("benchmarks.md", "science.md"):  # measurements; the Science page's summary
             rows = RESULT_ROW.findall(text)
             assert not rows, f"{page.name} has a results table (mean ± std): it belongs in a research/ record"
 

@@ -32,25 +32,32 @@ log = logging.getLogger("zoflash")
 
 @dataclass
 class LoadedModel:
+    """A .tflite file read and imported: its path, its graph (zoflash's IR) and its bytes."""
+
     path: Path
     graph: Graph
     raw: bytes
 
     @property
     def sha256(self) -> str:
+        """The model file's SHA-256 (hex): the firmware and the logs name the model by it."""
         return model_sha256(self.raw)
 
 
 def load_model(path: str | Path) -> LoadedModel:
+    """Read a .tflite file; ModelFormatError when it is not a TFLite flatbuffer zoflash can read."""
     graph, raw = load_tflite(path)
     return LoadedModel(Path(path), graph, raw)
 
 
 def compile_model(model: LoadedModel) -> CompiledModel:
+    """Check every op against the op registry and lower the graph to kernel calls with a memory plan;
+    UnsupportedModelError lists every problem at once."""
     return compile_graph(model.graph)
 
 
 def default_bundle_dir(model_path: Path, board_id: str) -> Path:
+    """Where a bundle goes without --out: generated/<model>-<board>."""
     return Path("generated") / f"{c_identifier(model_path.stem)}-{board_id}"
 
 
@@ -214,6 +221,9 @@ def build_compiled(
 
 @dataclass
 class MemoryPlan:
+    """Where each part of a firmware goes (plan_memory): the board with its placement, and the bytes
+    used in each memory region."""
+
     board: object  # boards.Board with the planned placement
     regions: list  # budget.RegionUse per region, estimated before compiling
 
@@ -242,6 +252,8 @@ def plan_memory(
 
 @dataclass
 class SplitResult:
+    """The two models split_model wrote, and the ops of the original each holds."""
+
     tensor: str  # the cut tensor's name
     prefix_path: Path  # model inputs -> tensor
     suffix_path: Path  # tensor -> model outputs

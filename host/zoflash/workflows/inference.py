@@ -60,6 +60,8 @@ def infer_on_board(
 
 @dataclass
 class OutputComparison:
+    """One output of validate: the largest difference from TFLM and how many elements differ."""
+
     name: str
     max_abs_diff: float
     mismatches: int
@@ -68,6 +70,8 @@ class OutputComparison:
 
 @dataclass
 class ValidationReport:
+    """What validate compared: the number of input samples, and each output's comparison."""
+
     samples: int
     outputs: list[OutputComparison]
 

@@ -12,6 +12,8 @@ from zoflash.workflows.generate import load_model
 
 @dataclass
 class Inspection:
+    """inspect's report (the text `zoflash inspect` prints) and whether zoflash compiles the model."""
+
     text: str  # the readable report
     supported: bool
 

@@ -107,6 +107,9 @@ ENGINES = ENGINE_RUNNERS.names()  # what `zoflash simulate --engine` offers
 
 @dataclass
 class SimulationResult(SessionResult):
+    """A simulation's records and final weights (SessionResult), the bundle that ran, the log file,
+    and the re-quantization report."""
+
     bundle: Bundle | None = None
     log_path: Path | None = None
     headroom: dict | None = None  # the re-quantization report (--headroom), or None
@@ -123,6 +126,23 @@ def simulate(
     plot: bool = True,
     prefix: str | None = None,
 ) -> SimulationResult:
+    """Train on the host: build the training firmware's C with the host port (engine "c") or run the
+    Python reference trainer (engine "reference"), and decode its telemetry as a board's monitor would.
+
+    Args:
+        model_path: the INT8 .tflite model.
+        data_path: the .npz dataset (x_train, y_train, x_test, y_test).
+        opts: the training options (TrainOptions; the same table as the command line's flags).
+        log_path: where to write the JSONL log (and, beside it, the weights and the plot); None: no files.
+        engine: "c" (the generated C, as on a board) or "reference" (the independent Python trainer).
+        bundle_dir: keep the generated bundle there (default: a temporary folder).
+        view: a live view to feed with the records as they arrive.
+        plot: write the plot next to the log.
+        prefix: the C prefix of the generated model (default: from the model's name).
+
+    Returns:
+        The records, the final weights and where the files went.
+    """
     run_engine = ENGINE_RUNNERS.get(engine)  # an unknown engine fails before any work
     prep = compile_for_training(model_path, data_path, opts)
     log_path = Path(log_path) if log_path else None

@@ -2,7 +2,7 @@
 registries OPS and KERNELS, zoflash.registry.Registry instances).
 
 Each family module registers its ops when imported, in the order of FAMILIES, which is also the
-order of the docs (`zoflash ops`, docs/ops.md, the README's table).
+order of the docs (`zoflash ops`, docs/ops.md).
 """
 
 import importlib

@@ -111,7 +111,7 @@ FUSED_ACTIVATION = one_of("fused_activation_function", *ACTIVATIONS, default="NO
 @dataclass(frozen=True)
 class OpEntry:
     types: tuple[str, ...]  # the TFLite builtins this entry handles
-    summary: str  # one line for the README
+    summary: str  # one line for the op table
     inputs: tuple[Arg, ...]
     outputs: tuple[Arg, ...]
     lower: Callable  # (graph, op) -> Step | Alias | None (no code); runs only when every constraint holds
