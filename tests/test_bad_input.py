@@ -67,8 +67,8 @@ def test_validate_needs_at_least_one_random_input(capsys):
 @pytest.mark.parametrize(
     "flag, value, expected",
     [
-        ("--steps", "99999999999", "--steps must be in 1..4294967295"),
-        ("--eval-every", "4294967296", "--eval-every must be in 1..4294967295"),
+        ("--steps", "99999999999", "--steps (steps=) must be in 1..4294967295"),
+        ("--eval-every", "4294967296", "--eval-every (eval_every=) must be in 1..4294967295"),
         ("--lr", "1e39", "does not fit a float32"),
         ("--bias-bound", "2000000000", "past int32; use at most"),
     ],

@@ -78,7 +78,7 @@ def test_options():
     assert make_options().headroom == "auto"
     assert make_options(headroom=3).headroom == 3 and make_options(headroom="3").headroom == 3
     assert make_options(headroom="AUTO").headroom == "auto"
-    with pytest.raises(OptionsError, match="--headroom 5"):
+    with pytest.raises(OptionsError, match=r"--headroom \(headroom=\) 5"):
         make_options(headroom=5)
     with pytest.raises(OptionsError, match="headroom"):
         make_options(headroom="lots")

@@ -5,6 +5,7 @@ value comes from, and docs/options.md."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import click
 import pytest
 
+from zoflash import api
 from zoflash.cli import main
 from zoflash.cli.build import build
 from zoflash.spec import options as table
@@ -21,6 +23,7 @@ from zoflash.training.options import OptionsError, TrainOptions, make_options
 from zoflash.training.render import train_config, train_config_fields
 
 ROOT = Path(__file__).resolve().parents[1]
+MLP = ROOT / "tests" / "fixtures" / "mlp.tflite"
 HEADER = ROOT / "firmware_templates" / "runtime" / "training" / "zo_trainer.h"
 
 
@@ -86,13 +89,13 @@ def test_one_message_from_the_api_the_project_file_and_the_command_line(tmp_path
     o = table.BY_NAME[name]
     with pytest.raises(OptionsError) as exc:
         make_options(**{name: bad})
-    api = [line for line in str(exc.value).splitlines() if line.startswith("  - ")]
-    assert len(api) == 1 and (o.flag in api[0] or "guard thresholds" in api[0]), api
+    listed = [line for line in str(exc.value).splitlines() if line.startswith("  - ")]
+    assert len(listed) == 1 and o.named in listed[0], listed
     toml_value = f'"{bad}"' if isinstance(bad, str) else bad
     (tmp_path / "p.toml").write_text(f"[train]\n{name} = {toml_value}\n")
     with pytest.raises(OptionsError) as exc:
         make_options(tmp_path / "p.toml")
-    assert [line for line in str(exc.value).splitlines() if line.startswith("  - ")] == api
+    assert [line for line in str(exc.value).splitlines() if line.startswith("  - ")] == listed
     assert (
         main(
             [
@@ -110,7 +113,7 @@ def test_one_message_from_the_api_the_project_file_and_the_command_line(tmp_path
         )
         == 2
     )
-    assert api[0] in capsys.readouterr().err
+    assert listed[0] in capsys.readouterr().err
 
 
 def test_the_options_page_is_generated_from_the_table():
@@ -124,3 +127,58 @@ def test_the_options_page_is_generated_from_the_table():
     assert out == page
     for o in table.OPTIONS:
         assert f"`{o.flag}`" in page or o.name == "sched"
+
+
+def _out_of_range(o: table.Option):
+    """A value the option's rule refuses, of the option's type (a new rule kind needs a case here)."""
+    kind = o.rule[0]
+    if kind == "range":
+        return o.rule[1] - 1
+    if kind == "interval":
+        lo, hi = (float(x) for x in o.rule[1][1:-1].split(","))
+        return hi + 1 if math.isfinite(hi) else lo - 1
+    if kind == "off_or_above":
+        return o.rule[1] / 2
+    value = {
+        "pow2": 3,
+        "choices": "bogus",
+        "pattern": "bogus",
+        "density": 0.3,
+        "headroom": spec.HEADROOM_MAX + 1,
+        "lr": -1.0,
+    }.get(kind)
+    assert value is not None, f"{o.name}: no out-of-range value for rule '{kind}': add one to this test"
+    return value
+
+
+RULED = [o for o in table.OPTIONS if o.rule]
+
+
+@pytest.mark.parametrize("o", RULED, ids=[o.name for o in RULED])
+def test_the_api_and_the_cli_refuse_every_out_of_range_value_with_the_same_text(tmp_path, monkeypatch, capsys, o):
+    """Every option with a rule in the table: TrainOptions(...) (what api.simulate, run and build
+    take), dataclasses.replace and the command line refuse the value with one text, naming the
+    option both ways."""
+    monkeypatch.chdir(tmp_path)
+    bad = _out_of_range(o)
+    with pytest.raises(OptionsError) as exc:
+        TrainOptions(**{o.name: bad})
+    text = str(exc.value)
+    assert f"  - {o.named}" in text, text
+    with pytest.raises(OptionsError) as exc:
+        dataclasses.replace(TrainOptions(), **{o.name: bad})
+    assert str(exc.value) == text
+    argv = ["build", "--board", "host", "--model", str(MLP), "--data", "nope.npz", "--no-compile", f"{o.flag}={bad}"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"error: {text}\n"
+
+
+def test_the_api_refuses_what_users_passed_it():
+    with pytest.raises(OptionsError, match=r"--batch \(batch=\) -1: must be in 1\.\.1024"):
+        api.TrainOptions(batch=-1)
+    with pytest.raises(OptionsError, match=r"--val-fraction \(val_fraction=\) 0\.9: must be in \(0, 0\.5\]"):
+        api.TrainOptions(val_fraction=0.9)
+    with pytest.raises(OptionsError, match=r"--batch \(batch=\) '16': expected an integer"):
+        api.TrainOptions(batch="16")  # the command line converts its text; Python passes values as they are
+    opts = api.TrainOptions(lr="auto", headroom="AUTO", rho=2)  # the spellings the command line takes
+    assert (opts.lr, opts.headroom, opts.rho) == (None, "auto", 2.0) and isinstance(opts.rho, float)

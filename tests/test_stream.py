@@ -96,7 +96,7 @@ def test_options_are_checked():
     with pytest.raises(OptionsError) as e:
         make_options(data_source="wifi", buffer=0, refresh=5)
     text = str(e.value)
-    assert "--data-source wifi" in text and "--buffer 0" in text and "--refresh 5" in text
+    assert "--data-source (data_source=) wifi" in text and "--buffer (buffer=) 0" in text and "--refresh 5" in text
 
 
 # ---- host program == reference, and == the embedded data when the ring is the whole split -------

@@ -264,7 +264,7 @@ def test_build_with_invalid_options_writes_nothing(tmp_path, capsys):
         == 2
     )
     err = capsys.readouterr().err
-    assert err.startswith("error:") and "--batch 0" in err and "--q 3" in err
+    assert err.startswith("error:") and "--batch (batch=) 0" in err and "--q (q=) 3" in err
     assert not out.exists()
 
 
@@ -447,9 +447,9 @@ def _nothing_written(tmp_path):
 @pytest.mark.parametrize(
     "flags, texts",
     [
-        (["--batch", "0", "--density", "0.3"], ["--batch 0", "--density 0.3"]),
+        (["--batch", "0", "--density", "0.3"], ["--batch (batch=) 0", "--density (density=) 0.3"]),
         (["--steps", "5", "--budget", "100"], ["not both"]),
-        (["--q", "3"], ["--q 3"]),
+        (["--q", "3"], ["--q (q=) 3"]),
         (["--scheduler", "fixed", "--sched-param", "tau=0.1"], ["'fixed' has no parameter tau"]),
         (["--sched-param", "tau"], ["NAME=VALUE"]),
         (["--lr", "-1"], ["--lr"]),

@@ -194,7 +194,7 @@ def test_lr_in_project_file(tmp_path, text, expected):
 
 
 def test_negative_lr_in_project_file(tmp_path):
-    with pytest.raises(OptionsError, match="--lr must be a number >= 0"):
+    with pytest.raises(OptionsError, match=r"--lr \(lr=\) must be a number >= 0"):
         make_options(project(tmp_path, "[train]\nlr = -0.5\n", "p.toml"))
 
 
@@ -202,17 +202,17 @@ def test_negative_lr_in_project_file(tmp_path):
 
 
 INVALID = [
-    (dict(batch=0), "--batch 0"),
-    (dict(batch=2000), "--batch 2000"),
-    (dict(eps=0), "--eps 0"),
-    (dict(eps=9), "--eps 9"),
-    (dict(density=0.3), "--density 0.3"),
-    (dict(density=0), "--density 0"),
-    (dict(density=2), "--density 2"),
+    (dict(batch=0), "--batch (batch=) 0"),
+    (dict(batch=2000), "--batch (batch=) 2000"),
+    (dict(eps=0), "--eps (eps=) 0"),
+    (dict(eps=9), "--eps (eps=) 9"),
+    (dict(density=0.3), "--density (density=) 0.3"),
+    (dict(density=0), "--density (density=) 0"),
+    (dict(density=2), "--density (density=) 2"),
     (dict(density=1 / 32), "--density"),
-    (dict(q=3), "--q 3"),
-    (dict(q_max=48), "--q-max 48"),
-    (dict(q_min=0), "--q-min 0"),
+    (dict(q=3), "--q (q=) 3"),
+    (dict(q_max=48), "--q-max (q_max=) 48"),
+    (dict(q_min=0), "--q-min (q_min=) 0"),
     (dict(q=8, q_max=4), "--q-min <= --q <= --q-max"),
     (dict(q=1, q_min=2), "--q-min <= --q <= --q-max"),
     (dict(calib_q=3), "--calib-q"),
@@ -222,12 +222,12 @@ INVALID = [
     (dict(eval_every=0), "--eval-every"),
     (dict(seed=-1), "--seed"),
     (dict(seed=2**32), "--seed"),
-    (dict(train="first"), "--train 'first'"),
+    (dict(train="first"), "--train (train=) 'first'"),
     (dict(train="last:0"), "last:N needs N >= 1"),
     (dict(max_params=0), "--max-params"),
-    (dict(rounding="down"), "--rounding down"),
-    (dict(lr_scaling="log"), "--lr-scaling log"),
-    (dict(scheduler="random"), "--scheduler random"),
+    (dict(rounding="down"), "--rounding (rounding=) down"),
+    (dict(lr_scaling="log"), "--lr-scaling (lr_scaling=) log"),
+    (dict(scheduler="random"), "--scheduler (scheduler=) random"),
     (dict(rho=0), "--rho"),
     (dict(bias_bound=0), "--bias-bound"),
     (dict(guard_sat=0), "guard"),
@@ -246,23 +246,23 @@ def test_each_invalid_option_is_reported(kw, text):
 
 def test_q_beyond_the_limit():
     found = problems(error_of(q=128))
-    assert any("--q 128" in p for p in found) and all("q" in p for p in found), found
+    assert any("--q (q=) 128" in p for p in found) and all("q" in p for p in found), found
 
 
 def test_all_problems_in_one_error():
     err = error_of(batch=0, density=0.3, q=3, steps=10, budget=10, lr=-1, sched={"bogus": 1})
     found = problems(err)
-    for text in ("--batch 0", "--density 0.3", "--q 3", "not both", "--lr", "bogus"):
+    for text in ("--batch (batch=) 0", "--density (density=) 0.3", "--q (q=) 3", "not both", "--lr", "bogus"):
         assert sum(text in p for p in found) == 1, (text, found)
     assert len(found) == 6, found
 
 
 def test_scheduler_value_problems_are_listed_with_the_others():
     found = problems(error_of(batch=0, scheduler="plateau", sched={"patience": 0}))
-    assert any("--batch 0" in p for p in found)
+    assert any("--batch (batch=) 0" in p for p in found)
     assert any("patience" in p for p in found), found
     found = problems(error_of(batch=0, q=3, scheduler="critical", sched={"floor": 1.5}))
-    assert any("floor" in p for p in found) and any("--q 3" in p for p in found), found
+    assert any("floor" in p for p in found) and any("--q (q=) 3" in p for p in found), found
 
 
 # ------------------------------------------------------------------------- scheduler parameters

@@ -2,7 +2,9 @@
 
 Inference: load_model, compile_model, generate, build, infer, infer_on_board, validate, inspect,
 plan_memory, split_model. Training: simulate (on the host), run (build, flash and monitor a board),
-monitor (watch a board that trains), export (trained weights into a copy of the model). The C
+monitor (watch a board that trains), export (trained weights into a copy of the model); their options:
+TrainOptions (checked as it is made, as the command line checks its flags) or make_options (with
+a zoflash.toml). The C
 runtime for your own build: runtime_include_dirs, runtime_c_sources, runtime_root.
 Each is a workflow (zoflash.workflows) over the pipeline's stages; the CLI is a thin layer over these.
 """
@@ -14,6 +16,7 @@ from zoflash.compiler.runtime import REQUIRES, runtime_root
 from zoflash.compiler.runtime import include_dirs as runtime_include_dirs
 from zoflash.compiler.runtime import sources as runtime_c_sources
 from zoflash.training.export import export_weights as export
+from zoflash.training.options import OptionsError, TrainOptions, make_options
 from zoflash.workflows.generate import (
     Compiled,
     LoadedModel,
@@ -84,4 +87,7 @@ __all__ = [
     "ValidationReport",
     "Inspection",
     "SimulationResult",
+    "TrainOptions",
+    "make_options",
+    "OptionsError",
 ]

@@ -130,6 +130,7 @@ def build(
         device_headers=device_headers,
         npu=npu,
         check_boundary=check_boundary,
+        say=say,
     )
     if no_compile:
         bundle, result = api.generate(model_path, board_obj.id, out_dir, prefix, **args), None

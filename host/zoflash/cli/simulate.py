@@ -61,6 +61,7 @@ def simulate(
         bundle_dir=bundle_dir,
         view=LiveView(enabled=not quiet),
         plot=not no_plot,
+        say=say,
     )
     if result.headroom:
         say(f"requant {describe(result.headroom)}")

@@ -32,7 +32,11 @@ ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 # --------------------------------------------------------------------------- basic helpers
 
 log = logging.getLogger("zoflash")
-SATURATION_WARNING = 0.05  # the fraction of saturated values in user data that earns a warning
+# The share of user data's values that quantizing clips to the input's range (-128/127 for int8)
+# above which a warning says so. A calibrated input range clips only rare outliers; a larger share
+# means data in other units than the model's (0..255 pixels for a model trained on [0, 1]), which
+# then trains and infers on a few saturated values.
+SATURATION_WARNING = 0.05
 
 
 def f32(x: float) -> float:
@@ -278,7 +282,39 @@ def as_samples(
     """Bring user data to the model input's type `dtype` (int8, uint8 or float32) as [N, *shape]: the
     model's leading batch dim of 1 is optional.  For an integer input, float data is quantized with
     the input's scale and zero point (round half away from zero, as TFLite); a float input takes
-    float data as float32, left to the model's own QUANTIZE."""
+    float data as float32, left to the model's own QUANTIZE.  Warns (the zoflash logger) when more
+    than SATURATION_WARNING of the values saturate."""
+    samples, saturated = samples_and_saturation(x, shape, scale, zero_point, what, dtype)
+    if saturated > SATURATION_WARNING:  # e.g. 0..255 pixels for a model trained on [0, 1]
+        log.warning(
+            "%s: %.1f%% of the values fall outside the input's range [%.4g, %.4g] and saturate; "
+            "are they in the model's units?",
+            what,
+            100 * saturated,
+            *input_real_range(scale, zero_point, dtype),
+        )
+    return samples
+
+
+def input_real_range(scale: float | None, zero_point: int | None, dtype: str) -> tuple[float, float]:
+    """The real values an integer input of this type, scale and zero point can hold."""
+    lo, hi = _INPUT_RANGES.get(dtype, (INT8_MIN, INT8_MAX))
+    return (lo - (zero_point or 0)) * (scale or 0.0), (hi - (zero_point or 0)) * (scale or 0.0)
+
+
+_INPUT_RANGES = {"uint8": (0, 255), "int16": (-32768, 32767)}  # else int8
+
+
+def samples_and_saturation(
+    x: np.ndarray,
+    shape: tuple[int, ...],
+    scale: float | None,
+    zero_point: int | None,
+    what: str = "inputs",
+    dtype: str = "int8",
+) -> tuple[np.ndarray, float]:
+    """as_samples without the warning, and the share of the values quantizing clipped to the input's
+    range (0.0 unless float data were quantized)."""
     x = np.asarray(x)
     shape = tuple(shape)
     if x.shape[1:] == shape:
@@ -298,26 +334,16 @@ def as_samples(
     if dtype == "float32":
         if x.dtype.kind != "f":
             raise DataError(f"{what} are {x.dtype}; the model takes float32 input: give float data in its real units")
-        return np.ascontiguousarray(x, np.float32)
+        return np.ascontiguousarray(x, np.float32), 0.0
     if x.dtype == np.dtype(dtype):
-        return np.ascontiguousarray(x)
+        return np.ascontiguousarray(x), 0.0
     if x.dtype.kind == "f":
         if scale is None:
             raise DataError(f"{what} are float but the model input has no quantization")
-        lo, hi = {"uint8": (0, 255), "int16": (-32768, 32767)}.get(dtype, (INT8_MIN, INT8_MAX))
+        lo, hi = _INPUT_RANGES.get(dtype, (INT8_MIN, INT8_MAX))
         q = round_half_away_array(np.asarray(x, np.float64) / scale) + zero_point
         saturated = float(np.mean((q < lo) | (q > hi))) if q.size else 0.0
-        if saturated > SATURATION_WARNING:  # e.g. 0..255 pixels for a model trained on [0, 1]
-            real_lo, real_hi = (lo - zero_point) * scale, (hi - zero_point) * scale
-            log.warning(
-                "%s: %.1f%% of the values fall outside the input's range [%.4g, %.4g] and saturate; "
-                "are they in the model's units?",
-                what,
-                100 * saturated,
-                real_lo,
-                real_hi,
-            )
-        return np.clip(q, lo, hi).astype(dtype)
+        return np.clip(q, lo, hi).astype(dtype), saturated
     raise DataError(
         f"{what} are {x.dtype}; give {dtype} data (the model's input type) or float32 in the model's real units"
     )

@@ -40,7 +40,8 @@ class Option:
       ("off_or_above", x)    0 (off) or a finite number > x;
       ()                     any value of the type.
       None is always valid for an option whose default is None.
-    message: the problem's text, formatted with flag, value, lo, hi, choices (the default per rule).
+    message: the problem's text, formatted with flag (the option named both ways: `named`), value, lo,
+      hi, choices (the default per rule).
     choices: the values of a ("choices",) option (shown in --help and the docs).
     c: the zo_train_config_t fields this option sets. A field's value is TrainOptions' attribute
       of the field's name: the option itself, or a property derived from it (density ->
@@ -68,6 +69,12 @@ class Option:
     @property
     def flag(self) -> str:
         return "--sched-param" if self.name == "sched" else "--" + self.name.replace("_", "-")
+
+    @property
+    def named(self) -> str:
+        """The option as its messages name it, the flag and the keyword (TrainOptions, zoflash.toml):
+        one text whichever way the value came."""
+        return f"{self.flag} ({self.name}=)"
 
 
 # The default message of each rule.
@@ -303,7 +310,7 @@ OPTIONS: tuple[Option, ...] = (
         "Guard: saturated-logit fraction",
         GUARDS,
         rule=("interval", "(0, 1]"),
-        message="guard thresholds must be in (0, 1]",
+        message="{flag} {value:g}: must be in (0, 1]",
         c=("guard_sat",),
     ),
     Option(
@@ -313,7 +320,7 @@ OPTIONS: tuple[Option, ...] = (
         "Guard: zero-loss-difference fraction",
         GUARDS,
         rule=("interval", "(0, 1]"),
-        message="guard thresholds must be in (0, 1]",
+        message="{flag} {value:g}: must be in (0, 1]",
         c=("guard_zero",),
     ),
     Option(

@@ -37,6 +37,8 @@ class CompiledTraining:
     model: CompiledModel
     training: Training
     before_headroom: CompiledModel | None = None  # the model as loaded, when --headroom re-quantized it
+    # one line each: data and options that train, but probably not as meant (training/checks.py)
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass

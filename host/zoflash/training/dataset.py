@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from zoflash.compiler.quant import as_samples
+from zoflash.compiler.quant import samples_and_saturation
 from zoflash.errors import DataError
 from zoflash.spec import training as spec
 from zoflash.training.losses import LOSSES
@@ -37,6 +37,9 @@ class Dataset:
     x_val: np.ndarray | None = None
     y_val: np.ndarray | None = None
     t_val: np.ndarray | None = None
+    # the share of x_train's values that quantizing float data clipped to the input's range (0.0 for
+    # data given in the input's type, which cannot tell): training/checks.py warns about a large one
+    saturated: float = 0.0
 
     SPLITS = ("train", "val", "test")
 
@@ -92,7 +95,13 @@ def carve_validation(data: Dataset, fraction: float, seed: int) -> Dataset:
         a = getattr(data, f"{k}_train")
         out[f"{k}_train"], out[f"{k}_val"] = (None, None) if a is None else (a[keep], a[val])
     return Dataset(
-        x_test=data.x_test, y_test=data.y_test, t_test=data.t_test, source=data.source, labels=data.labels, **out
+        x_test=data.x_test,
+        y_test=data.y_test,
+        t_test=data.t_test,
+        source=data.source,
+        labels=data.labels,
+        saturated=data.saturated,
+        **out,
     )
 
 
@@ -184,12 +193,16 @@ def load_dataset(
         raise DataError(f"dataset '{path}' does not exist") from None
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
         raise DataError(f"cannot read '{path}' as an .npz dataset: {exc}") from None
-    out = {}
+    out: dict[str, Any] = {}
     for split in ("train", "test"):
         x = arrays[f"x_{split}"]
         if x.dtype.kind == "f" and not np.all(np.isfinite(x)):
             raise DataError(f"x_{split} in '{path}' contains NaN or infinity")
-        xs = as_samples(x, input_shape, scale, zero_point, what=f"x_{split} in '{path}'", dtype=dtype)
+        xs, saturated = samples_and_saturation(
+            x, input_shape, scale, zero_point, what=f"x_{split} in '{path}'", dtype=dtype
+        )
+        if split == "train":  # warned about before training (training/checks.py), with what to do
+            out["saturated"] = saturated
         if xs.shape[0] == 0:
             raise DataError(f"x_{split} in '{path}' is empty")
         out[f"x_{split}"] = xs

@@ -91,6 +91,19 @@ class _Derived:
         """Every zo_sched_config_t field."""
         return schedulers.resolve(self.scheduler, **self.sched_run_params(n_train))
 
+    def __post_init__(self) -> None:
+        """Options made any way (TrainOptions(...), dataclasses.replace, make_options for the command
+        line and zoflash.toml) pass the same validate(): the Python API refuses what the CLI refuses,
+        with the same message. 'auto' spellings and integral floats are normalised first, as the
+        command line's conversion does."""
+        for o in table.OPTIONS:
+            v = getattr(self, o.name)
+            if o.auto and isinstance(v, str) and v.strip().lower() == "auto":
+                object.__setattr__(self, o.name, o.default)
+            elif o.type.startswith("float") and isinstance(v, int) and not isinstance(v, bool):
+                object.__setattr__(self, o.name, float(v))
+        validate(self)  # type: ignore[arg-type]  # self is a TrainOptions: _Derived is only its base
+
     def describe(self) -> str:
         lr = "auto" if self.lr_auto else f"{self.lr:g}"
         length = (
@@ -190,7 +203,7 @@ def _message(o: table.Option, v, template: str | None = None) -> str:
         "pow2": (1, o.rule[-1]),
         "headroom": (0, HEADROOM_MAX),
     }.get(kind, (None, None))
-    fmt = dict(flag=o.flag, lo=lo, hi=hi, choices=", ".join(map(str, o.choices)))
+    fmt = dict(flag=o.named, lo=lo, hi=hi, choices=", ".join(map(str, o.choices)))
     template = template or o.message or table.RULE_MESSAGES[kind]
     try:
         return template.format(value=v, **fmt)
@@ -198,11 +211,38 @@ def _message(o: table.Option, v, template: str | None = None) -> str:
         return template.replace(":g}", "}").format(value=repr(v), **fmt)
 
 
+# What a value of each field type must be (the CLI and zoflash.toml convert theirs; the Python API
+# passes values as they are).
+_TYPE_WORDS = {
+    "bool": "True or False",
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "int | str": "an integer or 'auto'",
+    "dict": "a dict of scheduler parameters",
+}
+
+
+def _type_ok(o: table.Option, v) -> bool:
+    if v is None:
+        return o.default is None
+    kind = o.type.removesuffix(" | None")
+    if kind == "bool":
+        return isinstance(v, bool)
+    if isinstance(v, bool):  # True is an int to Python, never a count or a rate here
+        return False
+    types = {"int": int, "float": (int, float), "str": str, "int | str": (int, str), "dict": dict}[kind]
+    return isinstance(v, types)
+
+
 def _option_problems(opts) -> list[str]:
-    """Each option's own rule (spec/options.py), one message per rule."""
+    """Each option's type and own rule (spec/options.py), one message per rule."""
     problems = []
     for o in table.OPTIONS:
         v = getattr(opts, o.name)
+        if not _type_ok(o, v):
+            problems.append(f"{o.named} {v!r}: expected {_TYPE_WORDS[o.type.removesuffix(' | None')]}")
+            continue
         try:
             ok = _rule_ok(o, v)
         except TypeError:
@@ -211,7 +251,7 @@ def _option_problems(opts) -> list[str]:
             problems.append(_message(o, v))
         elif "float" in o.type and o.name in o.c and v is not None and math.isfinite(v) and abs(v) > FLOAT32_MAX:
             # the value itself becomes a float field of zo_train_config_t
-            problems.append(table.FLOAT32_MESSAGE.format(flag=o.flag, value=v, hi=FLOAT32_MAX))
+            problems.append(table.FLOAT32_MESSAGE.format(flag=o.named, value=v, hi=FLOAT32_MAX))
     return problems
 
 
@@ -269,7 +309,7 @@ def validate(opts: TrainOptions) -> TrainOptions:
             if not q_ok:  # already reported: check the scheduler's own parameters on the default q range
                 params.update({k: v for k, v in spec.SCHED_DEFAULTS[opts.scheduler].items() if k in q_keys})
             problems += schedulers.validate_params(opts.scheduler, params)
-    if problems:  # one line per problem (the two guard fractions share theirs)
+    if problems:  # one line per problem
         raise OptionsError("invalid training options:\n" + "\n".join(f"  - {p}" for p in dict.fromkeys(problems)))
     return opts
 
@@ -380,4 +420,4 @@ def make_options(project_file: str | Path | None = None, **overrides) -> TrainOp
         values.pop("budget", None)
     if overrides.get("budget") is not None and overrides.get("steps") is None:
         values.pop("steps", None)
-    return validate(replace(TrainOptions(), **values))
+    return replace(TrainOptions(), **values)  # validated as it is made (TrainOptions.__post_init__)

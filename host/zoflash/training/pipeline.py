@@ -1,13 +1,13 @@
 """The training compile: load the model, compile it, plan the training, load the data (and
 re-quantize with headroom). `compile_training` is to training what `compiler.pipeline.compile_graph`
 is to inference: every problem with model, options or data surfaces here, before anything is
-generated. Measuring what the headroom did to the outputs needs the C built and run: a later stage
+generated, and so do the warnings about data and options that train but probably not as meant
+(training/checks.py). Measuring what the headroom did to the outputs needs the C built and run: a later stage
 (workflows.headroom) does that with the model kept in `CompiledTraining.before_headroom`.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,14 +18,13 @@ from zoflash.compiler.ir import Graph
 from zoflash.compiler.pipeline import compile_graph, fold_biases_at_run_time
 from zoflash.compiler.tflite_import import model_sha256
 from zoflash.errors import ZoflashError
+from zoflash.training.checks import training_warnings
 from zoflash.training.compiled import CompiledTraining, Training
-from zoflash.training.dataset import Dataset, carve_validation, load_dataset
+from zoflash.training.dataset import carve_validation, load_dataset
 from zoflash.training.headroom import apply_headroom, auto_bits
 from zoflash.training.options import TrainOptions
 from zoflash.training.plan import TrainPlan, plan_training
 from zoflash.training.render import stream_record_bytes
-
-log = logging.getLogger("zoflash")
 
 
 def compile_training(
@@ -49,7 +48,7 @@ def compile_training(
         output_shape=model.storage(plan.logits).shape,
     )
     data = carve_validation(data, opts.val_fraction, opts.seed)  # guards and snapshots never see the test set
-    _warn_about(data, opts, plan)
+    warnings = training_warnings(data, opts, plan, (q.scale if q else None, q.zero_point if q else None, t_in.dtype))
     if opts.headroom == "auto":  # resolved here, so that the bundle, the manifest and the monitor see the bits
         opts = replace(opts, headroom=auto_bits(model.graph, _weight_tensors(plan), root=model.root))
     report, before = None, None
@@ -60,40 +59,13 @@ def compile_training(
         plan.stream_buffer_bytes = opts.buffer * sum(stream_record_bytes(plan, data).values())
     fold_biases_at_run_time(model, {t.index for t in plan.tensors})
     return CompiledTraining(
-        Path(model_path), model_sha256(raw), model, Training(plan, opts, data, headroom=report), before_headroom=before
+        Path(model_path),
+        model_sha256(raw),
+        model,
+        Training(plan, opts, data, headroom=report),
+        before_headroom=before,
+        warnings=warnings,
     )
-
-
-def _warn_about(data: Dataset, opts: TrainOptions, plan: TrainPlan) -> None:
-    """Data that trains, but probably not as the user meant."""
-    n = len(data.y_train)
-    if n < opts.batch:
-        log.warning(
-            "%s: %d training samples for a batch of %d: every step draws samples more than once",
-            data.source,
-            n,
-            opts.batch,
-        )
-    if data.t_train is not None:  # mse targets the int8 output cannot reach pull it to saturation
-        lo, hi = (plan.logits_scale * (v - plan.logits_zp) for v in (-128, 127))
-        outside = float(np.mean((data.t_train < lo) | (data.t_train > hi)))
-        if outside > 0.1:
-            log.warning(
-                "%s: %.0f%% of the training targets lie outside the output's range [%.4g, %.4g] (targets "
-                "not in the output's real units?)",
-                data.source,
-                100 * outside,
-                lo,
-                hi,
-            )
-    labels = np.unique(data.y_train)
-    if data.labels and len(labels) == 1:
-        log.warning(
-            "%s: every training sample has label %d: the model can only learn to answer %d",
-            data.source,
-            int(labels[0]),
-            int(labels[0]),
-        )
 
 
 def _weight_tensors(plan: TrainPlan) -> list[int]:

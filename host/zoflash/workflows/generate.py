@@ -25,6 +25,7 @@ from zoflash.training.compiled import CompiledTraining
 from zoflash.training.options import make_options
 from zoflash.training.plan import plan_training
 from zoflash.workflows.boundary_check import simulated_crc32
+from zoflash.workflows.monitor import Say, log_line
 from zoflash.workflows.training import compile_for_training, refuse_stateful, training_bundle
 
 log = logging.getLogger("zoflash")
@@ -75,15 +76,23 @@ class Compiled:
     def training(self):
         return self.prep.training if self.prep is not None else None
 
+    @property
+    def warnings(self) -> list[str]:
+        """The training compile's warnings about data and options (training/checks.py)."""
+        return self.prep.warnings if self.prep is not None else []
 
-def compile_for(model_path: str | Path, data_path: str | Path | None = None, options=None) -> Compiled:
+
+def compile_for(
+    model_path: str | Path, data_path: str | Path | None = None, options=None, say: Say = log_line
+) -> Compiled:
     """Load the model once and compile it; with data, compile and plan it for training (options:
-    TrainOptions, defaults if None). A stateful model cannot train (UnsupportedModelError)."""
+    TrainOptions, defaults if None; the warnings about data and options go to `say`). A stateful
+    model cannot train (UnsupportedModelError)."""
     graph, raw = load_tflite(model_path)
     if data_path is None:
         return compile_loaded(LoadedModel(Path(model_path), graph, raw))
     refuse_stateful(graph, model_path)
-    prep = compile_for_training(model_path, data_path, options or make_options(), (graph, raw))
+    prep = compile_for_training(model_path, data_path, options or make_options(), (graph, raw), say)
     return Compiled(prep.path, prep.sha256, prep.model, prep)
 
 
@@ -103,6 +112,7 @@ def generate(
     device_headers=(),
     npu=None,
     check_boundary: bool = False,
+    say: Say = log_line,
 ) -> Bundle:
     """Compile a model and write its bundle for a board (no compiler run). With `data_path`,
     the bundle also trains (options: TrainOptions, defaults if None). `board_id` may be a family
@@ -111,9 +121,10 @@ def generate(
     boards.BOOT_MODES) chooses the placement rules; `device_headers` are checkouts of the vendor's
     headers the port then compiles against (device_headers.py); `npu` (an NpuRequest of
     targets/npu.py) runs the frozen prefix on the board's NPU (training bundles only);
-    `check_boundary` (always with `npu`) builds in the host simulation's boundary checksum."""
+    `check_boundary` (always with `npu`) builds in the host simulation's boundary checksum. The
+    warnings about the training data and options go to `say` before anything is written."""
     board = configured_board(board_id, boot, device_headers, npu, data_path)
-    compiled = compile_for(model_path, data_path, options)
+    compiled = compile_for(model_path, data_path, options, say)
     placed = place(compiled, board, npu)
     return render(compiled, placed, out_dir, prefix, npu, _boundary(compiled, npu, check_boundary))
 
@@ -183,12 +194,14 @@ def build(
     device_headers=(),
     npu=None,
     check_boundary: bool = False,
+    say: Say = log_line,
 ) -> BuildResult:
     """generate() and compile: for the host a shared library and programs, for a firmware
     board the training firmware (ELF, BIN, HEX; with data) or the model as a static library,
     with the memory used per region (BuildResult.regions)."""
     board = configured_board(board_id, boot, device_headers, npu, data_path)
-    return build_compiled(compile_for(model_path, data_path, options), board, out_dir, prefix, npu, check_boundary)
+    compiled = compile_for(model_path, data_path, options, say)
+    return build_compiled(compiled, board, out_dir, prefix, npu, check_boundary)
 
 
 def build_compiled(

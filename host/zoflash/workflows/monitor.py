@@ -15,9 +15,16 @@ Say = Callable[[str], None]
 CTRL_C_DUMP_TIMEOUT = 3.0  # seconds Ctrl-C waits for the device's weights before giving up
 
 
+WARNING = "warning: "  # how a workflow's progress line starts when it is a warning
+
+
 def log_line(text: str) -> None:
-    """Progress lines of a workflow called from Python: to the zoflash logger."""
-    log.info(text)
+    """Progress lines of a workflow called from Python: to the zoflash logger; warnings at WARNING,
+    which Python shows even when the caller configured no logging."""
+    if text.startswith(WARNING):
+        log.warning(text.removeprefix(WARNING))
+    else:
+        log.info(text)
 
 
 def serial_settings(board: str | None, baud: int | None, say: Say = log_line) -> tuple[list | None, int]:

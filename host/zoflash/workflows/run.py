@@ -72,6 +72,7 @@ def run(
         boot=boot,
         device_headers=device_headers,
         check_boundary=check_boundary,
+        say=say,
     )
     bundle = result.bundle
     for line in bundle_lines(bundle, result, board_obj):

@@ -9,7 +9,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from zoflash.errors import BuildError, ZoflashError
@@ -26,6 +26,7 @@ from zoflash.targets.project import Bundle
 from zoflash.training.compiled import CompiledTraining
 from zoflash.training.options import TrainOptions
 from zoflash.training.weights_file import save_weights
+from zoflash.workflows.monitor import Say, log_line
 from zoflash.workflows.training import compile_for_training, training_bundle
 
 
@@ -113,6 +114,7 @@ class SimulationResult(SessionResult):
     bundle: Bundle | None = None
     log_path: Path | None = None
     headroom: dict | None = None  # the re-quantization report (--headroom), or None
+    warnings: list[str] = field(default_factory=list)  # about the data and options, said before training
 
 
 def simulate(
@@ -125,6 +127,7 @@ def simulate(
     view: LiveView | None = None,
     plot: bool = True,
     prefix: str | None = None,
+    say: Say = log_line,
 ) -> SimulationResult:
     """Train on the host: build the training firmware's C with the host port (engine "c") or run the
     Python reference trainer (engine "reference"), and decode its telemetry as a board's monitor would.
@@ -139,12 +142,14 @@ def simulate(
         view: a live view to feed with the records as they arrive.
         plot: write the plot next to the log.
         prefix: the C prefix of the generated model (default: from the model's name).
+        say: where progress lines go; the warnings about the data and options go there before
+            training (and come back in the result's `warnings`).
 
     Returns:
         The records, the final weights and where the files went.
     """
     run_engine = ENGINE_RUNNERS.get(engine)  # an unknown engine fails before any work
-    prep = compile_for_training(model_path, data_path, opts)
+    prep = compile_for_training(model_path, data_path, opts, say=say)
     log_path = Path(log_path) if log_path else None
     session = Session(log_path, view)
     with tempfile.TemporaryDirectory(prefix="zoflash-sim-") as tmp:
@@ -154,7 +159,9 @@ def simulate(
                 session.feed(chunk)
         finally:
             result = session.close()
-    out = SimulationResult(**vars(result), bundle=bundle, log_path=log_path, headroom=prep.training.headroom)
+    out = SimulationResult(
+        **vars(result), bundle=bundle, log_path=log_path, headroom=prep.training.headroom, warnings=prep.warnings
+    )
     if out.done is None:
         raise ZoflashError(f"the run ended without its 'done' record (decoder: {out.stats})")
     if log_path is not None:

@@ -17,15 +17,23 @@ from zoflash.training.options import TrainOptions
 from zoflash.training.pipeline import compile_training
 from zoflash.training.render import render_training
 from zoflash.workflows import headroom
+from zoflash.workflows.monitor import WARNING, Say, log_line
 
 
 def compile_for_training(
-    model_path: str | Path, data_path: str | Path, opts: TrainOptions, loaded: tuple[Graph, bytes] | None = None
+    model_path: str | Path,
+    data_path: str | Path,
+    opts: TrainOptions,
+    loaded: tuple[Graph, bytes] | None = None,
+    say: Say = log_line,
 ) -> CompiledTraining:
     """The model (read from `model_path` unless `loaded` gives its graph and bytes) compiled and
-    planned for training on the data; a --headroom report gets the outputs' measured change."""
+    planned for training on the data; a --headroom report gets the outputs' measured change. The
+    warnings about data and options (prep.warnings) go to `say` now, before anything trains."""
     graph, raw = loaded if loaded is not None else load_tflite(model_path)
     prep = compile_training(model_path, graph, raw, data_path, opts)
+    for text in prep.warnings:
+        say(WARNING + text)
     headroom.measure(prep)
     return prep
 
