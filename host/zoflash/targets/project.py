@@ -13,10 +13,10 @@ from importlib import resources
 from pathlib import Path
 
 from zoflash import __version__
-from zoflash.compiler.codegen import c_identifier, render_model, template_env
+from zoflash.compiler.codegen import check_prefix, default_prefix, render_model, template_env
 from zoflash.compiler.compiled import CompiledModel
 from zoflash.compiler.runtime import TRAINING_RUNTIME, runtime_part, runtime_sources
-from zoflash.errors import ZoflashError
+from zoflash.errors import PrefixError, ZoflashError
 from zoflash.targets.boards import Board, load_port
 from zoflash.targets.budget import enable_mask, flash_data_address, flash_sections, image_sections
 from zoflash.training.compiled import TrainingSources
@@ -130,7 +130,7 @@ def generate_bundle(
 ) -> Bundle:
     """`training` (rendered by training.render for the same prefix) adds the training loop, its
     wiring and the data."""
-    prefix = prefix or c_identifier(Path(source_name).stem)
+    prefix = check_prefix(prefix) if prefix is not None else default_prefix(source_name)
     files: dict[str, bytes] = {}
     trainable = training.trainable if training is not None else None
     model_files = render_model(model, prefix, source_name, source_sha256, trainable)
@@ -145,6 +145,7 @@ def generate_bundle(
     runtime_files = runtime_sources(training is not None, kernels=(s.kernel for s in model.program.steps))
     files.update(runtime_files)
     static, templates = _port_files(board, training is not None)
+    _refuse_clashes(prefix, set(files) - set(runtime_files), set(runtime_files) | set(static) | set(templates))
     files.update(static)
     env = template_env()
     training_runtime = runtime_part(TRAINING_RUNTIME)
@@ -194,6 +195,18 @@ def generate_bundle(
     manifest["static_files"] = sorted(set(runtime_files) | set(static))
     _write(out_dir, files, manifest)
     return Bundle(path=out_dir, manifest=manifest)
+
+
+def _refuse_clashes(prefix: str, generated: set[str], copied: set[str]) -> None:
+    """PrefixError when a file generated for the model would take the name (in any case: some file
+    systems ignore it) of a runtime or port file copied into the bundle, or of its own files."""
+    ours = {name.lower(): name for name in copied | {"zo_bundle.h", "manifest.json"}}
+    clashes = sorted(f"{name} (the bundle's {ours[name.lower()]})" for name in generated if name.lower() in ours)
+    if clashes:
+        raise PrefixError(
+            f"prefix '{prefix}' would give generated files the names of files the bundle copies in: {', '.join(clashes)}; "
+            "choose another prefix (--prefix)"
+        )
 
 
 def _flash_boot_context(board: Board) -> dict:
