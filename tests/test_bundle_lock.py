@@ -73,6 +73,20 @@ def test_a_crashed_build_does_not_block_the_next(monkeypatch, tmp_path):
     assert not lock_path(out).exists()
 
 
+def test_the_lock_is_inside_a_folder_whose_parent_cannot_be_written(monkeypatch, tmp_path):
+    from zoflash.targets import bundle_lock
+
+    out = tmp_path / "bundle"
+    out.mkdir()
+    monkeypatch.setattr(bundle_lock, "_writable", lambda folder: folder != tmp_path)
+    assert lock_path(out) == out / bundle_lock.INNER_LOCK_NAME
+    with bundle_lock.bundle_lock(out):
+        assert (out / bundle_lock.INNER_LOCK_NAME).is_file()
+        assert main(["build", "--model", MODEL, "--no-compile", "--out", str(out)]) == 0  # the same thread
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
+    assert not (out / bundle_lock.INNER_LOCK_NAME).exists()
+
+
 @pytest.mark.cc
 def test_two_concurrent_builds_into_one_folder_leave_one_builds_firmware(tmp_path):
     models = {"mlp": FIXTURES / "mlp.tflite", "cnn": FIXTURES / "digits_cnn.tflite"}

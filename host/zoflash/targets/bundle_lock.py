@@ -2,7 +2,7 @@
 files and their make runs and could leave firmware that matches neither.
 
 The lock is an fcntl.flock on `.<folder>.zoflash-lock` beside the folder (outside it, so the bundle
-holds only its own files), taken before the bundle is written and released when its build ends; the
+holds only its own files; inside it, as `.zoflash-lock`, when only the folder is writable), taken before the bundle is written and released when its build ends; the
 kernel releases it when the process dies, so a crashed build never blocks the next. The holder
 writes its pid into the file and removes the file as it releases the lock. A second build waits for
 it, saying so once, up to $ZOFLASH_LOCK_TIMEOUT seconds (600 by default; 0 refuses at once), then
@@ -30,9 +30,20 @@ log = logging.getLogger("zoflash")
 _held = threading.local()  # the folders this thread holds: a nested build of the same folder goes on
 
 
+INNER_LOCK_NAME = ".zoflash-lock"
+
+
 def lock_path(out_dir: str | Path) -> Path:
+    """Beside the folder; inside it (INNER_LOCK_NAME) when the folder exists in a folder this user
+    cannot write."""
     out = Path(out_dir).resolve()
+    if out.is_dir() and out.parent.is_dir() and not _writable(out.parent):
+        return out / INNER_LOCK_NAME
     return out.parent / f".{out.name}.zoflash-lock"
+
+
+def _writable(folder: Path) -> bool:
+    return os.access(folder, os.W_OK)
 
 
 def lock_timeout() -> float:

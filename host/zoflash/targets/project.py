@@ -19,6 +19,7 @@ from zoflash.compiler.runtime import TRAINING_RUNTIME, runtime_part, runtime_sou
 from zoflash.errors import PrefixError, ZoflashError
 from zoflash.targets.boards import Board, load_port
 from zoflash.targets.budget import enable_mask, flash_data_address, flash_sections, image_sections
+from zoflash.targets.bundle_lock import INNER_LOCK_NAME
 from zoflash.training.compiled import TrainingSources
 
 MANIFEST_VERSION = 1
@@ -234,7 +235,8 @@ def _write(out_dir: Path, files: dict[str, bytes], manifest: dict) -> None:
             stale = set()
         for name in stale:
             (out_dir / name).unlink(missing_ok=True)
-    elif any(p.name not in files for p in out_dir.iterdir()):  # (a dry run's profile files are ours)
+    elif any(p.name not in files and p.name != INNER_LOCK_NAME for p in out_dir.iterdir()):
+        # (a dry run's profile files are ours; the build's lock may be in the folder)
         raise ZoflashError(
             f"output directory '{out_dir}' is not empty and is not a zoflash bundle; choose another --out"
         )
