@@ -4,6 +4,8 @@ ranges of the C fields they become."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import FIXTURES
 
@@ -127,3 +129,71 @@ def test_tiny_or_one_class_training_data_warns(caplog, tmp_path):
         compile_for_training(MODEL, tmp_path / "d.npz", make_options(batch=16))
     assert "3 training samples for a batch of 16" in caplog.text  # 2 of the 5 became the validation split
     assert "every training sample has label 3" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "prefix, why",
+    [
+        ("a-b", "it has '-'"),
+        ("1abc", "it starts with a digit"),
+        ("naïve", "(not ASCII)"),
+        ("_model", "it starts with '_'"),
+        ("m" * 49, "it has 49 characters"),
+        ("zo_trainer", "'zo_' starts the names of the runtime's own files"),
+        ("ZO_Kernels", "'zo_' starts the names of the runtime's own files"),
+        ("zo", "'zo_' starts the names"),
+        ("", "it is empty"),
+    ],
+)
+def test_a_prefix_that_cannot_name_c_files_is_refused_before_any_work(capsys, tmp_path, prefix, why):
+    out = tmp_path / "b"
+    for argv in (
+        ["build", "--model", MODEL, "--prefix", prefix, "--out", str(out)],
+        ["build", "--model", MODEL, "--data", DATA, "--prefix", prefix, "--no-compile", "--out", str(out)],
+    ):
+        _fails(capsys, argv, f"prefix '{prefix}' cannot name the model's C files", why, "A prefix is a C identifier")
+    assert not out.exists()
+
+
+def test_the_api_checks_the_prefix_as_the_cli_does(tmp_path):
+    from zoflash import api
+    from zoflash.errors import PrefixError
+    from zoflash.training.options import make_options
+
+    with pytest.raises(PrefixError, match="it has '-'"):
+        api.generate(MODEL, "host", tmp_path / "a", prefix="a-b")
+    with pytest.raises(PrefixError, match="starts with a digit"):
+        api.build(MODEL, "host", tmp_path / "b", prefix="1abc")
+    with pytest.raises(PrefixError, match="'zo_' starts the names"):
+        api.simulate(MODEL, DATA, make_options(steps=2), bundle_dir=tmp_path / "c", prefix="zo_trainer")
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_model_named_like_a_runtime_file_keeps_the_runtime_file(tmp_path):
+    from zoflash import api
+    from zoflash.compiler.runtime import runtime_root
+
+    model = tmp_path / "zo_trainer.tflite"
+    model.write_bytes((FIXTURES / "digits_cnn.tflite").read_bytes())
+    bundle = api.generate(model, "host", tmp_path / "b", data_path=DATA)
+    assert bundle.prefix == "m_zo_trainer"
+    runtime_trainer = Path(runtime_root()) / "training" / "zo_trainer.c"
+    assert (bundle.path / "zo_trainer.c").read_bytes() == runtime_trainer.read_bytes()
+    assert (bundle.path / "m_zo_trainer.c").is_file()
+
+
+def test_a_generated_file_never_takes_a_runtime_files_name(monkeypatch, tmp_path):
+    """Whatever the runtime holds: a clash (in any letter case) is refused, naming the files."""
+    from zoflash import api
+    from zoflash.errors import PrefixError
+    from zoflash.targets import project
+
+    def with_a_net_header(*args, **kwargs):
+        return {**runtime_sources(*args, **kwargs), "Net.h": b"/* a runtime header */\n"}
+
+    runtime_sources = project.runtime_sources
+    monkeypatch.setattr(project, "runtime_sources", with_a_net_header)
+    with pytest.raises(PrefixError, match=r"net\.h \(the bundle's Net\.h\)"):
+        api.generate(MODEL, "host", tmp_path / "b", prefix="net")
+    assert not (tmp_path / "b").exists()
+    api.generate(MODEL, "host", tmp_path / "b", prefix="other")  # no clash, no refusal

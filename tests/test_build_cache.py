@@ -1,9 +1,11 @@
 """The shared object cache (targets/build_cache.py): the static runtime compiles once per compiler,
 flags and source content; what it restores is byte-identical to what make would compile; a changed
-header or flag misses; generated sources are never cached; concurrent builds share it safely."""
+header or flag misses; generated sources are never cached; concurrent builds share it safely; an
+entry that fails its checksum, or breaks the build, is evicted and compiled again."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from pathlib import Path
 
@@ -12,8 +14,10 @@ from conftest import FIXTURES
 
 from zoflash import api
 from zoflash.cli import main
+from zoflash.errors import BuildError
 from zoflash.targets import build_cache
 from zoflash.targets.build_cache import ObjectCache
+from zoflash.targets.host_build import build_host
 
 
 def _objects(bundle: Path) -> dict[str, bytes]:
@@ -112,3 +116,89 @@ def test_cache_command(monkeypatch, tmp_path, capsys):
     assert ObjectCache(tmp_path / "cache").usage() == (0, 0)
     monkeypatch.setenv("ZOFLASH_CACHE", "off")
     assert main(["cache"]) == 0 and "off" in capsys.readouterr().out
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _entries(cache: Path) -> list[Path]:
+    return sorted((cache / "objects").rglob("*.o"))
+
+
+def _cold_objects(monkeypatch, tmp_path, model: str) -> dict[str, bytes]:
+    monkeypatch.setenv("ZOFLASH_CACHE", "off")
+    cold = api.build(FIXTURES / model, "host", tmp_path / "cold").bundle
+    return _objects(cold.path)
+
+
+@pytest.mark.cc
+def test_a_flipped_byte_in_a_cached_object_is_evicted_and_compiled_again(monkeypatch, tmp_path, caplog):
+    cold = _cold_objects(monkeypatch, tmp_path, "mlp.tflite")
+    monkeypatch.setenv("ZOFLASH_CACHE", str(tmp_path / "cache"))
+    api.build(FIXTURES / "mlp.tflite", "host", tmp_path / "a")
+    entries = _entries(tmp_path / "cache")
+    victim = entries[len(entries) // 2]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    victim.write_bytes(bytes(data))
+    with caplog.at_level("WARNING", logger="zoflash"):
+        second = api.build(FIXTURES / "mlp.tflite", "host", tmp_path / "b").bundle
+    assert _objects(second.path) == cold  # what is linked is what the compiler makes
+    said = [r.getMessage() for r in caplog.records if "object cache" in r.getMessage()]
+    assert len(said) == 1 and str(victim) in said[0] and "compiled again" in said[0], said
+    # stored afresh: the same entry, with the content its name records
+    assert _entries(tmp_path / "cache") == entries and victim.name.endswith(f"-{_sha(victim)}.o")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="zoflash"):
+        api.build(FIXTURES / "mlp.tflite", "host", tmp_path / "c")
+    assert not caplog.records  # the repaired cache is quiet
+
+
+@pytest.mark.cc
+def test_a_cached_object_that_breaks_the_link_is_evicted_and_the_build_recovers(monkeypatch, tmp_path, caplog):
+    # An entry stored broken (its checksum matches its garbage) is only caught by the build.
+    cold = _cold_objects(monkeypatch, tmp_path, "mlp.tflite")
+    monkeypatch.setenv("ZOFLASH_CACHE", str(tmp_path / "cache"))
+    api.build(FIXTURES / "mlp.tflite", "host", tmp_path / "a")
+    victim = _entries(tmp_path / "cache")[0]
+    key = victim.name.rsplit("-", 1)[0]
+    garbage = b"not an object file\n"
+    victim.unlink()
+    broken = victim.parent / f"{key}-{hashlib.sha256(garbage).hexdigest()}.o"
+    broken.write_bytes(garbage)
+    with caplog.at_level("WARNING", logger="zoflash"):
+        second = api.build(FIXTURES / "mlp.tflite", "host", tmp_path / "b").bundle
+    assert _objects(second.path) == cold
+    said = [r.getMessage() for r in caplog.records if "object cache" in r.getMessage()]
+    assert len(said) == 1 and str(broken) in said[0] and "compiled again" in said[0], said
+    assert not broken.exists() and victim.exists()  # the good object is stored under its own checksum
+    api.build(FIXTURES / "mlp.tflite", "host", tmp_path / "c")  # and later builds are fine
+
+
+@pytest.mark.cc
+def test_a_build_that_fails_on_its_own_keeps_the_cache(monkeypatch, tmp_path, caplog):
+    monkeypatch.setenv("ZOFLASH_CACHE", str(tmp_path / "cache"))
+    api.build(FIXTURES / "mlp.tflite", "host", tmp_path / "a")
+    entries = _entries(tmp_path / "cache")
+    bundle = api.generate(FIXTURES / "mlp.tflite", "host", tmp_path / "b")
+    model_c = bundle.path / f"{bundle.prefix}.c"
+    model_c.write_text(model_c.read_text() + "\nthis is not C;\n")
+    with pytest.raises(BuildError, match="failed"):
+        build_host(bundle)
+    assert _entries(tmp_path / "cache") == entries
+    assert not [r for r in caplog.records if "object cache" in r.getMessage()]
+
+
+def test_an_entry_without_a_valid_checksum_name_is_a_miss(monkeypatch, tmp_path, caplog):
+    store = ObjectCache(tmp_path / "cache")
+    key = "ab" * 32
+    folder = tmp_path / "cache" / "objects" / "ab"
+    folder.mkdir(parents=True)
+    (folder / f"{key}-nothex.o").write_bytes(b"x")
+    good = b"an object"
+    (folder / f"{key}-{hashlib.sha256(good).hexdigest()}.o").write_bytes(good)
+    with caplog.at_level("WARNING", logger="zoflash"):
+        assert store.lookup(key) == good
+    assert not (folder / f"{key}-nothex.o").exists()
+    assert "nothex" in caplog.text

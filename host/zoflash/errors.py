@@ -43,6 +43,10 @@ class BuildError(ZoflashError):
     """Compiling a bundle failed."""
 
 
+class PrefixError(ZoflashError):
+    """A model's C prefix cannot name its files and functions in the bundle."""
+
+
 class DataError(ZoflashError):
     """Input data (arrays, files) has the wrong shape, type or content."""
 

@@ -27,7 +27,11 @@ from zoflash.workflows.report import bundle_lines
 @click.option(
     "--out", "out_dir", type=click.Path(file_okay=False), help="Bundle directory [generated/<model>-<board>]."
 )
-@click.option("--prefix", help="C name prefix for the model's functions [from the model file name].")
+@click.option(
+    "--prefix",
+    help="C name prefix for the model's files and functions: ASCII letters, digits and '_', starting with "
+    "a letter, at most 48 characters, not 'zo' or 'zo_...' (the runtime's) [from the model file name].",
+)
 @click.option("--no-compile", is_flag=True, help="Only generate the bundle; do not run the compiler.")
 @click.option(
     "--boot",

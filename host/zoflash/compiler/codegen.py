@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 
 import jinja2
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from zoflash import __version__
 from zoflash.compiler.compiled import CompiledModel
 from zoflash.compiler.ops import KERNELS
+from zoflash.errors import PrefixError
 
 _C_TYPES = {
     "int8": "int8_t",
@@ -45,6 +47,52 @@ def c_identifier(text: str) -> str:
     if ident[0].isdigit():
         ident = "m_" + ident
     return ident[:48].lower()
+
+
+# A model's C prefix names its files (<prefix>.c, <prefix>_weights.c, ...) and its global symbols in
+# the bundle beside the runtime's, whose files and symbols all start with "zo_".
+PREFIX_MAX_LENGTH = 48
+RUNTIME_PREFIX = "zo"
+PREFIX_RULES = (
+    f"A prefix is a C identifier (ASCII letters, digits, '_') that starts with a letter, has at most "
+    f"{PREFIX_MAX_LENGTH} characters and is neither '{RUNTIME_PREFIX}' nor starts with '{RUNTIME_PREFIX}_'"
+)
+
+
+def _reserved(prefix: str) -> bool:
+    low = prefix.lower()  # file names differ only in case on some file systems
+    return low == RUNTIME_PREFIX or low.startswith(RUNTIME_PREFIX + "_")
+
+
+def check_prefix(prefix: str) -> str:
+    """`prefix` when it can name a model's C files and symbols, else PrefixError saying why."""
+    bad = sorted({c for c in prefix if not (c.isascii() and (c.isalnum() or c == "_"))})
+    if not prefix:
+        why = "it is empty"
+    elif bad:
+        why = (
+            "it has "
+            + " ".join(repr(c) for c in bad[:5])
+            + (" (not ASCII)" if any(not c.isascii() for c in bad) else "")
+        )
+    elif prefix[0].isdigit():
+        why = "it starts with a digit"
+    elif not prefix[0].isalpha():
+        why = f"it starts with {prefix[0]!r}"
+    elif len(prefix) > PREFIX_MAX_LENGTH:
+        why = f"it has {len(prefix)} characters"
+    elif _reserved(prefix):
+        why = f"'{RUNTIME_PREFIX}_' starts the names of the runtime's own files and functions (zo_trainer.c, ...)"
+    else:
+        return prefix
+    raise PrefixError(f"prefix '{prefix}' cannot name the model's C files and functions: {why}. {PREFIX_RULES}")
+
+
+def default_prefix(model_file: str) -> str:
+    """The prefix a model gets from its file name when none is given: the stem as a C identifier,
+    with 'm_' in front when it would start with the runtime's 'zo_'."""
+    ident = c_identifier(Path(model_file).stem)
+    return check_prefix(("m_" + ident)[:PREFIX_MAX_LENGTH] if _reserved(ident) else ident)
 
 
 def c_comment(text: str) -> str:

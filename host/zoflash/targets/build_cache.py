@@ -9,6 +9,13 @@ and of every header it includes; anything that could change the object changes t
 after it, the objects make compiled are added. Writes are atomic (a temporary file renamed into
 place), so concurrent builds share the cache safely.
 
+Each entry is named by its key and by the sha256 of the object's bytes (objects/<k[:2]>/<key>-<sha>.o),
+recorded when it is stored: what is restored is checked against it, and an entry that does not match
+(a flipped byte, a truncated file) is removed and compiled again, with one warning. An entry that
+matches but whose object then breaks the build (stored broken) is caught by the build: the objects
+restored are compiled afresh once, and those that differ from what the compiler makes are removed
+(host_build.run_make).
+
 The cache lives in $ZOFLASH_CACHE, else $XDG_CACHE_HOME/zoflash, else ~/.cache/zoflash;
 ZOFLASH_CACHE=off disables it; `zoflash cache --clear` empties it.
 """
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -27,8 +35,11 @@ from pathlib import Path
 
 CACHE_ENV = "ZOFLASH_CACHE"
 KEY_VERSION = b"zoflash-object-cache 1\n"
+_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _INCLUDE = re.compile(rb'^\s*#\s*include\s*(["<])([^">]+)[">]', re.M)
 _COMPUTED_INCLUDE = re.compile(rb"^\s*#\s*include\s+[A-Za-z_]", re.M)
+
+log = logging.getLogger("zoflash")
 
 
 def cache_root() -> Path | None:
@@ -77,8 +88,40 @@ def _closure(bundle_dir: Path, source: str, static: set[str]) -> list[str] | Non
 class ObjectCache:
     root: Path
 
-    def _path(self, key: str) -> Path:
-        return self.root / "objects" / key[:2] / f"{key}.o"
+    def _entries(self, key: str) -> list[Path]:
+        """The stored files of a key: normally one, <key>-<sha256 of the object>.o."""
+        folder = self.root / "objects" / key[:2]
+        return sorted(folder.glob(f"{key}-*.o")) if folder.is_dir() else []
+
+    def _entry_path(self, key: str, data: bytes) -> Path:
+        return self.root / "objects" / key[:2] / f"{key}-{hashlib.sha256(data).hexdigest()}.o"
+
+    def lookup(self, key: str) -> bytes | None:
+        """The object stored under `key`, checked against the sha256 in its entry's name; an entry
+        that does not match is evicted (with a warning), and a key with no good entry is a miss."""
+        found = None
+        for entry in self._entries(key):
+            recorded = entry.name[len(key) + 1 : -2]
+            try:
+                data = entry.read_bytes()
+            except FileNotFoundError:  # evicted by a concurrent build
+                continue
+            if _SHA256_HEX.match(recorded) and hashlib.sha256(data).hexdigest() == recorded:
+                found = data if found is None else found
+            else:
+                self.evict(entry, "its content does not match the checksum recorded when it was stored")
+        return found
+
+    def evict(self, entry: Path, why: str) -> None:
+        try:
+            entry.unlink(missing_ok=True)
+        except OSError:  # a read-only cache: the entry stays, but is never used
+            pass
+        log.warning("object cache: removed %s (%s); the object is compiled again", entry, why)
+
+    def evict_key(self, key: str, why: str) -> None:
+        for entry in self._entries(key):
+            self.evict(entry, why)
 
     def keys(self, bundle_dir: Path, manifest: dict, compile_line: bytes) -> dict[str, tuple[str, list[str]]]:
         """Object name (build/obj/<stem>.o) -> (key, the files it is compiled from), for every
@@ -97,17 +140,20 @@ class ObjectCache:
             keys[source[:-2] + ".o"] = (h.hexdigest(), files)
         return keys
 
-    def restore(self, bundle_dir: Path, keys: dict) -> int:
-        """Copy cached objects into build/obj/ where make would compile them; the number restored."""
+    def restore(self, bundle_dir: Path, keys: dict) -> list[str]:
+        """Copy cached objects, checked, into build/obj/ where make would compile them; the names
+        of the objects restored."""
         obj_dir = bundle_dir / "build" / "obj"
-        restored = 0
+        restored = []
         for name, (key, files) in keys.items():
-            cached = self._path(key)
-            if not cached.is_file() or _up_to_date(obj_dir / name, [bundle_dir / f for f in files + ["Makefile"]]):
+            if _up_to_date(obj_dir / name, [bundle_dir / f for f in files + ["Makefile"]]):
                 continue  # an up-to-date object stays untouched, so nothing is relinked
+            data = self.lookup(key)
+            if data is None:
+                continue
             obj_dir.mkdir(parents=True, exist_ok=True)
-            _atomic_copy(cached, obj_dir / name)
-            restored += 1
+            _atomic_write(data, obj_dir / name)  # the very bytes just checked
+            restored.append(name)
         return restored
 
     def store(self, bundle_dir: Path, keys: dict) -> int:
@@ -115,11 +161,14 @@ class ObjectCache:
         than their sources are taken: after a failed make some may be left from an older bundle."""
         added = 0
         for name, (key, files) in keys.items():
-            built, cached = bundle_dir / "build" / "obj" / name, self._path(key)
-            if _up_to_date(built, [bundle_dir / f for f in files + ["Makefile"]]) and not cached.is_file():
-                cached.parent.mkdir(parents=True, exist_ok=True)
-                _atomic_copy(built, cached)
-                added += 1
+            built = bundle_dir / "build" / "obj" / name
+            if not _up_to_date(built, [bundle_dir / f for f in files + ["Makefile"]]) or self._entries(key):
+                continue
+            data = built.read_bytes()
+            cached = self._entry_path(key, data)
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(data, cached)
+            added += 1
         return added
 
     def usage(self) -> tuple[int, int]:
@@ -142,11 +191,11 @@ def _up_to_date(target: Path, inputs: list[Path]) -> bool:
         return False
 
 
-def _atomic_copy(src: Path, dst: Path) -> None:
+def _atomic_write(data: bytes, dst: Path) -> None:
     fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.")
     try:
-        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
-            shutil.copyfileobj(inp, out)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
         os.replace(tmp, dst)  # a fresh mtime: newer than the bundle's files, so make keeps it
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -162,7 +211,42 @@ def compile_line(bundle_dir: Path, extra_cflags: str = "") -> bytes | None:
     return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else None
 
 
-def prepared(bundle_dir: Path, manifest: dict, extra_cflags: str = "") -> tuple[ObjectCache, dict] | None:
+@dataclass
+class Prepared:
+    """The cache and the bundle's object keys, and the objects restored into build/obj/ for this make."""
+
+    cache: ObjectCache
+    keys: dict
+    restored: list[str]
+
+    def store(self, bundle_dir: Path) -> None:
+        try:
+            self.cache.store(bundle_dir, self.keys)
+        except OSError:
+            pass  # a full or read-only cache costs speed, never the build
+
+    def drop_restored(self, bundle_dir: Path) -> dict[str, bytes]:
+        """Take the restored objects out of build/obj/ so make compiles them afresh; their bytes."""
+        taken = {}
+        for name in self.restored:
+            path = bundle_dir / "build" / "obj" / name
+            try:
+                taken[name] = path.read_bytes()
+                path.unlink()
+            except FileNotFoundError:
+                pass
+        return taken
+
+    def evict_differing(self, bundle_dir: Path, taken: dict[str, bytes]) -> None:
+        """After a fresh compile of the objects drop_restored took: evict the entries whose object
+        is not what the compiler makes."""
+        for name, cached in taken.items():
+            built = bundle_dir / "build" / "obj" / name
+            if built.is_file() and built.read_bytes() != cached:
+                self.cache.evict_key(self.keys[name][0], f"its {name} broke the build of {bundle_dir}")
+
+
+def prepared(bundle_dir: Path, manifest: dict, extra_cflags: str = "") -> Prepared | None:
     """The cache and the bundle's object keys, with the cached objects already in build/obj/;
     None when the cache is off or the bundle's Makefile has no compile line."""
     root = cache_root()
@@ -174,7 +258,7 @@ def prepared(bundle_dir: Path, manifest: dict, extra_cflags: str = "") -> tuple[
     cache = ObjectCache(root)
     try:
         keys = cache.keys(bundle_dir, manifest, line)
-        cache.restore(bundle_dir, keys)
+        restored = cache.restore(bundle_dir, keys)
     except OSError:  # an unreadable cache never breaks a build: build without it
         return None
-    return cache, keys
+    return Prepared(cache, keys, restored)

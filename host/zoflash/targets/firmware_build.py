@@ -3,7 +3,6 @@ its per-region size report (budget.py)."""
 
 from __future__ import annotations
 
-import re
 import shlex
 import subprocess
 
@@ -18,7 +17,7 @@ from zoflash.targets.budget import (
     section_sizes,
     size_report,
 )
-from zoflash.targets.host_build import BuildResult, require, run_make
+from zoflash.targets.host_build import REGION_OVERFLOW, BuildResult, require, run_make
 from zoflash.targets.npu import pool_items
 from zoflash.targets.project import Bundle
 
@@ -99,7 +98,7 @@ def flash_boot_lines(result: BuildResult) -> list[str]:
 
 
 # --- re-planning after a link overflow ---
-_OVERFLOW = re.compile(r"region `(\w+)' overflowed by (\d+) bytes")
+_OVERFLOW = REGION_OVERFLOW
 
 
 def overflowed_region(err: BuildError) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -38,6 +39,10 @@ class BuildResult:
     regions: list = field(default_factory=list)  # firmware: budget.RegionUse per memory region
 
 
+# The linker's word for a memory region too small: the plan's to fix (a re-plan), not the cache's.
+REGION_OVERFLOW = re.compile(r"region `(\w+)' overflowed by (\d+) bytes")
+
+
 def run_make(bundle: Bundle, *targets: str, extra_cflags: str = "") -> None:
     require("make")
     tc = bundle.manifest["toolchain"]
@@ -47,19 +52,19 @@ def run_make(bundle: Bundle, *targets: str, extra_cflags: str = "") -> None:
     if extra_cflags:
         cmd.append(f"EXTRA_CFLAGS={extra_cflags}")
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    if cache is not None and proc.returncode != 0:  # the objects compiled before a failed link are good
-        try:
-            cache[0].store(bundle.path, cache[1])
-        except OSError:
-            pass
+    cache_suspect = proc.returncode != 0 and not REGION_OVERFLOW.search(proc.stdout + proc.stderr)
+    if cache is not None and cache.restored and cache_suspect:
+        # A cached object may be what broke the build (stored broken: its checksum matches): compile
+        # the restored objects afresh once, and evict the entries that differ from what the
+        # compiler makes. A build that still fails fails for its own reasons.
+        taken = cache.drop_restored(bundle.path)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        cache.evict_differing(bundle.path, taken)  # one warning per entry evicted
+    if cache is not None:  # after a failed link too: the objects compiled before it are good
+        cache.store(bundle.path)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-30:])
         raise BuildError(f"building {bundle.path} failed:\n{tail}")
-    if cache is not None:
-        try:
-            cache[0].store(bundle.path, cache[1])
-        except OSError:
-            pass  # a full or read-only cache costs speed, never the build
 
 
 # The host port's own programs (command-line runner, training port): not the model's code.

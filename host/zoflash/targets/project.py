@@ -13,12 +13,13 @@ from importlib import resources
 from pathlib import Path
 
 from zoflash import __version__
-from zoflash.compiler.codegen import c_identifier, render_model, template_env
+from zoflash.compiler.codegen import check_prefix, default_prefix, render_model, template_env
 from zoflash.compiler.compiled import CompiledModel
 from zoflash.compiler.runtime import TRAINING_RUNTIME, runtime_part, runtime_sources
-from zoflash.errors import ZoflashError
+from zoflash.errors import PrefixError, ZoflashError
 from zoflash.targets.boards import Board, load_port
 from zoflash.targets.budget import enable_mask, flash_data_address, flash_sections, image_sections
+from zoflash.targets.bundle_lock import INNER_LOCK_NAME
 from zoflash.training.compiled import TrainingSources
 
 MANIFEST_VERSION = 1
@@ -130,7 +131,7 @@ def generate_bundle(
 ) -> Bundle:
     """`training` (rendered by training.render for the same prefix) adds the training loop, its
     wiring and the data."""
-    prefix = prefix or c_identifier(Path(source_name).stem)
+    prefix = check_prefix(prefix) if prefix is not None else default_prefix(source_name)
     files: dict[str, bytes] = {}
     trainable = training.trainable if training is not None else None
     model_files = render_model(model, prefix, source_name, source_sha256, trainable)
@@ -145,6 +146,7 @@ def generate_bundle(
     runtime_files = runtime_sources(training is not None, kernels=(s.kernel for s in model.program.steps))
     files.update(runtime_files)
     static, templates = _port_files(board, training is not None)
+    _refuse_clashes(prefix, set(files) - set(runtime_files), set(runtime_files) | set(static) | set(templates))
     files.update(static)
     env = template_env()
     training_runtime = runtime_part(TRAINING_RUNTIME)
@@ -196,6 +198,18 @@ def generate_bundle(
     return Bundle(path=out_dir, manifest=manifest)
 
 
+def _refuse_clashes(prefix: str, generated: set[str], copied: set[str]) -> None:
+    """PrefixError when a file generated for the model would take the name (in any case: some file
+    systems ignore it) of a runtime or port file copied into the bundle, or of its own files."""
+    ours = {name.lower(): name for name in copied | {"zo_bundle.h", "manifest.json"}}
+    clashes = sorted(f"{name} (the bundle's {ours[name.lower()]})" for name in generated if name.lower() in ours)
+    if clashes:
+        raise PrefixError(
+            f"prefix '{prefix}' would give generated files the names of files the bundle copies in: {', '.join(clashes)}; "
+            "choose another prefix (--prefix)"
+        )
+
+
 def _flash_boot_context(board: Board) -> dict:
     """For the Makefile: the flash data image (objcopy's -j options and the image's address;
     empty when nothing is placed in a flash region), the ELF without it (-R, for a debugger's
@@ -221,7 +235,8 @@ def _write(out_dir: Path, files: dict[str, bytes], manifest: dict) -> None:
             stale = set()
         for name in stale:
             (out_dir / name).unlink(missing_ok=True)
-    elif any(p.name not in files for p in out_dir.iterdir()):  # (a dry run's profile files are ours)
+    elif any(p.name not in files and p.name != INNER_LOCK_NAME for p in out_dir.iterdir()):
+        # (a dry run's profile files are ours; the build's lock may be in the folder)
         raise ZoflashError(
             f"output directory '{out_dir}' is not empty and is not a zoflash bundle; choose another --out"
         )

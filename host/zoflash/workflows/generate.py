@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from zoflash.compiler.codegen import c_identifier
+from zoflash.compiler.codegen import c_identifier, check_prefix
 from zoflash.compiler.compiled import CompiledModel
 from zoflash.compiler.ir import Graph
 from zoflash.compiler.pipeline import compile_graph
@@ -16,6 +16,7 @@ from zoflash.compiler.tflite_split import split_tflite
 from zoflash.errors import BoardError, BuildError, SplitError
 from zoflash.targets import boards as boards_mod
 from zoflash.targets.budget import BudgetError, estimate_regions, fit, placed_board
+from zoflash.targets.bundle_lock import bundle_lock
 from zoflash.targets.device_headers import include_dirs
 from zoflash.targets.firmware_build import build_firmware, measured_sizes, overflowed_region
 from zoflash.targets.host_build import BuildResult, build_host
@@ -123,10 +124,14 @@ def generate(
     targets/npu.py) runs the frozen prefix on the board's NPU (training bundles only);
     `check_boundary` (always with `npu`) builds in the host simulation's boundary checksum. The
     warnings about the training data and options go to `say` before anything is written."""
+    if prefix is not None:
+        check_prefix(prefix)  # before the compile
     board = configured_board(board_id, boot, device_headers, npu, data_path)
     compiled = compile_for(model_path, data_path, options, say)
     placed = place(compiled, board, npu)
-    return render(compiled, placed, out_dir, prefix, npu, _boundary(compiled, npu, check_boundary))
+    expected = _boundary(compiled, npu, check_boundary)
+    with bundle_lock(_out(compiled, board, out_dir)):
+        return render(compiled, placed, out_dir, prefix, npu, expected)
 
 
 def configured_board(board_id: str, boot: str = "dev", device_headers=(), npu=None, data_path=None):
@@ -166,7 +171,7 @@ def render(
     boundary_expected: int | None = None,
 ) -> Bundle:
     """Write the bundle of the compiled model for the board with its memory plan (place())."""
-    out = Path(out_dir) if out_dir is not None else default_bundle_dir(compiled.path, board.id)
+    out = _out(compiled, board, out_dir)
     if compiled.prep is not None:
         bundle = training_bundle(compiled.prep, board, out, prefix, npu=npu, boundary_expected=boundary_expected)
         log.info("wrote training bundle %s (%d files)", out, len(bundle.manifest["files"]))
@@ -174,6 +179,10 @@ def render(
     bundle = generate_bundle(compiled.model, board, out, compiled.path.name, compiled.sha256, prefix=prefix)
     log.info("wrote bundle %s (%d files)", out, len(bundle.manifest["files"]))
     return bundle
+
+
+def _out(compiled: Compiled, board, out_dir: str | Path | None) -> Path:
+    return Path(out_dir) if out_dir is not None else default_bundle_dir(compiled.path, board.id)
 
 
 def _configure(board, boot: str, device_headers):
@@ -199,6 +208,8 @@ def build(
     """generate() and compile: for the host a shared library and programs, for a firmware
     board the training firmware (ELF, BIN, HEX; with data) or the model as a static library,
     with the memory used per region (BuildResult.regions)."""
+    if prefix is not None:
+        check_prefix(prefix)  # before the compile
     board = configured_board(board_id, boot, device_headers, npu, data_path)
     compiled = compile_for(model_path, data_path, options, say)
     return build_compiled(compiled, board, out_dir, prefix, npu, check_boundary)
@@ -212,9 +223,15 @@ def build_compiled(
     npu=None,
     check_boundary: bool = False,
 ) -> BuildResult:
-    """Place, render and compile a compiled model for a board (a Board, configured: boards.for_boot)."""
+    """Place, render and compile a compiled model for a board (a Board, configured: boards.for_boot).
+    The bundle folder is locked from its writing to the end of its build (targets/bundle_lock.py)."""
     placed = place(compiled, board, npu)
     expected = _boundary(compiled, npu, check_boundary)
+    with bundle_lock(_out(compiled, board, out_dir)):
+        return _render_and_build(compiled, board, placed, out_dir, prefix, npu, expected)
+
+
+def _render_and_build(compiled: Compiled, board, placed, out_dir, prefix, npu, expected) -> BuildResult:
     bundle = render(compiled, placed, out_dir, prefix, npu, expected)
     if not board.is_firmware:
         return build_host(bundle)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zoflash.compiler.codegen import c_identifier
+from zoflash.compiler.codegen import check_prefix, default_prefix
 from zoflash.compiler.ir import Graph
 from zoflash.compiler.tflite_import import load_tflite
 from zoflash.errors import UnsupportedModelError
@@ -64,7 +64,7 @@ def training_bundle(
     checksum, built in (workflows/boundary_check.py)."""
     if isinstance(board, str):
         board = boards_mod.load_board(board)
-    prefix = prefix or c_identifier(prep.path.stem)
+    prefix = check_prefix(prefix) if prefix is not None else default_prefix(prep.path.name)
     if npu is None:
         sources = render_training(
             prep.model, prep.training, prefix, prep.path.name, prep.sha256, boundary_expected=boundary_expected
