@@ -400,15 +400,19 @@ def minimal_arena_size(model_bytes: bytes, hi: int | None = None) -> int:
 # --------------------------------------------------------------------------- #
 # the interpreter in a child process: what user-facing commands run
 # --------------------------------------------------------------------------- #
-DEFAULT_TIMEOUT = 600.0  # seconds for one isolated run (all samples); TFLM on a tiny model takes well under 1 s
+# The default time one isolated run may take: far above what a model that fits a microcontroller
+# needs (well under a second per sample), so only a hang reaches it.
+DEFAULT_TIMEOUT = 600.0
+SECONDS_PER_SAMPLE = 1.0
 
 
 def run_isolated(
-    model_bytes: bytes, inputs: Sequence[np.ndarray], *, timeout: float = DEFAULT_TIMEOUT, name: str = "the model"
+    model_bytes: bytes, inputs: Sequence[np.ndarray], *, timeout: float | None = None, name: str = "the model"
 ) -> list[np.ndarray]:
     """Run every sample through TFLM in a child process and return every output ([N, *output shape] each).
 
-    ``inputs[k]`` holds input k's samples, ``[N, *input shape]`` of its dtype. The interpreter is reset
+    ``inputs[k]`` holds input k's samples, ``[N, *input shape]`` of its dtype; the timeout is
+    DEFAULT_TIMEOUT plus SECONDS_PER_SAMPLE per sample unless given. The interpreter is reset
     once, then sees the samples in order (a stateful model's state carries over). TFLM aborts or
     crashes on some models it cannot load; in a child that costs the child, never the caller: any
     failure (a signal, an exception, a timeout) raises :class:`zoflash.errors.TflmError` in one
@@ -419,6 +423,8 @@ def run_isolated(
     from zoflash.errors import TflmError
 
     _runtime()  # a missing tflite-micro is the ToolMissingError here, not a child's failure
+    if timeout is None:
+        timeout = DEFAULT_TIMEOUT + SECONDS_PER_SAMPLE * (len(inputs[0]) if len(inputs) else 1)
     with tempfile.TemporaryDirectory(prefix="zoflash-tflm-") as tmp:
         work = os.path.join(tmp, "")
         with open(work + "model.tflite", "wb") as f:

@@ -147,7 +147,8 @@ def validate(
     type, or float in its real units, quantized once here for an integer input) and compare every
     output. x is an array for a one-input model, else one array per input. The samples are a sequence:
     a stateful model's state carries from one to the next in both. The interpreter runs in a child
-    process: a model it cannot load (it may abort) is a TflmError, never a crash of the caller."""
+    process: a model it cannot load (it may abort) is a TflmError, never a crash of the caller; so is a
+    run longer than `timeout` seconds (default 600 s plus 1 s per sample)."""
     from zoflash.reference import tflm  # tflite-micro is optional: loaded only here
 
     model = model_path if isinstance(model_path, LoadedModel) else load_model(model_path)
@@ -157,11 +158,9 @@ def validate(
     with host_model(model) as m:
         m.reset()
         ours = m.run_outputs(xs)
-    golden = tflm.run_isolated(
-        model.raw, xs, timeout=tflm.DEFAULT_TIMEOUT if timeout is None else timeout, name=f"'{model.path}'"
-    )
+    golden = tflm.run_isolated(model.raw, xs, timeout=timeout, name=f"'{model.path}'")
     if len(golden) != len(ours):
-        raise TflmError(f"'{model.path}'", f"gave {len(golden)} outputs where the model has {len(ours)}")
+        raise TflmError(f"'{model.path}'", f"gave {len(golden)} outputs for the model's {len(ours)}")
     return ValidationReport(
         samples=xs[0].shape[0],
         outputs=[
@@ -173,9 +172,7 @@ def validate(
 
 def _golden_like(golden: np.ndarray, ours: np.ndarray, name: str, k: int) -> np.ndarray:
     if golden.size != ours.size:
-        raise TflmError(
-            f"'{name}'", f"gave output {k} with {golden.size} values where the generated C gives {ours.size}"
-        )
+        raise TflmError(f"'{name}'", f"gave {golden.size} values for output {k}, of {ours.size} in the model")
     return golden.reshape(ours.shape)
 
 
