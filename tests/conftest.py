@@ -63,6 +63,15 @@ def zoo_param(value):
 _DERIVED_DIR: list[Path] = []  # where derived_op_fixture writes: set once per session
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--fuzz-count",
+        type=int,
+        default=None,
+        help="mutants for the mutation fuzzer (test_bad_models.py; default 60, or ZOFLASH_FUZZ_COUNT)",
+    )
+
+
 def pytest_configure(config):
     """One object cache per test session (shared by its builds, never the user's): set before any
     build runs; an explicit ZOFLASH_CACHE (a folder or off) is kept. The fixtures derived from the

@@ -51,6 +51,19 @@ class DataError(ZoflashError):
     """Input data (arrays, files) has the wrong shape, type or content."""
 
 
+class TflmError(ZoflashError):
+    """The tflite-micro interpreter, the reference `validate` compares with, cannot run the model."""
+
+    def __init__(self, model: str, how: str, last_line: str = ""):
+        self.model, self.how, self.last_line = model, how, last_line
+        said = f" (it said: {last_line})" if last_line else ""
+        super().__init__(
+            f"the tflite-micro interpreter {how} on {model}{said}; there is no reference to compare the "
+            "generated C with. Check that the model runs in TensorFlow Lite Micro (its ops, their versions "
+            "and the arena it needs), or report it with the model file if it does"
+        )
+
+
 class InternalError(ZoflashError):
     """A compiler stage produced something inconsistent: a bug in zoflash, not in the model."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import zipfile
 from pathlib import Path
 
 import click
@@ -43,6 +44,18 @@ def load_array(path: str) -> np.ndarray:
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise ZoflashError(f"cannot read '{path}' as a .npy array: {exc}") from None
+
+
+def load_samples(path: str) -> np.ndarray | list[np.ndarray]:
+    """An .npy (the samples of a one-input model) or an .npz (one array per model input, in the order
+    they were saved: np.savez(path, x0, x1, ...) or by name)."""
+    if not zipfile.is_zipfile(path):
+        return load_array(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return [npz[name] for name in npz.files]
+    except (OSError, ValueError) as exc:
+        raise ZoflashError(f"cannot read '{path}' as an .npz of arrays: {exc}") from None
 
 
 def _click_option(o: options_table.Option):

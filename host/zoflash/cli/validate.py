@@ -7,13 +7,18 @@ import sys
 import click
 
 from zoflash import api
-from zoflash.cli.common import load_array
+from zoflash.cli.common import load_samples
 
 
 @click.command()
 @click.option("--model", "model_path", required=True, type=click.Path(dir_okay=False))
-@click.option("--inputs", "inputs_path", type=click.Path(dir_okay=False), help="Inputs .npy (as for infer).")
-@click.option("--random", "n_random", type=int, help="Use N random inputs of the model's input type instead.")
+@click.option(
+    "--inputs",
+    "inputs_path",
+    type=click.Path(dir_okay=False),
+    help="Inputs .npy (as for infer); for a model with several inputs an .npz with one array per input, in order.",
+)
+@click.option("--random", "n_random", type=int, help="Use N random samples of each input's type and shape instead.")
 @click.option("--seed", default=0, show_default=True, help="Seed for --random.")
 def validate(model_path: str, inputs_path: str | None, n_random: int | None, seed: int) -> None:
     """Compare the generated C with the tflite-micro interpreter, bit for bit."""
@@ -23,7 +28,7 @@ def validate(model_path: str, inputs_path: str | None, n_random: int | None, see
         raise click.UsageError(f"--random {n_random}: give at least 1 input")
     model = api.load_model(model_path)
     if inputs_path:
-        x = load_array(inputs_path)
+        x = load_samples(inputs_path)
     else:
         assert n_random is not None  # exactly one of --inputs and --random (checked above)
         x = api.random_inputs(model, n_random, seed)

@@ -180,15 +180,49 @@ def _batch_one(shape, where: str) -> tuple[int, ...]:
 
 def _keras_as_saved_model(tf, path: Path, out_dir: Path) -> Path:
     """A Keras model saved as a SavedModel whose serving signature has batch size 1."""
-    with quiet():
-        model = tf.keras.models.load_model(str(path), compile=False)
+    problem: Exception | None = None
+    with quiet():  # a failure is reported below, in one message: TensorFlow's chatter says nothing more
+        try:
+            model = tf.keras.models.load_model(str(path), compile=False)
+        except Exception as exc:  # Keras raises many kinds (ValueError, TypeError, OSError, ...)
+            problem = exc
+    if problem is not None:
+        raise ConvertError(keras_load_problem(path, problem)) from None
     if len(model.inputs) != 1:
         raise ConvertError(f"the model has {len(model.inputs)} inputs; zoflash convert handles one")
     spec = tf.TensorSpec(_batch_one(model.inputs[0].shape, f"'{model.inputs[0].name}'"), model.inputs[0].dtype)
-    serve = tf.function(lambda x: model(x, training=False)).get_concrete_function(spec)
-    with quiet():
-        tf.saved_model.save(model, str(out_dir), signatures={"serving_default": serve})
+    try:
+        with quiet():
+            serve = tf.function(lambda x: model(x, training=False)).get_concrete_function(spec)
+            tf.saved_model.save(model, str(out_dir), signatures={"serving_default": serve})
+    except Exception as exc:  # a layer TensorFlow cannot trace or save: its message, not a traceback
+        raise ConvertError(
+            f"Keras loaded '{path}' but TensorFlow could not trace and save it for conversion "
+            f"({_last_line(exc)}); export it as a SavedModel yourself (model.export('dir')) and use --saved-model"
+        ) from None
     return out_dir
+
+
+def _last_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[-1] if text else repr(exc)}"
+
+
+def keras_load_problem(path: Path, exc: Exception) -> str:
+    """What Keras could not load, why, and what to do, in one message."""
+    text = " ".join(str(exc).split())
+    if "Lambda" in text:
+        return (
+            f"Keras could not load '{path}': it has a Lambda layer, whose Python code Keras does not load "
+            "from a file (safe mode). Replace the Lambda by built-in layers, or, where the model is built "
+            "from your own code, export it as a SavedModel (model.export('dir')) and convert that with --saved-model"
+        )
+    first = text.split(". ")[0].rstrip(".") if text else repr(exc)
+    return (
+        f"Keras could not load '{path}' ({type(exc).__name__}: {first}). --keras takes a model saved by "
+        "Keras' model.save() (.keras or .h5); for a SavedModel directory use --saved-model, for a float "
+        ".tflite --tflite"
+    )
 
 
 def _concrete_function(tf, path: Path):

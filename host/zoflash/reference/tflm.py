@@ -395,3 +395,108 @@ def minimal_arena_size(model_bytes: bytes, hi: int | None = None) -> int:
         else:
             lo = mid + 1
     return lo
+
+
+# --------------------------------------------------------------------------- #
+# the interpreter in a child process: what user-facing commands run
+# --------------------------------------------------------------------------- #
+# The default time one isolated run may take: far above what a model that fits a microcontroller
+# needs (well under a second per sample), so only a hang reaches it.
+DEFAULT_TIMEOUT = 600.0
+SECONDS_PER_SAMPLE = 1.0
+
+
+def run_isolated(
+    model_bytes: bytes, inputs: Sequence[np.ndarray], *, timeout: float | None = None, name: str = "the model"
+) -> list[np.ndarray]:
+    """Run every sample through TFLM in a child process and return every output ([N, *output shape] each).
+
+    ``inputs[k]`` holds input k's samples, ``[N, *input shape]`` of its dtype; the timeout is
+    DEFAULT_TIMEOUT plus SECONDS_PER_SAMPLE per sample unless given. The interpreter is reset
+    once, then sees the samples in order (a stateful model's state carries over). TFLM aborts or
+    crashes on some models it cannot load; in a child that costs the child, never the caller: any
+    failure (a signal, an exception, a timeout) raises :class:`zoflash.errors.TflmError` in one
+    line with the signal or exit code and the last line TFLM printed.
+    """
+    import subprocess
+
+    from zoflash.errors import TflmError
+
+    _runtime()  # a missing tflite-micro is the ToolMissingError here, not a child's failure
+    if timeout is None:
+        timeout = DEFAULT_TIMEOUT + SECONDS_PER_SAMPLE * (len(inputs[0]) if len(inputs) else 1)
+    with tempfile.TemporaryDirectory(prefix="zoflash-tflm-") as tmp:
+        work = os.path.join(tmp, "")
+        with open(work + "model.tflite", "wb") as f:
+            f.write(bytes(model_bytes))
+        np.savez(work + "inputs.npz", *[np.ascontiguousarray(x) for x in inputs])
+        # A crash is reported by its signal, not by a Python stack dump; the child imports this very
+        # zoflash, installed or not.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONFAULTHANDLER"}
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "zoflash.reference.tflm", work],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+                env=env,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise TflmError(name, f"did not finish within {timeout:g} s") from None
+        said = [line.strip() for line in done.stdout.decode("utf-8", errors="replace").splitlines() if line.strip()]
+        if done.returncode != 0:
+            raise TflmError(name, _death(done.returncode), said[-1] if said else "")
+        try:
+            with np.load(work + "outputs.npz", allow_pickle=False) as out:
+                return [out[f"arr_{k}"] for k in range(len(out.files))]
+        except (OSError, ValueError) as exc:  # the child exited 0 without its answer: say so, never guess
+            raise TflmError(name, "exited without writing its outputs", str(exc)) from None
+
+
+def _death(returncode: int) -> str:
+    if returncode < 0:
+        import signal
+
+        try:
+            return f"died of {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"died of signal {-returncode}"
+    if returncode == _CHILD_ERROR:  # a Python error, its line is the last one
+        return "failed"
+    return f"exited with code {returncode}"
+
+
+_CHILD_ERROR = 3
+
+
+def _child(work: str) -> int:
+    """The child's side of :func:`run_isolated`: one line on stderr and exit code 3 for a Python error."""
+    faulthandler.disable()
+    try:
+        with open(os.path.join(work, "model.tflite"), "rb") as m:
+            model = m.read()
+        with np.load(os.path.join(work, "inputs.npz"), allow_pickle=False) as f:
+            inputs = [f[f"arr_{k}"] for k in range(len(f.files))]
+        it = TflmInterpreter(model)
+        if len(inputs) != it.num_inputs:
+            raise ValueError(f"the model has {it.num_inputs} input(s), {len(inputs)} were given")
+        it.reset()
+        n = inputs[0].shape[0] if inputs else 1
+        results = [
+            it.invoke([np.asarray(x[i]).reshape(d["shape"]) for x, d in zip(inputs, it.inputs)]) for i in range(n)
+        ]
+        outputs = [np.stack([r[k] for r in results]) for k in range(it.num_outputs)]
+        np.savez(os.path.join(work, "outputs.npz"), *outputs)
+    except Exception as exc:  # the parent reports the last line: make it this one, never a traceback
+        detail = " ".join(str(exc).split()) or repr(exc)
+        sys.stdout.flush()
+        print(f"{type(exc).__name__}: {detail}", file=sys.stderr, flush=True)
+        return _CHILD_ERROR
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1]))

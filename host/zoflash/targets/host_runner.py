@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from zoflash.compiler.quant import as_samples
-from zoflash.errors import ZoflashError
+from zoflash.errors import DataError, ZoflashError
 from zoflash.targets.project import Bundle
 
 _NP_TYPES = {"int8": np.int8, "uint8": np.uint8, "float32": np.float32, "int32": np.int32, "int16": np.int16}
@@ -42,15 +43,30 @@ class HostModel:
         returns output 0 as [N, *output shape], of the output's type."""
         return self.run_outputs(x)[0]
 
-    def run_outputs(self, x: np.ndarray) -> list[np.ndarray]:
-        """As `run`, but every output of the model, in its order: one [N, *output shape] array each."""
-        spec_in = self.inputs[0]
-        x = as_samples(x, spec_in["shape"], spec_in["scale"], spec_in["zero_point"], dtype=spec_in["dtype"])
-        ys = [np.empty((x.shape[0],) + tuple(o["shape"]), dtype=_NP_TYPES[o["dtype"]]) for o in self.outputs]
-        in_ptr = self._input(0)
+    def run_outputs(self, x: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
+        """As `run`, but every output of the model, in its order: one [N, *output shape] array each.
+        A model with several inputs takes a list, one [N, *input shape] array per input."""
+        given: list[np.ndarray] = [np.asarray(a) for a in x] if isinstance(x, (list, tuple)) else [np.asarray(x)]
+        if len(given) != len(self.inputs):
+            raise DataError(
+                f"the model has {len(self.inputs)} input(s) but {len(given)} array(s) of samples were given: "
+                "give one per input, in the model's input order"
+            )
+        xs = [
+            as_samples(xk, s["shape"], s["scale"], s["zero_point"], dtype=s["dtype"])
+            for xk, s in zip(given, self.inputs)
+        ]
+        n = xs[0].shape[0]
+        if any(xk.shape[0] != n for xk in xs):
+            raise DataError(
+                f"the inputs have different sample counts {[xk.shape[0] for xk in xs]}; give as many of each"
+            )
+        ys = [np.empty((n,) + tuple(o["shape"]), dtype=_NP_TYPES[o["dtype"]]) for o in self.outputs]
+        in_ptrs = [self._input(k) for k in range(len(self.inputs))]
         out_ptrs = [self._output(k) for k in range(len(self.outputs))]
-        for i in range(x.shape[0]):
-            ctypes.memmove(in_ptr, x[i].ctypes.data, spec_in["bytes"])
+        for i in range(n):
+            for xk, ptr, s in zip(xs, in_ptrs, self.inputs):
+                ctypes.memmove(ptr, xk[i].ctypes.data, s["bytes"])
             self._invoke()
             for y, ptr, o in zip(ys, out_ptrs, self.outputs):
                 ctypes.memmove(y[i].ctypes.data, ptr, o["bytes"])

@@ -4,6 +4,7 @@ checked bit for bit against the tflite-micro interpreter."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ import numpy as np
 
 from zoflash.compiler.ir import Graph
 from zoflash.compiler.quant import as_samples
+from zoflash.errors import DataError, TflmError
 from zoflash.targets import boards as boards_mod
 from zoflash.targets import emulated
 from zoflash.targets.host_runner import HostModel
@@ -80,21 +82,27 @@ class ValidationReport:
         return all(o.mismatches == 0 for o in self.outputs)
 
 
-def input_quantization(graph: Graph):
-    """Input 0's quantization; a float input has none of its own, so the QUANTIZE reading it gives it."""
-    i = graph.inputs[0]
+def input_quantization(graph: Graph, index: int = 0):
+    """Input `index`'s quantization; a float input has none of its own, so the QUANTIZE reading it gives it."""
+    i = graph.inputs[index]
     t = graph.tensors[i]
     if t.quant is None and t.dtype == "float32" and graph.consumers().get(i):
         return graph.tensors[graph.consumers()[i][0].outputs[0]].quant
     return t.quant
 
 
-def random_inputs(model: LoadedModel, n: int, seed: int = 0) -> np.ndarray:
+def random_inputs(model: LoadedModel, n: int, seed: int = 0) -> np.ndarray | list[np.ndarray]:
     """n random samples of the model's input type: int8, uint8 or int16 uniform over the whole range, float32
     uniform over the range the model's QUANTIZE represents widened by a quarter each side (values it
-    saturates), every tenth value at (or next to) a rounding tie x / scale = k + 0.5."""
-    t = model.graph.tensors[model.graph.inputs[0]]
+    saturates), every tenth value at (or next to) a rounding tie x / scale = k + 0.5. A model with several
+    inputs gets a list, one [n, *shape] array per input, each of its own type and shape."""
     rng = np.random.default_rng(seed)
+    xs = [_random_input(model.graph, k, n, rng) for k in range(len(model.graph.inputs))]
+    return xs[0] if len(xs) == 1 else xs
+
+
+def _random_input(graph: Graph, index: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    t = graph.tensors[graph.inputs[index]]
     size = (n,) + t.shape
     if t.dtype == "uint8":
         return rng.integers(0, 256, size=size, dtype=np.uint8)
@@ -102,38 +110,74 @@ def random_inputs(model: LoadedModel, n: int, seed: int = 0) -> np.ndarray:
         return rng.integers(-32768, 32768, size=size, dtype=np.int16)
     if t.dtype != "float32":
         return rng.integers(-128, 128, size=size, dtype=np.int8)
-    q = input_quantization(model.graph)
+    q = input_quantization(graph, index)
+    if q is None:  # a float input no QUANTIZE reads: values of the order of one
+        return rng.uniform(-1.0, 1.0, size=size).astype(np.float32)
     steps = rng.uniform(-128 - 64, 127 + 64, size=size)
     steps = np.where(rng.random(size) < 0.1, np.floor(steps) + 0.5, steps)
     return (np.float32(q.scale) * (steps - q.zero_point).astype(np.float32)).astype(np.float32)
 
 
-def validate(model_path: str | Path | LoadedModel, x: np.ndarray) -> ValidationReport:
+def model_samples(model: LoadedModel, x: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
+    """One [N, *shape] array of its type per model input, from x: an array (a one-input model) or one
+    array per input, in the model's input order (as `random_inputs` gives them)."""
+    graph = model.graph
+    xs: list[np.ndarray] = [np.asarray(a) for a in x] if isinstance(x, (list, tuple)) else [np.asarray(x)]
+    if len(xs) != len(graph.inputs):
+        names = ", ".join(graph.tensors[i].describe() for i in graph.inputs)
+        raise DataError(
+            f"the model has {len(graph.inputs)} inputs ({names}) but {len(xs)} array(s) were given: give one "
+            "array of samples per input, in this order (on the command line: an .npz holding them in order)"
+        )
+    samples = []
+    for k, (xk, i) in enumerate(zip(xs, graph.inputs)):
+        t, q = graph.tensors[i], input_quantization(graph, k)
+        what = "inputs" if len(xs) == 1 else f"samples of input {k} '{t.name}'"
+        samples.append(
+            as_samples(xk, t.shape, q.scale if q else None, q.zero_point if q else None, what=what, dtype=t.dtype)
+        )
+    counts = {s.shape[0] for s in samples}
+    if len(counts) > 1:
+        raise DataError(
+            f"the inputs have different sample counts {[s.shape[0] for s in samples]}; give as many of each"
+        )
+    return samples
+
+
+def validate(
+    model_path: str | Path | LoadedModel, x: np.ndarray | Sequence[np.ndarray], *, timeout: float | None = None
+) -> ValidationReport:
     """Run the generated C and the tflite-micro interpreter on the same inputs (of the model's input
     type, or float in its real units, quantized once here for an integer input) and compare every
-    output. The samples are a sequence: a stateful model's state carries from one to the next in both."""
-    from zoflash.reference.tflm import TflmInterpreter  # tflite-micro is optional: loaded only here
+    output. x is an array for a one-input model, else one array per input. The samples are a sequence:
+    a stateful model's state carries from one to the next in both. The interpreter runs in a child
+    process: a model it cannot load (it may abort) is a TflmError, never a crash of the caller; so is a
+    run longer than `timeout` seconds (default 600 s plus 1 s per sample)."""
+    from zoflash.reference import tflm  # tflite-micro is optional: loaded only here
 
     model = model_path if isinstance(model_path, LoadedModel) else load_model(model_path)
-    t_in = model.graph.tensors[model.graph.inputs[0]]
-    q = input_quantization(model.graph)
-    x = as_samples(x, t_in.shape, q.scale if q else None, q.zero_point if q else None, dtype=t_in.dtype)
+    xs = model_samples(model, x)
     # Both engines start from a reset state and keep it across the samples, so a stateful model
     # (SVDF) is checked on the whole sequence, its state's evolution included.
     with host_model(model) as m:
         m.reset()
-        ours = m.run_outputs(x)
-    interpreter = TflmInterpreter(model.raw)
-    interpreter.reset()
-    shape = interpreter.inputs[0]["shape"]
-    golden = [interpreter.invoke([sample.reshape(shape)]) for sample in x]  # every output of each sample
+        ours = m.run_outputs(xs)
+    golden = tflm.run_isolated(model.raw, xs, timeout=timeout, name=f"'{model.path}'")
+    if len(golden) != len(ours):
+        raise TflmError(f"'{model.path}'", f"gave {len(golden)} outputs for the model's {len(ours)}")
     return ValidationReport(
-        samples=x.shape[0],
+        samples=xs[0].shape[0],
         outputs=[
-            _compare(model.graph.tensors[t].name, y, np.stack([g[k] for g in golden]).reshape(y.shape))
-            for k, (t, y) in enumerate(zip(model.graph.outputs, ours))
+            _compare(model.graph.tensors[t].name, y, _golden_like(g, y, str(model.path), k))
+            for k, (t, y, g) in enumerate(zip(model.graph.outputs, ours, golden))
         ],
     )
+
+
+def _golden_like(golden: np.ndarray, ours: np.ndarray, name: str, k: int) -> np.ndarray:
+    if golden.size != ours.size:
+        raise TflmError(f"'{name}'", f"gave {golden.size} values for output {k}, of {ours.size} in the model")
+    return golden.reshape(ours.shape)
 
 
 def _compare(name: str, ours: np.ndarray, golden: np.ndarray) -> OutputComparison:

@@ -13,6 +13,7 @@ import numpy as np
 
 from zoflash.compiler import quant
 from zoflash.compiler.ir import Graph, Op, Tensor
+from zoflash.compiler.ops.params_common import INT16_MAX
 from zoflash.compiler.ops.registry import (
     ACTIVATION,
     CONSTANT,
@@ -168,6 +169,37 @@ def window_output_size(graph: Graph, op: Op) -> str | None:
     return (
         f"input {shape(x)}, window {window[0]}x{window[1]}, stride {stride}, dilation {dilation}, "
         f"{padding} padding give {out_h}x{out_w}; the output is {shape(y)}"
+    )
+
+
+def _window(graph: Graph, op: Op):
+    """(window, stride, dilation, padding, the size the padding is computed for) of a windowed op."""
+    stride, padding = (option(op, "stride_h"), option(op, "stride_w")), option(op, "padding")
+    if op.type in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
+        window, dilation = (option(op, "filter_height"), option(op, "filter_width")), (1, 1)
+        return window, stride, dilation, padding, input_tensor(graph, op, 0).shape[1:3]
+    if op.type == "TRANSPOSE_CONV":  # TFLM pads as for a convolution of the output with the window
+        w = input_tensor(graph, op, 1)
+        return (w.shape[1], w.shape[2]), stride, (1, 1), padding, output_tensor(graph, op).shape[1:3]
+    w = input_tensor(graph, op, 1)
+    dilation = (option(op, "dilation_h_factor"), option(op, "dilation_w_factor"))
+    return (w.shape[1], w.shape[2]), stride, dilation, padding, input_tensor(graph, op, 0).shape[1:3]
+
+
+def padding_fits_int16(graph: Graph, op: Op) -> str | None:
+    """the padding TFLM computes must fit its int16 fields (at most 32767), the dilated window int32"""
+    window, stride, dilation, padding, size = _window(graph, op)
+    if max(*stride, *dilation) > INT16_MAX:  # options_accepted refuses these already
+        return None
+    effective = [(k - 1) * d + 1 for k, d in zip(window, dilation)]
+    if max(effective) > quant.INT32_MAX:
+        return f"window {window[0]}x{window[1]} with dilation {dilation} spans {effective[0]}x{effective[1]}"
+    (out_h, out_w), pads = quant.compute_padding_hw(stride, dilation, size, window, padding)
+    if max(pads) <= INT16_MAX:
+        return None
+    return (
+        f"window {window[0]}x{window[1]}, stride {stride}, dilation {dilation}, {padding} padding give a "
+        f"padding of {pads[0]}x{pads[1]}"
     )
 
 

@@ -12,20 +12,22 @@ from zoflash.compiler.ops.common import (
     WEIGHTS,
     folded_bias,
     image_4d,
+    padding_fits_int16,
     weighted_16x8,
     weights_quantized,
     weights_scales_per_output_channel,
     weights_symmetric,
     window_output_size,
 )
+from zoflash.compiler.ops.params_common import INT16_MAX
 from zoflash.compiler.ops.registry import (
     CONSTANT,
     FUSED_ACTIVATION,
     Arg,
     Kernel,
     OpEntry,
-    at_least,
     build,
+    in_range,
     input_tensor,
     one_of,
     option,
@@ -98,11 +100,13 @@ INPUTS = (
     Arg("weights", CONSTANT, ("int8",)),
     Arg("bias", CONSTANT, ("int32", "int64"), optional=True),
 )
+# TFLM's ConvParams and DepthwiseParams hold strides, dilations and the depth multiplier in int16_t:
+# a larger value wraps there (a dilation of 65536 becomes 0), so zoflash refuses it.
 OPTIONS = (
-    at_least("stride_h", 1),
-    at_least("stride_w", 1),
-    at_least("dilation_h_factor", 1, default=1),
-    at_least("dilation_w_factor", 1, default=1),
+    in_range("stride_h", 1, INT16_MAX),
+    in_range("stride_w", 1, INT16_MAX),
+    in_range("dilation_h_factor", 1, INT16_MAX, default=1),
+    in_range("dilation_w_factor", 1, INT16_MAX, default=1),
     one_of("padding", "SAME", "VALID"),
     FUSED_ACTIVATION,
 )
@@ -184,7 +188,15 @@ register(
         lower=lower_conv,
         kernels=(CONV2D, CONV2D_S16),
         options=OPTIONS,
-        constraints=(image_4d, weights_4d, *WEIGHTS, weighted_16x8, conv_channels, window_output_size),
+        constraints=(
+            image_4d,
+            weights_4d,
+            *WEIGHTS,
+            weighted_16x8,
+            conv_channels,
+            window_output_size,
+            padding_fits_int16,
+        ),
     )
 )
 
@@ -196,8 +208,16 @@ register(
         outputs=(Arg("output", dtypes=INT8_INT16),),
         lower=lower_conv,
         kernels=(DEPTHWISE_CONV2D, DEPTHWISE_CONV2D_S16),
-        options=OPTIONS + (at_least("depth_multiplier", 1, default=1),),
-        constraints=(image_4d, weights_4d, *WEIGHTS, weighted_16x8, depthwise_channels, window_output_size),
+        options=OPTIONS + (in_range("depth_multiplier", 1, INT16_MAX, default=1),),
+        constraints=(
+            image_4d,
+            weights_4d,
+            *WEIGHTS,
+            weighted_16x8,
+            depthwise_channels,
+            window_output_size,
+            padding_fits_int16,
+        ),
     )
 )
 
@@ -312,8 +332,8 @@ register(
         lower=lower_transpose_conv,
         kernels=(TRANSPOSE_CONV,),
         options=(
-            at_least("stride_h", 1),
-            at_least("stride_w", 1),
+            in_range("stride_h", 1, INT16_MAX),
+            in_range("stride_w", 1, INT16_MAX),
             one_of("padding", "SAME", "VALID"),
             FUSED_ACTIVATION,
         ),
@@ -325,6 +345,7 @@ register(
             weights_scales_per_output_channel,
             tconv_bias,
             tconv_input_size,
+            padding_fits_int16,
         ),
     )
 )

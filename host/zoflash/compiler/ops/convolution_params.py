@@ -6,9 +6,11 @@ from __future__ import annotations
 from zoflash.compiler import quant
 from zoflash.compiler.ops.params_common import (
     MAX_ACCUM_DEPTH,
+    TFLM_INT16_FIELD,
     checked_dims,
     checked_int,
     checked_padding,
+    checked_padding_values,
     checked_pair,
     checked_scale,
     checked_zp,
@@ -47,8 +49,8 @@ def conv2d_params(
     if kh * kw * fc > MAX_ACCUM_DEPTH:
         raise ValueError(f"conv2d: accumulation depth {kh * kw * fc} exceeds {MAX_ACCUM_DEPTH}")
     stride, dil, pad = (
-        checked_pair("stride_hw", stride_hw),
-        checked_pair("dilation_hw", dilation_hw),
+        checked_pair("stride_hw", stride_hw, TFLM_INT16_FIELD),
+        checked_pair("dilation_hw", dilation_hw, TFLM_INT16_FIELD),
         checked_padding(padding),
     )
     pad_h, pad_w = conv_geometry("conv2d", (h, w, c), (oh, ow, oc), (kh, kw), stride, dil, pad)
@@ -102,7 +104,7 @@ def depthwise_conv2d_params(
     h, w, c = checked_dims("input_hwc", input_hwc, 3)
     oh, ow, oc = checked_dims("output_hwc", output_hwc, 3)
     one, kh, kw, f_oc = checked_dims("filter_1hwo", filter_1hwo, 4)
-    dm = checked_int("depth_multiplier", depth_multiplier, 1)
+    dm = checked_int("depth_multiplier", depth_multiplier, 1, TFLM_INT16_FIELD)
     if one != 1:
         raise ValueError(f"depthwise_conv2d: filter shape must be [1, h, w, channels], got {tuple(filter_1hwo)}")
     if f_oc != oc or oc != c * dm:
@@ -111,8 +113,8 @@ def depthwise_conv2d_params(
             f"and depth multiplier {dm} are inconsistent (need filter = output = input * multiplier)"
         )
     stride, dil, pad = (
-        checked_pair("stride_hw", stride_hw),
-        checked_pair("dilation_hw", dilation_hw),
+        checked_pair("stride_hw", stride_hw, TFLM_INT16_FIELD),
+        checked_pair("dilation_hw", dilation_hw, TFLM_INT16_FIELD),
         checked_padding(padding),
     )
     pad_h, pad_w = conv_geometry("depthwise_conv2d", (h, w, c), (oh, ow, oc), (kh, kw), stride, dil, pad)
@@ -168,8 +170,9 @@ def transpose_conv_params(
         raise ValueError(f"transpose_conv: filter {(f_oc, kh, kw, fc)} for {c} input and {oc} output channels")
     if kh * kw * c > MAX_ACCUM_DEPTH:
         raise ValueError(f"transpose_conv: accumulation depth {kh * kw * c} exceeds {MAX_ACCUM_DEPTH}")
-    stride, pad = checked_pair("stride_hw", stride_hw), checked_padding(padding)
-    (ih, iw), (pad_h, pad_w) = quant.compute_padding_hw(stride, (1, 1), (oh, ow), (kh, kw), pad)
+    stride, pad = checked_pair("stride_hw", stride_hw, TFLM_INT16_FIELD), checked_padding(padding)
+    (ih, iw), pads = quant.compute_padding_hw(stride, (1, 1), (oh, ow), (kh, kw), pad)
+    pad_h, pad_w = checked_padding_values("transpose_conv", pads)
     if (ih, iw) != (h, w):
         raise ValueError(
             f"transpose_conv: a {oh}x{ow} output with a {kh}x{kw} window, stride {stride} and "

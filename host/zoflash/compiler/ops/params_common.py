@@ -83,11 +83,24 @@ def checked_padding(padding) -> str:
     return p
 
 
-def checked_pair(name: str, v) -> tuple[int, int]:
+def checked_pair(name: str, v, hi: int | None = None) -> tuple[int, int]:
     d = checked_dims(name, v)
     if len(d) != 2:
         raise ValueError(f"{name} must be a pair of positive integers, got {v!r}")
+    for i, x in enumerate(d):
+        checked_int(f"{name}[{i}]", x, 1, hi)
     return d
+
+
+# TFLM's ConvParams, DepthwiseParams and PaddingValues (strides, dilations, depth multiplier, padding)
+# are int16_t: a larger value wraps in TFLM, so no builder takes one.
+TFLM_INT16_FIELD = 32767
+
+
+def checked_padding_values(what: str, pads) -> tuple[int, int]:
+    if max(pads) > TFLM_INT16_FIELD:
+        raise ValueError(f"{what}: the padding {pads[0]}x{pads[1]} exceeds {TFLM_INT16_FIELD} (TFLM holds it in int16)")
+    return pads
 
 
 def per_channel_multipliers(
@@ -111,7 +124,8 @@ def per_channel_multipliers(
 
 
 def conv_geometry(what, input_hwc, output_hwc, kernel_hw, stride_hw, dilation_hw, padding):
-    (out_h, out_w), (pad_h, pad_w) = quant.compute_padding_hw(stride_hw, dilation_hw, input_hwc[:2], kernel_hw, padding)
+    (out_h, out_w), pads = quant.compute_padding_hw(stride_hw, dilation_hw, input_hwc[:2], kernel_hw, padding)
+    pad_h, pad_w = checked_padding_values(what, pads)
     if out_h < 1 or out_w < 1:
         raise ValueError(
             f"{what}: a {kernel_hw[0]}x{kernel_hw[1]} window (dilation {dilation_hw}) "

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from zoflash.compiler.ir import Graph, Op
 from zoflash.compiler.ops import pooling_params
-from zoflash.compiler.ops.common import INT8_INT16, image_4d, same_quantization, same_type, window_output_size
+from zoflash.compiler.ops.common import (
+    INT8_INT16,
+    image_4d,
+    padding_fits_int16,
+    same_quantization,
+    same_type,
+    window_output_size,
+)
 from zoflash.compiler.ops.registry import (
     FUSED_ACTIVATION,
     Arg,
@@ -116,6 +123,6 @@ register(
             one_of("padding", "SAME", "VALID"),
             FUSED_ACTIVATION,
         ),
-        constraints=(image_4d, same_type, same_channels, pool_quantization, window_output_size),
+        constraints=(image_4d, same_type, same_channels, pool_quantization, window_output_size, padding_fits_int16),
     )
 )

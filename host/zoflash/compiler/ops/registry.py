@@ -93,6 +93,15 @@ def at_least(name: str, minimum: int, default=REQUIRED) -> Option:
     return Option(name, f"integer >= {minimum}", accepts, default)
 
 
+def in_range(name: str, minimum: int, maximum: int, default=REQUIRED) -> Option:
+    """An integer option with both bounds: the maximum is what TFLM's own fields hold (see its users)."""
+
+    def accepts(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and minimum <= v <= maximum
+
+    return Option(name, f"integer from {minimum} to {maximum}", accepts, default)
+
+
 def positive(name: str, default=REQUIRED) -> Option:
     def accepts(v) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
