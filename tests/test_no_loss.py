@@ -250,10 +250,11 @@ def test_simulate_picks_a_new_name_and_force_overwrites(tmp_path, small_data, ca
 # ============================================================================== Ctrl-C
 
 
-@pytest.mark.cc
-def test_ctrl_c_in_simulate_keeps_the_weights(tmp_path, small_data):
+@pytest.mark.parametrize("engine", [pytest.param("c", marks=pytest.mark.cc), "reference"])
+def test_ctrl_c_in_simulate_keeps_the_weights(tmp_path, small_data, engine):
     log = tmp_path / "run.jsonl"
     cmd = [sys.executable, "-m", "zoflash", "simulate", "--model", str(DIGITS), "--data", str(small_data)]
+    cmd += ["--engine", engine]
     cmd += ["--steps", "100000", "--eval-every", "20", "--batch", "4", "--no-plot", "--log", str(log)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     end = time.monotonic() + 120

@@ -104,10 +104,15 @@ def _answer_needs(decoder: Decoder, chunk: bytes, feeder: Feeder, stdin) -> None
 NEED_TYPE = LAYOUTS["need"][0]
 
 
-def reference_frames(prep: CompiledTraining) -> Iterator[bytes]:
-    """The independent Python reference trainer's telemetry (the only product code that runs it)."""
+def reference_frames(prep: CompiledTraining, stop: StopSwitch | None = None) -> Iterator[bytes]:
+    """The independent Python reference trainer's telemetry (the only product code that runs it).
+    A requested `stop` ends its run before the next step, as the stop command ends the C's."""
     t = prep.training
-    yield from ReferenceTrainer(prep.model, t.plan, t.options, t.data, prep.sha256).frames()
+    trainer = ReferenceTrainer(prep.model, t.plan, t.options, t.data, prep.sha256)
+    for frame in trainer.frames():
+        yield frame
+        if stop is not None and stop.requested:
+            trainer.stop_requested = True
 
 
 # (compiled training, bundle directory, prefix, Ctrl-C's stop switch) -> (telemetry byte stream,
@@ -131,8 +136,8 @@ def _c_engine(
 def _reference_engine(
     prep: CompiledTraining, bundle_dir: Path, prefix: str | None, stop: StopSwitch
 ) -> tuple[Iterator[bytes], None]:
-    """The independent Python reference trainer (it cannot be stopped early: Ctrl-C ends it)."""
-    return reference_frames(prep), None
+    """The independent Python reference trainer."""
+    return reference_frames(prep, stop), None
 
 
 ENGINES = ENGINE_RUNNERS.names()  # what `zoflash simulate --engine` offers
@@ -192,8 +197,6 @@ def simulate(
             with ctrl_c_stops(stop):
                 for chunk in frames:
                     session.feed(chunk)
-                    if stop.requested and bundle is None:
-                        break  # the reference cannot finish early: what it sent is kept
         except KeyboardInterrupt:
             pass  # a second Ctrl-C: stop waiting for the program's last frames
         finally:
@@ -233,14 +236,7 @@ def simulate(
                 lambda p: save_raw_weights(p, session.weights, prep.sha256[:16], hr["bits"] if hr else 0),
             )
         else:
-            out.notes.append(
-                "weights none: the run was cut short before it sent any"
-                + (
-                    " (the reference engine cannot be stopped early; the c engine sends its weights)"
-                    if bundle is None
-                    else ""
-                )
-            )
+            out.notes.append("weights none: the run was cut short before it sent any")
         if plot:
             title = f"{prep.path.name}: {opts.describe()} ({engine})"
             out.plot_path = rescue.save("plot", plot_path_for(log_path), lambda p: plot_run(out.records, p, title))
