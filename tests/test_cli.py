@@ -102,6 +102,7 @@ def test_simulate_without_an_evaluation_says_why(tmp_path, capsys, monkeypatch):
     def stopped(*args, **kwargs):
         return SimpleNamespace(
             headroom=None,
+            interrupted=False,
             evals=[],
             log_path=tmp_path / "run.jsonl",
             records=[{"type": "log", "text": "batch and the three data splits must be non-empty"}],

@@ -39,7 +39,7 @@ from conftest import FIXTURES, need_program
 from test_telemetry import damage, is_subsequence
 
 from zoflash.monitor import telemetry as tm
-from zoflash.monitor.serial_monitor import DeviceError, KeyCommands, Monitor, PortGone, board_console
+from zoflash.monitor.serial_monitor import DeviceError, KeyCommands, Monitor, PortGone, board_console, weights_from_raw
 from zoflash.monitor.serialport import PortError, ProgramPort, find_port, open_port, parse_usb_id
 from zoflash.monitor.session import comparable, read_log
 from zoflash.spec import wire as proto
@@ -803,18 +803,22 @@ def test_keys_typed_in_the_terminal_send_commands(tmp_path, program):
     mon, port = program_monitor(program.exe, tmp_path, queued=("pause",))
     with open(slave, "rb", buffering=0) as tty_in, KeyCommands(tty_in, said.append) as keys:
         assert keys.active
-        os.write(master, b"sd?x")  # status, dump (no model given), an unknown key, stop
+        os.write(master, b"s?x")  # status, an unknown key, stop (not yet: x asks to be pressed again)
+        mon.run(timeout=1.0, on_tick=keys)
+        assert mon.done is None and said == ["x: press x again within 3 s to stop the device (its run ends)"]
+        os.write(master, b"dx")  # dump (no model given: kept raw), x again: stop
         mon.run(timeout=30, on_tick=keys)
     os.close(master)
     res = mon.close()
     port.close()
     assert res.done["reason"] == "command" and res.done["steps"] == 0
-    assert [(a["command"], a["result"]) for a in res.records if a["type"] == "ack"] == [
-        ("pause", "ok"),
-        ("status", "ok"),
-        ("stop", "ok"),
-    ]
-    assert said == ["dump: give --model M.tflite to save the weights the device sends"]
+    acks = [(a["command"], a["result"]) for a in res.records if a["type"] == "ack"]
+    assert acks == [("pause", "ok"), ("status", "ok"), ("dump", "ok"), ("stop", "ok")]
+    raw = tmp_path / "run.dump.raw-weights.npz"
+    assert said[1] == f"dump: raw weights saved in {raw} (zoflash export --weights {raw} --model M.tflite)"
+    # the raw dump is whole: export reads it for the model the device trains
+    w = load_weights(weights_from_raw(raw, DIGITS, tmp_path / "from_raw.weights.npz"))
+    assert w.model_sha256 == program.prep.sha256 and w.tensors
 
 
 # ============================================================================== the emulated Cortex-M55
@@ -1040,7 +1044,7 @@ def test_ctrl_c_asks_the_device_for_its_weights(tmp_path, program, capsys):
     )
     out = capsys.readouterr().out
     bridge.join(20)
-    assert rc == 0, out
+    assert rc == 130, out  # the run did not end by itself
     assert "Ctrl-C: asking the device for its weights" in out and "stopped (Ctrl-C)" in out
     w = load_weights(tmp_path / "mon.weights.npz")
     assert w.model_sha256 == program.prep.sha256 and w.tensors

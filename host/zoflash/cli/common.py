@@ -20,17 +20,49 @@ from zoflash.workflows.run import APP_IS_A_LIBRARY
 
 def check_outputs(**paths) -> None:
     """Fail before any work when an output cannot be written: the nearest existing folder of each
-    path must be a writable directory (`name=path`, None skipped; the name is the option's)."""
+    path must be a writable directory, and the path itself, if it exists, a writable file
+    (`name=path`, None skipped; the name is the option's)."""
     for name, value in paths.items():
         if value is None:
             continue
-        folder = Path(value).expanduser().absolute().parent
+        target = Path(value).expanduser().absolute()
+        if target.is_dir() or (target.exists() and not os.access(target, os.W_OK)):
+            raise ZoflashError(
+                f"--{name.replace('_', '-')} {value}: cannot write there ("
+                + ("it is a folder" if target.is_dir() else "the file is read-only")
+                + "): give another path"
+            )
+        folder = target.parent
         while not folder.exists() and folder != folder.parent:
             folder = folder.parent
         if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
             raise ZoflashError(
                 f"--{name.replace('_', '-')} {value}: cannot write there ({folder} is not a writable folder)"
             )
+
+
+FORCE_OPTION = click.option(
+    "--force",
+    is_flag=True,
+    help="Overwrite the outputs of an earlier run (log, weights, plot) [default: pick run-2.jsonl, ... and say so].",
+)
+
+
+def fresh_log(log_path: str, force: bool, **others: str | None) -> str:
+    """The log to write: `log_path`, or with --force off and an earlier run's outputs (log,
+    weights, plot) or one of `others` (name=path) in place, the first free run-N name, said in
+    one line.  Every output (the log's and `others`) is then checked writable, before any work."""
+    from zoflash.monitor.outputs import outputs_of, unused_log_path
+
+    if not force:
+        fresh = unused_log_path(log_path)
+        if str(fresh) != str(log_path):
+            say(f"outputs {log_path} (or its weights, plot) exists: writing {fresh} instead (--force overwrites)")
+            log_path = str(fresh)
+    for path in outputs_of(log_path):  # the log, its weights, plot, raw weights, dumps: all named by --log
+        check_outputs(log=str(path))
+    check_outputs(**others)
+    return log_path
 
 
 def say(text: str) -> None:

@@ -9,7 +9,8 @@ import click
 
 from zoflash import api
 from zoflash.cli.common import check_outputs, say
-from zoflash.monitor.serial_monitor import dump_from_port
+from zoflash.monitor.outputs import is_raw_weights
+from zoflash.monitor.serial_monitor import dump_from_port, weights_from_raw
 from zoflash.monitor.serialport import DEFAULT_BAUD
 from zoflash.workflows.monitor import serial_settings
 
@@ -23,7 +24,10 @@ from zoflash.workflows.monitor import serial_settings
     help="The .tflite the weights were trained from.",
 )
 @click.option(
-    "--weights", "weights_path", type=click.Path(dir_okay=False), help="Trained weights file (<log>.weights.npz)."
+    "--weights",
+    "weights_path",
+    type=click.Path(dir_okay=False),
+    help="Trained weights file (<log>.weights.npz, or the raw <log>.raw-weights.npz a monitor without --model kept).",
 )
 @click.option(
     "--port",
@@ -91,6 +95,9 @@ def export(
                 f"q {st['q']}, {st['state']})" + (f": saved in {save_weights_path}" if save_weights_path else "")
             )
         assert weights_path is not None  # --weights, or the weights just read from --port
+        if is_raw_weights(weights_path):  # kept as the device sent them: made a weights file for this model first
+            say(f"weights {weights_path}: raw, as a device sent them; read as the weights of {model_path}")
+            weights_path = weights_from_raw(weights_path, model_path, f"{tmp}/raw.weights.npz", allow_other_model)
         report = api.export(
             model_path, weights_path, out_path, allow_other_model=allow_other_model, headroom=headroom, select=select
         )

@@ -7,10 +7,10 @@ import sys
 import click
 
 from zoflash import api
-from zoflash.cli.common import RECONNECT_OPTION, check_outputs, checkpoint_options, live_view, say
+from zoflash.cli.common import FORCE_OPTION, RECONNECT_OPTION, checkpoint_options, fresh_log, live_view, say
 from zoflash.monitor.feed import load_feeder
 from zoflash.monitor.serialport import DEFAULT_BAUD
-from zoflash.workflows.monitor import serial_settings
+from zoflash.workflows.monitor import serial_settings, training_manifest
 
 
 @click.command()
@@ -50,6 +50,13 @@ from zoflash.workflows.monitor import serial_settings
     help="The model the firmware trains: the weights it sends at the end go to <log>.weights.npz.",
 )
 @click.option(
+    "--bundle",
+    "bundle_dir",
+    type=click.Path(file_okay=False),
+    help="Instead of --model: the bundle the firmware was built from (its manifest names the model). "
+    "With neither, the weights are kept raw in <log>.raw-weights.npz.",
+)
+@click.option(
     "--until-done/--forever",
     default=True,
     show_default=True,
@@ -73,6 +80,7 @@ from zoflash.workflows.monitor import serial_settings
 )
 @RECONNECT_OPTION
 @checkpoint_options
+@FORCE_OPTION
 def monitor(
     port: str,
     baud: int | None,
@@ -81,6 +89,7 @@ def monitor(
     csv_path: str | None,
     plot_path: str | None,
     model_path: str | None,
+    bundle_dir: str | None,
     until_done: bool,
     timeout: float | None,
     connect_wait: float,
@@ -88,12 +97,19 @@ def monitor(
     reconnect_timeout: float,
     checkpoint_path: str | None,
     resume_path: str | None,
+    force: bool,
 ) -> int:
     """Watch a training run on a board: live view, log, and the trained weights at the end.
 
-    Exit status: 0 done (or --timeout/Ctrl-C with --forever), 1 stopped before done (timeout, port
-    lost), 3 the device reported a fault."""
-    check_outputs(log=log_path, csv=csv_path, plot=plot_path, checkpoint=checkpoint_path)
+    Exit status: 0 done (or --timeout with --forever), 1 stopped before done (timeout, port
+    lost), 3 the device reported a fault, 4 an output went to a rescue folder, 130 Ctrl-C (what
+    arrived is saved)."""
+    log_path = fresh_log(log_path, force, csv=csv_path, plot=plot_path, checkpoint=checkpoint_path)
+    manifest = None
+    if bundle_dir is not None:
+        if model_path is not None:
+            raise click.UsageError("give the model once: --model or --bundle")
+        manifest = training_manifest(bundle_dir)
     usb_ids, baud = serial_settings(board, baud, say)
     feeder = None
     if feed_path is not None:
@@ -122,4 +138,5 @@ def monitor(
         view=live_view(),
         say=say,
         keys_from=sys.stdin,
+        manifest=manifest,
     )

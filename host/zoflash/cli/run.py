@@ -9,9 +9,10 @@ import click
 
 from zoflash import api
 from zoflash.cli.common import (
+    FORCE_OPTION,
     RECONNECT_OPTION,
-    check_outputs,
     checkpoint_options,
+    fresh_log,
     live_view,
     options_from,
     say,
@@ -56,6 +57,7 @@ from zoflash.workflows import run as run_workflow
 )
 @RECONNECT_OPTION
 @checkpoint_options
+@FORCE_OPTION
 @training_options
 def run(
     board: str,
@@ -72,13 +74,15 @@ def run(
     reconnect_timeout: float,
     checkpoint_path: str | None,
     resume_path: str | None,
+    force: bool,
     **kwargs,
 ) -> int:
     """Build, flash and monitor: train on a board (or on the emulated Cortex-M55) from one command.
 
-    Stops at once when the emulator ends or the device reports a fault (exit status 3)."""
-    check_outputs(
-        log=log_path, csv=csv_path, out=out_dir and str(Path(out_dir) / "manifest.json"), checkpoint=checkpoint_path
+    Stops at once when the emulator ends or the device reports a fault (exit status 3); an output
+    written to a rescue folder: 4; Ctrl-C keeps what arrived: 130."""
+    log_path = fresh_log(
+        log_path, force, csv=csv_path, out=out_dir and str(Path(out_dir) / "manifest.json"), checkpoint=checkpoint_path
     )
     settings = build_settings(kwargs.get("project_file"))  # zoflash.toml [build]: boot, device_headers
     opts = options_from(kwargs)

@@ -8,11 +8,12 @@ from pathlib import Path
 import click
 
 from zoflash import api
-from zoflash.cli.common import check_outputs, options_from, refuse_app, say, training_options
+from zoflash.cli.common import FORCE_OPTION, check_outputs, fresh_log, options_from, refuse_app, say, training_options
 from zoflash.errors import ZoflashError
 from zoflash.monitor.live_view import LiveView
 from zoflash.monitor.telemetry import has_accuracy
 from zoflash.training.headroom import describe
+from zoflash.workflows.monitor import EXIT_INTERRUPTED, EXIT_RESCUED
 from zoflash.workflows.simulate import ENGINES
 
 
@@ -42,12 +43,23 @@ from zoflash.workflows.simulate import ENGINES
 )
 @click.option("--bundle", "bundle_dir", type=click.Path(file_okay=False), help="Keep the generated C here.")
 @click.option("--no-plot", is_flag=True, help="Do not write the PNG.")
+@FORCE_OPTION
 @training_options
 def simulate(
-    model_path: str, data_path: str, log_path: str, engine: str, bundle_dir: str | None, no_plot: bool, **kwargs
-) -> None:
-    """Train on the host: the generated training C (or the Python reference), live."""
-    check_outputs(log=log_path, out=bundle_dir and str(Path(bundle_dir) / "manifest.json"))
+    model_path: str,
+    data_path: str,
+    log_path: str,
+    engine: str,
+    bundle_dir: str | None,
+    no_plot: bool,
+    force: bool,
+    **kwargs,
+) -> int | None:
+    """Train on the host: the generated training C (or the Python reference), live.
+
+    Ctrl-C stops the run early and keeps its log and weights (exit status 130)."""
+    check_outputs(out=bundle_dir and str(Path(bundle_dir) / "manifest.json"))
+    log_path = fresh_log(log_path, force)
     opts = options_from(kwargs)
     refuse_app(opts)
     quiet = logging.getLogger().level >= logging.ERROR
@@ -65,6 +77,8 @@ def simulate(
     )
     if result.headroom:
         say(f"requant {describe(result.headroom)}")
+    if result.interrupted:
+        return _interrupted(result, model_path)
     if not result.evals:  # the program stopped before its first evaluation (its log frames say why)
         why = [r["text"] for r in result.records if r.get("type") == "log"]
         raise ZoflashError(
@@ -99,3 +113,32 @@ def simulate(
     }
     if bad:
         say(f"warning: telemetry problems {bad}")
+    if result.rescued:
+        say(result.rescued)
+        return EXIT_RESCUED
+    return None
+
+
+def _interrupted(result, model_path: str) -> int:
+    """Ctrl-C: say what was kept where; exit status 130."""
+    done = result.done
+    say(
+        f"stopped (Ctrl-C) after {done['steps']} steps: the run was finished early and its weights kept"
+        if done is not None
+        else "stopped (Ctrl-C) before the run could finish"
+    )
+    say(f"log     {result.log_path}")
+    if result.weights_path is not None:
+        say(
+            f"weights {result.weights_path}  (zoflash export --model {model_path} --weights {result.weights_path} "
+            "--out trained.tflite)"
+        )
+    if result.raw_weights_path is not None:
+        say(f"weights kept raw (incomplete) in {result.raw_weights_path}")
+    for note in result.notes:
+        say(note)
+    if result.plot_path is not None:
+        say(f"plot    {result.plot_path}")
+    if result.rescued:
+        say(result.rescued)
+    return EXIT_INTERRUPTED

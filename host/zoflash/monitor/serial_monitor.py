@@ -22,9 +22,14 @@ Besides the device's records the log holds the monitor's own: {"type": "monitor"
 
 from __future__ import annotations
 
+import copy
 import csv
+import io
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,6 +46,7 @@ from zoflash.monitor.checkpoint import (
     save_checkpoint,
 )
 from zoflash.monitor.live_view import LiveView
+from zoflash.monitor.outputs import LineLog, Rescue, load_raw_weights, raw_weights_path_for, save_raw_weights
 from zoflash.monitor.plots import plot_run
 from zoflash.monitor.serialport import (
     DEFAULT_BAUD,
@@ -101,22 +107,28 @@ class DeviceError(ZoflashError):
 
 class CsvSink:
     """Step and evaluation records as CSV rows (columns CSV_COLUMNS; empty where a record has
-    no such field), flushed as they come."""
+    no such field), flushed as they come (moved to a rescue folder when its place fails)."""
 
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self.path.open("w", newline="")
-        self._writer = csv.DictWriter(self._file, CSV_COLUMNS, extrasaction="ignore")
+    def __init__(self, path: str | Path, rescue: Rescue | None = None):
+        self.path: Path | None = Path(path)
+        self._row = io.StringIO()
+        self._writer = csv.DictWriter(self._row, CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
+        self._file = LineLog(self.path, rescue if rescue is not None else Rescue(), "csv")
         self._writer.writeheader()
+        self._flush_row()
+
+    def _flush_row(self) -> None:
+        self._file.write(self._row.getvalue())
+        self._row.seek(0)
+        self._row.truncate()
 
     def __call__(self, rec: dict) -> None:
         if rec["type"] in ("step", "eval"):
             self._writer.writerow(rec)
-            self._file.flush()
+            self._flush_row()
 
     def close(self) -> None:
-        self._file.close()
+        self.path = self._file.close()
 
 
 @dataclass
@@ -128,6 +140,8 @@ class MonitorResult(SessionResult):
     log_path: Path | None = None
     csv_path: Path | None = None
     weights_error: str | None = None  # why the weights file could not be written
+    raw_weights_path: Path | None = None  # the weights as the device sent them, when no weights file could be made
+    rescued: str | None = None  # what could not be written where asked, and where it went (one message)
     stopped: str | None = None  # why the monitor stopped before the run was done (fault, emulator ended, port lost)
     faulted: bool = False  # the device reported a fault
 
@@ -142,8 +156,8 @@ class _MonitorSession(Session):
     """A Session that lets the monitor see each record first and log notes of its own just
     before it (a device restart before the new hello)."""
 
-    def __init__(self, log_path, view, on_record, before_record: Callable[[dict], list[dict]]):
-        super().__init__(log_path, view, on_record)
+    def __init__(self, log_path, view, on_record, before_record: Callable[[dict], list[dict]], rescue, on_nowhere):
+        super().__init__(log_path, view, on_record, rescue, on_nowhere)
         self._before = before_record
 
     def _handle(self, records: Iterable[dict]) -> None:
@@ -205,8 +219,14 @@ class Monitor:
         ended: Callable[[], str | None] | None = None,
         feeder=None,
         checkpoint_path: str | Path | None = None,
+        manifest: dict | None = None,
+        rescue: Rescue | None = None,
     ):
-        """`checkpoint_path`: keep the latest complete, valid checkpoint the device sends there."""
+        """`checkpoint_path`: keep the latest complete, valid checkpoint the device sends there.
+        `manifest`: the bundle's (its model and trained tensors): without `model_path` the weights
+        file is written from it.  Weights that fit no model are kept raw (<log>.raw-weights.npz).
+        `rescue`: where files go when their place cannot take them (monitor/outputs.py)."""
+        self.manifest = manifest
         self.feeder = feeder  # --data-source stream: a monitor.feed.Feeder answering the device's need frames
         # the firmware's --headroom bits (None: as its hello says): weights files record the re-quantized scales
         self.headroom = headroom
@@ -246,12 +266,16 @@ class Monitor:
         self.plot_path = Path(plot_path) if plot_path else None
         self.model_path = Path(model_path) if model_path else None
         self.weights_path = (
-            Path(weights_path)
-            if weights_path
-            else (weights_path_for(self.log_path) if self.log_path and model_path else None)
+            Path(weights_path) if weights_path else (weights_path_for(self.log_path) if self.log_path else None)
         )
-        self.csv = CsvSink(csv_path) if csv_path else None
-        self.session = _MonitorSession(self.log_path, view, self.csv, self._before_record)
+        self.rescue = rescue if rescue is not None else Rescue()
+        self.view = view
+        self.paused_for_space = False
+        self._complete_weights: telemetry.WeightsAssembler | None = None  # the latest whole set (done, dump)
+        self.csv = CsvSink(csv_path, self.rescue) if csv_path else None
+        self.session = _MonitorSession(
+            self.log_path, view, self.csv, self._before_record, self.rescue, self._pause_for_space
+        )
         self.result: MonitorResult | None = None
         # --- checkpoint and resume
         self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else None
@@ -381,6 +405,7 @@ class Monitor:
             self._dump.add(rec)
         elif kind == "done":
             self.done = rec
+            self._complete_weights = copy.deepcopy(self.session.weights)  # its weights frames came just before
         elif kind == "need" and self.feeder is not None:
             self._feed(rec)
         elif kind == "log":
@@ -485,6 +510,8 @@ class Monitor:
         assert dump is not None  # request("dump") made it
         if not dump.keys():
             raise DeviceError("the device acknowledged 'dump' without sending weights")
+        if not dump.missing():
+            self._complete_weights = copy.deepcopy(dump)
         return dump
 
     def headroom_bits(self) -> int:
@@ -525,7 +552,9 @@ class Monitor:
             return []
         self.checkpoint = ckpt
         if self.checkpoint_path is not None:
-            save_checkpoint(self.checkpoint_path, ckpt)
+            self.checkpoint_path = self._rescued_path(
+                "checkpoint", self.checkpoint_path, lambda p: save_checkpoint(p, ckpt)
+            )
         return [self._note("checkpoint", step=ckpt.step, bytes=len(ckpt.image))]
 
     def restore(self, path: str | Path, options_sha256: str | None = None, timeout: float = 10.0) -> Checkpoint:
@@ -546,11 +575,84 @@ class Monitor:
 
     # ---------------------------------------------------------------------------- the end
 
+    def _pause_for_space(self) -> None:
+        """No place takes the log: ask the device to pause (its records stay in memory meanwhile)."""
+        if self._port is None or self.paused_for_space:
+            return
+        try:
+            self.send("pause")
+        except (ZoflashError, serial.SerialException, OSError):
+            return
+        self.paused_for_space = True
+        if self.view is not None:
+            self.view.message("disk full: the log is kept in memory and the device is paused; free space, then press r")
+
+    def _rescued_path(self, what: str, path: Path, write: Callable[[Path], Path | None]) -> Path:
+        where = self.rescue.save(what, path, write)
+        return where if where is not None else path
+
+    def _weights_to_save(self) -> telemetry.WeightsAssembler:
+        """The newest whole set of weights: a dump that arrived whole (even unacknowledged), else
+        the latest whole set (the done record's, an earlier dump), else whatever arrived."""
+        if self._dump is not None and self._dump.keys() and not self._dump.missing():
+            expected = (self.hello or {}).get("n_tensors")
+            if expected is None or len({i for i, part in self._dump.keys() if part == 0}) >= expected:
+                return self._dump
+        if self._complete_weights is not None:
+            return self._complete_weights
+        return self.session.weights
+
+    def _save_weights(self, out: MonitorResult, damaged: int) -> None:
+        """The weights file (for --model, else the bundle's model); weights that fit neither are
+        kept raw, so nothing the device sent is lost."""
+        weights = self._weights_to_save()
+        if not weights.keys() and self.done is None:
+            return  # nothing arrived and nothing was due
+        try:
+            sent = {index for index, part in weights.keys() if part == 0}
+            expected = (self.hello or {}).get("n_tensors")
+            if expected is not None and len(sent) < expected:
+                raise DataError(f"the device trains {expected} tensor(s) but the weights of only {len(sent)} arrived")
+            if self.model_path is not None:
+                model_path = self.model_path
+
+                def write(p: Path) -> Path:
+                    return save_dumped(weights, model_path, p, self.model_prefix, headroom=self.headroom_bits())
+            elif self.manifest is not None:
+                manifest = self.manifest
+
+                def write(p: Path) -> Path:
+                    return save_for_manifest(weights, manifest, p, self.model_prefix)
+            else:
+                raise DataError("the model is not known (give --model M.tflite or --bundle DIR)")
+            if self.weights_path is not None:
+                out.weights_path = self.rescue.save("weights", self.weights_path, write)
+                return
+        except DataError as exc:  # the log and the plot are still worth having
+            out.weights_error = str(exc) + (
+                f" ({damaged} damaged telemetry frame(s) were dropped: the missing weights were among them)"
+                if damaged
+                else ""
+            )
+        if weights.keys() and self.log_path is not None:
+            raw = raw_weights_path_for(self.log_path)
+            out.raw_weights_path = self.rescue.save(
+                "raw weights",
+                raw,
+                lambda p: save_raw_weights(p, weights, self.model_prefix, self.headroom_bits()),
+            )
+
     def close(self) -> MonitorResult:
-        """Close the port and the log; write the weights file (with a model, if the run dumped
-        its weights) and the plot (of the last run segment).  Idempotent."""
+        """Close the port and the log; write the weights file (for the model, else raw: whatever
+        the device sent is kept) and the plot (of the last run segment).  A file whose place
+        fails goes to a rescue folder (`rescued` says where).  Ctrl-C cannot cut it short.
+        Idempotent."""
         if self.result is not None:
             return self.result
+        with _no_interrupts():
+            return self._close()
+
+    def _close(self) -> MonitorResult:
         if self._port is not None:
             try:
                 self._port.close()
@@ -566,40 +668,18 @@ class Monitor:
             segments=self.segments,
             interrupted=self.interrupted,
             timed_out=self.timed_out,
-            log_path=self.log_path,
+            log_path=self.session.log_path,
             csv_path=self.csv.path if self.csv else None,
             stopped=self.stopped,
             faulted=self.faulted,
         )
         self.result = out
         damaged = sum(res.stats.get(k, 0) for k in ("crc_errors", "truncated", "malformed"))
-        if (
-            self.weights_path is not None
-            and self.model_path is not None
-            and (self.session.weights.keys() or self.done is not None)
-        ):
-            try:
-                sent = {index for index, part in self.session.weights.keys() if part == 0}
-                expected = (self.hello or {}).get("n_tensors")
-                if expected is not None and len(sent) < expected:
-                    raise DataError(
-                        f"the device trains {expected} tensor(s) but the weights of only {len(sent)} arrived"
-                    )
-                out.weights_path = save_dumped(
-                    self.session.weights,
-                    self.model_path,
-                    self.weights_path,
-                    self.model_prefix,
-                    headroom=self.headroom_bits(),
-                )
-            except DataError as exc:  # the log and the plot are still worth having
-                out.weights_error = str(exc) + (
-                    f" ({damaged} damaged telemetry frame(s) were dropped: the missing weights were among them)"
-                    if damaged
-                    else ""
-                )
+        self._save_weights(out, damaged)
         if self.plot_path is not None and any(r["type"] == "step" for r in out.last_segment):
-            out.plot_path = plot_run(out.last_segment, self.plot_path, f"zoflash monitor {self.port_name}")
+            title = f"zoflash monitor {self.port_name}"
+            out.plot_path = self.rescue.save("plot", self.plot_path, lambda p: plot_run(out.last_segment, p, title))
+        out.rescued = self.rescue.summary()
         return out
 
     def __enter__(self) -> Monitor:
@@ -609,17 +689,22 @@ class Monitor:
         self.close()
 
 
+STOP_CONFIRM_SECONDS = 3.0  # x stops the device only when pressed again within this time
+
+
 class KeyCommands:
     """Single keys typed in the terminal while monitoring send commands: p pause, r resume,
-    s status, d dump (saved next to the log, with a model), x stop.  A context manager that
+    s status, d dump (saved next to the log: a weights file with a model, else raw weights),
+    x stop (x twice within STOP_CONFIRM_SECONDS: a stray key must not end a run).  A context manager that
     puts the terminal in cbreak mode (keys arrive unbuffered, Ctrl-C still works) and restores
     it; does nothing when `stream` is not a terminal (or on a system without termios)."""
 
     KEYS = {"p": "pause", "r": "resume", "s": "status", "d": "dump", "x": "stop"}
-    HELP = "keys: p pause, r resume, s status, d dump weights, x stop, Ctrl-C quit"
+    HELP = "keys: p pause, r resume, s status, d dump weights, x x stop (x twice), Ctrl-C quit"
 
     def __init__(self, stream, say: Callable[[str], None]):
         self.stream, self.say = stream, say
+        self._stop_armed_until = 0.0  # x pressed once: a second x before this time stops the device
         self._fd: int | None = None
         self._saved: list[Any] | None = None  # the terminal's attributes (termios.tcgetattr) while active
 
@@ -659,6 +744,12 @@ class KeyCommands:
             command = self.KEYS.get(os.read(self._fd, 1).decode(errors="ignore").lower())
             if command is None:
                 continue
+            if command == "stop" and time.monotonic() > self._stop_armed_until:
+                self._stop_armed_until = time.monotonic() + STOP_CONFIRM_SECONDS
+                self.say(f"x: press x again within {STOP_CONFIRM_SECONDS:g} s to stop the device (its run ends)")
+                continue
+            if command == "stop":
+                self._stop_armed_until = 0.0
             try:
                 if command == "dump":
                     self._dump(mon)
@@ -668,14 +759,79 @@ class KeyCommands:
                 self.say(f"{command}: {exc}")
 
     def _dump(self, mon: Monitor) -> None:
-        if mon.model_path is None:
-            self.say("dump: give --model M.tflite to save the weights the device sends")
-            return
         stem = mon.log_path.stem if mon.log_path else "device"
         where = mon.log_path.parent if mon.log_path else Path(".")
+        if mon.model_path is None:  # the model is not known here: the weights are kept as sent
+            if mon.model_prefix is None:
+                mon.status()
+            dump = mon.dump()
+            path = mon.rescue.save(
+                "dump",
+                where / f"{stem}.dump.raw-weights.npz",
+                lambda p: save_raw_weights(p, dump, mon.model_prefix, mon.headroom_bits()),
+            )
+            self.say(f"dump: raw weights saved in {path} (zoflash export --weights {path} --model M.tflite)")
+            return
         step = (mon.last_status or {}).get("step")
         path = mon.save_dump(mon.model_path, where / f"{stem}.dump.weights.npz")
         self.say(f"dump: weights saved in {path}" + (f" (status before: step {step})" if step is not None else ""))
+
+
+@contextmanager
+def _no_interrupts():
+    """Ctrl-C is ignored meanwhile (in the main thread): the files of a run are being written."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def save_for_manifest(
+    weights: telemetry.WeightsAssembler, manifest: dict, out_path: str | Path, model_prefix: str | None
+) -> Path:
+    """Write weights as a weights file for the model a bundle was built from: its manifest holds
+    the model's SHA-256, the trained tensors and the re-quantization (headroom) report."""
+    from zoflash.training.weights_file import save_weights
+
+    sha = manifest["model"]["sha256"]
+    training = manifest.get("training") or {}
+    if model_prefix is not None and not sha.startswith(model_prefix):
+        raise DataError(
+            f"the device trains the model whose SHA-256 starts {model_prefix}, but the bundle was built "
+            f"from '{manifest['model']['file']}' (SHA-256 {sha[:16]}...): give the bundle the firmware came from"
+        )
+    tensors = [
+        dict(index=t["index"], name=t["name"], dtype=t["dtype"], shape=t["shape"]) for t in training.get("tensors", [])
+    ]
+    if not tensors:
+        raise DataError("the bundle's manifest lists no trained tensors: it is not a training bundle")
+    report = training.get("headroom")
+    try:
+        arrays = assembled_arrays(weights, tensors)
+        best = assembled_best(weights, tensors)
+    except ValueError as exc:
+        raise DataError(f"the weights the device sent are incomplete: {exc}") from None
+    return save_weights(
+        out_path,
+        sha,
+        arrays,
+        scales={t["index"]: t["scales"] for t in report["tensors"]} if report else None,
+        headroom=report["bits"] if report else 0,
+        best=best,
+    )
+
+
+def weights_from_raw(
+    raw_path: str | Path, model_path: str | Path, out_path: str | Path, allow_other_model: bool = False
+) -> Path:
+    """A raw weights file (<log>.raw-weights.npz: the weights a device sent for a model the
+    monitor did not know) as a weights file for `model_path`."""
+    weights, prefix, headroom = load_raw_weights(raw_path)
+    return save_dumped(weights, model_path, out_path, prefix, allow_other_model, headroom=headroom)
 
 
 def save_dumped(

@@ -15,18 +15,11 @@ import numpy as np
 from zoflash.errors import DataError
 from zoflash.monitor import telemetry
 from zoflash.monitor.live_view import LiveView
+from zoflash.monitor.outputs import LineLog, Rescue, plot_path_for, weights_path_for
 from zoflash.spec import training as spec
 
 TIME_FIELDS = ("time_s",)
-
-
-def weights_path_for(log_path: Path) -> Path:
-    """run.jsonl -> run.weights.npz (docs/training.md, "Trained weights file")."""
-    return log_path.with_name(log_path.stem + ".weights.npz")
-
-
-def plot_path_for(log_path: Path) -> Path:
-    return log_path.with_suffix(".png")
+__all__ = ["Session", "SessionResult", "plot_path_for", "weights_path_for"]  # the names' old home
 
 
 def _json_record(rec: dict) -> dict:
@@ -54,23 +47,25 @@ class SessionResult:
 
 
 class Session:
-    """Feed telemetry bytes; records go to the JSONL log and the live view as they arrive."""
+    """Feed telemetry bytes; records go to the JSONL log and the live view as they arrive.  A log
+    that cannot be written moves to `rescue`'s folder (monitor/outputs.py); `on_nowhere` is
+    called when no place can take it."""
 
     def __init__(
         self,
         log_path: str | Path | None = None,
         view: LiveView | None = None,
         on_record: Callable[[dict], None] | None = None,
+        rescue: Rescue | None = None,
+        on_nowhere: Callable[[], None] | None = None,
     ):
         self.decoder = telemetry.Decoder()
         self.weights = telemetry.WeightsAssembler()
         self.view = view
         self.on_record = on_record
         self.log_path = Path(log_path) if log_path else None
-        self._log = None
-        if self.log_path is not None:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._log = self.log_path.open("w")
+        self.rescue = rescue if rescue is not None else Rescue()
+        self._log = LineLog(self.log_path, self.rescue, "log", on_nowhere) if self.log_path is not None else None
         self.result = SessionResult()
 
     def feed(self, data: bytes) -> None:
@@ -88,7 +83,6 @@ class Session:
                 self.result.done = rec
             if self._log is not None:
                 self._log.write(json.dumps(_json_record(rec), sort_keys=True) + "\n")
-                self._log.flush()
             if self.view is not None:
                 self.view.show(rec)
             if self.on_record is not None:
@@ -97,7 +91,7 @@ class Session:
     def close(self) -> SessionResult:
         self._handle(self.decoder.records(self.decoder.flush()))
         if self._log is not None:
-            self._log.close()
+            self.log_path = self._log.close()  # where the log is (a rescue folder; None: nowhere)
         self.result.stats = self.decoder.stats()
         return self.result
 

@@ -30,8 +30,8 @@ CompiledModel = Dataset = TrainOptions = TrainPlan = Any
 
 F32 = np.float32
 SQRT2 = F32(1.41421354)
-DONE_STEPS, DONE_BUDGET, DONE_SCHEDULER, DONE_DEAD_ZONE, DONE_GUARD = (
-    spec.DONE_REASON_IDS[r] for r in ("steps", "budget", "scheduler", "dead-zone", "guard")
+DONE_STEPS, DONE_BUDGET, DONE_SCHEDULER, DONE_DEAD_ZONE, DONE_GUARD, DONE_COMMAND = (
+    spec.DONE_REASON_IDS[r] for r in ("steps", "budget", "scheduler", "dead-zone", "guard", "command")
 )
 EVENT_SCHEDULER, EVENT_LR, EVENT_ROLLBACK = (spec.EVENT_KINDS[k] for k in ("scheduler", "lr", "rollback"))
 LR_TRIAL, LR_CHOSEN = spec.LR_EVENT_CODE_IDS["trial"], spec.LR_EVENT_CODE_IDS["chosen"]
@@ -112,6 +112,7 @@ class ReferenceTrainer:
         self.input_root = model.root[g.inputs[0]]
         # trainable state: flat arrays in plan order
         self.values = [t.values.reshape(-1).copy() for t in plan.tensors]
+        self.stop_requested = False  # set between frames: the run ends before its next step (reason "command")
         self.residual = [None if t.is_bias else np.zeros(t.count, np.int8) for t in plan.tensors]
         self.shapes = [model.storage(t.index).data.shape for t in plan.tensors]
         self.sched = Scheduler(opts.scheduler, **scheduler_params(opts, len(data.y_train)))
@@ -540,6 +541,9 @@ class ReferenceTrainer:
         sat_run = zero_run = 0
         t, last_eval, reason = 0, True, DONE_STEPS
         while True:
+            if self.stop_requested:  # as the C serves a stop command: before the step, then the usual end
+                reason = DONE_COMMAND
+                break
             if t == calib and o.lr_trial_steps and o.data_source == "embedded" and self._lr_trial_fits():
                 trial_frames: list = []
                 t, lr1 = self._lr_trial(t, lr1, snapshot, trial_frames)

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 
 from zoflash.monitor.live_view import LiveView
+from zoflash.monitor.outputs import raw_weights_path_for
 from zoflash.monitor.serial_monitor import DeviceError, KeyCommands, Monitor, PortError, board_console
 from zoflash.monitor.serialport import DEFAULT_BAUD
 
 log = logging.getLogger("zoflash")
 Say = Callable[[str], None]
 CTRL_C_DUMP_TIMEOUT = 3.0  # seconds Ctrl-C waits for the device's weights before giving up
+EXIT_INTERRUPTED = 130  # Ctrl-C: what had arrived is saved, but the run did not end by itself
+EXIT_RESCUED = 4  # some output could not be written where asked: it is in a rescue folder (or nowhere)
 
 
 WARNING = "warning: "  # how a workflow's progress line starts when it is a warning
@@ -37,6 +41,18 @@ def serial_settings(board: str | None, baud: int | None, say: Say = log_line) ->
     return con.usb_ids, baud or con.baud
 
 
+def training_manifest(bundle_dir: str) -> dict:
+    """The manifest of a training bundle (for the model its firmware trains); refused before the
+    device is touched when it is not one."""
+    from zoflash.errors import ZoflashError
+    from zoflash.targets.project import load_bundle
+
+    manifest = load_bundle(bundle_dir).manifest
+    if not (manifest.get("training") or {}).get("tensors"):
+        raise ZoflashError(f"--bundle {bundle_dir}: not a training bundle (its manifest lists no trained tensors)")
+    return manifest
+
+
 def monitor(
     port: str,
     baud: int,
@@ -58,12 +74,20 @@ def monitor(
     view: LiveView | None = None,
     say: Say = log_line,
     keys_from=None,
+    manifest: dict | None = None,
 ) -> int:
     """Watch a training run on a board: connect (resume from a checkpoint if asked), follow it until
     done (or the timeout, a lost port, a fault), keep the log, the weights and the plot. Progress lines
-    go to `say`; key commands are read from `keys_from` (a terminal; None: none). Returns the exit
-    status: 0 done, 1 stopped before done, 3 the device reported a fault."""
+    go to `say`; key commands are read from `keys_from` (a terminal; None: none). `manifest`: the
+    bundle's, which names the model when `model_path` is not given (without either, the weights are
+    kept raw). Returns the exit status: 0 done, 1 stopped before done, 3 the device reported a
+    fault, 4 an output went to a rescue folder, 130 Ctrl-C."""
     view = view if view is not None else LiveView(enabled=False)
+    if model_path is None and manifest is None:
+        say(
+            "weights no --model or --bundle: the weights the device sends will be kept raw in "
+            f"{raw_weights_path_for(Path(log_path))} (zoflash export --weights FILE --model M.tflite reads them)"
+        )
     mon = Monitor(
         port,
         baud=baud,
@@ -78,6 +102,7 @@ def monitor(
         ended=ended,
         feeder=feeder,
         checkpoint_path=checkpoint_path,
+        manifest=manifest,
     )
     try:
         mon.connect(connect_wait)
@@ -89,7 +114,7 @@ def monitor(
             if keys.active:
                 say(KeyCommands.HELP)
             mon.run(until_done=until_done, timeout=timeout, on_tick=keys)
-        if mon.interrupted and mon.done is None and mon.stopped is None and model_path is not None:
+        if mon.interrupted and mon.done is None and mon.stopped is None:
             say(f"Ctrl-C: asking the device for its weights ({CTRL_C_DUMP_TIMEOUT:g} s; Ctrl-C again to skip)")
             try:
                 mon.dump(timeout=CTRL_C_DUMP_TIMEOUT)
@@ -119,23 +144,33 @@ def monitor(
     if bad:
         say(f"telemetry problems (every damaged frame was dropped): {bad}")
     say(f"log     {res.log_path}" + (f", csv {res.csv_path}" if res.csv_path else ""))
+    model_name = model_path or (manifest or {}).get("model", {}).get("file", "M.tflite")
     if res.weights_path is not None:
         say(
-            f"weights {res.weights_path}  (zoflash export --model {model_path} --weights {res.weights_path} "
+            f"weights {res.weights_path}  (zoflash export --model {model_name} --weights {res.weights_path} "
             "--out trained.tflite)"
         )
     elif res.weights_error:
-        say(f"weights not saved: {res.weights_error}")
-    elif model_path is None and res.done is not None:
-        say("weights not saved: give --model M.tflite to keep the weights the device sent")
+        say(f"weights no weights file: {res.weights_error}")
+    if res.raw_weights_path is not None:
+        say(
+            f"weights kept raw, as the device sent them, in {res.raw_weights_path}  (zoflash export "
+            f"--model {model_name} --weights {res.raw_weights_path} --out trained.tflite)"
+        )
     if res.plot_path is not None:
         say(f"plot    {res.plot_path}")
     if checkpoint_path is not None:
         say(
-            f"checkpoint {checkpoint_path} (step {mon.checkpoint.step}; resume with --resume {checkpoint_path})"
+            f"checkpoint {mon.checkpoint_path} (step {mon.checkpoint.step}; resume with --resume {mon.checkpoint_path})"
             if mon.checkpoint is not None
             else "checkpoint none arrived (was the firmware built with --checkpoint-every?)"
         )
+    if res.rescued:
+        say(res.rescued)
     if res.faulted:
         return 3
+    if res.interrupted:
+        return EXIT_INTERRUPTED
+    if res.rescued:
+        return EXIT_RESCUED
     return 1 if res.stopped or (until_done and res.done is None and res.timed_out) else 0

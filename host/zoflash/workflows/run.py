@@ -109,6 +109,7 @@ def run(
             view=view,
             say=say,
             keys_from=keys_from,
+            manifest=bundle.manifest,
         )
     finally:
         if flashed.serial_url is not None and flashed.pid is not None:
