@@ -27,7 +27,7 @@ def _no_project_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # make_options() would read a ./zoflash.toml
 
 
-def dataset(tmp_path: Path, n: int = 200, classes: int = 10, x_train=None) -> Path:
+def dataset(tmp_path: Path, n: int = 200, classes: int = 10, x_train=None, x_test=None) -> Path:
     """A dataset in the model input's real units ([0, 1]) with every class, unless told otherwise."""
     rng = np.random.default_rng(0)
     path = tmp_path / f"d{len(list(tmp_path.glob('d*.npz')))}.npz"
@@ -35,7 +35,7 @@ def dataset(tmp_path: Path, n: int = 200, classes: int = 10, x_train=None) -> Pa
         path,
         x_train=rng.random((n, 64), dtype=np.float32) if x_train is None else x_train,
         y_train=np.arange(n) % classes,
-        x_test=rng.random((40, 64), dtype=np.float32),
+        x_test=rng.random((40, 64), dtype=np.float32) if x_test is None else x_test,
         y_test=np.arange(40) % 10,
     )
     return path
@@ -77,6 +77,12 @@ def test_inputs_that_saturate_the_input_range(tmp_path):
     assert warnings_for(dataset(tmp_path, x_train=x)) == []
     x.reshape(-1)[: int(x.size * SATURATION_WARNING) + 1] = 2.0
     assert len(warnings_for(dataset(tmp_path, x_train=x))) == 1
+
+
+def test_test_inputs_that_saturate_are_named_too(tmp_path):
+    pixels = (np.random.default_rng(2).random((40, 64)) * 255).astype(np.float32)
+    (w,) = warnings_for(dataset(tmp_path, x_test=pixels))
+    assert "of x_test's values fall outside the model input's range [0, 1] and saturate" in w
 
 
 def test_lr_zero(tmp_path):

@@ -59,13 +59,14 @@ def training_warnings(
             f"the best-weight snapshot need for a loss that is not noise; give --data with at least "
             f"{2 * VAL_MIN_COUNT} training samples (or raise --val-fraction, now {opts.val_fraction:g})"
         )
-    if data.saturated > SATURATION_WARNING:
-        lo, hi = input_real_range(*input_quant)
-        out.append(
-            f"{src}: {100 * data.saturated:.1f}% of x_train's values fall outside the model input's range "
-            f"[{lo:.4g}, {hi:.4g}] and saturate at its limits; give --data with x in the input's real units "
-            "(e.g. [0, 1] pixels, not 0..255)"
-        )
+    for array, share in data.saturated.items():
+        if share > SATURATION_WARNING:
+            lo, hi = input_real_range(*input_quant)
+            out.append(
+                f"{src}: {100 * share:.1f}% of {array}'s values fall outside the model input's range "
+                f"[{lo:.4g}, {hi:.4g}] and saturate at its limits; give --data with x in the input's real units "
+                "(e.g. [0, 1] pixels, not 0..255)"
+            )
     if n < opts.batch:
         out.append(
             f"{src}: {n} training samples for a batch of {opts.batch}: every step draws samples more than once; "

@@ -7,7 +7,7 @@ A validation split is carved from the training data here (carve_validation)."""
 from __future__ import annotations
 
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +37,10 @@ class Dataset:
     x_val: np.ndarray | None = None
     y_val: np.ndarray | None = None
     t_val: np.ndarray | None = None
-    # the share of x_train's values that quantizing float data clipped to the input's range (0.0 for
-    # data given in the input's type, which cannot tell): training/checks.py warns about a large one
-    saturated: float = 0.0
+    # per array ("x_train", "x_test"): the share of its values that quantizing float data clipped to
+    # the input's range (absent for data given in the input's type, which cannot tell);
+    # training/checks.py warns about a large one
+    saturated: dict[str, float] = field(default_factory=dict)
 
     SPLITS = ("train", "val", "test")
 
@@ -201,8 +202,8 @@ def load_dataset(
         xs, saturated = samples_and_saturation(
             x, input_shape, scale, zero_point, what=f"x_{split} in '{path}'", dtype=dtype
         )
-        if split == "train":  # warned about before training (training/checks.py), with what to do
-            out["saturated"] = saturated
+        if x.dtype.kind == "f":  # warned about before training (training/checks.py), with what to do
+            out.setdefault("saturated", {})[f"x_{split}"] = saturated
         if xs.shape[0] == 0:
             raise DataError(f"x_{split} in '{path}' is empty")
         out[f"x_{split}"] = xs
