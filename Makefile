@@ -45,13 +45,14 @@ test-fast: setup
 # The main job: compile the example digits CNN and check it bit for bit against TFLM; then train it
 # on the emulated Cortex-M55 (QEMU mps3-an547) to adapt it to rotated digits, with live metrics over
 # the emulated UART; check the board's log against the host simulation; export the adapted model.
+# --force: a new `make demo` replaces the previous demo's outputs (a run never overwrites silently).
 demo: setup
 	$(ZOFLASH) inspect examples/digits_cnn.tflite | tail -n 3
 	$(ZOFLASH) validate --model examples/digits_cnn.tflite --inputs examples/digits_test_x.npy
 	$(ZOFLASH) run --board mps3-an547 --model examples/digits_cnn.tflite --data examples/digits_shift.npz \
-	  --budget 400000 --eval-every 100 --out generated/digits_cnn-mps3-an547 --log generated/demo-m55.jsonl
+	  --budget 400000 --eval-every 100 --out generated/digits_cnn-mps3-an547 --log generated/demo-m55.jsonl --force
 	$(ZOFLASH) -q simulate --model examples/digits_cnn.tflite --data examples/digits_shift.npz \
-	  --budget 400000 --eval-every 100 --log generated/demo-host.jsonl --no-plot
+	  --budget 400000 --eval-every 100 --log generated/demo-host.jsonl --no-plot --force
 	$(ZOFLASH) compare generated/demo-m55.jsonl generated/demo-host.jsonl
 	$(ZOFLASH) export --model examples/digits_cnn.tflite --weights generated/demo-m55.weights.npz \
 	  --out generated/digits_cnn-adapted.tflite
