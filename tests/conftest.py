@@ -68,7 +68,8 @@ def pytest_addoption(parser):
         "--fuzz-count",
         type=int,
         default=None,
-        help="mutants for the mutation fuzzer (test_bad_models.py; default 60, or ZOFLASH_FUZZ_COUNT)",
+        help="mutants for each mutation fuzzer (test_bad_models.py: models, default 60; test_fuzz_inputs.py: "
+        "datasets, telemetry, zoflash.toml, board files, command lines, each its own default), or ZOFLASH_FUZZ_COUNT",
     )
 
 

@@ -74,6 +74,8 @@ def say(text: str) -> None:
 def load_array(path: str) -> np.ndarray:
     try:
         return np.load(path, allow_pickle=False)
+    except EOFError:  # an empty file (click would take it for Ctrl-D and say "aborted")
+        raise ZoflashError(f"cannot read '{path}' as a .npy array: the file is empty") from None
     except (OSError, ValueError) as exc:
         raise ZoflashError(f"cannot read '{path}' as a .npy array: {exc}") from None
 
@@ -86,8 +88,8 @@ def load_samples(path: str) -> np.ndarray | list[np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as npz:
             return [npz[name] for name in npz.files]
-    except (OSError, ValueError) as exc:
-        raise ZoflashError(f"cannot read '{path}' as an .npz of arrays: {exc}") from None
+    except Exception as exc:  # pickled objects; a damaged member fails in many ways (CRC, EOF, zlib)
+        raise ZoflashError(f"cannot read '{path}' as an .npz of arrays ({type(exc).__name__}: {exc})") from None
 
 
 def _click_option(o: options_table.Option):

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import warnings
 import zipfile
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,7 +142,9 @@ def load_calibration(path: str | Path) -> np.ndarray:
             x = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise DataError(f"calibration data '{path}' does not exist") from None
-    except (OSError, ValueError) as exc:
+    except EOFError:  # an empty file (click would take it for Ctrl-D and say "aborted")
+        raise DataError(f"cannot read calibration data '{path}': the file is empty") from None
+    except (OSError, ValueError, zipfile.BadZipFile, zlib.error) as exc:  # pickled objects, damage
         raise DataError(f"cannot read calibration data '{path}': {exc}") from None
     x = np.asarray(x)
     if x.dtype.kind not in "fiu" or x.ndim < 1 or x.shape[0] == 0:

@@ -810,11 +810,8 @@ def save_for_manifest(
     if not tensors:
         raise DataError("the bundle's manifest lists no trained tensors: it is not a training bundle")
     report = training.get("headroom")
-    try:
-        arrays = assembled_arrays(weights, tensors)
-        best = assembled_best(weights, tensors)
-    except ValueError as exc:
-        raise DataError(f"the weights the device sent are incomplete: {exc}") from None
+    arrays = assembled_arrays(weights, tensors)  # DataError when chunks are missing
+    best = assembled_best(weights, tensors)
     return save_weights(
         out_path,
         sha,

@@ -114,12 +114,24 @@ def assembled_arrays(
         key = (t["index"], 0)
         if key not in weights.keys():
             raise DataError(f"the run did not dump tensor {t['index']} ('{t['name']}')")
-        values = weights.get(t["index"], 0, np.dtype(t["dtype"])).reshape(t["shape"])
+        values = _assembled(weights, t, 0, np.dtype(t["dtype"]))
         residual = None
         if (t["index"], 1) in weights.keys():
-            residual = weights.get(t["index"], 1, np.int8).reshape(t["shape"])
+            residual = _assembled(weights, t, 1, np.dtype(np.int8))
         out.append((t["index"], t["name"], values, residual))
     return out
+
+
+def _assembled(weights: telemetry.WeightsAssembler, t: dict, part: int, dtype: np.dtype) -> np.ndarray:
+    """One part of a tensor's dump as its array; DataError (one line) when chunks are missing or
+    the dump does not hold the tensor's shape (a damaged or foreign stream)."""
+    try:
+        return weights.get(t["index"], part, dtype).reshape(t["shape"])
+    except ValueError as exc:
+        raise DataError(
+            f"the weights the run sent for tensor {t['index']} ('{t['name']}') are incomplete or of another "
+            f"size ({exc}); the trained weights cannot be saved from this stream"
+        ) from None
 
 
 def assembled_best(weights: telemetry.WeightsAssembler, tensors: list[dict]) -> dict[int, np.ndarray]:
@@ -127,7 +139,7 @@ def assembled_best(weights: telemetry.WeightsAssembler, tensors: list[dict]) -> 
     save_weights(best=...); empty when the run sent none (a firmware older than protocol 2)."""
     part = spec.WEIGHTS_PARTS.index("best-values")
     return {
-        t["index"]: weights.get(t["index"], part, np.dtype(t["dtype"])).reshape(t["shape"])
+        t["index"]: _assembled(weights, t, part, np.dtype(t["dtype"]))
         for t in tensors
         if (t["index"], part) in weights.keys()
     }

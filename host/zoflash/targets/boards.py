@@ -442,16 +442,16 @@ def _check_firmware(data: dict, port: Port, where: str) -> None:
     for key in ("objcopy", "size"):
         if key not in tc:
             raise BoardError(f"{where} [toolchain]: missing required key '{key}' (needed for firmware)")
-    if data["cpu"]["clock_hz"] <= 0:
-        raise BoardError(f"{where} [cpu]: 'clock_hz' must be positive")
+    if not 0 < data["cpu"]["clock_hz"] < 2**32:  # the C takes it as a 32-bit unsigned constant
+        raise BoardError(f"{where} [cpu]: 'clock_hz' must be a frequency in Hz from 1 to 4294967295")
     con = data["console"]
     if port.consoles and con["uart"] not in port.consoles:
         raise BoardError(
             f"{where} [console]: 'uart' is '{con['uart']}' but port '{port.name}' drives only "
             f"{', '.join(port.consoles)}"
         )
-    if con["baud"] <= 0 or con["clock_hz"] < 16 * con["baud"]:
-        raise BoardError(f"{where} [console]: 'baud' must be positive and 'clock_hz' at least 16 x baud")
+    if con["baud"] <= 0 or con["clock_hz"] < 16 * con["baud"] or con["clock_hz"] >= 2**32:
+        raise BoardError(f"{where} [console]: 'baud' must be positive and 'clock_hz' at least 16 x baud and below 2^32")
     for usb in con.get("usb", ()):
         if not _USB.match(usb):
             raise BoardError(f"{where} [console]: 'usb' entries are 'VVVV:PPPP' in hexadecimal, got '{usb}'")
@@ -537,6 +537,8 @@ def for_boot(board: Board, mode: str) -> Board:
 def _check_npu(npu: dict, memory: tuple[Region, ...], where: str) -> None:
     """The regions are the board's, the configurations are of the NPU's type."""
     names = [r.name for r in memory]
+    if not 0 <= npu["irq"] < 480:  # the NVIC of a Cortex-M55 numbers its device interrupts 0..479
+        raise BoardError(f"{where}: 'irq' must be a device interrupt number from 0 to 479, got {npu['irq']}")
     for name in npu["regions"]:
         if name not in names:
             raise BoardError(

@@ -106,6 +106,11 @@ def carve_validation(data: Dataset, fraction: float, seed: int) -> Dataset:
     )
 
 
+# mse targets: the loss squares (output - target) in float32 and its standard error squares that
+# again over a split; 2^24 keeps both finite for any split size a board holds.
+MAX_TARGET = float(2**24)
+
+
 def _targets(y: np.ndarray, name: str, n: int, output_shape: tuple[int, ...]) -> np.ndarray:
     """mse targets: one float per output value, in the output's real units."""
     y = np.asarray(y)
@@ -119,6 +124,12 @@ def _targets(y: np.ndarray, name: str, n: int, output_shape: tuple[int, ...]) ->
         )
     if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
         raise DataError(f"{name} contains NaN or infinity")
+    big = np.abs(y.astype(np.float64)) > MAX_TARGET
+    if np.any(big):
+        raise DataError(
+            f"{name} holds a target of {float(y.reshape(-1)[np.argmax(big.reshape(-1))]):g}; --loss mse takes "
+            f"targets within +-{MAX_TARGET:.0f}, in the output's real units (larger ones overflow the float32 loss)"
+        )
     return y.reshape(n, size).astype(np.float32)
 
 
@@ -188,8 +199,13 @@ def load_dataset(
             for k in keys:
                 try:
                     arrays[k] = npz[k]
-                except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:  # pickled objects, damage
+                except ValueError as exc:  # pickled objects (or a header numpy cannot read)
                     raise DataError(f"{k} in '{path}' cannot be read ({exc}); store numeric arrays") from None
+                except Exception as exc:  # a damaged member fails in many ways (CRC, EOF, zlib, method)
+                    raise DataError(
+                        f"{k} in '{path}' is damaged ({type(exc).__name__}: {exc}); save the dataset again "
+                        "(numpy.savez) or copy it whole"
+                    ) from None
     except FileNotFoundError:
         raise DataError(f"dataset '{path}' does not exist") from None
     except (OSError, ValueError, zipfile.BadZipFile) as exc:

@@ -403,10 +403,10 @@ def load_project_file(path: str | Path) -> dict:
 def make_options(project_file: str | Path | None = None, **overrides) -> TrainOptions:
     """Defaults < project file < overrides (None values in overrides mean "not given")."""
     values: dict = {}
-    if project_file is not None:
-        values.update(load_project_file(project_file))
-    elif Path("zoflash.toml").is_file():
-        values.update(load_project_file("zoflash.toml"))
+    if project_file is None and Path("zoflash.toml").is_file():
+        project_file = "zoflash.toml"
+    from_file = load_project_file(project_file) if project_file is not None else {}
+    values.update(from_file)
     for key, value in overrides.items():
         if key not in OPTION_NAMES:
             raise OptionsError(f"unknown training option '{key}'")
@@ -420,4 +420,10 @@ def make_options(project_file: str | Path | None = None, **overrides) -> TrainOp
         values.pop("budget", None)
     if overrides.get("budget") is not None and overrides.get("steps") is None:
         values.pop("steps", None)
-    return replace(TrainOptions(), **values)  # validated as it is made (TrainOptions.__post_init__)
+    try:
+        return replace(TrainOptions(), **values)  # validated as it is made (TrainOptions.__post_init__)
+    except OptionsError as exc:
+        if not from_file:
+            raise
+        flags = any(v is not None and not (k == "sched" and not v) for k, v in overrides.items())
+        raise OptionsError(f"'{project_file}' [train]{' and the command line' if flags else ''}: {exc}") from None

@@ -91,11 +91,24 @@ def input_quantization(graph: Graph, index: int = 0):
     return t.quant
 
 
+RANDOM_INPUTS_BYTES = 256 << 20  # random inputs are held in memory, run by the C and by tflite-micro
+
+
 def random_inputs(model: LoadedModel, n: int, seed: int = 0) -> np.ndarray | list[np.ndarray]:
     """n random samples of the model's input type: int8, uint8 or int16 uniform over the whole range, float32
     uniform over the range the model's QUANTIZE represents widened by a quarter each side (values it
     saturates), every tenth value at (or next to) a rounding tie x / scale = k + 0.5. A model with several
     inputs gets a list, one [n, *shape] array per input, each of its own type and shape."""
+    if seed < 0:
+        raise DataError(f"seed {seed} for random inputs: give a seed of 0 or more")
+    per_sample = sum(
+        int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize for t in (model.graph.tensors[i] for i in model.graph.inputs)
+    )
+    if n < 1 or n * per_sample > RANDOM_INPUTS_BYTES:
+        raise DataError(
+            f"{n} random samples: give from 1 to {max(1, RANDOM_INPUTS_BYTES // max(per_sample, 1))} "
+            f"(this model's inputs take {per_sample} bytes a sample; at most {RANDOM_INPUTS_BYTES >> 20} MiB in all)"
+        )
     rng = np.random.default_rng(seed)
     xs = [_random_input(model.graph, k, n, rng) for k in range(len(model.graph.inputs))]
     return xs[0] if len(xs) == 1 else xs
