@@ -62,6 +62,10 @@ def test_build_infer(tmp_path, capsys):
     )
     y = np.load(tmp_path / "y.npy")
     assert y.dtype == np.int8 and y.shape[0] == 7
+    # the file named, exactly (not y.out.npy)
+    infer = ["infer", "--model", str(FIXTURES / "mlp.tflite"), "--inputs", str(tmp_path / "x.npy")]
+    assert main([*infer, "--out", str(tmp_path / "y.out")]) == 0
+    assert not (tmp_path / "y.out.npy").exists() and np.array_equal(np.load(tmp_path / "y.out"), y)
 
 
 @pytest.mark.cc

@@ -34,5 +34,6 @@ def infer(model_path: str, inputs_path: str, out_path: str, board_id: str) -> No
         y = api.infer(model_path, load_array(inputs_path))
     else:
         y = api.infer_on_board(model_path, load_array(inputs_path), board_id)[0]
-    np.save(out_path, y)
+    with open(out_path, "wb") as f:  # the file named, exactly: np.save on a name would append .npy
+        np.save(f, y)
     say(f"wrote {out_path}: {y.dtype} {list(y.shape)}")
