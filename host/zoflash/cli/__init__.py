@@ -2,21 +2,11 @@
 
 import signal as _signal
 
+import zoflash as _zoflash
+from zoflash.cli.main import cli, main
 
-def _ctrl_c_while_starting(signum, frame):
-    # Ctrl-C while the command line's modules load (about a second) would print a traceback
-    # from deep inside an import: end quietly with Ctrl-C's exit status instead; nothing has
-    # started yet, so there is nothing to save.
-    raise SystemExit(130)
-
-
-_previous = _signal.getsignal(_signal.SIGINT)
-if _previous is _signal.default_int_handler:  # not when the caller ignores or handles Ctrl-C itself
-    _signal.signal(_signal.SIGINT, _ctrl_c_while_starting)
-try:
-    from zoflash.cli.main import cli, main
-finally:
-    if _previous is _signal.default_int_handler:
-        _signal.signal(_signal.SIGINT, _previous)
+# Loaded: Ctrl-C is Python's again (the commands save what exists and exit 130).
+if _signal.getsignal(_signal.SIGINT) is _zoflash._ctrl_c_while_starting:
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
 
 __all__ = ["cli", "main"]
