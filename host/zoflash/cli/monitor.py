@@ -102,8 +102,8 @@ def monitor(
     """Watch a training run on a board: live view, log, and the trained weights at the end.
 
     Exit status: 0 done (or --timeout with --forever), 1 stopped before done (timeout, port
-    lost), 3 the device reported a fault, 4 an output went to a rescue folder, 130 Ctrl-C (what
-    arrived is saved)."""
+    lost), 3 the device reported a fault, 4 an output went to a rescue folder, 5 done but
+    telemetry frames were lost on the way (the log has gaps), 130 Ctrl-C (what arrived is saved)."""
     log_path = fresh_log(log_path, force, csv=csv_path, plot=plot_path, checkpoint=checkpoint_path)
     manifest = None
     if bundle_dir is not None:

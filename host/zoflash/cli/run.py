@@ -80,7 +80,8 @@ def run(
     """Build, flash and monitor: train on a board (or on the emulated Cortex-M55) from one command.
 
     Stops at once when the emulator ends or the device reports a fault (exit status 3); an output
-    written to a rescue folder: 4; Ctrl-C keeps what arrived: 130."""
+    written to a rescue folder: 4; telemetry frames lost on the way: 5; Ctrl-C keeps what
+    arrived: 130."""
     log_path = fresh_log(
         log_path, force, csv=csv_path, out=out_dir and str(Path(out_dir) / "manifest.json"), checkpoint=checkpoint_path
     )

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import ctypes
+import logging
+import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from zoflash.errors import BuildError, ToolMissingError
 from zoflash.targets import build_cache
 from zoflash.targets.project import Bundle
+
+log = logging.getLogger("zoflash")
 
 INSTALL_HINTS = {
     "make": "install it with your package manager (Debian/Ubuntu: apt-get install make)",
@@ -43,23 +50,63 @@ class BuildResult:
 REGION_OVERFLOW = re.compile(r"region `(\w+)' overflowed by (\d+) bytes")
 
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+try:  # loaded here, not in the child between fork and exec
+    _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+except OSError:
+    _LIBC = None
+
+
+def _make_ends_with(parent: int):
+    """preexec_fn for make: SIGTERM when `parent` (this process) dies. Without it, a zoflash killed
+    mid-build leaves make and its compilers writing into the bundle while the next build of the same
+    folder runs; on SIGTERM make stops its jobs and deletes the targets it was making."""
+
+    def tie() -> None:
+        if _LIBC is not None:
+            _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return tie
+
+
+MAKE_UNFINISHED = ".zoflash-make-unfinished"  # in build/ while make runs
+
+
+def _start_make(build_dir: Path) -> Path:
+    """Mark build/ as being made; if the last make there never finished (zoflash killed, a crash,
+    a power cut), start build/ afresh first: a compiler or linker cut short leaves an empty or
+    partial object or firmware newer than its sources, which make would take as up to date and
+    link or ship. The object cache restores the runtime's objects, so this costs little."""
+    marker = build_dir / MAKE_UNFINISHED
+    if marker.exists():
+        log.warning("the last build of %s did not finish: building %s afresh", build_dir.parent, build_dir)
+        shutil.rmtree(build_dir)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+    return marker
+
+
 def run_make(bundle: Bundle, *targets: str, extra_cflags: str = "") -> None:
     require("make")
     tc = bundle.manifest["toolchain"]
     require(tc["cc"], f"install it (Debian/Ubuntu: {tc['install']})" if tc.get("install") else "")
+    unfinished = _start_make(bundle.path / "build")
     cache = build_cache.prepared(bundle.path, bundle.manifest, extra_cflags)  # shared runtime objects
     cmd = ["make", "-s", "-C", str(bundle.path), *targets]
     if extra_cflags:
         cmd.append(f"EXTRA_CFLAGS={extra_cflags}")
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=_make_ends_with(os.getpid()))
     cache_suspect = proc.returncode != 0 and not REGION_OVERFLOW.search(proc.stdout + proc.stderr)
     if cache is not None and cache.restored and cache_suspect:
         # A cached object may be what broke the build (stored broken: its checksum matches): compile
         # the restored objects afresh once, and evict the entries that differ from what the
         # compiler makes. A build that still fails fails for its own reasons.
         taken = cache.drop_restored(bundle.path)
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=_make_ends_with(os.getpid()))
         cache.evict_differing(bundle.path, taken)  # one warning per entry evicted
+    unfinished.unlink(missing_ok=True)  # make ran to its end (a failed compile leaves no object)
     if cache is not None:  # after a failed link too: the objects compiled before it are good
         cache.store(bundle.path)
     if proc.returncode != 0:

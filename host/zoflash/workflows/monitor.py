@@ -17,6 +17,7 @@ Say = Callable[[str], None]
 CTRL_C_DUMP_TIMEOUT = 3.0  # seconds Ctrl-C waits for the device's weights before giving up
 EXIT_INTERRUPTED = 130  # Ctrl-C: what had arrived is saved, but the run did not end by itself
 EXIT_RESCUED = 4  # some output could not be written where asked: it is in a rescue folder (or nowhere)
+EXIT_GAPS = 5  # the run ended, but telemetry frames were lost on the way (the log has gaps)
 
 
 WARNING = "warning: "  # how a workflow's progress line starts when it is a warning
@@ -81,7 +82,7 @@ def monitor(
     go to `say`; key commands are read from `keys_from` (a terminal; None: none). `manifest`: the
     bundle's, which names the model when `model_path` is not given (without either, the weights are
     kept raw). Returns the exit status: 0 done, 1 stopped before done, 3 the device reported a
-    fault, 4 an output went to a rescue folder, 130 Ctrl-C."""
+    fault, 4 an output went to a rescue folder, 5 done but frames were lost on the way, 130 Ctrl-C."""
     view = view if view is not None else LiveView(enabled=False)
     if model_path is None and manifest is None:
         say(
@@ -173,4 +174,15 @@ def monitor(
         return EXIT_INTERRUPTED
     if res.rescued:
         return EXIT_RESCUED
-    return 1 if res.stopped or (until_done and res.done is None and res.timed_out) else 0
+    if res.stopped or (until_done and res.done is None and res.timed_out):
+        return 1
+    # Frames lost in transit (a dropped link: what the device sent meanwhile never arrived) leave
+    # holes in the log: said and not reported as a clean success, even though the run completed.
+    lost = res.stats.get("seq_gaps", 0)
+    if lost:
+        say(
+            f"incomplete: {lost} telemetry frame(s) never arrived (the link dropped them); the log has "
+            "gaps" + (", the weights arrived whole" if res.weights_path or res.raw_weights_path else "")
+        )
+        return EXIT_GAPS
+    return 0

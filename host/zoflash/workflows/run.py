@@ -78,7 +78,7 @@ def run(
     for line in bundle_lines(bundle, result, board_obj):
         say(line)
     qemu_limit = (timeout or DEFAULT_QEMU_TIMEOUT) + 60.0
-    flashed = flash_bundle(bundle.path, method, FlashOptions(timeout=qemu_limit), say=say)
+    flashed = flash_bundle(bundle.path, method, FlashOptions(timeout=qemu_limit, tied=True), say=say)
     try:
         serial = flashed.serial_url or port or "auto"
         if serial == "auto":

@@ -152,6 +152,8 @@ class FlashOptions:
     port: int | None = None  # qemu: TCP port of the console UART [a free one]
     timeout: float = DEFAULT_QEMU_TIMEOUT  # qemu: seconds before the background QEMU is stopped
     auto_port: bool = False  # qemu: the port was chosen here (another is tried if it is taken)
+    # qemu: QEMU ends with this process (`zoflash run`, which watches it), not only at its time limit
+    tied: bool = False
     notes: list = field(default_factory=list)  # what resolving found out (printed before the commands)
 
     def tool(self, name: str) -> list[str]:

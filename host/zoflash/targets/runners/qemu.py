@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -149,22 +150,47 @@ def emulator_ended(bundle_dir: str | Path) -> Callable[[], str | None]:
     return ended
 
 
+DETACH = "detach"  # what `zoflash flash` writes to the supervisor's stdin once QEMU is recorded
+
+
 def supervise(argv: list[str]) -> int:
     """The background process that owns QEMU: `python -c ... LOG TIMEOUT QEMU-ARGV...`. Starts QEMU
     with its output appended to LOG, prints its PID (one line) for the parent, waits at most
-    TIMEOUT seconds, then stops it; the outcome is the last `[zoflash]` line of LOG."""
+    TIMEOUT seconds, then stops it; the outcome is the last `[zoflash]` line of LOG.
+
+    Its stdin is a pipe from the program that started it. That program writes `detach` once the
+    state file names this QEMU (`zoflash flash`: QEMU then runs on in the background); if the pipe
+    closes without it, the program has ended (`zoflash run`, which never detaches, or a flash killed
+    before it recorded QEMU) and QEMU is stopped at once: otherwise a killed `run`, or a flash
+    killed mid-start, would leave a QEMU that nobody watches and no state file names running until
+    its time limit."""
     log_path, limit, cmd = argv[0], float(argv[1]), argv[2:]
+    owner_gone = threading.Event()
+
+    def watch_owner() -> None:
+        if sys.stdin.readline().strip() != DETACH:  # EOF: the program ended without detaching
+            owner_gone.set()
+
     with open(log_path, "ab", buffering=0) as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-        sys.stdout.write(f"{proc.pid}\n")
-        sys.stdout.flush()
-        sys.stdout.close()
         try:
-            code = proc.wait(timeout=limit)
-            how = f"exited with status {code}" if code >= 0 else f"ended by signal {-code}"
-        except subprocess.TimeoutExpired:
-            _end(proc)
-            how = f"stopped: time limit of {limit:g} s reached"
+            os.write(sys.stdout.fileno(), f"{proc.pid}\n".encode())
+            os.close(sys.stdout.fileno())
+            threading.Thread(target=watch_owner, daemon=True).start()
+        except OSError:  # the pipe is broken: the program that started it is gone already
+            owner_gone.set()
+        deadline, how = time.monotonic() + limit, ""
+        while not how:
+            try:
+                code = proc.wait(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
+                how = f"exited with status {code}" if code >= 0 else f"ended by signal {-code}"
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    _end(proc)
+                    how = f"stopped: time limit of {limit:g} s reached"
+                elif owner_gone.is_set():
+                    _end(proc)
+                    how = "stopped: the zoflash command that started it has ended"
         log.write(f"[zoflash] qemu {how}\n".encode())
     return 0
 
@@ -288,8 +314,15 @@ class QemuRunner(Runner):
         env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         code = "import sys; from zoflash.targets.runners.qemu import supervise; sys.exit(supervise(sys.argv[1:]))"
         sup = subprocess.Popen(
-            [sys.executable, "-c", code, str(log), f"{opts.timeout:g}", *step.argv],
-            stdin=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-c",
+                code,
+                str(log),
+                f"{opts.timeout:g}",
+                *step.argv,
+            ],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=env,
@@ -337,4 +370,9 @@ class QemuRunner(Runner):
         tmp = fw.dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         tmp.replace(fw.dir / STATE_FILE)
+        assert sup.stdin is not None  # started with stdin=PIPE
+        if not opts.tied:  # recorded: QEMU may now outlive this process (`zoflash flash`)
+            sup.stdin.write(DETACH + "\n")
+            sup.stdin.close()
+        # Tied (`zoflash run`): the pipe stays open while this process lives; its end ends QEMU.
         return pid, url
