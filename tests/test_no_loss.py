@@ -333,3 +333,20 @@ def test_save_dumped_is_unchanged_for_a_known_model(tmp_path, stream):
             asm.add(r)
     direct = save_dumped(asm, DIGITS, tmp_path / "direct.weights.npz", res.records[0]["model_sha256_prefix"])
     assert load_weights(direct).tensors.keys() == load_weights(res.weights_path).tensors.keys()
+
+
+def test_the_bundle_is_found_by_the_model_the_device_names(tmp_path, stream, prep):
+    """Neither --model nor --bundle: a bundle in the bundle folder built from the device's model (its
+    hello names it) gives the weights file its model; another model's bundle does not."""
+    root = tmp_path / "generated"
+    bundle = training_bundle(prep, "host", root / "digits-host")
+    manifest = json.loads((bundle.path / "manifest.json").read_text())
+    manifest["model"]["sha256"] = "0" * 64  # as if built from another model
+    (bundle.path / "manifest.json").write_text(json.dumps(manifest))
+    res = monitored(tmp_path, stream, log_path=tmp_path / "a.jsonl", bundle_root=root)
+    assert res.weights_path is None and res.found_bundle is None and res.raw_weights_path.exists()
+    training_bundle(prep, "host", root / "digits-host")  # the real one again
+    res = monitored(tmp_path, stream, log_path=tmp_path / "b.jsonl", bundle_root=root)
+    assert res.found_bundle == root / "digits-host" and res.raw_weights_path is None
+    assert load_weights(res.weights_path).model_sha256 == prep.sha256
+    same_tensors(res.weights_path, stream)

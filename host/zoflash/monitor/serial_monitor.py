@@ -140,6 +140,7 @@ class MonitorResult(SessionResult):
     log_path: Path | None = None
     csv_path: Path | None = None
     weights_error: str | None = None  # why the weights file could not be written
+    found_bundle: Path | None = None  # the bundle whose model the weights file is for, when found, not given
     raw_weights_path: Path | None = None  # the weights as the device sent them, when no weights file could be made
     rescued: str | None = None  # what could not be written where asked, and where it went (one message)
     stopped: str | None = None  # why the monitor stopped before the run was done (fault, emulator ended, port lost)
@@ -221,12 +222,16 @@ class Monitor:
         checkpoint_path: str | Path | None = None,
         manifest: dict | None = None,
         rescue: Rescue | None = None,
+        bundle_root: str | Path | None = None,
     ):
         """`checkpoint_path`: keep the latest complete, valid checkpoint the device sends there.
         `manifest`: the bundle's (its model and trained tensors): without `model_path` the weights
         file is written from it.  Weights that fit no model are kept raw (<log>.raw-weights.npz).
-        `rescue`: where files go when their place cannot take them (monitor/outputs.py)."""
+        `rescue`: where files go when their place cannot take them (monitor/outputs.py).
+        `bundle_root`: with neither model nor manifest, the bundles there built from the model the
+        device names (its hello) give the weights file their model."""
         self.manifest = manifest
+        self.bundle_root = bundle_root
         self.feeder = feeder  # --data-source stream: a monitor.feed.Feeder answering the device's need frames
         # the firmware's --headroom bits (None: as its hello says): weights files record the re-quantized scales
         self.headroom = headroom
@@ -602,6 +607,19 @@ class Monitor:
             return self._complete_weights
         return self.session.weights
 
+    def _bundle_of(self, sent: set[int], out: MonitorResult) -> dict | None:
+        """The manifest of a bundle in `bundle_root` built from the device's model and training
+        exactly the tensors that arrived (the newest such one), or None."""
+        if self.bundle_root is None or not self.model_prefix:
+            return None
+        from zoflash.targets.project import training_bundles
+
+        for folder, manifest in training_bundles(self.model_prefix, Path(self.bundle_root)):
+            if {t["index"] for t in manifest["training"]["tensors"]} == sent:
+                out.found_bundle = folder
+                return manifest
+        return None
+
     def _save_weights(self, out: MonitorResult, damaged: int) -> None:
         """The weights file (for --model, else the bundle's model); weights that fit neither are
         kept raw, so nothing the device sent is lost."""
@@ -618,8 +636,8 @@ class Monitor:
 
                 def write(p: Path) -> Path:
                     return save_dumped(weights, model_path, p, self.model_prefix, headroom=self.headroom_bits())
-            elif self.manifest is not None:
-                manifest = self.manifest
+            elif (manifest_or_none := self.manifest or self._bundle_of(sent, out)) is not None:
+                manifest = manifest_or_none
 
                 def write(p: Path) -> Path:
                     return save_for_manifest(weights, manifest, p, self.model_prefix)

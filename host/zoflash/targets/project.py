@@ -264,3 +264,26 @@ def load_bundle(path: str | Path) -> Bundle:
             "regenerate it with `zoflash build`"
         )
     return Bundle(path=path, manifest=manifest)
+
+
+# Where `zoflash build` puts a bundle when no --out is given: generated/<model>-<board>.
+BUNDLE_ROOT = Path("generated")
+
+
+def training_bundles(model_sha256_prefix: str, root: Path = BUNDLE_ROOT) -> list[tuple[Path, dict]]:
+    """The training bundles in `root`'s folders built from the model whose SHA-256 starts with the
+    prefix (a device's hello names its model so), newest first: how a monitor given neither the
+    model nor the bundle finds the model its device trains."""
+    found = []
+    for path in Path(root).glob("*/manifest.json"):
+        try:
+            manifest = json.loads(path.read_text())
+            sha = str(manifest["model"]["sha256"])
+            mtime = path.stat().st_mtime
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not a bundle zoflash can read: not a candidate
+        if manifest.get("manifest_version") != MANIFEST_VERSION or not (manifest.get("training") or {}).get("tensors"):
+            continue
+        if model_sha256_prefix and sha.startswith(model_sha256_prefix):
+            found.append((mtime, path.parent, manifest))
+    return [(folder, manifest) for _, folder, manifest in sorted(found, key=lambda f: -f[0])]

@@ -21,7 +21,7 @@ from zoflash.targets.device_headers import include_dirs
 from zoflash.targets.firmware_build import build_firmware, measured_sizes, overflowed_region
 from zoflash.targets.host_build import BuildResult, build_host
 from zoflash.targets.npu import backend_for, reserved
-from zoflash.targets.project import Bundle, generate_bundle
+from zoflash.targets.project import BUNDLE_ROOT, Bundle, generate_bundle
 from zoflash.training.compiled import CompiledTraining
 from zoflash.training.options import make_options
 from zoflash.training.plan import plan_training
@@ -60,7 +60,7 @@ def compile_model(model: LoadedModel) -> CompiledModel:
 
 def default_bundle_dir(model_path: Path, board_id: str) -> Path:
     """Where a bundle goes without --out: generated/<model>-<board>."""
-    return Path("generated") / f"{c_identifier(model_path.stem)}-{board_id}"
+    return BUNDLE_ROOT / f"{c_identifier(model_path.stem)}-{board_id}"
 
 
 @dataclass

@@ -11,6 +11,7 @@ from zoflash.monitor.live_view import LiveView
 from zoflash.monitor.outputs import raw_weights_path_for
 from zoflash.monitor.serial_monitor import DeviceError, KeyCommands, Monitor, PortError, board_console
 from zoflash.monitor.serialport import DEFAULT_BAUD
+from zoflash.targets.project import BUNDLE_ROOT
 
 log = logging.getLogger("zoflash")
 Say = Callable[[str], None]
@@ -86,8 +87,9 @@ def monitor(
     view = view if view is not None else LiveView(enabled=False)
     if model_path is None and manifest is None:
         say(
-            "weights no --model or --bundle: the weights the device sends will be kept raw in "
-            f"{raw_weights_path_for(Path(log_path))} (zoflash export --weights FILE --model M.tflite reads them)"
+            f"weights no --model or --bundle: written for the bundle in {BUNDLE_ROOT}/ built from the device's "
+            f"model, if there is one; else kept raw in {raw_weights_path_for(Path(log_path))} "
+            "(zoflash export --weights FILE --model M.tflite reads them)"
         )
     mon = Monitor(
         port,
@@ -104,6 +106,7 @@ def monitor(
         feeder=feeder,
         checkpoint_path=checkpoint_path,
         manifest=manifest,
+        bundle_root=BUNDLE_ROOT,
     )
     try:
         mon.connect(connect_wait)
@@ -146,6 +149,9 @@ def monitor(
         say(f"telemetry problems (every damaged frame was dropped): {bad}")
     say(f"log     {res.log_path}" + (f", csv {res.csv_path}" if res.csv_path else ""))
     model_name = model_path or (manifest or {}).get("model", {}).get("file", "M.tflite")
+    if res.found_bundle is not None:
+        model_name = training_manifest(str(res.found_bundle))["model"]["file"]
+        say(f"weights for {model_name}, the model of bundle {res.found_bundle} (the device trains it)")
     if res.weights_path is not None:
         say(
             f"weights {res.weights_path}  (zoflash export --model {model_name} --weights {res.weights_path} "
