@@ -171,7 +171,10 @@ void zo_tm_updates_step(uint32_t step, uint8_t flags, uint32_t q, const uint16_t
 {
     const uint32_t applied = (flags & ZO_TM_UPDATE_APPLIED) != 0u ? q : 0u;
     int new_q = applied != 0u && applied != g_upd.q;
-    if (g_upd.n + 1u + (new_q ? 1u : 0u) + 2u * applied > ZO_TM_UPDATES_CHUNK) {
+    /* a frame's entries are consecutive steps: a step out of sequence (a checkpoint restore moved
+     * the counter) starts a new frame, and the host sees the jump */
+    if (g_upd.n + 1u + (new_q ? 1u : 0u) + 2u * applied > ZO_TM_UPDATES_CHUNK
+        || (g_upd.steps != 0u && step != g_upd.first + g_upd.steps)) {
         zo_tm_updates_flush();
         new_q = applied != 0u; /* every frame states its first q */
     }

@@ -238,7 +238,8 @@ class UpdateLog:
     def step(self, step: int, flags: int, coefficients=()) -> bytes:
         c16 = [int(h) for h in coefficients] if flags & UPDATE_APPLIED else []
         size = 1 + (1 if c16 and len(c16) != self.q else 0) + 2 * len(c16)
-        out = self.flush() if len(self.data) + size > UPDATES_CHUNK else b""
+        jump = self.steps and step != self.first + self.steps  # a frame holds consecutive steps only
+        out = self.flush() if len(self.data) + size > UPDATES_CHUNK or jump else b""
         if not self.steps:
             self.first = step
         self.last = len(self.data)
