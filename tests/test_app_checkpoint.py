@@ -74,7 +74,9 @@ def image_of(records: list[dict]) -> bytes:
 
 def after(records: list[dict], step: int) -> list[dict]:
     """The comparable records from the step record `step` on (the final weights included)."""
-    recs = comparable(records)
+    # the update log's frames restart at a resume (its buffer is not in the image): replaying a
+    # resumed run is not supported yet, and its framing is no record of the training
+    recs = [r for r in comparable(records) if r["type"] != "updates"]
     first = next(k for k, r in enumerate(recs) if r["type"] == "step" and r["step"] == step)
     return recs[first:]
 
@@ -98,7 +100,8 @@ def check_resume_and_refusals(app: App, stop: int) -> None:
     assert model == hashlib.sha256(MLP.read_bytes()).digest()[:8]
     assert options.hex() == app.bundle.manifest["training"]["options_sha256"][:16]
     # the stopped run is the uninterrupted run up to there
-    assert comparable(first) == comparable(whole)[: len(comparable(first))]
+    steps = [r for r in comparable(first) if r["type"] != "updates"]  # a stopped run's last frame is partial
+    assert steps == [r for r in comparable(whole) if r["type"] != "updates"][: len(steps)]
 
     resumed = app.run(0, img)
     # the ring refills from the first sample step `stop` trains on: t R (--refresh R)

@@ -81,6 +81,7 @@ FIELDS = {
     "event": {"step", "kind", "code", "state_from", "state_to", "q_from", "q_to", "value", "aux"},
     "done": {"steps", "reason", "prefix_passes", "suffix_passes", "time_s"},
     "boundary": {"crc32", "expected_crc32", "bytes", "expected", "npu", "agree"},
+    "updates": {"step", "steps", "eps", "entries"},  # the update log (zoflash replay)
 }
 
 
@@ -301,7 +302,7 @@ def check_run(log):
     recs = read_log(log)
     kinds = [r["type"] for r in recs]
     assert kinds[0] == "hello" and kinds[-1] == "done" and kinds.count("hello") == kinds.count("done") == 1
-    assert set(kinds) <= {"hello", "boundary", "step", "eval", "event", "done"}  # weights go to the .npz only
+    assert set(kinds) <= {"hello", "boundary", "step", "eval", "event", "updates", "done"}  # weights: the .npz
     assert kinds.count("boundary") == 1 and kinds[1] == "boundary"  # the CNN has a frozen prefix
     for r in recs:
         assert set(r) - {"type"} == FIELDS[r["type"]], r["type"]

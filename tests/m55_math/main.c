@@ -150,5 +150,15 @@ int main(void)
     put("perturb", h);
     put("update", hb);
     put("restored", (uint32_t)restored);
+
+    /* binary16 coefficients: the float32 cases, then every half back to float32 */
+    h = 2166136261u;
+    for (int32_t k = 0; k < F16_N; ++k) {
+        h = fnv(h, zo_f16_from_f32(bitsf(f16_x[k])));
+    }
+    for (uint32_t k = 0; k < 65536u; ++k) {
+        h = fnv(h, fbits(zo_f32_from_f16((uint16_t)k)));
+    }
+    put("f16", h);
     return 0;
 }

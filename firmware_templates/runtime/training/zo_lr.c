@@ -114,7 +114,9 @@ static float lr_trial_candidate(trainer_t *tr, uint32_t *t, uint32_t t0, float l
     const float lr = zo_lr_at_q(lr1, 1u, cfg->lr_scaling);
     for (uint32_t i = 0; i < cfg->lr_trial_steps; ++i) {
         const step_stats_t st = zo_run_step(tr, t0 + i, 1u, 0);
-        zo_update_all(tr, t0 + i, 1u, lr);
+        uint16_t c16[1];
+        zo_update_all(tr, t0 + i, 1u, lr, c16);
+        zo_tm_updates_step(*t, ZO_TM_UPDATE_TRIAL, 0u, NULL);
         const int diverged = zo_guard_tripped(tr, &st);
         zo_tm_step_t rec = { *t, 1u, (uint8_t)zo_sched_state(&tr->sched),
                              (uint8_t)(ZO_TM_FLAG_TRIAL | (diverged ? ZO_TM_FLAG_DIVERGED : 0u)),
@@ -179,6 +181,7 @@ void zo_lr_trial(trainer_t *tr, uint32_t *t)
         }
     }
     zo_snapshot_copy(tr->m, 1);
+    zo_tm_updates_mark(ZO_TM_UPDATE_RESTORE);
     tr->sat_run = 0u;
     tr->zero_run = 0u;
     /* the short-horizon best is too greedy, and more so before a long run */

@@ -132,3 +132,71 @@ void zo_tm_log(const char *text)
     zo_tm_begin(&f, ZO_TM_LOG);
     zo_tm_finish(&f, (const uint8_t *)text, n);
 }
+
+/* --- update log: one buffer of entries (ZO_TM_UPDATES_CHUNK bytes of RAM); an entry is a header
+ * byte, a u8 q when it changed within the frame, and q binary16 coefficients, little-endian. */
+static struct {
+    uint8_t data[ZO_TM_UPDATES_CHUNK];
+    uint32_t n, first, steps, last, q;
+    uint8_t eps;
+} g_upd;
+
+void zo_tm_updates_begin(uint8_t eps)
+{
+    g_upd.n = 0u; /* no memset: the telemetry links against memcpy and the port only */
+    g_upd.first = 0u;
+    g_upd.steps = 0u;
+    g_upd.last = 0u;
+    g_upd.q = 0u;
+    g_upd.eps = eps;
+}
+
+void zo_tm_updates_flush(void)
+{
+    if (g_upd.steps == 0u) {
+        return;
+    }
+    zo_tm_frame_t f;
+    zo_tm_begin(&f, ZO_TM_UPDATES);
+    zo_tm_put(&f, g_upd.first, 4u);
+    zo_tm_put(&f, g_upd.steps, 2u);
+    zo_tm_put(&f, g_upd.eps, 1u);
+    zo_tm_finish(&f, g_upd.data, g_upd.n);
+    g_upd.n = 0u;
+    g_upd.steps = 0u;
+    g_upd.q = 0u;
+}
+
+void zo_tm_updates_step(uint32_t step, uint8_t flags, uint32_t q, const uint16_t *c16)
+{
+    const uint32_t applied = (flags & ZO_TM_UPDATE_APPLIED) != 0u ? q : 0u;
+    int new_q = applied != 0u && applied != g_upd.q;
+    /* a frame's entries are consecutive steps: a step out of sequence (a checkpoint restore moved
+     * the counter) starts a new frame, and the host sees the jump */
+    if (g_upd.n + 1u + (new_q ? 1u : 0u) + 2u * applied > ZO_TM_UPDATES_CHUNK
+        || (g_upd.steps != 0u && step != g_upd.first + g_upd.steps)) {
+        zo_tm_updates_flush();
+        new_q = applied != 0u; /* every frame states its first q */
+    }
+    if (g_upd.steps == 0u) {
+        g_upd.first = step;
+    }
+    g_upd.last = g_upd.n;
+    g_upd.data[g_upd.n++] = (uint8_t)(flags | (new_q ? ZO_TM_UPDATE_Q : 0u));
+    if (new_q) {
+        g_upd.data[g_upd.n++] = (uint8_t)applied;
+        g_upd.q = applied;
+    }
+    for (uint32_t i = 0; i < applied; ++i) {
+        g_upd.data[g_upd.n++] = (uint8_t)c16[i];
+        g_upd.data[g_upd.n++] = (uint8_t)(c16[i] >> 8);
+    }
+    ++g_upd.steps;
+}
+
+void zo_tm_updates_mark(uint8_t flag)
+{
+    if (g_upd.steps != 0u) {
+        g_upd.data[g_upd.last] |= flag;
+    }
+}

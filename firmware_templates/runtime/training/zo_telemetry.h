@@ -88,6 +88,16 @@ void zo_tm_checkpoint(uint32_t step, uint32_t offset, uint32_t total, const uint
 /* NUL-terminated UTF-8 text, truncated to ZO_TM_MAX_PAYLOAD bytes. */
 void zo_tm_log(const char *text);
 
+/* Update log (docs/training.md "Update log"): the applied updates, buffered into updates frames.
+ * zo_tm_updates_begin(eps) empties the buffer; zo_tm_updates_step appends step t's entry (flags
+ * ZO_TM_UPDATE_APPLIED with its q binary16 coefficients c16, or ZO_TM_UPDATE_TRIAL, or 0), sending
+ * the buffered frame first when the entry does not fit; zo_tm_updates_mark ORs ZO_TM_UPDATE_RESTORE
+ * or _SNAPSHOT into the last entry; zo_tm_updates_flush sends what is buffered. */
+void zo_tm_updates_begin(uint8_t eps);
+void zo_tm_updates_step(uint32_t step, uint8_t flags, uint32_t q, const uint16_t *c16);
+void zo_tm_updates_mark(uint8_t flag);
+void zo_tm_updates_flush(void);
+
 /* Frame building, for the encoders (zo_wire.c, the ones above): begin, put the fixed payload
  * little-endian in wire order, finish (which appends `tail`, the CRC, and sends).  Not for
  * application code. */

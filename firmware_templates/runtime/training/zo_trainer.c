@@ -230,6 +230,7 @@ void zo_snapshot_copy(const zo_train_model_t *m, int restore)
 static void rollback(trainer_t *tr)
 {
     zo_snapshot_copy(tr->m, 1);
+    zo_tm_updates_mark(ZO_TM_UPDATE_RESTORE);
     tr->lr1 = tr->lr1 * 0.5f;
     tr->sat_run = 0;
     tr->zero_run = 0;
@@ -349,11 +350,13 @@ step_stats_t zo_run_step(trainer_t *tr, uint32_t t, uint32_t q, int centre)
     return st;
 }
 
-void zo_update_all(const trainer_t *tr, uint32_t t, uint32_t q, float lr)
+void zo_update_all(const trainer_t *tr, uint32_t t, uint32_t q, float lr, uint16_t *c16)
 {
     const zo_train_model_t *m = tr->m;
     for (uint32_t i = 0; i < q; ++i) {
-        m->c[i] = (lr * m->delta[i]) / (float)q;
+        /* the coefficient applied is the binary16 one the update log carries (zoflash replay) */
+        c16[i] = zo_f16_from_f32((lr * m->delta[i]) / (float)q);
+        m->c[i] = zo_f32_from_f16(c16[i]);
     }
     for (int32_t k = 0; k < m->n_tensors; ++k) {
         const zo_trainable_t *tt = &m->tensors[k];
@@ -603,6 +606,7 @@ int zo_train_begin(const zo_train_model_t *m, const zo_train_config_t *cfg)
         zo_tm_log(problem);
         return 1;
     }
+    zo_tm_updates_begin((uint8_t)cfg->eps);
     send_hello(tr);
     send_boundary_check(m);
     zo_sched_init(&tr->sched, &cfg->sched);
@@ -697,9 +701,11 @@ int zo_train_step(void)
     const float lr = zo_lr_of_step(tr, t, q, calibrating);
     const uint8_t state = (uint8_t)zo_sched_state(&tr->sched);
     step_stats_t st = zo_run_step(tr, t, q, centre);
+    uint16_t c16[ZO_SCHED_Q_LIMIT];
     if (!calibrating) {
-        zo_update_all(tr, t, q, lr);
+        zo_update_all(tr, t, q, lr, c16);
     }
+    zo_tm_updates_step(t, calibrating ? 0u : ZO_TM_UPDATE_APPLIED, q, c16);
     /* guard: a collapsed head (saturated logits, no loss differences) rolls back */
     int diverged = 0;
     if (!calibrating) {
@@ -758,6 +764,7 @@ int zo_train_step(void)
             /* the last good state: the lowest validation loss so far, no guard run active */
             r->best_loss = loss;
             zo_snapshot_copy(m, 0);
+            zo_tm_updates_mark(ZO_TM_UPDATE_SNAPSHOT);
             tr->snapshot_step = done;
         }
     }
@@ -784,6 +791,7 @@ int zo_train_end(void)
 {
     run_t *r = &g_run;
     trainer_t *tr = &r->tr;
+    zo_tm_updates_flush();
     if (!r->last_eval) {
         (void)evaluate(tr, r->t);
     }

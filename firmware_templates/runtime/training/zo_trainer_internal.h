@@ -64,7 +64,7 @@ void zo_send_event(const trainer_t *tr, uint32_t step, uint8_t kind, uint8_t cod
 split_eval_t zo_evaluate_split(trainer_t *tr, const int8_t *x, const uint16_t *y, const float *t,
                                uint32_t n_samples);
 step_stats_t zo_run_step(trainer_t *tr, uint32_t t, uint32_t q, int centre);
-void zo_update_all(const trainer_t *tr, uint32_t t, uint32_t q, float lr);
+void zo_update_all(const trainer_t *tr, uint32_t t, uint32_t q, float lr, uint16_t *c16);
 int zo_guard_tripped(trainer_t *tr, const step_stats_t *st);
 
 /* ---- zo_lr.c: the learning rate ---- */

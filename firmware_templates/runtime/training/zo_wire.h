@@ -21,6 +21,14 @@ extern "C" {
 #define ZO_TM_HEAD               8u /* sync, version, type, seq, len */
 #define ZO_TM_MAX_PAYLOAD        1024u /* bytes; longer log text is truncated */
 #define ZO_TM_WEIGHTS_CHUNK      512u /* data bytes per weights frame, at most */
+#define ZO_TM_UPDATES_CHUNK      256u /* tail bytes per updates frame, at most */
+
+/* Update log: the header byte of each step in an updates frame's tail. */
+#define ZO_TM_UPDATE_APPLIED     0x01u
+#define ZO_TM_UPDATE_Q           0x02u
+#define ZO_TM_UPDATE_RESTORE     0x04u
+#define ZO_TM_UPDATE_SNAPSHOT    0x08u
+#define ZO_TM_UPDATE_TRIAL       0x10u
 
 /* Frame types. */
 #define ZO_TM_HELLO              1u
@@ -35,6 +43,7 @@ extern "C" {
 #define ZO_TM_NEED               10u /* --data-source stream: the device asks for samples (zo_stream.h) */
 #define ZO_TM_CHECKPOINT         11u /* a chunk of a checkpoint image (zo_trainer.h, ZO_CKPT_*) */
 #define ZO_TM_BOUNDARY           12u /* CRC-32 of the boundary activations of the first test sample, once after hello */
+#define ZO_TM_UPDATES            13u /* the applied updates of consecutive steps (update log, zoflash replay) */
 
 /* Payload bytes of each frame (of the fields before the tail, for weights, log and checkpoint). */
 #define ZO_TM_SIZE_HELLO         54u
@@ -49,6 +58,7 @@ extern "C" {
 #define ZO_TM_SIZE_NEED          18u
 #define ZO_TM_SIZE_CHECKPOINT    12u
 #define ZO_TM_SIZE_BOUNDARY      13u
+#define ZO_TM_SIZE_UPDATES       7u
 #define ZO_TM_FIXED_MAX          68u /* the largest of them */
 
 /* Payload structs: fields in wire order (the struct layout itself is never sent).

@@ -580,3 +580,62 @@ int32_t zo_argmax_s8(const int8_t *x, int32_t n)
     }
     return best;
 }
+
+/* ---- update coefficients as binary16 (docs/zo-math.md) ----------------------------------- */
+
+#define F16_SAT_BITS 0x477FF000u /* 65520.0f: from here round-to-nearest would give infinity */
+#define F16_MIN_NORMAL_BITS 0x38800000u /* 2^-14 */
+
+uint16_t zo_f16_from_f32(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    const uint32_t a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) {
+        return 0u; /* NaN: no update */
+    }
+    if (a >= F16_SAT_BITS) {
+        return (uint16_t)(sign | 0x7BFFu); /* saturate: inf - inf would cancel two huge steps to 0 */
+    }
+    uint32_t h, rem, half;
+    if (a >= F16_MIN_NORMAL_BITS) {
+        h = (a >> 13) - (112u << 10); /* rebias the exponent 127 -> 15, keep 10 mantissa bits */
+        rem = a & 0x1FFFu;
+        half = 0x1000u;
+    } else {
+        const uint32_t e = a >> 23;
+        if (e < 102u) {
+            return sign; /* below 2^-25 (or exactly 2^-25, a tie to the even 0) */
+        }
+        const uint32_t m = (a & 0x007FFFFFu) | 0x00800000u; /* value = m * 2^(e - 150) */
+        const uint32_t shift = 126u - e;                     /* units of 2^-24: 14..24 bits go */
+        h = m >> shift;
+        rem = m & ((1u << shift) - 1u);
+        half = 1u << (shift - 1u);
+    }
+    if (rem > half || (rem == half && (h & 1u) != 0u)) {
+        ++h; /* a carry into the exponent is the right result */
+    }
+    return (uint16_t)(sign | h);
+}
+
+float zo_f32_from_f16(uint16_t h)
+{
+    const uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
+    const uint32_t e = ((uint32_t)h >> 10) & 0x1Fu;
+    const uint32_t m = (uint32_t)h & 0x3FFu;
+    uint32_t u;
+    if (e == 0u) {
+        const float f = (float)m * 0x1p-24f; /* exact: m < 2^10 */
+        return sign != 0u ? -f : f;
+    }
+    if (e == 31u) {
+        u = sign | 0x7F800000u | (m << 13);
+    } else {
+        u = sign | ((e + 112u) << 23) | (m << 13);
+    }
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}

@@ -90,6 +90,13 @@ float zo_sigmoid_bce_s8(int8_t logit, float scale, int32_t zero_point, int32_t l
  * d = x_j - target[j]; s += d * d (increasing j, from 0.0f); loss = s / (float)n. */
 float zo_mse_s8(const int8_t *out, int32_t n, float scale, int32_t zero_point, const float *target);
 
+/* The update coefficients as IEEE binary16 (the device applies and logs c_i as this 16-bit
+ * value, docs/zo-math.md "Coefficients as binary16"): round to nearest, ties to even, subnormals
+ * kept; beyond the largest finite half (65504) it saturates (infinities too) and NaN gives +0
+ * (no update).  zo_f32_from_f16 is exact. */
+uint16_t zo_f16_from_f32(float x);
+float zo_f32_from_f16(uint16_t h);
+
 /* Index of the first maximum of x[0..n-1]. */
 int32_t zo_argmax_s8(const int8_t *x, int32_t n);
 

@@ -104,6 +104,11 @@ def _click_option(o: options_table.Option):
     return click.option(o.flag, type=kind, metavar=metavar, help=options_table.help_text(o))
 
 
+def training_option(name: str):
+    """One training flag, by its name in the option table (for a command that takes a few of them)."""
+    return _click_option(options_table.BY_NAME[name])
+
+
 def training_options(f):
     """The training flags (docs/options.md, from spec/options.py); the same keys work in zoflash.toml [train]."""
     opts = [

@@ -20,6 +20,7 @@ from zoflash.cli import (
     inspect,
     monitor,
     ops,
+    replay,
     run,
     runtime,
     simulate,
@@ -43,6 +44,7 @@ COMMANDS = (
     run.run,
     cache.cache,
     compare.compare,
+    replay.replay,
     split.split,
     runtime.runtime,
 )

@@ -120,13 +120,15 @@ def decode(frame: Frame) -> dict:
     st, payload = STRUCTS[kind], bytes(frame.payload)
     if kind == "log":
         return {"type": "log", "text": payload.decode("utf-8", errors="replace")}
-    if len(payload) < st.size or (kind not in ("weights", "checkpoint") and len(payload) != st.size):
+    if len(payload) < st.size or (kind not in ("weights", "checkpoint", "updates") and len(payload) != st.size):
         return _malformed(frame, f"payload of {len(payload)} bytes")
     rec: dict[str, Any] = {"type": kind}
     for (name, _), v in zip(LAYOUTS[kind][1], st.unpack_from(payload)):
         rec.update(_CONVERT[name](v) if name in _CONVERT else {name: v})
     if kind == "boundary":  # --- boundary checksum: None when no expected value was built in
         rec["agree"] = rec["crc32"] == rec["expected_crc32"] if rec["expected"] else None
+    if kind == "updates":  # --- update log: the entries stay as they came (hex), zoflash replay reads them
+        rec["entries"] = payload[st.size :].hex()
     if kind in ("weights", "checkpoint"):
         rec["data"] = payload[st.size :]
         if rec["offset"] + len(rec["data"]) > rec["total"]:

@@ -22,7 +22,8 @@ from zoflash.reference import zo_math as zm
 from zoflash.reference.forward import ReferenceForward
 from zoflash.reference.schedulers import Scheduler
 from zoflash.spec import training as spec
-from zoflash.spec.wire import Encoder
+from zoflash.spec import wire
+from zoflash.spec.wire import Encoder, UpdateLog
 
 # The product's objects arrive as arguments and are read by duck typing: the reference imports
 # nothing of the product it checks (only the training contract and the wire format).
@@ -108,6 +109,7 @@ class ReferenceTrainer:
         self.settings = run_settings(opts)
         self.fwd = ReferenceForward(model)
         self.tm = Encoder()
+        self.ulog = UpdateLog(self.tm, opts.eps)
         g = model.graph
         self.input_root = model.root[g.inputs[0]]
         # trainable state: flat arrays in plan order
@@ -356,9 +358,10 @@ class ReferenceTrainer:
         bound = by_w if by_w > F32(1) else F32(1)
         return rho if rho < bound else bound
 
-    def _update(self, t: int, q: int, lr: np.float32) -> None:
+    def _update(self, t: int, q: int, lr: np.float32) -> np.ndarray:
+        """Applies the step's update with its coefficients as binary16; returns their bits (logged)."""
         o = self.opts
-        c = np.array([F32(F32(lr * d) / F32(q)) for d in self.delta], dtype=F32)
+        c16, c = zm.coefficients(lr, self.delta, q)
         for k, tt in enumerate(self.plan.tensors):
             if tt.is_bias:
                 self.values[k] = zm.update_s32(
@@ -383,6 +386,7 @@ class ReferenceTrainer:
                     o.rounding,
                     w_max=spec.INT8_WEIGHT_LIMIT - o.eps,
                 )
+        return c16
 
     # ---- lr trial (docs/training.md "lr trial") -------------------------------------------------
 
@@ -409,6 +413,8 @@ class ReferenceTrainer:
             for i in range(o.lr_trial_steps):
                 st = self._step(t0 + i, 1, False)
                 self._update(t0 + i, 1, lr)
+                if sent := self.ulog.step(t, wire.UPDATE_TRIAL):
+                    frames.append(sent)
                 sat_run, zero_run, diverged = self._guard_runs(st, sat_run, zero_run)
                 frames.append(
                     self._frame(
@@ -449,6 +455,7 @@ class ReferenceTrainer:
             if best_j != 0:
                 break
         self._restore(snapshot)
+        self.ulog.mark(wire.UPDATE_RESTORE)
         # the short-horizon best is too greedy, and more so before a long run
         chosen = F32(F32(lr1 * F32(2.0 ** (best_j - spec.LR_TRIAL_BACKOFF))) * self._lr_trial_horizon_factor())
         frames.append(self._event(t - 1, EVENT_LR, LR_CHOSEN, state, state, 1, 1, chosen, t - t0))
@@ -532,6 +539,7 @@ class ReferenceTrainer:
         def rollback():
             nonlocal lr1, sat_run, zero_run, rollbacks
             self._restore(snapshot)
+            self.ulog.mark(wire.UPDATE_RESTORE)
             lr1 = F32(lr1 * F32(0.5))
             sat_run = zero_run = 0
             rollbacks += 1
@@ -563,8 +571,12 @@ class ReferenceTrainer:
                 )
             state = self.sched.state
             st = self._step(t, q, centre)
-            if not calibrating:
-                self._update(t, q, lr)
+            if calibrating:
+                sent = self.ulog.step(t, 0)
+            else:
+                sent = self.ulog.step(t, wire.UPDATE_APPLIED, self._update(t, q, lr))
+            if sent:
+                yield sent
             diverged = False
             if not calibrating:
                 sat_run, zero_run, diverged = self._guard_runs(st, sat_run, zero_run)
@@ -636,6 +648,7 @@ class ReferenceTrainer:
                 elif loss < best_loss and sat_run == 0 and zero_run == 0 and F32(eval_sat) < sat_good:
                     best_loss = loss  # the last good state
                     snapshot, snapshot_step = self._snapshot(), t
+                    self.ulog.mark(wire.UPDATE_SNAPSHOT)
             if o.guard_max_rollbacks and rollbacks >= o.guard_max_rollbacks:
                 reason = DONE_GUARD
                 break
@@ -648,6 +661,8 @@ class ReferenceTrainer:
             if not calibrating and self.sched.should_stop():
                 reason = DONE_SCHEDULER
                 break
+        if sent := self.ulog.flush():
+            yield sent
         if not last_eval:
             yield self._evaluate(t)[0]
         for tt, v, r in zip(plan.tensors, self.values, self.residual):

@@ -232,6 +232,55 @@ def update_s32(b, c, eps_b, max_step: int, seed, step, stream, density_log2: int
     return nb.astype(np.int32)
 
 
+# ------------------------------------------------------------------------ coefficients
+
+_F16_SAT_BITS = 0x477FF000  # 65520.0f: from here round-to-nearest would give infinity
+_F16_MIN_NORMAL_BITS = 0x38800000  # 2^-14
+
+
+def f16_from_f32(x) -> np.ndarray:
+    """float32 -> IEEE binary16 bits (uint16), round to nearest, ties to even, subnormals kept;
+    beyond 65504 it saturates (infinities too), NaN gives +0.  Integer arithmetic on the bits."""
+    u = np.array(x, dtype=F32, copy=True, ndmin=1).view(U32).astype(np.int64)
+    sign = (u >> 16) & 0x8000
+    a = u & 0x7FFFFFFF
+    e = a >> 23
+    normal = a >= _F16_MIN_NORMAL_BITS
+    shift = np.where(normal, 13, np.clip(126 - e, 14, 40))
+    m = np.where(normal, a, (a & 0x007FFFFF) | 0x00800000)
+    h = np.where(normal, (a >> 13) - (112 << 10), m >> shift)
+    rem = m & ((np.int64(1) << shift) - 1)
+    half = np.int64(1) << (shift - 1)
+    h = h + ((rem > half) | ((rem == half) & ((h & 1) != 0))).astype(np.int64)
+    h = np.where(~normal & (e < 102), 0, h)
+    h = np.where(a >= _F16_SAT_BITS, 0x7BFF, h)
+    out = np.where(a > 0x7F800000, 0, sign | h)
+    return out.astype(np.uint16)
+
+
+def f32_from_f16(h) -> np.ndarray:
+    """binary16 bits -> float32 (exact)."""
+    h = np.array(h, dtype=np.uint16, ndmin=1).astype(U32)
+    sign = (h & U32(0x8000)) << U32(16)
+    e = (h >> U32(10)) & U32(0x1F)
+    m = h & U32(0x3FF)
+    sub = (m.astype(F32) * F32(2.0**-24)).astype(F32)
+    sub = np.where(sign != 0, -sub, sub).astype(F32)
+    bits = np.where(
+        e == 31, sign | U32(0x7F800000) | (m << U32(13)), sign | ((e + U32(112)) << U32(23)) | (m << U32(13))
+    )
+    normal = bits.astype(U32).view(F32)
+    return np.where(e == 0, sub, normal).astype(F32)
+
+
+def coefficients(lr, delta, q: int) -> tuple[np.ndarray, np.ndarray]:
+    """The applied update coefficients of a step: c_i = (lr * delta_i) / q in float32, as binary16
+    (the bits the device logs) and back (the float32 values it applies)."""
+    c = np.array([F32(F32(F32(lr) * F32(d)) / F32(q)) for d in delta], dtype=F32)
+    bits = f16_from_f32(c) if c.size else np.zeros(0, np.uint16)
+    return bits, f32_from_f16(bits) if c.size else np.zeros(0, F32)
+
+
 # ------------------------------------------------------------------------ exp, log, loss
 
 EXP_LO = F32(-87.0)

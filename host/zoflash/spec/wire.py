@@ -130,6 +130,9 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
     "checkpoint": (11, (("step", "I"), ("offset", "I"), ("total", "I"))),
     # --- boundary checksum: the first test sample's boundary activations, once after hello
     "boundary": (12, (("crc32", "I"), ("expected_crc32", "I"), ("bytes", "I"), ("boundary_flags", "B"))),
+    # --- update log: the applied updates of `steps` steps from `step` on (+ per step a header byte,
+    # a u8 q when it changed, q binary16 coefficients; UPDATE_* below), for `zoflash replay`
+    "updates": (13, (("step", "I"), ("steps", "H"), ("eps", "B"))),
 }
 # Command payloads (host -> device) that begin with fixed fields, a data tail after them: the fields
 # in wire order, declared once (the device's readers are generated into zo_wire.h/.c).
@@ -137,6 +140,14 @@ COMMAND_LAYOUTS: dict[str, tuple[tuple[str, str], ...]] = {
     "sample": (("index", "I"), ("label", "H"), ("offset", "I"), ("total", "I")),  # + bytes of one sample record
     "restore": (("offset", "I"), ("total", "I")),  # + bytes of a checkpoint image
 }
+# --- update log: the per-step header byte of an updates frame's tail (docs/training.md "Update log")
+UPDATE_APPLIED = 0x01  # q binary16 coefficients follow (after the q byte, if any) and were applied
+UPDATE_Q = 0x02  # a u8 q follows: this applied step's q differs from the frame's last applied step's
+UPDATE_RESTORE = 0x04  # after the update the trainable state went back to the snapshot (a rollback)
+UPDATE_SNAPSHOT = 0x08  # then the snapshot was taken (the best state by validation)
+UPDATE_TRIAL = 0x10  # a step of the lr trial: trained a candidate from the snapshot, then undone
+UPDATES_CHUNK = 256  # tail bytes of one updates frame, at most (the device's buffer)
+# --- end update log
 COMMAND_STRUCTS = {k: struct.Struct("<" + "".join(c for _, c in lay)) for k, lay in COMMAND_LAYOUTS.items()}
 CMD_MAX_PAYLOAD = 1024  # ZO_CMD_MAX_PAYLOAD: the device's command parser takes no longer frame
 STRUCTS = {k: struct.Struct("<" + "".join(c for _, c in lay)) for k, (_, lay) in LAYOUTS.items()}
@@ -168,7 +179,7 @@ def encode(kind: str, fields: dict, seq: int = 0) -> bytes:
     also take `data` (bytes), log takes `text` (str, truncated to MAX_PAYLOAD UTF-8 bytes)."""
     tid, layout = LAYOUTS[kind]
     payload = STRUCTS[kind].pack(*(_f32(fields[n]) if c == "f" else fields[n] for n, c in layout))
-    if kind in ("weights", "checkpoint"):
+    if kind in ("weights", "checkpoint", "updates"):
         payload += bytes(fields["data"])
     elif kind == "log":
         payload += fields["text"].encode("utf-8")[:MAX_PAYLOAD]
@@ -208,3 +219,79 @@ class Encoder:
             )
             for o in offsets
         )
+
+
+# --- update log: the packer (the reference trainer, mirroring zo_tm_updates_* in zo_telemetry.c)
+# and the parser (zoflash replay)
+
+
+class UpdateLog:
+    """Buffers the per-step entries of updates frames.  `step` returns the frame to send before
+    the entry when the entry does not fit the buffer (b"" otherwise); `mark` ORs RESTORE or
+    SNAPSHOT into the last entry; `flush` sends what is buffered (b"" when nothing is)."""
+
+    def __init__(self, encoder: Encoder, eps: int):
+        self.encoder, self.eps = encoder, eps
+        self.first, self.steps, self.data, self.last = 0, 0, bytearray(), -1
+        self.q = 0  # q of the frame's last applied step (0: none yet)
+
+    def step(self, step: int, flags: int, coefficients=()) -> bytes:
+        c16 = [int(h) for h in coefficients] if flags & UPDATE_APPLIED else []
+        size = 1 + (1 if c16 and len(c16) != self.q else 0) + 2 * len(c16)
+        jump = self.steps and step != self.first + self.steps  # a frame holds consecutive steps only
+        out = self.flush() if len(self.data) + size > UPDATES_CHUNK or jump else b""
+        if not self.steps:
+            self.first = step
+        self.last = len(self.data)
+        if c16 and len(c16) != self.q:
+            self.data += bytes([flags | UPDATE_Q, len(c16)])
+            self.q = len(c16)
+        else:
+            self.data.append(flags)
+        self.data += struct.pack(f"<{len(c16)}H", *c16)
+        self.steps += 1
+        return out
+
+    def mark(self, flag: int) -> None:
+        if self.steps:
+            self.data[self.last] |= flag
+
+    def flush(self) -> bytes:
+        if not self.steps:
+            return b""
+        out = self.encoder.frame(
+            "updates", {"step": self.first, "steps": self.steps, "eps": self.eps, "data": self.data}
+        )
+        self.steps, self.data, self.q = 0, bytearray(), 0
+        return out
+
+
+class UpdateEntry(NamedTuple):
+    step: int
+    flags: int
+    coefficients: tuple[int, ...]  # binary16 bits, q of them (empty when not applied)
+
+
+def parse_updates(step: int, steps: int, data: bytes) -> list[UpdateEntry]:
+    """The entries of one updates frame's tail; ValueError when it does not hold `steps` whole ones."""
+    out, pos, q = [], 0, 0
+    for k in range(steps):
+        if pos >= len(data):
+            raise ValueError(f"updates frame of step {step}: {steps} steps announced, {k} present")
+        flags = data[pos]
+        pos += 1
+        if flags & UPDATE_Q:
+            if pos >= len(data) or data[pos] == 0:
+                raise ValueError(f"updates frame of step {step}: step {step + k} has no valid q")
+            q = data[pos]
+            pos += 1
+        n = q if flags & UPDATE_APPLIED else 0
+        if flags & UPDATE_APPLIED and q == 0:
+            raise ValueError(f"updates frame of step {step}: step {step + k} is applied but its q is unknown")
+        if pos + 2 * n > len(data):
+            raise ValueError(f"updates frame of step {step}: step {step + k} is cut short")
+        out.append(UpdateEntry(step + k, flags, struct.unpack_from(f"<{n}H", data, pos)))
+        pos += 2 * n
+    if pos != len(data):
+        raise ValueError(f"updates frame of step {step}: {len(data) - pos} bytes after its {steps} steps")
+    return out

@@ -8,7 +8,7 @@ are committed static runtime files; tests/test_spec.py fails when they differ fr
 
     python -m zoflash.spec.wire_c firmware_templates/runtime/training
 
-Frames with a variable tail (weights, log, checkpoint) get their type id and fixed-part size
+Frames with a variable tail (weights, log, checkpoint, updates) get their type id and fixed-part size
 here; their encoders stay hand-written in zo_telemetry.c.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from zoflash.spec import wire
 
 COMMAND = "python -m zoflash.spec.wire_c firmware_templates/runtime/training"
-VARIABLE = ("weights", "log", "checkpoint")  # a data or text tail follows the fixed fields
+VARIABLE = ("weights", "log", "checkpoint", "updates")  # a data or text tail follows the fixed fields
 
 # struct code -> C type; 'Ns' is uint8_t[N]
 C_TYPES = {
@@ -45,6 +45,7 @@ FRAME_NOTES = {
     "need": "--data-source stream: the device asks for samples (zo_stream.h)",
     "checkpoint": "a chunk of a checkpoint image (zo_trainer.h, ZO_CKPT_*)",
     "boundary": "CRC-32 of the boundary activations of the first test sample, once after hello",
+    "updates": "the applied updates of consecutive steps (update log, zoflash replay)",
 }
 STRUCT_NOTES = {
     "need": "--data-source stream: the samples the device asks for (zo_stream.h).",
@@ -161,6 +162,13 @@ def render_header() -> str:
         _define("ZO_TM_HEAD", f"{wire.HEAD}u", "sync, version, type, seq, len"),
         _define("ZO_TM_MAX_PAYLOAD", f"{wire.MAX_PAYLOAD}u", "bytes; longer log text is truncated"),
         _define("ZO_TM_WEIGHTS_CHUNK", f"{wire.WEIGHTS_CHUNK}u", "data bytes per weights frame, at most"),
+        _define("ZO_TM_UPDATES_CHUNK", f"{wire.UPDATES_CHUNK}u", "tail bytes per updates frame, at most"),
+        "",
+        "/* Update log: the header byte of each step in an updates frame's tail. */",
+        *[
+            _define(f"ZO_TM_UPDATE_{k}", f"0x{getattr(wire, 'UPDATE_' + k):02X}u")
+            for k in ("APPLIED", "Q", "RESTORE", "SNAPSHOT", "TRIAL")
+        ],
         "",
         "/* Frame types. */",
     ]

@@ -68,6 +68,18 @@ def compile_training(
     )
 
 
+def trainable_start(graph: Graph, opts: TrainOptions) -> tuple[TrainPlan, dict | None]:
+    """The trainable tensors as training starts (re-quantized when opts.headroom is a number of bits
+    above 0), without the data: what `zoflash replay` applies a log's updates to.  Returns the plan
+    and the headroom report (None without headroom)."""
+    model = compile_graph(graph)
+    plan = plan_training(model, opts)
+    if opts.headroom in ("auto", 0):
+        return plan, None
+    _, plan, report = _with_headroom(model, plan, opts)
+    return plan, report
+
+
 def _weight_tensors(plan: TrainPlan) -> list[int]:
     return [t.index for t in plan.tensors if not t.is_bias]
 
