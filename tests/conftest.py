@@ -18,7 +18,10 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -83,6 +86,20 @@ def pytest_configure(config):
         os.environ["ZOFLASH_CACHE"] = tempfile.mkdtemp(prefix="zoflash-test-cache-")
     cache = getattr(config, "cache", None)
     _DERIVED_DIR[:] = [cache.mkdir("zoo-derived") if cache else Path(tempfile.mkdtemp(prefix="zoflash-zoo-derived-"))]
+
+
+@contextmanager
+def small_disk(tmp_path: Path, kib: int) -> Iterator[Path]:
+    """A tmpfs of `kib` KiB (a full disk on demand; mounting needs root: the test skips without it)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", f"size={kib}k", "tmpfs", str(disk)]
+    if subprocess.run(mount, capture_output=True).returncode:
+        pytest.skip("mounting a tmpfs is not permitted here")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def _missing(what: str) -> None:

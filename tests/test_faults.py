@@ -12,14 +12,13 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 import faults
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, small_disk
 from faults import interrupt, jsonl_records, kill_points, run, tree, wait_gone
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc (Linux)")
@@ -217,12 +216,8 @@ def test_qemu_killed_mid_run_ends_the_run_with_one_message_and_keeps_the_log(tmp
 @pytest.fixture
 def tiny_disk(tmp_path):
     """A 64 KiB tmpfs (root only)."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], capture_output=True).returncode:
-        pytest.skip("mounting a tmpfs is not permitted here")
-    yield disk
-    subprocess.run(["umount", "-l", str(disk)], check=False)
+    with small_disk(tmp_path, 64) as disk:
+        yield disk
 
 
 def _rescued(ran: faults.Ran, tmp_path: Path) -> Path:

@@ -26,6 +26,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from conftest import small_disk
 from test_monitor import DIGITS, decoded, logged, loop_opener, small_data, stream, weights_of, write_later
 
 from zoflash.cli import main
@@ -116,12 +117,8 @@ def test_weights_of_another_model_are_kept_raw(tmp_path, stream):
 @pytest.fixture
 def tiny_disk(tmp_path):
     """A 16 KiB tmpfs (root only)."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(disk)], capture_output=True).returncode:
-        pytest.skip("mounting a tmpfs is not permitted here")
-    yield disk
-    subprocess.run(["umount", str(disk)], check=False)
+    with small_disk(tmp_path, 16) as disk:
+        yield disk
 
 
 def test_a_full_disk_moves_the_files_to_the_rescue_folder(tmp_path, stream, tiny_disk):
