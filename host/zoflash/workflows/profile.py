@@ -1,0 +1,228 @@
+"""`zoflash profile`: where one inference spends its instructions on the emulated Cortex-M55.
+
+The model's inference bundle for an emulated board is linked with the emulated-run harness built
+to trace (zo_infer_main.c with -DZO_INFER_TRACE: one inference of a sample between two calls of
+a marker), and QEMU logs the address of every instruction executed in between
+(targets/exec_trace.py). Attribution follows the generated code's own dispatch: `<prefix>_invoke`
+calls one kernel function per op, in op order (the same calls as the `case k:` lines of
+`<prefix>_run_steps`), so the k-th time execution leaves `_invoke` for the entry of op k's kernel
+function, op k starts, and all it executes until execution is back in `_invoke` is op k's,
+whatever the kernel calls and however the compiler shaped it. The addresses are then named with
+the ELF's symbol table (the kernel variant: the function where the op spent most instructions).
+What `_invoke` executes itself (argument set-up, calls and returns), and the harness around it
+between the marks, is the run's overhead.
+
+The cycle estimate is the one of docs/benchmarks.md: every instruction one cycle, an MVE (Helium)
+instruction two (the M55 executes a 128-bit vector instruction in two beats). It cannot see memory
+wait states, caches, pipeline stalls or MVE/scalar overlap: real silicon differs.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zoflash.errors import BoardError, BuildError, DataError
+from zoflash.targets import boards as boards_mod
+from zoflash.targets import emulated, exec_trace
+from zoflash.targets.host_build import require
+from zoflash.targets.project import Bundle
+from zoflash.workflows.generate import compile_for, configured_board, load_model, place, render
+from zoflash.workflows.inference import random_inputs
+
+SCHEMA = "zoflash.profile/1"
+CYCLE_MODEL = (
+    "instructions + MVE instructions (an MVE instruction takes two beats); no memory wait states, caches or stalls"
+)
+TRACE_CFLAGS = "-DZO_INFER_TRACE"
+_CASE = re.compile(r"^\s*case (\d+):\s*\n\s*(\w+)\(", re.M)
+
+
+def step_macs(kernel: str, p: dict) -> int:
+    """Multiply-accumulates of one kernel call, from its shapes (conv, depthwise and FC; 0 for the rest)."""
+    if kernel in ("conv2d", "conv2d_s16"):
+        return p["output_h"] * p["output_w"] * p["output_c"] * p["filter_h"] * p["filter_w"] * p["filter_c"]
+    if kernel in ("depthwise_conv2d", "depthwise_conv2d_s16"):
+        return p["output_h"] * p["output_w"] * p["output_c"] * p["filter_h"] * p["filter_w"]
+    if kernel in ("fully_connected", "fully_connected_s16"):
+        return p["rows"] * p["units"] * p["depth"]
+    return 0
+
+
+@dataclass
+class Cost:
+    """Executed instructions, of which MVE, and what they give: the estimated cycles, MAC/cycle."""
+
+    instructions: int = 0
+    mve: int = 0
+    macs: int = 0
+
+    @property
+    def cycles(self) -> int:
+        return self.instructions + self.mve
+
+    @property
+    def macs_per_cycle(self) -> float:
+        return self.macs / self.cycles if self.cycles else 0.0
+
+    def add(self, other: Cost) -> None:
+        self.instructions += other.instructions
+        self.mve += other.mve
+        self.macs += other.macs
+
+    def as_dict(self) -> dict:
+        return {
+            "instructions": self.instructions,
+            "mve": self.mve,
+            "cycles": self.cycles,
+            "macs": self.macs,
+            "macs_per_cycle": round(self.macs_per_cycle, 4),
+        }
+
+
+@dataclass
+class OpProfile:
+    index: int
+    type: str  # the TFLite operator
+    kernel: str  # the C function the generated code calls
+    variant: str  # the function where the call spent most instructions
+    cost: Cost
+    functions: dict[str, int] = field(default_factory=dict)  # instructions by function
+
+    def as_dict(self) -> dict:
+        return {
+            "index": self.index,
+            "type": self.type,
+            "kernel": self.kernel,
+            "variant": self.variant,
+            **self.cost.as_dict(),
+            "functions": self.functions,
+        }
+
+
+@dataclass
+class Profile:
+    model: str
+    board: str
+    ops: list[OpProfile]
+    overhead: Cost  # what the model's invoke executed outside its kernel calls
+    total: Cost  # the whole traced inference: the ops and the overhead
+
+    def by_type(self) -> dict[str, tuple[int, Cost]]:
+        """Calls and summed cost of each op type, costliest first."""
+        out: dict[str, tuple[int, Cost]] = {}
+        for op in self.ops:
+            calls, cost = out.get(op.type, (0, Cost()))
+            cost.add(op.cost)
+            out[op.type] = (calls + 1, cost)
+        return dict(sorted(out.items(), key=lambda kv: -kv[1][1].cycles))
+
+    def as_dict(self) -> dict:
+        return {
+            "schema": SCHEMA,
+            "model": self.model,
+            "board": self.board,
+            "cycle_model": CYCLE_MODEL,
+            "ops": [op.as_dict() for op in self.ops],
+            "by_type": [{"type": t, "calls": n, **c.as_dict()} for t, (n, c) in self.by_type().items()],
+            "overhead": self.overhead.as_dict(),
+            "total": self.total.as_dict(),
+        }
+
+
+def emulated_board(board_id: str):
+    """The board, which must be one QEMU emulates (a clear BoardError naming the way otherwise)."""
+    board, _ = boards_mod.resolve_board(board_id)
+    try:
+        emulated.emulator(board)
+    except BoardError:
+        hint = (
+            f"for {board.family} (also a Cortex-M55, the same kernels) profile with --board mps3-an547: the "
+            "instruction counts carry over, its cycles on silicon differ (wait states, caches)"
+            if board.family == "stm32n6"
+            else "give --board mps3-an547"
+        )
+        raise BoardError(
+            f"profile runs on the emulated board mps3-an547 (the Cortex-M55 under QEMU); '{board.id}' is not "
+            f"emulated: {hint}"
+        ) from None
+    return board
+
+
+def dispatch_order(bundle: Bundle) -> list[str]:
+    """The kernel function of each op, in op order: the `case k:` calls of the generated run_steps."""
+    text = (bundle.path / f"{bundle.prefix}.c").read_text()
+    body = text[text.find(f"void {bundle.prefix}_run_steps(") :]
+    calls = {int(k): fn for k, fn in _CASE.findall(body)}
+    n = len(bundle.manifest["ops"])
+    if sorted(calls) != list(range(n)):
+        raise BuildError(f"{bundle.prefix}.c dispatches {len(calls)} kernel calls, the model has {n} ops")
+    return [calls[k] for k in range(n)]
+
+
+def trace_bundle(bundle: Bundle, xs, macs: list[int], timeout_s: float = 1800) -> Profile:
+    """Build the traced harness of an inference bundle, run one inference of xs' first sample under
+    QEMU and attribute its instructions to the ops (see the module's docstring)."""
+    board = boards_mod.load_board(bundle.board)
+    entry = emulated.emulator(board)
+    program = require(entry["program"], "install QEMU 7.2 or newer (Debian/Ubuntu: apt-get install qemu-system-arm)")
+    elf = emulated.build_harness(bundle, xs, TRACE_CFLAGS)
+    cc = bundle.manifest["toolchain"]["cc"]
+    symbols = exec_trace.Symbols.read(elf, exec_trace.binutil(cc, "nm"))
+    mve = exec_trace.mve_addresses(elf, exec_trace.binutil(cc, "objdump"))
+    functions = dispatch_order(bundle)
+    entries: list[int] = []
+    for fn in functions:
+        start = symbols.address(fn)
+        if start is None:
+            raise BuildError(f"{elf.name} has no function '{fn}' (op {len(entries)}'s kernel): it cannot be attributed")
+        entries.append(start)
+    mark = symbols.address(exec_trace.MARK)
+    if mark is None:
+        raise BuildError(f"{elf.name}: no {exec_trace.MARK} (the harness must be built with {TRACE_CFLAGS})")
+    pcs = exec_trace.traced_pcs(elf, mark, program, entry["machine"], entry.get("args", ()), timeout_s)
+    # main: the harness calling _invoke between the marks, where a tail-called last kernel returns
+    home = [symbols.span(f"{bundle.prefix}_invoke"), symbols.span("main")]
+    trace = exec_trace.split_by_calls(pcs, home, entries)
+    ops = []
+    for k, (spec, fn, counts) in enumerate(zip(bundle.manifest["ops"], functions, trace.calls)):
+        s = exec_trace.summarize(counts, symbols, mve)
+        variant = next(iter(s["functions"]), fn)
+        ops.append(OpProfile(k, spec["type"], fn, variant, Cost(s["instructions"], s["mve"], macs[k]), s["functions"]))
+    over = exec_trace.summarize(trace.overhead, symbols, mve)
+    overhead = Cost(over["instructions"], over["mve"])
+    total = Cost()
+    for op in ops:
+        total.add(op.cost)
+    total.add(overhead)
+    if total.instructions != trace.total:  # every traced instruction is attributed exactly once
+        raise BuildError(f"attributed {total.instructions} of {trace.total} traced instructions")
+    return Profile(bundle.prefix, board.id, ops, overhead, total)
+
+
+def profile(model_path: str | Path, board_id: str = "mps3-an547", x=None, seed: int = 0) -> Profile:
+    """Profile one inference of the model on an emulated board: per kernel call, executed instructions,
+    MVE instructions, estimated cycles, MACs and MAC/cycle (see the module's docstring). x: the
+    sample to run ([1, *input shape], or one such array per input); a random one (seed) if None."""
+    board = emulated_board(board_id)
+    path = Path(model_path)
+    if not path.is_file():
+        raise DataError(f"model '{path}' does not exist: give a .tflite file")
+    configured = configured_board(board.id)
+    compiled = compile_for(path)
+    steps = compiled.model.program.steps
+    with tempfile.TemporaryDirectory(prefix="zoflash-profile-") as tmp:
+        bundle = render(compiled, place(compiled, configured), Path(tmp) / "bundle")
+        if len(steps) != len(bundle.manifest["ops"]):
+            raise BuildError(
+                f"the compiled program has {len(steps)} steps, the bundle {len(bundle.manifest['ops'])} ops"
+            )
+        if x is None:
+            x = random_inputs(load_model(path), 1, seed=seed)
+        xs, _ = emulated.samples(bundle, x)
+        xs = [a[:1] for a in xs]
+        result = trace_bundle(bundle, xs, [step_macs(s.kernel, s.params) for s in steps])
+    result.model = path.name
+    return result
