@@ -142,3 +142,40 @@ def test_split_by_calls_attributes_every_address_once():
     with pytest.raises(Exception, match="made 1 of the 2 kernel calls"):
         profile_mod.exec_trace.split_by_calls(iter(pcs[:8]), [(100, 110)], [200, 300])
     assert np.sum([sum(c.values()) for c in t.calls]) + sum(t.overhead.values()) == len(pcs)
+
+
+def test_a_training_step_by_phase(tmp_path):
+    """--data: the first training step of the digits head (b = 16, q = 1), traced by phase. The
+    passes are counted from the trainer's dispatch (b prefix passes, 2·q·b suffix passes, one loss
+    each), their MACs are the analytic per-pass count times the passes, and a prefix pass costs
+    what the inference profile's first three calls cost (the same frozen kernels)."""
+    out = tmp_path / "step.json"
+    data = FIXTURES / "digits_shift.npz"
+    assert main(["profile", "--model", str(MODEL), "--data", str(data), "--json", str(out)]) == 0
+    p = json.loads(out.read_text())
+    step = p["step"]
+    phases = {ph["phase"]: ph for ph in step["phases"]}
+    assert list(phases) == list(profile_mod.PHASES)
+    b, q, split = step["batch"], step["q"], step["split"]
+    assert (b, q, split) == (16, 1, 3)
+    assert phases["prefix"]["calls"] == b and phases["suffix"]["calls"] == 2 * q * b
+    assert phases["loss"]["calls"] == 2 * q * b and phases["update"]["calls"] == 1
+    assert sum(ph["instructions"] for ph in step["phases"]) == step["total"]["instructions"]
+    conv1, conv2, fc = analytic_macs(MODEL)
+    assert phases["prefix"]["macs"] == b * (conv1 + conv2) and phases["suffix"]["macs"] == 2 * q * b * fc
+    assert set(phases["perturb"]["functions"]) == {"zo_perturb_s8", "zo_perturb_s32"}
+    assert "zo_update_s8" in phases["update"]["functions"] and "zo_cross_entropy_s8" in phases["loss"]["functions"]
+    assert (
+        phases["telemetry"]["instructions"] > 0 and phases["other"]["instructions"] < step["total"]["instructions"] / 20
+    )
+    per_prefix = phases["prefix"]["instructions"] / b
+    inference_prefix = sum(o["instructions"] for o in p["ops"][:split])
+    assert abs(per_prefix - inference_prefix) <= 0.02 * inference_prefix, (per_prefix, inference_prefix)
+
+
+def test_training_data_that_cannot_be_read(tmp_path, capsys):
+    bad = tmp_path / "bad.npz"
+    bad.write_text("not an npz")
+    assert main(["profile", "--model", str(MODEL), "--data", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.npz" in err and ".npz dataset" in err and "Traceback" not in err

@@ -70,7 +70,36 @@ def render_text(p, top: int | None) -> str:
         "est. cycles = instructions + MVE instructions (two beats each); no wait states, caches or stalls: "
         "real silicon differs (docs/guides/profile.md)",
     ]
+    if p.step is not None:
+        lines += ["", *render_step(p.step)]
     return "\n".join(lines)
+
+
+def render_step(step) -> list[str]:
+    total = step.total.cycles or 1
+    rows = [
+        [
+            "-" if name == "other" else str(n),
+            name,
+            f"{c.instructions:,}",
+            f"{c.mve:,}",
+            f"{c.cycles:,}",
+            f"{c.cycles / total:.1%}",
+            f"{c.macs:,}",
+            _per_mac(c),
+        ]
+        for name, (n, c) in step.phases.items()
+    ]
+    head = ["calls", "phase", "instructions", "MVE", "est. cycles", "share", "MACs", "MAC/cycle"]
+    t = step.total
+    return [
+        f"one training step (batch {step.batch}, q {step.q}, suffix from op {step.split}; calls: passes for "
+        "prefix and suffix, function calls for the rest)",
+        "",
+        *_table(head, rows, 1),
+        "",
+        f"step total: {t.instructions:,} instructions, {t.mve:,} MVE, {t.cycles:,} est. cycles, {t.macs:,} MACs",
+    ]
 
 
 @click.command()
@@ -87,11 +116,21 @@ def render_text(p, top: int | None) -> str:
 )
 @click.option("--top", type=click.IntRange(min=1), help="Print only the N costliest kernel calls (JSON keeps all).")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed of the random input.")
-def profile(model_path: str, board_id: str, json_path: str | None, top: int | None, seed: int) -> None:
+@click.option(
+    "--data",
+    "data_path",
+    type=click.Path(dir_okay=False),
+    help="Training data (.npz, as for build): also profile one training step by phase (the options "
+    "of zoflash.toml or the defaults, with a fixed lr).",
+)
+def profile(
+    model_path: str, board_id: str, json_path: str | None, top: int | None, seed: int, data_path: str | None
+) -> None:
     """Per kernel call of one inference on the emulated board: executed instructions, MVE instructions,
-    estimated cycles, MACs and MAC/cycle; totals by op type and for the model."""
+    estimated cycles, MACs and MAC/cycle; totals by op type and for the model; with --data, one
+    training step by phase."""
     check_outputs(json=json_path)
-    p = api.profile(model_path, board_id, seed=seed)
+    p = api.profile(model_path, board_id, seed=seed, data_path=data_path)
     say(render_text(p, top))
     if json_path:
         with open(json_path, "w") as f:

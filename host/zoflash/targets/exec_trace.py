@@ -216,3 +216,52 @@ def count_between_marks(elf: Path, nm: str, objdump: str, run: Callable[..., Ite
         "mve": sum(executed.values()),
         "by_mnemonic": dict(executed.most_common()),
     }
+
+
+@dataclass
+class PhaseTrace:
+    """Executed instructions of one traced region by phase (address by address), and how many
+    calls entered each phase from another."""
+
+    phases: dict[str, Counter]
+    calls: Counter
+    total: int
+
+
+def split_by_phase(pcs: Iterator[int], symbols: Symbols, classify: Callable[[str], str | None]) -> PhaseTrace:
+    """Attribute executed addresses to phases along the call stack, rebuilt from the addresses alone:
+    execution at a function's first instruction from elsewhere is a call (tail calls included),
+    execution back in a function already on the stack is a return to it (any frames above it end).
+    classify(name) gives the phase a call of that function opens (e.g. "update" for zo_update_s8),
+    or None: its instructions belong to the phase of the frame that called it ("other" at the
+    bottom). It may answer by call order, as it is asked once per call, in order."""
+    stack: list[tuple[int, str]] = [(-1, "other")]
+    where: dict[int, tuple[int, bool]] = {}
+    phases: dict[str, Counter] = {}
+    calls: Counter = Counter()
+    total = 0
+    for pc in pcs:
+        total += 1
+        info = where.get(pc)
+        if info is None:
+            k = bisect.bisect_right(symbols.starts, pc) - 1
+            info = where[pc] = (k, k >= 0 and symbols.starts[k] == pc)
+        k, entry = info
+        if k != stack[-1][0]:
+            if entry:
+                name = symbols.names[k] if k >= 0 else "?"
+                phase = classify(name)
+                if phase is not None and phase != stack[-1][1]:
+                    calls[phase] += 1
+                stack.append((k, phase or stack[-1][1]))
+            else:
+                depth = next((d for d in range(len(stack) - 1, -1, -1) if stack[d][0] == k), None)
+                if depth is not None:
+                    del stack[depth + 1 :]
+                else:  # a jump into the middle of another function: it takes the frame's place
+                    stack[-1] = (k, stack[-1][1])
+        counts = phases.get(stack[-1][1])
+        if counts is None:
+            counts = phases[stack[-1][1]] = Counter()
+        counts[pc] += 1
+    return PhaseTrace(phases, calls, total)

@@ -19,16 +19,21 @@ wait states, caches, pipeline stalls or MVE/scalar overlap: real silicon differs
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from zoflash.errors import BoardError, BuildError, DataError
 from zoflash.targets import boards as boards_mod
-from zoflash.targets import emulated, exec_trace
+from zoflash.targets import emulated, emulated_train, exec_trace
 from zoflash.targets.host_build import require
 from zoflash.targets.project import Bundle
+from zoflash.training.options import make_options
 from zoflash.workflows.generate import compile_for, configured_board, load_model, place, render
 from zoflash.workflows.inference import random_inputs
 
@@ -109,6 +114,7 @@ class Profile:
     ops: list[OpProfile]
     overhead: Cost  # what the model's invoke executed outside its kernel calls
     total: Cost  # the whole traced inference: the ops and the overhead
+    step: StepProfile | None = None  # one training step by phase (with training data)
 
     def by_type(self) -> dict[str, tuple[int, Cost]]:
         """Calls and summed cost of each op type, costliest first."""
@@ -129,7 +135,120 @@ class Profile:
             "by_type": [{"type": t, "calls": n, **c.as_dict()} for t, (n, c) in self.by_type().items()],
             "overhead": self.overhead.as_dict(),
             "total": self.total.as_dict(),
+            **({"step": self.step.as_dict()} if self.step else {}),
         }
+
+
+PHASES = ("prefix", "perturb", "suffix", "loss", "update", "telemetry", "other")
+LOSSES = ("zo_cross_entropy_s8", "zo_sigmoid_bce_s8", "zo_mse_s8")
+STEP_LR = 0.01  # the profiled step's fixed lr: no calibration steps first (they do not update)
+
+
+@dataclass
+class StepProfile:
+    """One training step by phase: calls (passes for prefix and suffix) and cost of each."""
+
+    batch: int
+    q: int
+    split: int  # the first step of the suffix
+    phases: dict[str, tuple[int, Cost]]  # phase: (calls entering it; passes for prefix and suffix), cost
+    total: Cost
+    functions: dict[str, dict[str, int]] = field(default_factory=dict)  # phase: instructions by function
+
+    def as_dict(self) -> dict:
+        return {
+            "batch": self.batch,
+            "q": self.q,
+            "split": self.split,
+            "phases": [
+                {"phase": k, "calls": n, **c.as_dict(), "functions": self.functions.get(k, {})}
+                for k, (n, c) in self.phases.items()
+            ],
+            "total": self.total.as_dict(),
+        }
+
+
+def phase_of(prefix: str, batch: int):
+    """The phase a call opens (exec_trace.split_by_phase), by the trainer's own functions and its
+    dispatch order: zo_run_step first runs the minibatch's b prefixes (run_prefix: the model's
+    run_steps(0, split), even when split is 0; an emulated port keeps no prefix memo), so the first
+    b calls of run_steps are the prefix passes and every later one a suffix pass."""
+    run_steps, passes = f"{prefix}_run_steps", [0]
+
+    def classify(name: str) -> str | None:
+        if name == run_steps:
+            passes[0] += 1
+            return "prefix" if passes[0] <= batch else "suffix"
+        if name in LOSSES:
+            return "loss"
+        if name.startswith("zo_perturb_"):
+            return "perturb"
+        if name.startswith("zo_update_") or name in ("zo_f16_from_f32", "zo_f32_from_f16"):
+            return "update"
+        if name.startswith(("zo_tm_", "zo_wire_")) or name == "zo_send_event":
+            return "telemetry"
+        return None
+
+    return classify
+
+
+STEP_TEST_SAMPLES = 4  # the test set kept for the profiled step (evaluated once before it, untraced but slow)
+
+
+def step_data(data_path: Path, out: Path, batch: int) -> Path:
+    """A copy of the training data cut for the profiled step: the firmware evaluates the validation
+    and test sets once before the step, and under the trace QEMU logs every instruction, so they
+    are cut to a few samples (4 minibatches of training samples, from which the validation split is
+    carved, and STEP_TEST_SAMPLES test samples). A step's instructions do not depend on the set sizes."""
+    try:
+        with np.load(data_path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError) as exc:
+        raise DataError(f"cannot read '{data_path}' as an .npz dataset: {exc}") from None
+    keep = {"_train": 4 * batch, "_test": STEP_TEST_SAMPLES}
+    for key, a in arrays.items():
+        n = next((v for suffix, v in keep.items() if key.endswith(suffix)), None)
+        if n is not None and a.ndim > 0:
+            arrays[key] = a[:n]
+    np.savez(out, **arrays)
+    return out
+
+
+def trace_step(bundle: Bundle, macs: list[int], timeout_s: float = 1800) -> StepProfile:
+    """Build the training bundle with the one-step main (targets/emulated_train.py), trace the step
+    under QEMU and attribute its instructions to the phases (phase_of)."""
+    board = boards_mod.load_board(bundle.board)
+    entry = emulated.emulator(board)
+    program = require(entry["program"], "install QEMU 7.2 or newer (Debian/Ubuntu: apt-get install qemu-system-arm)")
+    elf = emulated_train.build_step_harness(bundle)
+    cc = bundle.manifest["toolchain"]["cc"]
+    symbols = exec_trace.Symbols.read(elf, exec_trace.binutil(cc, "nm"))
+    mve = exec_trace.mve_addresses(elf, exec_trace.binutil(cc, "objdump"))
+    mark = symbols.address(exec_trace.MARK)
+    if mark is None:
+        raise BuildError(f"{elf.name}: no {exec_trace.MARK}")
+    pcs = exec_trace.traced_pcs(elf, mark, program, entry["machine"], entry.get("args", ()), timeout_s)
+    training = bundle.manifest["training"]
+    trace = exec_trace.split_by_phase(pcs, symbols, phase_of(bundle.prefix, training["options"]["batch"]))
+    split, end = training["split_step"], training["logits_end_step"]
+    per_pass = {"prefix": sum(macs[:split]), "suffix": sum(macs[split:end])}
+    phases: dict[str, tuple[int, Cost]] = {}
+    functions: dict[str, dict[str, int]] = {}
+    total = Cost()
+    for name in PHASES:
+        counts = trace.phases.get(name)
+        if counts is None and name not in ("prefix", "suffix"):
+            continue
+        s = exec_trace.summarize(counts or Counter(), symbols, mve)
+        calls = trace.calls.get(name, 0)
+        cost = Cost(s["instructions"], s["mve"], per_pass.get(name, 0) * calls)
+        phases[name] = (calls, cost)
+        functions[name] = s["functions"]
+        total.add(cost)
+    if total.instructions != trace.total:
+        raise BuildError(f"attributed {total.instructions} of {trace.total} traced instructions")
+    options = training["options"]
+    return StepProfile(options["batch"], options["q"], split, phases, total, functions)
 
 
 def emulated_board(board_id: str):
@@ -202,10 +321,20 @@ def trace_bundle(bundle: Bundle, xs, macs: list[int], timeout_s: float = 1800) -
     return Profile(bundle.prefix, board.id, ops, overhead, total)
 
 
-def profile(model_path: str | Path, board_id: str = "mps3-an547", x=None, seed: int = 0) -> Profile:
+def profile(
+    model_path: str | Path,
+    board_id: str = "mps3-an547",
+    x=None,
+    seed: int = 0,
+    data_path: str | Path | None = None,
+    options=None,
+) -> Profile:
     """Profile one inference of the model on an emulated board: per kernel call, executed instructions,
     MVE instructions, estimated cycles, MACs and MAC/cycle (see the module's docstring). x: the
-    sample to run ([1, *input shape], or one such array per input); a random one (seed) if None."""
+    sample to run ([1, *input shape], or one such array per input); a random one (seed) if None.
+    With training data (a .npz as for build), also one training step by phase (.step): the
+    options' (TrainOptions, defaults if None) with a fixed lr and no lr trial, so that the step
+    profiled is the first one and it updates."""
     board = emulated_board(board_id)
     path = Path(model_path)
     if not path.is_file():
@@ -223,6 +352,15 @@ def profile(model_path: str | Path, board_id: str = "mps3-an547", x=None, seed: 
             x = random_inputs(load_model(path), 1, seed=seed)
         xs, _ = emulated.samples(bundle, x)
         xs = [a[:1] for a in xs]
-        result = trace_bundle(bundle, xs, [step_macs(s.kernel, s.params) for s in steps])
+        macs = [step_macs(s.kernel, s.params) for s in steps]
+        result = trace_bundle(bundle, xs, macs)
+        if data_path is not None:
+            step_options = dataclasses.replace(options or make_options(), lr=STEP_LR, lr_trial=0)
+            cut = step_data(Path(data_path), Path(tmp) / "step_data.npz", step_options.batch)
+            trained = compile_for(path, cut, step_options)
+            train_bundle = render(
+                trained, place(trained, configured_board(board.id, data_path=data_path)), Path(tmp) / "train"
+            )
+            result.step = trace_step(train_bundle, macs)
     result.model = path.name
     return result
