@@ -179,3 +179,10 @@ def test_training_data_that_cannot_be_read(tmp_path, capsys):
     assert main(["profile", "--model", str(MODEL), "--data", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "bad.npz" in err and ".npz dataset" in err and "Traceback" not in err
+
+
+def test_a_streamed_run_is_refused_before_any_trace():
+    from zoflash.errors import DataError
+
+    with pytest.raises(DataError, match="set it to 'embedded'"):
+        api.profile(MODEL, data_path=FIXTURES / "digits_shift.npz", options=api.make_options(data_source="stream"))

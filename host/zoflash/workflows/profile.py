@@ -248,6 +248,13 @@ def trace_step(bundle: Bundle, macs: list[int], timeout_s: float = 1800) -> Step
     if total.instructions != trace.total:
         raise BuildError(f"attributed {total.instructions} of {trace.total} traced instructions")
     options = training["options"]
+    b, suffix = options["batch"], phases["suffix"][0]
+    if phases["prefix"][0] != b or suffix == 0 or suffix % b or trace.calls.get("loss", 0) != suffix:
+        raise BuildError(
+            f"the traced step ran {phases['prefix'][0]} prefix and {suffix} suffix passes with "
+            f"{trace.calls.get('loss', 0)} losses: not the trainer's order (b = {b} prefixes, then a loss "
+            "per suffix pass), so its phases cannot be told apart"
+        )
     return StepProfile(options["batch"], options["q"], split, phases, total, functions)
 
 
@@ -339,6 +346,14 @@ def profile(
     path = Path(model_path)
     if not path.is_file():
         raise DataError(f"model '{path}' does not exist: give a .tflite file")
+    step_options = None
+    if data_path is not None:  # checked before the inference's trace
+        step_options = dataclasses.replace(options or make_options(), lr=STEP_LR, lr_trial=0)
+        if step_options.data_source != "embedded":
+            raise DataError(
+                "profile --data runs the step on the training data embedded in the firmware; the options "
+                f"say data_source = '{step_options.data_source}': set it to 'embedded' (zoflash.toml) to profile"
+            )
     configured = configured_board(board.id)
     compiled = compile_for(path)
     steps = compiled.model.program.steps
@@ -354,12 +369,11 @@ def profile(
         xs = [a[:1] for a in xs]
         macs = [step_macs(s.kernel, s.params) for s in steps]
         result = trace_bundle(bundle, xs, macs)
-        if data_path is not None:
-            step_options = dataclasses.replace(options or make_options(), lr=STEP_LR, lr_trial=0)
+        if step_options is not None and data_path is not None:
             cut = step_data(Path(data_path), Path(tmp) / "step_data.npz", step_options.batch)
             trained = compile_for(path, cut, step_options)
             train_bundle = render(
-                trained, place(trained, configured_board(board.id, data_path=data_path)), Path(tmp) / "train"
+                trained, place(trained, configured_board(board.id, data_path=cut)), Path(tmp) / "train"
             )
             result.step = trace_step(train_bundle, macs)
     result.model = path.name
