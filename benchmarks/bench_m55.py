@@ -43,6 +43,7 @@ from bench_training import tool_version  # noqa: E402
 from model_zoo import public_models  # noqa: E402
 
 from zoflash.errors import ZoflashError  # noqa: E402
+from zoflash.workflows.profile import step_macs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -85,16 +86,7 @@ def available() -> list[str]:
 
 def macs(model) -> int:
     """Multiply-accumulates of the conv, depthwise and FC layers (the kernels' own loops)."""
-    total = 0
-    for step in model.program.steps:
-        p = step.params
-        if step.kernel in ("conv2d", "conv2d_s16"):
-            total += p["output_h"] * p["output_w"] * p["output_c"] * p["filter_h"] * p["filter_w"] * p["filter_c"]
-        elif step.kernel in ("depthwise_conv2d", "depthwise_conv2d_s16"):
-            total += p["output_h"] * p["output_w"] * p["output_c"] * p["filter_h"] * p["filter_w"]
-        elif step.kernel in ("fully_connected", "fully_connected_s16"):
-            total += p["rows"] * p["units"] * p["depth"]
-    return total
+    return sum(step_macs(step.kernel, step.params) for step in model.program.steps)
 
 
 def measure(name: str, path: Path, workdir: Path, profile: bool = False, trace: bool = True) -> dict:

@@ -1,9 +1,9 @@
 """The library API: everything the command line does, usable from Python.
 
 Inference: load_model, compile_model, generate, build, infer, infer_on_board, validate, inspect,
-plan_memory, split_model. Training: simulate (on the host), run (build, flash and monitor a board),
-monitor (watch a board that trains), export (trained weights into a copy of the model), replay
-(the trained tensors rebuilt from the base model and a run's log); their options:
+plan_memory, split_model, profile (instructions per kernel call on an emulated board). Training:
+simulate (on the host), run (build, flash and monitor a board), monitor (watch a board that trains),
+export (trained weights into a copy of the model), replay (the trained tensors rebuilt from the base model and a run's log); their options:
 TrainOptions (checked as it is made, as the command line checks its flags) or make_options (with
 a zoflash.toml). The C
 runtime for your own build: runtime_include_dirs, runtime_c_sources, runtime_root.
@@ -45,6 +45,7 @@ from zoflash.workflows.inference import (
 )
 from zoflash.workflows.inspect import Inspection, inspect
 from zoflash.workflows.monitor import monitor
+from zoflash.workflows.profile import Profile, profile
 from zoflash.workflows.replay import ReplayResult, replay
 from zoflash.workflows.run import run
 from zoflash.workflows.simulate import SimulationResult, simulate
@@ -65,6 +66,8 @@ __all__ = [
     "infer_on_board",
     "validate",
     "inspect",
+    "profile",
+    "Profile",
     "random_inputs",
     "input_quantization",
     "host_model",

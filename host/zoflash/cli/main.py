@@ -20,6 +20,7 @@ from zoflash.cli import (
     inspect,
     monitor,
     ops,
+    profile,
     replay,
     run,
     runtime,
@@ -45,6 +46,7 @@ COMMANDS = (
     cache.cache,
     compare.compare,
     replay.replay,
+    profile.profile,
     split.split,
     runtime.runtime,
 )
