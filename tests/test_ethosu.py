@@ -7,11 +7,13 @@ checkout (never in CI: the driver is on no package registry)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 
+import numpy as np
 import pytest
 import tflite
-from conftest import FIXTURES
+from conftest import FIXTURES, PUBLIC
 
 from zoflash import api
 from zoflash.cli import main
@@ -304,3 +306,38 @@ def test_qemu_refuses_an_npu_firmware(tmp_path, capsys):
     (bundle.path / "build" / "digits_cnn.elf").write_bytes(b"\x7fELF")  # never loaded: refused before
     assert main(["flash", "--bundle", str(bundle.path), "--method", "qemu"]) == 2
     assert "which QEMU does not emulate" in capsys.readouterr().err
+
+
+@pytest.mark.vela
+@pytest.mark.zoo
+def test_without_the_driver_the_build_says_velas_estimates_then_stops(monkeypatch, tmp_path, capsys):
+    """A public model's prefix through Vela before the missing driver stops the build: its NPU
+    cycles, SRAM and flash bytes and where its ops run, then the one-line missing-driver error."""
+
+    monkeypatch.delenv(ethosu.DRIVER_ENV, raising=False)
+    model = PUBLIC / "mlperf_kws_dscnn.tflite"
+    m = api.load_model(model)
+    shape = m.graph.tensors[m.graph.inputs[0]].shape[1:]
+    rng = np.random.default_rng(5)
+    x = rng.integers(-128, 128, (48, *shape), dtype=np.int8)
+    np.savez(
+        tmp_path / "d.npz",
+        x_train=x[:32],
+        y_train=rng.integers(0, 12, 32),
+        x_test=x[32:],
+        y_test=rng.integers(0, 12, 16),
+    )
+    args = ["build", "--board", "mps3-an547", "--model", str(model), "--data", str(tmp_path / "d.npz")]
+    assert main([*args, "--npu", "ethos-u55-128", "--out", str(tmp_path / "b")]) != 0
+    captured = capsys.readouterr()
+    lines = [line for line in captured.out.splitlines() if line.startswith("vela    ")]
+    cycles = re.search(
+        r"Ethos_U55_128 estimates for the prefix \(up to '.+'\): (\d+) NPU cycles, (\d+) in all", lines[0]
+    )
+    assert cycles and 0 < int(cycles.group(1)) <= int(cycles.group(2))
+    memory = re.search(
+        r"SRAM (\d+) bytes, off-chip flash (\d+) bytes .*ops: (\d+) on the NPU, (\d+) on the CPU", lines[1]
+    )
+    assert memory and int(memory.group(1)) > 0 and int(memory.group(2)) > 0 and int(memory.group(3)) > 0
+    assert "'Arm Ethos-U core driver' is not available" in captured.err and "--ethosu-driver PATH" in captured.err
+    assert not (tmp_path / "b").exists()  # nothing written

@@ -47,7 +47,8 @@ def test_defaults_are_the_documented_ones():
     o = make_options()
     assert o == TrainOptions()
     assert (o.train, o.biases_only, o.max_params) == ("last:1", False, None)
-    assert (o.batch, o.eps, o.density, o.density_log2, o.rounding, o.seed) == (16, 1, 1.0, 0, "split16", 1)
+    # density None = auto: resolved from the trained values' count when the training is compiled
+    assert (o.batch, o.eps, o.density, o.rounding, o.seed) == (16, 1, None, "split16", 1)
     assert o.lr is None and o.lr_auto
     assert (o.rho, o.lr_scaling, o.calib_steps, o.calib_q) == (4.0, "linear", 8, 8)
     assert (o.steps, o.budget, o.max_steps, o.eval_every) == (None, None, 500, 50)

@@ -109,5 +109,9 @@ def export(
     note = " (weights recorded for another model file)" if report.other_model else ""
     say(
         f"wrote {report.out_path}: {len(report.tensors)} tensor(s), {report.values_changed} value(s) changed{note}, "
-        f"{report.selected} weights" + (" (by validation loss)" if report.selected == "best" else "")
+        + (
+            "no step improved the validation loss: the starting model, unchanged"
+            if report.selected == "start"
+            else f"{report.selected} weights" + (" (by validation loss)" if report.selected == "best" else "")
+        )
     )

@@ -99,6 +99,11 @@ def simulate(
         f"{accuracy}test loss {first['loss']:.4f} -> {last['loss']:.4f}"
         + (f", validation loss {first['val_loss']:.4f} -> {last['val_loss']:.4f}" if "val_loss" in last else "")
     )
+    if result.best_is_start:
+        say(
+            "best    no step improved the validation loss: the best weights are the start, and "
+            "zoflash export writes the model unchanged"
+        )
     say(f"log     {result.log_path}")
     say(
         f"weights {result.weights_path}  (zoflash export --model {model_path} --weights {result.weights_path} "

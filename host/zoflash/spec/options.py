@@ -145,14 +145,21 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "density",
-        "float",
-        1.0,
-        f"Sparse directions: nonzero fraction 1, 1/2, ..., 1/{1 << t.DENSITY_LOG2_MAX}",
+        "float | None",
+        None,
+        f"Sparse directions: nonzero fraction 1, 1/2, ..., 1/{1 << t.DENSITY_LOG2_MAX}, or auto: "
+        f"1 up to {t.AUTO_DENSITY_NONZEROS} trainable values, then the largest with at most "
+        f"{t.AUTO_DENSITY_NONZEROS} nonzeros per direction",
         STEP,
         rule=("density",),
         message="{flag} {value:g}: must be " + _DENSITIES,
         c=("density_log2",),
-        doc="The C config holds its log2: density = 2^-density_log2.",
+        auto=True,
+        shown="auto",
+        doc="The C config holds its log2: density = 2^-density_log2. auto (auto_density) is resolved "
+        "when the training is compiled, from the trainable values' count: a dense direction over a large "
+        "layer moves every weight by the step's noise, and the loss of the MLPerf Tiny autoencoder's "
+        "82,560-value layer rose at density 1.",
     ),
     Option(
         "rounding",
@@ -443,6 +450,17 @@ OPTIONS: tuple[Option, ...] = (
 
 OPTION_NAMES = tuple(o.name for o in OPTIONS)
 BY_NAME = {o.name: o for o in OPTIONS}
+
+
+def auto_density(trainable_values: int) -> float:
+    """--density auto for a run training this many values: 1 up to t.AUTO_DENSITY_NONZEROS, then
+    halved until a direction has at most that many nonzeros, down to 2^-t.DENSITY_LOG2_MAX."""
+    log2 = 0
+    while log2 < t.DENSITY_LOG2_MAX and trainable_values > t.AUTO_DENSITY_NONZEROS << log2:
+        log2 += 1
+    return 1.0 / (1 << log2)
+
+
 TRAIN_DEFAULTS = {o.name: o.default for o in OPTIONS if o.name != "sched"}  # sched: the scheduler's SCHED_DEFAULTS
 
 

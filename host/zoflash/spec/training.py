@@ -205,6 +205,10 @@ BATCH_RANGE = (1, 1024)
 EPS_RANGE = (1, 8)  # LSB; trainable int8 weights stay in [-(127 - eps), 127 - eps]
 INT8_WEIGHT_LIMIT = 127  # w_max = INT8_WEIGHT_LIMIT - eps
 DENSITY_LOG2_MAX = 4  # density 1, 1/2, ..., 1/16
+# --density auto: directions with at most this many nonzero entries (dense up to this many trainable
+# values, so every classifier head of the demos and the benchmarks stays dense); larger layers get
+# 1/2, 1/4, ... down to 1/2^DENSITY_LOG2_MAX (research/2026-12-05-auto-density-large-fc.md)
+AUTO_DENSITY_NONZEROS = 16384
 HEADROOM_MAX = 4  # bits
 HEADROOM_AUTO_LSB = 6.0  # --headroom auto: the trainable int8 weights keep an RMS of at least this many LSB
 SEED_LIMIT = 2**32  # seeds are uint32

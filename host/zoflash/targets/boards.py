@@ -86,6 +86,19 @@ _FLASH_BOOT = {
     **{k: (STR_OR_LIST, False) for k in PLACEMENT_KEYS},
 }
 # --- end flash boot ---
+# --- spans ---
+# [[span]]: memory regions that lie next to each other (in address order; a gap between two is
+# memory of the part the board file vouches for) and that one part, the arena, may cover as a
+# whole when no single region holds it, in the boot modes that leave them free (`boot`). The
+# plan then keeps every other part out of them (budget.py).
+_SPAN = {
+    "name": (str, True),
+    "regions": (LIST, True),
+    "boot": (LIST, True),  # the boot modes (BOOT_MODES) in which nothing but the plan uses these regions
+    "description": (str, False),
+}
+SPAN_PLACEMENTS = ("arena",)  # the parts a span may hold
+# --- end spans ---
 # --- NPU ---
 # [npu]: the board's neural processing unit; `zoflash build --npu CONFIG` runs the frozen prefix on it.
 # [[npu.pools]] (Neural-ART): the memory the NPU owns, the pools of ST's memory-pool profile (.mpool);
@@ -168,6 +181,7 @@ _SCHEMA = {
     "console": (_CONSOLE, False),
     "boot": (dict, False),  # boot mode name -> switch positions (free keys, string values)
     "flash_boot": (_FLASH_BOOT, False),
+    "span": ([_SPAN], False),  # spans
     "npu": (_NPU, False),  # NPU
     "checkpoint_store": (_CHECKPOINT_STORE, False),  # checkpoint store
     "flash": ([_FLASH_COMMON], False),  # checked with _flash_schema() (the registered methods)
@@ -269,6 +283,8 @@ class Region:
     kind: str
     description: str = ""
     enable: tuple[str, ...] = ()  # port memory switches it needs
+    members: tuple[str, ...] = ()  # a span ([[span]]): the regions it covers
+    boot: tuple[str, ...] = ()  # a span: the boot modes that leave its regions free
 
     @property
     def end(self) -> int:
@@ -301,6 +317,7 @@ class Board:
     emulated: bool = False
     cpu: dict = field(default_factory=dict)
     memory: tuple[Region, ...] = ()
+    spans: tuple[Region, ...] = ()  # [[span]]: runs of adjacent regions one part may cover
     placement: dict = field(default_factory=dict)  # key -> the region it is in (the first candidate until planned)
     candidates: dict = field(default_factory=dict)  # key -> the regions it may go to, fastest first
     console: dict = field(default_factory=dict)
@@ -318,7 +335,12 @@ class Board:
         return self.port_kind == "firmware"
 
     def region(self, name: str) -> Region:
-        return next(r for r in self.memory if r.name == name)
+        return next(r for r in self.memory + self.spans if r.name == name)
+
+    def spans_in_use(self) -> list[Region]:
+        """The spans the placement puts a part in (link.ld declares them beside the regions)."""
+        used = {self.placement.get(k) for k in PLACEMENT_KEYS}
+        return [s for s in self.spans if s.name in used]
 
     def region_of(self, what: str) -> Region:
         """The region a placement key (code, weights, arena, ...) puts its bytes in."""
@@ -407,8 +429,11 @@ def _check_memory(data: dict, where: str) -> tuple[Region, ...]:
                 )
         if key == "stack" and any(regions[names.index(n)].enable for n in choices):
             raise BoardError(f"{where}: [placement] 'stack' must be in a region that is on at reset (no 'enable')")
-        if key == "code" and len(choices) > 1:
-            raise BoardError(f"{where}: [placement] 'code' must name one region (the image starts at its origin)")
+        if key == "code" and any(regions[names.index(n)].origin % 1024 for n in choices):
+            raise BoardError(
+                f"{where}: [placement] 'code' regions must start 1 KiB aligned (the image, vector table first, "
+                "starts at the origin of the one the plan takes)"
+            )
     place = data["placement"]
     if place["stack_bytes"] < 256 or place["stack_bytes"] % 8:
         raise BoardError(
@@ -500,8 +525,9 @@ def _check_flash_boot(data: dict, memory: tuple[Region, ...], where: str) -> Non
             f"{w}: 'fsbl' must be a region of kind 'flash', but '{fb['fsbl']}' is '{by_name[fb['fsbl']].kind}'"
         )
     place = {**data["placement"], **{k: v for k, v in fb.items() if k in PLACEMENT_KEYS}}
-    if placement_candidates(place)["code"] != (fb["image"],):
+    if fb["image"] not in placement_candidates(place)["code"]:
         raise BoardError(f"{w}: the code must be placed in the image region '{fb['image']}'")
+    place["code"] = fb["image"]  # the boot ROM copies the image there: the code goes nowhere else
     for key, choices in placement_candidates(place).items():
         for name in choices:
             if name not in by_name:
@@ -525,12 +551,57 @@ def for_boot(board: Board, mode: str) -> Board:
             f"board '{board.id}' has no flash boot ([flash_boot] in its board file): build it with --boot dev"
         )
     over = {k: v for k, v in board.flash_boot.items() if k in PLACEMENT_KEYS}
+    over["code"] = board.flash_boot["image"]  # where the boot ROM copies the image
     candidates = placement_candidates({**board.candidates, **over})
     placement = {**{k: c[0] for k, c in candidates.items()}, "stack_bytes": board.placement["stack_bytes"]}
     return replace(board, candidates=candidates, placement=placement, boot_mode=mode)
 
 
 # --- end flash boot ---
+
+
+# --- spans ---
+def _check_spans(data: dict, memory: tuple[Region, ...], where: str) -> tuple[Region, ...]:
+    """[[span]]: RAM regions of the board, in address order, with no other region between them;
+    the span is one region from the first one's origin to the last one's end."""
+    by_name = {r.name: r for r in memory}
+    spans: list[Region] = []
+    for i, sp in enumerate(data.get("span", ())):
+        w = f"{where} [[span]] #{i + 1} ('{sp['name']}')"
+        if not _NAME.match(sp["name"]) or sp["name"] in by_name or sp["name"] in (s.name for s in spans):
+            raise BoardError(f"{w}: 'name' must be a C-style identifier that no region or other span has")
+        for mode in sp["boot"]:
+            if mode not in BOOT_MODES:
+                raise BoardError(f"{w}: 'boot' lists '{mode}' (boot modes: {', '.join(BOOT_MODES)})")
+        if len(sp["regions"]) < 2:
+            raise BoardError(f"{w}: 'regions' must list at least two regions")
+        members = []
+        for name in sp["regions"]:
+            if name not in by_name or by_name[name].kind != "ram":
+                raise BoardError(f"{w}: 'regions' names '{name}', which is no region of kind 'ram' in [[memory]]")
+            members.append(by_name[name])
+        if any(b.origin < a.end for a, b in zip(members, members[1:])):
+            raise BoardError(f"{w}: 'regions' must be in address order")
+        origin, end = members[0].origin, members[-1].end
+        inside = [r.name for r in memory if r not in members and r.origin < end and r.end > origin]
+        if inside:
+            raise BoardError(f"{w}: region(s) {', '.join(inside)} lie between its regions: list them too")
+        spans.append(
+            Region(
+                sp["name"],
+                origin,
+                end - origin,
+                "ram",
+                sp.get("description", ""),
+                tuple(dict.fromkeys(e for m in members for e in m.enable)),
+                members=tuple(sp["regions"]),
+                boot=tuple(sp["boot"]),
+            )
+        )
+    return tuple(spans)
+
+
+# --- end spans ---
 
 
 # --- NPU ---
@@ -608,6 +679,7 @@ def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
         raise BoardError(f"{where}: id '{data['id']}' must equal the file name '{expected_id}'")
     port = load_port(data["port"], where)
     memory: tuple[Region, ...] = ()
+    spans: tuple[Region, ...] = ()
     placement: dict = {}
     candidates: dict = {}
     if port.kind == "firmware":
@@ -620,10 +692,11 @@ def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
             _check_npu(data["npu"], memory, f"{where} [npu]")
         if "checkpoint_store" in data:
             _check_checkpoint_store(data, memory, where)
+        spans = _check_spans(data, memory, where)
         candidates = placement_candidates(data["placement"])
         placement = {**{k: c[0] for k, c in candidates.items()}, "stack_bytes": data["placement"]["stack_bytes"]}
     else:
-        for table in (*FIRMWARE_TABLES, "boot", "flash_boot", "npu", "checkpoint_store"):
+        for table in (*FIRMWARE_TABLES, "boot", "flash_boot", "npu", "checkpoint_store", "span"):
             if table in data:
                 raise BoardError(
                     f"{where}: key '{table}' is not used by boards of the '{port.name}' port (kind {port.kind})"
@@ -648,6 +721,7 @@ def parse_board(text: str, where: str, expected_id: str | None = None) -> Board:
         ),
         cpu=dict(data.get("cpu", {})),
         memory=memory,
+        spans=spans,
         placement=placement,
         candidates=candidates,
         console=dict(data.get("console", {})),
@@ -770,6 +844,12 @@ def describe(board: Board) -> str:
         if any(len(c) > 1 for c in board.candidates.values()):
             lines.append("    (key): used when the key's earlier regions are full (the plan takes the first with room)")
         lines.append(f"  stack      {board.placement['stack_bytes']} bytes in {board.placement['stack']}")
+        for sp in board.spans:
+            lines.append(
+                f"  span       {sp.name} 0x{sp.origin:08X}-0x{sp.end - 1:08X} {_size(sp.size)} "
+                f"({' + '.join(sp.members)}): the arena when no region holds it, boot {', '.join(sp.boot)}"
+                + (f"  ({sp.description})" if sp.description else "")
+            )
     if board.console:
         c = board.console
         pins = f" (TX {c['tx']}, RX {c['rx']})" if "tx" in c and "rx" in c else ""

@@ -51,7 +51,9 @@ class RegionUse:
         r = self.region
         parts = ", ".join(f"{u.label} {u.bytes}" for u in self.items if u.bytes)
         return (
-            f"{r.name} ({r.kind}, {r.size} bytes at 0x{r.origin:08X}): {self.used} {verb} "
+            f"{r.name} ({r.kind}, {r.size} bytes at 0x{r.origin:08X}"
+            + (f", spanning {' + '.join(r.members)}" if r.members else "")
+            + f"): {self.used} {verb} "
             f"({100.0 * self.used / r.size:.1f}%)" + (f": {parts}" if parts else "")
         )
 
@@ -62,13 +64,14 @@ class RegionUse:
             "origin": self.region.origin,
             "size": self.region.size,
             "used": self.used,
+            **({"spans": list(self.region.members)} if self.region.members else {}),
             "items": {u.label: u.bytes for u in self.items},
         }
 
 
 def _by_region(board: Board, items: list[tuple[str, str, int]]) -> list[RegionUse]:
     """(placement key or region name, label, bytes) -> per-region uses, in board order."""
-    uses = {r.name: RegionUse(r) for r in board.memory}
+    uses = {r.name: RegionUse(r) for r in board.memory + board.spans}
     for where, label, n in items:
         name = board.placement.get(where, where)
         uses[name].items.append(Use(label, n))
@@ -92,9 +95,29 @@ def _kernel_params(model) -> int:
 def plan_placement(board: Board, items: list[tuple[str, str, int]]) -> Board:
     """The board with a placement for these (key, label, bytes): each key in the first of its
     candidate regions that still has room for all of its bytes; a key that fits none goes where
-    it misses by least (check_fit then reports it)."""
+    it misses by least (check_fit then reports it).  When that plan does not fit and the board
+    has spans ([[span]]) free in its boot mode, the arena may cover one of them whole: the first
+    span (in the board file's order) with which everything fits, the other parts kept out of its
+    regions.  A plan that fits without a span is never changed."""
+    placed = _plan(board, items, board.candidates)
+    if _fits(placed, items):
+        return placed
+    reserved = {key for key, _, _ in items if key not in PLACEMENT_KEYS}
+    for span in board.spans:
+        if board.boot_mode not in span.boot or reserved & set(span.members):
+            continue  # used by the boot, or memory set apart (an NPU's pools) lies in it
+        rest = {k: tuple(c for c in v if c not in span.members) for k, v in board.candidates.items()}
+        if not all(rest.values()):
+            continue  # a part has no region outside the span
+        spanned = _plan(board, items, {**rest, "arena": (span.name,)})
+        if _fits(spanned, items):
+            return spanned
+    return placed
+
+
+def _plan(board: Board, items: list[tuple[str, str, int]], candidates: dict) -> Board:
     need = {k: 0 for k in PLACEMENT_KEYS}
-    free = {r.name: r.size for r in board.memory}
+    free = {r.name: r.size for r in board.memory + board.spans}
     for key, _, n in items:
         if key in need:
             need[key] += n
@@ -102,18 +125,22 @@ def plan_placement(board: Board, items: list[tuple[str, str, int]]) -> Board:
             free[key] -= n
     chosen = {}
     for key in PLAN_ORDER:
-        choices = board.candidates[key]
+        choices = candidates[key]
         name = next((c for c in choices if need[key] <= free[c]), None) or max(choices, key=free.__getitem__)
         chosen[key] = name
         free[name] -= need[key]
     return replace(board, placement={**chosen, "stack_bytes": board.placement["stack_bytes"]})
 
 
+def _fits(board: Board, items: list[tuple[str, str, int]]) -> bool:
+    return all(u.over <= 0 for u in _by_region(board, items))
+
+
 def enable_mask(board: Board) -> int:
     """Bit i set when the placement uses a region that needs the port's memory switch i."""
     port = load_port(board.port)
     used = {board.placement[k] for k in PLACEMENT_KEYS}
-    switches = {s for r in board.memory if r.name in used for s in r.enable}
+    switches = {s for r in board.memory + board.spans if r.name in used for s in r.enable}
     return sum(1 << i for i, s in enumerate(port.memories) if s in switches)
 
 
@@ -270,6 +297,7 @@ def check_fit(board: Board, usage: list[RegionUse], what: str = "this plan", hin
             lines.append(f"  - fits: region {u.describe()}")
     if hint:
         lines.append(hint)
+    lines += _span_hint(board, usage)
     lines.append(
         f"Use less data or fewer trainable parameters (--max-params, --train), or let the data use "
         f"a larger region ([placement] in boards/{board.id}.toml lists the regions each part may use)."
@@ -283,6 +311,28 @@ def check_fit(board: Board, usage: list[RegionUse], what: str = "this plan", hin
                 "read in place."
             )
     raise BudgetError("\n".join(lines))
+
+
+def _span_hint(board: Board, usage: list[RegionUse]) -> list[str]:
+    """When the arena is what overflows: the adjacent SRAM ([[span]]) it may cover in this boot
+    mode, and in the others."""
+    arena = next((it.bytes for u in usage for it in u.items if it.label == "arena"), 0)
+    if not board.spans or not any(u.over > 0 and any(it.label == "arena" for it in u.items) for u in usage):
+        return []
+    here = [s for s in board.spans if board.boot_mode in s.boot]
+    lines = [
+        f"The arena ({arena} bytes) may cover adjacent SRAM regions ([[span]]) when the other parts fit "
+        f"beside them: in this boot mode ({board.boot_mode}) "
+        + (", ".join(f"{s.name} {s.size} bytes" for s in here) if here else "none")
+        + "."
+    ]
+    others = [s for s in board.spans if board.boot_mode not in s.boot and s.size >= arena]
+    if others:
+        modes = sorted({m for s in others for m in s.boot})
+        lines.append(
+            f"It fits in {', '.join(f'{s.name} ({s.size} bytes)' for s in others)} with --boot {' or '.join(modes)}."
+        )
+    return lines
 
 
 def _flash_boot_only_regions(board: Board) -> list[str]:

@@ -116,6 +116,7 @@ def samples_region(board: Board):
     the memory plan leaves empty (on mps3-an547 the SRAM, or the DDR when the weights took the SRAM),
     so that they fit beside any model; None when there is none (then they go with the read-only data)."""
     used = {board.placement[k] for k in board.candidates if k != "train_data"}
+    used |= {m for span in board.spans_in_use() for m in span.members}  # an arena over a [[span]]
     return next((board.region(r) for r in board.candidates["train_data"] if r not in used), None)
 
 

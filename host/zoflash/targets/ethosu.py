@@ -312,8 +312,50 @@ def npu_sources(prep, board, request: NpuRequest, prefix: str) -> NpuSources:
     return NpuSources(files=files, blobs=blobs, manifest=manifest, make=make, run_steps=f"{prefix}_npu_run_steps")
 
 
+def vela_estimates(prep, accelerator: str, vela: str) -> dict:
+    """Vela's estimates for the training plan's prefix (what --npu would run), in a scratch folder."""
+    import tempfile
+
+    from zoflash.compiler.tflite_split import split_tflite
+
+    _, name = prefix_boundary(prep)
+    with tempfile.TemporaryDirectory(prefix="zoflash-vela-") as tmp:
+        work = Path(tmp)
+        (work / PREFIX_MODEL).write_bytes(split_tflite(Path(prep.path).read_bytes(), name).prefix)
+        run_vela(commands(accelerator, vela)[0], cwd=work)
+        return {**estimates(work, Path(PREFIX_MODEL).stem), "boundary": name}
+
+
+def estimate_lines(e: dict) -> list[str]:
+    """Vela's estimates as build-report lines: cycles, memory, ops on the NPU and on the CPU."""
+    cpu = [r["op"] for r in e["layers"] if r["target"] != "NPU"]
+    return [
+        f"vela    {e['accelerator']} estimates for the prefix (up to '{_short(e['boundary'])}'): "
+        f"{e['cycles_npu']} NPU cycles, "
+        f"{e['cycles_total']} in all ({e['inference_time_s'] * 1e3:.3f} ms at {e['clock_hz'] / 1e6:g} MHz), "
+        f"{e['macs']} MACs",
+        f"vela    SRAM {e['sram_used_bytes']} bytes, off-chip flash {e['off_chip_flash_used_bytes']} bytes "
+        f"({e['system_config']}, {e['memory_mode']}); ops: {e['npu_ops']} on the NPU, {e['cpu_ops']} on the CPU"
+        + (f" ({', '.join(sorted(set(cpu)))})" if cpu else ""),
+    ]
+
+
+def _short(name: str, width: int = 60) -> str:
+    return name if len(name) <= width else name[: width - 3] + "..."
+
+
 # --- the NPU-backend interface (targets/npu.py) ---
 check = check_accelerator
+
+
+def preview(prep, request: NpuRequest) -> list[str]:
+    """Vela's estimates, said when the build stops for a missing tool (the driver) before it needs
+    it; none without Vela (the missing-tool message names it then)."""
+    try:
+        vela = find_vela()
+    except ToolMissingError:
+        return []
+    return estimate_lines(vela_estimates(prep, request.accelerator, vela))
 
 
 def request(config: str, tools: dict) -> NpuRequest:

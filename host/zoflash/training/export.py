@@ -52,7 +52,7 @@ class ExportReport:
     weights_model_sha256: str  # the model the weights were trained from
     out_sha256: str
     tensors: list[PatchedTensor]
-    selected: str = "last"  # which values were written: best (by validation) or last
+    selected: str = "last"  # which values were written: best (by validation), last, or start (best_is_start: none)
 
     @property
     def requantized(self) -> list[int]:
@@ -359,6 +359,10 @@ def export_weights(
     if selected == "best":
         weights.tensors = {index: weights.best[index] for index in weights.tensors}
     graph, raw = load_tflite(model_path)
+    if selected == "best" and weights.best_is_start:
+        # no step improved the validation loss: the start is the model itself (the best values are
+        # it re-quantized with the headroom, which moves outputs by a few LSB): write it unchanged
+        selected = "start"
     sha = model_sha256(raw)
     if weights.model_sha256 != sha:
         if not allow_other_model:
@@ -375,7 +379,7 @@ def export_weights(
             sha[:16],
         )
     _headroom_scales(graph, weights, headroom, weights_path)
-    patches = plan_patches(graph, raw, weights)
+    patches = plan_patches(graph, raw, weights) if selected != "start" else []
     patched = bytearray(raw)
     for p, data in patches:
         patched[p.offset : p.offset + p.nbytes] = data

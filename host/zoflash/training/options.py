@@ -41,6 +41,8 @@ class _Derived:
 
     @property
     def density_log2(self) -> int:
+        if self.density is None:  # resolved when the training is compiled (training/pipeline.py)
+            raise ZoflashError("--density auto is resolved when the training is compiled; compile it first")
         return int(round(-math.log2(self.density)))
 
     @property
@@ -114,7 +116,7 @@ class _Derived:
         return (
             f"train {self.train}{' (biases only)' if self.biases_only else ''}, batch {self.batch}, "
             + (f"eps {self.eps}, " if self.eps != 1 else "")
-            + f"scheduler {self.scheduler}, lr {lr}, rounding {self.rounding}, density {self.density:g}, "
+            + f"scheduler {self.scheduler}, lr {lr}, rounding {self.rounding}, density {'auto' if self.density is None else f'{self.density:g}'}, "
             f"seed {self.seed}, {length}"
             + (f", headroom {self.headroom}" if self.headroom else "")
             + (f", loss {self.loss}" if self.loss != "auto" else "")

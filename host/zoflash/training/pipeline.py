@@ -18,6 +18,7 @@ from zoflash.compiler.ir import Graph
 from zoflash.compiler.pipeline import compile_graph, fold_biases_at_run_time
 from zoflash.compiler.tflite_import import model_sha256
 from zoflash.errors import ZoflashError
+from zoflash.spec.options import auto_density
 from zoflash.training.checks import training_warnings
 from zoflash.training.compiled import CompiledTraining, Training
 from zoflash.training.dataset import carve_validation, load_dataset
@@ -49,6 +50,8 @@ def compile_training(
     )
     data = carve_validation(data, opts.val_fraction, opts.seed)  # guards and snapshots never see the test set
     warnings = training_warnings(data, opts, plan, (q.scale if q else None, q.zero_point if q else None, t_in.dtype))
+    if opts.density is None:  # --density auto, resolved here like the headroom below
+        opts = replace(opts, density=auto_density(plan.params))
     if opts.headroom == "auto":  # resolved here, so that the bundle, the manifest and the monitor see the bits
         opts = replace(opts, headroom=auto_bits(model.graph, _weight_tensors(plan), root=model.root))
     report, before = None, None

@@ -12,6 +12,8 @@ scale vector), and meta `"headroom"` holds the bits; export writes those scales 
 
 Any version may also hold `b<index>` (the best values by validation: the device's last good
 snapshot, same dtype and shape as `t<index>`), which `zoflash export --select best` writes.
+Meta `"best_is_start": true` says no step improved the validation loss (the best values are the
+start, re-quantized with the headroom): export then writes the model unchanged.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class TrainedWeights:
     scales: dict[int, np.ndarray] = field(default_factory=dict)  # re-quantized tensors: new scales (float32)
     headroom: int = 0
     best: dict[int, np.ndarray] = field(default_factory=dict)  # b<index>: the best values by validation
+    best_is_start: bool = False  # no step improved the validation loss: the best values are the start
 
 
 def atomic_write(path: str | Path, write) -> None:
@@ -90,13 +93,15 @@ def save_weights(
     scales: dict[int, Iterable[float]] | None = None,
     headroom: int = 0,
     best: dict[int, np.ndarray] | None = None,
+    best_is_start: bool = False,
 ) -> Path:
     """Write a weights file. `tensors`: (model tensor index, name, values, residuals or None).
 
     Values must be int8 or int32; residuals only go with int8 values and have their shape.
     `scales`: model tensor index -> its new quantization scales (re-quantized tensors, which
     must be in `tensors`); with them the file is version 2 and records `headroom` (bits).
-    `best`: model tensor index -> its best values by validation (same dtype and shape).
+    `best`: model tensor index -> its best values by validation (same dtype and shape);
+    `best_is_start`: they are the values training started from (no step improved the validation loss).
     The file is written atomically (temporary file, then rename). Returns the path.
     """
     path = Path(path)
@@ -155,6 +160,8 @@ def save_weights(
     meta = {"format": FORMAT, "version": 1, "model_sha256": model_sha256, "tensors": entries}
     if any("scales" in e for e in entries):
         meta.update(version=VERSION, headroom=int(headroom))
+    if best and best_is_start:
+        meta["best_is_start"] = True
     arrays["meta"] = np.array(json.dumps(meta))
     # mypy cannot tell that the keys ("t3", "meta", ...) never name savez's allow_pickle
     atomic_write(path, lambda f: np.savez(f, **arrays))  # type: ignore[arg-type]
@@ -270,7 +277,11 @@ def load_weights(path: str | Path) -> TrainedWeights:
         meta = _parse_meta(str(meta_text if meta_arr.dtype.kind == "U" else meta_text.decode()), where)
         expected = {"meta"}
         weights = TrainedWeights(
-            model_sha256=meta["model_sha256"], tensors={}, path=path, headroom=meta.get("headroom", 0)
+            model_sha256=meta["model_sha256"],
+            tensors={},
+            path=path,
+            headroom=meta.get("headroom", 0),
+            best_is_start=meta.get("best_is_start") is True,
         )
         for e in meta["tensors"]:
             index, dtype, shape = e["index"], e["dtype"], tuple(e["shape"])

@@ -13,7 +13,7 @@ from zoflash.compiler.ir import Graph
 from zoflash.compiler.pipeline import compile_graph
 from zoflash.compiler.tflite_import import load_tflite, model_sha256
 from zoflash.compiler.tflite_split import split_tflite
-from zoflash.errors import BoardError, BuildError, SplitError
+from zoflash.errors import BoardError, BuildError, SplitError, ToolMissingError
 from zoflash.targets import boards as boards_mod
 from zoflash.targets.budget import BudgetError, estimate_regions, fit, placed_board
 from zoflash.targets.bundle_lock import bundle_lock
@@ -129,7 +129,7 @@ def generate(
     board = configured_board(board_id, boot, device_headers, npu, data_path)
     compiled = compile_for(model_path, data_path, options, say)
     placed = place(compiled, board, npu)
-    expected = _boundary(compiled, npu, check_boundary)
+    expected = _boundary(compiled, npu, check_boundary, say)
     with bundle_lock(_out(compiled, board, out_dir)):
         return render(compiled, placed, out_dir, prefix, npu, expected)
 
@@ -145,10 +145,19 @@ def configured_board(board_id: str, boot: str = "dev", device_headers=(), npu=No
     return _configure(board, boot, device_headers)
 
 
-def _boundary(compiled: Compiled, npu, check_boundary: bool) -> int | None:
+def _boundary(compiled: Compiled, npu, check_boundary: bool, say: Say = log_line) -> int | None:
     """The host simulation's boundary checksum a build bakes in (with --npu or when asked)."""
     if npu is not None:  # a missing NPU tool is said before the host simulation runs
-        backend_for(npu.accelerator).load().find_tools(npu)
+        backend = backend_for(npu.accelerator).load()
+        try:
+            backend.find_tools(npu)
+        except ToolMissingError:
+            # what can be known without the missing tool first (Ethos-U: Vela's estimates)
+            preview = getattr(backend, "preview", None)
+            if preview is not None and compiled.prep is not None:
+                for line in preview(compiled.prep, npu):
+                    say(line)
+            raise
     if compiled.prep is not None and (npu is not None or check_boundary):
         return simulated_crc32(compiled.prep)
     return None
@@ -212,7 +221,7 @@ def build(
         check_prefix(prefix)  # before the compile
     board = configured_board(board_id, boot, device_headers, npu, data_path)
     compiled = compile_for(model_path, data_path, options, say)
-    return build_compiled(compiled, board, out_dir, prefix, npu, check_boundary)
+    return build_compiled(compiled, board, out_dir, prefix, npu, check_boundary, say)
 
 
 def build_compiled(
@@ -222,11 +231,12 @@ def build_compiled(
     prefix: str | None = None,
     npu=None,
     check_boundary: bool = False,
+    say: Say = log_line,
 ) -> BuildResult:
     """Place, render and compile a compiled model for a board (a Board, configured: boards.for_boot).
     The bundle folder is locked from its writing to the end of its build (targets/bundle_lock.py)."""
     placed = place(compiled, board, npu)
-    expected = _boundary(compiled, npu, check_boundary)
+    expected = _boundary(compiled, npu, check_boundary, say)
     with bundle_lock(_out(compiled, board, out_dir)):
         return _render_and_build(compiled, board, placed, out_dir, prefix, npu, expected)
 

@@ -199,6 +199,8 @@ def replay(
             scales={t["index"]: t["scales"] for t in report["tensors"]} if report else None,
             headroom=report["bits"] if report else 0,
             best=result.best,
+            # the snapshot never moved from the start: export writes the model unchanged
+            best_is_start=all(np.array_equal(result.best[t.index], t.values) for t in plan.tensors),
         )
 
     if out_path.suffix == ".npz":

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from zoflash.errors import BuildError, ZoflashError
 from zoflash.monitor.feed import Feeder
 from zoflash.monitor.live_view import LiveView
@@ -157,6 +159,7 @@ class SimulationResult(SessionResult):
     raw_weights_path: Path | None = None  # Ctrl-C before the weights were whole: the chunks that came
     rescued: str | None = None  # outputs that went to a rescue folder (one message), or None
     notes: list[str] = field(default_factory=list)  # what the user should know about the outputs
+    best_is_start: bool = False  # no step improved the validation loss: the best weights are the start
 
 
 @contextmanager
@@ -243,6 +246,11 @@ def simulate(
         ]
         hr = prep.training.headroom
         if out.done is not None:
+            best = session.best_arrays(tensors)
+            # the device's snapshot never moved from the start (the values it trained from)
+            out.best_is_start = bool(best) and all(
+                np.array_equal(best[t.index], t.values) for t in prep.training.plan.tensors
+            )
             out.weights_path = rescue.save(
                 "weights",
                 weights_path_for(log_path),
@@ -252,7 +260,8 @@ def simulate(
                     session.trained_arrays(tensors),
                     scales={t["index"]: t["scales"] for t in hr["tensors"]} if hr else None,
                     headroom=hr["bits"] if hr else 0,
-                    best=session.best_arrays(tensors),
+                    best=best,
+                    best_is_start=out.best_is_start,
                 ),
             )
         elif session.weights.keys():  # cut short while the weights came: keep the chunks that did
