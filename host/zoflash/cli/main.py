@@ -20,6 +20,7 @@ from zoflash.cli import (
     inspect,
     monitor,
     ops,
+    push,
     replay,
     run,
     runtime,
@@ -45,6 +46,7 @@ COMMANDS = (
     cache.cache,
     compare.compare,
     replay.replay,
+    push.push,
     split.split,
     runtime.runtime,
 )
