@@ -173,8 +173,7 @@ def test_push_waits_for_every_ack_and_resends_lost_ones(run_a):
     result = push_flow.push(
         fake_monitor(device),
         "fake",
-        run_a.log,
-        rebuild(DIGITS, run_a.log),
+        rebuilt,
         say=said.append,
         chunk_tail=64,
         chunk_timeout=0.6,
@@ -186,7 +185,7 @@ def test_push_waits_for_every_ack_and_resends_lost_ones(run_a):
     # a device that ends with other weights: exit status 1
     device = FakeDevice(rebuilt.base_crc, rebuilt.crc ^ 1, rebuilt.hello["model_sha256_prefix"])
     with pytest.raises(push_flow.PushMismatch, match="differ from the replay") as err:
-        push_flow.push(fake_monitor(device), "fake", run_a.log, rebuild(DIGITS, run_a.log), say=said.append)
+        push_flow.push(fake_monitor(device), "fake", rebuild(DIGITS, run_a.log), say=said.append)
     assert err.value.exit_code == 1
 
 
@@ -194,7 +193,7 @@ def test_push_refuses_a_device_whose_weights_are_not_the_base_models(run_a):
     rebuilt = rebuild(DIGITS, run_a.log)
     device = FakeDevice(rebuilt.base_crc ^ 1, rebuilt.crc, rebuilt.hello["model_sha256_prefix"])
     with pytest.raises(ZoflashError, match="has trained .* Reset it and push before it trains"):
-        push_flow.push(fake_monitor(device), "fake", run_a.log, rebuild(DIGITS, run_a.log), say=lambda s: None)
+        push_flow.push(fake_monitor(device), "fake", rebuild(DIGITS, run_a.log), say=lambda s: None)
     assert device.entries == []
 
 
@@ -233,7 +232,7 @@ def program_monitor(exe: Path, paused: bool = True) -> tuple[Monitor, ProgramPor
 def test_pushed_program_ends_with_the_replayed_weights(run_a, device_b, tmp_path):
     mon, port = program_monitor(device_b)
     try:
-        result = push_flow.push(mon, "program", run_a.log, rebuild(DIGITS, run_a.log), say=lambda s: None)
+        result = push_flow.push(mon, "program", rebuild(DIGITS, run_a.log), say=lambda s: None)
         dump = mon.dump()
     finally:
         mon.close()
@@ -291,7 +290,7 @@ def test_push_refuses_another_model_and_a_device_that_trained(run_a, tmp_path):
     mon, port = program_monitor(other)
     try:
         with pytest.raises(ZoflashError, match="trains the model .* push to a device running the same base model"):
-            push_flow.push(mon, "program", run_a.log, rebuild(DIGITS, run_a.log), say=lambda s: None)
+            push_flow.push(mon, "program", rebuild(DIGITS, run_a.log), say=lambda s: None)
     finally:
         mon.close()
         port.close()
@@ -304,7 +303,7 @@ def test_push_refuses_another_model_and_a_device_that_trained(run_a, tmp_path):
             assert time.monotonic() < end
             mon.pump()
         with pytest.raises(ZoflashError, match=r"has trained \(step \d+ of its own run\).*it was resumed"):
-            push_flow.push(mon, "program", run_a.log, rebuild(DIGITS, run_a.log), say=lambda s: None)
+            push_flow.push(mon, "program", rebuild(DIGITS, run_a.log), say=lambda s: None)
     finally:
         mon.close()
         port.close()
@@ -352,12 +351,51 @@ def test_a_killed_and_resumed_run_replays_bit_for_bit(run_a, tmp_path):
         assert asm.get(t.index, 0, dtype).tobytes() == want.tensors[t.index].astype(dtype).tobytes()
         assert asm.get(t.index, 2, dtype).tobytes() == want.best[t.index].astype(dtype).tobytes()
     assert result.steps == 200 == records[-1]["steps"]
-    # the second segment alone lacks the steps before its checkpoint: refused, saying why
-    alone = tmp_path / "alone.jsonl"
+    # the second segment alone lacks the steps before its checkpoint: refused, saying why; given
+    # after the first segment's log (two logs, as a monitor --resume writes them) it replays
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
     lines = log.read_text().splitlines(keepends=True)
-    alone.write_text("".join(lines[last_hello:]))
-    with pytest.raises(DataError, match="resumes from a checkpoint of step"):
-        replay(DIGITS, alone, tmp_path / "alone.npz")
+    first.write_text("".join(lines[:last_hello]))
+    second.write_text("".join(lines[last_hello:]))
+    with pytest.raises(DataError, match=r"resumes from a checkpoint of step \d+ .* give that run's log first"):
+        replay(DIGITS, second, tmp_path / "alone.npz")
+    out = tmp_path / "two.npz"
+    assert main(["replay", "--model", str(DIGITS), "--log", str(first), "--log", str(second), "--out", str(out)]) == 0
+    two = load_weights(out)
+    assert all(two.tensors[i].tobytes() == want.tensors[i].tobytes() for i in want.tensors)
+
+
+@pytest.mark.cc
+def test_pushed_weights_are_checkpointed_and_survive_a_reset(run_a, tmp_path):
+    """A firmware with checkpoints stores the pushed state at once: killed and started again, it
+    resumes with the pushed weights (its crc frame after the resume says so, and its dump)."""
+    exe = build_program(DIGITS, run_a.data, tmp_path / "ck", checkpoint_every=40)
+    stored = tmp_path / "stored.ckpt"
+    os.environ["ZOFLASH_CHECKPOINT_FILE"] = str(stored)  # the program inherits it
+    try:
+        rebuilt = rebuild(DIGITS, run_a.log)
+        mon, port = program_monitor(exe)
+        try:
+            push_flow.push(mon, "program", rebuilt, say=lambda s: None)
+        finally:
+            mon.close()
+            port.close()
+        assert stored.exists()
+        mon, port = program_monitor(exe)  # the reset: it resumes from the stored checkpoint, then pauses
+        try:
+            mon.status()
+            dump = mon.dump()
+        finally:
+            res = mon.close()
+            port.close()
+    finally:
+        del os.environ["ZOFLASH_CHECKPOINT_FILE"]
+    assert {"type": "log", "text": "resumed from the stored checkpoint"} in res.records
+    crc = [r for r in res.records if r["type"] == "crc"]
+    assert len(crc) == 1 and crc[0]["crc32"] == rebuilt.crc and crc[0]["step"] == 0
+    for t, v in zip(rebuilt.plan.tensors, rebuilt.values):
+        dtype = np.int32 if t.is_bias else np.int8
+        assert dump.get(t.index, 0, dtype).tobytes() == v.astype(dtype).tobytes()
 
 
 # ---------------------------------------------------------------------------- the emulated Cortex-M55
@@ -381,7 +419,7 @@ def test_push_to_the_emulated_m55(run_a, tmp_path):
         mon = Monitor(url)
         mon.connect(timeout=20)
         try:
-            result = push_flow.push(mon, url, run_a.log, rebuilt, say=said.append)
+            result = push_flow.push(mon, url, rebuilt, say=said.append)
             dump = mon.dump(timeout=20)
             mon.stop(wait=True, timeout=60)  # the run ends: QEMU exits 0
         finally:
@@ -390,4 +428,3 @@ def test_push_to_the_emulated_m55(run_a, tmp_path):
     for t in rebuilt.plan.tensors:
         dtype = np.int32 if t.is_bias else np.int8
         assert dump.get(t.index, 0, dtype).tobytes() == want.tensors[t.index].astype(dtype).tobytes()
-    print(result.summary(run_a.log))

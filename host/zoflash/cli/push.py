@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from zoflash import api
@@ -23,8 +21,10 @@ from zoflash.monitor.serialport import DEFAULT_BAUD
     "--log",
     "log_path",
     required=True,
+    multiple=True,
     type=click.Path(dir_okay=False, exists=True),
-    help="The run's JSONL log (zoflash simulate, run or monitor): its updates are what is sent.",
+    help="The run's JSONL log (zoflash simulate, run or monitor): its updates are what is sent. Repeat it "
+    "for a run resumed from a checkpoint in a second log: the first run's log first.",
 )
 @click.option(
     "--model",
@@ -51,7 +51,7 @@ from zoflash.monitor.serialport import DEFAULT_BAUD
 def push(
     port: str,
     baud: int | None,
-    log_path: str,
+    log_path: tuple[str, ...],
     model_path: str | None,
     bundle_dir: str | None,
     connect_wait: float,
@@ -77,5 +77,5 @@ def push(
     opts = api.make_options(project_file, **plan)
     assert model is not None  # one of --model and --bundle, checked above
     result = api.push(port, log_path, model, opts, baud=baud, connect_wait=connect_wait, say=say)
-    say(result.summary(Path(log_path)))
+    say(result.summary(" + ".join(log_path)))
     return 0

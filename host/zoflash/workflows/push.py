@@ -20,7 +20,7 @@ from zoflash.monitor.serial_monitor import DeviceError, Monitor
 from zoflash.spec import training as spec
 from zoflash.spec import wire
 from zoflash.training.options import TrainOptions
-from zoflash.workflows.replay import Rebuilt, rebuild
+from zoflash.workflows.replay import LogPaths, Rebuilt, rebuild
 
 Say = Callable[[str], None]
 FRAME_BYTES = wire.HEAD + 4  # a command frame's header and CRC around its payload
@@ -43,7 +43,7 @@ class PushResult:
     seconds: float
     crc: int
 
-    def summary(self, log: Path) -> str:
+    def summary(self, log: str) -> str:
         return (
             f"device weights identical to the replay of {log} (crc {self.crc:#010x}): {self.steps} steps, "
             f"{self.updates} updates pushed in {self.chunks} chunks, {self.bytes} bytes, {self.seconds:.1f} s"
@@ -95,7 +95,7 @@ def push_payload(run: Rebuilt, first: int, steps: int, data: bytes, last: bool) 
     return head + data
 
 
-def _check_device(mon: Monitor, run: Rebuilt, port: str, log: Path) -> None:
+def _check_device(mon: Monitor, run: Rebuilt, port: str, log: str) -> None:
     """Refuse a device of another model, or built with other options, before anything is sent."""
     prefix = mon.model_prefix
     if prefix is not None and prefix != run.hello["model_sha256_prefix"]:
@@ -126,28 +126,27 @@ def _request(mon: Monitor, payload: bytes, timeout: float) -> dict:
     return ack
 
 
-def replayed(log_path: str | Path, model_path: str | Path, opts: TrainOptions | None, say: Say) -> Rebuilt:
+def replayed(log_path: LogPaths, model_path: str | Path, opts: TrainOptions | None, say: Say) -> Rebuilt:
     """The log replayed on the host (before the device is touched: a device that waits for its
     host, like QEMU, starts training when the port opens)."""
     run = rebuild(model_path, log_path, opts)
     if run.device_crc is not None:
-        say(f"log     {log_path}: {len(run.entries)} steps, replayed weights identical to the device's own")
+        say(f"log     {run.log}: {len(run.entries)} steps, replayed weights identical to the device's own")
     return run
 
 
 def push(
     mon: Monitor,
     port: str,
-    log_path: str | Path,
     run: Rebuilt,
     say: Say = print,
     chunk_tail: int = PUSH_TAIL,
     chunk_timeout: float = CHUNK_TIMEOUT,
 ) -> PushResult:
-    """Send the updates of `run` (replayed from `log_path`) to the device behind `mon` (connected)
+    """Send the updates of `run` (a log replayed: `replayed`) to the device behind `mon` (connected)
     and compare the CRCs.  PushMismatch when they differ; ZoflashError for every refusal.
     `chunk_tail`: entry bytes per chunk, at most; `chunk_timeout`: seconds for a chunk's ack."""
-    log_path = Path(log_path)
+    log_path = run.log
     mon.request("pause", timeout=10.0)
     if mon.model_prefix is None:
         mon.status()
@@ -214,7 +213,7 @@ def model_of_bundle(bundle_dir: str | Path) -> tuple[Path, dict]:
 
 def push_to_port(
     port: str,
-    log_path: str | Path,
+    log_path: LogPaths,
     model_path: str | Path,
     opts: TrainOptions | None = None,
     baud: int | None = None,
@@ -228,6 +227,6 @@ def push_to_port(
     mon = Monitor(port, baud=baud or DEFAULT_BAUD)
     try:
         mon.connect(connect_wait)
-        return push(mon, port, log_path, run, say)
+        return push(mon, port, run, say)
     finally:
         mon.close()

@@ -7,6 +7,7 @@ reference's update maths (reference/zo_math.py) replays the run without the data
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -24,6 +25,7 @@ from zoflash.training.options import TrainOptions, make_options
 from zoflash.training.pipeline import trainable_start
 from zoflash.training.weights_file import save_weights
 
+LogPaths = str | Path | Sequence[str | Path]  # a log, or a run's logs in order
 FRAME_OVERHEAD = wire.HEAD + 4 + wire.STRUCTS["updates"].size  # header, CRC and fixed fields per frame
 
 
@@ -58,7 +60,7 @@ class ReplayResult:
 HELLO_KEYS = ("model_sha256_prefix", "seed", "rounding", "density_log2", "n_tensors", "trainable_params", "headroom")
 
 
-def _hello(records: list[dict], log: Path) -> dict:
+def _hello(records: list[dict], log: str) -> dict:
     """The run's hello; several (the device restarted: run segments) must be of one model and options."""
     hellos = [r for r in records if r["type"] == "hello"]
     if not hellos:
@@ -77,7 +79,7 @@ class CrcCheck(NamedTuple):
     crc32: int
 
 
-def _entries(records: list[dict], log: Path, done: dict | None) -> tuple[list[wire.UpdateEntry], int, list[CrcCheck]]:
+def _entries(records: list[dict], log: str, done: dict | None) -> tuple[list[wire.UpdateEntry], int, list[CrcCheck]]:
     """Every step's entry, checked contiguous from step 0; the frames' wire bytes; the device's CRCs.
 
     Run segments: a device restarted afresh (a hello, then updates from step 0 again) starts the
@@ -108,7 +110,7 @@ def _entries(records: list[dict], log: Path, done: dict | None) -> tuple[list[wi
                     raise DataError(
                         f"'{log}' resumes from a checkpoint of step {first} but holds the updates of "
                         f"{len(entries)} steps before it: the checkpoint was taken by a run this log does not "
-                        "hold; replay the log of that run with this one appended to it"
+                        "hold; give that run's log first (--log FIRST.jsonl --log THIS.jsonl)"
                     )
                 del entries[first:]
                 checks = [c for c in checks if c.step <= first]
@@ -159,6 +161,7 @@ class Rebuilt:
     base_crc: int  # of the model's own trainable values (wire.tensors_crc)
     crc: int  # of the values after the last step
     device_crc: int | None  # the device's CRC after the last step, when its log carries it
+    log: str  # the log's name (logs: "A + B"), for messages
 
     @property
     def updates(self) -> int:
@@ -169,22 +172,24 @@ def _crc(plan, values) -> int:
     return wire.tensors_crc((v, t.is_bias) for t, v in zip(plan.tensors, values))[0]
 
 
-def rebuild(model_path: str | Path, log_path: str | Path, opts: TrainOptions | None = None) -> Rebuilt:
+def rebuild(model_path: str | Path, log_path: LogPaths, opts: TrainOptions | None = None) -> Rebuilt:
     """Replay the run logged in `log_path` on the model it started from (see replay); every CRC the
-    device reported on the way (the crc records) is checked against the replay's own state."""
-    model_path, log_path = Path(model_path), Path(log_path)
-    records = read_log(log_path)
-    hello = _hello(records, log_path)
+    device reported on the way (the crc records) is checked against the replay's own state.
+    `log_path`: one log, or several read as one in their order (a run and its resumed segments)."""
+    logs = [Path(log_path)] if isinstance(log_path, (str, Path)) else [Path(p) for p in log_path]
+    model_path, where = Path(model_path), " + ".join(str(p) for p in logs)
+    records = [r for p in logs for r in read_log(p)]
+    hello = _hello(records, where)
     graph, raw = load_tflite(model_path)
     sha = model_sha256(raw)
     if not sha.startswith(hello["model_sha256_prefix"]):
         raise DataError(
-            f"'{log_path}' is the log of a run of the model {hello['model_sha256_prefix']}..., not of "
+            f"'{where}' is the log of a run of the model {hello['model_sha256_prefix']}..., not of "
             f"'{model_path}' ({sha[:16]}...): replay it on the model that run started from"
         )
     last_hello = max(k for k, r in enumerate(records) if r["type"] == "hello")
     done = next((r for r in records[last_hello:] if r["type"] == "done"), None)
-    entries, size, checks = _entries(records, log_path, done)
+    entries, size, checks = _entries(records, where, done)
     opts = replace(
         opts or make_options(),
         seed=hello["seed"],
@@ -196,7 +201,7 @@ def rebuild(model_path: str | Path, log_path: str | Path, opts: TrainOptions | N
     plan, report = trainable_start(graph, opts)
     if len(plan.tensors) != hello["n_tensors"] or plan.params != hello["trainable_params"]:
         raise DataError(
-            f"the run of '{log_path}' trained {hello['n_tensors']} tensors ({hello['trainable_params']} values); "
+            f"the run of '{where}' trained {hello['n_tensors']} tensors ({hello['trainable_params']} values); "
             f"with these options '{model_path}' trains {len(plan.tensors)} ({plan.params}): pass the --train, "
             "--biases-only and --max-params the run was built with"
         )
@@ -213,7 +218,7 @@ def rebuild(model_path: str | Path, log_path: str | Path, opts: TrainOptions | N
                 ours = _crc(plan, values)
                 if ours != c.crc32:
                     raise DataError(
-                        f"'{log_path}': after step {step} the device's weights had the CRC {c.crc32:#010x}, the "
+                        f"'{where}': after step {step} the device's weights had the CRC {c.crc32:#010x}, the "
                         f"replay's have {ours:#010x}: the log does not hold the run that made them (a checkpoint "
                         "of another run resumed, or a damaged log)"
                     )
@@ -271,12 +276,13 @@ def rebuild(model_path: str | Path, log_path: str | Path, opts: TrainOptions | N
         base_crc,
         _crc(plan, values),
         device_crc,
+        where,
     )
 
 
 def replay(
     model_path: str | Path,
-    log_path: str | Path,
+    log_path: LogPaths,
     out_path: str | Path,
     opts: TrainOptions | None = None,
     select: str | None = None,
