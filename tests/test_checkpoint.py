@@ -144,8 +144,8 @@ def program_monitor(exe: Path, tmp_path: Path, name: str, queued: tuple[str, ...
 
 def after(records: list[dict], step: int) -> list[dict]:
     """The comparable records from the step record `step` on."""
-    # the update log's frames restart at a resume (its buffer is not in the image): replaying a
-    # resumed run is not supported yet, and its framing is no record of the training
+    # the update log's frames restart at a resume (its buffer is not in the image): their framing
+    # is no record of the training (tests/test_push.py replays resumed runs)
     recs = [r for r in comparable(records) if r["type"] != "updates"]
     first = next(k for k, r in enumerate(recs) if r["type"] == "step" and r["step"] == step)
     return recs[first:]

@@ -644,7 +644,8 @@ def test_stop_finishes_like_a_run(tmp_path, program):
     recs = res.records
     k = next(i for i, r in enumerate(recs) if r["type"] == "ack" and r["command"] == "stop")
     tail = [r for r in recs[k + 1 :] if r["type"] != "monitor"]
-    assert {r["type"] for r in tail} <= {"updates", "eval", "weights", "done"} and tail[-1]["type"] == "done"
+    assert {r["type"] for r in tail} <= {"updates", "eval", "weights", "crc", "done"} and tail[-1]["type"] == "done"
+    assert tail[-2]["type"] == "crc" and tail[-2]["step"] == st["step"]  # the weights' checksum, as at any end
     assert [r["type"] for r in tail[:1]] == ["updates"]  # the update log's last frame first, as at any end
     tail = tail[1:]
     if st["step"] % 500:  # not just evaluated: a final evaluation, as at the end of any run

@@ -74,7 +74,7 @@ def run_and_simulate(tmp_path, capsys, name):
     assert main(["simulate", "--log", str(host), "--no-plot", *common]) == 0
     capsys.readouterr()
     assert main(["compare", str(m55), str(host)]) == 0
-    assert "IDENTICAL: 12 records (4 steps)" in capsys.readouterr().out  # with the update log's frame
+    assert "IDENTICAL: 13 records (4 steps)" in capsys.readouterr().out  # with the update log and crc frames
 
 
 @pytest.mark.cc

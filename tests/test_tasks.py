@@ -174,4 +174,4 @@ def test_vision_trains_on_qemu_as_on_the_host(tmp_path, capsys, setting):
     assert main(["simulate", "--log", str(host), "--no-plot", *common]) == 0
     capsys.readouterr()
     assert main(["compare", str(m55), str(host)]) == 0
-    assert "IDENTICAL: 12 records (4 steps)" in capsys.readouterr().out  # with the update log's frame
+    assert "IDENTICAL: 13 records (4 steps)" in capsys.readouterr().out  # with the update log and crc frames

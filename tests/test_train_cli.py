@@ -82,6 +82,7 @@ FIELDS = {
     "done": {"steps", "reason", "prefix_passes", "suffix_passes", "time_s"},
     "boundary": {"crc32", "expected_crc32", "bytes", "expected", "npu", "agree"},
     "updates": {"step", "steps", "eps", "entries"},  # the update log (zoflash replay)
+    "crc": {"step", "crc32", "bytes", "pushed"},  # the trained tensors' checksum
 }
 
 
@@ -302,7 +303,8 @@ def check_run(log):
     recs = read_log(log)
     kinds = [r["type"] for r in recs]
     assert kinds[0] == "hello" and kinds[-1] == "done" and kinds.count("hello") == kinds.count("done") == 1
-    assert set(kinds) <= {"hello", "boundary", "step", "eval", "event", "updates", "done"}  # weights: the .npz
+    assert set(kinds) <= {"hello", "boundary", "step", "eval", "event", "updates", "crc", "done"}  # weights: the .npz
+    assert kinds[-2] == "crc"  # the trained tensors' checksum, just before done
     assert kinds.count("boundary") == 1 and kinds[1] == "boundary"  # the CNN has a frozen prefix
     for r in recs:
         assert set(r) - {"type"} == FIELDS[r["type"]], r["type"]

@@ -3,7 +3,8 @@
 Inference: load_model, compile_model, generate, build, infer, infer_on_board, validate, inspect,
 plan_memory, split_model, profile (instructions per kernel call on an emulated board). Training:
 simulate (on the host), run (build, flash and monitor a board), monitor (watch a board that trains),
-export (trained weights into a copy of the model), replay (the trained tensors rebuilt from the base model and a run's log); their options:
+export (trained weights into a copy of the model), replay (the trained tensors rebuilt from the base
+model and a run's log), push (a run's updates sent to a second device); their options:
 TrainOptions (checked as it is made, as the command line checks its flags) or make_options (with
 a zoflash.toml). The C
 runtime for your own build: runtime_include_dirs, runtime_c_sources, runtime_root.
@@ -46,6 +47,8 @@ from zoflash.workflows.inference import (
 from zoflash.workflows.inspect import Inspection, inspect
 from zoflash.workflows.monitor import monitor
 from zoflash.workflows.profile import Profile, profile
+from zoflash.workflows.push import PushResult, model_of_bundle
+from zoflash.workflows.push import push_to_port as push
 from zoflash.workflows.replay import ReplayResult, replay
 from zoflash.workflows.run import run
 from zoflash.workflows.simulate import SimulationResult, simulate
@@ -81,6 +84,9 @@ __all__ = [
     "export",
     "replay",
     "ReplayResult",
+    "push",
+    "PushResult",
+    "model_of_bundle",
     "runtime_include_dirs",
     "runtime_c_sources",
     "runtime_root",

@@ -156,6 +156,7 @@ void zo_ckpt_send(run_t *r)
     trainer_t *tr = &r->tr;
     const uint32_t t = r->t;
     const uint32_t total = ckpt_build_head(tr, t, r->last_eval, r->best_loss, r->rollbacks, r->m2_calib);
+    zo_tm_updates_flush(); /* the log holds every step before the checkpoint: a resume replays */
     uint8_t chunk[ZO_TM_WEIGHTS_CHUNK];
     for (uint32_t offset = 0u; offset < total;) {
         uint32_t n = total - offset < ZO_TM_WEIGHTS_CHUNK ? total - offset : ZO_TM_WEIGHTS_CHUNK;
@@ -330,6 +331,8 @@ void zo_ckpt_take_state(run_t *r)
     r->m2_calib = s.m2_calib;
     r->ck_sent = r->t;
     tr->ck_restored = 0;
+    zo_tm_updates_resume(r->t); /* the update log says where its chain continues, and with what */
+    zo_send_crc(tr, r->t);
 }
 
 /* The run's image, whole (zo_train_checkpoint_get). */

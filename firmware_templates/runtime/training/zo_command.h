@@ -31,6 +31,8 @@ extern "C" {
 #define ZO_CMD_SAMPLE 21u /* a chunk of a training sample (--data-source stream, zo_stream.h) */
 /* --- checkpoint and resume */
 #define ZO_CMD_RESTORE 22u /* a chunk of a checkpoint image: u32 offset, u32 total, data */
+/* --- push */
+#define ZO_CMD_PUSH 30u /* a chunk of another run's update log to apply (zo_push.c, zoflash push) */
 #define ZO_CMD_FIRST  16u /* types below are telemetry types, never commands */
 
 #define ZO_CMD_MAX_PAYLOAD 1024u /* a longer frame is rejected from its header */

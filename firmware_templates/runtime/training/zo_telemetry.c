@@ -194,6 +194,17 @@ void zo_tm_updates_step(uint32_t step, uint8_t flags, uint32_t q, const uint16_t
     ++g_upd.steps;
 }
 
+void zo_tm_updates_resume(uint32_t step)
+{
+    zo_tm_updates_flush();
+    zo_tm_frame_t f;
+    zo_tm_begin(&f, ZO_TM_UPDATES);
+    zo_tm_put(&f, step, 4u);
+    zo_tm_put(&f, 0u, 2u);
+    zo_tm_put(&f, g_upd.eps, 1u);
+    zo_tm_finish(&f, NULL, 0u);
+}
+
 void zo_tm_updates_mark(uint8_t flag)
 {
     if (g_upd.steps != 0u) {

@@ -97,6 +97,10 @@ void zo_tm_updates_begin(uint8_t eps);
 void zo_tm_updates_step(uint32_t step, uint8_t flags, uint32_t q, const uint16_t *c16);
 void zo_tm_updates_mark(uint8_t flag);
 void zo_tm_updates_flush(void);
+/* A checkpoint restored: the log's chain continues from `step` (the buffer flushed first, then an
+ * updates frame of 0 steps at `step`; zoflash replay takes the steps before it from the run that
+ * took the checkpoint). */
+void zo_tm_updates_resume(uint32_t step);
 
 /* Frame building, for the encoders (zo_wire.c, the ones above): begin, put the fixed payload
  * little-endian in wire order, finish (which appends `tail`, the CRC, and sends).  Not for

@@ -358,6 +358,12 @@ void zo_update_all(const trainer_t *tr, uint32_t t, uint32_t q, float lr, uint16
         c16[i] = zo_f16_from_f32((lr * m->delta[i]) / (float)q);
         m->c[i] = zo_f32_from_f16(c16[i]);
     }
+    zo_apply_update(tr, t, q);
+}
+
+void zo_apply_update(const trainer_t *tr, uint32_t t, uint32_t q)
+{
+    const zo_train_model_t *m = tr->m;
     for (int32_t k = 0; k < m->n_tensors; ++k) {
         const zo_trainable_t *tt = &m->tensors[k];
         zo_dir_t d = { tr->cfg->seed, t, 0, tt->stream, tr->cfg->density_log2 };
@@ -521,6 +527,9 @@ static int serve_commands(trainer_t *tr, uint32_t t, uint32_t calib)
             break;
         case ZO_CMD_RESTORE:
             result = zo_ckpt_restore_chunk(tr, &c);
+            break;
+        case ZO_CMD_PUSH: /* another run's updates (zo_push.c); g_run holds tr */
+            result = zo_push_chunk(&g_run, &c, paused);
             break;
         default:
             result = ZO_TM_ACK_UNKNOWN;
@@ -796,6 +805,7 @@ int zo_train_end(void)
         (void)evaluate(tr, r->t);
     }
     dump_weights(tr->m);
+    zo_send_crc(tr, r->t);
     zo_tm_done_t done = { r->t, (uint8_t)r->reason, tr->prefix_passes, tr->suffix_passes, zo_now_us(tr) };
     zo_tm_done(&done);
     return (int)r->reason;

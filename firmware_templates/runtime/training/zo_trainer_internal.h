@@ -66,6 +66,8 @@ split_eval_t zo_evaluate_split(trainer_t *tr, const int8_t *x, const uint16_t *y
 step_stats_t zo_run_step(trainer_t *tr, uint32_t t, uint32_t q, int centre);
 void zo_update_all(const trainer_t *tr, uint32_t t, uint32_t q, float lr, uint16_t *c16);
 int zo_guard_tripped(trainer_t *tr, const step_stats_t *st);
+/* the update of step t along its q directions with the coefficients in m->c (zo_update_all, push) */
+void zo_apply_update(const trainer_t *tr, uint32_t t, uint32_t q);
 
 /* ---- zo_lr.c: the learning rate ---- */
 float zo_lr_of_step(const trainer_t *tr, uint32_t t, uint32_t q, int calibrating);
@@ -81,5 +83,9 @@ int zo_ckpt_put(run_t *r, const uint8_t *image, uint32_t n);
 uint8_t zo_ckpt_restore_chunk(trainer_t *tr, const zo_cmd_t *c);
 int zo_ckpt_load_stored(trainer_t *tr);
 void zo_ckpt_take_state(run_t *r);
+
+/* ---- zo_push.c: the trained tensors' checksum and the push command ---- */
+void zo_send_crc(const trainer_t *tr, uint32_t step);
+uint8_t zo_push_chunk(run_t *r, const zo_cmd_t *c, int paused);
 
 #endif /* ZO_TRAINER_INTERNAL_H */

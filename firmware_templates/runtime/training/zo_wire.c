@@ -156,6 +156,17 @@ void zo_tm_boundary(const zo_tm_boundary_t *m)
     zo_tm_finish(&f, NULL, 0u);
 }
 
+void zo_tm_crc(const zo_tm_crc_t *m)
+{
+    zo_tm_frame_t f;
+    zo_tm_begin(&f, ZO_TM_CRC);
+    zo_tm_put(&f, m->step, 4u);
+    zo_tm_put(&f, m->crc32, 4u);
+    zo_tm_put(&f, m->bytes, 4u);
+    zo_tm_put(&f, m->pushed, 4u);
+    zo_tm_finish(&f, NULL, 0u);
+}
+
 static uint64_t zo_cmd_get(const uint8_t *p, uint32_t bytes)
 {
     uint64_t v = 0u;
@@ -198,4 +209,28 @@ void zo_cmd_restore_write(uint8_t *p, const zo_cmd_restore_t *m)
 {
     zo_cmd_set(p + 0, m->offset, 4u);
     zo_cmd_set(p + 4, m->total, 4u);
+}
+
+void zo_cmd_push_read(const uint8_t *p, zo_cmd_push_t *out)
+{
+    out->step = (uint32_t)zo_cmd_get(p + 0, 4u);
+    out->steps = (uint16_t)zo_cmd_get(p + 4, 2u);
+    out->eps = (uint8_t)zo_cmd_get(p + 6, 1u);
+    out->rounding = (uint8_t)zo_cmd_get(p + 7, 1u);
+    out->density_log2 = (uint8_t)zo_cmd_get(p + 8, 1u);
+    out->last = (uint8_t)zo_cmd_get(p + 9, 1u);
+    out->seed = (uint32_t)zo_cmd_get(p + 10, 4u);
+    out->trainable_params = (uint32_t)zo_cmd_get(p + 14, 4u);
+}
+
+void zo_cmd_push_write(uint8_t *p, const zo_cmd_push_t *m)
+{
+    zo_cmd_set(p + 0, m->step, 4u);
+    zo_cmd_set(p + 4, m->steps, 2u);
+    zo_cmd_set(p + 6, m->eps, 1u);
+    zo_cmd_set(p + 7, m->rounding, 1u);
+    zo_cmd_set(p + 8, m->density_log2, 1u);
+    zo_cmd_set(p + 9, m->last, 1u);
+    zo_cmd_set(p + 10, m->seed, 4u);
+    zo_cmd_set(p + 14, m->trainable_params, 4u);
 }

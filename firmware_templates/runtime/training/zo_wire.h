@@ -44,6 +44,7 @@ extern "C" {
 #define ZO_TM_CHECKPOINT         11u /* a chunk of a checkpoint image (zo_trainer.h, ZO_CKPT_*) */
 #define ZO_TM_BOUNDARY           12u /* CRC-32 of the boundary activations of the first test sample, once after hello */
 #define ZO_TM_UPDATES            13u /* the applied updates of consecutive steps (update log, zoflash replay) */
+#define ZO_TM_CRC                15u /* CRC-32 of the trainable tensors' values, before done and at the end of a push (zoflash push) */
 
 /* Payload bytes of each frame (of the fields before the tail, for weights, log and checkpoint). */
 #define ZO_TM_SIZE_HELLO         54u
@@ -59,6 +60,7 @@ extern "C" {
 #define ZO_TM_SIZE_CHECKPOINT    12u
 #define ZO_TM_SIZE_BOUNDARY      13u
 #define ZO_TM_SIZE_UPDATES       7u
+#define ZO_TM_SIZE_CRC           16u
 #define ZO_TM_FIXED_MAX          68u /* the largest of them */
 
 /* Payload structs: fields in wire order (the struct layout itself is never sent).
@@ -175,6 +177,13 @@ typedef struct {
     uint8_t boundary_flags; /* ZO_TM_BOUNDARY_* */
 } zo_tm_boundary_t;
 
+typedef struct {
+    uint32_t step;
+    uint32_t crc32;
+    uint32_t bytes;
+    uint32_t pushed;
+} zo_tm_crc_t;
+
 /* One frame each, fields in wire order (zo_wire.c). */
 void zo_tm_hello(const zo_tm_hello_t *m);
 void zo_tm_step(const zo_tm_step_t *m);
@@ -185,11 +194,13 @@ void zo_tm_status(const zo_tm_status_t *m);
 void zo_tm_ack(const zo_tm_ack_t *m);
 void zo_tm_need(const zo_tm_need_t *m);
 void zo_tm_boundary(const zo_tm_boundary_t *m);
+void zo_tm_crc(const zo_tm_crc_t *m);
 
 /* Command payloads that begin with fixed fields (a data tail after them): their sizes, the
  * fields, and a reader and a writer each (zo_wire.c). */
 #define ZO_CMD_SIZE_SAMPLE       14u /* the data tail follows */
 #define ZO_CMD_SIZE_RESTORE      8u /* the data tail follows */
+#define ZO_CMD_SIZE_PUSH         18u /* the data tail follows */
 typedef struct {
     uint32_t index;
     uint16_t label;
@@ -200,10 +211,22 @@ typedef struct {
     uint32_t offset;
     uint32_t total;
 } zo_cmd_restore_t;
+typedef struct {
+    uint32_t step;
+    uint16_t steps;
+    uint8_t eps;
+    uint8_t rounding;
+    uint8_t density_log2;
+    uint8_t last;
+    uint32_t seed;
+    uint32_t trainable_params;
+} zo_cmd_push_t;
 void zo_cmd_sample_read(const uint8_t *p, zo_cmd_sample_t *out);  /* p: ZO_CMD_SIZE_SAMPLE bytes */
 void zo_cmd_sample_write(uint8_t *p, const zo_cmd_sample_t *m);
 void zo_cmd_restore_read(const uint8_t *p, zo_cmd_restore_t *out);  /* p: ZO_CMD_SIZE_RESTORE bytes */
 void zo_cmd_restore_write(uint8_t *p, const zo_cmd_restore_t *m);
+void zo_cmd_push_read(const uint8_t *p, zo_cmd_push_t *out);  /* p: ZO_CMD_SIZE_PUSH bytes */
+void zo_cmd_push_write(uint8_t *p, const zo_cmd_push_t *m);
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,7 @@ from zoflash.cli import (
     monitor,
     ops,
     profile,
+    push,
     replay,
     run,
     runtime,
@@ -47,6 +48,7 @@ COMMANDS = (
     compare.compare,
     replay.replay,
     profile.profile,
+    push.push,
     split.split,
     runtime.runtime,
 )

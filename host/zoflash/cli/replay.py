@@ -34,8 +34,10 @@ def _plan_options(f):
     "--log",
     "log_path",
     required=True,
+    multiple=True,
     type=click.Path(dir_okay=False, exists=True),
-    help="The run's JSONL log (zoflash simulate, run or monitor).",
+    help="The run's JSONL log (zoflash simulate, run or monitor). Repeat it for a run resumed from a "
+    "checkpoint in a second log: the first run's log first.",
 )
 @click.option(
     "--out",
@@ -50,7 +52,9 @@ def _plan_options(f):
     help="With a .tflite --out: the best weights by validation (the default) or the last.",
 )
 @_plan_options
-def replay(model_path: str, log_path: str, out_path: str, select: str | None, project_file: str | None, **plan) -> int:
+def replay(
+    model_path: str, log_path: tuple[str, ...], out_path: str, select: str | None, project_file: str | None, **plan
+) -> int:
     """Rebuild the trained tensors, bit for bit, from the base model and a training log alone."""
     check_outputs(out=out_path)
     opts = api.make_options(project_file, **plan)

@@ -287,6 +287,7 @@ class Monitor:
         self.checkpoint: Checkpoint | None = None  # the latest complete, valid one
         self._checkpoints = CheckpointAssembler()
         self.last_log: str | None = None  # the device's last log frame (why a restore was refused)
+        self.last_crc: dict | None = None  # the device's last crc record (zoflash push)
 
     # ---------------------------------------------------------------------------- connection
 
@@ -415,6 +416,8 @@ class Monitor:
             self._feed(rec)
         elif kind == "log":
             self.last_log = rec["text"]
+        elif kind == "crc":  # --- push: the device's trained-tensors checksum
+            self.last_crc = rec
         elif kind == "checkpoint":
             notes += self._checkpoint_chunk(rec)
         elif kind == "text" and rec["text"].lstrip().startswith(FAULT_PREFIX):

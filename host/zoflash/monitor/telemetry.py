@@ -112,7 +112,7 @@ def decode(frame: Frame) -> dict:
                 "total": total,
                 "bytes": len(frame.payload) - 8,
             }
-        if frame.payload and name != "sample":  # a sample chunk (--data-source stream) has one
+        if frame.payload and name not in ("sample", "push"):  # a sample chunk, a push chunk have one
             return _malformed(frame, f"command with a payload of {len(frame.payload)} bytes")
         return {"type": "command", "command": name, "seq": frame.seq}
     if kind is None:

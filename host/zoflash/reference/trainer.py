@@ -671,6 +671,8 @@ class ReferenceTrainer:
                 yield self.tm.weights(tt.index, RESIDUAL, r.tobytes())
         for tt, v in zip(plan.tensors, snapshot[0]):  # the best values: the last good snapshot
             yield self.tm.weights(tt.index, BEST, v.astype("<i4" if tt.is_bias else np.int8).tobytes())
+        crc, size = wire.tensors_crc((v, tt.is_bias) for tt, v in zip(plan.tensors, self.values))
+        yield self._frame("crc", step=t, crc32=crc, bytes=size, pushed=0)
         yield self._frame(
             "done",
             steps=t,

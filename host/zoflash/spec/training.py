@@ -232,6 +232,7 @@ COMMANDS = {"pause": 16, "resume": 17, "status": 18, "dump": 19, "stop": 20}  # 
 COMMANDS["sample"] = 21  # a chunk of a training sample (--data-source stream), answered by a need frame
 # ---- end data sources ----
 COMMANDS["restore"] = 22  # --- checkpoint and resume: a chunk of a checkpoint image
+COMMANDS["push"] = 30  # --- push: a chunk of another run's update log to apply (zoflash push)
 COMMAND_FIRST = 16  # frame types below are telemetry, never commands
 ACK_RESULTS = ("ok", "ignored", "unknown", "refused")  # ack `result` (refused: restore of another build)
 # --- boundary checksum: boundary frame `flags` (ZO_TM_BOUNDARY_*)

@@ -133,13 +133,33 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
     # --- update log: the applied updates of `steps` steps from `step` on (+ per step a header byte,
     # a u8 q when it changed, q binary16 coefficients; UPDATE_* below), for `zoflash replay`
     "updates": (13, (("step", "I"), ("steps", "H"), ("eps", "B"))),
+    # --- trained-tensors checksum: CRC-32 of the trainable tensors' values (TENSORS_CRC_ORDER), sent
+    # before done and in answer to the last chunk of a push; `pushed`: the steps a push applied (0: none)
+    "crc": (15, (("step", "I"), ("crc32", "I"), ("bytes", "I"), ("pushed", "I"))),  # order: below
 }
+# The bytes the crc frame's CRC-32 covers, in this order: every trainable tensor in training order
+# (the plan's; the hello's n_tensors of them), its values only: int8 weights, little-endian int32
+# biases (zo_tensors_crc in zo_push.c; tensors_crc below).
 # Command payloads (host -> device) that begin with fixed fields, a data tail after them: the fields
 # in wire order, declared once (the device's readers are generated into zo_wire.h/.c).
 COMMAND_LAYOUTS: dict[str, tuple[tuple[str, str], ...]] = {
     "sample": (("index", "I"), ("label", "H"), ("offset", "I"), ("total", "I")),  # + bytes of one sample record
     "restore": (("offset", "I"), ("total", "I")),  # + bytes of a checkpoint image
+    # --- push: `steps` update-log entries from `step` on (the updates frame's tail format), with the
+    # options the directions follow from (the device refuses a chunk whose options are not its own);
+    # `last` 1: the push ends with this chunk, the device answers with a crc frame before its ack
+    "push": (
+        ("step", "I"),
+        ("steps", "H"),
+        ("eps", "B"),
+        ("rounding", "B"),
+        ("density_log2", "B"),
+        ("last", "B"),
+        ("seed", "I"),
+        ("trainable_params", "I"),
+    ),
 }
+PUSH_WINDOW = 512  # bytes of one push command frame, at most: the Cortex-M ports' receive ring (zo_port_rx_window)
 # --- update log: the per-step header byte of an updates frame's tail (docs/training.md "Update log")
 UPDATE_APPLIED = 0x01  # q binary16 coefficients follow (after the q byte, if any) and were applied
 UPDATE_Q = 0x02  # a u8 q follows: this applied step's q differs from the frame's last applied step's
@@ -295,3 +315,12 @@ def parse_updates(step: int, steps: int, data: bytes) -> list[UpdateEntry]:
     if pos != len(data):
         raise ValueError(f"updates frame of step {step}: {len(data) - pos} bytes after its {steps} steps")
     return out
+
+
+def tensors_crc(tensors) -> tuple[int, int]:
+    """The crc frame's CRC-32 and byte count: `tensors` yields (values, is_bias) in training order."""
+    crc, size = 0, 0
+    for values, is_bias in tensors:
+        data = np.asarray(values).astype("<i4" if is_bias else np.int8).tobytes()
+        crc, size = zlib.crc32(data, crc), size + len(data)
+    return crc, size

@@ -46,6 +46,7 @@ FRAME_NOTES = {
     "checkpoint": "a chunk of a checkpoint image (zo_trainer.h, ZO_CKPT_*)",
     "boundary": "CRC-32 of the boundary activations of the first test sample, once after hello",
     "updates": "the applied updates of consecutive steps (update log, zoflash replay)",
+    "crc": "CRC-32 of the trainable tensors' values, before done and at the end of a push (zoflash push)",
 }
 STRUCT_NOTES = {
     "need": "--data-source stream: the samples the device asks for (zo_stream.h).",

@@ -19,6 +19,7 @@ _TAILS = {
     "log": "UTF-8 text (at most 1024 bytes)",
     "sample": "the bytes of one sample record",
     "restore": "a chunk of a checkpoint image",
+    "push": "`steps` update-log entries (the updates frame's tail format)",
 }
 # the id tables a decoder needs: (title, names by id or name -> value, what carries them)
 _ENUMS: tuple[tuple[str, object, str], ...] = (

@@ -7,8 +7,10 @@ reference's update maths (reference/zo_math.py) replays the run without the data
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -23,6 +25,7 @@ from zoflash.training.options import TrainOptions, make_options
 from zoflash.training.pipeline import trainable_start
 from zoflash.training.weights_file import save_weights
 
+LogPaths = str | Path | Sequence[str | Path]  # a log, or a run's logs in order
 FRAME_OVERHEAD = wire.HEAD + 4 + wire.STRUCTS["updates"].size  # header, CRC and fixed fields per frame
 
 
@@ -36,6 +39,8 @@ class ReplayResult:
     values: dict[int, np.ndarray] = field(default_factory=dict)  # tensor index -> the last values
     residuals: dict[int, np.ndarray] = field(default_factory=dict)
     best: dict[int, np.ndarray] = field(default_factory=dict)  # the snapshot (best by validation)
+    crc: int = 0  # wire.tensors_crc of the last values
+    device_crc: int | None = None  # the device's own, from the log's crc record (checked equal)
 
     @property
     def bytes_per_update(self) -> float:
@@ -45,37 +50,77 @@ class ReplayResult:
         text = (
             f"replayed {self.updates} updates from {self.frame_bytes} bytes ({self.bytes_per_update:.2f} bytes/update)"
         )
+        if self.device_crc is not None:
+            text += f"; weights identical to the device's (crc {self.device_crc:#010x})"
         if not self.complete:
             text += f"; the log has no done record: these are the weights after its step {self.steps - 1}"
         return text
 
 
-def _hello(records: list[dict], log: Path) -> dict:
+HELLO_KEYS = ("model_sha256_prefix", "seed", "rounding", "density_log2", "n_tensors", "trainable_params", "headroom")
+
+
+def _hello(records: list[dict], log: str) -> dict:
+    """The run's hello; several (the device restarted: run segments) must be of one model and options."""
     hellos = [r for r in records if r["type"] == "hello"]
     if not hellos:
         raise DataError(f"'{log}' has no hello record: not a training log of zoflash simulate, run or monitor")
-    if len(hellos) > 1:
-        raise DataError(
-            f"'{log}' holds {len(hellos)} runs (the device restarted); replaying a restarted or resumed run is "
-            "not supported yet: split the log at its second hello record"
-        )
+    for other in hellos[1:]:
+        if any(other.get(k) != hellos[0].get(k) for k in HELLO_KEYS):
+            raise DataError(
+                f"'{log}' holds runs of different models or options (the device was reflashed between them): "
+                "split the log at the hello record where the new firmware starts"
+            )
     return hellos[0]
 
 
-def _entries(records: list[dict], log: Path, done: dict | None) -> tuple[list[wire.UpdateEntry], int]:
-    """Every step's entry, checked contiguous from step 0; and the frames' wire bytes."""
+class CrcCheck(NamedTuple):
+    step: int  # the device's tensors after this many steps
+    crc32: int
+
+
+def _entries(records: list[dict], log: str, done: dict | None) -> tuple[list[wire.UpdateEntry], int, list[CrcCheck]]:
+    """Every step's entry, checked contiguous from step 0; the frames' wire bytes; the device's CRCs.
+
+    Run segments: a device restarted afresh (a hello, then updates from step 0 again) starts the
+    chain anew; a resume from a checkpoint (an updates record of 0 steps at the checkpoint's step
+    k) keeps the chain's steps before k and continues it from there."""
     entries: list[wire.UpdateEntry] = []
+    checks: list[CrcCheck] = []
     size = 0
-    frames = [r for r in records if r["type"] == "updates"]
-    if not frames:
+    if not any(r["type"] == "updates" for r in records):
         raise DataError(
             f"'{log}' has no updates records: its run was made by a zoflash or a firmware without the update log; "
             "rebuild and run it again"
         )
-    for rec in frames:
-        expected = entries[-1].step + 1 if entries else 0
+    fresh = True  # a hello came and no updates since: a restart from step 0 is no repeat
+    for rec in records:
+        if rec["type"] == "hello":
+            fresh = True
+            continue
+        if rec["type"] == "crc" and not rec.get("pushed"):
+            checks.append(CrcCheck(int(rec["step"]), int(rec["crc32"])))
+            continue
+        if rec["type"] != "updates":
+            continue
         try:
-            first, data = int(rec["step"]), bytes.fromhex(rec["entries"])
+            first, steps, data = int(rec["step"]), int(rec["steps"]), bytes.fromhex(rec["entries"])
+            if steps == 0:  # a checkpoint restored: the chain continues from its step
+                if first > len(entries):
+                    raise DataError(
+                        f"'{log}' resumes from a checkpoint of step {first} but holds the updates of "
+                        f"{len(entries)} steps before it: the checkpoint was taken by a run this log does not "
+                        "hold; give that run's log first (--log FIRST.jsonl --log THIS.jsonl)"
+                    )
+                del entries[first:]
+                checks = [c for c in checks if c.step <= first]
+                fresh = False
+                size += FRAME_OVERHEAD
+                continue
+            if fresh and first == 0 and entries:  # the device restarted afresh: a new chain
+                entries, checks = [], []
+            fresh = False
+            expected = entries[-1].step + 1 if entries else 0
             if first > expected:
                 raise DataError(
                     f"'{log}' misses the updates of steps {expected}..{first - 1} (a lost updates frame): "
@@ -86,7 +131,7 @@ def _entries(records: list[dict], log: Path, done: dict | None) -> tuple[list[wi
                     f"'{log}' has the updates of step {first} twice (a repeated frame, or two runs in one log): "
                     "the weights cannot be rebuilt from it"
                 )
-            entries += wire.parse_updates(first, int(rec["steps"]), data)
+            entries += wire.parse_updates(first, steps, data)
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"'{log}': an updates record that does not decode ({exc}): a damaged log") from None
         size += FRAME_OVERHEAD + len(data)
@@ -95,37 +140,56 @@ def _entries(records: list[dict], log: Path, done: dict | None) -> tuple[list[wi
             f"'{log}' has the updates of {len(entries)} steps, but its run did {done['steps']}: "
             "the last updates frame is missing, the weights cannot be rebuilt from it"
         )
-    return entries, size
+    return entries, size, checks
 
 
-def replay(
-    model_path: str | Path,
-    log_path: str | Path,
-    out_path: str | Path,
-    opts: TrainOptions | None = None,
-    select: str | None = None,
-) -> ReplayResult:
-    """Rebuild the trained tensors of the run logged in `log_path` from the model it started from.
+@dataclass
+class Rebuilt:
+    """A run's chain replayed in memory (rebuild): what replay writes and push sends."""
 
-    `opts`: the build's options that choose the trained tensors (train, biases_only, max_params,
-    bias_bound; defaults as a build's); seed, rounding, density and headroom come from the log.
-    `out_path`: a weights file (.npz, as simulate writes: last, residuals and best) or a model
-    (.tflite, written like `zoflash export --select`).
-    """
-    model_path, log_path, out_path = Path(model_path), Path(log_path), Path(out_path)
-    if out_path.suffix not in (".npz", ".tflite"):
-        raise ZoflashError(f"--out {out_path}: give a weights file (.npz) or a model (.tflite)")
-    records = read_log(log_path)
-    hello = _hello(records, log_path)
+    sha256: str  # of the model
+    hello: dict
+    plan: Any  # the training plan (training.plan.TrainPlan)
+    report: dict | None  # the headroom report
+    opts: TrainOptions
+    entries: list[wire.UpdateEntry]
+    frame_bytes: int
+    complete: bool
+    values: list[np.ndarray]
+    residuals: list[np.ndarray | None]
+    best: list[np.ndarray]
+    base_crc: int  # of the model's own trainable values (wire.tensors_crc)
+    crc: int  # of the values after the last step
+    device_crc: int | None  # the device's CRC after the last step, when its log carries it
+    log: str  # the log's name (logs: "A + B"), for messages
+
+    @property
+    def updates(self) -> int:
+        return sum(1 for e in self.entries if e.flags & wire.UPDATE_APPLIED)
+
+
+def _crc(plan, values) -> int:
+    return wire.tensors_crc((v, t.is_bias) for t, v in zip(plan.tensors, values))[0]
+
+
+def rebuild(model_path: str | Path, log_path: LogPaths, opts: TrainOptions | None = None) -> Rebuilt:
+    """Replay the run logged in `log_path` on the model it started from (see replay); every CRC the
+    device reported on the way (the crc records) is checked against the replay's own state.
+    `log_path`: one log, or several read as one in their order (a run and its resumed segments)."""
+    logs = [Path(log_path)] if isinstance(log_path, (str, Path)) else [Path(p) for p in log_path]
+    model_path, where = Path(model_path), " + ".join(str(p) for p in logs)
+    records = [r for p in logs for r in read_log(p)]
+    hello = _hello(records, where)
     graph, raw = load_tflite(model_path)
     sha = model_sha256(raw)
     if not sha.startswith(hello["model_sha256_prefix"]):
         raise DataError(
-            f"'{log_path}' is the log of a run of the model {hello['model_sha256_prefix']}..., not of "
+            f"'{where}' is the log of a run of the model {hello['model_sha256_prefix']}..., not of "
             f"'{model_path}' ({sha[:16]}...): replay it on the model that run started from"
         )
-    done = next((r for r in records if r["type"] == "done"), None)
-    entries, size = _entries(records, log_path, done)
+    last_hello = max(k for k, r in enumerate(records) if r["type"] == "hello")
+    done = next((r for r in records[last_hello:] if r["type"] == "done"), None)
+    entries, size, checks = _entries(records, where, done)
     opts = replace(
         opts or make_options(),
         seed=hello["seed"],
@@ -137,17 +201,33 @@ def replay(
     plan, report = trainable_start(graph, opts)
     if len(plan.tensors) != hello["n_tensors"] or plan.params != hello["trainable_params"]:
         raise DataError(
-            f"the run of '{log_path}' trained {hello['n_tensors']} tensors ({hello['trainable_params']} values); "
+            f"the run of '{where}' trained {hello['n_tensors']} tensors ({hello['trainable_params']} values); "
             f"with these options '{model_path}' trains {len(plan.tensors)} ({plan.params}): pass the --train, "
             "--biases-only and --max-params the run was built with"
         )
     values = [t.values.copy() for t in plan.tensors]
     residual = [None if t.is_bias else np.zeros(t.count, np.int8) for t in plan.tensors]
     snapshot = ([v.copy() for v in values], [None if r is None else r.copy() for r in residual])
-    updates = 0
+    base_crc = _crc(plan, values)
+    device_crc = None
+
+    def check(step: int) -> None:
+        nonlocal device_crc
+        for c in checks:
+            if c.step == step:
+                ours = _crc(plan, values)
+                if ours != c.crc32:
+                    raise DataError(
+                        f"'{where}': after step {step} the device's weights had the CRC {c.crc32:#010x}, the "
+                        f"replay's have {ours:#010x}: the log does not hold the run that made them (a checkpoint "
+                        "of another run resumed, or a damaged log)"
+                    )
+                if step == len(entries):
+                    device_crc = c.crc32
+
     for e in entries:
+        check(e.step)
         if e.flags & wire.UPDATE_APPLIED:
-            updates += 1
             c = zm.f32_from_f16(np.array(e.coefficients, np.uint16))
             for k, t in enumerate(plan.tensors):
                 if t.is_bias:
@@ -180,21 +260,62 @@ def replay(
             residual = [None if r is None else r.copy() for r in snapshot[1]]
         if e.flags & wire.UPDATE_SNAPSHOT:
             snapshot = ([v.copy() for v in values], [None if r is None else r.copy() for r in residual])
+    check(len(entries))
+    return Rebuilt(
+        sha,
+        hello,
+        plan,
+        report,
+        opts,
+        entries,
+        size,
+        done is not None,
+        values,
+        residual,
+        snapshot[0],
+        base_crc,
+        _crc(plan, values),
+        device_crc,
+        where,
+    )
+
+
+def replay(
+    model_path: str | Path,
+    log_path: LogPaths,
+    out_path: str | Path,
+    opts: TrainOptions | None = None,
+    select: str | None = None,
+) -> ReplayResult:
+    """Rebuild the trained tensors of the run logged in `log_path` from the model it started from.
+
+    `opts`: the build's options that choose the trained tensors (train, biases_only, max_params,
+    bias_bound; defaults as a build's); seed, rounding, density and headroom come from the log.
+    `out_path`: a weights file (.npz, as simulate writes: last, residuals and best) or a model
+    (.tflite, written like `zoflash export --select`).
+    """
+    out_path = Path(out_path)
+    if out_path.suffix not in (".npz", ".tflite"):
+        raise ZoflashError(f"--out {out_path}: give a weights file (.npz) or a model (.tflite)")
+    run = rebuild(model_path, log_path, opts)
+    plan, report = run.plan, run.report
     result = ReplayResult(
         out_path,
-        len(entries),
-        done is not None,
-        updates,
-        size,
-        values={t.index: v for t, v in zip(plan.tensors, values)},
-        residuals={t.index: r.reshape(t.values.shape) for t, r in zip(plan.tensors, residual) if r is not None},
-        best={t.index: v for t, v in zip(plan.tensors, snapshot[0])},
+        len(run.entries),
+        run.complete,
+        run.updates,
+        run.frame_bytes,
+        values={t.index: v for t, v in zip(plan.tensors, run.values)},
+        residuals={t.index: r.reshape(t.values.shape) for t, r in zip(plan.tensors, run.residuals) if r is not None},
+        best={t.index: v for t, v in zip(plan.tensors, run.best)},
+        crc=run.crc,
+        device_crc=run.device_crc,
     )
 
     def write(npz: Path) -> None:
         save_weights(
             npz,
-            sha,
+            run.sha256,
             [(t.index, t.name, result.values[t.index], result.residuals.get(t.index)) for t in plan.tensors],
             scales={t["index"]: t["scales"] for t in report["tensors"]} if report else None,
             headroom=report["bits"] if report else 0,

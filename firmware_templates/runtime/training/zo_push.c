@@ -1,0 +1,136 @@
+/* zo_push.c - the trained tensors' checksum (the crc frame) and the push command: another run's
+ * update log applied with this device's own update maths (zoflash push).  Rules: docs/training.md
+ * "Update log" and "Commands". */
+#include <string.h>
+
+#include "zo_telemetry.h"
+#include "zo_trainer_internal.h"
+
+/* The push in progress: the chunk last taken (a repeat is harmless) and the next step expected. */
+static uint32_t g_push_first, g_push_next;
+
+/* CRC-32 of every trainable tensor's values in training order (int8 weights, int32 biases as the
+ * device holds them: little-endian on every port), and their bytes (wire.py "crc"). */
+static uint32_t tensors_crc(const zo_train_model_t *m, uint32_t *bytes)
+{
+    uint32_t crc = 0u;
+    *bytes = 0u;
+    for (int32_t k = 0; k < m->n_tensors; ++k) {
+        const zo_trainable_t *tt = &m->tensors[k];
+        const uint32_t n = (uint32_t)tt->count * (uint32_t)(tt->eps_b != NULL ? sizeof(int32_t) : sizeof(int8_t));
+        crc = zo_tm_crc32(crc, (const uint8_t *)tt->values, n);
+        *bytes += n;
+    }
+    return crc;
+}
+
+void zo_send_crc(const trainer_t *tr, uint32_t step)
+{
+    zo_tm_crc_t f;
+    f.step = step;
+    f.crc32 = tensors_crc(tr->m, &f.bytes);
+    f.pushed = g_push_next;
+    zo_tm_crc(&f);
+}
+
+/* 1 when `data` holds exactly `steps` whole entries (the updates frame's tail format) whose q fit
+ * the device's buffers; nothing is applied from a chunk that does not. */
+static int entries_fit(const uint8_t *data, uint32_t n, uint32_t steps, uint32_t q_limit)
+{
+    uint32_t pos = 0u, q = 0u;
+    for (uint32_t k = 0u; k < steps; ++k) {
+        if (pos >= n) {
+            return 0;
+        }
+        const uint8_t flags = data[pos++];
+        if ((flags & ZO_TM_UPDATE_Q) != 0u) {
+            if (pos >= n || data[pos] == 0u || data[pos] > q_limit) {
+                return 0;
+            }
+            q = data[pos++];
+        }
+        if ((flags & ZO_TM_UPDATE_APPLIED) != 0u) {
+            if (q == 0u || pos + 2u * q > n) {
+                return 0;
+            }
+            pos += 2u * q;
+        }
+    }
+    return pos == n;
+}
+
+static uint8_t refuse(const char *why)
+{
+    zo_tm_log(why);
+    return ZO_TM_ACK_REFUSED;
+}
+
+uint8_t zo_push_chunk(run_t *r, const zo_cmd_t *c, int paused)
+{
+    trainer_t *tr = &r->tr;
+    const zo_train_model_t *m = tr->m;
+    const zo_train_config_t *cfg = tr->cfg;
+    if (c->len < ZO_CMD_SIZE_PUSH) {
+        return refuse("push refused: a chunk needs its header");
+    }
+    zo_cmd_push_t h;
+    zo_cmd_push_read(c->payload, &h);
+    const uint8_t *data = c->payload + ZO_CMD_SIZE_PUSH;
+    const uint32_t n = (uint32_t)c->len - ZO_CMD_SIZE_PUSH;
+    if (h.steps != 0u && g_push_next != 0u && h.step == g_push_first && h.step + h.steps == g_push_next) {
+        if (h.last != 0u) {
+            zo_send_crc(tr, r->t); /* the answer the lost ack came with */
+        }
+        return ZO_TM_ACK_IGNORED; /* the host sent the last chunk again (its ack was lost) */
+    }
+    if (!paused) {
+        return refuse("push refused: the device is training; pause it first");
+    }
+    if (h.eps != cfg->eps || h.rounding != (uint8_t)cfg->rounding || h.density_log2 != cfg->density_log2
+        || h.seed != cfg->seed || h.trainable_params != m->trainable_params) {
+        return refuse("push refused: the run was trained with other options (seed, eps, rounding, density or "
+                      "trained tensors) than this firmware's");
+    }
+    if (h.steps != 0u && h.step != g_push_next) {
+        return refuse("push refused: a chunk out of order (the push starts at step 0 and goes on without a gap)");
+    }
+    const uint32_t q_limit = m->q_buffer < 255u ? m->q_buffer : 255u;
+    if (!entries_fit(data, n, h.steps, q_limit)) {
+        return refuse("push refused: a chunk whose entries do not decode");
+    }
+    if (h.steps != 0u && h.step == 0u) {
+        zo_snapshot_copy(m, 0); /* the run began with the snapshot of its base weights, as here */
+    }
+    uint32_t pos = 0u, q = 0u;
+    for (uint32_t k = 0u; k < h.steps; ++k) {
+        const uint8_t flags = data[pos++];
+        if ((flags & ZO_TM_UPDATE_Q) != 0u) {
+            q = data[pos++];
+        }
+        if ((flags & ZO_TM_UPDATE_APPLIED) != 0u) {
+            for (uint32_t i = 0u; i < q; ++i) {
+                m->c[i] = zo_f32_from_f16((uint16_t)(data[pos] | (data[pos + 1u] << 8)));
+                pos += 2u;
+            }
+            zo_apply_update(tr, h.step + k, q);
+        }
+        if ((flags & ZO_TM_UPDATE_RESTORE) != 0u) {
+            zo_snapshot_copy(m, 1);
+        }
+        if ((flags & ZO_TM_UPDATE_SNAPSHOT) != 0u) {
+            zo_snapshot_copy(m, 0);
+        }
+    }
+    if (h.steps != 0u) {
+        g_push_first = h.step;
+        g_push_next = h.step + h.steps;
+    }
+    if (h.last != 0u) {
+        zo_send_crc(tr, r->t);
+        if (h.steps != 0u && cfg->checkpoint_every != 0u) {
+            zo_ckpt_send(r); /* the pushed weights are checkpointed like trained ones */
+            r->ck_sent = r->t;
+        }
+    }
+    return ZO_TM_ACK_OK;
+}
