@@ -43,6 +43,7 @@ class StopSwitch:
 
     requested: bool = False
     presses: int = 0
+    writing: bool = False  # the results are being written: a Ctrl-C no longer interrupts
 
 
 def c_frames(
@@ -164,7 +165,8 @@ class SimulationResult(SessionResult):
 
 @contextmanager
 def ctrl_c_stops(stop: StopSwitch):
-    """Ctrl-C (in the main thread) requests a stop instead of raising; a second one raises."""
+    """Ctrl-C (in the main thread) requests a stop instead of raising; a second one raises, unless
+    `stop.writing` (the results are being written: they are never dropped half-way)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -172,7 +174,7 @@ def ctrl_c_stops(stop: StopSwitch):
     def pressed(signum, frame):
         stop.presses += 1
         stop.requested = True
-        if stop.presses > 1:
+        if stop.presses > 1 and not stop.writing:
             raise KeyboardInterrupt
 
     before = signal.signal(signal.SIGINT, pressed)
@@ -221,59 +223,74 @@ def simulate(
     stop = StopSwitch()
     with tempfile.TemporaryDirectory(prefix="zoflash-sim-") as tmp:
         frames, bundle = run_engine(prep, Path(bundle_dir or Path(tmp) / "bundle"), prefix, stop)
-        try:
-            with ctrl_c_stops(stop):
+        with ctrl_c_stops(stop):  # held until the results are written
+            try:
                 for chunk in frames:
                     session.feed(chunk)
-        except KeyboardInterrupt:
-            pass  # a second Ctrl-C: stop waiting for the program's last frames
-        finally:
-            result = session.close()
-    out = SimulationResult(
-        **vars(result),
-        bundle=bundle,
-        log_path=session.log_path,
-        headroom=prep.training.headroom,
-        warnings=prep.warnings,
-        interrupted=stop.requested,
-    )
-    if out.done is None and not out.interrupted:
-        raise ZoflashError(f"the run ended without its 'done' record (decoder: {out.stats})")
-    if log_path is not None:
-        tensors = [
-            dict(index=t.index, name=t.name, dtype=str(t.values.dtype), shape=list(t.values.shape))
-            for t in prep.training.plan.tensors
-        ]
-        hr = prep.training.headroom
-        if out.done is not None:
-            best = session.best_arrays(tensors)
-            # the device's snapshot never moved from the start (the values it trained from)
-            out.best_is_start = bool(best) and all(
-                np.array_equal(best[t.index], t.values) for t in prep.training.plan.tensors
+            except KeyboardInterrupt:
+                pass  # a second Ctrl-C: stop waiting for the program's last frames
+            finally:
+                stop.writing = True
+                result = session.close()
+            out = SimulationResult(
+                **vars(result),
+                bundle=bundle,
+                log_path=session.log_path,
+                headroom=prep.training.headroom,
+                warnings=prep.warnings,
+                interrupted=stop.requested,
             )
-            out.weights_path = rescue.save(
-                "weights",
-                weights_path_for(log_path),
-                lambda p: save_weights(
-                    p,
-                    prep.sha256,
-                    session.trained_arrays(tensors),
-                    scales={t["index"]: t["scales"] for t in hr["tensors"]} if hr else None,
-                    headroom=hr["bits"] if hr else 0,
-                    best=best,
-                    best_is_start=out.best_is_start,
-                ),
-            )
-        elif session.weights.keys():  # cut short while the weights came: keep the chunks that did
-            out.raw_weights_path = rescue.save(
-                "raw weights",
-                raw_weights_path_for(log_path),
-                lambda p: save_raw_weights(p, session.weights, prep.sha256[:16], hr["bits"] if hr else 0),
-            )
-        else:
-            out.notes.append("weights none: the run was cut short before it sent any")
-        if plot:
-            title = f"{prep.path.name}: {opts.describe()} ({engine})"
-            out.plot_path = rescue.save("plot", plot_path_for(log_path), lambda p: plot_run(out.records, p, title))
+            if out.done is None and not out.interrupted:
+                raise ZoflashError(f"the run ended without its 'done' record (decoder: {out.stats})")
+            if log_path is not None:
+                _write_results(out, session, rescue, prep, log_path, opts, engine, plot)
     out.rescued = rescue.summary()
     return out
+
+
+def _write_results(
+    out: SimulationResult,
+    session: Session,
+    rescue: Rescue,
+    prep: CompiledTraining,
+    log_path: Path,
+    opts: TrainOptions,
+    engine: str,
+    plot: bool,
+) -> None:
+    """The weights (or what came of them) and the plot beside the log."""
+    tensors = [
+        dict(index=t.index, name=t.name, dtype=str(t.values.dtype), shape=list(t.values.shape))
+        for t in prep.training.plan.tensors
+    ]
+    hr = prep.training.headroom
+    if out.done is not None:
+        best = session.best_arrays(tensors)
+        # the device's snapshot never moved from the start (the values it trained from)
+        out.best_is_start = bool(best) and all(
+            np.array_equal(best[t.index], t.values) for t in prep.training.plan.tensors
+        )
+        out.weights_path = rescue.save(
+            "weights",
+            weights_path_for(log_path),
+            lambda p: save_weights(
+                p,
+                prep.sha256,
+                session.trained_arrays(tensors),
+                scales={t["index"]: t["scales"] for t in hr["tensors"]} if hr else None,
+                headroom=hr["bits"] if hr else 0,
+                best=best,
+                best_is_start=out.best_is_start,
+            ),
+        )
+    elif session.weights.keys():  # cut short while the weights came: keep the chunks that did
+        out.raw_weights_path = rescue.save(
+            "raw weights",
+            raw_weights_path_for(log_path),
+            lambda p: save_raw_weights(p, session.weights, prep.sha256[:16], hr["bits"] if hr else 0),
+        )
+    else:
+        out.notes.append("weights none: the run was cut short before it sent any")
+    if plot:
+        title = f"{prep.path.name}: {opts.describe()} ({engine})"
+        out.plot_path = rescue.save("plot", plot_path_for(log_path), lambda p: plot_run(out.records, p, title))
