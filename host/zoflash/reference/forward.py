@@ -255,7 +255,9 @@ class ReferenceForward:
             raise ValueError("no inputs and no env: nothing to run on")
         n = len(next(iter(env.values())))
         if self._sequential and n != 1:
-            raise ValueError("a model that assigns variables runs one sample at a time (forward does)")
+            # Each sample sees the variables the previous one assigned: one at a time, in order.
+            rows = [self.run({}, first, end, {r: v[i : i + 1] for r, v in env.items()}, weights) for i in range(n)]
+            return {r: np.concatenate([row[r] for row in rows]) for r in rows[0]}
         for r, initial in self._call_once.items():
             self.state[r][:] = initial.reshape(-1)
         self._call_once = {}
@@ -449,7 +451,7 @@ def _split16(p, n, x):
     return [y.reshape(n, -1) for y in movement.split_s16(dict(p, outer=p["outer"] * n), x)]
 
 
-_AFTER_LOGITS += ("softmax_s8_s16", "softmax_s16", "dequantize_s16")
+_AFTER_LOGITS += ("softmax_s8_s16", "softmax_s16", "dequantize_s16", "requantize_s16_s32")
 DISPATCH.update(
     {
         "softmax_s8_s16": _softmax_rows(activation.softmax_s8_s16),
