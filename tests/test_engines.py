@@ -7,13 +7,17 @@ their state is in the frozen prefix, which then runs sample by sample in both en
 
 from __future__ import annotations
 
+import importlib.util
+from dataclasses import replace
+
 import numpy as np
 import pytest
-from conftest import FIXTURES, PUBLIC, need_module, zoo_param
+from conftest import FIXTURES, PUBLIC, need_module, need_public_models, zoo_param
 
 from zoflash import api
 from zoflash.compiler.convert import quiet
-from zoflash.errors import InternalError, ZoflashError
+from zoflash.compiler.pipeline import compile_graph
+from zoflash.errors import InternalError, UnsupportedModelError, ZoflashError
 from zoflash.monitor.session import comparable, read_log
 from zoflash.training.options import make_options
 from zoflash.training.pipeline import trainable_start
@@ -44,13 +48,13 @@ def _param(name: str, public: bool):
 MODELS = [_param(n, False) for n in FIXTURE_MODELS] + [_param(n, True) for n in PUBLIC_MODELS]
 
 
-def random_data(path, model_path):
+def random_data(path, model_path, n_train: int = N_TRAIN, n_test: int = N_TEST):
     """Random samples of the model's input type and shape; labels or targets as its default loss
     wants (any labels when the model does not plan: the refusal comes before the data)."""
     model = api.load_model(model_path)
     t = model.graph.tensors[model.graph.inputs[0]]
     rng = np.random.default_rng(0)
-    n = N_TRAIN + N_TEST
+    n = n_train + n_test
     shape = (n, *t.shape[1:]) if t.shape and t.shape[0] == 1 else (n, *t.shape)
     if t.dtype == "float32":
         x = rng.uniform(-1, 1, shape).astype(np.float32)
@@ -67,7 +71,7 @@ def random_data(path, model_path):
         y = rng.uniform(-0.1, 0.1, (n, *compiled.storage(plan.logits).shape[1:])).astype(np.float32)
     elif plan is not None:
         y = rng.integers(0, 2 if plan.loss == "sigmoid-bce" else plan.classes, n)
-    np.savez(path, x_train=x[:N_TRAIN], y_train=y[:N_TRAIN], x_test=x[N_TRAIN:], y_test=y[N_TRAIN:])
+    np.savez(path, x_train=x[:n_train], y_train=y[:n_train], x_test=x[n_train:], y_test=y[n_train:])
     return path
 
 
@@ -188,3 +192,131 @@ def test_a_folded_shape_subgraph_plans_again_with_headroom(tmp_path):
     for headroom in (1, "auto"):
         plan, _ = trainable_start(loaded.graph, make_options(headroom=headroom))
         assert plan.layers == [8]
+
+
+# ---- messages ------------------------------------------------------------------------------
+
+
+def _as_tf1_uint8(graph):
+    """The graph as a TF1 (legacy) converter writes it: uint8 weights and activations, zero points
+    moved by 128."""
+    tensors = []
+    for t in graph.tensors:
+        if t.dtype == "int8":
+            q = t.quant
+            quant = replace(q, zero_points=tuple(z + 128 for z in q.zero_points)) if q is not None else None
+            data = None if t.data is None else (t.data.astype(np.int16) + 128).astype(np.uint8)
+            t = replace(t, dtype="uint8", quant=quant, data=data)
+        tensors.append(t)
+    return replace(graph, tensors=tensors)
+
+
+def test_a_tf1_uint8_model_gets_one_line_saying_how_to_reconvert():
+    graph = _as_tf1_uint8(api.load_model(FIXTURES / "digits_cnn.tflite").graph)
+    with pytest.raises(UnsupportedModelError) as info:
+        compile_graph(graph)
+    assert len(info.value.problems) == 1
+    line = info.value.problems[0]
+    assert "a TF1 uint8-quantized model" in line and "reconvert" in line and "zoflash convert" in line
+
+
+def test_the_16x8_refusal_names_the_op_that_would_be_trained():
+    compiled = api.compile_model(api.load_model(FIXTURES / "int16_act.tflite"))
+    with pytest.raises(UnsupportedModelError, match=r"op 1 FULLY_CONNECTED .*int16 activations"):
+        plan_training(compiled, make_options())
+    with pytest.raises(UnsupportedModelError, match=r"op 0 FULLY_CONNECTED .*int16 activations"):
+        plan_training(compiled, make_options(train="all"))
+
+
+def test_the_state_is_reported_apart_from_the_arena(tmp_path):
+    """The estimate and the build report put the model's state beside the arena, under one label."""
+    from zoflash.targets import boards
+    from zoflash.targets.budget import STATE_LABEL, _state_apart, estimate_regions
+    from zoflash.workflows.report import bundle_lines
+
+    model_path = need_public_models() / "microwakeword_hey_mycroft.tflite"
+    compiled = api.compile_model(api.load_model(model_path))
+    assert compiled.state_size > 0
+    uses = {u.label: u.bytes for r in estimate_regions(boards.load_board("mps3-an547"), compiled) for u in r.items}
+    assert uses[STATE_LABEL] == compiled.state_size and uses["arena"] == compiled.arena_size
+    measured = {("arena", "arena"): compiled.arena_size + compiled.state_size}
+    _state_apart(measured, compiled.state_size)  # a link puts both in the model object's section
+    assert measured == {("arena", "arena"): compiled.arena_size, ("arena", STATE_LABEL): compiled.state_size}
+    bundle = api.generate(model_path, "host", tmp_path / "b")
+    lines = bundle_lines(bundle)
+    assert f"RAM     arena {compiled.arena_size} bytes" in lines[1]
+    assert lines[2].startswith(f"RAM     model state {compiled.state_size} bytes")
+
+
+# ---- LOG_SOFTMAX -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lenet_log_softmax(tmp_path_factory):
+    """A small int8 LeNet ending in LOG_SOFTMAX (TensorFlow's converter, the tf tier)."""
+    need_module("tensorflow")
+    import tensorflow as tf
+
+    tf.keras.utils.set_random_seed(11)
+    layers = tf.keras.layers
+    inp = tf.keras.Input((12, 12, 1), batch_size=1)
+    x = layers.Conv2D(4, 3, activation="relu")(inp)
+    x = layers.MaxPooling2D()(x)
+    x = layers.Conv2D(8, 3, activation="relu")(x)
+    x = layers.Dense(10)(layers.Flatten()(x))
+    model = tf.keras.Model(inp, layers.Lambda(tf.nn.log_softmax)(x))
+    rng = np.random.default_rng(1)
+
+    def calibration():
+        for _ in range(30):
+            yield [rng.uniform(0, 1, (1, 12, 12, 1)).astype(np.float32)]
+
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.representative_dataset = calibration
+    conv.inference_input_type = conv.inference_output_type = tf.int8
+    path = tmp_path_factory.mktemp("lenet") / "lenet_log_softmax.tflite"
+    with quiet():
+        path.write_bytes(conv.convert())
+    assert api.load_model(path).graph.ops[-1].type == "LOG_SOFTMAX"
+    return path
+
+
+@pytest.mark.tf
+@pytest.mark.tflm
+@pytest.mark.cc
+def test_log_softmax_model_is_bit_exact_with_tflm(lenet_log_softmax):
+    model = api.load_model(lenet_log_softmax)
+    assert api.validate(model, api.random_inputs(model, 64, seed=5)).ok
+
+
+@pytest.mark.tf
+@pytest.mark.cc
+def test_log_softmax_model_trains_identically_in_both_engines(lenet_log_softmax, tmp_path):
+    """The loss reads the logits before LOG_SOFTMAX: cross-entropy = -log softmax(logits)[label]."""
+    test_engines_decide_alike_and_accepted_models_train_identically(tmp_path, lenet_log_softmax)
+    plan = plan_training(api.compile_model(api.load_model(lenet_log_softmax)), make_options())
+    assert plan.loss == "softmax-ce" and plan.classes == 10
+
+
+# ---- the docs' model table ---------------------------------------------------------------------
+
+
+def _model_table():
+    spec = importlib.util.spec_from_file_location("model_table", FIXTURES.parent.parent / "tools" / "model_table.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.zoo
+def test_the_model_table_is_current():
+    """docs/models-table.md (tools/model_table.py --write, slow: QEMU and TFLM) has a row per fixture
+    and public model, and its cheap columns (compiles, the training decision) say what zoflash does
+    now."""
+    need_public_models()
+    table = _model_table()
+    page = FIXTURES.parent.parent / "docs" / "models-table.md"
+    assert table.stale_cells(page.read_text()) == [], "regenerate: python tools/model_table.py --write " + str(page)

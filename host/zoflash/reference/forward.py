@@ -36,7 +36,7 @@ from zoflash.reference.ops import (
 CompiledModel = Any
 
 # Steps walked back from output 0 to reach the logits (docs/training.md, "Model split").
-_AFTER_LOGITS = ("softmax", "dequantize", "requantize_s8_u8")
+_AFTER_LOGITS = ("softmax", "log_softmax", "dequantize", "requantize_s8_u8")
 # Args that are parameters (weights, bias), passed to the kernel as stored; the other constant
 # args are data with a leading axis of 1 that broadcasts over the batch.
 _PARAM_ARGS = {"conv2d": (1, 2), "depthwise_conv2d": (1, 2), "fully_connected": (1, 2)}
@@ -117,6 +117,7 @@ DISPATCH = {
     "concat": _concat,
     "mean": _mean,
     "softmax": _softmax,
+    "log_softmax": lambda p, n, x: activation.log_softmax_s8(dict(p, outer=p["outer"] * n), x).reshape(n, -1),
     "logistic": _elementwise(activation.logistic_s8),
     "requantize": _elementwise(activation.requantize_s8),
     "dequantize": _elementwise(activation.dequantize_s8),

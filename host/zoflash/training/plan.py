@@ -106,10 +106,10 @@ class TrainPlan:
         return sum(v for k, v in self.memory().items() if k not in self.FLASH_KEYS)
 
 
-def _weighted_steps(model: CompiledModel) -> list[int]:
+def _weighted_steps(model: CompiledModel, kernels: tuple[str, ...] = WEIGHTED_KERNELS) -> list[int]:
     out = []
     for s, step in enumerate(model.program.steps):
-        if step.kernel in WEIGHTED_KERNELS:
+        if step.kernel in kernels:
             w = step.args[1]
             if model.storage(w).is_constant and model.storage(w).dtype == "int8":
                 out.append(s)
@@ -215,7 +215,10 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
     g = model.graph
     weighted = _weighted_steps(model)
     if not weighted:
-        _int16_refusal(model, model.program.steps)
+        # A 16x8 model: name the layer the options would train (the last one by default).
+        weighted16 = _weighted_steps(model, tuple(k + "_s16" for k in WEIGHTED_KERNELS))
+        chosen = _select_layers(model, opts, weighted16) if weighted16 else []
+        _int16_refusal(model, [model.program.steps[s] for s in chosen] + list(model.program.steps))
     layers = _select_layers(model, opts, weighted)
     dropped: list[int] = []
 
