@@ -168,6 +168,7 @@ SAMPLE_ARGS = {
     "concat": dict(input_shapes=[(1, 2, 3), (1, 2, 5)], axis=2),
     "mean": dict(input_shape=(1, 4, 4, 8), axes=(1, 2), input_scale=0.1, input_zp=3, output_scale=0.05, output_zp=-4),
     "softmax": dict(outer=2, depth=10, beta=1.0, input_scale=0.1, input_zp=0, output_scale=1 / 256, output_zp=-128),
+    "log_softmax": dict(outer=2, depth=10, input_scale=0.1, input_zp=0, output_scale=16 / 256, output_zp=127),
     "logistic": dict(size=10, input_scale=0.1, input_zp=0, output_scale=1 / 256, output_zp=-128),
     "requantize": dict(size=10, input_scale=0.1, input_zp=0, output_scale=0.2, output_zp=5),
     "dequantize": dict(size=10, scale=0.1, zp=3),
@@ -681,6 +682,39 @@ def test_softmax_reference_tracks_the_float_softmax():
         e = np.exp((xi - xi.max(axis=1, keepdims=True)) * f32(in_s))
         real = e / e.sum(axis=1, keepdims=True) * 256
         assert np.max(np.abs(got - np.minimum(real, 255))) <= 1.5
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("seed", range(6))
+def test_log_softmax_random(K, seed):
+    rng = np.random.default_rng(9100 + seed)
+    for _i in range(8):
+        outer = int(rng.choice([1, 1, 3, 7]))
+        depth = int(rng.choice([1, 2, 10, 12, 35, 100, int(rng.integers(1, 400))]))
+        in_s = f32(np.exp(rng.uniform(-6, 1)))
+        params = activation_params.log_softmax_params(
+            outer=outer, depth=depth, input_scale=in_s, input_zp=rand_zp(rng), output_scale=16 / 256, output_zp=127
+        )
+        spread = int(rng.choice([3, 30, 256]))
+        x = np.clip(
+            rng.integers(-128, -128 + spread, (outer, depth)) + int(rng.integers(0, 256 - spread + 1)), -128, 127
+        ).astype(np.int8)
+        out = np.zeros((outer, depth), np.int8)
+        run(K, "log_softmax", params, x, out)
+        assert_same(out, ref_activation.log_softmax_s8(params, x), f"log_softmax depth {depth} scale {in_s}")
+
+
+def test_log_softmax_reference_tracks_the_float_log_softmax():
+    rng = np.random.default_rng(4)
+    for in_s in (0.05, 0.1, 0.25):
+        p = activation_params.log_softmax_params(
+            outer=4, depth=10, input_scale=in_s, input_zp=0, output_scale=16 / 256, output_zp=127
+        )
+        x = rng.integers(-128, 128, (4, 10)).astype(np.int8)
+        got = (ref_activation.log_softmax_s8(p, x).astype(int) - 127) / 16
+        z = (x.astype(np.int64) - x.max(axis=1, keepdims=True)) * f32(in_s)
+        real = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        assert np.max(np.abs(got - np.maximum(real, -255 / 16))) <= 1.5 / 16
 
 
 # ------------------------------------------------------------------------------ data movement

@@ -297,7 +297,9 @@ def test_stateless_models_have_an_empty_reset(tmp_path):
     assert bundle.manifest["memory"]["state_bytes"] == 0
 
 
-def test_training_a_stateful_model_is_refused(tmp_path):
+def test_training_an_svdf_alone_is_refused_for_want_of_a_trainable_layer(tmp_path):
+    """The SVDF keeps state and has no CONV/FC weights: nothing trains (a state in the frozen
+    prefix would train: tests/test_engines.py)."""
     rng = np.random.default_rng(0)
     data = tmp_path / "d.npz"
     np.savez(
@@ -307,7 +309,7 @@ def test_training_a_stateful_model_is_refused(tmp_path):
         x_test=rng.uniform(-1, 1, (4, 1, 16)).astype(np.float32),
         y_test=rng.integers(0, 32, 4),
     )
-    with pytest.raises(UnsupportedModelError, match="training a stateful model is not supported"):
+    with pytest.raises(UnsupportedModelError, match="no layer with constant int8 weights"):
         api.generate(derived_op_fixture("svdf_s8.tflite"), "host", tmp_path / "b", data_path=data)
 
 

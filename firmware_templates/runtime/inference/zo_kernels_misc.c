@@ -1,4 +1,4 @@
-/* zo_kernels_misc.c - PAD, CONCATENATION, MEAN and SOFTMAX, int8,
+/* zo_kernels_misc.c - PAD, CONCATENATION, MEAN, SOFTMAX and LOG_SOFTMAX, int8,
  * bit-exact with the TFLite Micro reference kernels. */
 #include "zo_kernels.h"
 #include "zo_fixedpoint.h"
@@ -163,4 +163,78 @@ void zo_softmax_s8(const zo_softmax_params_t *p, const int8_t *input, int8_t *ou
 void zo_softmax_s8_s16(const zo_softmax_params_t *p, const int8_t *input, int16_t *output)
 {
     softmax_s8_rows(p, input, NULL, output, 16);
+}
+
+/* ------------------------------------------------------------------------------ log_softmax */
+
+/* a + b saturated to int32 (TFLM's SaturatingAddNonGemmlowp / SaturatingSub). */
+static inline int32_t zo_sat_add64(int32_t a, int32_t b)
+{
+    const int64_t sum = (int64_t)a + (int64_t)b;
+    return sum > ZO_INT32_MAX ? ZO_INT32_MAX : (sum < ZO_INT32_MIN ? ZO_INT32_MIN : (int32_t)sum);
+}
+
+/* log(x) for x >= 1, x in Q12.19 (the sum of exps), result in Q5.26: gemmlowp's
+ * log_x_for_x_greater_than_or_equal_to_1<5>, with its accumulator of 6 integer bits. */
+static int32_t zo_log_x_ge_1_q12_to_q5(int32_t z_a)
+{
+    const int32_t log_2 = 1488522236, sqrt_sqrt_half = 1805811301, sqrt_half = 1518500250;
+    const int32_t alpha_n = 117049297, alpha_d = 127690142, alpha_i = 1057819769, alpha_f = 638450708;
+    const int32_t in_bits = 12, accum_bits = 6;
+    const int32_t shifted_quarter = zo_rdbpot(536870912, accum_bits); /* 1/4, Q0.31 -> Q6.25 */
+    const int32_t z_a_headroom_plus_1 = zo_clz32((uint32_t)z_a);
+    const int32_t r_a_tmp = zo_sat_shl(z_a, z_a_headroom_plus_1 - 1);
+    const int32_t r_a = zo_sat_shl(zo_srdhm(r_a_tmp, sqrt_half), 1);
+    const int32_t z_a_pow_2_adj = zo_sat_add64(zo_sat_shl(in_bits - z_a_headroom_plus_1, 31 - accum_bits), shifted_quarter);
+    const int32_t z_b = zo_srdhm(z_a, sqrt_half);
+    const int32_t z_b_headroom = zo_clz32((uint32_t)z_b) - 1;
+    const int32_t r_b = zo_sat_shl(z_a, z_b_headroom);
+    const int32_t z_b_pow_2_adj = zo_sat_add64(zo_sat_shl(in_bits - z_b_headroom, 31 - accum_bits), -shifted_quarter);
+    const int32_t r = zo_min32(r_a, r_b);
+    const int32_t z_pow_2_adj = zo_max32(z_a_pow_2_adj, z_b_pow_2_adj);
+    const int32_t p = zo_rounding_half_sum(r, sqrt_sqrt_half);
+    int32_t q = zo_wrap_sub(r, sqrt_sqrt_half);
+    q = zo_wrap_add(q, q);
+    const int32_t common_sq = zo_srdhm(q, q);
+    const int32_t num = zo_wrap_add(zo_srdhm(q, r), zo_srdhm(zo_srdhm(q, common_sq), alpha_n));
+    const int32_t inner = zo_wrap_add(zo_wrap_add(alpha_i, q), zo_srdhm(alpha_d, common_sq));
+    const int32_t denom_minus_one = zo_wrap_add(zo_srdhm(p, inner), zo_srdhm(alpha_f, q));
+    const int32_t recip_denom = zo_one_over_one_plus_x_q0(denom_minus_one);
+    const int32_t num_scaled = zo_rdbpot(num, accum_bits);
+    const int32_t sum = zo_wrap_add(zo_srdhm(z_pow_2_adj, log_2), zo_srdhm(num_scaled, recip_denom));
+    return zo_sat_shl(sum, 1); /* Q6.25 -> Q5.26 */
+}
+
+/* LOG_SOFTMAX int8: log(softmax) in 1/16 units + 127, over the last dimension. */
+void zo_log_softmax_s8(const zo_log_softmax_params_t *p, const int8_t *input, int8_t *output)
+{
+    const int32_t depth = p->depth;
+    for (int32_t r = 0; r < p->outer; ++r) {
+        const int8_t *x = input + (size_t)r * (size_t)depth;
+        int8_t *y = output + (size_t)r * (size_t)depth;
+        int32_t max_in_row = -128;
+        for (int32_t c = 0; c < depth; ++c) {
+            max_in_row = x[c] > max_in_row ? x[c] : max_in_row;
+        }
+        int32_t sum_of_exps = 0; /* Q12.19 */
+        for (int32_t c = 0; c < depth; ++c) {
+            const int32_t diff = (int32_t)x[c] - max_in_row;
+            if (diff >= p->diff_min) {
+                const int32_t scaled = zo_mbqm(diff, p->input_multiplier, p->input_left_shift);
+                sum_of_exps = zo_wrap_add(sum_of_exps, zo_rdbpot(zo_exp_on_negative_values(scaled, 5), 12));
+            }
+        }
+        const int32_t log_sum = zo_log_x_ge_1_q12_to_q5(sum_of_exps);
+        const int32_t adjusted_diff_min = zo_max32(
+            p->diff_min - 1, zo_mbqm(zo_wrap_add(log_sum, ZO_INT32_MIN), p->reverse_divisor, p->reverse_shift));
+        for (int32_t c = 0; c < depth; ++c) {
+            const int32_t diff = (int32_t)x[c] - max_in_row;
+            int32_t v = -128;
+            if (diff > adjusted_diff_min) {
+                const int32_t scaled = zo_mbqm(diff, p->input_multiplier, p->input_left_shift);
+                v = zo_clamp32(zo_rdbpot(zo_wrap_sub(scaled, log_sum), 31 - 5 - 4) + 127, -128, 127);
+            }
+            y[c] = (int8_t)v;
+        }
+    }
 }

@@ -1,4 +1,4 @@
-/* zo_kernels_misc.h - PAD, CONCATENATION, MEAN and SOFTMAX (zo_kernels_misc.c). */
+/* zo_kernels_misc.h - PAD, CONCATENATION, MEAN, SOFTMAX and LOG_SOFTMAX (zo_kernels_misc.c). */
 #ifndef ZO_KERNELS_MISC_H
 #define ZO_KERNELS_MISC_H
 
@@ -39,10 +39,20 @@ typedef struct {
     int32_t diff_min;
 } zo_softmax_params_t;
 
+/* ---- LOG_SOFTMAX over the last dimension (output scale 16/256, zero point 127): TFLM's
+ * LogSoftmaxQuantized; reverse_shift is the (non-positive) shift of reverse_divisor. */
+typedef struct {
+    int32_t outer, depth;
+    int32_t input_multiplier, input_left_shift;
+    int32_t reverse_divisor, reverse_shift;
+    int32_t diff_min;
+} zo_log_softmax_params_t;
+
 void zo_pad_s8(const zo_pad_params_t *p, const int8_t *input, int8_t *output);
 void zo_concat_s8(const zo_concat_params_t *p, const int8_t *const *inputs, int8_t *output);
 void zo_mean_s8(const zo_mean_params_t *p, const int8_t *input, int8_t *output);
 void zo_softmax_s8(const zo_softmax_params_t *p, const int8_t *input, int8_t *output);
+void zo_log_softmax_s8(const zo_log_softmax_params_t *p, const int8_t *input, int8_t *output);
 
 #ifdef __cplusplus
 }

@@ -73,7 +73,7 @@ static void load_boundary(const zo_train_model_t *m, uint32_t j)
  * the host simulation does); the results are the same, and so are the passes counted. */
 static void run_prefix(const zo_train_model_t *m, const int8_t *x)
 {
-    const int memo = m->stream == NULL && m->split > 0 && m->boundary_bytes > 0;
+    const int memo = m->stream == NULL && m->split > 0 && m->boundary_bytes > 0 && !m->prefix_state;
     const int8_t *known = memo ? zo_port_prefix_memo_find(x, (uint32_t)m->boundary_bytes) : NULL;
     if (known != NULL) {
         boundary_from(m, known);

@@ -90,6 +90,9 @@ typedef struct {
     /* --- boundary checksum: the boundary of the first test sample is reported once */
     uint32_t boundary_crc_expected; /* the host simulation's CRC-32 (valid with ZO_TM_BOUNDARY_EXPECTED) */
     uint8_t boundary_flags;         /* ZO_TM_BOUNDARY_EXPECTED, ZO_TM_BOUNDARY_NPU */
+    /* 1: the frozen prefix keeps state across invokes (variables, SVDF, LSTM): it runs on every
+     * pass, sample by sample, and a sample's boundary is never reused (no prefix memo) */
+    uint8_t prefix_state;
 } zo_train_model_t;
 
 typedef enum { ZO_LR_SQRT = 0, ZO_LR_LINEAR = 1, ZO_LR_FIXED = 2 } zo_lr_scaling_t;

@@ -139,10 +139,37 @@ def custom_op_problem(graph: Graph) -> str | None:
     )
 
 
+# The ops that run on uint8 weights in a TF1 (legacy) quantized model.
+_WEIGHTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")
+
+
+def legacy_uint8_problem(graph: Graph) -> str | None:
+    """One line for a TF1 uint8-quantized model (uint8 weights): every op of it would fail its type
+    checks, and the fix is one for all of them."""
+    uint8_ops = [
+        op
+        for op in graph.ops
+        if op.type in _WEIGHTED_OPS
+        and any(0 <= i < len(graph.tensors) and graph.tensors[i].dtype == "uint8" for i in op.inputs)
+    ]
+    if not uint8_ops:
+        return None
+    return (
+        f"a TF1 uint8-quantized model ({len(uint8_ops)} layer(s) with uint8 weights, the first "
+        f"op {uint8_ops[0].index} {uint8_ops[0].type}): zoflash runs int8 models; reconvert its float original to "
+        "int8 with zoflash convert --saved-model DIR (or --keras FILE, --tflite FLOAT.tflite) "
+        "--calibration SAMPLES.npz --out MODEL.tflite"
+    )
+
+
 def model_problems(graph: Graph) -> list[str]:
     """Every problem of the whole model, each naming the op (index, type, tensors) it is about; a model
-    with CUSTOM ops gets the one line that names them."""
+    with CUSTOM ops gets the one line that names them, a TF1 uint8-quantized model the one line that
+    says how to reconvert it."""
     custom = custom_op_problem(graph)
     if custom:
         return [custom]
+    legacy = legacy_uint8_problem(graph)
+    if legacy:
+        return [legacy]
     return graph_problems(graph) + [p for op in graph.ops for p in op_problems(graph, op)]

@@ -36,7 +36,7 @@ from zoflash.reference.ops import (
 CompiledModel = Any
 
 # Steps walked back from output 0 to reach the logits (docs/training.md, "Model split").
-_AFTER_LOGITS = ("softmax", "dequantize", "requantize_s8_u8")
+_AFTER_LOGITS = ("softmax", "log_softmax", "dequantize", "requantize_s8_u8")
 # Args that are parameters (weights, bias), passed to the kernel as stored; the other constant
 # args are data with a leading axis of 1 that broadcasts over the batch.
 _PARAM_ARGS = {"conv2d": (1, 2), "depthwise_conv2d": (1, 2), "fully_connected": (1, 2)}
@@ -117,6 +117,7 @@ DISPATCH = {
     "concat": _concat,
     "mean": _mean,
     "softmax": _softmax,
+    "log_softmax": lambda p, n, x: activation.log_softmax_s8(dict(p, outer=p["outer"] * n), x).reshape(n, -1),
     "logistic": _elementwise(activation.logistic_s8),
     "requantize": _elementwise(activation.requantize_s8),
     "dequantize": _elementwise(activation.dequantize_s8),
@@ -255,7 +256,9 @@ class ReferenceForward:
             raise ValueError("no inputs and no env: nothing to run on")
         n = len(next(iter(env.values())))
         if self._sequential and n != 1:
-            raise ValueError("a model that assigns variables runs one sample at a time (forward does)")
+            # Each sample sees the variables the previous one assigned: one at a time, in order.
+            rows = [self.run({}, first, end, {r: v[i : i + 1] for r, v in env.items()}, weights) for i in range(n)]
+            return {r: np.concatenate([row[r] for row in rows]) for r in rows[0]}
         for r, initial in self._call_once.items():
             self.state[r][:] = initial.reshape(-1)
         self._call_once = {}
@@ -449,7 +452,7 @@ def _split16(p, n, x):
     return [y.reshape(n, -1) for y in movement.split_s16(dict(p, outer=p["outer"] * n), x)]
 
 
-_AFTER_LOGITS += ("softmax_s8_s16", "softmax_s16", "dequantize_s16")
+_AFTER_LOGITS += ("softmax_s8_s16", "softmax_s16", "dequantize_s16", "requantize_s16_s32")
 DISPATCH.update(
     {
         "softmax_s8_s16": _softmax_rows(activation.softmax_s8_s16),

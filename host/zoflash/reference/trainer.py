@@ -129,9 +129,11 @@ class ReferenceTrainer:
                 )
                 for x, t in ((data.x_train, data.t_train), (data.x_val, data.t_val), (data.x_test, data.t_test))
             )
-        # the frozen prefix, once per training sample: boundary root index -> [N, bytes]
-        env = self.fwd.run({g.inputs[0]: data.x_train}, 0, plan.split)
-        self.features = {b.index: env[b.index] for b in plan.boundary}
+        # A model keeping state (in the prefix: the plan refuses it elsewhere) runs its prefix on
+        # every pass, in the device's order, so that the state evolves sample by sample as there.
+        self.stateful = bool(self.fwd.state)
+        # else the frozen prefix, once per training sample: boundary root index -> [N, bytes]
+        self.features = {} if self.stateful else self._prefix(data.x_train)
         self.prefix_passes = self.suffix_passes = self.eval_passes = 0
         self.t0 = time.monotonic()
 
@@ -188,6 +190,11 @@ class ReferenceTrainer:
         else:
             towards = np.zeros_like(hi)
         return towards.all(axis=1)
+
+    def _prefix(self, x: np.ndarray) -> dict[int, np.ndarray]:
+        """The boundary activations of samples x (in order): root index -> [len(x), bytes]."""
+        env = self.fwd.run({self.model.graph.inputs[0]: x}, 0, self.plan.split)
+        return {b.index: env[b.index] for b in self.plan.boundary}
 
     def _outputs(self, env: dict, first: int) -> np.ndarray:
         """The int8 output the loss reads, [B, classes], running [first, logits_end)."""
@@ -298,7 +305,7 @@ class ReferenceTrainer:
         idx = self._sample_indices(t)
         labels = self.data.y_train[idx]
         targets = self.t_train[idx] if self.loss == "mse" else None
-        env = {r: f[idx] for r, f in self.features.items()}
+        env = self._prefix(self.data.x_train[idx]) if self.stateful else {r: f[idx] for r, f in self.features.items()}
         if self.plan.split > 0:
             self.prefix_passes += b
         saturated = 0

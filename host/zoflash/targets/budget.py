@@ -83,7 +83,19 @@ def _by_region(board: Board, items: list[tuple[str, str, int]]) -> list[RegionUs
 
 def _state(model) -> list[tuple[str, str, int]]:
     """A stateful model's variable tensors: beside the arena, never shared (<prefix>_state)."""
-    return [("arena", "model state (variable tensors)", model.state_size)] if model.state_size else []
+    return [("arena", STATE_LABEL, model.state_size)] if model.state_size else []
+
+
+STATE_LABEL = "model state (variable tensors)"  # beside the arena in every size report
+
+
+def _state_apart(sums: dict[tuple[str, str], int], state_bytes: int) -> None:
+    """The model's state shares the arena's section (or object) in a link: report it apart, under
+    the label the estimate gives it, so that 'arena' means the activations alone everywhere."""
+    key = ("arena", "arena")
+    if state_bytes and sums.get(key, 0) >= state_bytes:
+        sums[key] -= state_bytes
+        sums[("arena", STATE_LABEL)] = state_bytes
 
 
 def _kernel_params(model) -> int:
@@ -414,8 +426,11 @@ def section_sizes(size_tool: str, elf: Path) -> list[tuple[str, int, int]]:
     return out
 
 
-def size_report(board: Board, sections: list[tuple[str, int, int]], reserved=()) -> list[RegionUse]:
-    """The linked ELF's sections per region, with `reserved` (region, label, bytes: an NPU's pools)."""
+def size_report(
+    board: Board, sections: list[tuple[str, int, int]], reserved=(), state_bytes: int = 0
+) -> list[RegionUse]:
+    """The linked ELF's sections per region, with `reserved` (region, label, bytes: an NPU's pools);
+    `state_bytes` of the arena's section are the model's state, reported apart."""
     items: list[tuple[str, str, int]] = []
     sums: dict[tuple[str, str], int] = {}
     for name, size, addr in sections:
@@ -431,14 +446,16 @@ def size_report(board: Board, sections: list[tuple[str, int, int]], reserved=())
         sums[key] = sums.get(key, 0) + size
         if name == ".data":
             sums[("code", DATA_IMAGE)] = sums.get(("code", DATA_IMAGE), 0) + size
+    _state_apart(sums, state_bytes)
     items = [(where, label, n) for (where, label), n in sums.items()]
-    order = [label for _, label in SECTIONS.values()] + [DATA_IMAGE]
+    order = [label for _, label in SECTIONS.values()] + [DATA_IMAGE, STATE_LABEL]
     items.sort(key=lambda it: order.index(it[1]) if it[1] in order else len(order))
     return _by_region(board, items + list(reserved))
 
 
-def library_sizes(size_tool: str, lib: Path, prefix: str, board: Board) -> list[RegionUse]:
-    """The inference library: sections of each object file, grouped as link.ld would place them."""
+def library_sizes(size_tool: str, lib: Path, prefix: str, board: Board, state_bytes: int = 0) -> list[RegionUse]:
+    """The inference library: sections of each object file, grouped as link.ld would place them
+    (`state_bytes` of the model object's zero-initialised RAM are its state, reported apart)."""
     proc = subprocess.run([size_tool, "-A", str(lib)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise BuildError(f"{size_tool} -A {lib} failed: {proc.stderr.strip()}")
@@ -464,4 +481,5 @@ def library_sizes(size_tool: str, lib: Path, prefix: str, board: Board) -> list[
             continue
         if size:
             sums[key] = sums.get(key, 0) + size
+    _state_apart(sums, state_bytes)
     return _by_region(board, [(w, label, n) for (w, label), n in sums.items()])

@@ -42,6 +42,7 @@ def build_firmware(bundle: Bundle, board: Board) -> BuildResult:
     _require_newlib(tc["cc"], hint)
     run_make(bundle, "all")
     prefix, build_dir = bundle.prefix, bundle.path / "build"
+    state_bytes = bundle.manifest["memory"].get("state_bytes", 0)
     if (bundle.manifest.get("training") or {}).get("data_source", {}).get("kind") == "app":
         outputs, usage = [build_dir / f"lib{prefix}_train.a"], []  # regions: known once your firmware links it
     elif bundle.manifest.get("training"):
@@ -51,10 +52,10 @@ def build_firmware(bundle: Bundle, board: Board) -> BuildResult:
             if board.boot_mode == "dev":  # what the debugger loads into RAM (the ram method writes the NOR first)
                 outputs.append(build_dir / f"{prefix}_ram.elf")
         npu = bundle.manifest["training"].get("npu") or {}  # --- NPU: its pools, beside the ELF's
-        usage = size_report(board, section_sizes(tc["size"], outputs[0]), pool_items(npu.get("pools", ())))
+        usage = size_report(board, section_sizes(tc["size"], outputs[0]), pool_items(npu.get("pools", ())), state_bytes)
     else:
         outputs = [build_dir / f"lib{prefix}.a"]
-        usage = library_sizes(tc["size"], outputs[0], prefix, board)
+        usage = library_sizes(tc["size"], outputs[0], prefix, board, state_bytes)
     code = sum(u.bytes for r in usage for u in r.items if u.label == "code")
     result = BuildResult(bundle=bundle, outputs=outputs, code_bytes=code, regions=usage)
     over = [u for u in usage if u.over > 0]

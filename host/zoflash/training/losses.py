@@ -28,9 +28,10 @@ class Loss:
 LOSSES: Registry[Loss] = Registry("loss", "see docs/options.md (--loss)")
 
 LOSSES.add(
-    "softmax-ce",  # reads the logits before a SOFTMAX
+    "softmax-ce",  # reads the logits before a SOFTMAX or LOG_SOFTMAX: -log softmax(logits)[label]
     Loss(
-        ("softmax",) + CONVERSION_KERNELS,
+        # an int16 SOFTMAX's output may be converted on (to int32: TFLM's keyword_svdf example)
+        ("softmax", "log_softmax", "softmax_s8_s16", "requantize_s16_s32", "dequantize_s16") + CONVERSION_KERNELS,
         labels=True,
         refuse=lambda outputs: (
             "--loss softmax-ce on a model with one output is always 0 (nothing to learn): use "

@@ -17,7 +17,7 @@ import numpy as np
 from zoflash.compiler.compiled import CompiledModel
 from zoflash.compiler.pipeline import step_tensors
 from zoflash.compiler.quant import round_half_away
-from zoflash.errors import UnsupportedModelError
+from zoflash.errors import InternalError, UnsupportedModelError
 from zoflash.spec import training as spec
 from zoflash.training.losses import LOSSES
 from zoflash.training.options import OptionsError, TrainOptions
@@ -69,6 +69,9 @@ class TrainPlan:
     layers: list[int] = field(default_factory=list)  # op indices of the trained layers
     dropped_layers: list[int] = field(default_factory=list)  # removed by --max-params
     stream_buffer_bytes: int = 0  # --data-source stream: the ring of fed samples (set with the data)
+    # The frozen prefix keeps state across invokes (variables, SVDF or LSTM state): every engine runs
+    # it sample by sample in the device's order and never reuses a sample's boundary (no prefix memo).
+    prefix_state: bool = False
 
     @property
     def params(self) -> int:
@@ -103,10 +106,10 @@ class TrainPlan:
         return sum(v for k, v in self.memory().items() if k not in self.FLASH_KEYS)
 
 
-def _weighted_steps(model: CompiledModel) -> list[int]:
+def _weighted_steps(model: CompiledModel, kernels: tuple[str, ...] = WEIGHTED_KERNELS) -> list[int]:
     out = []
     for s, step in enumerate(model.program.steps):
-        if step.kernel in WEIGHTED_KERNELS:
+        if step.kernel in kernels:
             w = step.args[1]
             if model.storage(w).is_constant and model.storage(w).dtype == "int8":
                 out.append(s)
@@ -212,7 +215,10 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
     g = model.graph
     weighted = _weighted_steps(model)
     if not weighted:
-        _int16_refusal(model, model.program.steps)
+        # A 16x8 model: name the layer the options would train (the last one by default).
+        weighted16 = _weighted_steps(model, tuple(k + "_s16" for k in WEIGHTED_KERNELS))
+        chosen = _select_layers(model, opts, weighted16) if weighted16 else []
+        _int16_refusal(model, [model.program.steps[s] for s in chosen] + list(model.program.steps))
     layers = _select_layers(model, opts, weighted)
     dropped: list[int] = []
 
@@ -286,10 +292,11 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
         if any(a is not None and not isinstance(a, tuple) and model.root[a] in trainable_roots for a in step.args)
     )
     _int16_refusal(model, model.program.steps[split : logits_step + 1])
+    prefix_state = _state_check(model, weighted, split, logits_step + 1)
     boundary = _boundary(model, split, logits_step + 1)
     logits_quant = model.storage(logits).quant
     assert logits_quant is not None  # _logits refuses an unquantized logits tensor
-    return TrainPlan(
+    plan = TrainPlan(
         tensors=tensors,
         split=split,
         logits_end=logits_step + 1,
@@ -304,7 +311,99 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
         q_buffer=opts.q_buffer,
         layers=[model.program.steps[s].op.index for s in layers],
         dropped_layers=[model.program.steps[s].op.index for s in dropped],
+        prefix_state=prefix_state,
     )
+    verify_training_plan(model, plan)
+    return plan
+
+
+def verify_training_plan(model: CompiledModel, plan: TrainPlan) -> None:
+    """The plan's invariants (zoflash's own mistakes, raised as InternalError naming what broke):
+    the prefix reads no trainable tensor, the suffix gets every activation it reads from the prefix
+    through the boundary, the boundary lies in the arena without overlaps, the logits come from the
+    suffix's last step, and each trainable tensor is a constant of its values' shape."""
+
+    def fail(what: str):
+        raise InternalError("the training plan", what)
+
+    steps = model.program.steps
+    if not 0 <= plan.split < plan.logits_end <= len(steps):
+        fail(f"prefix [0, {plan.split}) and suffix [{plan.split}, {plan.logits_end}) of {len(steps)} steps")
+    trainable = {t.index for t in plan.tensors}
+    for step in steps[: plan.split]:
+        if trainable & {model.root[a] for a in step_tensors(step, include_output=False)}:
+            fail(f"op {step.op.index} {step.op.type} in the frozen prefix reads a trainable tensor")
+    for t in plan.tensors:
+        data = model.storage(t.index).data
+        if data is None or data.shape != t.values.shape or model.root[t.index] != t.index:
+            fail(f"trainable tensor {t.index} '{t.name}' is not a constant of shape {list(t.values.shape)}")
+    written = {model.root[i] for i in model.graph.inputs}
+    for step in steps[: plan.split]:
+        written.update(model.root[o] for o in step_tensors(step) if o in step.written)
+    spans = {b.index for b in plan.boundary}
+    for step in steps[plan.split : plan.logits_end]:
+        for a in step_tensors(step, include_output=False):
+            r = model.root[a]
+            if r in written and not model.storage(r).is_constant and r not in spans:
+                fail(
+                    f"op {step.op.index} {step.op.type} reads '{model.storage(r).name}' from the prefix past the boundary"
+                )
+    end = -1
+    for b in sorted(plan.boundary, key=lambda b: b.offset):
+        if b.offset < end or b.offset + b.nbytes > model.arena_size or b.nbytes != model.storage(b.index).nbytes:
+            fail(
+                f"the boundary span of '{model.storage(b.index).name}' at {b.offset} (+{b.nbytes} bytes) overlaps "
+                f"another or leaves the arena ({model.arena_size} bytes)"
+            )
+        end = b.offset + b.nbytes
+    if model.root[plan.logits] not in {model.root[t] for t in steps[plan.logits_end - 1].written}:
+        fail(f"the logits '{model.storage(plan.logits).name}' are not written by the suffix's last step")
+
+
+def _state_steps(model: CompiledModel) -> list[int]:
+    """The steps reading or writing a state (a variable tensor, kept across invokes)."""
+    return [
+        s
+        for s, step in enumerate(model.program.steps)
+        if any(model.graph.tensors[model.root[t]].is_variable for t in step_tensors(step))
+    ]
+
+
+def _state_check(model: CompiledModel, weighted: list[int], split: int, end: int) -> bool:
+    """Whether the frozen prefix keeps state; a state the trained part reads or writes, or that only
+    steps after the loss's output update, is refused (the same decision for every engine, since
+    each one plans through here).  The prefix's state evolves sample by sample as on the device."""
+    stateful = _state_steps(model)
+    if not stateful:
+        return False
+    g = model.graph
+    inside = [s for s in stateful if split <= s < end]
+    if inside:
+        op = model.program.steps[inside[0]].op
+        later = [s for s in weighted if s > max(inside)]
+        fix = (
+            f"train only layers after it (--train last:{len(later)})"
+            if later
+            else "no layer with weights comes after it, so the model cannot train"
+        )
+        raise UnsupportedModelError(
+            g.name or "model",
+            [
+                f"{op.where(g)} keeps state across invokes and would be in the trained part of the model "
+                f"(training needs a stateless trained part): {fix}, or build without --data for inference"
+            ],
+        )
+    after = [s for s in stateful if s >= end]
+    if after:
+        op = model.program.steps[after[0]].op
+        raise UnsupportedModelError(
+            g.name or "model",
+            [
+                f"{op.where(g)} updates the model's state after the output the loss reads: training never "
+                "runs it, so the state would not evolve as on the device; build without --data for inference"
+            ],
+        )
+    return True
 
 
 def _boundary(model: CompiledModel, split: int, end: int) -> list[BoundarySpan]:

@@ -250,6 +250,7 @@ def render_training(
         boundary_expected=boundary_expected or 0,
         boundary_flags=(spec.BOUNDARY_FLAGS["expected"] if boundary_expected is not None else 0)
         | (spec.BOUNDARY_FLAGS["npu"] if npu_run_steps else 0),
+        prefix_state=plan.prefix_state,
     )
     env = template_env()
     files = {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in TRAIN_TEMPLATES.items()}

@@ -27,7 +27,7 @@ from zoflash.training.options import make_options
 from zoflash.training.plan import plan_training
 from zoflash.workflows.boundary_check import simulated_crc32
 from zoflash.workflows.monitor import Say, log_line
-from zoflash.workflows.training import compile_for_training, refuse_stateful, training_bundle
+from zoflash.workflows.training import compile_for_training, training_bundle
 
 log = logging.getLogger("zoflash")
 
@@ -87,12 +87,11 @@ def compile_for(
     model_path: str | Path, data_path: str | Path | None = None, options=None, say: Say = log_line
 ) -> Compiled:
     """Load the model once and compile it; with data, compile and plan it for training (options:
-    TrainOptions, defaults if None; the warnings about data and options go to `say`). A stateful
-    model cannot train (UnsupportedModelError)."""
+    TrainOptions, defaults if None; the warnings about data and options go to `say`). What trains
+    is decided by the training plan, as for every engine (training/plan.py)."""
     graph, raw = load_tflite(model_path)
     if data_path is None:
         return compile_loaded(LoadedModel(Path(model_path), graph, raw))
-    refuse_stateful(graph, model_path)
     prep = compile_for_training(model_path, data_path, options or make_options(), (graph, raw), say)
     return Compiled(prep.path, prep.sha256, prep.model, prep)
 

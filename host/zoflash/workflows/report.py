@@ -15,6 +15,8 @@ def bundle_lines(bundle, result=None, board=None) -> list[str]:
     mem = bundle.manifest["memory"]
     say(f"bundle  {bundle.path}  (board {bundle.board}, prefix {bundle.prefix})")
     say(f"RAM     arena {mem['arena_bytes']} bytes (activations, inputs and outputs; plan {mem['plan_strategy']})")
+    if mem.get("state_bytes"):
+        say(f"RAM     model state {mem['state_bytes']} bytes (variable tensors, beside the arena, kept across invokes)")
     flash = f"flash   constant weights {mem['weights_bytes']} bytes"
     if result is not None and not board.is_firmware:
         flash += f", code {result.code_bytes} bytes (host compiler, -O2)"

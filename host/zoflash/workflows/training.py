@@ -8,7 +8,6 @@ from pathlib import Path
 from zoflash.compiler.codegen import check_prefix, default_prefix
 from zoflash.compiler.ir import Graph
 from zoflash.compiler.tflite_import import load_tflite
-from zoflash.errors import UnsupportedModelError
 from zoflash.targets import boards as boards_mod
 from zoflash.targets.npu import backend_for
 from zoflash.targets.project import Bundle, generate_bundle
@@ -36,18 +35,6 @@ def compile_for_training(
         say(WARNING + text)
     headroom.measure(prep)
     return prep
-
-
-def refuse_stateful(graph: Graph, model_path: str | Path) -> None:
-    """Training a model that keeps state across invokes is refused with what to do instead."""
-    if any(t.is_variable for t in graph.tensors) or any(op.type == "VAR_HANDLE" for op in graph.ops):
-        raise UnsupportedModelError(
-            str(model_path),
-            [
-                "the model keeps state across invokes (variable tensors, e.g. SVDF, or resource variables); "
-                "training a stateful model is not supported yet: build it without --data for inference"
-            ],
-        )
 
 
 def training_bundle(

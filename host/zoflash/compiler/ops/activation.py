@@ -1,4 +1,4 @@
-"""One input, one output of the same shape: SOFTMAX, LOGISTIC, QUANTIZE (int8 -> int8, and at the
+"""One input, one output of the same shape: SOFTMAX, LOG_SOFTMAX, LOGISTIC, QUANTIZE (int8 -> int8, and at the
 model's edges uint8 -> int8, float32 -> int8, int8 -> uint8), DEQUANTIZE (int8 -> float32, as a
 model output), RELU, RELU6, LEAKY_RELU, TANH, HARD_SWISH and RSQRT."""
 
@@ -30,6 +30,15 @@ SOFTMAX = Kernel(
     "zo_softmax_s8",
     "zo_softmax_params_t",
     activation_params.softmax_params,
+    ("int8", "int8"),
+    lambda p: (p["outer"] * p["depth"], p["outer"] * p["depth"]),
+    sources=("zo_kernels_misc.c",),
+)
+LOG_SOFTMAX = Kernel(
+    "log_softmax",
+    "zo_log_softmax_s8",
+    "zo_log_softmax_params_t",
+    activation_params.log_softmax_params,
     ("int8", "int8"),
     lambda p: (p["outer"] * p["depth"], p["outer"] * p["depth"]),
     sources=("zo_kernels_misc.c",),
@@ -198,6 +207,21 @@ def softmax_output_quantization(graph: Graph, op: Op) -> str | None:
     return f"input {x.describe()}, output {y.describe()}"
 
 
+def log_softmax_output_quantization(graph: Graph, op: Op) -> str | None:
+    """the output must have scale 16/256 and zero point 127, as TFLM requires"""
+    y = output_tensor(graph, op)
+    if y.quant.zero_point == 127 and quant.f32(y.quant.scale) == 16.0 / 256.0:
+        return None
+    return f"output {y.describe()}"
+
+
+def lower_log_softmax(graph: Graph, op: Op) -> Step:
+    x, y, q = _io(graph, op)
+    depth = x.shape[-1] if x.shape else 1
+    params = build(graph, op, LOG_SOFTMAX, outer=x.num_elements // depth, depth=depth, **q)
+    return Step(op, LOG_SOFTMAX.name, params, args=[x.index, y.index], inputs=(x.index,), outputs=(y.index,))
+
+
 def logistic_output_zero_point(graph: Graph, op: Op) -> str | None:
     """the output must have zero point -128 (as TFLM requires)"""
     y = output_tensor(graph, op)
@@ -291,6 +315,19 @@ register(
         kernels=tuple(_SOFTMAX_KERNELS.values()),
         options=(positive("beta", default=1.0),),
         constraints=(same_shape, softmax_types, softmax_output_quantization),
+    )
+)
+
+register(
+    OpEntry(
+        types=("LOG_SOFTMAX",),
+        summary="int8 -> int8 (scale 16/256, zero point 127); as the model's last op it trains "
+        "(the loss reads the logits before it: cross-entropy = -log p[label])",
+        inputs=(Arg("input", dtypes=("int8",)),),
+        outputs=(Arg("output", dtypes=("int8",)),),
+        lower=lower_log_softmax,
+        kernels=(LOG_SOFTMAX,),
+        constraints=(same_shape, log_softmax_output_quantization),
     )
 )
 

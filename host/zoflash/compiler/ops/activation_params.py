@@ -1,4 +1,4 @@
-"""The activation family's params (SOFTMAX, LOGISTIC, TANH, RELU*, HARD_SWISH, RSQRT, QUANTIZE,
+"""The activation family's params (SOFTMAX, LOG_SOFTMAX, LOGISTIC, TANH, RELU*, HARD_SWISH, RSQRT, QUANTIZE,
 DEQUANTIZE; the int16 variants and their LUTs): what TFLM computes at prepare time (conventions:
 compiler/ops/params_common.py)."""
 
@@ -44,6 +44,39 @@ def softmax_params(*, outer, depth, beta, input_scale, input_zp, output_scale, o
         raise ValueError(f"softmax: beta * input scale = {b * in_s!r} is too small (TFLM needs it > 2^-26)") from None
     diff_min = -quant.calculate_input_radius(5, left_shift, 31)
     return dict(outer=outer, depth=depth, input_multiplier=mult, input_left_shift=left_shift, diff_min=diff_min)
+
+
+_LOG_SOFTMAX_OUTPUT_SCALE = 16.0 / 256.0
+_LOG_SOFTMAX_OUTPUT_ZP = 127
+
+
+def log_softmax_params(*, outer, depth, input_scale, input_zp, output_scale, output_zp) -> dict:
+    """LOG_SOFTMAX int8 -> int8 over the last dimension (beta 1).  TFLM requires output zero point
+    127 and output scale exactly 16/256; its prepare also derives the reverse scaling of the input
+    multiplier (PreprocessLogSoftmaxScalingExp), which bounds the differences that stay above -16."""
+    outer = checked_int("outer", outer, 1)
+    depth = checked_int("depth", depth, 1)
+    in_s = checked_scale("input_scale", input_scale)
+    checked_zp("input_zp", input_zp)
+    if checked_zp("output_zp", output_zp) != _LOG_SOFTMAX_OUTPUT_ZP:
+        raise ValueError(f"log_softmax: output zero point must be 127 (TFLM), got {output_zp}")
+    if quant.f32(output_scale) != _LOG_SOFTMAX_OUTPUT_SCALE:
+        raise ValueError(f"log_softmax: output scale must be exactly 16/256 (TFLM), got {output_scale!r}")
+    try:
+        mult, left_shift = quant.preprocess_softmax_scaling(1.0, in_s, 5)
+    except ValueError:
+        raise ValueError(f"log_softmax: input scale {in_s!r} is too small (TFLM needs it > 2^-26)") from None
+    reverse, reverse_shift = quant.quantize_multiplier_smaller_than_one_exp(float(1 << (31 - left_shift)) / mult)
+    diff_min = -quant.calculate_input_radius(5, left_shift, 31)
+    return dict(
+        outer=outer,
+        depth=depth,
+        input_multiplier=mult,
+        input_left_shift=left_shift,
+        reverse_divisor=reverse,
+        reverse_shift=reverse_shift,
+        diff_min=diff_min,
+    )
 
 
 def logistic_params(*, size, input_scale, input_zp, output_scale, output_zp) -> dict:

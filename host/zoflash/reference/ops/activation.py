@@ -8,7 +8,9 @@ import numpy as np
 
 from zoflash.reference.ops.fixedpoint import (
     I32_MAX,
+    I32_MIN,
     exp_on_negative_values,
+    log_x_for_x_ge_1,
     mbqm,
     one_over_one_plus_x_for_x_in_0_1,
     rounding_divide_by_pot,
@@ -67,6 +69,25 @@ def softmax_s8(p, x) -> np.ndarray:
         exponent = num_bits_over_unit + 31 - 8
         y = rounding_divide_by_pot(srdhm(scale, e[r]), exponent) - 128
         out[r] = np.where(used[r], np.clip(y, -128, 127), -128)
+    return out.astype(np.int8)
+
+
+def log_softmax_s8(p, x) -> np.ndarray:
+    """TFLM's LogSoftmaxQuantized<int8>: log(sum of exps) in Q5.26 subtracted from each scaled
+    difference, in 1/16 units + 127; differences below the reverse-scaled bound give -128."""
+    x = np.asarray(x).reshape(p["outer"], p["depth"]).astype(np.int64)
+    diff = x - x.max(axis=1, keepdims=True)
+    used = diff >= p["diff_min"]
+    scaled = mbqm(diff, p["input_multiplier"], p["input_left_shift"])
+    e = exp_on_negative_values(np.where(used, scaled, 0), 5)
+    out = np.empty_like(x)
+    for r in range(len(x)):
+        total = int(wrap_int32(np.where(used[r], rounding_divide_by_pot(e[r], 12), 0).sum()))
+        log_sum = log_x_for_x_ge_1(total, 12, 5)
+        bound = int(mbqm(int(wrap_int32(log_sum + I32_MIN)), p["reverse_divisor"], p["reverse_shift"]))
+        adjusted_diff_min = max(p["diff_min"] - 1, bound)
+        y = rounding_divide_by_pot(wrap_int32(scaled[r] - log_sum), 31 - 5 - 4) + 127
+        out[r] = np.where(diff[r] > adjusted_diff_min, np.clip(y, -128, 127), -128)
     return out.astype(np.int8)
 
 

@@ -118,6 +118,52 @@ def one_over_one_plus_x_for_x_in_0_1(a) -> np.ndarray:
     return saturating_left_shift(x, 1)
 
 
+def _clz32(x: int) -> int:
+    return 32 - (int(x) & 0xFFFFFFFF).bit_length()
+
+
+def _saturate(x: int) -> int:
+    return min(max(int(x), I32_MIN), I32_MAX)
+
+
+def log_x_for_x_ge_1(z_a: int, input_bits: int, output_bits: int) -> int:
+    """gemmlowp / TFLM log_x_for_x_greater_than_or_equal_to_1 on one raw value: x in
+    Q(input_bits), log(x) in Q(output_bits), through an accumulator of output_bits + 1 integer bits
+    (a rational approximation of log around sqrt(sqrt(1/2)) plus the power of two)."""
+    log_2, sqrt_sqrt_half, sqrt_half = 1488522236, 1805811301, 1518500250
+    alpha_n, alpha_d, alpha_i, alpha_f = 117049297, 127690142, 1057819769, 638450708
+    accum = output_bits + 1
+
+    def mul(a, b) -> int:
+        return int(srdhm(a, b))
+
+    def shl(x, e) -> int:
+        return int(saturating_left_shift(x, e)) if e > 0 else int(x)
+
+    def wrap(x) -> int:
+        return int(wrap_int32(x))
+
+    shifted_quarter = int(rounding_divide_by_pot(1 << 29, accum))
+    za_h1 = _clz32(z_a)
+    r_a = shl(mul(shl(z_a, za_h1 - 1), sqrt_half), 1)
+    za_pow2 = _saturate(shl(input_bits - za_h1, 31 - accum) + shifted_quarter)
+    z_b = mul(z_a, sqrt_half)
+    zb_h = _clz32(z_b) - 1
+    r_b = shl(z_a, zb_h)
+    zb_pow2 = _saturate(shl(input_bits - zb_h, 31 - accum) - shifted_quarter)
+    r, pow2 = min(r_a, r_b), max(za_pow2, zb_pow2)
+    total = r + sqrt_sqrt_half  # RoundingHalfSum: halves away from zero
+    p = (total + 1) // 2 if total >= 0 else -((1 - total) // 2)
+    q = wrap(r - sqrt_sqrt_half)
+    q = wrap(q + q)
+    sq = mul(q, q)
+    num = wrap(mul(q, r) + mul(mul(q, sq), alpha_n))
+    denom_minus_one = wrap(mul(p, wrap(wrap(alpha_i + q) + mul(alpha_d, sq))) + mul(alpha_f, q))
+    recip = int(one_over_one_plus_x_for_x_in_0_1(denom_minus_one))
+    out = wrap(mul(pow2, log_2) + mul(int(rounding_divide_by_pot(num, accum)), recip))
+    return shl(out, accum - output_bits)
+
+
 def mbqm64(x, multiplier, shift) -> np.ndarray:
     """TFLM's MultiplyByQuantizedMultiplier(int64_t x, ...): the multiplier rounded to Q0.15, then
     one shift by 15 - shift, rounding half up; the int32 result wraps."""
