@@ -44,6 +44,7 @@ extern "C" {
 #define ZO_TM_CHECKPOINT         11u /* a chunk of a checkpoint image (zo_trainer.h, ZO_CKPT_*) */
 #define ZO_TM_BOUNDARY           12u /* CRC-32 of the boundary activations of the first test sample, once after hello */
 #define ZO_TM_UPDATES            13u /* the applied updates of consecutive steps (update log, zoflash replay) */
+#define ZO_TM_CONTINUAL          14u /* --mode continual: a decision or a serving window (zo_continual.h, ZO_CL_EV_*) */
 
 /* Payload bytes of each frame (of the fields before the tail, for weights, log and checkpoint). */
 #define ZO_TM_SIZE_HELLO         54u
@@ -59,6 +60,7 @@ extern "C" {
 #define ZO_TM_SIZE_CHECKPOINT    12u
 #define ZO_TM_SIZE_BOUNDARY      13u
 #define ZO_TM_SIZE_UPDATES       7u
+#define ZO_TM_SIZE_CONTINUAL     46u
 #define ZO_TM_FIXED_MAX          68u /* the largest of them */
 
 /* Payload structs: fields in wire order (the struct layout itself is never sent).
@@ -175,6 +177,22 @@ typedef struct {
     uint8_t boundary_flags; /* ZO_TM_BOUNDARY_* */
 } zo_tm_boundary_t;
 
+typedef struct {
+    uint32_t sample;
+    uint8_t kind;
+    uint8_t slot;
+    uint16_t generation;
+    uint16_t episode;
+    uint32_t steps;
+    uint16_t better;
+    uint16_t worse;
+    uint32_t correct;
+    uint32_t count;
+    float statistic;
+    uint64_t train_passes;
+    uint64_t serve_passes;
+} zo_tm_continual_t;
+
 /* One frame each, fields in wire order (zo_wire.c). */
 void zo_tm_hello(const zo_tm_hello_t *m);
 void zo_tm_step(const zo_tm_step_t *m);
@@ -185,6 +203,7 @@ void zo_tm_status(const zo_tm_status_t *m);
 void zo_tm_ack(const zo_tm_ack_t *m);
 void zo_tm_need(const zo_tm_need_t *m);
 void zo_tm_boundary(const zo_tm_boundary_t *m);
+void zo_tm_continual(const zo_tm_continual_t *m);
 
 /* Command payloads that begin with fixed fields (a data tail after them): their sizes, the
  * fields, and a reader and a writer each (zo_wire.c). */

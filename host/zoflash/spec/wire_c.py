@@ -46,6 +46,7 @@ FRAME_NOTES = {
     "checkpoint": "a chunk of a checkpoint image (zo_trainer.h, ZO_CKPT_*)",
     "boundary": "CRC-32 of the boundary activations of the first test sample, once after hello",
     "updates": "the applied updates of consecutive steps (update log, zoflash replay)",
+    "continual": "--mode continual: a decision or a serving window (zo_continual.h, ZO_CL_EV_*)",
 }
 STRUCT_NOTES = {
     "need": "--data-source stream: the samples the device asks for (zo_stream.h).",
