@@ -30,9 +30,14 @@ typedef struct {
     uint64_t serve_passes;
     int deployed;                      /* the deployed A/B slot */
     uint32_t win_correct, win_count;
+    uint32_t last_check;               /* labelled samples at the last decision or audit */
+    uint64_t audit_passes;             /* sample-passes of the audits */
 } cl_t;
 
 static cl_t g_cl;
+static zo_stream_t g_ram_samples; /* only marks the samples as RAM (see zo_cl_init) */
+
+static void compare_on(cl_t *c, uint8_t *other, const int8_t *x, const uint16_t *y, uint32_t n, zo_paired_t *p);
 
 /* A forward pass of the model: sample-passes it costs (prefix, suffix) as the budget counts them. */
 static uint64_t full_pass(const cl_t *c)
@@ -59,7 +64,7 @@ static void send(const cl_t *c, uint8_t kind, uint32_t better, uint32_t worse, u
     zo_tm_continual_t f;
     memset(&f, 0, sizeof f);
     f.sample = c->samples;
-    f.kind = kind;
+    f.decision = kind;
     f.slot = (uint8_t)c->deployed;
     f.generation = (uint16_t)zo_slots_generation(c->w->ab, c->deployed);
     f.episode = (uint16_t)c->episode;
@@ -69,16 +74,15 @@ static void send(const cl_t *c, uint8_t kind, uint32_t better, uint32_t worse, u
     f.correct = correct;
     f.count = count;
     f.statistic = statistic;
-    f.train_passes = c->tr.prefix_passes + c->tr.suffix_passes + c->tr.eval_passes;
+    f.train_passes = c->tr.prefix_passes + c->tr.suffix_passes; /* training steps (serving: serve_passes) */
     f.serve_passes = c->serve_passes;
     zo_tm_continual(&f);
 }
 
-/* Swap the trainable tensors (values, residuals) with the candidate's bytes: the training step
- * runs on the candidate, serving on the deployed weights. */
-static void swap_candidate(const cl_t *c)
+/* Swap the trainable tensors (values, residuals) with the bytes at s (the candidate's, the
+ * factory's): the training step runs on the candidate, serving on the deployed weights. */
+static void swap_with(const cl_t *c, uint8_t *s)
 {
-    uint8_t *s = c->w->candidate;
     for (int32_t k = 0; k < c->m.n_tensors; ++k) {
         const zo_trainable_t *tt = &c->m.tensors[k];
         const uint32_t parts = tt->residual != NULL ? 2u : 1u;
@@ -177,7 +181,9 @@ int zo_cl_init(const zo_train_model_t *m, const zo_train_config_t *cfg, const zo
     c->m.x_train = w->x;
     c->m.y_train = w->y;
     c->m.n_train = w->slots;
-    c->m.stream = NULL;
+    /* the samples are in RAM rings that change: a non-NULL stream turns the port's prefix memo off
+     * (it keys embedded samples by their address) */
+    c->m.stream = m->stream != NULL ? m->stream : &g_ram_samples;
     c->tr.m = &c->m;
     c->tr.cfg = cfg;
     c->tr.t0 = zo_port_time_us();
@@ -199,6 +205,7 @@ int zo_cl_init(const zo_train_model_t *m, const zo_train_config_t *cfg, const zo
             interrupted = 1;
         }
     }
+    tensors_to(c, w->factory); /* the built-in weights, before a slot replaces them */
     c->deployed = zo_slots_deployed(w->ab);
     if (c->deployed < 0) {
         tensors_to(c, w->candidate); /* the built-in weights become generation 1 */
@@ -242,6 +249,23 @@ static void start_episode(cl_t *c)
     send(c, ZO_CL_EV_EPISODE, 0u, 0u, 0u, 0u, 0.0f);
 }
 
+/* Before the first step: the candidate starts from the factory weights instead of the deployed ones
+ * when they answer the (fresh) training ring better: adapted weights are not always the best start. */
+static void choose_start(cl_t *c)
+{
+    if (memcmp(c->w->candidate, c->w->factory, c->w->ab->payload_bytes) == 0) {
+        return;
+    }
+    const uint64_t before = c->tr.eval_passes;
+    zo_paired_t p;
+    zo_paired_reset(&p);
+    compare_on(c, c->w->factory, c->w->x, c->w->y, c->w->slots, &p);
+    if (p.better > p.worse) {
+        memcpy(c->w->candidate, c->w->factory, c->w->ab->payload_bytes);
+    }
+    c->ep_train += (c->tr.eval_passes - before) * full_pass(c);
+}
+
 /* One training step of the candidate (or a calibration step of the auto lr). */
 static void train_step(cl_t *c)
 {
@@ -251,12 +275,12 @@ static void train_step(cl_t *c)
     const uint32_t q = calibrating ? cfg->calib_q : c->cc->q;
     const uint64_t before = tr->prefix_passes + tr->suffix_passes;
     uint16_t c16[ZO_SCHED_Q_LIMIT];
-    swap_candidate(c);
+    swap_with(c, c->w->candidate);
     const step_stats_t st = zo_run_step(tr, c->t, q, 0);
     if (!calibrating) {
         zo_update_all(tr, c->t, q, zo_lr_at_q(tr->lr1, q, cfg->lr_scaling), c16);
     }
-    swap_candidate(c);
+    swap_with(c, c->w->candidate);
     zo_tm_updates_step(c->t, calibrating ? 0u : ZO_TM_UPDATE_APPLIED, q, c16);
     c->ep_train += tr->prefix_passes + tr->suffix_passes - before;
     ++c->t;
@@ -278,53 +302,113 @@ static void train_step(cl_t *c)
     }
 }
 
-/* The paired test on the held-back ring: promote or discard the candidate. */
-static void decide(cl_t *c)
+/* n samples (x, y) answered by the weights in the tensors and by `other` (candidate or factory
+ * bytes): the paired counts added to *p (better: `other` right where the tensors' weights are wrong). */
+static void compare_on(cl_t *c, uint8_t *other, const int8_t *x, const uint16_t *y, uint32_t n, zo_paired_t *p)
+{
+    uint8_t mine[64];
+    const size_t in = (size_t)c->m.input_bytes;
+    float loss;
+    int32_t pred;
+    for (uint32_t base = 0; base < n; base += 64u) {
+        const uint32_t chunk = n - base < 64u ? n - base : 64u;
+        for (uint32_t i = 0; i < chunk; ++i) {
+            mine[i] = (uint8_t)answer(c, x + (size_t)(base + i) * in, y[base + i], &loss, &pred);
+        }
+        swap_with(c, other);
+        for (uint32_t i = 0; i < chunk; ++i) {
+            const int right = answer(c, x + (size_t)(base + i) * in, y[base + i], &loss, &pred);
+            zo_paired_add(p, right, mine[i]);
+        }
+        swap_with(c, other);
+    }
+}
+
+/* `other` against the deployed weights on the held-back ring; with the training ring too when
+ * `other` is the factory (neither it nor the deployed weights trained on that ring). */
+static zo_paired_t compare(cl_t *c, uint8_t *other)
 {
     zo_paired_t p;
     zo_paired_reset(&p);
-    uint8_t dep[64];
+    compare_on(c, other, c->w->hx, c->w->hy, c->w->hslots, &p);
+    if (other == c->w->factory) {
+        compare_on(c, other, c->w->x, c->w->y, c->w->slots, &p);
+    }
+    return p;
+}
+
+/* Deploy `payload` through the A/B slots; 0 if the medium failed (the deployed weights stay). */
+static int deploy(cl_t *c, const uint8_t *payload)
+{
+    const int slot = zo_slots_promote(c->w->ab, payload);
+    if (slot < 0) {
+        zo_tm_log("continual: the A/B slot store failed: the deployed weights stay");
+        return 0;
+    }
+    c->deployed = slot;
+    tensors_from(c, zo_slots_payload(c->w->ab, slot));
+    zo_snapshot_copy(&c->m, 0);
+    return 1;
+}
+
+/* The paired tests on the held-back ring.  The candidate, and the factory weights when other
+ * weights are deployed, each against the deployed weights: of those significantly better, the one
+ * with more correct answers is deployed (a promotion, or a rollback to the factory weights); none:
+ * the candidate is discarded and the deployed weights stay. */
+static void decide(cl_t *c)
+{
     const uint32_t n = c->w->hslots;
     const uint64_t before = c->tr.eval_passes;
-    for (uint32_t base = 0; base < n; base += 64u) {
-        const uint32_t chunk = n - base < 64u ? n - base : 64u;
-        float loss;
-        int32_t pred;
-        for (uint32_t i = 0; i < chunk; ++i) {
-            const uint32_t k = base + i;
-            dep[i] = (uint8_t)answer(c, c->w->hx + (size_t)k * (size_t)c->m.input_bytes, c->w->hy[k], &loss, &pred);
-        }
-        swap_candidate(c);
-        for (uint32_t i = 0; i < chunk; ++i) {
-            const uint32_t k = base + i;
-            const int cand = answer(c, c->w->hx + (size_t)k * (size_t)c->m.input_bytes, c->w->hy[k], &loss, &pred);
-            zo_paired_add(&p, cand, dep[i]);
-        }
-        swap_candidate(c);
+    const zo_paired_t p = compare(c, c->w->candidate);
+    const int cand_ok = zo_paired_better(&p, c->cc->alpha_log2);
+    const int factory_differs = memcmp(zo_slots_payload(c->w->ab, c->deployed), c->w->factory,
+                                       c->w->ab->payload_bytes) != 0;
+    zo_paired_t f = { 0u, 0u, 0u };
+    int fac_ok = 0;
+    if (factory_differs) {
+        f = compare(c, c->w->factory);
+        fac_ok = zo_paired_better(&f, c->cc->alpha_log2);
     }
-    c->ep_train += (c->tr.eval_passes - before) * full_pass(c);
-    if (zo_paired_better(&p, c->cc->alpha_log2)) {
-        const int slot = zo_slots_promote(c->w->ab, c->w->candidate);
-        if (slot >= 0) {
-            c->deployed = slot;
-            tensors_from(c, zo_slots_payload(c->w->ab, slot));
-            zo_snapshot_copy(&c->m, 0);
-            zo_tm_updates_mark(ZO_TM_UPDATE_SNAPSHOT);
-            ++c->accepted;
-            send(c, ZO_CL_EV_ACCEPTED, p.better, p.worse, p.ties, n, 0.0f);
-        } else {
-            zo_tm_updates_mark(ZO_TM_UPDATE_RESTORE);
-            ++c->rejected;
-            zo_tm_log("continual: the A/B slot store failed: the candidate is discarded");
-            send(c, ZO_CL_EV_REJECTED, p.better, p.worse, p.ties, n, 0.0f);
-        }
+    /* correct answers relative to the deployed weights: better - worse */
+    const int fac_first = fac_ok && (!cand_ok || (int64_t)f.better - f.worse > (int64_t)p.better - p.worse);
+    if (cand_ok && !fac_first && deploy(c, c->w->candidate)) {
+        zo_tm_updates_mark(ZO_TM_UPDATE_SNAPSHOT);
+        ++c->accepted;
+        send(c, ZO_CL_EV_ACCEPTED, p.better, p.worse, p.ties, n, 0.0f);
     } else {
         zo_tm_updates_mark(ZO_TM_UPDATE_RESTORE);
         ++c->rejected;
         send(c, ZO_CL_EV_REJECTED, p.better, p.worse, p.ties, n, 0.0f);
+        if (fac_first && deploy(c, c->w->factory)) {
+            send(c, ZO_CL_EV_ROLLBACK, f.better, f.worse, f.ties, n, 0.0f);
+        }
     }
+    c->ep_train += (c->tr.eval_passes - before) * full_pass(c);
     c->adapting = 0;
+    c->last_check = c->labelled;
+    c->hold_fresh = 0u;
     zo_ph_reset(&c->ph);
+}
+
+/* The audit between episodes: adapted weights stay deployed only while the factory weights are not
+ * significantly better on held-back samples that came after the last decision. */
+static int audit_due(const cl_t *c)
+{
+    return c->cc->audit_every != 0u && c->labelled - c->last_check >= c->cc->audit_every
+           && c->hold_fresh >= c->w->hslots
+           && memcmp(zo_slots_payload(c->w->ab, c->deployed), c->w->factory, c->w->ab->payload_bytes) != 0;
+}
+
+static void audit(cl_t *c)
+{
+    const zo_paired_t f = compare(c, c->w->factory);
+    c->audit_passes += 2u * (uint64_t)c->w->hslots * full_pass(c);
+    c->last_check = c->labelled;
+    c->hold_fresh = 0u;
+    if (zo_paired_better(&f, c->cc->alpha_log2) && deploy(c, c->w->factory)) {
+        send(c, ZO_CL_EV_ROLLBACK, f.better, f.worse, f.ties, c->w->hslots, 0.0f);
+        zo_ph_reset(&c->ph);
+    }
 }
 
 /* The episode's work the duty cycle allows after one more served sample. */
@@ -334,6 +418,9 @@ static void adapt(cl_t *c)
         if (c->ep_applied < c->cc->episode_steps) {
             if (c->train_fresh < c->w->slots || !affordable(c, step_cost(c))) {
                 return;
+            }
+            if (c->ep_steps == 0u) {
+                choose_start(c);
             }
             train_step(c);
             continue;
@@ -371,7 +458,9 @@ static void feedback(cl_t *c, const int8_t *x, uint16_t label, int correct, floa
     }
     if (c->adapting) {
         adapt(c);
-    } else if (zo_ph_update(&c->ph, &c->cc->ph, zo_ph_quantize(loss, c->cc->ph.clip))) {
+    } else if (audit_due(c)) {
+        audit(c);
+    } else if (zo_ph_update(&c->ph, &c->cc->ph, zo_ph_quantize(loss, c->cc->ph.clip)) && c->cc->detector) {
         send(c, ZO_CL_EV_SUSPECTED, 0u, 0u, 0u, 0u,
              (float)zo_ph_statistic(&c->ph) / (float)(1 << ZO_PH_FRAC));
         start_episode(c);
@@ -383,13 +472,18 @@ int32_t zo_cl_serve(const int8_t *x, uint16_t label)
     cl_t *c = &g_cl;
     float loss;
     int32_t pred;
-    const int correct = answer(c, x, label == ZO_CL_NO_LABEL ? 0u : label, &loss, &pred);
+    const int labelled = label != ZO_CL_NO_LABEL && label != ZO_CL_SHIFT;
+    const int correct = answer(c, x, labelled ? label : 0u, &loss, &pred);
     ++c->samples;
     c->serve_passes += full_pass(c);
     if (c->adapting) {
         c->ep_serve += full_pass(c);
     }
-    if (label != ZO_CL_NO_LABEL) {
+    if (label == ZO_CL_SHIFT) {
+        if (!c->adapting) {
+            start_episode(c);
+        }
+    } else if (label != ZO_CL_NO_LABEL) {
         feedback(c, x, label, correct, loss);
     }
     return pred;

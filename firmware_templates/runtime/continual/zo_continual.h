@@ -12,11 +12,17 @@
  * suffix pass).  After `episode_steps` steps, once the held-back ring holds only post-alarm
  * samples, both weights answer the held-back samples and the paired sign test (zo_paired.h)
  * decides: the candidate is PROMOTED only if significantly better (written to the other A/B slot,
- * zo_slots.h, then deployed), else discarded.  Serving never sees the candidate.
+ * zo_slots.h, then deployed), else discarded.  Serving never sees the candidate.  When the
+ * candidate is not better, the built-in (factory) weights are tested against the deployed ones the
+ * same way: significantly better, they come back (a rollback): adapted weights never stay deployed
+ * where the factory weights would serve significantly better.  Between episodes an audit repeats
+ * that test every `audit_every` labelled samples on fresh held-back samples: a shift the detector
+ * cannot see (the loss stays level) cannot leave worse-than-factory weights deployed for long.
  *
- * Every decision is a `continual` telemetry frame (ZO_CL_EV_*; spec/wire.py CONTINUAL_KINDS), every
+ * Every decision is a `continual` telemetry frame (ZO_CL_EV_*; spec/wire.py CONTINUAL_DECISIONS), every
  * training step an update-log entry (a promotion marks SNAPSHOT, a discard RESTORE), so
- * `zoflash replay` rebuilds the deployed weights from the log.
+ * `zoflash replay` rebuilds the deployed weights from the log (until a rollback to the factory
+ * weights, which the update log does not express: the continual frame records it).
  */
 #ifndef ZO_CONTINUAL_H
 #define ZO_CONTINUAL_H
@@ -32,7 +38,8 @@
 extern "C" {
 #endif
 
-/* The continual frame's kind (spec/wire.py CONTINUAL_KINDS, in order). */
+/* The continual frame's decision (spec/wire.py CONTINUAL_DECISIONS, in order).  ROLLBACK: the factory
+ * weights were deployed again (at sample 0: the boot found a promotion cut short by a reset). */
 #define ZO_CL_EV_WINDOW    0u
 #define ZO_CL_EV_SUSPECTED 1u
 #define ZO_CL_EV_EPISODE   2u
@@ -42,6 +49,8 @@ extern "C" {
 #define ZO_CL_EV_BOOT      6u
 
 #define ZO_CL_NO_LABEL 0xFFFFu /* zo_cl_serve: the sample has no label (yet) */
+#define ZO_CL_SHIFT    0xFFFEu /* zo_cl_serve: no label, and the conditions changed here (e.g. the sensor was
+                                * remounted): an episode starts now, without waiting for the detector */
 
 typedef struct {
     uint32_t duty_q16;      /* training's share of an episode's sample-passes, at most (65536 = all) */
@@ -50,6 +59,9 @@ typedef struct {
     uint32_t alpha_log2;    /* the paired test's level: 2^-alpha_log2 */
     uint32_t window;        /* a window frame every this many labelled samples (0: none) */
     uint32_t q;             /* directions per training step */
+    uint32_t detector;      /* 1: the detector starts episodes; 0: only ZO_CL_SHIFT marks do (an oracle) */
+    uint32_t audit_every;   /* between episodes, every this many labelled samples: adapted weights vs the
+                             * factory weights on fresh held-back samples (0: never) */
     zo_ph_config_t ph;
 } zo_cl_config_t;
 
@@ -62,6 +74,7 @@ typedef struct {
     uint16_t *hy;
     uint32_t hslots;
     uint8_t *candidate;     /* the candidate's trainable bytes (the snapshot layout) */
+    uint8_t *factory;       /* the built-in weights, kept for a rollback (the same layout) */
     zo_slots_t *ab;         /* the A/B slots of the deployed weights */
 } zo_cl_wiring_t;
 

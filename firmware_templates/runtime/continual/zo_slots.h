@@ -12,6 +12,7 @@
 #ifndef ZO_SLOTS_H
 #define ZO_SLOTS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -19,6 +20,16 @@ extern "C" {
 #endif
 
 #define ZO_SLOT_MAGIC 0x534C4F5Au /* "ZOLS" little-endian */
+
+/* Where a port keeps the slots and how it writes them: a port with NOR flash defines the section
+ * attribute and its write function (before this header, e.g. in its compiler flags); the default
+ * is RAM and memcpy. */
+#ifndef ZO_CL_SLOT_ATTR
+#define ZO_CL_SLOT_ATTR
+#endif
+#ifndef ZO_CL_SLOT_WRITE
+#define ZO_CL_SLOT_WRITE NULL
+#endif
 #define ZO_SLOT_HEADER_BYTES 16u
 
 typedef struct {

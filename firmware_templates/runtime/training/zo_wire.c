@@ -161,7 +161,7 @@ void zo_tm_continual(const zo_tm_continual_t *m)
     zo_tm_frame_t f;
     zo_tm_begin(&f, ZO_TM_CONTINUAL);
     zo_tm_put(&f, m->sample, 4u);
-    zo_tm_put(&f, m->kind, 1u);
+    zo_tm_put(&f, m->decision, 1u);
     zo_tm_put(&f, m->slot, 1u);
     zo_tm_put(&f, m->generation, 2u);
     zo_tm_put(&f, m->episode, 2u);

@@ -179,7 +179,7 @@ typedef struct {
 
 typedef struct {
     uint32_t sample;
-    uint8_t kind;
+    uint8_t decision;
     uint8_t slot;
     uint16_t generation;
     uint16_t episode;

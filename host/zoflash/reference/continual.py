@@ -28,33 +28,51 @@ def quantize(loss: float, clip: int) -> int:
     return int(f32(scaled + 0.5))
 
 
+def _c_div(a: int, b: int) -> int:
+    """C's integer division (truncation towards zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
 @dataclass
 class PageHinkley:
-    """zo_ph_t with its config; `update` returns True on an alarm."""
+    """zo_ph_t with its config (two-sided); `update` returns True on an alarm."""
 
     delta: int
     lam: int
     clip: int
+    min_sd: int
     warmup: int
     total: int = 0
-    cum: int = 0
-    low: int = 0
+    sq: int = 0
+    threshold: int = 0
+    up: int = 0
+    up_min: int = 0
+    down: int = 0
+    down_max: int = 0
     n: int = 0
 
     def reset(self) -> None:
-        self.total = self.cum = self.low = self.n = 0
+        self.total = self.sq = self.threshold = self.up = self.up_min = self.down = self.down_max = self.n = 0
 
     def update(self, x: int) -> bool:
         self.n += 1
         self.total += x
+        self.sq += x * x
         mean = self.total // self.n  # total >= 0: C's truncation is the floor
-        self.cum += x - mean - self.delta
-        self.low = min(self.low, self.cum)
-        return self.n >= self.warmup and self.cum - self.low > self.lam
+        var = self.sq // self.n - mean * mean
+        sd = max(self.min_sd, math.isqrt(var) if var > 0 else 0)
+        k = _c_div(self.delta * sd, 256)
+        self.threshold = _c_div(self.lam * sd, 256)
+        self.up += x - mean - k
+        self.up_min = min(self.up_min, self.up)
+        self.down += x - mean + k
+        self.down_max = max(self.down_max, self.down)
+        return self.n >= self.warmup and self.statistic > self.threshold
 
     @property
     def statistic(self) -> int:
-        return self.cum - self.low
+        return max(self.up - self.up_min, self.down_max - self.down)
 
 
 def normal_z2_e4(alpha_log2: int) -> int:

@@ -133,12 +133,12 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
     # --- update log: the applied updates of `steps` steps from `step` on (+ per step a header byte,
     # a u8 q when it changed, q binary16 coefficients; UPDATE_* below), for `zoflash replay`
     "updates": (13, (("step", "I"), ("steps", "H"), ("eps", "B"))),
-    # --- continual adaptation (--mode continual): one decision or serving window (CONTINUAL_KINDS)
+    # --- continual adaptation (--mode continual): one decision or serving window (CONTINUAL_DECISIONS)
     "continual": (
         14,
         (
             ("sample", "I"),
-            ("kind", "B"),
+            ("decision", "B"),
             ("slot", "B"),
             ("generation", "H"),
             ("episode", "H"),
@@ -153,13 +153,13 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
         ),
     ),
 }
-# --- continual adaptation: the continual frame's `kind` (ZO_CL_EV_* in zo_continual.h), in id order.
+# --- continual adaptation: the continual frame's `decision` (ZO_CL_EV_* in zo_continual.h), in id order.
 # window: serving accuracy of the deployed weights (correct/count) over the last window of labelled
 # samples; suspected: the drift detector alarmed (statistic: its Page-Hinkley statistic, loss units);
 # episode: an adaptation episode starts; accepted/rejected: the paired test's verdict on the candidate
 # (better/worse: the discordant held-back pairs); rollback: the boot found an interrupted promotion and
 # serves the deployed slot; boot: the deployed slot loaded at start (generation).
-CONTINUAL_KINDS = ("window", "suspected", "episode", "accepted", "rejected", "rollback", "boot")
+CONTINUAL_DECISIONS = ("window", "suspected", "episode", "accepted", "rejected", "rollback", "boot")
 # Command payloads (host -> device) that begin with fixed fields, a data tail after them: the fields
 # in wire order, declared once (the device's readers are generated into zo_wire.h/.c).
 COMMAND_LAYOUTS: dict[str, tuple[tuple[str, str], ...]] = {

@@ -69,6 +69,8 @@ class TrainPlan:
     layers: list[int] = field(default_factory=list)  # op indices of the trained layers
     dropped_layers: list[int] = field(default_factory=list)  # removed by --max-params
     stream_buffer_bytes: int = 0  # --data-source stream: the ring of fed samples (set with the data)
+    # --mode continual: its rings, candidate and A/B slots (training/continual.py memory(), set with the data)
+    continual_bytes: dict[str, int] = field(default_factory=dict)
 
     @property
     def params(self) -> int:
@@ -93,6 +95,7 @@ class TrainPlan:
             "snapshot_bytes": snapshot,
             "eps_bytes": sum(4 * t.count for t in self.tensors if t.is_bias),
             **({"stream_buffer_bytes": self.stream_buffer_bytes} if self.stream_buffer_bytes else {}),
+            **self.continual_bytes,
         }
 
     FLASH_KEYS = ("eps_bytes",)  # constant tables (flash on a board)
