@@ -15,7 +15,8 @@ typedef struct {
     zo_train_model_t m; /* the model with x_train/y_train on the training ring */
     const zo_cl_wiring_t *w;
     const zo_cl_config_t *cc;
-    zo_ph_t ph;
+    zo_ph_t ph;                        /* the loss detector (labelled samples) */
+    zo_ph_t margin;                    /* the output-margin detector (every sample) */
     uint32_t samples, labelled;
     uint32_t train_count, hold_count;  /* samples ever put in each ring */
     uint32_t train_fresh, hold_fresh;  /* ... since the episode began */
@@ -30,8 +31,10 @@ typedef struct {
     uint64_t serve_passes;
     int deployed;                      /* the deployed A/B slot */
     uint32_t win_correct, win_count;
-    uint32_t last_check;               /* labelled samples at the last decision or audit */
-    uint64_t audit_passes;             /* sample-passes of the audits */
+    uint64_t shadow_passes;            /* sample-passes of the factory's shadow answers */
+    int adapted;                       /* the deployed weights are not the factory's */
+    int calibrated;                    /* auto lr: lr1 holds a calibrated rate */
+    zo_paired_t fac;                   /* factory vs deployed since the deployed weights changed */
 } cl_t;
 
 static cl_t g_cl;
@@ -197,7 +200,6 @@ int zo_cl_init(const zo_train_model_t *m, const zo_train_config_t *cfg, const zo
     zo_tm_updates_begin((uint8_t)cfg->eps);
     send_hello(c);
     c->tr.lr1 = cfg->lr;
-    c->calib_left = cfg->lr_auto ? cfg->calib_steps : 0u;
     /* an erased header in a slot: a promotion was cut short by a reset (zo_slots.h) */
     int interrupted = 0;
     for (int k = 0; k < 2; ++k) {
@@ -217,9 +219,32 @@ int zo_cl_init(const zo_train_model_t *m, const zo_train_config_t *cfg, const zo
     }
     tensors_from(c, zo_slots_payload(w->ab, c->deployed));
     zo_snapshot_copy(&c->m, 0); /* the snapshot: the deployed weights (sent as the best values) */
+    c->adapted = memcmp(zo_slots_payload(w->ab, c->deployed), w->factory, w->ab->payload_bytes) != 0;
     zo_ph_reset(&c->ph);
+    zo_ph_reset(&c->margin);
     send(c, interrupted ? ZO_CL_EV_ROLLBACK : ZO_CL_EV_BOOT, 0u, 0u, 0u, 0u, 0.0f);
     return 0;
+}
+
+/* The output's margin after a forward pass, in output LSB: the top output over the runner-up
+ * (sigmoid: the distance from the decision point).  It needs no label. */
+static int32_t margin(const cl_t *c)
+{
+    const int8_t *o = c->m.logits;
+    if (c->m.loss == ZO_LOSS_SIGMOID_BCE) {
+        const int32_t d = (int32_t)o[0] - c->m.logits_zp;
+        return d < 0 ? -d : d;
+    }
+    int32_t first = -129, second = -129;
+    for (int32_t k = 0; k < c->m.classes; ++k) {
+        if (o[k] > first) {
+            second = first;
+            first = o[k];
+        } else if (o[k] > second) {
+            second = o[k];
+        }
+    }
+    return c->m.classes > 1 ? first - second : 0;
 }
 
 /* The model on one input with the current tensors: 1 if right; *loss its loss. */
@@ -237,6 +262,12 @@ static int answer(cl_t *c, const int8_t *x, uint16_t label, float *loss, int32_t
 
 static void start_episode(cl_t *c)
 {
+    zo_paired_reset(&c->fac); /* conditions changed: the factory's evidence starts again */
+    /* auto lr: calibrated again on each episode's data (the first steps measure the gradient) */
+    c->calib_left = c->tr.cfg->lr_auto ? c->tr.cfg->calib_steps : 0u;
+    c->m2_calib = 0.0f;
+    zo_ph_reset(&c->ph);
+    zo_ph_reset(&c->margin);
     ++c->episode;
     c->adapting = 1;
     c->ep_steps = 0u;
@@ -247,6 +278,14 @@ static void start_episode(cl_t *c)
     c->hold_fresh = 0u;
     tensors_to(c, c->w->candidate); /* the candidate starts from the deployed weights */
     send(c, ZO_CL_EV_EPISODE, 0u, 0u, 0u, 0u, 0.0f);
+}
+
+/* The update log's record of a return to the factory weights (a step with no update, so that
+ * `zoflash replay` follows): of the candidate (flags 0) or of the deployed weights (SNAPSHOT). */
+static void log_factory(cl_t *c, uint8_t flags)
+{
+    zo_tm_updates_step(c->t, (uint8_t)(ZO_TM_UPDATE_FACTORY | flags), 0u, NULL);
+    ++c->t;
 }
 
 /* Before the first step: the candidate starts from the factory weights instead of the deployed ones
@@ -262,6 +301,7 @@ static void choose_start(cl_t *c)
     compare_on(c, c->w->factory, c->w->x, c->w->y, c->w->slots, &p);
     if (p.better > p.worse) {
         memcpy(c->w->candidate, c->w->factory, c->w->ab->payload_bytes);
+        log_factory(c, 0u);
     }
     c->ep_train += (c->tr.eval_passes - before) * full_pass(c);
 }
@@ -291,12 +331,12 @@ static void train_step(cl_t *c)
         if (--c->calib_left == 0u) {
             const float m2 = c->m2_calib / (float)cfg->calib_steps;
             const float p = 1.0f / (float)(1u << cfg->density_log2);
-            /* a dead zone (no loss differences) keeps the last rate: calibrate again next episode */
+            /* the smallest rate calibrated so far: an accurate model's tiny gradient would give a rate
+             * too large for the next regime (a dead zone, no loss differences: the last rate stays) */
             if (m2 > 0.0f) {
-                tr->lr1 = zo_lr_auto_step_lsb(&c->m, cfg->rho, p) * sqrtf(p / m2);
-            } else {
-                c->calib_left = cfg->calib_steps;
-                c->m2_calib = 0.0f;
+                const float lr1 = zo_lr_auto_step_lsb(&c->m, cfg->rho, p) * sqrtf(p / m2);
+                tr->lr1 = c->calibrated && tr->lr1 < lr1 ? tr->lr1 : lr1;
+                c->calibrated = 1;
             }
         }
     }
@@ -324,17 +364,22 @@ static void compare_on(cl_t *c, uint8_t *other, const int8_t *x, const uint16_t 
     }
 }
 
-/* `other` against the deployed weights on the held-back ring; with the training ring too when
- * `other` is the factory (neither it nor the deployed weights trained on that ring). */
+/* `other` (the candidate) against the deployed weights on the held-back ring. */
 static zo_paired_t compare(cl_t *c, uint8_t *other)
 {
     zo_paired_t p;
     zo_paired_reset(&p);
     compare_on(c, other, c->w->hx, c->w->hy, c->w->hslots, &p);
-    if (other == c->w->factory) {
-        compare_on(c, other, c->w->x, c->w->y, c->w->slots, &p);
-    }
     return p;
+}
+
+/* The factory weights against the deployed ones: the shadow passes' counts since the episode
+ * began, plus the training ring (fresh since the episode began; neither weights trained
+ * on it, and no shadow pass saw it). */
+static zo_paired_t factory_evidence(cl_t *c)
+{
+    compare_on(c, c->w->factory, c->w->x, c->w->y, c->w->slots, &c->fac);
+    return c->fac;
 }
 
 /* Deploy `payload` through the A/B slots; 0 if the medium failed (the deployed weights stay). */
@@ -346,6 +391,8 @@ static int deploy(cl_t *c, const uint8_t *payload)
         return 0;
     }
     c->deployed = slot;
+    zo_paired_reset(&c->fac); /* new deployed weights: the factory's evidence starts again */
+    c->adapted = memcmp(payload, c->w->factory, c->w->ab->payload_bytes) != 0;
     tensors_from(c, zo_slots_payload(c->w->ab, slot));
     zo_snapshot_copy(&c->m, 0);
     return 1;
@@ -361,53 +408,58 @@ static void decide(cl_t *c)
     const uint64_t before = c->tr.eval_passes;
     const zo_paired_t p = compare(c, c->w->candidate);
     const int cand_ok = zo_paired_better(&p, c->cc->alpha_log2);
-    const int factory_differs = memcmp(zo_slots_payload(c->w->ab, c->deployed), c->w->factory,
-                                       c->w->ab->payload_bytes) != 0;
+    const int factory_differs = c->adapted;
     zo_paired_t f = { 0u, 0u, 0u };
     int fac_ok = 0;
     if (factory_differs) {
-        f = compare(c, c->w->factory);
-        fac_ok = zo_paired_better(&f, c->cc->alpha_log2);
+        f = factory_evidence(c);
+        fac_ok = zo_paired_better(&f, c->cc->rollback_alpha_log2);
     }
     /* correct answers relative to the deployed weights: better - worse */
     const int fac_first = fac_ok && (!cand_ok || (int64_t)f.better - f.worse > (int64_t)p.better - p.worse);
     if (cand_ok && !fac_first && deploy(c, c->w->candidate)) {
         zo_tm_updates_mark(ZO_TM_UPDATE_SNAPSHOT);
         ++c->accepted;
-        send(c, ZO_CL_EV_ACCEPTED, p.better, p.worse, p.ties, n, 0.0f);
+        send(c, ZO_CL_EV_ACCEPTED, p.better, p.worse, p.ties, n, c->tr.lr1);
     } else {
         zo_tm_updates_mark(ZO_TM_UPDATE_RESTORE);
         ++c->rejected;
-        send(c, ZO_CL_EV_REJECTED, p.better, p.worse, p.ties, n, 0.0f);
+        send(c, ZO_CL_EV_REJECTED, p.better, p.worse, p.ties, n, c->tr.lr1);
         if (fac_first && deploy(c, c->w->factory)) {
+            log_factory(c, ZO_TM_UPDATE_SNAPSHOT);
             send(c, ZO_CL_EV_ROLLBACK, f.better, f.worse, f.ties, n, 0.0f);
         }
     }
     c->ep_train += (c->tr.eval_passes - before) * full_pass(c);
     c->adapting = 0;
-    c->last_check = c->labelled;
     c->hold_fresh = 0u;
     zo_ph_reset(&c->ph);
+    zo_ph_reset(&c->margin);
 }
 
-/* The audit between episodes: adapted weights stay deployed only while the factory weights are not
- * significantly better on held-back samples that came after the last decision. */
-static int audit_due(const cl_t *c)
+/* A held-back sample while adapted weights are deployed: the factory weights answer it too (a
+ * shadow pass), the paired counts add up while the same weights stay deployed, and between episodes
+ * a significant lead of the factory weights brings them back.  So a shift the detectors cannot see
+ * (the loss and the margin stay level) cannot leave worse-than-factory weights deployed for long.
+ * (Testing after every sample makes a rollback easier than its level says: the safe direction,
+ * back to the weights the device shipped with.) */
+static void shadow(cl_t *c, const int8_t *x, uint16_t label, int deployed_correct)
 {
-    return c->cc->audit_every != 0u && c->labelled - c->last_check >= c->cc->audit_every
-           && c->hold_fresh >= c->w->hslots
-           && memcmp(zo_slots_payload(c->w->ab, c->deployed), c->w->factory, c->w->ab->payload_bytes) != 0;
-}
-
-static void audit(cl_t *c)
-{
-    const zo_paired_t f = compare(c, c->w->factory);
-    c->audit_passes += 2u * (uint64_t)c->w->hslots * full_pass(c);
-    c->last_check = c->labelled;
-    c->hold_fresh = 0u;
-    if (zo_paired_better(&f, c->cc->alpha_log2) && deploy(c, c->w->factory)) {
-        send(c, ZO_CL_EV_ROLLBACK, f.better, f.worse, f.ties, c->w->hslots, 0.0f);
-        zo_ph_reset(&c->ph);
+    float loss;
+    int32_t pred;
+    swap_with(c, c->w->factory);
+    const int right = answer(c, x, label, &loss, &pred);
+    swap_with(c, c->w->factory);
+    c->shadow_passes += full_pass(c);
+    zo_paired_add(&c->fac, right, deployed_correct);
+    if (!c->adapting && zo_paired_better(&c->fac, c->cc->rollback_alpha_log2)) {
+        const zo_paired_t f = c->fac;
+        if (deploy(c, c->w->factory)) {
+            log_factory(c, ZO_TM_UPDATE_SNAPSHOT);
+            send(c, ZO_CL_EV_ROLLBACK, f.better, f.worse, f.ties, f.better + f.worse + f.ties, 0.0f);
+            zo_ph_reset(&c->ph);
+            zo_ph_reset(&c->margin);
+        }
     }
 }
 
@@ -434,6 +486,21 @@ static void adapt(cl_t *c)
     }
 }
 
+/* A detector alarmed (detector 0: the loss, 1: the output margin): an episode starts, or starts
+ * again when one was under way (conditions changed under it: its candidate is discarded). */
+static void suspect(cl_t *c, uint32_t detector, float statistic)
+{
+    send(c, ZO_CL_EV_SUSPECTED, 0u, 0u, 0u, detector, statistic);
+    if (c->adapting) {
+        if (c->ep_steps != 0u) {
+            zo_tm_updates_mark(ZO_TM_UPDATE_RESTORE);
+        }
+        ++c->rejected;
+        send(c, ZO_CL_EV_REJECTED, 0u, 0u, 0u, 0u, 0.0f); /* count 0: abandoned, not tested */
+    }
+    start_episode(c);
+}
+
 static void feedback(cl_t *c, const int8_t *x, uint16_t label, int correct, float loss)
 {
     const size_t in = (size_t)c->m.input_bytes;
@@ -443,6 +510,9 @@ static void feedback(cl_t *c, const int8_t *x, uint16_t label, int correct, floa
         memcpy(c->w->hx + (size_t)k * in, x, in);
         c->w->hy[k] = label;
         ++c->hold_fresh;
+        if (c->adapted) {
+            shadow(c, x, label, correct);
+        }
     } else {
         const uint32_t k = c->train_count++ % c->w->slots;
         memcpy(c->w->x + (size_t)k * in, x, in);
@@ -456,14 +526,10 @@ static void feedback(cl_t *c, const int8_t *x, uint16_t label, int correct, floa
         c->win_correct = 0u;
         c->win_count = 0u;
     }
-    if (c->adapting) {
+    if (zo_ph_update(&c->ph, &c->cc->ph, zo_ph_quantize(loss, c->cc->ph.clip)) && c->cc->detector) {
+        suspect(c, 0u, (float)zo_ph_statistic(&c->ph) / (float)(1 << ZO_PH_FRAC));
+    } else if (c->adapting) {
         adapt(c);
-    } else if (audit_due(c)) {
-        audit(c);
-    } else if (zo_ph_update(&c->ph, &c->cc->ph, zo_ph_quantize(loss, c->cc->ph.clip)) && c->cc->detector) {
-        send(c, ZO_CL_EV_SUSPECTED, 0u, 0u, 0u, 0u,
-             (float)zo_ph_statistic(&c->ph) / (float)(1 << ZO_PH_FRAC));
-        start_episode(c);
     }
 }
 
@@ -483,7 +549,12 @@ int32_t zo_cl_serve(const int8_t *x, uint16_t label)
         if (!c->adapting) {
             start_episode(c);
         }
-    } else if (label != ZO_CL_NO_LABEL) {
+        return pred;
+    }
+    if (zo_ph_update(&c->margin, &c->cc->margin, margin(c) << ZO_CL_MARGIN_FRAC) && c->cc->detector) {
+        suspect(c, 1u, (float)zo_ph_statistic(&c->margin) / (float)(1 << ZO_CL_MARGIN_FRAC));
+    }
+    if (label != ZO_CL_NO_LABEL) {
         feedback(c, x, label, correct, loss);
     }
     return pred;
@@ -502,6 +573,9 @@ void zo_cl_end(void)
 {
     cl_t *c = &g_cl;
     const zo_train_model_t *m = &c->m;
+    if (c->adapting && c->ep_steps != 0u) {
+        zo_tm_updates_mark(ZO_TM_UPDATE_RESTORE); /* the unfinished candidate is dropped */
+    }
     zo_tm_updates_flush();
     for (int32_t k = 0; k < m->n_tensors; ++k) {
         const zo_trainable_t *tt = &m->tensors[k];

@@ -3,7 +3,8 @@
  * Static file; rules in docs/guides/continual.md.  The device serves inference with the DEPLOYED
  * weights on every incoming sample.  Labelled samples (the label with the sample, or later as
  * feedback with the same input) feed the drift detector (zo_drift.h: Page-Hinkley on the
- * deployed weights' loss) and two rings: every `holdout_every`-th labelled sample goes to the
+ * deployed weights' loss; a second one watches the output margin of every sample, labelled or not,
+ * for shifts that leave the loss level) and two rings: every `holdout_every`-th labelled sample goes to the
  * held-back ring (never trained on), the others to the training ring (--buffer slots).  An alarm
  * starts an adaptation episode: a CANDIDATE (a copy of the deployed weights, in RAM) trains
  * zeroth-order steps on the training ring once it holds only samples that came after the alarm,
@@ -15,14 +16,16 @@
  * zo_slots.h, then deployed), else discarded.  Serving never sees the candidate.  When the
  * candidate is not better, the built-in (factory) weights are tested against the deployed ones the
  * same way: significantly better, they come back (a rollback): adapted weights never stay deployed
- * where the factory weights would serve significantly better.  Between episodes an audit repeats
- * that test every `audit_every` labelled samples on fresh held-back samples: a shift the detector
- * cannot see (the loss stays level) cannot leave worse-than-factory weights deployed for long.
+ * where the factory weights would serve significantly better.  While adapted weights are
+ * deployed, the factory weights also answer every held-back sample (a shadow pass: a quarter of the
+ * serving passes more), the paired counts adding up while the same weights stay deployed; between
+ * episodes a significant lead brings the factory weights back: a shift the detectors cannot see
+ * (the loss and the margin stay level) cannot leave worse-than-factory weights deployed for long.
  *
  * Every decision is a `continual` telemetry frame (ZO_CL_EV_*; spec/wire.py CONTINUAL_DECISIONS), every
  * training step an update-log entry (a promotion marks SNAPSHOT, a discard RESTORE), so
- * `zoflash replay` rebuilds the deployed weights from the log (until a rollback to the factory
- * weights, which the update log does not express: the continual frame records it).
+ * `zoflash replay` rebuilds the deployed weights from the log (a return to the factory weights is
+ * a step entry without an update, flagged FACTORY).
  */
 #ifndef ZO_CONTINUAL_H
 #define ZO_CONTINUAL_H
@@ -41,13 +44,14 @@ extern "C" {
 /* The continual frame's decision (spec/wire.py CONTINUAL_DECISIONS, in order).  ROLLBACK: the factory
  * weights were deployed again (at sample 0: the boot found a promotion cut short by a reset). */
 #define ZO_CL_EV_WINDOW    0u
-#define ZO_CL_EV_SUSPECTED 1u
+#define ZO_CL_EV_SUSPECTED 1u /* count: the detector (0 the loss, 1 the margin); statistic: its value */
 #define ZO_CL_EV_EPISODE   2u
-#define ZO_CL_EV_ACCEPTED  3u
-#define ZO_CL_EV_REJECTED  4u
+#define ZO_CL_EV_ACCEPTED  3u /* accepted, rejected: better/worse/ties (correct) of `count` samples; statistic: lr_1 */
+#define ZO_CL_EV_REJECTED  4u /* count 0: abandoned (a new alarm restarted the episode) */
 #define ZO_CL_EV_ROLLBACK  5u
 #define ZO_CL_EV_BOOT      6u
 
+#define ZO_CL_MARGIN_FRAC 4 /* the margin detector's units: 1/16 output LSB */
 #define ZO_CL_NO_LABEL 0xFFFFu /* zo_cl_serve: the sample has no label (yet) */
 #define ZO_CL_SHIFT    0xFFFEu /* zo_cl_serve: no label, and the conditions changed here (e.g. the sensor was
                                 * remounted): an episode starts now, without waiting for the detector */
@@ -56,13 +60,13 @@ typedef struct {
     uint32_t duty_q16;      /* training's share of an episode's sample-passes, at most (65536 = all) */
     uint32_t episode_steps; /* training steps of an episode (--steps) */
     uint32_t holdout_every; /* every this-th labelled sample is held back */
-    uint32_t alpha_log2;    /* the paired test's level: 2^-alpha_log2 */
+    uint32_t alpha_log2;    /* the paired test's level for a candidate: 2^-alpha_log2 */
+    uint32_t rollback_alpha_log2; /* ... for the factory weights against adapted ones (the safe direction) */
     uint32_t window;        /* a window frame every this many labelled samples (0: none) */
     uint32_t q;             /* directions per training step */
     uint32_t detector;      /* 1: the detector starts episodes; 0: only ZO_CL_SHIFT marks do (an oracle) */
-    uint32_t audit_every;   /* between episodes, every this many labelled samples: adapted weights vs the
-                             * factory weights on fresh held-back samples (0: never) */
-    zo_ph_config_t ph;
+    zo_ph_config_t ph;      /* the detector on the loss (labelled samples) */
+    zo_ph_config_t margin;  /* the detector on the output margin (every sample; units of 2^-ZO_CL_MARGIN_FRAC LSB) */
 } zo_cl_config_t;
 
 /* The memory of the controller (the generated <prefix>_continual.c allocates it). */

@@ -29,6 +29,7 @@ extern "C" {
 #define ZO_TM_UPDATE_RESTORE     0x04u
 #define ZO_TM_UPDATE_SNAPSHOT    0x08u
 #define ZO_TM_UPDATE_TRIAL       0x10u
+#define ZO_TM_UPDATE_FACTORY     0x20u
 
 /* Frame types. */
 #define ZO_TM_HELLO              1u

@@ -50,6 +50,38 @@ def state_line(records: list[dict]) -> str:
     )
 
 
+def decision_line(rec: dict) -> str:
+    """One continual decision as a line of the live view."""
+    what = rec["decision"]
+    at = f"continual: sample {rec['sample']}: "
+    if what == "suspected":
+        return (
+            at
+            + f"drift suspected ({'output margin' if rec['count'] == 1 else 'loss'} statistic {rec['statistic']:.1f})"
+        )
+    if what == "episode":
+        return at + f"adaptation episode {rec['episode']} starts (deployed generation {rec['generation']})"
+    if what in ("accepted", "rejected") and rec["count"]:
+        verdict = "promoted" if what == "accepted" else "discarded"
+        return at + (
+            f"candidate {verdict} after {rec['steps']} steps: right where the deployed weights were wrong "
+            f"{rec['better']}, the reverse {rec['worse']}, of {rec['count']} held-back samples"
+            + (f"; deployed generation {rec['generation']} (slot {rec['slot']})" if what == "accepted" else "")
+        )
+    if what == "rejected":
+        return at + f"candidate abandoned after {rec['steps']} steps (a new alarm restarts the episode)"
+    if what == "rollback":
+        if rec["sample"] == 0 and not rec["count"]:
+            return at + "a promotion was cut short by a reset: the deployed slot serves"
+        return at + (
+            f"rollback to the factory weights (right where the deployed were wrong {rec['better']}, the "
+            f"reverse {rec['worse']}); deployed generation {rec['generation']} (slot {rec['slot']})"
+        )
+    if what == "boot":
+        return at + f"deployed generation {rec['generation']} (slot {rec['slot']}) loaded"
+    return at + what
+
+
 def summary(records: list[dict]) -> dict:
     """Counts and the serving accuracy over time of a continual run's records."""
     cl = [r for r in records if r.get("type") == "continual"]

@@ -172,6 +172,9 @@ UPDATE_Q = 0x02  # a u8 q follows: this applied step's q differs from the frame'
 UPDATE_RESTORE = 0x04  # after the update the trainable state went back to the snapshot (a rollback)
 UPDATE_SNAPSHOT = 0x08  # then the snapshot was taken (the best state by validation)
 UPDATE_TRIAL = 0x10  # a step of the lr trial: trained a candidate from the snapshot, then undone
+# --mode continual: after RESTORE (before SNAPSHOT) the trainable state went back to the model's built-in
+# weights, residuals zero (a candidate starting from them, or a rollback to them: with SNAPSHOT)
+UPDATE_FACTORY = 0x20
 UPDATES_CHUNK = 256  # tail bytes of one updates frame, at most (the device's buffer)
 # --- end update log
 COMMAND_STRUCTS = {k: struct.Struct("<" + "".join(c for _, c in lay)) for k, lay in COMMAND_LAYOUTS.items()}

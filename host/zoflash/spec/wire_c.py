@@ -168,7 +168,7 @@ def render_header() -> str:
         "/* Update log: the header byte of each step in an updates frame's tail. */",
         *[
             _define(f"ZO_TM_UPDATE_{k}", f"0x{getattr(wire, 'UPDATE_' + k):02X}u")
-            for k in ("APPLIED", "Q", "RESTORE", "SNAPSHOT", "TRIAL")
+            for k in ("APPLIED", "Q", "RESTORE", "SNAPSHOT", "TRIAL", "FACTORY")
         ],
         "",
         "/* Frame types. */",

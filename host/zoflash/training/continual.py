@@ -27,12 +27,20 @@ PH_DELTA = 32  # 1/8 sd
 PH_LAMBDA = 38 * 256  # 38 sd
 PH_MIN_SD = 320  # 1.25 nats
 PH_WARMUP = 200  # samples after a reset: the new baseline's mean and spread settle first
-ALPHA_LOG2 = 5  # the paired test's level: 2^-5 = 3.1 %, one-sided
+# The second detector, on the output margin (top output minus the runner-up, in output LSB, units of
+# 1/16: every sample, labelled or not): shifts that change how sure the model is without changing
+# its loss much.  The same rule in sd units, floored at 8 LSB.
+MARGIN_FRAC = 4
+MARGIN_CLIP = 255 << MARGIN_FRAC
+MARGIN_DELTA = PH_DELTA
+MARGIN_LAMBDA = PH_LAMBDA
+MARGIN_MIN_SD = 8 << MARGIN_FRAC
+ALPHA_LOG2 = 5  # the paired test's level for a candidate: 2^-5 = 3.1 %, one-sided
+# ... and for the factory weights against adapted ones: 2^-3 = 12.5 %.  Returning to the weights the
+# device shipped with is the safe direction, so it needs less evidence than a new candidate.
+ROLLBACK_ALPHA_LOG2 = 3
 HOLDOUT_EVERY = 4  # every 4th labelled sample is held back (never trained on)
 WINDOW = 100  # a serving-accuracy frame every 100 labelled samples
-# Between episodes, every 2000 labelled samples, adapted weights are tested against the factory
-# weights on fresh held-back samples (2 x holdout passes: about 1/8 of serving's at holdout 128).
-AUDIT_EVERY = 2000
 
 
 def duty_q16(duty: float) -> int:
@@ -68,12 +76,19 @@ def template_context(plan, opts, input_bytes: int, detector: bool = True) -> dic
         "episode_steps": f"{episode_steps(opts)}u",
         "holdout_every": f"{HOLDOUT_EVERY}u",
         "alpha_log2": f"{ALPHA_LOG2}u",
+        "rollback_alpha_log2": f"{ROLLBACK_ALPHA_LOG2}u",
         "window": f"{WINDOW}u",
         "q": f"{opts.q}u",
         "detector": "1u" if detector else "0u",
-        "audit_every": f"{AUDIT_EVERY}u",
     }
     ph = {"delta": PH_DELTA, "lambda": PH_LAMBDA, "clip": PH_CLIP, "min_sd": PH_MIN_SD, "warmup": f"{PH_WARMUP}u"}
+    margin = {
+        "delta": MARGIN_DELTA,
+        "lambda": MARGIN_LAMBDA,
+        "clip": MARGIN_CLIP,
+        "min_sd": MARGIN_MIN_SD,
+        "warmup": f"{PH_WARMUP}u",
+    }
     return dict(
         slots=opts.buffer,
         hslots=opts.holdout,
@@ -81,4 +96,5 @@ def template_context(plan, opts, input_bytes: int, detector: bool = True) -> dic
         payload_bytes=payload_bytes(plan),
         config=list(config.items()),
         ph=list(ph.items()),
+        margin=list(margin.items()),
     )

@@ -54,6 +54,13 @@ def load_stream(path: str | Path, prep: CompiledTraining) -> StreamFeeder:
     return StreamFeeder(records, labels, f"stream '{path.name}'")
 
 
+def stream_feeder(
+    model_path: str | Path, data_path: str | Path, stream_path: str | Path, opts: TrainOptions
+) -> StreamFeeder:
+    """The feeder of a stream for a board's continual firmware, quantized as the build's data."""
+    return load_stream(stream_path, compile_for_training(model_path, data_path, opts, say=lambda *_: None))
+
+
 def simulate_continual(
     model_path: str | Path,
     data_path: str | Path,
