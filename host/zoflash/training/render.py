@@ -70,10 +70,20 @@ def train_config(opts: TrainOptions) -> dict:
     return out
 
 
+CONTINUAL_ONLY = ("mode", "duty", "holdout")  # options that change nothing in a one-shot build
+
+
+def recorded_options(opts: TrainOptions) -> dict:
+    """The options a bundle records (manifest, options hash): a one-shot build leaves out those of
+    --mode continual, so its bundle and checkpoints are those of a build before the mode existed."""
+    skip = CONTINUAL_ONLY if opts.mode == "oneshot" else ()
+    return {k: v for k, v in sorted(vars(opts).items()) if k not in skip}
+
+
 def options_sha256(opts: TrainOptions, data_blobs: list[Blob]) -> str:
     """What a checkpoint must have been taken with (besides the model): the options and the
     embedded data, hashed."""
-    h = hashlib.sha256(json.dumps({k: v for k, v in sorted(vars(opts).items())}, sort_keys=True).encode())
+    h = hashlib.sha256(json.dumps(recorded_options(opts), sort_keys=True).encode())
     for b in data_blobs:
         h.update(b.name.encode() + b"\0" + hashlib.sha256(b.data).digest())
     return h.hexdigest()
@@ -83,7 +93,7 @@ def training_manifest(training: Training) -> dict:
     plan, opts = training.plan, training.options
     assert training.data.y_val is not None  # the pipeline carves the validation split first
     return {
-        "options": {k: v for k, v in sorted(vars(opts).items())},
+        "options": recorded_options(opts),
         "tensors": [
             {
                 "index": t.index,
