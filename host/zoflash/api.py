@@ -2,9 +2,10 @@
 
 Inference: load_model, compile_model, generate, build, infer, infer_on_board, validate, inspect,
 plan_memory, split_model, profile (instructions per kernel call on an emulated board). Training:
-simulate (on the host), run (build, flash and monitor a board), monitor (watch a board that trains),
-export (trained weights into a copy of the model), replay (the trained tensors rebuilt from the base
-model and a run's log), push (a run's updates sent to a second device); their options:
+simulate (on the host), simulate_continual (--mode continual on the host, fed a stream), run (build,
+flash and monitor a board), monitor (watch a board that trains), export (trained weights into a copy
+of the model), replay (the trained tensors rebuilt from the base model and a run's log), push (a
+run's updates sent to a second device); their options:
 TrainOptions (checked as it is made, as the command line checks its flags) or make_options (with
 a zoflash.toml). The C
 runtime for your own build: runtime_include_dirs, runtime_c_sources, runtime_root.
@@ -19,6 +20,7 @@ from zoflash.compiler.runtime import include_dirs as runtime_include_dirs
 from zoflash.compiler.runtime import sources as runtime_c_sources
 from zoflash.training.export import export_weights as export
 from zoflash.training.options import OptionsError, TrainOptions, make_options
+from zoflash.workflows.continual import simulate_continual
 from zoflash.workflows.generate import (
     Compiled,
     LoadedModel,
@@ -79,6 +81,7 @@ __all__ = [
     "split_model",
     "default_bundle_dir",
     "simulate",
+    "simulate_continual",
     "run",
     "monitor",
     "export",

@@ -156,6 +156,26 @@ void zo_tm_boundary(const zo_tm_boundary_t *m)
     zo_tm_finish(&f, NULL, 0u);
 }
 
+void zo_tm_continual(const zo_tm_continual_t *m)
+{
+    zo_tm_frame_t f;
+    zo_tm_begin(&f, ZO_TM_CONTINUAL);
+    zo_tm_put(&f, m->sample, 4u);
+    zo_tm_put(&f, m->decision, 1u);
+    zo_tm_put(&f, m->slot, 1u);
+    zo_tm_put(&f, m->generation, 2u);
+    zo_tm_put(&f, m->episode, 2u);
+    zo_tm_put(&f, m->steps, 4u);
+    zo_tm_put(&f, m->better, 2u);
+    zo_tm_put(&f, m->worse, 2u);
+    zo_tm_put(&f, m->correct, 4u);
+    zo_tm_put(&f, m->count, 4u);
+    zo_tm_put_f32(&f, m->statistic);
+    zo_tm_put(&f, m->train_passes, 8u);
+    zo_tm_put(&f, m->serve_passes, 8u);
+    zo_tm_finish(&f, NULL, 0u);
+}
+
 void zo_tm_crc(const zo_tm_crc_t *m)
 {
     zo_tm_frame_t f;

@@ -29,6 +29,7 @@ extern "C" {
 #define ZO_TM_UPDATE_RESTORE     0x04u
 #define ZO_TM_UPDATE_SNAPSHOT    0x08u
 #define ZO_TM_UPDATE_TRIAL       0x10u
+#define ZO_TM_UPDATE_FACTORY     0x20u
 
 /* Frame types. */
 #define ZO_TM_HELLO              1u
@@ -44,6 +45,7 @@ extern "C" {
 #define ZO_TM_CHECKPOINT         11u /* a chunk of a checkpoint image (zo_trainer.h, ZO_CKPT_*) */
 #define ZO_TM_BOUNDARY           12u /* CRC-32 of the boundary activations of the first test sample, once after hello */
 #define ZO_TM_UPDATES            13u /* the applied updates of consecutive steps (update log, zoflash replay) */
+#define ZO_TM_CONTINUAL          14u /* --mode continual: a decision or a serving window (zo_continual.h, ZO_CL_EV_*) */
 #define ZO_TM_CRC                15u /* CRC-32 of the trainable tensors' values, before done and at the end of a push (zoflash push) */
 
 /* Payload bytes of each frame (of the fields before the tail, for weights, log and checkpoint). */
@@ -60,6 +62,7 @@ extern "C" {
 #define ZO_TM_SIZE_CHECKPOINT    12u
 #define ZO_TM_SIZE_BOUNDARY      13u
 #define ZO_TM_SIZE_UPDATES       7u
+#define ZO_TM_SIZE_CONTINUAL     46u
 #define ZO_TM_SIZE_CRC           16u
 #define ZO_TM_FIXED_MAX          68u /* the largest of them */
 
@@ -178,6 +181,22 @@ typedef struct {
 } zo_tm_boundary_t;
 
 typedef struct {
+    uint32_t sample;
+    uint8_t decision;
+    uint8_t slot;
+    uint16_t generation;
+    uint16_t episode;
+    uint32_t steps;
+    uint16_t better;
+    uint16_t worse;
+    uint32_t correct;
+    uint32_t count;
+    float statistic;
+    uint64_t train_passes;
+    uint64_t serve_passes;
+} zo_tm_continual_t;
+
+typedef struct {
     uint32_t step;
     uint32_t crc32;
     uint32_t bytes;
@@ -194,6 +213,7 @@ void zo_tm_status(const zo_tm_status_t *m);
 void zo_tm_ack(const zo_tm_ack_t *m);
 void zo_tm_need(const zo_tm_need_t *m);
 void zo_tm_boundary(const zo_tm_boundary_t *m);
+void zo_tm_continual(const zo_tm_continual_t *m);
 void zo_tm_crc(const zo_tm_crc_t *m);
 
 /* Command payloads that begin with fixed fields (a data tail after them): their sizes, the

@@ -55,6 +55,12 @@ from zoflash.workflows import run as run_workflow
     is_flag=True,
     help="Build in the host simulation's boundary checksum: the run says whether the device's prefix agrees with it.",
 )
+@click.option(
+    "--stream",
+    "stream_path",
+    type=click.Path(dir_okay=False),
+    help="--mode continual: the samples to serve, in arrival order (.npz: x, y; y -1 no label, -2 a shift mark).",
+)
 @RECONNECT_OPTION
 @checkpoint_options
 @FORCE_OPTION
@@ -74,6 +80,7 @@ def run(
     reconnect_timeout: float,
     checkpoint_path: str | None,
     resume_path: str | None,
+    stream_path: str | None,
     force: bool,
     **kwargs,
 ) -> int:
@@ -87,7 +94,7 @@ def run(
     )
     settings = build_settings(kwargs.get("project_file"))  # zoflash.toml [build]: boot, device_headers
     opts = options_from(kwargs)
-    why = run_workflow.refuse_to_run(board, opts)
+    why = run_workflow.refuse_to_run(board, opts) or run_workflow.refuse_stream(opts, stream_path)
     if why:
         raise click.UsageError(why)
     return api.run(
@@ -110,4 +117,5 @@ def run(
         view=live_view(),
         say=say,
         keys_from=sys.stdin,
+        stream_path=stream_path,
     )

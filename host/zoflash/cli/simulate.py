@@ -10,6 +10,8 @@ import click
 from zoflash import api
 from zoflash.cli.common import FORCE_OPTION, check_outputs, fresh_log, options_from, refuse_app, say, training_options
 from zoflash.errors import ZoflashError
+from zoflash.monitor.continual import state_line
+from zoflash.monitor.continual import summary as continual_summary
 from zoflash.monitor.live_view import LiveView
 from zoflash.monitor.telemetry import has_accuracy
 from zoflash.training.headroom import describe
@@ -43,6 +45,12 @@ from zoflash.workflows.simulate import ENGINES
 )
 @click.option("--bundle", "bundle_dir", type=click.Path(file_okay=False), help="Keep the generated C here.")
 @click.option("--no-plot", is_flag=True, help="Do not write the PNG.")
+@click.option(
+    "--stream",
+    "stream_path",
+    type=click.Path(dir_okay=False),
+    help="--mode continual: the samples to serve, in arrival order (.npz: x, y; y -1 no label, -2 a shift mark).",
+)
 @FORCE_OPTION
 @training_options
 def simulate(
@@ -52,6 +60,7 @@ def simulate(
     engine: str,
     bundle_dir: str | None,
     no_plot: bool,
+    stream_path: str | None,
     force: bool,
     **kwargs,
 ) -> int | None:
@@ -63,6 +72,8 @@ def simulate(
     opts = options_from(kwargs)
     refuse_app(opts)
     quiet = logging.getLogger().level >= logging.ERROR
+    if opts.mode == "continual" or stream_path is not None:
+        return _continual(model_path, data_path, stream_path, opts, log_path, engine, bundle_dir, no_plot, quiet)
     say(f"simulate {model_path} on {data_path} ({engine}): {opts.describe()}")
     result = api.simulate(
         model_path,
@@ -118,6 +129,40 @@ def simulate(
     }
     if bad:
         say(f"warning: telemetry problems {bad}")
+    if result.rescued:
+        say(result.rescued)
+        return EXIT_RESCUED
+    return None
+
+
+def _continual(model_path, data_path, stream_path, opts, log_path, engine, bundle_dir, no_plot, quiet) -> int | None:
+    """--mode continual: serve the stream with the continual firmware's C; say what it decided."""
+    if opts.mode != "continual":
+        raise click.UsageError("--stream is served by --mode continual (add --mode continual --data-source stream)")
+    if stream_path is None:
+        raise click.UsageError("--mode continual needs --stream S.npz: the samples to serve, in arrival order")
+    if engine != "c":
+        raise click.UsageError("--mode continual runs the generated C only (--engine c)")
+    say(f"simulate {model_path} serving {stream_path} (continual, built with {data_path}): {opts.describe()}")
+    view = LiveView(enabled=not quiet)
+    result = api.simulate_continual(
+        model_path, data_path, stream_path, opts, log_path, bundle_dir=bundle_dir, view=view, plot=not no_plot, say=say
+    )
+    s = continual_summary(result.records)
+    d = s["decisions"]
+    say(
+        f"served {s['samples']} samples, serving accuracy {s['accuracy'] * 100:.1f}%: {d['suspected']} drift "
+        f"alarms, {d['episode']} episodes, {d['accepted']} candidates promoted, {d['rejected']} discarded, "
+        f"{d['rollback']} rollbacks to the factory weights"
+    )
+    say(state_line(result.records))
+    say(f"log     {result.log_path}")
+    if result.weights_path is not None:
+        say(f"weights {result.weights_path}  (the deployed weights at the end of the stream)")
+    if result.plot_path is not None:
+        say(f"plot    {result.plot_path}")
+    if result.interrupted:
+        return EXIT_INTERRUPTED
     if result.rescued:
         say(result.rescued)
         return EXIT_RESCUED

@@ -10,6 +10,7 @@ Parts:
   training   the training loop: trainer, checkpoints, lr, scheduler, telemetry, commands, stream;
              zo_train_main.c is the firmware's main (it needs a bundle's zo_bundle.h)
   app        the trainer as a library (--data-source app): zo_app.c needs a bundle's zo_bundle.h
+  continual  --mode continual: drift detector, paired test, A/B slots, the controller and its main
   harness    the inference program of emulated boards (needs a bundle's generated headers)
   npu        the NPU glue (needs the vendor's driver headers)
 """
@@ -36,6 +37,7 @@ REQUIRES: dict[str, tuple[str, ...]] = {
     "port": (),
     "training": ("zo_math", "port"),
     "app": ("training", "zo_math", "port"),
+    "continual": ("training", "zo_math", "port"),
     "harness": ("inference", "port"),
     "npu": ("training", "port"),
 }
@@ -43,7 +45,7 @@ PARTS = tuple(REQUIRES)
 
 # The programs' mains and the library glue that include a bundle's generated headers: not part
 # of a library built from the runtime alone.
-BUNDLE_ONLY = frozenset({"zo_train_main.c", "zo_app.c", "zo_infer_main.c"})
+BUNDLE_ONLY = frozenset({"zo_train_main.c", "zo_app.c", "zo_infer_main.c", "zo_continual_main.c"})
 
 
 def runtime_root() -> Path:

@@ -8,6 +8,7 @@ from typing import TextIO
 
 import numpy as np
 
+from zoflash.monitor.continual import decision_line, state_line
 from zoflash.monitor.telemetry import has_accuracy
 from zoflash.spec import training as spec
 
@@ -30,6 +31,7 @@ class LiveView:
         self._t_start = time.monotonic()
         self._passes_start: int | None = None
         self.accuracy = True  # the run's loss has an accuracy (not mse: its hello says)
+        self.continual: list[dict] = []  # --mode continual: the last decision and the last serving window
 
     def _line(self, text: str) -> None:
         if not self.enabled:
@@ -63,6 +65,10 @@ class LiveView:
             + ("  [lr calibration]" if rec.get("calibrating") else "")
             + ("  [lr trial]" if rec.get("trial") else "")
         )
+        self._in_place(text)
+
+    def _in_place(self, text: str) -> None:
+        """The status line: redrawn in place on a TTY, at most every `period` seconds on a pipe."""
         if not self.enabled:
             return
         now_t = time.monotonic()
@@ -117,6 +123,11 @@ class LiveView:
                 )
             else:
                 self._line(f"step {rec['step']}: event {rec['kind']}")
+        elif kind == "continual":  # --mode continual: decisions on their own line, the state in place
+            self.continual = [r for r in self.continual if r["decision"] != rec["decision"]][-1:] + [rec]
+            if rec["decision"] != "window":
+                self._line(decision_line(rec))
+            self._in_place(state_line(self.continual))
         elif kind == "hello":
             self.accuracy = has_accuracy([rec])
             self._line(

@@ -3,6 +3,7 @@ optional)."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,8 @@ def plot_run(records: list[dict], out: str | Path, title: str = "") -> Path | No
         import matplotlib.pyplot as plt
     except ImportError:
         return None
+    if any(r["type"] == "continual" for r in records):  # --mode continual: its own timeline
+        return plot_continual(records, out, title, plt)
     steps = [r for r in records if r["type"] == "step"]
     evals = [r for r in records if r["type"] == "eval"]
     accuracy = has_accuracy(records)  # mse runs have none: loss and q only
@@ -65,3 +68,53 @@ def plot_run(records: list[dict], out: str | Path, title: str = "") -> Path | No
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+# --- continual adaptation: serving accuracy over the stream, the decisions as a timeline
+_DECISION_STYLE = {
+    "suspected": ("tab:orange", ":", "drift suspected"),
+    "episode": ("tab:gray", "-", "episode starts"),
+    "accepted": ("tab:green", "-", "candidate promoted"),
+    "rejected": ("tab:red", "--", "candidate discarded"),
+    "rollback": ("tab:purple", "-", "rollback to factory"),
+}
+
+
+def plot_continual(records: list[dict], out: str | Path, title: str, plt) -> Path:
+    """Serving accuracy of the deployed weights per window against the samples served, the
+    decisions as vertical lines and a timeline row each, the deployed generation as a step line."""
+    cl = [r for r in records if r["type"] == "continual"]
+    windows = [r for r in cl if r["decision"] == "window"]
+    fig, axes = plt.subplots(2, 1, figsize=(10, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1.6]})
+    axes[0].plot(
+        [r["sample"] for r in windows],
+        [100 * r["correct"] / max(1, r["count"]) for r in windows],
+        lw=1.2,
+        label="serving accuracy (deployed weights)",
+    )
+    axes[0].set_ylabel("accuracy %")
+    axes[0].grid(alpha=0.3)
+    names = list(_DECISION_STYLE)
+    seen = set()
+    for r in cl:
+        style = _DECISION_STYLE.get(r["decision"])
+        if style is None:
+            continue
+        color, ls, label = style
+        axes[0].axvline(r["sample"], color=color, ls=ls, lw=0.8, label=None if label in seen else label)
+        axes[1].plot([r["sample"]], [names.index(r["decision"])], "|", color=color, ms=14, mew=2)
+        seen.add(label)
+    axes[0].legend(loc="lower left", fontsize=7)
+    gen = [(r["sample"], r["generation"]) for r in cl]
+    ax2 = axes[1].twinx()
+    ax2.step([g[0] for g in gen], [g[1] for g in gen], where="post", color="black", lw=0.8)
+    ax2.set_ylabel("deployed generation", fontsize=8)
+    axes[1].set_yticks(range(len(names)), [_DECISION_STYLE[n][2] for n in names], fontsize=7)
+    axes[1].set_ylim(-0.7, len(names) - 0.3)
+    axes[1].set_xlabel("samples served")
+    if title:
+        fig.suptitle(textwrap.fill(title, 150), fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return Path(out)

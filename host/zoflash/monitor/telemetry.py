@@ -18,6 +18,7 @@ from zoflash.spec import training as spec
 from zoflash.spec.wire import (
     COMMAND_STRUCTS,
     COMMANDS,
+    CONTINUAL_DECISIONS,
     HEAD,
     LAYOUTS,
     MAX_PAYLOAD,
@@ -64,6 +65,7 @@ _CONVERT = {
     "rounding": lambda v: {"rounding": _name(spec.ROUNDINGS, v, "rounding")},
     "loss_kind": lambda v: {"loss_kind": _name(spec.LOSSES, v, "loss_kind")},
     "kind": lambda v: {"kind": _name(EVENT_KIND_NAMES, v, "kind")},
+    "decision": lambda v: {"decision": _name(CONTINUAL_DECISIONS, v, "decision")},  # --mode continual
     "reason": lambda v: {"reason": _name(spec.DONE_REASONS, v, "reason")},
     "lr_auto": lambda v: {"lr_auto": bool(v)},
     "model_sha256": lambda v: {"model_sha256_prefix": v.hex()},

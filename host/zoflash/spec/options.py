@@ -91,7 +91,7 @@ _DENSITIES = (
     ", ".join(["1"] + [f"1/{1 << k}" for k in range(1, t.DENSITY_LOG2_MAX)]) + f" or 1/{1 << t.DENSITY_LOG2_MAX}"
 )
 
-LAYERS, STEP, LR, LENGTH, SCHED, GUARDS, LOSS, DATA, OUTPUT = (
+LAYERS, STEP, LR, LENGTH, SCHED, GUARDS, LOSS, DATA, OUTPUT, CONTINUAL = (
     "Trainable layers",
     "The step",
     "Learning rate",
@@ -101,6 +101,7 @@ LAYERS, STEP, LR, LENGTH, SCHED, GUARDS, LOSS, DATA, OUTPUT = (
     "Loss and headroom",
     "Data",
     "Checkpoints",
+    "Continual adaptation",
 )
 
 OPTIONS: tuple[Option, ...] = (
@@ -445,6 +446,36 @@ OPTIONS: tuple[Option, ...] = (
         message="{flag} must be in {lo}..{hi} (0: never)",
         shown="0: never",
         c=("checkpoint_every",),
+    ),
+    Option(
+        "mode",
+        "str",
+        "oneshot",
+        "oneshot: train once on the data and stop; continual: serve a stream of samples, detect drift "
+        "and adapt in the background, deploying only a significantly better candidate",
+        CONTINUAL,
+        rule=("choices",),
+        choices=t.MODES,
+        doc="continual needs --data-source stream; --steps is then the training steps of one adaptation "
+        "episode (docs/guides/continual.md).",
+    ),
+    Option(
+        "duty",
+        "float",
+        0.5,
+        "continual: training's share of an adaptation episode's sample-passes, at most",
+        CONTINUAL,
+        rule=("interval", "(0, 1]"),
+        message="{flag} {value:g}: must be in (0, 1] (the share of the passes training may take)",
+    ),
+    Option(
+        "holdout",
+        "int",
+        128,
+        "continual: held-back samples the paired test compares the candidate with the deployed weights on",
+        CONTINUAL,
+        rule=("range", *t.HOLDOUT_RANGE),
+        message="{flag} {value}: must be in {lo}..{hi} samples",
     ),
 )
 

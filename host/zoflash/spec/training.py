@@ -197,6 +197,9 @@ TARGETS = ("labels", "input")  # what the loss compares the output with: y of th
 DATA_SOURCES = ("embedded", "stream", "app")  # embedded: built in; stream: fed over the serial link; app: pushed
 BUFFER_RANGE = (1, 65535)  # --buffer: ring slots
 # ---- end data sources ----
+# --- continual adaptation (docs/guides/continual.md): train once, or serve a stream and adapt in the field
+MODES = ("oneshot", "continual")
+HOLDOUT_RANGE = (8, 4096)  # --holdout: held-back samples of the paired test
 # auto lr: the first updates move the int8 weights by min(rho, max(1, w_rms / LR_W_RMS_DIV)) LSB RMS
 # per step (w_rms: RMS of the trainable int8 weights at the start): ZO_LR_W_RMS_DIV
 LR_W_RMS_DIV = 32

@@ -133,6 +133,25 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
     # --- update log: the applied updates of `steps` steps from `step` on (+ per step a header byte,
     # a u8 q when it changed, q binary16 coefficients; UPDATE_* below), for `zoflash replay`
     "updates": (13, (("step", "I"), ("steps", "H"), ("eps", "B"))),
+    # --- continual adaptation (--mode continual): one decision or serving window (CONTINUAL_DECISIONS)
+    "continual": (
+        14,
+        (
+            ("sample", "I"),
+            ("decision", "B"),
+            ("slot", "B"),
+            ("generation", "H"),
+            ("episode", "H"),
+            ("steps", "I"),
+            ("better", "H"),
+            ("worse", "H"),
+            ("correct", "I"),
+            ("count", "I"),
+            ("statistic", "f"),
+            ("train_passes", "Q"),
+            ("serve_passes", "Q"),
+        ),
+    ),
     # --- trained-tensors checksum: CRC-32 of the trainable tensors' values (TENSORS_CRC_ORDER), sent
     # before done and in answer to the last chunk of a push; `pushed`: the steps a push applied (0: none)
     "crc": (15, (("step", "I"), ("crc32", "I"), ("bytes", "I"), ("pushed", "I"))),  # order: below
@@ -140,6 +159,13 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
 # The bytes the crc frame's CRC-32 covers, in this order: every trainable tensor in training order
 # (the plan's; the hello's n_tensors of them), its values only: int8 weights, little-endian int32
 # biases (zo_tensors_crc in zo_push.c; tensors_crc below).
+# --- continual adaptation: the continual frame's `decision` (ZO_CL_EV_* in zo_continual.h), in id order.
+# window: serving accuracy of the deployed weights (correct/count) over the last window of labelled
+# samples; suspected: the drift detector alarmed (statistic: its Page-Hinkley statistic, loss units);
+# episode: an adaptation episode starts; accepted/rejected: the paired test's verdict on the candidate
+# (better/worse: the discordant held-back pairs); rollback: the boot found an interrupted promotion and
+# serves the deployed slot; boot: the deployed slot loaded at start (generation).
+CONTINUAL_DECISIONS = ("window", "suspected", "episode", "accepted", "rejected", "rollback", "boot")
 # Command payloads (host -> device) that begin with fixed fields, a data tail after them: the fields
 # in wire order, declared once (the device's readers are generated into zo_wire.h/.c).
 COMMAND_LAYOUTS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -166,6 +192,9 @@ UPDATE_Q = 0x02  # a u8 q follows: this applied step's q differs from the frame'
 UPDATE_RESTORE = 0x04  # after the update the trainable state went back to the snapshot (a rollback)
 UPDATE_SNAPSHOT = 0x08  # then the snapshot was taken (the best state by validation)
 UPDATE_TRIAL = 0x10  # a step of the lr trial: trained a candidate from the snapshot, then undone
+# --mode continual: after RESTORE (before SNAPSHOT) the trainable state went back to the model's built-in
+# weights, residuals zero (a candidate starting from them, or a rollback to them: with SNAPSHOT)
+UPDATE_FACTORY = 0x20
 UPDATES_CHUNK = 256  # tail bytes of one updates frame, at most (the device's buffer)
 # --- end update log
 COMMAND_STRUCTS = {k: struct.Struct("<" + "".join(c for _, c in lay)) for k, lay in COMMAND_LAYOUTS.items()}

@@ -47,6 +47,7 @@ FRAME_NOTES = {
     "boundary": "CRC-32 of the boundary activations of the first test sample, once after hello",
     "updates": "the applied updates of consecutive steps (update log, zoflash replay)",
     "crc": "CRC-32 of the trainable tensors' values, before done and at the end of a push (zoflash push)",
+    "continual": "--mode continual: a decision or a serving window (zo_continual.h, ZO_CL_EV_*)",
 }
 STRUCT_NOTES = {
     "need": "--data-source stream: the samples the device asks for (zo_stream.h).",
@@ -168,7 +169,7 @@ def render_header() -> str:
         "/* Update log: the header byte of each step in an updates frame's tail. */",
         *[
             _define(f"ZO_TM_UPDATE_{k}", f"0x{getattr(wire, 'UPDATE_' + k):02X}u")
-            for k in ("APPLIED", "Q", "RESTORE", "SNAPSHOT", "TRIAL")
+            for k in ("APPLIED", "Q", "RESTORE", "SNAPSHOT", "TRIAL", "FACTORY")
         ],
         "",
         "/* Frame types. */",

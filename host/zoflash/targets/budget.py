@@ -282,7 +282,23 @@ def _items(board: Board, model, training=None) -> list[tuple[str, str, int]]:
         ("stack", "stack", board.placement["stack_bytes"]),
     ]
     if mem.get("stream_buffer_bytes"):  # --data-source stream: the ring of fed samples
-        items.insert(-1, ("bss", f"stream ring ({training.options.buffer} samples)", mem["stream_buffer_bytes"]))
+        ring = 1 if training.options.mode == "continual" else training.options.buffer
+        items.insert(-1, ("bss", f"stream ring ({ring} samples)", mem["stream_buffer_bytes"]))
+    if mem.get(
+        "ab_slots_bytes"
+    ):  # --mode continual: rings, candidate, A/B slots (RAM here; NOR on a port that maps them)
+        o = training.options
+        items.insert(
+            -1,
+            (
+                "bss",
+                f"continual (training ring {o.buffer} samples {mem['training_ring_bytes']}, held-back ring "
+                f"{o.holdout} samples {mem['holdout_ring_bytes']}, candidate {mem['candidate_bytes']}, "
+                f"factory {mem['factory_bytes']}, A/B slots {mem['ab_slots_bytes']})",
+                sum(mem[k] for k in ("training_ring_bytes", "holdout_ring_bytes", "candidate_bytes", "factory_bytes"))
+                + mem["ab_slots_bytes"],
+            ),
+        )
     return items
 
 

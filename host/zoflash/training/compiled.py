@@ -22,6 +22,9 @@ class Training:
     options: TrainOptions
     data: Dataset
     headroom: dict | None = None  # headroom report (bits, re-quantized tensors, output change), if any
+    # --mode continual without the drift detector: only the stream's shift marks start episodes (the
+    # stream benchmark's oracle, benchmarks/continual.py)
+    continual_oracle: bool = False
 
     @property
     def trainable(self) -> dict[int, np.ndarray]:

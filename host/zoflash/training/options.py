@@ -128,6 +128,7 @@ class _Derived:
                 if self.val_fraction != table.TRAIN_DEFAULTS["val_fraction"]
                 else ""
             )
+            + (f", continual (duty {self.duty:g}, holdout {self.holdout})" if self.mode == "continual" else "")
         )
 
 
@@ -292,6 +293,20 @@ def validate(opts: TrainOptions) -> TrainOptions:
     # ---- data sources ----
     need(1 <= opts.refresh <= opts.buffer, f"--refresh {opts.refresh}: must be in 1..--buffer ({opts.buffer})")
     # ---- end data sources ----
+    # --- continual adaptation
+    need(
+        opts.mode != "continual" or opts.data_source == "stream",
+        "--mode continual serves samples as they arrive: add --data-source stream",
+    )
+    need(
+        opts.mode != "continual" or (opts.loss not in ("mse",) and opts.target == "labels"),
+        "--mode continual compares candidates by their correct answers: it needs labels (not --loss mse "
+        "or --target input)",
+    )
+    need(
+        opts.mode != "continual" or opts.budget is None,
+        "--mode continual: an episode is --steps training steps, not a --budget",
+    )
     if opts.scheduler in SCHEDULERS:  # also when other options have problems: one error lists all
         q_keys = spec.SCHED_Q_PARAMS
         given_q = sorted(set(opts.sched) & set(q_keys))

@@ -21,6 +21,7 @@ from zoflash.errors import ZoflashError
 from zoflash.spec.options import auto_density
 from zoflash.training.checks import training_warnings
 from zoflash.training.compiled import CompiledTraining, Training
+from zoflash.training.continual import memory as continual_memory
 from zoflash.training.dataset import carve_validation, load_dataset
 from zoflash.training.headroom import apply_headroom, auto_bits
 from zoflash.training.options import TrainOptions
@@ -59,7 +60,10 @@ def compile_training(
         before = model
         model, plan, report = _with_headroom(model, plan, opts)
     if opts.data_source in ("stream", "app"):  # a RAM ring of fed or pushed samples (on the final plan)
-        plan.stream_buffer_bytes = opts.buffer * sum(stream_record_bytes(plan, data).values())
+        record = sum(stream_record_bytes(plan, data).values())
+        plan.stream_buffer_bytes = (1 if opts.mode == "continual" else opts.buffer) * record
+    if opts.mode == "continual":  # the controller's rings, candidate and A/B slots
+        plan.continual_bytes = continual_memory(plan, opts, int(data.x_train[0].nbytes))
     fold_biases_at_run_time(model, {t.index for t in plan.tensors})
     return CompiledTraining(
         Path(model_path),

@@ -72,6 +72,8 @@ class TrainPlan:
     # The frozen prefix keeps state across invokes (variables, SVDF or LSTM state): every engine runs
     # it sample by sample in the device's order and never reuses a sample's boundary (no prefix memo).
     prefix_state: bool = False
+    # --mode continual: its rings, candidate and A/B slots (training/continual.py memory(), set with the data)
+    continual_bytes: dict[str, int] = field(default_factory=dict)
 
     @property
     def params(self) -> int:
@@ -96,6 +98,7 @@ class TrainPlan:
             "snapshot_bytes": snapshot,
             "eps_bytes": sum(4 * t.count for t in self.tensors if t.is_bias),
             **({"stream_buffer_bytes": self.stream_buffer_bytes} if self.stream_buffer_bytes else {}),
+            **self.continual_bytes,
         }
 
     FLASH_KEYS = ("eps_bytes",)  # constant tables (flash on a board)

@@ -20,6 +20,10 @@ from zoflash.compiler.runtime import TRAINING_RUNTIME, runtime_part
 from zoflash.spec import options as options_table
 from zoflash.spec import training as spec
 from zoflash.training.compiled import Training, TrainingSources
+from zoflash.training.continual import CONTINUAL_RUNTIME, CONTINUAL_TEMPLATE
+from zoflash.training.continual import episode_steps as continual_episode_steps
+from zoflash.training.continual import memory as continual_memory
+from zoflash.training.continual import template_context as continual_context
 from zoflash.training.options import TrainOptions
 
 TRAIN_TEMPLATES = {"model_train.c.j2": "{prefix}_train.c", "model_data.c.j2": "{prefix}_data.c"}
@@ -66,10 +70,20 @@ def train_config(opts: TrainOptions) -> dict:
     return out
 
 
+CONTINUAL_ONLY = ("mode", "duty", "holdout")  # options that change nothing in a one-shot build
+
+
+def recorded_options(opts: TrainOptions) -> dict:
+    """The options a bundle records (manifest, options hash): a one-shot build leaves out those of
+    --mode continual, so its bundle and checkpoints are those of a build before the mode existed."""
+    skip = CONTINUAL_ONLY if opts.mode == "oneshot" else ()
+    return {k: v for k, v in sorted(vars(opts).items()) if k not in skip}
+
+
 def options_sha256(opts: TrainOptions, data_blobs: list[Blob]) -> str:
     """What a checkpoint must have been taken with (besides the model): the options and the
     embedded data, hashed."""
-    h = hashlib.sha256(json.dumps({k: v for k, v in sorted(vars(opts).items())}, sort_keys=True).encode())
+    h = hashlib.sha256(json.dumps(recorded_options(opts), sort_keys=True).encode())
     for b in data_blobs:
         h.update(b.name.encode() + b"\0" + hashlib.sha256(b.data).digest())
     return h.hexdigest()
@@ -79,7 +93,7 @@ def training_manifest(training: Training) -> dict:
     plan, opts = training.plan, training.options
     assert training.data.y_val is not None  # the pipeline carves the validation split first
     return {
-        "options": {k: v for k, v in sorted(vars(opts).items())},
+        "options": recorded_options(opts),
         "tensors": [
             {
                 "index": t.index,
@@ -240,7 +254,7 @@ def render_training(
         target_zp=in_quant.zero_point if from_input else 0,
         sha_bytes=", ".join(f"0x{source_sha256[2 * i : 2 * i + 2]}" for i in range(8)),
         options_sha_bytes=", ".join(f"0x{opts_sha[2 * i : 2 * i + 2]}" for i in range(8)),
-        n_train=opts.buffer if stream else len(data.y_train),
+        n_train=stream["slots"] if stream else len(data.y_train),
         n_val=len(data.y_val),
         n_test=len(data.y_test),
         config_fields=config_fields,
@@ -257,7 +271,19 @@ def render_training(
     app = opts.data_source == "app"
     if app:  # the library form: zo_app.c instead of the firmware's main
         files.update({name: text.decode() for name, text in runtime_part(APP_RUNTIME).items()})
+    continual = opts.mode == "continual"
+    if continual:  # the continual controller and its main instead of the training run's
+        cl_ctx = continual_context(plan, opts, ctx["input_bytes"], detector=not training.continual_oracle)
+        files[f"{prefix}_continual.c"] = env.get_template(CONTINUAL_TEMPLATE).render(**{**ctx, **cl_ctx})
+        files.update({name: text.decode() for name, text in runtime_part(CONTINUAL_RUNTIME).items()})
     manifest = {**training_manifest(training), "options_sha256": opts_sha}
+    if continual:
+        manifest["continual"] = {
+            "duty": opts.duty,
+            "episode_steps": continual_episode_steps(opts),
+            "holdout": opts.holdout,
+            "memory": continual_memory(plan, opts, ctx["input_bytes"]),
+        }
     if boundary_expected is not None:  # --- boundary checksum
         manifest["boundary_check"] = {
             "sample": "x_test[0]",
@@ -270,7 +296,7 @@ def render_training(
         manifest=manifest,
         trainable=training.trainable,
         blobs={b.file: b.data for b in data_blobs},
-        unlinked=("zo_train_main.c",) if app else (),
+        unlinked=("zo_train_main.c",) if app or continual else (),
         app=app,
     )
 
@@ -299,7 +325,7 @@ def _stream_context(prefix: str, plan, opts: TrainOptions, data) -> dict:
     }
     app = opts.data_source == "app"  # the ring is zo_app.c's (extern), filled by pushes, not by the host
     return dict(
-        slots=opts.buffer,
+        slots=1 if opts.mode == "continual" else opts.buffer,  # continual: one arriving sample at a time
         refresh=opts.refresh,
         input_bytes=rec["input"],
         target_bytes=rec["targets"],

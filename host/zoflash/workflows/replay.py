@@ -208,6 +208,7 @@ def rebuild(model_path: str | Path, log_path: LogPaths, opts: TrainOptions | Non
     values = [t.values.copy() for t in plan.tensors]
     residual = [None if t.is_bias else np.zeros(t.count, np.int8) for t in plan.tensors]
     snapshot = ([v.copy() for v in values], [None if r is None else r.copy() for r in residual])
+    factory = snapshot
     base_crc = _crc(plan, values)
     device_crc = None
 
@@ -258,6 +259,9 @@ def rebuild(model_path: str | Path, log_path: LogPaths, opts: TrainOptions | Non
         if e.flags & wire.UPDATE_RESTORE:
             values = [v.copy() for v in snapshot[0]]
             residual = [None if r is None else r.copy() for r in snapshot[1]]
+        if e.flags & wire.UPDATE_FACTORY:  # --mode continual: back to the built-in weights
+            values = [v.copy() for v in factory[0]]
+            residual = [None if r is None else r.copy() for r in factory[1]]
         if e.flags & wire.UPDATE_SNAPSHOT:
             snapshot = ([v.copy() for v in values], [None if r is None else r.copy() for r in residual])
     check(len(entries))

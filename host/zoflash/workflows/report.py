@@ -8,6 +8,11 @@ from zoflash.targets.npu import backend_of_manifest
 from zoflash.training.headroom import describe as describe_headroom
 
 
+def opts_of(training: dict) -> dict:
+    """The training options as the manifest holds them."""
+    return training["options"]
+
+
 def bundle_lines(bundle, result=None, board=None) -> list[str]:
     """The report of a bundle (and of its build `result` for `board`, when compiled)."""
     out: list[str] = []
@@ -54,7 +59,14 @@ def training_memory_lines(training: dict) -> list[str]:
         f"(their RAM copy) {mem['trainable_bytes_in_ram']}, residuals {mem['residual_bytes']}, feature cache "
         f"{mem['feature_cache_bytes']}, statistics {mem['statistics_bytes']}, snapshot {mem['snapshot_bytes']}"
     )
-    if mem.get("stream_buffer_bytes"):
+    if mem.get("ab_slots_bytes"):  # --mode continual: its memory beside the training loop's
+        say(
+            f"RAM     continual (training ring {opts_of(training)['buffer']} samples "
+            f"{mem['training_ring_bytes']}, held-back ring {opts_of(training)['holdout']} samples "
+            f"{mem['holdout_ring_bytes']}, candidate {mem['candidate_bytes']}, factory {mem['factory_bytes']}, "
+            f"A/B slots {mem['ab_slots_bytes']}); samples arrive one at a time"
+        )
+    elif mem.get("stream_buffer_bytes"):
         ds = training["data_source"]
         who = "your application pushes" if ds["kind"] == "app" else "the host feeds"
         say(

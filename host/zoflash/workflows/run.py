@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from zoflash.monitor.checkpoint import load_checkpoint
-from zoflash.monitor.feed import load_feeder
+from zoflash.monitor.feed import Feeder, load_feeder
 from zoflash.monitor.live_view import LiveView
 from zoflash.monitor.serialport import DEFAULT_BAUD
 from zoflash.targets.boards import resolve_board
@@ -14,6 +14,7 @@ from zoflash.targets.runners import FlashOptions, flash_bundle
 from zoflash.targets.runners.base import DEFAULT_QEMU_TIMEOUT
 from zoflash.targets.runners.qemu import emulator_ended, stop_qemu
 from zoflash.training.options import TrainOptions
+from zoflash.workflows.continual import stream_feeder
 from zoflash.workflows.generate import build
 from zoflash.workflows.monitor import Say, log_line, monitor, serial_settings
 from zoflash.workflows.report import bundle_lines
@@ -31,6 +32,15 @@ def refuse_to_run(board: str, opts: TrainOptions) -> str | None:
         return APP_IS_A_LIBRARY
     if not resolve_board(board)[0].is_firmware:
         return f"board '{board}' runs no firmware; use `zoflash simulate` for the host"
+    return None
+
+
+def refuse_stream(opts: TrainOptions, stream_path: str | None) -> str | None:
+    """--stream goes with --mode continual and the reverse (None: fine)."""
+    if stream_path is not None and opts.mode != "continual":
+        return "--stream is served by --mode continual (add --mode continual --data-source stream)"
+    if stream_path is None and opts.mode == "continual":
+        return "--mode continual needs --stream S.npz: the samples to serve, in arrival order"
     return None
 
 
@@ -54,9 +64,11 @@ def run(
     view: LiveView | None = None,
     say: Say = log_line,
     keys_from=None,
+    stream_path: str | None = None,
 ) -> int:
     """Build, flash and monitor: train on a board (or on the emulated Cortex-M55). `settings`: (boot
-    mode, vendor header folders). Returns the monitor's exit status (3: the device reported a fault)."""
+    mode, vendor header folders). `stream_path`: --mode continual, the samples the board serves (the
+    stop command after the last). Returns the monitor's exit status (3: the device reported a fault)."""
     if resume_path is not None:  # a damaged file is refused before building
         load_checkpoint(resume_path)
     board_obj, note = resolve_board(board)
@@ -87,7 +99,11 @@ def run(
             usb_ids, baud = None, baud or int((board_obj.console or {}).get("baud", DEFAULT_BAUD))
         ended = emulator_ended(bundle.path) if flashed.pid is not None else None
         # --data-source stream: the host feeds the training split
-        feeder = load_feeder(model_path, data_path, opts) if opts.data_source == "stream" else None
+        feeder: Feeder | None
+        if stream_path is not None:  # --mode continual: the stream to serve
+            feeder = stream_feeder(model_path, data_path, stream_path, opts)
+        else:
+            feeder = load_feeder(model_path, data_path, opts) if opts.data_source == "stream" else None
         return monitor(
             serial,
             baud,
