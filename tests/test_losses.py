@@ -271,7 +271,7 @@ def test_data_that_does_not_fit_the_loss(tmp_path):
     np.savez(bad, x_train=r["x_train"], x_test=r["x_test"])
     with pytest.raises(DataError, match="lacks y_train, y_test"):
         _prep(REGRESSOR, bad, loss="mse")
-    with pytest.raises(DataError, match="--target input needs an int8 model input with as many values"):
+    with pytest.raises(DataError, match="--target input needs an int8 or float32 model input with as many values"):
         _prep(REGRESSOR, bad, target="input")
 
 

@@ -140,10 +140,11 @@ def _out_of_range(o: table.Option):
         return hi + 1 if math.isfinite(hi) else lo - 1
     if kind == "off_or_above":
         return o.rule[1] / 2
+    if kind == "pattern":  # the first of these the option's regex refuses
+        return next(v for v in ("bogus", " ") if not re.match(o.rule[1], v))
     value = {
         "pow2": 3,
         "choices": "bogus",
-        "pattern": "bogus",
         "density": 0.3,
         "headroom": spec.HEADROOM_MAX + 1,
         "lr": -1.0,

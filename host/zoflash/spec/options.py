@@ -33,7 +33,7 @@ class Option:
       ("interval", "(a, b]") a finite number in that interval (inf allowed as a bound);
       ("pow2", hi)           a power of two in 1..hi;
       ("choices",)           one of `choices`;
-      ("pattern", regex)     a string matching the regex;
+      ("pattern", regex[, words]) a string matching the regex (words: the valid values in the docs);
       ("density",)           1 or 1/2^k for k <= DENSITY_LOG2_MAX;
       ("headroom",)          "auto" or 0..HEADROOM_MAX bits;
       ("lr",)                None (auto) or a finite number >= 0;
@@ -405,6 +405,17 @@ OPTIONS: tuple[Option, ...] = (
         choices=t.TARGETS,
     ),
     Option(
+        "output",
+        "str | None",
+        None,
+        "The model output the loss reads, by index or tensor name (models with several outputs; "
+        "the others keep running)",
+        LOSS,
+        rule=("pattern", r"^\S(.*\S)?$", "an output's index or tensor name"),
+        shown="0",
+        doc="Training refuses a name or index the model does not have, listing its outputs.",
+    ),
+    Option(
         "data_source",
         "str",
         "embedded",
@@ -518,7 +529,7 @@ def allowed(o: Option) -> str:
         "interval": lambda: o.rule[1],
         "pow2": lambda: f"a power of two in 1..{o.rule[1]}",
         "choices": lambda: " \\| ".join(f"`{c}`" for c in o.choices),
-        "pattern": lambda: "`last`, `last:N`, `all`, `layers:NAME,NAME,...`",
+        "pattern": lambda: o.rule[2] if len(o.rule) > 2 else "`last`, `last:N`, `all`, `layers:NAME,NAME,...`",
         "density": lambda: _DENSITIES,
         "headroom": lambda: f"`auto` or 0..{t.HEADROOM_MAX}",
         "lr": lambda: "`auto` or a number >= 0",

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from zoflash.compiler.quant import samples_and_saturation
+from zoflash.compiler.quant import round_half_away_array, samples_and_saturation
 from zoflash.errors import DataError
 from zoflash.spec import training as spec
 from zoflash.training.losses import LOSSES
@@ -160,6 +160,17 @@ def _labels(y: np.ndarray, name: str, n: int, classes: int, binary: bool = False
     return y.astype(np.uint16)
 
 
+def quantized_input_targets(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """--target input on a float32 input: the model's quantized input (its first QUANTIZE, rounding
+    half away from zero and clamping to int8 as TFLite does) in real units, one row per sample.
+    Embedded as mse targets, so the C and the reference read the same floats."""
+    s = np.float32(scale)
+    with np.errstate(over="ignore"):  # overflows to infinity, which saturates
+        quotient = x.reshape(len(x), -1).astype(np.float32) / s  # in float32, as the kernel divides
+    q = np.clip(round_half_away_array(np.clip(quotient, -1024, 1024)) + zero_point, -128, 127)
+    return (s * (q - zero_point).astype(np.float32)).astype(np.float32)
+
+
 def load_dataset(
     path: str | Path,
     input_shape: tuple[int, ...],
@@ -170,15 +181,18 @@ def load_dataset(
     loss: str = "softmax-ce",
     target: str = "labels",
     output_shape: tuple[int, ...] | None = None,
+    input_quant: tuple[float, int] | None = None,
 ) -> Dataset:
     """`dtype`: the model input's type (int8, uint8 or float32), which the samples take: the firmware
     embeds their bytes and the model's first QUANTIZE converts a uint8 or float32 input.  `loss`
     (resolved, spec.LOSSES) and `target` say what y must hold; `output_shape` is the shape of
-    the output the loss reads (mse)."""
+    the output the loss reads (mse).  `input_quant`: (scale, zero point) of the int8 tensor a
+    float32 input is quantized to, the target of --target input on such a model."""
     from_input = target == "input"
-    if from_input and (dtype != "int8" or int(np.prod(input_shape)) != classes):
+    float_input = dtype == "float32" and input_quant is not None
+    if from_input and (dtype != "int8" and not float_input or int(np.prod(input_shape)) != classes):
         raise DataError(
-            f"--target input needs an int8 model input with as many values as the output ({classes}); "
+            f"--target input needs an int8 or float32 model input with as many values as the output ({classes}); "
             f"this model's input is {dtype}{list(input_shape)}"
         )
     keys = KEYS if not from_input else ("x_train", "x_test")
@@ -229,6 +243,9 @@ def load_dataset(
             out[f"y_{split}"] = np.zeros(xs.shape[0], np.uint16)  # no labels; the targets are t or the input
             if not from_input:
                 out[f"t_{split}"] = _targets(arrays[f"y_{split}"], name, xs.shape[0], output_shape or (classes,))
+            elif float_input:
+                assert input_quant is not None  # float_input
+                out[f"t_{split}"] = quantized_input_targets(xs, *input_quant)
         else:
             out[f"y_{split}"] = _labels(
                 arrays[f"y_{split}"], name, xs.shape[0], 2 if loss_kind.binary else classes, binary=loss_kind.binary

@@ -121,6 +121,7 @@ class _Derived:
             + (f", headroom {self.headroom}" if self.headroom else "")
             + (f", loss {self.loss}" if self.loss != "auto" else "")
             + (f", target {self.target}" if self.target != "labels" else "")
+            + (f", output {self.output}" if self.output is not None else "")
             + (f", data {self.data_source}" if self.data_source != "embedded" else "")
             + (f" (buffer {self.buffer}, refresh {self.refresh})" if self.data_source != "embedded" else "")
             + (

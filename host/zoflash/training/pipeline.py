@@ -29,6 +29,16 @@ from zoflash.training.plan import TrainPlan, plan_training
 from zoflash.training.render import stream_record_bytes
 
 
+def _float_input_quant(model, index: int) -> tuple[float, int] | None:
+    """(scale, zero point) of the int8 tensor a float32 model input is quantized to, else None."""
+    g = model.graph
+    readers = g.consumers().get(index, [])
+    if g.tensors[index].dtype != "float32" or len(readers) != 1 or readers[0].type != "QUANTIZE":
+        return None
+    q, dtype = g.tensors[readers[0].outputs[0]].quant, g.tensors[readers[0].outputs[0]].dtype
+    return (q.scale, q.zero_point) if q is not None and dtype == "int8" and not q.per_channel else None
+
+
 def compile_training(
     model_path: str | Path, graph: Graph, raw: bytes, data_path: str | Path, opts: TrainOptions
 ) -> CompiledTraining:
@@ -48,6 +58,7 @@ def compile_training(
         loss=plan.loss,
         target=opts.target,
         output_shape=model.storage(plan.logits).shape,
+        input_quant=_float_input_quant(model, graph.inputs[0]),
     )
     data = carve_validation(data, opts.val_fraction, opts.seed)  # guards and snapshots never see the test set
     warnings = training_warnings(data, opts, plan, (q.scale if q else None, q.zero_point if q else None, t_in.dtype))

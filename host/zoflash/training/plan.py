@@ -165,10 +165,29 @@ def _bias_eps(model: CompiledModel, step) -> np.ndarray:
     return np.array([max(1, int(round_half_away(0.5 * s_out / (s_in * sw)))) for sw in s_w], dtype=np.int32)
 
 
+def chosen_output(model: CompiledModel, opts: TrainOptions) -> int:
+    """The graph tensor index of the output the loss reads: --output's name or index, else output 0.
+    The other outputs keep running at inference; training stops at the chosen one."""
+    g = model.graph
+    if opts.output is None:
+        return g.outputs[0]
+    given = opts.output
+    if given.isdigit() and int(given) < len(g.outputs):
+        return g.outputs[int(given)]
+    for o in g.outputs:
+        if g.tensors[o].name == given:
+            return o
+    known = ", ".join(f"{k} '{g.tensors[o].name}' {list(g.tensors[o].shape)}" for k, o in enumerate(g.outputs))
+    raise OptionsError(
+        f"--output (output=) '{given}': the model has no output of that name or index; give one of its "
+        f"outputs by index or name: {known}"
+    )
+
+
 def resolve_loss(model: CompiledModel, opts: TrainOptions) -> str:
-    """The loss of a run: the option's, or for auto mse with --target input, sigmoid-bce for a
-    model with one output, else softmax-ce.  A loss that cannot move is refused here."""
-    outputs = model.graph.tensors[model.graph.outputs[0]].num_elements
+    """The loss of a run: the option's, or for auto mse with --target input, sigmoid-bce for an
+    output of one element, else softmax-ce.  A loss that cannot move is refused here."""
+    outputs = model.graph.tensors[chosen_output(model, opts)].num_elements
     if opts.loss != "auto":
         loss = opts.loss
     elif opts.target == "input":
@@ -181,14 +200,17 @@ def resolve_loss(model: CompiledModel, opts: TrainOptions) -> str:
     return loss
 
 
-def _logits(model: CompiledModel, loss: str) -> tuple[int, int]:
-    """(root index of the tensor the loss reads, index of the step producing it)."""
+def _logits(model: CompiledModel, loss: str, output: int) -> tuple[int, int]:
+    """(root index of the tensor the loss reads, index of the step producing it), from graph output
+    tensor `output` back through the loss's head (SOFTMAX, DEQUANTIZE...)."""
     producer = {model.root[o]: s for s, step in enumerate(model.program.steps) for o in step.outputs}
-    t = model.root[model.graph.outputs[0]]
+    t = model.root[output]
     while True:
         s = producer.get(t)
         if s is None:
-            raise UnsupportedModelError(model.graph.name or "model", ["output 0 is not computed by any op"])
+            raise UnsupportedModelError(
+                model.graph.name or "model", [f"output '{model.graph.tensors[output].name}' is not computed by any op"]
+            )
         step = model.program.steps[s]
         if step.kernel in LOSSES.get(loss).head_kernels:
             t = model.root[step.args[0]]
@@ -199,6 +221,20 @@ def _logits(model: CompiledModel, loss: str) -> tuple[int, int]:
                 model.graph.name or "model", [f"the logits tensor '{tensor.name}' is not per-tensor int8"]
             )
         return t, s
+
+
+def _feeding_steps(model: CompiledModel, end: int) -> set[int]:
+    """The steps whose results step `end` reads, directly or not (itself included)."""
+    steps = model.program.steps
+    producer = {model.root[o]: s for s, step in enumerate(steps) for o in step.written}
+    feeding, todo = set(), [end]
+    while todo:
+        s = todo.pop()
+        if s in feeding:
+            continue
+        feeding.add(s)
+        todo += [producer[r] for a in step_tensors(steps[s], include_output=False) if (r := model.root[a]) in producer]
+    return feeding
 
 
 def _int16_refusal(model: CompiledModel, steps) -> None:
@@ -222,7 +258,27 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
         weighted16 = _weighted_steps(model, tuple(k + "_s16" for k in WEIGHTED_KERNELS))
         chosen = _select_layers(model, opts, weighted16) if weighted16 else []
         _int16_refusal(model, [model.program.steps[s] for s in chosen] + list(model.program.steps))
+    loss = resolve_loss(model, opts)
+    output = chosen_output(model, opts)
+    logits, logits_step = _logits(model, loss, output)
+    # Layers on another output's branch never change the loss: last/all pick among those feeding it.
+    feeding = _feeding_steps(model, logits_step)
+    if not opts.train.startswith("layers:"):
+        weighted_feeding = [s for s in weighted if s in feeding]
+        if not weighted_feeding:
+            raise UnsupportedModelError(
+                g.name or "model",
+                [f"no layer with constant int8 weights feeds output '{g.tensors[output].name}' (the loss reads it)"],
+            )
+        weighted = weighted_feeding
     layers = _select_layers(model, opts, weighted)
+    for s in layers:
+        if s not in feeding:
+            raise OptionsError(
+                f"--train: layer {model.program.steps[s].op.where(g)} does not feed output "
+                f"'{g.tensors[output].name}' (the loss reads it), so it cannot be trained; choose another "
+                "layer or that layer's output with --output"
+            )
     dropped: list[int] = []
 
     def layer_params(s: int) -> int:
@@ -239,15 +295,11 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
                 f"--max-params {opts.max_params}: even the last selected layer alone has "
                 f"{layer_params(dropped[-1])} trainable parameters"
             )
-    loss = resolve_loss(model, opts)
-    logits, logits_step = _logits(model, loss)
     tensors: list[TrainableTensor] = []
     clamped = 0
     seen: set[int] = set()
     for s in layers:
         step = model.program.steps[s]
-        if s > logits_step:
-            raise OptionsError(f"layer {step.op.where(g)} comes after the logits; it cannot be trained")
         w, b = model.root[step.args[1]], step.args[2]
         if not opts.biases_only and w not in seen:
             data = model.storage(w).data
