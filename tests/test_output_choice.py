@@ -96,3 +96,11 @@ def test_the_c_and_the_reference_train_the_chosen_output_identically(two_outputs
     capsys.readouterr()
     assert main(["compare", str(logs["c"]), str(logs["reference"])]) == 0
     assert "IDENTICAL" in capsys.readouterr().out
+
+
+def test_a_bundle_records_output_only_when_chosen():
+    """Output 0 by default: recorded as before the option existed (same bundles and checkpoints)."""
+    from zoflash.training.render import recorded_options
+
+    assert "output" not in recorded_options(make_options())
+    assert recorded_options(make_options(output="1"))["output"] == "1"

@@ -75,8 +75,11 @@ CONTINUAL_ONLY = ("mode", "duty", "holdout")  # options that change nothing in a
 
 def recorded_options(opts: TrainOptions) -> dict:
     """The options a bundle records (manifest, options hash): a one-shot build leaves out those of
-    --mode continual, so its bundle and checkpoints are those of a build before the mode existed."""
-    skip = CONTINUAL_ONLY if opts.mode == "oneshot" else ()
+    --mode continual, and a build reading output 0 leaves out --output, so its bundle and
+    checkpoints are those of a build before the mode and the option existed."""
+    skip: tuple[str, ...] = CONTINUAL_ONLY if opts.mode == "oneshot" else ()
+    # --output left at output 0: recorded as before the option existed (same bundles, checkpoints)
+    skip += ("output",) if opts.output is None else ()
     return {k: v for k, v in sorted(vars(opts).items()) if k not in skip}
 
 
