@@ -583,6 +583,77 @@ void zo_conv2d_s8(const zo_conv2d_params_t *p, const int8_t *input, const int8_t
     }
 }
 
+/* Four rows of zo_mve_dots_fold: a0..a3 += dot(x, w0..w3) + dot(z, w0..w3) (times 2 when
+ * `twice`), z = the zero point's vector, so each weight vector loaded serves the dot product and
+ * the row sum, into the same accumulator. */
+__attribute__((always_inline)) static inline void zo_mve_dot4_fold(const int8_t *x, const int8_t *w0, int32_t k,
+                                                                   int8x16_t z, int32_t *acc, const int twice)
+{
+    const int8_t *p0 = w0, *p1 = w0 + k, *p2 = w0 + 2 * k, *p3 = w0 + 3 * k;
+    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+#define ZO_MVE_FOLD_ROW(a, wv)                                                                      \
+    do {                                                                                            \
+        a = vmladavaq_s8(vmladavaq_s8(a, xv, wv), z, wv);                                           \
+        if (twice) {                                                                                \
+            a = vmladavaq_s8(a, z, wv);                                                             \
+        }                                                                                           \
+    } while (0)
+    for (int32_t blocks = k >> 4; blocks > 0; --blocks) {
+        const int8x16_t xv = vldrbq_s8(x);
+        ZO_MVE_FOLD_ROW(a0, vldrbq_s8(p0));
+        ZO_MVE_FOLD_ROW(a1, vldrbq_s8(p1));
+        ZO_MVE_FOLD_ROW(a2, vldrbq_s8(p2));
+        ZO_MVE_FOLD_ROW(a3, vldrbq_s8(p3));
+        x += 16, p0 += 16, p1 += 16, p2 += 16, p3 += 16;
+    }
+    if (k & 15) {
+        const mve_pred16_t pt = vctp8q((uint32_t)(k & 15));
+        const int8x16_t xv = vldrbq_z_s8(x, pt);
+        ZO_MVE_FOLD_ROW(a0, vldrbq_z_s8(p0, pt));
+        ZO_MVE_FOLD_ROW(a1, vldrbq_z_s8(p1, pt));
+        ZO_MVE_FOLD_ROW(a2, vldrbq_z_s8(p2, pt));
+        ZO_MVE_FOLD_ROW(a3, vldrbq_z_s8(p3, pt));
+    }
+#undef ZO_MVE_FOLD_ROW
+    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
+}
+
+/* acc[j] = bias[j] - input_zp * sum(w row j) + dot(x, w row j) (wrapping int32: the value
+ * zo_mve_fold_bias + zo_mve_dots give) for weights without a precomputed folded bias (trained
+ * ones): -input_zp * sum(w) = dot(w, -input_zp) rides along the dot product instead of a
+ * separate pass over the weights (-input_zp = 128 as twice 64). */
+static void zo_mve_dots_fold(const int8_t *x, const int8_t *w, int32_t k, int32_t n, const int32_t *bias,
+                             int32_t input_zp, int32_t *acc)
+{
+    const int twice = input_zp == -128;
+    const int8x16_t z = vdupq_n_s8((int8_t)(twice ? 64 : -input_zp));
+    int32_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        for (int32_t i = 0; i < 4; ++i) {
+            acc[j + i] = bias != NULL ? bias[j + i] : 0;
+        }
+        if (twice) {
+            zo_mve_dot4_fold(x, w + (size_t)j * (size_t)k, k, z, acc + j, 1);
+        } else {
+            zo_mve_dot4_fold(x, w + (size_t)j * (size_t)k, k, z, acc + j, 0);
+        }
+    }
+    for (; j < n; ++j) {
+        /* 1 to 3 rows left */
+        const int8_t *row = w + (size_t)j * (size_t)k;
+        int32_t a = bias != NULL ? bias[j] : 0;
+        for (int32_t i = 0; i < k; i += 16) {
+            const mve_pred16_t pt = vctp8q((uint32_t)(k - i));
+            const int8x16_t wv = vldrbq_z_s8(row + i, pt);
+            a = vmladavaq_s8(vmladavaq_s8(a, vldrbq_z_s8(x + i, pt), wv), z, wv);
+            if (twice) {
+                a = vmladavaq_s8(a, z, wv);
+            }
+        }
+        acc[j] = a;
+    }
+}
+
 void zo_fully_connected_s8(const zo_fully_connected_params_t *p, const int8_t *input, const int8_t *weights,
                            const int32_t *bias, int8_t *output)
 {
@@ -592,6 +663,12 @@ void zo_fully_connected_s8(const zo_fully_connected_params_t *p, const int8_t *i
     for (int32_t oc0 = 0; oc0 < p->units; oc0 += ZO_MVE_OC_BLOCK) {
         const int32_t n = zo_min32(ZO_MVE_OC_BLOCK, p->units - oc0);
         const int8_t *w = weights + (size_t)oc0 * (size_t)k;
+        if (p->folded_bias == NULL && p->rows == 1) {
+            /* one input row (a trained layer's pass): fold while multiplying */
+            zo_mve_dots_fold(input, w, k, n, bias != NULL ? bias + oc0 : NULL, p->input_zp, eff);
+            zo_mve_requant_store(eff, n, NULL, p->multiplier + oc0, p->shift + oc0, &q, output + oc0);
+            continue;
+        }
         const int32_t *e = zo_mve_fold_bias(p->folded_bias, oc0, w, k, n, bias, p->input_zp, eff);
         for (int32_t r = 0; r < p->rows; ++r) {
             zo_mve_gemv(input + (size_t)r * (size_t)k, w, k, n, e, p->multiplier + oc0, p->shift + oc0, &q,
