@@ -75,7 +75,8 @@ static const int32_t *zo_mve_fold_bias(const int32_t *folded, int32_t oc0, const
 
 /* out[px * out_stride + j] = requant(acc[px * acc_stride + j] + bias[j]) for px < pixels, j < n: each
  * channel group's bias, multiplier and shifts are loaded once for all the pixels. */
-static void zo_mve_requant_pixels(const int32_t *acc, int32_t acc_stride, int32_t pixels, int32_t n,
+__attribute__((always_inline)) static inline void zo_mve_requant_pixels(const int32_t *acc, int32_t acc_stride,
+                                                                        int32_t pixels, int32_t n,
                                   const int32_t *bias,
                                   const int32_t *mult, const int32_t *shift, const zo_mve_out_t *q, int8_t *out,
                                   int32_t out_stride)
@@ -89,6 +90,16 @@ static void zo_mve_requant_pixels(const int32_t *acc, int32_t acc_stride, int32_
         const int32x4_t left = vmaxq_s32(s, zero), right = vminq_s32(s, zero);
         const int32_t *a = acc + j;
         int8_t *o = out + j;
+        if (q->right_only) {
+            for (int32_t px = 0; px < pixels; ++px) {
+                int32x4_t v = zo_mve_mbqm_right(vaddq_s32(vldrwq_s32(a), b), m, right);
+                v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, q->zp), vdupq_n_s32(q->act_min)), vdupq_n_s32(q->act_max));
+                vstrbq_p_s32(o, v, p);
+                a += acc_stride;
+                o += out_stride;
+            }
+            continue;
+        }
         for (int32_t px = 0; px < pixels; ++px) {
             int32x4_t v = zo_mve_mbqm_lr(vaddq_s32(vldrwq_s32(a), b), m, left, right);
             v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, q->zp), vdupq_n_s32(q->act_min)), vdupq_n_s32(q->act_max));
@@ -103,13 +114,17 @@ static void zo_mve_requant_pixels(const int32_t *acc, int32_t acc_stride, int32_
 __attribute__((always_inline)) static inline void zo_mve_requant4(const int32_t *acc, const int32_t *bias,
                                                                   const int32_t *mult, const int32_t *shift,
                                                                   int32_t zp, int32x4_t lo, int32x4_t hi,
-                                                                  mve_pred16_t p, int8_t *out)
+                                                                  mve_pred16_t p, int8_t *out, const int right)
 {
     int32x4_t v = vldrwq_z_s32(acc, p);
     if (bias != NULL) {
         v = vaddq_s32(v, vldrwq_z_s32(bias, p));
     }
-    v = zo_mve_mbqm(v, vldrwq_z_s32(mult, p), vldrwq_z_s32(shift, p));
+    if (right) {
+        v = zo_mve_mbqm_right(v, vldrwq_z_s32(mult, p), vldrwq_z_s32(shift, p));
+    } else {
+        v = zo_mve_mbqm(v, vldrwq_z_s32(mult, p), vldrwq_z_s32(shift, p));
+    }
     v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, zp), lo), hi);
     vstrbq_p_s32(out, v, p);
 }
@@ -123,16 +138,20 @@ static void zo_mve_requant_store(const int32_t *acc, int32_t n, const int32_t *b
     int32_t j = 0;
     if (bias != NULL) {
         for (; j + 4 <= n; j += 4) {
-            zo_mve_requant4(acc + j, bias + j, mult + j, shift + j, q->zp, lo, hi, all, out + j);
+            zo_mve_requant4(acc + j, bias + j, mult + j, shift + j, q->zp, lo, hi, all, out + j, 0);
+        }
+    } else if (q->right_only) {
+        for (; j + 4 <= n; j += 4) {
+            zo_mve_requant4(acc + j, NULL, mult + j, shift + j, q->zp, lo, hi, all, out + j, 1);
         }
     } else {
         for (; j + 4 <= n; j += 4) {
-            zo_mve_requant4(acc + j, NULL, mult + j, shift + j, q->zp, lo, hi, all, out + j);
+            zo_mve_requant4(acc + j, NULL, mult + j, shift + j, q->zp, lo, hi, all, out + j, 0);
         }
     }
     if (j < n) {
         zo_mve_requant4(acc + j, bias != NULL ? bias + j : NULL, mult + j, shift + j, q->zp, lo, hi,
-                        vctp32q((uint32_t)(n - j)), out + j);
+                        vctp32q((uint32_t)(n - j)), out + j, 0);
     }
 }
 
@@ -461,7 +480,7 @@ static void zo_mve_conv2d_runs(const zo_conv2d_params_t *p, const int8_t *input,
 {
     const int32_t k = p->filter_h * p->filter_w * p->filter_c;
     const int32_t run = p->filter_w * p->filter_c;
-    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max};
+    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max, zo_mve_right_only(p->shift, p->output_c)};
     int32_t eff[ZO_MVE_OC_BLOCK], acc[ZO_MVE_OC_BLOCK];
     int8_t patch[64];
     for (int32_t oc0 = 0; oc0 < p->output_c; oc0 += ZO_MVE_OC_BLOCK) {
@@ -507,7 +526,7 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
     const int32_t groups = p->input_c / fc;
     const int32_t oc_per_group = p->output_c / groups;
     const int32_t k = p->filter_h * p->filter_w * fc;
-    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max};
+    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max, zo_mve_right_only(p->shift, p->output_c)};
     int32_t eff[ZO_MVE_OC_BLOCK], acc[4 * ZO_MVE_OC_BLOCK];
     for (int32_t g = 0; g < groups; ++g) {
         const int32_t c0 = g * fc;
@@ -658,7 +677,7 @@ void zo_fully_connected_s8(const zo_fully_connected_params_t *p, const int8_t *i
                            const int32_t *bias, int8_t *output)
 {
     const int32_t k = p->depth;
-    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max};
+    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max, zo_mve_right_only(p->shift, p->units)};
     int32_t eff[ZO_MVE_OC_BLOCK];
     for (int32_t oc0 = 0; oc0 < p->units; oc0 += ZO_MVE_OC_BLOCK) {
         const int32_t n = zo_min32(ZO_MVE_OC_BLOCK, p->units - oc0);
@@ -765,7 +784,8 @@ __attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depth
     const size_t x_row_step = (size_t)p->dilation_h * (size_t)p->input_w * in_c;
     const size_t w_row_step = (size_t)p->filter_w * (size_t)oc_total;
     const int16_t zp = (int16_t)p->input_zp;
-    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max};
+    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max,
+                              zo_mve_right_only(p->shift + oc0, n)};
     const mve_pred16_t p0 = vctp16q((uint32_t)n);
     const mve_pred16_t p1 = vctp16q((uint32_t)(n > 8 ? n - 8 : 0));
     uint16x8_t offs0 = vdupq_n_u16(0), offs1 = vdupq_n_u16(0);
@@ -780,12 +800,16 @@ __attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depth
     int32_t acc[ZO_MVE_DW_PIXELS * 16] __attribute__((aligned(16)));
     /* -input_zp * the sum of each channel's taps: the start of an interior pixel's sums */
     int32_t eff[16] __attribute__((aligned(16))) = {0};
-    for (int32_t j = 0; j < n; ++j) {
-        int32_t s = 0;
-        for (int32_t t = 0; t < p->filter_h * p->filter_w; ++t) {
-            s += filter[(size_t)t * (size_t)oc_total + (size_t)(oc0 + j)];
+    for (int32_t c = 0; c < n; c += 4) {
+        /* four channels a vector (lanes past n load 0) */
+        const mve_pred16_t pc = vctp32q((uint32_t)(n - c));
+        const int8_t *w = filter + (size_t)(oc0 + c);
+        int32x4_t t = vdupq_n_s32(0);
+        for (int32_t k = 0; k < p->filter_h * p->filter_w; ++k) {
+            t = vaddq_s32(t, vldrbq_z_s32(w, pc));
+            w += oc_total;
         }
-        eff[j] = zo_wrap_mul(-p->input_zp, s);
+        vst1q_s32(eff + c, vmulq_n_s32(t, -p->input_zp));
     }
     /* output pixels whose windows lie inside the image horizontally: ox in [ox_in0, ox_in1) */
     const int32_t span = (p->filter_w - 1) * p->dilation_w;
