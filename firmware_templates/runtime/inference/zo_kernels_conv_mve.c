@@ -32,21 +32,42 @@
 /* ------------------------------------------------------------------ matrix products */
 
 /* eff[j] = bias[j] - input_zp * sum(w row j), as zo_fold_bias (wrapping int32): the precomputed
- * `folded` (+ oc0) when the generator gave it, else computed into eff. */
+ * `folded` (+ oc0) when the generator gave it, else computed into eff (weights that change at run
+ * time: trained layers, on every pass), four rows at a time, whole 16-byte blocks unpredicated:
+ * one VADDVA per 16 weights. */
 static const int32_t *zo_mve_fold_bias(const int32_t *folded, int32_t oc0, const int8_t *w, int32_t k, int32_t n,
                                        const int32_t *bias, int32_t input_zp, int32_t *eff)
 {
     if (folded != NULL) {
         return folded + oc0;
     }
-    for (int32_t j = 0; j < n; ++j) {
-        const int8_t *row = w + (size_t)j * (size_t)k;
-        int32_t s = 0;
-        for (int32_t i = 0; i < k; i += 16) {
-            s = vaddvaq_s8(s, vldrbq_z_s8(row + i, vctp8q((uint32_t)(k - i))));
+    for (int32_t j = 0; j < n; j += 4) {
+        /* 1 to 3 rows left: the missing ones repeat the last row, their sums are not stored */
+        const int8_t *p0 = w + (size_t)j * (size_t)k;
+        const int8_t *p1 = j + 1 < n ? p0 + k : p0;
+        const int8_t *p2 = j + 2 < n ? p1 + k : p1;
+        const int8_t *p3 = j + 3 < n ? p2 + k : p2;
+        int32_t s[4] = {0, 0, 0, 0};
+        int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int32_t blocks = k >> 4; blocks > 0; --blocks) {
+            s0 = vaddvaq_s8(s0, vldrbq_s8(p0));
+            s1 = vaddvaq_s8(s1, vldrbq_s8(p1));
+            s2 = vaddvaq_s8(s2, vldrbq_s8(p2));
+            s3 = vaddvaq_s8(s3, vldrbq_s8(p3));
+            p0 += 16, p1 += 16, p2 += 16, p3 += 16;
         }
-        const int32_t b = bias != NULL ? bias[oc0 + j] : 0;
-        eff[j] = zo_wrap_sub(b, zo_wrap_mul(input_zp, s));
+        if (k & 15) {
+            const mve_pred16_t pt = vctp8q((uint32_t)(k & 15));
+            s0 = vaddvaq_s8(s0, vldrbq_z_s8(p0, pt));
+            s1 = vaddvaq_s8(s1, vldrbq_z_s8(p1, pt));
+            s2 = vaddvaq_s8(s2, vldrbq_z_s8(p2, pt));
+            s3 = vaddvaq_s8(s3, vldrbq_z_s8(p3, pt));
+        }
+        s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
+        for (int32_t i = 0; i < 4 && j + i < n; ++i) {
+            const int32_t b = bias != NULL ? bias[oc0 + j + i] : 0;
+            eff[j + i] = zo_wrap_sub(b, zo_wrap_mul(input_zp, s[i]));
+        }
     }
     return eff;
 }
@@ -75,13 +96,15 @@ static const int32_t *zo_mve_fold_bias(const int32_t *folded, int32_t oc0, const
 
 /* out[px * out_stride + j] = requant(acc[px * acc_stride + j] + bias[j]) for px < pixels, j < n: each
  * channel group's bias, multiplier and shifts are loaded once for all the pixels. */
-__attribute__((always_inline)) static inline void zo_mve_requant_pixels(const int32_t *acc, int32_t acc_stride,
-                                                                        int32_t pixels, int32_t n,
-                                  const int32_t *bias,
-                                  const int32_t *mult, const int32_t *shift, const zo_mve_out_t *q, int8_t *out,
-                                  int32_t out_stride)
+__attribute__((noinline)) static void zo_mve_requant_pixels(const int32_t *acc, int32_t acc_stride,
+                                                                int32_t pixels, int32_t n, const int32_t *bias,
+                                                                const int32_t *mult, const int32_t *shift,
+                                                                const zo_mve_out_t *q, int8_t *out,
+                                                                int32_t out_stride)
 {
-    const int32x4_t zero = vdupq_n_s32(0);
+    /* in locals: the stores to out (int8) could alias *q */
+    const int32_t zp = q->zp;
+    const int32x4_t zero = vdupq_n_s32(0), lo = vdupq_n_s32(q->act_min), hi = vdupq_n_s32(q->act_max);
     for (int32_t j = 0; j < n; j += 4) {
         const mve_pred16_t p = vctp32q((uint32_t)(n - j));
         const int32x4_t b = bias != NULL ? vldrwq_z_s32(bias + j, p) : zero;
@@ -93,7 +116,7 @@ __attribute__((always_inline)) static inline void zo_mve_requant_pixels(const in
         if (q->right_only) {
             for (int32_t px = 0; px < pixels; ++px) {
                 int32x4_t v = zo_mve_mbqm_right(vaddq_s32(vldrwq_s32(a), b), m, right);
-                v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, q->zp), vdupq_n_s32(q->act_min)), vdupq_n_s32(q->act_max));
+                v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, zp), lo), hi);
                 vstrbq_p_s32(o, v, p);
                 a += acc_stride;
                 o += out_stride;
@@ -102,7 +125,7 @@ __attribute__((always_inline)) static inline void zo_mve_requant_pixels(const in
         }
         for (int32_t px = 0; px < pixels; ++px) {
             int32x4_t v = zo_mve_mbqm_lr(vaddq_s32(vldrwq_s32(a), b), m, left, right);
-            v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, q->zp), vdupq_n_s32(q->act_min)), vdupq_n_s32(q->act_max));
+            v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, zp), lo), hi);
             vstrbq_p_s32(o, v, p);
             a += acc_stride;
             o += out_stride;
@@ -564,8 +587,8 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
                 int8_t *out = output + (size_t)pix * (size_t)p->output_c + (size_t)oc0;
                 if (tile == 4) {
                     /* the channel constants loaded once for the 4 pixels */
-                    zo_mve_requant_pixels(acc, ZO_MVE_OC_BLOCK, count, n, NULL, p->multiplier + oc0, p->shift + oc0,
-                                          &q, out, p->output_c);
+                    zo_mve_requant_pixels(acc, ZO_MVE_OC_BLOCK, count, n, NULL, p->multiplier + oc0,
+                                              p->shift + oc0, &q, out, p->output_c);
                 } else {
                     for (int32_t i = 0; i < count; ++i) {
                         zo_mve_requant_store(acc + i * ZO_MVE_OC_BLOCK, n, NULL, p->multiplier + oc0, p->shift + oc0,
@@ -602,77 +625,6 @@ void zo_conv2d_s8(const zo_conv2d_params_t *p, const int8_t *input, const int8_t
     }
 }
 
-/* Four rows of zo_mve_dots_fold: a0..a3 += dot(x, w0..w3) + dot(z, w0..w3) (times 2 when
- * `twice`), z = the zero point's vector, so each weight vector loaded serves the dot product and
- * the row sum, into the same accumulator. */
-__attribute__((always_inline)) static inline void zo_mve_dot4_fold(const int8_t *x, const int8_t *w0, int32_t k,
-                                                                   int8x16_t z, int32_t *acc, const int twice)
-{
-    const int8_t *p0 = w0, *p1 = w0 + k, *p2 = w0 + 2 * k, *p3 = w0 + 3 * k;
-    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
-#define ZO_MVE_FOLD_ROW(a, wv)                                                                      \
-    do {                                                                                            \
-        a = vmladavaq_s8(vmladavaq_s8(a, xv, wv), z, wv);                                           \
-        if (twice) {                                                                                \
-            a = vmladavaq_s8(a, z, wv);                                                             \
-        }                                                                                           \
-    } while (0)
-    for (int32_t blocks = k >> 4; blocks > 0; --blocks) {
-        const int8x16_t xv = vldrbq_s8(x);
-        ZO_MVE_FOLD_ROW(a0, vldrbq_s8(p0));
-        ZO_MVE_FOLD_ROW(a1, vldrbq_s8(p1));
-        ZO_MVE_FOLD_ROW(a2, vldrbq_s8(p2));
-        ZO_MVE_FOLD_ROW(a3, vldrbq_s8(p3));
-        x += 16, p0 += 16, p1 += 16, p2 += 16, p3 += 16;
-    }
-    if (k & 15) {
-        const mve_pred16_t pt = vctp8q((uint32_t)(k & 15));
-        const int8x16_t xv = vldrbq_z_s8(x, pt);
-        ZO_MVE_FOLD_ROW(a0, vldrbq_z_s8(p0, pt));
-        ZO_MVE_FOLD_ROW(a1, vldrbq_z_s8(p1, pt));
-        ZO_MVE_FOLD_ROW(a2, vldrbq_z_s8(p2, pt));
-        ZO_MVE_FOLD_ROW(a3, vldrbq_z_s8(p3, pt));
-    }
-#undef ZO_MVE_FOLD_ROW
-    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
-}
-
-/* acc[j] = bias[j] - input_zp * sum(w row j) + dot(x, w row j) (wrapping int32: the value
- * zo_mve_fold_bias + zo_mve_dots give) for weights without a precomputed folded bias (trained
- * ones): -input_zp * sum(w) = dot(w, -input_zp) rides along the dot product instead of a
- * separate pass over the weights (-input_zp = 128 as twice 64). */
-static void zo_mve_dots_fold(const int8_t *x, const int8_t *w, int32_t k, int32_t n, const int32_t *bias,
-                             int32_t input_zp, int32_t *acc)
-{
-    const int twice = input_zp == -128;
-    const int8x16_t z = vdupq_n_s8((int8_t)(twice ? 64 : -input_zp));
-    int32_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-        for (int32_t i = 0; i < 4; ++i) {
-            acc[j + i] = bias != NULL ? bias[j + i] : 0;
-        }
-        if (twice) {
-            zo_mve_dot4_fold(x, w + (size_t)j * (size_t)k, k, z, acc + j, 1);
-        } else {
-            zo_mve_dot4_fold(x, w + (size_t)j * (size_t)k, k, z, acc + j, 0);
-        }
-    }
-    for (; j < n; ++j) {
-        /* 1 to 3 rows left */
-        const int8_t *row = w + (size_t)j * (size_t)k;
-        int32_t a = bias != NULL ? bias[j] : 0;
-        for (int32_t i = 0; i < k; i += 16) {
-            const mve_pred16_t pt = vctp8q((uint32_t)(k - i));
-            const int8x16_t wv = vldrbq_z_s8(row + i, pt);
-            a = vmladavaq_s8(vmladavaq_s8(a, vldrbq_z_s8(x + i, pt), wv), z, wv);
-            if (twice) {
-                a = vmladavaq_s8(a, z, wv);
-            }
-        }
-        acc[j] = a;
-    }
-}
-
 void zo_fully_connected_s8(const zo_fully_connected_params_t *p, const int8_t *input, const int8_t *weights,
                            const int32_t *bias, int8_t *output)
 {
@@ -682,12 +634,6 @@ void zo_fully_connected_s8(const zo_fully_connected_params_t *p, const int8_t *i
     for (int32_t oc0 = 0; oc0 < p->units; oc0 += ZO_MVE_OC_BLOCK) {
         const int32_t n = zo_min32(ZO_MVE_OC_BLOCK, p->units - oc0);
         const int8_t *w = weights + (size_t)oc0 * (size_t)k;
-        if (p->folded_bias == NULL && p->rows == 1) {
-            /* one input row (a trained layer's pass): fold while multiplying */
-            zo_mve_dots_fold(input, w, k, n, bias != NULL ? bias + oc0 : NULL, p->input_zp, eff);
-            zo_mve_requant_store(eff, n, NULL, p->multiplier + oc0, p->shift + oc0, &q, output + oc0);
-            continue;
-        }
         const int32_t *e = zo_mve_fold_bias(p->folded_bias, oc0, w, k, n, bias, p->input_zp, eff);
         for (int32_t r = 0; r < p->rows; ++r) {
             zo_mve_gemv(input + (size_t)r * (size_t)k, w, k, n, e, p->multiplier + oc0, p->shift + oc0, &q,
@@ -766,6 +712,24 @@ static void zo_mve_dw_4px(const zo_depthwise_conv2d_params_t *p, const int8_t *x
     }
 }
 
+/* eff[j] = -input_zp * the sum of channel oc0 + j's taps, j < 16 (0 past n), four channels a vector. */
+__attribute__((noinline)) static void zo_mve_dw_eff(const zo_depthwise_conv2d_params_t *p, const int8_t *filter,
+                                                    int32_t oc0, int32_t n, int32_t *eff)
+{
+    for (int32_t c = 0; c < 16; c += 4) {
+        const mve_pred16_t pc = vctp32q((uint32_t)(n > c ? n - c : 0)); /* lanes past n: no load, 0 */
+        int32x4_t t = vdupq_n_s32(0);
+        if (c < n) {
+            const int8_t *w = filter + (size_t)(oc0 + c);
+            for (int32_t k = 0; k < p->filter_h * p->filter_w; ++k) {
+                t = vaddq_s32(t, vldrbq_z_s32(w, pc));
+                w += p->output_c;
+            }
+        }
+        vst1q_s32(eff + c, vmulq_n_s32(t, -p->input_zp));
+    }
+}
+
 /* One output channel block [oc0, oc0 + n) over every output pixel.  The flags are constants at
  * each call (but `two` with `gather`), so each use compiles to its own loop: `two` = 16 channels (else 8), `pred` = fewer
  * than that (predicated loads), `gather` = depth multiplier > 1 (input channel (oc0 + j) / dm).
@@ -799,18 +763,8 @@ __attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depth
     }
     int32_t acc[ZO_MVE_DW_PIXELS * 16] __attribute__((aligned(16)));
     /* -input_zp * the sum of each channel's taps: the start of an interior pixel's sums */
-    int32_t eff[16] __attribute__((aligned(16))) = {0};
-    for (int32_t c = 0; c < n; c += 4) {
-        /* four channels a vector (lanes past n load 0) */
-        const mve_pred16_t pc = vctp32q((uint32_t)(n - c));
-        const int8_t *w = filter + (size_t)(oc0 + c);
-        int32x4_t t = vdupq_n_s32(0);
-        for (int32_t k = 0; k < p->filter_h * p->filter_w; ++k) {
-            t = vaddq_s32(t, vldrbq_z_s32(w, pc));
-            w += oc_total;
-        }
-        vst1q_s32(eff + c, vmulq_n_s32(t, -p->input_zp));
-    }
+    int32_t eff[16] __attribute__((aligned(16)));
+    zo_mve_dw_eff(p, filter, oc0, n, eff);
     /* output pixels whose windows lie inside the image horizontally: ox in [ox_in0, ox_in1) */
     const int32_t span = (p->filter_w - 1) * p->dilation_w;
     const int32_t ox_in0 = (p->pad_w + p->stride_w - 1) / p->stride_w;
@@ -883,7 +837,7 @@ __attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depth
             /* TFLM adds the bias last, as here */
             int8_t *out = output + ((size_t)oy * (size_t)p->output_w + (size_t)ox0) * (size_t)oc_total + (size_t)oc0;
             zo_mve_requant_pixels(acc, 16, pixels, n, bias != NULL ? bias + oc0 : NULL, p->multiplier + oc0,
-                                  p->shift + oc0, &q, out, oc_total);
+                                      p->shift + oc0, &q, out, oc_total);
         }
     }
 }
