@@ -573,8 +573,8 @@ def calibrated_lr(task: Task, workdir: Path) -> float:
     """lr_1 from the trainer's own calibration (a short C run with lr auto), so that every
     benchmark run trains at a realistic rate at its fixed q without calibration steps."""
     from zoflash.targets.host_build import run_make
-    from zoflash.workflows import training as pipeline
     from zoflash.training.options import TrainOptions
+    from zoflash.workflows import training as pipeline
 
     opts = _options(scheduler="fixed", q=1, steps=TrainOptions().calib_steps + 1, eval_every=1000)
     prep = pipeline.compile_for_training(task.model, task.data, opts)
