@@ -46,7 +46,7 @@ OPTIONS = dict(steps=150, eval_every=25, batch=4, scheduler="plateau")
 
 def plain(entries: list[wire.UpdateEntry]) -> list[tuple]:
     """The entries without their framing (UPDATE_Q says where a frame restates q)."""
-    return [(e.step, e.flags & ~wire.UPDATE_Q, e.coefficients) for e in entries]
+    return [(e.step, e.flags & ~(wire.UPDATE_Q | wire.UPDATE_PACKED), e.coefficients) for e in entries]
 
 
 def random_entries(rng: random.Random, n: int) -> list[wire.UpdateEntry]:
@@ -55,7 +55,10 @@ def random_entries(rng: random.Random, n: int) -> list[wire.UpdateEntry]:
         flags = rng.choice([0, wire.UPDATE_APPLIED, wire.UPDATE_APPLIED | wire.UPDATE_SNAPSHOT])
         flags |= wire.UPDATE_RESTORE if rng.random() < 0.05 else 0
         q = rng.choice([1, 1, 2, 8, 64, 200])
-        coefficients = tuple(rng.getrandbits(16) for _ in range(q)) if flags & wire.UPDATE_APPLIED else ()
+        spread = rng.choice([0, 2, 31])  # exponents within 2 of each other: packed; any: mostly raw
+        top = rng.randrange(spread, 32)
+        c16 = [rng.getrandbits(1) << 15 | (top - rng.randint(0, spread)) << 10 | rng.getrandbits(10) for _ in range(q)]
+        coefficients = tuple(c16) if flags & wire.UPDATE_APPLIED else ()
         out.append(wire.UpdateEntry(step, flags, coefficients))
     return out
 
@@ -72,7 +75,8 @@ def test_chunks_fit_the_receive_ring_and_decode_back():
             back += wire.parse_updates(first, steps, data)  # the device's format: the updates frame's tail
         assert plain(back) == plain(entries)
     with pytest.raises(DataError, match="more than a push chunk"):
-        push_flow.pack_entries([wire.UpdateEntry(0, wire.UPDATE_APPLIED, (0,) * 255)])
+        alternating = tuple((0x7BFF, 0x0001)[i % 2] for i in range(255))  # exponents 30 and 0: raw is shorter
+        push_flow.pack_entries([wire.UpdateEntry(0, wire.UPDATE_APPLIED, alternating)])
 
 
 # ---------------------------------------------------------------------------- a fake device
