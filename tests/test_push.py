@@ -41,7 +41,7 @@ from zoflash.workflows.training import compile_for_training, training_bundle
 DIGITS = FIXTURES / "digits_cnn.tflite"
 MLP = FIXTURES / "mlp.tflite"
 SHIFT = FIXTURES / "digits_shift.npz"
-OPTIONS = dict(steps=150, eval_every=25, batch=4, scheduler="plateau")
+OPTIONS = dict(steps=150, eval_every=25, batch=4, scheduler="plateau", q=8)  # q = 8: most steps packed
 
 
 def plain(entries: list[wire.UpdateEntry]) -> list[tuple]:
@@ -234,6 +234,8 @@ def program_monitor(exe: Path, paused: bool = True) -> tuple[Monitor, ProgramPor
 
 @pytest.mark.cc
 def test_pushed_program_ends_with_the_replayed_weights(run_a, device_b, tmp_path):
+    flags = [e.flags for e in rebuild(DIGITS, run_a.log).entries if e.flags & wire.UPDATE_APPLIED]
+    assert 0 < sum(bool(f & wire.UPDATE_PACKED) for f in flags) < len(flags)  # the device decodes both forms
     mon, port = program_monitor(device_b)
     try:
         result = push_flow.push(mon, "program", rebuild(DIGITS, run_a.log), say=lambda s: None)
@@ -263,9 +265,13 @@ def test_cli_push_refusals(run_a, device_b, tmp_path, capsys):
     gap.write_text("".join(json.dumps(r) + "\n" for k, r in enumerate(records) if k != updates[0]))
     # tampered: one coefficient changed (the device's own crc at the end no longer matches)
     tampered = [dict(r) for r in records]
-    entries = bytearray.fromhex(tampered[updates[0]]["entries"])
-    entries[-1] ^= 0x40  # the top exponent bit of the frame's last coefficient
-    tampered[updates[0]]["entries"] = entries.hex()
+    frame = tampered[updates[-1]]  # the last frame: no restore to an earlier snapshot undoes it
+    entries = wire.parse_updates(frame["step"], frame["steps"], bytes.fromhex(frame["entries"]))
+    last = max(k for k, e in enumerate(entries) if e.coefficients)
+    largest = (0x7BFF,) * len(entries[last].coefficients)  # binary16's largest: the weights move for sure
+    entries[last] = entries[last]._replace(coefficients=largest)
+    (chunk,) = push_flow.pack_entries(entries, wire.UPDATES_CHUNK)  # re-encoded: it still decodes
+    frame["entries"] = chunk[2].hex()
     bad = tmp_path / "tampered.jsonl"
     bad.write_text("".join(json.dumps(r) + "\n" for r in tampered))
     for log, model, message in (
