@@ -131,7 +131,7 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
     # --- boundary checksum: the first test sample's boundary activations, once after hello
     "boundary": (12, (("crc32", "I"), ("expected_crc32", "I"), ("bytes", "I"), ("boundary_flags", "B"))),
     # --- update log: the applied updates of `steps` steps from `step` on (+ per step a header byte,
-    # a u8 q when it changed, q binary16 coefficients; UPDATE_* below), for `zoflash replay`
+    # a u8 q when it changed, q binary16 coefficients, raw or packed; UPDATE_* below), for `zoflash replay`
     "updates": (13, (("step", "I"), ("steps", "H"), ("eps", "B"))),
     # --- continual adaptation (--mode continual): one decision or serving window (CONTINUAL_DECISIONS)
     "continual": (
@@ -196,7 +196,7 @@ UPDATE_TRIAL = 0x10  # a step of the lr trial: trained a candidate from the snap
 # weights, residuals zero (a candidate starting from them, or a rollback to them: with SNAPSHOT)
 UPDATE_FACTORY = 0x20
 # The step's coefficients are bit-packed (pack_coefficients) instead of q raw binary16: set when that
-# is shorter (q >= 4 on real runs; raw ties and q = 1 stay raw)
+# is shorter (most steps at q >= 8 on real runs; q = 1 and 2 always raw, q = 4 nearly always)
 UPDATE_PACKED = 0x40
 UPDATE_RICE_K = 1  # the packed exponent offset's Rice parameter: its low bits after the unary part
 UPDATES_CHUNK = 256  # tail bytes of one updates frame, at most (the device's buffer)
@@ -274,8 +274,8 @@ class Encoder:
         )
 
 
-# --- update log: the packer (the reference trainer, mirroring zo_tm_updates_* in zo_telemetry.c)
-# and the parser (zoflash replay)
+# --- update log: one entry's coding, the packer (the reference trainer, mirroring zo_tm_updates_*
+# in zo_telemetry.c) and the parser (zoflash replay)
 
 
 def _exponent(h: int) -> int:
@@ -314,10 +314,6 @@ def encode_entry(flags: int, c16, q: int) -> bytes:
     else:
         body = struct.pack(f"<{len(c16)}H", *c16)
     return (bytes([flags | UPDATE_Q, len(c16)]) if len(c16) != q else bytes([flags])) + body
-
-
-# --- update log: the packer (the reference trainer, mirroring zo_tm_updates_* in zo_telemetry.c)
-# and the parser (zoflash replay)
 
 
 class UpdateLog:
