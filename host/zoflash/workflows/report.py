@@ -64,7 +64,13 @@ def training_memory_lines(training: dict) -> list[str]:
             f"RAM     continual (training ring {opts_of(training)['buffer']} samples "
             f"{mem['training_ring_bytes']}, held-back ring {opts_of(training)['holdout']} samples "
             f"{mem['holdout_ring_bytes']}, candidate {mem['candidate_bytes']}, factory {mem['factory_bytes']}, "
-            f"A/B slots {mem['ab_slots_bytes']}); samples arrive one at a time"
+            f"A/B slots {mem['ab_slots_bytes']}"
+            + (
+                f" in the NOR ({training['continual']['slots_in']}, not RAM)"
+                if training.get("continual", {}).get("slots_in")
+                else ""
+            )
+            + "); samples arrive one at a time"
         )
     elif mem.get("stream_buffer_bytes"):
         ds = training["data_source"]
