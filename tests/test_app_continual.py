@@ -1,11 +1,13 @@
 """--mode continual --data-source app: the continual controller as a C library in the user's own
 firmware (zo_continual.h: zo_cl_start, zo_cl_serve, zo_cl_end), with the example application
 examples/app_sensor/app_continual.c.  Built and run on the host, its records equal those of the
-stream form (`simulate --mode continual --data-source stream`) fed the same readings."""
+stream form (`simulate --mode continual --data-source stream`) fed the same readings; on the
+emulated Cortex-M55 the same as on the host."""
 
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import subprocess
 
 import numpy as np
@@ -49,19 +51,26 @@ def app_stream(path) -> None:
     np.savez(path, x=x, y=y)
 
 
+def app_records(tmp_path, board: str, data) -> list[dict]:
+    opts = make_options(**OPTS, data_source="app")
+    bundle = api.build(str(MLP), board, str(tmp_path / board), data_path=str(data), options=opts).bundle
+    assert not (bundle.path / "zo_app.c").exists()  # the one-shot library's API is not in this bundle
+    subprocess.run(["make", "-s", "-C", str(bundle.path), "app", f"APP={APP / 'app_continual.c'}"], check=True)
+    if board == "host":
+        argv = [str(bundle.path / "build" / "app")]
+    else:
+        argv = ["qemu-system-arm", "-M", "mps3-an547", "-nographic", "-semihosting", "-icount", "shift=0"]
+        argv += ["-monitor", "none", "-kernel", str(bundle.path / "build" / "app.elf")]
+    run = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=300, check=True)
+    session = Session(None, None)
+    session.feed(run.stdout)
+    return session.close().records
+
+
 def test_app_form_serves_as_the_stream_form(tmp_path, sensor_data):
     from zoflash.workflows.continual import simulate_continual
 
-    opts = make_options(**OPTS, data_source="app")
-    bundle = api.build(str(MLP), "host", str(tmp_path / "app"), data_path=str(sensor_data), options=opts).bundle
-    assert not (bundle.path / "zo_app.c").exists()  # the one-shot library's API is not in this bundle
-    subprocess.run(["make", "-s", "-C", str(bundle.path), "app", f"APP={APP / 'app_continual.c'}"], check=True)
-    run = subprocess.run(
-        [str(bundle.path / "build" / "app")], stdin=subprocess.DEVNULL, capture_output=True, timeout=300, check=True
-    )
-    session = Session(None, None)
-    session.feed(run.stdout)
-    app = session.close().records
+    app = app_records(tmp_path, "host", sensor_data)
 
     stream = tmp_path / "stream.npz"
     app_stream(stream)
@@ -75,3 +84,13 @@ def test_app_form_serves_as_the_stream_form(tmp_path, sensor_data):
     assert comparable(app) == comparable(fed)
     (line,) = [r["text"] for r in app if r["type"] == "text" and r["text"].strip()]
     assert line.strip().startswith("app_continual: ") and line.strip().endswith(f" of {READINGS} readings served right")
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_app_form_on_qemu_equals_the_host_build(tmp_path, sensor_data):
+    if shutil.which("qemu-system-arm") is None:
+        pytest.skip("qemu-system-arm is not installed")
+    m55, host = app_records(tmp_path, "mps3-an547", sensor_data), app_records(tmp_path, "host", sensor_data)
+    assert comparable(m55) == comparable(host)
+    assert [r["text"] for r in m55 if r["type"] == "text"] == [r["text"] for r in host if r["type"] == "text"]

@@ -104,7 +104,8 @@ def firmware_lines(result, board) -> list[str]:
     kind = "firmware" if training and not app else "library"
     if app:  # the trainer as a library: your firmware brings main()
         say(
-            f"library {', '.join(str(p.relative_to(result.bundle.path)) for p in result.outputs)} and zo_app.h "
+            f"library {', '.join(str(p.relative_to(result.bundle.path)) for p in result.outputs)} and "
+            f"{'zo_continual.h' if 'continual' in training else 'zo_app.h'} "
             f"({board.toolchain.cc}); link your firmware with `make -C {result.bundle.path} app APP=main.c` "
             "(see examples/app_sensor)"
         )
