@@ -573,11 +573,11 @@ def calibrated_lr(task: Task, workdir: Path) -> float:
     """lr_1 from the trainer's own calibration (a short C run with lr auto), so that every
     benchmark run trains at a realistic rate at its fixed q without calibration steps."""
     from zoflash.targets.host_build import run_make
-    from zoflash.training import pipeline
     from zoflash.training.options import TrainOptions
+    from zoflash.workflows import training as pipeline
 
     opts = _options(scheduler="fixed", q=1, steps=TrainOptions().calib_steps + 1, eval_every=1000)
-    prep = pipeline.compile_training(task.model, task.data, opts)
+    prep = pipeline.compile_for_training(task.model, task.data, opts)
     bundle = pipeline.training_bundle(prep, "host", workdir / f"{task.name}-calib")
     run_make(bundle, f"build/{bundle.prefix}_train")
     out = subprocess.run(
@@ -595,12 +595,12 @@ def calibrated_lr(task: Task, workdir: Path) -> float:
 def throughput(task: Task, q: int, lr: float, workdir: Path, rounds: int):
     """C program (median of `rounds` process runs) and the reference (one run) for the same options."""
     from zoflash.targets.host_build import run_make
-    from zoflash.training import pipeline
+    from zoflash.workflows import training as pipeline
     from zoflash.workflows.simulate import reference_frames
 
     steps = STEPS[q]
     opts = _options(scheduler="fixed", q=q, steps=steps, lr=lr, eval_every=steps)
-    prep = pipeline.compile_training(task.model, task.data, opts)
+    prep = pipeline.compile_for_training(task.model, task.data, opts)
     bundle = pipeline.training_bundle(prep, "host", workdir / f"{task.name}-q{q}")
     run_make(bundle, f"build/{bundle.prefix}_train")
     exe = bundle.path / "build" / f"{bundle.prefix}_train"
@@ -678,10 +678,10 @@ def step_parts(task: Task, bundle_path: Path, rounds: int, target_s: float) -> d
 def m55_step_parts(task: Task, lr: float, workdir: Path) -> list[dict]:
     """The step's parts in instructions on the Cortex-M55 (QEMU), for each build variant, with the
     mps3-an547 training bundle of the q = 1 run's options."""
-    from zoflash.training import pipeline
+    from zoflash.workflows import training as pipeline
 
     steps = STEPS[1]
-    prep = pipeline.compile_training(
+    prep = pipeline.compile_for_training(
         task.model, task.data, _options(scheduler="fixed", q=1, steps=steps, lr=lr, eval_every=steps)
     )
     bundle = pipeline.training_bundle(prep, "mps3-an547", workdir / f"{task.name}-m55")

@@ -1,15 +1,18 @@
 """The continual-adaptation stream benchmark: continual zoflash (the continual firmware's C on the
 host) against no adaptation and an oracle that starts an episode at every true shift, on seeded
-offline streams (benchmarks/continual_streams.py), at least 10 shifts each.
+offline streams (benchmarks/continual_streams.py), at least 10 shifts each, of two tasks: digits
+(the digits CNN, its samples seen through image conditions) and sensor (the smartwatch CNN of the
+sensor task, its windows recorded through placements).
 
-    .venv/bin/python benchmarks/continual.py [--quick] [--seeds 11 12 13] [--write docs/guides/continual.md]
+    .venv/bin/python benchmarks/continual.py [--quick] [--tasks digits sensor] [--seeds 11 12 13]
+        [--write docs/guides/continual.md]
 
 Measures: detection delay (labelled samples from a shift to the detector's alarm), false triggers
 per 10,000 samples (alarms that are not a shift's first), serving accuracy over time (windows of
 100 labelled samples), and the shifts where the deployed weights end below no adaptation (over the
 last quarter of the shift's segment, by more than 1 point: the two serve the same samples).  No
 adaptation is the same firmware with neither the detector nor shift marks: it serves the built-in
-weights throughout.  The last line is the summary over all streams.
+weights throughout.  The last line is the summary over all streams of every task.
 """
 
 from __future__ import annotations
@@ -32,6 +35,13 @@ from zoflash.workflows.continual import simulate_continual  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "examples" / "digits_cnn.tflite"
 DATA = ROOT / "examples" / "digits_shift.npz"  # the build's data: its validation and test splits are built in
+SENSOR_MODEL = ROOT / "tests" / "fixtures" / "motions_cnn.tflite"
+SENSOR_DATA = ROOT / "tests" / "fixtures" / "motions_shift.npz"
+# task: (model, the build's data, the stream of a seed)
+TASKS = {
+    "digits": (MODEL, DATA, streams.digits_stream),
+    "sensor": (SENSOR_MODEL, SENSOR_DATA, streams.sensor_stream),
+}
 # The continual options of the benchmark (the zoflash flags): an episode of 60 steps at q = 1, the
 # auto lr calibrated at q = 1, training at most 3/4 of an episode's passes.
 OPTIONS = dict(mode="continual", data_source="stream", steps=60, duty=0.75, buffer=64, holdout=128, calib_q=1, rho=1.0)
@@ -41,14 +51,17 @@ WINDOW = 100
 TOLERANCE = 0.01  # "below baseline": more than 1 point under it over the last quarter of a segment
 
 
-def run(stream: dict, opts: TrainOptions, oracle: bool, tmp: Path, name: str, log: bool = False) -> dict:
-    """One stream through the continual firmware on the host: the summary of its records (with
-    `log`, its JSONL log and weights file are kept in tmp as <name>.jsonl, <name>.weights.npz)."""
+def run(
+    stream: dict, opts: TrainOptions, oracle: bool, tmp: Path, name: str, log: bool = False, task: str = "digits"
+) -> dict:
+    """One stream of a task through the continual firmware on the host: the summary of its records
+    (with `log`, its JSONL log and weights file are kept in tmp as <name>.jsonl, <name>.weights.npz)."""
+    model, data, _ = TASKS[task]
     path = tmp / f"{name}.npz"
     np.savez(path, x=stream["x"], y=stream["y"])
     r = simulate_continual(
-        MODEL,
-        DATA,
+        model,
+        data,
         path,
         opts,
         log_path=tmp / f"{name}.jsonl" if log else None,
@@ -109,7 +122,8 @@ def evaluate(stream: dict, cont: dict, base: dict, orac: dict) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="short streams (the make-test tier)")
-    ap.add_argument("--seeds", type=int, nargs="+", help="stream seeds (default: 11 12 13; quick: 21)")
+    ap.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=sorted(TASKS), help="default: both")
+    ap.add_argument("--seeds", type=int, nargs="+", help="stream seeds of every task (default: 11 12 13; quick: 21)")
     ap.add_argument("--write", type=Path, help="replace the results block of this docs page")
     args = ap.parse_args()
     seeds = args.seeds or (QUICK_SEEDS if args.quick else SEEDS)
@@ -117,15 +131,16 @@ def main() -> int:
     results, lines = [], []
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="zoflash-cl-bench-") as tmp:
-        for seed in seeds:
-            stream = streams.digits_stream(seed, args.quick)
-            cont = run(stream, opts, False, Path(tmp), f"s{seed}")
-            base = run(stream, opts, True, Path(tmp), f"s{seed}-none")  # no marks, no detector: never adapts
-            orac = run(streams.with_marks(stream), opts, True, Path(tmp), f"s{seed}-oracle")
+        for task, seed in [(t, s) for t in args.tasks for s in seeds]:
+            stream = TASKS[task][2](seed, args.quick)
+            name = f"{task}-s{seed}"
+            cont = run(stream, opts, False, Path(tmp), name, task=task)
+            base = run(stream, opts, True, Path(tmp), f"{name}-none", task=task)  # no marks, no detector: never adapts
+            orac = run(streams.with_marks(stream), opts, True, Path(tmp), f"{name}-oracle", task=task)
             r = evaluate(stream, cont, base, orac)
             results.append(r)
             lines.append(
-                f"seed {seed}: {r['samples']} samples, {r['shifts']} shifts, detected {r['detected']}, delays "
+                f"{task} seed {seed}: {r['samples']} samples, {r['shifts']} shifts, detected {r['detected']}, delays "
                 f"{r['delays']}, false triggers {r['false']}, below baseline {r['below']}, accuracy "
                 f"{r['accuracy'] * 100:.1f}% (none {r['none'] * 100:.1f}%, oracle {r['oracle'] * 100:.1f}%), "
                 f"decisions {r['decisions']}, oracle {r['oracle_decisions']}"
@@ -151,7 +166,7 @@ def main() -> int:
         f"(no adaptation {mean('none'):.1f}%, oracle {mean('oracle'):.1f}%)"
     )
     if args.write:
-        write(args.write, seeds, args.quick, lines, last, time.time() - t0)
+        write(args.write, args.tasks, seeds, args.quick, lines, last, time.time() - t0)
     print(last)
     return 0
 
@@ -159,9 +174,11 @@ def main() -> int:
 BEGIN, END = "<!-- continual benchmark: begin -->", "<!-- continual benchmark: end -->"
 
 
-def write(page: Path, seeds, quick: bool, lines: list[str], last: str, seconds: float) -> None:
+def write(page: Path, tasks, seeds, quick: bool, lines: list[str], last: str, seconds: float) -> None:
     text = page.read_text()
-    cmd = "python benchmarks/continual.py" + (" --quick" if quick else "") + f" --seeds {' '.join(map(str, seeds))}"
+    cmd = "python benchmarks/continual.py" + (" --quick" if quick else "")
+    cmd += f" --tasks {' '.join(tasks)}" if sorted(tasks) != sorted(TASKS) else ""
+    cmd += f" --seeds {' '.join(map(str, seeds))}"
     block = "\n".join([BEGIN, "", f"`{cmd}` ({seconds:.0f} s):", "", "```", *lines, last, "```", "", END])
     if BEGIN in text:
         text = text.split(BEGIN)[0] + block + text.split(END, 1)[1]

@@ -320,6 +320,45 @@ def finals(results: dict, sched: str, q: int, lr: str, seeds) -> np.ndarray:
     return np.array([results[run_key(sched, q, lr, s)]["final_acc"] for s in seeds])
 
 
+# Steadiness (a user runs once): the goals a default scheduler is held to, in accuracy points.
+COLLAPSE_SHARE = 0.5  # a run collapsed if it gained less than this share of the tuned fixed q's mean gain
+GOAL_MEAN = 1.0  # the mean at most this far below the tuned fixed q's
+GOAL_STD_MIN, GOAL_STD_RATIO = 2.5, 1.5  # std over seeds at most max(GOAL_STD_MIN, GOAL_STD_RATIO x the tuned's)
+GOAL_SWEEP_RANGE = 3.0  # over the 16x lr sweep: best minus worst mean
+
+
+def steadiness(acc, ref, floor: float) -> dict:
+    """One method's spread over seeds against the tuned fixed q, paired by seed (all in points).
+
+    acc, ref: final accuracies per seed, in the same seed order; floor: the accuracy before any
+    training. std: sample std over seeds (ddof 1); worst_gap: the worst seed's paired difference
+    min(acc - ref); collapsed: runs whose gain over the floor is below COLLAPSE_SHARE of the
+    tuned fixed q's mean gain."""
+    acc, ref = np.asarray(acc, dtype=float), np.asarray(ref, dtype=float)
+    if acc.shape != ref.shape or acc.size == 0:
+        raise ValueError(f"steadiness: {acc.size} runs against {ref.size} reference runs (paired by seed)")
+    return dict(
+        mean=float(acc.mean()),
+        std=float(acc.std(ddof=1)) if acc.size > 1 else 0.0,
+        worst_gap=float(np.min(acc - ref)),
+        collapsed=int(np.sum(acc - floor < COLLAPSE_SHARE * (ref.mean() - floor))),
+    )
+
+
+def goal_misses(acc, ref, floor: float) -> list[str]:
+    """Which of the single-run goals a method misses against the tuned fixed q ([] = all met):
+    mean within GOAL_MEAN, std at most max(GOAL_STD_MIN, GOAL_STD_RATIO x the tuned's), no collapsed run."""
+    s, r = steadiness(acc, ref, floor), steadiness(ref, ref, floor)
+    misses = []
+    if s["mean"] < r["mean"] - GOAL_MEAN:
+        misses.append(f"mean {s['mean'] - r['mean']:+.1f}")
+    if s["std"] > max(GOAL_STD_MIN, GOAL_STD_RATIO * r["std"]):
+        misses.append(f"std {s['std']:.1f} > {max(GOAL_STD_MIN, GOAL_STD_RATIO * r['std']):.1f}")
+    if s["collapsed"]:
+        misses.append(f"{s['collapsed']} collapsed")
+    return misses
+
+
 def curve(run: dict, grid: np.ndarray) -> np.ndarray:
     return np.interp(grid, run["eval_passes"], run["eval_acc"])
 
@@ -417,6 +456,7 @@ def analyse(data: dict) -> dict:
         reach90 = first_reach(xs, c.mean(axis=0), target * 0.90 / 0.95)
         per_seed = [first_reach(np.array(x["eval_passes"], float), np.array(x["eval_acc"]), target) for x in runs]
         diff = f - best_finals
+        steady = steadiness(100 * f, 100 * best_finals, 100 * floor)
         table.append(
             dict(
                 label=r.label,
@@ -427,6 +467,9 @@ def analyse(data: dict) -> dict:
                 diff_mean=diff.mean(),
                 diff_std=diff.std(ddof=1) if len(f) > 1 else 0.0,
                 wins=int(np.sum(diff >= 0)),
+                worst_gap=steady["worst_gap"],
+                collapsed=steady["collapsed"],
+                misses=goal_misses(100 * f, 100 * best_finals, 100 * floor),
                 reach=reach,
                 reach90=reach90,
                 n_reach=sum(p is not None for p in per_seed),
@@ -447,6 +490,10 @@ def analyse(data: dict) -> dict:
             sweep[f"fixed q={q}"] = {k: finals(res, "fixed", q, f"k{k}", seeds) for k in cfg.sweep}
     for s_name in SWEEP_SCHEDULERS:
         sweep[s_name] = {k: finals(res, s_name, 1, f"k{k}", seeds) for k in cfg.sweep}
+    sweep_collapsed = {
+        name: sum(steadiness(100 * by_k[k], 100 * best_finals, 100 * floor)["collapsed"] for k in cfg.sweep)
+        for name, by_k in sweep.items()
+    }
     sweep_rollbacks = {
         name: {k: np.mean([res[run_key(*_sweep_run(name), f"k{k}", s)]["rollbacks"] for s in seeds]) for k in cfg.sweep}
         for name in sweep
@@ -466,6 +513,7 @@ def analyse(data: dict) -> dict:
         grid_table=grid_table,
         sweep=sweep,
         sweep_rollbacks=sweep_rollbacks,
+        sweep_collapsed=sweep_collapsed,
         total_search=total_search,
         n_runs=len(res),
         run_s=sum(r.get("wall_s", 0.0) for r in res.values()),
@@ -674,17 +722,19 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
             "individual runs reach it); to 90%: the same for 90% of the best tuned fixed q. lr search: passes of the lr grid of that q at one seed per grid "
             "point (the least a search costs; here each point was run on every seed); search + to 95%: the "
             "search-inclusive cost. Prefix / suffix: mean training passes of the run, split. Rollbacks: "
-            "guard rollbacks per run (mean). q end: median final q."
+            "guard rollbacks per run (mean). q end: median final q. Steadiness (one run is what a user "
+            "gets): worst seed = the worst paired difference to the best tuned fixed q over the seeds; "
+            f"collapsed = runs that gained less than {COLLAPSE_SHARE:g} of its mean gain over no adaptation."
         ),
         "",
         (
-            "| method | lr | final acc | Δ vs best tuned | passes to 95% | seeds | to 90% | lr search "
+            "| method | lr | final acc | Δ vs best tuned | worst seed | collapsed | passes to 95% | seeds | to 90% | lr search "
             "| search + to 95% | prefix / suffix | rollbacks | q end |"
         ),
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         (
             f"| no adaptation | – | {pct(a['floor'])} | {100 * (a['floor'] - a['best_mean']):+.1f} "
-            "| – | – | – | – | – | – | – | – |"
+            "| – | – | – | – | – | – | – | – | – | – |"
         ),
     ]
     fo = data.get("first_order") or {}
@@ -692,10 +742,12 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
         lines.append(
             f"| first order (float backprop, same trainable set: the ceiling) | Adam {fo['lr']:g}, "
             f"{fo['iteration']} iterations (by validation) | {pct(fo['accuracy'])} | "
-            f"{100 * (fo['accuracy'] - a['best_mean']):+.1f} | – | – | – | – | – | – | – | – |"
+            f"{100 * (fo['accuracy'] - a['best_mean']):+.1f} | – | – | – | – | – | – | – | – | – | – |"
         )
     elif fo:
-        lines.append(f"| first order (float) | – | not measured: {fo['skipped']} | – | – | – | – | – | – | – | – | – |")
+        lines.append(
+            f"| first order (float) | – | not measured: {fo['skipped']} | – | – | – | – | – | – | – | – | – | – | – |"
+        )
     for r in a["rows"]:
         reach = kpasses(r["reach"])
         if r["group"] == "tuned" or r["search"]:
@@ -705,10 +757,12 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
         bold = "**" if r["label"] == f"fixed q={a['best_q']}, tuned lr" or r["group"] == "adaptive" else ""
         lines.append(
             f"| {bold}{r['label']}{bold} | {r['lr']} | {pct(r['mean'])} ± {pct(r['std'])} | "
-            f"{100 * r['diff_mean']:+.1f} ± {pct(r['diff_std'])} ({r['wins']}/{n}) | {reach} | {r['n_reach']}/{n} | {kpasses(r['reach90'])} | "
+            f"{100 * r['diff_mean']:+.1f} ± {pct(r['diff_std'])} ({r['wins']}/{n}) | {r['worst_gap']:+.1f} | "
+            f"{r['collapsed']}/{n} | {reach} | {r['n_reach']}/{n} | {kpasses(r['reach90'])} | "
             f"{search} | {incl} | {kpasses(r['prefix'])} / {kpasses(r['suffix'])} | {r['rollbacks']:.1f} | "
             f"{r['final_q']} |"
         )
+    lines += ["", goals_paragraph(a, n)]
     lines += [
         "",
         (
@@ -752,11 +806,13 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
         "",
         (
             "Final accuracy (%), mean ± std, with the mean number of guard rollbacks per run in brackets; "
-            "range = best minus worst mean over the sweep."
+            "range = best minus worst mean over the sweep (goal: at most "
+            f"{GOAL_SWEEP_RANGE:g}); collapsed = runs of the sweep that gained less than {COLLAPSE_SHARE:g} of the best "
+            "tuned fixed q's mean gain (goal: none)."
         ),
         "",
-        "| method | " + " | ".join(f"k={k}" for k in cfg.sweep) + " | range |",
-        "|---|" + "---:|" * (len(cfg.sweep) + 1),
+        "| method | " + " | ".join(f"k={k}" for k in cfg.sweep) + " | range | collapsed |",
+        "|---|" + "---:|" * (len(cfg.sweep) + 2),
     ]
     for name, by_k in a["sweep"].items():
         means = [by_k[k].mean() for k in cfg.sweep]
@@ -765,7 +821,12 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
             f"({a['sweep_rollbacks'][name][k]:.1f})"
             for k in cfg.sweep
         ]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {100 * (max(means) - min(means)):.1f} |")
+        runs = len(cfg.sweep) * len(cfg.seeds)
+        lines.append(
+            f"| {name} | "
+            + " | ".join(cells)
+            + f" | {100 * (max(means) - min(means)):.1f} | {a['sweep_collapsed'][name]}/{runs} |"
+        )
     lines += [
         "",
         f"![lr sweep]({sweep_png})",
@@ -773,6 +834,22 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
         "Final accuracy against the lr (bold: the sweep; faint: every fixed q's tuning grid).",
     ]
     return "\n".join(lines)
+
+
+def goals_paragraph(a: dict, n: int) -> str:
+    """The single-run goals, per adaptive scheduler: met, or what misses."""
+    verdicts = []
+    for r in a["rows"]:
+        if r["group"] == "adaptive":
+            verdicts.append(
+                f"{r['label']} " + ("meets them" if not r["misses"] else "misses " + ", ".join(r["misses"]))
+            )
+    return (
+        f"Single-run goals against the best tuned fixed q ({n} paired seeds): mean within {GOAL_MEAN:g} point, "
+        f"std at most max({GOAL_STD_MIN:g}, {GOAL_STD_RATIO:g}x its std), no collapsed run: "
+        + "; ".join(verdicts)
+        + "."
+    )
 
 
 def write_doc(path: Path, body: str) -> None:

@@ -60,13 +60,16 @@ def heldout(
     cfg: ex.Config = ex.FULL,
     reference: tuple[int, int, float] | None = None,
     decay: str = ex.DEFAULT_DECAY,
+    lr_k: int | None = None,
 ) -> dict:
     task = ex.TASKS[task_name]
     q, k, l0 = reference or grid_reference(task_name, cfg)
     ref = f"fixed q={q}, tuned lr (L0·2^{k})"
     specs = {ref: [ex.make_spec(cfg, task, "fixed", q, f"k{k}", s, l0) for s in seeds]}
     for name in ex.ADAPTIVE:
-        specs[name] = [ex.make_spec(cfg, task, name, 1, "auto", s, decay=decay) for s in seeds]
+        # lr_k: the schedulers at lr_1 = L0·2^k (a point of the lr sweep) instead of the auto lr
+        lr = "auto" if lr_k is None else f"k{lr_k}"
+        specs[name] = [ex.make_spec(cfg, task, name, 1, lr, s, l0, decay=decay) for s in seeds]
     res = run_grid(
         [s for group in specs.values() for s in group],
         ex.run_one,
@@ -76,6 +79,7 @@ def heldout(
     )
     finals = {name: np.array([res[s["key"]]["final_acc"] * 100 for s in group]) for name, group in specs.items()}
     rollbacks = {name: float(np.mean([res[s["key"]]["rollbacks"] for s in group])) for name, group in specs.items()}
+    floor = 100 * res[specs[ref][0]["key"]]["eval_acc"][0]  # the step-0 evaluation: the model before training
     # the lr_1 each adaptive run's lr trial chose (None: no trial ran)
     chosen = {name: [res[s["key"]]["lr_chosen"] for s in group] for name, group in specs.items() if name != ref}
     return dict(
@@ -84,11 +88,13 @@ def heldout(
         ref=ref,
         finals=finals,
         rollbacks=rollbacks,
+        floor=floor,
         chosen=chosen,
         grid=cfg.name,
         budget=cfg.budget,
         given=reference is not None,
         decay=decay,
+        lr_k=lr_k,
     )
 
 
@@ -103,6 +109,8 @@ def to_markdown(h: dict, command: str) -> str:
     budget = ex.kpasses(h.get("budget", ex.FULL.budget))
     if h.get("decay", ex.DEFAULT_DECAY) != ex.DEFAULT_DECAY:
         grid += f", the schedulers with --lr-decay {h['decay']}"
+    if h.get("lr_k") is not None:
+        grid += f", the schedulers at lr_1 = L0·2^{h['lr_k']} (the lr sweep)"
     seeds = f"seeds {h['seeds'][0]}..{h['seeds'][-1]}"
     lines = [
         f"### {h['task']}: {seeds} ({n} runs per method, {budget} passes{grid})",
@@ -110,20 +118,40 @@ def to_markdown(h: dict, command: str) -> str:
         f"Command: `{command}`",
         "",
         f"Δ: paired difference to {against}, mean ± standard error of the mean "
-        "(std / sqrt(n)), and the seeds where the method is at least as good.",
+        "(std / sqrt(n)), and the seeds where the method is at least as good. Steadiness (one run is what "
+        "a user gets): std over seeds (sample std); worst seed = the worst paired difference; collapsed = runs "
+        f"that gained less than {ex.COLLAPSE_SHARE:g} of the reference's mean gain over the model before training "
+        f"({h['floor']:.1f}%).",
         "",
         f"| method | final acc (mean ± std) | Δ vs {'reference' if h.get('given') else 'best tuned'} | seeds "
-        "| rollbacks |",
-        "|---|---:|---:|---:|---:|",
+        "| worst seed | collapsed | rollbacks |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
+    verdicts = []
     for name, acc in h["finals"].items():
         d = acc - ref
-        delta, wins = (
-            ("–", "–")
+        steady = ex.steadiness(acc, ref, h["floor"])
+        delta, wins, worst = (
+            ("–", "–", "–")
             if name == h["ref"]
-            else (f"{d.mean():+.1f} ± {d.std() / np.sqrt(n):.1f}", f"{int(np.sum(d >= 0))}/{n}")
+            else (
+                f"{d.mean():+.1f} ± {d.std() / np.sqrt(n):.1f}",
+                f"{int(np.sum(d >= 0))}/{n}",
+                f"{steady['worst_gap']:+.1f}",
+            )
         )
-        lines.append(f"| {name} | {acc.mean():.1f} ± {acc.std():.1f} | {delta} | {wins} | {h['rollbacks'][name]:.1f} |")
+        lines.append(
+            f"| {name} | {steady['mean']:.1f} ± {steady['std']:.1f} | {delta} | {wins} | {worst} "
+            f"| {steady['collapsed']}/{n} | {h['rollbacks'][name]:.1f} |"
+        )
+        if name != h["ref"]:
+            misses = ex.goal_misses(acc, ref, h["floor"])
+            verdicts.append(f"{name} " + ("meets them" if not misses else "misses " + ", ".join(misses)))
+    lines += [
+        "",
+        f"Single-run goals (mean within {ex.GOAL_MEAN:g} point, std at most max({ex.GOAL_STD_MIN:g}, "
+        f"{ex.GOAL_STD_RATIO:g}x the reference's), no collapsed run): " + "; ".join(verdicts) + ".",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -169,6 +197,13 @@ def main(argv: list[str] | None = None) -> int:
         help=f"the adaptive schedulers' --lr-decay (default {ex.DEFAULT_DECAY}, zoflash's; "
         "the reference keeps the default)",
     )
+    ap.add_argument(
+        "--lr-k",
+        type=int,
+        metavar="K",
+        help="run the adaptive schedulers at lr_1 = L0·2^K (a point of the grid's lr sweep, K = -2..2) "
+        "instead of the auto lr",
+    )
     args = ap.parse_args(argv)
     args.task, task_args = ex.task_of(ap, args)
     with make_executor(args.workers, args.cluster) as executor:
@@ -179,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             ex.with_budget(ex.with_headroom(ex.MEDIUM if args.medium else ex.FULL, args.headroom), args.budget),
             args.reference,
             args.lr_decay,
+            args.lr_k,
         )
     command = (
         f"python benchmarks/heldout.py{task_args} --seeds {args.seeds}"
@@ -187,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         + (f" --budget {args.budget}" if args.budget else "")
         + (f" --reference {':'.join(f'{v:g}' for v in args.reference)}" if args.reference else "")
         + (f" --lr-decay {args.lr_decay}" if args.lr_decay != ex.DEFAULT_DECAY else "")
+        + (f" --lr-k {args.lr_k}" if args.lr_k is not None else "")
         + (f" --write {args.write}" if args.write else "")
     )
     body = to_markdown(h, command)
@@ -195,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             args.write,
             f"heldout-{args.task}"
             + (f"-{args.budget}" if args.budget else "")
-            + (f"-{args.lr_decay}" if args.lr_decay != ex.DEFAULT_DECAY else ""),
+            + (f"-{args.lr_decay}" if args.lr_decay != ex.DEFAULT_DECAY else "")
+            + (f"-k{args.lr_k}" if args.lr_k is not None else ""),
             body,
         )
         print(f"wrote {args.write}")

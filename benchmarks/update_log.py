@@ -4,6 +4,7 @@
     python benchmarks/update_log.py float32        # the same runs applying float32 c_i (the rule before)
     python benchmarks/update_log.py seeds          # seed-to-seed spread of the final accuracy (binary16)
     python benchmarks/update_log.py bytes          # bytes per update at q = 1, 2, 8 on the digits example
+    python benchmarks/update_log.py packing        # exponent spread per step; packed vs raw bytes, q 1-16
 
 Digits (the example's digits CNN on rotated digits) and sensor (tests/fixtures motions task), the
 default options, 400,000 passes, eval every 100 steps.
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from zoflash.reference import zo_math as zm
+from zoflash.spec import wire
 from zoflash.training.options import make_options
 from zoflash.training.weights_file import load_weights
 from zoflash.workflows.replay import replay
@@ -106,5 +108,51 @@ def bytes_per_update() -> None:
             print(f"q = {q}: {r.steps} steps, {frames} frames, {r.summary()}, replay identical: {same}")
 
 
+def _framed_bytes(entries: list[wire.UpdateEntry], packed: bool) -> int:
+    """Wire bytes of the updates frames the device sends for these entries (raw: packing never shorter)."""
+    original = wire.pack_coefficients
+    if not packed:
+        wire.pack_coefficients = lambda c16: bytes(2 * len(c16))  # type: ignore[assignment]
+    try:
+        log = wire.UpdateLog(wire.Encoder(), 0)
+        out = sum(len(log.step(e.step, e.flags, e.coefficients)) for e in entries)
+        return out + len(log.flush())
+    finally:
+        wire.pack_coefficients = original
+
+
+def packing() -> None:
+    """Per task and q (fixed, and the default plateau scheduler with its lr trial): the spread of a
+    step's exponent fields below its largest (the packed code's d), and bytes per update raw/packed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for task in TASKS:
+            per_q = {}
+            for q in (1, 2, 4, 8, 16, None):
+                options = {"scheduler": "fixed", "q": q} if q else {}
+                run = _run(task, "c", Path(tmp) / f"{task}{q}.jsonl", **options)
+                entries = [
+                    e
+                    for r in run.records
+                    if r["type"] == "updates"
+                    for e in wire.parse_updates(r["step"], r["steps"], bytes.fromhex(r["entries"]))
+                ]
+                applied = [e.coefficients for e in entries if e.flags & wire.UPDATE_APPLIED]
+                d = np.concatenate([max(c) - np.array(c) for c in ([(h >> 10) & 31 for h in c] for c in applied)])
+                spread = np.bincount(d, minlength=8)[:8] / d.size
+                raw, packed = (_framed_bytes(entries, p) / len(applied) for p in (False, True))
+                per_q[q] = raw, packed
+                print(
+                    f"{task} q={q or 'plateau'}: {len(applied)} updates, d = 0..7: "
+                    f"{' '.join(f'{100 * f:.1f}%' for f in spread)}, 8+: {100 * (d >= 8).mean():.2f}%; "
+                    f"bytes/update raw {raw:.2f} packed {packed:.2f}"
+                )
+            for q in (8, 16):
+                print(
+                    f"{task}: bytes per extra direction q 1->{q}: raw {(per_q[q][0] - per_q[1][0]) / (q - 1):.3f} "
+                    f"packed {(per_q[q][1] - per_q[1][1]) / (q - 1):.3f}"
+                )
+
+
 if __name__ == "__main__":
-    {"coefficients": coefficients, "float32": float32, "seeds": seeds, "bytes": bytes_per_update}[sys.argv[1]]()
+    commands = {"coefficients": coefficients, "float32": float32, "seeds": seeds, "bytes": bytes_per_update}
+    {**commands, "packing": packing}[sys.argv[1]]()

@@ -1,5 +1,5 @@
-"""--mode continual end to end on the host: the quick stream of the benchmark (benchmarks/
-continual.py --quick, a seed the tuning never saw) meets the product's goals, a stream's run is
+"""--mode continual end to end on the host: the quick streams of the benchmark (benchmarks/
+continual.py --quick, digits and sensor, a seed the tuning never saw) meet the product's goals, a stream's run is
 deterministic, and the update log rebuilds the deployed weights (zoflash replay)."""
 
 from __future__ import annotations
@@ -41,6 +41,20 @@ def test_quick_stream_meets_the_goals(quick):
     assert r["below"] == 0, r["segments"]
     assert r["accuracy"] >= r["oracle"] - 0.05, r
     assert r["accuracy"] > r["none"], r  # adapting pays on this stream
+
+
+def test_quick_sensor_stream_meets_the_goals(tmp_path):
+    """The sensor task's quick stream (placements of a smartwatch; the detector tuned on digits
+    only: research/2026-12-05-continual-sensor-streams.md)."""
+    stream = streams.sensor_stream(SEED, quick=True)
+    opts = TrainOptions(**bench.OPTIONS)
+    cont = bench.run(stream, opts, False, tmp_path, "cont", task="sensor")
+    base = bench.run(stream, opts, True, tmp_path, "none", task="sensor")
+    orac = bench.run(streams.with_marks(stream), opts, True, tmp_path, "oracle", task="sensor")
+    r = bench.evaluate(stream, cont, base, orac)
+    assert r["shifts"] >= 10 and r["detected"] == r["shifts"], r["segments"]
+    assert r["false"] == 0 and r["below"] == 0, r["segments"]
+    assert r["oracle"] - 0.05 <= r["accuracy"] and r["accuracy"] > r["none"], r
 
 
 def test_every_episode_ends_in_a_decision(quick):

@@ -41,12 +41,12 @@ from zoflash.workflows.training import compile_for_training, training_bundle
 DIGITS = FIXTURES / "digits_cnn.tflite"
 MLP = FIXTURES / "mlp.tflite"
 SHIFT = FIXTURES / "digits_shift.npz"
-OPTIONS = dict(steps=150, eval_every=25, batch=4, scheduler="plateau")
+OPTIONS = dict(steps=150, eval_every=25, batch=4, scheduler="plateau", q=8)  # q = 8: most steps packed
 
 
 def plain(entries: list[wire.UpdateEntry]) -> list[tuple]:
     """The entries without their framing (UPDATE_Q says where a frame restates q)."""
-    return [(e.step, e.flags & ~wire.UPDATE_Q, e.coefficients) for e in entries]
+    return [(e.step, e.flags & ~(wire.UPDATE_Q | wire.UPDATE_PACKED), e.coefficients) for e in entries]
 
 
 def random_entries(rng: random.Random, n: int) -> list[wire.UpdateEntry]:
@@ -55,7 +55,10 @@ def random_entries(rng: random.Random, n: int) -> list[wire.UpdateEntry]:
         flags = rng.choice([0, wire.UPDATE_APPLIED, wire.UPDATE_APPLIED | wire.UPDATE_SNAPSHOT])
         flags |= wire.UPDATE_RESTORE if rng.random() < 0.05 else 0
         q = rng.choice([1, 1, 2, 8, 64, 200])
-        coefficients = tuple(rng.getrandbits(16) for _ in range(q)) if flags & wire.UPDATE_APPLIED else ()
+        spread = rng.choice([0, 2, 31])  # exponents within 2 of each other: packed; any: mostly raw
+        top = rng.randrange(spread, 32)
+        c16 = [rng.getrandbits(1) << 15 | (top - rng.randint(0, spread)) << 10 | rng.getrandbits(10) for _ in range(q)]
+        coefficients = tuple(c16) if flags & wire.UPDATE_APPLIED else ()
         out.append(wire.UpdateEntry(step, flags, coefficients))
     return out
 
@@ -72,7 +75,8 @@ def test_chunks_fit_the_receive_ring_and_decode_back():
             back += wire.parse_updates(first, steps, data)  # the device's format: the updates frame's tail
         assert plain(back) == plain(entries)
     with pytest.raises(DataError, match="more than a push chunk"):
-        push_flow.pack_entries([wire.UpdateEntry(0, wire.UPDATE_APPLIED, (0,) * 255)])
+        alternating = tuple((0x7BFF, 0x0001)[i % 2] for i in range(255))  # exponents 30 and 0: raw is shorter
+        push_flow.pack_entries([wire.UpdateEntry(0, wire.UPDATE_APPLIED, alternating)])
 
 
 # ---------------------------------------------------------------------------- a fake device
@@ -230,6 +234,8 @@ def program_monitor(exe: Path, paused: bool = True) -> tuple[Monitor, ProgramPor
 
 @pytest.mark.cc
 def test_pushed_program_ends_with_the_replayed_weights(run_a, device_b, tmp_path):
+    flags = [e.flags for e in rebuild(DIGITS, run_a.log).entries if e.flags & wire.UPDATE_APPLIED]
+    assert 0 < sum(bool(f & wire.UPDATE_PACKED) for f in flags) < len(flags)  # the device decodes both forms
     mon, port = program_monitor(device_b)
     try:
         result = push_flow.push(mon, "program", rebuild(DIGITS, run_a.log), say=lambda s: None)
@@ -259,9 +265,13 @@ def test_cli_push_refusals(run_a, device_b, tmp_path, capsys):
     gap.write_text("".join(json.dumps(r) + "\n" for k, r in enumerate(records) if k != updates[0]))
     # tampered: one coefficient changed (the device's own crc at the end no longer matches)
     tampered = [dict(r) for r in records]
-    entries = bytearray.fromhex(tampered[updates[0]]["entries"])
-    entries[-1] ^= 0x40  # the top exponent bit of the frame's last coefficient
-    tampered[updates[0]]["entries"] = entries.hex()
+    frame = tampered[updates[-1]]  # the last frame: no restore to an earlier snapshot undoes it
+    entries = wire.parse_updates(frame["step"], frame["steps"], bytes.fromhex(frame["entries"]))
+    last = max(k for k, e in enumerate(entries) if e.coefficients)
+    largest = (0x7BFF,) * len(entries[last].coefficients)  # binary16's largest: the weights move for sure
+    entries[last] = entries[last]._replace(coefficients=largest)
+    (chunk,) = push_flow.pack_entries(entries, wire.UPDATES_CHUNK)  # re-encoded: it still decodes
+    frame["entries"] = chunk[2].hex()
     bad = tmp_path / "tampered.jsonl"
     bad.write_text("".join(json.dumps(r) + "\n" for r in tampered))
     for log, model, message in (

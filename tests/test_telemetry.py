@@ -235,6 +235,112 @@ def test_c_crc32_is_zlib(lib):
         assert lib.zo_tm_crc32(lib.zo_tm_crc32(0, a, n), b, len(b)) == zlib.crc32(a + b)
 
 
+# ------------------------------------------------------------------------------ the update log
+
+
+def coefficient_set(rng: random.Random, q: int) -> list[int]:
+    """binary16 bit patterns of one step: real-run-like (exponents within a few binades), or
+    adversarial (zeros, subnormals, the largest finite, exponents alternating 0 and 30, any bits:
+    NaN and infinity are never applied, the format still carries them)."""
+    kind = rng.choice(["narrow", "narrow", "zeros", "subnormal", "max", "alternating", "any"])
+    sign = lambda: rng.getrandbits(1) << 15  # noqa: E731
+    if kind == "narrow":
+        top = rng.randrange(32)
+        return [sign() | max(0, top - min(int(rng.expovariate(0.7)), 31)) << 10 | rng.getrandbits(10) for _ in range(q)]
+    if kind == "zeros":
+        return [sign() * rng.getrandbits(1) for _ in range(q)]
+    if kind == "subnormal":
+        return [sign() | rng.getrandbits(10) for _ in range(q)]
+    if kind == "max":
+        return [sign() | 0x7BFF for _ in range(q)]
+    if kind == "alternating":
+        return [sign() | (30 if i % 2 else 0) << 10 | rng.getrandbits(10) for i in range(q)]
+    return [rng.getrandbits(16) for _ in range(q)]
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("seed", range(3))
+def test_c_update_log_equals_python_and_decodes_back(lib, seed):
+    """zo_tm_updates_* send the bytes wire.UpdateLog sends; the frames decode to the coefficients given."""
+    rng = random.Random(seed)
+    lib.zo_tm_reset()
+    take(lib)
+    enc = proto.Encoder()
+    ulog = proto.UpdateLog(enc, 3)
+    lib.zo_tm_updates_begin(3)
+    want, given, packed = b"", [], 0
+    step = 0
+    for _ in range(600):
+        flags = rng.choice([0, proto.UPDATE_APPLIED, proto.UPDATE_APPLIED, proto.UPDATE_TRIAL])
+        q = rng.choice([1, 2, 4, 8, 16, 64])
+        c16 = coefficient_set(rng, q) if flags & proto.UPDATE_APPLIED else []
+        step += 1 if rng.random() < 0.98 else 5  # a jump starts a new frame
+        arr = (ctypes.c_uint16 * max(q, 1))(*c16)
+        lib.zo_tm_updates_step(step, flags, q, arr)
+        want += ulog.step(step, flags, c16)
+        given.append((step, flags, tuple(c16)))
+        if rng.random() < 0.05:
+            lib.zo_tm_updates_mark(proto.UPDATE_SNAPSHOT)
+            ulog.mark(proto.UPDATE_SNAPSHOT)
+            given[-1] = (step, flags | proto.UPDATE_SNAPSHOT, tuple(c16))
+    lib.zo_tm_updates_flush()
+    want += ulog.flush()
+    assert take(lib) == want
+    back = []
+    for r in tm.Decoder().records(tm.Decoder().feed(want)):
+        assert len(bytes.fromhex(r["entries"])) <= proto.UPDATES_CHUNK
+        for e in proto.parse_updates(r["step"], r["steps"], bytes.fromhex(r["entries"])):
+            packed += bool(e.flags & proto.UPDATE_PACKED)
+            back.append((e.step, e.flags & ~(proto.UPDATE_Q | proto.UPDATE_PACKED), e.coefficients))
+    assert back == given
+    assert packed > 50  # the narrow sets pack
+
+
+def c_read(lib, data: bytes, pos: int, q: int, packed: bool):
+    out, at = (ctypes.c_uint16 * max(q, 1))(), ctypes.c_uint32(pos)
+    ok = lib.zo_tm_updates_read(data, len(data), ctypes.byref(at), q, int(packed), out)
+    return (tuple(out[:q]), at.value) if ok else None
+
+
+def py_read(data: bytes, pos: int, q: int):
+    try:
+        return proto.unpack_coefficients(data, pos, q)
+    except ValueError:
+        return None
+
+
+@pytest.mark.cc
+def test_c_reader_equals_python_on_packed_and_fuzzed_tails(lib):
+    """The device's reader (zo_push.c's) and the host's decode every packed set alike, and refuse
+    the same damaged ones: cut short, bits flipped, random bytes."""
+    lib.zo_tm_updates_read.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint32]
+    lib.zo_tm_updates_read.argtypes += [ctypes.c_int, ctypes.c_void_p]
+    rng = random.Random(11)
+    refused = 0
+    for _ in range(3000):
+        q = rng.choice([1, 2, 3, 8, 16, 64])
+        c16 = coefficient_set(rng, q)
+        packed = proto.pack_coefficients(c16)
+        prefix = rng.randbytes(rng.choice([0, 3]))
+        assert c_read(lib, prefix + packed, len(prefix), q, True) == (tuple(c16), len(prefix) + len(packed))
+        assert py_read(prefix + packed, len(prefix), q) == (tuple(c16), len(prefix) + len(packed))
+        damaged = bytearray(packed + rng.randbytes(rng.choice([0, 2])))
+        how = rng.choice(["cut", "flip", "random"])
+        if how == "cut":
+            damaged = damaged[: rng.randrange(len(damaged) + 1)]
+        elif how == "flip":
+            damaged[rng.randrange(len(damaged))] ^= 1 << rng.randrange(8)
+        else:
+            damaged = bytearray(rng.randbytes(len(damaged)))
+        got = c_read(lib, bytes(damaged), 0, q, True)
+        assert got == py_read(bytes(damaged), 0, q), how
+        refused += got is None
+        assert c_read(lib, bytes(damaged), 0, q, False) == (
+            (struct.unpack_from(f"<{q}H", damaged), 2 * q) if len(damaged) >= 2 * q else None
+        )
+    assert refused > 300
+
+
 @pytest.mark.cross
 @pytest.mark.parametrize("opt", ["-O2", "-Os"])
 def test_cross_compiles_for_m55(tmp_path, opt):

@@ -775,6 +775,27 @@ def _m55_inputs():
         w2, r2 = zm.update_s8(w0[:n], r0[:n], c, seed, step, stream, dl2, mode, w_max=w_max)
         b2 = zm.update_s32(b0[:n], c, eps[:n], max_step, seed, step, stream, dl2)
         hu.append(np.stack([w2.astype(np.int64), r2.astype(np.int64), b2.astype(np.int64)], axis=1).ravel())
+    # q = 1 with dense directions (the Helium integer path): both deterministic modes, every c
+    # kind (ties, huge, inf, NaN), the bounds (1 clamps most weights in), whole blocks and tails
+    rng1 = np.random.default_rng(2026)
+    for k in range(24):
+        mode = k % 2  # split16, nearest
+        n = [n_max, 32, 64, 33, 1, int(rng1.integers(1, n_max + 1))][k % 6]
+        seed, step = (int(v) & 0x7FFFFFFF for v in rand_u32(rng1, 2))
+        w_max = (W_MAX_CASES + [int(rng1.integers(1, 127))])[k % 6]
+        c = _c_values(rng1, 1, (k // 2) % 8)
+        if k in (22, 23):
+            c[0] = F32(np.nan)
+        cfgs.append([seed, step, 100 + k, 0, mode, 1, n, 2**31 - 1, w_max])
+        cvals.append(np.pad(bits(c), (0, 63)))
+        w, b = w0[:n], b0[:n]
+        for sign in (1, -2):
+            w = zm.perturb_s8(w, sign, seed, step, 0, 100 + k, 0)
+            b = zm.perturb_s32(b, sign, eps[:n], seed, step, 0, 100 + k, 0)
+            hp.append(np.stack([w.astype(np.int64), b.astype(np.int64)], axis=1).ravel())
+        w2, r2 = zm.update_s8(w0[:n], r0[:n], c, seed, step, 100 + k, 0, mode, w_max=w_max)
+        b2 = zm.update_s32(b0[:n], c, eps[:n], 2**31 - 1, seed, step, 100 + k, 0)
+        hu.append(np.stack([w2.astype(np.int64), r2.astype(np.int64), b2.astype(np.int64)], axis=1).ravel())
     expected["perturb"] = _fnv(np.concatenate(hp))
     expected["update"] = _fnv(np.concatenate(hu))
     expected["restored"] = 1

@@ -149,6 +149,32 @@ def test_guard_rolls_back_identically(tmp_path):
     assert steps[rollbacks[0]["step"]]["diverged"]
 
 
+@pytest.mark.parametrize("scaling", ["linear", "sqrt"])
+def test_rollback_halves_the_lr_at_the_raised_q(tmp_path, scaling):
+    """plateau answers a guard rollback by doubling q; the rollback still halves the lr used at
+    q (lr_1 falls by g(q) / g(2q) more), else the linear scaling would keep the step that diverged."""
+    runs = run_both(
+        tmp_path,
+        DIGITS,
+        SHIFT,
+        scheduler="plateau",
+        lr=20000.0,
+        lr_scaling=scaling,
+        lr_trial=0,
+        lr_decay="none",
+        steps=120,
+        eval_every=20,
+        guard_steps=4,
+    )
+    assert_identical(runs)
+    steps = {r["step"]: r for r in runs["c"].steps}
+    first = next(r for r in runs["c"].records if r["type"] == "event" and r["kind"] == "rollback")
+    before, after = steps[first["step"]], steps[first["step"] + 1]
+    assert before["diverged"] and after["q"] == 2 * before["q"]
+    assert after["lr"] == pytest.approx(before["lr"] / 2, rel=1e-6)  # the lr at q halved
+    assert first["value"] == pytest.approx(20000.0 / 2 * (0.5 if scaling == "linear" else 2**-0.5), rel=1e-6)
+
+
 # ---- training works ------------------------------------------------------------------------------
 
 

@@ -265,3 +265,61 @@ uint32_t zo_port_checkpoint_load(uint32_t offset, uint8_t *data, uint32_t n)
     memcpy(data, mapped(g_load_slot) + offset, k);
     return k;
 }
+
+/* --- the A/B weight slots of --mode continual (zo_slots.h; zo_bundle.h names these hooks in a
+ * continual bundle).  The continual firmware keeps no checkpoint, so its two slots are the
+ * store's two halves, each starting on a sector.  BUILT, NOT RUN: like the checkpoint store above,
+ * never exercised on a board. */
+
+uint8_t *zo_port_cl_slot(int k, uint32_t bytes)
+{
+    if (__zo_ckpt_store == NULL || bytes > slot_bytes() || (k != 0 && k != 1)) {
+        zo_tm_log("zo_port_stm32n6: the weight slots do not fit the NOR's checkpoint store");
+        return NULL;
+    }
+    memory_mapped(); /* the slots are read through the memory-mapped window */
+    return (uint8_t *)(uintptr_t)mapped(k);
+}
+
+/* n bytes from src (RAM: the NOR is out of memory-mapped mode while they are programmed) to dst
+ * in a slot, sector by sector: a sector whose bytes in the range cannot be programmed as they are
+ * (a bit must go from 0 to 1) is erased WHOLE first, its bytes outside the range with it.  That is
+ * what zo_slots_promote expects: it erases the slot's header first (which erases the sector the
+ * payload starts in), writes the payload, then programs the header last onto erased bytes, so the
+ * slot only becomes valid once everything else is in.  Read back through the window; 0 on
+ * success, 1 on a flash error or a range outside the store. */
+int zo_port_cl_slot_write(uint8_t *dst, const uint8_t *src, uint32_t n)
+{
+    const uintptr_t base = (uintptr_t)__zo_ckpt_store;
+    if (base == 0u || (uintptr_t)dst < base || (uintptr_t)dst - base + n > 2u * slot_bytes()) {
+        return 1;
+    }
+    uint32_t at = (uint32_t)((uintptr_t)dst - ZO_XSPI2_MEM_BASE); /* the NOR address */
+    while (n > 0u) {
+        const uint32_t in_sector = SECTOR_BYTES - at % SECTOR_BYTES;
+        const uint32_t part = n < in_sector ? n : in_sector;
+        const uint8_t *now = (const uint8_t *)(ZO_XSPI2_MEM_BASE + at);
+        memory_mapped();
+        int erase = 0;
+        for (uint32_t i = 0; i < part && !erase; ++i) {
+            erase = (now[i] & src[i]) != src[i];
+        }
+        leave_memory_mapped();
+        int ok = !erase || write_command(NOR_SE4B, at - at % SECTOR_BYTES, NULL, 0u);
+        for (uint32_t done = 0; ok && done < part;) {
+            const uint32_t room = PAGE_BYTES - (at + done) % PAGE_BYTES;
+            const uint32_t k = part - done < room ? part - done : room;
+            ok = write_command(NOR_PP4B, at + done, src + done, k);
+            done += k;
+        }
+        memory_mapped();
+        if (!ok || memcmp(now, src, part) != 0) {
+            zo_tm_log("zo_port_stm32n6: writing a weight slot to the NOR failed: the deployed slot is kept");
+            return 1;
+        }
+        at += part;
+        src += part;
+        n -= part;
+    }
+    return 0;
+}

@@ -87,6 +87,11 @@ typedef struct {
 int zo_cl_init(const zo_train_model_t *m, const zo_train_config_t *cfg, const zo_cl_wiring_t *w,
                const zo_cl_config_t *cc);
 
+/* The library form (--data-source app): zo_cl_init with the bundle's model, configuration and
+ * memory (the generated <prefix>_continual.c), after the model's init.  Your firmware calls it
+ * once after zo_port_init(), then zo_cl_serve per sample and zo_cl_end at the end (if ever). */
+int zo_cl_start(void);
+
 /* One incoming sample (model input bytes): the deployed weights' answer (argmax class; sigmoid:
  * 0/1).  With a label (not ZO_CL_NO_LABEL) it is also feedback: detector, rings, and the
  * episode's training steps the duty cycle allows now. */

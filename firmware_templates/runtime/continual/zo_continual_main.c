@@ -11,9 +11,6 @@
 #include "zo_telemetry.h"
 
 extern const zo_train_model_t zo_train_model;
-extern const zo_train_config_t zo_train_config;
-extern const zo_cl_wiring_t zo_cl_wiring;
-extern const zo_cl_config_t zo_cl_config;
 
 /* Serve the commands that arrived while waiting for a sample; 1 on stop. */
 static int serve_commands(zo_stream_t *s)
@@ -41,9 +38,8 @@ static int serve_commands(zo_stream_t *s)
 int main(void)
 {
     zo_port_init();
-    ZO_MODEL_INIT();
     zo_stream_t *s = zo_train_model.stream;
-    if (zo_cl_init(&zo_train_model, &zo_train_config, &zo_cl_wiring, &zo_cl_config)) {
+    if (zo_cl_start()) { /* the model's init, the slots, zo_cl_init */
         zo_port_exit(1);
         return 1;
     }

@@ -32,21 +32,42 @@
 /* ------------------------------------------------------------------ matrix products */
 
 /* eff[j] = bias[j] - input_zp * sum(w row j), as zo_fold_bias (wrapping int32): the precomputed
- * `folded` (+ oc0) when the generator gave it, else computed into eff. */
+ * `folded` (+ oc0) when the generator gave it, else computed into eff (weights that change at run
+ * time: trained layers, on every pass), four rows at a time, whole 16-byte blocks unpredicated:
+ * one VADDVA per 16 weights. */
 static const int32_t *zo_mve_fold_bias(const int32_t *folded, int32_t oc0, const int8_t *w, int32_t k, int32_t n,
                                        const int32_t *bias, int32_t input_zp, int32_t *eff)
 {
     if (folded != NULL) {
         return folded + oc0;
     }
-    for (int32_t j = 0; j < n; ++j) {
-        const int8_t *row = w + (size_t)j * (size_t)k;
-        int32_t s = 0;
-        for (int32_t i = 0; i < k; i += 16) {
-            s = vaddvaq_s8(s, vldrbq_z_s8(row + i, vctp8q((uint32_t)(k - i))));
+    for (int32_t j = 0; j < n; j += 4) {
+        /* 1 to 3 rows left: the missing ones repeat the last row, their sums are not stored */
+        const int8_t *p0 = w + (size_t)j * (size_t)k;
+        const int8_t *p1 = j + 1 < n ? p0 + k : p0;
+        const int8_t *p2 = j + 2 < n ? p1 + k : p1;
+        const int8_t *p3 = j + 3 < n ? p2 + k : p2;
+        int32_t s[4] = {0, 0, 0, 0};
+        int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int32_t blocks = k >> 4; blocks > 0; --blocks) {
+            s0 = vaddvaq_s8(s0, vldrbq_s8(p0));
+            s1 = vaddvaq_s8(s1, vldrbq_s8(p1));
+            s2 = vaddvaq_s8(s2, vldrbq_s8(p2));
+            s3 = vaddvaq_s8(s3, vldrbq_s8(p3));
+            p0 += 16, p1 += 16, p2 += 16, p3 += 16;
         }
-        const int32_t b = bias != NULL ? bias[oc0 + j] : 0;
-        eff[j] = zo_wrap_sub(b, zo_wrap_mul(input_zp, s));
+        if (k & 15) {
+            const mve_pred16_t pt = vctp8q((uint32_t)(k & 15));
+            s0 = vaddvaq_s8(s0, vldrbq_z_s8(p0, pt));
+            s1 = vaddvaq_s8(s1, vldrbq_z_s8(p1, pt));
+            s2 = vaddvaq_s8(s2, vldrbq_z_s8(p2, pt));
+            s3 = vaddvaq_s8(s3, vldrbq_z_s8(p3, pt));
+        }
+        s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
+        for (int32_t i = 0; i < 4 && j + i < n; ++i) {
+            const int32_t b = bias != NULL ? bias[oc0 + j + i] : 0;
+            eff[j + i] = zo_wrap_sub(b, zo_wrap_mul(input_zp, s[i]));
+        }
     }
     return eff;
 }
@@ -75,12 +96,15 @@ static const int32_t *zo_mve_fold_bias(const int32_t *folded, int32_t oc0, const
 
 /* out[px * out_stride + j] = requant(acc[px * acc_stride + j] + bias[j]) for px < pixels, j < n: each
  * channel group's bias, multiplier and shifts are loaded once for all the pixels. */
-static void zo_mve_requant_pixels(const int32_t *acc, int32_t acc_stride, int32_t pixels, int32_t n,
-                                  const int32_t *bias,
-                                  const int32_t *mult, const int32_t *shift, const zo_mve_out_t *q, int8_t *out,
-                                  int32_t out_stride)
+__attribute__((noinline)) static void zo_mve_requant_pixels(const int32_t *acc, int32_t acc_stride,
+                                                                int32_t pixels, int32_t n, const int32_t *bias,
+                                                                const int32_t *mult, const int32_t *shift,
+                                                                const zo_mve_out_t *q, int8_t *out,
+                                                                int32_t out_stride)
 {
-    const int32x4_t zero = vdupq_n_s32(0);
+    /* in locals: the stores to out (int8) could alias *q */
+    const int32_t zp = q->zp;
+    const int32x4_t zero = vdupq_n_s32(0), lo = vdupq_n_s32(q->act_min), hi = vdupq_n_s32(q->act_max);
     for (int32_t j = 0; j < n; j += 4) {
         const mve_pred16_t p = vctp32q((uint32_t)(n - j));
         const int32x4_t b = bias != NULL ? vldrwq_z_s32(bias + j, p) : zero;
@@ -89,9 +113,19 @@ static void zo_mve_requant_pixels(const int32_t *acc, int32_t acc_stride, int32_
         const int32x4_t left = vmaxq_s32(s, zero), right = vminq_s32(s, zero);
         const int32_t *a = acc + j;
         int8_t *o = out + j;
+        if (q->right_only) {
+            for (int32_t px = 0; px < pixels; ++px) {
+                int32x4_t v = zo_mve_mbqm_right(vaddq_s32(vldrwq_s32(a), b), m, right);
+                v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, zp), lo), hi);
+                vstrbq_p_s32(o, v, p);
+                a += acc_stride;
+                o += out_stride;
+            }
+            continue;
+        }
         for (int32_t px = 0; px < pixels; ++px) {
             int32x4_t v = zo_mve_mbqm_lr(vaddq_s32(vldrwq_s32(a), b), m, left, right);
-            v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, q->zp), vdupq_n_s32(q->act_min)), vdupq_n_s32(q->act_max));
+            v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, zp), lo), hi);
             vstrbq_p_s32(o, v, p);
             a += acc_stride;
             o += out_stride;
@@ -103,13 +137,17 @@ static void zo_mve_requant_pixels(const int32_t *acc, int32_t acc_stride, int32_
 __attribute__((always_inline)) static inline void zo_mve_requant4(const int32_t *acc, const int32_t *bias,
                                                                   const int32_t *mult, const int32_t *shift,
                                                                   int32_t zp, int32x4_t lo, int32x4_t hi,
-                                                                  mve_pred16_t p, int8_t *out)
+                                                                  mve_pred16_t p, int8_t *out, const int right)
 {
     int32x4_t v = vldrwq_z_s32(acc, p);
     if (bias != NULL) {
         v = vaddq_s32(v, vldrwq_z_s32(bias, p));
     }
-    v = zo_mve_mbqm(v, vldrwq_z_s32(mult, p), vldrwq_z_s32(shift, p));
+    if (right) {
+        v = zo_mve_mbqm_right(v, vldrwq_z_s32(mult, p), vldrwq_z_s32(shift, p));
+    } else {
+        v = zo_mve_mbqm(v, vldrwq_z_s32(mult, p), vldrwq_z_s32(shift, p));
+    }
     v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, zp), lo), hi);
     vstrbq_p_s32(out, v, p);
 }
@@ -123,16 +161,20 @@ static void zo_mve_requant_store(const int32_t *acc, int32_t n, const int32_t *b
     int32_t j = 0;
     if (bias != NULL) {
         for (; j + 4 <= n; j += 4) {
-            zo_mve_requant4(acc + j, bias + j, mult + j, shift + j, q->zp, lo, hi, all, out + j);
+            zo_mve_requant4(acc + j, bias + j, mult + j, shift + j, q->zp, lo, hi, all, out + j, 0);
+        }
+    } else if (q->right_only) {
+        for (; j + 4 <= n; j += 4) {
+            zo_mve_requant4(acc + j, NULL, mult + j, shift + j, q->zp, lo, hi, all, out + j, 1);
         }
     } else {
         for (; j + 4 <= n; j += 4) {
-            zo_mve_requant4(acc + j, NULL, mult + j, shift + j, q->zp, lo, hi, all, out + j);
+            zo_mve_requant4(acc + j, NULL, mult + j, shift + j, q->zp, lo, hi, all, out + j, 0);
         }
     }
     if (j < n) {
         zo_mve_requant4(acc + j, bias != NULL ? bias + j : NULL, mult + j, shift + j, q->zp, lo, hi,
-                        vctp32q((uint32_t)(n - j)), out + j);
+                        vctp32q((uint32_t)(n - j)), out + j, 0);
     }
 }
 
@@ -461,7 +503,7 @@ static void zo_mve_conv2d_runs(const zo_conv2d_params_t *p, const int8_t *input,
 {
     const int32_t k = p->filter_h * p->filter_w * p->filter_c;
     const int32_t run = p->filter_w * p->filter_c;
-    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max};
+    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max, zo_mve_right_only(p->shift, p->output_c)};
     int32_t eff[ZO_MVE_OC_BLOCK], acc[ZO_MVE_OC_BLOCK];
     int8_t patch[64];
     for (int32_t oc0 = 0; oc0 < p->output_c; oc0 += ZO_MVE_OC_BLOCK) {
@@ -507,7 +549,7 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
     const int32_t groups = p->input_c / fc;
     const int32_t oc_per_group = p->output_c / groups;
     const int32_t k = p->filter_h * p->filter_w * fc;
-    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max};
+    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max, zo_mve_right_only(p->shift, p->output_c)};
     int32_t eff[ZO_MVE_OC_BLOCK], acc[4 * ZO_MVE_OC_BLOCK];
     for (int32_t g = 0; g < groups; ++g) {
         const int32_t c0 = g * fc;
@@ -545,8 +587,8 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
                 int8_t *out = output + (size_t)pix * (size_t)p->output_c + (size_t)oc0;
                 if (tile == 4) {
                     /* the channel constants loaded once for the 4 pixels */
-                    zo_mve_requant_pixels(acc, ZO_MVE_OC_BLOCK, count, n, NULL, p->multiplier + oc0, p->shift + oc0,
-                                          &q, out, p->output_c);
+                    zo_mve_requant_pixels(acc, ZO_MVE_OC_BLOCK, count, n, NULL, p->multiplier + oc0,
+                                              p->shift + oc0, &q, out, p->output_c);
                 } else {
                     for (int32_t i = 0; i < count; ++i) {
                         zo_mve_requant_store(acc + i * ZO_MVE_OC_BLOCK, n, NULL, p->multiplier + oc0, p->shift + oc0,
@@ -587,7 +629,7 @@ void zo_fully_connected_s8(const zo_fully_connected_params_t *p, const int8_t *i
                            const int32_t *bias, int8_t *output)
 {
     const int32_t k = p->depth;
-    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max};
+    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max, zo_mve_right_only(p->shift, p->units)};
     int32_t eff[ZO_MVE_OC_BLOCK];
     for (int32_t oc0 = 0; oc0 < p->units; oc0 += ZO_MVE_OC_BLOCK) {
         const int32_t n = zo_min32(ZO_MVE_OC_BLOCK, p->units - oc0);
@@ -670,6 +712,24 @@ static void zo_mve_dw_4px(const zo_depthwise_conv2d_params_t *p, const int8_t *x
     }
 }
 
+/* eff[j] = -input_zp * the sum of channel oc0 + j's taps, j < 16 (0 past n), four channels a vector. */
+__attribute__((noinline)) static void zo_mve_dw_eff(const zo_depthwise_conv2d_params_t *p, const int8_t *filter,
+                                                    int32_t oc0, int32_t n, int32_t *eff)
+{
+    for (int32_t c = 0; c < 16; c += 4) {
+        const mve_pred16_t pc = vctp32q((uint32_t)(n > c ? n - c : 0)); /* lanes past n: no load, 0 */
+        int32x4_t t = vdupq_n_s32(0);
+        if (c < n) {
+            const int8_t *w = filter + (size_t)(oc0 + c);
+            for (int32_t k = 0; k < p->filter_h * p->filter_w; ++k) {
+                t = vaddq_s32(t, vldrbq_z_s32(w, pc));
+                w += p->output_c;
+            }
+        }
+        vst1q_s32(eff + c, vmulq_n_s32(t, -p->input_zp));
+    }
+}
+
 /* One output channel block [oc0, oc0 + n) over every output pixel.  The flags are constants at
  * each call (but `two` with `gather`), so each use compiles to its own loop: `two` = 16 channels (else 8), `pred` = fewer
  * than that (predicated loads), `gather` = depth multiplier > 1 (input channel (oc0 + j) / dm).
@@ -688,7 +748,8 @@ __attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depth
     const size_t x_row_step = (size_t)p->dilation_h * (size_t)p->input_w * in_c;
     const size_t w_row_step = (size_t)p->filter_w * (size_t)oc_total;
     const int16_t zp = (int16_t)p->input_zp;
-    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max};
+    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max,
+                              zo_mve_right_only(p->shift + oc0, n)};
     const mve_pred16_t p0 = vctp16q((uint32_t)n);
     const mve_pred16_t p1 = vctp16q((uint32_t)(n > 8 ? n - 8 : 0));
     uint16x8_t offs0 = vdupq_n_u16(0), offs1 = vdupq_n_u16(0);
@@ -702,14 +763,8 @@ __attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depth
     }
     int32_t acc[ZO_MVE_DW_PIXELS * 16] __attribute__((aligned(16)));
     /* -input_zp * the sum of each channel's taps: the start of an interior pixel's sums */
-    int32_t eff[16] __attribute__((aligned(16))) = {0};
-    for (int32_t j = 0; j < n; ++j) {
-        int32_t s = 0;
-        for (int32_t t = 0; t < p->filter_h * p->filter_w; ++t) {
-            s += filter[(size_t)t * (size_t)oc_total + (size_t)(oc0 + j)];
-        }
-        eff[j] = zo_wrap_mul(-p->input_zp, s);
-    }
+    int32_t eff[16] __attribute__((aligned(16)));
+    zo_mve_dw_eff(p, filter, oc0, n, eff);
     /* output pixels whose windows lie inside the image horizontally: ox in [ox_in0, ox_in1) */
     const int32_t span = (p->filter_w - 1) * p->dilation_w;
     const int32_t ox_in0 = (p->pad_w + p->stride_w - 1) / p->stride_w;
@@ -782,7 +837,7 @@ __attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depth
             /* TFLM adds the bias last, as here */
             int8_t *out = output + ((size_t)oy * (size_t)p->output_w + (size_t)ox0) * (size_t)oc_total + (size_t)oc0;
             zo_mve_requant_pixels(acc, 16, pixels, n, bias != NULL ? bias + oc0 : NULL, p->multiplier + oc0,
-                                  p->shift + oc0, &q, out, oc_total);
+                                      p->shift + oc0, &q, out, oc_total);
         }
     }
 }

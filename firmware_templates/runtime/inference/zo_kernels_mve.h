@@ -11,9 +11,11 @@
 #include <stddef.h>
 
 #include "zo_fixedpoint.h"
-/* The output side of a requantisation: zero point and activation clamp. */
+/* The output side of a requantisation: zero point and activation clamp; right_only set when every
+ * channel's shift is negative (zo_mve_right_only), for the shorter form of zo_mve_mbqm_lr. */
 typedef struct {
     int32_t zp, act_min, act_max;
+    int32_t right_only;
 } zo_mve_out_t;
 
 /* TFLM MultiplyByQuantizedMultiplier on 4 lanes, the shift split into left >= 0 and right <= 0
@@ -25,6 +27,25 @@ static inline int32x4_t zo_mve_mbqm_lr(int32x4_t x, int32x4_t mult, int32x4_t le
      * wrapping: saturating), so the ties that VRSHL rounds up go away from zero instead. */
     x = vqaddq_s32(x, vshrq_n_s32(vandq_s32(x, right), 31));
     return vrshlq_s32(x, right);
+}
+
+/* zo_mve_mbqm_lr when every lane's shift is negative (right < 0, left 0): no left shift, and
+ * x & right has x's sign bit, so the ties correction needs no mask. */
+static inline int32x4_t zo_mve_mbqm_right(int32x4_t x, int32x4_t mult, int32x4_t right)
+{
+    x = vqrdmulhq_s32(x, mult);
+    x = vqaddq_s32(x, vshrq_n_s32(x, 31));
+    return vrshlq_s32(x, right);
+}
+
+/* Whether shift[0..n) are all negative (right shifts only). */
+static inline int32_t zo_mve_right_only(const int32_t *shift, int32_t n)
+{
+    int32_t top = INT32_MIN;
+    for (int32_t j = 0; j < n; j += 4) {
+        top = vmaxvq_p_s32(top, vldrwq_z_s32(shift + j, vctp32q((uint32_t)(n - j))), vctp32q((uint32_t)(n - j)));
+    }
+    return top < 0;
 }
 
 /* The same with TFLM's shift (> 0: left, < 0: right). */

@@ -50,10 +50,9 @@ static int entries_fit(const uint8_t *data, uint32_t n, uint32_t steps, uint32_t
             q = data[pos++];
         }
         if ((flags & ZO_TM_UPDATE_APPLIED) != 0u) {
-            if (q == 0u || pos + 2u * q > n) {
+            if (q == 0u || !zo_tm_updates_read(data, n, &pos, q, (flags & ZO_TM_UPDATE_PACKED) != 0u, NULL)) {
                 return 0;
             }
-            pos += 2u * q;
         }
     }
     return pos == n;
@@ -94,7 +93,7 @@ uint8_t zo_push_chunk(run_t *r, const zo_cmd_t *c, int paused)
     if (h.steps != 0u && h.step != g_push_next) {
         return refuse("push refused: a chunk out of order (the push starts at step 0 and goes on without a gap)");
     }
-    const uint32_t q_limit = m->q_buffer < 255u ? m->q_buffer : 255u;
+    const uint32_t q_limit = m->q_buffer < ZO_SCHED_Q_LIMIT ? m->q_buffer : ZO_SCHED_Q_LIMIT; /* c16 below */
     if (!entries_fit(data, n, h.steps, q_limit)) {
         return refuse("push refused: a chunk whose entries do not decode");
     }
@@ -108,9 +107,10 @@ uint8_t zo_push_chunk(run_t *r, const zo_cmd_t *c, int paused)
             q = data[pos++];
         }
         if ((flags & ZO_TM_UPDATE_APPLIED) != 0u) {
+            uint16_t c16[ZO_SCHED_Q_LIMIT];
+            (void)zo_tm_updates_read(data, n, &pos, q, (flags & ZO_TM_UPDATE_PACKED) != 0u, c16); /* checked above */
             for (uint32_t i = 0u; i < q; ++i) {
-                m->c[i] = zo_f32_from_f16((uint16_t)(data[pos] | (data[pos + 1u] << 8)));
-                pos += 2u;
+                m->c[i] = zo_f32_from_f16(c16[i]);
             }
             zo_apply_update(tr, h.step + k, q);
         }

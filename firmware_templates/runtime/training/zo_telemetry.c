@@ -134,12 +134,118 @@ void zo_tm_log(const char *text)
 }
 
 /* --- update log: one buffer of entries (ZO_TM_UPDATES_CHUNK bytes of RAM); an entry is a header
- * byte, a u8 q when it changed within the frame, and q binary16 coefficients, little-endian. */
+ * byte, a u8 q when it changed within the frame, and q binary16 coefficients: 2q bytes little-endian,
+ * or bit-packed (ZO_TM_UPDATE_PACKED) when that is shorter.  Packed (docs/training.md "Update log",
+ * wire.pack_coefficients): bits from each byte's least significant on, fields LSB first: E, the
+ * largest 5-bit exponent field, then per coefficient sign, 10 mantissa bits and d = E - its exponent
+ * field as a Rice code (d >> K one bits, a zero bit, d's K low bits); zero bits up to a byte. */
 static struct {
     uint8_t data[ZO_TM_UPDATES_CHUNK];
     uint32_t n, first, steps, last, q;
     uint8_t eps;
 } g_upd;
+
+static uint32_t exponent_field(uint16_t h)
+{
+    return ((uint32_t)h >> 10) & 31u;
+}
+
+/* Bits of the packed form of c16[0..q), and its E. */
+static uint32_t packed_bits(uint32_t q, const uint16_t *c16, uint32_t *base)
+{
+    uint32_t e = 0u, bits = 5u;
+    for (uint32_t i = 0; i < q; ++i) {
+        e = exponent_field(c16[i]) > e ? exponent_field(c16[i]) : e;
+    }
+    for (uint32_t i = 0; i < q; ++i) {
+        bits += 12u + ZO_TM_UPDATE_RICE_K + ((e - exponent_field(c16[i])) >> ZO_TM_UPDATE_RICE_K);
+    }
+    *base = e;
+    return bits;
+}
+
+/* Writes the n low bits of value at bit *pos of dst; a byte is cleared at its first bit (no memset:
+ * a zeroing loop would become one), so the padding of the last byte is zero. */
+static void put_bits(uint8_t *dst, uint32_t *pos, uint32_t value, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; ++i, ++*pos) {
+        const uint8_t bit = (uint8_t)(((value >> i) & 1u) << (*pos & 7u));
+        dst[*pos >> 3] = (*pos & 7u) == 0u ? bit : (uint8_t)(dst[*pos >> 3] | bit);
+    }
+}
+
+static void pack_coefficients(uint8_t *dst, uint32_t q, const uint16_t *c16, uint32_t base)
+{
+    uint32_t pos = 0u;
+    put_bits(dst, &pos, base, 5u);
+    for (uint32_t i = 0; i < q; ++i) {
+        const uint32_t d = base - exponent_field(c16[i]), u = d >> ZO_TM_UPDATE_RICE_K;
+        put_bits(dst, &pos, (uint32_t)c16[i] >> 15, 1u);
+        put_bits(dst, &pos, c16[i] & 0x3FFu, 10u);
+        put_bits(dst, &pos, (1u << u) - 1u, u + 1u); /* u ones, then the zero */
+        put_bits(dst, &pos, d, ZO_TM_UPDATE_RICE_K);
+    }
+}
+
+int zo_tm_updates_read(const uint8_t *data, uint32_t n, uint32_t *pos, uint32_t q, int packed, uint16_t *out)
+{
+    if (!packed) {
+        if (*pos > n || 2u * q > n - *pos) {
+            return 0;
+        }
+        for (uint32_t i = 0; i < q; ++i, *pos += 2u) {
+            if (out != NULL) {
+                out[i] = (uint16_t)(data[*pos] | (data[*pos + 1u] << 8));
+            }
+        }
+        return 1;
+    }
+    if (*pos >= n) {
+        return 0;
+    }
+    const uint8_t *src = data + *pos;
+    const uint32_t avail = (n - *pos) * 8u;
+    uint32_t bit = 0u, base = 0u;
+#define ZO_BIT(b) ((uint32_t)(src[(b) >> 3] >> ((b) & 7u)) & 1u)
+    for (uint32_t i = 0; i < 5u; ++i, ++bit) {
+        base |= ZO_BIT(bit) << i;
+    }
+    for (uint32_t k = 0; k < q; ++k) {
+        uint32_t h = 0u, u = 0u, d = 0u;
+        if (bit + 11u > avail) {
+            return 0;
+        }
+        for (uint32_t i = 0; i < 11u; ++i, ++bit) {
+            h |= ZO_BIT(bit) << i; /* sign, then the mantissa */
+        }
+        while (bit < avail && ZO_BIT(bit) != 0u && u < 16u) {
+            ++u;
+            ++bit;
+        }
+        if (u > (31u >> ZO_TM_UPDATE_RICE_K) || bit + 1u + ZO_TM_UPDATE_RICE_K > avail) {
+            return 0;
+        }
+        ++bit; /* the unary part's zero */
+        for (uint32_t i = 0; i < ZO_TM_UPDATE_RICE_K; ++i, ++bit) {
+            d |= ZO_BIT(bit) << i;
+        }
+        d |= u << ZO_TM_UPDATE_RICE_K;
+        if (d > base) {
+            return 0;
+        }
+        if (out != NULL) {
+            out[k] = (uint16_t)(((h & 1u) << 15) | ((base - d) << 10) | (h >> 1));
+        }
+    }
+    for (; (bit & 7u) != 0u; ++bit) {
+        if (ZO_BIT(bit) != 0u) {
+            return 0; /* padding must be zero: one encoding per set of values */
+        }
+    }
+#undef ZO_BIT
+    *pos += bit >> 3;
+    return 1;
+}
 
 void zo_tm_updates_begin(uint8_t eps)
 {
@@ -169,11 +275,20 @@ void zo_tm_updates_flush(void)
 
 void zo_tm_updates_step(uint32_t step, uint8_t flags, uint32_t q, const uint16_t *c16)
 {
+    flags = (uint8_t)(flags & ~(ZO_TM_UPDATE_Q | ZO_TM_UPDATE_PACKED));
     const uint32_t applied = (flags & ZO_TM_UPDATE_APPLIED) != 0u ? q : 0u;
+    uint32_t base = 0u, body = 2u * applied;
+    if (applied != 0u) {
+        const uint32_t packed = (packed_bits(applied, c16, &base) + 7u) / 8u;
+        if (packed < body) {
+            body = packed;
+            flags = (uint8_t)(flags | ZO_TM_UPDATE_PACKED);
+        }
+    }
     int new_q = applied != 0u && applied != g_upd.q;
     /* a frame's entries are consecutive steps: a step out of sequence (a checkpoint restore moved
      * the counter) starts a new frame, and the host sees the jump */
-    if (g_upd.n + 1u + (new_q ? 1u : 0u) + 2u * applied > ZO_TM_UPDATES_CHUNK
+    if (g_upd.n + 1u + (new_q ? 1u : 0u) + body > ZO_TM_UPDATES_CHUNK
         || (g_upd.steps != 0u && step != g_upd.first + g_upd.steps)) {
         zo_tm_updates_flush();
         new_q = applied != 0u; /* every frame states its first q */
@@ -187,9 +302,14 @@ void zo_tm_updates_step(uint32_t step, uint8_t flags, uint32_t q, const uint16_t
         g_upd.data[g_upd.n++] = (uint8_t)applied;
         g_upd.q = applied;
     }
-    for (uint32_t i = 0; i < applied; ++i) {
-        g_upd.data[g_upd.n++] = (uint8_t)c16[i];
-        g_upd.data[g_upd.n++] = (uint8_t)(c16[i] >> 8);
+    if ((flags & ZO_TM_UPDATE_PACKED) != 0u) {
+        pack_coefficients(g_upd.data + g_upd.n, applied, c16, base);
+        g_upd.n += body;
+    } else {
+        for (uint32_t i = 0; i < applied; ++i) {
+            g_upd.data[g_upd.n++] = (uint8_t)c16[i];
+            g_upd.data[g_upd.n++] = (uint8_t)(c16[i] >> 8);
+        }
     }
     ++g_upd.steps;
 }

@@ -101,6 +101,10 @@ void zo_tm_updates_flush(void);
  * updates frame of 0 steps at `step`; zoflash replay takes the steps before it from the run that
  * took the checkpoint). */
 void zo_tm_updates_resume(uint32_t step);
+/* Reads one step's q coefficients at data[*pos..n) (2q raw bytes, or packed when `packed`: the
+ * header's ZO_TM_UPDATE_PACKED) into out (NULL: only checks) and moves *pos past them; 0 when they
+ * do not decode (cut short, an exponent below 0, padding bits not zero), *pos then unchanged. */
+int zo_tm_updates_read(const uint8_t *data, uint32_t n, uint32_t *pos, uint32_t q, int packed, uint16_t *out);
 
 /* Frame building, for the encoders (zo_wire.c, the ones above): begin, put the fixed payload
  * little-endian in wire order, finish (which appends `tail`, the CRC, and sends).  Not for

@@ -730,6 +730,19 @@ int zo_train_step(void)
                          lr, st.loss, st.m2, st.v, st.zero_frac, st.sat_frac,
                          tr->prefix_passes, tr->suffix_passes, zo_now_us(tr) };
     zo_tm_step(&rec);
+    zo_sched_event_t ev;
+    int sched_ev = 0;
+    if (!calibrating) {
+        zo_sched_obs_t obs = { t, q, (2u * q + (centre ? 1u : 0u)) * cfg->batch, st.loss, st.m2, st.v,
+                               st.has_kappa, st.kappa, diverged, lr };
+        sched_ev = zo_sched_observe(&tr->sched, &obs, &ev);
+        const uint32_t q_next = zo_sched_q(&tr->sched);
+        if (diverged && q_next != q) {
+            /* the scheduler answers a rollback with a larger q: the rollback must still halve the lr
+             * used at q, not only lr_1 (with linear scaling the doubled q would undo the halving) */
+            tr->lr1 = tr->lr1 * (zo_lr_at_q(1.0f, q, cfg->lr_scaling) / zo_lr_at_q(1.0f, q_next, cfg->lr_scaling));
+        }
+    }
     if (diverged) {
         zo_send_event(tr, t, ZO_TM_EV_ROLLBACK, ZO_TM_ROLLBACK_GUARD, state, state, q, q, tr->lr1, tr->snapshot_step);
     }
@@ -747,13 +760,8 @@ int zo_train_step(void)
             tr->lr1 = zo_lr_auto_step_lsb(m, cfg->rho, p) * sqrtf(p / r->m2_calib);
             zo_send_event(tr, t, ZO_TM_EV_LR, ZO_TM_LR_CALIBRATED, state, state, q, q, tr->lr1, calib);
         }
-    } else {
-        zo_sched_obs_t obs = { t, q, (2u * q + (centre ? 1u : 0u)) * cfg->batch, st.loss, st.m2, st.v,
-                               st.has_kappa, st.kappa, diverged, lr };
-        zo_sched_event_t ev;
-        if (zo_sched_observe(&tr->sched, &obs, &ev)) {
-            zo_send_event(tr, t, ZO_TM_EV_SCHEDULER, ev.code, ev.state_from, ev.state_to, ev.q_from, ev.q_to, 0.0f, 0u);
-        }
+    } else if (sched_ev) {
+        zo_send_event(tr, t, ZO_TM_EV_SCHEDULER, ev.code, ev.state_from, ev.state_to, ev.q_from, ev.q_to, 0.0f, 0u);
     }
     const uint32_t done = t + 1u;
     r->t = done;

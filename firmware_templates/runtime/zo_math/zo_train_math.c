@@ -194,6 +194,18 @@ void zo_perturb_s32(int32_t *b, int32_t n, int32_t sign, const int32_t *eps_b, c
 
 /* ---------------------------------------------------------------- update */
 
+#ifdef ZO_MVE_INT
+/* zo_mix32 on 4 lanes. */
+static inline uint32x4_t zo_mix32x4(uint32x4_t x)
+{
+    x = veorq_u32(x, vshrq_n_u32(x, 16));
+    x = vmulq_n_u32(x, 0x7FEB352Du);
+    x = veorq_u32(x, vshrq_n_u32(x, 15));
+    x = vmulq_n_u32(x, 0x846CA68Bu);
+    return veorq_u32(x, vshrq_n_u32(x, 16));
+}
+#endif
+
 #ifdef ZO_MVE_FLOAT
 /* Nibble -> 16-bit predicate with each bit repeated for the 4 bytes of a 32-bit lane. */
 static const uint16_t zo_pred_nibble[16] = {
@@ -271,15 +283,6 @@ static int32_t zo_prepare_keys(uint32_t *keys, int32_t q, const zo_dir_t *d0)
 static inline int32x4_t zo_clamp_s32x4(int32x4_t v, int32_t lo, int32_t hi)
 {
     return vminq_s32(vmaxq_s32(v, vdupq_n_s32(lo)), vdupq_n_s32(hi));
-}
-
-static inline uint32x4_t zo_mix32x4(uint32x4_t x)
-{
-    x = veorq_u32(x, vshrq_n_u32(x, 16));
-    x = vmulq_n_u32(x, 0x7FEB352Du);
-    x = veorq_u32(x, vshrq_n_u32(x, 15));
-    x = vmulq_n_u32(x, 0x846CA68Bu);
-    return veorq_u32(x, vshrq_n_u32(x, 16));
 }
 
 static void zo_round_block_mve(int8_t *wb, int8_t *rb, const float *u, zo_rounding_t mode,
@@ -382,9 +385,110 @@ static void zo_update_s8_lut(int8_t *w, int8_t *residual, int32_t n, const float
 }
 #endif
 
+#ifdef ZO_MVE_INT
+/* Dense directions, q = 1, deterministic rounding: the step is one of two integers S (z = +1:
+ * R(256 c) or R(c); z = -1: the same of -c, summed from +0.0f as zo_accumulate_block does), so a
+ * full block is integer work on 8 int16 lanes.  SPLIT16: with S = 256 Sh + Sl (Sl in [-128, 127])
+ * and x = r - Sl in [-255, 255], m + 128 = 256 (w - Sh) + x + 128, so w' = clamp(w - Sh + carry)
+ * with carry = (x + 128) >> 8 (VRSHR) in {-1, 0, 1}, and r' = sat8(256 (w - Sh - w') + x): the
+ * remainder x - 256 carry where w' is not clamped, 127 / -128 (saturation) where it is.  Sh is
+ * clamped to +-1024 first: beyond it w' clamps the same way and r' saturates the same way. */
+/* Byte -> 16-bit predicate of 8 int16 lanes: lane l (predicate bits 2l, 2l + 1) set if bit l is. */
+#define ZO_PB2(b) (((b) & 1u) * 3u)
+#define ZO_PB8(b)                                                                                     \
+    (ZO_PB2((b) >> 0) | ZO_PB2((b) >> 1) << 2 | ZO_PB2((b) >> 2) << 4 | ZO_PB2((b) >> 3) << 6 |       \
+     ZO_PB2((b) >> 4) << 8 | ZO_PB2((b) >> 5) << 10 | ZO_PB2((b) >> 6) << 12 | ZO_PB2((b) >> 7) << 14)
+#define ZO_PB8_4(b) ZO_PB8(b), ZO_PB8((b) + 1u), ZO_PB8((b) + 2u), ZO_PB8((b) + 3u)
+#define ZO_PB8_16(b) ZO_PB8_4(b), ZO_PB8_4((b) + 4u), ZO_PB8_4((b) + 8u), ZO_PB8_4((b) + 12u)
+#define ZO_PB8_64(b) ZO_PB8_16(b), ZO_PB8_16((b) + 16u), ZO_PB8_16((b) + 32u), ZO_PB8_16((b) + 48u)
+static const uint16_t zo_pred_byte16[256] = {ZO_PB8_64(0u), ZO_PB8_64(64u), ZO_PB8_64(128u), ZO_PB8_64(192u)};
+
+static inline int32_t zo_clamp_step16(int32_t v)
+{
+    return zo_clamp_i32(v, -1024, 1024);
+}
+
+static void zo_update_s8_q1_mve(int8_t *w, int8_t *residual, int32_t n, float c, const zo_dir_t *d0,
+                                zo_rounding_t mode, int32_t w_max)
+{
+    const int32_t split16 = mode == ZO_ROUND_SPLIT16;
+    const float up_u = 0.0f + c, down_u = 0.0f + -c;
+    const int32_t up = zo_round_inl(split16 ? 256.0f * up_u : up_u);
+    const int32_t down = zo_round_inl(split16 ? 256.0f * down_u : down_u);
+    /* high and low parts of each step (for NEAREST the whole step, clamped, is the high part) */
+    const int32_t up_hi = split16 ? zo_floor_div256(up + 128) : up;
+    const int32_t down_hi = split16 ? zo_floor_div256(down + 128) : down;
+    const int16x8_t hi_up = vdupq_n_s16((int16_t)zo_clamp_step16(up_hi));
+    const int16x8_t hi_down = vdupq_n_s16((int16_t)zo_clamp_step16(down_hi));
+    /* the low parts as scalars: x = r - lo_up, minus (lo_down - lo_up) more on the down lanes */
+    const int16_t lo_up_s = (int16_t)(up - 256 * up_hi);
+    const int16_t lo_diff_s = (int16_t)((down - 256 * down_hi) - (up - 256 * up_hi));
+    const int16x8_t lo = vdupq_n_s16((int16_t)-w_max), hi = vdupq_n_s16((int16_t)w_max);
+    const uint32_t key = zo_hash_key(d0->seed, d0->step, 0u, d0->stream);
+    int32_t base = 0;
+    uint32_t words[4];
+    for (; base + ZO_BLOCK <= n; base += ZO_BLOCK) {
+        const int32_t block = base >> 5;
+        if ((block & 3) == 0) {
+            /* the sign words of the next 4 blocks (some maybe past the end) at once:
+             * zo_hash_ctr(key, block + l) on lane l */
+            const uint32x4_t kv = vdupq_n_u32(key);
+            const uint32x4_t ctr = vidupq_n_u32((uint32_t)block, 1);
+            vst1q_u32(words, zo_mix32x4(veorq_u32(zo_mix32x4(veorq_u32(kv, ctr)), kv)));
+        }
+        uint32_t s = words[block & 3]; /* bit set: z = -1, the down step */
+        int8_t *wb = w + base;
+        if (split16) {
+            int8_t *rb = residual + base;
+            for (int32_t g = 0; g < ZO_BLOCK / 8; ++g) {
+                const mve_pred16_t down_lanes = (mve_pred16_t)zo_pred_byte16[s & 0xFFu];
+                const int16x8_t e = vsubq_s16(vldrbq_s16(wb), vpselq_s16(hi_down, hi_up, down_lanes));
+                int16x8_t x = vsubq_n_s16(vldrbq_s16(rb), lo_up_s);
+                x = vsubq_m_n_s16(x, x, lo_diff_s, down_lanes);
+                const int16x8_t wn = vminq_s16(vmaxq_s16(vaddq_s16(e, vrshrq_n_s16(x, 8)), lo), hi);
+                const int16x8_t rn = vqaddq_s16(vqshlq_n_s16(vsubq_s16(e, wn), 8), x);
+                vstrbq_s16(rb, vreinterpretq_s16_s8(vqmovnbq_s16(vreinterpretq_s8_s16(x), rn))); /* x: any vector */
+                vstrbq_s16(wb, wn);
+                wb += 8, rb += 8, s >>= 8;
+            }
+        } else {
+            for (int32_t g = 0; g < ZO_BLOCK / 8; ++g) {
+                const mve_pred16_t down_lanes = (mve_pred16_t)zo_pred_byte16[s & 0xFFu];
+                const int16x8_t sh = vpselq_s16(hi_down, hi_up, down_lanes);
+                vstrbq_s16(wb, vminq_s16(vmaxq_s16(vsubq_s16(vldrbq_s16(wb), sh), lo), hi));
+                wb += 8, s >>= 8;
+            }
+        }
+    }
+    if (base < n) {
+        /* the last partial block, as the portable table path */
+        const uint32_t s = zo_hash_ctr(key, (uint32_t)base >> 5);
+        int8_t *wb = w + base;
+        for (int32_t l = 0; l < n - base; ++l) {
+            const int32_t st = ((s >> l) & 1u) ? down : up;
+            if (split16) {
+                int8_t *rb = residual + base;
+                int32_t m = 256 * (int32_t)wb[l] + (int32_t)rb[l] - st;
+                int32_t wn = zo_clamp_i32(zo_floor_div256(m + 128), -w_max, w_max);
+                rb[l] = (int8_t)zo_clamp_i32(m - 256 * wn, -128, 127);
+                wb[l] = (int8_t)wn;
+            } else {
+                wb[l] = (int8_t)zo_clamp_i32((int32_t)wb[l] - st, -w_max, w_max);
+            }
+        }
+    }
+}
+#endif
+
 void zo_update_s8(int8_t *w, int8_t *residual, int32_t n, const float *c, int32_t q,
                   const zo_dir_t *d0, zo_rounding_t mode, int32_t w_max)
 {
+#ifdef ZO_MVE_INT
+    if (d0->density_log2 == 0u && q == 1 && mode != ZO_ROUND_STOCHASTIC) {
+        zo_update_s8_q1_mve(w, residual, n, c[0], d0, mode, w_max);
+        return;
+    }
+#endif
 #ifndef ZO_MVE_FLOAT
     if (d0->density_log2 == 0u && q >= 1 && q <= ZO_LUT_Q_MAX && mode != ZO_ROUND_STOCHASTIC) {
         zo_update_s8_lut(w, residual, n, c, q, d0, mode, w_max);
@@ -430,27 +534,49 @@ void zo_update_s8(int8_t *w, int8_t *residual, int32_t n, const float *c, int32_
     }
 }
 
+/* b[l] = sat32(b[l] - clamp(R((float)eps_b[l] * u[l]), -max_step, max_step)) for l < len. */
+static inline void zo_update_s32_lanes(int32_t *b, const int32_t *eps_b, const float *u, int32_t len,
+                                       int32_t max_step)
+{
+    for (int32_t l = 0; l < len; ++l) {
+        int32_t st = zo_round_inl((float)eps_b[l] * u[l]);
+        st = zo_clamp_i32(st, -max_step, max_step);
+        int64_t nb = (int64_t)b[l] - (int64_t)st;
+        if (nb > (int64_t)INT32_MAX) {
+            nb = INT32_MAX;
+        } else if (nb < (int64_t)INT32_MIN) {
+            nb = INT32_MIN;
+        }
+        b[l] = (int32_t)nb;
+    }
+}
+
 void zo_update_s32(int32_t *b, int32_t n, const float *c, int32_t q, const int32_t *eps_b,
                    int32_t max_step, const zo_dir_t *d0)
 {
+    if (d0->density_log2 == 0u && q == 1) {
+        /* dense, one direction: u_k is +0.0f + c or +0.0f + -c (zo_accumulate_block's sum), picked
+         * by the sign bit, with one key and no per-block buffer */
+        const float up = 0.0f + c[0], down = 0.0f + -c[0];
+        const uint32_t key = zo_hash_key(d0->seed, d0->step, 0u, d0->stream);
+        for (int32_t base = 0; base < n; base += ZO_BLOCK) {
+            const int32_t len = n - base < ZO_BLOCK ? n - base : ZO_BLOCK;
+            const uint32_t s = zo_hash_ctr(key, (uint32_t)base >> 5);
+            float u[ZO_BLOCK];
+            for (int32_t l = 0; l < len; ++l) {
+                u[l] = ((s >> l) & 1u) ? down : up;
+            }
+            zo_update_s32_lanes(b + base, eps_b + base, u, len, max_step);
+        }
+        return;
+    }
     uint32_t keys[ZO_CACHED_KEYS];
     float u[ZO_BLOCK];
     zo_prepare_keys(keys, q, d0);
     for (int32_t base = 0; base < n; base += ZO_BLOCK) {
         int32_t len = n - base < ZO_BLOCK ? n - base : ZO_BLOCK;
         zo_accumulate_block(u, base, len, c, q, keys, d0);
-        for (int32_t l = 0; l < len; ++l) {
-            int32_t k = base + l;
-            int32_t st = zo_round_inl((float)eps_b[k] * u[l]);
-            st = zo_clamp_i32(st, -max_step, max_step);
-            int64_t nb = (int64_t)b[k] - (int64_t)st;
-            if (nb > (int64_t)INT32_MAX) {
-                nb = INT32_MAX;
-            } else if (nb < (int64_t)INT32_MIN) {
-                nb = INT32_MIN;
-            }
-            b[k] = (int32_t)nb;
-        }
+        zo_update_s32_lanes(b + base, eps_b + base, u, len, max_step);
     }
 }
 

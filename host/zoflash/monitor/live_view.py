@@ -119,7 +119,7 @@ class LiveView:
                 )
                 self._line(
                     f"step {rec['step']}: guard tripped ({why}): "
-                    f"rolled back to step {rec['aux']}, lr_1 halved to {rec['value']:.6g}"
+                    f"rolled back to step {rec['aux']}, lr_1 lowered to {rec['value']:.6g}"
                 )
             else:
                 self._line(f"step {rec['step']}: event {rec['kind']}")

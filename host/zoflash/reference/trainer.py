@@ -610,6 +610,25 @@ class ReferenceTrainer:
                 suffix_passes=self.suffix_passes,
                 time_us=self._time_us(),
             )
+            ev = None
+            if not calibrating:
+                obs = dict(
+                    step=t,
+                    q=q,
+                    passes=st["passes"],
+                    loss=st["loss"],
+                    m2=st["m2"],
+                    v=st["v"],
+                    has_kappa=centre,
+                    kappa=st["kappa"],
+                    diverged=diverged,
+                    lr=lr,
+                )
+                q_next, ev = self.sched.observe(obs)
+                if diverged and q_next != q:
+                    # a rollback answered by a larger q still halves the lr used at q, not only lr_1
+                    ratio = F32(lr_at_q(F32(1.0), q, o.lr_scaling) / lr_at_q(F32(1.0), q_next, o.lr_scaling))
+                    lr1 = F32(lr1 * ratio)
             if diverged:
                 yield self._event(t, EVENT_ROLLBACK, ROLLBACK_GUARD, state, state, q, q, lr1, snapshot_step)
             if calibrating:
@@ -623,24 +642,10 @@ class ReferenceTrainer:
                     p = F32(F32(1.0) / F32(1 << self.settings.density_log2))
                     lr1 = F32(self._auto_step_lsb(F32(o.rho), p) * np.sqrt(F32(p / m2_calib)))
                     yield self._event(t, EVENT_LR, 0, state, state, q, q, lr1, calib)
-            else:
-                obs = dict(
-                    step=t,
-                    q=q,
-                    passes=st["passes"],
-                    loss=st["loss"],
-                    m2=st["m2"],
-                    v=st["v"],
-                    has_kappa=centre,
-                    kappa=st["kappa"],
-                    diverged=diverged,
-                    lr=lr,
+            elif ev is not None:
+                yield self._event(
+                    t, EVENT_SCHEDULER, ev.code, ev.state_from, ev.state_to, ev.q_from, ev.q_to, F32(0), 0
                 )
-                _, ev = self.sched.observe(obs)
-                if ev is not None:
-                    yield self._event(
-                        t, EVENT_SCHEDULER, ev.code, ev.state_from, ev.state_to, ev.q_from, ev.q_to, F32(0), 0
-                    )
             t += 1
             last_eval = False
             if t % o.eval_every == 0:

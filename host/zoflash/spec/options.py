@@ -467,7 +467,8 @@ OPTIONS: tuple[Option, ...] = (
         CONTINUAL,
         rule=("choices",),
         choices=t.MODES,
-        doc="continual needs --data-source stream; --steps is then the training steps of one adaptation "
+        doc="continual needs --data-source stream (or app: your firmware calls zo_cl_serve); --steps is then the "
+        "training steps of one adaptation "
         "episode (docs/guides/continual.md).",
     ),
     Option(

@@ -131,7 +131,7 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
     # --- boundary checksum: the first test sample's boundary activations, once after hello
     "boundary": (12, (("crc32", "I"), ("expected_crc32", "I"), ("bytes", "I"), ("boundary_flags", "B"))),
     # --- update log: the applied updates of `steps` steps from `step` on (+ per step a header byte,
-    # a u8 q when it changed, q binary16 coefficients; UPDATE_* below), for `zoflash replay`
+    # a u8 q when it changed, q binary16 coefficients, raw or packed; UPDATE_* below), for `zoflash replay`
     "updates": (13, (("step", "I"), ("steps", "H"), ("eps", "B"))),
     # --- continual adaptation (--mode continual): one decision or serving window (CONTINUAL_DECISIONS)
     "continual": (
@@ -195,6 +195,10 @@ UPDATE_TRIAL = 0x10  # a step of the lr trial: trained a candidate from the snap
 # --mode continual: after RESTORE (before SNAPSHOT) the trainable state went back to the model's built-in
 # weights, residuals zero (a candidate starting from them, or a rollback to them: with SNAPSHOT)
 UPDATE_FACTORY = 0x20
+# The step's coefficients are bit-packed (pack_coefficients) instead of q raw binary16: set when that
+# is shorter (most steps at q >= 8 on real runs; q = 1 and 2 always raw, q = 4 nearly always)
+UPDATE_PACKED = 0x40
+UPDATE_RICE_K = 1  # the packed exponent offset's Rice parameter: its low bits after the unary part
 UPDATES_CHUNK = 256  # tail bytes of one updates frame, at most (the device's buffer)
 # --- end update log
 COMMAND_STRUCTS = {k: struct.Struct("<" + "".join(c for _, c in lay)) for k, lay in COMMAND_LAYOUTS.items()}
@@ -270,8 +274,46 @@ class Encoder:
         )
 
 
-# --- update log: the packer (the reference trainer, mirroring zo_tm_updates_* in zo_telemetry.c)
-# and the parser (zoflash replay)
+# --- update log: one entry's coding, the packer (the reference trainer, mirroring zo_tm_updates_*
+# in zo_telemetry.c) and the parser (zoflash replay)
+
+
+def _exponent(h: int) -> int:
+    return (h >> 10) & 31
+
+
+def pack_coefficients(c16) -> bytes:
+    """One step's binary16 coefficients, packed losslessly (docs/training.md "Update log").  Bits
+    from each byte's least significant bit on, fields least significant bit first: E, the step's
+    largest 5-bit exponent field; then per coefficient its sign bit, its 10 mantissa bits and
+    d = E - its exponent field as a Rice code (d >> UPDATE_RICE_K one bits, a zero bit, then d's
+    UPDATE_RICE_K low bits); zero bits up to a whole byte."""
+    k = UPDATE_RICE_K
+    base = max(_exponent(h) for h in c16)
+    acc, bits = base, 5
+    for h in c16:
+        d = base - _exponent(h)
+        u = d >> k
+        code = (h >> 15) | ((h & 0x3FF) << 1) | (((1 << u) - 1) << 11) | ((d & ((1 << k) - 1)) << (12 + u))
+        acc |= code << bits
+        bits += 12 + u + k
+    return acc.to_bytes((bits + 7) // 8, "little")
+
+
+def encode_entry(flags: int, c16, q: int) -> bytes:
+    """One step's entry after a step whose q was `q` (0: the frame's first applied step): the
+    header byte (its Q and PACKED bits set here), q when it changed, the coefficients (applied
+    steps only), packed when that is shorter than 2q raw bytes."""
+    flags &= ~(UPDATE_Q | UPDATE_PACKED)
+    c16 = [int(h) for h in c16] if flags & UPDATE_APPLIED else []
+    if not c16:
+        return bytes([flags])
+    body = pack_coefficients(c16)
+    if len(body) < 2 * len(c16):
+        flags |= UPDATE_PACKED
+    else:
+        body = struct.pack(f"<{len(c16)}H", *c16)
+    return (bytes([flags | UPDATE_Q, len(c16)]) if len(c16) != q else bytes([flags])) + body
 
 
 class UpdateLog:
@@ -285,19 +327,18 @@ class UpdateLog:
         self.q = 0  # q of the frame's last applied step (0: none yet)
 
     def step(self, step: int, flags: int, coefficients=()) -> bytes:
-        c16 = [int(h) for h in coefficients] if flags & UPDATE_APPLIED else []
-        size = 1 + (1 if c16 and len(c16) != self.q else 0) + 2 * len(c16)
+        entry = encode_entry(flags, coefficients, self.q)
         jump = self.steps and step != self.first + self.steps  # a frame holds consecutive steps only
-        out = self.flush() if len(self.data) + size > UPDATES_CHUNK or jump else b""
+        out = b""
+        if len(self.data) + len(entry) > UPDATES_CHUNK or jump:
+            out = self.flush()
+            entry = encode_entry(flags, coefficients, 0)  # every frame states its first q
         if not self.steps:
             self.first = step
         self.last = len(self.data)
-        if c16 and len(c16) != self.q:
-            self.data += bytes([flags | UPDATE_Q, len(c16)])
-            self.q = len(c16)
-        else:
-            self.data.append(flags)
-        self.data += struct.pack(f"<{len(c16)}H", *c16)
+        self.data += entry
+        if flags & UPDATE_APPLIED:
+            self.q = len(coefficients)
         self.steps += 1
         return out
 
@@ -321,6 +362,40 @@ class UpdateEntry(NamedTuple):
     coefficients: tuple[int, ...]  # binary16 bits, q of them (empty when not applied)
 
 
+def unpack_coefficients(data: bytes, pos: int, q: int) -> tuple[tuple[int, ...], int]:
+    """The q coefficients packed at data[pos:] (pack_coefficients) and the position after them;
+    ValueError when they are cut short, an offset goes below exponent 0 or the padding is not zero."""
+    k = UPDATE_RICE_K
+    avail = (len(data) - pos) * 8
+    if avail < 5:
+        raise ValueError("cut short")
+    acc = int.from_bytes(data[pos : pos + (5 + q * (12 + 15 + k) + 7) // 8], "little")
+    bits = 5
+    base = acc & 31
+    out = []
+    for _ in range(q):
+        if bits + 11 > avail:
+            raise ValueError("cut short")
+        sign, mantissa = (acc >> bits) & 1, (acc >> (bits + 1)) & 0x3FF
+        bits += 11
+        u = 0
+        while bits < avail and (acc >> bits) & 1 and u < 16:
+            u, bits = u + 1, bits + 1
+        if u > 31 >> k:
+            raise ValueError("an exponent offset beyond 31")
+        if bits + 1 + k > avail:
+            raise ValueError("cut short")
+        d = (u << k) | ((acc >> (bits + 1)) & ((1 << k) - 1))
+        bits += 1 + k
+        if d > base:
+            raise ValueError("an exponent below 0")
+        out.append((sign << 15) | ((base - d) << 10) | mantissa)
+    end = (bits + 7) // 8
+    if acc >> bits & ((1 << (end * 8 - bits)) - 1):
+        raise ValueError("padding bits not zero")
+    return tuple(out), pos + end
+
+
 def parse_updates(step: int, steps: int, data: bytes) -> list[UpdateEntry]:
     """The entries of one updates frame's tail; ValueError when it does not hold `steps` whole ones."""
     out, pos, q = [], 0, 0
@@ -337,10 +412,17 @@ def parse_updates(step: int, steps: int, data: bytes) -> list[UpdateEntry]:
         n = q if flags & UPDATE_APPLIED else 0
         if flags & UPDATE_APPLIED and q == 0:
             raise ValueError(f"updates frame of step {step}: step {step + k} is applied but its q is unknown")
-        if pos + 2 * n > len(data):
-            raise ValueError(f"updates frame of step {step}: step {step + k} is cut short")
-        out.append(UpdateEntry(step + k, flags, struct.unpack_from(f"<{n}H", data, pos)))
-        pos += 2 * n
+        if flags & UPDATE_PACKED and n:
+            try:
+                c16, pos = unpack_coefficients(data, pos, n)
+            except ValueError as e:
+                raise ValueError(f"updates frame of step {step}: step {step + k}'s packed coefficients: {e}") from None
+        else:
+            if pos + 2 * n > len(data):
+                raise ValueError(f"updates frame of step {step}: step {step + k} is cut short")
+            c16 = struct.unpack_from(f"<{n}H", data, pos)
+            pos += 2 * n
+        out.append(UpdateEntry(step + k, flags, c16))
     if pos != len(data):
         raise ValueError(f"updates frame of step {step}: {len(data) - pos} bytes after its {steps} steps")
     return out

@@ -169,8 +169,9 @@ def render_header() -> str:
         "/* Update log: the header byte of each step in an updates frame's tail. */",
         *[
             _define(f"ZO_TM_UPDATE_{k}", f"0x{getattr(wire, 'UPDATE_' + k):02X}u")
-            for k in ("APPLIED", "Q", "RESTORE", "SNAPSHOT", "TRIAL", "FACTORY")
+            for k in ("APPLIED", "Q", "RESTORE", "SNAPSHOT", "TRIAL", "FACTORY", "PACKED")
         ],
+        _define("ZO_TM_UPDATE_RICE_K", f"{wire.UPDATE_RICE_K}u", "packed coefficients: the exponent offset's low bits"),
         "",
         "/* Frame types. */",
     ]

@@ -20,7 +20,10 @@ _TAILS = {
     "sample": "the bytes of one sample record",
     "restore": "a chunk of a checkpoint image",
     "push": "`steps` update-log entries (the updates frame's tail format)",
+    "updates": "one entry per step: an update-log flag byte, u8 q when it changed, q binary16 coefficients "
+    '(2q bytes, or bit-packed with `PACKED`; docs/training.md "Update log")',
 }
+_UPDATE_FLAGS = ("APPLIED", "Q", "RESTORE", "SNAPSHOT", "TRIAL", "FACTORY", "PACKED")
 # the id tables a decoder needs: (title, names by id or name -> value, what carries them)
 _ENUMS: tuple[tuple[str, object, str], ...] = (
     ("scheduler", t.SCHEDULERS, "hello `scheduler`"),
@@ -36,6 +39,7 @@ _ENUMS: tuple[tuple[str, object, str], ...] = (
     ("loss", t.LOSSES, "hello `loss_kind`"),
     ("ack result", t.ACK_RESULTS, "ack `result`"),
     ("boundary flag", t.BOUNDARY_FLAGS, "boundary `boundary_flags` (bits)"),
+    ("update-log flag", {k: getattr(wire, f"UPDATE_{k}") for k in _UPDATE_FLAGS}, "each updates entry's first byte"),
 )
 
 

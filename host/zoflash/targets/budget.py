@@ -286,17 +286,19 @@ def _items(board: Board, model, training=None) -> list[tuple[str, str, int]]:
         items.insert(-1, ("bss", f"stream ring ({ring} samples)", mem["stream_buffer_bytes"]))
     if mem.get(
         "ab_slots_bytes"
-    ):  # --mode continual: rings, candidate, A/B slots (RAM here; NOR on a port that maps them)
+    ):  # --mode continual: rings, candidate, A/B slots (RAM; in the NOR store on a board with one: zo_bundle.h)
         o = training.options
+        slots_in_nor = bool(board.checkpoint_store)
         items.insert(
             -1,
             (
                 "bss",
                 f"continual (training ring {o.buffer} samples {mem['training_ring_bytes']}, held-back ring "
                 f"{o.holdout} samples {mem['holdout_ring_bytes']}, candidate {mem['candidate_bytes']}, "
-                f"factory {mem['factory_bytes']}, A/B slots {mem['ab_slots_bytes']})",
+                f"factory {mem['factory_bytes']}, A/B slots {mem['ab_slots_bytes']}"
+                + (" in the NOR's checkpoint store, not RAM)" if slots_in_nor else ")"),
                 sum(mem[k] for k in ("training_ring_bytes", "holdout_ring_bytes", "candidate_bytes", "factory_bytes"))
-                + mem["ab_slots_bytes"],
+                + (0 if slots_in_nor else mem["ab_slots_bytes"]),
             ),
         )
     return items

@@ -125,7 +125,8 @@ def code_size(bundle: Bundle) -> int:
     require("size")
     sources = [name for name in bundle.manifest["files"] if name.endswith(".c") and name not in HOST_PROGRAM_SOURCES]
     objects = [bundle.path / "build" / "obj" / (name[:-2] + ".o") for name in sorted(sources)]
-    objects = [o for o in objects if o.is_file() or o.name != "zo_train_main.o"]  # the library form has no main
+    mains = ("zo_train_main.o", "zo_continual_main.o")  # the library forms have no main
+    objects = [o for o in objects if o.is_file() or o.name not in mains]
     proc = subprocess.run(["size", "-A", *map(str, objects)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise BuildError(f"size failed on {bundle.path / 'build' / 'obj'}:\n{proc.stderr[-2000:]}")

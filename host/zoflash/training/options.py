@@ -296,8 +296,9 @@ def validate(opts: TrainOptions) -> TrainOptions:
     # ---- end data sources ----
     # --- continual adaptation
     need(
-        opts.mode != "continual" or opts.data_source == "stream",
-        "--mode continual serves samples as they arrive: add --data-source stream",
+        opts.mode != "continual" or opts.data_source in ("stream", "app"),
+        "--mode continual serves samples as they arrive: add --data-source stream (the host feeds them) "
+        "or app (your firmware calls zo_cl_serve)",
     )
     need(
         opts.mode != "continual" or (opts.loss not in ("mse",) and opts.target == "labels"),

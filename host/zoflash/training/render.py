@@ -272,9 +272,9 @@ def render_training(
     env = template_env()
     files = {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in TRAIN_TEMPLATES.items()}
     app = opts.data_source == "app"
-    if app:  # the library form: zo_app.c instead of the firmware's main
-        files.update({name: text.decode() for name, text in runtime_part(APP_RUNTIME).items()})
     continual = opts.mode == "continual"
+    if app and not continual:  # the library form: zo_app.c instead of the firmware's main
+        files.update({name: text.decode() for name, text in runtime_part(APP_RUNTIME).items()})
     if continual:  # the continual controller and its main instead of the training run's
         cl_ctx = continual_context(plan, opts, ctx["input_bytes"], detector=not training.continual_oracle)
         files[f"{prefix}_continual.c"] = env.get_template(CONTINUAL_TEMPLATE).render(**{**ctx, **cl_ctx})
@@ -299,7 +299,10 @@ def render_training(
         manifest=manifest,
         trainable=training.trainable,
         blobs={b.file: b.data for b in data_blobs},
-        unlinked=("zo_train_main.c",) if app or continual else (),
+        # the library forms have no main: your firmware calls zo_app.h, or zo_continual.h (zo_cl_start)
+        unlinked=("zo_train_main.c",) + (("zo_continual_main.c",) if app and continual else ())
+        if app or continual
+        else (),
         app=app,
     )
 

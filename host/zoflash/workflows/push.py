@@ -57,23 +57,18 @@ def pack_entries(entries: list[wire.UpdateEntry], limit: int = PUSH_TAIL) -> lis
     first, steps, data, q = 0, 0, bytearray(), 0
     for e in entries:
         c16 = e.coefficients if e.flags & wire.UPDATE_APPLIED else ()
-        flags = e.flags & ~wire.UPDATE_Q
-        size = 1 + (1 if c16 and len(c16) != q else 0) + 2 * len(c16)
-        if 1 + 1 + 2 * len(c16) > limit:
+        entry = wire.encode_entry(e.flags, c16, q)
+        if len(wire.encode_entry(e.flags, c16, 0)) > limit:
             raise DataError(f"step {e.step} has {len(c16)} coefficients: more than a push chunk of {limit} bytes holds")
-        if steps and len(data) + size > limit:
+        if steps and len(data) + len(entry) > limit:
             chunks.append((first, steps, bytes(data)))
             steps, data, q = 0, bytearray(), 0
-            size = 1 + (1 if c16 else 0) + 2 * len(c16)
+            entry = wire.encode_entry(e.flags, c16, 0)  # every chunk states its first q
         if not steps:
             first = e.step
-        if c16 and len(c16) != q:
-            data += bytes([flags | wire.UPDATE_Q, len(c16)])
+        data += entry
+        if c16:
             q = len(c16)
-        else:
-            data.append(flags)
-        for h in c16:
-            data += int(h).to_bytes(2, "little")
         steps += 1
     if steps:
         chunks.append((first, steps, bytes(data)))

@@ -64,7 +64,13 @@ def training_memory_lines(training: dict) -> list[str]:
             f"RAM     continual (training ring {opts_of(training)['buffer']} samples "
             f"{mem['training_ring_bytes']}, held-back ring {opts_of(training)['holdout']} samples "
             f"{mem['holdout_ring_bytes']}, candidate {mem['candidate_bytes']}, factory {mem['factory_bytes']}, "
-            f"A/B slots {mem['ab_slots_bytes']}); samples arrive one at a time"
+            f"A/B slots {mem['ab_slots_bytes']}"
+            + (
+                f" in the NOR ({training['continual']['slots_in']}, not RAM)"
+                if training.get("continual", {}).get("slots_in")
+                else ""
+            )
+            + "); samples arrive one at a time"
         )
     elif mem.get("stream_buffer_bytes"):
         ds = training["data_source"]
@@ -98,7 +104,8 @@ def firmware_lines(result, board) -> list[str]:
     kind = "firmware" if training and not app else "library"
     if app:  # the trainer as a library: your firmware brings main()
         say(
-            f"library {', '.join(str(p.relative_to(result.bundle.path)) for p in result.outputs)} and zo_app.h "
+            f"library {', '.join(str(p.relative_to(result.bundle.path)) for p in result.outputs)} and "
+            f"{'zo_continual.h' if 'continual' in training else 'zo_app.h'} "
             f"({board.toolchain.cc}); link your firmware with `make -C {result.bundle.path} app APP=main.c` "
             "(see examples/app_sensor)"
         )
