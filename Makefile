@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ZOFLASH := $(VENV)/bin/zoflash
-APT_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm make gcc binutils cmake
+APT_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm make gcc binutils cmake mosquitto
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 # Test workers: one per core; each test file runs whole on one worker (its module fixtures built once).

@@ -192,5 +192,10 @@ def _tier_tools(request):
         need_module("tflite_micro")
     if request.node.get_closest_marker("tf"):
         need_module("tensorflow")
+    if request.node.get_closest_marker("fleet"):
+        if not (shutil.which("mosquitto") or Path("/usr/sbin/mosquitto").exists()):
+            _missing("program 'mosquitto'")
+        need_module("paho")
+        need_module("distributed")
     if request.node.get_closest_marker("vela"):  # the npu extra
         need_module("ethosu")

@@ -78,7 +78,7 @@ ENUMS = {
     "scheduler": ["fixed", "plateau", "critical", "adazeta"],
     "rounding": ["split16", "nearest", "stochastic"],
     "loss_kind": ["softmax-ce", "sigmoid-bce", "mse"],
-    "kind": [None, "scheduler", "lr", "rollback", "stop"],
+    "kind": [None, "scheduler", "lr", "rollback", "stop", "round"],
     "reason": ["steps", "budget", "scheduler", "command", "dead-zone", "guard"],
     "command": [None] * 16 + ["pause", "resume", "status", "dump", "stop", None, "restore"],
     "result": ["ok", "ignored", "unknown", "refused"],

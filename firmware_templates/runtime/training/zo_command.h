@@ -33,6 +33,9 @@ extern "C" {
 #define ZO_CMD_RESTORE 22u /* a chunk of a checkpoint image: u32 offset, u32 total, data */
 /* --- push */
 #define ZO_CMD_PUSH 30u /* a chunk of another run's update log to apply (zo_push.c, zoflash push) */
+/* --- fleet learning (zo_fleet.c, zoflash fleet) */
+#define ZO_CMD_ROUND 31u /* train a round's steps from the global weights */
+#define ZO_CMD_MERGE 32u /* a chunk of a round's merged update log to apply */
 #define ZO_CMD_FIRST  16u /* types below are telemetry types, never commands */
 
 #define ZO_CMD_MAX_PAYLOAD 1024u /* a longer frame is rejected from its header */

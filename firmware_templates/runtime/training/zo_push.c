@@ -11,7 +11,7 @@ static uint32_t g_push_first, g_push_next;
 
 /* CRC-32 of every trainable tensor's values in training order (int8 weights, int32 biases as the
  * device holds them: little-endian on every port), and their bytes (wire.py "crc"). */
-static uint32_t tensors_crc(const zo_train_model_t *m, uint32_t *bytes)
+uint32_t zo_tensors_crc(const zo_train_model_t *m, uint32_t *bytes)
 {
     uint32_t crc = 0u;
     *bytes = 0u;
@@ -28,14 +28,12 @@ void zo_send_crc(const trainer_t *tr, uint32_t step)
 {
     zo_tm_crc_t f;
     f.step = step;
-    f.crc32 = tensors_crc(tr->m, &f.bytes);
+    f.crc32 = zo_tensors_crc(tr->m, &f.bytes);
     f.pushed = g_push_next;
     zo_tm_crc(&f);
 }
 
-/* 1 when `data` holds exactly `steps` whole entries (the updates frame's tail format) whose q fit
- * the device's buffers; nothing is applied from a chunk that does not. */
-static int entries_fit(const uint8_t *data, uint32_t n, uint32_t steps, uint32_t q_limit)
+int zo_updates_fit(const uint8_t *data, uint32_t n, uint32_t steps, uint32_t q_limit, uint8_t allowed)
 {
     uint32_t pos = 0u, q = 0u;
     for (uint32_t k = 0u; k < steps; ++k) {
@@ -43,6 +41,9 @@ static int entries_fit(const uint8_t *data, uint32_t n, uint32_t steps, uint32_t
             return 0;
         }
         const uint8_t flags = data[pos++];
+        if ((flags & (uint8_t)~allowed) != 0u) {
+            return 0;
+        }
         if ((flags & ZO_TM_UPDATE_Q) != 0u) {
             if (pos >= n || data[pos] == 0u || data[pos] > q_limit) {
                 return 0;
@@ -94,7 +95,7 @@ uint8_t zo_push_chunk(run_t *r, const zo_cmd_t *c, int paused)
         return refuse("push refused: a chunk out of order (the push starts at step 0 and goes on without a gap)");
     }
     const uint32_t q_limit = m->q_buffer < ZO_SCHED_Q_LIMIT ? m->q_buffer : ZO_SCHED_Q_LIMIT; /* c16 below */
-    if (!entries_fit(data, n, h.steps, q_limit)) {
+    if (!zo_updates_fit(data, n, h.steps, q_limit, 0xFFu)) {
         return refuse("push refused: a chunk whose entries do not decode");
     }
     if (h.steps != 0u && h.step == 0u) {

@@ -38,6 +38,11 @@ extern "C" {
 #define ZO_TM_EV_LR        2u
 #define ZO_TM_EV_ROLLBACK  3u
 #define ZO_TM_EV_STOP      4u
+#define ZO_TM_EV_ROUND     5u /* --mode fleet: a round's training ended; aux: its steps */
+
+/* zo_tm_event_t.code of ZO_TM_EV_ROUND events. */
+#define ZO_TM_ROUND_STEPS     0u /* all its steps */
+#define ZO_TM_ROUND_ROLLBACKS 1u /* cut short by guard_max_rollbacks rollbacks: the weights are the global ones */
 
 /* zo_tm_event_t.code of ZO_TM_EV_LR events. */
 #define ZO_TM_LR_CALIBRATED 0u /* value: the auto lr_1; aux: calibration steps */

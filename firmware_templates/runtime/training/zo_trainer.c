@@ -30,7 +30,7 @@ static void perturb_all(const trainer_t *tr, int32_t sign, uint32_t t, uint32_t 
     sign *= (int32_t)tr->cfg->eps;
     for (int32_t k = 0; k < m->n_tensors; ++k) {
         const zo_trainable_t *tt = &m->tensors[k];
-        zo_dir_t d = { tr->cfg->seed, t, i, tt->stream, tr->cfg->density_log2 };
+        zo_dir_t d = { tr->seed, t, i, tt->stream, tr->cfg->density_log2 };
         if (tt->eps_b != NULL) {
             zo_perturb_s32((int32_t *)tt->values, tt->count, sign, tt->eps_b, &d);
         } else {
@@ -186,7 +186,7 @@ static void load_minibatch(trainer_t *tr, uint32_t t)
 {
     const zo_train_model_t *m = tr->m;
     for (uint32_t j = 0; j < tr->cfg->batch; ++j) {
-        uint32_t idx = zo_sample_index(tr->cfg->seed, t, j, m->n_train);
+        uint32_t idx = zo_sample_index(tr->seed, t, j, m->n_train);
         if (m->loss == ZO_LOSS_MSE) {
             m->labels[j] = 0u;
             load_target(m, m->t_train, m->x_train, idx, m->targets + (size_t)j * (size_t)m->classes);
@@ -283,7 +283,7 @@ split_eval_t zo_evaluate_split(trainer_t *tr, const int8_t *x, const uint16_t *y
 
 /* Evaluates the validation split, then the test split, and reports both; returns the validation
  * split's result (the only one the guards and the snapshots look at). */
-static split_eval_t evaluate(trainer_t *tr, uint32_t steps_done)
+split_eval_t zo_evaluate(trainer_t *tr, uint32_t steps_done)
 {
     const zo_train_model_t *m = tr->m;
     const split_eval_t val = zo_evaluate_split(tr, m->x_val, m->y_val, m->t_val, m->n_val);
@@ -366,7 +366,7 @@ void zo_apply_update(const trainer_t *tr, uint32_t t, uint32_t q)
     const zo_train_model_t *m = tr->m;
     for (int32_t k = 0; k < m->n_tensors; ++k) {
         const zo_trainable_t *tt = &m->tensors[k];
-        zo_dir_t d = { tr->cfg->seed, t, 0, tt->stream, tr->cfg->density_log2 };
+        zo_dir_t d = { tr->seed, t, 0, tt->stream, tr->cfg->density_log2 };
         if (tt->eps_b != NULL) {
             zo_update_s32((int32_t *)tt->values, tt->count, m->c, (int32_t)q, tt->eps_b, tt->max_step, &d);
         } else {
@@ -482,9 +482,9 @@ static void send_status(const trainer_t *tr, uint32_t t, uint32_t calib, int pau
  * paused nothing else runs until resume or stop.  Reads nothing and sends nothing when no
  * command came, so a run without commands is unchanged.  Returns 1 when the run must stop, 2 when
  * a restore completed. */
-static int serve_commands(trainer_t *tr, uint32_t t, uint32_t calib)
+static int serve_commands(trainer_t *tr, uint32_t t, uint32_t calib, int held)
 {
-    int paused = 0;
+    int paused = held; /* a fleet device between rounds: serve commands until the next round */
     uint32_t served = 0;
     while (paused || tr->ck_restoring || served < MAX_COMMANDS_PER_STEP) {
         zo_cmd_t c;
@@ -531,6 +531,13 @@ static int serve_commands(trainer_t *tr, uint32_t t, uint32_t calib)
         case ZO_CMD_PUSH: /* another run's updates (zo_push.c); g_run holds tr */
             result = zo_push_chunk(&g_run, &c, paused);
             break;
+        case ZO_CMD_ROUND: /* fleet learning (zo_fleet.c): train a round's steps */
+            result = zo_fleet_round(&g_run, &c);
+            paused = g_run.held;
+            break;
+        case ZO_CMD_MERGE:
+            result = zo_fleet_merge(&g_run, &c);
+            break;
         default:
             result = ZO_TM_ACK_UNKNOWN;
             break;
@@ -554,7 +561,7 @@ static int wait_for_samples(trainer_t *tr, uint32_t t, uint32_t calib)
     zo_stream_t *s = tr->m->stream;
     const uint32_t want = zo_stream_target(s, t);
     while (zo_stream_ask(s, want, zo_port_time_us())) {
-        const int served = serve_commands(tr, t, calib);
+        const int served = serve_commands(tr, t, calib, 0);
         if (served != 0) {
             return served;
         }
@@ -610,6 +617,8 @@ int zo_train_begin(const zo_train_model_t *m, const zo_train_config_t *cfg)
     tr->m = m;
     tr->cfg = cfg;
     tr->t0 = zo_port_time_us();
+    tr->seed = cfg->seed;
+    r->held = cfg->fleet != 0; /* a fleet device waits for its first round */
     const char *problem = check_config(m, cfg);
     if (problem != NULL) {
         zo_tm_log(problem);
@@ -620,7 +629,7 @@ int zo_train_begin(const zo_train_model_t *m, const zo_train_config_t *cfg)
     send_boundary_check(m);
     zo_sched_init(&tr->sched, &cfg->sched);
     tr->lr1 = cfg->lr;
-    r->best_loss = evaluate(tr, 0).loss; /* validation loss of the snapshot */
+    r->best_loss = zo_evaluate(tr, 0).loss; /* validation loss of the snapshot */
     zo_snapshot_copy(m, 0);
     /* a snapshot is good only with few saturated validation logits (< guard_sat / 2) */
     r->sat_good = (cfg->guard_sat * 0.5f) * (float)m->n_val * (float)m->classes;
@@ -689,7 +698,7 @@ int zo_train_step(void)
     checkpoint_between_steps(r);
     const uint32_t t = r->t;
     const uint32_t calib = r->calib;
-    r->served = serve_commands(tr, t, calib);
+    r->served = serve_commands(tr, t, calib, r->held);
     if (r->served == 0 && m->stream != NULL) {
         r->served = wait_for_samples(tr, t, calib);
     }
@@ -700,7 +709,7 @@ int zo_train_step(void)
         r->reason = ZO_DONE_COMMAND;
         return 1;
     }
-    if (t == calib && cfg->lr_trial_steps != 0u && m->stream == NULL && zo_lr_trial_fits(tr)) {
+    if (t == calib && cfg->lr_trial_steps != 0u && m->stream == NULL && !cfg->fleet && zo_lr_trial_fits(tr)) {
         zo_lr_trial(tr, &r->t); /* the whole trial in this call; the weights end as they began */
         return 0;
     }
@@ -767,7 +776,7 @@ int zo_train_step(void)
     r->t = done;
     r->last_eval = 0;
     if (done % cfg->eval_every == 0u) {
-        const split_eval_t val = evaluate(tr, done);
+        const split_eval_t val = zo_evaluate(tr, done);
         const float loss = val.loss;
         r->last_eval = 1;
         if (!calibrating && cfg->guard_loss > 0.0f && loss > r->best_loss * cfg->guard_loss + cfg->guard_loss_z * val.se) {
@@ -777,7 +786,7 @@ int zo_train_step(void)
             r->last_eval = 0; /* the weights changed: a run ending here evaluates them again */
             zo_send_event(tr, done - 1u, ZO_TM_EV_ROLLBACK, ZO_TM_ROLLBACK_LOSS, state, state, q, q, tr->lr1,
                        tr->snapshot_step);
-        } else if (loss < r->best_loss && tr->sat_run == 0u && tr->zero_run == 0u && (float)val.saturated < r->sat_good) {
+        } else if (!cfg->fleet && loss < r->best_loss && tr->sat_run == 0u && tr->zero_run == 0u && (float)val.saturated < r->sat_good) {
             /* the last good state: the lowest validation loss so far, no guard run active */
             r->best_loss = loss;
             zo_snapshot_copy(m, 0);
@@ -785,9 +794,21 @@ int zo_train_step(void)
             tr->snapshot_step = done;
         }
     }
-    if (cfg->guard_max_rollbacks != 0u && r->rollbacks >= cfg->guard_max_rollbacks) {
+    const int rolled_out = cfg->guard_max_rollbacks != 0u && r->rollbacks >= cfg->guard_max_rollbacks;
+    if (cfg->fleet && (done >= r->round_end || rolled_out)) {
+        /* the round is over (a fleet device's run goes on: it holds until the next round) */
+        zo_tm_updates_flush();
+        zo_send_event(tr, t, ZO_TM_EV_ROUND, rolled_out ? ZO_TM_ROUND_ROLLBACKS : ZO_TM_ROUND_STEPS, state, state, q, q,
+                      tr->lr1, done - r->round_first);
+        r->held = 1;
+        return 0;
+    }
+    if (rolled_out) {
         r->reason = ZO_DONE_GUARD;
         return 1;
+    }
+    if (cfg->fleet) {
+        return 0; /* a fleet device trains the steps its rounds give it, until the host stops it */
     }
     if (cfg->max_steps != 0u && done >= cfg->max_steps) {
         r->reason = ZO_DONE_STEPS;
@@ -810,7 +831,7 @@ int zo_train_end(void)
     trainer_t *tr = &r->tr;
     zo_tm_updates_flush();
     if (!r->last_eval) {
-        (void)evaluate(tr, r->t);
+        (void)zo_evaluate(tr, r->t);
     }
     dump_weights(tr->m);
     zo_send_crc(tr, r->t);

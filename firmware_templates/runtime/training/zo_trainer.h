@@ -140,6 +140,7 @@ typedef struct {
     float guard_loss_z;          /* ... + this many standard errors of the validation mean */
     uint32_t guard_max_rollbacks; /* stop after this many rollbacks (0: never) */
     uint32_t checkpoint_every;    /* send a checkpoint every N steps (0: never) */
+    int32_t fleet;                /* 1: --mode fleet, train in rounds the host commands (zo_fleet.c) */
     zo_sched_config_t sched;
 } zo_train_config_t;
 

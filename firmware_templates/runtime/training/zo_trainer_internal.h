@@ -21,6 +21,7 @@ typedef struct {
     uint64_t prefix_passes, suffix_passes, eval_passes;
     uint32_t sat_run, zero_run;
     uint32_t snapshot_step;
+    uint32_t seed; /* the directions' and minibatches' seed: the build's, or a fleet round's */
     uint64_t t0;
     /* --- checkpoint and resume: the image's header and state, built to send or received from a
      * restore; the restore in progress */
@@ -44,6 +45,10 @@ typedef struct {
     zo_done_reason_t reason;
     uint32_t ck_sent; /* the step of the last checkpoint sent or restored */
     int served;       /* the last serve_commands result: 2 after a restore */
+    /* --- fleet learning (--mode fleet): the device holds (serves commands only) between rounds; the
+     * snapshot is the global weights while it trains a round (a rollback goes back to them) */
+    int held;
+    uint32_t round_first, round_end; /* the steps the round in training starts and ends at */
 } run_t;
 
 typedef struct {
@@ -68,6 +73,8 @@ void zo_update_all(const trainer_t *tr, uint32_t t, uint32_t q, float lr, uint16
 int zo_guard_tripped(trainer_t *tr, const step_stats_t *st);
 /* the update of step t along its q directions with the coefficients in m->c (zo_update_all, push) */
 void zo_apply_update(const trainer_t *tr, uint32_t t, uint32_t q);
+/* the validation and test sets evaluated (an eval frame); returns the validation's */
+split_eval_t zo_evaluate(trainer_t *tr, uint32_t steps_done);
 
 /* ---- zo_lr.c: the learning rate ---- */
 float zo_lr_of_step(const trainer_t *tr, uint32_t t, uint32_t q, int calibrating);
@@ -87,5 +94,14 @@ void zo_ckpt_take_state(run_t *r);
 /* ---- zo_push.c: the trained tensors' checksum and the push command ---- */
 void zo_send_crc(const trainer_t *tr, uint32_t step);
 uint8_t zo_push_chunk(run_t *r, const zo_cmd_t *c, int paused);
+uint32_t zo_tensors_crc(const zo_train_model_t *m, uint32_t *bytes);
+/* 1 when `data` holds exactly `steps` whole update-log entries (the updates frame's tail format)
+ * whose q fit the device's buffers (q_limit) and whose header bits are all in `allowed`; nothing is
+ * applied from a chunk that does not */
+int zo_updates_fit(const uint8_t *data, uint32_t n, uint32_t steps, uint32_t q_limit, uint8_t allowed);
+
+/* ---- zo_fleet.c: fleet learning's round and merge commands ---- */
+uint8_t zo_fleet_round(run_t *r, const zo_cmd_t *c);
+uint8_t zo_fleet_merge(run_t *r, const zo_cmd_t *c);
 
 #endif /* ZO_TRAINER_INTERNAL_H */

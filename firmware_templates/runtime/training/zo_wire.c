@@ -254,3 +254,37 @@ void zo_cmd_push_write(uint8_t *p, const zo_cmd_push_t *m)
     zo_cmd_set(p + 10, m->seed, 4u);
     zo_cmd_set(p + 14, m->trainable_params, 4u);
 }
+
+void zo_cmd_round_read(const uint8_t *p, zo_cmd_round_t *out)
+{
+    out->round = (uint32_t)zo_cmd_get(p + 0, 4u);
+    out->seed = (uint32_t)zo_cmd_get(p + 4, 4u);
+    out->steps = (uint32_t)zo_cmd_get(p + 8, 4u);
+}
+
+void zo_cmd_round_write(uint8_t *p, const zo_cmd_round_t *m)
+{
+    zo_cmd_set(p + 0, m->round, 4u);
+    zo_cmd_set(p + 4, m->seed, 4u);
+    zo_cmd_set(p + 8, m->steps, 4u);
+}
+
+void zo_cmd_merge_read(const uint8_t *p, zo_cmd_merge_t *out)
+{
+    out->round = (uint32_t)zo_cmd_get(p + 0, 4u);
+    out->seed = (uint32_t)zo_cmd_get(p + 4, 4u);
+    out->step = (uint32_t)zo_cmd_get(p + 8, 4u);
+    out->steps = (uint16_t)zo_cmd_get(p + 12, 2u);
+    out->chunk = (uint16_t)zo_cmd_get(p + 14, 2u);
+    out->last = (uint8_t)zo_cmd_get(p + 16, 1u);
+}
+
+void zo_cmd_merge_write(uint8_t *p, const zo_cmd_merge_t *m)
+{
+    zo_cmd_set(p + 0, m->round, 4u);
+    zo_cmd_set(p + 4, m->seed, 4u);
+    zo_cmd_set(p + 8, m->step, 4u);
+    zo_cmd_set(p + 12, m->steps, 2u);
+    zo_cmd_set(p + 14, m->chunk, 2u);
+    zo_cmd_set(p + 16, m->last, 1u);
+}

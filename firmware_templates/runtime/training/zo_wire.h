@@ -223,6 +223,8 @@ void zo_tm_crc(const zo_tm_crc_t *m);
 #define ZO_CMD_SIZE_SAMPLE       14u /* the data tail follows */
 #define ZO_CMD_SIZE_RESTORE      8u /* the data tail follows */
 #define ZO_CMD_SIZE_PUSH         18u /* the data tail follows */
+#define ZO_CMD_SIZE_ROUND        12u /* the data tail follows */
+#define ZO_CMD_SIZE_MERGE        17u /* the data tail follows */
 typedef struct {
     uint32_t index;
     uint16_t label;
@@ -243,12 +245,29 @@ typedef struct {
     uint32_t seed;
     uint32_t trainable_params;
 } zo_cmd_push_t;
+typedef struct {
+    uint32_t round;
+    uint32_t seed;
+    uint32_t steps;
+} zo_cmd_round_t;
+typedef struct {
+    uint32_t round;
+    uint32_t seed;
+    uint32_t step;
+    uint16_t steps;
+    uint16_t chunk;
+    uint8_t last;
+} zo_cmd_merge_t;
 void zo_cmd_sample_read(const uint8_t *p, zo_cmd_sample_t *out);  /* p: ZO_CMD_SIZE_SAMPLE bytes */
 void zo_cmd_sample_write(uint8_t *p, const zo_cmd_sample_t *m);
 void zo_cmd_restore_read(const uint8_t *p, zo_cmd_restore_t *out);  /* p: ZO_CMD_SIZE_RESTORE bytes */
 void zo_cmd_restore_write(uint8_t *p, const zo_cmd_restore_t *m);
 void zo_cmd_push_read(const uint8_t *p, zo_cmd_push_t *out);  /* p: ZO_CMD_SIZE_PUSH bytes */
 void zo_cmd_push_write(uint8_t *p, const zo_cmd_push_t *m);
+void zo_cmd_round_read(const uint8_t *p, zo_cmd_round_t *out);  /* p: ZO_CMD_SIZE_ROUND bytes */
+void zo_cmd_round_write(uint8_t *p, const zo_cmd_round_t *m);
+void zo_cmd_merge_read(const uint8_t *p, zo_cmd_merge_t *out);  /* p: ZO_CMD_SIZE_MERGE bytes */
+void zo_cmd_merge_write(uint8_t *p, const zo_cmd_merge_t *m);
 
 #ifdef __cplusplus
 }

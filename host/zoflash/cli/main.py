@@ -16,6 +16,7 @@ from zoflash.cli import (
     convert,
     export,
     flash,
+    fleet,
     infer,
     inspect,
     monitor,
@@ -49,6 +50,7 @@ COMMANDS = (
     replay.replay,
     profile.profile,
     push.push,
+    fleet.fleet,
     split.split,
     runtime.runtime,
 )

@@ -463,13 +463,16 @@ OPTIONS: tuple[Option, ...] = (
         "str",
         "oneshot",
         "oneshot: train once on the data and stop; continual: serve a stream of samples, detect drift "
-        "and adapt in the background, deploying only a significantly better candidate",
+        "and adapt in the background, deploying only a significantly better candidate; fleet: train in "
+        "rounds with other devices (zoflash fleet)",
         CONTINUAL,
         rule=("choices",),
         choices=t.MODES,
         doc="continual needs --data-source stream (or app: your firmware calls zo_cl_serve); --steps is then the "
         "training steps of one adaptation "
-        "episode (docs/guides/continual.md).",
+        "episode (docs/guides/continual.md). fleet: the device waits for `zoflash fleet join` to command "
+        "its rounds (docs/guides/fleet.md).",
+        c=("fleet",),
     ),
     Option(
         "duty",

@@ -198,7 +198,7 @@ DATA_SOURCES = ("embedded", "stream", "app")  # embedded: built in; stream: fed 
 BUFFER_RANGE = (1, 65535)  # --buffer: ring slots
 # ---- end data sources ----
 # --- continual adaptation (docs/guides/continual.md): train once, or serve a stream and adapt in the field
-MODES = ("oneshot", "continual")
+MODES = ("oneshot", "continual", "fleet")
 HOLDOUT_RANGE = (8, 4096)  # --holdout: held-back samples of the paired test
 # auto lr: the first updates move the int8 weights by min(rho, max(1, w_rms / LR_W_RMS_DIV)) LSB RMS
 # per step (w_rms: RMS of the trainable int8 weights at the start): ZO_LR_W_RMS_DIV
@@ -223,6 +223,10 @@ VAL_MIN_COUNT = 8  # fewer validation samples are topped up to this (at most hal
 
 STEP_FLAGS = {"calibrating": 0x01, "centre": 0x02, "diverged": 0x04, "trial": 0x08}  # step frame `flags` (ZO_TM_FLAG_*)
 EVENT_KINDS = {"scheduler": 1, "lr": 2, "rollback": 3, "stop": 4}  # event frame `kind` (ZO_TM_EV_*)
+# --mode fleet: a round's local training ended (aux: its steps); `code`: all its steps, or cut short by
+# guard_max_rollbacks rollbacks (the weights are then the round's global weights)
+EVENT_KINDS["round"] = 5
+ROUND_END_CODES = ("steps", "rollbacks")
 LR_EVENT_CODES = ("calibrated", "trial", "chosen")  # lr event `code` (ZO_TM_LR_*): auto lr, lr trial
 LR_EVENT_CODE_IDS = {name: i for i, name in enumerate(LR_EVENT_CODES)}
 ROLLBACK_CAUSES = ("guard", "loss")  # rollback event `code`: guard run, or validation loss over best * guard_loss
@@ -236,6 +240,10 @@ COMMANDS["sample"] = 21  # a chunk of a training sample (--data-source stream), 
 # ---- end data sources ----
 COMMANDS["restore"] = 22  # --- checkpoint and resume: a chunk of a checkpoint image
 COMMANDS["push"] = 30  # --- push: a chunk of another run's update log to apply (zoflash push)
+# --- fleet learning (--mode fleet): train a round's local steps; a chunk of a round's merged log to apply
+COMMANDS["round"] = 31
+COMMANDS["merge"] = 32
+# --- end fleet learning
 COMMAND_FIRST = 16  # frame types below are telemetry, never commands
 ACK_RESULTS = ("ok", "ignored", "unknown", "refused")  # ack `result` (refused: restore of another build)
 # --- boundary checksum: boundary frame `flags` (ZO_TM_BOUNDARY_*)

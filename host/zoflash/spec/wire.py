@@ -153,7 +153,8 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
         ),
     ),
     # --- trained-tensors checksum: CRC-32 of the trainable tensors' values (TENSORS_CRC_ORDER), sent
-    # before done and in answer to the last chunk of a push; `pushed`: the steps a push applied (0: none)
+    # before done and in answer to the last chunk of a push or a merge; `pushed`: the steps a push
+    # applied (0: none), or for a merge (--mode fleet) MERGED_CRC | the steps the merge applied
     "crc": (15, (("step", "I"), ("crc32", "I"), ("bytes", "I"), ("pushed", "I"))),  # order: below
 }
 # The bytes the crc frame's CRC-32 covers, in this order: every trainable tensor in training order
@@ -184,7 +185,16 @@ COMMAND_LAYOUTS: dict[str, tuple[tuple[str, str], ...]] = {
         ("seed", "I"),
         ("trainable_params", "I"),
     ),
+    # --- fleet learning (--mode fleet, docs/guides/fleet.md): `round` trains `steps` local steps from
+    # the global weights with the directions of `seed`, then holds; `merge` applies a chunk of the
+    # round's merged log: `steps` entries (the updates frame's tail format) of the device whose
+    # directions follow `seed`, from `step` on.  Chunk 0 first restores the round's global weights;
+    # the `last` chunk makes the result the new global weights and is answered with a crc frame.
+    "round": (("round", "I"), ("seed", "I"), ("steps", "I")),
+    "merge": (("round", "I"), ("seed", "I"), ("step", "I"), ("steps", "H"), ("chunk", "H"), ("last", "B")),
+    # --- end fleet learning
 }
+MERGED_CRC = 0x80000000  # crc frame `pushed`: the answer to a merge's last chunk (the low bits: steps applied)
 PUSH_WINDOW = 512  # bytes of one push command frame, at most: the Cortex-M ports' receive ring (zo_port_rx_window)
 # --- update log: the per-step header byte of an updates frame's tail (docs/training.md "Update log")
 UPDATE_APPLIED = 0x01  # q binary16 coefficients follow (after the q byte, if any) and were applied

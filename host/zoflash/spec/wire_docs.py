@@ -31,6 +31,7 @@ _ENUMS: tuple[tuple[str, object, str], ...] = (
     ("scheduler event", t.EVENTS, "event `code` when `kind` is scheduler"),
     ("event kind", t.EVENT_KINDS, "event `kind`"),
     ("lr event", t.LR_EVENT_CODES, "event `code` when `kind` is lr"),
+    ("round event", t.ROUND_END_CODES, "event `code` when `kind` is round (--mode fleet)"),
     ("rollback cause", t.ROLLBACK_CAUSES, "event `code` when `kind` is rollback"),
     ("step flag", t.STEP_FLAGS, "step `flags` (bits)"),
     ("done reason", t.DONE_REASONS, "done `reason`"),

@@ -50,6 +50,11 @@ class _Derived:
         return self.lr is None
 
     @property
+    def fleet(self) -> bool:
+        """--mode fleet: the device trains in rounds its host commands (zoflash fleet)."""
+        return self.mode == "fleet"
+
+    @property
     def lr_trial_steps(self) -> int:
         """The lr trial's steps per candidate (0: off): --lr-trial, else spec.LR_TRIAL_STEPS for the
         adaptive schedulers with embedded data (a trial replays minibatches a ring has not kept)."""
@@ -308,6 +313,10 @@ def validate(opts: TrainOptions) -> TrainOptions:
     need(
         opts.mode != "continual" or opts.budget is None,
         "--mode continual: an episode is --steps training steps, not a --budget",
+    )
+    need(
+        opts.mode != "fleet" or opts.data_source == "embedded",
+        "--mode fleet trains each round on the device's own built-in data: leave --data-source at embedded",
     )
     if opts.scheduler in SCHEDULERS:  # also when other options have problems: one error lists all
         q_keys = spec.SCHED_Q_PARAMS

@@ -168,7 +168,41 @@ class Rebuilt:
         return sum(1 for e in self.entries if e.flags & wire.UPDATE_APPLIED)
 
 
-def _crc(plan, values) -> int:
+def apply_update(plan, opts: TrainOptions, values: list, residual: list, seed: int, e: wire.UpdateEntry) -> None:
+    """One applied update-log entry on the trainable `values` and their `residual`s (lists, in place):
+    the directions of (seed, e.step), the device's update maths (reference/zo_math.py)."""
+    c = zm.f32_from_f16(np.array(e.coefficients, np.uint16))
+    for k, t in enumerate(plan.tensors):
+        if t.is_bias:
+            assert t.eps_b is not None  # a bias of the plan has its perturbation sizes
+            values[k] = zm.update_s32(
+                values[k].reshape(-1), c, t.eps_b.reshape(-1), t.max_step, seed, e.step, t.stream, opts.density_log2
+            ).reshape(t.values.shape)
+        else:
+            w, residual[k] = zm.update_s8(
+                values[k].reshape(-1),
+                residual[k],
+                c,
+                seed,
+                e.step,
+                t.stream,
+                opts.density_log2,
+                opts.rounding,
+                w_max=spec.INT8_WEIGHT_LIMIT - opts.eps,
+            )
+            values[k] = w.reshape(t.values.shape)
+
+
+def scaled_entry(e: wire.UpdateEntry, rate: float) -> wire.UpdateEntry:
+    """An applied entry with its coefficients times `rate` (binary16, rounded as the device rounds)."""
+    if rate == 1.0 or not e.flags & wire.UPDATE_APPLIED:
+        return e
+    c = zm.f32_from_f16(np.array(e.coefficients, np.uint16)) * np.float32(rate)
+    return e._replace(coefficients=tuple(int(h) for h in zm.f16_from_f32(c)))
+
+
+def tensors_crc(plan, values) -> int:
+    """The crc frame's CRC-32 of trainable `values` (wire.tensors_crc)."""
     return wire.tensors_crc((v, t.is_bias) for t, v in zip(plan.tensors, values))[0]
 
 
@@ -209,14 +243,14 @@ def rebuild(model_path: str | Path, log_path: LogPaths, opts: TrainOptions | Non
     residual = [None if t.is_bias else np.zeros(t.count, np.int8) for t in plan.tensors]
     snapshot = ([v.copy() for v in values], [None if r is None else r.copy() for r in residual])
     factory = snapshot
-    base_crc = _crc(plan, values)
+    base_crc = tensors_crc(plan, values)
     device_crc = None
 
     def check(step: int) -> None:
         nonlocal device_crc
         for c in checks:
             if c.step == step:
-                ours = _crc(plan, values)
+                ours = tensors_crc(plan, values)
                 if ours != c.crc32:
                     raise DataError(
                         f"'{where}': after step {step} the device's weights had the CRC {c.crc32:#010x}, the "
@@ -229,33 +263,7 @@ def rebuild(model_path: str | Path, log_path: LogPaths, opts: TrainOptions | Non
     for e in entries:
         check(e.step)
         if e.flags & wire.UPDATE_APPLIED:
-            c = zm.f32_from_f16(np.array(e.coefficients, np.uint16))
-            for k, t in enumerate(plan.tensors):
-                if t.is_bias:
-                    assert t.eps_b is not None  # a bias of the plan has its perturbation sizes
-                    values[k] = zm.update_s32(
-                        values[k].reshape(-1),
-                        c,
-                        t.eps_b.reshape(-1),
-                        t.max_step,
-                        opts.seed,
-                        e.step,
-                        t.stream,
-                        opts.density_log2,
-                    ).reshape(t.values.shape)
-                else:
-                    w, residual[k] = zm.update_s8(
-                        values[k].reshape(-1),
-                        residual[k],
-                        c,
-                        opts.seed,
-                        e.step,
-                        t.stream,
-                        opts.density_log2,
-                        opts.rounding,
-                        w_max=spec.INT8_WEIGHT_LIMIT - opts.eps,
-                    )
-                    values[k] = w.reshape(t.values.shape)
+            apply_update(plan, opts, values, residual, opts.seed, e)
         if e.flags & wire.UPDATE_RESTORE:
             values = [v.copy() for v in snapshot[0]]
             residual = [None if r is None else r.copy() for r in snapshot[1]]
@@ -278,7 +286,7 @@ def rebuild(model_path: str | Path, log_path: LogPaths, opts: TrainOptions | Non
         residual,
         snapshot[0],
         base_crc,
-        _crc(plan, values),
+        tensors_crc(plan, values),
         device_crc,
         where,
     )

@@ -110,6 +110,7 @@ const zo_train_config_t zo_train_config = {
     .guard_loss_z = 2.0f,
     .guard_max_rollbacks = 10u,
     .checkpoint_every = 0u,
+    .fleet = 0,
     .sched = {
         .kind = 1u,
         .q0 = 1u,
