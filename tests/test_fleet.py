@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -250,7 +249,10 @@ def test_the_fleet_command_line(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.strip().splitlines()[-1]
-    assert re.fullmatch(r"fleet: devices 2, rounds 2, .*replicas identical yes, accuracy [\d.]+% \(centralised n/a, no adaptation [\d.]+%\)", last), last
+    assert re.fullmatch(
+        r"fleet: devices 2, rounds 2, .*replicas identical yes, accuracy [\d.]+% \(centralised n/a, no adaptation [\d.]+%\)",
+        last,
+    ), last
     assert "Traceback" not in proc.stderr
     bad = subprocess.run(
         [sys.executable, "-m", "zoflash", "fleet", "simulate", "--model", str(DIGITS), "--data", str(DIGITS_DATA)]
