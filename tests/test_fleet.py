@@ -234,6 +234,33 @@ def test_fleet_faults_lose_nothing_and_keep_the_replicas_identical(tmp_path):
 
 
 @pytest.mark.cc
+@pytest.mark.cross
+@pytest.mark.qemu
+@pytest.mark.fleet
+def test_an_emulated_m55_learns_in_the_fleet_bit_identical_with_the_twins(tmp_path):
+    opts = make_options(None, train="last:1")
+    sim = fleet_simulate(
+        DIGITS,
+        DIGITS_DATA,
+        opts,
+        devices=3,
+        rounds=2,
+        steps=15,
+        out_dir=tmp_path,
+        round_timeout=240,
+        emulated=1,
+        centralised=False,
+        say=print,
+    )
+    boards = {t["device"]: t["board"] for t in sim.twins}
+    assert boards == {"dev-0": "host", "dev-1": "host", "dev-2": "mps3-an547"}
+    assert sim.serve.identical and sim.serve.checks == 3 * 2
+    assert {t["crc"] for t in sim.twins} == {sim.serve.crc}
+    # the emulated board measured the global weights as the twins did, bit for bit
+    assert len({t["accuracy"] for t in sim.twins}) == 1
+
+
+@pytest.mark.cc
 @pytest.mark.fleet
 def test_the_fleet_command_line(tmp_path):
     import subprocess
@@ -262,3 +289,67 @@ def test_the_fleet_command_line(tmp_path):
         timeout=120,
     )
     assert bad.returncode == 2 and "dirichlet:ALPHA" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.cc
+@pytest.mark.fleet
+def test_fleet_serve_and_two_twins_joining_from_the_command_line(tmp_path):
+    """The aggregator and two gateways as separate zoflash processes through a broker of their own."""
+    import subprocess
+    import sys
+
+    from zoflash.monitor.mqtt import start_broker
+
+    np.savez(tmp_path / "a.npz", **_half(0))
+    np.savez(tmp_path / "b.npz", **_half(1))
+    common = ["--train", "last:1", "--headroom", "2", "--fleet", "cli"]
+    broker = start_broker()
+    try:
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "zoflash", "fleet", "serve", "--model", str(DIGITS), "--devices", "2"]
+            + ["--rounds", "2", "--steps-per-round", "15", "--broker", broker.url, "--out", str(tmp_path / "agg")]
+            + ["--round-timeout", "60"]
+            + common,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        joins = [
+            subprocess.Popen(
+                [sys.executable, "-m", "zoflash", "fleet", "join", "--twin", "--model", str(DIGITS)]
+                + ["--data", str(tmp_path / f"{n}.npz"), "--broker", broker.url, "--name", n]
+                + ["--log", str(tmp_path / f"{n}.jsonl")]
+                + common,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for n in ("a", "b")
+        ]
+        out, err = serve.communicate(timeout=300)
+        done = [j.communicate(timeout=120) for j in joins]
+    finally:
+        broker.close()
+    assert serve.returncode == 0, err
+    last = out.strip().splitlines()[-1]
+    assert re.fullmatch(r"fleet: devices 2, rounds 2, uplink \d+ .* replicas identical yes, accuracy [\d.]+%", last), (
+        last
+    )
+    crcs = {re.search(r"weights crc (0x[0-9a-f]+)", o).group(1) for o, _ in done}
+    assert all(j.returncode == 0 for j in joins) and len(crcs) == 1, done
+    assert (tmp_path / "agg" / "fleet.jsonl").exists() and (tmp_path / "a.jsonl").exists()
+    refused = subprocess.run(
+        [sys.executable, "-m", "zoflash", "fleet", "join", "--twin", "--model", str(DIGITS), "--data", str(DIGITS_DATA)]
+        + ["--broker", "mqtt://127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 2 and "--headroom" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def _half(k: int) -> dict:
+    with np.load(DIGITS_DATA) as d:
+        data = {n: d[n] for n in d.files}
+    keep = np.arange(len(data["y_train"])) % 2 == k
+    return {**data, "x_train": data["x_train"][keep], "y_train": data["y_train"][keep]}

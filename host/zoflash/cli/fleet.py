@@ -145,6 +145,13 @@ def join(port, baud, twin, model_path, data_path, broker, fleet_name, name, log_
     show_default=True,
     help="How the training data is split: iid, dirichlet:ALPHA (class shares per device), labels:K (K classes each).",
 )
+@click.option(
+    "--emulated",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Of the devices, this many (the last) run the fleet firmware on the emulated Cortex-M55 (QEMU mps3-an547).",
+)
 @click.option("--cluster", help="tcp://HOST:8786: run the devices on this Dask cluster [local workers].")
 @click.option("--broker", default="auto", show_default=True, help=BROKER_HELP)
 @click.option("--no-centralised", is_flag=True, help="Skip the centralised ZO run the accuracy is compared with.")
@@ -160,6 +167,7 @@ def simulate(
     data_path,
     devices,
     non_iid,
+    emulated,
     cluster,
     broker,
     no_centralised,
@@ -194,6 +202,7 @@ def simulate(
         centralised=not no_centralised,
         drills=tuple(drill),
         round_timeout=round_timeout,
+        emulated=emulated,
         on_update=view.update,
         say=view.message,
     )

@@ -720,6 +720,11 @@ def join_fleet(
 
     from zoflash.monitor.serialport import ProgramPort
 
+    if twin is not None and twin[2].headroom == "auto":
+        raise ZoflashError(
+            "--twin: give the fleet's --headroom in bits (auto is measured on each device's own data, and the "
+            "replicas must start from the same weights); `zoflash build` of the fleet firmware reports it"
+        )
     with tempfile.TemporaryDirectory(prefix="zoflash-twin-") as tmp:
         if twin is not None:
             exe = build_twin(twin[0], twin[1], twin[2], Path(tmp) / "bundle")

@@ -112,34 +112,61 @@ class TwinTask:
     timeout: float  # seconds without a message of the fleet before the device gives up
     round_timeout: float
     drills: dict[str, int] = field(default_factory=dict)  # drill -> round
+    board: str = "host"  # host: the host twin; mps3-an547: the firmware on the emulated Cortex-M55 (QEMU)
 
 
 _BUILDS = threading.Semaphore(2)  # builds at once per worker process (make is CPU-bound)
 
 
 def run_twin(task: TwinTask) -> dict:
-    """Build the device's host twin, join the fleet, and report (a Dask task)."""
+    """Build the device (the host twin, or the firmware under QEMU), join the fleet, and report (a
+    Dask task)."""
     with tempfile.TemporaryDirectory(prefix=f"zoflash-twin-{task.name}-") as tmp:
         model = Path(tmp) / task.model_name
         model.write_bytes(task.model)
         data = Path(tmp) / "data.npz"
         np.savez(data, **task.data)  # type: ignore[arg-type]  # numpy types keyword arrays loosely
         with _BUILDS:
-            exe = build_twin(model, data, task.opts, Path(tmp) / "bundle")
+            if task.board == "host":
+                exe = build_twin(model, data, task.opts, Path(tmp) / "bundle")
+            else:
+                emulated = _emulated_device(model, data, task, Path(tmp) / "fw")
         if "late-join" in task.drills:
             _wait_for_round(task, task.drills["late-join"])
-        mon = Monitor(
-            opener=lambda: ProgramPort([str(exe)]), log_path=task.log_path, model_path=model, reconnect_timeout=0.0
-        )
+        if task.board == "host":
+            mon = Monitor(
+                opener=lambda: ProgramPort([str(exe)]), log_path=task.log_path, model_path=model, reconnect_timeout=0.0
+            )
+        else:
+            mon = Monitor(emulated[1], log_path=task.log_path, model_path=model, reconnect_timeout=30.0)
         link = Link(task.broker, f"zoflash-{task.fleet}-{task.name}", device_topics(task.fleet)).start()
         try:
+            mon.connect(30.0)
             res = join(link, FleetDevice(mon), task.fleet, task.name, say=lambda _: None, misbehave=_drills(task, link))
-            return {**vars(res), "passes": _passes(mon), "left": None}
+            return {**vars(res), "passes": _passes(mon), "left": None, "board": task.board}
         except DropOut as exc:
-            return {"device": task.name, "left": str(exc), "passes": _passes(mon)}
+            return {"device": task.name, "left": str(exc), "passes": _passes(mon), "board": task.board}
         finally:
             link.close()
             mon.close()
+            if task.board != "host":
+                from zoflash.targets.runners.qemu import stop_qemu
+
+                stop_qemu(emulated[0], say=lambda _: None)
+
+
+def _emulated_device(model: Path, data: Path, task: TwinTask, out: Path) -> tuple[Path, str]:
+    """The fleet firmware built for the board and started under QEMU: (bundle folder, serial URL)."""
+    from zoflash.targets.runners import FlashOptions, flash_bundle
+    from zoflash.workflows.generate import build
+
+    built = build(model, task.board, out, data_path=data, options=replace(task.opts, mode="fleet"), say=lambda _: None)
+    flashed = flash_bundle(
+        built.bundle.path, None, FlashOptions(timeout=task.timeout * 4, tied=True), say=lambda _: None
+    )
+    if flashed.serial_url is None:
+        raise ZoflashError(f"{task.board} is not an emulated board: a fleet simulation runs host twins and QEMU")
+    return built.bundle.path, flashed.serial_url
 
 
 def _passes(mon: Monitor) -> int:
@@ -239,15 +266,19 @@ def fleet_simulate(
     centralised: bool = True,
     drills: tuple[str, ...] = (),
     round_timeout: float = 300.0,
+    emulated: int = 0,
     fleet: str | None = None,
     on_update=None,
     say: Say = print,
 ) -> FleetSimulation:
-    """See the module's docstring; `steps`: local steps per device per round."""
+    """See the module's docstring; `steps`: local steps per device per round; `emulated`: the last
+    devices of the fleet run the firmware on the emulated Cortex-M55 (QEMU mps3-an547)."""
     from zoflash.workflows.training import compile_for_training
 
     if devices < 1 or rounds < 1 or steps < 1:
         raise ZoflashError("--devices, --rounds and --steps-per-round must be at least 1")
+    if not 0 <= emulated <= devices:
+        raise ZoflashError(f"--emulated {emulated}: at most --devices ({devices}) of the devices can run under QEMU")
     per_device, broker_round = parse_drills(drills)
     names = device_names(devices)
     unknown = sorted(set(per_device) - set(names))
@@ -289,8 +320,9 @@ def fleet_simulate(
                 round_timeout * 4,
                 round_timeout,
                 per_device.get(name, {}),
+                "mps3-an547" if k >= devices - emulated else "host",
             )
-            for name, idx in zip(names, shards)
+            for k, (name, idx) in enumerate(zip(names, shards))
         ]
         if out:
             (out / "devices").mkdir(parents=True, exist_ok=True)
