@@ -32,7 +32,7 @@ BEGIN, END = "<!-- fleet benchmark: begin -->", "<!-- fleet benchmark: end -->"
 
 def run(task: str, devices: int, args) -> tuple[str, str]:
     t = TASKS[task]
-    opts = make_options(None, train=t.train)
+    opts = make_options(None, train=t.train, seed=args.seed)
     t0 = time.monotonic()
     sim = fleet_simulate(
         t.model,
@@ -43,6 +43,7 @@ def run(task: str, devices: int, args) -> tuple[str, str]:
         args.steps_per_round,
         non_iid=args.non_iid,
         merge=args.merge,
+        server_lr=args.server_lr,
         out_dir=ROOT / "build" / "fleet-bench" / f"{task}-{devices}",
         round_timeout=600,
         say=lambda _: None,
@@ -69,7 +70,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--steps-per-round", type=int, default=30)
     ap.add_argument("--merge", default="mean", choices=("mean", "sum"))
+    ap.add_argument("--server-lr", type=float, default=1.0)
     ap.add_argument("--non-iid", default="dirichlet:0.5")
+    ap.add_argument("--seed", type=int, default=1, help="The run seed (the split, the directions, the minibatches).")
     ap.add_argument("--quick", action="store_true", help="digits, 4 devices, 3 rounds of 20 steps")
     ap.add_argument("--write", type=Path, help="Put the results between the benchmark markers of this page.")
     args = ap.parse_args()
@@ -91,7 +94,8 @@ def main() -> int:
     if args.write:
         cmd = "python benchmarks/fleet.py " + " ".join(sys.argv[1:]).replace(f"--write {args.write}", "").strip()
         block = "\n".join(
-            [BEGIN, "", f"`{cmd.strip()}` (merge {args.merge}, {args.non_iid}):", "", *head, *rows, "", "```"]
+            [BEGIN, "", f"`{cmd.strip()}` (merge {args.merge}, server lr {args.server_lr:g}, {args.non_iid}):", ""]
+            + [*head, *rows, "", "```"]
             + curves
             + ["```", "", END]
         )

@@ -33,6 +33,13 @@ def _fleet_options(f):
                 "reported; sum: at full rate (docs/guides/fleet.md compares them).",
             ),
             click.option(
+                "--server-lr",
+                type=click.FloatRange(min=0.0, min_open=True, max=1024.0),
+                default=1.0,
+                show_default=True,
+                help="The merged round moves this many times the merge rule's step (mean: 1 is FedAvg).",
+            ),
+            click.option(
                 "--round-timeout",
                 type=click.FloatRange(min=1.0),
                 default=300.0,
@@ -69,7 +76,9 @@ def fleet() -> None:
 @click.option("--fleet", "fleet_name", default="default", show_default=True, help="The fleet's name (topics).")
 @_fleet_options
 @training_options
-def serve(model_path, bundle_dir, devices, broker, fleet_name, rounds, steps, merge, round_timeout, out_dir, **kw):
+def serve(
+    model_path, bundle_dir, devices, broker, fleet_name, rounds, steps, merge, server_lr, round_timeout, out_dir, **kw
+):
     """Run the aggregator: announce rounds, merge the uploads, publish the merged logs.
 
     The devices join with `zoflash fleet join`.  Ends with the fleet's line: devices, rounds,
@@ -89,7 +98,19 @@ def serve(model_path, bundle_dir, devices, broker, fleet_name, rounds, steps, me
         opts = api.make_options(None, **{k: v for k, v in built.items() if k in names and k != "sched"})
     view = FleetView()
     line = serve_fleet(
-        model_path, opts, devices, rounds, steps, broker, fleet_name, merge, round_timeout, out_dir, view, say
+        model_path,
+        opts,
+        devices,
+        rounds,
+        steps,
+        broker,
+        fleet_name,
+        merge,
+        server_lr,
+        round_timeout,
+        out_dir,
+        view,
+        say,
     )
     say(line)
 
@@ -175,6 +196,7 @@ def simulate(
     rounds,
     steps,
     merge,
+    server_lr,
     round_timeout,
     out_dir,
     **kw,
@@ -196,6 +218,7 @@ def simulate(
         steps,
         non_iid=non_iid,
         merge=merge,
+        server_lr=server_lr,
         cluster=cluster,
         broker=broker,
         out_dir=out_dir or "fleet",

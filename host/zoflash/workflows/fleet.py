@@ -84,7 +84,8 @@ class Aggregator:
     plan: object  # training.plan.TrainPlan: the trainable tensors and their start values
     opts: TrainOptions
     model_prefix: bytes
-    merge: str = "sum"
+    merge: str = "mean"
+    server_lr: float = 1.0  # the merge rate's factor: the merged round moves this many times the rule's step
     round: int = 0
     history: list[fw.MergedRound] = field(default_factory=list)
     pending: dict[str, fw.Upload] = field(default_factory=dict)
@@ -92,6 +93,8 @@ class Aggregator:
     def __post_init__(self):
         if self.merge not in MERGE_RULES:
             raise ZoflashError(f"--merge {self.merge}: choose one of {', '.join(MERGE_RULES)}")
+        if not 0.0 < self.server_lr <= 1024.0:
+            raise ZoflashError(f"--server-lr {self.server_lr:g}: must be in (0, 1024]")
         self.values = [t.values.copy() for t in self.plan.tensors]
         self.residual = [None if t.is_bias else np.zeros(t.count, np.int8) for t in self.plan.tensors]
         self.crc = tensors_crc(self.plan, self.values)
@@ -126,7 +129,7 @@ class Aggregator:
         """Merge the uploads taken (in device order), apply them to the global weights, and start
         the next round."""
         uploads = [self.pending[d] for d in sorted(self.pending)]
-        rate = 1.0 if self.merge == "sum" or not uploads else 1.0 / len(uploads)
+        rate = self.server_lr * (1.0 if self.merge == "sum" or not uploads else 1.0 / len(uploads))
         sections = []
         for up in uploads:
             entries = tuple(scaled_entry(e, rate) for e in up.entries)
@@ -606,7 +609,7 @@ def fleet_summary(
     return text, up, down
 
 
-def aggregator_for(model_path: str | Path, opts: TrainOptions, merge: str) -> Aggregator:
+def aggregator_for(model_path: str | Path, opts: TrainOptions, merge: str, server_lr: float = 1.0) -> Aggregator:
     """The aggregator of a fleet of `model_path` built with `opts` (their --headroom a number of bits:
     the replicas must start from the same re-quantized weights)."""
     from dataclasses import replace
@@ -624,7 +627,7 @@ def aggregator_for(model_path: str | Path, opts: TrainOptions, merge: str) -> Ag
     plan, _ = trainable_start(graph, opts)
     if opts.density is None:
         opts = replace(opts, density=auto_density(plan.params))
-    return Aggregator(plan, opts, bytes.fromhex(model_sha256(raw)[:16]), merge)
+    return Aggregator(plan, opts, bytes.fromhex(model_sha256(raw)[:16]), merge, server_lr)
 
 
 def device_topics(fleet: str) -> list[str]:
@@ -659,6 +662,7 @@ def serve_fleet(
     broker: str = "auto",
     fleet: str = "default",
     merge: str = "mean",
+    server_lr: float = 1.0,
     round_timeout: float = 300.0,
     out_dir: str | Path | None = None,
     view=None,
@@ -668,7 +672,7 @@ def serve_fleet(
     from zoflash.monitor.fleet_view import plot_fleet
     from zoflash.monitor.mqtt import start_broker
 
-    agg = aggregator_for(model_path, opts, merge)
+    agg = aggregator_for(model_path, opts, merge, server_lr)
     own = start_broker() if broker == "auto" else None
     url = own.url if own else broker
     say(

@@ -260,6 +260,7 @@ def fleet_simulate(
     steps: int,
     non_iid: str = "dirichlet:0.5",
     merge: str = "mean",
+    server_lr: float = 1.0,
     cluster: str | None = None,
     broker: str = "auto",
     out_dir: str | Path | None = None,
@@ -297,7 +298,7 @@ def fleet_simulate(
         resolved, mode="fleet", steps=rounds * steps + resolved.calib_steps + 1, budget=None, lr_trial=0
     )
     raw = model_path.read_bytes()
-    agg = Aggregator(prep.training.plan, resolved, bytes.fromhex(prep.sha256[:16]), merge)
+    agg = Aggregator(prep.training.plan, resolved, bytes.fromhex(prep.sha256[:16]), merge, server_lr)
     say(
         f"fleet   {devices} devices ({non_iid}: {min(map(len, shards))}..{max(map(len, shards))} samples each), "
         f"{rounds} rounds of {steps} steps, merge {merge}"
