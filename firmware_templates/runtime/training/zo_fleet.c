@@ -13,6 +13,7 @@
 #include "zo_trainer_internal.h"
 
 #define MERGED_CRC 0x80000000u /* wire.MERGED_CRC: a crc frame answering a merge */
+#define ROUND_CRC  0x40000000u /* wire.ROUND_CRC: a crc frame answering a round (the weights it starts from) */
 
 /* The merge in progress: its round and the next chunk expected; the last chunk taken (a repeat,
  * sent again when its ack was lost, is harmless). */
@@ -20,6 +21,15 @@ static uint32_t g_merge_round, g_merge_next, g_merge_applied;
 static int g_merge_open;
 static uint32_t g_merged;    /* the round of the last complete merge + 1 (0: none yet) */
 static int g_local;          /* a round was trained and not merged since: the weights are not global */
+
+static void send_fleet_crc(const run_t *r, uint32_t pushed)
+{
+    zo_tm_crc_t f;
+    f.step = r->t;
+    f.crc32 = zo_tensors_crc(r->tr.m, &f.bytes);
+    f.pushed = pushed;
+    zo_tm_crc(&f);
+}
 
 static uint8_t refuse(const char *why)
 {
@@ -50,6 +60,7 @@ uint8_t zo_fleet_round(run_t *r, const zo_cmd_t *c)
     g_local = 1;
     zo_snapshot_copy(tr->m, 0); /* the global weights: where a rollback of this round goes */
     tr->snapshot_step = r->t;
+    send_fleet_crc(r, ROUND_CRC); /* the host uploads it with the round: the aggregator checks it is global */
     r->best_loss = zo_evaluate(tr, r->t).loss; /* the global weights on this device's data */
     r->last_eval = 1;
     tr->seed = h.seed;
@@ -61,14 +72,6 @@ uint8_t zo_fleet_round(run_t *r, const zo_cmd_t *c)
     return ZO_TM_ACK_OK;
 }
 
-static void send_merged_crc(const run_t *r)
-{
-    zo_tm_crc_t f;
-    f.step = r->t;
-    f.crc32 = zo_tensors_crc(r->tr.m, &f.bytes);
-    f.pushed = MERGED_CRC | g_merge_applied;
-    zo_tm_crc(&f);
-}
 
 uint8_t zo_fleet_merge(run_t *r, const zo_cmd_t *c)
 {
@@ -84,7 +87,7 @@ uint8_t zo_fleet_merge(run_t *r, const zo_cmd_t *c)
     zo_cmd_merge_read(c->payload, &h);
     if (g_merge_next != 0u && h.round == g_merge_round && h.chunk + 1u == g_merge_next) {
         if (h.last != 0u) {
-            send_merged_crc(r); /* the answer the lost ack came with */
+            send_fleet_crc(r, MERGED_CRC | g_merge_applied); /* the answer the lost ack came with */
         }
         return ZO_TM_ACK_IGNORED; /* the chunk taken last, sent again */
     }
@@ -92,7 +95,7 @@ uint8_t zo_fleet_merge(run_t *r, const zo_cmd_t *c)
         return refuse("merge refused: the device is training a round; wait for its updates");
     }
     if (h.chunk == 0u && g_merged == h.round + 1u) {
-        send_merged_crc(r);
+        send_fleet_crc(r, MERGED_CRC | g_merge_applied);
         return ZO_TM_ACK_IGNORED; /* this round is merged here already */
     }
     if (h.chunk != 0u && (!g_merge_open || h.round != g_merge_round || h.chunk != g_merge_next)) {
@@ -137,7 +140,7 @@ uint8_t zo_fleet_merge(run_t *r, const zo_cmd_t *c)
         g_merged = h.round + 1u;
         g_local = 0;
         r->last_eval = 0; /* a run ending now evaluates the merged weights */
-        send_merged_crc(r);
+        send_fleet_crc(r, MERGED_CRC | g_merge_applied);
     }
     return ZO_TM_ACK_OK;
 }

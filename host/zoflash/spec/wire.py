@@ -153,8 +153,8 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
         ),
     ),
     # --- trained-tensors checksum: CRC-32 of the trainable tensors' values (TENSORS_CRC_ORDER), sent
-    # before done and in answer to the last chunk of a push or a merge; `pushed`: the steps a push
-    # applied (0: none), or for a merge (--mode fleet) MERGED_CRC | the steps the merge applied
+    # before done and in answer to the last chunk of a push, a merge or a round; `pushed`: the steps a
+    # push applied (0: none); --mode fleet: MERGED_CRC | the updates a merge applied, or ROUND_CRC
     "crc": (15, (("step", "I"), ("crc32", "I"), ("bytes", "I"), ("pushed", "I"))),  # order: below
 }
 # The bytes the crc frame's CRC-32 covers, in this order: every trainable tensor in training order
@@ -195,6 +195,7 @@ COMMAND_LAYOUTS: dict[str, tuple[tuple[str, str], ...]] = {
     # --- end fleet learning
 }
 MERGED_CRC = 0x80000000  # crc frame `pushed`: the answer to a merge's last chunk (the low bits: steps applied)
+ROUND_CRC = 0x40000000  # crc frame `pushed`: the answer to a round command (the weights the round trains from)
 PUSH_WINDOW = 512  # bytes of one push command frame, at most: the Cortex-M ports' receive ring (zo_port_rx_window)
 # --- update log: the per-step header byte of an updates frame's tail (docs/training.md "Update log")
 UPDATE_APPLIED = 0x01  # q binary16 coefficients follow (after the q byte, if any) and were applied

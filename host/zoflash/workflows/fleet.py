@@ -153,6 +153,7 @@ class Aggregator:
 class RoundLog:
     first: int
     entries: list[wire.UpdateEntry]
+    base_crc: int  # the weights the round trained from, as the device reported them
     accuracy: float | None  # the global weights' test accuracy on the device, at the round's start
 
 
@@ -168,18 +169,23 @@ class FleetDevice:
     def records(self) -> list[dict]:
         return self.mon.session.result.records
 
-    def ready(self, timeout: float = 30.0) -> dict:
-        """The device's hello (it holds, waiting for its first round)."""
+    def ready(self, timeout: float = 30.0) -> str:
+        """The model the device runs (16 hex digits of its SHA-256): from its hello, or from a status
+        request when it said hello before the host listened (a board that booted earlier)."""
         end = time.monotonic() + timeout
-        while self.mon.hello is None:
+        asked = time.monotonic() + 3.0
+        while self.mon.model_prefix is None:
             if time.monotonic() > end or self.mon.stopped:
                 raise DeviceError(
-                    f"no hello from {self.mon.port_name} within {timeout:g} s"
+                    f"no answer from {self.mon.port_name} within {timeout:g} s"
                     + (f" ({self.mon.stopped})" if self.mon.stopped else "")
                     + ": is a training firmware built with --mode fleet running there?"
                 )
+            if time.monotonic() > asked:
+                asked = end
+                self.mon.status()
             self.mon.pump(end)
-        return self.mon.hello
+        return self.mon.model_prefix
 
     def last(self, kind: str) -> dict | None:
         return next((r for r in reversed(self.records) if r["type"] == kind), None)
@@ -199,7 +205,11 @@ class FleetDevice:
         """Train `steps` local steps from the global weights; their update-log entries."""
         start = len(self.records)
         payload = wire.COMMAND_STRUCTS["round"].pack(rnd, seed, steps)
+        self.mon.last_crc = None
         first = int(self._request("round", payload, ROUND_COMMAND_TIMEOUT)["step"])
+        base = self.mon.last_crc
+        if base is None or not base["pushed"] & wire.ROUND_CRC:
+            raise DeviceError("the device started the round without reporting its weights' CRC")
         ev = next((r for r in self.records[start:] if r["type"] == "eval"), None)
         entries: dict[int, wire.UpdateEntry] = {}
         k, last_progress, end = start, time.monotonic(), first + steps
@@ -220,7 +230,9 @@ class FleetDevice:
                 elif rec["type"] == "event" and rec["kind"] == "round":
                     end = first + int(rec["aux"])  # cut short: guard_max_rollbacks rollbacks
             k = len(self.records)
-        return RoundLog(first, [entries[s] for s in range(first, end)], float(ev["accuracy"]) if ev else None)
+        return RoundLog(
+            first, [entries[s] for s in range(first, end)], int(base["crc32"]), float(ev["accuracy"]) if ev else None
+        )
 
     def merge(self, merged: fw.MergedRound, timeout: float = 30.0) -> tuple[int, int]:
         """Apply a merged round; (the device's CRC after it, the command bytes sent)."""
@@ -313,8 +325,8 @@ class Gateway:
         self.link.publish(fw.topic(self.fleet, "status", self.name), json.dumps(row))
 
     def run(self) -> JoinResult:
-        hello = self.device.ready()
-        self.prefix = bytes.fromhex(hello["model_sha256_prefix"])[:8]
+        self.prefix = bytes.fromhex(self.device.ready())[:8]
+        self.segments = self.device.mon.segments
         self.status("joined")
         try:
             return self._take_part()
@@ -371,8 +383,7 @@ class Gateway:
         self.status("training")
         log = self.device.train_round(rnd, seed, steps)
         first, eff = effective_entries(log.entries)
-        base = self.out.crc if self.out.crc is not None else int(announced["crc"])
-        data: bytes | None = fw.Upload(self.name, rnd, self.prefix, base, seed, first, tuple(eff)).encode()
+        data: bytes | None = fw.Upload(self.name, rnd, self.prefix, log.base_crc, seed, first, tuple(eff)).encode()
         if self.misbehave is not None:
             data = self.misbehave("upload", rnd, data)
         if data is not None:
@@ -392,6 +403,10 @@ class Gateway:
                 raise FleetError(
                     f"nothing from the fleet '{self.fleet}' for {self.timeout:g} s: is its aggregator running?"
                 )
+            if self.device.mon.segments != self.segments:  # the device restarted: back to its built-in weights
+                self.segments = self.device.mon.segments
+                self.say(f"{self.name}: the device restarted; replaying the fleet's {self.merged} merged rounds")
+                self.merged, self.trained, self.out.crc = 0, -1, None
             self._catch_up()
             if self.ended is not None and self.merged >= int(self.ended["rounds"]):
                 self.out.accuracy = self.device.stop()
