@@ -5,7 +5,7 @@ and against FedAvg of int8 weight deltas of the same trainable set (its bytes co
 delta per trained value and a float32 scale per tensor, per device per round).
 
     .venv/bin/python benchmarks/fleet.py [--quick] [--tasks digits sensor vision] [--devices 16 64]
-        [--rounds 10] [--steps-per-round 30] [--merge mean] [--non-iid dirichlet:0.5]
+        [--rounds 30] [--steps-per-round 10] [--merge mean] [--server-lr 2] [--non-iid dirichlet:0.5]
         [--write docs/guides/fleet.md]
 
 Per run: accuracy of the global weights before each round (the devices measure it on the shared
@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from experiments import TASKS  # noqa: E402
 
 from zoflash.training.options import make_options  # noqa: E402
+from zoflash.workflows.fleet import DEFAULT_MERGE, DEFAULT_ROUND_STEPS, DEFAULT_SERVER_LR, MERGE_RULES  # noqa: E402
 from zoflash.workflows.fleet_simulate import fleet_simulate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +33,11 @@ BEGIN, END = "<!-- fleet benchmark: begin -->", "<!-- fleet benchmark: end -->"
 
 def run(task: str, devices: int, args) -> tuple[str, str]:
     t = TASKS[task]
-    opts = make_options(None, train=t.train, seed=args.seed)
+    extra = {}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        extra[key.replace("-", "_")] = _number(value)
+    opts = make_options(None, train=t.train, seed=args.seed, **extra)
     t0 = time.monotonic()
     sim = fleet_simulate(
         t.model,
@@ -59,6 +64,15 @@ def run(task: str, devices: int, args) -> tuple[str, str]:
     return row, f"{task}, {devices} devices, accuracy by round: {curve}\n{sim.summary()}"
 
 
+def _number(value: str):
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
 def _pct(a: float | None) -> str:
     return "n/a" if a is None else f"{100 * a:.1f}%"
 
@@ -67,12 +81,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", nargs="+", default=["digits", "sensor", "vision"], choices=sorted(TASKS))
     ap.add_argument("--devices", nargs="+", type=int, default=[16, 64])
-    ap.add_argument("--rounds", type=int, default=10)
-    ap.add_argument("--steps-per-round", type=int, default=30)
-    ap.add_argument("--merge", default="mean", choices=("mean", "sum"))
-    ap.add_argument("--server-lr", type=float, default=1.0)
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--steps-per-round", type=int, default=DEFAULT_ROUND_STEPS)
+    ap.add_argument("--merge", default=DEFAULT_MERGE, choices=MERGE_RULES)
+    ap.add_argument("--server-lr", type=float, default=DEFAULT_SERVER_LR)
     ap.add_argument("--non-iid", default="dirichlet:0.5")
     ap.add_argument("--seed", type=int, default=1, help="The run seed (the split, the directions, the minibatches).")
+    ap.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE", help="A training option (rho=8).")
     ap.add_argument("--quick", action="store_true", help="digits, 4 devices, 3 rounds of 20 steps")
     ap.add_argument("--write", type=Path, help="Put the results between the benchmark markers of this page.")
     args = ap.parse_args()

@@ -116,7 +116,7 @@ def digits_plan():
 
 def test_the_aggregator_merges_only_what_belongs_to_the_round(digits_plan):
     plan, opts, prefix = digits_plan
-    agg = Aggregator(plan, opts, prefix, merge="mean")
+    agg = Aggregator(plan, opts, prefix, merge="mean", server_lr=1.0)
     base = agg.crc
     a = _upload("dev-a", 0, base, prefix=prefix, seed=5)
     b = _upload("dev-b", 0, base, prefix=prefix, seed=6, entries=[_entry(0, (0x4000,))], first=0)

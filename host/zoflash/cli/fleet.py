@@ -7,7 +7,7 @@ import click
 from zoflash.cli.common import options_from, say, training_options
 from zoflash.monitor.fleet_view import FleetView
 from zoflash.monitor.serialport import DEFAULT_BAUD
-from zoflash.workflows.fleet import MERGE_RULES
+from zoflash.workflows.fleet import DEFAULT_MERGE, DEFAULT_ROUND_STEPS, DEFAULT_SERVER_LR, MERGE_RULES
 
 BROKER_HELP = "auto: start Mosquitto on loopback for this fleet; or mqtt://HOST:PORT of a running broker."
 
@@ -20,22 +20,22 @@ def _fleet_options(f):
                 "--steps-per-round",
                 "steps",
                 type=click.IntRange(1),
-                default=50,
+                default=DEFAULT_ROUND_STEPS,
                 show_default=True,
                 help="Local training steps per device per round.",
             ),
             click.option(
                 "--merge",
                 type=click.Choice(MERGE_RULES),
-                default="mean",
+                default=DEFAULT_MERGE,
                 show_default=True,
                 help="mean: the devices' updates replayed one after another, each scaled by 1 / the devices that "
-                "reported; sum: at full rate (docs/guides/fleet.md compares them).",
+                "reported (times --server-lr); sum: at full rate (docs/guides/fleet.md compares them).",
             ),
             click.option(
                 "--server-lr",
                 type=click.FloatRange(min=0.0, min_open=True, max=1024.0),
-                default=1.0,
+                default=DEFAULT_SERVER_LR,
                 show_default=True,
                 help="The merged round moves this many times the merge rule's step (mean: 1 is FedAvg).",
             ),

@@ -33,7 +33,9 @@ from zoflash.workflows.push import FRAME_BYTES, pack_entries
 from zoflash.workflows.replay import apply_update, scaled_entry, tensors_crc
 
 Say = Callable[[str], None]
-MERGE_RULES = ("sum", "mean")  # the merge rate: 1, or 1 / the devices that reported
+MERGE_RULES = ("mean", "sum")  # the merge rate: 1 / the devices that reported, or 1 (times the server lr)
+# The defaults measured closest to centralised ZO (research/2026-12-05-fleet-merge-rule.md)
+DEFAULT_MERGE, DEFAULT_SERVER_LR, DEFAULT_ROUND_STEPS = "mean", 2.0, 10
 MERGE_TAIL = wire.PUSH_WINDOW - FRAME_BYTES - wire.COMMAND_STRUCTS["merge"].size  # entry bytes per merge chunk
 ROUND_COMMAND_TIMEOUT = 120.0  # seconds for a round's ack: the device evaluates the global weights first
 STEP_TIMEOUT = 30.0  # seconds without a new update-log frame before a training device counts as gone
@@ -84,8 +86,10 @@ class Aggregator:
     plan: object  # training.plan.TrainPlan: the trainable tensors and their start values
     opts: TrainOptions
     model_prefix: bytes
-    merge: str = "mean"
-    server_lr: float = 1.0  # the merge rate's factor: the merged round moves this many times the rule's step
+    merge: str = DEFAULT_MERGE
+    server_lr: float = (
+        DEFAULT_SERVER_LR  # the merge rate's factor: the merged round moves this many times the rule's step
+    )
     round: int = 0
     history: list[fw.MergedRound] = field(default_factory=list)
     pending: dict[str, fw.Upload] = field(default_factory=dict)
@@ -624,7 +628,9 @@ def fleet_summary(
     return text, up, down
 
 
-def aggregator_for(model_path: str | Path, opts: TrainOptions, merge: str, server_lr: float = 1.0) -> Aggregator:
+def aggregator_for(
+    model_path: str | Path, opts: TrainOptions, merge: str = DEFAULT_MERGE, server_lr: float = DEFAULT_SERVER_LR
+) -> Aggregator:
     """The aggregator of a fleet of `model_path` built with `opts` (their --headroom a number of bits:
     the replicas must start from the same re-quantized weights)."""
     from dataclasses import replace
@@ -676,8 +682,8 @@ def serve_fleet(
     steps: int,
     broker: str = "auto",
     fleet: str = "default",
-    merge: str = "mean",
-    server_lr: float = 1.0,
+    merge: str = DEFAULT_MERGE,
+    server_lr: float = DEFAULT_SERVER_LR,
     round_timeout: float = 300.0,
     out_dir: str | Path | None = None,
     view=None,

@@ -24,6 +24,8 @@ from zoflash.monitor.serialport import ProgramPort
 from zoflash.spec import fleet as fw
 from zoflash.training.options import TrainOptions
 from zoflash.workflows.fleet import (
+    DEFAULT_MERGE,
+    DEFAULT_SERVER_LR,
     Aggregator,
     FleetDevice,
     FleetLog,
@@ -259,8 +261,8 @@ def fleet_simulate(
     rounds: int,
     steps: int,
     non_iid: str = "dirichlet:0.5",
-    merge: str = "mean",
-    server_lr: float = 1.0,
+    merge: str = DEFAULT_MERGE,
+    server_lr: float = DEFAULT_SERVER_LR,
     cluster: str | None = None,
     broker: str = "auto",
     out_dir: str | Path | None = None,
