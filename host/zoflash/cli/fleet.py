@@ -12,6 +12,21 @@ from zoflash.workflows.fleet import DEFAULT_MERGE, DEFAULT_ROUND_STEPS, DEFAULT_
 BROKER_HELP = "auto: start Mosquitto on loopback for this fleet; or mqtt://HOST:PORT of a running broker."
 
 
+def fresh_out(out_dir: str | None, default: str) -> str:
+    """The output folder: `out_dir`, or `default` (then default-2, -3... when an earlier fleet's log
+    is there: nothing of an earlier run is overwritten)."""
+    from pathlib import Path
+
+    base = out_dir or default
+    out, k = Path(base), 1
+    while (out / "fleet.jsonl").exists():
+        k += 1
+        out = Path(f"{base}-{k}")
+    if str(out) != base:
+        say(f"outputs {base}/ holds an earlier fleet's log: writing {out}/ instead")
+    return str(out)
+
+
 def _fleet_options(f):
     for o in reversed(
         [
@@ -97,6 +112,7 @@ def serve(
         names = {f.name for f in fields(opts)}
         opts = api.make_options(None, **{k: v for k, v in built.items() if k in names and k != "sched"})
     view = FleetView()
+    out_dir = fresh_out(out_dir, "fleet") if out_dir else None
     line = serve_fleet(
         model_path,
         opts,
@@ -221,7 +237,7 @@ def simulate(
         server_lr=server_lr,
         cluster=cluster,
         broker=broker,
-        out_dir=out_dir or "fleet",
+        out_dir=fresh_out(out_dir, "fleet"),
         centralised=not no_centralised,
         drills=tuple(drill),
         round_timeout=round_timeout,

@@ -35,7 +35,7 @@ from zoflash.workflows.replay import apply_update, scaled_entry, tensors_crc
 Say = Callable[[str], None]
 MERGE_RULES = ("mean", "sum")  # the merge rate: 1 / the devices that reported, or 1 (times the server lr)
 # The defaults measured closest to centralised ZO (research/2026-12-05-fleet-merge-rule.md)
-DEFAULT_MERGE, DEFAULT_SERVER_LR, DEFAULT_ROUND_STEPS = "mean", 2.0, 10
+DEFAULT_MERGE, DEFAULT_SERVER_LR, DEFAULT_ROUND_STEPS = "mean", 1.0, 10
 MERGE_TAIL = wire.PUSH_WINDOW - FRAME_BYTES - wire.COMMAND_STRUCTS["merge"].size  # entry bytes per merge chunk
 ROUND_COMMAND_TIMEOUT = 120.0  # seconds for a round's ack: the device evaluates the global weights first
 STEP_TIMEOUT = 30.0  # seconds without a new update-log frame before a training device counts as gone

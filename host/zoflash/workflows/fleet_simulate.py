@@ -38,7 +38,7 @@ from zoflash.workflows.fleet import (
 )
 
 Say = Callable[[str], None]
-MIN_SAMPLES = 12  # per device: a validation split and minibatches need a few
+MIN_SAMPLES = 6  # per device: a validation split and minibatches need a few
 DRILLS = ("drop", "duplicate", "corrupt", "late-upload", "late-join", "broker-restart")
 
 
