@@ -130,27 +130,11 @@ static void tensors_from(const cl_t *c, const uint8_t *src)
 
 static void send_hello(const cl_t *c)
 {
-    const zo_train_model_t *m = &c->m;
-    const zo_train_config_t *cfg = c->tr.cfg;
     zo_tm_hello_t h;
-    memset(&h, 0, sizeof h);
-    h.seed = cfg->seed;
-    h.batch = (uint16_t)cfg->batch;
-    h.classes = (uint16_t)m->classes;
-    h.n_train = m->n_train;
-    h.n_test = m->n_test;
-    h.trainable_params = m->trainable_params;
-    h.scheduler = (uint8_t)cfg->sched.kind;
-    h.rounding = (uint8_t)cfg->rounding;
-    h.density_log2 = (uint8_t)cfg->density_log2;
-    h.lr_auto = (uint8_t)(cfg->lr_auto ? 1 : 0);
-    h.lr = cfg->lr_auto ? 0.0f : cfg->lr;
-    h.max_steps = c->cc->episode_steps;
+    zo_hello_fill(&c->m, c->tr.cfg, &h);
+    h.max_steps = c->cc->episode_steps; /* an episode's steps; no budget */
+    h.budget = 0u;
     h.q_max = (uint16_t)c->cc->q;
-    h.n_tensors = (uint16_t)m->n_tensors;
-    memcpy(h.model_sha256, m->model_sha256, sizeof h.model_sha256);
-    h.loss_kind = (uint8_t)m->loss;
-    h.headroom = m->headroom_bits;
     zo_tm_hello(&h);
 }
 

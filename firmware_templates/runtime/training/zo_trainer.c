@@ -387,10 +387,8 @@ int zo_guard_tripped(trainer_t *tr, const step_stats_t *st)
 
 /* ---- the run -------------------------------------------------------------------------------- */
 
-static void send_hello(const trainer_t *tr)
+void zo_hello_fill(const zo_train_model_t *m, const zo_train_config_t *cfg, zo_tm_hello_t *out)
 {
-    const zo_train_model_t *m = tr->m;
-    const zo_train_config_t *cfg = tr->cfg;
     zo_tm_hello_t h;
     memset(&h, 0, sizeof h);
     h.seed = cfg->seed;
@@ -411,6 +409,13 @@ static void send_hello(const trainer_t *tr)
     memcpy(h.model_sha256, m->model_sha256, sizeof h.model_sha256);
     h.loss_kind = (uint8_t)m->loss;
     h.headroom = m->headroom_bits;
+    *out = h;
+}
+
+static void send_hello(const trainer_t *tr)
+{
+    zo_tm_hello_t h;
+    zo_hello_fill(tr->m, tr->cfg, &h);
     zo_tm_hello(&h);
 }
 

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "zo_command.h"
+#include "zo_telemetry.h"
 #include "zo_trainer.h"
 
 #define ZO_CKPT_HEAD_BYTES (ZO_CKPT_HEADER_BYTES + (uint32_t)sizeof(zo_ckpt_state_t)) /* header + state */
@@ -73,6 +74,8 @@ void zo_update_all(const trainer_t *tr, uint32_t t, uint32_t q, float lr, uint16
 int zo_guard_tripped(trainer_t *tr, const step_stats_t *st);
 /* the update of step t along its q directions with the coefficients in m->c (zo_update_all, push) */
 void zo_apply_update(const trainer_t *tr, uint32_t t, uint32_t q);
+/* the hello frame of a run of `m` with `cfg` (a continual run then sets its own limits) */
+void zo_hello_fill(const zo_train_model_t *m, const zo_train_config_t *cfg, zo_tm_hello_t *out);
 /* the validation and test sets evaluated (an eval frame); returns the validation's */
 split_eval_t zo_evaluate(trainer_t *tr, uint32_t steps_done);
 
