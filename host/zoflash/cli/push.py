@@ -6,7 +6,7 @@ import click
 
 from zoflash import api
 from zoflash.cli.common import say
-from zoflash.cli.replay import PLAN_OPTIONS, _plan_options
+from zoflash.cli.replay import PLAN_OPTIONS, _plan_options, run_logs_option
 from zoflash.monitor.serialport import DEFAULT_BAUD
 
 
@@ -17,15 +17,7 @@ from zoflash.monitor.serialport import DEFAULT_BAUD
     help="The second device's serial port: /dev/ttyACM0, COM3, socket://HOST:PORT (QEMU), rfc2217://HOST:PORT.",
 )
 @click.option("--baud", type=int, help=f"Baud rate [{DEFAULT_BAUD}].")
-@click.option(
-    "--log",
-    "log_path",
-    required=True,
-    multiple=True,
-    type=click.Path(dir_okay=False, exists=True),
-    help="The run's JSONL log (zoflash simulate, run or monitor): its updates are what is sent. Repeat it "
-    "for a run resumed from a checkpoint in a second log: the first run's log first.",
-)
+@run_logs_option(": its updates are what is sent")
 @click.option(
     "--model",
     "model_path",

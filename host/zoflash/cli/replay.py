@@ -22,6 +22,19 @@ def _plan_options(f):
     )(f)
 
 
+def run_logs_option(role: str = ""):
+    """--log, repeatable: a run's JSONL logs in order (a run resumed from a checkpoint: two)."""
+    return click.option(
+        "--log",
+        "log_path",
+        required=True,
+        multiple=True,
+        type=click.Path(dir_okay=False, exists=True),
+        help=f"The run's JSONL log (zoflash simulate, run or monitor){role}. Repeat it for a run resumed from "
+        "a checkpoint in a second log: the first run's log first.",
+    )
+
+
 @click.command()
 @click.option(
     "--model",
@@ -30,15 +43,7 @@ def _plan_options(f):
     type=click.Path(dir_okay=False, exists=True),
     help="The .tflite the run started from.",
 )
-@click.option(
-    "--log",
-    "log_path",
-    required=True,
-    multiple=True,
-    type=click.Path(dir_okay=False, exists=True),
-    help="The run's JSONL log (zoflash simulate, run or monitor). Repeat it for a run resumed from a "
-    "checkpoint in a second log: the first run's log first.",
-)
+@run_logs_option()
 @click.option(
     "--out",
     "out_path",
