@@ -353,3 +353,15 @@ def _half(k: int) -> dict:
         data = {n: d[n] for n in d.files}
     keep = np.arange(len(data["y_train"])) % 2 == k
     return {**data, "x_train": data["x_train"][keep], "y_train": data["y_train"][keep]}
+
+
+def test_simulate_and_run_refuse_a_fleet_firmware_with_one_line(tmp_path, capsys):
+    from zoflash.cli.main import main
+
+    for argv in (
+        ["simulate", "--model", str(DIGITS), "--data", str(DIGITS_DATA), "--mode", "fleet"],
+        ["run", "--board", "mps3-an547", "--model", str(DIGITS), "--data", str(DIGITS_DATA), "--mode", "fleet"],
+    ):
+        code = main([*argv, "--log", str(tmp_path / "x.jsonl")])
+        err = capsys.readouterr().err
+        assert code == 2 and "zoflash fleet join" in err and "Traceback" not in err

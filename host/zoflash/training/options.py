@@ -30,6 +30,13 @@ from zoflash.training import schedulers
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
+# --mode fleet builds a device that waits for its rounds: simulate and run would wait for ever
+FLEET_NEEDS_A_FLEET = (
+    "--mode fleet builds a device that trains only in the rounds a fleet commands: run it with `zoflash fleet "
+    "simulate` (host twins), or build and flash it and `zoflash fleet join --port P` (docs/guides/fleet.md)"
+)
+
+
 class OptionsError(ZoflashError):
     """Invalid training options (reported before anything is generated)."""
 

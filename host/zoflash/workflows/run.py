@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from zoflash.errors import ZoflashError
 from zoflash.monitor.checkpoint import load_checkpoint
 from zoflash.monitor.feed import Feeder, load_feeder
 from zoflash.monitor.live_view import LiveView
@@ -13,7 +14,7 @@ from zoflash.targets.boards import resolve_board
 from zoflash.targets.runners import FlashOptions, flash_bundle
 from zoflash.targets.runners.base import DEFAULT_QEMU_TIMEOUT
 from zoflash.targets.runners.qemu import emulator_ended, stop_qemu
-from zoflash.training.options import TrainOptions
+from zoflash.training.options import FLEET_NEEDS_A_FLEET, TrainOptions
 from zoflash.workflows.continual import stream_feeder
 from zoflash.workflows.generate import build
 from zoflash.workflows.monitor import Say, log_line, monitor, serial_settings
@@ -69,6 +70,8 @@ def run(
     """Build, flash and monitor: train on a board (or on the emulated Cortex-M55). `settings`: (boot
     mode, vendor header folders). `stream_path`: --mode continual, the samples the board serves (the
     stop command after the last). Returns the monitor's exit status (3: the device reported a fault)."""
+    if opts.mode == "fleet":
+        raise ZoflashError(FLEET_NEEDS_A_FLEET)
     if resume_path is not None:  # a damaged file is refused before building
         load_checkpoint(resume_path)
     board_obj, note = resolve_board(board)

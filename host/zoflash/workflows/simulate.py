@@ -30,7 +30,7 @@ from zoflash.spec.wire import LAYOUTS, Frame, encode_command
 from zoflash.targets.host_build import run_make
 from zoflash.targets.project import Bundle
 from zoflash.training.compiled import CompiledTraining
-from zoflash.training.options import TrainOptions
+from zoflash.training.options import FLEET_NEEDS_A_FLEET, TrainOptions
 from zoflash.training.weights_file import save_weights
 from zoflash.workflows.monitor import Say, log_line
 from zoflash.workflows.training import compile_for_training, training_bundle
@@ -216,6 +216,8 @@ def simulate(
         The records, the final weights and where the files went.
     """
     run_engine = ENGINE_RUNNERS.get(engine)  # an unknown engine fails before any work
+    if opts.mode == "fleet":
+        raise ZoflashError(FLEET_NEEDS_A_FLEET)
     prep = compile_for_training(model_path, data_path, opts, say=say)
     log_path = Path(log_path) if log_path else None
     rescue = Rescue()
