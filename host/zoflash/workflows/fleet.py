@@ -509,8 +509,10 @@ def serve(
                 if k in row:
                     setattr(r, k, row[k])
             r.seen = time.monotonic()
-            r.missed = 0 if row.get("state") != "joined" else r.missed
+            r.missed = 0  # it speaks: waited for again
             log.write({"type": "status", **row})
+            if row.get("state") == "failed":
+                event(f"the device's gateway stopped: {row.get('reason', 'no reason given')}", device=dev)
             if "merged" in row and "crc" in row:
                 m = int(row["merged"])
                 if m < len(agg.history):
