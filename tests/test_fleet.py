@@ -365,3 +365,57 @@ def test_simulate_and_run_refuse_a_fleet_firmware_with_one_line(tmp_path, capsys
         code = main([*argv, "--log", str(tmp_path / "x.jsonl")])
         err = capsys.readouterr().err
         assert code == 2 and "zoflash fleet join" in err and "Traceback" not in err
+
+
+@pytest.mark.cc
+@pytest.mark.fleet
+def test_a_fleet_runs_its_devices_on_a_dask_cluster(tmp_path):
+    """--cluster: the device tasks go to a Dask scheduler of its own (a scheduler and a worker
+    process started here), not to local workers."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from distributed import Client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    scheduler = subprocess.Popen(
+        [*dask, "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    address = f"tcp://127.0.0.1:{port}"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "4", "--no-dashboard"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with Client(address, timeout=30) as c:  # wait for the worker
+            end = time.monotonic() + 60
+            while not c.scheduler_info()["workers"] and time.monotonic() < end:
+                time.sleep(0.5)
+            assert c.scheduler_info()["workers"], "the Dask worker did not register"
+        opts = make_options(None, train="last:1")
+        sim = fleet_simulate(
+            DIGITS,
+            DIGITS_DATA,
+            opts,
+            devices=2,
+            rounds=2,
+            steps=10,
+            cluster=address,
+            out_dir=tmp_path,
+            centralised=False,
+            round_timeout=60,
+            say=print,
+        )
+        assert sim.serve.identical and sim.serve.checks == 2 * 2
+    finally:
+        for p in (worker, scheduler):
+            p.terminate()
+            p.wait(timeout=30)
