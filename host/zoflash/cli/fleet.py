@@ -245,7 +245,9 @@ def simulate(
         on_update=view.update,
         say=view.message,
     )
-    view.update(sim.serve.devices, {"fleet": "", "round": rounds, "rounds": rounds, "crc": sim.serve.crc}, force=True)
+    view.update(
+        sim.serve.devices, {"fleet": sim.fleet, "round": rounds, "rounds": rounds, "crc": sim.serve.crc}, force=True
+    )
     say(f"log     {sim.out_dir / 'fleet.jsonl'} (devices: {sim.out_dir / 'devices'})")
     if sim.plot_path:
         say(f"plot    {sim.plot_path}")

@@ -51,7 +51,8 @@ class FleetView:
         self._round: int | None = None
 
     def _table(self, rows: dict[str, DeviceRow], info: dict) -> list[str]:
-        head = f"fleet {info.get('fleet', '')}: round {info.get('round', 0)}/{info.get('rounds', '?')}"
+        name = f" {info['fleet']}" if info.get("fleet") else ""
+        head = f"fleet{name}: round {info.get('round', 0)}/{info.get('rounds', '?')}"
         head += f", {len(rows)} devices, global crc {info.get('crc', 0):#010x}"
         return [head, HEADER] + [row_line(rows[d]) for d in sorted(rows)]
 

@@ -224,6 +224,7 @@ class FleetSimulation:
     passes: int  # the fleet's training passes, all devices
     twins: list[dict]
     out_dir: Path | None
+    fleet: str = ""  # its name (the broker's topics)
     plot_path: Path | None = None
 
     def summary(self) -> str:
@@ -385,6 +386,7 @@ def fleet_simulate(
         total_passes,
         twins,
         out,
+        fleet,
     )
     if out is not None:
         per_round = [float(np.mean(list(r.values()))) if r else 0.0 for r in result.uplink]
