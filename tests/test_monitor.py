@@ -1104,3 +1104,23 @@ def test_run_stops_when_the_emulator_is_killed(tmp_path, capsys):
     assert time.monotonic() - t0 < 200
     assert any(json.loads(line)["type"] == "step" for line in log.read_text().splitlines())
     assert not state.exists()
+
+
+@pytest.mark.cc
+def test_best_is_start_is_read_from_the_update_log(tmp_path):
+    """A run whose snapshot never moved (no SNAPSHOT mark in its update log) has the start as its
+    best values; one that improved, or a segment resumed from a checkpoint, does not."""
+    from zoflash.monitor.serial_monitor import best_is_start
+    from zoflash.monitor.session import read_log
+    from zoflash.training.options import make_options
+    from zoflash.workflows.simulate import simulate
+
+    data = FIXTURES / "digits_shift.npz"
+    for lr, expected in ((1e-9, True), (None, False)):
+        log = tmp_path / f"lr{lr}.jsonl"
+        opts = make_options(None, train="last:1", steps=120, lr=lr, eval_every=20)
+        simulate(FIXTURES / "digits_cnn.tflite", data, opts, log_path=log, plot=False, say=lambda _: None)
+        records = read_log(log)
+        assert best_is_start(records) is expected
+        resumed = [r for r in records if r["type"] != "updates"] + [{"type": "updates", "step": 40, "steps": 0}]
+        assert best_is_start(resumed) is False

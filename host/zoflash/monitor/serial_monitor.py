@@ -153,6 +153,23 @@ class MonitorResult(SessionResult):
         return self.records[starts[-1] :] if starts else self.records
 
 
+def best_is_start(segment: list[dict]) -> bool:
+    """A finished run whose snapshot never moved: its update log marks no snapshot, and it did not
+    resume from a checkpoint (whose snapshot the log does not show). Its best values are then the
+    ones it started from (`zoflash export` writes the model unchanged)."""
+    updates = [r for r in segment if r["type"] == "updates"]
+    if not updates or not any(r["type"] == "done" for r in segment) or any(r["steps"] == 0 for r in updates):
+        return False
+    try:
+        return not any(
+            e.flags & protocol.UPDATE_SNAPSHOT
+            for r in updates
+            for e in protocol.parse_updates(int(r["step"]), int(r["steps"]), bytes.fromhex(r["entries"]))
+        )
+    except (KeyError, ValueError):
+        return False  # a damaged record: claim nothing
+
+
 class _MonitorSession(Session):
     """A Session that lets the monitor see each record first and log notes of its own just
     before it (a device restart before the new hello)."""
@@ -634,16 +651,25 @@ class Monitor:
             expected = (self.hello or {}).get("n_tensors")
             if expected is not None and len(sent) < expected:
                 raise DataError(f"the device trains {expected} tensor(s) but the weights of only {len(sent)} arrived")
+            # the done record's weights of a run whose snapshot never moved: export writes the model unchanged
+            unchanged = weights is self._complete_weights and best_is_start(out.last_segment)
             if self.model_path is not None:
                 model_path = self.model_path
 
                 def write(p: Path) -> Path:
-                    return save_dumped(weights, model_path, p, self.model_prefix, headroom=self.headroom_bits())
+                    return save_dumped(
+                        weights,
+                        model_path,
+                        p,
+                        self.model_prefix,
+                        headroom=self.headroom_bits(),
+                        start_is_best=unchanged,
+                    )
             elif (manifest_or_none := self.manifest or self._bundle_of(sent, out)) is not None:
                 manifest = manifest_or_none
 
                 def write(p: Path) -> Path:
-                    return save_for_manifest(weights, manifest, p, self.model_prefix)
+                    return save_for_manifest(weights, manifest, p, self.model_prefix, start_is_best=unchanged)
             else:
                 raise DataError("the model is not known (give --model M.tflite or --bundle DIR)")
             if self.weights_path is not None:
@@ -812,10 +838,15 @@ def _no_interrupts():
 
 
 def save_for_manifest(
-    weights: telemetry.WeightsAssembler, manifest: dict, out_path: str | Path, model_prefix: str | None
+    weights: telemetry.WeightsAssembler,
+    manifest: dict,
+    out_path: str | Path,
+    model_prefix: str | None,
+    start_is_best: bool = False,
 ) -> Path:
     """Write weights as a weights file for the model a bundle was built from: its manifest holds
-    the model's SHA-256, the trained tensors and the re-quantization (headroom) report."""
+    the model's SHA-256, the trained tensors and the re-quantization (headroom) report.
+    `start_is_best`: the run's snapshot never moved (best_is_start)."""
     from zoflash.training.weights_file import save_weights
 
     sha = manifest["model"]["sha256"]
@@ -840,6 +871,7 @@ def save_for_manifest(
         scales={t["index"]: t["scales"] for t in report["tensors"]} if report else None,
         headroom=report["bits"] if report else 0,
         best=best,
+        best_is_start=start_is_best,
     )
 
 
@@ -859,9 +891,11 @@ def save_dumped(
     model_prefix: str | None,
     allow_other_model: bool = False,
     headroom: int = 0,
+    start_is_best: bool = False,
 ) -> Path:
     """Write dumped weights chunks as a weights file: names, dtypes and shapes come from the
     model, which must be the one the device reported (first 8 bytes of its SHA-256).
+    `start_is_best`: the run's snapshot never moved (best_is_start).
 
     `headroom`: the bits the firmware was built with (`--headroom`, the bundle manifest's
     training.headroom); the device does not say, so without it the file records no scales and
@@ -919,6 +953,7 @@ def save_dumped(
         scales=scales,
         headroom=headroom,
         best=assembled_best(dump, tensors),
+        best_is_start=start_is_best,
     )
 
 
