@@ -116,22 +116,7 @@ uint8_t zo_fleet_merge(run_t *r, const zo_cmd_t *c)
     }
     const uint32_t own_seed = tr->seed;
     tr->seed = h.seed; /* the directions of the device that made these updates */
-    uint32_t pos = 0u, q = 0u;
-    for (uint32_t k = 0u; k < h.steps; ++k) {
-        const uint8_t flags = data[pos++];
-        if ((flags & ZO_TM_UPDATE_Q) != 0u) {
-            q = data[pos++];
-        }
-        if ((flags & ZO_TM_UPDATE_APPLIED) != 0u) {
-            uint16_t c16[ZO_SCHED_Q_LIMIT];
-            (void)zo_tm_updates_read(data, n, &pos, q, (flags & ZO_TM_UPDATE_PACKED) != 0u, c16); /* checked */
-            for (uint32_t i = 0u; i < q; ++i) {
-                m->c[i] = zo_f32_from_f16(c16[i]);
-            }
-            zo_apply_update(tr, h.step + k, q);
-            ++g_merge_applied;
-        }
-    }
+    g_merge_applied += zo_apply_entries(tr, data, n, h.step, h.steps);
     tr->seed = own_seed;
     g_merge_next = (uint32_t)h.chunk + 1u;
     if (h.last != 0u) {

@@ -59,6 +59,34 @@ int zo_updates_fit(const uint8_t *data, uint32_t n, uint32_t steps, uint32_t q_l
     return pos == n;
 }
 
+uint32_t zo_apply_entries(const trainer_t *tr, const uint8_t *data, uint32_t n, uint32_t first, uint32_t steps)
+{
+    const zo_train_model_t *m = tr->m;
+    uint32_t pos = 0u, q = 0u, applied = 0u;
+    for (uint32_t k = 0u; k < steps; ++k) {
+        const uint8_t flags = data[pos++];
+        if ((flags & ZO_TM_UPDATE_Q) != 0u) {
+            q = data[pos++];
+        }
+        if ((flags & ZO_TM_UPDATE_APPLIED) != 0u) {
+            uint16_t c16[ZO_SCHED_Q_LIMIT];
+            (void)zo_tm_updates_read(data, n, &pos, q, (flags & ZO_TM_UPDATE_PACKED) != 0u, c16); /* fit: checked */
+            for (uint32_t i = 0u; i < q; ++i) {
+                m->c[i] = zo_f32_from_f16(c16[i]);
+            }
+            zo_apply_update(tr, first + k, q);
+            ++applied;
+        }
+        if ((flags & ZO_TM_UPDATE_RESTORE) != 0u) {
+            zo_snapshot_copy(m, 1);
+        }
+        if ((flags & ZO_TM_UPDATE_SNAPSHOT) != 0u) {
+            zo_snapshot_copy(m, 0);
+        }
+    }
+    return applied;
+}
+
 static uint8_t refuse(const char *why)
 {
     zo_tm_log(why);
@@ -101,27 +129,7 @@ uint8_t zo_push_chunk(run_t *r, const zo_cmd_t *c, int paused)
     if (h.steps != 0u && h.step == 0u) {
         zo_snapshot_copy(m, 0); /* the run began with the snapshot of its base weights, as here */
     }
-    uint32_t pos = 0u, q = 0u;
-    for (uint32_t k = 0u; k < h.steps; ++k) {
-        const uint8_t flags = data[pos++];
-        if ((flags & ZO_TM_UPDATE_Q) != 0u) {
-            q = data[pos++];
-        }
-        if ((flags & ZO_TM_UPDATE_APPLIED) != 0u) {
-            uint16_t c16[ZO_SCHED_Q_LIMIT];
-            (void)zo_tm_updates_read(data, n, &pos, q, (flags & ZO_TM_UPDATE_PACKED) != 0u, c16); /* checked above */
-            for (uint32_t i = 0u; i < q; ++i) {
-                m->c[i] = zo_f32_from_f16(c16[i]);
-            }
-            zo_apply_update(tr, h.step + k, q);
-        }
-        if ((flags & ZO_TM_UPDATE_RESTORE) != 0u) {
-            zo_snapshot_copy(m, 1);
-        }
-        if ((flags & ZO_TM_UPDATE_SNAPSHOT) != 0u) {
-            zo_snapshot_copy(m, 0);
-        }
-    }
+    (void)zo_apply_entries(tr, data, n, h.step, h.steps);
     if (h.steps != 0u) {
         g_push_first = h.step;
         g_push_next = h.step + h.steps;

@@ -102,6 +102,9 @@ uint32_t zo_tensors_crc(const zo_train_model_t *m, uint32_t *bytes);
  * whose q fit the device's buffers (q_limit) and whose header bits are all in `allowed`; nothing is
  * applied from a chunk that does not */
 int zo_updates_fit(const uint8_t *data, uint32_t n, uint32_t steps, uint32_t q_limit, uint8_t allowed);
+/* apply `steps` entries that fit (zo_updates_fit) from step `first` on, with the trainer's seed: the
+ * updates with this device's update maths, the rollback and snapshot marks; returns the updates */
+uint32_t zo_apply_entries(const trainer_t *tr, const uint8_t *data, uint32_t n, uint32_t first, uint32_t steps);
 
 /* ---- zo_fleet.c: fleet learning's round and merge commands ---- */
 uint8_t zo_fleet_round(run_t *r, const zo_cmd_t *c);

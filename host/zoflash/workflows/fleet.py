@@ -238,25 +238,23 @@ class FleetDevice:
             first, [entries[s] for s in range(first, end)], int(base["crc32"]), float(ev["accuracy"]) if ev else None
         )
 
-    def merge(self, merged: fw.MergedRound, timeout: float = 30.0) -> tuple[int, int]:
-        """Apply a merged round; (the device's CRC after it, the command bytes sent)."""
+    def merge(self, merged: fw.MergedRound, timeout: float = 30.0) -> int:
+        """Apply a merged round; the device's CRC after it."""
         chunks = [
             (s.seed, first, steps, data)
             for s in merged.sections
             for first, steps, data in pack_entries(list(s.entries), MERGE_TAIL)
         ] or [(0, 0, 0, b"")]
-        sent = 0
         for k, (seed, first, steps, data) in enumerate(chunks):
             last = k == len(chunks) - 1
             head = wire.COMMAND_STRUCTS["merge"].pack(merged.round, seed, first, steps, k, 1 if last else 0)
             if last:
                 self.mon.last_crc = None
             self._request("merge", head + data, timeout)
-            sent += FRAME_BYTES + len(head) + len(data)
         got = self.mon.last_crc
         if got is None or not got["pushed"] & wire.MERGED_CRC:
             raise DeviceError("the device took the merge without reporting its weights' CRC")
-        return int(got["crc32"]), sent
+        return int(got["crc32"])
 
     def stop(self) -> float | None:
         """End the run: the device evaluates the global weights and sends them with its done
@@ -368,7 +366,7 @@ class Gateway:
         while self.merged in self.history:
             m = self.history[self.merged]
             self.status("merging")
-            crc, _ = self.device.merge(m)
+            crc = self.device.merge(m)
             if crc != m.crc:
                 self.status("diverged", crc=crc, merged=m.round)
                 raise FleetError(
@@ -676,6 +674,15 @@ def build_twin(model_path: str | Path, data_path: str | Path, opts: TrainOptions
     return bundle.path / "build" / f"{bundle.prefix}_train"
 
 
+def twin_monitor(exe: Path, log_path: str | Path | None, model_path: str | Path) -> Monitor:
+    """The monitor of a host twin: its program as the port (it ends for good with the program)."""
+    from zoflash.monitor.serialport import ProgramPort
+
+    return Monitor(
+        opener=lambda: ProgramPort([str(exe)]), log_path=log_path, model_path=model_path, reconnect_timeout=0.0
+    )
+
+
 def serve_fleet(
     model_path: str | Path,
     opts: TrainOptions,
@@ -745,8 +752,6 @@ def join_fleet(
     """`zoflash fleet join`: a board on `port`, or the host twin of (model, data, options)."""
     import tempfile
 
-    from zoflash.monitor.serialport import ProgramPort
-
     if twin is not None and twin[2].headroom == "auto":
         raise ZoflashError(
             "--twin: give the fleet's --headroom in bits (auto is measured on each device's own data, and the "
@@ -755,9 +760,7 @@ def join_fleet(
     with tempfile.TemporaryDirectory(prefix="zoflash-twin-") as tmp:
         if twin is not None:
             exe = build_twin(twin[0], twin[1], twin[2], Path(tmp) / "bundle")
-            mon = Monitor(
-                opener=lambda: ProgramPort([str(exe)]), log_path=log_path, model_path=twin[0], reconnect_timeout=0.0
-            )
+            mon = twin_monitor(exe, log_path, twin[0])
         else:
             mon = Monitor(port, baud=baud, log_path=log_path)
         link = Link(broker, f"zoflash-{fleet}-{name}", device_topics(fleet))

@@ -20,7 +20,6 @@ from zoflash.errors import DataError, ZoflashError
 from zoflash.monitor.fleet_view import plot_fleet
 from zoflash.monitor.mqtt import Broker, Link, start_broker
 from zoflash.monitor.serial_monitor import Monitor
-from zoflash.monitor.serialport import ProgramPort
 from zoflash.spec import fleet as fw
 from zoflash.training.options import TrainOptions
 from zoflash.workflows.fleet import (
@@ -35,6 +34,7 @@ from zoflash.workflows.fleet import (
     fleet_summary,
     join,
     serve,
+    twin_monitor,
 )
 
 Say = Callable[[str], None]
@@ -136,9 +136,7 @@ def run_twin(task: TwinTask) -> dict:
         if "late-join" in task.drills:
             _wait_for_round(task, task.drills["late-join"])
         if task.board == "host":
-            mon = Monitor(
-                opener=lambda: ProgramPort([str(exe)]), log_path=task.log_path, model_path=model, reconnect_timeout=0.0
-            )
+            mon = twin_monitor(exe, task.log_path, model)
         else:
             mon = Monitor(emulated[1], log_path=task.log_path, model_path=model, reconnect_timeout=30.0)
         link = Link(task.broker, f"zoflash-{task.fleet}-{task.name}", device_topics(task.fleet)).start()
@@ -297,9 +295,6 @@ def fleet_simulate(
         data = {k: npz[k] for k in npz.files}
     labels = data["y_train"] if data["y_train"].ndim == 1 else np.zeros(len(data["x_train"]), np.int64)
     shards = split(labels, devices, non_iid, resolved.seed)
-    device_opts = replace(
-        resolved, mode="fleet", steps=rounds * steps + resolved.calib_steps + 1, budget=None, lr_trial=0
-    )
     raw = model_path.read_bytes()
     agg = Aggregator(prep.training.plan, resolved, bytes.fromhex(prep.sha256[:16]), merge, server_lr)
     say(
@@ -319,7 +314,7 @@ def fleet_simulate(
                 raw,
                 model_path.name,
                 {k: (v[idx] if k in ("x_train", "y_train") else v) for k, v in data.items()},
-                device_opts,
+                resolved,  # the build makes it --mode fleet
                 str(out / "devices" / f"{name}.jsonl") if out else None,
                 round_timeout * 4,
                 round_timeout,
