@@ -18,7 +18,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, PUBLIC, zoo_param
 
 from zoflash.compiler.tflite_import import load_tflite, model_sha256
 from zoflash.errors import ZoflashError
@@ -419,3 +419,29 @@ def test_a_fleet_runs_its_devices_on_a_dask_cluster(tmp_path):
         for p in (worker, scheduler):
             p.terminate()
             p.wait(timeout=30)
+
+
+@pytest.mark.cc
+@pytest.mark.fleet
+@pytest.mark.parametrize("name", [zoo_param(n) for n in ("arm_har_int8.tflite", "mlperf_resnet8.tflite")])
+def test_public_models_keep_every_replica_identical_in_a_fleet(name, tmp_path):
+    """Models nobody here trained, random data of their input and classes: every round merges
+    real updates and every device ends each round on the aggregator's CRC."""
+    from test_engines import random_data
+
+    data = random_data(tmp_path / "data.npz", PUBLIC / name, 200, 40)
+    sim = fleet_simulate(
+        PUBLIC / name,
+        data,
+        make_options(None, headroom=0),
+        devices=3,
+        rounds=3,
+        steps=12,
+        out_dir=tmp_path / "fleet",
+        centralised=False,
+        round_timeout=120,
+        say=print,
+    )
+    assert sim.serve.identical and sim.serve.checks == 3 * 3
+    rounds = [json.loads(line) for line in (tmp_path / "fleet" / "fleet.jsonl").read_text().splitlines()]
+    assert sum(r["updates"] for r in rounds if r["type"] == "round") > 0  # past calibration: updates merged
