@@ -220,14 +220,6 @@ def test_a_tf1_uint8_model_gets_one_line_saying_how_to_reconvert():
     assert "a TF1 uint8-quantized model" in line and "reconvert" in line and "zoflash convert" in line
 
 
-def test_the_16x8_refusal_names_the_op_that_would_be_trained():
-    compiled = api.compile_model(api.load_model(FIXTURES / "int16_act.tflite"))
-    with pytest.raises(UnsupportedModelError, match=r"op 1 FULLY_CONNECTED .*int16 activations"):
-        plan_training(compiled, make_options())
-    with pytest.raises(UnsupportedModelError, match=r"op 0 FULLY_CONNECTED .*int16 activations"):
-        plan_training(compiled, make_options(train="all"))
-
-
 def test_the_state_is_reported_apart_from_the_arena(tmp_path):
     """The estimate and the build report put the model's state beside the arena, under one label."""
     from zoflash.targets import boards

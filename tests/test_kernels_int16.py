@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -725,7 +726,9 @@ def test_int16_softmax_needs_tflm_output_quantization():
     assert "SOFTMAX must be int8 -> int8, int8 -> int16 or int16 -> int16 (int16 -> int8)" in _problems(graph)
 
 
-def test_training_a_16x8_model_is_refused(tmp_path):
+def test_a_16x8_model_with_float_io_generates_its_training_c(tmp_path):
+    """The trained layer's int64 bias is a RAM int64_t array, the loss reads int16 logits (its
+    training is checked end to end in tests/test_16x8_training.py)."""
     rng = np.random.default_rng(0)
     data = tmp_path / "d.npz"
     np.savez(
@@ -735,9 +738,9 @@ def test_training_a_16x8_model_is_refused(tmp_path):
         x_test=rng.uniform(-1, 1, (4, 6, 6, 3)).astype(np.float32),
         y_test=rng.integers(0, 5, 4),
     )
-    refusal = r"op \d+ \w+ .* has int16 activations \(16x8\): training is int8-only"
-    with pytest.raises(UnsupportedModelError, match=refusal):
-        api.generate(OPS_FIXTURES / "s16_cnn_float.tflite", "host", tmp_path / "b", data_path=data)
+    bundle = api.generate(OPS_FIXTURES / "s16_cnn_float.tflite", "host", tmp_path / "b", data_path=data)
+    train_c = next(bundle.path.glob("*_train.c")).read_text()
+    assert re.search(r"extern int64_t \w+\[\d+\];", train_c) and ".logits_bytes = 2u" in train_c
 
 
 @pytest.mark.cross

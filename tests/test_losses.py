@@ -35,7 +35,7 @@ SHIM = r"""
 #include "zo_train_math.h"
 
 void t_bce(const int8_t *q, int32_t ns, const float *scale, const int32_t *zp, const int32_t *label, float *out) {
-    for (int32_t k = 0; k < ns; ++k) out[k] = zo_sigmoid_bce_s8(q[k], scale[k], zp[k], label[k]);
+    for (int32_t k = 0; k < ns; ++k) out[k] = zo_sigmoid_bce(q[k], scale[k], zp[k], label[k]);
 }
 void t_mse(const int8_t *q, int32_t ns, int32_t n, float scale, int32_t zp, const float *t, float *out) {
     for (int32_t k = 0; k < ns; ++k) out[k] = zo_mse_s8(q + k * n, n, scale, zp, t + k * n);

@@ -89,6 +89,7 @@ def lib(tmp_path_factory):
         ctypes.c_void_p,
         ctypes.POINTER(ZoDir),
     ]
+    lib.zo_perturb_s64.argtypes = lib.zo_perturb_s32.argtypes
     lib.zo_update_s8.argtypes = UPDATE_S8_ARGTYPES
     lib.zo_update_s32.argtypes = [
         ctypes.c_void_p,
@@ -99,7 +100,18 @@ def lib(tmp_path_factory):
         ctypes.c_int32,
         ctypes.POINTER(ZoDir),
     ]
-    lib.zo_argmax_s8.restype = ctypes.c_int32
+    lib.zo_update_s64.argtypes = lib.zo_update_s32.argtypes
+    lib.zo_argmax_s8.restype = lib.zo_argmax_s16.restype = ctypes.c_int32
+    for name in ("zo_cross_entropy_s16", "zo_mse_s16", "zo_mse_s8"):
+        getattr(lib, name).restype = ctypes.c_float
+    lib.zo_cross_entropy_s16.argtypes = lib.zo_cross_entropy_s8.argtypes
+    lib.zo_mse_s16.argtypes = lib.zo_mse_s8.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_int32,
+        ctypes.c_float,
+        ctypes.c_int32,
+        ctypes.c_void_p,
+    ]
     lib.t_sample.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint32, ctypes.c_void_p]
     return lib
 
@@ -557,6 +569,70 @@ def test_update_s32_bit_identical(lib):
         want = zm.update_s32(b0, c, eps, max_step, seed, step, 77, dl2)
         assert np.array_equal(b, want), trial
         assert np.all(np.abs(b.astype(np.int64) - b0) <= max_step)
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("dl2", [0, 2])
+def test_int64_bias_perturb_roundtrip_and_update_bit_identical(lib, dl2):
+    """The int64 biases of 16x8 layers: the perturbation wraps modulo 2^64 and restores exactly, the
+    update saturates at the int64 range; C and the mirror agree bit for bit."""
+    rng = np.random.default_rng(45 + dl2)
+    big = np.iinfo(np.int64)
+    for trial in range(30):
+        n = int(rng.integers(6, 300))
+        q = int(rng.choice([1, 4, 16]))
+        b0 = rng.integers(-(2**40), 2**40, n).astype(np.int64)
+        b0[:4] = [big.max, big.min, big.max - 3, big.min + 3]  # wrap in the perturbation, saturate in the update
+        eps = rng.integers(1, 100000, n).astype(np.int32)
+        seed, step, direction = (int(v) for v in rand_u32(rng, 3))
+        d = ZoDir(seed, step, direction, 21, dl2)
+        b, bb = b0.copy(), b0
+        for sign in (3, -6, 3):
+            lib.zo_perturb_s64(_p(b), n, sign, _p(eps), ctypes.byref(d))
+            bb = zm.perturb_s64(bb, sign, eps, seed, step, direction, 21, dl2)
+            assert np.array_equal(b, bb), (trial, sign)
+        assert np.array_equal(b, b0)
+        c = _c_values(rng, q)
+        max_step = int(rng.choice([0, 1, 50, 10**6, 2**31 - 1]))
+        d = ZoDir(seed, step, 0, 21, dl2)
+        lib.zo_update_s64(_p(b), n, _p(c), q, _p(eps), max_step, ctypes.byref(d))
+        want = zm.update_s64(b0, c, eps, max_step, seed, step, 21, dl2)
+        assert np.array_equal(b, want), trial
+        moved = np.abs(b.astype(object) - b0.astype(object))
+        assert all(m <= max_step for m in moved)
+        # the int32 path on values in its range gives the same steps
+        mid = b0[4:].astype(np.int32) if np.all(np.abs(b0[4:]) < 2**31 - max_step) else None
+        if mid is not None:
+            assert np.array_equal(
+                zm.update_s64(b0[4:], c, eps[4:], max_step, seed, step, 21, dl2) - b0[4:],
+                zm.update_s32(mid, c, eps[4:], max_step, seed, step, 21, dl2).astype(np.int64) - b0[4:],
+            )
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("classes", [2, 10, 100])
+def test_int16_losses_bit_identical(lib, classes):
+    """The losses over int16 outputs (16x8 models): C, the mirror, and the int8 path on int8 values."""
+    rng = np.random.default_rng(60 + classes)
+    for k in range(200):
+        lg = rng.integers(-32768, 32768, classes).astype(np.int16)
+        if k % 10 == 0:
+            lg[: classes // 2] = 32767  # saturated ties
+        scale, zp, label = F32(np.exp(rng.uniform(np.log(1e-5), np.log(0.1)))), 0, int(rng.integers(0, classes))
+        target = rng.normal(0, 50, classes).astype(F32)
+        ce = lib.zo_cross_entropy_s16(_p(lg), classes, float(scale), zp, label)
+        assert bits(ce) == bits(zm.cross_entropy(lg, scale, zp, label))
+        se = lib.zo_mse_s16(_p(lg), classes, float(scale), zp, _p(target))
+        assert bits(se) == bits(zm.mse(lg[None], scale, zp, target[None])[0])
+        assert lib.zo_argmax_s16(_p(lg), classes) == zm.argmax(lg) == int(np.argmax(lg))
+        small = rng.integers(-128, 128, classes).astype(np.int8)
+        wide = small.astype(np.int16)
+        assert bits(lib.zo_cross_entropy_s16(_p(wide), classes, float(scale), 3, label)) == bits(
+            lib.zo_cross_entropy_s8(_p(small), classes, float(scale), 3, label)
+        )
+        assert bits(lib.zo_mse_s16(_p(wide), classes, float(scale), 3, _p(target))) == bits(
+            lib.zo_mse_s8(_p(small), classes, float(scale), 3, _p(target))
+        )
 
 
 def _ce_cases(rng, ns: int, classes: int):

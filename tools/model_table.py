@@ -2,6 +2,7 @@
 
     python tools/model_table.py --write docs/models-table.md   # measure every column (slow: QEMU, TFLM)
     python tools/model_table.py --check docs/models-table.md   # exit 1 when the cheap columns are stale
+    python tools/model_table.py --write docs/models-table.md --only int16_act.tflite   # re-measure some rows
 
 Columns: compiles; bit-exact with TFLM on the host (the C, 16 random samples) and on the emulated
 Cortex-M55 (QEMU); fits the STM32N6570-DK for inference and for training with 1000 random samples
@@ -201,14 +202,21 @@ def main(argv: list[str] | None = None) -> int:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--write", type=Path, help="measure every column and write the table here")
     group.add_argument("--check", type=Path, help="exit 1 when the table's cheap columns are stale")
+    parser.add_argument(
+        "--only", nargs="+", metavar="MODEL", help="with --write: measure only these rows, keep the others"
+    )
     args = parser.parse_args(argv)
     if args.check:
         problems = stale_cells(args.check.read_text())
         for p in problems:
             print(p)
         return 1 if problems else 0
+    kept = {r["model"]: r for r in parse(args.write.read_text())} if args.only and args.write.exists() else {}
     rows = []
     for name, path in models():
+        if kept and name not in args.only and name in kept:
+            rows.append(kept[name])
+            continue
         print(f"{name} ...", flush=True)
         rows.append(row(name, path))
     args.write.write_text(render(rows))

@@ -99,7 +99,7 @@ int main(void)
         for (int32_t j = 0; j < ce_classes[k]; ++j) {
             t[j] = bitsf(mse_t[ce_offset[k] + j]);
         }
-        h = fnv(h, fbits(zo_sigmoid_bce_s8(lg[0], bitsf(ce_scale[k]), ce_zp[k], ce_label[k] & 1)));
+        h = fnv(h, fbits(zo_sigmoid_bce(lg[0], bitsf(ce_scale[k]), ce_zp[k], ce_label[k] & 1)));
         ha = fnv(ha, fbits(zo_mse_s8(lg, ce_classes[k], bitsf(ce_scale[k]), ce_zp[k], t)));
     }
     put("bce", h);

@@ -91,7 +91,7 @@ static void swap_with(const cl_t *c, uint8_t *s)
         const uint32_t parts = tt->residual != NULL ? 2u : 1u;
         for (uint32_t p = 0; p < parts; ++p) {
             uint8_t *v = p == 0u ? (uint8_t *)tt->values : (uint8_t *)tt->residual;
-            const size_t bytes = p == 0u ? (size_t)tt->count * (tt->eps_b != NULL ? 4u : 1u) : (size_t)tt->count;
+            const size_t bytes = p == 0u ? (size_t)zo_trainable_bytes(tt) : (size_t)tt->count;
             for (size_t i = 0; i < bytes; ++i) {
                 const uint8_t tmp = v[i];
                 v[i] = s[i];
@@ -116,7 +116,7 @@ static uint32_t trainable_bytes(const zo_train_model_t *m)
     uint32_t n = 0u;
     for (int32_t k = 0; k < m->n_tensors; ++k) {
         const zo_trainable_t *tt = &m->tensors[k];
-        n += (uint32_t)tt->count * (tt->eps_b != NULL ? 4u : 1u) + (tt->residual != NULL ? (uint32_t)tt->count : 0u);
+        n += zo_trainable_bytes(tt) + (tt->residual != NULL ? (uint32_t)tt->count : 0u);
     }
     return n;
 }
@@ -214,18 +214,18 @@ int zo_cl_init(const zo_train_model_t *m, const zo_train_config_t *cfg, const zo
  * (sigmoid: the distance from the decision point).  It needs no label. */
 static int32_t margin(const cl_t *c)
 {
-    const int8_t *o = c->m.logits;
     if (c->m.loss == ZO_LOSS_SIGMOID_BCE) {
-        const int32_t d = (int32_t)o[0] - c->m.logits_zp;
+        const int32_t d = zo_logit(&c->m, 0) - c->m.logits_zp;
         return d < 0 ? -d : d;
     }
-    int32_t first = -129, second = -129;
+    int32_t first = INT32_MIN, second = INT32_MIN;
     for (int32_t k = 0; k < c->m.classes; ++k) {
-        if (o[k] > first) {
+        const int32_t v = zo_logit(&c->m, k);
+        if (v > first) {
             second = first;
-            first = o[k];
-        } else if (o[k] > second) {
-            second = o[k];
+            first = v;
+        } else if (v > second) {
+            second = v;
         }
     }
     return c->m.classes > 1 ? first - second : 0;
@@ -236,9 +236,9 @@ static int answer(cl_t *c, const int8_t *x, uint16_t label, float *loss, int32_t
 {
     const split_eval_t r = zo_evaluate_split(&c->tr, x, &label, NULL, 1u);
     if (c->m.loss == ZO_LOSS_SIGMOID_BCE) {
-        *pred = (int32_t)c->m.logits[0] > c->m.logits_zp ? 1 : 0;
+        *pred = zo_logit(&c->m, 0) > c->m.logits_zp ? 1 : 0;
     } else {
-        *pred = zo_argmax_s8(c->m.logits, c->m.classes);
+        *pred = zo_logits_argmax(&c->m);
     }
     *loss = r.loss;
     return r.correct != 0u;
@@ -563,7 +563,7 @@ void zo_cl_end(void)
     zo_tm_updates_flush();
     for (int32_t k = 0; k < m->n_tensors; ++k) {
         const zo_trainable_t *tt = &m->tensors[k];
-        const uint32_t bytes = (uint32_t)tt->count * (uint32_t)(tt->eps_b != NULL ? 4u : 1u);
+        const uint32_t bytes = zo_trainable_bytes(tt);
         zo_tm_weights(tt->tensor_index, ZO_TM_PART_VALUES, tt->values, bytes);
         if (tt->residual != NULL) {
             zo_tm_weights(tt->tensor_index, ZO_TM_PART_RESIDUAL, tt->residual, (uint32_t)tt->count);

@@ -13,7 +13,7 @@ static uint32_t trainable_bytes(const zo_train_model_t *m)
     uint32_t n = 0u;
     for (int32_t k = 0; k < m->n_tensors; ++k) {
         const zo_trainable_t *tt = &m->tensors[k];
-        n += (uint32_t)tt->count * (uint32_t)(tt->eps_b != NULL ? sizeof(int32_t) : sizeof(int8_t));
+        n += zo_trainable_bytes(tt);
         n += tt->residual != NULL ? (uint32_t)tt->count : 0u;
     }
     return n;
@@ -36,7 +36,7 @@ static uint8_t *ckpt_at(trainer_t *tr, uint32_t offset, uint32_t *avail)
     offset -= ZO_CKPT_HEAD_BYTES;
     for (int32_t k = 0; k < m->n_tensors; ++k) {
         const zo_trainable_t *tt = &m->tensors[k];
-        uint32_t bytes = (uint32_t)tt->count * (uint32_t)(tt->eps_b != NULL ? sizeof(int32_t) : sizeof(int8_t));
+        uint32_t bytes = zo_trainable_bytes(tt);
         if (offset < bytes) {
             *avail = bytes - offset;
             return (uint8_t *)tt->values + offset;

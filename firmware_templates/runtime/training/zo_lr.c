@@ -67,7 +67,7 @@ float zo_lr_auto_step_lsb(const zo_train_model_t *m, float rho, float p)
     uint64_t sq = 0u, n = 0u;
     for (int32_t k = 0; k < m->n_tensors; ++k) {
         const zo_trainable_t *tt = &m->tensors[k];
-        if (tt->eps_b == NULL) {
+        if (tt->value_bytes == 1u) {
             const int8_t *w = (const int8_t *)tt->values;
             for (int32_t e = 0; e < tt->count; ++e) {
                 sq += (uint64_t)((int32_t)w[e] * (int32_t)w[e]);

@@ -17,7 +17,7 @@ uint32_t zo_tensors_crc(const zo_train_model_t *m, uint32_t *bytes)
     *bytes = 0u;
     for (int32_t k = 0; k < m->n_tensors; ++k) {
         const zo_trainable_t *tt = &m->tensors[k];
-        const uint32_t n = (uint32_t)tt->count * (uint32_t)(tt->eps_b != NULL ? sizeof(int32_t) : sizeof(int8_t));
+        const uint32_t n = zo_trainable_bytes(tt);
         crc = zo_tm_crc32(crc, (const uint8_t *)tt->values, n);
         *bytes += n;
     }

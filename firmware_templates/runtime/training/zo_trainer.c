@@ -11,8 +11,6 @@
 #include "zo_telemetry.h"
 #include "zo_trainer_internal.h"
 
-#define SAT_LO (-128)
-#define SAT_HI 127
 #define MAX_COMMANDS_PER_STEP 8u /* a flood of commands cannot stall training */
 
 static run_t g_run; /* one run at a time (the firmware's, or the library's: zo_app.h) */
@@ -31,7 +29,9 @@ static void perturb_all(const trainer_t *tr, int32_t sign, uint32_t t, uint32_t 
     for (int32_t k = 0; k < m->n_tensors; ++k) {
         const zo_trainable_t *tt = &m->tensors[k];
         zo_dir_t d = { tr->seed, t, i, tt->stream, tr->cfg->density_log2 };
-        if (tt->eps_b != NULL) {
+        if (tt->value_bytes == 8u) {
+            zo_perturb_s64((int64_t *)tt->values, tt->count, sign, tt->eps_b, &d);
+        } else if (tt->value_bytes == 4u) {
             zo_perturb_s32((int32_t *)tt->values, tt->count, sign, tt->eps_b, &d);
         } else {
             zo_perturb_s8((int8_t *)tt->values, tt->count, sign, &d);
@@ -87,14 +87,15 @@ static void run_prefix(const zo_train_model_t *m, const int8_t *x)
     }
 }
 
-/* Saturated outputs (-128 or 127).  softmax-ce counts every one; sigmoid-bce and mse only those
+/* Saturated outputs (the output type's extremes: -128 or 127 for int8).  softmax-ce counts every one; sigmoid-bce and mse only those
  * saturated away from their target (a confident right answer, or a target beyond the output's
  * range, is no collapse). */
 static uint32_t count_saturated(const zo_train_model_t *m, uint32_t label, const float *target)
 {
+    const int32_t SAT_LO = zo_logit_min(m), SAT_HI = zo_logit_max(m);
     uint32_t n = 0;
     for (int32_t k = 0; k < m->classes; ++k) {
-        const int32_t v = m->logits[k];
+        const int32_t v = zo_logit(m, k);
         if (v != SAT_LO && v != SAT_HI) {
             continue;
         }
@@ -117,8 +118,9 @@ static uint8_t is_settled(const zo_train_model_t *m, uint32_t label, const float
     if (m->loss == ZO_LOSS_SOFTMAX_CE) {
         return 0u;
     }
+    const int32_t SAT_LO = zo_logit_min(m), SAT_HI = zo_logit_max(m);
     for (int32_t k = 0; k < m->classes; ++k) {
-        const int32_t v = m->logits[k];
+        const int32_t v = zo_logit(m, k);
         int towards;
         if (m->loss == ZO_LOSS_SIGMOID_BCE) {
             towards = (v == SAT_HI && label != 0u) || (v == SAT_LO && label == 0u);
@@ -137,12 +139,18 @@ static uint8_t is_settled(const zo_train_model_t *m, uint32_t label, const float
 static float sample_loss(const zo_train_model_t *m, uint32_t label, const float *target)
 {
     if (m->loss == ZO_LOSS_SIGMOID_BCE) {
-        return zo_sigmoid_bce_s8(m->logits[0], m->logits_scale, m->logits_zp, (int32_t)label);
+        return zo_sigmoid_bce(zo_logit(m, 0), m->logits_scale, m->logits_zp, (int32_t)label);
+    }
+    if (m->logits_bytes == 2u) {
+        return m->loss == ZO_LOSS_MSE
+                   ? zo_mse_s16((const int16_t *)m->logits, m->classes, m->logits_scale, m->logits_zp, target)
+                   : zo_cross_entropy_s16((const int16_t *)m->logits, m->classes, m->logits_scale, m->logits_zp,
+                                          (int32_t)label);
     }
     if (m->loss == ZO_LOSS_MSE) {
-        return zo_mse_s8(m->logits, m->classes, m->logits_scale, m->logits_zp, target);
+        return zo_mse_s8((const int8_t *)m->logits, m->classes, m->logits_scale, m->logits_zp, target);
     }
-    return zo_cross_entropy_s8(m->logits, m->classes, m->logits_scale, m->logits_zp, (int32_t)label);
+    return zo_cross_entropy_s8((const int8_t *)m->logits, m->classes, m->logits_scale, m->logits_zp, (int32_t)label);
 }
 
 /* The mse target of sample idx of a split: its target row, or its own input dequantized. */
@@ -208,7 +216,7 @@ void zo_snapshot_copy(const zo_train_model_t *m, int restore)
     uint8_t *s = m->snapshot;
     for (int32_t k = 0; k < m->n_tensors; ++k) {
         const zo_trainable_t *tt = &m->tensors[k];
-        size_t bytes = (size_t)tt->count * (tt->eps_b != NULL ? sizeof(int32_t) : sizeof(int8_t));
+        size_t bytes = zo_trainable_bytes(tt);
         if (restore) {
             memcpy(tt->values, s, bytes);
         } else {
@@ -265,9 +273,9 @@ split_eval_t zo_evaluate_split(trainer_t *tr, const int8_t *x, const uint16_t *y
         if (m->loss == ZO_LOSS_MSE) {
             load_target(m, t, x, n, m->targets);
         } else if (m->loss == ZO_LOSS_SIGMOID_BCE) {
-            r.correct += (((int32_t)m->logits[0] > m->logits_zp) == (label != 0u)) ? 1u : 0u;
+            r.correct += ((zo_logit(m, 0) > m->logits_zp) == (label != 0u)) ? 1u : 0u;
         } else {
-            r.correct += (zo_argmax_s8(m->logits, m->classes) == (int32_t)label) ? 1u : 0u;
+            r.correct += (zo_logits_argmax(m) == (int32_t)label) ? 1u : 0u;
         }
         const float loss = sample_loss(m, label, target);
         loss_sum += loss;
@@ -367,7 +375,9 @@ void zo_apply_update(const trainer_t *tr, uint32_t t, uint32_t q)
     for (int32_t k = 0; k < m->n_tensors; ++k) {
         const zo_trainable_t *tt = &m->tensors[k];
         zo_dir_t d = { tr->seed, t, 0, tt->stream, tr->cfg->density_log2 };
-        if (tt->eps_b != NULL) {
+        if (tt->value_bytes == 8u) {
+            zo_update_s64((int64_t *)tt->values, tt->count, m->c, (int32_t)q, tt->eps_b, tt->max_step, &d);
+        } else if (tt->value_bytes == 4u) {
             zo_update_s32((int32_t *)tt->values, tt->count, m->c, (int32_t)q, tt->eps_b, tt->max_step, &d);
         } else {
             zo_update_s8((int8_t *)tt->values, tt->residual, tt->count, m->c, (int32_t)q, &d, tr->cfg->rounding,
@@ -444,7 +454,7 @@ static void dump_weights(const zo_train_model_t *m)
 {
     for (int32_t k = 0; k < m->n_tensors; ++k) {
         const zo_trainable_t *tt = &m->tensors[k];
-        uint32_t bytes = (uint32_t)tt->count * (uint32_t)(tt->eps_b != NULL ? sizeof(int32_t) : sizeof(int8_t));
+        uint32_t bytes = zo_trainable_bytes(tt);
         zo_tm_weights(tt->tensor_index, ZO_TM_PART_VALUES, tt->values, bytes);
         if (tt->residual != NULL) {
             zo_tm_weights(tt->tensor_index, ZO_TM_PART_RESIDUAL, tt->residual, (uint32_t)tt->count);
@@ -453,7 +463,7 @@ static void dump_weights(const zo_train_model_t *m)
     const uint8_t *s = m->snapshot;
     for (int32_t k = 0; k < m->n_tensors; ++k) {
         const zo_trainable_t *tt = &m->tensors[k];
-        uint32_t bytes = (uint32_t)tt->count * (uint32_t)(tt->eps_b != NULL ? sizeof(int32_t) : sizeof(int8_t));
+        uint32_t bytes = zo_trainable_bytes(tt);
         zo_tm_weights(tt->tensor_index, ZO_TM_PART_BEST_VALUES, s, bytes);
         s += bytes + (tt->residual != NULL ? (uint32_t)tt->count : 0u);
     }

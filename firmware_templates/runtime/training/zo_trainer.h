@@ -22,14 +22,21 @@ extern "C" {
 
 /* One trainable tensor, in RAM. */
 typedef struct {
-    void *values;           /* int8_t weights or int32_t biases */
+    void *values;           /* int8_t weights, int32_t biases, or int64_t biases (16x8 layers) */
     int8_t *residual;       /* split-16 residuals of int8 weights (NULL for biases) */
     const int32_t *eps_b;   /* bias perturbation per element (NULL for int8 weights) */
     int32_t count;          /* elements */
     int32_t max_step;       /* bias: bound of one step's change; unused for weights */
     uint32_t stream;        /* hash stream id */
     uint32_t tensor_index;  /* the model's tensor index (weight dumps) */
+    uint8_t value_bytes;    /* bytes per value: 1 (int8 weights), 4 or 8 (int32 or int64 biases) */
 } zo_trainable_t;
+
+/* Bytes of a trainable tensor's values (not its residuals). */
+static inline uint32_t zo_trainable_bytes(const zo_trainable_t *tt)
+{
+    return (uint32_t)tt->count * (uint32_t)tt->value_bytes;
+}
 
 /* A range of arena bytes (a boundary activation). */
 typedef struct {
@@ -47,7 +54,8 @@ typedef struct {
     const zo_span_t *boundary;
     int32_t n_boundary;
     int32_t boundary_bytes;
-    const int8_t *logits;                          /* the output the loss reads */
+    const void *logits;                            /* the output the loss reads: int8, or int16 (16x8) */
+    uint8_t logits_bytes;                          /* 1 (int8) or 2 (int16) */
     int32_t classes;                               /* its elements */
     float logits_scale;
     int32_t logits_zp;
@@ -94,6 +102,29 @@ typedef struct {
      * pass, sample by sample, and a sample's boundary is never reused (no prefix memo) */
     uint8_t prefix_state;
 } zo_train_model_t;
+
+/* Output k of the model's output the loss reads, int8 or int16, and that type's range. */
+static inline int32_t zo_logit(const zo_train_model_t *m, int32_t k)
+{
+    return m->logits_bytes == 2u ? (int32_t)((const int16_t *)m->logits)[k] : (int32_t)((const int8_t *)m->logits)[k];
+}
+
+static inline int32_t zo_logit_min(const zo_train_model_t *m)
+{
+    return m->logits_bytes == 2u ? INT16_MIN : INT8_MIN;
+}
+
+static inline int32_t zo_logit_max(const zo_train_model_t *m)
+{
+    return m->logits_bytes == 2u ? INT16_MAX : INT8_MAX;
+}
+
+/* The index of the first largest output. */
+static inline int32_t zo_logits_argmax(const zo_train_model_t *m)
+{
+    return m->logits_bytes == 2u ? zo_argmax_s16((const int16_t *)m->logits, m->classes)
+                                 : zo_argmax_s8((const int8_t *)m->logits, m->classes);
+}
 
 typedef enum { ZO_LR_SQRT = 0, ZO_LR_LINEAR = 1, ZO_LR_FIXED = 2 } zo_lr_scaling_t;
 /* lr decay: the lr's factor at fraction f of the run (docs/training.md "Learning rate") */

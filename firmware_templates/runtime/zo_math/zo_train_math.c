@@ -172,7 +172,8 @@ void zo_perturb_s8(int8_t *w, int32_t n, int32_t sign, const zo_dir_t *d)
     }
 }
 
-void zo_perturb_s32(int32_t *b, int32_t n, int32_t sign, const int32_t *eps_b, const zo_dir_t *d)
+/* b[k] += sign * eps_b[k] * z_k for int32 (bytes 4) or int64 (bytes 8) biases, wrapping. */
+static void zo_perturb_bias(void *b, int32_t bytes, int32_t n, int32_t sign, const int32_t *eps_b, const zo_dir_t *d)
 {
     const uint32_t key = zo_hash_key(d->seed, d->step, d->direction, d->stream);
     const uint32_t dl2 = d->density_log2;
@@ -182,14 +183,30 @@ void zo_perturb_s32(int32_t *b, int32_t n, int32_t sign, const int32_t *eps_b, c
         int32_t len = n - base < ZO_BLOCK ? n - base : ZO_BLOCK;
         for (int32_t l = 0; l < len; ++l) {
             if ((nonzero >> l) & 1u) {
-                uint32_t delta = (uint32_t)sign * (uint32_t)eps_b[base + l];
+                uint64_t delta = (uint64_t)(int64_t)sign * (uint64_t)(int64_t)eps_b[base + l];
                 if ((s >> l) & 1u) {
                     delta = 0u - delta;
                 }
-                b[base + l] = (int32_t)((uint32_t)b[base + l] + delta);
+                if (bytes == 8) {
+                    int64_t *v = (int64_t *)b + base + l;
+                    *v = (int64_t)((uint64_t)*v + delta);
+                } else {
+                    int32_t *v = (int32_t *)b + base + l;
+                    *v = (int32_t)((uint32_t)*v + (uint32_t)delta);
+                }
             }
         }
     }
+}
+
+void zo_perturb_s32(int32_t *b, int32_t n, int32_t sign, const int32_t *eps_b, const zo_dir_t *d)
+{
+    zo_perturb_bias(b, 4, n, sign, eps_b, d);
+}
+
+void zo_perturb_s64(int64_t *b, int32_t n, int32_t sign, const int32_t *eps_b, const zo_dir_t *d)
+{
+    zo_perturb_bias(b, 8, n, sign, eps_b, d);
 }
 
 /* ---------------------------------------------------------------- update */
@@ -551,6 +568,40 @@ static inline void zo_update_s32_lanes(int32_t *b, const int32_t *eps_b, const f
     }
 }
 
+static inline void zo_update_s64_lanes(int64_t *b, const int32_t *eps_b, const float *u, int32_t len,
+                                       int32_t max_step)
+{
+    for (int32_t l = 0; l < len; ++l) {
+        const int64_t st = zo_clamp_i32(zo_round_inl((float)eps_b[l] * u[l]), -max_step, max_step);
+        /* saturate at the int64 range, as the int32 update does at its own */
+        if (st < 0 && b[l] > INT64_MAX + st) {
+            b[l] = INT64_MAX;
+        } else if (st > 0 && b[l] < INT64_MIN + st) {
+            b[l] = INT64_MIN;
+        } else {
+            b[l] -= st;
+        }
+    }
+}
+
+/* The bias update of int32 (bytes 4) or int64 (bytes 8) values after q directions. */
+static void zo_update_bias(void *b, int32_t bytes, int32_t n, const float *c, int32_t q, const int32_t *eps_b,
+                           int32_t max_step, const zo_dir_t *d0)
+{
+    uint32_t keys[ZO_CACHED_KEYS];
+    float u[ZO_BLOCK];
+    zo_prepare_keys(keys, q, d0);
+    for (int32_t base = 0; base < n; base += ZO_BLOCK) {
+        int32_t len = n - base < ZO_BLOCK ? n - base : ZO_BLOCK;
+        zo_accumulate_block(u, base, len, c, q, keys, d0);
+        if (bytes == 8) {
+            zo_update_s64_lanes((int64_t *)b + base, eps_b + base, u, len, max_step);
+        } else {
+            zo_update_s32_lanes((int32_t *)b + base, eps_b + base, u, len, max_step);
+        }
+    }
+}
+
 void zo_update_s32(int32_t *b, int32_t n, const float *c, int32_t q, const int32_t *eps_b,
                    int32_t max_step, const zo_dir_t *d0)
 {
@@ -570,14 +621,13 @@ void zo_update_s32(int32_t *b, int32_t n, const float *c, int32_t q, const int32
         }
         return;
     }
-    uint32_t keys[ZO_CACHED_KEYS];
-    float u[ZO_BLOCK];
-    zo_prepare_keys(keys, q, d0);
-    for (int32_t base = 0; base < n; base += ZO_BLOCK) {
-        int32_t len = n - base < ZO_BLOCK ? n - base : ZO_BLOCK;
-        zo_accumulate_block(u, base, len, c, q, keys, d0);
-        zo_update_s32_lanes(b + base, eps_b + base, u, len, max_step);
-    }
+    zo_update_bias(b, 4, n, c, q, eps_b, max_step, d0);
+}
+
+void zo_update_s64(int64_t *b, int32_t n, const float *c, int32_t q, const int32_t *eps_b,
+                   int32_t max_step, const zo_dir_t *d0)
+{
+    zo_update_bias(b, 8, n, c, q, eps_b, max_step, d0);
 }
 
 /* ---------------------------------------------------------------- exp, log, loss */
@@ -660,51 +710,90 @@ float zo_logf(float x)
     return r;
 }
 
-float zo_cross_entropy_s8(const int8_t *logits, int32_t classes, float scale, int32_t zero_point,
-                          int32_t label)
+/* Element k of an int8 (bytes 1) or int16 (bytes 2) output: the losses read both widths. */
+static inline int32_t zo_q_at(const void *x, int32_t bytes, int32_t k)
 {
-    float m = scale * (float)((int32_t)logits[0] - zero_point);
+    return bytes == 2 ? (int32_t)((const int16_t *)x)[k] : (int32_t)((const int8_t *)x)[k];
+}
+
+static float zo_cross_entropy_q(const void *logits, int32_t bytes, int32_t classes, float scale,
+                                int32_t zero_point, int32_t label)
+{
+    float m = scale * (float)(zo_q_at(logits, bytes, 0) - zero_point);
     for (int32_t j = 1; j < classes; ++j) {
-        float x = scale * (float)((int32_t)logits[j] - zero_point);
+        float x = scale * (float)(zo_q_at(logits, bytes, j) - zero_point);
         if (x > m) {
             m = x;
         }
     }
     float s = 0.0f;
     for (int32_t j = 0; j < classes; ++j) {
-        float x = scale * (float)((int32_t)logits[j] - zero_point);
+        float x = scale * (float)(zo_q_at(logits, bytes, j) - zero_point);
         s = s + zo_expf(x - m);
     }
-    float xl = scale * (float)((int32_t)logits[label] - zero_point);
+    float xl = scale * (float)(zo_q_at(logits, bytes, label) - zero_point);
     return zo_logf(s) - (xl - m);
 }
 
-float zo_sigmoid_bce_s8(int8_t logit, float scale, int32_t zero_point, int32_t label)
+float zo_cross_entropy_s8(const int8_t *logits, int32_t classes, float scale, int32_t zero_point,
+                          int32_t label)
 {
-    float x = scale * (float)((int32_t)logit - zero_point);
+    return zo_cross_entropy_q(logits, 1, classes, scale, zero_point, label);
+}
+
+float zo_cross_entropy_s16(const int16_t *logits, int32_t classes, float scale, int32_t zero_point,
+                           int32_t label)
+{
+    return zo_cross_entropy_q(logits, 2, classes, scale, zero_point, label);
+}
+
+float zo_sigmoid_bce(int32_t logit, float scale, int32_t zero_point, int32_t label)
+{
+    float x = scale * (float)(logit - zero_point);
     float a = x < 0.0f ? -x : x;
     return ((x > 0.0f ? x : 0.0f) - (label ? x : 0.0f)) + zo_logf(1.0f + zo_expf(-a));
 }
 
-float zo_mse_s8(const int8_t *out, int32_t n, float scale, int32_t zero_point, const float *target)
+static float zo_mse_q(const void *out, int32_t bytes, int32_t n, float scale, int32_t zero_point,
+                      const float *target)
 {
     float s = 0.0f;
     for (int32_t j = 0; j < n; ++j) {
-        float d = scale * (float)((int32_t)out[j] - zero_point) - target[j];
+        float d = scale * (float)(zo_q_at(out, bytes, j) - zero_point) - target[j];
         s = s + d * d;
     }
     return s / (float)n;
 }
 
-int32_t zo_argmax_s8(const int8_t *x, int32_t n)
+float zo_mse_s8(const int8_t *out, int32_t n, float scale, int32_t zero_point, const float *target)
+{
+    return zo_mse_q(out, 1, n, scale, zero_point, target);
+}
+
+float zo_mse_s16(const int16_t *out, int32_t n, float scale, int32_t zero_point, const float *target)
+{
+    return zo_mse_q(out, 2, n, scale, zero_point, target);
+}
+
+static int32_t zo_argmax_q(const void *x, int32_t bytes, int32_t n)
 {
     int32_t best = 0;
     for (int32_t j = 1; j < n; ++j) {
-        if (x[j] > x[best]) {
+        if (zo_q_at(x, bytes, j) > zo_q_at(x, bytes, best)) {
             best = j;
         }
     }
     return best;
+}
+
+int32_t zo_argmax_s8(const int8_t *x, int32_t n)
+{
+    return zo_argmax_q(x, 1, n);
+}
+
+int32_t zo_argmax_s16(const int16_t *x, int32_t n)
+{
+    return zo_argmax_q(x, 2, n);
 }
 
 /* ---- update coefficients as binary16 (docs/zo-math.md) ----------------------------------- */

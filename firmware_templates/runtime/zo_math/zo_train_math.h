@@ -44,6 +44,8 @@ void zo_perturb_s8(int8_t *w, int32_t n, int32_t sign, const zo_dir_t *d);
 
 /* b[k] += sign * eps_b[k] * z_k in wrapping (mod 2^32) arithmetic, so restore is always exact. */
 void zo_perturb_s32(int32_t *b, int32_t n, int32_t sign, const int32_t *eps_b, const zo_dir_t *d);
+/* The same for the int64 biases of 16x8 layers, modulo 2^64. */
+void zo_perturb_s64(int64_t *b, int32_t n, int32_t sign, const int32_t *eps_b, const zo_dir_t *d);
 
 /* Update after q directions, c[i] = lr * delta_i / q (i = 0..q-1).
  * u_k = sum_i c[i] * z_ik in float32, starting from 0.0f, in increasing i, terms with
@@ -64,6 +66,9 @@ void zo_update_s8(int8_t *w, int8_t *residual, int32_t n, const float *c, int32_
  * with u_k as in zo_update_s8.  max_step >= 0 (INT32_MAX for no bound). */
 void zo_update_s32(int32_t *b, int32_t n, const float *c, int32_t q, const int32_t *eps_b,
                    int32_t max_step, const zo_dir_t *d0);
+/* The same for the int64 biases of 16x8 layers, saturating at the int64 range. */
+void zo_update_s64(int64_t *b, int32_t n, const float *c, int32_t q, const int32_t *eps_b,
+                   int32_t max_step, const zo_dir_t *d0);
 
 /* exp(x) for float32, argument clamped to [-87, 88] (NaN -> -87): the result is always a
  * normal finite float.  zo_expf(0) == 1 exactly. */
@@ -77,18 +82,22 @@ float zo_logf(float x);
  * loss = zo_logf(s) - (x_label - m). */
 float zo_cross_entropy_s8(const int8_t *logits, int32_t classes, float scale, int32_t zero_point,
                           int32_t label);
+/* The same over int16 logits (16x8 models); so are the other _s16 functions. */
+float zo_cross_entropy_s16(const int16_t *logits, int32_t classes, float scale, int32_t zero_point,
+                           int32_t label);
 
 /* The training losses (host/zoflash/spec/training.py LOSSES). */
 typedef enum { ZO_LOSS_SOFTMAX_CE = 0, ZO_LOSS_SIGMOID_BCE = 1, ZO_LOSS_MSE = 2 } zo_loss_t;
 
 /* Binary cross-entropy of sigmoid(x), x = scale * (float)(logit - zero_point), label 0 or 1, in
  * the form that never overflows: loss = ((x > 0 ? x : 0) - (label ? x : 0)) + zo_logf(1.0f +
- * zo_expf(-|x|)). */
-float zo_sigmoid_bce_s8(int8_t logit, float scale, int32_t zero_point, int32_t label);
+ * zo_expf(-|x|)).  The logit is an int8 or int16 output's value. */
+float zo_sigmoid_bce(int32_t logit, float scale, int32_t zero_point, int32_t label);
 
 /* Mean squared error of x_j = scale * (float)(out[j] - zero_point) against target[j]:
  * d = x_j - target[j]; s += d * d (increasing j, from 0.0f); loss = s / (float)n. */
 float zo_mse_s8(const int8_t *out, int32_t n, float scale, int32_t zero_point, const float *target);
+float zo_mse_s16(const int16_t *out, int32_t n, float scale, int32_t zero_point, const float *target);
 
 /* The update coefficients as IEEE binary16 (the device applies and logs c_i as this 16-bit
  * value, docs/zo-math.md "Coefficients as binary16"): round to nearest, ties to even, subnormals
@@ -99,6 +108,7 @@ float zo_f32_from_f16(uint16_t h);
 
 /* Index of the first maximum of x[0..n-1]. */
 int32_t zo_argmax_s8(const int8_t *x, int32_t n);
+int32_t zo_argmax_s16(const int16_t *x, int32_t n);
 
 #ifdef __cplusplus
 }

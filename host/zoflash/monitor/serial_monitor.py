@@ -925,7 +925,7 @@ def save_dumped(
             continue
         t = graph.tensors[index]
         sent = dump.total(index, 0)
-        if t.dtype not in ("int8", "int32") or sent != t.nbytes:
+        if t.dtype not in ("int8", "int32", "int64") or sent != t.nbytes:
             problems.append(
                 f"tensor {index} '{t.name}' is {t.dtype}{list(t.shape)} ({t.nbytes} bytes) in the model "
                 f"but the device sent {sent} bytes"

@@ -150,7 +150,7 @@ class ReferenceTrainer:
         sign = sign * o.eps
         for k, tt in enumerate(self.plan.tensors):
             if tt.is_bias:
-                self.values[k] = zm.perturb_s32(
+                self.values[k] = zm.perturb_bias(
                     self.values[k], sign, tt.eps_b.reshape(-1), o.seed, t, i, tt.stream, self.settings.density_log2
                 )
             else:
@@ -159,7 +159,7 @@ class ReferenceTrainer:
                 )
 
     def _loss(self, out: np.ndarray, labels: np.ndarray, targets: np.ndarray | None) -> np.ndarray:
-        """Per-sample float32 losses of the int8 outputs [B, classes]."""
+        """Per-sample float32 losses of the outputs [B, classes] (int8, or int16 in 16x8 models)."""
         scale, zp = F32(self.plan.logits_scale), self.plan.logits_zp
         if self.loss == "sigmoid-bce":
             return zm.sigmoid_bce(out[:, 0], scale, zp, labels)
@@ -168,8 +168,9 @@ class ReferenceTrainer:
         return np.asarray(zm.cross_entropy(out, scale, zp, labels), F32).reshape(-1)
 
     def _saturated(self, out: np.ndarray, labels: np.ndarray, targets: np.ndarray | None) -> int:
-        """Outputs at -128 or 127; for sigmoid-bce and mse only those saturated away from the target."""
-        hi, lo = out == 127, out == -128
+        """Outputs at their type's extremes (-128 or 127 for int8); for sigmoid-bce and mse only those
+        saturated away from the target."""
+        hi, lo = out == np.iinfo(out.dtype).max, out == np.iinfo(out.dtype).min
         if self.loss == "sigmoid-bce":
             one = (np.asarray(labels) != 0).reshape(-1, 1)
             hi, lo = hi & ~one, lo & one
@@ -180,7 +181,7 @@ class ReferenceTrainer:
 
     def _settled(self, out: np.ndarray, labels: np.ndarray, targets: np.ndarray | None) -> np.ndarray:
         """Per sample: every output saturated towards its target (never for softmax-ce)."""
-        hi, lo = out == 127, out == -128
+        hi, lo = out == np.iinfo(out.dtype).max, out == np.iinfo(out.dtype).min
         if self.loss == "sigmoid-bce":
             one = (np.asarray(labels) != 0).reshape(-1, 1)
             towards = (hi & one) | (lo & ~one)
@@ -197,7 +198,7 @@ class ReferenceTrainer:
         return {b.index: env[b.index] for b in self.plan.boundary}
 
     def _outputs(self, env: dict, first: int) -> np.ndarray:
-        """The int8 output the loss reads, [B, classes], running [first, logits_end)."""
+        """The output the loss reads, [B, classes], running [first, logits_end)."""
         out = self.fwd.run({}, first, self.plan.logits_end, env, self._weights())[self.plan.logits]
         return out.reshape(len(out), -1)
 
@@ -371,7 +372,7 @@ class ReferenceTrainer:
         c16, c = zm.coefficients(lr, self.delta, q)
         for k, tt in enumerate(self.plan.tensors):
             if tt.is_bias:
-                self.values[k] = zm.update_s32(
+                self.values[k] = zm.update_bias(
                     self.values[k],
                     c,
                     tt.eps_b.reshape(-1),
@@ -678,12 +679,12 @@ class ReferenceTrainer:
         if not last_eval:
             yield self._evaluate(t)[0]
         for tt, v, r in zip(plan.tensors, self.values, self.residual):
-            yield self.tm.weights(tt.index, VALUES, v.astype("<i4" if tt.is_bias else np.int8).tobytes())
+            yield self.tm.weights(tt.index, VALUES, v.astype(tt.values.dtype.newbyteorder("<")).tobytes())
             if r is not None:
                 yield self.tm.weights(tt.index, RESIDUAL, r.tobytes())
         for tt, v in zip(plan.tensors, snapshot[0]):  # the best values: the last good snapshot
-            yield self.tm.weights(tt.index, BEST, v.astype("<i4" if tt.is_bias else np.int8).tobytes())
-        crc, size = wire.tensors_crc((v, tt.is_bias) for tt, v in zip(plan.tensors, self.values))
+            yield self.tm.weights(tt.index, BEST, v.astype(tt.values.dtype.newbyteorder("<")).tobytes())
+        crc, size = wire.tensors_crc((v, tt.values.dtype) for tt, v in zip(plan.tensors, self.values))
         yield self._frame("crc", step=t, crc32=crc, bytes=size, pushed=0)
         yield self._frame(
             "done",

@@ -170,6 +170,22 @@ def perturb_s32(
     return ((b.astype(np.int64) + d) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
 
 
+def perturb_s64(
+    b: np.ndarray, sign: int, eps_b: np.ndarray, seed, step, direction, stream, density_log2: int = 0
+) -> np.ndarray:
+    """b + sign * eps_b * z modulo 2^64 (as int64): the int64 biases of 16x8 layers."""
+    b = np.asarray(b, dtype=np.int64)
+    z = directions(seed, step, direction, stream, b.size, density_log2).astype(np.int64)
+    d = (int(sign) * np.asarray(eps_b, dtype=np.int64) * z).astype(np.uint64)
+    return (b.astype(np.uint64) + d).view(np.int64)
+
+
+def perturb_bias(b: np.ndarray, sign: int, eps_b: np.ndarray, seed, step, direction, stream, density_log2: int = 0):
+    """perturb_s32 or perturb_s64, by the bias's type."""
+    f = perturb_s64 if np.asarray(b).dtype == np.int64 else perturb_s32
+    return f(b, sign, eps_b, seed, step, direction, stream, density_log2)
+
+
 # ---------------------------------------------------------------------------- update
 
 
@@ -221,15 +237,38 @@ def _round_s8(wi, r, u, n, seed, step, stream, mode, w_max):
     return wn.astype(np.int8), rn
 
 
-def update_s32(b, c, eps_b, max_step: int, seed, step, stream, density_log2: int = 0):
-    b = np.asarray(b, dtype=np.int32)
-    u = accumulate_u(b.size, c, seed, step, stream, density_log2)
+def _bias_steps(n: int, c, eps_b, max_step: int, seed, step, stream, density_log2: int) -> np.ndarray:
+    """clamp(round(eps_b[k] * u_k), -max_step, max_step) as int64: the bias updates' step."""
+    u = accumulate_u(n, c, seed, step, stream, density_log2)
     e = np.asarray(eps_b, dtype=np.int32).astype(F32)
     with np.errstate(over="ignore", invalid="ignore"):
         eu = e * u
-    st = np.clip(round_f32(eu).astype(np.int64), -max_step, max_step)
+    return np.clip(round_f32(eu).astype(np.int64), -max_step, max_step)
+
+
+def update_s32(b, c, eps_b, max_step: int, seed, step, stream, density_log2: int = 0):
+    b = np.asarray(b, dtype=np.int32)
+    st = _bias_steps(b.size, c, eps_b, max_step, seed, step, stream, density_log2)
     nb = np.clip(b.astype(np.int64) - st, -(2**31), 2**31 - 1)
     return nb.astype(np.int32)
+
+
+def update_s64(b, c, eps_b, max_step: int, seed, step, stream, density_log2: int = 0):
+    """update_s32 for the int64 biases of 16x8 layers, saturating at the int64 range."""
+    b = np.asarray(b, dtype=np.int64)
+    st = _bias_steps(b.size, c, eps_b, max_step, seed, step, stream, density_log2)
+    hi, lo = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    up = (st < 0) & (b > hi + np.minimum(st, 0))
+    down = (st > 0) & (b < lo + np.maximum(st, 0))
+    with np.errstate(over="ignore"):
+        nb = b - np.where(up | down, 0, st)
+    return np.where(up, hi, np.where(down, lo, nb)).astype(np.int64)
+
+
+def update_bias(b, c, eps_b, max_step: int, seed, step, stream, density_log2: int = 0):
+    """update_s32 or update_s64, by the bias's type."""
+    f = update_s64 if np.asarray(b).dtype == np.int64 else update_s32
+    return f(b, c, eps_b, max_step, seed, step, stream, density_log2)
 
 
 # ------------------------------------------------------------------------ coefficients
@@ -355,7 +394,7 @@ def logf(x) -> np.ndarray:
 def cross_entropy(logits, scale, zero_point, label):
     """Per-sample loss (float32).  logits: int8 [classes] or [samples, classes]; scale,
     zero_point, label: scalars or per-sample arrays.  The class sum is sequential in j."""
-    logits = np.asarray(logits, dtype=np.int8)
+    logits = _quantized(logits)
     single = logits.ndim == 1
     q = logits.reshape(-1, logits.shape[-1])
     ns, classes = q.shape
@@ -372,11 +411,17 @@ def cross_entropy(logits, scale, zero_point, label):
     return loss[0] if single else loss.astype(F32)
 
 
+def _quantized(x) -> np.ndarray:
+    """An output as the losses read it: int16 (16x8 models) kept, anything else as int8."""
+    x = np.asarray(x)
+    return x if x.dtype == np.int16 else x.astype(np.int8)
+
+
 def sigmoid_bce(logit, scale, zero_point, label):
     """Per-sample binary cross-entropy of sigmoid(x) (float32); logit: int8 scalar or [samples];
     scale, zero_point, label (0/1): scalars or per-sample arrays.
     ((x > 0 ? x : 0) - (label ? x : 0)) + logf(1 + expf(-|x|))."""
-    q = np.asarray(logit, dtype=np.int8)
+    q = _quantized(logit)
     scale, zp = np.asarray(scale, F32), np.asarray(zero_point, np.int32)
     x = (scale * (q.astype(np.int32) - zp).astype(F32)).astype(F32)
     tail = logf((F32(1.0) + expf(-np.abs(x))).astype(F32))
@@ -387,7 +432,7 @@ def sigmoid_bce(logit, scale, zero_point, label):
 def mse(out, scale, zero_point, target):
     """Per-sample mean squared error (float32) of the dequantized int8 outputs [samples, n]
     against float32 targets [samples, n]; the sum over j is sequential."""
-    q = np.asarray(out, dtype=np.int8)
+    q = _quantized(out)
     q = q.reshape(-1, q.shape[-1])
     t = np.asarray(target, dtype=F32).reshape(q.shape)
     x = (F32(scale) * (q.astype(np.int32) - np.int32(zero_point)).astype(F32)).astype(F32)

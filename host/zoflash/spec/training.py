@@ -184,7 +184,7 @@ LR_TRIAL_HORIZON = 128  # --lr-trial-horizon default: ... times sqrt(this * cand
 # --- end lr trial
 # Training losses (zo_loss_t; the hello frame's `loss`), of the dequantized int8 output
 # x = scale * (q - zero_point): softmax-ce (zo_cross_entropy_s8, labels 0..classes-1),
-# sigmoid-bce (zo_sigmoid_bce_s8, one output, labels 0/1), mse (zo_mse_s8, float targets).
+# sigmoid-bce (zo_sigmoid_bce, one output, labels 0/1), mse (zo_mse_s8, float targets).
 LOSSES = ("softmax-ce", "sigmoid-bce", "mse")
 LOSS_IDS = {name: i for i, name in enumerate(LOSSES)}
 LOSS_CHOICES = ("auto",) + LOSSES  # auto: mse for --target input, sigmoid-bce for one output, else softmax-ce

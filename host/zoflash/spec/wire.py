@@ -440,9 +440,10 @@ def parse_updates(step: int, steps: int, data: bytes) -> list[UpdateEntry]:
 
 
 def tensors_crc(tensors) -> tuple[int, int]:
-    """The crc frame's CRC-32 and byte count: `tensors` yields (values, is_bias) in training order."""
+    """The crc frame's CRC-32 and byte count: `tensors` yields (values, dtype) in training order, each
+    tensor's values as its type's little-endian bytes (int8 weights, int32 or int64 biases)."""
     crc, size = 0, 0
-    for values, is_bias in tensors:
-        data = np.asarray(values).astype("<i4" if is_bias else np.int8).tobytes()
+    for values, dtype in tensors:
+        data = np.asarray(values).astype(np.dtype(dtype).newbyteorder("<")).tobytes()
         crc, size = zlib.crc32(data, crc), size + len(data)
     return crc, size

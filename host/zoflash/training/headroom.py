@@ -126,7 +126,7 @@ def apply_headroom(
     for b in bs:
         t = graph.tensors[b]
         assert t.data is not None  # requantized_tensors returns constant biases only
-        data = divide_by_pow2(t.data, bits).astype(np.int32).reshape(t.data.shape)
+        data = divide_by_pow2(t.data, bits).astype(t.data.dtype).reshape(t.data.shape)
         tensors[b] = replace(t, data=data, quant=scaled(t.quant, bits))
     return new, ws + bs
 

@@ -31,7 +31,8 @@ LOSSES.add(
     "softmax-ce",  # reads the logits before a SOFTMAX or LOG_SOFTMAX: -log softmax(logits)[label]
     Loss(
         # an int16 SOFTMAX's output may be converted on (to int32: TFLM's keyword_svdf example)
-        ("softmax", "log_softmax", "softmax_s8_s16", "requantize_s16_s32", "dequantize_s16") + CONVERSION_KERNELS,
+        ("softmax", "softmax_s16", "log_softmax", "softmax_s8_s16", "requantize_s16_s32", "dequantize_s16")
+        + CONVERSION_KERNELS,
         labels=True,
         refuse=lambda outputs: (
             "--loss softmax-ce on a model with one output is always 0 (nothing to learn): use "

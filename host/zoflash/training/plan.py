@@ -2,8 +2,8 @@
 the memory training needs beyond inference. A pass over a CompiledModel; writes no C.
 
 Rules (docs/training.md): the prefix is every step before the first one that reads a trainable
-tensor; the suffix runs up to the step producing the logits (the int8 tensor feeding a final
-SOFTMAX/DEQUANTIZE); the boundary is every activation the prefix (or the caller) writes and the
+tensor; the suffix runs up to the step producing the logits (the int8 or int16 tensor feeding a
+final SOFTMAX/DEQUANTIZE); the boundary is every activation the prefix (or the caller) writes and the
 suffix reads.
 """
 
@@ -22,7 +22,8 @@ from zoflash.spec import training as spec
 from zoflash.training.losses import LOSSES
 from zoflash.training.options import OptionsError, TrainOptions
 
-WEIGHTED_KERNELS = ("conv2d", "depthwise_conv2d", "fully_connected")
+# int8 weights, with int8 activations or int16 ones (16x8: int64 biases, int16 logits)
+WEIGHTED_KERNELS = tuple(k + w for k in ("conv2d", "depthwise_conv2d", "fully_connected") for w in ("", "_s16"))
 
 
 @dataclass
@@ -31,7 +32,7 @@ class TrainableTensor:
     name: str
     op_index: int  # the model op that reads it (first one)
     is_bias: bool
-    values: np.ndarray  # initial values (int8 clamped to [-126, 126], or int32)
+    values: np.ndarray  # initial values (int8 clamped to [-126, 126], or int32 / int64 biases)
     stream: int
     eps_b: np.ndarray | None = None  # int32 per element (biases)
     max_step: int = 0
@@ -216,9 +217,9 @@ def _logits(model: CompiledModel, loss: str, output: int) -> tuple[int, int]:
             t = model.root[step.args[0]]
             continue
         tensor = model.storage(t)
-        if tensor.dtype != "int8" or tensor.quant is None or tensor.quant.per_channel:
+        if tensor.dtype not in ("int8", "int16") or tensor.quant is None or tensor.quant.per_channel:
             raise UnsupportedModelError(
-                model.graph.name or "model", [f"the logits tensor '{tensor.name}' is not per-tensor int8"]
+                model.graph.name or "model", [f"the logits tensor '{tensor.name}' is not per-tensor int8 or int16"]
             )
         return t, s
 
@@ -237,27 +238,9 @@ def _feeding_steps(model: CompiledModel, end: int) -> set[int]:
     return feeding
 
 
-def _int16_refusal(model: CompiledModel, steps) -> None:
-    """Training is int8-only: refuse a 16x8 layer (int16 activations) among `steps`."""
-    for step in steps:
-        if any(model.graph.tensors[t].dtype == "int16" for t in step.written):
-            raise UnsupportedModelError(
-                model.graph.name or "model",
-                [
-                    f"{step.op.where(model.graph)} has int16 activations (16x8): training is int8-only, and this "
-                    "op would be in the trained part of the model"
-                ],
-            )
-
-
 def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
     g = model.graph
     weighted = _weighted_steps(model)
-    if not weighted:
-        # A 16x8 model: name the layer the options would train (the last one by default).
-        weighted16 = _weighted_steps(model, tuple(k + "_s16" for k in WEIGHTED_KERNELS))
-        chosen = _select_layers(model, opts, weighted16) if weighted16 else []
-        _int16_refusal(model, [model.program.steps[s] for s in chosen] + list(model.program.steps))
     loss = resolve_loss(model, opts)
     output = chosen_output(model, opts)
     logits, logits_step = _logits(model, loss, output)
@@ -311,8 +294,10 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
             seen.add(w)
         if b is not None and model.root[b] not in seen:
             rb = model.root[b]
-            if model.storage(rb).dtype != "int32":
-                raise OptionsError(f"{step.op.where(g)}: bias is {model.storage(rb).dtype}; only int32 biases train")
+            if model.storage(rb).dtype not in ("int32", "int64"):
+                raise OptionsError(
+                    f"{step.op.where(g)}: bias is {model.storage(rb).dtype}; only int32 and int64 biases train"
+                )
             eps = _bias_eps(model, step)
             max_step = opts.bias_bound * int(eps.max())
             if max_step > 2**31 - 1:  # an int32_t field of the trainer
@@ -329,7 +314,7 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
                     g.tensors[rb].name,
                     step.op.index,
                     True,
-                    bias.astype(np.int32),
+                    bias.astype(model.storage(rb).dtype),
                     stream=0,
                     eps_b=eps,
                     max_step=max_step,
@@ -346,7 +331,6 @@ def plan_training(model: CompiledModel, opts: TrainOptions) -> TrainPlan:
         for s, step in enumerate(model.program.steps)
         if any(a is not None and not isinstance(a, tuple) and model.root[a] in trainable_roots for a in step.args)
     )
-    _int16_refusal(model, model.program.steps[split : logits_step + 1])
     prefix_state = _state_check(model, weighted, split, logits_step + 1)
     boundary = _boundary(model, split, logits_step + 1)
     logits_quant = model.storage(logits).quant

@@ -167,7 +167,8 @@ def render_training(
         tensors.append(
             dict(
                 name=name,
-                ctype="int32_t" if t.is_bias else "int8_t",
+                ctype=f"{t.values.dtype}_t",
+                value_bytes=t.values.itemsize,
                 count=t.count,
                 index=t.index,
                 stream=t.stream,
@@ -246,6 +247,7 @@ def render_training(
         split=plan.split,
         logits_end=plan.logits_end,
         logits_offset=model.arena_offset[plan.logits],
+        logits_bytes=np.dtype(model.storage(plan.logits).dtype).itemsize,
         classes=plan.classes,
         logits_scale=c_float(plan.logits_scale),
         logits_zp=plan.logits_zp,

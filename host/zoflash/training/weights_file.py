@@ -36,7 +36,7 @@ from zoflash.errors import DataError
 FORMAT = "zoflash-weights"
 VERSION = 2
 VERSIONS = (1, 2)  # 1: no scales
-DTYPES: dict[str, np.dtype] = {"int8": np.dtype(np.int8), "int32": np.dtype(np.int32)}
+DTYPES: dict[str, np.dtype] = {"int8": np.dtype(np.int8), "int32": np.dtype(np.int32), "int64": np.dtype(np.int64)}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _RETAKE = "write it again from the training log (zoflash writes this file; it is not meant to be edited)"
 

@@ -140,7 +140,7 @@ class Profile:
 
 
 PHASES = ("prefix", "perturb", "suffix", "loss", "update", "telemetry", "other")
-LOSSES = ("zo_cross_entropy_s8", "zo_sigmoid_bce_s8", "zo_mse_s8")
+LOSSES = ("zo_cross_entropy_s8", "zo_cross_entropy_s16", "zo_sigmoid_bce", "zo_mse_s8", "zo_mse_s16")
 STEP_LR = 0.01  # the profiled step's fixed lr: no calibration steps first (they do not update)
 
 

@@ -175,7 +175,7 @@ def apply_update(plan, opts: TrainOptions, values: list, residual: list, seed: i
     for k, t in enumerate(plan.tensors):
         if t.is_bias:
             assert t.eps_b is not None  # a bias of the plan has its perturbation sizes
-            values[k] = zm.update_s32(
+            values[k] = zm.update_bias(
                 values[k].reshape(-1), c, t.eps_b.reshape(-1), t.max_step, seed, e.step, t.stream, opts.density_log2
             ).reshape(t.values.shape)
         else:
@@ -203,7 +203,7 @@ def scaled_entry(e: wire.UpdateEntry, rate: float) -> wire.UpdateEntry:
 
 def tensors_crc(plan, values) -> int:
     """The crc frame's CRC-32 of trainable `values` (wire.tensors_crc)."""
-    return wire.tensors_crc((v, t.is_bias) for t, v in zip(plan.tensors, values))[0]
+    return wire.tensors_crc((v, t.values.dtype) for t, v in zip(plan.tensors, values))[0]
 
 
 def rebuild(model_path: str | Path, log_path: LogPaths, opts: TrainOptions | None = None) -> Rebuilt:

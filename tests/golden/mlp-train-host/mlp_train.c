@@ -25,8 +25,8 @@ static const int32_t mlp_eps1[10] = {
 
 /* 170 trainable parameters. */
 static const zo_trainable_t mlp_trainable[2] = {
-    { mlp_t2, mlp_r2, NULL, 160, 0, 0u, 2u }, /* 'mlp_1/dense_5_1/MatMul' of op 2, weights */
-    { mlp_t1, NULL, mlp_eps1, 10, 192, 1u, 1u }, /* 'mlp_1/dense_5_1/BiasAdd' of op 2, bias */
+    { mlp_t2, mlp_r2, NULL, 160, 0, 0u, 2u, 1u }, /* 'mlp_1/dense_5_1/MatMul' of op 2, weights */
+    { mlp_t1, NULL, mlp_eps1, 10, 192, 1u, 1u, 4u }, /* 'mlp_1/dense_5_1/BiasAdd' of op 2, bias */
 };
 
 /* The activations the prefix hands to the suffix (16 bytes per sample). */
@@ -52,6 +52,7 @@ const zo_train_model_t zo_train_model = {
     .n_boundary = 1,
     .boundary_bytes = 16,
     .logits = &mlp_arena[16],
+    .logits_bytes = 1u,
     .classes = 10,
     .logits_scale = 0.2059948f,
     .logits_zp = 24,
