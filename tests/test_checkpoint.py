@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import test_monitor as monitor_tests
-from conftest import FIXTURES, need_program
+from conftest import FIXTURES, need_program, need_public_models
 
 from zoflash.monitor import telemetry as tm
 from zoflash.monitor.checkpoint import (
@@ -122,8 +122,13 @@ def program(tmp_path_factory):
         data, x_train=d["x_train"][:400], y_train=d["y_train"][:400], x_test=d["x_test"][:60], y_test=d["y_test"][:60]
     )
     opts = dict(steps=400, eval_every=25, batch=4, checkpoint_every=EVERY, scheduler="critical")
-    prep = compile_for_training(DIGITS, data, make_options(**opts))
-    bundle = training_bundle(prep, "host", tmp_path_factory.mktemp("prog") / "bundle")
+    return _program(DIGITS, data, opts, tmp_path_factory.mktemp("prog"))
+
+
+def _program(model, data, opts, where):
+    """The host training program of `model` and its uninterrupted run."""
+    prep = compile_for_training(model, data, make_options(**opts))
+    bundle = training_bundle(prep, "host", where / "bundle")
     run_make(bundle, f"build/{bundle.prefix}_train")
     exe = bundle.path / "build" / f"{bundle.prefix}_train"
     raw = subprocess.run([str(exe)], stdin=subprocess.DEVNULL, capture_output=True, check=True).stdout
@@ -135,6 +140,22 @@ def program(tmp_path_factory):
         opts=opts,
         options_sha256=bundle.manifest["training"]["options_sha256"],
     )
+
+
+@pytest.fixture(scope="module")
+def stateful_program(tmp_path_factory):
+    """mnist_lstm (an LSTM keeping its state across invokes before the trained FC) with
+    checkpoints every EVERY steps, and its uninterrupted run."""
+    need_program("cc")
+    need_program("make")
+    model = need_public_models() / "mnist_lstm.tflite"
+    rng = np.random.default_rng(7)
+    x = rng.integers(-128, 128, (140, 1, 28, 28)).astype(np.int8)
+    y = rng.integers(0, 10, 140)
+    data = tmp_path_factory.mktemp("lstm_data") / "lstm.npz"
+    np.savez(data, x_train=x[:120], y_train=y[:120], x_test=x[120:], y_test=y[120:])
+    opts = dict(steps=80, eval_every=20, batch=2, checkpoint_every=EVERY)
+    return _program(model, data, opts, tmp_path_factory.mktemp("lstm_prog"))
 
 
 def program_monitor(exe: Path, tmp_path: Path, name: str, queued: tuple[str, ...] = ()):
@@ -151,9 +172,9 @@ def after(records: list[dict], step: int) -> list[dict]:
     return recs[first:]
 
 
-@pytest.mark.cc
-def test_killed_program_resumes_bit_for_bit(program, tmp_path):
-    kill_at = random.Random().randrange(EVERY + 1, 300)  # any step after the first checkpoint
+def killed_and_resumed(program, tmp_path, kill_at: int):
+    """Kills the program after step kill_at, restarts it from the monitor's last checkpoint, and
+    checks every record from there and the final weights against the uninterrupted run."""
     mon, port = program_monitor(program.exe, tmp_path, "first")
     end = time.monotonic() + 60
     while not any(r["type"] == "step" and r["step"] >= kill_at for r in mon.session.result.records):
@@ -179,6 +200,19 @@ def test_killed_program_resumes_bit_for_bit(program, tmp_path):
     assert restored and all(r["result"] == "ok" for r in restored)
     tail = res.records[res.records.index(restored[-1]) + 1 :]
     assert after(tail, saved.step) == after(program.records, saved.step), (kill_at, saved.step)
+
+
+@pytest.mark.cc
+def test_killed_program_resumes_bit_for_bit(program, tmp_path):
+    killed_and_resumed(program, tmp_path, random.Random().randrange(EVERY + 1, 300))  # after the first checkpoint
+
+
+@pytest.mark.cc
+@pytest.mark.zoo
+def test_a_stateful_model_resumes_with_its_state(stateful_program, tmp_path):
+    """The checkpoint carries the model's state (the LSTM's hidden and cell state, which the
+    frozen prefix updates on every sample): the resumed run goes on as the uninterrupted one."""
+    killed_and_resumed(stateful_program, tmp_path, 3 * EVERY + 5)
 
 
 @pytest.mark.cc

@@ -315,6 +315,18 @@ def random_conv_case(rng, pointwise=False, big=False):
     raise AssertionError("no valid case")
 
 
+def conv_geometry(c: dict) -> dict:
+    """The params builders' geometry arguments of a random_conv_case layer."""
+    return dict(
+        input_hwc=(c["h"], c["w"], c["c"]),
+        output_hwc=(c["oh"], c["ow"], c["oc"]),
+        filter_ohwi=(c["oc"], c["kh"], c["kw"], c["fc"]),
+        stride_hw=(c["sh"], c["sw"]),
+        dilation_hw=(c["dh"], c["dw"]),
+        padding=c["padding"],
+    )
+
+
 def folded(w, b, input_zp):
     """bias - input_zp * sum(weights row), int32 wrapping: the generator's precomputed folded bias."""
     s = np.asarray(w, np.int64).reshape(len(w), -1).sum(axis=1)
@@ -327,12 +339,7 @@ def check_conv(K, rng, case, per_channel, act, with_bias):
     k = c["kh"] * c["kw"] * c["fc"]
     in_s, fs, out_s = conv_scales(rng, k, per_channel, c["oc"])
     params = convolution_params.conv2d_params(
-        input_hwc=(c["h"], c["w"], c["c"]),
-        output_hwc=(c["oh"], c["ow"], c["oc"]),
-        filter_ohwi=(c["oc"], c["kh"], c["kw"], c["fc"]),
-        stride_hw=(c["sh"], c["sw"]),
-        dilation_hw=(c["dh"], c["dw"]),
-        padding=c["padding"],
+        **conv_geometry(c),
         input_scale=in_s,
         input_zp=rand_zp(rng),
         filter_scales=fs,

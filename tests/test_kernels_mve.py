@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cbuild  # noqa: E402
 from test_kernels import (  # noqa: E402
     ACTS,
+    conv_geometry,
     conv_scales,
     f32,
     folded,
@@ -78,12 +79,7 @@ def conv_case(rng, i):
     k = c["kh"] * c["kw"] * c["fc"]
     in_s, fs, out_s = conv_scales(rng, k, bool(i % 2), c["oc"])
     params = convolution_params.conv2d_params(
-        input_hwc=(c["h"], c["w"], c["c"]),
-        output_hwc=(c["oh"], c["ow"], c["oc"]),
-        filter_ohwi=(c["oc"], c["kh"], c["kw"], c["fc"]),
-        stride_hw=(c["sh"], c["sw"]),
-        dilation_hw=(c["dh"], c["dw"]),
-        padding=c["padding"],
+        **conv_geometry(c),
         input_scale=in_s,
         input_zp=zp(rng),
         filter_scales=fs,
@@ -99,7 +95,10 @@ def conv_case(rng, i):
     return "conv2d", params, [x, w, b], ref_convolution.conv2d_s8(params, x, w, b)
 
 
-def depthwise_case(rng, i):
+def depthwise_geometry(rng, i, big_every: int = 0) -> dict:
+    """A random depthwise layer's shape: channels, depth multiplier, filter, strides, dilations,
+    padding; every 6th a 1-D filter along H (time series); with big_every, every big_every-th a
+    23x23 filter (past the 16x8 kernel's tap bound)."""
     while True:
         h, w = int(rng.integers(1, 12)), int(rng.integers(1, 12))
         c = int(rng.choice([1, 3, 8, 15, 16, 17, 24, 64, int(rng.integers(1, 80))]))
@@ -109,20 +108,33 @@ def depthwise_case(rng, i):
         dh, dw = (1, 1) if rng.random() < 0.6 else (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
         if i % 6 == 5:  # 1-D along H (time series), which the Helium kernel runs as a row
             h, w, kw, kh = int(rng.integers(4, 40)), 1, 1, int(rng.integers(1, 11))
+        if big_every and i % big_every == big_every - 1:
+            h, w, kh, kw, c = 24, 24, 23, 23, 3
         padding = str(rng.choice(["SAME", "VALID"]))
         (oh, ow), _ = quant.compute_padding_hw((sh, sw), (dh, dw), (h, w), (kh, kw), padding)
         if oh >= 1 and ow >= 1 and h * w * c * dm <= 6000:
-            break
-    oc = c * dm
+            return dict(h=h, w=w, c=c, dm=dm, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, padding=padding, oh=oh, ow=ow)
+
+
+def _depthwise_shape_args(g: dict) -> dict:
+    """The params builders' geometry arguments of depthwise_geometry's layer."""
+    return dict(
+        input_hwc=(g["h"], g["w"], g["c"]),
+        output_hwc=(g["oh"], g["ow"], g["c"] * g["dm"]),
+        filter_1hwo=(1, g["kh"], g["kw"], g["c"] * g["dm"]),
+        stride_hw=(g["sh"], g["sw"]),
+        dilation_hw=(g["dh"], g["dw"]),
+        padding=g["padding"],
+        depth_multiplier=g["dm"],
+    )
+
+
+def depthwise_case(rng, i):
+    g = depthwise_geometry(rng, i)
+    h, w, c, kh, kw, oc = g["h"], g["w"], g["c"], g["kh"], g["kw"], g["c"] * g["dm"]
     in_s, fs, out_s = conv_scales(rng, kh * kw, bool(i % 2), oc)
     params = convolution_params.depthwise_conv2d_params(
-        input_hwc=(h, w, c),
-        output_hwc=(oh, ow, oc),
-        filter_1hwo=(1, kh, kw, oc),
-        stride_hw=(sh, sw),
-        dilation_hw=(dh, dw),
-        padding=padding,
-        depth_multiplier=dm,
+        **_depthwise_shape_args(g),
         input_scale=in_s,
         input_zp=zp(rng),
         filter_scales=fs,
@@ -222,7 +234,12 @@ def _array(ctype, name, values):
     return f"static const {ctype} {name}[] __attribute__((aligned(4))) = {{{vals}}};\n"
 
 
-CTYPES = {np.dtype(np.int8): "int8_t", np.dtype(np.int32): "int32_t"}
+CTYPES = {
+    np.dtype(np.int8): "int8_t",
+    np.dtype(np.int16): "int16_t",
+    np.dtype(np.int32): "int32_t",
+    np.dtype(np.int64): "int64_t",
+}
 
 
 def render(cases) -> str:
@@ -252,11 +269,13 @@ def render(cases) -> str:
         src.append(f"static const {info.struct} p{n} = {{{', '.join(inits)}}};\n")
         for variant, fn in (("mve", info.function), ("portable", info.function + "_portable")):
             calls.append(
-                f"    case {2 * n + (variant == 'portable')}: {fn}(&p{n}, {', '.join(args)}, out); return {want.size};"
+                f"    case {2 * n + (variant == 'portable')}: width = {want.itemsize}; "
+                f"{fn}(&p{n}, {', '.join(args)}, (void *)out); return {want.size};"
             )
-        max_out = max(max_out, want.size)
+        max_out = max(max_out, want.nbytes)
     src.append(f"#define N_CALLS {2 * len(cases)}")
-    src.append(f"static int8_t out[{max_out + GUARD}] __attribute__((aligned(4)));")
+    src.append(f"static int8_t out[{max_out + GUARD}] __attribute__((aligned(8)));")
+    src.append("static int32_t width; /* bytes per output value of the call */")
     src.append(f"#define GUARD {GUARD}")
     src.append("static int32_t run_call(int32_t i)\n{\n    switch (i) {")
     src += calls
@@ -287,10 +306,11 @@ int main(void)
         const int32_t n = run_call(i);
         uint32_t h = 2166136261u;
         for (int32_t j = 0; j < n; ++j) {
-            h = (h ^ (uint32_t)(int32_t)out[j]) * 16777619u;
+            const int32_t v = width == 2 ? (int32_t)((const int16_t *)(const void *)out)[j] : (int32_t)out[j];
+            h = (h ^ (uint32_t)v) * 16777619u;
         }
         int32_t guard_ok = 1;
-        for (int32_t j = n; j < n + GUARD; ++j) {
+        for (int32_t j = n * width; j < n * width + GUARD; ++j) {
             guard_ok &= out[j] == (int8_t)0x5a;
         }
         put_hex((uint32_t)i, ' ');
@@ -354,6 +374,94 @@ def check(tmp_path, cases, opt="-O2"):
             shape = {k: v for k, v in params.items() if not isinstance(v, (list, np.ndarray))}
             bad.append(f"case {n} ({name}): Helium kernel differs from the reference: {shape}")
     assert not bad, "\n".join(bad)
+
+
+def extreme_i16(rng, shape):
+    """Random int16 with runs of -32768 and 32767 mixed in."""
+    x = rng.integers(-32768, 32768, shape).astype(np.int16)
+    mask = rng.random(x.shape)
+    x[mask < 0.1] = -32768
+    x[mask > 0.9] = 32767
+    return x
+
+
+def _params_16x8(rng, builder, k, oc, per_channel, **geometry):
+    """16x8 params (zero points 0): an output scale that spreads the int64 sums over the int16
+    range, drawn again while the builder refuses it (its shifts must stay below 8)."""
+    for _ in range(50):
+        in_s, fs, out_s = conv_scales(rng, k, per_channel, oc)
+        try:
+            return builder(
+                **geometry,
+                input_scale=in_s,
+                input_zp=0,
+                filter_scales=fs,
+                output_scale=f32(out_s * 2.0),
+                output_zp=0,
+                activation=str(rng.choice(["NONE", "RELU", "RELU6"])),
+            )
+        except ValueError:
+            continue
+    raise AssertionError("no 16x8 scales")
+
+
+def conv_s16_case(rng, i):
+    c = random_conv_case(rng, pointwise=(i % 4 == 0))
+    if i % 7 == 6:  # the first layer of a keyword spotter: one channel, a tall filter, strides
+        c.update(c=1, fc=1, kh=10, kw=4, sh=2, sw=2, h=25, w=12, padding="SAME")
+        (c["oh"], c["ow"]), _ = quant.compute_padding_hw((2, 2), (c["dh"], c["dw"]), (25, 12), (10, 4), "SAME")
+    params = _params_16x8(
+        rng,
+        convolution_params.conv2d_s16_params,
+        c["kh"] * c["kw"] * c["fc"],
+        c["oc"],
+        bool(i % 2),
+        **conv_geometry(c),
+    )
+    x = extreme_i16(rng, (c["h"], c["w"], c["c"]))
+    w = extreme_i8(rng, (c["oc"], c["kh"], c["kw"], c["fc"]))
+    b = rng.integers(-(2**40), 2**40, c["oc"]).astype(np.int64) if i % 5 else None
+    return "conv2d_s16", params, [x, w, b], ref_convolution.conv2d_s16(params, x, w, b)
+
+
+def depthwise_s16_case(rng, i):
+    g = depthwise_geometry(rng, i, big_every=9)
+    h, w, c, oc = g["h"], g["w"], g["c"], g["c"] * g["dm"]
+    kh, kw = g["kh"], g["kw"]
+    params = _params_16x8(
+        rng, convolution_params.depthwise_conv2d_s16_params, kh * kw, oc, bool(i % 2), **_depthwise_shape_args(g)
+    )
+    x = extreme_i16(rng, (h, w, c))
+    wt = extreme_i8(rng, (1, kh, kw, oc))
+    b = rng.integers(-(2**40), 2**40, oc).astype(np.int64) if i % 3 else None
+    return "depthwise_conv2d_s16", params, [x, wt, b], ref_convolution.depthwise_conv2d_s16(params, x, wt, b)
+
+
+def fc_s16_case(rng, i):
+    rows = int(rng.choice([1, 1, 2, 3]))
+    depth = int(rng.choice([1, 7, 8, 9, 16, 64, 250, int(rng.integers(1, 300))]))
+    units = int(rng.choice([1, 3, 4, 5, 10, 65, int(rng.integers(1, 80))]))
+    params = _params_16x8(
+        rng,
+        fully_connected_params.fully_connected_s16_params,
+        depth,
+        units,
+        bool(i % 2) and units > 1,
+        input_elements=rows * depth,
+        weights_shape=(units, depth),
+    )
+    x = extreme_i16(rng, rows * depth)
+    w = extreme_i8(rng, (units, depth))
+    b = rng.integers(-(2**40), 2**40, units).astype(np.int64) if i % 3 else None
+    return "fully_connected_s16", params, [x, w, b], ref_fully_connected.fully_connected_s16(params, x, w, b)
+
+
+def test_16x8_kernels_mve(tmp_path):
+    """16x8 CONV_2D (grouped, dilated, padded, the keyword spotter's first layer), DEPTHWISE_CONV_2D
+    (depth multipliers, the portable hand-over past the tap bound) and FULLY_CONNECTED."""
+    rng = np.random.default_rng(7900)
+    cases = [conv_s16_case(rng, i) for i in range(30)] + [depthwise_s16_case(rng, i) for i in range(30)]
+    check(tmp_path, cases + [fc_s16_case(rng, i) for i in range(20)])
 
 
 @pytest.mark.parametrize("seed", range(2))

@@ -163,7 +163,7 @@ def test_a_training_step_by_phase(tmp_path):
     assert sum(ph["instructions"] for ph in step["phases"]) == step["total"]["instructions"]
     conv1, conv2, fc = analytic_macs(MODEL)
     assert phases["prefix"]["macs"] == b * (conv1 + conv2) and phases["suffix"]["macs"] == 2 * q * b * fc
-    assert set(phases["perturb"]["functions"]) == {"zo_perturb_s8", "zo_perturb_s32"}
+    assert set(phases["perturb"]["functions"]) == {"zo_perturb_s8", "zo_perturb_s32", "zo_perturb_bias"}
     assert "zo_update_s8" in phases["update"]["functions"] and "zo_cross_entropy_s8" in phases["loss"]["functions"]
     assert (
         phases["telemetry"]["instructions"] > 0 and phases["other"]["instructions"] < step["total"]["instructions"] / 20

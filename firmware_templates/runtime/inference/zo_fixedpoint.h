@@ -169,6 +169,25 @@ static inline int32_t zo_one_over_one_plus_x_q0(int32_t a)
     return zo_sat_shl(x, 1);
 }
 
+/* TFLM's MultiplyByQuantizedMultiplier(int64_t x, ...) of the 16x8 kernels: the multiplier rounded
+ * to 16 bits, one rounding shift (shift < 8, which the builders check). */
+static inline int32_t zo_mbqm64(int64_t x, int32_t multiplier, int32_t shift)
+{
+    const int64_t reduced = multiplier < 0x7FFF0000 ? (multiplier + (1 << 15)) >> 16 : 0x7FFF;
+    const int32_t total_shift = 15 - shift;
+    return (int32_t)((x * reduced + ((int64_t)1 << (total_shift - 1))) >> total_shift);
+}
+
+/* The output of a 16x8 CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED from its int64 sum (channel c). */
+static inline int16_t zo_requant_s16(int64_t acc, const int64_t *bias, int32_t c, const int32_t *multiplier,
+                                     const int32_t *shift, int32_t act_min, int32_t act_max)
+{
+    if (bias != (const int64_t *)0) {
+        acc += bias[c];
+    }
+    return (int16_t)zo_clamp32(zo_mbqm64(acc, multiplier[c], shift[c]), act_min, act_max);
+}
+
 #ifdef __cplusplus
 }
 #endif

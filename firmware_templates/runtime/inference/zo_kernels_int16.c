@@ -121,28 +121,10 @@ void zo_quantize_f32_s16(const zo_quantize_params_t *p, const float *input, int1
 
 /* ------------------------------------------------------- CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED */
 
-/* TFLM's MultiplyByQuantizedMultiplier(int64_t x, ...) of the 16x8 kernels: the multiplier rounded
- * to 16 bits, one rounding shift (shift < 8, which the builders check). */
-static inline int32_t zo_mbqm64(int64_t x, int32_t multiplier, int32_t shift)
-{
-    const int64_t reduced = multiplier < 0x7FFF0000 ? (multiplier + (1 << 15)) >> 16 : 0x7FFF;
-    const int32_t total_shift = 15 - shift;
-    return (int32_t)((x * reduced + ((int64_t)1 << (total_shift - 1))) >> total_shift);
-}
-
-static inline int16_t zo_requant_s16(int64_t acc, const int64_t *bias, int32_t c, const int32_t *multiplier,
-                                     const int32_t *shift, int32_t act_min, int32_t act_max)
-{
-    if (bias != NULL) {
-        acc += bias[c];
-    }
-    return (int16_t)zo_clamp32(zo_mbqm64(acc, multiplier[c], shift[c]), act_min, act_max);
-}
-
 /* 16x8 CONV_2D (also grouped): int16 input and output with zero point 0, int8 weights, int64 bias
  * or NULL; padded taps are skipped, as TFLM does. */
-void zo_conv2d_s16(const zo_conv2d_params_t *p, const int16_t *input, const int8_t *filter,
-                   const int64_t *bias, int16_t *output)
+void ZO_PORTABLE(zo_conv2d_s16)(const zo_conv2d_params_t *p, const int16_t *input, const int8_t *filter,
+                                const int64_t *bias, int16_t *output)
 {
     const int32_t fc = p->filter_c;
     const int32_t per_group = p->output_c / (p->input_c / fc);
@@ -179,8 +161,8 @@ void zo_conv2d_s16(const zo_conv2d_params_t *p, const int16_t *input, const int8
 }
 
 /* 16x8 DEPTHWISE_CONV_2D: output channel oc = ic * depth_multiplier + m. */
-void zo_depthwise_conv2d_s16(const zo_depthwise_conv2d_params_t *p, const int16_t *input,
-                             const int8_t *filter, const int64_t *bias, int16_t *output)
+void ZO_PORTABLE(zo_depthwise_conv2d_s16)(const zo_depthwise_conv2d_params_t *p, const int16_t *input,
+                                          const int8_t *filter, const int64_t *bias, int16_t *output)
 {
     for (int32_t oy = 0; oy < p->output_h; ++oy) {
         for (int32_t ox = 0; ox < p->output_w; ++ox) {
@@ -212,8 +194,8 @@ void zo_depthwise_conv2d_s16(const zo_depthwise_conv2d_params_t *p, const int16_
 }
 
 /* 16x8 FULLY_CONNECTED: rows x depth int16 input, weights [units][depth], int64 accumulator. */
-void zo_fully_connected_s16(const zo_fully_connected_params_t *p, const int16_t *input,
-                            const int8_t *weights, const int64_t *bias, int16_t *output)
+void ZO_PORTABLE(zo_fully_connected_s16)(const zo_fully_connected_params_t *p, const int16_t *input,
+                                         const int8_t *weights, const int64_t *bias, int16_t *output)
 {
     for (int32_t r = 0; r < p->rows; ++r) {
         const int16_t *x = input + (size_t)r * (size_t)p->depth;

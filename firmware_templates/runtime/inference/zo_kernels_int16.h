@@ -48,6 +48,15 @@ void zo_depthwise_conv2d_s16(const zo_depthwise_conv2d_params_t *p, const int16_
                              const int8_t *filter, const int64_t *bias, int16_t *output);
 void zo_fully_connected_s16(const zo_fully_connected_params_t *p, const int16_t *input,
                             const int8_t *weights, const int64_t *bias, int16_t *output);
+#if defined(ZO_KERNELS_MVE)
+/* The portable kernels beside the Helium ones (zo_kernels_int16_mve.c). */
+void zo_conv2d_s16_portable(const zo_conv2d_params_t *p, const int16_t *input, const int8_t *filter,
+                            const int64_t *bias, int16_t *output);
+void zo_depthwise_conv2d_s16_portable(const zo_depthwise_conv2d_params_t *p, const int16_t *input,
+                                      const int8_t *filter, const int64_t *bias, int16_t *output);
+void zo_fully_connected_s16_portable(const zo_fully_connected_params_t *p, const int16_t *input,
+                                     const int8_t *weights, const int64_t *bias, int16_t *output);
+#endif
 /* AVERAGE_POOL_2D, MAX_POOL_2D, PAD / PADV2 and CONCATENATION on int16 (the int8 kernels' params). */
 void zo_avg_pool_s16(const zo_pool_params_t *p, const int16_t *input, int16_t *output);
 void zo_max_pool_s16(const zo_pool_params_t *p, const int16_t *input, int16_t *output);

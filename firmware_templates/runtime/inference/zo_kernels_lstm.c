@@ -5,12 +5,17 @@
  * per unit once the gates' matrix products are done, so this kernel runs one unit at a time with
  * the same int16 intermediates and needs no scratch: the new hidden state goes straight to the
  * output row of the step and becomes the state (copied) once every unit has read the old one.
+ * On the Cortex-M55 the gates' row products are Helium dot products (zo_kernels_mve.h).
  */
 #include "zo_kernels.h"
 #include "zo_fixedpoint.h"
 
 #include <stddef.h>
 #include <string.h>
+
+#if defined(ZO_KERNELS_MVE)
+#include "zo_kernels_mve.h"
+#endif
 
 enum { ZO_GATE_INPUT, ZO_GATE_FORGET, ZO_GATE_CELL, ZO_GATE_OUTPUT };
 
@@ -75,10 +80,14 @@ static int16_t zo_tanh_s16(int32_t v)
 static int16_t zo_lstm_fc(const int8_t *x, int32_t zp, const int8_t *w, int32_t depth, const int32_t *bias,
                           int32_t multiplier, int32_t shift)
 {
+#if defined(ZO_KERNELS_MVE)
+    int32_t acc = zo_mve_dot_s8_zp(x, zp, w, depth);
+#else
     int32_t acc = 0;
     for (int32_t k = 0; k < depth; ++k) {
         acc += (int32_t)w[k] * ((int32_t)x[k] - zp);
     }
+#endif
     if (bias != NULL) {
         acc = zo_wrap_add(acc, *bias);
     }
@@ -104,6 +113,91 @@ static int16_t zo_lstm_mul16(int16_t a, int16_t b, int32_t multiplier, int32_t s
     return zo_sat16(zo_mbqm((int32_t)a * (int32_t)b, multiplier, shift));
 }
 
+#if defined(ZO_KERNELS_MVE)
+/* ---- Helium: four units at a time, lane for lane the scalar functions above ---------------- */
+
+static inline int32x4_t zo_mve_sat16(int32x4_t v)
+{
+    return vmaxq_s32(vminq_s32(v, vdupq_n_s32(32767)), vdupq_n_s32(-32768));
+}
+
+/* zo_sigmoid_s16 (table step 9 bits) or zo_tanh_s16 (8 bits) on 4 lanes: the table read by gathers. */
+static inline int32x4_t zo_mve_sigmoid_tanh_s16(int32x4_t v, int tanh)
+{
+    const uint32x4_t a = vreinterpretq_u32_s32(vabsq_s32(v));
+    const uint32x4_t k = tanh ? vshrq_n_u32(a, 8) : vshrq_n_u32(a, 9);
+    const mve_pred16_t inside = vcmphiq_u32(vdupq_n_u32(255u), k);
+    const uint32x4_t kc = vminq_u32(k, vdupq_n_u32(254u));
+    const uint32x4_t lo = vldrhq_gather_shifted_offset_u32(zo_sigmoid_table, kc);
+    const uint32x4_t hi = vldrhq_gather_shifted_offset_u32(zo_sigmoid_table, vaddq_n_u32(kc, 1u));
+    const uint32x4_t frac = vandq_u32(a, vdupq_n_u32(tanh ? 0xFFu : 0x1FFu));
+    const uint32x4_t base = tanh ? vshlq_n_u32(lo, 8) : vshlq_n_u32(lo, 9);
+    uint32x4_t r = vaddq_u32(base, vmulq_u32(frac, vsubq_u32(hi, lo)));
+    r = vpselq_u32(r, vdupq_n_u32(tanh ? 0xFFFFu << 8 : 0x7FFFu << 10), inside);
+    const mve_pred16_t nonneg = vcmpgeq_n_s32(v, 0);
+    int32x4_t out;
+    if (tanh) {
+        const int32x4_t ri = vreinterpretq_s32_u32(r);
+        const int32x4_t pos = vaddq_n_s32(ri, -(1 << 23) + (1 << 7));
+        const int32x4_t neg = vsubq_s32(vdupq_n_s32((1 << 23) + (1 << 7) - 1), ri);
+        out = vshrq_n_s32(vpselq_s32(pos, neg, nonneg), 8);
+    } else {
+        const uint32x4_t pos = vaddq_n_u32(r, 1u << 9);
+        const uint32x4_t neg = vsubq_u32(vdupq_n_u32((1u << 25) + (1u << 9) - 1u), r);
+        out = vreinterpretq_s32_u32(vshrq_n_u32(vpselq_u32(pos, neg, nonneg), 10));
+    }
+    return out;
+}
+
+/* zo_lstm_gate for units j..j+3 (all inside the layer). */
+static inline int32x4_t zo_mve_lstm_gate(const zo_lstm_params_t *p, int32_t g, int32_t j, const int8_t *x,
+                                         const int8_t *h, const int8_t *input_weights,
+                                         const int8_t *recurrent_weights, const int32_t *bias)
+{
+    int32_t in[4], rec[4];
+    for (int32_t l = 0; l < 4; ++l) {
+        in[l] = zo_mve_dot_s8_zp(x, p->input_zp, input_weights + (size_t)(j + l) * (size_t)p->input_size,
+                                 p->input_size);
+        rec[l] = zo_mve_dot_s8_zp(h, p->hidden_zp, recurrent_weights + (size_t)(j + l) * (size_t)p->units, p->units);
+    }
+    int32x4_t a = vaddq_s32(vldrwq_s32(in), vldrwq_s32(bias + j)); /* wrapping, as zo_wrap_add */
+    a = zo_mve_sat16(zo_mve_mbqm(a, vdupq_n_s32(p->input_multiplier[g]), vdupq_n_s32(p->input_shift[g])));
+    int32x4_t r = vldrwq_s32(rec);
+    r = zo_mve_sat16(zo_mve_mbqm(r, vdupq_n_s32(p->recurrent_multiplier[g]), vdupq_n_s32(p->recurrent_shift[g])));
+    const int32x4_t sum = vmulq_n_s32(zo_mve_sat16(vaddq_s32(a, r)), 3);
+    return zo_mve_sigmoid_tanh_s16(sum, g == ZO_GATE_CELL);
+}
+
+/* One time step's units j..j+3: the gates, the cell state, the new hidden values into y. */
+static void zo_mve_lstm_units(const zo_lstm_params_t *p, int32_t j, const int8_t *x, const int8_t *h,
+                              const int8_t *const *w, const int8_t *const *r, const int32_t *const *bias, int16_t *c,
+                              int8_t *y)
+{
+    const int32x4_t i_gate = zo_mve_lstm_gate(p, ZO_GATE_INPUT, j, x, h, w[0], r[0], bias[0]);
+    const int32x4_t f_gate = zo_mve_lstm_gate(p, ZO_GATE_FORGET, j, x, h, w[1], r[1], bias[1]);
+    const int32x4_t c_gate = zo_mve_lstm_gate(p, ZO_GATE_CELL, j, x, h, w[2], r[2], bias[2]);
+    const int32x4_t o_gate = zo_mve_lstm_gate(p, ZO_GATE_OUTPUT, j, x, h, w[3], r[3], bias[3]);
+    const int32x4_t cj_old = vldrhq_s32(c + j);
+    const int32x4_t fc = zo_mve_sat16(zo_mve_mbqm(vmulq_s32(f_gate, cj_old), vdupq_n_s32(p->forget_multiplier),
+                                                  vdupq_n_s32(p->forget_shift)));
+    const int32x4_t ic = zo_mve_sat16(zo_mve_mbqm(vmulq_s32(i_gate, c_gate), vdupq_n_s32(p->input_gate_multiplier),
+                                                  vdupq_n_s32(p->input_gate_shift)));
+    int32x4_t cj = zo_mve_sat16(vaddq_s32(fc, ic));
+    if (p->use_cell_clip) {
+        cj = vmaxq_s32(vminq_s32(cj, vdupq_n_s32(p->cell_clip)), vdupq_n_s32(-p->cell_clip));
+    }
+    vstrhq_s32(c + j, cj);
+    const int32_t round = p->tanh_shift > 0 ? (int32_t)1 << (p->tanh_shift - 1) : 0;
+    const int32x4_t scaled = vshlq_s32(vaddq_n_s32(vmulq_n_s32(cj, p->tanh_multiplier), round),
+                                       vdupq_n_s32(-p->tanh_shift));
+    const int32x4_t tanh_c = zo_mve_sigmoid_tanh_s16(scaled, 1);
+    int32x4_t v = zo_mve_mbqm(vmulq_s32(tanh_c, o_gate), vdupq_n_s32(p->hidden_multiplier),
+                              vdupq_n_s32(p->hidden_shift));
+    v = vmaxq_s32(vminq_s32(vaddq_n_s32(v, p->hidden_zp), vdupq_n_s32(127)), vdupq_n_s32(-128));
+    vstrbq_s32(y + j, v);
+}
+#endif
+
 void zo_lstm_s8_s16(const zo_lstm_params_t *p, const int8_t *input, const int8_t *w_input, const int8_t *w_forget,
                     const int8_t *w_cell, const int8_t *w_output, const int8_t *r_input, const int8_t *r_forget,
                     const int8_t *r_cell, const int8_t *r_output, const int32_t *b_input, const int32_t *b_forget,
@@ -120,7 +214,19 @@ void zo_lstm_s8_s16(const zo_lstm_params_t *p, const int8_t *input, const int8_t
                                              : (size_t)b * (size_t)p->time_steps + (size_t)t;
             const int8_t *x = input + row * depth;
             int8_t *y = output + row * n;
-            for (int32_t j = 0; j < p->units; ++j) {
+            int32_t j = 0;
+#if defined(ZO_KERNELS_MVE)
+            {
+                const int8_t *const w[4] = {w_input, w_forget, w_cell, w_output};
+                const int8_t *const r[4] = {r_input, r_forget, r_cell, r_output};
+                const int32_t *const bias[4] = {b_input, b_forget, b_cell, b_output};
+                const int biased = b_input != NULL && b_forget != NULL && b_cell != NULL && b_output != NULL;
+                for (; biased && j + 4 <= p->units; j += 4) {
+                    zo_mve_lstm_units(p, j, x, h, w, r, bias, c, y);
+                }
+            }
+#endif
+            for (; j < p->units; ++j) {
                 const int16_t i_gate = zo_lstm_gate(p, ZO_GATE_INPUT, j, x, h, w_input, r_input, b_input);
                 const int16_t f_gate = zo_lstm_gate(p, ZO_GATE_FORGET, j, x, h, w_forget, r_forget, b_forget);
                 const int16_t c_gate = zo_lstm_gate(p, ZO_GATE_CELL, j, x, h, w_cell, r_cell, b_cell);

@@ -67,4 +67,41 @@ static inline zo_mve_scale_t zo_mve_scale(int32_t multiplier, int32_t shift)
     return s;
 }
 
+/* sum w[k] * (x[k] - zp) over k < n in wrapping int32 arithmetic (the recurrent kernels' row
+ * products), as sum w * x - zp * sum w: equal modulo 2^32. */
+static inline int32_t zo_mve_dot_s8_zp(const int8_t *x, int32_t zp, const int8_t *w, int32_t n)
+{
+    int32_t dot = 0, wsum = 0;
+    for (int32_t k = 0; k < n; k += 16) {
+        const mve_pred16_t p = vctp8q((uint32_t)(n - k));
+        const int8x16_t wv = vldrbq_z_s8(w + k, p);
+        dot = vmladavaq_s8(dot, vldrbq_z_s8(x + k, p), wv);
+        wsum = vaddvaq_s8(wsum, wv);
+    }
+    return (int32_t)((uint32_t)dot - (uint32_t)zp * (uint32_t)wsum);
+}
+
+/* The same over int16 values and weights. */
+static inline int32_t zo_mve_dot_s16_zp(const int16_t *x, int32_t zp, const int16_t *w, int32_t n)
+{
+    int32_t dot = 0, wsum = 0;
+    for (int32_t k = 0; k < n; k += 8) {
+        const mve_pred16_t p = vctp16q((uint32_t)(n - k));
+        const int16x8_t wv = vldrhq_z_s16(w + k, p);
+        dot = vmladavaq_s16(dot, vldrhq_z_s16(x + k, p), wv);
+        wsum = vaddvaq_s16(wsum, wv);
+    }
+    return (int32_t)((uint32_t)dot - (uint32_t)zp * (uint32_t)wsum);
+}
+
+/* dst[i] = src[i] for i < bytes, in increasing i: a copy towards lower addresses (dst < src) may
+ * overlap, since each block is loaded before anything at or past it is stored. */
+static inline void zo_mve_copy_down(uint8_t *dst, const uint8_t *src, size_t bytes)
+{
+    for (size_t i = 0; i < bytes; i += 16) {
+        const mve_pred16_t p = vctp8q((uint32_t)(bytes - i < 16 ? bytes - i : 16));
+        vstrbq_p_u8(dst + i, vldrbq_z_u8(src + i, p), p);
+    }
+}
+
 #endif /* ZO_KERNELS_MVE_H */

@@ -10,45 +10,113 @@
 
 #include <stddef.h>
 
+/* The Helium building blocks (zo_kernels_mve.h) on the Cortex-M55, the scalar ones elsewhere: the
+ * row products sum w * (x - zp) (wrapping int32), the state's shift towards older slots, and the
+ * requantisation of up to 4 sums: TFLM's MultiplyByQuantizedMultiplier, + add_in, clamped to
+ * [lo, hi], + add_out. */
+#if defined(ZO_KERNELS_MVE)
+#include "zo_kernels_mve.h"
+
+#define ZO_SVDF_DOT_S8(x, zp, w, n) zo_mve_dot_s8_zp((x), (zp), (w), (n))
+#define ZO_SVDF_DOT_T(s, zp, w, n) \
+    _Generic((s), int8_t *: zo_mve_dot_s8_zp, int16_t *: zo_mve_dot_s16_zp)((s), (zp), (w), (n))
+
+static inline void zo_svdf_shift_state(uint8_t *state, size_t bytes, size_t element)
+{
+    zo_mve_copy_down(state, state + element, bytes - element);
+}
+
+static inline void zo_svdf_requant4(int32_t *v, int32_t n, int32_t multiplier, int32_t shift, int32_t add_in,
+                                    int32_t lo, int32_t hi, int32_t add_out)
+{
+    const mve_pred16_t p = vctp32q((uint32_t)n);
+    int32x4_t x = zo_mve_mbqm(vldrwq_z_s32(v, p), vdupq_n_s32(multiplier), vdupq_n_s32(shift));
+    x = vminq_s32(vmaxq_s32(vaddq_n_s32(x, add_in), vdupq_n_s32(lo)), vdupq_n_s32(hi));
+    vstrwq_p_s32(v, vaddq_n_s32(x, add_out), p);
+}
+#else
+static inline int32_t zo_svdf_dot_s8(const int8_t *x, int32_t zp, const int8_t *w, int32_t n)
+{
+    uint32_t acc = 0;
+    for (int32_t k = 0; k < n; ++k) {
+        acc += (uint32_t)((int32_t)w[k] * ((int32_t)x[k] - zp));
+    }
+    return (int32_t)acc;
+}
+
+static inline int32_t zo_svdf_dot_s16(const int16_t *x, int32_t zp, const int16_t *w, int32_t n)
+{
+    uint32_t acc = 0;
+    for (int32_t k = 0; k < n; ++k) {
+        acc += (uint32_t)((int32_t)w[k] * ((int32_t)x[k] - zp));
+    }
+    return (int32_t)acc;
+}
+
+#define ZO_SVDF_DOT_S8(x, zp, w, n) zo_svdf_dot_s8((x), (zp), (w), (n))
+#define ZO_SVDF_DOT_T(s, zp, w, n) \
+    _Generic((s), int8_t *: zo_svdf_dot_s8, int16_t *: zo_svdf_dot_s16)((s), (zp), (w), (n))
+
+static inline void zo_svdf_shift_state(uint8_t *state, size_t bytes, size_t element)
+{
+    for (size_t i = 0; i + element < bytes; ++i) {
+        state[i] = state[i + element];
+    }
+}
+
+static inline void zo_svdf_requant4(int32_t *v, int32_t n, int32_t multiplier, int32_t shift, int32_t add_in,
+                                    int32_t lo, int32_t hi, int32_t add_out)
+{
+    for (int32_t l = 0; l < n; ++l) {
+        v[l] = zo_clamp32(zo_mbqm(v[l], multiplier, shift) + add_in, lo, hi) + add_out;
+    }
+}
+#endif
+
 /* The body shared by both state types (T = the element type of weights_time and the state). */
-#define ZO_SVDF_BODY(T, T_MIN, T_MAX)                                                              \
-    const int32_t filters = p->num_filters, memory = p->memory_size;                               \
-    const size_t state_len = (size_t)p->batches * (size_t)filters * (size_t)memory;                \
-    /* Shift the whole state left by one; each filter's newest slot is then overwritten. */         \
-    for (size_t i = 0; i + 1 < state_len; ++i) {                                                   \
-        state[i] = state[i + 1];                                                                   \
-    }                                                                                              \
-    for (int32_t b = 0; b < p->batches; ++b) {                                                     \
-        const int8_t *x = input + (size_t)b * (size_t)p->input_size;                               \
-        T *st = state + (size_t)b * (size_t)filters * (size_t)memory;                              \
-        /* Feature matmul: one new activation per filter, in the state's quantization. */          \
-        for (int32_t f = 0; f < filters; ++f) {                                                    \
-            const int8_t *w = weights_feature + (size_t)f * (size_t)p->input_size;                 \
-            int32_t acc = 0;                                                                       \
-            for (int32_t c = 0; c < p->input_size; ++c) {                                          \
-                acc += (int32_t)w[c] * ((int32_t)x[c] - p->input_zp);                              \
-            }                                                                                      \
-            acc = zo_clamp32(zo_mbqm(acc, p->multiplier_1, p->shift_1), T_MIN, T_MAX);             \
-            /* TFLM adds the zero point after clamping and narrows without saturating. */          \
-            st[(size_t)f * (size_t)memory + (size_t)(memory - 1)] = (T)(p->state_zp + acc);        \
-        }                                                                                          \
-        /* Time: each filter's memory against its time weights, summed over rank per unit. */      \
-        for (int32_t u = 0; u < p->num_units; ++u) {                                               \
-            int32_t sum = bias != NULL ? bias[u] : 0;                                              \
-            for (int32_t r = 0; r < p->rank; ++r) {                                                \
-                const size_t f = (size_t)u * (size_t)p->rank + (size_t)r;                          \
-                const T *wt = weights_time + f * (size_t)memory;                                   \
-                const T *s = st + f * (size_t)memory;                                              \
-                int32_t dot = 0;                                                                   \
-                for (int32_t j = 0; j < memory; ++j) {                                             \
-                    dot += (int32_t)wt[j] * ((int32_t)s[j] - p->state_zp);                         \
-                }                                                                                  \
-                sum = zo_wrap_add(sum, dot);                                                       \
-            }                                                                                      \
-            /* TFLM's int8 path clamps to int8 only: the fused activation is not applied. */       \
-            const int32_t y = zo_mbqm(sum, p->multiplier_2, p->shift_2) + p->output_zp;            \
-            output[(size_t)b * (size_t)p->num_units + (size_t)u] = (int8_t)zo_clamp32(y, -128, 127); \
-        }                                                                                          \
+#define ZO_SVDF_BODY(T, T_MIN, T_MAX)                                                                  \
+    const int32_t filters = p->num_filters, memory = p->memory_size;                                   \
+    const size_t state_len = (size_t)p->batches * (size_t)filters * (size_t)memory;                    \
+    /* Shift the whole state left by one; each filter's newest slot is then overwritten. */             \
+    if (state_len > 1) {                                                                               \
+        zo_svdf_shift_state((uint8_t *)state, state_len * sizeof(T), sizeof(T));                       \
+    }                                                                                                  \
+    for (int32_t b = 0; b < p->batches; ++b) {                                                         \
+        const int8_t *x = input + (size_t)b * (size_t)p->input_size;                                   \
+        T *st = state + (size_t)b * (size_t)filters * (size_t)memory;                                  \
+        /* Feature matmul: one new activation per filter, in the state's quantization; TFLM adds the   \
+         * zero point after clamping and narrows without saturating. Four filters at a time. */       \
+        for (int32_t f0 = 0; f0 < filters; f0 += 4) {                                                 \
+            const int32_t n = filters - f0 < 4 ? filters - f0 : 4;                                     \
+            int32_t acc[4];                                                                            \
+            for (int32_t l = 0; l < n; ++l) {                                                          \
+                const int8_t *w = weights_feature + (size_t)(f0 + l) * (size_t)p->input_size;          \
+                acc[l] = ZO_SVDF_DOT_S8(x, p->input_zp, w, p->input_size);                             \
+            }                                                                                          \
+            zo_svdf_requant4(acc, n, p->multiplier_1, p->shift_1, 0, T_MIN, T_MAX, p->state_zp);       \
+            for (int32_t l = 0; l < n; ++l) {                                                          \
+                st[(size_t)(f0 + l) * (size_t)memory + (size_t)(memory - 1)] = (T)acc[l];              \
+            }                                                                                          \
+        }                                                                                              \
+        /* Time: each filter's memory against its time weights, summed over rank per unit; TFLM's     \
+         * int8 path clamps to int8 only (the fused activation is not applied). */                     \
+        for (int32_t u0 = 0; u0 < p->num_units; u0 += 4) {                                             \
+            const int32_t n = p->num_units - u0 < 4 ? p->num_units - u0 : 4;                           \
+            int32_t sum[4];                                                                            \
+            for (int32_t l = 0; l < n; ++l) {                                                          \
+                sum[l] = bias != NULL ? bias[u0 + l] : 0;                                              \
+                for (int32_t r = 0; r < p->rank; ++r) {                                                \
+                    const size_t f = (size_t)(u0 + l) * (size_t)p->rank + (size_t)r;                   \
+                    const T *wt = weights_time + f * (size_t)memory;                                   \
+                    T *s = st + f * (size_t)memory;                                                    \
+                    sum[l] = zo_wrap_add(sum[l], ZO_SVDF_DOT_T(s, p->state_zp, wt, memory));           \
+                }                                                                                      \
+            }                                                                                          \
+            zo_svdf_requant4(sum, n, p->multiplier_2, p->shift_2, p->output_zp, -128, 127, 0);         \
+            for (int32_t l = 0; l < n; ++l) {                                                          \
+                output[(size_t)b * (size_t)p->num_units + (size_t)(u0 + l)] = (int8_t)sum[l];          \
+            }                                                                                          \
+        }                                                                                              \
     }
 
 void zo_svdf_s8(const zo_svdf_params_t *p, const int8_t *input, const int8_t *weights_feature,

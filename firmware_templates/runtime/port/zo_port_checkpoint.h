@@ -9,7 +9,8 @@
  * state bytes, model_sha256[8], options_sha256[8], u32 step, u32 body bytes, u32 CRC-32 of the
  * body), then the body: the trainer state (zo_ckpt_state_t of zo_trainer.h as stored in memory,
  * so an image belongs to one firmware build), every trainable tensor's values and residuals in
- * tensor order, and the snapshot (the best state by validation).  The CRC is zo_tm_crc32's
+ * tensor order, the snapshot (the best state by validation), and the model's state (variable
+ * tensors; none for a stateless model).  The CRC is zo_tm_crc32's
  * (zo_port.h), chained over the body from 0.
  */
 #ifndef ZO_PORT_CHECKPOINT_H

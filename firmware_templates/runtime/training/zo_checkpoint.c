@@ -21,11 +21,11 @@ static uint32_t trainable_bytes(const zo_train_model_t *m)
 
 uint32_t zo_ckpt_total(const zo_train_model_t *m)
 {
-    return ZO_CKPT_HEAD_BYTES + 2u * trainable_bytes(m);
+    return ZO_CKPT_HEAD_BYTES + 2u * trainable_bytes(m) + m->model_state_bytes;
 }
 
 /* Where byte `offset` of the image lives (header and state, a tensor's values or residuals, the
- * snapshot), and how many bytes follow it there; NULL past the end. */
+ * snapshot, the model's state), and how many bytes follow it there; NULL past the end. */
 static uint8_t *ckpt_at(trainer_t *tr, uint32_t offset, uint32_t *avail)
 {
     const zo_train_model_t *m = tr->m;
@@ -53,6 +53,11 @@ static uint8_t *ckpt_at(trainer_t *tr, uint32_t offset, uint32_t *avail)
     if (offset < trainable_bytes(m)) {
         *avail = trainable_bytes(m) - offset;
         return m->snapshot + offset;
+    }
+    offset -= trainable_bytes(m);
+    if (offset < m->model_state_bytes) {
+        *avail = m->model_state_bytes - offset;
+        return (uint8_t *)m->model_state + offset;
     }
     *avail = 0u;
     return NULL;

@@ -101,6 +101,10 @@ typedef struct {
     /* 1: the frozen prefix keeps state across invokes (variables, SVDF, LSTM): it runs on every
      * pass, sample by sample, and a sample's boundary is never reused (no prefix memo) */
     uint8_t prefix_state;
+    /* the model's state array (variable tensors; NULL for a stateless model): a checkpoint carries
+     * it, so a resumed run's prefix goes on from the state the run had */
+    int8_t *model_state;
+    uint32_t model_state_bytes;
 } zo_train_model_t;
 
 /* Output k of the model's output the loss reads, int8 or int16, and that type's range. */

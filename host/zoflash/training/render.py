@@ -248,6 +248,8 @@ def render_training(
         logits_end=plan.logits_end,
         logits_offset=model.arena_offset[plan.logits],
         logits_bytes=np.dtype(model.storage(plan.logits).dtype).itemsize,
+        model_state_name=f"{prefix}_state",
+        model_state_bytes=model.state_size,
         classes=plan.classes,
         logits_scale=c_float(plan.logits_scale),
         logits_zp=plan.logits_zp,

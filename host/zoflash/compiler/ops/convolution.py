@@ -78,7 +78,7 @@ CONV2D_S16 = Kernel(
         8 * p["output_c"],
         2 * p["output_h"] * p["output_w"] * p["output_c"],
     ),
-    sources=("zo_kernels_int16.c",),
+    sources=("zo_kernels_int16.c", "zo_kernels_int16_mve.c"),
 )
 DEPTHWISE_CONV2D_S16 = Kernel(
     "depthwise_conv2d_s16",
@@ -92,7 +92,7 @@ DEPTHWISE_CONV2D_S16 = Kernel(
         8 * p["output_c"],
         2 * p["output_h"] * p["output_w"] * p["output_c"],
     ),
-    sources=("zo_kernels_int16.c",),
+    sources=("zo_kernels_int16.c", "zo_kernels_int16_mve.c"),
 )
 
 INPUTS = (

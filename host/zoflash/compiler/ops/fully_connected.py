@@ -39,7 +39,7 @@ FULLY_CONNECTED_S16 = Kernel(
     fully_connected_params.fully_connected_s16_params,
     ("int16", "int8", "int64", "int16"),
     lambda p: (2 * p["rows"] * p["depth"], p["units"] * p["depth"], 8 * p["units"], 2 * p["rows"] * p["units"]),
-    sources=("zo_kernels_int16.c",),
+    sources=("zo_kernels_int16.c", "zo_kernels_int16_mve.c"),
 )
 
 # TFLM's prepare rejects a per-tensor bias whose scale is this far (relative to the output scale)
