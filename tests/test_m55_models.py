@@ -60,11 +60,11 @@ def _op_path(name: str):
 
 N_INPUTS = 4
 # The kernels the zo_kernels_<family>_mve.c files replace (zo_kernels_base.h), and those whose row
-# products are Helium dot products on the M55 (zo_kernels_mve.h); no other kernel calls them.
+# products (and the int16 -> int8 QUANTIZE) have Helium paths on the M55; no other kernel calls them.
 HELIUM_KERNELS = (
     {"conv2d", "depthwise_conv2d", "fully_connected", "add", "mul", "max_pool"}
     | {k + "_s16" for k in ("conv2d", "depthwise_conv2d", "fully_connected")}
-    | {"lstm_s8_s16", "svdf_s8", "svdf_s8_s16"}
+    | {"lstm_s8_s16", "svdf_s8", "svdf_s8_s16", "requantize_s16_s8"}
 )
 
 

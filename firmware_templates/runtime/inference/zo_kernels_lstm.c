@@ -155,11 +155,10 @@ static inline int32x4_t zo_mve_lstm_gate(const zo_lstm_params_t *p, int32_t g, i
                                          const int8_t *recurrent_weights, const int32_t *bias)
 {
     int32_t in[4], rec[4];
-    for (int32_t l = 0; l < 4; ++l) {
-        in[l] = zo_mve_dot_s8_zp(x, p->input_zp, input_weights + (size_t)(j + l) * (size_t)p->input_size,
-                                 p->input_size);
-        rec[l] = zo_mve_dot_s8_zp(h, p->hidden_zp, recurrent_weights + (size_t)(j + l) * (size_t)p->units, p->units);
-    }
+    zo_mve_dot4_s8_zp(x, p->input_zp, input_weights + (size_t)j * (size_t)p->input_size, (size_t)p->input_size,
+                      p->input_size, in);
+    zo_mve_dot4_s8_zp(h, p->hidden_zp, recurrent_weights + (size_t)j * (size_t)p->units, (size_t)p->units, p->units,
+                      rec);
     int32x4_t a = vaddq_s32(vldrwq_s32(in), vldrwq_s32(bias + j)); /* wrapping, as zo_wrap_add */
     a = zo_mve_sat16(zo_mve_mbqm(a, vdupq_n_s32(p->input_multiplier[g]), vdupq_n_s32(p->input_shift[g])));
     int32x4_t r = vldrwq_s32(rec);

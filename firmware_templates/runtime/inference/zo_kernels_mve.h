@@ -81,6 +81,32 @@ static inline int32_t zo_mve_dot_s8_zp(const int8_t *x, int32_t zp, const int8_t
     return (int32_t)((uint32_t)dot - (uint32_t)zp * (uint32_t)wsum);
 }
 
+/* zo_mve_dot_s8_zp of x against four weight rows (w, w + stride, ...) into out[0..3], each input
+ * vector loaded once. */
+static inline void zo_mve_dot4_s8_zp(const int8_t *x, int32_t zp, const int8_t *w, size_t stride, int32_t n,
+                                     int32_t *out)
+{
+    int32_t d0 = 0, d1 = 0, d2 = 0, d3 = 0, s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int32_t k = 0; k < n; k += 16) {
+        const mve_pred16_t p = vctp8q((uint32_t)(n - k));
+        const int8x16_t xv = vldrbq_z_s8(x + k, p);
+        const int8x16_t w0 = vldrbq_z_s8(w + k, p), w1 = vldrbq_z_s8(w + stride + k, p);
+        const int8x16_t w2 = vldrbq_z_s8(w + 2 * stride + k, p), w3 = vldrbq_z_s8(w + 3 * stride + k, p);
+        d0 = vmladavaq_s8(d0, xv, w0);
+        d1 = vmladavaq_s8(d1, xv, w1);
+        d2 = vmladavaq_s8(d2, xv, w2);
+        d3 = vmladavaq_s8(d3, xv, w3);
+        s0 = vaddvaq_s8(s0, w0);
+        s1 = vaddvaq_s8(s1, w1);
+        s2 = vaddvaq_s8(s2, w2);
+        s3 = vaddvaq_s8(s3, w3);
+    }
+    out[0] = (int32_t)((uint32_t)d0 - (uint32_t)zp * (uint32_t)s0);
+    out[1] = (int32_t)((uint32_t)d1 - (uint32_t)zp * (uint32_t)s1);
+    out[2] = (int32_t)((uint32_t)d2 - (uint32_t)zp * (uint32_t)s2);
+    out[3] = (int32_t)((uint32_t)d3 - (uint32_t)zp * (uint32_t)s3);
+}
+
 /* The same over int16 values and weights. */
 static inline int32_t zo_mve_dot_s16_zp(const int16_t *x, int32_t zp, const int16_t *w, int32_t n)
 {

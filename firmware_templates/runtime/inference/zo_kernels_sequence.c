@@ -18,6 +18,7 @@
 #include "zo_kernels_mve.h"
 
 #define ZO_SVDF_DOT_S8(x, zp, w, n) zo_mve_dot_s8_zp((x), (zp), (w), (n))
+#define ZO_SVDF_DOT4_S8(x, zp, w, stride, n, out) zo_mve_dot4_s8_zp((x), (zp), (w), (stride), (n), (out))
 #define ZO_SVDF_DOT_T(s, zp, w, n) \
     _Generic((s), int8_t *: zo_mve_dot_s8_zp, int16_t *: zo_mve_dot_s16_zp)((s), (zp), (w), (n))
 
@@ -54,6 +55,10 @@ static inline int32_t zo_svdf_dot_s16(const int16_t *x, int32_t zp, const int16_
 }
 
 #define ZO_SVDF_DOT_S8(x, zp, w, n) zo_svdf_dot_s8((x), (zp), (w), (n))
+#define ZO_SVDF_DOT4_S8(x, zp, w, stride, n, out)                        \
+    for (int32_t l4 = 0; l4 < 4; ++l4) {                                 \
+        (out)[l4] = zo_svdf_dot_s8((x), (zp), (w) + (size_t)l4 * (stride), (n)); \
+    }
 #define ZO_SVDF_DOT_T(s, zp, w, n) \
     _Generic((s), int8_t *: zo_svdf_dot_s8, int16_t *: zo_svdf_dot_s16)((s), (zp), (w), (n))
 
@@ -89,9 +94,14 @@ static inline void zo_svdf_requant4(int32_t *v, int32_t n, int32_t multiplier, i
         for (int32_t f0 = 0; f0 < filters; f0 += 4) {                                                 \
             const int32_t n = filters - f0 < 4 ? filters - f0 : 4;                                     \
             int32_t acc[4];                                                                            \
-            for (int32_t l = 0; l < n; ++l) {                                                          \
-                const int8_t *w = weights_feature + (size_t)(f0 + l) * (size_t)p->input_size;          \
-                acc[l] = ZO_SVDF_DOT_S8(x, p->input_zp, w, p->input_size);                             \
+            const int8_t *w = weights_feature + (size_t)f0 * (size_t)p->input_size;                    \
+            if (n == 4) {                                                                              \
+                ZO_SVDF_DOT4_S8(x, p->input_zp, w, (size_t)p->input_size, p->input_size, acc);         \
+            } else {                                                                                   \
+                for (int32_t l = 0; l < n; ++l) {                                                      \
+                    acc[l] = ZO_SVDF_DOT_S8(x, p->input_zp, w + (size_t)l * (size_t)p->input_size,     \
+                                            p->input_size);                                            \
+                }                                                                                      \
             }                                                                                          \
             zo_svdf_requant4(acc, n, p->multiplier_1, p->shift_1, 0, T_MIN, T_MAX, p->state_zp);       \
             for (int32_t l = 0; l < n; ++l) {                                                          \
@@ -135,7 +145,16 @@ void zo_svdf_s8_s16(const zo_svdf_params_t *p, const int8_t *input, const int8_t
  * + output_zp). */
 void zo_requantize_s16_s8(const zo_requantize_params_t *p, const int16_t *input, int8_t *output)
 {
-    for (int32_t i = 0; i < p->size; ++i) {
+    int32_t i = 0;
+#if defined(ZO_KERNELS_MVE)
+    const int32x4_t m = vdupq_n_s32(p->multiplier), sh = vdupq_n_s32(p->shift);
+    for (; i + 4 <= p->size; i += 4) {
+        int32x4_t v = zo_mve_mbqm(vsubq_n_s32(vldrhq_s32(input + i), p->input_zp), m, sh);
+        v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, p->output_zp), vdupq_n_s32(-128)), vdupq_n_s32(127));
+        vstrbq_s32(output + i, v);
+    }
+#endif
+    for (; i < p->size; ++i) {
         const int32_t v = zo_mbqm((int32_t)input[i] - p->input_zp, p->multiplier, p->shift) + p->output_zp;
         output[i] = (int8_t)zo_clamp32(v, -128, 127);
     }
