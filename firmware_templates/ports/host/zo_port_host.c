@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -166,6 +167,56 @@ uint32_t zo_port_checkpoint_load(uint32_t offset, uint8_t *data, uint32_t n)
     }
     fclose(f);
     return got;
+}
+
+/* --- --mode continual's A/B weight slots (zo_bundle.h, ZO_CL_SLOTS_IN_STORE): zero-initialised
+ * RAM, kept in the file named by ZOFLASH_CL_SLOTS_FILE when set, so a restarted program boots
+ * with the slots the last one left, as a board's NOR keeps them across a reset.  Every slot write
+ * goes through to the file (whole, via <file>.tmp and a rename): a kill between the writes of a
+ * promotion (header erased, payload, header) leaves what the NOR would hold. */
+#define CL_SLOTS_ENV "ZOFLASH_CL_SLOTS_FILE"
+uint8_t *zo_port_cl_slot(int k, uint32_t bytes);
+int zo_port_cl_slot_write(uint8_t *dst, const uint8_t *src, uint32_t n);
+static uint8_t *g_cl_slots;
+static uint32_t g_cl_slot_bytes;
+
+uint8_t *zo_port_cl_slot(int k, uint32_t bytes)
+{
+    if (g_cl_slots == NULL) {
+        g_cl_slots = calloc(2u, bytes);
+        g_cl_slot_bytes = bytes;
+        const char *path = getenv(CL_SLOTS_ENV);
+        FILE *f = g_cl_slots != NULL && path != NULL ? fopen(path, "rb") : NULL;
+        if (f != NULL) {
+            if (fread(g_cl_slots, 1, 2u * (size_t)bytes, f) != 2u * (size_t)bytes) {
+                memset(g_cl_slots, 0, 2u * (size_t)bytes); /* another build's slots: start afresh */
+            }
+            fclose(f);
+        }
+    }
+    if (g_cl_slots == NULL || bytes != g_cl_slot_bytes || k < 0 || k > 1) {
+        fputs("zo_port_host: no room for the continual A/B slots\n", stderr);
+        return NULL;
+    }
+    return g_cl_slots + (size_t)k * bytes;
+}
+
+int zo_port_cl_slot_write(uint8_t *dst, const uint8_t *src, uint32_t n)
+{
+    memcpy(dst, src, n);
+    const char *path = getenv(CL_SLOTS_ENV);
+    const char *tmp = path != NULL ? ckpt_tmp_name(path) : NULL;
+    if (tmp == NULL) {
+        return 0;
+    }
+    FILE *f = fopen(tmp, "wb");
+    int ok = f != NULL && fwrite(g_cl_slots, 1, 2u * (size_t)g_cl_slot_bytes, f) == 2u * (size_t)g_cl_slot_bytes;
+    ok = f != NULL && fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        fputs("zo_port_host: cannot write the slot file " CL_SLOTS_ENV " names\n", stderr);
+        return 1;
+    }
+    return 0;
 }
 
 /* Prefix memo (zo_port.h): the frozen prefix's boundary of every embedded sample, computed once

@@ -170,8 +170,13 @@ def generate_bundle(
         headers=" ".join(headers),
         train_sources=" ".join(train_sources),
         app=training is not None and training.app,
-        # --mode continual on a board with a NOR checkpoint store: the A/B slots go there
-        cl_slots_in_store=bool(training is not None and "continual" in training.manifest and board.checkpoint_store),
+        # --mode continual on a board with a NOR checkpoint store: the A/B slots go there; the host
+        # port keeps them as a board's NOR would (zo_port_host.c: ZOFLASH_CL_SLOTS_FILE)
+        cl_slots_in_store=bool(
+            training is not None
+            and "continual" in training.manifest
+            and (board.checkpoint_store or board.port == "host")
+        ),
         port_sources=" ".join(sorted(n for n in static if n.endswith(".c"))),
         data_blobs=" ".join(sorted(training.blobs)) if training is not None else "",
         model_blobs=" ".join(sorted(n for n in model_files if n.endswith(".bin"))),
@@ -194,7 +199,7 @@ def generate_bundle(
     for out_name, tpl in templates.items():
         files[out_name] = env.get_template(tpl).render(**ctx).encode()
     manifest = make_manifest(model, board, prefix, source_name, source_sha256, files, training)
-    if ctx["cl_slots_in_store"]:  # the report and the fit check: the A/B slots are not in RAM
+    if ctx["cl_slots_in_store"] and board.checkpoint_store:  # the report and the fit check: not in RAM
         manifest["training"]["continual"]["slots_in"] = board.checkpoint_store
     # Copied verbatim from firmware_templates/: their objects can be shared between bundles.
     manifest["static_files"] = sorted(set(runtime_files) | set(static))
