@@ -1,7 +1,7 @@
 """16x8 models (int16 activations, int8 weights, int64 biases) train: the digits MLP of
 tests/fixtures converted 16x8 adapts to the shifted digits with identical records in the C, the
-reference and on the emulated Cortex-M55; the exported model (int64 biases written back) runs in
-TFLM with the accuracy the run reported."""
+reference and on the emulated Cortex-M55; the update log replays to the same weights; the
+exported model (int64 biases written back) runs in TFLM with the accuracy the run reported."""
 
 from __future__ import annotations
 
@@ -52,6 +52,11 @@ def test_a_16x8_model_adapts_with_identical_engines_and_exports(shifted_digits, 
     evals = [r for r in read_log(logs["c"]) if r["type"] == "eval"]
     assert evals[-1]["val_loss"] < 0.8 * evals[0]["val_loss"]
     assert evals[-1]["accuracy"] > evals[0]["accuracy"] + 0.03
+
+    # the update log rebuilds the weights, int64 biases included, as the device's CRC says
+    replayed = tmp_path / "replayed.npz"
+    assert main(["replay", "--model", str(MODEL), "--log", str(logs["c"]), "--out", str(replayed)]) == 0
+    assert "weights identical to the device's" in capsys.readouterr().out
 
     out = tmp_path / "trained.tflite"
     weights = logs["c"].with_suffix(".weights.npz")

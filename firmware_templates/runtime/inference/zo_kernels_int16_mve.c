@@ -24,7 +24,6 @@
 
 #include "zo_fixedpoint.h"
 
-
 /* int16 values of one output pixel's receptive field on the stack (2 KiB); larger filters run the
  * portable kernel */
 #define ZO_S16_PATCH_MAX 1024
