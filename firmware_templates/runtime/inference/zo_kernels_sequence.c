@@ -108,19 +108,18 @@ static inline void zo_svdf_requant4(int32_t *v, int32_t n, int32_t multiplier, i
                 st[(size_t)(f0 + l) * (size_t)memory + (size_t)(memory - 1)] = (T)acc[l];              \
             }                                                                                          \
         }                                                                                              \
-        /* Time: each filter's memory against its time weights, summed over rank per unit; TFLM's     \
-         * int8 path clamps to int8 only (the fused activation is not applied). */                     \
+        /* Time: each filter's memory against its time weights, summed over rank per unit: a unit's    \
+         * rank filters are consecutive rows, so one product over rank * memory values (the wrapping   \
+         * sum of the rows' products).  TFLM's int8 path clamps to int8 only (no fused activation). */ \
+        const int32_t span = p->rank * memory;                                                         \
         for (int32_t u0 = 0; u0 < p->num_units; u0 += 4) {                                             \
             const int32_t n = p->num_units - u0 < 4 ? p->num_units - u0 : 4;                           \
             int32_t sum[4];                                                                            \
             for (int32_t l = 0; l < n; ++l) {                                                          \
-                sum[l] = bias != NULL ? bias[u0 + l] : 0;                                              \
-                for (int32_t r = 0; r < p->rank; ++r) {                                                \
-                    const size_t f = (size_t)(u0 + l) * (size_t)p->rank + (size_t)r;                   \
-                    const T *wt = weights_time + f * (size_t)memory;                                   \
-                    T *s = st + f * (size_t)memory;                                                    \
-                    sum[l] = zo_wrap_add(sum[l], ZO_SVDF_DOT_T(s, p->state_zp, wt, memory));           \
-                }                                                                                      \
+                const size_t at = (size_t)(u0 + l) * (size_t)span;                                     \
+                T *s = st + at;                                                                        \
+                const int32_t dot = ZO_SVDF_DOT_T(s, p->state_zp, weights_time + at, span);            \
+                sum[l] = zo_wrap_add(bias != NULL ? bias[u0 + l] : 0, dot);                            \
             }                                                                                          \
             zo_svdf_requant4(sum, n, p->multiplier_2, p->shift_2, p->output_zp, -128, 127, 0);         \
             for (int32_t l = 0; l < n; ++l) {                                                          \
