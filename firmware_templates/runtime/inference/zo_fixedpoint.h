@@ -169,6 +169,26 @@ static inline int32_t zo_one_over_one_plus_x_q0(int32_t a)
     return zo_sat_shl(x, 1);
 }
 
+/* sum w[k] * (x[k] - zp) over k < n in wrapping int32 arithmetic: the row products of the
+ * recurrent kernels (LSTM, SVDF); zo_kernels_mve.h has their Helium form. */
+static inline int32_t zo_dot_s8_zp(const int8_t *x, int32_t zp, const int8_t *w, int32_t n)
+{
+    uint32_t acc = 0u;
+    for (int32_t k = 0; k < n; ++k) {
+        acc += (uint32_t)((int32_t)w[k] * ((int32_t)x[k] - zp));
+    }
+    return (int32_t)acc;
+}
+
+static inline int32_t zo_dot_s16_zp(const int16_t *x, int32_t zp, const int16_t *w, int32_t n)
+{
+    uint32_t acc = 0u;
+    for (int32_t k = 0; k < n; ++k) {
+        acc += (uint32_t)((int32_t)w[k] * ((int32_t)x[k] - zp));
+    }
+    return (int32_t)acc;
+}
+
 /* TFLM's MultiplyByQuantizedMultiplier(int64_t x, ...) of the 16x8 kernels: the multiplier rounded
  * to 16 bits, one rounding shift (shift < 8, which the builders check). */
 static inline int32_t zo_mbqm64(int64_t x, int32_t multiplier, int32_t shift)

@@ -83,10 +83,7 @@ static int16_t zo_lstm_fc(const int8_t *x, int32_t zp, const int8_t *w, int32_t 
 #if defined(ZO_KERNELS_MVE)
     int32_t acc = zo_mve_dot_s8_zp(x, zp, w, depth);
 #else
-    int32_t acc = 0;
-    for (int32_t k = 0; k < depth; ++k) {
-        acc += (int32_t)w[k] * ((int32_t)x[k] - zp);
-    }
+    int32_t acc = zo_dot_s8_zp(x, zp, w, depth);
 #endif
     if (bias != NULL) {
         acc = zo_wrap_add(acc, *bias);

@@ -36,31 +36,13 @@ static inline void zo_svdf_requant4(int32_t *v, int32_t n, int32_t multiplier, i
     vstrwq_p_s32(v, vaddq_n_s32(x, add_out), p);
 }
 #else
-static inline int32_t zo_svdf_dot_s8(const int8_t *x, int32_t zp, const int8_t *w, int32_t n)
-{
-    uint32_t acc = 0;
-    for (int32_t k = 0; k < n; ++k) {
-        acc += (uint32_t)((int32_t)w[k] * ((int32_t)x[k] - zp));
-    }
-    return (int32_t)acc;
-}
-
-static inline int32_t zo_svdf_dot_s16(const int16_t *x, int32_t zp, const int16_t *w, int32_t n)
-{
-    uint32_t acc = 0;
-    for (int32_t k = 0; k < n; ++k) {
-        acc += (uint32_t)((int32_t)w[k] * ((int32_t)x[k] - zp));
-    }
-    return (int32_t)acc;
-}
-
-#define ZO_SVDF_DOT_S8(x, zp, w, n) zo_svdf_dot_s8((x), (zp), (w), (n))
+#define ZO_SVDF_DOT_S8(x, zp, w, n) zo_dot_s8_zp((x), (zp), (w), (n))
 #define ZO_SVDF_DOT4_S8(x, zp, w, stride, n, out)                        \
     for (int32_t l4 = 0; l4 < 4; ++l4) {                                 \
-        (out)[l4] = zo_svdf_dot_s8((x), (zp), (w) + (size_t)l4 * (stride), (n)); \
+        (out)[l4] = zo_dot_s8_zp((x), (zp), (w) + (size_t)l4 * (stride), (n)); \
     }
 #define ZO_SVDF_DOT_T(s, zp, w, n) \
-    _Generic((s), int8_t *: zo_svdf_dot_s8, int16_t *: zo_svdf_dot_s16)((s), (zp), (w), (n))
+    _Generic((s), int8_t *: zo_dot_s8_zp, int16_t *: zo_dot_s16_zp)((s), (zp), (w), (n))
 
 static inline void zo_svdf_shift_state(uint8_t *state, size_t bytes, size_t element)
 {

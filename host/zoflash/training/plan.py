@@ -110,10 +110,10 @@ class TrainPlan:
         return sum(v for k, v in self.memory().items() if k not in self.FLASH_KEYS)
 
 
-def _weighted_steps(model: CompiledModel, kernels: tuple[str, ...] = WEIGHTED_KERNELS) -> list[int]:
+def _weighted_steps(model: CompiledModel) -> list[int]:
     out = []
     for s, step in enumerate(model.program.steps):
-        if step.kernel in kernels:
+        if step.kernel in WEIGHTED_KERNELS:
             w = step.args[1]
             if model.storage(w).is_constant and model.storage(w).dtype == "int8":
                 out.append(s)
