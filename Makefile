@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PARALLEL := -n $(TEST_JOBS) --dist loadfile
 
-.PHONY: setup system-packages lint test test-fast demo bench bench-m55 docs docs-site fixtures clean
+.PHONY: setup system-packages lint test test-fast demo bench bench-m55 docs docs-site fixtures paper-tasks clean
 
 setup: system-packages $(VENV)/.installed
 
@@ -87,6 +87,14 @@ fixtures: setup
 	@dpkg -s dataset-fashion-mnist >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq dataset-fashion-mnist; }
 	$(PY) tests/fixtures/make_vision_task.py
+
+# The paper-scale tasks (benchmarks/experiments.py --paper): a ResNet18-class and a MobileNetV2-class
+# model trained here in float, converted by `zoflash convert`, two Fashion-MNIST shifts; into build/paper/.
+paper-tasks: setup
+	$(PY) -m pip install -q -e '.[fixtures]'
+	@dpkg -s dataset-fashion-mnist >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq dataset-fashion-mnist; }
+	$(PY) benchmarks/make_paper_tasks.py
 
 clean:
 	rm -rf generated/*/ .pytest_cache

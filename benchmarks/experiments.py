@@ -121,6 +121,7 @@ class Config:
     sweep: tuple[int, ...]  # lr factors 2^k of the lr sweep (16x: -2..2)
     eval_passes: int  # target training passes between evaluations at fixed q
     headroom: int | str = "auto"  # --headroom of every run (bits or auto: zoflash's default; docs/training.md)
+    decay_rows: bool = True  # the q = 1 with lr decay baseline
 
 
 FULL = Config(
@@ -129,6 +130,9 @@ FULL = Config(
 QUICK = Config("quick", (1, 2), 100_000, (1, 4, 16, 64), (-1, 0, 1), (-2, 0, 2), 2000)
 # 5 seeds at the full budget with the quick grid's q values and a narrower lr grid (extended at its edges)
 MEDIUM = Config("medium", (1, 2, 3, 4, 5), 400_000, (1, 4, 16, 64), (-1, 0, 1), (-2, -1, 0, 1, 2), 4000)
+# the paper-scale tasks (benchmarks/make_paper_tasks.py): the default's single-run goals against a
+# tuned fixed q, no lr sweep and no decay baseline (a ResNet18-class run costs minutes on two cores)
+PAPER = Config("paper", (1, 2, 3, 4, 5), 400_000, (1, 4, 16), (-1, 0, 1), (), 4000, decay_rows=False)
 
 
 # ----------------------------------------------------------------------------------- one run
@@ -284,7 +288,7 @@ def run_experiments(cfg: Config, task_name: str, executor, workers: str) -> dict
         print(f"phase 3: {len(specs)} runs extending the grid", flush=True)
         run_all(specs)
     # phase 4: q = 1 with lr decay, at the tuned lr of fixed q = 1 and at the auto lr
-    if 1 in cfg.qs:
+    if 1 in cfg.qs and cfg.decay_rows:
         k1 = max(grids[1], key=lambda k: mean_final(results, "fixed", 1, f"k{k}", cfg.seeds))
         specs = [
             make_spec(cfg, task, "fixed", 1, lr, seed, l0, decay=DECAY)
@@ -485,10 +489,10 @@ def analyse(data: dict) -> dict:
         )
     grid_table = {q: {k: finals(res, "fixed", q, f"k{k}", seeds) for k in grids[q]} for q in cfg.qs}
     sweep = {}
-    for q in SWEEP_FIXED_Q:
+    for q in SWEEP_FIXED_Q if cfg.sweep else ():
         if q in cfg.qs:
             sweep[f"fixed q={q}"] = {k: finals(res, "fixed", q, f"k{k}", seeds) for k in cfg.sweep}
-    for s_name in SWEEP_SCHEDULERS:
+    for s_name in SWEEP_SCHEDULERS if cfg.sweep else ():
         sweep[s_name] = {k: finals(res, s_name, 1, f"k{k}", seeds) for k in cfg.sweep}
     sweep_collapsed = {
         name: sum(steadiness(100 * by_k[k], 100 * best_finals, 100 * floor)["collapsed"] for k in cfg.sweep)
@@ -637,7 +641,8 @@ def plot_sweep(a: dict, out: Path) -> None:
         color, marker = styles[name]
         ax.errorbar(ks, m, yerr=s, color=color, marker=marker, lw=2, capsize=3, label=name)
     ax.axhline(a["floor"], color="gray", ls=":", lw=1, label="no adaptation")
-    ax.axvspan(min(cfg.sweep), max(cfg.sweep), color="gray", alpha=0.08)
+    if cfg.sweep:
+        ax.axvspan(min(cfg.sweep), max(cfg.sweep), color="gray", alpha=0.08)
     ax.set_xlabel(f"log2(lr_1 / L0), L0 = {a['l0']:g} (the auto lr); at q: fixed lr_1·sqrt(q), adaptive lr_1·q")
     ax.set_ylabel(f"final test accuracy at {cfg.budget:,} passes (mean ± std)")
     ax.set_title("lr sweep (shaded: the 16x range)", fontsize=10)
@@ -798,9 +803,12 @@ def to_markdown(a: dict, data: dict, command: str, acc_png: str, sweep_png: str)
                 star = "*" if k == a["tuned"][q] else ""
                 cells.append(f"{pct(v.mean())} ± {pct(v.std(ddof=1) if len(v) > 1 else 0)}{star}")
         lines.append(f"| {q} | " + " | ".join(cells) + " |")
+    lines += ["", f"lr_1 = L0·2^k, L0 = {a['l0']:g}; the lr used at q is lr_1·sqrt(q)."]
+    if not cfg.sweep:
+        return "\n".join(
+            lines + ["", f"![lr grid]({sweep_png})", "", "Final accuracy against the lr (every fixed q's tuning grid)."]
+        )
     lines += [
-        "",
-        f"lr_1 = L0·2^k, L0 = {a['l0']:g}; the lr used at q is lr_1·sqrt(q).",
         "",
         f"### lr sweep over 16x (k = {min(cfg.sweep)}..{max(cfg.sweep)})",
         "",
@@ -924,6 +932,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="5 seeds, 400k passes, 4 values of q, lr grid k = -1..1 (extended at its edges)",
     )
+    ap.add_argument(
+        "--paper",
+        action="store_true",
+        help="5 seeds, 400k passes, q = 1, 4, 16, lr grid k = -1..1 (extended), no lr sweep or decay rows "
+        "(the paper-scale tasks of make_paper_tasks.py)",
+    )
     ap.add_argument("--write", type=Path, help="write the results into this markdown file (and its PNGs next to it)")
     add_task_arguments(ap)
     ap.add_argument("--workers", type=int, default=2, help="local worker processes")
@@ -944,7 +958,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     args.task, task_args = task_of(ap, args)
-    cfg = QUICK if args.quick else MEDIUM if args.medium else FULL
+    cfg = QUICK if args.quick else MEDIUM if args.medium else PAPER if args.paper else FULL
     cfg = with_headroom(cfg, args.headroom)
     cfg = with_budget(cfg, args.budget)
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -971,6 +985,7 @@ def main(argv: list[str] | None = None) -> int:
         + task_args
         + (" --quick" if args.quick else "")
         + (" --medium" if args.medium else "")
+        + (" --paper" if args.paper else "")
         + (f" --budget {args.budget}" if args.budget else "")
         + (f" --headroom {args.headroom}" if args.headroom != "auto" else "")
         + (f" --write {args.write}" if args.write else "")

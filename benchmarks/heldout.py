@@ -61,12 +61,13 @@ def heldout(
     reference: tuple[int, int, float] | None = None,
     decay: str = ex.DEFAULT_DECAY,
     lr_k: int | None = None,
+    schedulers: tuple[str, ...] = ex.ADAPTIVE,
 ) -> dict:
     task = ex.TASKS[task_name]
     q, k, l0 = reference or grid_reference(task_name, cfg)
     ref = f"fixed q={q}, tuned lr (L0·2^{k})"
     specs = {ref: [ex.make_spec(cfg, task, "fixed", q, f"k{k}", s, l0) for s in seeds]}
-    for name in ex.ADAPTIVE:
+    for name in schedulers:
         # lr_k: the schedulers at lr_1 = L0·2^k (a point of the lr sweep) instead of the auto lr
         lr = "auto" if lr_k is None else f"k{lr_k}"
         specs[name] = [ex.make_spec(cfg, task, name, 1, lr, s, l0, decay=decay) for s in seeds]
@@ -175,6 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cluster", metavar="tcp://HOST:8786", help="run on this Dask distributed scheduler instead")
     ap.add_argument("--write", type=Path, help="replace this task's section of this markdown file")
     ap.add_argument("--medium", action="store_true", help="the reference from experiments.py --medium's grid")
+    ap.add_argument("--paper", action="store_true", help="the reference from experiments.py --paper's grid")
+    ap.add_argument(
+        "--schedulers",
+        default=",".join(ex.ADAPTIVE),
+        help=f"the adaptive schedulers to run, comma-separated (default {','.join(ex.ADAPTIVE)})",
+    )
     ap.add_argument(
         "--headroom",
         type=ex.headroom_arg,
@@ -206,19 +213,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     args.task, task_args = ex.task_of(ap, args)
+    schedulers = tuple(args.schedulers.split(","))
+    if unknown := [s for s in schedulers if s not in ex.ADAPTIVE]:
+        ap.error(f"--schedulers: {', '.join(unknown)} is not one of {', '.join(ex.ADAPTIVE)}")
+    grid = ex.MEDIUM if args.medium else ex.PAPER if args.paper else ex.FULL
     with make_executor(args.workers, args.cluster) as executor:
         h = heldout(
             args.task,
             seed_range(args.seeds),
             executor,
-            ex.with_budget(ex.with_headroom(ex.MEDIUM if args.medium else ex.FULL, args.headroom), args.budget),
+            ex.with_budget(ex.with_headroom(grid, args.headroom), args.budget),
             args.reference,
             args.lr_decay,
             args.lr_k,
+            schedulers,
         )
     command = (
         f"python benchmarks/heldout.py{task_args} --seeds {args.seeds}"
         + (" --medium" if args.medium else "")
+        + (" --paper" if args.paper else "")
+        + (f" --schedulers {args.schedulers}" if schedulers != ex.ADAPTIVE else "")
         + (f" --headroom {args.headroom}" if args.headroom != "auto" else "")
         + (f" --budget {args.budget}" if args.budget else "")
         + (f" --reference {':'.join(f'{v:g}' for v in args.reference)}" if args.reference else "")
