@@ -149,3 +149,26 @@ def test_heldout_trial_summary_reports_the_chosen_rates():
     ho = _load("heldout")
     text = ho.trial_summary(dict(chosen={"plateau": [2.0, 8.0, 4.0, None], "critical": [None]}))
     assert "plateau: 4 (2-8), 3 runs" in text and "critical: no trial" in text
+
+
+@pytest.mark.cc
+def test_a_grid_without_sweep_or_decay_rows_reports_and_heldout_runs_one_scheduler(tmp_path, monkeypatch):
+    """experiments.py --paper's shape (no lr sweep, no lr-decay baseline): the grid runs, analyses
+    and writes its page without those sections; heldout.py --schedulers runs only the ones named."""
+    ex, ho, sweep = _load("experiments"), _load("heldout"), _load("sweep")
+    monkeypatch.setattr(ex, "CACHE", tmp_path)
+    cfg = ex.Config("test", (1, 2), 3000, (1, 4), (0,), (), 1000, decay_rows=False)
+    with sweep.make_executor(workers=2) as executor:
+        data = ex.run_experiments(cfg, "sensor", executor, "2 local")
+    keys = set(data["results"])
+    assert not any("+" in k for k in keys), "no lr-decay rows"
+    assert not any(k.startswith(ex.SWEEP_SCHEDULERS) and "|auto|" not in k for k in keys), "no sweep"
+    a = ex.analyse(data)
+    assert a["sweep"] == {} and all("lr decay" not in r["label"] for r in a["rows"])
+    text = ex.to_markdown(a, data, "cmd", "acc.png", "grid.png")
+    assert "### lr sweep" not in text and "![lr grid](grid.png)" in text
+    ex.plot_sweep(a, tmp_path / "grid.png")
+    assert (tmp_path / "grid.png").stat().st_size > 0
+    with sweep.make_executor(workers=2) as executor:
+        h = ho.heldout("sensor", [3], executor, cfg, reference=(1, 0, 3.0), schedulers=("plateau",))
+    assert set(h["finals"]) == {h["ref"], "plateau"}
