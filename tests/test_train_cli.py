@@ -98,15 +98,14 @@ def cnn_last_layer():
     return g.tensors[fc.inputs[1]].data, g.tensors[fc.inputs[2]].data
 
 
-def expected_memory(batch: int, q_buffer: int, n_val: int = 100) -> dict:
-    """digits_cnn, default --train last:1: the dense layer reads the 256-byte flattened conv output;
-    the default scheduler's lr trial keeps a loss per validation sample (n_val, 0: no trial)."""
+def expected_memory(batch: int, q_buffer: int) -> dict:
+    """digits_cnn, default --train last:1: the dense layer reads the 256-byte flattened conv output."""
     w, b = cnn_last_layer()
     return {
         "trainable_bytes_in_ram": w.size + 4 * b.size,
         "residual_bytes": w.size,
         "feature_cache_bytes": batch * 256,
-        "statistics_bytes": 3 * 4 * batch + 3 * batch + 2 * 4 * q_buffer + 4 * n_val,
+        "statistics_bytes": 3 * 4 * batch + 3 * batch + 2 * 4 * q_buffer,
         "snapshot_bytes": 2 * w.size + 4 * b.size,
         "eps_bytes": 4 * b.size,
     }
@@ -162,9 +161,7 @@ def check_training_bundle(out, text, batch):
     nbytes = {name: size[t] * n for name, (t, n) in arrays.items()}
     residuals = sum(n for name, n in nbytes.items() if re.fullmatch(rf"{prefix}_r\d+", name))
     eps = sum(n for name, n in nbytes.items() if re.fullmatch(rf"{prefix}_eps\d+", name))
-    stats = sum(
-        nbytes.get(f"{prefix}_{k}", 0) for k in ("lp", "lm", "l0", "labels", "settled", "delta", "c", "val_losses")
-    )
+    stats = sum(nbytes[f"{prefix}_{k}"] for k in ("lp", "lm", "l0", "labels", "settled", "delta", "c"))
     assert (residuals, eps, stats) == (mem["residual_bytes"], mem["eps_bytes"], mem["statistics_bytes"])
     assert nbytes[f"{prefix}_feature_cache"] == mem["feature_cache_bytes"]
     assert nbytes[f"{prefix}_snapshot"] == mem["snapshot_bytes"]

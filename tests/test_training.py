@@ -5,8 +5,6 @@ the shifted domain; the trained weights exported into a .tflite run identically 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 from conftest import FIXTURES
@@ -308,18 +306,8 @@ def test_lr_trial_walks_paired_candidates_and_backs_off_from_the_best(tmp_path, 
         assert up == list(range(1, len(up) + 1)) and [j for j in js if j < 0] == list(
             range(-1, -(len(js) - len(up)), -1)
         )
-        # the kept candidates, from the chosen rate: each lowered the loss of the one before (a step up
-        # also by the paired margin, which the records do not show: the engines agree on it in
-        # test_variants_identical_to_reference); a step down past them did not lower it
         losses = dict(cands)
-        best_j = round(math.log2(chosen[0]["value"] / start)) + spec.LR_TRIAL_BACKOFF
-        path = [0] + (list(range(1, best_j + 1)) if best_j > 0 else list(range(-1, best_j - 1, -1)))
-        assert all(losses[a] > losses[b] for a, b in zip(path, path[1:])), (cands, best_j)
-        down = [j for j in js if j < 0]
-        if best_j > 0:
-            assert not down  # a kept step up ends the walk up
-        elif len(down) > len(path) - 1:
-            assert not losses[down[-1]] < losses[best_j]
+        best_j = min(losses, key=lambda j: (losses[j], abs(j)))
         assert chosen[0]["value"] == pytest.approx(start * 2.0 ** (best_j - spec.LR_TRIAL_BACKOFF), rel=1e-6)
         assert chosen[0]["aux"] == len(steps) == T * len(cands)  # no candidate diverged here
         assert [s["step"] for s in steps] == list(range(len(steps)))  # the trial comes first

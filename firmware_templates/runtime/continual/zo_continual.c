@@ -234,7 +234,7 @@ static int32_t margin(const cl_t *c)
 /* The model on one input with the current tensors: 1 if right; *loss its loss. */
 static int answer(cl_t *c, const int8_t *x, uint16_t label, float *loss, int32_t *pred)
 {
-    const split_eval_t r = zo_evaluate_split(&c->tr, x, &label, NULL, 1u, NULL);
+    const split_eval_t r = zo_evaluate_split(&c->tr, x, &label, NULL, 1u);
     if (c->m.loss == ZO_LOSS_SIGMOID_BCE) {
         *pred = zo_logit(&c->m, 0) > c->m.logits_zp ? 1 : 0;
     } else {

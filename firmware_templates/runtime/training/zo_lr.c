@@ -87,9 +87,7 @@ float zo_lr_auto_step_lsb(const zo_train_model_t *m, float rho, float p)
  * Before training, candidates lr_1 * 2^j each train lr_trial_steps steps at q = 1 from the same
  * weights, on the same minibatches and directions (the seeds of steps t0 .. t0 + T - 1: the
  * comparison is paired), and are judged by the validation loss after them.  j walks from 0 up
- * while the loss improves by ZO_LR_TRIAL_Z standard errors of the per-sample differences (m->val_losses
- * keeps the best's per-sample losses), else down while it improves at all, at most
- * ZO_LR_TRIAL_MAX_MOVES either way.  The weights
+ * while the loss improves, else down, at most ZO_LR_TRIAL_MAX_MOVES either way.  The weights
  * are then put back (the snapshot still holds them: nothing has moved before) and training
  * starts at the best candidate's lr_1 / 2^ZO_LR_TRIAL_BACKOFF: the best rate over T steps from
  * the start is larger than the best over the whole run (short-horizon bias).  A run longer than
@@ -100,20 +98,15 @@ int zo_lr_trial_fits(const trainer_t *tr)
     const zo_train_config_t *cfg = tr->cfg;
     const uint64_t steps = (uint64_t)cfg->lr_trial_steps * (uint64_t)(ZO_LR_TRIAL_MAX_MOVES + 2u);
     const uint64_t per_step = (uint64_t)cfg->batch * ((tr->m->split > 0 ? 1u : 0u) + 2u);
-    if (tr->m->val_losses == NULL) {
-        return 0; /* built without the trial */
-    }
     if (cfg->budget != 0u) {
         return steps * per_step * ZO_LR_TRIAL_SHARE <= cfg->budget;
     }
     return cfg->max_steps == 0u || steps * ZO_LR_TRIAL_SHARE <= (uint64_t)cfg->max_steps;
 }
 
-/* One candidate from the snapshot: its steps, then its validation loss paired with the best's (loss +inf
- * when the guard tripped: no evaluation, m->val_losses untouched). */
-static split_eval_t lr_trial_candidate(trainer_t *tr, uint32_t *t, uint32_t t0, float lr1)
+/* One candidate from the snapshot: its steps, then its validation loss (+inf when the guard tripped). */
+static float lr_trial_candidate(trainer_t *tr, uint32_t *t, uint32_t t0, float lr1)
 {
-    const split_eval_t diverged_run = { 0u, 0u, INFINITY, 0.0f, 0.0f, 0.0f };
     const zo_train_config_t *cfg = tr->cfg;
     zo_snapshot_copy(tr->m, 1);
     tr->sat_run = 0u;
@@ -132,21 +125,10 @@ static split_eval_t lr_trial_candidate(trainer_t *tr, uint32_t *t, uint32_t t0, 
         zo_tm_step(&rec);
         ++*t;
         if (diverged) {
-            return diverged_run;
+            return INFINITY;
         }
     }
-    return zo_evaluate_split(tr, tr->m->x_val, tr->m->y_val, tr->m->t_val, tr->m->n_val, tr->m->val_losses);
-}
-
-/* Whether a candidate takes the best's place: a smaller rate if its loss is lower, a larger one
- * only if lower by ZO_LR_TRIAL_Z standard errors of the paired per-sample differences (or if the
- * best diverged: it has no per-sample losses). */
-static int lr_trial_keeps(const split_eval_t *c, float best, int32_t dir)
-{
-    if (!(c->loss < best)) {
-        return 0;
-    }
-    return dir < 0 || best == INFINITY || c->diff > ZO_LR_TRIAL_Z * c->diff_se;
+    return zo_evaluate_split(tr, tr->m->x_val, tr->m->y_val, tr->m->t_val, tr->m->n_val).loss;
 }
 
 /* lr1 * 2^j, exact (no libm call on the device) */
@@ -181,16 +163,17 @@ void zo_lr_trial(trainer_t *tr, uint32_t *t)
     const float base = tr->lr1;
     const uint8_t state = (uint8_t)zo_sched_state(&tr->sched);
     int32_t best_j = 0;
-    float best = lr_trial_candidate(tr, t, t0, base).loss;
+    float best = lr_trial_candidate(tr, t, t0, base);
     zo_send_event(tr, t0, ZO_TM_EV_LR, ZO_TM_LR_TRIAL, state, state, 1u, 1u, best, 0u);
     for (int32_t dir = 1; dir >= -1; dir -= 2) {
         for (int32_t j = dir; j * dir <= (int32_t)ZO_LR_TRIAL_MAX_MOVES; j += dir) {
-            const split_eval_t c = lr_trial_candidate(tr, t, t0, times_pow2(base, j));
-            zo_send_event(tr, t0, ZO_TM_EV_LR, ZO_TM_LR_TRIAL, state, state, 1u, 1u, c.loss, (uint32_t)j);
-            if (!lr_trial_keeps(&c, best, dir)) {
-                break; /* m->val_losses now holds this candidate's: the walk this way ends here */
+            const float lr1 = times_pow2(base, j);
+            const float loss = lr_trial_candidate(tr, t, t0, lr1);
+            zo_send_event(tr, t0, ZO_TM_EV_LR, ZO_TM_LR_TRIAL, state, state, 1u, 1u, loss, (uint32_t)j);
+            if (!(loss < best)) {
+                break;
             }
-            best = c.loss;
+            best = loss;
             best_j = j;
         }
         if (best_j != 0) {

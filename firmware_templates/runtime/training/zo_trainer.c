@@ -259,19 +259,12 @@ void zo_send_event(const trainer_t *tr, uint32_t step, uint8_t kind, uint8_t cod
 /* One split in sample order: correct answers, mean loss, saturated logits.  Correct: the argmax
  * is the label (softmax-ce), sigmoid(x) > 0.5 iff the label is 1 (sigmoid-bce); mse has no
  * accuracy (correct 0). */
-/* the standard error of a mean over n values from their sum of squares */
-static float mean_se(float sq_sum, float mean, uint32_t n)
-{
-    const float var = sq_sum / (float)n - mean * mean;
-    return var > 0.0f ? sqrtf(var / (float)n) : 0.0f;
-}
-
 split_eval_t zo_evaluate_split(trainer_t *tr, const int8_t *x, const uint16_t *y, const float *t,
-                               uint32_t n_samples, float *paired)
+                               uint32_t n_samples)
 {
     const zo_train_model_t *m = tr->m;
-    float loss_sum = 0.0f, sq_sum = 0.0f, diff_sum = 0.0f, diff_sq = 0.0f;
-    split_eval_t r = { 0u, 0u, 0.0f, 0.0f, 0.0f, 0.0f };
+    float loss_sum = 0.0f, sq_sum = 0.0f;
+    split_eval_t r = { 0u, 0u, 0.0f, 0.0f };
     const float *target = batch_target(m, 0); /* the minibatch's row 0 is reloaded at the next step */
     for (uint32_t n = 0; n < n_samples; ++n) {
         run_prefix(m, x + (size_t)n * (size_t)m->input_bytes);
@@ -287,18 +280,11 @@ split_eval_t zo_evaluate_split(trainer_t *tr, const int8_t *x, const uint16_t *y
         const float loss = sample_loss(m, label, target);
         loss_sum += loss;
         sq_sum += loss * loss;
-        if (paired != NULL) {
-            const float d = paired[n] - loss;
-            diff_sum += d;
-            diff_sq += d * d;
-            paired[n] = loss;
-        }
         r.saturated += count_saturated(m, label, target);
     }
     r.loss = loss_sum / (float)n_samples;
-    r.se = mean_se(sq_sum, r.loss, n_samples);
-    r.diff = diff_sum / (float)n_samples;
-    r.diff_se = mean_se(diff_sq, r.diff, n_samples);
+    const float var = sq_sum / (float)n_samples - r.loss * r.loss;
+    r.se = var > 0.0f ? sqrtf(var / (float)n_samples) : 0.0f;
     tr->eval_passes += n_samples;
     return r;
 }
@@ -308,8 +294,8 @@ split_eval_t zo_evaluate_split(trainer_t *tr, const int8_t *x, const uint16_t *y
 split_eval_t zo_evaluate(trainer_t *tr, uint32_t steps_done)
 {
     const zo_train_model_t *m = tr->m;
-    const split_eval_t val = zo_evaluate_split(tr, m->x_val, m->y_val, m->t_val, m->n_val, NULL);
-    const split_eval_t test = zo_evaluate_split(tr, m->x_test, m->y_test, m->t_test, m->n_test, NULL);
+    const split_eval_t val = zo_evaluate_split(tr, m->x_val, m->y_val, m->t_val, m->n_val);
+    const split_eval_t test = zo_evaluate_split(tr, m->x_test, m->y_test, m->t_test, m->n_test);
     zo_tm_eval_t e = { steps_done, test.correct, m->n_test, (float)test.correct / (float)m->n_test, test.loss,
                        tr->prefix_passes, tr->suffix_passes, tr->eval_passes, zo_now_us(tr),
                        val.correct, m->n_val, (float)val.correct / (float)m->n_val, val.loss };

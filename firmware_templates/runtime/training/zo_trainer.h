@@ -89,7 +89,6 @@ typedef struct {
     uint8_t *settled;       /* batch: outputs of the + pass pinned towards their target */
     float *targets;         /* batch * classes (mse), else unused */
     float *delta, *c;       /* q_buffer each */
-    float *val_losses;      /* n_val: the lr trial's best candidate's per-sample validation losses, or NULL (no trial) */
     uint32_t q_buffer;
     /* ---- data sources (docs/training.md "Data sources") ----
      * --data-source stream: x_train/y_train/t_train are the ring of zo_stream.h (n_train = its
@@ -150,9 +149,6 @@ typedef enum { ZO_LR_DECAY_NONE = 0, ZO_LR_DECAY_LINEAR = 1, ZO_LR_DECAY_STEP = 
  * times sqrt(lr_trial_horizon * trial passes / run passes) when the run is longer than
  * lr_trial_horizon candidates (the best constant rate falls as 1 / sqrt(horizon)) */
 #define ZO_LR_TRIAL_BACKOFF 1
-/* a larger rate must beat the best by this many standard errors of the paired per-sample
- * validation-loss differences (a smaller rate only by any amount: it is the safe side) */
-#define ZO_LR_TRIAL_Z 2.0f
 
 typedef struct {
     uint32_t seed;

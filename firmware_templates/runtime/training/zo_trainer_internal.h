@@ -55,7 +55,6 @@ typedef struct {
 typedef struct {
     uint32_t correct, saturated;
     float loss, se; /* the mean loss and its standard error */
-    float diff, diff_se; /* with `paired`: the mean of paired[i] - loss(i) and its standard error */
 } split_eval_t;
 
 typedef struct {
@@ -68,11 +67,8 @@ uint64_t zo_now_us(const trainer_t *tr);
 void zo_snapshot_copy(const zo_train_model_t *m, int restore);
 void zo_send_event(const trainer_t *tr, uint32_t step, uint8_t kind, uint8_t code, uint8_t from, uint8_t to,
                    uint32_t q_from, uint32_t q_to, float value, uint32_t aux);
-/* One split's correct answers, mean loss and its standard error, samples in order.  `paired` (n_samples
- * floats, or NULL): the per-sample losses of an earlier evaluation; the result also has the mean and
- * standard error of paired[i] - loss(i), and paired[] becomes this evaluation's losses. */
 split_eval_t zo_evaluate_split(trainer_t *tr, const int8_t *x, const uint16_t *y, const float *t,
-                               uint32_t n_samples, float *paired);
+                               uint32_t n_samples);
 step_stats_t zo_run_step(trainer_t *tr, uint32_t t, uint32_t q, int centre);
 void zo_update_all(const trainer_t *tr, uint32_t t, uint32_t q, float lr, uint16_t *c16);
 int zo_guard_tripped(trainer_t *tr, const step_stats_t *st);

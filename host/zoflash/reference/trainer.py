@@ -77,24 +77,6 @@ def resolve_loss(opts: TrainOptions, outputs: int) -> str:
     return "sigmoid-bce" if outputs == 1 else "softmax-ce"
 
 
-def mean_se(squares: np.float32, mean: np.float32, n: int) -> np.float32:
-    """The standard error of a mean over n float32 values from their sum of squares (the C's mean_se)."""
-    var = F32(F32(squares / F32(n)) - F32(mean * mean))
-    return np.sqrt(F32(var / F32(n))) if var > 0 else F32(0)
-
-
-def paired_difference(before: list, after: list) -> tuple[np.float32, np.float32]:
-    """The mean of before[i] - after[i] over the samples and its standard error, float32 in order (the
-    C's zo_evaluate_split with `paired`)."""
-    total, squares = F32(0.0), F32(0.0)
-    for b, a in zip(before, after, strict=True):
-        d = F32(b - a)
-        total = F32(total + d)
-        squares = F32(squares + F32(d * d))
-    mean = F32(total / F32(len(after)))
-    return mean, mean_se(squares, mean, len(after))
-
-
 def lr_at_q(lr1: np.float32, q: int, scaling: str) -> np.float32:
     if scaling == "fixed":
         return F32(lr1)
@@ -249,17 +231,15 @@ class ReferenceTrainer:
         )
 
     def _evaluate_split(
-        self, x: np.ndarray, y: np.ndarray, targets: np.ndarray | None, losses: list | None = None
+        self, x: np.ndarray, y: np.ndarray, targets: np.ndarray | None
     ) -> tuple[int, np.float32, int, np.float32]:
         """Correct answers, mean loss, saturated logits and the mean loss's standard error of one
-        split, samples in order; `losses` (a list) also gets every sample's loss."""
+        split, samples in order."""
         out = self._outputs({self.input_root: x.reshape(len(x), -1)}, 0)
         total, squares = F32(0.0), F32(0.0)
         for v in self._loss(out, y, targets):
             total = F32(total + v)
             squares = F32(squares + F32(F32(v) * F32(v)))
-            if losses is not None:
-                losses.append(F32(v))
         if self.loss == "sigmoid-bce":  # sigmoid(x) > 0.5 is class 1
             correct = int(np.count_nonzero((out[:, 0].astype(np.int32) > self.plan.logits_zp) == (y != 0)))
         elif self.loss == "mse":  # no accuracy
@@ -269,7 +249,9 @@ class ReferenceTrainer:
         self.eval_passes += len(y)
         n = F32(len(y))
         mean = F32(total / n)
-        return correct, mean, self._saturated(out, y, targets), mean_se(squares, mean, len(y))
+        var = F32(F32(squares / n) - F32(mean * mean))
+        se = np.sqrt(F32(var / n)) if var > 0 else F32(0)
+        return correct, mean, self._saturated(out, y, targets), se
 
     def _evaluate(self, steps_done: int) -> tuple[bytes, np.float32, int, np.float32]:
         """The eval frame (validation, then test), the validation loss, its saturated logits and its
@@ -432,9 +414,7 @@ class ReferenceTrainer:
         snapshot's again."""
         o, t0, state = self.opts, t, self.sched.state
 
-        def candidate(lr: np.float32) -> tuple[np.float32, list | None]:
-            """The validation loss after the candidate's steps and its per-sample losses (inf, None:
-            the guard tripped)."""
+        def candidate(lr: np.float32) -> np.float32:
             nonlocal t
             self._restore(snapshot)
             sat_run = zero_run = 0
@@ -464,33 +444,22 @@ class ReferenceTrainer:
                 )
                 t += 1
                 if diverged:
-                    return F32(np.inf), None
-            d, losses = self.data, []
-            return self._evaluate_split(d.x_val, d.y_val, self.t_val if self.loss == "mse" else None, losses)[1], losses
+                    return F32(np.inf)
+            d = self.data
+            return self._evaluate_split(d.x_val, d.y_val, self.t_val if self.loss == "mse" else None)[1]
 
-        def trial(j: int) -> tuple[np.float32, list | None]:
-            loss, losses = candidate(lr_at_q(F32(lr1 * F32(2.0**j)), 1, o.lr_scaling))
+        def trial(j: int) -> np.float32:
+            loss = candidate(lr_at_q(F32(lr1 * F32(2.0**j)), 1, o.lr_scaling))
             frames.append(self._event(t0, EVENT_LR, LR_TRIAL, state, state, 1, 1, loss, j & 0xFFFFFFFF))
-            return loss, losses
+            return loss
 
-        def keeps(loss: np.float32, losses: list | None, direction: int) -> bool:
-            """A smaller rate if its loss is lower; a larger one only by LR_TRIAL_Z standard errors of
-            the paired per-sample differences (or if the best diverged)."""
-            if not loss < best:
-                return False
-            if direction < 0 or best_losses is None:
-                return True
-            diff, se = paired_difference(best_losses, losses)
-            return bool(diff > F32(F32(spec.LR_TRIAL_Z) * se))
-
-        best_j = 0
-        best, best_losses = trial(0)
+        best_j, best = 0, trial(0)
         for direction in (1, -1):
             for j in range(direction, direction * (spec.LR_TRIAL_MAX_MOVES + 1), direction):
-                loss, losses = trial(j)
-                if not keeps(loss, losses, direction):
+                loss = trial(j)
+                if not loss < best:
                     break
-                best, best_losses, best_j = loss, losses, j
+                best, best_j = loss, j
             if best_j != 0:
                 break
         self._restore(snapshot)

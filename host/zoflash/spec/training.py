@@ -180,8 +180,6 @@ LR_TRIAL_STEPS = 64  # the default for the adaptive schedulers with embedded dat
 LR_TRIAL_MAX_MOVES = 3  # ZO_LR_TRIAL_MAX_MOVES
 LR_TRIAL_SHARE = 4  # ZO_LR_TRIAL_SHARE
 LR_TRIAL_BACKOFF = 1  # ZO_LR_TRIAL_BACKOFF: the chosen lr_1 is the best candidate's / 2^this,
-LR_TRIAL_Z = 2.0  # ZO_LR_TRIAL_Z: a larger rate must beat the best by this many standard errors of
-# the paired per-sample validation-loss differences; a smaller rate by any amount
 LR_TRIAL_HORIZON = 128  # --lr-trial-horizon default: ... times sqrt(this * candidate passes / run passes) if < 1
 # --- end lr trial
 # Training losses (zo_loss_t; the hello frame's `loss`), of the dequantized int8 output

@@ -73,8 +73,6 @@ def compile_training(
     if opts.data_source in ("stream", "app"):  # a RAM ring of fed or pushed samples (on the final plan)
         record = sum(stream_record_bytes(plan, data).values())
         plan.stream_buffer_bytes = (1 if opts.mode == "continual" else opts.buffer) * record
-    if opts.lr_trial_steps and data.y_val is not None:  # the best candidate's loss per validation sample
-        plan.lr_trial_bytes = 4 * len(data.y_val)
     if opts.mode == "continual":  # the controller's rings, candidate and A/B slots
         plan.continual_bytes = continual_memory(plan, opts, int(data.x_train[0].nbytes))
     fold_biases_at_run_time(model, {t.index for t in plan.tensors})

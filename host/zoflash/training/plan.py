@@ -70,7 +70,6 @@ class TrainPlan:
     layers: list[int] = field(default_factory=list)  # op indices of the trained layers
     dropped_layers: list[int] = field(default_factory=list)  # removed by --max-params
     stream_buffer_bytes: int = 0  # --data-source stream: the ring of fed samples (set with the data)
-    lr_trial_bytes: int = 0  # the lr trial's per-sample validation losses (set with the data)
     # The frozen prefix keeps state across invokes (variables, SVDF or LSTM state): every engine runs
     # it sample by sample in the device's order and never reuses a sample's boundary (no prefix memo).
     prefix_state: bool = False
@@ -96,8 +95,7 @@ class TrainPlan:
             "statistics_bytes": 3 * 4 * self.batch
             + 2 * 4 * self.q_buffer
             + 3 * self.batch
-            + (0 if LOSSES.get(self.loss).labels else 4 * self.batch * self.classes)  # float targets
-            + self.lr_trial_bytes,
+            + (0 if LOSSES.get(self.loss).labels else 4 * self.batch * self.classes),  # float targets
             "snapshot_bytes": snapshot,
             "eps_bytes": sum(4 * t.count for t in self.tensors if t.is_bias),
             **({"stream_buffer_bytes": self.stream_buffer_bytes} if self.stream_buffer_bytes else {}),

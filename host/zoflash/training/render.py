@@ -272,7 +272,6 @@ def render_training(
         boundary_flags=(spec.BOUNDARY_FLAGS["expected"] if boundary_expected is not None else 0)
         | (spec.BOUNDARY_FLAGS["npu"] if npu_run_steps else 0),
         prefix_state=plan.prefix_state,
-        lr_trial=plan.lr_trial_bytes > 0,
     )
     env = template_env()
     files = {out.format(prefix=prefix): env.get_template(tpl).render(**ctx) for tpl, out in TRAIN_TEMPLATES.items()}

@@ -41,7 +41,6 @@ static float mlp_lp[16], mlp_lm[16], mlp_l0[16];
 static uint16_t mlp_labels[16];
 static uint8_t mlp_settled[16];
 static float mlp_delta[64], mlp_c[64];
-static float mlp_val_losses[4]; /* the lr trial's best candidate, per validation sample */
 
 const zo_train_model_t zo_train_model = {
     .run_steps = mlp_run_steps,
@@ -83,7 +82,6 @@ const zo_train_model_t zo_train_model = {
     .delta = mlp_delta,
     .c = mlp_c,
     .q_buffer = 64u,
-    .val_losses = mlp_val_losses,
     .boundary_crc_expected = 0x00000000u, /* the boundary checksum (zo_trainer.c) */
     .boundary_flags = 0u,
 };
