@@ -21,6 +21,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import hashlib
 import json
+import pickle
 import sys
 import time
 from collections.abc import Callable
@@ -81,6 +82,25 @@ def ship_by_value(fn: Callable) -> None:
         cloudpickle.register_pickle_by_value(sys.modules[fn.__module__])
 
 
+class CallOnLoad:
+    """fn(spec), pickled as the call itself: `pickle.loads` of its bytes runs it.  A standalone Dask
+    scheduler unpickles the tasks it is sent, and cannot import a benchmarks/ script (a module other
+    than __main__, such as experiments for heldout.py), so the tasks it sees are `pickle.loads` of
+    bytes; the workers unpickle, which runs the function shipped by value."""
+
+    def __init__(self, fn: Callable[[dict], dict], spec: dict):
+        self.fn, self.spec = fn, spec
+
+    def __reduce__(self):
+        return self.fn, (self.spec,)
+
+
+def as_call(fn: Callable[[dict], dict], spec: dict) -> bytes:
+    import cloudpickle
+
+    return cloudpickle.dumps(CallOnLoad(fn, spec))
+
+
 def run_grid(
     specs: list[dict],
     fn: Callable[[dict], dict],
@@ -105,7 +125,10 @@ def run_grid(
     if not isinstance(executor, cf.ProcessPoolExecutor):
         ship_by_value(fn)
     t0 = time.perf_counter()
-    futures = {executor.submit(fn, spec): key for key, (spec, _) in todo.items()}
+    if isinstance(executor, cf.ProcessPoolExecutor):
+        futures = {executor.submit(fn, spec): key for key, (spec, _) in todo.items()}
+    else:  # a Dask scheduler process has only bytes to carry: see CallOnLoad
+        futures = {executor.submit(pickle.loads, as_call(fn, spec)): key for key, (spec, _) in todo.items()}
     for n, fut in enumerate(cf.as_completed(futures), 1):
         key = futures[fut]
         result = fut.result()
