@@ -645,7 +645,7 @@ def plot_sweep(a: dict, out: Path) -> None:
         ax.axvspan(min(cfg.sweep), max(cfg.sweep), color="gray", alpha=0.08)
     ax.set_xlabel(f"log2(lr_1 / L0), L0 = {a['l0']:g} (the auto lr); at q: fixed lr_1·sqrt(q), adaptive lr_1·q")
     ax.set_ylabel(f"final test accuracy at {cfg.budget:,} passes (mean ± std)")
-    ax.set_title("lr sweep (shaded: the 16x range)", fontsize=10)
+    ax.set_title("lr sweep (shaded: the 16x range)" if cfg.sweep else "lr grid of every fixed q", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
