@@ -48,10 +48,8 @@ import make_vision_task as vision  # noqa: E402  (Fashion-MNIST reading, padding
 SEED = 20261206
 N_PRETRAIN, N_ADAPT_TRAIN, N_ADAPT_TEST = 12000, 800, 500
 EPOCHS = 8
-N_BN = 2048  # images that set the batch-norm statistics after training (make_vision_task.py says why)
 CONTRAST = (80.0, 0.35)  # background level and gain of the appearance shift
-TRAIN = {"resnet18": "last:3", "mbv2": "last:2"}  # the last block and the head
-TRAINED_LAYERS = {"resnet18": 3, "mbv2": 2}  # the same, for the float ceiling (weighted layers from the end)
+TRAIN = {"resnet18": "last:3", "mbv2": "last:2"}  # the last block and the head (weighted layers from the end)
 
 
 def contrast(img: np.ndarray) -> np.ndarray:
@@ -92,16 +90,6 @@ def resnet18(bs, width: int = 8):
 BUILDERS = {"resnet18": resnet18, "mbv2": vision.build}
 
 
-def set_bn_statistics(model, x: np.ndarray) -> None:
-    """One training-mode pass with momentum 0: the moving statistics become a large batch's."""
-    tf = fx.tf
-    layers = model.layers[1].layers if isinstance(model.layers[1], tf.keras.Model) else model.layers
-    for layer in layers:
-        if isinstance(layer, tf.keras.layers.BatchNormalization):
-            layer.momentum = 0.0
-    model(x, training=True)
-
-
 def float_ceiling(name: str, model, x_tr, y_tr, x_te, y_te) -> float:
     """The float retrain of the trained set (last block and head) on the adaptation split."""
     tf = fx.tf
@@ -109,22 +97,16 @@ def float_ceiling(name: str, model, x_tr, y_tr, x_te, y_te) -> float:
     m = BUILDERS[name](None)
     m.set_weights(model.get_weights())
     weighted = [
-        ly for ly in _flat_layers(m) if ly.get_weights() and not isinstance(ly, tf.keras.layers.BatchNormalization)
+        ly
+        for ly in vision.flat_layers(m)
+        if ly.get_weights() and not isinstance(ly, tf.keras.layers.BatchNormalization)
     ]
-    trained = {id(ly) for ly in weighted[-TRAINED_LAYERS[name] :]}
-    for ly in _flat_layers(m):
+    trained = {id(ly) for ly in weighted[-int(TRAIN[name].split(":")[1]) :]}
+    for ly in vision.flat_layers(m):
         ly.trainable = id(ly) in trained
     m.compile(tf.keras.optimizers.Adam(3e-3), "sparse_categorical_crossentropy")
     m.fit(x_tr, y_tr, epochs=30, batch_size=32, verbose=0)
     return fx.keras_acc(m, x_te, y_te)
-
-
-def _flat_layers(model):
-    tf = fx.tf
-    out = []
-    for ly in model.layers:
-        out += _flat_layers(ly) if isinstance(ly, tf.keras.Model) else [ly]
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         m = BUILDERS[name](None)
         m.compile(tf.keras.optimizers.Adam(2e-3), "sparse_categorical_crossentropy", metrics=["accuracy"])
         m.fit(x_pre, y_pre, epochs=EPOCHS, batch_size=64, verbose=2, shuffle=True)
-        set_bn_statistics(m, x_pre[:N_BN])
+        vision.set_bn_statistics(m, x_pre[: vision.N_BN])
         keras_path, tflite = args.out / f"{name}.keras", args.out / f"{name}.tflite"
         m.save(keras_path)
         subprocess.run(

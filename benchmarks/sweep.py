@@ -122,12 +122,11 @@ def run_grid(
     progress(f"  {len(unique)} runs: {len(results)} cached, {len(todo)} to run")
     if not todo:
         return results
-    if not isinstance(executor, cf.ProcessPoolExecutor):
-        ship_by_value(fn)
     t0 = time.perf_counter()
     if isinstance(executor, cf.ProcessPoolExecutor):
         futures = {executor.submit(fn, spec): key for key, (spec, _) in todo.items()}
     else:  # a Dask scheduler process has only bytes to carry: see CallOnLoad
+        ship_by_value(fn)
         futures = {executor.submit(pickle.loads, as_call(fn, spec)): key for key, (spec, _) in todo.items()}
     for n, fut in enumerate(cf.as_completed(futures), 1):
         key = futures[fut]

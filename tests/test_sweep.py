@@ -172,3 +172,17 @@ def test_a_grid_without_sweep_or_decay_rows_reports_and_heldout_runs_one_schedul
     with sweep.make_executor(workers=2) as executor:
         h = ho.heldout("sensor", [3], executor, cfg, reference=(1, 0, 3.0), schedulers=("plateau",))
     assert set(h["finals"]) == {h["ref"], "plateau"}
+
+
+def test_a_task_runs_where_the_benchmarks_cannot_be_imported(tmp_path):
+    """What a Dask cluster carries is `pickle.loads` of bytes: a process that cannot import a
+    benchmarks/ module (a standalone scheduler, a worker started elsewhere) unpickles the call and so
+    runs the function, shipped by value."""
+    import subprocess
+
+    ho, sweep = _load("heldout"), _load("sweep")
+    sweep.ship_by_value(ho.seed_range)
+    blob = sweep.as_call(ho.seed_range, "3-5")
+    code = "import pickle, sys; print(pickle.loads(sys.stdin.buffer.read()))"
+    out = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True, cwd=tmp_path, check=True)
+    assert out.stdout.decode().strip() == "[3, 4, 5]"
