@@ -57,6 +57,8 @@ from sweep import make_executor, run_grid  # noqa: E402
 from zoflash.spec import training as spec  # noqa: E402
 from zoflash.spec.options import TRAIN_DEFAULTS  # noqa: E402
 
+ROLLBACK_END = spec.ROLLBACK_CAUSE_IDS["end"]  # the run ended on its best weights
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 CACHE = ROOT / "build" / "experiments"
@@ -191,7 +193,9 @@ def run_one(spec: dict) -> dict:
         reason=res.done["reason"],
         q_changes=q_changes,
         final_q=steps[-1]["q"],
-        rollbacks=sum(1 for e in events if e["kind"] == "rollback"),
+        # guard rollbacks; a run that ended worse than its best and so ends on it is counted apart
+        rollbacks=sum(1 for e in events if e["kind"] == "rollback" and e["code"] != ROLLBACK_END),
+        ended_on_best=any(e["kind"] == "rollback" and e["code"] == ROLLBACK_END for e in events),
         lr1=lr_set[0] if lr_set else spec["lr"],
         lr_chosen=chosen[0] if chosen else None,
         final_lr=steps[-1]["lr"],

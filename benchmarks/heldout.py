@@ -80,6 +80,13 @@ def heldout(
     )
     finals = {name: np.array([res[s["key"]]["final_acc"] * 100 for s in group]) for name, group in specs.items()}
     rollbacks = {name: float(np.mean([res[s["key"]]["rollbacks"] for s in group])) for name, group in specs.items()}
+    # runs that ended worse than their best validated weights, and so on them (None: cached before the field)
+    ended_on_best = {
+        name: sum(res[s["key"]].get("ended_on_best", False) for s in group)
+        if all("ended_on_best" in res[s["key"]] for s in group)
+        else None
+        for name, group in specs.items()
+    }
     floor = 100 * res[specs[ref][0]["key"]]["eval_acc"][0]  # the step-0 evaluation: the model before training
     # the lr_1 each adaptive run's lr trial chose (None: no trial ran)
     chosen = {name: [res[s["key"]]["lr_chosen"] for s in group] for name, group in specs.items() if name != ref}
@@ -89,6 +96,7 @@ def heldout(
         ref=ref,
         finals=finals,
         rollbacks=rollbacks,
+        ended_on_best=ended_on_best,
         floor=floor,
         chosen=chosen,
         grid=cfg.name,
@@ -122,11 +130,12 @@ def to_markdown(h: dict, command: str) -> str:
         "(std / sqrt(n)), and the seeds where the method is at least as good. Steadiness (one run is what "
         "a user gets): std over seeds (sample std); worst seed = the worst paired difference; collapsed = runs "
         f"that gained less than {ex.COLLAPSE_SHARE:g} of the reference's mean gain over the model before training "
-        f"({h['floor']:.1f}%).",
+        f"({h['floor']:.1f}%). Rollbacks: guard rollbacks per run; ended on best: runs whose last validation "
+        "loss was above their best beyond the noise, which end on the best weights.",
         "",
         f"| method | final acc (mean ± std) | Δ vs {'reference' if h.get('given') else 'best tuned'} | seeds "
-        "| worst seed | collapsed | rollbacks |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| worst seed | collapsed | rollbacks | ended on best |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     verdicts = []
     for name, acc in h["finals"].items():
@@ -141,9 +150,11 @@ def to_markdown(h: dict, command: str) -> str:
                 f"{steady['worst_gap']:+.1f}",
             )
         )
+        on_best = h.get("ended_on_best", {}).get(name)
+        ended = "–" if on_best is None else f"{on_best}/{n}"
         lines.append(
             f"| {name} | {steady['mean']:.1f} ± {steady['std']:.1f} | {delta} | {wins} | {worst} "
-            f"| {steady['collapsed']}/{n} | {h['rollbacks'][name]:.1f} |"
+            f"| {steady['collapsed']}/{n} | {h['rollbacks'][name]:.1f} | {ended} |"
         )
         if name != h["ref"]:
             misses = ex.goal_misses(acc, ref, h["floor"])

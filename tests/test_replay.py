@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
+from conftest import ENDS_WORSE_THAN_BEST, FIXTURES
 
 from zoflash.cli.main import main
 from zoflash.errors import DataError
@@ -81,6 +81,8 @@ CASES = {
             guard_max_rollbacks=3,
         ),
     ),
+    # no step beat the start by the end: the run ends on the best weights (a restore at the end)
+    "mlp-end-rollback": ("mlp", None, ENDS_WORSE_THAN_BEST),
     "mlp-all-critical-nearest": (
         "mlp",
         None,

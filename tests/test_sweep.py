@@ -92,6 +92,7 @@ def test_heldout_report_pairs_runs_by_seed():
         ref="fixed q=4",
         finals={"fixed q=4": ref, "plateau": other},
         rollbacks={"fixed q=4": 0.0, "plateau": 1.5},
+        ended_on_best={"fixed q=4": 0, "plateau": 1},
         floor=40.0,
     )
     text = ho.to_markdown(h, "cmd")
@@ -100,9 +101,9 @@ def test_heldout_report_pairs_runs_by_seed():
     # the std over seeds is the sample std (ddof 1), as in the grid's tables
     assert row == (
         f"| plateau | {other.mean():.1f} ± {other.std(ddof=1):.1f} | {d.mean():+.1f} ± {d.std() / 2:.1f} | 3/4 "
-        "| -2.0 | 0/4 | 1.5 |"
+        "| -2.0 | 0/4 | 1.5 | 1/4 |"
     )
-    assert "| fixed q=4 | 81.2 ± 8.5 | – | – | – | 0/4 | 0.0 |" in text
+    assert "| fixed q=4 | 81.2 ± 8.5 | – | – | – | 0/4 | 0.0 | 0/4 |" in text
     # the reference's mean gain is 41.2 points, so no run here gained less than half of it
     assert "plateau meets them" in text
 

@@ -5,13 +5,17 @@ the shifted domain; the trained weights exported into a .tflite run identically 
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
-from conftest import FIXTURES
+from conftest import ENDS_WORSE_THAN_BEST, FIXTURES
 
+from zoflash.monitor.live_view import LiveView
 from zoflash.monitor.session import comparable, read_log
 from zoflash.reference import zo_math as zm
 from zoflash.reference.forward import ReferenceForward
+from zoflash.spec import training as spec
 from zoflash.training.options import make_options
 from zoflash.training.weights_file import load_weights
 from zoflash.workflows.simulate import simulate
@@ -22,6 +26,7 @@ pytestmark = pytest.mark.cc
 DIGITS = FIXTURES / "digits_cnn.tflite"
 MLP = FIXTURES / "mlp.tflite"
 SHIFT = FIXTURES / "digits_shift.npz"
+END = spec.ROLLBACK_CAUSE_IDS["end"]
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +110,27 @@ def test_mlp_identical_to_reference(tmp_path, mlp_data, scheduler):
 def test_variants_identical_to_reference(tmp_path, mlp_data, variant):
     runs = run_both(tmp_path, MLP, mlp_data, **{"steps": 80, "eval_every": 25, **variant})
     assert_identical(runs)
+
+
+def test_a_run_that_ends_worse_than_its_best_ends_on_the_best(tmp_path, mlp_data):
+    """A rate far too large for the MLP, no decay and a lax validation guard: no evaluation beats
+    the start, the last one is far above it, so the run ends on its best weights (the start), in
+    the C and the reference alike, with a rollback event `end` and an evaluation of them."""
+    runs = run_both(tmp_path, MLP, mlp_data, **ENDS_WORSE_THAN_BEST)
+    assert_identical(runs)
+    records = runs["c"].records
+    ends = [r for r in records if r["type"] == "event" and r["kind"] == "rollback" and r["code"] == END]
+    assert len(ends) == 1 and ends[0]["aux"] == 0  # back to the snapshot of step 0
+    evals = [r for r in records if r["type"] == "eval"]
+    assert evals[-1]["val_loss"] == evals[0]["val_loss"] and evals[-1]["accuracy"] == evals[0]["accuracy"]
+    w = load_weights(runs["c"].weights_path)
+    for i in w.tensors:
+        np.testing.assert_array_equal(w.tensors[i], w.best[i])
+    out = io.StringIO()  # the live view says so in words
+    view = LiveView(out=out)
+    for r in records:
+        view.show(r)
+    assert "it ends on the best weights, of step 0" in out.getvalue()
 
 
 def test_lr_decay_factors_in_the_step_records(tmp_path, mlp_data):

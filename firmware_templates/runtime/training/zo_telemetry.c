@@ -325,9 +325,11 @@ void zo_tm_updates_resume(uint32_t step)
     zo_tm_finish(&f, NULL, 0u);
 }
 
-void zo_tm_updates_mark(uint8_t flag)
+int zo_tm_updates_mark(uint8_t flag)
 {
-    if (g_upd.steps != 0u) {
-        g_upd.data[g_upd.last] |= flag;
+    if (g_upd.steps == 0u) {
+        return 0;
     }
+    g_upd.data[g_upd.last] |= flag;
+    return 1;
 }

@@ -52,6 +52,7 @@ extern "C" {
 /* zo_tm_event_t.code of ZO_TM_EV_ROLLBACK events: why the trainer rolled back. */
 #define ZO_TM_ROLLBACK_GUARD 0u /* saturated logits or no loss differences for guard_steps steps */
 #define ZO_TM_ROLLBACK_LOSS  1u /* validation loss above best * guard_loss + guard_loss_z * SE */
+#define ZO_TM_ROLLBACK_END   2u /* the run ended with a validation loss above best + guard_loss_z * SE */
 
 /* zo_tm_done_t.reason. */
 #define ZO_TM_DONE_STEPS     0u
@@ -100,7 +101,7 @@ void zo_tm_log(const char *text);
  * or _SNAPSHOT into the last entry; zo_tm_updates_flush sends what is buffered. */
 void zo_tm_updates_begin(uint8_t eps);
 void zo_tm_updates_step(uint32_t step, uint8_t flags, uint32_t q, const uint16_t *c16);
-void zo_tm_updates_mark(uint8_t flag);
+int zo_tm_updates_mark(uint8_t flag); /* 0: no step held, nothing marked */
 void zo_tm_updates_flush(void);
 /* A checkpoint restored: the log's chain continues from `step` (the buffer flushed first, then an
  * updates frame of 0 steps at `step`; zoflash replay takes the steps before it from the run that

@@ -840,12 +840,35 @@ int zo_train_step(void)
     return 0;
 }
 
+/* Whether the run ends on its best weights: its validation loss is above the best's beyond the
+ * noise (guard_loss_z standard errors), so the late steps damaged what the best snapshot holds. */
+static int ends_worse_than_best(run_t *r)
+{
+    trainer_t *tr = &r->tr;
+    const zo_train_model_t *m = tr->m;
+    const zo_train_config_t *cfg = tr->cfg;
+    if (cfg->fleet || cfg->guard_loss <= 0.0f) {
+        return 0;
+    }
+    const split_eval_t val = zo_evaluate_split(tr, m->x_val, m->y_val, m->t_val, m->n_val);
+    return val.loss > r->best_loss + cfg->guard_loss_z * val.se;
+}
+
 int zo_train_end(void)
 {
     run_t *r = &g_run;
     trainer_t *tr = &r->tr;
+    /* the restore must be in the update log, which marks it on the last step it holds */
+    const int restored = ends_worse_than_best(r) && zo_tm_updates_mark(ZO_TM_UPDATE_RESTORE);
+    if (restored) {
+        zo_snapshot_copy(tr->m, 1);
+        const uint32_t q = zo_sched_q(&tr->sched);
+        const uint8_t state = (uint8_t)zo_sched_state(&tr->sched);
+        zo_send_event(tr, r->t == 0u ? 0u : r->t - 1u, ZO_TM_EV_ROLLBACK, ZO_TM_ROLLBACK_END, state, state, q, q,
+                      tr->lr1, tr->snapshot_step);
+    }
     zo_tm_updates_flush();
-    if (!r->last_eval) {
+    if (!r->last_eval || restored) {
         (void)zo_evaluate(tr, r->t);
     }
     dump_weights(tr->m);

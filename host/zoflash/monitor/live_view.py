@@ -111,6 +111,11 @@ class LiveView:
                 self._line(f"step {rec['step']}: lr trial chose lr_1 = {rec['value']:.6g} ({rec['aux']} trial steps)")
             elif rec["kind"] == "lr":
                 self._line(f"step {rec['step']}: learning rate calibrated: lr_1 = {rec['value']:.6g}")
+            elif rec["kind"] == "rollback" and rec["code"] == spec.ROLLBACK_CAUSE_IDS["end"]:
+                self._line(
+                    f"step {rec['step']}: the run ended with a validation loss above its best: "
+                    f"it ends on the best weights, of step {rec['aux']}"
+                )
             elif rec["kind"] == "rollback":
                 why = (
                     "the validation loss ran away"

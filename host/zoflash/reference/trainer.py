@@ -36,7 +36,7 @@ DONE_STEPS, DONE_BUDGET, DONE_SCHEDULER, DONE_DEAD_ZONE, DONE_GUARD, DONE_COMMAN
 )
 EVENT_SCHEDULER, EVENT_LR, EVENT_ROLLBACK = (spec.EVENT_KINDS[k] for k in ("scheduler", "lr", "rollback"))
 LR_TRIAL, LR_CHOSEN = spec.LR_EVENT_CODE_IDS["trial"], spec.LR_EVENT_CODE_IDS["chosen"]
-ROLLBACK_GUARD, ROLLBACK_LOSS = spec.ROLLBACK_CAUSE_IDS["guard"], spec.ROLLBACK_CAUSE_IDS["loss"]
+ROLLBACK_GUARD, ROLLBACK_LOSS, ROLLBACK_END = (spec.ROLLBACK_CAUSE_IDS[c] for c in ("guard", "loss", "end"))
 FLAG = spec.STEP_FLAGS
 VALUES, RESIDUAL, BEST = (spec.WEIGHTS_PARTS.index(p) for p in ("values", "residual", "best-values"))
 
@@ -482,6 +482,15 @@ class ReferenceTrainer:
         ratio = F32(F32(F32(o.lr_trial_horizon) * candidate) / horizon) if horizon > 0 else F32(1.0)
         return F32(np.sqrt(ratio)) if ratio < 1 else F32(1.0)
 
+    def _ends_worse_than_best(self, best_loss: np.float32) -> bool:
+        """The C's ends_worse_than_best: the validation loss now above the best's + guard_loss_z
+        standard errors (the validation-loss guard on, not a fleet device)."""
+        o, d = self.opts, self.data
+        if o.fleet or not o.guard_loss > 0:
+            return False
+        _, loss, _, se = self._evaluate_split(d.x_val, d.y_val, self.t_val if self.loss == "mse" else None)
+        return bool(loss > F32(best_loss + F32(F32(o.guard_loss_z) * se)))
+
     def _restore(self, snapshot: tuple) -> None:
         self.values = [v.copy() for v in snapshot[0]]
         self.residual = [None if r is None else r.copy() for r in snapshot[1]]
@@ -674,9 +683,16 @@ class ReferenceTrainer:
             if not calibrating and self.sched.should_stop():
                 reason = DONE_SCHEDULER
                 break
+        # the run ends on its best weights when its validation loss is above the best's beyond the
+        # noise; the restore must be in the update log, which marks it on the last step it holds
+        restored = self._ends_worse_than_best(best_loss) and self.ulog.mark(wire.UPDATE_RESTORE)
+        if restored:
+            self._restore(snapshot)
+            q, state = self.sched.q, self.sched.state
+            yield self._event(max(t - 1, 0), EVENT_ROLLBACK, ROLLBACK_END, state, state, q, q, lr1, snapshot_step)
         if sent := self.ulog.flush():
             yield sent
-        if not last_eval:
+        if not last_eval or restored:
             yield self._evaluate(t)[0]
         for tt, v, r in zip(plan.tensors, self.values, self.residual):
             yield self.tm.weights(tt.index, VALUES, v.astype(tt.values.dtype.newbyteorder("<")).tobytes())

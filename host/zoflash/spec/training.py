@@ -229,7 +229,8 @@ EVENT_KINDS["round"] = 5
 ROUND_END_CODES = ("steps", "rollbacks")
 LR_EVENT_CODES = ("calibrated", "trial", "chosen")  # lr event `code` (ZO_TM_LR_*): auto lr, lr trial
 LR_EVENT_CODE_IDS = {name: i for i, name in enumerate(LR_EVENT_CODES)}
-ROLLBACK_CAUSES = ("guard", "loss")  # rollback event `code`: guard run, or validation loss over best * guard_loss
+ROLLBACK_CAUSES = ("guard", "loss", "end")  # rollback event `code`: guard run, validation loss over best * guard_loss,
+# or a run that ended with a validation loss above its best beyond the noise (it ends on the best)
 ROLLBACK_CAUSE_IDS = {name: i for i, name in enumerate(ROLLBACK_CAUSES)}
 DONE_REASONS = ("steps", "budget", "scheduler", "command", "dead-zone", "guard")  # done `reason`
 DONE_REASON_IDS = {name: i for i, name in enumerate(DONE_REASONS)}

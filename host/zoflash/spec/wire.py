@@ -353,9 +353,12 @@ class UpdateLog:
         self.steps += 1
         return out
 
-    def mark(self, flag: int) -> None:
-        if self.steps:
-            self.data[self.last] |= flag
+    def mark(self, flag: int) -> bool:
+        """Flags the last step held; False (nothing marked) when the log holds none."""
+        if not self.steps:
+            return False
+        self.data[self.last] |= flag
+        return True
 
     def flush(self) -> bytes:
         if not self.steps:
