@@ -210,10 +210,19 @@ DEFAULT_DECAY = TRAIN_DEFAULTS["lr_decay"]  # every other run's (tail: docs/trai
 
 
 def make_spec(
-    cfg: Config, task: Task, sched: str, q: int, lr: str, seed: int, l0: float | None = None, decay: str = DEFAULT_DECAY
+    cfg: Config,
+    task: Task,
+    sched: str,
+    q: int,
+    lr: str,
+    seed: int,
+    l0: float | None = None,
+    decay: str = DEFAULT_DECAY,
+    scaling: str = DEFAULT_SCALING,
 ) -> dict:
-    # the fixed-q grid is in lr_1 units with sqrt scaling; the adaptive schedulers use the default
-    scaling = "sqrt" if sched == "fixed" else DEFAULT_SCALING
+    """scaling: the adaptive schedulers' lr scaling (the fixed-q grid is in lr_1 units with sqrt)."""
+    label = sched if scaling == DEFAULT_SCALING else f"{sched}+{scaling}"
+    scaling = "sqrt" if sched == "fixed" else scaling
     if lr == "auto":
         value = None
     elif lr == "common":
@@ -224,7 +233,7 @@ def make_spec(
         every = max(1, round(cfg.eval_passes / passes_per_step(q)))
     else:
         every = ADAPTIVE_EVAL_EVERY
-    label = sched if decay == DEFAULT_DECAY else f"{sched}+{decay}"
+    label = label if decay == DEFAULT_DECAY else f"{label}+{decay}"
     return dict(
         key=run_key(label, q, lr, seed),
         sched=sched,

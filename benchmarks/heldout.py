@@ -62,6 +62,7 @@ def heldout(
     decay: str = ex.DEFAULT_DECAY,
     lr_k: int | None = None,
     schedulers: tuple[str, ...] = ex.ADAPTIVE,
+    scaling: str = ex.DEFAULT_SCALING,
 ) -> dict:
     task = ex.TASKS[task_name]
     q, k, l0 = reference or grid_reference(task_name, cfg)
@@ -70,7 +71,7 @@ def heldout(
     for name in schedulers:
         # lr_k: the schedulers at lr_1 = L0·2^k (a point of the lr sweep) instead of the auto lr
         lr = "auto" if lr_k is None else f"k{lr_k}"
-        specs[name] = [ex.make_spec(cfg, task, name, 1, lr, s, l0, decay=decay) for s in seeds]
+        specs[name] = [ex.make_spec(cfg, task, name, 1, lr, s, l0, decay=decay, scaling=scaling) for s in seeds]
     res = run_grid(
         [s for group in specs.values() for s in group],
         ex.run_one,
@@ -104,6 +105,7 @@ def heldout(
         given=reference is not None,
         decay=decay,
         lr_k=lr_k,
+        scaling=scaling,
     )
 
 
@@ -118,6 +120,8 @@ def to_markdown(h: dict, command: str) -> str:
     budget = ex.kpasses(h.get("budget", ex.FULL.budget))
     if h.get("decay", ex.DEFAULT_DECAY) != ex.DEFAULT_DECAY:
         grid += f", the schedulers with --lr-decay {h['decay']}"
+    if h.get("scaling", ex.DEFAULT_SCALING) != ex.DEFAULT_SCALING:
+        grid += f", the schedulers with --lr-scaling {h['scaling']}"
     if h.get("lr_k") is not None:
         grid += f", the schedulers at lr_1 = L0·2^{h['lr_k']} (the lr sweep)"
     seeds = f"seeds {h['seeds'][0]}..{h['seeds'][-1]}"
@@ -216,6 +220,12 @@ def main(argv: list[str] | None = None) -> int:
         "the reference keeps the default)",
     )
     ap.add_argument(
+        "--lr-scaling",
+        choices=ex.spec.LR_SCALINGS,
+        default=ex.DEFAULT_SCALING,
+        help=f"the adaptive schedulers' --lr-scaling (default {ex.DEFAULT_SCALING}, zoflash's)",
+    )
+    ap.add_argument(
         "--lr-k",
         type=int,
         metavar="K",
@@ -238,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             args.lr_decay,
             args.lr_k,
             schedulers,
+            args.lr_scaling,
         )
     command = (
         f"python benchmarks/heldout.py{task_args} --seeds {args.seeds}"
@@ -249,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         + (f" --reference {':'.join(f'{v:g}' for v in args.reference)}" if args.reference else "")
         + (f" --lr-decay {args.lr_decay}" if args.lr_decay != ex.DEFAULT_DECAY else "")
         + (f" --lr-k {args.lr_k}" if args.lr_k is not None else "")
+        + (f" --lr-scaling {args.lr_scaling}" if args.lr_scaling != ex.DEFAULT_SCALING else "")
         + (f" --write {args.write}" if args.write else "")
     )
     body = to_markdown(h, command)
@@ -258,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
             f"heldout-{args.task}"
             + (f"-{args.budget}" if args.budget else "")
             + (f"-{args.lr_decay}" if args.lr_decay != ex.DEFAULT_DECAY else "")
-            + (f"-k{args.lr_k}" if args.lr_k is not None else ""),
+            + (f"-k{args.lr_k}" if args.lr_k is not None else "")
+            + (f"-{args.lr_scaling}" if args.lr_scaling != ex.DEFAULT_SCALING else ""),
             body,
         )
         print(f"wrote {args.write}")

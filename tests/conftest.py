@@ -30,7 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 # training options of a run that ends worse than its best (the MLP on the flattened digits): a
 # rate far too large, no decay, a lax validation guard: no evaluation beats the start
-ENDS_WORSE_THAN_BEST = dict(scheduler="fixed", q=1, lr=1000.0, lr_decay="none", guard_loss=10.0, steps=80, eval_every=25)
+ENDS_WORSE_THAN_BEST = dict(
+    scheduler="fixed", q=1, lr=1000.0, lr_decay="none", guard_loss=10.0, steps=80, eval_every=25
+)
 OPS_FIXTURES = FIXTURES / "ops"
 REQUIRE_ALL = os.environ.get("ZOFLASH_REQUIRE_ALL") == "1" or os.environ.get("CI") == "true"
 ZOO_VARIABLE = "ZOFLASH_MODEL_ZOO"

@@ -11,6 +11,7 @@ from conftest import FIXTURES
 
 from zoflash.errors import DataError
 from zoflash.monitor import session as session_mod
+from zoflash.spec import training as spec
 from zoflash.spec.options import TRAIN_DEFAULTS
 from zoflash.training.dataset import Dataset, carve_validation
 from zoflash.training.options import OptionsError, make_options
@@ -88,6 +89,7 @@ def test_val_fraction_from_project_file(tmp_path):
 # a tight loss guard and a large rho make the run roll back and take snapshots
 # an explicit, high learning rate (no calibration) so that the loss guard fires several times; no
 # margin (guard_loss_z 0): the records do not carry the standard error the margin needs
+END = spec.ROLLBACK_CAUSE_IDS["end"]
 GUARDED = dict(steps=46, eval_every=4, guard_loss=1.02, guard_loss_z=0.0, lr=150.0, lr_scaling="sqrt", seed=3)
 
 
@@ -142,14 +144,19 @@ def test_guards_and_best_follow_the_validation_split(runs):
         return rollbacks, snap
 
     expected, snap = replay("val_loss")
-    got = [(r["step"], r["aux"]) for r in recs if r["type"] == "event" and r["kind"] == "rollback"]
+    rollbacks = [r for r in recs if r["type"] == "event" and r["kind"] == "rollback"]
+    got = [(r["step"], r["aux"]) for r in rollbacks if r["code"] != END]
     assert got == expected and len(got) >= 2 and snap > 20
     # the same rule on the test losses would have rolled back elsewhere: the run tells them apart
     assert replay("loss")[0] != expected
-    # best != last: the run ended after its last snapshot
+    # the run ended after its last snapshot with a validation loss above it (guard_loss_z 0: any
+    # amount), so it ends on the snapshot: the end evaluation is the snapshot's
+    assert [(r["step"], r["aux"]) for r in rollbacks if r["code"] == END] == [(45, snap)]
+    at_snap = next(r for r in evals if r["step"] == snap)
+    assert evals[-1]["step"] == 46 and snap < 46 and evals[-1]["val_loss"] == at_snap["val_loss"]
     w = load_weights(runs["c"].weights_path)
-    assert set(w.best) == set(w.tensors) and evals[-1]["step"] == 46 and snap < 46
-    assert any(not np.array_equal(w.best[i], w.tensors[i]) for i in w.tensors)
+    assert set(w.best) == set(w.tensors)
+    assert all(np.array_equal(w.best[i], w.tensors[i]) for i in w.tensors)
 
 
 @pytest.mark.cc
@@ -157,8 +164,19 @@ def test_export_select(runs, tmp_path):
     from zoflash.training.export import export_weights
     from zoflash.training.weights_file import load_weights, save_weights
 
-    model, wpath = FIXTURES / "digits_cnn.tflite", runs["c"].weights_path
-    w = load_weights(wpath)
+    model = FIXTURES / "digits_cnn.tflite"
+    w = load_weights(runs["c"].weights_path)
+    # the run ends on its best values: the last ones here are made to differ, so that the choice shows
+    w.tensors = {
+        i: (v + 1 if v.dtype == np.int32 else np.clip(v, -126, 126) + 1).astype(v.dtype) for i, v in w.tensors.items()
+    }
+    wpath = save_weights(
+        tmp_path / "run.weights.npz",
+        w.model_sha256,
+        [(i, w.names[i], v, w.residuals.get(i)) for i, v in w.tensors.items()],
+        best=w.best,
+    )
+    assert any(not np.array_equal(w.best[i], w.tensors[i]) for i in w.tensors)
     best = export_weights(model, wpath, tmp_path / "best.tflite")
     assert best.selected == "best"
     last = export_weights(model, wpath, tmp_path / "last.tflite", select="last")
