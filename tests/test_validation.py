@@ -159,6 +159,25 @@ def test_guards_and_best_follow_the_validation_split(runs):
     assert all(np.array_equal(w.best[i], w.tensors[i]) for i in w.tensors)
 
 
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_the_emulated_m55_ends_on_its_best_as_the_host(runs, tmp_path, capsys):
+    """The guarded run under QEMU (mps3-an547): the same records as the host's, the end's restore
+    included."""
+    from zoflash.cli.main import main
+
+    log = tmp_path / "m55.jsonl"
+    args = ["-q", "run", "--board", "mps3-an547", "--out", str(tmp_path / "bundle"), "--log", str(log)]
+    args += ["--model", str(FIXTURES / "digits_cnn.tflite"), "--data", str(FIXTURES / "digits_shift.npz")]
+    args += [f"--{k.replace('_', '-')}={v}" for k, v in GUARDED.items()]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(["compare", str(runs["c"].log_path), str(log)]) == 0
+    assert "IDENTICAL" in capsys.readouterr().out
+    m55 = session_mod.read_log(log)
+    assert [r["code"] for r in m55 if r["type"] == "event" and r["kind"] == "rollback"][-1] == END
+
+
 @pytest.mark.cc
 def test_export_select(runs, tmp_path):
     from zoflash.training.export import export_weights
