@@ -3,7 +3,7 @@
     python benchmarks/update_log.py coefficients   # c_i of real runs: range, binary16 vs bfloat16 error
     python benchmarks/update_log.py float32        # the same runs applying float32 c_i (the rule before)
     python benchmarks/update_log.py seeds          # seed-to-seed spread of the final accuracy (binary16)
-    python benchmarks/update_log.py bytes          # bytes per update at q = 1, 2, 8 on the digits example
+    python benchmarks/update_log.py bytes          # bytes per update at q = 1, 2, 4, 8 on the digits example
     python benchmarks/update_log.py packing        # exponent spread per step; packed vs raw bytes, q 1-16
 
 Digits (the example's digits CNN on rotated digits) and sensor (tests/fixtures motions task), the
@@ -96,7 +96,8 @@ def seeds() -> None:
 def bytes_per_update() -> None:
     model = F / TASKS["digits"][0]
     with tempfile.TemporaryDirectory() as tmp:
-        for q in (1, 2, 8):
+        per_update = {}
+        for q in (1, 2, 4, 8):
             run = _run("digits", "c", Path(tmp) / f"q{q}.jsonl", scheduler="fixed", q=q)
             r = replay(model, run.log_path, Path(tmp) / f"q{q}.npz")
             a, b = load_weights(Path(tmp) / f"q{q}.npz"), load_weights(run.weights_path)
@@ -106,19 +107,24 @@ def bytes_per_update() -> None:
             )
             frames = sum(x["type"] == "updates" for x in run.records)
             print(f"q = {q}: {r.steps} steps, {frames} frames, {r.summary()}, replay identical: {same}")
+            per_update[q] = r.bytes_per_update
+        for q in (2, 4, 8):
+            print(f"bytes per extra direction q 1->{q}: {(per_update[q] - per_update[1]) / (q - 1):.3f}")
 
 
-def _framed_bytes(entries: list[wire.UpdateEntry], packed: bool) -> int:
-    """Wire bytes of the updates frames the device sends for these entries (raw: packing never shorter)."""
-    original = wire.pack_coefficients
+def _framed_bytes(entries: list[wire.UpdateEntry], packed: bool, rice_k: int = wire.UPDATE_RICE_K) -> int:
+    """Wire bytes of the updates frames the device sends for these entries (raw: packing never
+    shorter), packed with the Rice parameter rice_k."""
+    original, original_k = wire.pack_coefficients, wire.UPDATE_RICE_K
     if not packed:
-        wire.pack_coefficients = lambda c16: bytes(2 * len(c16))  # type: ignore[assignment]
+        wire.pack_coefficients = lambda c16: wire.Bits(0, 16 * len(c16))  # type: ignore[assignment]
+    wire.UPDATE_RICE_K = rice_k
     try:
         log = wire.UpdateLog(wire.Encoder(), 0)
         out = sum(len(log.step(e.step, e.flags, e.coefficients)) for e in entries)
         return out + len(log.flush())
     finally:
-        wire.pack_coefficients = original
+        wire.pack_coefficients, wire.UPDATE_RICE_K = original, original_k
 
 
 def packing() -> None:
@@ -139,17 +145,19 @@ def packing() -> None:
                 applied = [e.coefficients for e in entries if e.flags & wire.UPDATE_APPLIED]
                 d = np.concatenate([max(c) - np.array(c) for c in ([(h >> 10) & 31 for h in c] for c in applied)])
                 spread = np.bincount(d, minlength=8)[:8] / d.size
-                raw, packed = (_framed_bytes(entries, p) / len(applied) for p in (False, True))
-                per_q[q] = raw, packed
+                sizes = [_framed_bytes(entries, False)] + [_framed_bytes(entries, True, k) for k in (0, 1, 2)]
+                per_q[q] = [b / len(applied) for b in sizes]
                 print(
                     f"{task} q={q or 'plateau'}: {len(applied)} updates, d = 0..7: "
                     f"{' '.join(f'{100 * f:.1f}%' for f in spread)}, 8+: {100 * (d >= 8).mean():.2f}%; "
-                    f"bytes/update raw {raw:.2f} packed {packed:.2f}"
+                    f"bytes/update raw {per_q[q][0]:.2f}, packed Rice k = 0/1/2: "
+                    f"{' '.join(f'{b:.2f}' for b in per_q[q][1:])}"
                 )
-            for q in (8, 16):
+            for q in (2, 4, 8, 16):
+                extra = [(per_q[q][i] - per_q[1][i]) / (q - 1) for i in range(4)]
                 print(
-                    f"{task}: bytes per extra direction q 1->{q}: raw {(per_q[q][0] - per_q[1][0]) / (q - 1):.3f} "
-                    f"packed {(per_q[q][1] - per_q[1][1]) / (q - 1):.3f}"
+                    f"{task}: bytes per extra direction q 1->{q}: raw {extra[0]:.3f}, packed Rice k = 0/1/2: "
+                    f"{' '.join(f'{b:.3f}' for b in extra[1:])}"
                 )
 
 

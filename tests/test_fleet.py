@@ -61,10 +61,11 @@ def test_an_upload_decodes_to_itself_and_a_damaged_one_is_refused():
 
 def test_an_upload_with_a_rollback_mark_is_refused():
     body = fw.UPLOAD_HEAD.pack(fw.UPLOAD_MAGIC, fw.VERSION, 1, 0, b"\0" * 8, 0, 1, 0, 1) + b"d"
-    entry = wire.encode_entry(wire.UPDATE_APPLIED | wire.UPDATE_RESTORE, (F16_ONE,), 0)
+    tail = wire.Tail()
+    tail.add(0, tail.entry(wire.UPDATE_APPLIED | wire.UPDATE_RESTORE, (F16_ONE,)))
     import zlib
 
-    data = body + entry
+    data = body + tail.data()
     data += zlib.crc32(data).to_bytes(4, "little")
     with pytest.raises(fw.FleetMessageError, match="rollback or snapshot"):
         fw.Upload.decode(data)

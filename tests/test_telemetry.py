@@ -296,35 +296,49 @@ def test_c_update_log_equals_python_and_decodes_back(lib, seed):
     assert packed > 50  # the narrow sets pack
 
 
-def c_read(lib, data: bytes, pos: int, q: int, packed: bool):
-    out, at = (ctypes.c_uint16 * max(q, 1))(), ctypes.c_uint32(pos)
-    ok = lib.zo_tm_updates_read(data, len(data), ctypes.byref(at), q, int(packed), out)
-    return (tuple(out[:q]), at.value) if ok else None
+def c_parse(lib, data: bytes, steps: int):
+    """The device's reading of a tail (zo_push.c's, zo_fleet.c's): (flags, coefficients) per step, or
+    None when it does not decode."""
+    pos, q, flags, out, got = ctypes.c_uint32(0), ctypes.c_uint32(0), ctypes.c_uint8(0), (ctypes.c_uint16 * 255)(), []
+    for _ in range(steps):
+        if not lib.zo_tm_updates_entry(
+            data, len(data), ctypes.byref(pos), 255, ctypes.byref(flags), ctypes.byref(q), out
+        ):
+            return None
+        applied = flags.value & proto.UPDATE_APPLIED
+        got.append((flags.value, tuple(out[: q.value]) if applied else ()))
+    return got if lib.zo_tm_updates_end(data, len(data), pos.value) else None
 
 
-def py_read(data: bytes, pos: int, q: int):
+def py_parse(data: bytes, steps: int):
     try:
-        return proto.unpack_coefficients(data, pos, q)
+        return [(e.flags, e.coefficients) for e in proto.parse_updates(0, steps, data)]
     except ValueError:
         return None
 
 
 @pytest.mark.cc
-def test_c_reader_equals_python_on_packed_and_fuzzed_tails(lib):
-    """The device's reader (zo_push.c's) and the host's decode every packed set alike, and refuse
-    the same damaged ones: cut short, bits flipped, random bytes."""
-    lib.zo_tm_updates_read.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint32]
-    lib.zo_tm_updates_read.argtypes += [ctypes.c_int, ctypes.c_void_p]
+def test_c_reader_equals_python_on_tails_and_fuzzed_ones(lib):
+    """The device's reader and the host's decode every tail alike, and refuse the same damaged ones:
+    cut short, bits flipped, random bytes."""
+    lib.zo_tm_updates_entry.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint32]
+    lib.zo_tm_updates_entry.argtypes += [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    lib.zo_tm_updates_end.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint32]
     rng = random.Random(11)
-    refused = 0
-    for _ in range(3000):
-        q = rng.choice([1, 2, 3, 8, 16, 64])
-        c16 = coefficient_set(rng, q)
-        packed = proto.pack_coefficients(c16)
-        prefix = rng.randbytes(rng.choice([0, 3]))
-        assert c_read(lib, prefix + packed, len(prefix), q, True) == (tuple(c16), len(prefix) + len(packed))
-        assert py_read(prefix + packed, len(prefix), q) == (tuple(c16), len(prefix) + len(packed))
-        damaged = bytearray(packed + rng.randbytes(rng.choice([0, 2])))
+    refused = packed = 0
+    for _ in range(1500):
+        tail, given = proto.Tail(), []
+        for step in range(rng.randint(1, 6)):
+            q = rng.choice([1, 2, 3, 8, 16, 64])
+            flags = rng.choice([proto.UPDATE_APPLIED, proto.UPDATE_APPLIED | proto.UPDATE_SNAPSHOT, proto.UPDATE_TRIAL])
+            c16 = tuple(coefficient_set(rng, q)) if flags & proto.UPDATE_APPLIED else ()
+            entry = tail.entry(flags, c16)
+            tail.add(step, entry)
+            packed += bool(entry.value & proto.UPDATE_PACKED)
+            given.append((flags | entry.value & (proto.UPDATE_Q | proto.UPDATE_PACKED), c16))
+        data = tail.data()
+        assert c_parse(lib, data, tail.steps) == py_parse(data, tail.steps) == given
+        damaged = bytearray(data + rng.randbytes(rng.choice([0, 0, 1, 2])))
         how = rng.choice(["cut", "flip", "random"])
         if how == "cut":
             damaged = damaged[: rng.randrange(len(damaged) + 1)]
@@ -332,13 +346,10 @@ def test_c_reader_equals_python_on_packed_and_fuzzed_tails(lib):
             damaged[rng.randrange(len(damaged))] ^= 1 << rng.randrange(8)
         else:
             damaged = bytearray(rng.randbytes(len(damaged)))
-        got = c_read(lib, bytes(damaged), 0, q, True)
-        assert got == py_read(bytes(damaged), 0, q), how
+        got = c_parse(lib, bytes(damaged), tail.steps)
+        assert got == py_parse(bytes(damaged), tail.steps), how
         refused += got is None
-        assert c_read(lib, bytes(damaged), 0, q, False) == (
-            (struct.unpack_from(f"<{q}H", damaged), 2 * q) if len(damaged) >= 2 * q else None
-        )
-    assert refused > 300
+    assert refused > 300 and packed > 300
 
 
 @pytest.mark.cross

@@ -37,26 +37,12 @@ int zo_updates_fit(const uint8_t *data, uint32_t n, uint32_t steps, uint32_t q_l
 {
     uint32_t pos = 0u, q = 0u;
     for (uint32_t k = 0u; k < steps; ++k) {
-        if (pos >= n) {
+        uint8_t flags;
+        if (!zo_tm_updates_entry(data, n, &pos, q_limit, &flags, &q, NULL) || (flags & (uint8_t)~allowed) != 0u) {
             return 0;
-        }
-        const uint8_t flags = data[pos++];
-        if ((flags & (uint8_t)~allowed) != 0u) {
-            return 0;
-        }
-        if ((flags & ZO_TM_UPDATE_Q) != 0u) {
-            if (pos >= n || data[pos] == 0u || data[pos] > q_limit) {
-                return 0;
-            }
-            q = data[pos++];
-        }
-        if ((flags & ZO_TM_UPDATE_APPLIED) != 0u) {
-            if (q == 0u || !zo_tm_updates_read(data, n, &pos, q, (flags & ZO_TM_UPDATE_PACKED) != 0u, NULL)) {
-                return 0;
-            }
         }
     }
-    return pos == n;
+    return zo_tm_updates_end(data, n, pos);
 }
 
 uint32_t zo_apply_entries(const trainer_t *tr, const uint8_t *data, uint32_t n, uint32_t first, uint32_t steps)
@@ -64,13 +50,10 @@ uint32_t zo_apply_entries(const trainer_t *tr, const uint8_t *data, uint32_t n, 
     const zo_train_model_t *m = tr->m;
     uint32_t pos = 0u, q = 0u, applied = 0u;
     for (uint32_t k = 0u; k < steps; ++k) {
-        const uint8_t flags = data[pos++];
-        if ((flags & ZO_TM_UPDATE_Q) != 0u) {
-            q = data[pos++];
-        }
+        uint8_t flags;
+        uint16_t c16[ZO_SCHED_Q_LIMIT];
+        (void)zo_tm_updates_entry(data, n, &pos, ZO_SCHED_Q_LIMIT, &flags, &q, c16); /* fit: checked */
         if ((flags & ZO_TM_UPDATE_APPLIED) != 0u) {
-            uint16_t c16[ZO_SCHED_Q_LIMIT];
-            (void)zo_tm_updates_read(data, n, &pos, q, (flags & ZO_TM_UPDATE_PACKED) != 0u, c16); /* fit: checked */
             for (uint32_t i = 0u; i < q; ++i) {
                 m->c[i] = zo_f32_from_f16(c16[i]);
             }

@@ -133,12 +133,13 @@ void zo_tm_log(const char *text)
     zo_tm_finish(&f, (const uint8_t *)text, n);
 }
 
-/* --- update log: one buffer of entries (ZO_TM_UPDATES_CHUNK bytes of RAM); an entry is a header
- * byte, a u8 q when it changed within the frame, and q binary16 coefficients: 2q bytes little-endian,
- * or bit-packed (ZO_TM_UPDATE_PACKED) when that is shorter.  Packed (docs/training.md "Update log",
- * wire.pack_coefficients): bits from each byte's least significant on, fields LSB first: E, the
- * largest 5-bit exponent field, then per coefficient sign, 10 mantissa bits and d = E - its exponent
- * field as a Rice code (d >> K one bits, a zero bit, d's K low bits); zero bits up to a byte. */
+/* --- update log: one buffer of entries (ZO_TM_UPDATES_CHUNK bytes of RAM) as one bit stream, bits
+ * from each byte's least significant on, every field least significant bit first, zero bits up to a
+ * whole byte at its end (docs/training.md "Update log", wire.Tail).  An entry: the header byte, q (8
+ * bits) when it changed within the frame, and q binary16 coefficients: 16 raw bits each, or packed
+ * (ZO_TM_UPDATE_PACKED) when that is shorter: E, the largest 5-bit exponent field, then per
+ * coefficient sign, 10 mantissa bits and d = E - its exponent field as a Rice code (d >> K one bits,
+ * a zero bit, d's K low bits).  Positions (n, last) count bits. */
 static struct {
     uint8_t data[ZO_TM_UPDATES_CHUNK];
     uint32_t n, first, steps, last, q;
@@ -174,77 +175,105 @@ static void put_bits(uint8_t *dst, uint32_t *pos, uint32_t value, uint32_t n)
     }
 }
 
-static void pack_coefficients(uint8_t *dst, uint32_t q, const uint16_t *c16, uint32_t base)
+static void pack_coefficients(uint8_t *dst, uint32_t *pos, uint32_t q, const uint16_t *c16, uint32_t base)
 {
-    uint32_t pos = 0u;
-    put_bits(dst, &pos, base, 5u);
+    put_bits(dst, pos, base, 5u);
     for (uint32_t i = 0; i < q; ++i) {
         const uint32_t d = base - exponent_field(c16[i]), u = d >> ZO_TM_UPDATE_RICE_K;
-        put_bits(dst, &pos, (uint32_t)c16[i] >> 15, 1u);
-        put_bits(dst, &pos, c16[i] & 0x3FFu, 10u);
-        put_bits(dst, &pos, (1u << u) - 1u, u + 1u); /* u ones, then the zero */
-        put_bits(dst, &pos, d, ZO_TM_UPDATE_RICE_K);
+        put_bits(dst, pos, (uint32_t)c16[i] >> 15, 1u);
+        put_bits(dst, pos, c16[i] & 0x3FFu, 10u);
+        put_bits(dst, pos, (1u << u) - 1u, u + 1u); /* u ones, then the zero */
+        put_bits(dst, pos, d, ZO_TM_UPDATE_RICE_K);
     }
 }
 
-int zo_tm_updates_read(const uint8_t *data, uint32_t n, uint32_t *pos, uint32_t q, int packed, uint16_t *out)
+/* Reads n bits (at most 16) at bit *pos of data[0..bytes) into *value; 0 past its end. */
+static int take_bits(const uint8_t *data, uint32_t bytes, uint32_t *pos, uint32_t n, uint32_t *value)
 {
-    if (!packed) {
-        if (*pos > n || 2u * q > n - *pos) {
-            return 0;
-        }
-        for (uint32_t i = 0; i < q; ++i, *pos += 2u) {
-            if (out != NULL) {
-                out[i] = (uint16_t)(data[*pos] | (data[*pos + 1u] << 8));
-            }
-        }
-        return 1;
-    }
-    if (*pos >= n) {
+    if (*pos > bytes * 8u || n > bytes * 8u - *pos) {
         return 0;
     }
-    const uint8_t *src = data + *pos;
-    const uint32_t avail = (n - *pos) * 8u;
-    uint32_t bit = 0u, base = 0u;
-#define ZO_BIT(b) ((uint32_t)(src[(b) >> 3] >> ((b) & 7u)) & 1u)
-    for (uint32_t i = 0; i < 5u; ++i, ++bit) {
-        base |= ZO_BIT(bit) << i;
+    *value = 0u;
+    for (uint32_t i = 0; i < n; ++i, ++*pos) {
+        *value |= ((uint32_t)(data[*pos >> 3] >> (*pos & 7u)) & 1u) << i;
+    }
+    return 1;
+}
+
+static int read_packed(const uint8_t *data, uint32_t bytes, uint32_t *pos, uint32_t q, uint16_t *out)
+{
+    uint32_t base, sign_mantissa, one, low;
+    if (!take_bits(data, bytes, pos, 5u, &base)) {
+        return 0;
     }
     for (uint32_t k = 0; k < q; ++k) {
-        uint32_t h = 0u, u = 0u, d = 0u;
-        if (bit + 11u > avail) {
+        uint32_t u = 0u;
+        if (!take_bits(data, bytes, pos, 11u, &sign_mantissa)) {
             return 0;
         }
-        for (uint32_t i = 0; i < 11u; ++i, ++bit) {
-            h |= ZO_BIT(bit) << i; /* sign, then the mantissa */
+        for (;;) {
+            if (!take_bits(data, bytes, pos, 1u, &one)) {
+                return 0;
+            }
+            if (one == 0u) {
+                break;
+            }
+            if (++u > (31u >> ZO_TM_UPDATE_RICE_K)) {
+                return 0; /* an exponent offset beyond 31 */
+            }
         }
-        while (bit < avail && ZO_BIT(bit) != 0u && u < 16u) {
-            ++u;
-            ++bit;
-        }
-        if (u > (31u >> ZO_TM_UPDATE_RICE_K) || bit + 1u + ZO_TM_UPDATE_RICE_K > avail) {
+        if (!take_bits(data, bytes, pos, ZO_TM_UPDATE_RICE_K, &low)) {
             return 0;
         }
-        ++bit; /* the unary part's zero */
-        for (uint32_t i = 0; i < ZO_TM_UPDATE_RICE_K; ++i, ++bit) {
-            d |= ZO_BIT(bit) << i;
-        }
-        d |= u << ZO_TM_UPDATE_RICE_K;
+        const uint32_t d = (u << ZO_TM_UPDATE_RICE_K) | low;
         if (d > base) {
+            return 0; /* an exponent below 0 */
+        }
+        if (out != NULL) {
+            out[k] = (uint16_t)(((sign_mantissa & 1u) << 15) | ((base - d) << 10) | (sign_mantissa >> 1));
+        }
+    }
+    return 1;
+}
+
+int zo_tm_updates_entry(const uint8_t *data, uint32_t bytes, uint32_t *pos, uint32_t q_limit, uint8_t *flags,
+                        uint32_t *q, uint16_t *out)
+{
+    uint32_t header, c16;
+    if (!take_bits(data, bytes, pos, 8u, &header)) {
+        return 0;
+    }
+    *flags = (uint8_t)header;
+    if ((header & ZO_TM_UPDATE_Q) != 0u) {
+        if (!take_bits(data, bytes, pos, 8u, q) || *q == 0u || *q > q_limit) {
+            return 0;
+        }
+    }
+    if ((header & ZO_TM_UPDATE_APPLIED) == 0u) {
+        return 1;
+    }
+    if (*q == 0u) {
+        return 0; /* applied, but no q stated yet */
+    }
+    if ((header & ZO_TM_UPDATE_PACKED) != 0u) {
+        return read_packed(data, bytes, pos, *q, out);
+    }
+    for (uint32_t i = 0; i < *q; ++i) {
+        if (!take_bits(data, bytes, pos, 16u, &c16)) {
             return 0;
         }
         if (out != NULL) {
-            out[k] = (uint16_t)(((h & 1u) << 15) | ((base - d) << 10) | (h >> 1));
+            out[i] = (uint16_t)c16;
         }
     }
-    for (; (bit & 7u) != 0u; ++bit) {
-        if (ZO_BIT(bit) != 0u) {
-            return 0; /* padding must be zero: one encoding per set of values */
-        }
-    }
-#undef ZO_BIT
-    *pos += bit >> 3;
     return 1;
+}
+
+int zo_tm_updates_end(const uint8_t *data, uint32_t bytes, uint32_t pos)
+{
+    uint32_t rest;
+    return pos <= bytes * 8u && bytes * 8u - pos < 8u && take_bits(data, bytes, &pos, bytes * 8u - pos, &rest)
+        && rest == 0u;
 }
 
 void zo_tm_updates_begin(uint8_t eps)
@@ -267,7 +296,7 @@ void zo_tm_updates_flush(void)
     zo_tm_put(&f, g_upd.first, 4u);
     zo_tm_put(&f, g_upd.steps, 2u);
     zo_tm_put(&f, g_upd.eps, 1u);
-    zo_tm_finish(&f, g_upd.data, g_upd.n);
+    zo_tm_finish(&f, g_upd.data, (g_upd.n + 7u) / 8u);
     g_upd.n = 0u;
     g_upd.steps = 0u;
     g_upd.q = 0u;
@@ -277,9 +306,9 @@ void zo_tm_updates_step(uint32_t step, uint8_t flags, uint32_t q, const uint16_t
 {
     flags = (uint8_t)(flags & ~(ZO_TM_UPDATE_Q | ZO_TM_UPDATE_PACKED));
     const uint32_t applied = (flags & ZO_TM_UPDATE_APPLIED) != 0u ? q : 0u;
-    uint32_t base = 0u, body = 2u * applied;
+    uint32_t base = 0u, body = 16u * applied;
     if (applied != 0u) {
-        const uint32_t packed = (packed_bits(applied, c16, &base) + 7u) / 8u;
+        const uint32_t packed = packed_bits(applied, c16, &base);
         if (packed < body) {
             body = packed;
             flags = (uint8_t)(flags | ZO_TM_UPDATE_PACKED);
@@ -288,7 +317,7 @@ void zo_tm_updates_step(uint32_t step, uint8_t flags, uint32_t q, const uint16_t
     int new_q = applied != 0u && applied != g_upd.q;
     /* a frame's entries are consecutive steps: a step out of sequence (a checkpoint restore moved
      * the counter) starts a new frame, and the host sees the jump */
-    if (g_upd.n + 1u + (new_q ? 1u : 0u) + body > ZO_TM_UPDATES_CHUNK
+    if ((g_upd.n + 8u + (new_q ? 8u : 0u) + body + 7u) / 8u > ZO_TM_UPDATES_CHUNK
         || (g_upd.steps != 0u && step != g_upd.first + g_upd.steps)) {
         zo_tm_updates_flush();
         new_q = applied != 0u; /* every frame states its first q */
@@ -297,18 +326,16 @@ void zo_tm_updates_step(uint32_t step, uint8_t flags, uint32_t q, const uint16_t
         g_upd.first = step;
     }
     g_upd.last = g_upd.n;
-    g_upd.data[g_upd.n++] = (uint8_t)(flags | (new_q ? ZO_TM_UPDATE_Q : 0u));
+    put_bits(g_upd.data, &g_upd.n, (uint32_t)flags | (new_q ? ZO_TM_UPDATE_Q : 0u), 8u);
     if (new_q) {
-        g_upd.data[g_upd.n++] = (uint8_t)applied;
+        put_bits(g_upd.data, &g_upd.n, applied, 8u);
         g_upd.q = applied;
     }
     if ((flags & ZO_TM_UPDATE_PACKED) != 0u) {
-        pack_coefficients(g_upd.data + g_upd.n, applied, c16, base);
-        g_upd.n += body;
+        pack_coefficients(g_upd.data, &g_upd.n, applied, c16, base);
     } else {
         for (uint32_t i = 0; i < applied; ++i) {
-            g_upd.data[g_upd.n++] = (uint8_t)c16[i];
-            g_upd.data[g_upd.n++] = (uint8_t)(c16[i] >> 8);
+            put_bits(g_upd.data, &g_upd.n, c16[i], 16u);
         }
     }
     ++g_upd.steps;
@@ -330,6 +357,9 @@ int zo_tm_updates_mark(uint8_t flag)
     if (g_upd.steps == 0u) {
         return 0;
     }
-    g_upd.data[g_upd.last] |= flag;
+    for (uint32_t i = 0; i < 8u; ++i) { /* the header may straddle two bytes */
+        const uint32_t at = g_upd.last + i;
+        g_upd.data[at >> 3] = (uint8_t)(g_upd.data[at >> 3] | (((uint32_t)flag >> i) & 1u) << (at & 7u));
+    }
     return 1;
 }

@@ -107,10 +107,15 @@ void zo_tm_updates_flush(void);
  * updates frame of 0 steps at `step`; zoflash replay takes the steps before it from the run that
  * took the checkpoint). */
 void zo_tm_updates_resume(uint32_t step);
-/* Reads one step's q coefficients at data[*pos..n) (2q raw bytes, or packed when `packed`: the
- * header's ZO_TM_UPDATE_PACKED) into out (NULL: only checks) and moves *pos past them; 0 when they
- * do not decode (cut short, an exponent below 0, padding bits not zero), *pos then unchanged. */
-int zo_tm_updates_read(const uint8_t *data, uint32_t n, uint32_t *pos, uint32_t q, int packed, uint16_t *out);
+/* Reads the entry at bit *pos of an updates tail data[0..bytes) (docs/training.md "Update log"):
+ * its header into *flags, the q it states into *q (at most q_limit; else *q is the q in force, 0 for
+ * none yet) and, when applied, its q coefficients into out (NULL: only checks), and moves *pos past
+ * it; 0 when it does not decode (cut short, q 0 or above q_limit, applied without a q, an exponent
+ * offset beyond 31 or below exponent 0). */
+int zo_tm_updates_entry(const uint8_t *data, uint32_t bytes, uint32_t *pos, uint32_t q_limit, uint8_t *flags,
+                        uint32_t *q, uint16_t *out);
+/* Whether bit pos is the end of the tail data[0..bytes): fewer than 8 bits after it, all zero. */
+int zo_tm_updates_end(const uint8_t *data, uint32_t bytes, uint32_t pos);
 
 /* Frame building, for the encoders (zo_wire.c, the ones above): begin, put the fixed payload
  * little-endian in wire order, finish (which appends `tail`, the CRC, and sends).  Not for

@@ -31,7 +31,7 @@ extern "C" {
 #define ZO_TM_UPDATE_TRIAL       0x10u
 #define ZO_TM_UPDATE_FACTORY     0x20u
 #define ZO_TM_UPDATE_PACKED      0x40u
-#define ZO_TM_UPDATE_RICE_K      1u /* packed coefficients: the exponent offset's low bits */
+#define ZO_TM_UPDATE_RICE_K      0u /* packed coefficients: the exponent offset's low bits */
 
 /* Frame types. */
 #define ZO_TM_HELLO              1u

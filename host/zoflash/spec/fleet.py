@@ -66,12 +66,10 @@ def entries_checked(first: int, steps: int, data: bytes) -> list[wire.UpdateEntr
 
 def encode_entries(entries: list[wire.UpdateEntry]) -> bytes:
     """Entries in the updates frame's tail format (the first applied one states its q)."""
-    out, q = bytearray(), 0
+    tail = wire.Tail()
     for e in entries:
-        out += wire.encode_entry(e.flags, e.coefficients, q)
-        if e.flags & wire.UPDATE_APPLIED:
-            q = len(e.coefficients)
-    return bytes(out)
+        tail.add(e.step, tail.entry(e.flags, e.coefficients))
+    return tail.data()
 
 
 @dataclass(frozen=True)

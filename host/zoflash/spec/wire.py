@@ -207,10 +207,10 @@ UPDATE_TRIAL = 0x10  # a step of the lr trial: trained a candidate from the snap
 # weights, residuals zero (a candidate starting from them, or a rollback to them: with SNAPSHOT)
 UPDATE_FACTORY = 0x20
 # The step's coefficients are bit-packed (pack_coefficients) instead of q raw binary16: set when that
-# is shorter (most steps at q >= 8 on real runs; q = 1 and 2 always raw, q = 4 nearly always)
+# is shorter (most steps at q >= 2 on real runs; q = 1 never)
 UPDATE_PACKED = 0x40
-UPDATE_RICE_K = 1  # the packed exponent offset's Rice parameter: its low bits after the unary part
-UPDATES_CHUNK = 256  # tail bytes of one updates frame, at most (the device's buffer)
+UPDATE_RICE_K = 0  # the packed exponent offset's Rice parameter: its low bits after the unary part (none)
+UPDATES_CHUNK = 256  # tail bytes of one updates frame, at most (the device's buffer; the entries: one bit stream)
 # --- end update log
 COMMAND_STRUCTS = {k: struct.Struct("<" + "".join(c for _, c in lay)) for k, lay in COMMAND_LAYOUTS.items()}
 CMD_MAX_PAYLOAD = 1024  # ZO_CMD_MAX_PAYLOAD: the device's command parser takes no longer frame
@@ -285,46 +285,89 @@ class Encoder:
         )
 
 
-# --- update log: one entry's coding, the packer (the reference trainer, mirroring zo_tm_updates_*
-# in zo_telemetry.c) and the parser (zoflash replay)
+# --- update log: an updates frame's tail is one bit stream of entries (docs/training.md "Update
+# log"); the builder (the reference trainer, push chunks and fleet sections, mirroring zo_tm_updates_*
+# in zo_telemetry.c) and the parser (zoflash replay, the fleet's aggregator)
+
+
+class Bits(NamedTuple):
+    """A bit string: the n low bits of value, the first one least significant."""
+
+    value: int
+    n: int
+
+    def then(self, other: Bits) -> Bits:
+        return Bits(self.value | other.value << self.n, self.n + other.n)
 
 
 def _exponent(h: int) -> int:
     return (h >> 10) & 31
 
 
-def pack_coefficients(c16) -> bytes:
-    """One step's binary16 coefficients, packed losslessly (docs/training.md "Update log").  Bits
-    from each byte's least significant bit on, fields least significant bit first: E, the step's
-    largest 5-bit exponent field; then per coefficient its sign bit, its 10 mantissa bits and
-    d = E - its exponent field as a Rice code (d >> UPDATE_RICE_K one bits, a zero bit, then d's
-    UPDATE_RICE_K low bits); zero bits up to a whole byte."""
+def pack_coefficients(c16) -> Bits:
+    """One step's binary16 coefficients, packed losslessly: E, the step's largest 5-bit exponent
+    field; then per coefficient its sign bit, its 10 mantissa bits and d = E - its exponent field
+    as a Rice code (d >> UPDATE_RICE_K one bits, a zero bit, then d's UPDATE_RICE_K low bits)."""
     k = UPDATE_RICE_K
     base = max(_exponent(h) for h in c16)
-    acc, bits = base, 5
+    out = Bits(base, 5)
     for h in c16:
         d = base - _exponent(h)
         u = d >> k
-        code = (h >> 15) | ((h & 0x3FF) << 1) | (((1 << u) - 1) << 11) | ((d & ((1 << k) - 1)) << (12 + u))
-        acc |= code << bits
-        bits += 12 + u + k
-    return acc.to_bytes((bits + 7) // 8, "little")
+        out = out.then(
+            Bits(
+                (h >> 15) | ((h & 0x3FF) << 1) | (((1 << u) - 1) << 11) | ((d & ((1 << k) - 1)) << (12 + u)), 12 + u + k
+            )
+        )
+    return out
 
 
-def encode_entry(flags: int, c16, q: int) -> bytes:
-    """One step's entry after a step whose q was `q` (0: the frame's first applied step): the
-    header byte (its Q and PACKED bits set here), q when it changed, the coefficients (applied
-    steps only), packed when that is shorter than 2q raw bytes."""
+def encode_entry(flags: int, c16, q: int) -> Bits:
+    """One step's entry after a step whose q was `q` (0: the tail's first applied step): the header
+    byte (its Q and PACKED bits set here), q when it changed, the coefficients (applied steps only),
+    packed when that is shorter than 16q raw bits."""
     flags &= ~(UPDATE_Q | UPDATE_PACKED)
     c16 = [int(h) for h in c16] if flags & UPDATE_APPLIED else []
     if not c16:
-        return bytes([flags])
+        return Bits(flags, 8)
     body = pack_coefficients(c16)
-    if len(body) < 2 * len(c16):
+    if body.n < 16 * len(c16):
         flags |= UPDATE_PACKED
     else:
-        body = struct.pack(f"<{len(c16)}H", *c16)
-    return (bytes([flags | UPDATE_Q, len(c16)]) if len(c16) != q else bytes([flags])) + body
+        body = Bits(int.from_bytes(struct.pack(f"<{len(c16)}H", *c16), "little"), 16 * len(c16))
+    head = Bits(flags | UPDATE_Q | len(c16) << 8, 16) if len(c16) != q else Bits(flags, 8)
+    return head.then(body)
+
+
+class Tail:
+    """An updates frame's tail as it is built: the entries of consecutive steps, one bit stream
+    (zero bits up to a whole byte at its end); the first applied entry states its q."""
+
+    def __init__(self):
+        self.stream, self.first, self.steps, self.last = Bits(0, 0), 0, 0, 0
+        self.q = 0  # q of the last applied entry (0: none yet)
+
+    def entry(self, flags: int, c16) -> Bits:
+        return encode_entry(flags, c16, self.q)
+
+    def size_with(self, entry: Bits) -> int:
+        """Bytes of the tail with `entry` added."""
+        return (self.stream.n + entry.n + 7) // 8
+
+    def add(self, step: int, entry: Bits) -> None:
+        """Appends `entry` (from self.entry) as step `step`."""
+        if not self.steps:
+            self.first = step
+        self.last, self.stream = self.stream.n, self.stream.then(entry)
+        if entry.value & UPDATE_APPLIED:
+            self.q = entry.value >> 8 & 0xFF if entry.value & UPDATE_Q else self.q
+        self.steps += 1
+
+    def mark(self, flag: int) -> None:
+        self.stream = self.stream._replace(value=self.stream.value | flag << self.last)
+
+    def data(self) -> bytes:
+        return self.stream.value.to_bytes((self.stream.n + 7) // 8, "little")
 
 
 class UpdateLog:
@@ -333,41 +376,31 @@ class UpdateLog:
     SNAPSHOT into the last entry; `flush` sends what is buffered (b"" when nothing is)."""
 
     def __init__(self, encoder: Encoder, eps: int):
-        self.encoder, self.eps = encoder, eps
-        self.first, self.steps, self.data, self.last = 0, 0, bytearray(), -1
-        self.q = 0  # q of the frame's last applied step (0: none yet)
+        self.encoder, self.eps, self.tail = encoder, eps, Tail()
 
     def step(self, step: int, flags: int, coefficients=()) -> bytes:
-        entry = encode_entry(flags, coefficients, self.q)
-        jump = self.steps and step != self.first + self.steps  # a frame holds consecutive steps only
+        entry = self.tail.entry(flags, coefficients)
+        jump = self.tail.steps and step != self.tail.first + self.tail.steps  # a frame holds consecutive steps only
         out = b""
-        if len(self.data) + len(entry) > UPDATES_CHUNK or jump:
+        if self.tail.size_with(entry) > UPDATES_CHUNK or jump:
             out = self.flush()
-            entry = encode_entry(flags, coefficients, 0)  # every frame states its first q
-        if not self.steps:
-            self.first = step
-        self.last = len(self.data)
-        self.data += entry
-        if flags & UPDATE_APPLIED:
-            self.q = len(coefficients)
-        self.steps += 1
+            entry = self.tail.entry(flags, coefficients)  # every frame states its first q
+        self.tail.add(step, entry)
         return out
 
     def mark(self, flag: int) -> bool:
         """Flags the last step held; False (nothing marked) when the log holds none."""
-        if not self.steps:
+        if not self.tail.steps:
             return False
-        self.data[self.last] |= flag
+        self.tail.mark(flag)
         return True
 
     def flush(self) -> bytes:
-        if not self.steps:
+        t = self.tail
+        if not t.steps:
             return b""
-        out = self.encoder.frame(
-            "updates", {"step": self.first, "steps": self.steps, "eps": self.eps, "data": self.data}
-        )
-        self.steps, self.data, self.q = 0, bytearray(), 0
-        return out
+        self.tail = Tail()
+        return self.encoder.frame("updates", {"step": t.first, "steps": t.steps, "eps": self.eps, "data": t.data()})
 
 
 class UpdateEntry(NamedTuple):
@@ -376,69 +409,65 @@ class UpdateEntry(NamedTuple):
     coefficients: tuple[int, ...]  # binary16 bits, q of them (empty when not applied)
 
 
-def unpack_coefficients(data: bytes, pos: int, q: int) -> tuple[tuple[int, ...], int]:
-    """The q coefficients packed at data[pos:] (pack_coefficients) and the position after them;
-    ValueError when they are cut short, an offset goes below exponent 0 or the padding is not zero."""
+class _Reader:
+    """Bits of a tail from bit `pos` on; ValueError("cut short") past its end."""
+
+    def __init__(self, data: bytes):
+        self.value, self.avail, self.pos = int.from_bytes(data, "little"), 8 * len(data), 0
+
+    def take(self, n: int) -> int:
+        if self.pos + n > self.avail:
+            raise ValueError("cut short")
+        self.pos += n
+        return self.value >> (self.pos - n) & ((1 << n) - 1)
+
+
+def _unpack_coefficients(r: _Reader, q: int) -> tuple[int, ...]:
+    """The q packed coefficients at r (pack_coefficients); ValueError when they are cut short or an
+    offset goes beyond 31 or below exponent 0."""
     k = UPDATE_RICE_K
-    avail = (len(data) - pos) * 8
-    if avail < 5:
-        raise ValueError("cut short")
-    acc = int.from_bytes(data[pos : pos + (5 + q * (12 + 15 + k) + 7) // 8], "little")
-    bits = 5
-    base = acc & 31
+    base = r.take(5)
     out = []
     for _ in range(q):
-        if bits + 11 > avail:
-            raise ValueError("cut short")
-        sign, mantissa = (acc >> bits) & 1, (acc >> (bits + 1)) & 0x3FF
-        bits += 11
-        u = 0
-        while bits < avail and (acc >> bits) & 1 and u < 16:
-            u, bits = u + 1, bits + 1
-        if u > 31 >> k:
-            raise ValueError("an exponent offset beyond 31")
-        if bits + 1 + k > avail:
-            raise ValueError("cut short")
-        d = (u << k) | ((acc >> (bits + 1)) & ((1 << k) - 1))
-        bits += 1 + k
+        sign_mantissa, u = r.take(11), 0
+        while r.take(1):
+            u += 1
+            if u > 31 >> k:
+                raise ValueError("an exponent offset beyond 31")
+        d = (u << k) | r.take(k)
         if d > base:
             raise ValueError("an exponent below 0")
-        out.append((sign << 15) | ((base - d) << 10) | mantissa)
-    end = (bits + 7) // 8
-    if acc >> bits & ((1 << (end * 8 - bits)) - 1):
-        raise ValueError("padding bits not zero")
-    return tuple(out), pos + end
+        out.append((sign_mantissa & 1) << 15 | (base - d) << 10 | sign_mantissa >> 1)
+    return tuple(out)
 
 
 def parse_updates(step: int, steps: int, data: bytes) -> list[UpdateEntry]:
     """The entries of one updates frame's tail; ValueError when it does not hold `steps` whole ones."""
-    out, pos, q = [], 0, 0
+    out, r, q = [], _Reader(data), 0
     for k in range(steps):
-        if pos >= len(data):
+        at = f"updates frame of step {step}: step {step + k}"
+        if r.avail - r.pos < 8:
             raise ValueError(f"updates frame of step {step}: {steps} steps announced, {k} present")
-        flags = data[pos]
-        pos += 1
-        if flags & UPDATE_Q:
-            if pos >= len(data) or data[pos] == 0:
-                raise ValueError(f"updates frame of step {step}: step {step + k} has no valid q")
-            q = data[pos]
-            pos += 1
+        try:
+            flags = r.take(8)
+            if flags & UPDATE_Q:
+                q = r.take(8)
+                if q == 0:
+                    raise ValueError("q 0")
+        except ValueError:
+            raise ValueError(f"{at} has no valid q") from None
         n = q if flags & UPDATE_APPLIED else 0
         if flags & UPDATE_APPLIED and q == 0:
-            raise ValueError(f"updates frame of step {step}: step {step + k} is applied but its q is unknown")
-        if flags & UPDATE_PACKED and n:
-            try:
-                c16, pos = unpack_coefficients(data, pos, n)
-            except ValueError as e:
-                raise ValueError(f"updates frame of step {step}: step {step + k}'s packed coefficients: {e}") from None
-        else:
-            if pos + 2 * n > len(data):
-                raise ValueError(f"updates frame of step {step}: step {step + k} is cut short")
-            c16 = struct.unpack_from(f"<{n}H", data, pos)
-            pos += 2 * n
+            raise ValueError(f"{at} is applied but its q is unknown")
+        try:
+            c16 = _unpack_coefficients(r, n) if flags & UPDATE_PACKED and n else tuple(r.take(16) for _ in range(n))
+        except ValueError as e:
+            raise ValueError(f"{at} is cut short" if str(e) == "cut short" else f"{at}'s coefficients: {e}") from None
         out.append(UpdateEntry(step + k, flags, c16))
-    if pos != len(data):
-        raise ValueError(f"updates frame of step {step}: {len(data) - pos} bytes after its {steps} steps")
+    if r.avail - r.pos >= 8:
+        raise ValueError(f"updates frame of step {step}: {(r.avail - r.pos) // 8} bytes after its {steps} steps")
+    if r.value >> r.pos:
+        raise ValueError(f"updates frame of step {step}: padding bits after its {steps} steps not zero")
     return out
 
 

@@ -20,8 +20,8 @@ _TAILS = {
     "sample": "the bytes of one sample record",
     "restore": "a chunk of a checkpoint image",
     "push": "`steps` update-log entries (the updates frame's tail format)",
-    "updates": "one entry per step: an update-log flag byte, u8 q when it changed, q binary16 coefficients "
-    '(2q bytes, or bit-packed with `PACKED`; docs/training.md "Update log")',
+    "updates": "one entry per step, one bit stream: an update-log flag byte, 8 bits of q when it changed, q "
+    'binary16 coefficients (16 bits each, or bit-packed with `PACKED`; docs/training.md "Update log")',
 }
 _UPDATE_FLAGS = ("APPLIED", "Q", "RESTORE", "SNAPSHOT", "TRIAL", "FACTORY", "PACKED")
 # the id tables a decoder needs: (title, names by id or name -> value, what carries them)

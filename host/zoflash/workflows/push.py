@@ -54,24 +54,19 @@ def pack_entries(entries: list[wire.UpdateEntry], limit: int = PUSH_TAIL) -> lis
     """The entries in chunks of consecutive steps, each tail at most `limit` bytes in the updates
     frame's format (every chunk states its first q): (first step, steps, tail)."""
     chunks: list[tuple[int, int, bytes]] = []
-    first, steps, data, q = 0, 0, bytearray(), 0
+    tail = wire.Tail()
     for e in entries:
         c16 = e.coefficients if e.flags & wire.UPDATE_APPLIED else ()
-        entry = wire.encode_entry(e.flags, c16, q)
-        if len(wire.encode_entry(e.flags, c16, 0)) > limit:
+        if wire.Tail().size_with(wire.encode_entry(e.flags, c16, 0)) > limit:
             raise DataError(f"step {e.step} has {len(c16)} coefficients: more than a push chunk of {limit} bytes holds")
-        if steps and len(data) + len(entry) > limit:
-            chunks.append((first, steps, bytes(data)))
-            steps, data, q = 0, bytearray(), 0
-            entry = wire.encode_entry(e.flags, c16, 0)  # every chunk states its first q
-        if not steps:
-            first = e.step
-        data += entry
-        if c16:
-            q = len(c16)
-        steps += 1
-    if steps:
-        chunks.append((first, steps, bytes(data)))
+        entry = tail.entry(e.flags, c16)
+        if tail.steps and tail.size_with(entry) > limit:
+            chunks.append((tail.first, tail.steps, tail.data()))
+            tail = wire.Tail()
+            entry = tail.entry(e.flags, c16)  # every chunk states its first q
+        tail.add(e.step, entry)
+    if tail.steps:
+        chunks.append((tail.first, tail.steps, tail.data()))
     return chunks
 
 
