@@ -160,6 +160,7 @@ def run_one(spec: dict) -> dict:
         lr=spec["lr"],
         lr_scaling=spec["lr_scaling"],
         lr_decay=spec["lr_decay"],
+        lr_trial=spec.get("lr_trial"),
         seed=spec["seed"],
         budget=spec["budget"],
         eval_every=spec["eval_every"],
@@ -219,9 +220,12 @@ def make_spec(
     l0: float | None = None,
     decay: str = DEFAULT_DECAY,
     scaling: str = DEFAULT_SCALING,
+    trial: int | None = None,
 ) -> dict:
-    """scaling: the adaptive schedulers' lr scaling (the fixed-q grid is in lr_1 units with sqrt)."""
+    """scaling: the adaptive schedulers' lr scaling (the fixed-q grid is in lr_1 units with sqrt);
+    trial: their lr trial's steps per candidate (None: zoflash's default)."""
     label = sched if scaling == DEFAULT_SCALING else f"{sched}+{scaling}"
+    label = label if trial is None else f"{label}+trial{trial}"
     scaling = "sqrt" if sched == "fixed" else scaling
     if lr == "auto":
         value = None
@@ -241,6 +245,7 @@ def make_spec(
         lr=value,
         lr_scaling=scaling,
         lr_decay=decay,
+        lr_trial=trial,
         seed=seed,
         budget=cfg.budget,
         eval_every=every,

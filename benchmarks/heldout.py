@@ -63,6 +63,7 @@ def heldout(
     lr_k: int | None = None,
     schedulers: tuple[str, ...] = ex.ADAPTIVE,
     scaling: str = ex.DEFAULT_SCALING,
+    trial: int | None = None,
 ) -> dict:
     task = ex.TASKS[task_name]
     q, k, l0 = reference or grid_reference(task_name, cfg)
@@ -71,7 +72,9 @@ def heldout(
     for name in schedulers:
         # lr_k: the schedulers at lr_1 = L0·2^k (a point of the lr sweep) instead of the auto lr
         lr = "auto" if lr_k is None else f"k{lr_k}"
-        specs[name] = [ex.make_spec(cfg, task, name, 1, lr, s, l0, decay=decay, scaling=scaling) for s in seeds]
+        specs[name] = [
+            ex.make_spec(cfg, task, name, 1, lr, s, l0, decay=decay, scaling=scaling, trial=trial) for s in seeds
+        ]
     res = run_grid(
         [s for group in specs.values() for s in group],
         ex.run_one,
@@ -106,6 +109,7 @@ def heldout(
         decay=decay,
         lr_k=lr_k,
         scaling=scaling,
+        trial=trial,
     )
 
 
@@ -122,6 +126,8 @@ def to_markdown(h: dict, command: str) -> str:
         grid += f", the schedulers with --lr-decay {h['decay']}"
     if h.get("scaling", ex.DEFAULT_SCALING) != ex.DEFAULT_SCALING:
         grid += f", the schedulers with --lr-scaling {h['scaling']}"
+    if h.get("trial") is not None:
+        grid += f", the schedulers with --lr-trial {h['trial']}"
     if h.get("lr_k") is not None:
         grid += f", the schedulers at lr_1 = L0·2^{h['lr_k']} (the lr sweep)"
     seeds = f"seeds {h['seeds'][0]}..{h['seeds'][-1]}"
@@ -232,6 +238,12 @@ def main(argv: list[str] | None = None) -> int:
         help="run the adaptive schedulers at lr_1 = L0·2^K (a point of the grid's lr sweep, K = -2..2) "
         "instead of the auto lr",
     )
+    ap.add_argument(
+        "--lr-trial",
+        type=int,
+        metavar="STEPS",
+        help="the adaptive schedulers' lr trial steps per candidate (default: zoflash's)",
+    )
     args = ap.parse_args(argv)
     args.task, task_args = ex.task_of(ap, args)
     schedulers = tuple(args.schedulers.split(","))
@@ -249,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             args.lr_k,
             schedulers,
             args.lr_scaling,
+            args.lr_trial,
         )
     command = (
         f"python benchmarks/heldout.py{task_args} --seeds {args.seeds}"
@@ -261,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         + (f" --lr-decay {args.lr_decay}" if args.lr_decay != ex.DEFAULT_DECAY else "")
         + (f" --lr-k {args.lr_k}" if args.lr_k is not None else "")
         + (f" --lr-scaling {args.lr_scaling}" if args.lr_scaling != ex.DEFAULT_SCALING else "")
+        + (f" --lr-trial {args.lr_trial}" if args.lr_trial is not None else "")
         + (f" --write {args.write}" if args.write else "")
     )
     body = to_markdown(h, command)
@@ -271,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
             + (f"-{args.budget}" if args.budget else "")
             + (f"-{args.lr_decay}" if args.lr_decay != ex.DEFAULT_DECAY else "")
             + (f"-k{args.lr_k}" if args.lr_k is not None else "")
-            + (f"-{args.lr_scaling}" if args.lr_scaling != ex.DEFAULT_SCALING else ""),
+            + (f"-{args.lr_scaling}" if args.lr_scaling != ex.DEFAULT_SCALING else "")
+            + (f"-trial{args.lr_trial}" if args.lr_trial is not None else ""),
             body,
         )
         print(f"wrote {args.write}")
