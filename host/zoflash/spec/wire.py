@@ -207,7 +207,7 @@ UPDATE_TRIAL = 0x10  # a step of the lr trial: trained a candidate from the snap
 # weights, residuals zero (a candidate starting from them, or a rollback to them: with SNAPSHOT)
 UPDATE_FACTORY = 0x20
 # The step's coefficients are bit-packed (pack_coefficients) instead of q raw binary16: set when that
-# is shorter (most steps at q >= 2 on real runs; q = 1 never)
+# is shorter (75-99% of the steps at q = 2-8 on real runs; q = 1 never)
 UPDATE_PACKED = 0x40
 UPDATE_RICE_K = 0  # the packed exponent offset's Rice parameter: its low bits after the unary part (none)
 UPDATES_CHUNK = 256  # tail bytes of one updates frame, at most (the device's buffer; the entries: one bit stream)
