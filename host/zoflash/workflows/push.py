@@ -57,13 +57,13 @@ def pack_entries(entries: list[wire.UpdateEntry], limit: int = PUSH_TAIL) -> lis
     tail = wire.Tail()
     for e in entries:
         c16 = e.coefficients if e.flags & wire.UPDATE_APPLIED else ()
-        if wire.Tail().size_with(wire.encode_entry(e.flags, c16, 0)) > limit:
-            raise DataError(f"step {e.step} has {len(c16)} coefficients: more than a push chunk of {limit} bytes holds")
         entry = tail.entry(e.flags, c16)
         if tail.steps and tail.size_with(entry) > limit:
             chunks.append((tail.first, tail.steps, tail.data()))
             tail = wire.Tail()
             entry = tail.entry(e.flags, c16)  # every chunk states its first q
+        if tail.size_with(entry) > limit:  # alone in a chunk, and still too long
+            raise DataError(f"step {e.step} has {len(c16)} coefficients: more than a push chunk of {limit} bytes holds")
         tail.add(e.step, entry)
     if tail.steps:
         chunks.append((tail.first, tail.steps, tail.data()))
