@@ -182,8 +182,11 @@ def binary_case(rng, i, kind):
         so = tuple(int(v) for v in rng.choice([1, 3, 5, 8, 16, 17], int(rng.integers(1, 5))))
         s1 = s2 = so
     a_s, b_s = f32(rng.uniform(0.01, 0.2)), f32(rng.uniform(0.01, 0.2) * (10 if i % 4 == 0 else 1))
+    if kind == "add" and i % 7 == 6:
+        b_s = a_s  # equal scales: both input rescales at shift 0
     if kind == "add":
-        o_s = f32(max(a_s, b_s) * rng.uniform(0.5, 3.0))
+        # every fifth the smallest output scales TFLM takes: the output rescale at shift 0
+        o_s = f32(max(a_s, b_s) * (3 / 2**20 if i % 5 == 0 else rng.uniform(0.5, 3.0)))
     else:
         o_s = f32(a_s * b_s * 128 * rng.uniform(0.05, 2.0) * (0.002 if i % 5 == 0 else 1.0))
     params = KERNELS.get(kind).build(
@@ -582,6 +585,8 @@ def conv_grid(rng):
                     )
     for c, oc in ((65, 3), (100, 17), (128, 65), (33, 70), (48, 2), (49, 5)):  # 1x1 rows past 48 and 64 bytes
         cases.append(grid_conv(rng, len(cases), 3, 5, c, oc, 1, 1, 1, "VALID", spread=len(cases) % 2 == 0))
+    for c, oc in ((80, 9), (144, 2)):  # three-pixel tiles with a short last tile (20 pixels)
+        cases.append(grid_conv(rng, len(cases), 4, 5, c, oc, 1, 1, 1, "VALID", spread=len(cases) % 2 == 0))
     for c, dilation in ((3, 2), (8, 3), (17, 2)):  # dilated: im2col
         cases.append(grid_conv(rng, len(cases), 9, 8, c, 5, 3, 3, 1, "SAME", dilation=dilation))
     for c, groups in ((8, 2), (15, 3)):  # grouped convolutions

@@ -4,12 +4,13 @@
  * requantisation is in zo_kernels_mve.h.
  *
  * - CONV_2D and FULLY_CONNECTED are matrix products: int8 dot products of 16 lanes (VMLADAVA)
- *   with the input zero point folded into the bias, as the portable kernels do.  Rows of up to
- *   64 bytes keep the input in registers and walk the weight rows; tiles of 4 (rows <= 16 bytes)
- *   or 2 (<= 48) output pixels share each weight vector; longer rows share each input vector
- *   between four weight rows.  Other convolutions gather each output pixel's receptive field
- *   into a patch on the stack (im2col), except small filters (filter_h <= 4 rows of <= 16
- *   bytes), whose interior pixels are read in place, one register per filter row.
+ *   with the input zero point folded into the bias, as the portable kernels do.  Tiles of 4
+ *   (rows <= 16 bytes) or 2 (<= 48) output pixels keep their inputs in registers and share each
+ *   weight vector; longer rows go 3 pixels against 2 weight rows (6 dot products per 5 loads), a
+ *   single pixel (FULLY_CONNECTED) against 4 rows.  Other convolutions gather each output
+ *   pixel's receptive field into a patch on the stack (im2col), except small filters
+ *   (filter_h <= 4 rows of <= 16 bytes), whose interior pixels are read in place, one register
+ *   per filter row.
  * - Stack: up to ~3.5 KiB in CONV_2D (a 2 KiB patch, as the portable kernel, and the
  *   accumulators of a tile), ~2.1 KiB in DEPTHWISE_CONV_2D (a row's accumulators).
  * - DEPTHWISE_CONV_2D: 16 (or 8) channels in registers, int16 lanes (x - zp fits, w fits), even
@@ -320,8 +321,55 @@ static void zo_mve_rows4_k16(const int8_t *const *x, const int8_t *w, int32_t k,
     }
 }
 
+/* s[i][r] += dot(x_i, w_r) for three pixels x0..x2 and two weight rows w0, w1 of k bytes. */
+__attribute__((always_inline)) static inline void zo_mve_dot3x2(const int8_t *x0, const int8_t *x1, const int8_t *x2,
+                                                                const int8_t *w0, const int8_t *w1, int32_t k,
+                                                                int32_t s[3][2])
+{
+    int32_t a00 = s[0][0], a01 = s[0][1], a10 = s[1][0], a11 = s[1][1], a20 = s[2][0], a21 = s[2][1];
+    for (int32_t blocks = k >> 4; blocks > 0; --blocks) {
+        const int8x16_t v0 = vldrbq_s8(w0), v1 = vldrbq_s8(w1);
+        const int8x16_t u0 = vldrbq_s8(x0), u1 = vldrbq_s8(x1), u2 = vldrbq_s8(x2);
+        a00 = vmladavaq_s8(a00, u0, v0), a01 = vmladavaq_s8(a01, u0, v1);
+        a10 = vmladavaq_s8(a10, u1, v0), a11 = vmladavaq_s8(a11, u1, v1);
+        a20 = vmladavaq_s8(a20, u2, v0), a21 = vmladavaq_s8(a21, u2, v1);
+        w0 += 16, w1 += 16, x0 += 16, x1 += 16, x2 += 16;
+    }
+    if (k & 15) {
+        const mve_pred16_t pt = vctp8q((uint32_t)(k & 15));
+        const int8x16_t v0 = vldrbq_z_s8(w0, pt), v1 = vldrbq_z_s8(w1, pt);
+        const int8x16_t u0 = vldrbq_z_s8(x0, pt), u1 = vldrbq_z_s8(x1, pt), u2 = vldrbq_z_s8(x2, pt);
+        a00 = vmladavaq_s8(a00, u0, v0), a01 = vmladavaq_s8(a01, u0, v1);
+        a10 = vmladavaq_s8(a10, u1, v0), a11 = vmladavaq_s8(a11, u1, v1);
+        a20 = vmladavaq_s8(a20, u2, v0), a21 = vmladavaq_s8(a21, u2, v1);
+    }
+    s[0][0] = a00, s[0][1] = a01, s[1][0] = a10, s[1][1] = a11, s[2][0] = a20, s[2][1] = a21;
+}
+
+/* Three pixels at once for longer rows, two weight rows at a time: each 16 bytes load 5 vectors for
+ * 6 VMLADAVAs (one pixel against four rows: 5 for 4).  Six accumulators is what VMLADAVA's even
+ * registers hold; acc[i * ZO_MVE_OC_BLOCK + j] for pixel i. */
+static void zo_mve_rows3x2(const int8_t *const *x, const int8_t *w, int32_t k, int32_t n, const int32_t *eff,
+                           int32_t *acc)
+{
+    const int8_t *x0 = x[0], *x1 = x[1], *x2 = x[2];
+    int32_t j = 0;
+    for (; j + 2 <= n; j += 2) {
+        int32_t s[3][2] = {{eff[j], eff[j + 1]}, {eff[j], eff[j + 1]}, {eff[j], eff[j + 1]}};
+        zo_mve_dot3x2(x0, x1, x2, w, w + k, k, s);
+        acc[j] = s[0][0], acc[ZO_MVE_OC_BLOCK + j] = s[1][0], acc[2 * ZO_MVE_OC_BLOCK + j] = s[2][0];
+        acc[j + 1] = s[0][1], acc[ZO_MVE_OC_BLOCK + j + 1] = s[1][1], acc[2 * ZO_MVE_OC_BLOCK + j + 1] = s[2][1];
+        w += 2 * k;
+    }
+    if (j < n) { /* an odd last row pairs with itself; the copy is not stored */
+        int32_t s[3][2] = {{eff[j], 0}, {eff[j], 0}, {eff[j], 0}};
+        zo_mve_dot3x2(x0, x1, x2, w, w, k, s);
+        acc[j] = s[0][0], acc[ZO_MVE_OC_BLOCK + j] = s[1][0], acc[2 * ZO_MVE_OC_BLOCK + j] = s[2][0];
+    }
+}
+
 /* acc[i * ZO_MVE_OC_BLOCK + j] = eff[j] + dot(x[i], w row j) for a tile of `tile` pixels (4 when
- * k <= 16, 2 when k <= 48, else 1; see zo_mve_tile). */
+ * k <= 16, 2 when k <= 48, else 3; see zo_mve_tile). */
 static void zo_mve_tile_dots(const int8_t *const *x, int32_t tile, const int8_t *w, int32_t k, int32_t n,
                              const int32_t *eff, int32_t *acc)
 {
@@ -333,6 +381,8 @@ static void zo_mve_tile_dots(const int8_t *const *x, int32_t tile, const int8_t 
         zo_mve_rows2_x_in_regs(x[0], x[1], w, k, n, eff, acc, acc + ZO_MVE_OC_BLOCK, 2);
     } else if (tile == 2) {
         zo_mve_rows2_x_in_regs(x[0], x[1], w, k, n, eff, acc, acc + ZO_MVE_OC_BLOCK, 3);
+    } else if (tile == 3) {
+        zo_mve_rows3x2(x, w, k, n, eff, acc);
     } else {
         zo_mve_dots(x[0], w, k, n, eff, acc);
     }
@@ -341,19 +391,18 @@ static void zo_mve_tile_dots(const int8_t *const *x, int32_t tile, const int8_t 
 /* Pixels per tile for rows of k bytes. */
 static inline int32_t zo_mve_tile(int32_t k)
 {
-    return k <= 16 ? 4 : (k <= 48 ? 2 : 1);
+    return k <= 16 ? 4 : (k <= 48 ? 2 : 3);
 }
 
 static inline void zo_mve_copy(int8_t *dst, const int8_t *src, int32_t n)
 {
-    if (n <= 16) { /* the common case of a filter row: no loop */
+    for (; n >= 16; n -= 16) { /* whole blocks unpredicated, then the tail */
+        vstrbq_s8(dst, vldrbq_s8(src));
+        src += 16, dst += 16;
+    }
+    if (n > 0) {
         const mve_pred16_t p = vctp8q((uint32_t)n);
         vstrbq_p_s8(dst, vldrbq_z_s8(src, p), p);
-        return;
-    }
-    for (int32_t i = 0; i < n; i += 16) {
-        const mve_pred16_t p = vctp8q((uint32_t)(n - i));
-        vstrbq_p_s8(dst + i, vldrbq_z_s8(src + i, p), p);
     }
 }
 
@@ -566,6 +615,7 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
             }
             for (int32_t pix = 0; pix < pixels; pix += tile) {
                 const int32_t count = zo_min32(tile, pixels - pix);
+                int8_t *out = output + (size_t)pix * (size_t)p->output_c + (size_t)oc0;
                 const int8_t *x[4];
                 for (int32_t i = 0; i < tile; ++i) {
                     /* a short last tile repeats its last pixel; those sums are not stored */
@@ -584,8 +634,7 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
                     }
                 }
                 zo_mve_tile_dots(x, tile, w, k, n, e, acc);
-                int8_t *out = output + (size_t)pix * (size_t)p->output_c + (size_t)oc0;
-                if (tile == 4) {
+                if (tile >= 3) {
                     /* the channel constants loaded once for the 4 pixels */
                     zo_mve_requant_pixels(acc, ZO_MVE_OC_BLOCK, count, n, NULL, p->multiplier + oc0,
                                               p->shift + oc0, &q, out, p->output_c);

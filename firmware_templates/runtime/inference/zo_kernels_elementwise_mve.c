@@ -9,6 +9,37 @@
 
 #include "zo_kernels_mve.h"
 
+/* TFLM's MultiplyByQuantizedMultiplier with a shift <= 0 on 4 lanes: VQRDMULH alone at shift 0
+ * (`at_zero`, a constant at each use), else the right-shift form. */
+__attribute__((always_inline)) static inline int32x4_t zo_mve_mbqm_le0(int32x4_t x, int32x4_t m, int32x4_t right,
+                                                                        const int at_zero)
+{
+    return at_zero ? vqrdmulhq_s32(x, m) : zo_mve_mbqm_right(x, m, right);
+}
+
+/* zo_add_s8 when no rescale shifts left (input shifts <= 0, output shift < 0); zero1/zero2: that
+ * input's shift is 0 (constants at each call). */
+__attribute__((always_inline)) static inline void zo_mve_add_right(const zo_add_params_t *p, const int8_t *input1,
+                                                                   const int8_t *input2, int8_t *output,
+                                                                   int32_t size, const int zero1, const int zero2)
+{
+    const zo_mve_scale_t s1 = zo_mve_scale(p->input1_multiplier, p->input1_shift);
+    const zo_mve_scale_t s2 = zo_mve_scale(p->input2_multiplier, p->input2_shift);
+    const zo_mve_scale_t so = zo_mve_scale(p->output_multiplier, p->output_shift);
+    const int32x4_t lo = vdupq_n_s32(p->act_min), hi = vdupq_n_s32(p->act_max);
+    const int32x4_t ls = vdupq_n_s32(p->left_shift);
+    const int32_t zp1 = p->input1_zp, zp2 = p->input2_zp, zpo = p->output_zp;
+    for (int32_t i = 0; i < size; i += 4) {
+        const mve_pred16_t pr = vctp32q((uint32_t)(size - i));
+        const int32x4_t a = vshlq_s32(vsubq_n_s32(vldrbq_z_s32(input1 + i, pr), zp1), ls);
+        const int32x4_t b = vshlq_s32(vsubq_n_s32(vldrbq_z_s32(input2 + i, pr), zp2), ls);
+        const int32x4_t sum = vaddq_s32(zo_mve_mbqm_le0(a, s1.m, s1.right, zero1),
+                                        zo_mve_mbqm_le0(b, s2.m, s2.right, zero2));
+        const int32x4_t v = vaddq_n_s32(zo_mve_mbqm_right(sum, so.m, so.right), zpo);
+        vstrbq_p_s32(output + i, vminq_s32(vmaxq_s32(v, lo), hi), pr);
+    }
+}
+
 /* Same-shape ADD (zo_add_one on 4 lanes at a time); broadcasts take the portable kernel. */
 void zo_add_s8(const zo_add_params_t *p, const int8_t *input1, const int8_t *input2, int8_t *output)
 {
@@ -17,6 +48,21 @@ void zo_add_s8(const zo_add_params_t *p, const int8_t *input1, const int8_t *inp
         return;
     }
     const int32_t size = p->out_d0 * p->out_d1 * p->out_d2 * p->out_d3;
+    if (p->input1_shift <= 0 && p->input2_shift <= 0 && p->output_shift < 0) {
+        /* the usual case: no rescale shifts left (shorter forms); the input of the larger scale is
+         * at shift 0 (multiplier 1/2) */
+        const int z1 = p->input1_shift == 0, z2 = p->input2_shift == 0;
+        if (z1 && z2) {
+            zo_mve_add_right(p, input1, input2, output, size, 1, 1);
+        } else if (z1) {
+            zo_mve_add_right(p, input1, input2, output, size, 1, 0);
+        } else if (z2) {
+            zo_mve_add_right(p, input1, input2, output, size, 0, 1);
+        } else {
+            zo_mve_add_right(p, input1, input2, output, size, 0, 0);
+        }
+        return;
+    }
     const zo_mve_scale_t s1 = zo_mve_scale(p->input1_multiplier, p->input1_shift);
     const zo_mve_scale_t s2 = zo_mve_scale(p->input2_multiplier, p->input2_shift);
     const zo_mve_scale_t so = zo_mve_scale(p->output_multiplier, p->output_shift);
