@@ -188,7 +188,7 @@ def test_rollback_halves_the_lr_at_the_raised_q(tmp_path, scaling):
         lr_scaling=scaling,
         lr_trial=0,
         lr_decay="none",
-        steps=120,
+        steps=40,
         eval_every=20,
         guard_steps=4,
     )
