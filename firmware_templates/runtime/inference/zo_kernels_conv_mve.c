@@ -348,9 +348,10 @@ __attribute__((always_inline)) static inline void zo_mve_dot3x2(const int8_t *x0
 
 /* Three pixels at once for longer rows, two weight rows at a time: each 16 bytes load 5 vectors for
  * 6 VMLADAVAs (one pixel against four rows: 5 for 4).  Six accumulators is what VMLADAVA's even
- * registers hold; acc[i * ZO_MVE_OC_BLOCK + j] for pixel i. */
-static void zo_mve_rows3x2(const int8_t *const *x, const int8_t *w, int32_t k, int32_t n, const int32_t *eff,
-                           int32_t *acc)
+ * registers hold; acc[i * ZO_MVE_OC_BLOCK + j] for pixel i.  Out of line: inlined, it costs the
+ * other tiles of zo_mve_conv2d_gemm registers. */
+__attribute__((noinline)) static void zo_mve_rows3x2(const int8_t *const *x, const int8_t *w, int32_t k,
+                                                     int32_t n, const int32_t *eff, int32_t *acc)
 {
     const int8_t *x0 = x[0], *x1 = x[1], *x2 = x[2];
     int32_t j = 0;
@@ -396,6 +397,11 @@ static inline int32_t zo_mve_tile(int32_t k)
 
 static inline void zo_mve_copy(int8_t *dst, const int8_t *src, int32_t n)
 {
+    if (n <= 16) { /* the common case of a filter row: no loop */
+        const mve_pred16_t p = vctp8q((uint32_t)n);
+        vstrbq_p_s8(dst, vldrbq_z_s8(src, p), p);
+        return;
+    }
     for (; n >= 16; n -= 16) { /* whole blocks unpredicated, then the tail */
         vstrbq_s8(dst, vldrbq_s8(src));
         src += 16, dst += 16;
@@ -613,11 +619,13 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
             while (patch != NULL && tile * k > ZO_CONV_PATCH_MAX) {
                 tile /= 2;
             }
-            for (int32_t pix = 0; pix < pixels; pix += tile) {
-                const int32_t count = zo_min32(tile, pixels - pix);
+            for (int32_t pix = 0; pix < pixels;) {
+                /* a short last tile of three goes pixel by pixel (repeats would cost as much) */
+                const int32_t t = tile == 3 && pixels - pix < 3 ? 1 : tile;
+                const int32_t count = zo_min32(t, pixels - pix);
                 int8_t *out = output + (size_t)pix * (size_t)p->output_c + (size_t)oc0;
                 const int8_t *x[4];
-                for (int32_t i = 0; i < tile; ++i) {
+                for (int32_t i = 0; i < t; ++i) {
                     /* a short last tile repeats its last pixel; those sums are not stored */
                     const int32_t at = pix + zo_min32(i, count - 1);
                     const int32_t oy = at / p->output_w, ox = at - oy * p->output_w;
@@ -633,9 +641,9 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
                         x[i] = patch + i * k;
                     }
                 }
-                zo_mve_tile_dots(x, tile, w, k, n, e, acc);
-                if (tile >= 3) {
-                    /* the channel constants loaded once for the 4 pixels */
+                zo_mve_tile_dots(x, t, w, k, n, e, acc);
+                if (t >= 3) {
+                    /* the channel constants loaded once for the tile's pixels */
                     zo_mve_requant_pixels(acc, ZO_MVE_OC_BLOCK, count, n, NULL, p->multiplier + oc0,
                                               p->shift + oc0, &q, out, p->output_c);
                 } else {
@@ -644,6 +652,7 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
                                              &q, out + i * p->output_c);
                     }
                 }
+                pix += t;
             }
         }
     }
