@@ -5,6 +5,7 @@
 #include "zo_fixedpoint.h"
 
 #include <stddef.h>
+#include <string.h>
 
 /* TFLM's LUTLookup for int16: the high 9 bits index a 513-entry table, the low 7 bits
  * interpolate linearly to the next entry.  TFLM keeps the slope in an int16_t: so does this. */
@@ -306,9 +307,7 @@ void zo_concat_s16(const zo_concat_params_t *p, const int16_t *const *inputs, in
         for (int32_t i = 0; i < p->num_inputs; ++i) {
             const int32_t n = p->chunk[i];
             const int16_t *src = inputs[i] + (size_t)o * (size_t)n;
-            for (int32_t k = 0; k < n; ++k) {
-                out[k] = src[k];
-            }
+            memcpy(out, src, (size_t)n * sizeof *out);
             out += n;
         }
     }
@@ -425,9 +424,7 @@ void zo_split_s16(const zo_split_params_t *p, const int16_t *input, int16_t *con
         for (int32_t i = 0; i < p->num_outputs; ++i) {
             const int32_t n = p->chunk[i];
             int16_t *dst = outputs[i] + (size_t)o * (size_t)n;
-            for (int32_t k = 0; k < n; ++k) {
-                dst[k] = src[k];
-            }
+            memcpy(dst, src, (size_t)n * sizeof *dst);
             src += n;
         }
     }
@@ -441,9 +438,7 @@ void zo_gather_s16(const zo_gather_params_t *p, const int16_t *input, int16_t *o
         const int16_t *block = input + (size_t)o * (size_t)p->axis_size * inner;
         for (int32_t j = 0; j < p->num_indices; ++j) {
             const int16_t *src = block + (size_t)p->indices[j] * inner;
-            for (size_t k = 0; k < inner; ++k) {
-                out[k] = src[k];
-            }
+            memcpy(out, src, inner * sizeof *out);
             out += inner;
         }
     }
@@ -473,9 +468,7 @@ void zo_resize_nearest_s16(const zo_resize_nearest_params_t *p, const int16_t *i
         const int16_t *src = input + (size_t)p->y_index[y] * (size_t)p->input_w * c;
         for (int32_t x = 0; x < p->output_w; ++x) {
             const int16_t *px = src + (size_t)p->x_index[x] * c;
-            for (size_t k = 0; k < c; ++k) {
-                output[k] = px[k];
-            }
+            memcpy(output, px, c * sizeof *output);
             output += c;
         }
     }

@@ -4,6 +4,7 @@
 #include "zo_fixedpoint.h"
 
 #include <stddef.h>
+#include <string.h>
 
 /* Channels (or inner elements) whose running sums are kept on the stack. */
 #define ZO_CH_BLOCK 64
@@ -12,9 +13,7 @@
 
 static inline void zo_fill(int8_t *dst, int8_t v, int32_t n)
 {
-    for (int32_t i = 0; i < n; ++i) {
-        dst[i] = v;
-    }
+    memset(dst, (uint8_t)v, (size_t)n);
 }
 
 void zo_pad_s8(const zo_pad_params_t *p, const int8_t *input, int8_t *output)
@@ -44,9 +43,7 @@ void zo_pad_s8(const zo_pad_params_t *p, const int8_t *input, int8_t *output)
                         zo_fill(out, v, row);
                     } else {
                         zo_fill(out, v, before[4]);
-                        for (int32_t i = 0; i < in_d[4]; ++i) {
-                            out[before[4] + i] = in[i];
-                        }
+                        memcpy(out + before[4], in, (size_t)in_d[4]);
                         zo_fill(out + before[4] + in_d[4], v, after[4]);
                         in += in_d[4];
                     }
@@ -65,10 +62,7 @@ void zo_concat_s8(const zo_concat_params_t *p, const int8_t *const *inputs, int8
     for (int32_t o = 0; o < p->outer; ++o) {
         for (int32_t i = 0; i < p->num_inputs; ++i) {
             const int32_t n = p->chunk[i];
-            const int8_t *src = inputs[i] + (size_t)o * (size_t)n;
-            for (int32_t k = 0; k < n; ++k) {
-                out[k] = src[k];
-            }
+            memcpy(out, inputs[i] + (size_t)o * (size_t)n, (size_t)n);
             out += n;
         }
     }
