@@ -52,8 +52,9 @@ void Reset_Handler(void)
     c_start();
 }
 
-/* Freestanding memset/memcpy: GCC may emit calls to them for plain loops (define
- * ZO_STARTUP_USE_LIBC to link newlib's faster ones instead, e.g. for instruction counts). */
+/* Freestanding memset/memcpy/memmove (what GCC requires of a freestanding environment; it may
+ * emit calls to them for plain loops, and the kernels call them; define ZO_STARTUP_USE_LIBC to
+ * link newlib's faster ones instead, e.g. for instruction counts). */
 #ifndef ZO_STARTUP_USE_LIBC
 void *memset(void *d, int c, size_t n)
 {
@@ -70,6 +71,22 @@ void *memcpy(void *d, const void *s, size_t n)
     const unsigned char *q = s;
     while (n--) {
         *p++ = *q++;
+    }
+    return d;
+}
+
+void *memmove(void *d, const void *s, size_t n)
+{
+    volatile unsigned char *p = d;
+    const unsigned char *q = s;
+    if (p < q) {
+        while (n--) {
+            *p++ = *q++;
+        }
+    } else {
+        while (n--) {
+            p[n] = q[n];
+        }
     }
     return d;
 }
