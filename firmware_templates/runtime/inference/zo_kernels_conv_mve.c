@@ -9,8 +9,9 @@
  *   weight vector; longer rows go 3 pixels against 2 weight rows (6 dot products per 5 loads), a
  *   single pixel (FULLY_CONNECTED) against 4 rows.  Other convolutions gather each output
  *   pixel's receptive field into a patch on the stack (im2col), except small filters
- *   (filter_h <= 4 rows of <= 16 bytes), whose interior pixels are read in place, one register
- *   per filter row.
+ *   (filter_h <= 4 rows of <= 16 bytes, more than 16 in all), whose interior pixels are read in
+ *   place, one register per filter row (a patch of at most 16 bytes is one register: im2col
+ *   with tiles of 4 pixels).
  * - Stack: up to ~3.5 KiB in CONV_2D (a 2 KiB patch, as the portable kernel, and the
  *   accumulators of a tile), ~2.1 KiB in DEPTHWISE_CONV_2D (a row's accumulators).
  * - DEPTHWISE_CONV_2D: 16 (or 8) channels in registers, int16 lanes (x - zp fits, w fits), even
@@ -674,7 +675,7 @@ void zo_conv2d_s8(const zo_conv2d_params_t *p, const int8_t *input, const int8_t
     if (p->filter_h == 1 && p->filter_w == 1 && p->pad_h == 0 && p->pad_w == 0) {
         zo_mve_conv2d_gemm(p, input, filter, bias, output, NULL);
     } else if (p->dilation_h == 1 && p->dilation_w == 1 && p->filter_c == p->input_c && p->filter_h <= 4
-               && p->filter_w * p->filter_c <= 16) {
+               && p->filter_w * p->filter_c <= 16 && k > 16) {
         zo_mve_conv2d_runs(p, input, filter, bias, output);
     } else if (k <= ZO_CONV_PATCH_MAX) {
         zo_mve_conv2d_im2col(p, input, filter, bias, output);
