@@ -80,6 +80,29 @@ def test_samples_beyond_one_image_run_in_several(tmp_path, monkeypatch):
     assert np.array_equal(got, api.infer(path, x))
 
 
+@pytest.mark.cc
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_a_link_that_overflows_the_itcm_is_planned_again_with_the_compiled_code(tmp_path, monkeypatch, caplog):
+    """With a code estimate far too small, the plan puts fmnist_mbv2's 423 KB of weights in the ITCM
+    beside code that does not fit there: the emulated run's link overflows, and the model is planned
+    again with the objects' measured sizes (weights in the SRAM), its outputs the host build's."""
+    from dataclasses import replace
+
+    from zoflash.targets import budget
+
+    real = budget.load_port
+    monkeypatch.setattr(budget, "load_port", lambda name, *a: replace(real(name, *a), code_bytes_inference=1024))
+    path = FIXTURES / "fmnist_mbv2.tflite"
+    x = api.random_inputs(api.load_model(path), 2, seed=4)
+    with caplog.at_level("INFO", logger="zoflash"):
+        got = api.infer_on_board(path, x, "mps3-an547", bundle_dir=tmp_path / "b")
+    assert "planning again with the compiled code's sizes" in caplog.text
+    manifest = (tmp_path / "b" / "manifest.json").read_text()
+    assert '"weights": "SRAM"' in manifest
+    assert np.array_equal(got[0], api.infer(path, x))
+
+
 @pytest.mark.zoo
 def test_a_stateful_models_samples_must_fit_one_image(tmp_path, monkeypatch):
     monkeypatch.setattr(emulated, "samples_per_run", lambda bundle, sample_bytes, extra_cflags="": 2)

@@ -4,8 +4,10 @@ data), rendered into a bundle, compiled; the memory plan alone; the training pla
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from zoflash.compiler.codegen import c_identifier, check_prefix
 from zoflash.compiler.compiled import CompiledModel
@@ -30,6 +32,7 @@ from zoflash.workflows.monitor import Say, log_line
 from zoflash.workflows.training import compile_for_training, training_bundle
 
 log = logging.getLogger("zoflash")
+T = TypeVar("T")
 
 
 @dataclass
@@ -238,6 +241,22 @@ def build_compiled(
     expected = _boundary(compiled, npu, check_boundary, say)
     with bundle_lock(_out(compiled, board, out_dir)):
         return _render_and_build(compiled, board, placed, out_dir, prefix, npu, expected)
+
+
+def on_emulator(compiled: Compiled, board, out_dir: str | Path, link: Callable[[Bundle], T]) -> T:
+    """Render the inference bundle of a compiled model for an emulated board and run `link` on it,
+    which links (and runs) the emulated-run harness.  When the link overflows a region, the plan
+    used the port's code estimate: plan again with the code just compiled (the kernels, the port and
+    the harness; the objects are reused) and link again, as build does."""
+    with bundle_lock(_out(compiled, board, out_dir)):
+        bundle = render(compiled, place(compiled, board), out_dir)
+        try:
+            return link(bundle)
+        except BuildError as err:
+            if overflowed_region(err) is None:
+                raise
+            log.info("a region overflowed linking the emulated run: planning again with the compiled code's sizes")
+            return link(render(compiled, place(compiled, board, measured=measured_sizes(bundle)), out_dir))
 
 
 def _render_and_build(compiled: Compiled, board, placed, out_dir, prefix, npu, expected) -> BuildResult:

@@ -20,10 +20,11 @@ from zoflash.targets.host_runner import HostModel
 from zoflash.workflows.generate import (
     LoadedModel,
     build_compiled,
+    compile_for,
     compile_loaded,
     configured_board,
-    generate,
     load_model,
+    on_emulator,
 )
 
 
@@ -55,9 +56,10 @@ def infer_on_board(
     samples of a stateful model than one image holds (DataError, see emulated.run_inference)."""
     board, _ = boards_mod.resolve_board(board_id)
     emulated.emulator(board)
+    compiled = compile_for(model_path)
     with tempfile.TemporaryDirectory(prefix="zoflash-") as tmp:
-        bundle = generate(model_path, board.id, Path(bundle_dir) if bundle_dir else Path(tmp) / "bundle")
-        return emulated.run_inference(bundle, x).outputs
+        out = Path(bundle_dir) if bundle_dir else Path(tmp) / "bundle"
+        return on_emulator(compiled, configured_board(board.id), out, lambda b: emulated.run_inference(b, x).outputs)
 
 
 @dataclass

@@ -34,7 +34,7 @@ from zoflash.targets import emulated, emulated_train, exec_trace
 from zoflash.targets.host_build import require
 from zoflash.targets.project import Bundle
 from zoflash.training.options import make_options
-from zoflash.workflows.generate import compile_for, configured_board, load_model, place, render
+from zoflash.workflows.generate import compile_for, configured_board, load_model, on_emulator, place, render
 from zoflash.workflows.inference import random_inputs
 
 SCHEMA = "zoflash.profile/1"
@@ -357,18 +357,20 @@ def profile(
     configured = configured_board(board.id)
     compiled = compile_for(path)
     steps = compiled.model.program.steps
-    with tempfile.TemporaryDirectory(prefix="zoflash-profile-") as tmp:
-        bundle = render(compiled, place(compiled, configured), Path(tmp) / "bundle")
+    if x is None:
+        x = random_inputs(load_model(path), 1, seed=seed)
+    macs = [step_macs(s.kernel, s.params) for s in steps]
+
+    def trace(bundle: Bundle) -> Profile:
         if len(steps) != len(bundle.manifest["ops"]):
             raise BuildError(
                 f"the compiled program has {len(steps)} steps, the bundle {len(bundle.manifest['ops'])} ops"
             )
-        if x is None:
-            x = random_inputs(load_model(path), 1, seed=seed)
         xs, _ = emulated.samples(bundle, x)
-        xs = [a[:1] for a in xs]
-        macs = [step_macs(s.kernel, s.params) for s in steps]
-        result = trace_bundle(bundle, xs, macs)
+        return trace_bundle(bundle, [a[:1] for a in xs], macs)
+
+    with tempfile.TemporaryDirectory(prefix="zoflash-profile-") as tmp:
+        result = on_emulator(compiled, configured, Path(tmp) / "bundle", trace)
         if step_options is not None and data_path is not None:
             cut = step_data(Path(data_path), Path(tmp) / "step_data.npz", step_options.batch)
             trained = compile_for(path, cut, step_options)
