@@ -115,12 +115,18 @@ static void softmax_s8_rows(const zo_softmax_params_t *p, const int8_t *input, i
         for (int32_t c = 0; c < depth; ++c) {
             max_in_row = x[c] > max_in_row ? x[c] : max_in_row;
         }
+        /* a row of at most ZO_CH_BLOCK keeps its exps for the output pass (TFLM computes them twice) */
+        int32_t exps[ZO_CH_BLOCK];
+        const int kept = depth <= ZO_CH_BLOCK;
         int32_t sum_of_exps = 0;
         for (int32_t c = 0; c < depth; ++c) {
             const int32_t diff = (int32_t)x[c] - max_in_row;
             if (diff >= p->diff_min) {
-                const int32_t scaled = zo_mbqm(diff, p->input_multiplier, p->input_left_shift);
-                sum_of_exps = zo_wrap_add(sum_of_exps, zo_rdbpot(zo_exp_on_negative_values(scaled, 5), 12));
+                const int32_t e = zo_exp_on_negative_values(zo_mbqm(diff, p->input_multiplier, p->input_left_shift), 5);
+                if (kept) {
+                    exps[c] = e;
+                }
+                sum_of_exps = zo_wrap_add(sum_of_exps, zo_rdbpot(e, 12));
             }
         }
         /* 1 / sum: normalise sum to [1, 2) and take 1 / (1 + frac). */
@@ -135,8 +141,9 @@ static void softmax_s8_rows(const zo_softmax_params_t *p, const int8_t *input, i
             const int32_t diff = (int32_t)x[c] - max_in_row;
             int32_t v = -offset;
             if (diff >= p->diff_min) {
-                const int32_t scaled = zo_mbqm(diff, p->input_multiplier, p->input_left_shift);
-                const int32_t e = zo_exp_on_negative_values(scaled, 5);
+                const int32_t e = kept ? exps[c]
+                                       : zo_exp_on_negative_values(
+                                             zo_mbqm(diff, p->input_multiplier, p->input_left_shift), 5);
                 v = zo_clamp32(zo_rdbpot(zo_srdhm(shifted_scale, e), exponent) - offset, -offset, offset - 1);
             }
             if (y8 != NULL) {
