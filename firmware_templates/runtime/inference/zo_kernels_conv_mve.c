@@ -96,8 +96,37 @@ static const int32_t *zo_mve_fold_bias(const int32_t *folded, int32_t oc0, const
         }                                                                                           \
     } while (0)
 
+/* One group of 4 channels of zo_mve_requant_pixels over every pixel.  The flags are constants at
+ * each call, so each use compiles to its own loop: `full` = 4 channels (stores unpredicated),
+ * `right` = right shifts only (zo_mve_mbqm_right), `has_bias` = a bias to add (b). */
+__attribute__((always_inline)) static inline void zo_mve_requant_group(const int32_t *a, int32_t acc_stride,
+                                                                       int32_t pixels, int32x4_t b, int32x4_t m,
+                                                                       int32x4_t left, int32x4_t right, int32_t zp,
+                                                                       int32x4_t lo, int32x4_t hi, int8_t *o,
+                                                                       int32_t out_stride, mve_pred16_t p,
+                                                                       const int full, const int right_only,
+                                                                       const int has_bias)
+{
+    for (int32_t px = 0; px < pixels; ++px) {
+        int32x4_t v = vldrwq_s32(a);
+        if (has_bias) {
+            v = vaddq_s32(v, b);
+        }
+        v = right_only ? zo_mve_mbqm_right(v, m, right) : zo_mve_mbqm_lr(v, m, left, right);
+        v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, zp), lo), hi);
+        if (full) {
+            vstrbq_s32(o, v);
+        } else {
+            vstrbq_p_s32(o, v, p);
+        }
+        a += acc_stride;
+        o += out_stride;
+    }
+}
+
 /* out[px * out_stride + j] = requant(acc[px * acc_stride + j] + bias[j]) for px < pixels, j < n: each
- * channel group's bias, multiplier and shifts are loaded once for all the pixels. */
+ * channel group's bias, multiplier and shifts are loaded once for all the pixels (acc_stride >= n
+ * rounded up to 4: a last group of fewer channels loads its whole vector of sums). */
 __attribute__((noinline)) static void zo_mve_requant_pixels(const int32_t *acc, int32_t acc_stride,
                                                                 int32_t pixels, int32_t n, const int32_t *bias,
                                                                 const int32_t *mult, const int32_t *shift,
@@ -105,33 +134,31 @@ __attribute__((noinline)) static void zo_mve_requant_pixels(const int32_t *acc, 
                                                                 int32_t out_stride)
 {
     /* in locals: the stores to out (int8) could alias *q */
-    const int32_t zp = q->zp;
+    const int32_t zp = q->zp, right_only = q->right_only;
     const int32x4_t zero = vdupq_n_s32(0), lo = vdupq_n_s32(q->act_min), hi = vdupq_n_s32(q->act_max);
-    for (int32_t j = 0; j < n; j += 4) {
+    const mve_pred16_t all = vctp32q(4u);
+    int32_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const int32x4_t b = bias != NULL ? vldrwq_s32(bias + j) : zero;
+        const int32x4_t m = vldrwq_s32(mult + j), s = vldrwq_s32(shift + j);
+        const int32x4_t left = vmaxq_s32(s, zero), right = vminq_s32(s, zero);
+        if (right_only && bias == NULL) {
+            zo_mve_requant_group(acc + j, acc_stride, pixels, b, m, left, right, zp, lo, hi, out + j, out_stride, all,
+                                 1, 1, 0);
+        } else if (right_only) {
+            zo_mve_requant_group(acc + j, acc_stride, pixels, b, m, left, right, zp, lo, hi, out + j, out_stride, all,
+                                 1, 1, 1);
+        } else {
+            zo_mve_requant_group(acc + j, acc_stride, pixels, b, m, left, right, zp, lo, hi, out + j, out_stride, all,
+                                 1, 0, 1);
+        }
+    }
+    if (j < n) { /* 1 to 3 channels left: predicated loads and stores */
         const mve_pred16_t p = vctp32q((uint32_t)(n - j));
         const int32x4_t b = bias != NULL ? vldrwq_z_s32(bias + j, p) : zero;
-        const int32x4_t m = vldrwq_z_s32(mult + j, p);
-        const int32x4_t s = vldrwq_z_s32(shift + j, p);
-        const int32x4_t left = vmaxq_s32(s, zero), right = vminq_s32(s, zero);
-        const int32_t *a = acc + j;
-        int8_t *o = out + j;
-        if (q->right_only) {
-            for (int32_t px = 0; px < pixels; ++px) {
-                int32x4_t v = zo_mve_mbqm_right(vaddq_s32(vldrwq_s32(a), b), m, right);
-                v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, zp), lo), hi);
-                vstrbq_p_s32(o, v, p);
-                a += acc_stride;
-                o += out_stride;
-            }
-            continue;
-        }
-        for (int32_t px = 0; px < pixels; ++px) {
-            int32x4_t v = zo_mve_mbqm_lr(vaddq_s32(vldrwq_s32(a), b), m, left, right);
-            v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, zp), lo), hi);
-            vstrbq_p_s32(o, v, p);
-            a += acc_stride;
-            o += out_stride;
-        }
+        const int32x4_t m = vldrwq_z_s32(mult + j, p), s = vldrwq_z_s32(shift + j, p);
+        zo_mve_requant_group(acc + j, acc_stride, pixels, b, m, vmaxq_s32(s, zero), vminq_s32(s, zero), zp, lo, hi,
+                             out + j, out_stride, p, 0, 0, 1);
     }
 }
 
