@@ -162,24 +162,32 @@ __attribute__((noinline)) static void zo_mve_requant_pixels(const int32_t *acc, 
     }
 }
 
-/* One group of 4 outputs of zo_mve_requant_store (p: the lanes to load and store). */
+/* One group of 4 outputs of zo_mve_requant_store: `full` (a constant) 4 lanes, loads and stores
+ * unpredicated, else the lanes of p. */
+#define ZO_MVE_LD(ptr) (full ? vldrwq_s32(ptr) : vldrwq_z_s32((ptr), p))
 __attribute__((always_inline)) static inline void zo_mve_requant4(const int32_t *acc, const int32_t *bias,
                                                                   const int32_t *mult, const int32_t *shift,
                                                                   int32_t zp, int32x4_t lo, int32x4_t hi,
-                                                                  mve_pred16_t p, int8_t *out, const int right)
+                                                                  mve_pred16_t p, int8_t *out, const int right,
+                                                                  const int full)
 {
-    int32x4_t v = vldrwq_z_s32(acc, p);
+    int32x4_t v = ZO_MVE_LD(acc);
     if (bias != NULL) {
-        v = vaddq_s32(v, vldrwq_z_s32(bias, p));
+        v = vaddq_s32(v, ZO_MVE_LD(bias));
     }
     if (right) {
-        v = zo_mve_mbqm_right(v, vldrwq_z_s32(mult, p), vldrwq_z_s32(shift, p));
+        v = zo_mve_mbqm_right(v, ZO_MVE_LD(mult), ZO_MVE_LD(shift));
     } else {
-        v = zo_mve_mbqm(v, vldrwq_z_s32(mult, p), vldrwq_z_s32(shift, p));
+        v = zo_mve_mbqm(v, ZO_MVE_LD(mult), ZO_MVE_LD(shift));
     }
     v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, zp), lo), hi);
-    vstrbq_p_s32(out, v, p);
+    if (full) {
+        vstrbq_s32(out, v);
+    } else {
+        vstrbq_p_s32(out, v, p);
+    }
 }
+#undef ZO_MVE_LD
 
 /* out[j] = requant(acc[j] + bias[j]) for j < n (bias may be NULL), 4 lanes at a time. */
 static void zo_mve_requant_store(const int32_t *acc, int32_t n, const int32_t *bias, const int32_t *mult,
@@ -190,20 +198,20 @@ static void zo_mve_requant_store(const int32_t *acc, int32_t n, const int32_t *b
     int32_t j = 0;
     if (bias != NULL) {
         for (; j + 4 <= n; j += 4) {
-            zo_mve_requant4(acc + j, bias + j, mult + j, shift + j, q->zp, lo, hi, all, out + j, 0);
+            zo_mve_requant4(acc + j, bias + j, mult + j, shift + j, q->zp, lo, hi, all, out + j, 0, 1);
         }
     } else if (q->right_only) {
         for (; j + 4 <= n; j += 4) {
-            zo_mve_requant4(acc + j, NULL, mult + j, shift + j, q->zp, lo, hi, all, out + j, 1);
+            zo_mve_requant4(acc + j, NULL, mult + j, shift + j, q->zp, lo, hi, all, out + j, 1, 1);
         }
     } else {
         for (; j + 4 <= n; j += 4) {
-            zo_mve_requant4(acc + j, NULL, mult + j, shift + j, q->zp, lo, hi, all, out + j, 0);
+            zo_mve_requant4(acc + j, NULL, mult + j, shift + j, q->zp, lo, hi, all, out + j, 0, 1);
         }
     }
     if (j < n) {
         zo_mve_requant4(acc + j, bias != NULL ? bias + j : NULL, mult + j, shift + j, q->zp, lo, hi,
-                        vctp32q((uint32_t)(n - j)), out + j, 0);
+                        vctp32q((uint32_t)(n - j)), out + j, 0, 0);
     }
 }
 
