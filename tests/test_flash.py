@@ -271,7 +271,7 @@ def test_qemu_command(tmp_path):
             "-monitor",
             "none",
             "-serial",
-            "tcp:127.0.0.1:4567,server=on,wait=on",
+            "tcp:127.0.0.1:4567,server=on,wait=on,nodelay=on",
             "-kernel",
             f"{d}/build/app.elf",
         ]
@@ -314,7 +314,7 @@ def test_qemu_dry_run_has_no_boot_switches(tmp_path, capsys):
     d = make_bundle(tmp_path, AN547)
     assert main(["flash", "--bundle", str(d), "--dry-run", "--port", "4999"]) == 0
     out = capsys.readouterr().out
-    assert "\nboot " not in out and "tcp:127.0.0.1:4999,server=on,wait=on" in out
+    assert "\nboot " not in out and "tcp:127.0.0.1:4999,server=on,wait=on,nodelay=on" in out
     assert not (d / base.STATE_FILE).exists()
 
 

@@ -846,7 +846,7 @@ def qemu_serial(elf: Path):
             "-monitor",
             "none",
             "-serial",
-            f"tcp:127.0.0.1:{tcp},server=on,wait=on",
+            f"tcp:127.0.0.1:{tcp},server=on,wait=on,nodelay=on",
             "-kernel",
             str(elf),
         ],

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import socket
 import subprocess
 from collections.abc import Iterable, Sequence
 
@@ -107,6 +108,12 @@ class SocketPort(protocol_socket.Serial):
     something has (one recv) and raises on a closed connection only when nothing came."""
 
     returns_early = True  # read(size) does not wait to fill `size`
+
+    def open(self) -> None:
+        super().open()
+        # a request and its answer are small frames: sent at once, not held back for the
+        # peer's acknowledgement of the previous one (Nagle's algorithm)
+        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def reset_input_buffer(self) -> None:
         """Keep the input: a monitor must not lose what the device sent."""

@@ -215,15 +215,17 @@ def _runs_on_an_npu(bundle_dir: Path) -> bool:
 class QemuRunner(Runner):
     """qemu-system-arm in the background, the console UART on a local TCP port.
 
-    Serial design: `-serial tcp:127.0.0.1:PORT,server=on,wait=on`. With wait=on QEMU listens and
-    holds the guest until the first client (`zoflash monitor --port socket://127.0.0.1:PORT`)
+    Serial design: `-serial tcp:127.0.0.1:PORT,server=on,wait=on,nodelay=on`. With wait=on QEMU
+    listens and holds the guest until the first client (`zoflash monitor --port socket://127.0.0.1:PORT`)
     connects, so no byte of the output is lost and a run starts when someone watches it (with
     wait=off the guest would start at once and its output before the connection would be
     dropped). A client may disconnect and reconnect: QEMU accepts the next one; what the firmware
     writes in between is dropped. QEMU runs under a small supervisor process that stops it after
     --timeout seconds (waiting for a client included), so it never lingers; its PID, port and
     time limit are in DIR/.zoflash-qemu.json, its output in DIR/.zoflash-qemu.log. `--stop` ends
-    it; flashing again replaces a running instance."""
+    it; flashing again replaces a running instance. nodelay=on: a device's request (a `need` frame,
+    an ack) leaves at once; Nagle's algorithm held each for the host's delayed acknowledgement, about
+    50 ms a round trip on Linux."""
 
     method = "qemu"
     settings = {"program": (str, True), "machine": (str, True), "args": (LIST, False)}
@@ -249,7 +251,7 @@ class QemuRunner(Runner):
         return opts
 
     def serial_arg(self, port: int) -> str:
-        return f"tcp:127.0.0.1:{port},server=on,wait=on"
+        return f"tcp:127.0.0.1:{port},server=on,wait=on,nodelay=on"
 
     def steps(self, fw, opts):
         e = fw.entry
