@@ -638,6 +638,13 @@ def depthwise_grid(rng):
     for c, w in ((8, 40), (16, 33), (17, 70), (3, 65)):  # output rows longer than the 32 pixels kept
         cases.append(grid_depthwise(rng, len(cases), 3, w, c, 1, 3, 3, 1, "SAME", spread=c == 17))
     cases.append(grid_depthwise(rng, len(cases), 10, 10, 16, 1, 3, 3, 2, "VALID", dilation=3))
+    # tall narrow maps, walked transposed (their columns as rows): a keyword-spotting layer's 25x5,
+    # stride 2 down a column of 4
+    cases.append(grid_depthwise(rng, len(cases), 25, 5, 48, 1, 3, 3, 1, "SAME", spread=True))
+    cases.append(grid_depthwise(rng, len(cases), 30, 4, 20, 1, 3, 3, 2, "SAME"))
+    # filters whose band does not fit the stack (8x8, stride 3) or with more than 64 taps (9x9)
+    cases.append(grid_depthwise(rng, len(cases), 12, 12, 9, 1, 8, 8, 3, "VALID"))
+    cases.append(grid_depthwise(rng, len(cases), 11, 11, 5, 1, 9, 9, 1, "SAME"))
     return cases
 
 

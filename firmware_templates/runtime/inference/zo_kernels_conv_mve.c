@@ -13,10 +13,17 @@
  *   place, one register per filter row (a patch of at most 16 bytes is one register: im2col
  *   with tiles of 4 pixels).
  * - Stack: up to ~3.5 KiB in CONV_2D (a 2 KiB patch, as the portable kernel, and the
- *   accumulators of a tile), ~2.1 KiB in DEPTHWISE_CONV_2D (a row's accumulators).
- * - DEPTHWISE_CONV_2D: 16 (or 8) channels in registers, int16 lanes (x - zp fits, w fits), even
- *   and odd channels widened by VMULLB/VMULLT into int32 accumulators; a depth multiplier > 1
- *   gathers each output channel's input.
+ *   accumulators of a tile), ~5.2 KiB in DEPTHWISE_CONV_2D (a 2 KiB band, 1 KiB of packed
+ *   weights, a row segment's accumulators).
+ * - DEPTHWISE_CONV_2D: per block of 16 channels, each row segment's input is first copied into a
+ *   band on the stack, 16 bytes a pixel, the padding as the input zero point (and, for a depth
+ *   multiplier > 1, each lane the input channel its output channel reads), so every output
+ *   pixel, at the borders too, is interior: 4 pixels x 4 channels a tile, int32 products of raw
+ *   int8 values (the zero point's share starts the sums with the bias), each weight vector loaded
+ *   once for the 4 pixels; a 3x3 filter in assembly (13 instructions a tap). A tall, narrow map
+ *   is walked transposed (its columns as rows), so rows are long. Filters whose band would not
+ *   fit (more than 64 taps, or wide strides and dilations) keep the older path: int16 lanes
+ *   widened by VMULLB/VMULLT, interior pixels 4 at a time in place.
  * Tails are predicated (VCTP): no load or store goes past a buffer.
  */
 #include "zo_kernels.h"
@@ -474,31 +481,66 @@ static inline void zo_mve_tap_range(int32_t ix0, int32_t d, int32_t size, int32_
     *hi = zo_max32(zo_min32(b, taps), *lo);
 }
 
+/* What zo_mve_im2col_runs reads of a layer, copied once into a local: the patch's int8 stores
+ * could alias the parameters, which the compiler would then reload for every pixel. */
+typedef struct {
+    int32_t c, run, filter_w, filter_h, dilation_h, stride_h, stride_w, pad_h, pad_w, input_h, input_w;
+    size_t in_row, row_step; /* bytes of an input row; from a filter row's input row to the next */
+    int8_t zp;
+} zo_mve_runs_t;
+
+static inline zo_mve_runs_t zo_mve_runs(const zo_conv2d_params_t *p)
+{
+    const size_t in_row = (size_t)p->input_w * (size_t)p->input_c;
+    return (zo_mve_runs_t){p->input_c, p->filter_w * p->input_c, p->filter_w, p->filter_h, p->dilation_h,
+                           p->stride_h, p->stride_w, p->pad_h, p->pad_w, p->input_h, p->input_w,
+                           in_row, (size_t)p->dilation_h * in_row, (int8_t)p->input_zp};
+}
+
 /* zo_mve_im2col for unit horizontal dilation and whole-pixel channels: each filter row's taps
  * inside the image are one run of the input row (the row is filled with the zero point first
  * when some are not). */
-static void zo_mve_im2col_runs(const zo_conv2d_params_t *p, const int8_t *input, int32_t oy, int32_t ox,
-                               int8_t *patch)
+__attribute__((noinline)) static void zo_mve_im2col_runs(const zo_mve_runs_t *r, const int8_t *input, int32_t oy,
+                                                          int32_t ox, int8_t *patch)
 {
-    const int32_t c = p->input_c;
-    const int32_t run = p->filter_w * c;
-    const int32_t iy0 = oy * p->stride_h - p->pad_h;
-    const int32_t ix0 = ox * p->stride_w - p->pad_w;
-    const int32_t lo = zo_min32(zo_max32(0, -ix0), p->filter_w);
-    const int32_t hi = zo_max32(zo_min32(p->filter_w, p->input_w - ix0), lo);
+    const int32_t c = r->c, run = r->run;
+    const int32_t iy0 = oy * r->stride_h - r->pad_h;
+    const int32_t ix0 = ox * r->stride_w - r->pad_w;
+    const int32_t lo = zo_min32(zo_max32(0, -ix0), r->filter_w);
+    const int32_t hi = zo_max32(zo_min32(r->filter_w, r->input_w - ix0), lo);
     const int32_t take = (hi - lo) * c;
-    const int8_t zp = (int8_t)p->input_zp;
-    for (int32_t ky = 0; ky < p->filter_h; ++ky) {
-        const int32_t iy = iy0 + ky * p->dilation_h;
-        const int inside = iy >= 0 && iy < p->input_h;
+    const int8_t *src = input + (size_t)(ix0 + lo) * (size_t)c;
+    if (run <= 16) { /* a row in one register: predicated loads and stores, no loop */
+        const mve_pred16_t pr = vctp8q((uint32_t)run), pt = vctp8q((uint32_t)take);
+        if (take == run && iy0 >= 0 && iy0 + (r->filter_h - 1) * r->dilation_h < r->input_h) {
+            /* every tap inside the image (most pixels) */
+            src += (size_t)iy0 * r->in_row;
+            for (int32_t ky = 0; ky < r->filter_h; ++ky, patch += run, src += r->row_step) {
+                vstrbq_p_s8(patch, vldrbq_z_s8(src, pr), pr);
+            }
+            return;
+        }
+        const int8x16_t zpv = vdupq_n_s8(r->zp);
+        for (int32_t ky = 0; ky < r->filter_h; ++ky, patch += run) {
+            const int32_t iy = iy0 + ky * r->dilation_h;
+            if (take < run || iy < 0 || iy >= r->input_h) {
+                vstrbq_p_s8(patch, zpv, pr);
+            }
+            if (take > 0 && iy >= 0 && iy < r->input_h) {
+                vstrbq_p_s8(patch + lo * c, vldrbq_z_s8(src + (size_t)iy * r->in_row, pt), pt);
+            }
+        }
+        return;
+    }
+    for (int32_t ky = 0; ky < r->filter_h; ++ky, patch += run) {
+        const int32_t iy = iy0 + ky * r->dilation_h;
+        const int inside = iy >= 0 && iy < r->input_h;
         if (!inside || take < run) {
-            zo_mve_fill(patch, zp, run);
+            zo_mve_fill(patch, r->zp, run);
         }
         if (inside && take > 0) {
-            zo_mve_copy(patch + lo * c, input + ((size_t)iy * (size_t)p->input_w + (size_t)(ix0 + lo)) * (size_t)c,
-                        take);
+            zo_mve_copy(patch + lo * c, src + (size_t)iy * r->in_row, take);
         }
-        patch += run;
     }
 }
 
@@ -595,6 +637,7 @@ static void zo_mve_conv2d_runs(const zo_conv2d_params_t *p, const int8_t *input,
     const int32_t k = p->filter_h * p->filter_w * p->filter_c;
     const int32_t run = p->filter_w * p->filter_c;
     const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max, zo_mve_right_only(p->shift, p->output_c)};
+    const zo_mve_runs_t runs = zo_mve_runs(p);
     int32_t eff[ZO_MVE_OC_BLOCK], acc[ZO_MVE_OC_BLOCK];
     int8_t patch[64];
     for (int32_t oc0 = 0; oc0 < p->output_c; oc0 += ZO_MVE_OC_BLOCK) {
@@ -607,7 +650,7 @@ static void zo_mve_conv2d_runs(const zo_conv2d_params_t *p, const int8_t *input,
                               + (size_t)oc0;
                 const int8_t *x[4];
                 if (!zo_mve_interior_runs(p, input, oy, ox, x)) {
-                    zo_mve_im2col_runs(p, input, oy, ox, patch);
+                    zo_mve_im2col_runs(&runs, input, oy, ox, patch);
                     zo_mve_gemv(patch, w, k, n, e, p->multiplier + oc0, p->shift + oc0, &q, out);
                     continue;
                 }
@@ -641,6 +684,7 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
     const int32_t oc_per_group = p->output_c / groups;
     const int32_t k = p->filter_h * p->filter_w * fc;
     const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max, zo_mve_right_only(p->shift, p->output_c)};
+    const zo_mve_runs_t runs = zo_mve_runs(p);
     int32_t eff[ZO_MVE_OC_BLOCK], acc[4 * ZO_MVE_OC_BLOCK];
     for (int32_t g = 0; g < groups; ++g) {
         const int32_t c0 = g * fc;
@@ -670,7 +714,7 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
                                            * (size_t)p->input_c + (size_t)c0;
                     } else {
                         if (p->dilation_w == 1 && fc == p->input_c) {
-                            zo_mve_im2col_runs(p, input, oy, ox, patch + i * k);
+                            zo_mve_im2col_runs(&runs, input, oy, ox, patch + i * k);
                         } else {
                             zo_mve_im2col(p, input, oy, ox, c0, patch + i * k);
                         }
@@ -703,12 +747,18 @@ __attribute__((noinline)) static void zo_mve_conv2d_im2col(const zo_conv2d_param
     zo_mve_conv2d_gemm(p, input, filter, bias, output, patch);
 }
 
+static int zo_mve_conv2d_as_depthwise(const zo_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
+                                      const int32_t *bias, int8_t *output);
+
 void zo_conv2d_s8(const zo_conv2d_params_t *p, const int8_t *input, const int8_t *filter, const int32_t *bias,
                   int8_t *output)
 {
     const int32_t k = p->filter_h * p->filter_w * p->filter_c;
     if (p->filter_h == 1 && p->filter_w == 1 && p->pad_h == 0 && p->pad_w == 0) {
         zo_mve_conv2d_gemm(p, input, filter, bias, output, NULL);
+    } else if (p->input_c == 1 && p->filter_c == 1 && p->output_c <= 16
+               && zo_mve_conv2d_as_depthwise(p, input, filter, bias, output)) {
+        return;
     } else if (p->dilation_h == 1 && p->dilation_w == 1 && p->filter_c == p->input_c && p->filter_h <= 4
                && p->filter_w * p->filter_c <= 16 && k > 16) {
         zo_mve_conv2d_runs(p, input, filter, bias, output);
@@ -741,35 +791,45 @@ void zo_fully_connected_s8(const zo_fully_connected_params_t *p, const int8_t *i
 /* Output pixels of one row whose accumulators are kept before requantisation. */
 #define ZO_MVE_DW_PIXELS 32
 
-/* Four lanes (channels c..c+3) of four output pixels whose windows lie inside the image: int32
- * products of the raw int8 values (no zero point: `eff` = -input_zp * sum of each channel's taps
- * starts the sums), so each weight vector serves four pixels. `pred`: fewer than 4 channels left,
- * loads predicated (no byte past the channels is read); `gather`: a depth multiplier > 1, each
- * lane reads its input channel at x + offs. */
-__attribute__((always_inline)) static inline void zo_mve_dw_lanes4(const int8_t *x, size_t px_step, const int8_t *w,
-                                                                   const zo_depthwise_conv2d_params_t *p,
-                                                                   const int32_t *eff, int32_t *acc,
-                                                                   mve_pred16_t pc, uint32x4_t offs,
+/* Bytes of input a depthwise band may hold on the stack (zo_mve_dw_banded). */
+#ifndef ZO_MVE_DW_BAND_MAX
+#define ZO_MVE_DW_BAND_MAX 2048
+#endif
+
+/* Where the taps of a 4-pixel tile are: from one pixel's first tap to the next pixel's
+ * (px_step), to the next tap along a row (x_tap), from past a row's taps to the next row's first
+ * (x_row); the weights' step from tap to tap (w_tap: the output channels). */
+typedef struct {
+    size_t px_step, x_tap, w_tap;
+    ptrdiff_t x_row;
+    int32_t filter_h, filter_w;
+} zo_mve_dw_taps_t;
+
+/* Four lanes (channels c..c+3) of four output pixels whose every tap is in memory: int32
+ * products of the raw int8 values (no zero point: `eff` = -input_zp * sum of each channel's taps,
+ * maybe plus the bias, starts the sums), so each weight vector serves four pixels. `pred`: fewer
+ * than 4 channels left, loads predicated (no byte past the channels is read); `gather`: a depth
+ * multiplier > 1, each lane reads its input channel at x + offs. */
+__attribute__((always_inline)) static inline void zo_mve_dw_lanes4(const int8_t *x, const int8_t *w,
+                                                                   const zo_mve_dw_taps_t *t, const int32_t *eff,
+                                                                   int32_t *acc, mve_pred16_t pc, uint32x4_t offs,
                                                                    const int pred, const int gather)
 {
-    const size_t in_c = (size_t)p->input_c, oc = (size_t)p->output_c;
-    const size_t x_tap = (size_t)p->dilation_w * in_c;
-    const ptrdiff_t x_row = (ptrdiff_t)((size_t)p->dilation_h * (size_t)p->input_w * in_c)
-                            - (ptrdiff_t)((size_t)p->filter_w * x_tap); /* from past a row's taps to the next row */
+    const size_t px_step = t->px_step;
 #define ZO_MVE_DW_X(ptr) (gather ? vldrbq_gather_offset_z_s32((ptr), offs, pc) \
                                  : pred ? vldrbq_z_s32((ptr), pc) : vldrbq_s32(ptr))
     int32x4_t a0 = vldrwq_s32(eff), a1 = a0, a2 = a0, a3 = a0;
-    for (int32_t ky = 0; ky < p->filter_h; ++ky) {
-        for (int32_t kx = 0; kx < p->filter_w; ++kx) {
+    for (int32_t ky = 0; ky < t->filter_h; ++ky) {
+        for (int32_t kx = 0; kx < t->filter_w; ++kx) {
             const int32x4_t wv = pred ? vldrbq_z_s32(w, pc) : vldrbq_s32(w);
             a0 = vaddq_s32(a0, vmulq_s32(ZO_MVE_DW_X(x), wv));
             a1 = vaddq_s32(a1, vmulq_s32(ZO_MVE_DW_X(x + px_step), wv));
             a2 = vaddq_s32(a2, vmulq_s32(ZO_MVE_DW_X(x + 2 * px_step), wv));
             a3 = vaddq_s32(a3, vmulq_s32(ZO_MVE_DW_X(x + 3 * px_step), wv));
-            x += x_tap;
-            w += oc;
+            x += t->x_tap;
+            w += t->w_tap;
         }
-        x += x_row;
+        x += t->x_row;
     }
 #undef ZO_MVE_DW_X
     vstrwq_s32(acc, a0);
@@ -784,16 +844,21 @@ __attribute__((always_inline)) static inline void zo_mve_dw_lanes4(const int8_t 
 static void zo_mve_dw_4px(const zo_depthwise_conv2d_params_t *p, const int8_t *x, const int8_t *w, int32_t oc0,
                           int32_t n, const int32_t *eff, int32_t *acc)
 {
-    const size_t px_step = (size_t)p->stride_w * (size_t)p->input_c;
+    const size_t in_c = (size_t)p->input_c;
+    const size_t x_tap = (size_t)p->dilation_w * in_c;
+    const zo_mve_dw_taps_t t = {(size_t)p->stride_w * in_c, x_tap, (size_t)p->output_c,
+                                (ptrdiff_t)((size_t)p->dilation_h * (size_t)p->input_w * in_c)
+                                    - (ptrdiff_t)((size_t)p->filter_w * x_tap),
+                                p->filter_h, p->filter_w};
     const int32_t dm = p->depth_multiplier, ic0 = oc0 / dm;
     const uint32x4_t none = vdupq_n_u32(0);
     int32_t c = 0;
     if (dm == 1) {
         for (; c + 4 <= n; c += 4) {
-            zo_mve_dw_lanes4(x + c, px_step, w + c, p, eff + c, acc + c, 0, none, 0, 0);
+            zo_mve_dw_lanes4(x + c, w + c, &t, eff + c, acc + c, 0, none, 0, 0);
         }
         if (c < n) {
-            zo_mve_dw_lanes4(x + c, px_step, w + c, p, eff + c, acc + c, vctp32q((uint32_t)(n - c)), none, 1, 0);
+            zo_mve_dw_lanes4(x + c, w + c, &t, eff + c, acc + c, vctp32q((uint32_t)(n - c)), none, 1, 0);
         }
         return;
     }
@@ -802,7 +867,7 @@ static void zo_mve_dw_4px(const zo_depthwise_conv2d_params_t *p, const int8_t *x
         for (int32_t l = 0; l < 4; ++l) {
             o[l] = (uint32_t)((oc0 + c + l) / dm - ic0);
         }
-        zo_mve_dw_lanes4(x, px_step, w + c, p, eff + c, acc + c, vctp32q((uint32_t)(n - c)), vld1q_u32(o), 1, 1);
+        zo_mve_dw_lanes4(x, w + c, &t, eff + c, acc + c, vctp32q((uint32_t)(n - c)), vld1q_u32(o), 1, 1);
     }
 }
 
@@ -936,6 +1001,337 @@ __attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depth
     }
 }
 
+/* A depthwise layer as zo_mve_dw_banded walks it: along its rows, or transposed (rows and columns
+ * swapped, filter included: a tall narrow map then has long rows). Strides in bytes. */
+typedef struct {
+    int32_t in_h, in_w, out_h, out_w;
+    size_t in_px, in_row, out_px, out_row; /* to the next pixel along a row, to the next row */
+    int32_t filter_h, filter_w, stride_h, stride_w, dilation_h, dilation_w, pad_h, pad_w;
+    size_t w_col, w_row, w_ch; /* the weights' step to the next tap along a row, down a column, to
+                                  the next channel */
+} zo_mve_dw_view_t;
+
+/* `ohwi`: the filter is a CONV_2D's on one input channel ([output_c][filter_h][filter_w][1]), not
+ * a depthwise one ([1][filter_h][filter_w][output_c]). */
+static zo_mve_dw_view_t zo_mve_dw_view(const zo_depthwise_conv2d_params_t *p, int transposed, int ohwi)
+{
+    const size_t in_c = (size_t)p->input_c, oc = (size_t)p->output_c;
+    const size_t in_x = in_c, in_y = (size_t)p->input_w * in_c, out_x = oc, out_y = (size_t)p->output_w * oc;
+    const size_t w_x = ohwi ? 1 : oc, w_y = (size_t)p->filter_w * w_x;
+    const size_t w_ch = ohwi ? (size_t)p->filter_h * (size_t)p->filter_w : 1;
+    if (!transposed) {
+        return (zo_mve_dw_view_t){p->input_h, p->input_w, p->output_h, p->output_w, in_x, in_y, out_x, out_y,
+                                  p->filter_h, p->filter_w, p->stride_h, p->stride_w, p->dilation_h, p->dilation_w,
+                                  p->pad_h, p->pad_w, w_x, w_y, w_ch};
+    }
+    return (zo_mve_dw_view_t){p->input_w, p->input_h, p->output_w, p->output_h, in_y, in_x, out_y, out_x,
+                              p->filter_w, p->filter_h, p->stride_w, p->stride_h, p->dilation_w, p->dilation_h,
+                              p->pad_w, p->pad_h, w_y, w_x, w_ch};
+}
+
+/* Output pixels of a band's row segment: the most, a multiple of 4 up to ZO_MVE_DW_PIXELS, whose
+ * band fits ZO_MVE_DW_BAND_MAX bytes; 0 if not even 4 do, or the filter has more than
+ * ZO_MVE_DW_TAPS taps. */
+#define ZO_MVE_DW_TAPS 64
+static int32_t zo_mve_dw_band_pixels(const zo_mve_dw_view_t *v)
+{
+    const int64_t span = (int64_t)(v->filter_w - 1) * v->dilation_w + 1;
+    if ((int64_t)v->filter_h * v->filter_w > ZO_MVE_DW_TAPS) {
+        return 0;
+    }
+    for (int32_t seg = ZO_MVE_DW_PIXELS; seg >= 4; seg -= 4) {
+        if ((int64_t)v->filter_h * ((int64_t)(seg - 1) * v->stride_w + span) * 16 <= ZO_MVE_DW_BAND_MAX) {
+            return seg;
+        }
+    }
+    return 0;
+}
+
+/* The input of one band pixel, lanes j < n: channel c0 + j (depth multiplier 1), else the
+ * channel output channel oc0 + j reads (c0 = oc0 / dm; offs: j's channel - c0): one channel for
+ * all (`one`: broadcast), or gathered (a gather costs a cycle an element on silicon, though it
+ * counts as one instruction: done once a band pixel, not once a tap). */
+__attribute__((always_inline)) static inline int8x16_t zo_mve_dw_pixel(const int8_t *x, mve_pred16_t pn,
+                                                                       uint8x16_t offs, const int full,
+                                                                       const int mult, const int one)
+{
+    if (!mult) {
+        return full ? vldrbq_s8(x) : vldrbq_z_s8(x, pn);
+    }
+    return one ? vdupq_n_s8(*x) : vldrbq_gather_offset_z_s8(x, offs, pn);
+}
+
+/* band[ky][b][j], ky < filter_h, b < width, j < 16: the input at row iy0 + ky * dilation_h,
+ * column ix0 + b, read for output channel oc0 + j (0 past n); the input zero point where that is
+ * outside the image (its products then cancel against eff's). The flags are constants at each
+ * call: `full` 16 channels of multiplier 1, `mult` a depth multiplier > 1, `one` all n from one
+ * input channel. */
+__attribute__((always_inline)) static inline void zo_mve_dw_fill_rows(const zo_mve_dw_view_t *v, const int8_t *input,
+                                                                      int32_t iy0, int32_t ix0, int32_t width,
+                                                                      int32_t c0, mve_pred16_t pn, uint8x16_t offs,
+                                                                      int8x16_t zp, int8_t *band, const int full,
+                                                                      const int mult, const int one)
+{
+    const int32_t b_lo = zo_min32(zo_max32(-ix0, 0), width);
+    const int32_t b_hi = zo_max32(zo_min32(v->in_w - ix0, width), b_lo);
+    for (int32_t ky = 0; ky < v->filter_h; ++ky, band += (size_t)width * 16) {
+        const int32_t iy = iy0 + ky * v->dilation_h;
+        const int inside = iy >= 0 && iy < v->in_h;
+        int32_t b = 0;
+        for (; b < (inside ? b_lo : width); ++b) {
+            vstrbq_s8(band + (size_t)b * 16, zp);
+        }
+        if (!inside) {
+            continue;
+        }
+        const int8_t *x = input + (size_t)iy * v->in_row + (size_t)(ix0 + b) * v->in_px + (size_t)c0;
+        for (; b < b_hi; ++b, x += v->in_px) {
+            vstrbq_s8(band + (size_t)b * 16, zo_mve_dw_pixel(x, pn, offs, full, mult, one));
+        }
+        for (; b < width; ++b) {
+            vstrbq_s8(band + (size_t)b * 16, zp);
+        }
+    }
+}
+
+__attribute__((noinline)) static void zo_mve_dw_fill(const zo_depthwise_conv2d_params_t *p,
+                                                     const zo_mve_dw_view_t *v, const int8_t *input, int32_t iy0,
+                                                     int32_t ix0, int32_t width, int32_t oc0, int32_t n, int8_t *band)
+{
+    const int8x16_t zp = vdupq_n_s8((int8_t)p->input_zp);
+    const mve_pred16_t pn = vctp8q((uint32_t)n);
+    const int32_t dm = p->depth_multiplier, c0 = oc0 / dm;
+    if (dm == 1) {
+        const uint8x16_t none = vdupq_n_u8(0);
+        if (n == 16) {
+            zo_mve_dw_fill_rows(v, input, iy0, ix0, width, c0, pn, none, zp, band, 1, 0, 0);
+        } else {
+            zo_mve_dw_fill_rows(v, input, iy0, ix0, width, c0, pn, none, zp, band, 0, 0, 0);
+        }
+        return;
+    }
+    uint8_t o[16];
+    for (int32_t j = 0; j < 16; ++j) {
+        o[j] = (uint8_t)(j < n ? (oc0 + j) / dm - c0 : 0);
+    }
+    if (o[n - 1] == 0) {
+        zo_mve_dw_fill_rows(v, input, iy0, ix0, width, c0, pn, vdupq_n_u8(0), zp, band, 0, 1, 1);
+    } else {
+        zo_mve_dw_fill_rows(v, input, iy0, ix0, width, c0, pn, vld1q_u8(o), zp, band, 0, 1, 0);
+    }
+}
+
+/* zo_mve_dw_lanes4 for a 3x3 filter in a band (packed weights at w, 16 bytes a tap; rows `row`
+ * bytes apart; px_step 16 or 32: stride 1 or 2), in assembly: gcc's scheduling of the same intrinsics
+ * keeps the input vectors that neighbouring taps share in registers and spills the sums. Pixels 0
+ * and 1 read at x, 2 and 3 at x2 (two pixels on), so every offset fits the load's 7 bits (a
+ * widening load takes r0-r7: "l"); two temporaries alternate so a multiply need not wait for the
+ * load just before it. */
+#define ZO_MVE_DW_ASM_TAP(kx, px)                                  \
+    "vldrb.s32 %q[wv], [%[w], #16*" #kx "]\n\t"                    \
+    "vldrb.s32 %q[t0], [%[x], #16*" #kx "]\n\t"                    \
+    "vldrb.s32 %q[t1], [%[x], #16*" #kx "+" #px "]\n\t"            \
+    "vmul.i32 %q[t0], %q[t0], %q[wv]\n\t"                          \
+    "vadd.i32 %q[a0], %q[a0], %q[t0]\n\t"                          \
+    "vldrb.s32 %q[t0], [%[x2], #16*" #kx "]\n\t"                   \
+    "vmul.i32 %q[t1], %q[t1], %q[wv]\n\t"                          \
+    "vadd.i32 %q[a1], %q[a1], %q[t1]\n\t"                          \
+    "vldrb.s32 %q[t1], [%[x2], #16*" #kx "+" #px "]\n\t"           \
+    "vmul.i32 %q[t0], %q[t0], %q[wv]\n\t"                          \
+    "vadd.i32 %q[a2], %q[a2], %q[t0]\n\t"                          \
+    "vmul.i32 %q[t1], %q[t1], %q[wv]\n\t"                          \
+    "vadd.i32 %q[a3], %q[a3], %q[t1]\n\t"
+#define ZO_MVE_DW_ASM_ROW(px)                                                        \
+    ZO_MVE_DW_ASM_TAP(0, px) ZO_MVE_DW_ASM_TAP(1, px) ZO_MVE_DW_ASM_TAP(2, px)       \
+    "add %[x], %[x], %[row]\n\t"                                                     \
+    "add %[x2], %[x2], %[row]\n\t"                                                   \
+    "adds %[w], #48\n\t"
+#define ZO_MVE_DW_ASM_3X3(px)                                                                             \
+    __asm__ volatile(ZO_MVE_DW_ASM_ROW(px) ZO_MVE_DW_ASM_ROW(px) ZO_MVE_DW_ASM_ROW(px)                  \
+                     : [a0] "+w"(a0), [a1] "+w"(a1), [a2] "+w"(a2), [a3] "+w"(a3), [wv] "=&w"(wv),       \
+                       [t0] "=&w"(t0), [t1] "=&w"(t1), [x] "+l"(x), [x2] "+l"(x2), [w] "+l"(wc)          \
+                     : [row] "r"(row)                                                                    \
+                     : "memory", "cc")
+/* A band's row segment of `tiles` output pixels (a multiple of 4) through a 3x3 filter along
+ * rows of stride 1 or 2 (px_step 16 or 32), 4 pixels x 4 channels at a time in assembly (rows
+ * `row` bytes apart, packed weights 16 bytes a tap): acc[px * 16 + j]. Each stride in its own
+ * function. (Requantising each tile straight from its registers cost more: the channel
+ * constants and clamps do not fit the registers beside the four sums.) */
+__attribute__((always_inline)) static inline void zo_mve_dw_row3x3(const int8_t *band, const int8_t *w, size_t row,
+                                                                   const int32_t *eff, int32_t *acc, int32_t tiles,
+                                                                   int32_t n, const size_t px_step)
+{
+    for (int32_t px = 0; px < tiles; px += 4) {
+        for (int32_t c = 0; c < n; c += 4) {
+            const int8_t *x = band + (size_t)px * px_step + (size_t)c, *wc = w + c;
+            const int8_t *x2 = x + 2 * px_step;
+            int32x4_t a0 = vldrwq_s32(eff + c), a1 = a0, a2 = a0, a3 = a0, wv, t0, t1;
+            if (px_step == 16) {
+                ZO_MVE_DW_ASM_3X3(16);
+            } else {
+                ZO_MVE_DW_ASM_3X3(32);
+            }
+            int32_t *a = acc + px * 16 + c;
+            vstrwq_s32(a, a0);
+            vstrwq_s32(a + 16, a1);
+            vstrwq_s32(a + 32, a2);
+            vstrwq_s32(a + 48, a3);
+        }
+    }
+}
+#undef ZO_MVE_DW_ASM_3X3
+#undef ZO_MVE_DW_ASM_ROW
+#undef ZO_MVE_DW_ASM_TAP
+
+__attribute__((noinline)) static void zo_mve_dw_row3x3_s1(const int8_t *band, const int8_t *w, size_t row,
+                                                          const int32_t *eff, int32_t *acc, int32_t tiles, int32_t n)
+{
+    zo_mve_dw_row3x3(band, w, row, eff, acc, tiles, n, 16);
+}
+
+__attribute__((noinline)) static void zo_mve_dw_row3x3_s2(const int8_t *band, const int8_t *w, size_t row,
+                                                          const int32_t *eff, int32_t *acc, int32_t tiles, int32_t n)
+{
+    zo_mve_dw_row3x3(band, w, row, eff, acc, tiles, n, 32);
+}
+
+/* One 4-pixel tile of zo_mve_dw_banded: every group of 4 channels up to n (the band and the
+ * packed weights hold 0 past n). */
+__attribute__((always_inline)) static inline void zo_mve_dw_band_tile(const int8_t *x, const int8_t *w,
+                                                                      const zo_mve_dw_taps_t *t, const int32_t *eff,
+                                                                      int32_t *acc, int32_t n)
+{
+    const uint32x4_t none = vdupq_n_u32(0);
+    for (int32_t c = 0; c < n; c += 4) {
+        zo_mve_dw_lanes4(x + c, w + c, t, eff + c, acc + c, 0, none, 0, 0);
+    }
+}
+
+/* The 1 to 3 pixels past a row segment's whole tiles, one at a time (a tile's fourth would cost
+ * more): acc[px * 16 + j] for the pixel starting at x + px * px_step. `three`: a 3x3 filter
+ * (t->x_tap 16), its taps unrolled. */
+__attribute__((always_inline)) static inline void zo_mve_dw_tail(const int8_t *x, const int8_t *w,
+                                                                 const zo_mve_dw_taps_t *t, const int32_t *eff,
+                                                                 int32_t *acc, int32_t pixels, int32_t n,
+                                                                 const int three)
+{
+    const size_t row = (size_t)((ptrdiff_t)t->x_row + (ptrdiff_t)t->filter_w * (ptrdiff_t)t->x_tap);
+    for (int32_t px = 0; px < pixels; ++px, x += t->px_step, acc += 16) {
+        for (int32_t c = 0; c < n; c += 4) {
+            const int8_t *xt = x + c, *wt = w + c;
+            int32x4_t a = vldrwq_s32(eff + c);
+            if (three) { /* in assembly, as zo_mve_dw_row3x3 */
+                int32x4_t t0, t1;
+#define ZO_MVE_DW_ASM_TAP1(kx)                                  \
+    "vldrb.s32 %q[t0], [%[x], #16*" #kx "]\n\t"                \
+    "vldrb.s32 %q[t1], [%[w], #16*" #kx "]\n\t"                \
+    "vmul.i32 %q[t0], %q[t0], %q[t1]\n\t"                     \
+    "vadd.i32 %q[a], %q[a], %q[t0]\n\t"
+#define ZO_MVE_DW_ASM_ROW1 \
+    ZO_MVE_DW_ASM_TAP1(0) ZO_MVE_DW_ASM_TAP1(1) ZO_MVE_DW_ASM_TAP1(2) "add %[x], %[x], %[row]\n\tadds %[w], #48\n\t"
+                __asm__ volatile(ZO_MVE_DW_ASM_ROW1 ZO_MVE_DW_ASM_ROW1 ZO_MVE_DW_ASM_ROW1
+                                 : [a] "+w"(a), [t0] "=&w"(t0), [t1] "=&w"(t1), [x] "+l"(xt), [w] "+l"(wt)
+                                 : [row] "r"(row)
+                                 : "memory", "cc");
+#undef ZO_MVE_DW_ASM_ROW1
+#undef ZO_MVE_DW_ASM_TAP1
+            } else {
+                for (int32_t ky = 0; ky < t->filter_h; ++ky, xt += t->x_row) {
+                    for (int32_t kx = 0; kx < t->filter_w; ++kx, xt += t->x_tap, wt += 16) {
+                        a = vaddq_s32(a, vmulq_s32(vldrbq_s32(xt), vldrbq_s32(wt)));
+                    }
+                }
+            }
+            vstrwq_s32(acc + c, a);
+        }
+    }
+}
+
+__attribute__((noinline)) static void zo_mve_dw_band_tail(const int8_t *x, const int8_t *w,
+                                                          const zo_mve_dw_taps_t *t, const int32_t *eff,
+                                                          int32_t *acc, int32_t pixels, int32_t n)
+{
+    if (t->filter_h == 3 && t->filter_w == 3 && t->x_tap == 16) {
+        zo_mve_dw_tail(x, w, t, eff, acc, pixels, n, 1);
+    } else {
+        zo_mve_dw_tail(x, w, t, eff, acc, pixels, n, 0);
+    }
+}
+
+/* DEPTHWISE_CONV_2D, one channel block [oc0, oc0 + n) over every output pixel, walked as the
+ * view says. The block's weights are first packed 16 bytes a tap; each row segment of up to `seg`
+ * output pixels copies its input into a band (zo_mve_dw_fill: the padding as the input zero
+ * point), so every pixel, at the borders too, goes four at a time through zo_mve_dw_lanes4 (the 1
+ * to 3 left at a segment's end one at a time). The bias starts the sums with -input_zp * the
+ * taps' sum (wrapping int32, as TFLM's bias added last). A 3x3 filter along rows of stride 1 or
+ * 2 has its own functions (assembly, every offset a constant). */
+static void zo_mve_dw_banded(const zo_depthwise_conv2d_params_t *p, const zo_mve_dw_view_t *v, const int8_t *input,
+                             const int8_t *filter, const int32_t *bias, int8_t *output, int32_t oc0, int32_t n,
+                             int32_t seg)
+{
+    int8_t band[ZO_MVE_DW_BAND_MAX] __attribute__((aligned(16)));
+    int8_t w[ZO_MVE_DW_TAPS * 16] __attribute__((aligned(16)));
+    int32_t acc[ZO_MVE_DW_PIXELS * 16] __attribute__((aligned(16)));
+    int32_t eff[16] __attribute__((aligned(16)));
+    const mve_pred16_t pn = vctp8q((uint32_t)n);
+    const int32_t taps = v->filter_h * v->filter_w;
+    for (int32_t ky = 0; ky < v->filter_h; ++ky) {
+        for (int32_t kx = 0; kx < v->filter_w; ++kx) {
+            const int8_t *src = filter + (size_t)ky * v->w_row + (size_t)kx * v->w_col + (size_t)oc0 * v->w_ch;
+            int8_t *dst = w + (size_t)(ky * v->filter_w + kx) * 16;
+            if (v->w_ch == 1) {
+                vstrbq_s8(dst, vldrbq_z_s8(src, pn));
+            } else { /* a CONV_2D's filter: the channels a filter apart */
+                vstrbq_s8(dst, vdupq_n_s8(0));
+                for (int32_t j = 0; j < n; ++j) {
+                    dst[j] = src[(size_t)j * v->w_ch];
+                }
+            }
+        }
+    }
+    /* eff = bias - input_zp * the sum of each channel's taps */
+    for (int32_t c = 0; c < n; c += 4) {
+        const mve_pred16_t pc = vctp32q((uint32_t)(n - c));
+        int32x4_t sum = vdupq_n_s32(0);
+        for (int32_t t = 0; t < taps; ++t) {
+            sum = vaddq_s32(sum, vldrbq_s32(w + (size_t)t * 16 + (size_t)c));
+        }
+        const int32x4_t b = bias != NULL ? vldrwq_z_s32(bias + oc0 + c, pc) : vdupq_n_s32(0);
+        vstrwq_s32(eff + c, vaddq_s32(b, vmulq_n_s32(sum, -p->input_zp)));
+    }
+    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max, zo_mve_right_only(p->shift + oc0, n)};
+    const int32_t span = (v->filter_w - 1) * v->dilation_w + 1;
+    const int three = v->filter_h == 3 && v->filter_w == 3 && v->dilation_w == 1;
+    for (int32_t oy = 0; oy < v->out_h; ++oy) {
+        for (int32_t ox0 = 0; ox0 < v->out_w; ox0 += seg) {
+            const int32_t pixels = zo_min32(seg, v->out_w - ox0);
+            const int32_t tiles = pixels & ~3; /* pixels in whole tiles of 4 */
+            const int32_t width = (pixels - 1) * v->stride_w + span;
+            zo_mve_dw_fill(p, v, input, oy * v->stride_h - v->pad_h, ox0 * v->stride_w - v->pad_w, width, oc0, n,
+                           band);
+            const zo_mve_dw_taps_t t = {(size_t)v->stride_w * 16, (size_t)v->dilation_w * 16, 16,
+                                        (ptrdiff_t)(width - v->filter_w * v->dilation_w) * 16, v->filter_h,
+                                        v->filter_w};
+            if (three && v->stride_w == 1) {
+                zo_mve_dw_row3x3_s1(band, w, (size_t)width * 16, eff, acc, tiles, n);
+            } else if (three && v->stride_w == 2) {
+                zo_mve_dw_row3x3_s2(band, w, (size_t)width * 16, eff, acc, tiles, n);
+            } else {
+                for (int32_t px = 0; px < tiles; px += 4) {
+                    zo_mve_dw_band_tile(band + (size_t)px * t.px_step, w, &t, eff, acc + px * 16, n);
+                }
+            }
+            if (tiles < pixels) {
+                zo_mve_dw_band_tail(band + (size_t)tiles * t.px_step, w, &t, eff, acc + tiles * 16, pixels - tiles,
+                                    n);
+            }
+            int8_t *out = output + (size_t)oy * v->out_row + (size_t)ox0 * v->out_px + (size_t)oc0;
+            zo_mve_requant_pixels(acc, 16, pixels, n, NULL, p->multiplier + oc0, p->shift + oc0, &q, out,
+                                  (int32_t)v->out_px);
+        }
+    }
+}
+
 void zo_depthwise_conv2d_s8(const zo_depthwise_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
                             const int32_t *bias, int8_t *output)
 {
@@ -952,8 +1348,15 @@ void zo_depthwise_conv2d_s8(const zo_depthwise_conv2d_params_t *p, const int8_t 
         along_w.pad_h = 0, along_w.pad_w = p->pad_h;
         p = &along_w;
     }
+    /* rows along the longer side: fewer tiles run past a row's end */
+    const zo_mve_dw_view_t view = zo_mve_dw_view(p, p->output_h > p->output_w, 0);
+    const int32_t seg = zo_mve_dw_band_pixels(&view);
     for (int32_t oc0 = 0; oc0 < p->output_c; oc0 += 16) {
         const int32_t n = zo_min32(16, p->output_c - oc0);
+        if (seg > 0) {
+            zo_mve_dw_banded(p, &view, input, filter, bias, output, oc0, n, seg);
+            continue;
+        }
         if (p->depth_multiplier != 1) { /* rare (first layers): one copy, the second half decided at run time */
             zo_mve_dw_block(p, input, filter, bias, output, oc0, n, n > 8, 1, 1);
         } else if (n == 16) {
@@ -964,6 +1367,27 @@ void zo_depthwise_conv2d_s8(const zo_depthwise_conv2d_params_t *p, const int8_t 
             zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 1, 1, 0);
         }
     }
+}
+
+/* CONV_2D on one input channel with at most 16 output channels (a first layer on a grey image or a
+ * spectrogram) is a depthwise convolution of depth multiplier output_c: banded, every output
+ * pixel's taps are 4 pixels x 4 channels of multiply-adds, where the matrix product would gather a
+ * patch of a few bytes for every pixel. 0 if the filter does not fit a band. */
+static int zo_mve_conv2d_as_depthwise(const zo_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
+                                      const int32_t *bias, int8_t *output)
+{
+    const zo_depthwise_conv2d_params_t d = {p->input_h,    p->input_w,    1,          p->output_h, p->output_w,
+                                            p->output_c,   p->filter_h,   p->filter_w, p->output_c, p->stride_h,
+                                            p->stride_w,   p->dilation_h, p->dilation_w, p->pad_h,  p->pad_w,
+                                            p->input_zp,   p->output_zp,  p->act_min,  p->act_max,  p->multiplier,
+                                            p->shift};
+    const zo_mve_dw_view_t view = zo_mve_dw_view(&d, d.output_h > d.output_w, 1);
+    const int32_t seg = zo_mve_dw_band_pixels(&view);
+    if (seg == 0) {
+        return 0;
+    }
+    zo_mve_dw_banded(&d, &view, input, filter, bias, output, 0, d.output_c, seg);
+    return 1;
 }
 
 #else
