@@ -149,7 +149,9 @@ __attribute__((noinline)) static void zo_mve_requant_pixels(const int32_t *acc, 
         const int32x4_t b = bias != NULL ? vldrwq_s32(bias + j) : zero;
         const int32x4_t m = vldrwq_s32(mult + j), s = vldrwq_s32(shift + j);
         const int32x4_t left = vmaxq_s32(s, zero), right = vminq_s32(s, zero);
-        if (right_only && bias == NULL) {
+        if (right_only && bias == NULL && acc_stride == 16) { /* a depthwise row: loads that step on their own */
+            zo_mve_requant_group(acc + j, 16, pixels, b, m, left, right, zp, lo, hi, out + j, out_stride, all, 1, 1, 0);
+        } else if (right_only && bias == NULL) {
             zo_mve_requant_group(acc + j, acc_stride, pixels, b, m, left, right, zp, lo, hi, out + j, out_stride, all,
                                  1, 1, 0);
         } else if (right_only) {
@@ -809,17 +811,23 @@ typedef struct {
  * products of the raw int8 values (no zero point: `eff` = -input_zp * sum of each channel's taps,
  * maybe plus the bias, starts the sums), so each weight vector serves four pixels. `pred`: fewer
  * than 4 channels left, loads predicated (no byte past the channels is read); `gather`: a depth
- * multiplier > 1, each lane reads its input channel at x + offs. */
-__attribute__((always_inline)) static inline void zo_mve_dw_lanes4(const int8_t *x, const int8_t *w,
-                                                                   const zo_mve_dw_taps_t *t, const int32_t *eff,
-                                                                   int32_t *acc, mve_pred16_t pc, uint32x4_t offs,
-                                                                   const int pred, const int gather)
+ * multiplier > 1, each lane reads its input channel at x + offs. `rows` (a band's): filter row
+ * ky's taps start at rows[ky] + off; NULL: a filter row's taps start x_row past the last one's. */
+__attribute__((always_inline)) static inline void zo_mve_dw_lanes4_rows(const int8_t *x, const int8_t *const *rows,
+                                                                        size_t off, const int8_t *w,
+                                                                        const zo_mve_dw_taps_t *t, const int32_t *eff,
+                                                                        int32_t *acc, mve_pred16_t pc,
+                                                                        uint32x4_t offs, const int pred,
+                                                                        const int gather)
 {
     const size_t px_step = t->px_step;
 #define ZO_MVE_DW_X(ptr) (gather ? vldrbq_gather_offset_z_s32((ptr), offs, pc) \
                                  : pred ? vldrbq_z_s32((ptr), pc) : vldrbq_s32(ptr))
     int32x4_t a0 = vldrwq_s32(eff), a1 = a0, a2 = a0, a3 = a0;
     for (int32_t ky = 0; ky < t->filter_h; ++ky) {
+        if (rows != NULL) {
+            x = rows[ky] + off;
+        }
         for (int32_t kx = 0; kx < t->filter_w; ++kx) {
             const int32x4_t wv = pred ? vldrbq_z_s32(w, pc) : vldrbq_s32(w);
             a0 = vaddq_s32(a0, vmulq_s32(ZO_MVE_DW_X(x), wv));
@@ -836,6 +844,14 @@ __attribute__((always_inline)) static inline void zo_mve_dw_lanes4(const int8_t 
     vstrwq_s32(acc + 16, a1);
     vstrwq_s32(acc + 32, a2);
     vstrwq_s32(acc + 48, a3);
+}
+
+__attribute__((always_inline)) static inline void zo_mve_dw_lanes4(const int8_t *x, const int8_t *w,
+                                                                   const zo_mve_dw_taps_t *t, const int32_t *eff,
+                                                                   int32_t *acc, mve_pred16_t pc, uint32x4_t offs,
+                                                                   const int pred, const int gather)
+{
+    zo_mve_dw_lanes4_rows(x, NULL, 0, w, t, eff, acc, pc, offs, pred, gather);
 }
 
 /* acc[px * 16 + j], px < 4, j < n: the sums of four consecutive interior output pixels of the
@@ -1061,42 +1077,37 @@ __attribute__((always_inline)) static inline int8x16_t zo_mve_dw_pixel(const int
     return one ? vdupq_n_s8(*x) : vldrbq_gather_offset_z_s8(x, offs, pn);
 }
 
-/* band[ky][b][j], ky < filter_h, b < width, j < 16: the input at row iy0 + ky * dilation_h,
- * column ix0 + b, read for output channel oc0 + j (0 past n); the input zero point where that is
- * outside the image (its products then cancel against eff's). The flags are constants at each
- * call: `full` 16 channels of multiplier 1, `mult` a depth multiplier > 1, `one` all n from one
- * input channel. */
-__attribute__((always_inline)) static inline void zo_mve_dw_fill_rows(const zo_mve_dw_view_t *v, const int8_t *input,
-                                                                      int32_t iy0, int32_t ix0, int32_t width,
-                                                                      int32_t c0, mve_pred16_t pn, uint8x16_t offs,
-                                                                      int8x16_t zp, int8_t *band, const int full,
-                                                                      const int mult, const int one)
+/* row[b][j], b < width, j < 16: the input at row iy, column ix0 + b, read for output channel
+ * oc0 + j (0 past n); the input zero point where that is outside the image (its products then
+ * cancel against eff's). The flags are constants at each call: `full` 16 channels of multiplier
+ * 1, `mult` a depth multiplier > 1, `one` all n from one input channel. */
+__attribute__((always_inline)) static inline void zo_mve_dw_fill_row(const zo_mve_dw_view_t *v, const int8_t *input,
+                                                                     int32_t iy, int32_t ix0, int32_t width,
+                                                                     int32_t c0, mve_pred16_t pn, uint8x16_t offs,
+                                                                     int8x16_t zp, int8_t *row, const int full,
+                                                                     const int mult, const int one)
 {
-    const int32_t b_lo = zo_min32(zo_max32(-ix0, 0), width);
-    const int32_t b_hi = zo_max32(zo_min32(v->in_w - ix0, width), b_lo);
-    for (int32_t ky = 0; ky < v->filter_h; ++ky, band += (size_t)width * 16) {
-        const int32_t iy = iy0 + ky * v->dilation_h;
-        const int inside = iy >= 0 && iy < v->in_h;
-        int32_t b = 0;
-        for (; b < (inside ? b_lo : width); ++b) {
-            vstrbq_s8(band + (size_t)b * 16, zp);
-        }
-        if (!inside) {
-            continue;
-        }
+    const int inside = iy >= 0 && iy < v->in_h;
+    const int32_t b_lo = inside ? zo_min32(zo_max32(-ix0, 0), width) : width;
+    const int32_t b_hi = inside ? zo_max32(zo_min32(v->in_w - ix0, width), b_lo) : width;
+    int32_t b = 0;
+    for (; b < b_lo; ++b) {
+        vstrbq_s8(row + (size_t)b * 16, zp);
+    }
+    if (b < b_hi) {
         const int8_t *x = input + (size_t)iy * v->in_row + (size_t)(ix0 + b) * v->in_px + (size_t)c0;
         for (; b < b_hi; ++b, x += v->in_px) {
-            vstrbq_s8(band + (size_t)b * 16, zo_mve_dw_pixel(x, pn, offs, full, mult, one));
+            vstrbq_s8(row + (size_t)b * 16, zo_mve_dw_pixel(x, pn, offs, full, mult, one));
         }
-        for (; b < width; ++b) {
-            vstrbq_s8(band + (size_t)b * 16, zp);
-        }
+    }
+    for (; b < width; ++b) {
+        vstrbq_s8(row + (size_t)b * 16, zp);
     }
 }
 
 __attribute__((noinline)) static void zo_mve_dw_fill(const zo_depthwise_conv2d_params_t *p,
-                                                     const zo_mve_dw_view_t *v, const int8_t *input, int32_t iy0,
-                                                     int32_t ix0, int32_t width, int32_t oc0, int32_t n, int8_t *band)
+                                                     const zo_mve_dw_view_t *v, const int8_t *input, int32_t iy,
+                                                     int32_t ix0, int32_t width, int32_t oc0, int32_t n, int8_t *row)
 {
     const int8x16_t zp = vdupq_n_s8((int8_t)p->input_zp);
     const mve_pred16_t pn = vctp8q((uint32_t)n);
@@ -1104,9 +1115,9 @@ __attribute__((noinline)) static void zo_mve_dw_fill(const zo_depthwise_conv2d_p
     if (dm == 1) {
         const uint8x16_t none = vdupq_n_u8(0);
         if (n == 16) {
-            zo_mve_dw_fill_rows(v, input, iy0, ix0, width, c0, pn, none, zp, band, 1, 0, 0);
+            zo_mve_dw_fill_row(v, input, iy, ix0, width, c0, pn, none, zp, row, 1, 0, 0);
         } else {
-            zo_mve_dw_fill_rows(v, input, iy0, ix0, width, c0, pn, none, zp, band, 0, 0, 0);
+            zo_mve_dw_fill_row(v, input, iy, ix0, width, c0, pn, none, zp, row, 0, 0, 0);
         }
         return;
     }
@@ -1115,18 +1126,17 @@ __attribute__((noinline)) static void zo_mve_dw_fill(const zo_depthwise_conv2d_p
         o[j] = (uint8_t)(j < n ? (oc0 + j) / dm - c0 : 0);
     }
     if (o[n - 1] == 0) {
-        zo_mve_dw_fill_rows(v, input, iy0, ix0, width, c0, pn, vdupq_n_u8(0), zp, band, 0, 1, 1);
+        zo_mve_dw_fill_row(v, input, iy, ix0, width, c0, pn, vdupq_n_u8(0), zp, row, 0, 1, 1);
     } else {
-        zo_mve_dw_fill_rows(v, input, iy0, ix0, width, c0, pn, vld1q_u8(o), zp, band, 0, 1, 0);
+        zo_mve_dw_fill_row(v, input, iy, ix0, width, c0, pn, vld1q_u8(o), zp, row, 0, 1, 0);
     }
 }
 
-/* zo_mve_dw_lanes4 for a 3x3 filter in a band (packed weights at w, 16 bytes a tap; rows `row`
- * bytes apart; px_step 16 or 32: stride 1 or 2), in assembly: gcc's scheduling of the same intrinsics
- * keeps the input vectors that neighbouring taps share in registers and spills the sums. Pixels 0
- * and 1 read at x, 2 and 3 at x2 (two pixels on), so every offset fits the load's 7 bits (a
- * widening load takes r0-r7: "l"); two temporaries alternate so a multiply need not wait for the
- * load just before it. */
+/* One filter row of a 3x3 tile (zo_mve_dw_row3x3) in assembly: gcc's scheduling of the same
+ * intrinsics keeps the input vectors that neighbouring taps share in registers and spills the
+ * sums. Pixels 0 and 1 read at x, 2 and 3 at x2 (two pixels on), so every offset fits the load's 7
+ * bits (a widening load takes r0-r7: "l"); two temporaries alternate so a multiply need not wait
+ * for the load just before it; w moves on to the next filter row's weights. */
 #define ZO_MVE_DW_ASM_TAP(kx, px)                                  \
     "vldrb.s32 %q[wv], [%[w], #16*" #kx "]\n\t"                    \
     "vldrb.s32 %q[t0], [%[x], #16*" #kx "]\n\t"                    \
@@ -1141,35 +1151,39 @@ __attribute__((noinline)) static void zo_mve_dw_fill(const zo_depthwise_conv2d_p
     "vadd.i32 %q[a2], %q[a2], %q[t0]\n\t"                          \
     "vmul.i32 %q[t1], %q[t1], %q[wv]\n\t"                          \
     "vadd.i32 %q[a3], %q[a3], %q[t1]\n\t"
-#define ZO_MVE_DW_ASM_ROW(px)                                                        \
-    ZO_MVE_DW_ASM_TAP(0, px) ZO_MVE_DW_ASM_TAP(1, px) ZO_MVE_DW_ASM_TAP(2, px)       \
-    "add %[x], %[x], %[row]\n\t"                                                     \
-    "add %[x2], %[x2], %[row]\n\t"                                                   \
-    "adds %[w], #48\n\t"
-#define ZO_MVE_DW_ASM_3X3(px)                                                                             \
-    __asm__ volatile(ZO_MVE_DW_ASM_ROW(px) ZO_MVE_DW_ASM_ROW(px) ZO_MVE_DW_ASM_ROW(px)                  \
-                     : [a0] "+w"(a0), [a1] "+w"(a1), [a2] "+w"(a2), [a3] "+w"(a3), [wv] "=&w"(wv),       \
-                       [t0] "=&w"(t0), [t1] "=&w"(t1), [x] "+l"(x), [x2] "+l"(x2), [w] "+l"(wc)          \
-                     : [row] "r"(row)                                                                    \
-                     : "memory", "cc")
-/* A band's row segment of `tiles` output pixels (a multiple of 4) through a 3x3 filter along
- * rows of stride 1 or 2 (px_step 16 or 32), 4 pixels x 4 channels at a time in assembly (rows
- * `row` bytes apart, packed weights 16 bytes a tap): acc[px * 16 + j]. Each stride in its own
+#define ZO_MVE_DW_ASM_ROW(px, ky)                                                                         \
+    do {                                                                                                  \
+        const int8_t *x = rows[ky] + off, *x2 = x + 2 * (px);                                             \
+        __asm__ volatile(ZO_MVE_DW_ASM_TAP(0, px) ZO_MVE_DW_ASM_TAP(1, px) ZO_MVE_DW_ASM_TAP(2, px)       \
+                         "adds %[w], #48\n\t"                                                             \
+                         : [a0] "+w"(a0), [a1] "+w"(a1), [a2] "+w"(a2), [a3] "+w"(a3), [wv] "=&w"(wv),    \
+                           [t0] "=&w"(t0), [t1] "=&w"(t1), [w] "+l"(wc)                                   \
+                         : [x] "l"(x), [x2] "l"(x2)                                                       \
+                         : "memory", "cc");                                                               \
+    } while (0)
+
+/* A row segment of `tiles` output pixels (a multiple of 4) through a 3x3 filter along rows of
+ * stride 1 or 2 (px_step 16 or 32), 4 pixels x 4 channels at a time in assembly (rows[ky]: filter
+ * row ky's band row; packed weights 16 bytes a tap): acc[px * 16 + j]. Each stride in its own
  * function. (Requantising each tile straight from its registers cost more: the channel
  * constants and clamps do not fit the registers beside the four sums.) */
-__attribute__((always_inline)) static inline void zo_mve_dw_row3x3(const int8_t *band, const int8_t *w, size_t row,
+__attribute__((always_inline)) static inline void zo_mve_dw_row3x3(const int8_t *const *rows, const int8_t *w,
                                                                    const int32_t *eff, int32_t *acc, int32_t tiles,
                                                                    int32_t n, const size_t px_step)
 {
     for (int32_t px = 0; px < tiles; px += 4) {
         for (int32_t c = 0; c < n; c += 4) {
-            const int8_t *x = band + (size_t)px * px_step + (size_t)c, *wc = w + c;
-            const int8_t *x2 = x + 2 * px_step;
+            const size_t off = (size_t)px * px_step + (size_t)c;
+            const int8_t *wc = w + c;
             int32x4_t a0 = vldrwq_s32(eff + c), a1 = a0, a2 = a0, a3 = a0, wv, t0, t1;
             if (px_step == 16) {
-                ZO_MVE_DW_ASM_3X3(16);
+                ZO_MVE_DW_ASM_ROW(16, 0);
+                ZO_MVE_DW_ASM_ROW(16, 1);
+                ZO_MVE_DW_ASM_ROW(16, 2);
             } else {
-                ZO_MVE_DW_ASM_3X3(32);
+                ZO_MVE_DW_ASM_ROW(32, 0);
+                ZO_MVE_DW_ASM_ROW(32, 1);
+                ZO_MVE_DW_ASM_ROW(32, 2);
             }
             int32_t *a = acc + px * 16 + c;
             vstrwq_s32(a, a0);
@@ -1179,64 +1193,65 @@ __attribute__((always_inline)) static inline void zo_mve_dw_row3x3(const int8_t 
         }
     }
 }
-#undef ZO_MVE_DW_ASM_3X3
 #undef ZO_MVE_DW_ASM_ROW
 #undef ZO_MVE_DW_ASM_TAP
 
-__attribute__((noinline)) static void zo_mve_dw_row3x3_s1(const int8_t *band, const int8_t *w, size_t row,
+__attribute__((noinline)) static void zo_mve_dw_row3x3_s1(const int8_t *const *rows, const int8_t *w,
                                                           const int32_t *eff, int32_t *acc, int32_t tiles, int32_t n)
 {
-    zo_mve_dw_row3x3(band, w, row, eff, acc, tiles, n, 16);
+    zo_mve_dw_row3x3(rows, w, eff, acc, tiles, n, 16);
 }
 
-__attribute__((noinline)) static void zo_mve_dw_row3x3_s2(const int8_t *band, const int8_t *w, size_t row,
+__attribute__((noinline)) static void zo_mve_dw_row3x3_s2(const int8_t *const *rows, const int8_t *w,
                                                           const int32_t *eff, int32_t *acc, int32_t tiles, int32_t n)
 {
-    zo_mve_dw_row3x3(band, w, row, eff, acc, tiles, n, 32);
+    zo_mve_dw_row3x3(rows, w, eff, acc, tiles, n, 32);
 }
 
-/* One 4-pixel tile of zo_mve_dw_banded: every group of 4 channels up to n (the band and the
- * packed weights hold 0 past n). */
-__attribute__((always_inline)) static inline void zo_mve_dw_band_tile(const int8_t *x, const int8_t *w,
-                                                                      const zo_mve_dw_taps_t *t, const int32_t *eff,
-                                                                      int32_t *acc, int32_t n)
+/* One 4-pixel tile of zo_mve_dw_banded starting `off` bytes into its band rows: every group of 4
+ * channels up to n (the band and the packed weights hold 0 past n). */
+__attribute__((always_inline)) static inline void zo_mve_dw_band_tile(const int8_t *const *rows, size_t off,
+                                                                      const int8_t *w, const zo_mve_dw_taps_t *t,
+                                                                      const int32_t *eff, int32_t *acc, int32_t n)
 {
     const uint32x4_t none = vdupq_n_u32(0);
     for (int32_t c = 0; c < n; c += 4) {
-        zo_mve_dw_lanes4(x + c, w + c, t, eff + c, acc + c, 0, none, 0, 0);
+        zo_mve_dw_lanes4_rows(NULL, rows, off + (size_t)c, w + c, t, eff + c, acc + c, 0, none, 0, 0);
     }
 }
 
 /* The 1 to 3 pixels past a row segment's whole tiles, one at a time (a tile's fourth would cost
- * more): acc[px * 16 + j] for the pixel starting at x + px * px_step. `three`: a 3x3 filter
- * (t->x_tap 16), its taps unrolled. */
-__attribute__((always_inline)) static inline void zo_mve_dw_tail(const int8_t *x, const int8_t *w,
-                                                                 const zo_mve_dw_taps_t *t, const int32_t *eff,
-                                                                 int32_t *acc, int32_t pixels, int32_t n,
-                                                                 const int three)
+ * more): acc[px * 16 + j] for the pixel whose taps start `off` + px * px_step bytes into the band
+ * rows. `three`: a 3x3 filter (t->x_tap 16), in assembly as zo_mve_dw_row3x3. */
+__attribute__((always_inline)) static inline void zo_mve_dw_tail(const int8_t *const *rows, size_t off,
+                                                                 const int8_t *w, const zo_mve_dw_taps_t *t,
+                                                                 const int32_t *eff, int32_t *acc, int32_t pixels,
+                                                                 int32_t n, const int three)
 {
-    const size_t row = (size_t)((ptrdiff_t)t->x_row + (ptrdiff_t)t->filter_w * (ptrdiff_t)t->x_tap);
-    for (int32_t px = 0; px < pixels; ++px, x += t->px_step, acc += 16) {
+    for (int32_t px = 0; px < pixels; ++px, off += t->px_step, acc += 16) {
         for (int32_t c = 0; c < n; c += 4) {
-            const int8_t *xt = x + c, *wt = w + c;
+            const int8_t *wt = w + c;
             int32x4_t a = vldrwq_s32(eff + c);
-            if (three) { /* in assembly, as zo_mve_dw_row3x3 */
+            if (three) {
                 int32x4_t t0, t1;
 #define ZO_MVE_DW_ASM_TAP1(kx)                                  \
     "vldrb.s32 %q[t0], [%[x], #16*" #kx "]\n\t"                \
     "vldrb.s32 %q[t1], [%[w], #16*" #kx "]\n\t"                \
     "vmul.i32 %q[t0], %q[t0], %q[t1]\n\t"                     \
     "vadd.i32 %q[a], %q[a], %q[t0]\n\t"
-#define ZO_MVE_DW_ASM_ROW1 \
-    ZO_MVE_DW_ASM_TAP1(0) ZO_MVE_DW_ASM_TAP1(1) ZO_MVE_DW_ASM_TAP1(2) "add %[x], %[x], %[row]\n\tadds %[w], #48\n\t"
-                __asm__ volatile(ZO_MVE_DW_ASM_ROW1 ZO_MVE_DW_ASM_ROW1 ZO_MVE_DW_ASM_ROW1
-                                 : [a] "+w"(a), [t0] "=&w"(t0), [t1] "=&w"(t1), [x] "+l"(xt), [w] "+l"(wt)
-                                 : [row] "r"(row)
-                                 : "memory", "cc");
+#define ZO_MVE_DW_ASM_ROW1(ky)                                                                         \
+    __asm__ volatile(ZO_MVE_DW_ASM_TAP1(0) ZO_MVE_DW_ASM_TAP1(1) ZO_MVE_DW_ASM_TAP1(2) "adds %[w], #48\n\t" \
+                     : [a] "+w"(a), [t0] "=&w"(t0), [t1] "=&w"(t1), [w] "+l"(wt)                         \
+                     : [x] "l"(rows[ky] + off + c)                                                       \
+                     : "memory", "cc")
+                ZO_MVE_DW_ASM_ROW1(0);
+                ZO_MVE_DW_ASM_ROW1(1);
+                ZO_MVE_DW_ASM_ROW1(2);
 #undef ZO_MVE_DW_ASM_ROW1
 #undef ZO_MVE_DW_ASM_TAP1
             } else {
-                for (int32_t ky = 0; ky < t->filter_h; ++ky, xt += t->x_row) {
+                for (int32_t ky = 0; ky < t->filter_h; ++ky) {
+                    const int8_t *xt = rows[ky] + off + c;
                     for (int32_t kx = 0; kx < t->filter_w; ++kx, xt += t->x_tap, wt += 16) {
                         a = vaddq_s32(a, vmulq_s32(vldrbq_s32(xt), vldrbq_s32(wt)));
                     }
@@ -1247,14 +1262,14 @@ __attribute__((always_inline)) static inline void zo_mve_dw_tail(const int8_t *x
     }
 }
 
-__attribute__((noinline)) static void zo_mve_dw_band_tail(const int8_t *x, const int8_t *w,
+__attribute__((noinline)) static void zo_mve_dw_band_tail(const int8_t *const *rows, size_t off, const int8_t *w,
                                                           const zo_mve_dw_taps_t *t, const int32_t *eff,
                                                           int32_t *acc, int32_t pixels, int32_t n)
 {
     if (t->filter_h == 3 && t->filter_w == 3 && t->x_tap == 16) {
-        zo_mve_dw_tail(x, w, t, eff, acc, pixels, n, 1);
+        zo_mve_dw_tail(rows, off, w, t, eff, acc, pixels, n, 1);
     } else {
-        zo_mve_dw_tail(x, w, t, eff, acc, pixels, n, 0);
+        zo_mve_dw_tail(rows, off, w, t, eff, acc, pixels, n, 0);
     }
 }
 
@@ -1302,28 +1317,43 @@ static void zo_mve_dw_banded(const zo_depthwise_conv2d_params_t *p, const zo_mve
     const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max, zo_mve_right_only(p->shift + oc0, n)};
     const int32_t span = (v->filter_w - 1) * v->dilation_w + 1;
     const int three = v->filter_h == 3 && v->filter_w == 3 && v->dilation_w == 1;
-    for (int32_t oy = 0; oy < v->out_h; ++oy) {
-        for (int32_t ox0 = 0; ox0 < v->out_w; ox0 += seg) {
-            const int32_t pixels = zo_min32(seg, v->out_w - ox0);
-            const int32_t tiles = pixels & ~3; /* pixels in whole tiles of 4 */
-            const int32_t width = (pixels - 1) * v->stride_w + span;
-            zo_mve_dw_fill(p, v, input, oy * v->stride_h - v->pad_h, ox0 * v->stride_w - v->pad_w, width, oc0, n,
-                           band);
-            const zo_mve_dw_taps_t t = {(size_t)v->stride_w * 16, (size_t)v->dilation_w * 16, 16,
-                                        (ptrdiff_t)(width - v->filter_w * v->dilation_w) * 16, v->filter_h,
-                                        v->filter_w};
+    /* Input row iy is kept in band row (iy mod filter_h) while the next output rows need it: a
+     * filter's rows are filter_h consecutive input rows, never two in one band row (with a
+     * dilation, band row ky holds filter row ky, refilled for every output row). */
+    const int32_t fh = v->filter_h, ring = v->dilation_h == 1;
+    int32_t held[ZO_MVE_DW_TAPS];      /* the input row each band row holds */
+    const int8_t *rows[ZO_MVE_DW_TAPS]; /* filter row ky's band row */
+    for (int32_t ox0 = 0; ox0 < v->out_w; ox0 += seg) {
+        const int32_t pixels = zo_min32(seg, v->out_w - ox0);
+        const int32_t tiles = pixels & ~3; /* pixels in whole tiles of 4 */
+        const int32_t width = (pixels - 1) * v->stride_w + span;
+        const int32_t ix0 = ox0 * v->stride_w - v->pad_w;
+        const zo_mve_dw_taps_t t = {(size_t)v->stride_w * 16, (size_t)v->dilation_w * 16, 16, 0, fh, v->filter_w};
+        for (int32_t r = 0; r < fh; ++r) {
+            held[r] = INT32_MIN;
+        }
+        for (int32_t oy = 0; oy < v->out_h; ++oy) {
+            for (int32_t ky = 0; ky < fh; ++ky) {
+                const int32_t iy = oy * v->stride_h - v->pad_h + ky * v->dilation_h;
+                const int32_t r = ring ? ((iy % fh) + fh) % fh : ky;
+                int8_t *row = band + (size_t)r * (size_t)width * 16;
+                if (held[r] != iy) {
+                    zo_mve_dw_fill(p, v, input, iy, ix0, width, oc0, n, row);
+                    held[r] = iy;
+                }
+                rows[ky] = row;
+            }
             if (three && v->stride_w == 1) {
-                zo_mve_dw_row3x3_s1(band, w, (size_t)width * 16, eff, acc, tiles, n);
+                zo_mve_dw_row3x3_s1(rows, w, eff, acc, tiles, n);
             } else if (three && v->stride_w == 2) {
-                zo_mve_dw_row3x3_s2(band, w, (size_t)width * 16, eff, acc, tiles, n);
+                zo_mve_dw_row3x3_s2(rows, w, eff, acc, tiles, n);
             } else {
                 for (int32_t px = 0; px < tiles; px += 4) {
-                    zo_mve_dw_band_tile(band + (size_t)px * t.px_step, w, &t, eff, acc + px * 16, n);
+                    zo_mve_dw_band_tile(rows, (size_t)px * t.px_step, w, &t, eff, acc + px * 16, n);
                 }
             }
             if (tiles < pixels) {
-                zo_mve_dw_band_tail(band + (size_t)tiles * t.px_step, w, &t, eff, acc + tiles * 16, pixels - tiles,
-                                    n);
+                zo_mve_dw_band_tail(rows, (size_t)tiles * t.px_step, w, &t, eff, acc + tiles * 16, pixels - tiles, n);
             }
             int8_t *out = output + (size_t)oy * v->out_row + (size_t)ox0 * v->out_px + (size_t)oc0;
             zo_mve_requant_pixels(acc, 16, pixels, n, NULL, p->multiplier + oc0, p->shift + oc0, &q, out,
