@@ -134,11 +134,12 @@ __attribute__((always_inline)) static inline void zo_mve_requant_group(const int
 /* out[px * out_stride + j] = requant(acc[px * acc_stride + j] + bias[j]) for px < pixels, j < n: each
  * channel group's bias, multiplier and shifts are loaded once for all the pixels (acc_stride >= n
  * rounded up to 4: a last group of fewer channels loads its whole vector of sums). */
-__attribute__((noinline)) static void zo_mve_requant_pixels(const int32_t *acc, int32_t acc_stride,
-                                                                int32_t pixels, int32_t n, const int32_t *bias,
-                                                                const int32_t *mult, const int32_t *shift,
-                                                                const zo_mve_out_t *q, int8_t *out,
-                                                                int32_t out_stride)
+__attribute__((always_inline)) static inline void zo_mve_requant_pixels_body(const int32_t *acc, int32_t acc_stride,
+                                                                              int32_t pixels, int32_t n,
+                                                                              const int32_t *bias, const int32_t *mult,
+                                                                              const int32_t *shift,
+                                                                              const zo_mve_out_t *q, int8_t *out,
+                                                                              int32_t out_stride)
 {
     /* in locals: the stores to out (int8) could alias *q */
     const int32_t zp = q->zp, right_only = q->right_only;
@@ -149,9 +150,7 @@ __attribute__((noinline)) static void zo_mve_requant_pixels(const int32_t *acc, 
         const int32x4_t b = bias != NULL ? vldrwq_s32(bias + j) : zero;
         const int32x4_t m = vldrwq_s32(mult + j), s = vldrwq_s32(shift + j);
         const int32x4_t left = vmaxq_s32(s, zero), right = vminq_s32(s, zero);
-        if (right_only && bias == NULL && acc_stride == 16) { /* a depthwise row: loads that step on their own */
-            zo_mve_requant_group(acc + j, 16, pixels, b, m, left, right, zp, lo, hi, out + j, out_stride, all, 1, 1, 0);
-        } else if (right_only && bias == NULL) {
+        if (right_only && bias == NULL) {
             zo_mve_requant_group(acc + j, acc_stride, pixels, b, m, left, right, zp, lo, hi, out + j, out_stride, all,
                                  1, 1, 0);
         } else if (right_only) {
@@ -169,6 +168,23 @@ __attribute__((noinline)) static void zo_mve_requant_pixels(const int32_t *acc, 
         zo_mve_requant_group(acc + j, acc_stride, pixels, b, m, vmaxq_s32(s, zero), vminq_s32(s, zero), zp, lo, hi,
                              out + j, out_stride, p, 0, 0, 1);
     }
+}
+
+__attribute__((noinline)) static void zo_mve_requant_pixels(const int32_t *acc, int32_t acc_stride, int32_t pixels,
+                                                            int32_t n, const int32_t *bias, const int32_t *mult,
+                                                            const int32_t *shift, const zo_mve_out_t *q, int8_t *out,
+                                                            int32_t out_stride)
+{
+    zo_mve_requant_pixels_body(acc, acc_stride, pixels, n, bias, mult, shift, q, out, out_stride);
+}
+
+/* zo_mve_requant_pixels for a depthwise row's sums (16 a pixel, no bias): loads that step on
+ * their own. */
+__attribute__((noinline)) static void zo_mve_requant_dw_row(const int32_t *acc, int32_t pixels, int32_t n,
+                                                            const int32_t *mult, const int32_t *shift,
+                                                            const zo_mve_out_t *q, int8_t *out, int32_t out_stride)
+{
+    zo_mve_requant_pixels_body(acc, 16, pixels, n, NULL, mult, shift, q, out, out_stride);
 }
 
 /* One group of 4 outputs of zo_mve_requant_store: `full` (a constant) 4 lanes, loads and stores
@@ -349,20 +365,34 @@ __attribute__((always_inline)) static inline void zo_mve_rows2_x_in_regs(const i
 
 /* Four pixels at once for rows of k <= 16 bytes: one register per pixel, each weight vector
  * serves four dot products; acc[i * ZO_MVE_OC_BLOCK + j] for pixel i. */
-static void zo_mve_rows4_k16(const int8_t *const *x, const int8_t *w, int32_t k, int32_t n, const int32_t *eff,
-                             int32_t *acc)
+__attribute__((always_inline)) static inline void zo_mve_rows4_k(const int8_t *const *x, const int8_t *w, int32_t k,
+                                                                 int32_t n, const int32_t *eff, int32_t *acc,
+                                                                 const int whole)
 {
     const mve_pred16_t pt = vctp8q((uint32_t)k);
-    const int8x16_t x0 = vldrbq_z_s8(x[0], pt), x1 = vldrbq_z_s8(x[1], pt);
-    const int8x16_t x2 = vldrbq_z_s8(x[2], pt), x3 = vldrbq_z_s8(x[3], pt);
+#define ZO_MVE_LD(ptr) (whole ? vldrbq_s8(ptr) : vldrbq_z_s8((ptr), pt))
+    const int8x16_t x0 = ZO_MVE_LD(x[0]), x1 = ZO_MVE_LD(x[1]);
+    const int8x16_t x2 = ZO_MVE_LD(x[2]), x3 = ZO_MVE_LD(x[3]);
     for (int32_t j = 0; j < n; ++j) {
-        const int8x16_t wv = vldrbq_z_s8(w, pt);
+        const int8x16_t wv = ZO_MVE_LD(w);
         const int32_t e = eff[j];
         acc[j] = vmladavaq_s8(e, x0, wv);
         acc[ZO_MVE_OC_BLOCK + j] = vmladavaq_s8(e, x1, wv);
         acc[2 * ZO_MVE_OC_BLOCK + j] = vmladavaq_s8(e, x2, wv);
         acc[3 * ZO_MVE_OC_BLOCK + j] = vmladavaq_s8(e, x3, wv);
         w += k;
+    }
+#undef ZO_MVE_LD
+}
+
+/* Rows of exactly 16 bytes (a 1x1 convolution on 16 channels) load unpredicated. */
+static void zo_mve_rows4_k16(const int8_t *const *x, const int8_t *w, int32_t k, int32_t n, const int32_t *eff,
+                             int32_t *acc)
+{
+    if (k == 16) {
+        zo_mve_rows4_k(x, w, 16, n, eff, acc, 1);
+    } else {
+        zo_mve_rows4_k(x, w, k, n, eff, acc, 0);
     }
 }
 
@@ -1356,8 +1386,7 @@ static void zo_mve_dw_banded(const zo_depthwise_conv2d_params_t *p, const zo_mve
                 zo_mve_dw_band_tail(rows, (size_t)tiles * t.px_step, w, &t, eff, acc + tiles * 16, pixels - tiles, n);
             }
             int8_t *out = output + (size_t)oy * v->out_row + (size_t)ox0 * v->out_px + (size_t)oc0;
-            zo_mve_requant_pixels(acc, 16, pixels, n, NULL, p->multiplier + oc0, p->shift + oc0, &q, out,
-                                  (int32_t)v->out_px);
+            zo_mve_requant_dw_row(acc, pixels, n, p->multiplier + oc0, p->shift + oc0, &q, out, (int32_t)v->out_px);
         }
     }
 }
