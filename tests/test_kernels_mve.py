@@ -41,11 +41,13 @@ from zoflash.compiler.ops import (  # noqa: E402
     convolution_params,
     fully_connected_params,
     pooling_params,
+    reduction_params,
 )
 from zoflash.reference.ops import binary as ref_binary  # noqa: E402
 from zoflash.reference.ops import convolution as ref_convolution  # noqa: E402
 from zoflash.reference.ops import fully_connected as ref_fully_connected  # noqa: E402
 from zoflash.reference.ops import pooling as ref_pooling  # noqa: E402
+from zoflash.reference.ops import reduction as ref_reduction  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 M55 = HERE / "m55_math"
@@ -499,6 +501,43 @@ def test_max_pool_mve(tmp_path):
 def test_avg_pool_mve(tmp_path):
     rng = np.random.default_rng(7350)
     check(tmp_path, [pool_case(rng, i, "avg_pool", big=i % 5 == 4) for i in range(40)])
+
+
+def mean_case(rng, i):
+    """MEAN over a run of axes: global average pooling of [h, w, c] (reduce up to 600 rows: past
+    the 256 an int16 lane sums), or over the channels; per-tensor scales both ways of 1."""
+    h, w = int(rng.integers(1, 25)), int(rng.integers(1, 25))
+    c = int(rng.choice([1, 3, 7, 8, 9, 16, 24, 33, 64]))
+    axes = (0, 1) if i % 4 else (2,)
+    in_zp, out_zp = ZPS[i % len(ZPS)], ZPS[(i + 2) % len(ZPS)]
+    in_s = f32(rng.uniform(0.01, 0.1))
+    out_s = f32(in_s * rng.choice([0.25, 0.9, 3.0]))
+    params = reduction_params.mean_params(
+        input_shape=(1, h, w, c),
+        axes=tuple(a + 1 for a in axes),
+        input_scale=in_s,
+        input_zp=in_zp,
+        output_scale=out_s,
+        output_zp=out_zp,
+    )
+    x = extreme_i8(rng, (h, w, c)) if i % 2 else rand_i8(rng, (h, w, c))
+    if i % 8 == 5:  # one value everywhere: the sums' extremes (an int16 lane's 256 rows at -128 * 256)
+        h, w = 20, 20
+        params = reduction_params.mean_params(
+            input_shape=(1, h, w, c),
+            axes=(1, 2),
+            input_scale=in_s,
+            input_zp=in_zp,
+            output_scale=out_s,
+            output_zp=out_zp,
+        )
+        x = np.full((h, w, c), -128 if i % 16 == 5 else 127, np.int8)
+    return "mean", params, [x], ref_reduction.mean_s8(params, x, axes).reshape(-1)
+
+
+def test_mean_mve(tmp_path):
+    rng = np.random.default_rng(7430)
+    check(tmp_path, [mean_case(rng, i) for i in range(24)])
 
 
 def test_requant_extremes_mve(tmp_path):

@@ -15,15 +15,15 @@
  * - Stack: up to ~3.5 KiB in CONV_2D (a 2 KiB patch, as the portable kernel, and the
  *   accumulators of a tile), ~5.2 KiB in DEPTHWISE_CONV_2D (a 2 KiB band, 1 KiB of packed
  *   weights, a row segment's accumulators).
- * - DEPTHWISE_CONV_2D: per block of 16 channels, each row segment's input is first copied into a
- *   band on the stack, 16 bytes a pixel, the padding as the input zero point (and, for a depth
+ * - DEPTHWISE_CONV_2D: per block of 16 channels, each input row a row segment reads is copied once
+ *   into a band on the stack (kept while the next output rows read it), 16 bytes a pixel, the
+ *   padding as the input zero point (and, for a depth
  *   multiplier > 1, each lane the input channel its output channel reads), so every output
  *   pixel, at the borders too, is interior: 4 pixels x 4 channels a tile, int32 products of raw
  *   int8 values (the zero point's share starts the sums with the bias), each weight vector loaded
  *   once for the 4 pixels; a 3x3 filter in assembly (13 instructions a tap). A tall, narrow map
- *   is walked transposed (its columns as rows), so rows are long. Filters whose band would not
- *   fit (more than 64 taps, or wide strides and dilations) keep the older path: int16 lanes
- *   widened by VMULLB/VMULLT, interior pixels 4 at a time in place.
+ *   is walked transposed (its columns as rows), so rows are long. A filter whose band would not
+ *   fit (more than 64 taps, or strides and dilations too wide) takes the portable kernel.
  * Tails are predicated (VCTP): no load or store goes past a buffer.
  */
 #include "zo_kernels.h"
@@ -828,223 +828,37 @@ void zo_fully_connected_s8(const zo_fully_connected_params_t *p, const int8_t *i
 #define ZO_MVE_DW_BAND_MAX 2048
 #endif
 
-/* Where the taps of a 4-pixel tile are: from one pixel's first tap to the next pixel's
- * (px_step), to the next tap along a row (x_tap), from past a row's taps to the next row's first
- * (x_row); the weights' step from tap to tap (w_tap: the output channels). */
+/* Where the taps of a 4-pixel tile are in a band: from one pixel's first tap to the next pixel's
+ * (px_step), to the next tap along a row (x_tap); the filter's size. */
 typedef struct {
-    size_t px_step, x_tap, w_tap;
-    ptrdiff_t x_row;
+    size_t px_step, x_tap;
     int32_t filter_h, filter_w;
 } zo_mve_dw_taps_t;
 
-/* Four lanes (channels c..c+3) of four output pixels whose every tap is in memory: int32
- * products of the raw int8 values (no zero point: `eff` = -input_zp * sum of each channel's taps,
- * maybe plus the bias, starts the sums), so each weight vector serves four pixels. `pred`: fewer
- * than 4 channels left, loads predicated (no byte past the channels is read); `gather`: a depth
- * multiplier > 1, each lane reads its input channel at x + offs. `rows` (a band's): filter row
- * ky's taps start at rows[ky] + off; NULL: a filter row's taps start x_row past the last one's. */
-__attribute__((always_inline)) static inline void zo_mve_dw_lanes4_rows(const int8_t *x, const int8_t *const *rows,
-                                                                        size_t off, const int8_t *w,
-                                                                        const zo_mve_dw_taps_t *t, const int32_t *eff,
-                                                                        int32_t *acc, mve_pred16_t pc,
-                                                                        uint32x4_t offs, const int pred,
-                                                                        const int gather)
+/* Four lanes (channels c..c+3) of four output pixels: int32 products of the raw int8 values (no
+ * zero point: `eff` = bias - input_zp * sum of each channel's taps starts the sums), so each
+ * weight vector (packed: 16 bytes a tap) serves four pixels; filter row ky's taps start at
+ * rows[ky] + off. */
+__attribute__((always_inline)) static inline void zo_mve_dw_lanes4(const int8_t *const *rows, size_t off,
+                                                                   const int8_t *w, const zo_mve_dw_taps_t *t,
+                                                                   const int32_t *eff, int32_t *acc)
 {
     const size_t px_step = t->px_step;
-#define ZO_MVE_DW_X(ptr) (gather ? vldrbq_gather_offset_z_s32((ptr), offs, pc) \
-                                 : pred ? vldrbq_z_s32((ptr), pc) : vldrbq_s32(ptr))
     int32x4_t a0 = vldrwq_s32(eff), a1 = a0, a2 = a0, a3 = a0;
     for (int32_t ky = 0; ky < t->filter_h; ++ky) {
-        if (rows != NULL) {
-            x = rows[ky] + off;
+        const int8_t *x = rows[ky] + off;
+        for (int32_t kx = 0; kx < t->filter_w; ++kx, x += t->x_tap, w += 16) {
+            const int32x4_t wv = vldrbq_s32(w);
+            a0 = vaddq_s32(a0, vmulq_s32(vldrbq_s32(x), wv));
+            a1 = vaddq_s32(a1, vmulq_s32(vldrbq_s32(x + px_step), wv));
+            a2 = vaddq_s32(a2, vmulq_s32(vldrbq_s32(x + 2 * px_step), wv));
+            a3 = vaddq_s32(a3, vmulq_s32(vldrbq_s32(x + 3 * px_step), wv));
         }
-        for (int32_t kx = 0; kx < t->filter_w; ++kx) {
-            const int32x4_t wv = pred ? vldrbq_z_s32(w, pc) : vldrbq_s32(w);
-            a0 = vaddq_s32(a0, vmulq_s32(ZO_MVE_DW_X(x), wv));
-            a1 = vaddq_s32(a1, vmulq_s32(ZO_MVE_DW_X(x + px_step), wv));
-            a2 = vaddq_s32(a2, vmulq_s32(ZO_MVE_DW_X(x + 2 * px_step), wv));
-            a3 = vaddq_s32(a3, vmulq_s32(ZO_MVE_DW_X(x + 3 * px_step), wv));
-            x += t->x_tap;
-            w += t->w_tap;
-        }
-        x += t->x_row;
     }
-#undef ZO_MVE_DW_X
     vstrwq_s32(acc, a0);
     vstrwq_s32(acc + 16, a1);
     vstrwq_s32(acc + 32, a2);
     vstrwq_s32(acc + 48, a3);
-}
-
-__attribute__((always_inline)) static inline void zo_mve_dw_lanes4(const int8_t *x, const int8_t *w,
-                                                                   const zo_mve_dw_taps_t *t, const int32_t *eff,
-                                                                   int32_t *acc, mve_pred16_t pc, uint32x4_t offs,
-                                                                   const int pred, const int gather)
-{
-    zo_mve_dw_lanes4_rows(x, NULL, 0, w, t, eff, acc, pc, offs, pred, gather);
-}
-
-/* acc[px * 16 + j], px < 4, j < n: the sums of four consecutive interior output pixels of the
- * channel block [oc0, oc0 + n), the first pixel's window starting at x (channel oc0 / depth
- * multiplier), its weights at w (filter row 0, channel oc0). */
-static void zo_mve_dw_4px(const zo_depthwise_conv2d_params_t *p, const int8_t *x, const int8_t *w, int32_t oc0,
-                          int32_t n, const int32_t *eff, int32_t *acc)
-{
-    const size_t in_c = (size_t)p->input_c;
-    const size_t x_tap = (size_t)p->dilation_w * in_c;
-    const zo_mve_dw_taps_t t = {(size_t)p->stride_w * in_c, x_tap, (size_t)p->output_c,
-                                (ptrdiff_t)((size_t)p->dilation_h * (size_t)p->input_w * in_c)
-                                    - (ptrdiff_t)((size_t)p->filter_w * x_tap),
-                                p->filter_h, p->filter_w};
-    const int32_t dm = p->depth_multiplier, ic0 = oc0 / dm;
-    const uint32x4_t none = vdupq_n_u32(0);
-    int32_t c = 0;
-    if (dm == 1) {
-        for (; c + 4 <= n; c += 4) {
-            zo_mve_dw_lanes4(x + c, w + c, &t, eff + c, acc + c, 0, none, 0, 0);
-        }
-        if (c < n) {
-            zo_mve_dw_lanes4(x + c, w + c, &t, eff + c, acc + c, vctp32q((uint32_t)(n - c)), none, 1, 0);
-        }
-        return;
-    }
-    for (; c < n; c += 4) {
-        uint32_t o[4];
-        for (int32_t l = 0; l < 4; ++l) {
-            o[l] = (uint32_t)((oc0 + c + l) / dm - ic0);
-        }
-        zo_mve_dw_lanes4(x, w + c, &t, eff + c, acc + c, vctp32q((uint32_t)(n - c)), vld1q_u32(o), 1, 1);
-    }
-}
-
-/* eff[j] = -input_zp * the sum of channel oc0 + j's taps, j < 16 (0 past n), four channels a vector. */
-__attribute__((noinline)) static void zo_mve_dw_eff(const zo_depthwise_conv2d_params_t *p, const int8_t *filter,
-                                                    int32_t oc0, int32_t n, int32_t *eff)
-{
-    for (int32_t c = 0; c < 16; c += 4) {
-        const mve_pred16_t pc = vctp32q((uint32_t)(n > c ? n - c : 0)); /* lanes past n: no load, 0 */
-        int32x4_t t = vdupq_n_s32(0);
-        if (c < n) {
-            const int8_t *w = filter + (size_t)(oc0 + c);
-            for (int32_t k = 0; k < p->filter_h * p->filter_w; ++k) {
-                t = vaddq_s32(t, vldrbq_z_s32(w, pc));
-                w += p->output_c;
-            }
-        }
-        vst1q_s32(eff + c, vmulq_n_s32(t, -p->input_zp));
-    }
-}
-
-/* One output channel block [oc0, oc0 + n) over every output pixel.  The flags are constants at
- * each call (but `two` with `gather`), so each use compiles to its own loop: `two` = 16 channels (else 8), `pred` = fewer
- * than that (predicated loads), `gather` = depth multiplier > 1 (input channel (oc0 + j) / dm).
- * int16 lanes: x - zp and w both fit, their products (VMULLB/VMULLT, even and odd lanes) are
- * added to int32 accumulators. */
-__attribute__((always_inline)) static inline void zo_mve_dw_block(const zo_depthwise_conv2d_params_t *p,
-                                                                  const int8_t *input, const int8_t *filter,
-                                                                  const int32_t *bias, int8_t *output,
-                                                                  int32_t oc0, int32_t n, const int two,
-                                                                  const int pred, const int gather)
-{
-    const int32_t oc_total = p->output_c;
-    const int32_t ic0 = oc0 / p->depth_multiplier;
-    const size_t in_c = (size_t)p->input_c;
-    const size_t x_step = (size_t)p->dilation_w * in_c;
-    const size_t x_row_step = (size_t)p->dilation_h * (size_t)p->input_w * in_c;
-    const size_t w_row_step = (size_t)p->filter_w * (size_t)oc_total;
-    const int16_t zp = (int16_t)p->input_zp;
-    const zo_mve_out_t q = {p->output_zp, p->act_min, p->act_max,
-                              zo_mve_right_only(p->shift + oc0, n)};
-    const mve_pred16_t p0 = vctp16q((uint32_t)n);
-    const mve_pred16_t p1 = vctp16q((uint32_t)(n > 8 ? n - 8 : 0));
-    uint16x8_t offs0 = vdupq_n_u16(0), offs1 = vdupq_n_u16(0);
-    if (gather) {
-        uint16_t t[16];
-        for (int32_t l = 0; l < 16; ++l) {
-            t[l] = (uint16_t)((oc0 + l) / p->depth_multiplier - ic0);
-        }
-        offs0 = vld1q_u16(t);
-        offs1 = vld1q_u16(t + 8);
-    }
-    int32_t acc[ZO_MVE_DW_PIXELS * 16] __attribute__((aligned(16)));
-    /* -input_zp * the sum of each channel's taps: the start of an interior pixel's sums */
-    int32_t eff[16] __attribute__((aligned(16)));
-    zo_mve_dw_eff(p, filter, oc0, n, eff);
-    /* output pixels whose windows lie inside the image horizontally: ox in [ox_in0, ox_in1) */
-    const int32_t span = (p->filter_w - 1) * p->dilation_w;
-    const int32_t ox_in0 = (p->pad_w + p->stride_w - 1) / p->stride_w;
-    const int32_t ox_in1 = p->input_w - span + p->pad_w <= 0 ? 0
-                           : zo_min32(p->output_w, (p->input_w - span + p->pad_w - 1) / p->stride_w + 1);
-    for (int32_t oy = 0; oy < p->output_h; ++oy) {
-        const int32_t iy0 = oy * p->stride_h - p->pad_h;
-        int32_t ky_lo, ky_hi;
-        zo_mve_tap_range(iy0, p->dilation_h, p->input_h, p->filter_h, &ky_lo, &ky_hi);
-        const int8_t *x_top = input + (size_t)(iy0 + ky_lo * p->dilation_h) * (size_t)p->input_w * in_c + (size_t)ic0;
-        const int8_t *w_top = filter + (size_t)ky_lo * w_row_step + (size_t)oc0;
-        for (int32_t ox0 = 0; ox0 < p->output_w; ox0 += ZO_MVE_DW_PIXELS) {
-            const int32_t pixels = zo_min32(ZO_MVE_DW_PIXELS, p->output_w - ox0);
-            const int full_rows = ky_lo == 0 && ky_hi == p->filter_h;
-            for (int32_t px = 0; px < pixels; ++px) {
-                const int32_t ix0 = (ox0 + px) * p->stride_w - p->pad_w;
-                if (full_rows && px + 4 <= pixels && ox0 + px >= ox_in0 && ox0 + px + 4 <= ox_in1) {
-                    zo_mve_dw_4px(p, x_top + (ptrdiff_t)ix0 * (ptrdiff_t)in_c, w_top, oc0, n, eff, acc + px * 16);
-                    px += 3;
-                    continue;
-                }
-                int32_t kx_lo, kx_hi;
-                zo_mve_tap_range(ix0, p->dilation_w, p->input_w, p->filter_w, &kx_lo, &kx_hi);
-                int32x4_t e0 = vdupq_n_s32(0), o0 = e0, e1 = e0, o1 = e0;
-                const int8_t *x_row = x_top + (ptrdiff_t)(ix0 + kx_lo * p->dilation_w) * (ptrdiff_t)in_c;
-                const int8_t *w_row = w_top + (size_t)kx_lo * (size_t)oc_total;
-                for (int32_t ky = ky_lo; ky < ky_hi; ++ky) {
-                    const int8_t *x = x_row;
-                    const int8_t *w = w_row;
-                    for (int32_t kx = kx_lo; kx < kx_hi; ++kx) {
-                        int16x8_t xa, wa;
-                        if (gather) {
-                            xa = vldrbq_gather_offset_z_s16(x, offs0, p0);
-                        } else {
-                            xa = pred ? vldrbq_z_s16(x, p0) : vldrbq_s16(x);
-                        }
-                        wa = pred ? vldrbq_z_s16(w, p0) : vldrbq_s16(w);
-                        xa = vsubq_n_s16(xa, zp);
-                        e0 = vaddq_s32(e0, vmullbq_int_s16(xa, wa));
-                        o0 = vaddq_s32(o0, vmulltq_int_s16(xa, wa));
-                        if (two) {
-                            /* keeps the second half's loads after the first half's sums: fewer
-                             * live vectors, no accumulator spilled to the stack */
-                            __asm__ volatile("" ::: "memory");
-                            int16x8_t xb, wb;
-                            if (gather) {
-                                xb = vldrbq_gather_offset_z_s16(x, offs1, p1);
-                            } else {
-                                xb = pred ? vldrbq_z_s16(x + 8, p1) : vldrbq_s16(x + 8);
-                            }
-                            wb = pred ? vldrbq_z_s16(w + 8, p1) : vldrbq_s16(w + 8);
-                            xb = vsubq_n_s16(xb, zp);
-                            e1 = vaddq_s32(e1, vmullbq_int_s16(xb, wb));
-                            o1 = vaddq_s32(o1, vmulltq_int_s16(xb, wb));
-                        }
-                        x += x_step;
-                        w += oc_total;
-                    }
-                    x_row += x_row_step;
-                    w_row += w_row_step;
-                }
-                /* back to channel order (VST2 interleaves even and odd lanes) */
-                int32x4x2_t eo0 = {{e0, o0}};
-                vst2q_s32(acc + px * 16, eo0);
-                if (two) {
-                    int32x4x2_t eo1 = {{e1, o1}};
-                    vst2q_s32(acc + px * 16 + 8, eo1);
-                }
-            }
-            /* TFLM adds the bias last, as here */
-            int8_t *out = output + ((size_t)oy * (size_t)p->output_w + (size_t)ox0) * (size_t)oc_total + (size_t)oc0;
-            zo_mve_requant_pixels(acc, 16, pixels, n, bias != NULL ? bias + oc0 : NULL, p->multiplier + oc0,
-                                      p->shift + oc0, &q, out, oc_total);
-        }
-    }
 }
 
 /* A depthwise layer as zo_mve_dw_banded walks it: along its rows, or transposed (rows and columns
@@ -1244,9 +1058,8 @@ __attribute__((always_inline)) static inline void zo_mve_dw_band_tile(const int8
                                                                       const int8_t *w, const zo_mve_dw_taps_t *t,
                                                                       const int32_t *eff, int32_t *acc, int32_t n)
 {
-    const uint32x4_t none = vdupq_n_u32(0);
     for (int32_t c = 0; c < n; c += 4) {
-        zo_mve_dw_lanes4_rows(NULL, rows, off + (size_t)c, w + c, t, eff + c, acc + c, 0, none, 0, 0);
+        zo_mve_dw_lanes4(rows, off + (size_t)c, w + c, t, eff + c, acc + c);
     }
 }
 
@@ -1358,7 +1171,7 @@ static void zo_mve_dw_banded(const zo_depthwise_conv2d_params_t *p, const zo_mve
         const int32_t tiles = pixels & ~3; /* pixels in whole tiles of 4 */
         const int32_t width = (pixels - 1) * v->stride_w + span;
         const int32_t ix0 = ox0 * v->stride_w - v->pad_w;
-        const zo_mve_dw_taps_t t = {(size_t)v->stride_w * 16, (size_t)v->dilation_w * 16, 16, 0, fh, v->filter_w};
+        const zo_mve_dw_taps_t t = {(size_t)v->stride_w * 16, (size_t)v->dilation_w * 16, fh, v->filter_w};
         for (int32_t r = 0; r < fh; ++r) {
             held[r] = INT32_MIN;
         }
@@ -1394,37 +1207,16 @@ static void zo_mve_dw_banded(const zo_depthwise_conv2d_params_t *p, const zo_mve
 void zo_depthwise_conv2d_s8(const zo_depthwise_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
                             const int32_t *bias, int8_t *output)
 {
-    zo_depthwise_conv2d_params_t along_w;
-    if (p->input_w == 1 && p->output_w == 1 && p->filter_w == 1 && p->input_h > 1) {
-        /* A 1-D convolution along H (time series): the same bytes read as one row along W, where
-         * four output pixels run at once. */
-        along_w = *p;
-        along_w.input_h = 1, along_w.input_w = p->input_h;
-        along_w.output_h = 1, along_w.output_w = p->output_h;
-        along_w.filter_h = 1, along_w.filter_w = p->filter_h;
-        along_w.stride_h = 1, along_w.stride_w = p->stride_h;
-        along_w.dilation_h = 1, along_w.dilation_w = p->dilation_h;
-        along_w.pad_h = 0, along_w.pad_w = p->pad_h;
-        p = &along_w;
-    }
-    /* rows along the longer side: fewer tiles run past a row's end */
+    /* rows along the longer side: fewer pixels past a row's whole tiles (a 1-D filter along H runs
+     * as one row) */
     const zo_mve_dw_view_t view = zo_mve_dw_view(p, p->output_h > p->output_w, 0);
     const int32_t seg = zo_mve_dw_band_pixels(&view);
+    if (seg == 0) { /* more than 64 taps, or strides and dilations too wide for a band: rare */
+        zo_depthwise_conv2d_s8_portable(p, input, filter, bias, output);
+        return;
+    }
     for (int32_t oc0 = 0; oc0 < p->output_c; oc0 += 16) {
-        const int32_t n = zo_min32(16, p->output_c - oc0);
-        if (seg > 0) {
-            zo_mve_dw_banded(p, &view, input, filter, bias, output, oc0, n, seg);
-            continue;
-        }
-        if (p->depth_multiplier != 1) { /* rare (first layers): one copy, the second half decided at run time */
-            zo_mve_dw_block(p, input, filter, bias, output, oc0, n, n > 8, 1, 1);
-        } else if (n == 16) {
-            zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 1, 0, 0);
-        } else if (n == 8) {
-            zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 0, 0, 0);
-        } else {
-            zo_mve_dw_block(p, input, filter, bias, output, oc0, n, 1, 1, 0);
-        }
+        zo_mve_dw_banded(p, &view, input, filter, bias, output, oc0, zo_min32(16, p->output_c - oc0), seg);
     }
 }
 

@@ -1,5 +1,5 @@
 /* zo_kernels_misc.c - PAD, CONCATENATION, MEAN, SOFTMAX and LOG_SOFTMAX, int8,
- * bit-exact with the TFLite Micro reference kernels. */
+ * bit-exact with the TFLite Micro reference kernels (Helium MEAN: zo_kernels_misc_mve.c). */
 #include "zo_kernels.h"
 #include "zo_fixedpoint.h"
 
@@ -70,7 +70,7 @@ void zo_concat_s8(const zo_concat_params_t *p, const int8_t *const *inputs, int8
 
 /* --------------------------------------------------------------------------------------- mean */
 
-void zo_mean_s8(const zo_mean_params_t *p, const int8_t *input, int8_t *output)
+void ZO_PORTABLE(zo_mean_s8)(const zo_mean_params_t *p, const int8_t *input, int8_t *output)
 {
     int32_t acc[ZO_CH_BLOCK];
     const size_t inner = (size_t)p->inner;

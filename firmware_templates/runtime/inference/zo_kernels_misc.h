@@ -1,4 +1,5 @@
-/* zo_kernels_misc.h - PAD, CONCATENATION, MEAN, SOFTMAX and LOG_SOFTMAX (zo_kernels_misc.c). */
+/* zo_kernels_misc.h - PAD, CONCATENATION, MEAN, SOFTMAX and LOG_SOFTMAX (zo_kernels_misc.c; Helium
+ * MEAN: zo_kernels_misc_mve.c). */
 #ifndef ZO_KERNELS_MISC_H
 #define ZO_KERNELS_MISC_H
 
@@ -53,6 +54,11 @@ void zo_concat_s8(const zo_concat_params_t *p, const int8_t *const *inputs, int8
 void zo_mean_s8(const zo_mean_params_t *p, const int8_t *input, int8_t *output);
 void zo_softmax_s8(const zo_softmax_params_t *p, const int8_t *input, int8_t *output);
 void zo_log_softmax_s8(const zo_log_softmax_params_t *p, const int8_t *input, int8_t *output);
+
+#if defined(ZO_KERNELS_MVE)
+/* The portable kernel the Helium one replaces (zo_kernels_base.h). */
+void zo_mean_s8_portable(const zo_mean_params_t *p, const int8_t *input, int8_t *output);
+#endif
 
 #ifdef __cplusplus
 }

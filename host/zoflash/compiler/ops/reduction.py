@@ -30,7 +30,7 @@ MEAN = Kernel(
     reduction_params.mean_params,
     ("int8", "int8"),
     lambda p: (p["outer"] * p["reduce"] * p["inner"], p["outer"] * p["inner"]),
-    sources=("zo_kernels_misc.c",),
+    sources=("zo_kernels_misc.c", "zo_kernels_misc_mve.c"),
 )
 
 MEAN_S16 = Kernel(
