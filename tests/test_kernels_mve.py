@@ -681,9 +681,13 @@ def depthwise_grid(rng):
     # stride 2 down a column of 4
     cases.append(grid_depthwise(rng, len(cases), 25, 5, 48, 1, 3, 3, 1, "SAME", spread=True))
     cases.append(grid_depthwise(rng, len(cases), 30, 4, 20, 1, 3, 3, 2, "SAME"))
-    # filters whose band does not fit the stack (8x8, stride 3) or with more than 64 taps (9x9)
+    # a filter whose band does not fit the stack (8x8, stride 3: the portable kernel), and large
+    # ones that do: 9x9, and a speech front end's 10x8 of stride 2, depth multiplier 8 on one channel
     cases.append(grid_depthwise(rng, len(cases), 12, 12, 9, 1, 8, 8, 3, "VALID"))
     cases.append(grid_depthwise(rng, len(cases), 11, 11, 5, 1, 9, 9, 1, "SAME"))
+    cases.append(grid_depthwise(rng, len(cases), 21, 16, 1, 8, 10, 8, 2, "SAME"))
+    # a 1-D filter along H onto one output pixel (walked along the filter's length)
+    cases.append(grid_depthwise(rng, len(cases), 21, 1, 24, 1, 21, 1, 1, "VALID"))
     return cases
 
 

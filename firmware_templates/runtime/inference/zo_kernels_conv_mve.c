@@ -13,7 +13,7 @@
  *   place, one register per filter row (a patch of at most 16 bytes is one register: im2col
  *   with tiles of 4 pixels).
  * - Stack: up to ~3.5 KiB in CONV_2D (a 2 KiB patch, as the portable kernel, and the
- *   accumulators of a tile), ~5.2 KiB in DEPTHWISE_CONV_2D (a 2 KiB band, 1 KiB of packed
+ *   accumulators of a tile), ~6.3 KiB in DEPTHWISE_CONV_2D (a 2 KiB band, up to 2 KiB of packed
  *   weights, a row segment's accumulators).
  * - DEPTHWISE_CONV_2D: per block of 16 channels, each input row a row segment reads is copied once
  *   into a band on the stack (kept while the next output rows read it), 16 bytes a pixel, the
@@ -23,7 +23,7 @@
  *   int8 values (the zero point's share starts the sums with the bias), each weight vector loaded
  *   once for the 4 pixels; a 3x3 filter in assembly (13 instructions a tap). A tall, narrow map
  *   is walked transposed (its columns as rows), so rows are long. A filter whose band would not
- *   fit (more than 64 taps, or strides and dilations too wide) takes the portable kernel.
+ *   fit (filter rows x (3 strides + its span) past 128 pixels) takes the portable kernel.
  * Tails are predicated (VCTP): no load or store goes past a buffer.
  */
 #include "zo_kernels.h"
@@ -889,16 +889,17 @@ static zo_mve_dw_view_t zo_mve_dw_view(const zo_depthwise_conv2d_params_t *p, in
                               p->pad_w, p->pad_h, w_y, w_x, w_ch};
 }
 
+/* A band of 4 pixels or more holds filter_h rows of (3 * stride_w + span) >= 4 pixels of 16
+ * bytes, so a filter that fits has at most ZO_MVE_DW_ROWS rows and ZO_MVE_DW_TAPS taps
+ * (filter_h * filter_w <= filter_h * span). */
+#define ZO_MVE_DW_ROWS (ZO_MVE_DW_BAND_MAX / 64)
+#define ZO_MVE_DW_TAPS (ZO_MVE_DW_BAND_MAX / 16)
+
 /* Output pixels of a band's row segment: the most, a multiple of 4 up to ZO_MVE_DW_PIXELS, whose
- * band fits ZO_MVE_DW_BAND_MAX bytes; 0 if not even 4 do, or the filter has more than
- * ZO_MVE_DW_TAPS taps. */
-#define ZO_MVE_DW_TAPS 64
+ * band fits ZO_MVE_DW_BAND_MAX bytes; 0 if not even 4 do. */
 static int32_t zo_mve_dw_band_pixels(const zo_mve_dw_view_t *v)
 {
     const int64_t span = (int64_t)(v->filter_w - 1) * v->dilation_w + 1;
-    if ((int64_t)v->filter_h * v->filter_w > ZO_MVE_DW_TAPS) {
-        return 0;
-    }
     for (int32_t seg = ZO_MVE_DW_PIXELS; seg >= 4; seg -= 4) {
         if ((int64_t)v->filter_h * ((int64_t)(seg - 1) * v->stride_w + span) * 16 <= ZO_MVE_DW_BAND_MAX) {
             return seg;
@@ -1164,8 +1165,8 @@ static void zo_mve_dw_banded(const zo_depthwise_conv2d_params_t *p, const zo_mve
      * filter's rows are filter_h consecutive input rows, never two in one band row (with a
      * dilation, band row ky holds filter row ky, refilled for every output row). */
     const int32_t fh = v->filter_h, ring = v->dilation_h == 1;
-    int32_t held[ZO_MVE_DW_TAPS];      /* the input row each band row holds */
-    const int8_t *rows[ZO_MVE_DW_TAPS]; /* filter row ky's band row */
+    int32_t held[ZO_MVE_DW_ROWS];      /* the input row each band row holds */
+    const int8_t *rows[ZO_MVE_DW_ROWS]; /* filter row ky's band row */
     for (int32_t ox0 = 0; ox0 < v->out_w; ox0 += seg) {
         const int32_t pixels = zo_min32(seg, v->out_w - ox0);
         const int32_t tiles = pixels & ~3; /* pixels in whole tiles of 4 */
@@ -1207,11 +1208,12 @@ static void zo_mve_dw_banded(const zo_depthwise_conv2d_params_t *p, const zo_mve
 void zo_depthwise_conv2d_s8(const zo_depthwise_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
                             const int32_t *bias, int8_t *output)
 {
-    /* rows along the longer side: fewer pixels past a row's whole tiles (a 1-D filter along H runs
-     * as one row) */
-    const zo_mve_dw_view_t view = zo_mve_dw_view(p, p->output_h > p->output_w, 0);
+    /* rows along the longer side (fewer pixels past a row's whole tiles), or along the filter's
+     * longer side (a 1-D filter along H runs as one row) */
+    const int transposed = p->output_h > p->output_w || (p->output_h == p->output_w && p->filter_h > p->filter_w);
+    const zo_mve_dw_view_t view = zo_mve_dw_view(p, transposed, 0);
     const int32_t seg = zo_mve_dw_band_pixels(&view);
-    if (seg == 0) { /* more than 64 taps, or strides and dilations too wide for a band: rare */
+    if (seg == 0) { /* a filter, stride or dilation too wide for a band of 4 pixels: rare */
         zo_depthwise_conv2d_s8_portable(p, input, filter, bias, output);
         return;
     }
@@ -1232,7 +1234,8 @@ static int zo_mve_conv2d_as_depthwise(const zo_conv2d_params_t *p, const int8_t 
                                             p->stride_w,   p->dilation_h, p->dilation_w, p->pad_h,  p->pad_w,
                                             p->input_zp,   p->output_zp,  p->act_min,  p->act_max,  p->multiplier,
                                             p->shift};
-    const zo_mve_dw_view_t view = zo_mve_dw_view(&d, d.output_h > d.output_w, 1);
+    const int transposed = d.output_h > d.output_w || (d.output_h == d.output_w && d.filter_h > d.filter_w);
+    const zo_mve_dw_view_t view = zo_mve_dw_view(&d, transposed, 1);
     const int32_t seg = zo_mve_dw_band_pixels(&view);
     if (seg == 0) {
         return 0;
