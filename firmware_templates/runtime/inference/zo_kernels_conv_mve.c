@@ -871,10 +871,13 @@ typedef struct {
                                   the next channel */
 } zo_mve_dw_view_t;
 
-/* `ohwi`: the filter is a CONV_2D's on one input channel ([output_c][filter_h][filter_w][1]), not
- * a depthwise one ([1][filter_h][filter_w][output_c]). */
-static zo_mve_dw_view_t zo_mve_dw_view(const zo_depthwise_conv2d_params_t *p, int transposed, int ohwi)
+/* The layer walked along its rows or transposed. `ohwi`: the filter is a CONV_2D's on one input
+ * channel ([output_c][filter_h][filter_w][1]), not a depthwise one ([1][filter_h][filter_w][output_c]). */
+__attribute__((noinline)) static zo_mve_dw_view_t zo_mve_dw_view(const zo_depthwise_conv2d_params_t *p, int ohwi)
 {
+    /* rows along the longer side (fewer pixels past a row's whole tiles), or along the filter's
+     * longer side (a 1-D filter along H runs as one row) */
+    const int transposed = p->output_h > p->output_w || (p->output_h == p->output_w && p->filter_h > p->filter_w);
     const size_t in_c = (size_t)p->input_c, oc = (size_t)p->output_c;
     const size_t in_x = in_c, in_y = (size_t)p->input_w * in_c, out_x = oc, out_y = (size_t)p->output_w * oc;
     const size_t w_x = ohwi ? 1 : oc, w_y = (size_t)p->filter_w * w_x;
@@ -897,7 +900,7 @@ static zo_mve_dw_view_t zo_mve_dw_view(const zo_depthwise_conv2d_params_t *p, in
 
 /* Output pixels of a band's row segment: the most, a multiple of 4 up to ZO_MVE_DW_PIXELS, whose
  * band fits ZO_MVE_DW_BAND_MAX bytes; 0 if not even 4 do. */
-static int32_t zo_mve_dw_band_pixels(const zo_mve_dw_view_t *v)
+__attribute__((noinline)) static int32_t zo_mve_dw_band_pixels(const zo_mve_dw_view_t *v)
 {
     const int64_t span = (int64_t)(v->filter_w - 1) * v->dilation_w + 1;
     for (int32_t seg = ZO_MVE_DW_PIXELS; seg >= 4; seg -= 4) {
@@ -1208,10 +1211,7 @@ static void zo_mve_dw_banded(const zo_depthwise_conv2d_params_t *p, const zo_mve
 void zo_depthwise_conv2d_s8(const zo_depthwise_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
                             const int32_t *bias, int8_t *output)
 {
-    /* rows along the longer side (fewer pixels past a row's whole tiles), or along the filter's
-     * longer side (a 1-D filter along H runs as one row) */
-    const int transposed = p->output_h > p->output_w || (p->output_h == p->output_w && p->filter_h > p->filter_w);
-    const zo_mve_dw_view_t view = zo_mve_dw_view(p, transposed, 0);
+    const zo_mve_dw_view_t view = zo_mve_dw_view(p, 0);
     const int32_t seg = zo_mve_dw_band_pixels(&view);
     if (seg == 0) { /* a filter, stride or dilation too wide for a band of 4 pixels: rare */
         zo_depthwise_conv2d_s8_portable(p, input, filter, bias, output);
@@ -1234,8 +1234,7 @@ static int zo_mve_conv2d_as_depthwise(const zo_conv2d_params_t *p, const int8_t 
                                             p->stride_w,   p->dilation_h, p->dilation_w, p->pad_h,  p->pad_w,
                                             p->input_zp,   p->output_zp,  p->act_min,  p->act_max,  p->multiplier,
                                             p->shift};
-    const int transposed = d.output_h > d.output_w || (d.output_h == d.output_w && d.filter_h > d.filter_w);
-    const zo_mve_dw_view_t view = zo_mve_dw_view(&d, transposed, 1);
+    const zo_mve_dw_view_t view = zo_mve_dw_view(&d, 1);
     const int32_t seg = zo_mve_dw_band_pixels(&view);
     if (seg == 0) {
         return 0;
