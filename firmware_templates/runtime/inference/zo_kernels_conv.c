@@ -199,8 +199,8 @@ static int32_t zo_dot_s8(const int8_t *x, const int8_t *w, int32_t k)
 
 /* For patches too big for the stack buffer: per output, sum over the taps inside the image of
  * dot(x, w) - input_zp * sum(w), which equals TFLM's sum of w * (x - zp) modulo 2^32. */
-void zo_conv2d_s8_direct(const zo_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
-                         const int32_t *bias, int8_t *output)
+void ZO_FALLBACK zo_conv2d_s8_direct(const zo_conv2d_params_t *p, const int8_t *input,
+                                     const int8_t *filter, const int32_t *bias, int8_t *output)
 {
     const int32_t fc = p->filter_c;
     const int32_t groups = p->input_c / fc;
