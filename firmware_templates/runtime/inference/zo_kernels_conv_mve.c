@@ -105,20 +105,16 @@ static const int32_t *zo_mve_fold_bias(const int32_t *folded, int32_t oc0, const
 
 /* One group of 4 channels of zo_mve_requant_pixels over every pixel.  The flags are constants at
  * each call, so each use compiles to its own loop: `full` = 4 channels (stores unpredicated),
- * `right` = right shifts only (zo_mve_mbqm_right), `has_bias` = a bias to add (b). */
+ * `right` = right shifts only (zo_mve_mbqm_right). */
 __attribute__((always_inline)) static inline void zo_mve_requant_group(const int32_t *a, int32_t acc_stride,
-                                                                       int32_t pixels, int32x4_t b, int32x4_t m,
-                                                                       int32x4_t left, int32x4_t right, int32_t zp,
-                                                                       int32x4_t lo, int32x4_t hi, int8_t *o,
-                                                                       int32_t out_stride, mve_pred16_t p,
-                                                                       const int full, const int right_only,
-                                                                       const int has_bias)
+                                                                       int32_t pixels, int32x4_t m, int32x4_t left,
+                                                                       int32x4_t right, int32_t zp, int32x4_t lo,
+                                                                       int32x4_t hi, int8_t *o, int32_t out_stride,
+                                                                       mve_pred16_t p, const int full,
+                                                                       const int right_only)
 {
     for (int32_t px = 0; px < pixels; ++px) {
         int32x4_t v = vldrwq_s32(a);
-        if (has_bias) {
-            v = vaddq_s32(v, b);
-        }
         v = right_only ? zo_mve_mbqm_right(v, m, right) : zo_mve_mbqm_lr(v, m, left, right);
         v = vminq_s32(vmaxq_s32(vaddq_n_s32(v, zp), lo), hi);
         if (full) {
@@ -131,12 +127,13 @@ __attribute__((always_inline)) static inline void zo_mve_requant_group(const int
     }
 }
 
-/* out[px * out_stride + j] = requant(acc[px * acc_stride + j] + bias[j]) for px < pixels, j < n: each
- * channel group's bias, multiplier and shifts are loaded once for all the pixels (acc_stride >= n
- * rounded up to 4: a last group of fewer channels loads its whole vector of sums). */
+/* out[px * out_stride + j] = requant(acc[px * acc_stride + j]) for px < pixels, j < n (the bias is
+ * in the sums): each channel group's multiplier and shifts are loaded once for all the pixels
+ * (acc_stride >= n rounded up to 4: a last group of fewer channels loads its whole vector of
+ * sums). */
 __attribute__((always_inline)) static inline void zo_mve_requant_pixels_body(const int32_t *acc, int32_t acc_stride,
                                                                               int32_t pixels, int32_t n,
-                                                                              const int32_t *bias, const int32_t *mult,
+                                                                              const int32_t *mult,
                                                                               const int32_t *shift,
                                                                               const zo_mve_out_t *q, int8_t *out,
                                                                               int32_t out_stride)
@@ -147,59 +144,48 @@ __attribute__((always_inline)) static inline void zo_mve_requant_pixels_body(con
     const mve_pred16_t all = vctp32q(4u);
     int32_t j = 0;
     for (; j + 4 <= n; j += 4) {
-        const int32x4_t b = bias != NULL ? vldrwq_s32(bias + j) : zero;
         const int32x4_t m = vldrwq_s32(mult + j), s = vldrwq_s32(shift + j);
         const int32x4_t left = vmaxq_s32(s, zero), right = vminq_s32(s, zero);
-        if (right_only && bias == NULL) {
-            zo_mve_requant_group(acc + j, acc_stride, pixels, b, m, left, right, zp, lo, hi, out + j, out_stride, all,
-                                 1, 1, 0);
-        } else if (right_only) {
-            zo_mve_requant_group(acc + j, acc_stride, pixels, b, m, left, right, zp, lo, hi, out + j, out_stride, all,
-                                 1, 1, 1);
+        if (right_only) {
+            zo_mve_requant_group(acc + j, acc_stride, pixels, m, left, right, zp, lo, hi, out + j, out_stride, all, 1,
+                                 1);
         } else {
-            zo_mve_requant_group(acc + j, acc_stride, pixels, b, m, left, right, zp, lo, hi, out + j, out_stride, all,
-                                 1, 0, 1);
+            zo_mve_requant_group(acc + j, acc_stride, pixels, m, left, right, zp, lo, hi, out + j, out_stride, all, 1,
+                                 0);
         }
     }
     if (j < n) { /* 1 to 3 channels left: predicated loads and stores */
         const mve_pred16_t p = vctp32q((uint32_t)(n - j));
-        const int32x4_t b = bias != NULL ? vldrwq_z_s32(bias + j, p) : zero;
         const int32x4_t m = vldrwq_z_s32(mult + j, p), s = vldrwq_z_s32(shift + j, p);
-        zo_mve_requant_group(acc + j, acc_stride, pixels, b, m, vmaxq_s32(s, zero), vminq_s32(s, zero), zp, lo, hi,
-                             out + j, out_stride, p, 0, 0, 1);
+        zo_mve_requant_group(acc + j, acc_stride, pixels, m, vmaxq_s32(s, zero), vminq_s32(s, zero), zp, lo, hi,
+                             out + j, out_stride, p, 0, 0);
     }
 }
 
 __attribute__((noinline)) static void zo_mve_requant_pixels(const int32_t *acc, int32_t acc_stride, int32_t pixels,
-                                                            int32_t n, const int32_t *bias, const int32_t *mult,
-                                                            const int32_t *shift, const zo_mve_out_t *q, int8_t *out,
-                                                            int32_t out_stride)
+                                                            int32_t n, const int32_t *mult, const int32_t *shift,
+                                                            const zo_mve_out_t *q, int8_t *out, int32_t out_stride)
 {
-    zo_mve_requant_pixels_body(acc, acc_stride, pixels, n, bias, mult, shift, q, out, out_stride);
+    zo_mve_requant_pixels_body(acc, acc_stride, pixels, n, mult, shift, q, out, out_stride);
 }
 
-/* zo_mve_requant_pixels for a depthwise row's sums (16 a pixel, no bias): loads that step on
- * their own. */
+/* zo_mve_requant_pixels for a depthwise row's sums (16 a pixel): loads that step on their own. */
 __attribute__((noinline)) static void zo_mve_requant_dw_row(const int32_t *acc, int32_t pixels, int32_t n,
                                                             const int32_t *mult, const int32_t *shift,
                                                             const zo_mve_out_t *q, int8_t *out, int32_t out_stride)
 {
-    zo_mve_requant_pixels_body(acc, 16, pixels, n, NULL, mult, shift, q, out, out_stride);
+    zo_mve_requant_pixels_body(acc, 16, pixels, n, mult, shift, q, out, out_stride);
 }
 
 /* One group of 4 outputs of zo_mve_requant_store: `full` (a constant) 4 lanes, loads and stores
  * unpredicated, else the lanes of p. */
 #define ZO_MVE_LD(ptr) (full ? vldrwq_s32(ptr) : vldrwq_z_s32((ptr), p))
-__attribute__((always_inline)) static inline void zo_mve_requant4(const int32_t *acc, const int32_t *bias,
-                                                                  const int32_t *mult, const int32_t *shift,
-                                                                  int32_t zp, int32x4_t lo, int32x4_t hi,
-                                                                  mve_pred16_t p, int8_t *out, const int right,
-                                                                  const int full)
+__attribute__((always_inline)) static inline void zo_mve_requant4(const int32_t *acc, const int32_t *mult,
+                                                                  const int32_t *shift, int32_t zp, int32x4_t lo,
+                                                                  int32x4_t hi, mve_pred16_t p, int8_t *out,
+                                                                  const int right, const int full)
 {
     int32x4_t v = ZO_MVE_LD(acc);
-    if (bias != NULL) {
-        v = vaddq_s32(v, ZO_MVE_LD(bias));
-    }
     if (right) {
         v = zo_mve_mbqm_right(v, ZO_MVE_LD(mult), ZO_MVE_LD(shift));
     } else {
@@ -214,29 +200,24 @@ __attribute__((always_inline)) static inline void zo_mve_requant4(const int32_t 
 }
 #undef ZO_MVE_LD
 
-/* out[j] = requant(acc[j] + bias[j]) for j < n (bias may be NULL), 4 lanes at a time. */
-static void zo_mve_requant_store(const int32_t *acc, int32_t n, const int32_t *bias, const int32_t *mult,
-                                 const int32_t *shift, const zo_mve_out_t *q, int8_t *out)
+/* out[j] = requant(acc[j]) for j < n (the bias is in the sums), 4 lanes at a time. */
+static void zo_mve_requant_store(const int32_t *acc, int32_t n, const int32_t *mult, const int32_t *shift,
+                                 const zo_mve_out_t *q, int8_t *out)
 {
     const int32x4_t lo = vdupq_n_s32(q->act_min), hi = vdupq_n_s32(q->act_max);
     const mve_pred16_t all = vctp32q(4u);
     int32_t j = 0;
-    if (bias != NULL) {
+    if (q->right_only) {
         for (; j + 4 <= n; j += 4) {
-            zo_mve_requant4(acc + j, bias + j, mult + j, shift + j, q->zp, lo, hi, all, out + j, 0, 1);
-        }
-    } else if (q->right_only) {
-        for (; j + 4 <= n; j += 4) {
-            zo_mve_requant4(acc + j, NULL, mult + j, shift + j, q->zp, lo, hi, all, out + j, 1, 1);
+            zo_mve_requant4(acc + j, mult + j, shift + j, q->zp, lo, hi, all, out + j, 1, 1);
         }
     } else {
         for (; j + 4 <= n; j += 4) {
-            zo_mve_requant4(acc + j, NULL, mult + j, shift + j, q->zp, lo, hi, all, out + j, 0, 1);
+            zo_mve_requant4(acc + j, mult + j, shift + j, q->zp, lo, hi, all, out + j, 0, 1);
         }
     }
     if (j < n) {
-        zo_mve_requant4(acc + j, bias != NULL ? bias + j : NULL, mult + j, shift + j, q->zp, lo, hi,
-                        vctp32q((uint32_t)(n - j)), out + j, 0, 0);
+        zo_mve_requant4(acc + j, mult + j, shift + j, q->zp, lo, hi, vctp32q((uint32_t)(n - j)), out + j, 0, 0);
     }
 }
 
@@ -320,7 +301,7 @@ static void zo_mve_gemv(const int8_t *x, const int8_t *w, int32_t k, int32_t n, 
 {
     int32_t acc[ZO_MVE_OC_BLOCK];
     zo_mve_dots(x, w, k, n, eff, acc);
-    zo_mve_requant_store(acc, n, NULL, mult, shift, q, out);
+    zo_mve_requant_store(acc, n, mult, shift, q, out);
 }
 
 /* Two pixels at once: acc0[j], acc1[j] = eff[j] + dot(x0 or x1, w row j), k <= 16 * blocks <= 48,
@@ -700,7 +681,7 @@ static void zo_mve_conv2d_runs(const zo_conv2d_params_t *p, const int8_t *input,
                     zo_mve_rows_runs(x, run, w, k, n, e, acc, 4);
                     break;
                 }
-                zo_mve_requant_store(acc, n, NULL, p->multiplier + oc0, p->shift + oc0, &q, out);
+                zo_mve_requant_store(acc, n, p->multiplier + oc0, p->shift + oc0, &q, out);
             }
         }
     }
@@ -756,11 +737,11 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
                 zo_mve_tile_dots(x, t, w, k, n, e, acc);
                 if (t >= 3) {
                     /* the channel constants loaded once for the tile's pixels */
-                    zo_mve_requant_pixels(acc, ZO_MVE_OC_BLOCK, count, n, NULL, p->multiplier + oc0,
+                    zo_mve_requant_pixels(acc, ZO_MVE_OC_BLOCK, count, n, p->multiplier + oc0,
                                               p->shift + oc0, &q, out, p->output_c);
                 } else {
                     for (int32_t i = 0; i < count; ++i) {
-                        zo_mve_requant_store(acc + i * ZO_MVE_OC_BLOCK, n, NULL, p->multiplier + oc0, p->shift + oc0,
+                        zo_mve_requant_store(acc + i * ZO_MVE_OC_BLOCK, n, p->multiplier + oc0, p->shift + oc0,
                                              &q, out + i * p->output_c);
                     }
                 }
@@ -1122,8 +1103,8 @@ __attribute__((noinline)) static void zo_mve_dw_band_tail(const int8_t *const *r
 
 /* DEPTHWISE_CONV_2D, one channel block [oc0, oc0 + n) over every output pixel, walked as the
  * view says. The block's weights are first packed 16 bytes a tap; each row segment of up to `seg`
- * output pixels copies its input into a band (zo_mve_dw_fill: the padding as the input zero
- * point), so every pixel, at the borders too, goes four at a time through zo_mve_dw_lanes4 (the 1
+ * output pixels reads its input from a band (zo_mve_dw_fill: the padding as the input zero point;
+ * each input row copied once, kept while the next output rows read it), so every pixel, at the borders too, goes four at a time through zo_mve_dw_lanes4 (the 1
  * to 3 left at a segment's end one at a time). The bias starts the sums with -input_zp * the
  * taps' sum (wrapping int32, as TFLM's bias added last). A 3x3 filter along rows of stride 1 or
  * 2 has its own functions (assembly, every offset a constant). */
