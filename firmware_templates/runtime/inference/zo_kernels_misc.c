@@ -103,6 +103,13 @@ void ZO_PORTABLE(zo_mean_s8)(const zo_mean_params_t *p, const int8_t *input, int
  * Q12.19, reciprocal by Newton-Raphson, output = exp * (1 / sum) in 1/2^out_bits units - 2^(out_bits-1).
  * One routine for both output widths (TFLM's int8 and int16 outputs differ only there): exactly one
  * of y8 / y16 is the output. */
+/* exp(beta * diff) in Q0.31: not inlined, its fixed-point polynomial is most of the kernel's code and
+ * a row is a few classes. */
+__attribute__((noinline)) static int32_t softmax_exp(const zo_softmax_params_t *p, int32_t diff)
+{
+    return zo_exp_on_negative_values(zo_mbqm(diff, p->input_multiplier, p->input_left_shift), 5);
+}
+
 static void softmax_s8_rows(const zo_softmax_params_t *p, const int8_t *input, int8_t *y8, int16_t *y16,
                             int32_t out_bits)
 {
@@ -122,7 +129,7 @@ static void softmax_s8_rows(const zo_softmax_params_t *p, const int8_t *input, i
         for (int32_t c = 0; c < depth; ++c) {
             const int32_t diff = (int32_t)x[c] - max_in_row;
             if (diff >= p->diff_min) {
-                const int32_t e = zo_exp_on_negative_values(zo_mbqm(diff, p->input_multiplier, p->input_left_shift), 5);
+                const int32_t e = softmax_exp(p, diff);
                 if (kept) {
                     exps[c] = e;
                 }
@@ -141,9 +148,7 @@ static void softmax_s8_rows(const zo_softmax_params_t *p, const int8_t *input, i
             const int32_t diff = (int32_t)x[c] - max_in_row;
             int32_t v = -offset;
             if (diff >= p->diff_min) {
-                const int32_t e = kept ? exps[c]
-                                       : zo_exp_on_negative_values(
-                                             zo_mbqm(diff, p->input_multiplier, p->input_left_shift), 5);
+                const int32_t e = kept ? exps[c] : softmax_exp(p, diff);
                 v = zo_clamp32(zo_rdbpot(zo_srdhm(shifted_scale, e), exponent) - offset, -offset, offset - 1);
             }
             if (y8 != NULL) {
