@@ -687,6 +687,31 @@ static void zo_mve_conv2d_runs(const zo_conv2d_params_t *p, const int8_t *input,
     }
 }
 
+/* x[i] for the pixels pix .. pix + t - 1 of a tile (a short last tile repeats its last pixel; those
+ * sums are not stored): in place (patch NULL: 1x1 without padding), else im2col rows in patch. Out
+ * of line: its divisions and im2col calls would take zo_mve_conv2d_gemm's registers. */
+__attribute__((noinline)) static void zo_mve_tile_inputs(const zo_conv2d_params_t *p, const zo_mve_runs_t *runs,
+                                                         const int8_t *input, int32_t pix, int32_t t, int32_t count,
+                                                         int32_t c0, int8_t *patch, const int8_t **x)
+{
+    const int32_t k = p->filter_h * p->filter_w * p->filter_c;
+    for (int32_t i = 0; i < t; ++i) {
+        const int32_t at = pix + zo_min32(i, count - 1);
+        const int32_t oy = at / p->output_w, ox = at - oy * p->output_w;
+        if (patch == NULL) {
+            x[i] = input + ((size_t)(oy * p->stride_h) * (size_t)p->input_w + (size_t)(ox * p->stride_w))
+                               * (size_t)p->input_c + (size_t)c0;
+        } else {
+            if (p->dilation_w == 1 && p->filter_c == p->input_c) {
+                zo_mve_im2col_runs(runs, input, oy, ox, patch + i * k);
+            } else {
+                zo_mve_im2col(p, input, oy, ox, c0, patch + i * k);
+            }
+            x[i] = patch + i * k;
+        }
+    }
+}
+
 /* The matrix product over output pixels: 1x1 without padding reads pixels in place (patch NULL),
  * the others through im2col. */
 static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input, const int8_t *filter,
@@ -708,6 +733,8 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
             const int32_t *e = zo_mve_fold_bias(p->folded_bias, oc0, w, k, n, bias, p->input_zp, eff);
             /* output pixels in tiles that share each weight vector (patches permitting) */
             const int32_t pixels = p->output_h * p->output_w;
+            /* 1x1 at stride 1: output pixel i reads input pixel i (no division per pixel) */
+            const int dense = patch == NULL && p->stride_h == 1 && p->stride_w == 1;
             int32_t tile = zo_mve_tile(k);
             while (patch != NULL && tile * k > ZO_CONV_PATCH_MAX) {
                 tile /= 2;
@@ -718,21 +745,12 @@ static void zo_mve_conv2d_gemm(const zo_conv2d_params_t *p, const int8_t *input,
                 const int32_t count = zo_min32(t, pixels - pix);
                 int8_t *out = output + (size_t)pix * (size_t)p->output_c + (size_t)oc0;
                 const int8_t *x[4];
-                for (int32_t i = 0; i < t; ++i) {
-                    /* a short last tile repeats its last pixel; those sums are not stored */
-                    const int32_t at = pix + zo_min32(i, count - 1);
-                    const int32_t oy = at / p->output_w, ox = at - oy * p->output_w;
-                    if (patch == NULL) {
-                        x[i] = input + ((size_t)(oy * p->stride_h) * (size_t)p->input_w + (size_t)(ox * p->stride_w))
-                                           * (size_t)p->input_c + (size_t)c0;
-                    } else {
-                        if (p->dilation_w == 1 && fc == p->input_c) {
-                            zo_mve_im2col_runs(&runs, input, oy, ox, patch + i * k);
-                        } else {
-                            zo_mve_im2col(p, input, oy, ox, c0, patch + i * k);
-                        }
-                        x[i] = patch + i * k;
+                if (dense) {
+                    for (int32_t i = 0; i < t; ++i) {
+                        x[i] = input + (size_t)(pix + zo_min32(i, count - 1)) * (size_t)p->input_c + (size_t)c0;
                     }
+                } else {
+                    zo_mve_tile_inputs(p, &runs, input, pix, t, count, c0, patch, x);
                 }
                 zo_mve_tile_dots(x, t, w, k, n, e, acc);
                 if (t >= 3) {
