@@ -383,13 +383,31 @@ __attribute__((always_inline)) static inline void zo_mve_dot3x2(const int8_t *x0
                                                                 int32_t s[3][2])
 {
     int32_t a00 = s[0][0], a01 = s[0][1], a10 = s[1][0], a11 = s[1][1], a20 = s[2][0], a21 = s[2][1];
-    for (int32_t blocks = k >> 4; blocks > 0; --blocks) {
-        const int8x16_t v0 = vldrbq_s8(w0), v1 = vldrbq_s8(w1);
-        const int8x16_t u0 = vldrbq_s8(x0), u1 = vldrbq_s8(x1), u2 = vldrbq_s8(x2);
-        a00 = vmladavaq_s8(a00, u0, v0), a01 = vmladavaq_s8(a01, u0, v1);
-        a10 = vmladavaq_s8(a10, u1, v0), a11 = vmladavaq_s8(a11, u1, v1);
-        a20 = vmladavaq_s8(a20, u2, v0), a21 = vmladavaq_s8(a21, u2, v1);
-        w0 += 16, w1 += 16, x0 += 16, x1 += 16, x2 += 16;
+    const int32_t blocks = k >> 4;
+    if (blocks > 0) {
+        /* the whole blocks in assembly: gcc keeps the same intrinsics' pointers and sums partly on
+         * the stack across the loop around it. VMLADAVA sums into even registers ("Te"). */
+        int8x16_t v0, v1, u;
+        register int32_t b __asm__("lr") = blocks; /* the low-overhead loop's count */
+        __asm__ volatile("dls lr, lr\n"
+                         "1:\n\t"
+                         "vldrb.u8 %q[v0], [%[w0]], #16\n\t"
+                         "vldrb.u8 %q[v1], [%[w1]], #16\n\t"
+                         "vldrb.u8 %q[u], [%[x0]], #16\n\t"
+                         "vmlava.s8 %[a00], %q[u], %q[v0]\n\t"
+                         "vmlava.s8 %[a01], %q[u], %q[v1]\n\t"
+                         "vldrb.u8 %q[u], [%[x1]], #16\n\t"
+                         "vmlava.s8 %[a10], %q[u], %q[v0]\n\t"
+                         "vmlava.s8 %[a11], %q[u], %q[v1]\n\t"
+                         "vldrb.u8 %q[u], [%[x2]], #16\n\t"
+                         "vmlava.s8 %[a20], %q[u], %q[v0]\n\t"
+                         "vmlava.s8 %[a21], %q[u], %q[v1]\n\t"
+                         "le lr, 1b\n\t"
+                         : [a00] "+Te"(a00), [a01] "+Te"(a01), [a10] "+Te"(a10), [a11] "+Te"(a11), [a20] "+Te"(a20),
+                           [a21] "+Te"(a21), [v0] "=&w"(v0), [v1] "=&w"(v1), [u] "=&w"(u), [x0] "+r"(x0), [x1] "+r"(x1),
+                           [x2] "+r"(x2), [w0] "+r"(w0), [w1] "+r"(w1), [b] "+r"(b)
+                         :
+                         : "memory");
     }
     if (k & 15) {
         const mve_pred16_t pt = vctp8q((uint32_t)(k & 15));
@@ -942,8 +960,9 @@ __attribute__((always_inline)) static inline void zo_mve_dw_fill_row(const zo_mv
         vstrbq_s8(row + (size_t)b * 16, zp);
     }
     if (b < b_hi) {
-        const int8_t *x = input + (size_t)iy * v->in_row + (size_t)(ix0 + b) * v->in_px + (size_t)c0;
-        for (; b < b_hi; ++b, x += v->in_px) {
+        const size_t step = v->in_px; /* in a local: the stores to row could alias *v */
+        const int8_t *x = input + (size_t)iy * v->in_row + (size_t)(ix0 + b) * step + (size_t)c0;
+        for (; b < b_hi; ++b, x += step) {
             vstrbq_s8(row + (size_t)b * 16, zo_mve_dw_pixel(x, pn, offs, full, mult, one));
         }
     }
@@ -968,15 +987,18 @@ __attribute__((noinline)) static void zo_mve_dw_fill(const zo_depthwise_conv2d_p
         }
         return;
     }
-    uint8_t o[16];
-    for (int32_t j = 0; j < 16; ++j) {
-        o[j] = (uint8_t)(j < n ? (oc0 + j) / dm - c0 : 0);
-    }
-    if (o[n - 1] == 0) {
+    if ((oc0 + n - 1) / dm == c0) {
         zo_mve_dw_fill_row(v, input, iy, ix0, width, c0, pn, vdupq_n_u8(0), zp, row, 0, 1, 1);
-    } else {
-        zo_mve_dw_fill_row(v, input, iy, ix0, width, c0, pn, vld1q_u8(o), zp, row, 0, 1, 0);
+        return;
     }
+    uint8_t o[16] = {0}; /* lane j reads channel c0 + o[j]: counted, not divided */
+    for (int32_t j = 0, r = oc0 - c0 * dm, ch = 0; j < n; ++j) {
+        o[j] = (uint8_t)ch;
+        if (++r == dm) {
+            r = 0, ++ch;
+        }
+    }
+    zo_mve_dw_fill_row(v, input, iy, ix0, width, c0, pn, vld1q_u8(o), zp, row, 0, 1, 0);
 }
 
 /* One filter row of a 3x3 tile (zo_mve_dw_row3x3) in assembly: gcc's scheduling of the same
