@@ -576,7 +576,8 @@ __attribute__((noinline)) static void zo_mve_im2col_runs(const zo_mve_runs_t *r,
 }
 
 /* The receptive field of output pixel (oy, ox), channels [c0, c0 + fc), laid out like a filter
- * row; taps outside the image get the input zero point (whose folded contribution is zero). */
+ * row; taps outside the image get the input zero point (whose folded contribution is zero). For a
+ * dilated or grouped convolution, tap by tap (the others take zo_mve_im2col_runs). */
 static void zo_mve_im2col(const zo_conv2d_params_t *p, const int8_t *input, int32_t oy, int32_t ox, int32_t c0,
                           int8_t *patch)
 {
@@ -600,13 +601,9 @@ static void zo_mve_im2col(const zo_conv2d_params_t *p, const int8_t *input, int3
         if (lo > 0) {
             zo_mve_fill(dst, zp, lo * fc);
         }
-        if (p->dilation_w == 1 && fc == c) {
-            zo_mve_copy(dst + lo * fc, src, (hi - lo) * fc); /* the valid taps are one run */
-        } else {
-            for (int32_t kx = lo; kx < hi; ++kx) {
-                zo_mve_copy(dst + kx * fc, src, fc);
-                src += (size_t)p->dilation_w * (size_t)c;
-            }
+        for (int32_t kx = lo; kx < hi; ++kx) {
+            zo_mve_copy(dst + kx * fc, src, fc);
+            src += (size_t)p->dilation_w * (size_t)c;
         }
         if (hi < p->filter_w) {
             zo_mve_fill(dst + hi * fc, zp, (p->filter_w - hi) * fc);
@@ -919,13 +916,14 @@ __attribute__((noinline)) static zo_mve_dw_view_t zo_mve_dw_view(const zo_depthw
  * band fits ZO_MVE_DW_BAND_MAX bytes; 0 if not even 4 do. */
 __attribute__((noinline)) static int32_t zo_mve_dw_band_pixels(const zo_mve_dw_view_t *v)
 {
-    const int64_t span = (int64_t)(v->filter_w - 1) * v->dilation_w + 1;
-    for (int32_t seg = ZO_MVE_DW_PIXELS; seg >= 4; seg -= 4) {
-        if ((int64_t)v->filter_h * ((int64_t)(seg - 1) * v->stride_w + span) * 16 <= ZO_MVE_DW_BAND_MAX) {
-            return seg;
-        }
+    /* the widest band row that fits (filter_h rows of `width` pixels of 16 bytes) must hold the
+     * filter's span, (filter_w - 1) * dilation_w + 1 (compared without forming it: no overflow) */
+    const int32_t width = (ZO_MVE_DW_BAND_MAX / 16) / v->filter_h;
+    if (width == 0 || (v->filter_w > 1 && v->dilation_w > (width - 1) / (v->filter_w - 1))) {
+        return 0;
     }
-    return 0;
+    const int32_t seg = (width - (v->filter_w - 1) * v->dilation_w - 1) / v->stride_w + 1;
+    return seg < ZO_MVE_DW_PIXELS ? seg & ~3 : ZO_MVE_DW_PIXELS;
 }
 
 /* The input of one band pixel, lanes j < n: channel c0 + j (depth multiplier 1), else the
