@@ -28,8 +28,15 @@ from sweep import make_executor, run_grid  # noqa: E402
 
 
 def seed_range(text: str) -> list[int]:
-    lo, _, hi = text.partition("-")
-    return list(range(int(lo), int(hi or lo) + 1))
+    """Run seeds from LO-HI, one seed, or a comma-separated list of either ("6-25", "3", "18,20-22")."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        lo, dash, hi = part.strip().partition("-")
+        hi = hi if dash else lo
+        if not lo.isdigit() or not hi.isdigit() or int(hi) < int(lo):
+            raise SystemExit(f"--seeds {text}: {part!r} is not a seed or a range LO-HI of seeds (e.g. 6-25 or 18,20)")
+        seeds += range(int(lo), int(hi) + 1)
+    return seeds
 
 
 def reference_arg(text: str) -> tuple[int, int, float]:
@@ -192,7 +199,9 @@ def trial_summary(h: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ex.add_task_arguments(ap)
-    ap.add_argument("--seeds", default="6-25", help="run seeds, LO-HI (default 6-25: none of the grid's)")
+    ap.add_argument(
+        "--seeds", default="6-25", help="run seeds, LO-HI or a comma list (default 6-25: none of the grid's)"
+    )
     ap.add_argument("--workers", type=int, default=2, help="local worker processes")
     ap.add_argument("--cluster", metavar="tcp://HOST:8786", help="run on this Dask distributed scheduler instead")
     ap.add_argument("--write", type=Path, help="replace this task's section of this markdown file")

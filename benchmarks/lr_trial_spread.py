@@ -71,7 +71,7 @@ def trial_candidates(task: ex.Task, seed: int, budget: int) -> list[tuple[int, n
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ex.add_task_arguments(ap)
-    ap.add_argument("--seeds", default="6-11", help="run seeds, LO-HI")
+    ap.add_argument("--seeds", default="6-11", help="run seeds, LO-HI or a comma list")
     ap.add_argument("--budget", type=int, default=ex.FULL.budget, help="the runs' training passes")
     args = ap.parse_args(argv)
     name, _ = ex.task_of(ap, args)

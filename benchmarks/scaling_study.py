@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ex.add_task_arguments(ap)
     ap.add_argument("--budgets", default="400000,2000000", help="training passes per run, comma-separated")
-    ap.add_argument("--seeds", default="1-5", help="run seeds, LO-HI")
+    ap.add_argument("--seeds", default="1-5", help="run seeds, LO-HI or a comma list")
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
     name, task_args = ex.task_of(ap, args)

@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--q", type=int, default=1, help="q of a fixed-q run")
     ap.add_argument("--k", type=int, help="explicit lr_1 = L0·2^k (with --l0) instead of auto")
     ap.add_argument("--l0", type=float, help="the grid's L0 (with --k)")
-    ap.add_argument("--seeds", default="1-5")
+    ap.add_argument("--seeds", default="1-5", help="run seeds, LO-HI or a comma list")
     ap.add_argument("--budget", type=int, default=ex.FULL.budget)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json", type=Path, help="also write the traces here")

@@ -85,6 +85,10 @@ def test_heldout_report_pairs_runs_by_seed():
     _load("experiments")
     ho = _load("heldout")
     assert ho.seed_range("6-9") == [6, 7, 8, 9] and ho.seed_range("3") == [3]
+    assert ho.seed_range("18,20-22") == [18, 20, 21, 22]
+    for bad in ("25,x", "9-6", "6-"):
+        with pytest.raises(SystemExit, match=f"--seeds {bad}: .* is not a seed or a range"):
+            ho.seed_range(bad)
     ref, other = np.array([80.0, 90.0, 85.0, 70.0]), np.array([81.0, 88.0, 85.0, 74.0])
     h = dict(
         task="t",
