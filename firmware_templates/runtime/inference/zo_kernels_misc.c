@@ -99,10 +99,6 @@ void ZO_PORTABLE(zo_mean_s8)(const zo_mean_params_t *p, const int8_t *input, int
 
 /* ------------------------------------------------------------------------------------ softmax */
 
-/* TFLM's int8 softmax: exp of the beta-scaled difference to the row maximum in Q5.26, summed in
- * Q12.19, reciprocal by Newton-Raphson, output = exp * (1 / sum) in 1/2^out_bits units - 2^(out_bits-1).
- * One routine for both output widths (TFLM's int8 and int16 outputs differ only there): exactly one
- * of y8 / y16 is the output. */
 /* exp(beta * diff) in Q0.31: not inlined, its fixed-point polynomial is most of the kernel's code and
  * a row is a few classes. */
 __attribute__((noinline)) static int32_t softmax_exp(const zo_softmax_params_t *p, int32_t diff)
@@ -110,6 +106,10 @@ __attribute__((noinline)) static int32_t softmax_exp(const zo_softmax_params_t *
     return zo_exp_on_negative_values(zo_mbqm(diff, p->input_multiplier, p->input_left_shift), 5);
 }
 
+/* TFLM's int8 softmax: exp of the beta-scaled difference to the row maximum in Q5.26, summed in
+ * Q12.19, reciprocal by Newton-Raphson, output = exp * (1 / sum) in 1/2^out_bits units - 2^(out_bits-1).
+ * One routine for both output widths (TFLM's int8 and int16 outputs differ only there): exactly one
+ * of y8 / y16 is the output. */
 static void softmax_s8_rows(const zo_softmax_params_t *p, const int8_t *input, int8_t *y8, int16_t *y16,
                             int32_t out_bits)
 {
