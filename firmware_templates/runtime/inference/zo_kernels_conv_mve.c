@@ -32,6 +32,10 @@
 
 #include "zo_kernels_mve.h"
 
+/* A macro's value as a string, for assembly offsets. */
+#define ZO_MVE_STR_(x) #x
+#define ZO_MVE_STR(x) ZO_MVE_STR_(x)
+
 /* Same limits as the portable kernels. */
 #ifndef ZO_CONV_PATCH_MAX
 #define ZO_CONV_PATCH_MAX 2048
@@ -377,69 +381,103 @@ static void zo_mve_rows4_k16(const int8_t *const *x, const int8_t *w, int32_t k,
     }
 }
 
-/* s[i][r] += dot(x_i, w_r) for three pixels x0..x2 and two weight rows w0, w1 of k bytes. */
-__attribute__((always_inline)) static inline void zo_mve_dot3x2(const int8_t *x0, const int8_t *x1, const int8_t *x2,
-                                                                const int8_t *w0, const int8_t *w1, int32_t k,
-                                                                int32_t s[3][2])
-{
-    int32_t a00 = s[0][0], a01 = s[0][1], a10 = s[1][0], a11 = s[1][1], a20 = s[2][0], a21 = s[2][1];
-    const int32_t blocks = k >> 4;
-    if (blocks > 0) {
-        /* the whole blocks in assembly: gcc keeps the same intrinsics' pointers and sums partly on
-         * the stack across the loop around it. VMLADAVA sums into even registers ("Te"). */
-        int8x16_t v0, v1, u;
-        register int32_t b __asm__("lr") = blocks; /* the low-overhead loop's count */
-        __asm__ volatile("dls lr, lr\n"
-                         "1:\n\t"
-                         "vldrb.u8 %q[v0], [%[w0]], #16\n\t"
-                         "vldrb.u8 %q[v1], [%[w1]], #16\n\t"
-                         "vldrb.u8 %q[u], [%[x0]], #16\n\t"
-                         "vmlava.s8 %[a00], %q[u], %q[v0]\n\t"
-                         "vmlava.s8 %[a01], %q[u], %q[v1]\n\t"
-                         "vldrb.u8 %q[u], [%[x1]], #16\n\t"
-                         "vmlava.s8 %[a10], %q[u], %q[v0]\n\t"
-                         "vmlava.s8 %[a11], %q[u], %q[v1]\n\t"
-                         "vldrb.u8 %q[u], [%[x2]], #16\n\t"
-                         "vmlava.s8 %[a20], %q[u], %q[v0]\n\t"
-                         "vmlava.s8 %[a21], %q[u], %q[v1]\n\t"
-                         "le lr, 1b\n\t"
-                         : [a00] "+Te"(a00), [a01] "+Te"(a01), [a10] "+Te"(a10), [a11] "+Te"(a11), [a20] "+Te"(a20),
-                           [a21] "+Te"(a21), [v0] "=&w"(v0), [v1] "=&w"(v1), [u] "=&w"(u), [x0] "+r"(x0), [x1] "+r"(x1),
-                           [x2] "+r"(x2), [w0] "+r"(w0), [w1] "+r"(w1), [b] "+r"(b)
-                         :
-                         : "memory");
-    }
-    if (k & 15) {
-        const mve_pred16_t pt = vctp8q((uint32_t)(k & 15));
-        const int8x16_t v0 = vldrbq_z_s8(w0, pt), v1 = vldrbq_z_s8(w1, pt);
-        const int8x16_t u0 = vldrbq_z_s8(x0, pt), u1 = vldrbq_z_s8(x1, pt), u2 = vldrbq_z_s8(x2, pt);
-        a00 = vmladavaq_s8(a00, u0, v0), a01 = vmladavaq_s8(a01, u0, v1);
-        a10 = vmladavaq_s8(a10, u1, v0), a11 = vmladavaq_s8(a11, u1, v1);
-        a20 = vmladavaq_s8(a20, u2, v0), a21 = vmladavaq_s8(a21, u2, v1);
-    }
-    s[0][0] = a00, s[0][1] = a01, s[1][0] = a10, s[1][1] = a11, s[2][0] = a20, s[2][1] = a21;
-}
-
 /* Three pixels at once for longer rows, two weight rows at a time: each 16 bytes load 5 vectors for
  * 6 VMLADAVAs (one pixel against four rows: 5 for 4).  Six accumulators is what VMLADAVA's even
- * registers hold; acc[i * ZO_MVE_OC_BLOCK + j] for pixel i.  Out of line: inlined, it costs the
+ * registers hold; acc[i * ZO_MVE_OC_BLOCK + j] for pixel i.  The loop over pairs of rows is in
+ * assembly too: around gcc's, each pair cost about 45 instructions of sums and pointers moved
+ * between registers and the stack; here the values a pair needs once live on the stack (`m`
+ * operands: sp-relative) and the thirteen registers hold the sums, pointers and loop count.
+ * A row's last k % 16 bytes are loaded predicated: gcc has no clobber for VPR, and none is needed
+ * as nothing in this function is predicated before the assembly (nor is VPR kept across calls).
+ * An odd last row goes pixel by pixel. Out of line: inlined, it costs the
  * other tiles of zo_mve_conv2d_gemm registers. */
 __attribute__((noinline)) static void zo_mve_rows3x2(const int8_t *const *x, const int8_t *w, int32_t k,
                                                      int32_t n, const int32_t *eff, int32_t *acc)
 {
     const int8_t *x0 = x[0], *x1 = x[1], *x2 = x[2];
-    int32_t j = 0;
-    for (; j + 2 <= n; j += 2) {
-        int32_t s[3][2] = {{eff[j], eff[j + 1]}, {eff[j], eff[j + 1]}, {eff[j], eff[j + 1]}};
-        zo_mve_dot3x2(x0, x1, x2, w, w + k, k, s);
-        acc[j] = s[0][0], acc[ZO_MVE_OC_BLOCK + j] = s[1][0], acc[2 * ZO_MVE_OC_BLOCK + j] = s[2][0];
-        acc[j + 1] = s[0][1], acc[ZO_MVE_OC_BLOCK + j + 1] = s[1][1], acc[2 * ZO_MVE_OC_BLOCK + j + 1] = s[2][1];
-        w += 2 * k;
+    struct {
+        const int32_t *eff;
+        int32_t *acc;
+        int32_t pairs, k, blocks, tail, xback, wstep;
+    } m = {eff, acc, n >> 1, k, k >> 4, k & 15, (k >> 4) * 16, 2 * k - (k >> 4) * 16};
+    if (m.pairs > 0) {
+        int32_t a0, a1, a2, a3, a4, a5, t;
+        const int8_t *w1;
+        register int32_t b __asm__("lr");
+        __asm__ volatile(
+            "1:\n\t"
+            "ldr %[t], %[eff]\n\t"
+            "ldrd %[a0], %[a1], [%[t]], #8\n\t"
+            "str %[t], %[eff]\n\t"
+            "mov %[a2], %[a0]\n\t"
+            "mov %[a3], %[a1]\n\t"
+            "mov %[a4], %[a0]\n\t"
+            "mov %[a5], %[a1]\n\t"
+            "ldr %[t], %[k]\n\t"
+            "add %[w1], %[w0], %[t]\n\t"
+            "ldr lr, %[blocks]\n\t"
+            "wls lr, lr, 3f\n"
+            "2:\n\t"
+            "vldrb.u8 q0, [%[w0]], #16\n\t"
+            "vldrb.u8 q1, [%[w1]], #16\n\t"
+            "vldrb.u8 q2, [%[x0]], #16\n\t"
+            "vmlava.s8 %[a0], q2, q0\n\t"
+            "vmlava.s8 %[a1], q2, q1\n\t"
+            "vldrb.u8 q2, [%[x1]], #16\n\t"
+            "vmlava.s8 %[a2], q2, q0\n\t"
+            "vmlava.s8 %[a3], q2, q1\n\t"
+            "vldrb.u8 q2, [%[x2]], #16\n\t"
+            "vmlava.s8 %[a4], q2, q0\n\t"
+            "vmlava.s8 %[a5], q2, q1\n\t"
+            "le lr, 2b\n"
+            "3:\n\t"
+            "ldr %[t], %[tail]\n\t"
+            "cbz %[t], 4f\n\t"
+            "vctp.8 %[t]\n\t"
+            "vpstt\n\t"
+            "vldrbt.u8 q0, [%[w0]]\n\t"
+            "vldrbt.u8 q1, [%[w1]]\n\t"
+            "vpst\n\t"
+            "vldrbt.u8 q2, [%[x0]]\n\t"
+            "vmlava.s8 %[a0], q2, q0\n\t"
+            "vmlava.s8 %[a1], q2, q1\n\t"
+            "vpst\n\t"
+            "vldrbt.u8 q2, [%[x1]]\n\t"
+            "vmlava.s8 %[a2], q2, q0\n\t"
+            "vmlava.s8 %[a3], q2, q1\n\t"
+            "vpst\n\t"
+            "vldrbt.u8 q2, [%[x2]]\n\t"
+            "vmlava.s8 %[a4], q2, q0\n\t"
+            "vmlava.s8 %[a5], q2, q1\n\t"
+            "\n"
+            "4:\n\t"
+            "ldr %[t], %[acc]\n\t"
+            "strd %[a2], %[a3], [%[t], #4*" ZO_MVE_STR(ZO_MVE_OC_BLOCK) "]\n\t"
+            "strd %[a4], %[a5], [%[t], #8*" ZO_MVE_STR(ZO_MVE_OC_BLOCK) "]\n\t"
+            "strd %[a0], %[a1], [%[t]], #8\n\t"
+            "str %[t], %[acc]\n\t"
+            "ldr %[t], %[xback]\n\t"
+            "sub %[x0], %[x0], %[t]\n\t"
+            "sub %[x1], %[x1], %[t]\n\t"
+            "sub %[x2], %[x2], %[t]\n\t"
+            "ldr %[t], %[wstep]\n\t"
+            "add %[w0], %[w0], %[t]\n\t"
+            "ldr %[t], %[pairs]\n\t"
+            "subs %[t], %[t], #1\n\t"
+            "str %[t], %[pairs]\n\t"
+            "bne 1b\n\t"
+            : [a0] "=&Te"(a0), [a1] "=&Te"(a1), [a2] "=&Te"(a2), [a3] "=&Te"(a3), [a4] "=&Te"(a4),
+              [a5] "=&Te"(a5), [t] "=&l"(t), [w1] "=&r"(w1),
+              [x0] "+r"(x0), [x1] "+r"(x1), [x2] "+r"(x2), [w0] "+r"(w), [b] "=&r"(b), [eff] "+m"(m.eff),
+              [acc] "+m"(m.acc), [pairs] "+m"(m.pairs)
+            : [k] "m"(m.k), [blocks] "m"(m.blocks), [tail] "m"(m.tail), [xback] "m"(m.xback), [wstep] "m"(m.wstep)
+            : "q0", "q1", "q2", "memory", "cc");
     }
-    if (j < n) { /* an odd last row pairs with itself; the copy is not stored */
-        int32_t s[3][2] = {{eff[j], 0}, {eff[j], 0}, {eff[j], 0}};
-        zo_mve_dot3x2(x0, x1, x2, w, w, k, s);
-        acc[j] = s[0][0], acc[ZO_MVE_OC_BLOCK + j] = s[1][0], acc[2 * ZO_MVE_OC_BLOCK + j] = s[2][0];
+    if (n & 1) { /* after the pairs: x0..x2 back at their rows' starts, w at the last row */
+        const int32_t j = n - 1;
+        zo_mve_dots(x0, w, k, 1, eff + j, acc + j);
+        zo_mve_dots(x1, w, k, 1, eff + j, acc + ZO_MVE_OC_BLOCK + j);
+        zo_mve_dots(x2, w, k, 1, eff + j, acc + 2 * ZO_MVE_OC_BLOCK + j);
     }
 }
 
