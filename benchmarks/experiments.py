@@ -166,6 +166,7 @@ def run_one(spec: dict) -> dict:
         eval_every=spec["eval_every"],
         train=spec["train"],
         headroom=spec["headroom"],
+        val_fraction=spec.get("val_fraction"),
     )
     t0 = time.perf_counter()
     res = simulate(spec["model"], spec["data"], opts, log_path=None, engine="c", plot=False)
@@ -221,9 +222,11 @@ def make_spec(
     decay: str = DEFAULT_DECAY,
     scaling: str = DEFAULT_SCALING,
     trial: int | None = None,
+    val_fraction: float | None = None,
 ) -> dict:
     """scaling: the adaptive schedulers' lr scaling (the fixed-q grid is in lr_1 units with sqrt);
-    trial: their lr trial's steps per candidate (None: zoflash's default)."""
+    trial: their lr trial's steps per candidate (None: zoflash's default); val_fraction: every
+    run's --val-fraction (None: zoflash's default)."""
     label = sched if scaling == DEFAULT_SCALING else f"{sched}+{scaling}"
     label = label if trial is None else f"{label}+trial{trial}"
     scaling = "sqrt" if sched == "fixed" else scaling
@@ -238,7 +241,8 @@ def make_spec(
     else:
         every = ADAPTIVE_EVAL_EVERY
     label = label if decay == DEFAULT_DECAY else f"{label}+{decay}"
-    return dict(
+    label = label if val_fraction is None else f"{label}+val{val_fraction:g}"
+    spec = dict(
         key=run_key(label, q, lr, seed),
         sched=sched,
         q=q,
@@ -254,6 +258,9 @@ def make_spec(
         data=str(task.data),
         headroom=cfg.headroom,
     )
+    if val_fraction is not None:  # absent otherwise: the default's runs keep their cache entries
+        spec["val_fraction"] = val_fraction
+    return spec
 
 
 def run_experiments(cfg: Config, task_name: str, executor, workers: str) -> dict:

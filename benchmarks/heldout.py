@@ -71,16 +71,20 @@ def heldout(
     schedulers: tuple[str, ...] = ex.ADAPTIVE,
     scaling: str = ex.DEFAULT_SCALING,
     trial: int | None = None,
+    val_fraction: float | None = None,
 ) -> dict:
     task = ex.TASKS[task_name]
     q, k, l0 = reference or grid_reference(task_name, cfg)
     ref = f"fixed q={q}, tuned lr (L0·2^{k})"
-    specs = {ref: [ex.make_spec(cfg, task, "fixed", q, f"k{k}", s, l0) for s in seeds]}
+    specs = {ref: [ex.make_spec(cfg, task, "fixed", q, f"k{k}", s, l0, val_fraction=val_fraction) for s in seeds]}
     for name in schedulers:
         # lr_k: the schedulers at lr_1 = L0·2^k (a point of the lr sweep) instead of the auto lr
         lr = "auto" if lr_k is None else f"k{lr_k}"
         specs[name] = [
-            ex.make_spec(cfg, task, name, 1, lr, s, l0, decay=decay, scaling=scaling, trial=trial) for s in seeds
+            ex.make_spec(
+                cfg, task, name, 1, lr, s, l0, decay=decay, scaling=scaling, trial=trial, val_fraction=val_fraction
+            )
+            for s in seeds
         ]
     res = run_grid(
         [s for group in specs.values() for s in group],
@@ -117,6 +121,7 @@ def heldout(
         lr_k=lr_k,
         scaling=scaling,
         trial=trial,
+        val_fraction=val_fraction,
     )
 
 
@@ -135,6 +140,8 @@ def to_markdown(h: dict, command: str) -> str:
         grid += f", the schedulers with --lr-scaling {h['scaling']}"
     if h.get("trial") is not None:
         grid += f", the schedulers with --lr-trial {h['trial']}"
+    if h.get("val_fraction") is not None:
+        grid += f", every run with --val-fraction {h['val_fraction']:g}"
     if h.get("lr_k") is not None:
         grid += f", the schedulers at lr_1 = L0·2^{h['lr_k']} (the lr sweep)"
     seeds = f"seeds {h['seeds'][0]}..{h['seeds'][-1]}"
@@ -253,6 +260,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="STEPS",
         help="the adaptive schedulers' lr trial steps per candidate (default: zoflash's)",
     )
+    ap.add_argument(
+        "--val-fraction",
+        type=float,
+        metavar="F",
+        help="every run's --val-fraction, the reference's too (default: zoflash's)",
+    )
     args = ap.parse_args(argv)
     args.task, task_args = ex.task_of(ap, args)
     schedulers = tuple(args.schedulers.split(","))
@@ -271,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             schedulers,
             args.lr_scaling,
             args.lr_trial,
+            args.val_fraction,
         )
     command = (
         f"python benchmarks/heldout.py{task_args} --seeds {args.seeds}"
@@ -284,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         + (f" --lr-k {args.lr_k}" if args.lr_k is not None else "")
         + (f" --lr-scaling {args.lr_scaling}" if args.lr_scaling != ex.DEFAULT_SCALING else "")
         + (f" --lr-trial {args.lr_trial}" if args.lr_trial is not None else "")
+        + (f" --val-fraction {args.val_fraction:g}" if args.val_fraction is not None else "")
         + (f" --write {args.write}" if args.write else "")
     )
     body = to_markdown(h, command)
@@ -295,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
             + (f"-{args.lr_decay}" if args.lr_decay != ex.DEFAULT_DECAY else "")
             + (f"-k{args.lr_k}" if args.lr_k is not None else "")
             + (f"-{args.lr_scaling}" if args.lr_scaling != ex.DEFAULT_SCALING else "")
-            + (f"-trial{args.lr_trial}" if args.lr_trial is not None else ""),
+            + (f"-trial{args.lr_trial}" if args.lr_trial is not None else "")
+            + (f"-val{args.val_fraction:g}" if args.val_fraction is not None else ""),
             body,
         )
         print(f"wrote {args.write}")

@@ -45,6 +45,8 @@ def trace_one(run: dict) -> dict:
         eval_every=run["eval_every"],
         train=run["train"],
         headroom=run["headroom"],
+        lr_trial=run.get("lr_trial"),
+        val_fraction=run.get("val_fraction"),
         **run.get("extra", {}),
     )
     res = simulate(run["model"], run["data"], opts, log_path=None, engine="c", plot=False)
@@ -114,12 +116,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=ex.FULL.budget)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json", type=Path, help="also write the traces here")
+    ap.add_argument("--val-fraction", type=float, metavar="F", help="the runs' --val-fraction (default: zoflash's)")
     args = ap.parse_args(argv)
     args.task, _ = ex.task_of(ap, args)
     cfg = ex.with_budget(ex.FULL, args.budget if args.budget != ex.FULL.budget else None)
     task = ex.TASKS[args.task]
     lr = "auto" if args.k is None else f"k{args.k}"
-    specs = [ex.make_spec(cfg, task, args.scheduler, args.q, lr, s, args.l0) for s in seed_range(args.seeds)]
+    specs = [
+        ex.make_spec(cfg, task, args.scheduler, args.q, lr, s, args.l0, val_fraction=args.val_fraction)
+        for s in seed_range(args.seeds)
+    ]
     for s in specs:
         s["key"] = "trace|" + s["key"]
     with make_executor(args.workers) as executor:
