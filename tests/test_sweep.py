@@ -149,6 +149,32 @@ def test_heldout_reference_runs_the_stated_fixed_q(tmp_path, monkeypatch):
     assert h["finals"]["plateau"][0] == pytest.approx(runs["plateau+linear|q1|auto|s1"]["final_acc"] * 100)
 
 
+def test_a_validation_share_reaches_every_run_and_keys_its_cache(monkeypatch):
+    """heldout.py / trace_runs.py --val-fraction: the spec carries it into the run's options (the
+    reference's too) and into its label; without it the spec is as before, so cached runs stay."""
+    import zoflash.training.options as options
+
+    ex, sweep = _load("experiments"), _load("sweep")
+    cfg = ex.Config("test", (1,), 3000, (1,), (0,), (0,), 1000)
+    task = ex.TASKS["sensor"]
+    plain = ex.make_spec(cfg, task, "fixed", 2, "k0", 1, 3.0)
+    shared = ex.make_spec(cfg, task, "fixed", 2, "k0", 1, 3.0, val_fraction=0.2)
+    assert "val_fraction" not in plain and shared["val_fraction"] == 0.2
+    assert shared["key"] == "fixed+val0.2|q2|k0|s1" and plain["key"] == "fixed|q2|k0|s1"
+    assert sweep.run_hash(shared) != sweep.run_hash(plain)
+    seen = []
+
+    def capture(**kw):
+        seen.append(kw["val_fraction"])
+        raise RuntimeError("captured")
+
+    monkeypatch.setattr(options, "make_options", capture)
+    for spec in (plain, shared):
+        with pytest.raises(RuntimeError, match="captured"):
+            ex.run_one(spec)
+    assert seen == [None, 0.2]
+
+
 def test_heldout_trial_summary_reports_the_chosen_rates():
     """The lr_1 the trials chose: median and range per method; a method without a trial says so."""
     ho = _load("heldout")
