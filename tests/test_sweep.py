@@ -150,8 +150,9 @@ def test_heldout_reference_runs_the_stated_fixed_q(tmp_path, monkeypatch):
 
 
 def test_a_validation_share_reaches_every_run_and_keys_its_cache(monkeypatch):
-    """heldout.py / trace_runs.py --val-fraction: the spec carries it into the run's options (the
-    reference's too) and into its label; without it the spec is as before, so cached runs stay."""
+    """heldout.py / trace_runs.py --val-fraction: the spec carries it into the options of both
+    benchmarks' runs (the reference's too) and into its label; without it the spec is as before,
+    so cached runs stay."""
     import zoflash.training.options as options
 
     ex, sweep = _load("experiments"), _load("sweep")
@@ -169,10 +170,12 @@ def test_a_validation_share_reaches_every_run_and_keys_its_cache(monkeypatch):
         raise RuntimeError("captured")
 
     monkeypatch.setattr(options, "make_options", capture)
-    for spec in (plain, shared):
-        with pytest.raises(RuntimeError, match="captured"):
-            ex.run_one(spec)
-    assert seen == [None, 0.2]
+    for run in (ex.run_one, _load("trace_runs").trace_one):
+        seen.clear()
+        for spec in (plain, shared):
+            with pytest.raises(RuntimeError, match="captured"):
+                run(spec)
+        assert seen == [None, 0.2], run.__name__
 
 
 def test_heldout_trial_summary_reports_the_chosen_rates():

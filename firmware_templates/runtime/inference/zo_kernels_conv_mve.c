@@ -403,7 +403,7 @@ __attribute__((noinline)) static void zo_mve_rows3x2(const int8_t *const *x, con
     if (m.pairs > 0) {
         int32_t a0, a1, a2, a3, a4, a5, t;
         const int8_t *w1;
-        register int32_t b __asm__("lr");
+        register int32_t b __asm__("lr"); /* the block loop's count (WLS/LE), set inside */
         __asm__ volatile(
             "1:\n\t"
             "ldr %[t], %[eff]\n\t"
@@ -448,8 +448,7 @@ __attribute__((noinline)) static void zo_mve_rows3x2(const int8_t *const *x, con
             "vpst\n\t"
             "vldrbt.u8 q2, [%[x2]]\n\t"
             "vmlava.s8 %[a4], q2, q0\n\t"
-            "vmlava.s8 %[a5], q2, q1\n\t"
-            "\n"
+            "vmlava.s8 %[a5], q2, q1\n"
             "4:\n\t"
             "ldr %[t], %[acc]\n\t"
             "strd %[a2], %[a3], [%[t], #4*" ZO_MVE_STR(ZO_MVE_OC_BLOCK) "]\n\t"
